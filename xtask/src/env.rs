@@ -1,0 +1,62 @@
+//! Running cargo, and the environment the reference tests read.
+//!
+//! Tests that compare against Optuna or a real model read two variables:
+//! `MEMTUNE_PYTHON` (a Python with the pinned reference packages) and
+//! `MEMTUNE_MINILM_DIR` (the unpacked all-MiniLM-L6-v2 files). `cargo xtask
+//! test` sets both; a plain `cargo test` without them skips those tests with
+//! a message, except under `CI=true`, where a missing resource is a failure.
+
+use crate::{Result, model, python};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The workspace root (xtask lives one level below it).
+pub fn root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().expect("xtask has a parent").to_path_buf()
+}
+
+/// Where downloads are cached: `$MEMTUNE_CACHE`, else `target/memtune-cache`.
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("MEMTUNE_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target").join("memtune-cache"))
+}
+
+pub fn cargo(args: &[&str], vars: &[(&str, String)]) -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    eprintln!("$ cargo {}", args.join(" "));
+    let status = Command::new(&cargo)
+        .args(args)
+        .current_dir(root())
+        .envs(vars.iter().map(|(k, v)| (*k, v)))
+        .status()
+        .map_err(|e| format!("cannot run {cargo}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("cargo {} failed ({status})", args.join(" ")))
+    }
+}
+
+/// The variables for reference tests: the venv's Python and the model dir.
+pub fn reference_vars() -> Result<Vec<(&'static str, String)>> {
+    let py = python::venv()?;
+    let model = model::fetch("minilm")?;
+    Ok(vec![
+        ("MEMTUNE_PYTHON", py.display().to_string()),
+        ("MEMTUNE_MINILM_DIR", model.display().to_string()),
+    ])
+}
+
+pub fn run(cmd: &mut Command) -> Result<()> {
+    let shown = format!("{cmd:?}");
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run {shown}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} failed ({status})"))
+    }
+}

@@ -1,0 +1,87 @@
+//! `cargo xtask`: the project's scripts, written in Rust so they run wherever
+//! cargo does (the rust-analyzer convention).
+//!
+//! - `cargo xtask test`: the README's test command and what CI runs: fmt,
+//!   clippy, then every test of the workspace, after preparing what the
+//!   reference tests need (a Python venv with Optuna, the MiniLM model).
+//! - `cargo xtask tune [ARGS]`: build and run `memtune tune` on the embedded
+//!   default study.
+//! - `cargo xtask fetch-model minilm`: download and unpack all-MiniLM-L6-v2.
+//! - `cargo xtask bench NAME`: the cross-crate benchmarks that print a table.
+//! - `cargo xtask gpu-test`: the CUDA tests, on a machine with a GPU.
+
+mod env;
+mod model;
+mod python;
+
+use std::process::ExitCode;
+
+type Result<T> = std::result::Result<T, String>;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("test") => test(&args[1..]),
+        Some("tune") => tune(&args[1..]),
+        Some("fetch-model") => model::fetch_cmd(&args[1..]).map(|dir| {
+            println!("{}", dir.display());
+        }),
+        Some("python") => python::venv().map(|py| println!("{}", py.display())),
+        Some("bench") => bench(&args[1..]),
+        Some("gpu-test") => gpu_test(&args[1..]),
+        _ => Err(USAGE.to_string()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("xtask: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+const USAGE: &str = "usage: cargo xtask <test|tune|fetch-model minilm|python|bench NAME|gpu-test>";
+
+/// fmt, clippy, then the whole test suite with the reference resources.
+fn test(extra: &[String]) -> Result<()> {
+    env::cargo(&["fmt", "--all", "--", "--check"], &[])?;
+    env::cargo(
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )?;
+    let vars = env::reference_vars()?;
+    let vars: Vec<(&str, String)> = vars.iter().map(|(k, v)| (*k, v.clone())).collect();
+    let mut cmd = vec!["test", "--workspace"];
+    cmd.extend(extra.iter().map(String::as_str));
+    env::cargo(&cmd, &vars)
+}
+
+/// Build and run the study runner on the embedded default study.
+fn tune(extra: &[String]) -> Result<()> {
+    let vars = env::reference_vars()?;
+    let vars: Vec<(&str, String)> = vars.iter().map(|(k, v)| (*k, v.clone())).collect();
+    let mut cmd = vec!["run", "--release", "--package", "cli", "--", "tune"];
+    cmd.extend(extra.iter().map(String::as_str));
+    env::cargo(&cmd, &vars)
+}
+
+fn bench(args: &[String]) -> Result<()> {
+    match args.first().map(String::as_str) {
+        Some(name) => Err(format!("unknown benchmark '{name}'")),
+        None => Err("usage: cargo xtask bench NAME".into()),
+    }
+}
+
+/// The CUDA tests: every crate's `cuda` feature, with the GPU tests enabled.
+fn gpu_test(extra: &[String]) -> Result<()> {
+    let mut cmd = vec!["test", "--workspace", "--features", "cuda"];
+    cmd.extend(extra.iter().map(String::as_str));
+    env::cargo(&cmd, &[("MEMTUNE_GPU_TESTS", "1".into())])
+}
