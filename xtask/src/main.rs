@@ -79,9 +79,17 @@ fn bench(args: &[String]) -> Result<()> {
     }
 }
 
-/// The CUDA tests: every crate's `cuda` feature, with the GPU tests enabled.
+/// Crates with a `cuda` feature whose tests need a GPU.
+const CUDA_CRATES: &[&str] = &["gpu-mem", "trainer"];
+
+/// The CUDA tests: each CUDA crate's tests with its `cuda` feature, GPU tests on.
 fn gpu_test(extra: &[String]) -> Result<()> {
-    let mut cmd = vec!["test", "--workspace", "--features", "cuda"];
-    cmd.extend(extra.iter().map(String::as_str));
+    let mut cmd = vec!["test".to_string()];
+    for krate in CUDA_CRATES {
+        cmd.extend(["--package".into(), krate.to_string()]);
+        cmd.extend(["--features".into(), format!("{krate}/cuda")]);
+    }
+    cmd.extend(extra.iter().cloned());
+    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
     env::cargo(&cmd, &[("MEMTUNE_GPU_TESTS", "1".into())])
 }

@@ -8,3 +8,6 @@
 //!
 //! It deliberately does not choose hyperparameters or store results: one call
 //! trains one configuration and reports metrics to an observer.
+
+pub mod batch;
+pub mod weights;
