@@ -10,4 +10,6 @@
 //! trains one configuration and reports metrics to an observer.
 
 pub mod batch;
+pub mod data;
+pub mod tokenize;
 pub mod weights;

@@ -1,0 +1,163 @@
+//! Tokenize once, then cut micro-batches padded to their longest sequence.
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+
+use super::error::DataError;
+use super::record::Example;
+use crate::batch::Batch;
+use crate::tokenize::{Encoded, TextTokenizer};
+
+/// The order in which examples are cut into batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchOrder {
+    /// Input order (evaluation).
+    Sequential,
+    /// A permutation drawn from `(seed, epoch)`: the same for the same pair,
+    /// different each epoch. No sorting by length.
+    Shuffled { seed: u64, epoch: u64 },
+}
+
+/// Examples tokenized (truncated, unpadded) with their validated labels.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenizedDataset {
+    encoded: Vec<Encoded>,
+    labels: Vec<usize>,
+    num_classes: usize,
+    pad_id: u32,
+}
+
+impl TokenizedDataset {
+    /// Tokenizes every example. Labels are checked against `num_classes`
+    /// here, on the host, so a batch can never carry an invalid class index.
+    pub fn new(
+        tokenizer: &TextTokenizer,
+        examples: &[Example],
+        num_classes: usize,
+    ) -> Result<Self, DataError> {
+        validate_labels(examples.iter().map(|e| e.label), num_classes)?;
+        let encoded = examples
+            .iter()
+            .map(|e| tokenizer.encode(&e.text, e.text_pair.as_deref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            encoded,
+            labels: examples.iter().map(|e| e.label).collect(),
+            num_classes,
+            pad_id: tokenizer.special_tokens().pad,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+
+    pub fn num_classes(&self) -> usize {
+        self.num_classes
+    }
+
+    pub fn labels(&self) -> &[usize] {
+        &self.labels
+    }
+
+    /// Each example's tokens, in input order.
+    pub fn encoded(&self) -> &[Encoded] {
+        &self.encoded
+    }
+
+    /// The longest example, in tokens: the widest batch there can be.
+    pub fn max_sequence_length(&self) -> usize {
+        self.encoded.iter().map(|e| e.ids.len()).max().unwrap_or(0)
+    }
+
+    /// Batches per epoch at this micro-batch size (the last may be smaller).
+    pub fn num_batches(&self, micro_batch: usize) -> usize {
+        self.len().div_ceil(micro_batch.max(1))
+    }
+
+    /// The epoch's micro-batches of `micro_batch` examples (the last one
+    /// holds the remainder), each padded to its own longest sequence.
+    pub fn batches(
+        &self,
+        micro_batch: usize,
+        order: BatchOrder,
+    ) -> Result<impl Iterator<Item = Batch> + '_, DataError> {
+        if micro_batch == 0 {
+            return Err(DataError::ZeroBatchSize);
+        }
+        let mut indices: Vec<usize> = (0..self.len()).collect();
+        if let BatchOrder::Shuffled { seed, epoch } = order {
+            indices.shuffle(&mut StdRng::seed_from_u64(epoch_seed(seed, epoch)));
+        }
+        let chunks: Vec<Vec<usize>> = indices.chunks(micro_batch).map(<[usize]>::to_vec).collect();
+        Ok(chunks.into_iter().map(move |chunk| self.batch_of(&chunk)))
+    }
+
+    /// The examples at `indices`, padded to the longest of them.
+    pub fn batch_of(&self, indices: &[usize]) -> Batch {
+        let seq = indices
+            .iter()
+            .map(|&i| self.encoded[i].ids.len())
+            .max()
+            .unwrap_or(0);
+        let size = indices.len() * seq;
+        let mut batch = Batch {
+            batch: indices.len(),
+            seq,
+            input_ids: Vec::with_capacity(size),
+            token_type_ids: Vec::with_capacity(size),
+            attention_mask: Vec::with_capacity(size),
+            labels: Vec::with_capacity(indices.len()),
+        };
+        for &i in indices {
+            let encoded = &self.encoded[i];
+            let padding = seq - encoded.ids.len();
+            batch.input_ids.extend(&encoded.ids);
+            batch
+                .input_ids
+                .extend(std::iter::repeat_n(self.pad_id, padding));
+            batch.token_type_ids.extend(&encoded.type_ids);
+            batch.token_type_ids.extend(std::iter::repeat_n(0, padding));
+            batch
+                .attention_mask
+                .extend(std::iter::repeat_n(1, encoded.ids.len()));
+            batch.attention_mask.extend(std::iter::repeat_n(0, padding));
+            batch.labels.push(self.labels[i]);
+        }
+        batch
+    }
+}
+
+/// Checks every label is a class index below `num_classes`; call it on any
+/// labels that did not come through a loader before computing a loss.
+pub fn validate_labels(
+    labels: impl IntoIterator<Item = usize>,
+    num_classes: usize,
+) -> Result<(), DataError> {
+    match labels
+        .into_iter()
+        .enumerate()
+        .find(|(_, l)| *l >= num_classes)
+    {
+        Some((index, label)) => Err(DataError::LabelOutOfRange {
+            index,
+            label,
+            num_classes,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// One RNG seed per (seed, epoch), well mixed (SplitMix64's finaliser) so
+/// nearby seeds and epochs give unrelated permutations.
+fn epoch_seed(seed: u64, epoch: u64) -> u64 {
+    let mut z = seed ^ epoch.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}

@@ -1,0 +1,73 @@
+//! Why a data set could not be loaded.
+
+use std::path::PathBuf;
+
+use super::record::BadRecord;
+
+/// How many bad records a `Rejected` error's message lists before "and N more".
+const LISTED_BAD_RECORDS: usize = 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    #[error("cannot read data file {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot tell the format of {file}: use a .csv, .jsonl or .json name, or set the format"
+    )]
+    UnknownFormat { file: String },
+    /// The file as a whole cannot be parsed (a JSON array that is not valid
+    /// JSON, a CSV header that cannot be read): no record can be trusted.
+    #[error("{file}:{line}: cannot parse: {message}")]
+    Parse {
+        file: String,
+        line: usize,
+        message: String,
+    },
+    #[error("{file}: no column `{column}` in the CSV header {header:?}")]
+    MissingColumn {
+        file: String,
+        column: String,
+        header: Vec<String>,
+    },
+    #[error("the label spec has no classes: at least 2 are needed")]
+    NoClasses,
+    #[error("{file}: {} bad record(s) and the policy is to reject:\n{}", bad.len(), list(bad))]
+    Rejected { file: String, bad: Vec<BadRecord> },
+    #[error(
+        "cannot combine data sets with different classes ({ours} and {theirs} classes, or other names)"
+    )]
+    ClassMismatch { ours: usize, theirs: usize },
+    #[error("{file}: no valid record")]
+    Empty { file: String },
+    #[error("example {index} has label {label}, outside 0..{num_classes}")]
+    LabelOutOfRange {
+        index: usize,
+        label: usize,
+        num_classes: usize,
+    },
+    #[error("cannot split: the validation fraction {fraction} is not strictly between 0 and 1")]
+    InvalidSplit { fraction: f64 },
+    #[error("micro-batch size must be at least 1")]
+    ZeroBatchSize,
+    #[error(transparent)]
+    Tokenizer(#[from] crate::tokenize::TokenizerError),
+}
+
+fn list(bad: &[BadRecord]) -> String {
+    let mut text = bad
+        .iter()
+        .take(LISTED_BAD_RECORDS)
+        .map(|b| format!("  {b}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    if bad.len() > LISTED_BAD_RECORDS {
+        text.push_str(&format!(
+            "\n  ... and {} more",
+            bad.len() - LISTED_BAD_RECORDS
+        ));
+    }
+    text
+}

@@ -1,0 +1,32 @@
+//! Labelled text examples: loading, validation, splitting and batching.
+//!
+//! - [`load_file`] / [`load_str`] read CSV, JSON Lines or a JSON array with
+//!   configurable text field(s) and label field ([`LoadOptions`]). Every bad
+//!   record is reported with its file and line (and record index for JSON
+//!   arrays) and either skipped, counted and listed in the [`LoadReport`], or
+//!   makes the whole load fail ([`BadRecordPolicy`]). Labels are validated
+//!   here, on the host, so a bad label can never reach a loss kernel.
+//! - [`embedded`] is the vendored Sentiment Labelled Sentences set, compiled
+//!   into the binary.
+//! - [`split`] makes a seeded, stratified train/validation split that keeps
+//!   duplicate texts on one side.
+//! - [`batcher`] tokenizes once and yields [`crate::batch::Batch`]es padded
+//!   to the longest sequence of each micro-batch, shuffled per epoch.
+
+pub mod batcher;
+pub mod embedded;
+mod error;
+mod json;
+mod label;
+mod options;
+mod reader;
+mod record;
+pub mod split;
+mod table;
+
+pub use batcher::{BatchOrder, TokenizedDataset};
+pub use error::DataError;
+pub use options::{BadRecordPolicy, DataFormat, FieldSpec, LabelSpec, LoadOptions};
+pub use reader::{load_file, load_str};
+pub use record::{BadRecord, BadRecordReason, Dataset, Example, LoadReport, RecordLocation};
+pub use split::{TrainValidationSplit, stratified_split};

@@ -1,0 +1,300 @@
+//! Text to token ids, with the `tokenizers` library.
+//!
+//! A [`TextTokenizer`] comes from a Hugging Face `tokenizer.json` or is built
+//! from a BERT `vocab.txt` (BertNormalizer, BertPreTokenizer, WordPiece and
+//! the `[CLS] A [SEP] B [SEP]` template, as HF's `BertTokenizerFast` does).
+//! It truncates each example to `max_length` tokens (special tokens
+//! included, longest-first for pairs) and never pads: padding is per batch,
+//! to the longest sequence in it (see `data::batcher`), so any padding or
+//! truncation stored in a `tokenizer.json` (all-MiniLM-L6-v2 pads every
+//! sequence to 128) is replaced.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
+use tokenizers::models::wordpiece::WordPiece;
+use tokenizers::normalizers::bert::BertNormalizer;
+use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
+use tokenizers::processors::template::TemplateProcessing;
+use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
+
+/// The smallest `max_length` that leaves room for a pair's three special
+/// tokens and one real token.
+pub const MIN_MAX_LENGTH: usize = 4;
+
+/// Why a tokenizer could not be loaded, checked or used.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizerError {
+    #[error("cannot load tokenizer from {}: {message}", path.display())]
+    Load { path: PathBuf, message: String },
+    #[error("tokenizer from {} has no `{token}` token (looked for {candidates:?})", path.display())]
+    MissingSpecialToken {
+        path: PathBuf,
+        token: &'static str,
+        candidates: &'static [&'static str],
+    },
+    #[error(
+        "tokenizer from {} has token ids up to {max_id} (vocabulary of {tokenizer_vocab}) \
+         but the model's embedding table has only {model_vocab} rows: tokenizer and model do not match",
+        path.display()
+    )]
+    VocabTooLarge {
+        path: PathBuf,
+        max_id: u32,
+        tokenizer_vocab: usize,
+        model_vocab: usize,
+    },
+    #[error("max_length {max_length} exceeds the model's {max_positions} position embeddings")]
+    MaxLengthExceedsPositions {
+        max_length: usize,
+        max_positions: usize,
+    },
+    #[error("max_length {max_length} is too small: it must be at least {MIN_MAX_LENGTH}")]
+    MaxLengthTooSmall { max_length: usize },
+    #[error("cannot tokenize {text:?}: {message}")]
+    Encode { text: String, message: String },
+}
+
+/// Ids of the special tokens a classifier input uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpecialTokens {
+    /// `[CLS]` (BERT) or `<s>` (RoBERTa): first token, pooled by the classifier.
+    pub cls: u32,
+    /// `[SEP]` or `</s>`: ends each segment.
+    pub sep: u32,
+    /// `[PAD]` or `<pad>`: fills batches to their longest sequence.
+    pub pad: u32,
+}
+
+/// One example's tokens, unpadded: special tokens included, truncated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Encoded {
+    pub ids: Vec<u32>,
+    /// 0 for the first segment, 1 for the second of a pair.
+    pub type_ids: Vec<u32>,
+}
+
+/// A tokenizer configured for classifier inputs (see the module doc).
+#[derive(Clone)]
+pub struct TextTokenizer {
+    inner: Tokenizer,
+    source: PathBuf,
+    max_length: usize,
+    special: SpecialTokens,
+}
+
+const CLS_CANDIDATES: &[&str] = &["[CLS]", "<s>"];
+const SEP_CANDIDATES: &[&str] = &["[SEP]", "</s>"];
+const PAD_CANDIDATES: &[&str] = &["[PAD]", "<pad>"];
+
+impl TextTokenizer {
+    /// Loads a Hugging Face `tokenizer.json`; its own padding and truncation
+    /// settings are replaced by `max_length` truncation and no padding.
+    pub fn from_tokenizer_json(
+        path: impl AsRef<Path>,
+        max_length: usize,
+    ) -> Result<Self, TokenizerError> {
+        let path = path.as_ref();
+        let inner = Tokenizer::from_file(path).map_err(|e| TokenizerError::Load {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        Self::configure(inner, path, max_length)
+    }
+
+    /// Builds BERT's WordPiece tokenizer from a `vocab.txt` (one token a
+    /// line, the id is the line number). `lowercase` must match the model
+    /// (true for uncased models such as all-MiniLM-L6-v2).
+    pub fn from_vocab_txt(
+        path: impl AsRef<Path>,
+        lowercase: bool,
+        max_length: usize,
+    ) -> Result<Self, TokenizerError> {
+        let path = path.as_ref();
+        let load_error = |message: String| TokenizerError::Load {
+            path: path.to_path_buf(),
+            message,
+        };
+        let path_str = path
+            .to_str()
+            .ok_or_else(|| load_error("the path is not valid UTF-8".into()))?;
+        let wordpiece = WordPiece::from_file(path_str)
+            .unk_token("[UNK]".into())
+            .build()
+            .map_err(|e| load_error(e.to_string()))?;
+        let mut inner = Tokenizer::new(wordpiece);
+        let special = find_special_tokens(&inner, path)?;
+        if inner.token_to_id("[UNK]").is_none() {
+            return Err(TokenizerError::MissingSpecialToken {
+                path: path.to_path_buf(),
+                token: "unknown",
+                candidates: &["[UNK]"],
+            });
+        }
+        let template = TemplateProcessing::builder()
+            .try_single("[CLS]:0 $A:0 [SEP]:0")
+            .and_then(|b| b.try_pair("[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1"))
+            .map_err(|e| load_error(e.to_string()))?
+            .special_tokens(vec![("[CLS]", special.cls), ("[SEP]", special.sep)])
+            .build()
+            .map_err(|e| load_error(e.to_string()))?;
+        inner
+            .with_normalizer(Some(BertNormalizer::new(true, true, None, lowercase)))
+            .with_pre_tokenizer(Some(BertPreTokenizer))
+            .with_post_processor(Some(template))
+            .with_decoder(Some(WordPieceDecoder::default()));
+        Self::configure(inner, path, max_length)
+    }
+
+    /// `tokenizer.json` in `dir` when present, otherwise `vocab.txt`
+    /// (lowercased, the common uncased BERT).
+    pub fn from_model_dir(
+        dir: impl AsRef<Path>,
+        max_length: usize,
+    ) -> Result<Self, TokenizerError> {
+        let dir = dir.as_ref();
+        let json = dir.join("tokenizer.json");
+        if json.is_file() {
+            Self::from_tokenizer_json(json, max_length)
+        } else {
+            Self::from_vocab_txt(dir.join("vocab.txt"), true, max_length)
+        }
+    }
+
+    fn configure(
+        mut inner: Tokenizer,
+        path: &Path,
+        max_length: usize,
+    ) -> Result<Self, TokenizerError> {
+        if max_length < MIN_MAX_LENGTH {
+            return Err(TokenizerError::MaxLengthTooSmall { max_length });
+        }
+        let special = find_special_tokens(&inner, path)?;
+        inner.with_padding(None);
+        inner
+            .with_truncation(Some(TruncationParams {
+                direction: TruncationDirection::Right,
+                max_length,
+                strategy: TruncationStrategy::LongestFirst,
+                stride: 0,
+            }))
+            .map_err(|e| TokenizerError::Load {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?;
+        Ok(Self {
+            inner,
+            source: path.to_path_buf(),
+            max_length,
+            special,
+        })
+    }
+
+    /// Checks that this tokenizer fits a model: every token id has a row in
+    /// the model's embedding table (`model_vocab_size`), and `max_length`
+    /// tokens have position embeddings (`max_positions`: for RoBERTa-style
+    /// models, the table size less the padding offset).
+    pub fn check_model(
+        &self,
+        model_vocab_size: usize,
+        max_positions: usize,
+    ) -> Result<(), TokenizerError> {
+        let vocab = self.inner.get_vocab(true);
+        let max_id = vocab.values().copied().max().unwrap_or(0);
+        if max_id as usize >= model_vocab_size {
+            return Err(TokenizerError::VocabTooLarge {
+                path: self.source.clone(),
+                max_id,
+                tokenizer_vocab: vocab.len(),
+                model_vocab: model_vocab_size,
+            });
+        }
+        if self.max_length > max_positions {
+            return Err(TokenizerError::MaxLengthExceedsPositions {
+                max_length: self.max_length,
+                max_positions,
+            });
+        }
+        Ok(())
+    }
+
+    /// Tokenizes one example (a text, or a pair), truncated to `max_length`.
+    pub fn encode(&self, text: &str, pair: Option<&str>) -> Result<Encoded, TokenizerError> {
+        let result = match pair {
+            None => self.inner.encode(text, true),
+            Some(pair) => self.inner.encode((text, pair), true),
+        };
+        let encoding = result.map_err(|e| TokenizerError::Encode {
+            text: excerpt(text),
+            message: e.to_string(),
+        })?;
+        Ok(Encoded {
+            ids: encoding.get_ids().to_vec(),
+            type_ids: encoding.get_type_ids().to_vec(),
+        })
+    }
+
+    pub fn special_tokens(&self) -> SpecialTokens {
+        self.special
+    }
+
+    pub fn max_length(&self) -> usize {
+        self.max_length
+    }
+
+    /// Number of distinct tokens, added tokens included.
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+
+    /// The id of a token, if the vocabulary has it.
+    pub fn token_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
+    /// The file this tokenizer was loaded from.
+    pub fn source(&self) -> &Path {
+        &self.source
+    }
+}
+
+impl std::fmt::Debug for TextTokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TextTokenizer")
+            .field("source", &self.source)
+            .field("max_length", &self.max_length)
+            .field("special", &self.special)
+            .field("vocab_size", &self.vocab_size())
+            .finish()
+    }
+}
+
+fn find_special_tokens(inner: &Tokenizer, path: &Path) -> Result<SpecialTokens, TokenizerError> {
+    let vocab: HashMap<String, u32> = inner.get_vocab(true);
+    let find = |token: &'static str, candidates: &'static [&'static str]| {
+        candidates
+            .iter()
+            .find_map(|c| vocab.get(*c).copied())
+            .ok_or_else(|| TokenizerError::MissingSpecialToken {
+                path: path.to_path_buf(),
+                token,
+                candidates,
+            })
+    };
+    Ok(SpecialTokens {
+        cls: find("classifier (CLS)", CLS_CANDIDATES)?,
+        sep: find("separator (SEP)", SEP_CANDIDATES)?,
+        pad: find("padding (PAD)", PAD_CANDIDATES)?,
+    })
+}
+
+/// The start of a text, for error messages.
+fn excerpt(text: &str) -> String {
+    const MAX_CHARS: usize = 80;
+    if text.chars().count() <= MAX_CHARS {
+        text.to_string()
+    } else {
+        text.chars().take(MAX_CHARS).chain("...".chars()).collect()
+    }
+}
