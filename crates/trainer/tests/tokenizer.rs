@@ -1,0 +1,216 @@
+//! Tokenizer loading, truncation, pairs and the model-fit check, on a tiny
+//! vocabulary and on the real all-MiniLM-L6-v2 files.
+
+mod io_support;
+
+use io_support::{TINY_VOCAB, embeddings_fixture, minilm_dir, write_vocab};
+use trainer::tokenize::{SpecialTokens, TextTokenizer, TokenizerError};
+
+fn tiny(max_length: usize) -> (tempfile::TempDir, TextTokenizer) {
+    let dir = tempfile::tempdir().unwrap();
+    let vocab = write_vocab(dir.path(), TINY_VOCAB);
+    let tokenizer = TextTokenizer::from_vocab_txt(&vocab, true, max_length).unwrap();
+    (dir, tokenizer)
+}
+
+fn id(token: &str) -> u32 {
+    TINY_VOCAB.iter().position(|t| *t == token).unwrap() as u32
+}
+
+#[test]
+fn vocab_txt_tokenizer_lowercases_splits_pieces_and_adds_cls_sep() {
+    let (_dir, tokenizer) = tiny(32);
+    assert_eq!(
+        tokenizer.special_tokens(),
+        SpecialTokens {
+            cls: 2,
+            sep: 3,
+            pad: 0
+        }
+    );
+    let encoded = tokenizer
+        .encode("The movie is VERY good!  Playing films?", None)
+        .unwrap();
+    let expected = [
+        "[CLS]", "the", "movie", "is", "very", "good", "!", "play", "##ing", "film", "##s", "?",
+        "[SEP]",
+    ];
+    assert_eq!(encoded.ids, expected.map(id));
+    assert_eq!(encoded.type_ids, vec![0; expected.len()]);
+    // Unknown words become [UNK].
+    assert_eq!(
+        tokenizer.encode("zebra", None).unwrap().ids,
+        ["[CLS]", "[UNK]", "[SEP]"].map(id)
+    );
+}
+
+#[test]
+fn pairs_get_segment_ids_and_are_truncated_longest_first() {
+    let (_dir, tokenizer) = tiny(32);
+    let encoded = tokenizer.encode("the movie", Some("is good")).unwrap();
+    assert_eq!(
+        encoded.ids,
+        ["[CLS]", "the", "movie", "[SEP]", "is", "good", "[SEP]"].map(id)
+    );
+    assert_eq!(encoded.type_ids, [0, 0, 0, 0, 1, 1, 1]);
+
+    let (_dir, short) = tiny(7);
+    let encoded = short
+        .encode("the movie is very very good", Some("bad"))
+        .unwrap();
+    // 7 = [CLS] + 3 of the first + [SEP] + "bad" + [SEP]: the longer text loses.
+    assert_eq!(
+        encoded.ids,
+        ["[CLS]", "the", "movie", "is", "[SEP]", "bad", "[SEP]"].map(id)
+    );
+}
+
+#[test]
+fn single_texts_are_truncated_to_max_length_with_sep_kept() {
+    let (_dir, tokenizer) = tiny(5);
+    let encoded = tokenizer.encode("the movie is very good", None).unwrap();
+    assert_eq!(
+        encoded.ids,
+        ["[CLS]", "the", "movie", "is", "[SEP]"].map(id)
+    );
+}
+
+#[test]
+fn a_vocab_without_pad_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let vocab = write_vocab(dir.path(), &["[UNK]", "[CLS]", "[SEP]", "the"]);
+    let err = TextTokenizer::from_vocab_txt(&vocab, true, 16).unwrap_err();
+    assert!(
+        matches!(err, TokenizerError::MissingSpecialToken { .. }),
+        "{err}"
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains("[PAD]") && message.contains("vocab.txt"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_tokenizer_larger_than_the_model_vocab_is_rejected() {
+    let (_dir, tokenizer) = tiny(16);
+    tokenizer.check_model(TINY_VOCAB.len(), 512).unwrap();
+    let err = tokenizer
+        .check_model(TINY_VOCAB.len() - 1, 512)
+        .unwrap_err();
+    assert!(matches!(err, TokenizerError::VocabTooLarge { .. }), "{err}");
+    assert!(err.to_string().contains("do not match"), "{err}");
+    let err = tokenizer.check_model(TINY_VOCAB.len(), 8).unwrap_err();
+    assert!(
+        matches!(err, TokenizerError::MaxLengthExceedsPositions { .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_tokenizer_files_and_lengths_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokenizer.json");
+    std::fs::write(&path, "{\"model\": 42").unwrap();
+    let err = TextTokenizer::from_tokenizer_json(&path, 16).unwrap_err();
+    assert!(matches!(err, TokenizerError::Load { .. }), "{err}");
+    assert!(err.to_string().contains("tokenizer.json"), "{err}");
+    let err = TextTokenizer::from_vocab_txt(dir.path().join("absent.txt"), true, 16).unwrap_err();
+    assert!(err.to_string().contains("absent.txt"), "{err}");
+    let vocab = write_vocab(dir.path(), TINY_VOCAB);
+    let err = TextTokenizer::from_vocab_txt(&vocab, true, 3).unwrap_err();
+    assert!(
+        matches!(err, TokenizerError::MaxLengthTooSmall { max_length: 3 }),
+        "{err}"
+    );
+}
+
+fn fixture_sentences() -> Vec<(String, Vec<u32>)> {
+    let fixture = embeddings_fixture();
+    let sentences = fixture["sentences"].as_array().unwrap();
+    let ids = fixture["token_ids"].as_array().unwrap();
+    sentences
+        .iter()
+        .zip(ids)
+        .map(|(s, ids)| {
+            let ids = ids
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap() as u32)
+                .collect();
+            (s.as_str().unwrap().to_string(), ids)
+        })
+        .collect()
+}
+
+#[test]
+fn minilm_tokenizer_json_gives_known_ids_without_fixed_padding() {
+    let Some(dir) = minilm_dir("minilm_tokenizer_json_gives_known_ids_without_fixed_padding")
+    else {
+        return;
+    };
+    let tokenizer = TextTokenizer::from_tokenizer_json(dir.join("tokenizer.json"), 128).unwrap();
+    tokenizer.check_model(30522, 512).unwrap();
+    assert_eq!(
+        tokenizer.special_tokens(),
+        SpecialTokens {
+            cls: 101,
+            sep: 102,
+            pad: 0
+        }
+    );
+    // The shipped file pads to 128; ours must not.
+    let encoded = tokenizer.encode("The new movie is awesome", None).unwrap();
+    assert_eq!(encoded.ids, [101, 1996, 2047, 3185, 2003, 12476, 102]);
+    for (sentence, ids) in fixture_sentences() {
+        assert_eq!(
+            tokenizer.encode(&sentence, None).unwrap().ids,
+            ids,
+            "{sentence}"
+        );
+    }
+    let pair = tokenizer
+        .encode("The new movie is awesome", Some("so great"))
+        .unwrap();
+    assert_eq!(
+        pair.ids,
+        [101, 1996, 2047, 3185, 2003, 12476, 102, 2061, 2307, 102]
+    );
+    assert_eq!(pair.type_ids, [0, 0, 0, 0, 0, 0, 0, 1, 1, 1]);
+    let long = "word ".repeat(300);
+    assert_eq!(tokenizer.encode(&long, None).unwrap().ids.len(), 128);
+    // A model with a smaller vocabulary does not fit this tokenizer.
+    let err = tokenizer.check_model(30000, 512).unwrap_err();
+    assert!(
+        matches!(err, TokenizerError::VocabTooLarge { max_id: 30521, .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn minilm_vocab_txt_matches_its_tokenizer_json() {
+    let Some(dir) = minilm_dir("minilm_vocab_txt_matches_its_tokenizer_json") else {
+        return;
+    };
+    let from_json = TextTokenizer::from_tokenizer_json(dir.join("tokenizer.json"), 64).unwrap();
+    let from_vocab = TextTokenizer::from_vocab_txt(dir.join("vocab.txt"), true, 64).unwrap();
+    assert_eq!(from_vocab.special_tokens(), from_json.special_tokens());
+    for (sentence, ids) in fixture_sentences() {
+        assert_eq!(
+            from_vocab.encode(&sentence, None).unwrap().ids,
+            ids,
+            "{sentence}"
+        );
+    }
+    for (a, b) in [
+        ("Wasn't that café great?", "No — it was NOT."),
+        ("I love pasta", "Do you like pizza?"),
+    ] {
+        assert_eq!(
+            from_vocab.encode(a, Some(b)).unwrap(),
+            from_json.encode(a, Some(b)).unwrap(),
+            "{a} / {b}"
+        );
+    }
+}
