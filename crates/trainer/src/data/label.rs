@@ -96,10 +96,10 @@ fn label(value: Field<'_>, field: &str, spec: &LabelSpec) -> Result<usize, BadRe
 /// A label written as text: a class name, an integer, or NaN.
 fn from_text(text: &str, field: &str, spec: &LabelSpec) -> Result<usize, BadRecordReason> {
     let text = text.trim();
-    if let LabelSpec::Names(names) = spec {
-        if let Some(index) = names.iter().position(|name| name == text) {
-            return Ok(index);
-        }
+    if let LabelSpec::Names(names) = spec
+        && let Some(index) = names.iter().position(|name| name == text)
+    {
+        return Ok(index);
     }
     if text.eq_ignore_ascii_case("nan") {
         return Err(BadRecordReason::NanLabel {
@@ -109,10 +109,11 @@ fn from_text(text: &str, field: &str, spec: &LabelSpec) -> Result<usize, BadReco
     if let Ok(integer) = text.parse::<i128>() {
         return in_range(integer, field, spec);
     }
-    if let Ok(float) = text.parse::<f64>() {
-        if float.fract() == 0.0 && float.abs() < 1e18 {
-            return in_range(float as i128, field, spec);
-        }
+    if let Ok(float) = text.parse::<f64>()
+        && float.fract() == 0.0
+        && float.abs() < 1e18
+    {
+        return in_range(float as i128, field, spec);
     }
     match spec {
         LabelSpec::Names(names) => Err(BadRecordReason::UnknownLabelName {

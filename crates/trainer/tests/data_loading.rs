@@ -1,0 +1,365 @@
+//! Loading CSV, JSON Lines and JSON arrays: fields, labels, every kind of bad
+//! record with its location, both policies, and the embedded set.
+
+use std::path::{Path, PathBuf};
+
+use trainer::data::embedded::{SENTIMENT_FILES, load_sentiment};
+use trainer::data::{
+    BadRecordPolicy, DataError, DataFormat, FieldSpec, LabelSpec, LoadOptions, load_file, load_str,
+};
+
+fn write(dir: &Path, name: &str, contents: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
+fn texts(dataset: &trainer::data::Dataset) -> Vec<(&str, usize)> {
+    dataset
+        .examples
+        .iter()
+        .map(|e| (e.text.as_str(), e.label))
+        .collect()
+}
+
+#[test]
+fn the_three_formats_load_the_same_examples() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = write(
+        dir.path(),
+        "d.csv",
+        "id,text,label\n1,\"Great, really great\",1\n2,\"Said \"\"no\"\"\",0\n3,multi\nline? no,1\n",
+    );
+    let jsonl = write(
+        dir.path(),
+        "d.jsonl",
+        "{\"text\": \"Great, really great\", \"label\": 1}\n\n{\"text\": \"Said \\\"no\\\"\", \"label\": 0}\n",
+    );
+    let json = write(
+        dir.path(),
+        "d.json",
+        "[\n  {\"text\": \"Great, really great\", \"label\": 1},\n  {\"text\": \"Said \\\"no\\\"\", \"label\": 0.0}\n]\n",
+    );
+    let options = LoadOptions::new(2);
+    let expected = vec![("Great, really great", 1), ("Said \"no\"", 0)];
+    for path in [&jsonl, &json] {
+        let dataset = load_file(path, &options).unwrap();
+        assert_eq!(texts(&dataset), expected, "{}", path.display());
+        assert_eq!(dataset.report.loaded, 2);
+        assert!(dataset.report.skipped.is_empty());
+        assert_eq!(dataset.num_classes, 2);
+    }
+    // The CSV's third row has too few fields (an unquoted line break).
+    let dataset = load_file(&csv, &options).unwrap();
+    assert_eq!(texts(&dataset)[..2], expected[..]);
+    assert_eq!(
+        dataset.report.skipped.len(),
+        2,
+        "{}",
+        dataset.report.summary()
+    );
+}
+
+#[test]
+fn text_pairs_and_label_names_use_the_configured_fields() {
+    let options = LoadOptions {
+        format: Some(DataFormat::JsonLines),
+        fields: FieldSpec {
+            text: "premise".into(),
+            text_pair: Some("hypothesis".into()),
+            label: "gold".into(),
+        },
+        labels: LabelSpec::Names(vec![
+            "entailment".into(),
+            "neutral".into(),
+            "contradiction".into(),
+        ]),
+        bad_records: BadRecordPolicy::Reject,
+    };
+    let contents = concat!(
+        "{\"premise\": \"A man plays.\", \"hypothesis\": \"Someone plays.\", \"gold\": \"entailment\"}\n",
+        "{\"premise\": \"A man plays.\", \"hypothesis\": \"Nobody plays.\", \"gold\": \"contradiction\"}\n",
+        "{\"premise\": \"A man plays.\", \"hypothesis\": \"He is tall.\", \"gold\": 1}\n",
+    );
+    let dataset = load_str("nli.jsonl", contents, DataFormat::JsonLines, &options).unwrap();
+    let labels: Vec<usize> = dataset.examples.iter().map(|e| e.label).collect();
+    assert_eq!(labels, [0, 2, 1]);
+    assert_eq!(
+        dataset.examples[1].text_pair.as_deref(),
+        Some("Nobody plays.")
+    );
+    assert_eq!(dataset.label_names.as_ref().unwrap().len(), 3);
+
+    let bad = "{\"premise\": \"A\", \"hypothesis\": \"  \", \"gold\": \"maybe\"}\n";
+    let err = load_str("nli.jsonl", bad, DataFormat::JsonLines, &options).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("nli.jsonl:1: text field `hypothesis` is empty"),
+        "{err}"
+    );
+}
+
+/// One JSON Lines file with one bad record of each kind, and the reason and
+/// line each must be reported with.
+const BAD_JSONL: &str = concat!(
+    "{\"text\": \"fine\", \"label\": 1}\n",            // 1
+    "{\"text\": \"\", \"label\": 1}\n",                // 2 empty text
+    "{\"text\": \" \\t \", \"label\": 0}\n",           // 3 whitespace text
+    "{\"label\": 0}\n",                                // 4 missing text
+    "{\"text\": 17, \"label\": 0}\n",                  // 5 text not a string
+    "{\"text\": \"no label\"}\n",                      // 6 missing label
+    "{\"text\": \"null label\", \"label\": null}\n",   // 7 null label
+    "{\"text\": \"half\", \"label\": 1.5}\n",          // 8 non-integer
+    "{\"text\": \"word\", \"label\": \"positive\"}\n", // 9 non-integer (no names)
+    "{\"text\": \"two\", \"label\": 2}\n",             // 10 out of range
+    "{\"text\": \"minus\", \"label\": -1}\n",          // 11 out of range
+    "{\"text\": \"nan\", \"label\": \"NaN\"}\n",       // 12 NaN
+    "{\"text\": \"broken\", \"label\": 1\n",           // 13 malformed
+    "[\"not\", \"an object\"]\n",                      // 14 not an object
+    "{\"text\": \"true\", \"label\": true}\n",         // 15 non-integer
+    "{\"text\": \"fine too\", \"label\": \"0\"}\n",    // 16 ok: integer in a string
+);
+
+const BAD_JSONL_EXPECTED: &[(usize, &str)] = &[
+    (2, "empty_text"),
+    (3, "empty_text"),
+    (4, "missing_text"),
+    (5, "missing_text"),
+    (6, "missing_label"),
+    (7, "null_label"),
+    (8, "non_integer_label"),
+    (9, "non_integer_label"),
+    (10, "label_out_of_range"),
+    (11, "label_out_of_range"),
+    (12, "nan_label"),
+    (13, "malformed"),
+    (14, "not_an_object"),
+    (15, "non_integer_label"),
+];
+
+#[test]
+fn every_bad_record_kind_is_skipped_with_its_line_under_skip() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "bad.jsonl", BAD_JSONL);
+    let dataset = load_file(&path, &LoadOptions::new(2)).unwrap();
+    assert_eq!(texts(&dataset), [("fine", 1), ("fine too", 0)]);
+    let report = &dataset.report;
+    assert_eq!(report.loaded, 2);
+    let got: Vec<(usize, &str)> = report
+        .skipped
+        .iter()
+        .map(|b| (b.location.line, b.reason.kind()))
+        .collect();
+    assert_eq!(got, BAD_JSONL_EXPECTED);
+    for bad in &report.skipped {
+        let message = bad.to_string();
+        let location = format!("{}:{}: ", path.display(), bad.location.line);
+        assert!(message.starts_with(&location), "{message}");
+    }
+    assert_eq!(
+        report.skipped_by_reason(),
+        [
+            ("empty_text", 2),
+            ("label_out_of_range", 2),
+            ("malformed", 1),
+            ("missing_label", 1),
+            ("missing_text", 2),
+            ("nan_label", 1),
+            ("non_integer_label", 3),
+            ("not_an_object", 1),
+            ("null_label", 1),
+        ]
+    );
+    let summary = report.summary();
+    assert!(
+        summary.starts_with("loaded 2 records, skipped 14"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("bad.jsonl:10: label field `label` is 2, outside 0..2"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn every_bad_record_is_listed_when_the_policy_is_reject() {
+    let mut options = LoadOptions::new(2);
+    options.bad_records = BadRecordPolicy::Reject;
+    let err = load_str("bad.jsonl", BAD_JSONL, DataFormat::JsonLines, &options).unwrap_err();
+    let DataError::Rejected { file, bad } = &err else {
+        panic!("expected Rejected, got {err}");
+    };
+    assert_eq!(file, "bad.jsonl");
+    let lines: Vec<usize> = bad.iter().map(|b| b.location.line).collect();
+    let expected: Vec<usize> = BAD_JSONL_EXPECTED.iter().map(|(line, _)| *line).collect();
+    assert_eq!(lines, expected);
+    let message = err.to_string();
+    assert!(message.contains("14 bad record(s)"), "{message}");
+    assert!(
+        message.contains("bad.jsonl:7: label field `label` is null"),
+        "{message}"
+    );
+    assert!(
+        message.contains("bad.jsonl:12: label field `label` is NaN"),
+        "{message}"
+    );
+}
+
+#[test]
+fn csv_bad_records_carry_their_line() {
+    let contents = concat!(
+        "text,label\n",        // 1
+        "good,1\n",            // 2
+        "\"\",0\n",            // 3 empty text
+        "no label,\n",         // 4 empty label cell
+        "nan label,nan\n",     // 5 NaN as pandas writes it
+        "float,1.0\n",         // 6 ok: integral float
+        "half,0.5\n",          // 7 non-integer
+        "big,3\n",             // 8 out of range
+        "too,many,fields\n",   // 9 malformed
+        "\"multi\nline\",x\n", // 10 non-integer, a record spanning lines 10-11
+        "last,0\n",            // 12
+    );
+    let dataset = load_str("d.csv", contents, DataFormat::Csv, &LoadOptions::new(2)).unwrap();
+    assert_eq!(texts(&dataset), [("good", 1), ("float", 1), ("last", 0)]);
+    let got: Vec<(usize, &str)> = dataset
+        .report
+        .skipped
+        .iter()
+        .map(|b| (b.location.line, b.reason.kind()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (3, "empty_text"),
+            (4, "missing_label"),
+            (5, "nan_label"),
+            (7, "non_integer_label"),
+            (8, "label_out_of_range"),
+            (9, "malformed"),
+            (10, "non_integer_label"),
+        ]
+    );
+    assert!(
+        dataset.report.skipped[0]
+            .to_string()
+            .starts_with("d.csv:3: ")
+    );
+}
+
+#[test]
+fn a_csv_without_the_configured_column_is_an_error() {
+    let mut options = LoadOptions::new(2);
+    options.fields.label = "sentiment".into();
+    let err = load_str("d.csv", "text,label\nhi,1\n", DataFormat::Csv, &options).unwrap_err();
+    assert!(matches!(err, DataError::MissingColumn { .. }), "{err}");
+    assert!(err.to_string().contains("no column `sentiment`"), "{err}");
+}
+
+#[test]
+fn json_array_records_are_located_by_index_and_line() {
+    let contents = "[\n {\"text\": \"a\", \"label\": 0},\n {\"text\": \"b\", \"label\": 9},\n\n {\"text\": \"\",\n  \"label\": 1}, {\"text\": \"c\"}\n]";
+    let dataset = load_str(
+        "arr.json",
+        contents,
+        DataFormat::JsonArray,
+        &LoadOptions::new(2),
+    )
+    .unwrap();
+    let located: Vec<(usize, Option<usize>, &str)> = dataset
+        .report
+        .skipped
+        .iter()
+        .map(|b| (b.location.line, b.location.index, b.reason.kind()))
+        .collect();
+    assert_eq!(
+        located,
+        [
+            (3, Some(1), "label_out_of_range"),
+            (5, Some(2), "empty_text"),
+            (6, Some(3), "missing_label"),
+        ]
+    );
+    assert_eq!(
+        dataset.report.skipped[1].to_string(),
+        "arr.json:5 (record 2): text field `text` is empty"
+    );
+}
+
+#[test]
+fn unparsable_files_and_options_are_errors_not_panics() {
+    let options = LoadOptions::new(2);
+    let err = load_str(
+        "arr.json",
+        "[{\"text\": \"a\",\n \"label\": 0},\n {oops}]",
+        DataFormat::JsonArray,
+        &options,
+    )
+    .unwrap_err();
+    assert!(matches!(err, DataError::Parse { line: 3, .. }), "{err}");
+    let err = load_str(
+        "obj.json",
+        "{\"text\": \"a\"}",
+        DataFormat::JsonArray,
+        &options,
+    )
+    .unwrap_err();
+    assert!(matches!(err, DataError::Parse { .. }), "{err}");
+    let err = load_file("/nonexistent/data.jsonl", &options).unwrap_err();
+    assert!(err.to_string().contains("/nonexistent/data.jsonl"), "{err}");
+    let err = load_file("data.parquet", &options).unwrap_err();
+    assert!(matches!(err, DataError::UnknownFormat { .. }), "{err}");
+    let err = load_str(
+        "e.jsonl",
+        "\n{\"text\": \"\", \"label\": 0}\n",
+        DataFormat::JsonLines,
+        &options,
+    )
+    .unwrap_err();
+    assert!(matches!(err, DataError::Empty { .. }), "{err}");
+    let err = load_str("x.jsonl", "", DataFormat::JsonLines, &LoadOptions::new(1)).unwrap_err();
+    assert!(matches!(err, DataError::NoClasses), "{err}");
+}
+
+#[test]
+fn load_options_deserialize_from_a_config() {
+    let options: LoadOptions = serde_json::from_str(
+        r#"{"format": "csv", "fields": {"text": "review", "label": "stars"},
+            "labels": {"integer": {"num_classes": 5}}, "bad_records": "reject"}"#,
+    )
+    .unwrap();
+    assert_eq!(options.format, Some(DataFormat::Csv));
+    assert_eq!(options.fields.text, "review");
+    assert_eq!(options.labels, LabelSpec::Integer { num_classes: 5 });
+    assert_eq!(options.bad_records, BadRecordPolicy::Reject);
+    let options: LoadOptions =
+        serde_json::from_str(r#"{"labels": {"names": ["neg", "pos"]}}"#).unwrap();
+    assert_eq!(options.fields, FieldSpec::default());
+    assert_eq!(options.bad_records, BadRecordPolicy::Skip);
+}
+
+#[test]
+fn the_embedded_set_has_3000_records_and_skips_the_three_empty_ones() {
+    let dataset = load_sentiment(BadRecordPolicy::Skip).unwrap();
+    assert_eq!(dataset.examples.len(), 3000);
+    assert_eq!(dataset.report.loaded, 3000);
+    assert_eq!(dataset.class_counts(), [1500, 1500]);
+    let skipped: Vec<String> = dataset
+        .report
+        .skipped
+        .iter()
+        .map(|b| b.to_string())
+        .collect();
+    let expected: Vec<String> = SENTIMENT_FILES
+        .iter()
+        .map(|(name, _)| format!("{name}:1 (record 1000): text field `text` is empty"))
+        .collect();
+    assert_eq!(skipped, expected);
+    assert!(dataset.examples.iter().all(|e| !e.text.trim().is_empty()));
+
+    let err = load_sentiment(BadRecordPolicy::Reject).unwrap_err();
+    assert!(
+        err.to_string().contains("amazon.json:1 (record 1000)"),
+        "{err}"
+    );
+}
