@@ -363,3 +363,31 @@ fn the_embedded_set_has_3000_records_and_skips_the_three_empty_ones() {
         "{err}"
     );
 }
+
+#[test]
+fn a_data_source_from_a_config_loads_files_or_the_embedded_set() {
+    use trainer::data::DataSource;
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.csv", "text,label\none,0\ntwo,1\n");
+    let b = write(dir.path(), "b.csv", "text,label\nthree,1\n,0\n");
+    let config = serde_json::json!({
+        "kind": "files",
+        "paths": [a, b],
+        "options": {"labels": {"integer": {"num_classes": 2}}},
+    });
+    let source: DataSource = serde_json::from_value(config).unwrap();
+    let dataset = source.load().unwrap();
+    assert_eq!(texts(&dataset), [("one", 0), ("two", 1), ("three", 1)]);
+    assert_eq!(dataset.report.loaded, 3);
+    assert_eq!(dataset.report.skipped.len(), 1);
+    assert!(dataset.report.skipped[0].to_string().contains("b.csv:3: "));
+
+    let source: DataSource = serde_json::from_str(r#"{"kind": "embedded_sentiment"}"#).unwrap();
+    assert_eq!(source, DataSource::default());
+    assert_eq!(source.load().unwrap().examples.len(), 3000);
+    let empty: DataSource = serde_json::from_str(
+        r#"{"kind": "files", "paths": [], "options": {"labels": {"names": ["a", "b"]}}}"#,
+    )
+    .unwrap();
+    assert!(matches!(empty.load(), Err(DataError::NoFiles)));
+}

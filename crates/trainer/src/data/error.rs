@@ -32,7 +32,9 @@ pub enum DataError {
         column: String,
         header: Vec<String>,
     },
-    #[error("the label spec has no classes: at least 2 are needed")]
+    #[error("the data source lists no files")]
+    NoFiles,
+    #[error("the label spec has fewer than 2 classes: a classifier needs at least 2")]
     NoClasses,
     #[error("{file}: {} bad record(s) and the policy is to reject:\n{}", bad.len(), list(bad))]
     Rejected { file: String, bad: Vec<BadRecord> },

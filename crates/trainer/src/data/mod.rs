@@ -6,6 +6,7 @@
 //!   arrays) and either skipped, counted and listed in the [`LoadReport`], or
 //!   makes the whole load fail ([`BadRecordPolicy`]). Labels are validated
 //!   here, on the host, so a bad label can never reach a loss kernel.
+//! - [`DataSource`] is a config's data section: the embedded set or files.
 //! - [`embedded`] is the vendored Sentiment Labelled Sentences set, compiled
 //!   into the binary.
 //! - [`split`] makes a seeded, stratified train/validation split that keeps
@@ -21,6 +22,7 @@ mod label;
 mod options;
 mod reader;
 mod record;
+mod source;
 pub mod split;
 mod table;
 
@@ -29,4 +31,5 @@ pub use error::DataError;
 pub use options::{BadRecordPolicy, DataFormat, FieldSpec, LabelSpec, LoadOptions};
 pub use reader::{load_file, load_str};
 pub use record::{BadRecord, BadRecordReason, Dataset, Example, LoadReport, RecordLocation};
+pub use source::DataSource;
 pub use split::{TrainValidationSplit, stratified_split};

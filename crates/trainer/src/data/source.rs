@@ -1,0 +1,54 @@
+//! Where a study's data comes from: the shape of a config's data section.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::embedded::load_sentiment;
+use super::error::DataError;
+use super::options::{BadRecordPolicy, LoadOptions};
+use super::reader::load_file;
+use super::record::Dataset;
+
+/// The data to load, as a study config names it, e.g.
+/// `{"kind": "embedded_sentiment"}` or
+/// `{"kind": "files", "paths": ["train.csv"], "options": {"labels": {"integer": {"num_classes": 2}}}}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum DataSource {
+    /// The vendored Sentiment Labelled Sentences set (see `embedded`).
+    EmbeddedSentiment {
+        #[serde(default)]
+        bad_records: BadRecordPolicy,
+    },
+    /// One or more files read with the same options, concatenated in order.
+    Files {
+        paths: Vec<PathBuf>,
+        options: LoadOptions,
+    },
+}
+
+impl Default for DataSource {
+    fn default() -> Self {
+        Self::EmbeddedSentiment {
+            bad_records: BadRecordPolicy::Skip,
+        }
+    }
+}
+
+impl DataSource {
+    pub fn load(&self) -> Result<Dataset, DataError> {
+        match self {
+            Self::EmbeddedSentiment { bad_records } => load_sentiment(*bad_records),
+            Self::Files { paths, options } => {
+                let mut paths = paths.iter();
+                let first = paths.next().ok_or(DataError::NoFiles)?;
+                let mut dataset = load_file(first, options)?;
+                for path in paths {
+                    dataset.append(load_file(path, options)?)?;
+                }
+                Ok(dataset)
+            }
+        }
+    }
+}
