@@ -1,9 +1,9 @@
 //! Seeded, stratified train/validation split that keeps duplicates together.
 //!
 //! Examples whose texts are the same once whitespace is collapsed and case is
-//! folded (the embedded set has 19 such groups, 40 records, 17 of them
-//! byte-identical; uncased models cannot tell them apart either) form one
-//! group, and a group goes wholly to train or wholly to validation: no text
+//! folded form one group (the embedded set has 19 such groups of 40 records
+//! in all: the 17 byte-identical texts SOURCE.md counts, plus two that differ
+//! only in spacing or case, which an uncased model cannot tell apart), and and a group goes wholly to train or wholly to validation: no text
 //! is ever scored after being trained on. Groups are split per class (a
 //! group's class is its first example's label), shuffled with a seeded RNG,
 //! and sent to validation until that class has `round(n * fraction)`

@@ -19,6 +19,24 @@ pub fn minilm_dir(test: &str) -> Option<PathBuf> {
     }
 }
 
+/// The Python of `MEMTUNE_PYTHON` (with benches/requirements.txt), under
+/// the same rule as [`minilm_dir`].
+pub fn python(test: &str) -> Option<PathBuf> {
+    match std::env::var_os("MEMTUNE_PYTHON") {
+        Some(python) => Some(PathBuf::from(python)),
+        None if std::env::var_os("CI").is_some() => panic!(
+            "{test}: MEMTUNE_PYTHON is not set but CI is: run `cargo xtask test`, or point it at a \
+             python with the packages of benches/requirements.txt"
+        ),
+        None => {
+            eprintln!(
+                "skipping {test}: set MEMTUNE_PYTHON to a python with benches/requirements.txt"
+            );
+            None
+        }
+    }
+}
+
 /// A small BERT vocabulary: the five special tokens, then words and pieces.
 pub const TINY_VOCAB: &[&str] = &[
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "movie", "is", "great", "bad", "a",
