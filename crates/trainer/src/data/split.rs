@@ -1,14 +1,17 @@
 //! Seeded, stratified train/validation split that keeps duplicates together.
 //!
-//! Examples whose texts are the same once whitespace is collapsed and case is
-//! folded form one group (the embedded set has 19 such groups of 40 records
-//! in all: the 17 byte-identical texts SOURCE.md counts, plus two that differ
-//! only in spacing or case, which an uncased model cannot tell apart), and and a group goes wholly to train or wholly to validation: no text
+//! Examples whose texts are the same once whitespace is collapsed and case
+//! is folded form one group, and a group goes wholly to train or wholly to
+//! validation, so no text (as an uncased model sees it) is in both: none
 //! is ever scored after being trained on. Groups are split per class (a
 //! group's class is its first example's label), shuffled with a seeded RNG,
 //! and sent to validation until that class has `round(n * fraction)`
 //! records there, so each class keeps its share on both sides. Duplicates
-//! are kept, not dropped: the record counts stay those of the file.
+//! are kept, not dropped: the record counts stay those of the file. The
+//! embedded set has 19 such groups (40 records): the 17 byte-identical texts
+//! SOURCE.md counts, regrouped and joined by ones that differ only in case
+//! or trailing spaces ("Great Phone." / "Great phone.", "Very
+//! disappointing." / "Very disappointing.  ").
 //!
 //! The same examples, fraction and seed always give the same split (for the
 //! pinned `rand` version); both sides keep the input order.
