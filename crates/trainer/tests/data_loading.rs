@@ -118,6 +118,8 @@ const BAD_JSONL: &str = concat!(
     "[\"not\", \"an object\"]\n",                      // 14 not an object
     "{\"text\": \"true\", \"label\": true}\n",         // 15 non-integer
     "{\"text\": \"fine too\", \"label\": \"0\"}\n",    // 16 ok: integer in a string
+    "{\"text\": \"py NaN\", \"label\": NaN}\n",        // 17 NaN as Python's json writes it
+    "{\"text\": \"Infinity \\\" NaN\", \"label\": -Infinity}\n", // 18 non-integer
 );
 
 const BAD_JSONL_EXPECTED: &[(usize, &str)] = &[
@@ -135,6 +137,8 @@ const BAD_JSONL_EXPECTED: &[(usize, &str)] = &[
     (13, "malformed"),
     (14, "not_an_object"),
     (15, "non_integer_label"),
+    (17, "nan_label"),
+    (18, "non_integer_label"),
 ];
 
 #[test]
@@ -164,15 +168,15 @@ fn every_bad_record_kind_is_skipped_with_its_line_under_skip() {
             ("malformed", 1),
             ("missing_label", 1),
             ("missing_text", 2),
-            ("nan_label", 1),
-            ("non_integer_label", 3),
+            ("nan_label", 2),
+            ("non_integer_label", 4),
             ("not_an_object", 1),
             ("null_label", 1),
         ]
     );
     let summary = report.summary();
     assert!(
-        summary.starts_with("loaded 2 records, skipped 14"),
+        summary.starts_with("loaded 2 records, skipped 16"),
         "{summary}"
     );
     assert!(
@@ -194,7 +198,7 @@ fn every_bad_record_is_listed_when_the_policy_is_reject() {
     let expected: Vec<usize> = BAD_JSONL_EXPECTED.iter().map(|(line, _)| *line).collect();
     assert_eq!(lines, expected);
     let message = err.to_string();
-    assert!(message.contains("14 bad record(s)"), "{message}");
+    assert!(message.contains("16 bad record(s)"), "{message}");
     assert!(
         message.contains("bad.jsonl:7: label field `label` is null"),
         "{message}"
@@ -258,7 +262,7 @@ fn a_csv_without_the_configured_column_is_an_error() {
 
 #[test]
 fn json_array_records_are_located_by_index_and_line() {
-    let contents = "[\n {\"text\": \"a\", \"label\": 0},\n {\"text\": \"b\", \"label\": 9},\n\n {\"text\": \"\",\n  \"label\": 1}, {\"text\": \"c\"}\n]";
+    let contents = "[\n {\"text\": \"a\", \"label\": 0},\n {\"text\": \"b\", \"label\": 9},\n\n {\"text\": \"\",\n  \"label\": 1}, {\"text\": \"c\"},\n {\"text\": \"NaN\", \"label\": NaN}\n]";
     let dataset = load_str(
         "arr.json",
         contents,
@@ -278,6 +282,7 @@ fn json_array_records_are_located_by_index_and_line() {
             (3, Some(1), "label_out_of_range"),
             (5, Some(2), "empty_text"),
             (6, Some(3), "missing_label"),
+            (7, Some(4), "nan_label"),
         ]
     );
     assert_eq!(

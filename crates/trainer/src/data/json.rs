@@ -1,5 +1,7 @@
 //! JSON Lines and JSON-array records.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -22,7 +24,7 @@ pub(crate) fn read_json_lines(file: &str, contents: &str, options: &LoadOptions)
                 line: number + 1,
                 index: None,
             };
-            let example = match serde_json::from_str::<Value>(line) {
+            let example = match serde_json::from_str::<Value>(&quote_non_finite(line)) {
                 Ok(value) => from_value(&value, options),
                 Err(e) => Err(BadRecordReason::Malformed {
                     message: format!("invalid JSON: {e}"),
@@ -41,6 +43,8 @@ pub(crate) fn read_json_array(
     contents: &str,
     options: &LoadOptions,
 ) -> Result<Parsed, DataError> {
+    let contents = quote_non_finite(contents);
+    let contents = contents.as_ref();
     let elements: Vec<&RawValue> =
         serde_json::from_str(contents).map_err(|e| DataError::Parse {
             file: file.into(),
@@ -81,4 +85,46 @@ fn from_value(value: &Value, options: &LoadOptions) -> Result<Example, BadRecord
         &options.fields,
         &options.labels,
     )
+}
+
+/// Bare `NaN`, `Infinity` and `-Infinity` (what Python's `json` writes for
+/// non-finite floats, and invalid JSON) turned into strings, so such a record
+/// is reported as a bad label or text instead of making the line, or a whole
+/// JSON array, unreadable. Nothing else changes, line breaks included.
+fn quote_non_finite(text: &str) -> Cow<'_, str> {
+    const TOKENS: [&str; 3] = ["-Infinity", "Infinity", "NaN"];
+    if !TOKENS[1..].iter().any(|t| text.contains(t)) {
+        return Cow::Borrowed(text);
+    }
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len() + 16);
+    let (mut copied, mut i) = (0, 0);
+    let (mut in_string, mut escaped) = (false, false);
+    while i < bytes.len() {
+        let byte = bytes[i];
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if byte == b'\\' {
+                escaped = true;
+            } else if byte == b'"' {
+                in_string = false;
+            }
+            i += 1;
+        } else if byte == b'"' {
+            in_string = true;
+            i += 1;
+        } else if let Some(token) = TOKENS.iter().find(|t| bytes[i..].starts_with(t.as_bytes())) {
+            out.push_str(&text[copied..i]);
+            out.push('"');
+            out.push_str(token);
+            out.push('"');
+            i += token.len();
+            copied = i;
+        } else {
+            i += 1;
+        }
+    }
+    out.push_str(&text[copied..]);
+    Cow::Owned(out)
 }
