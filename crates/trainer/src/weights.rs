@@ -5,8 +5,18 @@
 //! removed (`embeddings.word_embeddings.weight`,
 //! `encoder.layer.0.attention.self.query.weight`, `pooler.dense.weight`, ...),
 //! so a model maps them to parameters without caring where they came from.
+//!
+//! [`load_safetensors`] reads a Hugging Face `model.safetensors` (f32, f16,
+//! bf16 or f64, converted to f32) into that form, leaving out pretraining
+//! heads and integer buffers; it does not check that the tensors fit a
+//! model (the model reports unknown or missing names). [`save_safetensors`]
+//! writes tensors back, for tiny test models and fine-tuned weights.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use half::{bf16, f16};
+use safetensors::tensor::{Dtype, SafeTensorError, SafeTensors, TensorView};
 
 /// A dense row-major f32 tensor on the host.
 #[derive(Clone, Debug, PartialEq)]
@@ -17,12 +27,6 @@ pub struct HostTensor {
 
 /// Tensors by canonical name.
 pub type NamedTensors = BTreeMap<String, HostTensor>;
-
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-
-use half::{bf16, f16};
-use safetensors::tensor::{Dtype, SafeTensorError, SafeTensors, TensorView};
 
 /// Why a checkpoint could not be read or written. Every variant names the
 /// file, and the tensor where one is at fault.
@@ -239,6 +243,7 @@ pub fn save_safetensors(
         let expected: usize = tensor.shape.iter().product();
         if expected != tensor.data.len() {
             return Err(WeightsError::ShapeMismatch {
+                path: path.to_path_buf(),
                 name: name.clone(),
                 shape: tensor.shape.clone(),
                 expected,
