@@ -74,8 +74,12 @@ pub enum WeightsError {
         second: String,
         canonical: String,
     },
-    #[error("tensor `{name}` has shape {shape:?} ({expected} elements) but {actual} values")]
+    #[error(
+        "cannot write {}: tensor `{name}` has shape {shape:?} ({expected} elements) but {actual} values",
+        path.display()
+    )]
     ShapeMismatch {
+        path: PathBuf,
         name: String,
         shape: Vec<usize>,
         expected: usize,
