@@ -65,7 +65,10 @@ impl Distribution {
         let v: Json = serde_json::from_str(text).map_err(|e| bad(&e.to_string()))?;
         let name = v["name"].as_str().ok_or_else(|| bad("no `name`"))?;
         let a = &v["attributes"];
-        let f = |k: &str| a[k].as_f64().ok_or_else(|| bad(&format!("`{k}` is not a number")));
+        let f = |k: &str| {
+            a[k].as_f64()
+                .ok_or_else(|| bad(&format!("`{k}` is not a number")))
+        };
         let i = |k: &str| {
             a[k].as_i64()
                 .or_else(|| a[k].as_f64().filter(|x| x.fract() == 0.0).map(|x| x as i64))

@@ -2,9 +2,7 @@
 
 use crate::attrs::{AttrTable, parse_json};
 use crate::error::{Result, StoreError};
-use crate::model::{
-    FrozenTrial, Param, StudyDirection, TrialFilter, TrialState, decode_float,
-};
+use crate::model::{FrozenTrial, Param, StudyDirection, TrialFilter, TrialState, decode_float};
 use crate::storage::{Storage, TxError};
 use crate::study::load_by_id;
 use rusqlite::Connection;
@@ -89,7 +87,13 @@ impl Storage {
             let v = t.values.as_deref().unwrap_or_default();
             v.iter()
                 .zip(&study.directions)
-                .map(|(&x, d)| if *d == StudyDirection::Maximize { -x } else { x })
+                .map(|(&x, d)| {
+                    if *d == StudyDirection::Maximize {
+                        -x
+                    } else {
+                        x
+                    }
+                })
                 .collect()
         };
         let keys: Vec<Vec<f64>> = trials.iter().map(key).collect();

@@ -102,7 +102,10 @@ fn retry_copy(
         user_attrs: t.user_attrs.clone().into_iter().collect(),
         system_attrs: system.into_iter().collect(),
         intermediate_values: if policy.inherit_intermediate_values {
-            t.intermediate_values.iter().map(|(&s, &v)| (s, v)).collect()
+            t.intermediate_values
+                .iter()
+                .map(|(&s, &v)| (s, v))
+                .collect()
         } else {
             Vec::new()
         },

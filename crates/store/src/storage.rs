@@ -79,7 +79,9 @@ pub fn parse_sqlite_url(url: &str) -> Result<PathBuf> {
     };
     let path = rest.split('?').next().unwrap_or_default();
     if path.is_empty() {
-        return Err(bad("the path after sqlite:/// is empty (in-memory storages are not persistent)"));
+        return Err(bad(
+            "the path after sqlite:/// is empty (in-memory storages are not persistent)",
+        ));
     }
     if path == ":memory:" {
         return Err(bad("in-memory storages are not persistent"));
@@ -175,8 +177,9 @@ impl Storage {
                 // e.g. a file system without shared memory; still correct, only slower.
                 tracing_free_warn(&self.path, &mode);
             }
-            self.conn
-                .execute_batch(&format!("PRAGMA synchronous={sync}; PRAGMA foreign_keys=ON;"))
+            self.conn.execute_batch(&format!(
+                "PRAGMA synchronous={sync}; PRAGMA foreign_keys=ON;"
+            ))
         })
     }
 
@@ -217,7 +220,10 @@ impl Storage {
     }
 
     /// Run `f` inside a read transaction (one consistent snapshot).
-    pub(crate) fn read<T>(&self, mut f: impl FnMut(&Connection) -> Result<T, TxError>) -> Result<T> {
+    pub(crate) fn read<T>(
+        &self,
+        mut f: impl FnMut(&Connection) -> Result<T, TxError>,
+    ) -> Result<T> {
         self.retry_tx(|| {
             self.conn.execute_batch("BEGIN DEFERRED")?;
             let out = f(&self.conn);

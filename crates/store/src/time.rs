@@ -20,9 +20,7 @@ pub fn now_utc() -> String {
 
 /// The UTC time `ago` before now (heartbeats older than this are stale).
 pub fn utc_before_now(ago: Duration) -> String {
-    let t = SystemTime::now()
-        .checked_sub(ago)
-        .unwrap_or(UNIX_EPOCH);
+    let t = SystemTime::now().checked_sub(ago).unwrap_or(UNIX_EPOCH);
     format_at(t, false)
 }
 

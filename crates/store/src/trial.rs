@@ -81,7 +81,14 @@ impl Storage {
     ) -> Result<()> {
         self.write(|conn| {
             let t = writable(conn, trial_id)?;
-            insert_param(conn, trial_id, t.number, name, internal_value, distribution_json)
+            insert_param(
+                conn,
+                trial_id,
+                t.number,
+                name,
+                internal_value,
+                distribution_json,
+            )
         })
     }
 
@@ -291,7 +298,9 @@ fn insert_param(
         .into());
     }
     let exists: Option<i64> = conn
-        .prepare_cached("SELECT param_id FROM trial_params WHERE trial_id = ?1 AND param_name = ?2")?
+        .prepare_cached(
+            "SELECT param_id FROM trial_params WHERE trial_id = ?1 AND param_name = ?2",
+        )?
         .query_row(rusqlite::params![trial_id, name], |r| r.get(0))
         .optional()?;
     if exists.is_some() {

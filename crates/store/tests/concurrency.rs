@@ -53,7 +53,11 @@ fn eight_processes_lose_nothing() {
         let expected: Vec<(i64, f64)> = (0..STEPS)
             .map(|s| (s, (t.number * 1000 + s) as f64))
             .collect();
-        let got: Vec<(i64, f64)> = t.intermediate_values.iter().map(|(&s, &v)| (s, v)).collect();
+        let got: Vec<(i64, f64)> = t
+            .intermediate_values
+            .iter()
+            .map(|(&s, &v)| (s, v))
+            .collect();
         assert_eq!(got, expected, "trial {}", t.number);
     }
 }

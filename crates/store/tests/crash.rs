@@ -68,7 +68,9 @@ fn sigkill_loses_no_finished_trial() {
             .unwrap();
         assert_eq!(check, "ok", "kill {kill}: integrity_check");
 
-        let trials = storage.trials(study.study_id, &TrialFilter::default()).unwrap();
+        let trials = storage
+            .trials(study.study_id, &TrialFilter::default())
+            .unwrap();
         let numbers: Vec<i64> = trials.iter().map(|t| t.number).collect();
         let dense: Vec<i64> = (0..trials.len() as i64).collect();
         assert_eq!(numbers, dense, "kill {kill}: numbers not dense");
@@ -79,7 +81,11 @@ fn sigkill_loses_no_finished_trial() {
             assert_eq!(t.params.len(), 1, "trial {n} params");
             assert_eq!(t.params[0].internal_value, (n % 97) as f64 / 97.0);
             let expected: Vec<(i64, f64)> = (0..5).map(|s| (s, (n * 1000 + s) as f64)).collect();
-            let got: Vec<(i64, f64)> = t.intermediate_values.iter().map(|(&s, &v)| (s, v)).collect();
+            let got: Vec<(i64, f64)> = t
+                .intermediate_values
+                .iter()
+                .map(|(&s, &v)| (s, v))
+                .collect();
             assert_eq!(got, expected, "trial {n} intermediates");
         }
 
@@ -111,6 +117,8 @@ fn sigkill_loses_no_finished_trial() {
         }
     }
     let finished = done_numbers(&done).len();
-    eprintln!("{KILLS} kills: {finished} finished trials intact, {failed_total} stale trials failed");
+    eprintln!(
+        "{KILLS} kills: {finished} finished trials intact, {failed_total} stale trials failed"
+    );
     assert!(finished > 0, "the writer never finished a trial");
 }

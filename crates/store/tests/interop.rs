@@ -7,8 +7,7 @@ use serde_json::{Value as Json, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use store::{
-    Distribution, NewTrial, Param, Storage, StudyDirection, TrialFilter, TrialState,
-    external_value,
+    Distribution, NewTrial, Param, Storage, StudyDirection, TrialFilter, TrialState, external_value,
 };
 
 fn python() -> Option<PathBuf> {
@@ -32,7 +31,11 @@ fn script(name: &str) -> PathBuf {
 
 fn run_py(py: &Path, name: &str, db: &Path) -> String {
     let url = format!("sqlite:///{}", db.display());
-    let out = Command::new(py).arg(script(name)).arg(&url).output().unwrap();
+    let out = Command::new(py)
+        .arg(script(name))
+        .arg(&url)
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "{name} failed: {}",
@@ -158,7 +161,12 @@ fn write_ours(storage: &Storage) {
             .set_param(t0.trial_id, &p.name, p.internal_value, &p.distribution_json)
             .unwrap();
     }
-    for (step, v) in [(0, 0.5), (1, f64::NAN), (2, f64::INFINITY), (3, f64::NEG_INFINITY)] {
+    for (step, v) in [
+        (0, 0.5),
+        (1, f64::NAN),
+        (2, f64::INFINITY),
+        (3, f64::NEG_INFINITY),
+    ] {
         storage.report_intermediate(t0.trial_id, step, v).unwrap();
     }
     storage
@@ -242,7 +250,10 @@ fn optuna_loads_what_we_write() {
         t[0]["intermediate_values"],
         json!({"0": 0.5, "1": "nan", "2": "inf", "3": "-inf"})
     );
-    assert_eq!(t[0]["user_attrs"], json!({"peak_mb": 123.5, "tags": ["a", "b"]}));
+    assert_eq!(
+        t[0]["user_attrs"],
+        json!({"peak_mb": 123.5, "tags": ["a", "b"]})
+    );
     assert_eq!(t[1]["state"], "FAIL");
     assert_eq!(t[1]["params"], json!({"optimizer": null}));
     assert_eq!(t[1]["user_attrs"], json!({"oom": true}));

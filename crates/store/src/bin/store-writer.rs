@@ -24,7 +24,10 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("crash") if args.len() == 4 => crash(&args[1], &args[2], &args[3]),
         Some("load") if args.len() == 6 => load(&args[1..]),
-        _ => Err("usage: store-writer crash DB STUDY DONE_FILE | load DB STUDY TRIALS STEPS full|normal".into()),
+        _ => Err(
+            "usage: store-writer crash DB STUDY DONE_FILE | load DB STUDY TRIALS STEPS full|normal"
+                .into(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
