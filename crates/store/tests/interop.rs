@@ -308,3 +308,50 @@ fn we_read_what_optuna_writes() {
     let after: Json = serde_json::from_str(&run_py(&py, "dump_study.py", &db)).unwrap();
     assert_eq!(after["optuna-single"]["trials"][5]["state"], "COMPLETE");
 }
+
+fn schema_of(db: &Path) -> Vec<(String, String, Option<String>)> {
+    let s = Storage::open_existing(db).unwrap();
+    let mut stmt = s
+        .connection()
+        .prepare("SELECT type, name, sql FROM sqlite_master ORDER BY type, name")
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+#[test]
+fn schema_is_byte_identical_to_optunas() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let theirs = dir.path().join("theirs.db");
+    let url = format!("sqlite:///{}", theirs.display());
+    let out = Command::new(&py)
+        .args([
+            "-c",
+            "import sys, optuna; optuna.storages.RDBStorage(sys.argv[1])",
+            &url,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ours = dir.path().join("ours.db");
+    drop(Storage::open(&ours).unwrap());
+    assert_eq!(schema_of(&ours), schema_of(&theirs));
+    let versions = |db: &Path| -> (i64, String, String) {
+        let s = Storage::open_existing(db).unwrap();
+        s.connection()
+            .query_row(
+                "SELECT schema_version, library_version, version_num FROM version_info, alembic_version",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap()
+    };
+    assert_eq!(versions(&ours), versions(&theirs));
+}
