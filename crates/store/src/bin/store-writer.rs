@@ -8,6 +8,9 @@
 //! `store-writer load DB STUDY TRIALS STEPS full|normal`: run TRIALS trials of
 //! STEPS intermediate values each, then print one line
 //! `trials=N intermediates=M seconds=S`. Any error exits non-zero.
+//!
+//! `store-writer check DB STUDY`: print `trials=N complete=C intermediates=M
+//! dense=true|false integrity=ok` for the study (after a load run).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -24,6 +27,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("crash") if args.len() == 4 => crash(&args[1], &args[2], &args[3]),
         Some("load") if args.len() == 6 => load(&args[1..]),
+        Some("check") if args.len() == 3 => check(&args[1], &args[2]),
         _ => Err(
             "usage: store-writer crash DB STUDY DONE_FILE | load DB STUDY TRIALS STEPS full|normal"
                 .into(),
@@ -118,6 +122,29 @@ fn load(args: &[String]) -> Result<(), String> {
         "trials={trials} intermediates={} seconds={:.3}",
         trials as i64 * steps,
         start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn check(db: &str, study: &str) -> Result<(), String> {
+    let storage = Storage::open_existing(db).map_err(|e| e.to_string())?;
+    let study = storage.study(study).map_err(|e| e.to_string())?;
+    let trials = storage
+        .trials(study.study_id, &store::TrialFilter::default())
+        .map_err(|e| e.to_string())?;
+    let dense = trials.iter().enumerate().all(|(i, t)| t.number == i as i64);
+    let complete = trials
+        .iter()
+        .filter(|t| t.state == TrialState::Complete)
+        .count();
+    let intermediates: usize = trials.iter().map(|t| t.intermediate_values.len()).sum();
+    let integrity: String = storage
+        .connection()
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .map_err(|e| e.to_string())?;
+    println!(
+        "trials={} complete={complete} intermediates={intermediates} dense={dense} integrity={integrity}",
+        trials.len()
     );
     Ok(())
 }
