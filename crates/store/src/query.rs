@@ -5,7 +5,7 @@ use crate::error::{Result, StoreError};
 use crate::model::{FrozenTrial, Param, StudyDirection, TrialFilter, TrialState, decode_float};
 use crate::storage::{Storage, TxError};
 use crate::study::load_by_id;
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashMap};
 
@@ -16,6 +16,41 @@ impl Storage {
             let mut v = load_trials(conn, "t.trial_id = ?1", trial_id)?;
             v.pop()
                 .ok_or_else(|| StoreError::TrialNotFound { trial_id }.into())
+        })
+    }
+
+    /// The trial numbered `number` in the study, or `None`.
+    pub fn trial_by_number(&self, study_id: i64, number: i64) -> Result<Option<FrozenTrial>> {
+        self.read(|conn| {
+            let id: Option<i64> = conn
+                .prepare_cached("SELECT trial_id FROM trials WHERE study_id = ?1 AND number = ?2")?
+                .query_row([study_id, number], |r| r.get(0))
+                .optional()?;
+            match id {
+                Some(id) => Ok(load_trials(conn, "t.trial_id = ?1", id)?.pop()),
+                None => Ok(None),
+            }
+        })
+    }
+
+    /// How many of the study's trials are in one of `states` (all when empty);
+    /// one COUNT query, for budgets such as "stop after N complete trials".
+    pub fn count_trials(&self, study_id: i64, states: &[TrialState]) -> Result<usize> {
+        self.read(|conn| {
+            load_by_id(conn, study_id)?;
+            let mut stmt = conn.prepare_cached(
+                "SELECT state, count(*) FROM trials WHERE study_id = ?1 GROUP BY state",
+            )?;
+            let rows: Vec<(String, i64)> = stmt
+                .query_map([study_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(rows
+                .into_iter()
+                .filter(|(s, _)| {
+                    states.is_empty() || TrialState::parse(s).is_some_and(|s| states.contains(&s))
+                })
+                .map(|(_, n)| n as usize)
+                .sum())
         })
     }
 

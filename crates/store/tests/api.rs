@@ -274,6 +274,17 @@ fn best_trial_and_pareto_front() {
     let t = s.create_trial(st.study_id).unwrap();
     s.finish(t.trial_id, TrialState::Pruned, &[5.0]).unwrap();
     assert_eq!(s.best_trial(st.study_id).unwrap().unwrap().number, 1);
+    assert_eq!(
+        s.count_trials(st.study_id, &[TrialState::Complete])
+            .unwrap(),
+        4
+    );
+    assert_eq!(s.count_trials(st.study_id, &[]).unwrap(), 5);
+    assert_eq!(
+        s.trial_by_number(st.study_id, 4).unwrap().unwrap().state,
+        TrialState::Pruned
+    );
+    assert!(s.trial_by_number(st.study_id, 5).unwrap().is_none());
 
     let m = s
         .create_study("m", &[StudyDirection::Minimize, StudyDirection::Maximize])
