@@ -24,6 +24,24 @@
 //!   whose owner died.
 //! - Errors are [`StoreError`]; bad files are rejected by reading only, so
 //!   nothing is ever written to a file that is not ours.
+//!
+//! # Example
+//!
+//! ```
+//! use store::{Distribution, Storage, StudyDirection, TrialState};
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let path = dir.path().join("study.db");
+//! let storage = Storage::open(&path)?; // or Storage::open_url("sqlite:///study.db", &opts)
+//! let study = storage.create_or_load_study("bert", &[StudyDirection::Maximize])?;
+//! let trial = storage.create_or_claim_trial(study.study_id)?.trial();
+//! let lr = Distribution::Float { low: 1e-5, high: 1e-2, log: true, step: None };
+//! storage.set_param(trial.trial_id, "lr", 3e-4, &lr.to_json())?;
+//! storage.heartbeat(trial.trial_id)?;
+//! storage.report_intermediate(trial.trial_id, 0, 0.71)?;
+//! storage.finish(trial.trial_id, TrialState::Complete, &[0.74])?;
+//! assert_eq!(storage.best_trial(study.study_id)?.unwrap().number, trial.number);
+//! # Ok::<(), store::StoreError>(())
+//! ```
 
 mod attrs;
 mod distribution;
