@@ -101,7 +101,13 @@ fn sample(dir: &Path) -> std::path::PathBuf {
 fn studies_lists_counts() {
     let dir = tempfile::tempdir().unwrap();
     let db = sample(dir.path());
+    let before = std::fs::read(&db).unwrap();
     let text = ok(memtune(&db, &["studies"]));
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "a read command changed the file"
+    );
     let lines: Vec<Vec<&str>> = text
         .lines()
         .map(|l| l.split_whitespace().collect())

@@ -31,6 +31,9 @@ pub enum Durability {
 pub struct OpenOptions {
     /// Create the file and Optuna's schema when the file is missing or empty.
     pub create: bool,
+    /// Open read-only: no pragma, journal-mode change or write ever touches
+    /// the file (for listing and export). Writes then fail with `Sqlite`.
+    pub read_only: bool,
     pub durability: Durability,
     /// SQLite's own busy timeout per lock attempt.
     pub busy_timeout: Duration,
@@ -42,6 +45,7 @@ impl Default for OpenOptions {
     fn default() -> Self {
         OpenOptions {
             create: true,
+            read_only: false,
             durability: Durability::Full,
             busy_timeout: Duration::from_secs(5),
             max_wait: Duration::from_secs(120),
@@ -122,11 +126,15 @@ impl Storage {
             Err(e) => return Err(StoreError::Io { path, source: e }),
         };
         let fresh = len.unwrap_or(0) == 0;
-        if fresh && !opts.create {
+        if fresh && (!opts.create || opts.read_only) {
             return Err(StoreError::NoSuchFile { path });
         }
-        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        if len.is_none() {
+        let mut flags = if opts.read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+        } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if len.is_none() && !opts.read_only {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
         }
         let conn = Connection::open_with_flags(&path, flags).map_err(|e| from_sqlite(&path, e))?;
@@ -141,11 +149,14 @@ impl Storage {
         let empty = schema::is_empty(&storage.conn, &storage.path)?;
         if !empty {
             schema::verify(&storage.conn, &storage.path)?;
-        } else if !opts.create {
+        } else if !opts.create || opts.read_only {
             return Err(StoreError::NotAnOptunaStorage {
                 path: storage.path.clone(),
                 table: "studies",
             });
+        }
+        if opts.read_only {
+            return Ok(storage);
         }
         storage.set_pragmas(opts.durability)?;
         if empty {

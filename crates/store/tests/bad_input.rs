@@ -173,3 +173,38 @@ fn bad_urls() {
         Path::new("rel.db")
     );
 }
+
+#[test]
+fn read_only_open_never_changes_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sample_db(dir.path()); // rollback-journal mode, like Optuna's files
+    let before = bytes(&db);
+    let opts = store::OpenOptions {
+        create: false,
+        read_only: true,
+        ..Default::default()
+    };
+    let s = Storage::open_with(&db, &opts).unwrap();
+    let study = s.study("s").unwrap();
+    assert_eq!(
+        s.trials(study.study_id, &Default::default()).unwrap().len(),
+        50
+    );
+    assert!(s.create_trial(study.study_id).is_err());
+    drop(s);
+    assert_eq!(bytes(&db), before);
+    no_sidecars(&db);
+
+    // A WAL-mode file (what we write) opens read-only too.
+    let wal = dir.path().join("wal.db");
+    let w = Storage::open(&wal).unwrap();
+    w.create_study("w", &[StudyDirection::Minimize]).unwrap();
+    drop(w);
+    let s = Storage::open_with(&wal, &opts).unwrap();
+    assert_eq!(s.studies().unwrap().len(), 1);
+    let missing = dir.path().join("missing.db");
+    assert!(matches!(
+        Storage::open_with(&missing, &opts).unwrap_err(),
+        StoreError::NoSuchFile { .. }
+    ));
+}

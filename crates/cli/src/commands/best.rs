@@ -14,7 +14,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
-    let storage = ctx.open_existing()?;
+    let storage = ctx.open_read_only()?;
     let study = storage.study(&args.study)?;
     let best = if study.directions.len() == 1 {
         storage.best_trial(study.study_id)?.into_iter().collect()

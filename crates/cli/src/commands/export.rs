@@ -30,7 +30,7 @@ pub enum Format {
 }
 
 pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
-    let storage = ctx.open_existing()?;
+    let storage = ctx.open_read_only()?;
     let study = storage.study(&args.study)?;
     let trials = storage.trials(study.study_id, &TrialFilter::default())?;
     match args.format {

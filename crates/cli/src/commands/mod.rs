@@ -28,9 +28,9 @@ pub struct Context {
 }
 
 impl Context {
-    /// Open the storage of `--storage` read-side: a missing file is an
-    /// error, never silently created.
-    pub fn open_existing(&self) -> Result<Storage> {
+    /// Open the storage of `--storage` read-only: a missing file is an
+    /// error, never silently created, and the file is never modified.
+    pub fn open_read_only(&self) -> Result<Storage> {
         let url = self.storage_url.as_deref().ok_or_else(|| {
             CliError::Usage(
                 "no storage given: pass --storage sqlite:///path.db (or set MEMTUNE_STORAGE)"
@@ -39,6 +39,7 @@ impl Context {
         })?;
         let opts = OpenOptions {
             create: false,
+            read_only: true,
             ..OpenOptions::default()
         };
         Ok(Storage::open_url(url, &opts)?)

@@ -9,7 +9,7 @@ use store::TrialState;
 pub struct Args {}
 
 pub fn run(_args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
-    let storage = ctx.open_existing()?;
+    let storage = ctx.open_read_only()?;
     let studies = storage.studies()?;
     writeln!(
         out,

@@ -44,7 +44,7 @@ impl From<StateArg> for TrialState {
 }
 
 pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
-    let storage = ctx.open_existing()?;
+    let storage = ctx.open_read_only()?;
     let study = storage.study(&args.study)?;
     let filter = TrialFilter {
         states: args.state.iter().map(|&s| s.into()).collect(),
