@@ -9,3 +9,58 @@
 //!
 //! It deliberately does not sample, prune, train or allocate: it knows nothing
 //! of `hpo-sampler`, `gpu-mem` or `trainer`, and is reusable alone.
+//!
+//! # Seams
+//! - [`Storage`] is one connection to one file; open one per process or
+//!   thread. Every operation is one transaction; writes run in
+//!   `BEGIN IMMEDIATE` with retry on SQLITE_BUSY, so many worker processes can
+//!   share a file (WAL mode) and trial numbers stay dense and unique.
+//! - Parameters are stored as Optuna stores them: an internal `f64` (the value
+//!   for float/int distributions, the choice index for categorical ones) and
+//!   the distribution as an opaque JSON string. [`Distribution`] converts, so
+//!   the sampler crate's types never leak in here.
+//! - Trial owners call [`Storage::heartbeat`]; anyone may call
+//!   [`Storage::fail_stale_trials`] to fail (and optionally re-enqueue) trials
+//!   whose owner died.
+//! - Errors are [`StoreError`]; bad files are rejected by reading only, so
+//!   nothing is ever written to a file that is not ours.
+//!
+//! # Example
+//!
+//! ```
+//! use store::{Distribution, Storage, StudyDirection, TrialState};
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let path = dir.path().join("study.db");
+//! let storage = Storage::open(&path)?; // or Storage::open_url("sqlite:///study.db", &opts)
+//! let study = storage.create_or_load_study("bert", &[StudyDirection::Maximize])?;
+//! let trial = storage.create_or_claim_trial(study.study_id)?.trial();
+//! let lr = Distribution::Float { low: 1e-5, high: 1e-2, log: true, step: None };
+//! storage.set_param(trial.trial_id, "lr", 3e-4, &lr.to_json())?;
+//! storage.heartbeat(trial.trial_id)?;
+//! storage.report_intermediate(trial.trial_id, 0, 0.71)?;
+//! storage.finish(trial.trial_id, TrialState::Complete, &[0.74])?;
+//! assert_eq!(storage.best_trial(study.study_id)?.unwrap().number, trial.number);
+//! # Ok::<(), store::StoreError>(())
+//! ```
+
+mod attrs;
+mod distribution;
+mod error;
+mod model;
+mod query;
+mod schema;
+mod stale;
+mod storage;
+mod study;
+pub mod time;
+mod trial;
+
+pub use distribution::{Distribution, external_value};
+pub use error::{Result, StoreError};
+pub use model::{
+    FrozenTrial, Param, Study, StudyDirection, StudySummary, TrialFilter, TrialRef, TrialState,
+};
+pub use schema::{ALEMBIC_VERSION, LIBRARY_VERSION, SCHEMA_VERSION};
+pub use stale::{RetryPolicy, StaleTrial};
+pub use storage::{Durability, OpenOptions, Storage, parse_sqlite_url};
+pub use trial::{Claim, NewTrial};
