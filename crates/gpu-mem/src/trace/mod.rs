@@ -1,0 +1,1 @@
+//! Allocation traces: JSON lines of alloc/free, replay, and a generator.
