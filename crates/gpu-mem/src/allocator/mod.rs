@@ -166,6 +166,15 @@ impl<B: Backend> CachingAllocator<B> {
         self.lock().stats.clone()
     }
 
+    /// Reserved and allocated bytes now (cheaper than [`Self::stats`]).
+    pub fn reserved_and_allocated(&self) -> (u64, u64) {
+        let st = self.lock();
+        (
+            st.stats.reserved_bytes.all.current,
+            st.stats.allocated_bytes.all.current,
+        )
+    }
+
     /// Set every peak to the current value.
     pub fn reset_peak(&self) {
         self.lock().stats.reset_peak();
