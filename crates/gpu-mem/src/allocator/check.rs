@@ -2,7 +2,7 @@
 //! scratch and compares. Used by the property tests and the fuzz target.
 
 use super::blocks::{BlockState, NIL};
-use super::state::State;
+use super::state::{State, free_key};
 use crate::backend::{Backend, DevicePtr};
 use crate::config::PoolKind;
 use crate::stats::{MemoryStats, StatArray};
@@ -113,8 +113,8 @@ pub(crate) fn check<B: Backend>(
                 }
                 BlockState::Free => {
                     free_blocks += 1;
-                    let key = (b.stream.0, b.size, b.addr);
-                    if st.free[pool.index()].get(&key) != Some(&idx) {
+                    let key = free_key(b.size, b.addr);
+                    if st.free_map(b.stream, pool).and_then(|m| m.get(&key)) != Some(&idx) {
                         return fail(format!("free block {idx} is missing from its pool index"));
                     }
                     if b.is_split() {
@@ -142,7 +142,7 @@ pub(crate) fn check<B: Backend>(
             st.blocks.live_count()
         ));
     }
-    let indexed: usize = st.free.iter().map(|m| m.len()).sum();
+    let indexed: usize = st.free_maps().map(|m| m.len()).sum();
     if indexed != free_blocks {
         return fail(format!(
             "{indexed} indexed free blocks, {free_blocks} free blocks"

@@ -13,8 +13,19 @@ use crate::snapshot::{TraceAction, TraceEvent};
 use crate::stats::{Fragmentation, MemoryStats};
 use std::collections::{BTreeMap, VecDeque};
 
-/// Free-index key: best fit is the first key at or after `(stream, size, 0)`.
-type FreeKey = (u64, usize, DevicePtr);
+/// Free-index key `size << 64 | address`: within one stream's pool, best
+/// fit is the first key at or after `size << 64`. One `u128` compares faster
+/// than a tuple, which matters on the cached path.
+#[inline]
+pub(crate) fn free_key(size: usize, addr: DevicePtr) -> u128 {
+    ((size as u128) << 64) | addr as u128
+}
+
+/// The free blocks of one stream, per pool (index by `PoolKind::index`).
+pub(crate) struct StreamPools {
+    pub stream: StreamId,
+    pub free: [BTreeMap<u128, u32>; 2],
+}
 
 /// Why growing failed, before it becomes an error.
 enum GrowFailure {
@@ -28,8 +39,8 @@ pub(crate) struct State<B: Backend> {
     pub device_total: usize,
     pub blocks: Blocks,
     pub segments: Segments,
-    /// Free blocks per pool (index by `PoolKind::index`).
-    pub free: [BTreeMap<FreeKey, u32>; 2],
+    /// Free blocks per stream (few streams: a linear search is fastest).
+    pub streams: Vec<StreamPools>,
     /// The one expandable segment of each (stream, pool).
     pub expandable: BTreeMap<(StreamId, PoolKind), u32>,
     /// Events a pending block waits for, in recording order.
@@ -51,7 +62,7 @@ impl<B: Backend> State<B> {
             device_total,
             blocks: Blocks::default(),
             segments: Segments::default(),
-            free: [BTreeMap::new(), BTreeMap::new()],
+            streams: Vec::new(),
             expandable: BTreeMap::new(),
             pending: VecDeque::new(),
             stats: MemoryStats::default(),
@@ -82,6 +93,34 @@ impl<B: Backend> State<B> {
 
     // ----- the free index -------------------------------------------------
 
+    /// The pools of `stream`, created on first use.
+    #[inline]
+    fn stream_slot(&mut self, stream: StreamId) -> usize {
+        match self.streams.iter().position(|p| p.stream == stream) {
+            Some(i) => i,
+            None => {
+                self.streams.push(StreamPools {
+                    stream,
+                    free: [BTreeMap::new(), BTreeMap::new()],
+                });
+                self.streams.len() - 1
+            }
+        }
+    }
+
+    /// The free index of (stream, pool), if the stream has one.
+    pub fn free_map(&self, stream: StreamId, pool: PoolKind) -> Option<&BTreeMap<u128, u32>> {
+        self.streams
+            .iter()
+            .find(|p| p.stream == stream)
+            .map(|p| &p.free[pool.index()])
+    }
+
+    /// Every free-index map.
+    pub fn free_maps(&self) -> impl Iterator<Item = &BTreeMap<u128, u32>> {
+        self.streams.iter().flat_map(|p| p.free.iter())
+    }
+
     #[inline]
     fn insert_free(&mut self, idx: u32) {
         let clock = self.gc_clock;
@@ -89,8 +128,15 @@ impl<B: Backend> State<B> {
         b.state = BlockState::Free;
         b.requested = 0;
         b.free_since = clock;
-        let (key, pool, size, split) = ((b.stream.0, b.size, b.addr), b.pool, b.size, b.is_split());
-        self.free[pool.index()].insert(key, idx);
+        let (stream, key, pool, size, split) = (
+            b.stream,
+            free_key(b.size, b.addr),
+            b.pool,
+            b.size,
+            b.is_split(),
+        );
+        let slot = self.stream_slot(stream);
+        self.streams[slot].free[pool.index()].insert(key, idx);
         if split {
             self.stats.inactive_split.increase(pool, 1);
             self.stats.inactive_split_bytes.increase(pool, size as u64);
@@ -102,12 +148,21 @@ impl<B: Backend> State<B> {
     fn take_free(&mut self, idx: u32) {
         let b = self.blocks.get(idx);
         debug_assert_eq!(b.state, BlockState::Free);
-        let (key, pool, size, split) = ((b.stream.0, b.size, b.addr), b.pool, b.size, b.is_split());
-        let removed = self.free[pool.index()].remove(&key);
+        let (stream, key, pool) = (b.stream, free_key(b.size, b.addr), b.pool);
+        let slot = self.stream_slot(stream);
+        let removed = self.streams[slot].free[pool.index()].remove(&key);
         debug_assert_eq!(removed, Some(idx));
-        if split {
-            self.stats.inactive_split.decrease(pool, 1);
-            self.stats.inactive_split_bytes.decrease(pool, size as u64);
+        self.after_take(idx);
+    }
+
+    #[inline]
+    fn after_take(&mut self, idx: u32) {
+        let b = self.blocks.get(idx);
+        if b.is_split() {
+            self.stats.inactive_split.decrease(b.pool, 1);
+            self.stats
+                .inactive_split_bytes
+                .decrease(b.pool, b.size as u64);
         }
     }
 
@@ -118,13 +173,23 @@ impl<B: Backend> State<B> {
         if self.config.garbage_collection_threshold > 0.0 {
             self.gc_clock += 1;
         }
-        let (&(s, found, _), &idx) = self.free[pool.index()]
-            .range((stream.0, size, 0)..)
-            .next()?;
-        if s != stream.0 {
-            return None;
-        }
-        if let (Some(max), false) = (self.config.max_split_size, self.expandable_mode()) {
+        let oversize_rules = match self.config.max_split_size {
+            Some(max) if !self.expandable_mode() => Some(max),
+            _ => None,
+        };
+        let slot = self.streams.iter().position(|p| p.stream == stream)?;
+        let map = &mut self.streams[slot].free[pool.index()];
+        let wanted = free_key(size, 0);
+        // When the smallest free block fits it is the best fit, and popping
+        // it walks the tree once instead of twice.
+        let first_fits = map.first_key_value().is_some_and(|(&k, _)| k >= wanted);
+        let (&key, &idx) = if first_fits {
+            map.first_key_value()?
+        } else {
+            map.range(wanted..).next()?
+        };
+        if let Some(max) = oversize_rules {
+            let found = (key >> 64) as usize;
             if size < max && found >= max {
                 return None;
             }
@@ -132,7 +197,12 @@ impl<B: Backend> State<B> {
                 return None;
             }
         }
-        self.take_free(idx);
+        if first_fits {
+            map.pop_first();
+        } else {
+            map.remove(&key);
+        }
+        self.after_take(idx);
         Some(idx)
     }
 
@@ -674,10 +744,11 @@ impl<B: Backend> State<B> {
     pub fn fragmentation(&self) -> Fragmentation {
         let mut total = 0u64;
         let mut largest = 0u64;
-        for map in &self.free {
-            for &(_, size, _) in map.keys() {
-                total += size as u64;
-                largest = largest.max(size as u64);
+        for map in self.free_maps() {
+            for &key in map.keys() {
+                let size = (key >> 64) as u64;
+                total += size;
+                largest = largest.max(size);
             }
         }
         let reserved = self.stats.reserved_bytes.all.current;
