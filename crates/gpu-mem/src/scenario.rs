@@ -150,12 +150,13 @@ pub fn run(config: Config, device: SimDevice, ops: &[Op]) -> Result<Outcome, Str
         check(&alloc, step, op)?;
         // Growing never takes reserved memory past the limit.
         let reserved = alloc.stats().reserved_bytes.all.current;
-        if let Some(limit) = alloc.limit_bytes() {
-            if reserved > reserved_before && reserved > limit as u64 {
-                return Err(format!(
-                    "step {step}: reserved {reserved} exceeds limit {limit}"
-                ));
-            }
+        if let Some(limit) = alloc.limit_bytes()
+            && reserved > reserved_before
+            && reserved > limit as u64
+        {
+            return Err(format!(
+                "step {step}: reserved {reserved} exceeds limit {limit}"
+            ));
         }
     }
     let end = ops.len();

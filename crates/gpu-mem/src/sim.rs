@@ -126,10 +126,10 @@ impl SimDevice {
             return true;
         }
         let end = addr + size as u64;
-        if let Some((&base, &len)) = s.classic.range(..=addr).next_back() {
-            if end <= base + len as u64 {
-                return true;
-            }
+        if let Some((&base, &len)) = s.classic.range(..=addr).next_back()
+            && end <= base + len as u64
+        {
+            return true;
         }
         let g = s.granularity as u64;
         let mut page = addr & !(g - 1);
@@ -152,7 +152,7 @@ impl SimDevice {
 
     fn check_range(s: &SimState, addr: DevicePtr, size: usize) -> Result<(), BackendError> {
         let g = s.granularity as u64;
-        if addr % g != 0 || size as u64 % g != 0 || size == 0 {
+        if !addr.is_multiple_of(g) || !(size as u64).is_multiple_of(g) || size == 0 {
             return Err(BackendError::Invalid(format!(
                 "range {addr:#x}+{size} is not a whole number of {g}-byte pages"
             )));
@@ -222,7 +222,7 @@ impl Backend for SimDevice {
 
     fn reserve(&self, size: usize) -> Result<DevicePtr, BackendError> {
         let mut s = self.lock();
-        if size == 0 || size % s.granularity != 0 {
+        if size == 0 || !size.is_multiple_of(s.granularity) {
             return Err(BackendError::Invalid(format!(
                 "reservation of {size} bytes is not a whole number of pages"
             )));

@@ -258,7 +258,7 @@ fn buffers_free_on_drop_from_many_threads() {
                     let b = a
                         .allocate_buffer(512 * (i % 7 + 1) + t, StreamId(t as u64 % 2))
                         .unwrap();
-                    assert!(b.len() > 0);
+                    assert!(!b.is_empty());
                 }
             });
         }

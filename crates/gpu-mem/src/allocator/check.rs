@@ -70,7 +70,7 @@ pub(crate) fn check<B: Backend>(
                     "block {idx} has a broken link in segment {seg_idx}"
                 ));
             }
-            if b.addr != expected_addr || b.size == 0 || b.size % 512 != 0 {
+            if b.addr != expected_addr || b.size == 0 || !b.size.is_multiple_of(512) {
                 return fail(format!(
                     "block {idx} at {:#x}+{} does not continue segment {seg_idx} at {expected_addr:#x}",
                     b.addr, b.size

@@ -60,12 +60,12 @@ pub struct CachingAllocator<B: Backend> {
 impl<B: Backend> CachingAllocator<B> {
     /// An allocator taking memory from `backend`.
     pub fn new(backend: B, config: Config) -> Result<Self, AllocError> {
-        if let Some(MemoryLimit::Fraction(f)) = config.limit {
-            if !(0.0..=1.0).contains(&f) {
-                return Err(AllocError::Invalid(format!(
-                    "memory limit fraction {f} is outside 0..=1"
-                )));
-            }
+        if let Some(MemoryLimit::Fraction(f)) = config.limit
+            && !(0.0..=1.0).contains(&f)
+        {
+            return Err(AllocError::Invalid(format!(
+                "memory limit fraction {f} is outside 0..=1"
+            )));
         }
         let total = backend.mem_info()?.total;
         Ok(CachingAllocator {
@@ -142,12 +142,12 @@ impl<B: Backend> CachingAllocator<B> {
     /// Set or clear this instance's memory limit. Memory already reserved
     /// beyond a lowered limit stays until freed and `empty_cache`d.
     pub fn set_limit(&self, limit: Option<MemoryLimit>) -> Result<(), AllocError> {
-        if let Some(MemoryLimit::Fraction(f)) = limit {
-            if !(0.0..=1.0).contains(&f) {
-                return Err(AllocError::Invalid(format!(
-                    "memory limit fraction {f} is outside 0..=1"
-                )));
-            }
+        if let Some(MemoryLimit::Fraction(f)) = limit
+            && !(0.0..=1.0).contains(&f)
+        {
+            return Err(AllocError::Invalid(format!(
+                "memory limit fraction {f} is outside 0..=1"
+            )));
         }
         let total = self.backend.mem_info()?.total;
         let mut st = self.lock();

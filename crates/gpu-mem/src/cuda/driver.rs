@@ -149,8 +149,10 @@ pub fn set_access(ptr: u64, size: usize, device: sys::CUdevice) -> Result<(), Ba
     )
 }
 
-pub fn stream_synchronize(stream: sys::CUstream) -> Result<(), BackendError> {
-    // SAFETY: a stream handle of the current context (or null: legacy stream).
+/// # Safety
+/// `stream` is null (the legacy stream) or a live stream of the current context.
+pub unsafe fn stream_synchronize(stream: sys::CUstream) -> Result<(), BackendError> {
+    // SAFETY: guaranteed by the caller.
     check(
         "cuStreamSynchronize",
         unsafe { sys::cuStreamSynchronize(stream) },
@@ -167,7 +169,10 @@ unsafe impl Send for Event {}
 
 impl Event {
     /// Create an event (timing disabled) and record it on `stream`.
-    pub fn record(stream: sys::CUstream) -> Result<Event, BackendError> {
+    ///
+    /// # Safety
+    /// `stream` is null (the legacy stream) or a live stream of the current context.
+    pub unsafe fn record(stream: sys::CUstream) -> Result<Event, BackendError> {
         let mut ev: sys::CUevent = std::ptr::null_mut();
         let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
         // SAFETY: valid out-pointer.
@@ -177,7 +182,7 @@ impl Event {
             0,
         )?;
         let event = Event(ev);
-        // SAFETY: a live event and a stream handle of the current context.
+        // SAFETY: a live event; the stream is guaranteed by the caller.
         check(
             "cuEventRecord",
             unsafe { sys::cuEventRecord(event.0, stream) },
@@ -210,4 +215,44 @@ impl Drop for Event {
         // with a failure here.
         let _ = unsafe { sys::cuEventDestroy_v2(self.0) };
     }
+}
+
+/// Copy host bytes to device memory (synchronous).
+pub fn copy_to_device(dst: u64, src: &[u8]) -> Result<(), BackendError> {
+    // SAFETY: `src` is valid for its length; the caller owns `dst..+len`.
+    let r = unsafe { sys::cuMemcpyHtoD_v2(dst, src.as_ptr().cast(), src.len()) };
+    check("cuMemcpyHtoD", r, 0)
+}
+
+/// Copy device memory to host bytes (synchronous).
+pub fn copy_from_device(dst: &mut [u8], src: u64) -> Result<(), BackendError> {
+    // SAFETY: `dst` is valid for its length; the caller owns `src..+len`.
+    let r = unsafe { sys::cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), src, dst.len()) };
+    check("cuMemcpyDtoH", r, 0)
+}
+
+/// Stream-ordered allocation from the device's default memory pool.
+///
+/// # Safety
+/// `stream` is null (the legacy stream) or a live stream of the current context.
+pub unsafe fn mem_alloc_async(size: usize, stream: sys::CUstream) -> Result<u64, BackendError> {
+    let mut ptr: sys::CUdeviceptr = 0;
+    // SAFETY: valid out-pointer; the stream is guaranteed by the caller.
+    let r = unsafe { sys::cuMemAllocAsync(&mut ptr, size, stream) };
+    check("cuMemAllocAsync", r, size)?;
+    Ok(ptr)
+}
+
+/// Stream-ordered free of a pointer from `mem_alloc_async`.
+///
+/// # Safety
+/// `stream` is null (the legacy stream) or a live stream of the current context.
+pub unsafe fn mem_free_async(ptr: u64, stream: sys::CUstream) -> Result<(), BackendError> {
+    // SAFETY: a pointer from `mem_alloc_async`, freed once; the stream is
+    // guaranteed by the caller.
+    check(
+        "cuMemFreeAsync",
+        unsafe { sys::cuMemFreeAsync(ptr, stream) },
+        0,
+    )
 }

@@ -19,6 +19,10 @@ use std::sync::{Arc, Mutex};
 ///
 /// Expandable segments map one `cuMemCreate` allocation per granularity
 /// page, so any tail of a segment can be unmapped and released on its own.
+///
+/// Stream ids passed to an allocator over this device must be `StreamId(0)`
+/// (the legacy default stream) or [`stream_id`] of a live stream of this
+/// device's context; the driver is handed them as `CUstream` handles.
 pub struct CudaDevice {
     ctx: Arc<CudaContext>,
     device: sys::CUdevice,
@@ -152,7 +156,7 @@ impl Backend for CudaDevice {
 
     fn map(&self, addr: DevicePtr, size: usize) -> Result<(), BackendError> {
         let g = self.granularity;
-        if addr % g as u64 != 0 || size % g != 0 || size == 0 {
+        if !addr.is_multiple_of(g as u64) || !size.is_multiple_of(g) || size == 0 {
             return Err(BackendError::Invalid(format!(
                 "map of {addr:#x}+{size} is not whole {g}-byte pages"
             )));
@@ -188,12 +192,15 @@ impl Backend for CudaDevice {
 
     fn synchronize(&self, stream: StreamId) -> Result<(), BackendError> {
         self.bind()?;
-        driver::stream_synchronize(cu_stream(stream))
+        // SAFETY: stream ids given to this backend come from `stream_id` of
+        // live streams of this context, or are 0 (see `CudaDevice`).
+        unsafe { driver::stream_synchronize(cu_stream(stream)) }
     }
 
     fn record_event(&self, stream: StreamId) -> Result<driver::Event, BackendError> {
         self.bind()?;
-        driver::Event::record(cu_stream(stream))
+        // SAFETY: as in `synchronize`.
+        unsafe { driver::Event::record(cu_stream(stream)) }
     }
 
     fn event_done(&self, event: &driver::Event) -> Result<bool, BackendError> {
