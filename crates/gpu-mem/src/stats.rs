@@ -18,16 +18,14 @@ pub struct Stat {
 }
 
 impl Stat {
-    #[inline]
+    #[inline(always)]
     fn increase(&mut self, amount: u64) {
         self.current += amount;
         self.allocated += amount;
-        if self.current > self.peak {
-            self.peak = self.current;
-        }
+        self.peak = self.peak.max(self.current);
     }
 
-    #[inline]
+    #[inline(always)]
     fn decrease(&mut self, amount: u64) {
         debug_assert!(self.current >= amount, "stat underflow");
         self.current -= amount;
@@ -44,25 +42,19 @@ pub struct StatArray {
 }
 
 impl StatArray {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn increase(&mut self, pool: PoolKind, amount: u64) {
-        if amount == 0 {
-            return;
-        }
         self.all.increase(amount);
         self.pool_mut(pool).increase(amount);
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn decrease(&mut self, pool: PoolKind, amount: u64) {
-        if amount == 0 {
-            return;
-        }
         self.all.decrease(amount);
         self.pool_mut(pool).decrease(amount);
     }
 
-    #[inline]
+    #[inline(always)]
     fn pool_mut(&mut self, pool: PoolKind) -> &mut Stat {
         match pool {
             PoolKind::Small => &mut self.small_pool,

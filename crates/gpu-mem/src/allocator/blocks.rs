@@ -27,6 +27,8 @@ pub(crate) struct Block {
     /// Bytes the caller asked for (allocated blocks only).
     pub requested: usize,
     pub stream: StreamId,
+    /// Index of `stream`'s free pools in the allocator (saves a search).
+    pub stream_slot: u32,
     pub pool: PoolKind,
     pub segment: u32,
     pub prev: u32,
@@ -78,18 +80,20 @@ impl Blocks {
         &mut self,
         addr: DevicePtr,
         size: usize,
-        stream: StreamId,
+        stream: (StreamId, u32),
         pool: PoolKind,
         segment: u32,
         prev: u32,
         next: u32,
         state: BlockState,
     ) -> u32 {
+        let (stream, stream_slot) = stream;
         let fresh = |generation| Block {
             addr,
             size,
             requested: 0,
             stream,
+            stream_slot,
             pool,
             segment,
             prev,

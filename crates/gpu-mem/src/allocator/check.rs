@@ -114,7 +114,7 @@ pub(crate) fn check<B: Backend>(
                 BlockState::Free => {
                     free_blocks += 1;
                     let key = free_key(b.size, b.addr);
-                    if st.free_map(b.stream, pool).and_then(|m| m.get(&key)) != Some(&idx) {
+                    if st.free_map(b.stream, pool).and_then(|m| m.get(key)) != Some(idx) {
                         return fail(format!("free block {idx} is missing from its pool index"));
                     }
                     if b.is_split() {

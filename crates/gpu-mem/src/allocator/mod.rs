@@ -2,6 +2,7 @@
 
 mod blocks;
 mod check;
+mod free_index;
 mod state;
 
 use crate::backend::{Backend, DevicePtr, StreamId};

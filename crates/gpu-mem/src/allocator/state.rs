@@ -6,6 +6,7 @@
 //! `take_free`, which keep the inactive-split counters exact.
 
 use super::blocks::{Block, BlockState, Blocks, NIL, Segment, Segments};
+use super::free_index::FreeIndex;
 use crate::backend::{Backend, BackendError, DevicePtr, StreamId};
 use crate::config::{self, Config, LARGE_BUFFER, MIN_BLOCK_SIZE, PoolKind, SMALL_SIZE};
 use crate::error::{AllocError, OomCause, OutOfMemory};
@@ -24,7 +25,7 @@ pub(crate) fn free_key(size: usize, addr: DevicePtr) -> u128 {
 /// The free blocks of one stream, per pool (index by `PoolKind::index`).
 pub(crate) struct StreamPools {
     pub stream: StreamId,
-    pub free: [BTreeMap<u128, u32>; 2],
+    pub free: [FreeIndex; 2],
 }
 
 /// Why growing failed, before it becomes an error.
@@ -101,7 +102,7 @@ impl<B: Backend> State<B> {
             None => {
                 self.streams.push(StreamPools {
                     stream,
-                    free: [BTreeMap::new(), BTreeMap::new()],
+                    free: [FreeIndex::default(), FreeIndex::default()],
                 });
                 self.streams.len() - 1
             }
@@ -109,7 +110,7 @@ impl<B: Backend> State<B> {
     }
 
     /// The free index of (stream, pool), if the stream has one.
-    pub fn free_map(&self, stream: StreamId, pool: PoolKind) -> Option<&BTreeMap<u128, u32>> {
+    pub fn free_map(&self, stream: StreamId, pool: PoolKind) -> Option<&FreeIndex> {
         self.streams
             .iter()
             .find(|p| p.stream == stream)
@@ -117,7 +118,7 @@ impl<B: Backend> State<B> {
     }
 
     /// Every free-index map.
-    pub fn free_maps(&self) -> impl Iterator<Item = &BTreeMap<u128, u32>> {
+    pub fn free_maps(&self) -> impl Iterator<Item = &FreeIndex> {
         self.streams.iter().flat_map(|p| p.free.iter())
     }
 
@@ -148,9 +149,8 @@ impl<B: Backend> State<B> {
     fn take_free(&mut self, idx: u32) {
         let b = self.blocks.get(idx);
         debug_assert_eq!(b.state, BlockState::Free);
-        let (stream, key, pool) = (b.stream, free_key(b.size, b.addr), b.pool);
-        let slot = self.stream_slot(stream);
-        let removed = self.streams[slot].free[pool.index()].remove(&key);
+        let (slot, key, pool) = (b.stream_slot as usize, free_key(b.size, b.addr), b.pool);
+        let removed = self.streams[slot].free[pool.index()].remove(key);
         debug_assert_eq!(removed, Some(idx));
         self.after_take(idx);
     }
@@ -179,15 +179,7 @@ impl<B: Backend> State<B> {
         };
         let slot = self.streams.iter().position(|p| p.stream == stream)?;
         let map = &mut self.streams[slot].free[pool.index()];
-        let wanted = free_key(size, 0);
-        // When the smallest free block fits it is the best fit, and popping
-        // it walks the tree once instead of twice.
-        let first_fits = map.first_key_value().is_some_and(|(&k, _)| k >= wanted);
-        let (&key, &idx) = if first_fits {
-            map.first_key_value()?
-        } else {
-            map.range(wanted..).next()?
-        };
+        let (key, idx) = map.first_at_or_after(free_key(size, 0))?;
         if let Some(max) = oversize_rules {
             let found = (key >> 64) as usize;
             if size < max && found >= max {
@@ -197,11 +189,7 @@ impl<B: Backend> State<B> {
                 return None;
             }
         }
-        if first_fits {
-            map.pop_first();
-        } else {
-            map.remove(&key);
-        }
+        map.remove(key);
         self.after_take(idx);
         Some(idx)
     }
@@ -282,7 +270,7 @@ impl<B: Backend> State<B> {
         if self.should_split(pool, block_size, size) {
             let (addr, stream, segment, next) = {
                 let b = self.blocks.get(idx);
-                (b.addr, b.stream, b.segment, b.next)
+                (b.addr, (b.stream, b.stream_slot), b.segment, b.next)
             };
             let rest = self.blocks.insert(
                 addr + size as u64,
@@ -367,10 +355,11 @@ impl<B: Backend> State<B> {
             expandable: false,
             head: NIL,
         });
+        let slot = self.stream_slot(stream) as u32;
         let idx = self.blocks.insert(
             base,
             seg_size,
-            stream,
+            (stream, slot),
             pool,
             seg,
             NIL,
@@ -465,10 +454,11 @@ impl<B: Backend> State<B> {
             self.blocks.get_mut(tail).size += map_bytes;
             Ok(tail)
         } else {
+            let slot = self.stream_slot(stream) as u32;
             let idx = self.blocks.insert(
                 at,
                 map_bytes,
-                stream,
+                (stream, slot),
                 pool,
                 seg,
                 tail,
@@ -745,7 +735,7 @@ impl<B: Backend> State<B> {
         let mut total = 0u64;
         let mut largest = 0u64;
         for map in self.free_maps() {
-            for &key in map.keys() {
+            for key in map.keys() {
                 let size = (key >> 64) as u64;
                 total += size;
                 largest = largest.max(size);
