@@ -105,7 +105,7 @@ mod tests {
             let key = (x % 400) as u128;
             // Grow for a while, then shrink, so both representations are used.
             let grow = (step / 2000) % 2 == 0;
-            if grow || x % 4 == 0 {
+            if grow || x.is_multiple_of(4) {
                 if model.insert(key, step).is_some() {
                     index.remove(key);
                 }
