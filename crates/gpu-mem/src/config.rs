@@ -45,7 +45,8 @@ impl MemoryLimit {
 pub struct Config {
     /// Keep freed blocks for reuse. `false` models
     /// `PYTORCH_NO_CUDA_MEMORY_CACHING=1`: each block is its own segment and
-    /// goes back to the device when freed.
+    /// goes back to the device when freed. Implies classic segments
+    /// (`expandable_segments` is ignored).
     pub caching: bool,
     /// Grow one segment per (stream, pool) in place on the virtual-memory API
     /// instead of allocating separate segments.

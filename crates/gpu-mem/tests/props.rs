@@ -85,6 +85,8 @@ fn decoded_byte_streams_keep_every_invariant() {
             ops.push(op);
         }
         assert!(ops.len() > 1000);
-        scenario::run(config, scenario::test_device(), &ops).unwrap();
+        let outcome = scenario::run(config, scenario::test_device(), &ops).unwrap();
+        // The stream is rich enough to reach both the cached and OOM paths.
+        assert!(outcome.allocations > 100 && outcome.ooms > 0, "{outcome:?}");
     }
 }

@@ -285,3 +285,15 @@ fn multi_trial_bert_trace_expandable_within_five_percent_of_requested() {
         "{classic:?}"
     );
 }
+
+#[test]
+fn absurd_requests_are_typed_errors_not_panics() {
+    let a = CachingAllocator::new(sim(64), Config::default()).unwrap();
+    assert!(matches!(
+        a.allocate(usize::MAX, S0),
+        Err(AllocError::Invalid(_))
+    ));
+    let err = a.allocate(1 << 40, S0).unwrap_err();
+    assert!(err.as_oom().is_some(), "{err}");
+    check(&a);
+}

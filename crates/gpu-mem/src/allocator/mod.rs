@@ -334,8 +334,9 @@ impl<B: Backend> DeviceBuffer<B> {
 impl<B: Backend> Drop for DeviceBuffer<B> {
     fn drop(&mut self) {
         if let Some(a) = self.allocation.take() {
-            // Only a device error in no-caching mode can fail here; the
-            // block is already accounted as free either way.
+            // A live buffer's handle is always valid, so only a device error
+            // can fail here (recording a cross-stream event, or freeing in
+            // no-caching mode), and a destructor cannot report it.
             let _ = self.allocator.free(a);
         }
     }

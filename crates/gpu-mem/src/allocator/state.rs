@@ -28,6 +28,10 @@ pub(crate) struct StreamPools {
     pub free: [FreeIndex; 2],
 }
 
+/// Larger requests are rejected up front (256 TiB: no device comes close,
+/// and every rounding below stays far from overflow).
+pub(crate) const MAX_REQUEST: usize = 1 << 48;
+
 /// Why growing failed, before it becomes an error.
 enum GrowFailure {
     NoRoom(OomCause),
@@ -212,6 +216,11 @@ impl<B: Backend> State<B> {
         requested: usize,
         stream: StreamId,
     ) -> Result<u32, AllocError> {
+        if requested > MAX_REQUEST {
+            return Err(AllocError::Invalid(format!(
+                "a request of {requested} bytes is larger than any device ({MAX_REQUEST} bytes at most)"
+            )));
+        }
         if !self.pending.is_empty() {
             self.process_events(be)?;
         }
@@ -478,17 +487,28 @@ impl<B: Backend> State<B> {
 
     /// The caller frees an allocation (already validated).
     pub fn free(&mut self, be: &B, idx: u32) -> Result<(), AllocError> {
+        // Record the cross-stream events first: if that fails, nothing has
+        // changed and the allocation is still live.
+        let mut events = Vec::new();
+        for &use_stream in &self.blocks.get(idx).stream_uses {
+            events.push(be.record_event(use_stream)?);
+        }
         let b = self.blocks.get_mut(idx);
         b.generation = b.generation.wrapping_add(1);
-        let (size, requested, pool, addr, stream) =
-            (b.size as u64, b.requested as u64, b.pool, b.addr, b.stream);
-        let uses = std::mem::take(&mut b.stream_uses);
-        let segment = b.segment;
+        b.stream_uses.clear();
+        let (size, requested, pool, addr, stream, segment) = (
+            b.size as u64,
+            b.requested as u64,
+            b.pool,
+            b.addr,
+            b.stream,
+            b.segment,
+        );
         let s = &mut self.stats;
         s.allocation.decrease(pool, 1);
         s.allocated_bytes.decrease(pool, size);
         s.requested_bytes.decrease(pool, requested);
-        if uses.is_empty() {
+        if events.is_empty() {
             self.record(TraceAction::Free, addr, size as usize, stream);
             self.free_block(idx);
             if !self.config.caching {
@@ -498,10 +518,6 @@ impl<B: Backend> State<B> {
         }
         // Used on other streams: reusable once their queued work is done.
         self.record(TraceAction::FreeRequested, addr, size as usize, stream);
-        let mut events = Vec::with_capacity(uses.len());
-        for use_stream in &uses {
-            events.push(be.record_event(*use_stream)?);
-        }
         let b = self.blocks.get_mut(idx);
         b.state = BlockState::Pending;
         b.requested = 0;
