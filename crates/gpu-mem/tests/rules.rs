@@ -297,3 +297,25 @@ fn absurd_requests_are_typed_errors_not_panics() {
     assert!(err.as_oom().is_some(), "{err}");
     check(&a);
 }
+
+#[test]
+fn garbage_collection_frees_cached_segments_above_the_threshold() {
+    let config = Config {
+        limit: Some(MemoryLimit::Bytes(100 * MIB)),
+        garbage_collection_threshold: 0.5,
+        ..Config::default()
+    };
+    let a = CachingAllocator::new(sim(1024), config).unwrap();
+    let blocks: Vec<_> = (0..5).map(|_| a.allocate(12 * MIB, S0).unwrap()).collect();
+    for b in blocks {
+        a.free(b).unwrap();
+    }
+    assert_eq!(a.stats().reserved_bytes.all.current, 60 * MIB as u64);
+    // 60 MiB cached > 50% of the limit: the oldest segments go first.
+    let x = a.allocate(14 * MIB, S0).unwrap();
+    let st = a.stats();
+    assert!(st.num_device_free >= 1, "{st:?}");
+    assert!(st.reserved_bytes.all.current <= 62 * MIB as u64);
+    a.free(x).unwrap();
+    check(&a);
+}
