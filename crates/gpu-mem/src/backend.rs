@@ -78,6 +78,9 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Wait until all work queued on `stream` has finished.
     fn synchronize(&self, stream: StreamId) -> Result<(), BackendError>;
+    /// Wait until all work on the device has finished (used when the
+    /// allocator is dropped, when its streams may already be gone).
+    fn synchronize_device(&self) -> Result<(), BackendError>;
     /// Record an event at the current end of `stream`'s queue.
     fn record_event(&self, stream: StreamId) -> Result<Self::Event, BackendError>;
     /// Whether the work before `event` has finished (does not block).

@@ -299,6 +299,10 @@ impl Backend for SimDevice {
         Ok(())
     }
 
+    fn synchronize_device(&self) -> Result<(), BackendError> {
+        self.synchronize(StreamId(0))
+    }
+
     fn record_event(&self, _stream: StreamId) -> Result<SimEvent, BackendError> {
         Ok(SimEvent {
             epoch: self.lock().epoch,

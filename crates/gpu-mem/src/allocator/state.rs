@@ -731,10 +731,11 @@ impl<B: Backend> State<B> {
     /// Give back everything (the allocator is being dropped).
     pub fn release_all(&mut self, be: &B) {
         let _ = self.wait_all_events(be);
+        // The streams may be gone by now: wait for the whole device.
+        let _ = be.synchronize_device();
         for seg in self.segments.indices() {
             let s = self.segments.remove(seg);
             if s.expandable {
-                let _ = be.synchronize(s.stream);
                 if s.size > 0 {
                     let _ = be.unmap(s.base, s.size);
                 }

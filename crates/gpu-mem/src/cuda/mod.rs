@@ -22,7 +22,10 @@ use std::sync::{Arc, Mutex};
 ///
 /// Stream ids passed to an allocator over this device must be `StreamId(0)`
 /// (the legacy default stream) or [`stream_id`] of a live stream of this
-/// device's context; the driver is handed them as `CUstream` handles.
+/// device's context; the driver is handed them as `CUstream` handles. A
+/// stream must stay alive while the allocator holds blocks or expandable
+/// segments for it (until they are freed and `empty_cache` has run), since
+/// events are recorded on it and it is synchronised before unmapping.
 pub struct CudaDevice {
     ctx: Arc<CudaContext>,
     device: sys::CUdevice,
@@ -195,6 +198,13 @@ impl Backend for CudaDevice {
         // SAFETY: stream ids given to this backend come from `stream_id` of
         // live streams of this context, or are 0 (see `CudaDevice`).
         unsafe { driver::stream_synchronize(cu_stream(stream)) }
+    }
+
+    fn synchronize_device(&self) -> Result<(), BackendError> {
+        self.bind()?;
+        self.ctx
+            .synchronize()
+            .map_err(|e| driver_err("cuCtxSynchronize", e))
     }
 
     fn record_event(&self, stream: StreamId) -> Result<driver::Event, BackendError> {
