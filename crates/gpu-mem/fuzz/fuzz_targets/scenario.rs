@@ -6,8 +6,8 @@
 
 #![no_main]
 
-use gpu_mem::scenario::{self, Op};
 use gpu_mem::Config;
+use gpu_mem::scenario::{self, Op};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
