@@ -62,7 +62,8 @@ pub struct Config {
     pub garbage_collection_threshold: f64,
     /// Per-instance cap on reserved memory.
     pub limit: Option<MemoryLimit>,
-    /// Keep an event trace (alloc, free, map, unmap, oom) for export.
+    /// Keep an event trace (alloc, free, map, unmap, oom) for export. It
+    /// grows until `CachingAllocator::take_trace` drains it.
     pub record_trace: bool,
 }
 

@@ -319,3 +319,12 @@ fn garbage_collection_frees_cached_segments_above_the_threshold() {
     a.free(x).unwrap();
     check(&a);
 }
+
+#[test]
+fn the_allocator_and_its_buffers_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<CachingAllocator<SimDevice>>();
+    send_sync::<gpu_mem::DeviceBuffer<SimDevice>>();
+    #[cfg(feature = "cuda")]
+    send_sync::<CachingAllocator<gpu_mem::cuda::CudaDevice>>();
+}
