@@ -9,3 +9,55 @@
 //! It deliberately does not know about models, trials or storage; it is
 //! usable by any cudarc program, and every rule is testable without a GPU on a
 //! simulated device.
+//!
+//! # The seams
+//!
+//! - [`Backend`] is the physical-memory seam: classic allocations, reserved
+//!   address ranges with pages mapped at the device granularity, streams and
+//!   events. [`SimDevice`] is a deterministic host-side model with injectable
+//!   failures; `CudaDevice` (feature `cuda`) is the real driver API through
+//!   cudarc's `sys` bindings, loaded at run time.
+//! - [`CachingAllocator`] is generic over the backend, `Send + Sync`, one
+//!   instance per device. Its rules are PyTorch's (see [`config`]): 512-byte
+//!   rounding, small pool (<= 1 MiB, 2 MiB segments), large pool (20 MiB or
+//!   request-sized segments), best fit by (stream, size), split and merge,
+//!   `max_split_size`, power-of-two rounding divisions, a garbage-collection
+//!   threshold, cross-stream reuse through `record_stream` and events, and
+//!   expandable segments (one segment per (stream, pool) growing in place).
+//! - [`MemoryLimit`] caps what one instance reserves: the lease a trial gets.
+//!   Hitting it, or the device's end, after freeing the cache gives a typed
+//!   [`OutOfMemory`] whose message says what the memory is doing and what to
+//!   change.
+//! - [`MemoryStats`] has the counters of PyTorch's `memory_stats()`;
+//!   [`Fragmentation`], [`Snapshot`] and the optional [`TraceEvent`] trace
+//!   export to JSON.
+//! - [`trace`] replays JSON-lines allocation traces through any
+//!   configuration and generates a multi-trial BERT fine-tuning trace.
+//!
+//! # What it does not do
+//!
+//! It does not pick batch sizes, predict peaks or schedule trials (the
+//! trainer and the study runner do, using these numbers). It does not share
+//! memory between processes (no IPC handles), does not unmap free pages in
+//! the middle of an expandable segment (only its free tail), and does not
+//! implement PyTorch's private memory pools for CUDA graphs.
+
+pub mod allocator;
+pub mod backend;
+pub mod config;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+pub mod error;
+pub mod scenario;
+pub mod sim;
+pub mod snapshot;
+pub mod stats;
+pub mod trace;
+
+pub use allocator::{Allocation, CachingAllocator, DeviceBuffer, InvariantViolation};
+pub use backend::{Backend, BackendError, DevicePtr, MemInfo, StreamId};
+pub use config::{Config, MemoryLimit, PoolKind};
+pub use error::{AllocError, OomCause, OutOfMemory};
+pub use sim::SimDevice;
+pub use snapshot::{Snapshot, TraceEvent};
+pub use stats::{Fragmentation, MemoryStats, Stat, StatArray};

@@ -1,0 +1,225 @@
+//! The real device: [`CudaDevice`] on cudarc's driver API, and buffers that
+//! work wherever cudarc takes device memory ([`CudaBuffer`]).
+//!
+//! libcuda is loaded at run time; [`CudaDevice::new`] returns
+//! [`BackendError::NoDriver`] on a machine without it instead of panicking.
+
+mod buffer;
+pub mod driver;
+
+pub use buffer::CudaBuffer;
+pub use cudarc;
+
+use crate::backend::{Backend, BackendError, DevicePtr, MemInfo, StreamId};
+use cudarc::driver::{CudaContext, CudaStream, sys};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// One CUDA device's memory, for [`crate::CachingAllocator`].
+///
+/// Expandable segments map one `cuMemCreate` allocation per granularity
+/// page, so any tail of a segment can be unmapped and released on its own.
+///
+/// Stream ids passed to an allocator over this device must be `StreamId(0)`
+/// (the legacy default stream) or [`stream_id`] of a live stream of this
+/// device's context; the driver is handed them as `CUstream` handles. A
+/// stream must stay alive while the allocator holds blocks or expandable
+/// segments for it (until they are freed and `empty_cache` has run), since
+/// events are recorded on it and it is synchronised before unmapping.
+pub struct CudaDevice {
+    ctx: Arc<CudaContext>,
+    device: sys::CUdevice,
+    granularity: usize,
+    /// Physical handle of every mapped page, by page address.
+    pages: Mutex<BTreeMap<DevicePtr, sys::CUmemGenericAllocationHandle>>,
+}
+
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaDevice")
+            .field("ordinal", &self.ctx.ordinal())
+            .field("granularity", &self.granularity)
+            .finish()
+    }
+}
+
+fn driver_err(call: &'static str, e: cudarc::driver::DriverError) -> BackendError {
+    BackendError::Driver {
+        call,
+        message: format!("{e:?}"),
+    }
+}
+
+/// The stream id of a cudarc stream.
+pub fn stream_id(stream: &CudaStream) -> StreamId {
+    StreamId(stream.cu_stream() as usize as u64)
+}
+
+fn cu_stream(stream: StreamId) -> sys::CUstream {
+    stream.0 as usize as sys::CUstream
+}
+
+impl CudaDevice {
+    /// Open device `ordinal` (its primary context). Fails cleanly when the
+    /// driver library is missing or the device does not exist.
+    pub fn new(ordinal: usize) -> Result<CudaDevice, BackendError> {
+        // SAFETY: only tries to load the library.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(BackendError::NoDriver(
+                "libcuda.so was not found; install the NVIDIA driver or run on a machine with a GPU"
+                    .into(),
+            ));
+        }
+        let ctx =
+            CudaContext::new(ordinal).map_err(|e| driver_err("cuDevicePrimaryCtxRetain", e))?;
+        CudaDevice::with_context(ctx)
+    }
+
+    /// Use an existing cudarc context (its device).
+    pub fn with_context(ctx: Arc<CudaContext>) -> Result<CudaDevice, BackendError> {
+        ctx.bind_to_thread()
+            .map_err(|e| driver_err("cuCtxSetCurrent", e))?;
+        let device = ctx.cu_device();
+        let granularity = driver::granularity(&driver::device_prop(device))?;
+        Ok(CudaDevice {
+            ctx,
+            device,
+            granularity,
+            pages: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    fn bind(&self) -> Result<(), BackendError> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| driver_err("cuCtxSetCurrent", e))
+    }
+
+    fn pages(
+        &self,
+    ) -> std::sync::MutexGuard<'_, BTreeMap<DevicePtr, sys::CUmemGenericAllocationHandle>> {
+        self.pages.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Unmap and release pages `[from, to)` that this device mapped.
+    fn unmap_pages(&self, from: DevicePtr, to: DevicePtr) -> Result<(), BackendError> {
+        let g = self.granularity as u64;
+        let mut pages = self.pages();
+        let mut page = from;
+        while page < to {
+            let handle = pages
+                .get(&page)
+                .copied()
+                .ok_or_else(|| BackendError::Invalid(format!("page {page:#x} is not mapped")))?;
+            driver::mem_unmap(page, self.granularity)?;
+            pages.remove(&page);
+            driver::mem_release(handle)?;
+            page += g;
+        }
+        Ok(())
+    }
+}
+
+impl Backend for CudaDevice {
+    type Event = driver::Event;
+
+    fn mem_info(&self) -> Result<MemInfo, BackendError> {
+        self.bind()?;
+        let (free, total) = driver::mem_get_info()?;
+        Ok(MemInfo { free, total })
+    }
+
+    fn granularity(&self) -> usize {
+        self.granularity
+    }
+
+    fn malloc(&self, size: usize) -> Result<DevicePtr, BackendError> {
+        self.bind()?;
+        driver::mem_alloc(size)
+    }
+
+    fn free(&self, ptr: DevicePtr, _size: usize) -> Result<(), BackendError> {
+        self.bind()?;
+        driver::mem_free(ptr)
+    }
+
+    fn reserve(&self, size: usize) -> Result<DevicePtr, BackendError> {
+        self.bind()?;
+        driver::address_reserve(size, self.granularity)
+    }
+
+    fn release_reservation(&self, base: DevicePtr, size: usize) -> Result<(), BackendError> {
+        self.bind()?;
+        driver::address_free(base, size)
+    }
+
+    fn map(&self, addr: DevicePtr, size: usize) -> Result<(), BackendError> {
+        let g = self.granularity;
+        if !addr.is_multiple_of(g as u64) || !size.is_multiple_of(g) || size == 0 {
+            return Err(BackendError::Invalid(format!(
+                "map of {addr:#x}+{size} is not whole {g}-byte pages"
+            )));
+        }
+        self.bind()?;
+        let prop = driver::device_prop(self.device);
+        let end = addr + size as u64;
+        let mut page = addr;
+        let result = (|| {
+            while page < end {
+                let handle = driver::mem_create(&prop, g)?;
+                if let Err(e) = driver::mem_map(page, g, handle) {
+                    let _ = driver::mem_release(handle);
+                    return Err(e);
+                }
+                self.pages().insert(page, handle);
+                page += g as u64;
+            }
+            driver::set_access(addr, size, self.device)
+        })();
+        if let Err(e) = result {
+            // Roll back what this call mapped, so the range is all-or-nothing.
+            let _ = self.unmap_pages(addr, page.min(end));
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn unmap(&self, addr: DevicePtr, size: usize) -> Result<(), BackendError> {
+        self.bind()?;
+        self.unmap_pages(addr, addr + size as u64)
+    }
+
+    fn synchronize(&self, stream: StreamId) -> Result<(), BackendError> {
+        self.bind()?;
+        // SAFETY: stream ids given to this backend come from `stream_id` of
+        // live streams of this context, or are 0 (see `CudaDevice`).
+        unsafe { driver::stream_synchronize(cu_stream(stream)) }
+    }
+
+    fn synchronize_device(&self) -> Result<(), BackendError> {
+        self.bind()?;
+        self.ctx
+            .synchronize()
+            .map_err(|e| driver_err("cuCtxSynchronize", e))
+    }
+
+    fn record_event(&self, stream: StreamId) -> Result<driver::Event, BackendError> {
+        self.bind()?;
+        // SAFETY: as in `synchronize`.
+        unsafe { driver::Event::record(cu_stream(stream)) }
+    }
+
+    fn event_done(&self, event: &driver::Event) -> Result<bool, BackendError> {
+        self.bind()?;
+        event.is_done()
+    }
+
+    fn event_wait(&self, event: &driver::Event) -> Result<(), BackendError> {
+        self.bind()?;
+        event.wait()
+    }
+}

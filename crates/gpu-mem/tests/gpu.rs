@@ -1,0 +1,144 @@
+//! CUDA backend tests. They need feature `cuda`, a GPU and
+//! `MEMTUNE_GPU_TESTS=1` (`cargo xtask gpu-test` sets it); otherwise they
+//! print a skip message. The missing-driver test runs wherever libcuda is
+//! absent.
+
+#![cfg(feature = "cuda")]
+
+use gpu_mem::cuda::cudarc::driver::{CudaContext, sys};
+use gpu_mem::cuda::{CudaDevice, driver, stream_id};
+use gpu_mem::{Backend, BackendError, CachingAllocator, Config, StreamId};
+use std::sync::Arc;
+
+const MIB: usize = 1 << 20;
+
+fn gpu_tests_enabled(name: &str) -> bool {
+    if std::env::var("MEMTUNE_GPU_TESTS").as_deref() == Ok("1") {
+        return true;
+    }
+    eprintln!("skipping {name}: needs a GPU and MEMTUNE_GPU_TESTS=1 (run `cargo xtask gpu-test`)");
+    false
+}
+
+fn allocator(config: Config) -> Arc<CachingAllocator<CudaDevice>> {
+    let device = CudaDevice::new(0).expect("CUDA device 0");
+    Arc::new(CachingAllocator::new(device, config).expect("allocator"))
+}
+
+#[test]
+fn missing_driver_is_a_clean_error() {
+    // SAFETY: only tries to load the library.
+    if unsafe { sys::is_culib_present() } {
+        eprintln!("skipping missing_driver_is_a_clean_error: libcuda is present");
+        return;
+    }
+    match CudaDevice::new(0) {
+        Err(BackendError::NoDriver(msg)) => assert!(msg.contains("libcuda")),
+        other => panic!("expected NoDriver, got {other:?}"),
+    }
+}
+
+/// Write a pattern over every backed byte of every segment (allocated and
+/// cached blocks alike), read it back, compare.
+fn write_and_read_every_mapped_byte(a: &CachingAllocator<CudaDevice>) {
+    for seg in a.snapshot().segments {
+        let pattern: Vec<u8> = (0..seg.total_size)
+            .map(|i| ((i as u64).wrapping_mul(2654435761) >> 7) as u8 ^ (seg.address as u8))
+            .collect();
+        driver::copy_to_device(seg.address, &pattern).expect("write");
+        let mut back = vec![0u8; seg.total_size];
+        driver::copy_from_device(&mut back, seg.address).expect("read");
+        assert!(
+            back == pattern,
+            "segment at {:#x} did not read back",
+            seg.address
+        );
+    }
+}
+
+#[test]
+fn classic_and_expandable_memory_is_really_usable() {
+    if !gpu_tests_enabled("classic_and_expandable_memory_is_really_usable") {
+        return;
+    }
+    for config in [Config::default(), Config::expandable()] {
+        let a = allocator(config.clone());
+        let stream = a.backend().context().default_stream();
+        let sizes = [1000, 100_000, MIB, 3 * MIB + 5, 25 * MIB, 100 * MIB];
+        let mut bufs = Vec::new();
+        for &n in &sizes {
+            let mut b = a.alloc_slice::<u32>(n / 4, &stream).expect("alloc");
+            let host: Vec<u32> = (0..n as u32 / 4).map(|i| i ^ 0x5a5a_5a5a).collect();
+            stream.memcpy_htod(&host, &mut b).expect("htod");
+            let mut back = vec![0u32; host.len()];
+            stream.memcpy_dtoh(&b, &mut back).expect("dtoh");
+            stream.synchronize().expect("sync");
+            assert_eq!(back, host, "{config:?} size {n}");
+            bufs.push(b);
+        }
+        write_and_read_every_mapped_byte(&a);
+        a.check_invariants(|_, _| true).expect("invariants");
+        drop(bufs);
+        a.empty_cache().expect("empty_cache");
+        assert_eq!(a.stats().reserved_bytes.all.current, 0);
+    }
+}
+
+#[test]
+fn expandable_growth_and_unmap_show_in_mem_get_info() {
+    if !gpu_tests_enabled("expandable_growth_and_unmap_show_in_mem_get_info") {
+        return;
+    }
+    let a = allocator(Config::expandable());
+    let free0 = a.backend().mem_info().unwrap().free;
+    let x = a.allocate(512 * MIB, StreamId(0)).unwrap();
+    let free1 = a.backend().mem_info().unwrap().free;
+    assert!(
+        free0 - free1 >= 512 * MIB,
+        "growth: free {free0} -> {free1}"
+    );
+    let y = a.allocate(256 * MIB, StreamId(0)).unwrap();
+    assert_eq!(y.ptr(), x.ptr() + 512 * MIB as u64, "grew in place");
+    write_and_read_every_mapped_byte(&a);
+    a.free(y).unwrap();
+    a.empty_cache().unwrap();
+    let free2 = a.backend().mem_info().unwrap().free;
+    assert!(
+        free2 >= free1 - 2 * MIB,
+        "unmapping the 256 MiB tail: {free1} -> {free2}"
+    );
+    a.free(x).unwrap();
+    a.empty_cache().unwrap();
+    let free3 = a.backend().mem_info().unwrap().free;
+    assert!(
+        free3 + 4 * MIB >= free0,
+        "everything back: {free0} -> {free3}"
+    );
+}
+
+#[test]
+fn record_stream_waits_for_the_other_stream() {
+    if !gpu_tests_enabled("record_stream_waits_for_the_other_stream") {
+        return;
+    }
+    let ctx = CudaContext::new(0).unwrap();
+    let a = Arc::new(
+        CachingAllocator::new(
+            CudaDevice::with_context(ctx.clone()).unwrap(),
+            Config::default(),
+        )
+        .unwrap(),
+    );
+    let s1 = ctx.new_stream().unwrap();
+    let s2 = ctx.new_stream().unwrap();
+    let mut b = a.alloc_slice::<u8>(MIB, &s1).unwrap();
+    let host = vec![7u8; MIB];
+    // Using it on s2 records s2, as PyTorch's record_stream does.
+    s2.memcpy_htod(&host, &mut b).unwrap();
+    let ptr = b.ptr();
+    drop(b);
+    s2.synchronize().unwrap();
+    let again = a.allocate(MIB, stream_id(&s1)).unwrap();
+    assert_eq!(again.ptr(), ptr, "reused once s2's work was done");
+    a.free(again).unwrap();
+}

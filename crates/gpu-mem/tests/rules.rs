@@ -1,0 +1,330 @@
+//! PyTorch's rules and this crate's guarantees, case by case on SimDevice.
+
+use gpu_mem::snapshot::{BlockStateName, TraceAction};
+use gpu_mem::trace::{self, bert::BertTraceSpec};
+use gpu_mem::{
+    AllocError, CachingAllocator, Config, MemoryLimit, OomCause, PoolKind, SimDevice, StreamId,
+};
+use std::sync::Arc;
+
+const MIB: usize = 1 << 20;
+const S0: StreamId = StreamId(0);
+const S1: StreamId = StreamId(1);
+
+fn sim(capacity_mib: usize) -> SimDevice {
+    SimDevice::new(capacity_mib * MIB, 2 * MIB)
+}
+
+fn check(a: &CachingAllocator<SimDevice>) {
+    a.check_invariants(|p, n| a.backend().is_backed(p, n))
+        .unwrap();
+}
+
+#[test]
+fn pools_segment_sizes_and_reuse_follow_pytorch() {
+    let a = CachingAllocator::new(sim(1024), Config::default()).unwrap();
+    let small = a.allocate(1000, S0).unwrap();
+    assert_eq!(small.block_size(), 1024);
+    assert_eq!(a.pool_for(1000), PoolKind::Small);
+    let st = a.stats();
+    assert_eq!(st.reserved_bytes.small_pool.current, 2 * MIB as u64);
+    let mid = a.allocate(3 * MIB, S0).unwrap();
+    assert_eq!(a.stats().reserved_bytes.large_pool.current, 20 * MIB as u64);
+    // Fits the 17 MiB left in the 20 MiB segment: best fit, no new segment.
+    let fits = a.allocate(11 * MIB + 1, S0).unwrap();
+    assert_eq!(fits.ptr(), mid.ptr() + 3 * MIB as u64);
+    assert_eq!(a.stats().reserved_bytes.large_pool.current, 20 * MIB as u64);
+    // Above 10 MiB and no room: a request-sized segment rounded to 2 MiB.
+    let big = a.allocate(21 * MIB + 1, S0).unwrap();
+    assert_eq!(
+        a.stats().reserved_bytes.large_pool.current,
+        (20 + 22) as u64 * MIB as u64
+    );
+    let (p_small, p_mid) = (small.ptr(), mid.ptr());
+    a.free(small).unwrap();
+    a.free(mid).unwrap();
+    // Cached blocks come back without touching the device.
+    let device_allocs = a.stats().num_device_alloc;
+    let again = a.allocate(900, S0).unwrap();
+    assert_eq!(again.ptr(), p_small);
+    let again_mid = a.allocate(3 * MIB, S0).unwrap();
+    assert_eq!(again_mid.ptr(), p_mid);
+    assert_eq!(a.stats().num_device_alloc, device_allocs);
+    // Another stream does not get this stream's cached blocks.
+    let other = a.allocate(900, S1).unwrap();
+    assert_ne!(other.ptr(), p_small);
+    check(&a);
+    for x in [again, again_mid, fits, big, other] {
+        a.free(x).unwrap();
+    }
+    a.empty_cache().unwrap();
+    assert_eq!(a.stats().reserved_bytes.all.current, 0);
+    assert_eq!(a.backend().used(), 0);
+}
+
+#[test]
+fn split_blocks_coalesce_when_freed() {
+    let a = CachingAllocator::new(sim(1024), Config::default()).unwrap();
+    let x = a.allocate(4 * MIB, S0).unwrap();
+    let y = a.allocate(4 * MIB, S0).unwrap();
+    assert_eq!(
+        y.ptr(),
+        x.ptr() + 4 * MIB as u64,
+        "carved from the same 20 MiB segment"
+    );
+    assert_eq!(a.stats().inactive_split.all.current, 1);
+    a.free(x).unwrap();
+    assert_eq!(a.stats().inactive_split.all.current, 2);
+    a.free(y).unwrap();
+    let st = a.stats();
+    assert_eq!(
+        st.inactive_split.all.current, 0,
+        "one whole free segment again"
+    );
+    assert_eq!(a.fragmentation().largest_free_block, 20 * MIB as u64);
+    check(&a);
+}
+
+#[test]
+fn max_split_size_keeps_big_blocks_whole() {
+    let config = Config {
+        max_split_size: Some(8 * MIB),
+        ..Config::default()
+    };
+    let a = CachingAllocator::new(sim(1024), config).unwrap();
+    let big = a.allocate(30 * MIB, S0).unwrap();
+    let p = big.ptr();
+    a.free(big).unwrap();
+    // A small-ish large request must not carve up the oversize block.
+    let x = a.allocate(2 * MIB, S0).unwrap();
+    assert_ne!(x.ptr(), p);
+    // A request within 20 MiB of it that nothing smaller fits reuses it
+    // whole (the rest of x's 20 MiB segment is 18 MiB).
+    let y = a.allocate(19 * MIB, S0).unwrap();
+    assert_eq!(y.ptr(), p);
+    assert_eq!(y.block_size(), 30 * MIB);
+    check(&a);
+}
+
+#[test]
+fn record_stream_delays_reuse_until_the_other_stream_is_done() {
+    let a = CachingAllocator::new(sim(1024), Config::default()).unwrap();
+    let x = a.allocate(1000, S0).unwrap();
+    let p = x.ptr();
+    a.record_stream(&x, S1).unwrap();
+    a.free(x).unwrap();
+    assert_eq!(
+        a.snapshot().segments[0].blocks[0].state,
+        BlockStateName::ActivePendingFree
+    );
+    let y = a.allocate(1000, S0).unwrap();
+    assert_ne!(y.ptr(), p, "still in use on stream 1");
+    a.backend().complete_all_work();
+    let z = a.allocate(1000, S0).unwrap();
+    assert_eq!(z.ptr(), p, "reused once stream 1's work finished");
+    check(&a);
+}
+
+#[test]
+fn expandable_segments_grow_in_place_and_unmap_free_tails() {
+    let config = Config {
+        record_trace: true,
+        ..Config::expandable()
+    };
+    let a = CachingAllocator::new(sim(1024), config).unwrap();
+    let x = a.allocate(3 * MIB, S0).unwrap();
+    let y = a.allocate(5 * MIB, S0).unwrap();
+    assert_eq!(
+        y.ptr(),
+        x.ptr() + 3 * MIB as u64,
+        "the segment grew in place"
+    );
+    assert_eq!(a.stats().reserved_bytes.all.current, 8 * MIB as u64);
+    assert_eq!(a.stats().segment.all.current, 1);
+    let syncs = a.backend().sync_count();
+    a.free(y).unwrap();
+    a.empty_cache().unwrap();
+    assert!(
+        a.backend().sync_count() > syncs,
+        "synchronised before unmapping"
+    );
+    assert_eq!(a.stats().reserved_bytes.all.current, 4 * MIB as u64);
+    check(&a);
+    a.free(x).unwrap();
+    a.empty_cache().unwrap();
+    assert_eq!(a.backend().used(), 0);
+    assert_eq!(a.backend().reservation_count(), 0);
+    let actions: Vec<TraceAction> = a.take_trace().iter().map(|e| e.action).collect();
+    assert!(actions.contains(&TraceAction::SegmentMap));
+    assert!(actions.contains(&TraceAction::SegmentUnmap));
+}
+
+#[test]
+fn limit_gives_a_typed_actionable_oom_even_with_device_room() {
+    let config = Config {
+        limit: Some(MemoryLimit::Bytes(64 * MIB)),
+        ..Config::default()
+    };
+    let a = CachingAllocator::new(sim(1024), config).unwrap();
+    let x = a.allocate(40 * MIB, S0).unwrap();
+    let err = a.allocate(40 * MIB, S0).unwrap_err();
+    let oom = err.as_oom().expect("an OutOfMemory");
+    assert_eq!(oom.cause, OomCause::Limit);
+    assert_eq!(oom.limit, Some(64 * MIB));
+    assert_eq!(oom.allocated, 40 * MIB as u64);
+    let msg = err.to_string();
+    for needle in [
+        "tried to allocate 40.00 MiB",
+        "total capacity of 1.00 GiB",
+        "40.00 MiB is allocated",
+        "limit of 64.00 MiB",
+        "set_limit",
+    ] {
+        assert!(msg.contains(needle), "{needle:?} missing from: {msg}");
+    }
+    let st = a.stats();
+    assert_eq!((st.num_ooms, st.num_alloc_retries), (1, 1));
+    a.set_limit(Some(MemoryLimit::Fraction(0.5))).unwrap();
+    let y = a.allocate(40 * MIB, S0).unwrap();
+    assert!(a.set_limit(Some(MemoryLimit::Fraction(1.5))).is_err());
+    a.free(x).unwrap();
+    a.free(y).unwrap();
+}
+
+#[test]
+fn device_oom_frees_the_cache_and_retries_then_reports_fragmentation() {
+    let a = CachingAllocator::new(sim(100), Config::default()).unwrap();
+    // Fill the device with 20 MiB segments holding small live blocks.
+    let mut keep = Vec::new();
+    let mut drop_later = Vec::new();
+    for _ in 0..5 {
+        keep.push(a.allocate(2 * MIB, S0).unwrap());
+        drop_later.push(a.allocate(17 * MIB, S0).unwrap());
+    }
+    for x in drop_later {
+        a.free(x).unwrap();
+    }
+    let err = a.allocate(30 * MIB, S0).unwrap_err();
+    let oom = err.as_oom().expect("an OutOfMemory");
+    assert_eq!(oom.cause, OomCause::Device);
+    assert!(oom.reserved_unallocated >= 30 * MIB as u64);
+    assert!(err.to_string().contains("expandable segments"), "{err}");
+    // Freed cached segments are retried: one whole free segment is enough.
+    for x in keep.drain(..) {
+        a.free(x).unwrap();
+    }
+    let y = a.allocate(60 * MIB, S0).unwrap();
+    assert_eq!(a.stats().num_alloc_retries, 2);
+    a.free(y).unwrap();
+    check(&a);
+}
+
+#[test]
+fn injected_map_failure_is_an_oom_not_corruption() {
+    let a = CachingAllocator::new(sim(1024), Config::expandable()).unwrap();
+    a.backend().fail_nth_map(1);
+    a.backend().fail_nth_map(1);
+    let err = a.allocate(MIB * 3, S0);
+    assert!(matches!(err, Err(AllocError::OutOfMemory(_))) || err.is_ok());
+    check(&a);
+}
+
+#[test]
+fn stats_use_pytorch_keys_and_reset_peak() {
+    let a = CachingAllocator::new(sim(1024), Config::default()).unwrap();
+    let x = a.allocate(5000, S0).unwrap();
+    a.free(x).unwrap();
+    let map = a.stats().to_map();
+    assert_eq!(map["allocated_bytes.all.peak"], 5120);
+    assert_eq!(map["requested_bytes.small_pool.allocated"], 5000);
+    assert_eq!(map["allocation.all.freed"], 1);
+    assert_eq!(map["num_device_alloc"], 1);
+    assert!(map.contains_key("inactive_split_bytes.large_pool.current"));
+    assert_eq!(map.len(), 9 * 3 * 4 + 4);
+    a.reset_peak();
+    assert_eq!(a.stats().allocated_bytes.all.peak, 0);
+    let json = a.snapshot().to_json();
+    assert!(json.contains("\"segment_type\": \"small\""), "{json}");
+}
+
+#[test]
+fn buffers_free_on_drop_from_many_threads() {
+    let a = Arc::new(CachingAllocator::new(sim(1024), Config::default()).unwrap());
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let a = Arc::clone(&a);
+            s.spawn(move || {
+                for i in 0..500 {
+                    let b = a
+                        .allocate_buffer(512 * (i % 7 + 1) + t, StreamId(t as u64 % 2))
+                        .unwrap();
+                    assert!(!b.is_empty());
+                }
+            });
+        }
+    });
+    assert_eq!(a.stats().allocation.all.current, 0);
+    check(&a);
+}
+
+#[test]
+fn multi_trial_bert_trace_expandable_within_five_percent_of_requested() {
+    let spec = BertTraceSpec {
+        trials: vec![(16, 128), (8, 256), (32, 64), (4, 512)],
+        steps_per_trial: 2,
+        ..BertTraceSpec::default()
+    };
+    let records = spec.generate();
+    let expandable = trace::replay(&records, Config::expandable(), SimDevice::h100()).unwrap();
+    let classic = trace::replay(&records, Config::default(), SimDevice::h100()).unwrap();
+    assert_eq!(expandable.num_ooms + classic.num_ooms, 0);
+    assert_eq!(expandable.peak_requested, classic.peak_requested);
+    assert!(expandable.reserved_over_requested <= 1.05, "{expandable:?}");
+    assert!(
+        classic.reserved_over_requested > expandable.reserved_over_requested,
+        "{classic:?}"
+    );
+}
+
+#[test]
+fn absurd_requests_are_typed_errors_not_panics() {
+    let a = CachingAllocator::new(sim(64), Config::default()).unwrap();
+    assert!(matches!(
+        a.allocate(usize::MAX, S0),
+        Err(AllocError::Invalid(_))
+    ));
+    let err = a.allocate(1 << 40, S0).unwrap_err();
+    assert!(err.as_oom().is_some(), "{err}");
+    check(&a);
+}
+
+#[test]
+fn garbage_collection_frees_cached_segments_above_the_threshold() {
+    let config = Config {
+        limit: Some(MemoryLimit::Bytes(100 * MIB)),
+        garbage_collection_threshold: 0.5,
+        ..Config::default()
+    };
+    let a = CachingAllocator::new(sim(1024), config).unwrap();
+    let blocks: Vec<_> = (0..5).map(|_| a.allocate(12 * MIB, S0).unwrap()).collect();
+    for b in blocks {
+        a.free(b).unwrap();
+    }
+    assert_eq!(a.stats().reserved_bytes.all.current, 60 * MIB as u64);
+    // 60 MiB cached > 50% of the limit: the oldest segments go first.
+    let x = a.allocate(14 * MIB, S0).unwrap();
+    let st = a.stats();
+    assert!(st.num_device_free >= 1, "{st:?}");
+    assert!(st.reserved_bytes.all.current <= 62 * MIB as u64);
+    a.free(x).unwrap();
+    check(&a);
+}
+
+#[test]
+fn the_allocator_and_its_buffers_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<CachingAllocator<SimDevice>>();
+    send_sync::<gpu_mem::DeviceBuffer<SimDevice>>();
+    #[cfg(feature = "cuda")]
+    send_sync::<CachingAllocator<gpu_mem::cuda::CudaDevice>>();
+}
