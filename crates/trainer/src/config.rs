@@ -7,11 +7,21 @@ use serde::Deserialize;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read model config {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("model config {path}: {source}")]
-    Parse { path: PathBuf, source: serde_json::Error },
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
     #[error("model config {path}: field `{field}`: {problem}")]
-    Invalid { path: PathBuf, field: &'static str, problem: String },
+    Invalid {
+        path: PathBuf,
+        field: &'static str,
+        problem: String,
+    },
 }
 
 /// The fields of HF `BertConfig` / `RobertaConfig` this trainer uses.
@@ -59,20 +69,31 @@ impl BertConfig {
     /// Reads and validates `config.json`.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
         Self::from_json(&text, path)
     }
 
     /// Parses and validates config JSON; `path` only labels errors.
     pub fn from_json(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        let config: Self =
-            serde_json::from_str(text).map_err(|source| ConfigError::Parse { path: path.into(), source })?;
+        let config: Self = serde_json::from_str(text).map_err(|source| ConfigError::Parse {
+            path: path.into(),
+            source,
+        })?;
         config.validate(path)?;
         Ok(config)
     }
 
     /// A small BERT for tests.
-    pub fn tiny(hidden: usize, layers: usize, heads: usize, intermediate: usize, vocab: usize) -> Self {
+    pub fn tiny(
+        hidden: usize,
+        layers: usize,
+        heads: usize,
+        intermediate: usize,
+        vocab: usize,
+    ) -> Self {
         Self {
             hidden_size: hidden,
             num_hidden_layers: layers,
@@ -92,12 +113,18 @@ impl BertConfig {
 
     /// BERT-base uncased (110M parameters).
     pub fn bert_base() -> Self {
-        Self { max_position_embeddings: 512, ..Self::tiny(768, 12, 12, 3072, 30522) }
+        Self {
+            max_position_embeddings: 512,
+            ..Self::tiny(768, 12, 12, 3072, 30522)
+        }
     }
 
     /// all-MiniLM-L6-v2's architecture.
     pub fn minilm_l6() -> Self {
-        Self { max_position_embeddings: 512, ..Self::tiny(384, 6, 12, 1536, 30522) }
+        Self {
+            max_position_embeddings: 512,
+            ..Self::tiny(384, 6, 12, 1536, 30522)
+        }
     }
 
     pub fn head_dim(&self) -> usize {
@@ -107,7 +134,10 @@ impl BertConfig {
     /// RoBERTa-style models number positions from `pad_token_id + 1`
     /// (padding tokens get position `pad_token_id`); BERT from 0.
     pub fn is_roberta(&self) -> bool {
-        matches!(self.model_type.as_str(), "roberta" | "xlm-roberta" | "camembert")
+        matches!(
+            self.model_type.as_str(),
+            "roberta" | "xlm-roberta" | "camembert"
+        )
     }
 
     /// Position ids for one padded sequence (HF semantics).
@@ -133,14 +163,19 @@ impl BertConfig {
     /// Longest sequence the position table allows.
     pub fn max_sequence(&self) -> usize {
         if self.is_roberta() {
-            self.max_position_embeddings.saturating_sub(self.pad_token_id as usize + 1)
+            self.max_position_embeddings
+                .saturating_sub(self.pad_token_id as usize + 1)
         } else {
             self.max_position_embeddings
         }
     }
 
     fn validate(&self, path: &Path) -> Result<(), ConfigError> {
-        let bad = |field: &'static str, problem: String| ConfigError::Invalid { path: path.into(), field, problem };
+        let bad = |field: &'static str, problem: String| ConfigError::Invalid {
+            path: path.into(),
+            field,
+            problem,
+        };
         for (field, v) in [
             ("hidden_size", self.hidden_size),
             ("num_hidden_layers", self.num_hidden_layers),
@@ -157,25 +192,40 @@ impl BertConfig {
         if self.hidden_size % self.num_attention_heads != 0 {
             return Err(bad(
                 "num_attention_heads",
-                format!("{} does not divide hidden_size {}", self.num_attention_heads, self.hidden_size),
+                format!(
+                    "{} does not divide hidden_size {}",
+                    self.num_attention_heads, self.hidden_size
+                ),
             ));
         }
         for (field, p) in [
             ("hidden_dropout_prob", self.hidden_dropout_prob),
-            ("attention_probs_dropout_prob", self.attention_probs_dropout_prob),
+            (
+                "attention_probs_dropout_prob",
+                self.attention_probs_dropout_prob,
+            ),
         ] {
             if !(0.0..1.0).contains(&p) {
                 return Err(bad(field, format!("{p} is not in [0, 1)")));
             }
         }
         if !(self.layer_norm_eps > 0.0) {
-            return Err(bad("layer_norm_eps", format!("{} must be positive", self.layer_norm_eps)));
+            return Err(bad(
+                "layer_norm_eps",
+                format!("{} must be positive", self.layer_norm_eps),
+            ));
         }
         if !matches!(self.hidden_act.as_str(), "gelu") {
-            return Err(bad("hidden_act", format!("`{}` is not supported (only exact `gelu`)", self.hidden_act)));
+            return Err(bad(
+                "hidden_act",
+                format!("`{}` is not supported (only exact `gelu`)", self.hidden_act),
+            ));
         }
         if self.is_roberta() && self.max_position_embeddings <= self.pad_token_id as usize + 1 {
-            return Err(bad("max_position_embeddings", "too small for the RoBERTa position offset".into()));
+            return Err(bad(
+                "max_position_embeddings",
+                "too small for the RoBERTa position offset".into(),
+            ));
         }
         Ok(())
     }
@@ -198,7 +248,11 @@ mod tests {
 
     #[test]
     fn roberta_positions_start_after_padding() {
-        let c = BertConfig { model_type: "roberta".into(), pad_token_id: 1, ..BertConfig::tiny(8, 1, 2, 16, 10) };
+        let c = BertConfig {
+            model_type: "roberta".into(),
+            pad_token_id: 1,
+            ..BertConfig::tiny(8, 1, 2, 16, 10)
+        };
         assert_eq!(c.position_ids(&[1, 1, 1, 0]), vec![2, 3, 4, 1]);
         assert_eq!(c.max_sequence(), 62);
     }
@@ -207,9 +261,19 @@ mod tests {
     fn errors_name_the_file_and_field() {
         let json = r#"{"hidden_size":30,"num_hidden_layers":1,"num_attention_heads":4,
             "intermediate_size":8,"vocab_size":5,"max_position_embeddings":8}"#;
-        let e = BertConfig::from_json(json, Path::new("m/config.json")).unwrap_err().to_string();
-        assert!(e.contains("m/config.json") && e.contains("num_attention_heads"), "{e}");
-        let e = BertConfig::from_json(r#"{"hidden_size":30}"#, Path::new("x.json")).unwrap_err().to_string();
-        assert!(e.contains("x.json") && e.contains("num_hidden_layers"), "{e}");
+        let e = BertConfig::from_json(json, Path::new("m/config.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("m/config.json") && e.contains("num_attention_heads"),
+            "{e}"
+        );
+        let e = BertConfig::from_json(r#"{"hidden_size":30}"#, Path::new("x.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("x.json") && e.contains("num_hidden_layers"),
+            "{e}"
+        );
     }
 }

@@ -103,7 +103,11 @@ mod tests {
 
     #[test]
     fn keep_rate_is_close_to_one_minus_p() {
-        let key = RngKey { seed: 7, step: 3, stream: 11 };
+        let key = RngKey {
+            seed: 7,
+            step: 3,
+            stream: 11,
+        };
         let n = 100_000;
         let kept = (0..n).filter(|&i| dropout_keep(&key, i, 0.1)).count();
         let rate = kept as f64 / n as f64;
@@ -112,11 +116,18 @@ mod tests {
 
     #[test]
     fn normal_has_unit_variance() {
-        let key = RngKey { seed: 1, step: 0, stream: 2 };
+        let key = RngKey {
+            seed: 1,
+            step: 0,
+            stream: 2,
+        };
         let n = 50_000u64;
         let xs: Vec<f64> = (0..n).map(|i| key.normal(i)).collect();
         let mean = xs.iter().sum::<f64>() / n as f64;
         let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n as f64;
-        assert!(mean.abs() < 0.02 && (var - 1.0).abs() < 0.03, "{mean} {var}");
+        assert!(
+            mean.abs() < 0.02 && (var - 1.0).abs() < 0.03,
+            "{mean} {var}"
+        );
     }
 }

@@ -183,7 +183,13 @@ pub trait Backend {
         accumulate: bool,
     );
     /// `dtable[ids[t]] += dout[t]`, summed in token order (deterministic).
-    fn embedding_backward(&self, ids: &Self::Ids, dout: &Self::Buf, dim: usize, dtable: &mut Self::Buf);
+    fn embedding_backward(
+        &self,
+        ids: &Self::Ids,
+        dout: &Self::Buf,
+        dim: usize,
+        dtable: &mut Self::Buf,
+    );
     /// `out[i] = x[i, 0]` for `x` of `[b, s, h]` (the [CLS] token).
     fn cls_forward(&self, x: &Self::Buf, out: &mut Self::Buf, b: usize, s: usize);
     /// Overwrites `dx` (`[b, s, h]`) with `dout` at token 0 and zeros elsewhere.
@@ -235,7 +241,11 @@ pub trait Backend {
 /// Clips gradients to `max_norm` by their global L2 norm; returns the norm
 /// before clipping.
 pub fn clip_global_norm<B: Backend>(backend: &B, grads: &mut [B::Buf], max_norm: f64) -> f64 {
-    let norm = grads.iter().map(|g| backend.sum_squares(g)).sum::<f64>().sqrt();
+    let norm = grads
+        .iter()
+        .map(|g| backend.sum_squares(g))
+        .sum::<f64>()
+        .sqrt();
     if norm > max_norm && norm > 0.0 {
         let factor = max_norm / norm;
         for g in grads.iter_mut() {

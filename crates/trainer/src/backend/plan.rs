@@ -23,7 +23,10 @@ pub struct PlanBackend {
 impl PlanBackend {
     /// `float_bytes`: 4 for f32, 8 for f64.
     pub fn new(float_bytes: usize) -> Self {
-        Self { tracker: MemTracker::new(true), float_bytes }
+        Self {
+            tracker: MemTracker::new(true),
+            float_bytes,
+        }
     }
 
     pub fn tracker(&self) -> &Arc<MemTracker> {
@@ -39,10 +42,16 @@ impl Backend for PlanBackend {
         self.float_bytes
     }
     fn alloc(&self, name: &str, kind: BufKind, len: usize) -> PlanBuf {
-        PlanBuf { len, _alloc: self.tracker.allocate(name, kind, len * self.float_bytes) }
+        PlanBuf {
+            len,
+            _alloc: self.tracker.allocate(name, kind, len * self.float_bytes),
+        }
     }
     fn alloc_ids(&self, name: &str, len: usize) -> PlanBuf {
-        PlanBuf { len, _alloc: self.tracker.allocate(name, BufKind::Input, len * 4) }
+        PlanBuf {
+            len,
+            _alloc: self.tracker.allocate(name, BufKind::Input, len * 4),
+        }
     }
     fn len(&self, buf: &PlanBuf) -> usize {
         buf.len
@@ -90,7 +99,17 @@ impl Backend for PlanBackend {
     }
     fn permute_heads(&self, _: &PlanBuf, _: &mut PlanBuf, _: usize, _: usize, _: usize) {}
     fn unpermute_heads(&self, _: &PlanBuf, _: &mut PlanBuf, _: usize, _: usize, _: usize) {}
-    fn softmax_forward(&self, _: &PlanBuf, _: &PlanBuf, _: usize, _: usize, _: usize, _: f64, _: &mut PlanBuf) {}
+    fn softmax_forward(
+        &self,
+        _: &PlanBuf,
+        _: &PlanBuf,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: f64,
+        _: &mut PlanBuf,
+    ) {
+    }
     fn softmax_backward(&self, _: &PlanBuf, _: &PlanBuf, _: usize, _: f64, _: &mut PlanBuf) {}
     fn gelu_forward(&self, _: &PlanBuf, _: &mut PlanBuf) {}
     fn gelu_backward(&self, _: &PlanBuf, _: &PlanBuf, _: &mut PlanBuf) {}
@@ -103,7 +122,14 @@ impl Backend for PlanBackend {
     fn cls_forward(&self, _: &PlanBuf, _: &mut PlanBuf, _: usize, _: usize) {}
     fn cls_backward(&self, _: &PlanBuf, _: &mut PlanBuf, _: usize, _: usize) {}
     fn mean_pool(&self, _: &PlanBuf, _: &PlanBuf, _: usize, _: usize, _: &mut PlanBuf) {}
-    fn cross_entropy_forward(&self, _: &PlanBuf, _: &PlanBuf, _: Option<&PlanBuf>, _: usize, _: f64) -> f64 {
+    fn cross_entropy_forward(
+        &self,
+        _: &PlanBuf,
+        _: &PlanBuf,
+        _: Option<&PlanBuf>,
+        _: usize,
+        _: f64,
+    ) -> f64 {
         0.0
     }
     fn cross_entropy_backward(
@@ -117,6 +143,7 @@ impl Backend for PlanBackend {
         _: &mut PlanBuf,
     ) {
     }
-    fn adamw(&self, _: &mut PlanBuf, _: &PlanBuf, _: &mut PlanBuf, _: &mut PlanBuf, _: &AdamWStep) {}
+    fn adamw(&self, _: &mut PlanBuf, _: &PlanBuf, _: &mut PlanBuf, _: &mut PlanBuf, _: &AdamWStep) {
+    }
     fn sgd(&self, _: &mut PlanBuf, _: &PlanBuf, _: f64) {}
 }

@@ -83,7 +83,9 @@ pub fn synthetic_batch(req: &PlanRequest) -> Batch {
     Batch {
         batch: b,
         seq: s,
-        input_ids: (0..b * s).map(|i| (i % req.config.vocab_size) as u32).collect(),
+        input_ids: (0..b * s)
+            .map(|i| (i % req.config.vocab_size) as u32)
+            .collect(),
         token_type_ids: vec![0; b * s],
         attention_mask: vec![1; b * s],
         labels: (0..b).map(|i| i % req.head.num_labels).collect(),
@@ -93,15 +95,27 @@ pub fn synthetic_batch(req: &PlanRequest) -> Batch {
 /// Builds the model, optimiser state and runs one training step on `be`;
 /// returns the model and step context so the caller controls when they are
 /// freed. The memory plan and the measurement tests both call this.
-pub fn run_planned_step<B: Backend>(be: &B, req: &PlanRequest) -> (BertClassifier<B>, StepContext<B>) {
+pub fn run_planned_step<B: Backend>(
+    be: &B,
+    req: &PlanRequest,
+) -> (BertClassifier<B>, StepContext<B>) {
     let mut config = req.config.clone();
     if !req.dropout {
         config.hidden_dropout_prob = 0.0;
         config.attention_probs_dropout_prob = 0.0;
     }
-    let mut model = BertClassifier::new_random(be, &config, &req.head, 0).expect("valid head config");
+    let mut model =
+        BertClassifier::new_random(be, &config, &req.head, 0).expect("valid head config");
     let weights: Option<Vec<f64>> = req.class_weights.then(|| vec![1.0; req.head.num_labels]);
-    let mut ctx = StepContext::new(be, &mut model, req.optimizer.config(), weights.as_deref(), Some(1.0), req.recompute, 0);
+    let mut ctx = StepContext::new(
+        be,
+        &mut model,
+        req.optimizer.config(),
+        weights.as_deref(),
+        Some(1.0),
+        req.recompute,
+        0,
+    );
     let batch = synthetic_batch(req);
     train_step(be, &mut model, &mut ctx, &[&batch], 1e-5).expect("synthetic batch is valid");
     (model, ctx)
@@ -111,10 +125,15 @@ impl MemoryPlan {
     pub fn new(req: &PlanRequest) -> Self {
         let be = PlanBackend::new(req.precision.bytes());
         let (model, ctx) = run_planned_step(&be, req);
+        // Tear down too, so persistent buffers get a free event (the end of
+        // the trial) like everything else.
+        drop((model, ctx));
         let buffers = be.tracker().buffers();
         let peak_bytes = be.tracker().peak_bytes();
-        drop((model, ctx));
-        let peak_event = buffers.iter().find(|b| b.live_after_alloc == peak_bytes).map(|b| b.alloc_event);
+        let peak_event = buffers
+            .iter()
+            .find(|b| b.live_after_alloc == peak_bytes)
+            .map(|b| b.alloc_event);
         let mut at_peak = BTreeMap::new();
         if let Some(e) = peak_event {
             for b in &buffers {
@@ -123,12 +142,21 @@ impl MemoryPlan {
                 }
             }
         }
-        Self { request: req.clone(), buffers, peak_bytes, at_peak }
+        Self {
+            request: req.clone(),
+            buffers,
+            peak_bytes,
+            at_peak,
+        }
     }
 
     /// Total bytes of buffers of `kind` (over the whole step, not at peak).
     pub fn total_of(&self, kind: BufKind) -> usize {
-        self.buffers.iter().filter(|b| b.kind == kind).map(|b| b.bytes).sum()
+        self.buffers
+            .iter()
+            .filter(|b| b.kind == kind)
+            .map(|b| b.bytes)
+            .sum()
     }
 
     /// A human-readable table: per kind at the peak, then the largest buffers.
@@ -136,10 +164,21 @@ impl MemoryPlan {
         use std::fmt::Write;
         let mib = |b: usize| b as f64 / (1024.0 * 1024.0);
         let mut s = String::new();
-        let _ = writeln!(s, "predicted peak: {} bytes ({:.1} MiB)", self.peak_bytes, mib(self.peak_bytes));
+        let _ = writeln!(
+            s,
+            "predicted peak: {} bytes ({:.1} MiB)",
+            self.peak_bytes,
+            mib(self.peak_bytes)
+        );
         let _ = writeln!(s, "live at peak by kind:");
         for (k, b) in &self.at_peak {
-            let _ = writeln!(s, "  {:<16} {:>14} bytes {:>10.1} MiB", format!("{k:?}"), b, mib(*b));
+            let _ = writeln!(
+                s,
+                "  {:<16} {:>14} bytes {:>10.1} MiB",
+                format!("{k:?}"),
+                b,
+                mib(*b)
+            );
         }
         let _ = writeln!(s, "buffers: {}", self.buffers.len());
         s

@@ -7,13 +7,29 @@ use crate::config::BertConfig;
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum BatchError {
     #[error("batch: {field} has {got} entries, expected {expected}")]
-    Shape { field: &'static str, got: usize, expected: usize },
+    Shape {
+        field: &'static str,
+        got: usize,
+        expected: usize,
+    },
     #[error("batch: sequence length {seq} exceeds the model's {max} positions")]
     TooLong { seq: usize, max: usize },
-    #[error("batch: {field} value {value} at sequence {row}, token {token} is out of range (< {limit})")]
-    IdOutOfRange { field: &'static str, value: u32, row: usize, token: usize, limit: usize },
+    #[error(
+        "batch: {field} value {value} at sequence {row}, token {token} is out of range (< {limit})"
+    )]
+    IdOutOfRange {
+        field: &'static str,
+        value: u32,
+        row: usize,
+        token: usize,
+        limit: usize,
+    },
     #[error("batch: label {label} of sequence {row} is out of range for {classes} classes")]
-    LabelOutOfRange { label: usize, row: usize, classes: usize },
+    LabelOutOfRange {
+        label: usize,
+        row: usize,
+        classes: usize,
+    },
     #[error("batch is empty")]
     Empty,
 }
@@ -34,12 +50,24 @@ pub struct DeviceBatch<B: Backend> {
 }
 
 impl<B: Backend> DeviceBatch<B> {
-    pub fn upload(be: &B, config: &BertConfig, classes: usize, batch: &Batch) -> Result<Self, BatchError> {
+    pub fn upload(
+        be: &B,
+        config: &BertConfig,
+        classes: usize,
+        batch: &Batch,
+    ) -> Result<Self, BatchError> {
         validate(config, classes, batch)?;
         let s = batch.seq;
-        let positions: Vec<u32> =
-            batch.attention_mask.chunks(s).flat_map(|m| config.position_ids(m)).collect();
-        let mask: Vec<u32> = batch.attention_mask.iter().map(|&m| (m != 0) as u32).collect();
+        let positions: Vec<u32> = batch
+            .attention_mask
+            .chunks(s)
+            .flat_map(|m| config.position_ids(m))
+            .collect();
+        let mask: Vec<u32> = batch
+            .attention_mask
+            .iter()
+            .map(|&m| (m != 0) as u32)
+            .collect();
         let labels: Vec<u32> = batch.labels.iter().map(|&l| l as u32).collect();
         let up = |name: &str, data: &[u32]| {
             let mut ids = be.alloc_ids(name, data.len());
@@ -61,34 +89,55 @@ impl<B: Backend> DeviceBatch<B> {
 
 /// Checks shapes, id ranges and labels of a batch on the host.
 pub fn validate(config: &BertConfig, classes: usize, batch: &Batch) -> Result<(), BatchError> {
-        let (b, s) = (batch.batch, batch.seq);
-        if b == 0 || s == 0 {
-            return Err(BatchError::Empty);
+    let (b, s) = (batch.batch, batch.seq);
+    if b == 0 || s == 0 {
+        return Err(BatchError::Empty);
+    }
+    let n = b * s;
+    for (field, got, expected) in [
+        ("input_ids", batch.input_ids.len(), n),
+        ("token_type_ids", batch.token_type_ids.len(), n),
+        ("attention_mask", batch.attention_mask.len(), n),
+        ("labels", batch.labels.len(), b),
+    ] {
+        if got != expected {
+            return Err(BatchError::Shape {
+                field,
+                got,
+                expected,
+            });
         }
-        let n = b * s;
-        for (field, got, expected) in [
-            ("input_ids", batch.input_ids.len(), n),
-            ("token_type_ids", batch.token_type_ids.len(), n),
-            ("attention_mask", batch.attention_mask.len(), n),
-            ("labels", batch.labels.len(), b),
-        ] {
-            if got != expected {
-                return Err(BatchError::Shape { field, got, expected });
-            }
+    }
+    if s > config.max_sequence() {
+        return Err(BatchError::TooLong {
+            seq: s,
+            max: config.max_sequence(),
+        });
+    }
+    for (field, ids, limit) in [
+        ("input_ids", &batch.input_ids, config.vocab_size),
+        (
+            "token_type_ids",
+            &batch.token_type_ids,
+            config.type_vocab_size,
+        ),
+    ] {
+        if let Some(i) = ids.iter().position(|&v| v as usize >= limit) {
+            return Err(BatchError::IdOutOfRange {
+                field,
+                value: ids[i],
+                row: i / s,
+                token: i % s,
+                limit,
+            });
         }
-        if s > config.max_sequence() {
-            return Err(BatchError::TooLong { seq: s, max: config.max_sequence() });
-        }
-        for (field, ids, limit) in [
-            ("input_ids", &batch.input_ids, config.vocab_size),
-            ("token_type_ids", &batch.token_type_ids, config.type_vocab_size),
-        ] {
-            if let Some(i) = ids.iter().position(|&v| v as usize >= limit) {
-                return Err(BatchError::IdOutOfRange { field, value: ids[i], row: i / s, token: i % s, limit });
-            }
-        }
-        if let Some(row) = batch.labels.iter().position(|&l| l >= classes) {
-            return Err(BatchError::LabelOutOfRange { label: batch.labels[row], row, classes });
-        }
-        Ok(())
+    }
+    if let Some(row) = batch.labels.iter().position(|&l| l >= classes) {
+        return Err(BatchError::LabelOutOfRange {
+            label: batch.labels[row],
+            row,
+            classes,
+        });
+    }
+    Ok(())
 }

@@ -21,7 +21,13 @@ pub struct HeadActs<B: Backend> {
 }
 
 impl<B: Backend> BertClassifier<B> {
-    pub(crate) fn head_forward(&self, be: &B, batch: &DeviceBatch<B>, x: &B::Buf, mode: Mode) -> HeadActs<B> {
+    pub(crate) fn head_forward(
+        &self,
+        be: &B,
+        batch: &DeviceBatch<B>,
+        x: &B::Buf,
+        mode: Mode,
+    ) -> HeadActs<B> {
         let (b, h) = (batch.batch, self.config.hidden_size);
         let layers = self.config.num_hidden_layers;
         let v = &self.params.values;
@@ -33,7 +39,14 @@ impl<B: Backend> BertClassifier<B> {
         let mut pooled = be.alloc("head.pooled", Activation, b * h);
         be.tanh_forward(&pre, &mut pooled);
         drop(pre);
-        let pooled_dropped = dropout_new(be, &pooled, p, mode.key(p, head_stream(layers, 0)), "head.pooled_dropped", Activation);
+        let pooled_dropped = dropout_new(
+            be,
+            &pooled,
+            p,
+            mode.key(p, head_stream(layers, 0)),
+            "head.pooled_dropped",
+            Activation,
+        );
         let mut hidden: Vec<(B::Buf, B::Buf, Option<B::Buf>)> = Vec::new();
         for (j, dense) in self.idx.head_hidden.iter().enumerate() {
             let input = match hidden.last() {
@@ -45,7 +58,14 @@ impl<B: Backend> BertClassifier<B> {
             let mut act = be.alloc(&format!("head.hidden{j}.gelu"), Activation, b * dense.out);
             be.gelu_forward(&pre, &mut act);
             let key = mode.key(p, head_stream(layers, j + 1));
-            let dropped = dropout_new(be, &act, p, key, &format!("head.hidden{j}.dropped"), Activation);
+            let dropped = dropout_new(
+                be,
+                &act,
+                p,
+                key,
+                &format!("head.hidden{j}.dropped"),
+                Activation,
+            );
             hidden.push((pre, act, dropped));
         }
         let input = match hidden.last() {
@@ -54,7 +74,13 @@ impl<B: Backend> BertClassifier<B> {
         };
         let mut logits = be.alloc("head.logits", Activation, b * self.head.num_labels);
         self.idx.classifier.forward(be, v, input, b, &mut logits);
-        HeadActs { cls, pooled, pooled_dropped, hidden, logits }
+        HeadActs {
+            cls,
+            pooled,
+            pooled_dropped,
+            hidden,
+            logits,
+        }
     }
 
     /// Returns the gradient of the last hidden state `[b, s, h]`.
@@ -70,7 +96,13 @@ impl<B: Backend> BertClassifier<B> {
         let (b, h) = (batch.batch, self.config.hidden_size);
         let layers = self.config.num_hidden_layers;
         let p = self.config.hidden_dropout_prob;
-        let HeadActs { cls, pooled, pooled_dropped, mut hidden, logits } = acts;
+        let HeadActs {
+            cls,
+            pooled,
+            pooled_dropped,
+            mut hidden,
+            logits,
+        } = acts;
         drop(logits);
         let (v, g) = (&self.params.values, &mut self.params.grads);
         let mut d = dlogits;
@@ -89,19 +121,37 @@ impl<B: Backend> BertClassifier<B> {
                 break;
             }
             let (pre, _act, _dropped) = hidden.pop().unwrap();
-            let d_act = dropout_back_owned(be, d_in, p, mode.key(p, head_stream(layers, j)), "head.d_act");
-            let mut d_pre = be.alloc(&format!("head.d_hidden{}", j - 1), Workspace, b * self.idx.head_hidden[j - 1].out);
+            let d_act = dropout_back_owned(
+                be,
+                d_in,
+                p,
+                mode.key(p, head_stream(layers, j)),
+                "head.d_act",
+            );
+            let mut d_pre = be.alloc(
+                &format!("head.d_hidden{}", j - 1),
+                Workspace,
+                b * self.idx.head_hidden[j - 1].out,
+            );
             be.gelu_backward(&pre, &d_act, &mut d_pre);
             d = d_pre;
             dense = self.idx.head_hidden[j - 1];
         }
         drop(pooled_dropped);
-        let d_pooled = dropout_back_owned(be, d, p, mode.key(p, head_stream(layers, 0)), "head.d_pooled");
+        let d_pooled = dropout_back_owned(
+            be,
+            d,
+            p,
+            mode.key(p, head_stream(layers, 0)),
+            "head.d_pooled",
+        );
         let mut d_pre = be.alloc("head.d_pooler_pre", Workspace, b * h);
         be.tanh_backward(&pooled, &d_pooled, &mut d_pre);
         drop(d_pooled);
         let mut d_cls = be.alloc("head.d_cls", Workspace, b * h);
-        self.idx.pooler.backward(be, v, g, &d_pre, &cls, b, Some((&mut d_cls, false)));
+        self.idx
+            .pooler
+            .backward(be, v, g, &d_pre, &cls, b, Some((&mut d_cls, false)));
         drop(d_pre);
         let mut dx = be.alloc("head.d_hidden_states", Workspace, b * batch.seq * h);
         be.cls_backward(&d_cls, &mut dx, b, batch.seq);

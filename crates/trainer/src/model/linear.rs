@@ -16,8 +16,22 @@ pub struct Dense {
 
 impl Dense {
     /// `out = x W^T + b` for `rows` rows.
-    pub fn forward<B: Backend>(&self, be: &B, values: &[B::Buf], x: &B::Buf, rows: usize, out: &mut B::Buf) {
-        let shape = MatmulShape { batch: 1, m: rows, n: self.out, k: self.inp, trans_a: false, trans_b: true };
+    pub fn forward<B: Backend>(
+        &self,
+        be: &B,
+        values: &[B::Buf],
+        x: &B::Buf,
+        rows: usize,
+        out: &mut B::Buf,
+    ) {
+        let shape = MatmulShape {
+            batch: 1,
+            m: rows,
+            n: self.out,
+            k: self.inp,
+            trans_a: false,
+            trans_b: true,
+        };
         be.matmul(&shape, 1.0, x, &values[self.w], 0.0, out);
         be.bias_add(out, &values[self.b], self.out);
     }
@@ -35,12 +49,33 @@ impl Dense {
         rows: usize,
         dx: Option<(&mut B::Buf, bool)>,
     ) {
-        let dw = MatmulShape { batch: 1, m: self.out, n: self.inp, k: rows, trans_a: true, trans_b: false };
+        let dw = MatmulShape {
+            batch: 1,
+            m: self.out,
+            n: self.inp,
+            k: rows,
+            trans_a: true,
+            trans_b: false,
+        };
         be.matmul(&dw, 1.0, dy, x, 1.0, &mut grads[self.w]);
         be.bias_backward(dy, &mut grads[self.b], self.out);
         if let Some((dx, accumulate)) = dx {
-            let shape = MatmulShape { batch: 1, m: rows, n: self.inp, k: self.out, trans_a: false, trans_b: false };
-            be.matmul(&shape, 1.0, dy, &values[self.w], if accumulate { 1.0 } else { 0.0 }, dx);
+            let shape = MatmulShape {
+                batch: 1,
+                m: rows,
+                n: self.inp,
+                k: self.out,
+                trans_a: false,
+                trans_b: false,
+            };
+            be.matmul(
+                &shape,
+                1.0,
+                dy,
+                &values[self.w],
+                if accumulate { 1.0 } else { 0.0 },
+                dx,
+            );
         }
     }
 }
@@ -62,7 +97,13 @@ pub fn dropout_new<B: Backend>(
 }
 
 /// Backward of dropout, consuming the incoming gradient.
-pub fn dropout_back_owned<B: Backend>(be: &B, d: B::Buf, p: f64, key: Option<RngKey>, name: &str) -> B::Buf {
+pub fn dropout_back_owned<B: Backend>(
+    be: &B,
+    d: B::Buf,
+    p: f64,
+    key: Option<RngKey>,
+    name: &str,
+) -> B::Buf {
     match key {
         None => d,
         Some(key) => {

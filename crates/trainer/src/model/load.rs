@@ -17,7 +17,9 @@ pub struct LoadReport {
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum LoadError {
-    #[error("checkpoint does not fit the model: missing {missing:?}; shape mismatches {mismatched:?}")]
+    #[error(
+        "checkpoint does not fit the model: missing {missing:?}; shape mismatches {mismatched:?}"
+    )]
     Mismatch {
         /// Encoder/embedding parameters the checkpoint lacks.
         missing: Vec<String>,
@@ -29,7 +31,8 @@ pub enum LoadError {
 /// Old BERT checkpoints name LayerNorm parameters gamma/beta.
 fn canonical(name: &str) -> String {
     if name.contains("LayerNorm.") {
-        name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+        name.replace("LayerNorm.gamma", "LayerNorm.weight")
+            .replace("LayerNorm.beta", "LayerNorm.bias")
     } else {
         name.to_string()
     }
@@ -53,9 +56,11 @@ impl<B: Backend> BertClassifier<B> {
                     "{name}: checkpoint {:?} vs model {:?}",
                     t.shape, self.params.info[i].shape
                 )),
-                Some(i) if t.data.len() != self.params.info[i].numel() => {
-                    mismatched.push(format!("{name}: {} values for shape {:?}", t.data.len(), t.shape))
-                }
+                Some(i) if t.data.len() != self.params.info[i].numel() => mismatched.push(format!(
+                    "{name}: {} values for shape {:?}",
+                    t.data.len(),
+                    t.shape
+                )),
                 Some(i) => found[i] = Some(t),
             }
         }
@@ -70,7 +75,10 @@ impl<B: Backend> BertClassifier<B> {
             }
         }
         if !missing.is_empty() || !mismatched.is_empty() {
-            return Err(LoadError::Mismatch { missing, mismatched });
+            return Err(LoadError::Mismatch {
+                missing,
+                mismatched,
+            });
         }
         for (i, f) in found.into_iter().enumerate() {
             if let Some(t) = f {

@@ -95,16 +95,32 @@ pub enum ModelError {
 impl<B: Backend> BertClassifier<B> {
     /// A model with HF's initialisation: normal(0, 0.02) weights and
     /// embeddings (padding row zeroed), zero biases, LayerNorm ones/zeros.
-    pub fn new_random(be: &B, config: &BertConfig, head: &HeadConfig, seed: u64) -> Result<Self, ModelError> {
+    pub fn new_random(
+        be: &B,
+        config: &BertConfig,
+        head: &HeadConfig,
+        seed: u64,
+    ) -> Result<Self, ModelError> {
         if head.num_labels < 2 {
-            return Err(ModelError::Head(format!("num_labels {} must be at least 2", head.num_labels)));
+            return Err(ModelError::Head(format!(
+                "num_labels {} must be at least 2",
+                head.num_labels
+            )));
         }
         if head.hidden.len() > 3 || head.hidden.contains(&0) {
-            return Err(ModelError::Head(format!("hidden widths {:?}: at most 3, each positive", head.hidden)));
+            return Err(ModelError::Head(format!(
+                "hidden widths {:?}: at most 3, each positive",
+                head.hidden
+            )));
         }
         let (mut params, idx) = params::declare(be, config, head);
         params.init_random(be, seed, config.pad_token_id as usize, idx.word);
-        Ok(Self { config: config.clone(), head: head.clone(), params, idx })
+        Ok(Self {
+            config: config.clone(),
+            head: head.clone(),
+            params,
+            idx,
+        })
     }
 
     /// Allocates gradient buffers (zeroed) if not yet present.
@@ -130,12 +146,24 @@ impl<B: Backend> BertClassifier<B> {
         mode: Mode,
         recompute: bool,
     ) -> f64 {
-        assert!(!self.params.grads.is_empty(), "forward_backward needs alloc_grads first");
+        assert!(
+            !self.params.grads.is_empty(),
+            "forward_backward needs alloc_grads first"
+        );
         let tape = self.forward(be, batch, mode, recompute);
         let classes = self.head.num_labels;
-        let loss = be.cross_entropy_forward(tape.logits(), &batch.labels, class_weights, classes, denom);
+        let loss =
+            be.cross_entropy_forward(tape.logits(), &batch.labels, class_weights, classes, denom);
         let mut dlogits = be.alloc("dlogits", BufKind::Workspace, batch.batch * classes);
-        be.cross_entropy_backward(tape.logits(), &batch.labels, class_weights, classes, denom, 1.0, &mut dlogits);
+        be.cross_entropy_backward(
+            tape.logits(),
+            &batch.labels,
+            class_weights,
+            classes,
+            denom,
+            1.0,
+            &mut dlogits,
+        );
         self.backward(be, batch, tape, dlogits, mode);
         loss
     }
@@ -148,17 +176,42 @@ impl<B: Backend> BertClassifier<B> {
 
     /// Logits and the weighted loss (divided by `denom`) in eval mode, from
     /// one forward pass.
-    pub fn eval_batch(&self, be: &B, batch: &DeviceBatch<B>, class_weights: Option<&B::Buf>, denom: f64) -> (Vec<f64>, f64) {
+    pub fn eval_batch(
+        &self,
+        be: &B,
+        batch: &DeviceBatch<B>,
+        class_weights: Option<&B::Buf>,
+        denom: f64,
+    ) -> (Vec<f64>, f64) {
         let tape = self.forward(be, batch, Mode::Eval, true);
-        let loss = be.cross_entropy_forward(tape.logits(), &batch.labels, class_weights, self.head.num_labels, denom);
+        let loss = be.cross_entropy_forward(
+            tape.logits(),
+            &batch.labels,
+            class_weights,
+            self.head.num_labels,
+            denom,
+        );
         (be.download(tape.logits()), loss)
     }
 
     /// The weighted loss (eval mode or a fixed training mode) without
     /// gradients: for evaluation and finite differences.
-    pub fn loss(&self, be: &B, batch: &DeviceBatch<B>, class_weights: Option<&B::Buf>, denom: f64, mode: Mode) -> f64 {
+    pub fn loss(
+        &self,
+        be: &B,
+        batch: &DeviceBatch<B>,
+        class_weights: Option<&B::Buf>,
+        denom: f64,
+        mode: Mode,
+    ) -> f64 {
         let tape = self.forward(be, batch, mode, true);
-        be.cross_entropy_forward(tape.logits(), &batch.labels, class_weights, self.head.num_labels, denom)
+        be.cross_entropy_forward(
+            tape.logits(),
+            &batch.labels,
+            class_weights,
+            self.head.num_labels,
+            denom,
+        )
     }
 
     /// Mean-pooled last hidden states `[batch, hidden]` (sentence-transformers
@@ -167,12 +220,22 @@ impl<B: Backend> BertClassifier<B> {
         let (_emb, outputs) = self.encode(be, batch, Mode::Eval);
         let h = self.config.hidden_size;
         let mut pooled = be.alloc("mean_pool", BufKind::Workspace, batch.batch * h);
-        be.mean_pool(outputs.last().unwrap(), &batch.mask, batch.batch, batch.seq, &mut pooled);
+        be.mean_pool(
+            outputs.last().unwrap(),
+            &batch.mask,
+            batch.batch,
+            batch.seq,
+            &mut pooled,
+        );
         be.download(&pooled)
     }
 
     /// Number of scalar parameters.
     pub fn num_parameters(&self) -> usize {
-        self.params.info.iter().map(|p| p.shape.iter().product::<usize>()).sum()
+        self.params
+            .info
+            .iter()
+            .map(|p| p.shape.iter().product::<usize>())
+            .sum()
     }
 }

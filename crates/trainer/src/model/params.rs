@@ -41,7 +41,8 @@ impl<B: Backend> Params<B> {
             name,
             shape,
         };
-        self.values.push(be.alloc(&info.name, BufKind::Weight, info.numel()));
+        self.values
+            .push(be.alloc(&info.name, BufKind::Weight, info.numel()));
         self.info.push(info);
         self.info.len() - 1
     }
@@ -69,7 +70,11 @@ impl<B: Backend> Params<B> {
         } else if info.zeros {
             vec![0.0; n]
         } else {
-            let key = RngKey { seed, step: u64::MAX, stream: i as u32 };
+            let key = RngKey {
+                seed,
+                step: u64::MAX,
+                stream: i as u32,
+            };
             let mut d: Vec<f64> = (0..n as u64).map(|j| 0.02 * key.normal(j)).collect();
             if let Some(r) = zero_row {
                 let w = info.shape[1];
@@ -95,8 +100,16 @@ enum Kind {
 }
 
 /// Declares every parameter in a fixed order (allocation order too).
-pub(crate) fn declare<B: Backend>(be: &B, c: &BertConfig, head: &HeadConfig) -> (Params<B>, Indices) {
-    let mut p = Params { info: Vec::new(), values: Vec::new(), grads: Vec::new() };
+pub(crate) fn declare<B: Backend>(
+    be: &B,
+    c: &BertConfig,
+    head: &HeadConfig,
+) -> (Params<B>, Indices) {
+    let mut p = Params {
+        info: Vec::new(),
+        values: Vec::new(),
+        grads: Vec::new(),
+    };
     let h = c.hidden_size;
     let dense = |p: &mut Params<B>, name: &str, inp: usize, out: usize| Dense {
         w: p.push(be, format!("{name}.weight"), vec![out, inp], Kind::Weight),
@@ -108,11 +121,24 @@ pub(crate) fn declare<B: Backend>(be: &B, c: &BertConfig, head: &HeadConfig) -> 
         gamma: p.push(be, format!("{name}.weight"), vec![h], Kind::Gamma),
         beta: p.push(be, format!("{name}.bias"), vec![h], Kind::Bias),
     };
-    let word = p.push(be, "embeddings.word_embeddings.weight".into(), vec![c.vocab_size, h], Kind::Weight);
-    let position =
-        p.push(be, "embeddings.position_embeddings.weight".into(), vec![c.max_position_embeddings, h], Kind::Weight);
-    let token_type =
-        p.push(be, "embeddings.token_type_embeddings.weight".into(), vec![c.type_vocab_size, h], Kind::Weight);
+    let word = p.push(
+        be,
+        "embeddings.word_embeddings.weight".into(),
+        vec![c.vocab_size, h],
+        Kind::Weight,
+    );
+    let position = p.push(
+        be,
+        "embeddings.position_embeddings.weight".into(),
+        vec![c.max_position_embeddings, h],
+        Kind::Weight,
+    );
+    let token_type = p.push(
+        be,
+        "embeddings.token_type_embeddings.weight".into(),
+        vec![c.type_vocab_size, h],
+        Kind::Weight,
+    );
     let emb_ln = ln(&mut p, "embeddings.LayerNorm");
     let mut layers = Vec::new();
     for i in 0..c.num_hidden_layers {
@@ -123,8 +149,18 @@ pub(crate) fn declare<B: Backend>(be: &B, c: &BertConfig, head: &HeadConfig) -> 
             value: dense(&mut p, &format!("{pre}.attention.self.value"), h, h),
             attn_out: dense(&mut p, &format!("{pre}.attention.output.dense"), h, h),
             ln1: ln(&mut p, &format!("{pre}.attention.output.LayerNorm")),
-            inter: dense(&mut p, &format!("{pre}.intermediate.dense"), h, c.intermediate_size),
-            out: dense(&mut p, &format!("{pre}.output.dense"), c.intermediate_size, h),
+            inter: dense(
+                &mut p,
+                &format!("{pre}.intermediate.dense"),
+                h,
+                c.intermediate_size,
+            ),
+            out: dense(
+                &mut p,
+                &format!("{pre}.output.dense"),
+                c.intermediate_size,
+                h,
+            ),
             ln2: ln(&mut p, &format!("{pre}.output.LayerNorm")),
         });
     }
@@ -136,7 +172,16 @@ pub(crate) fn declare<B: Backend>(be: &B, c: &BertConfig, head: &HeadConfig) -> 
         width = w;
     }
     let classifier = dense(&mut p, "classifier", width, head.num_labels);
-    let idx = Indices { word, position, token_type, emb_ln, layers, pooler, head_hidden, classifier };
+    let idx = Indices {
+        word,
+        position,
+        token_type,
+        emb_ln,
+        layers,
+        pooler,
+        head_hidden,
+        classifier,
+    };
     (p, idx)
 }
 

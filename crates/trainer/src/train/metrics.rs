@@ -28,11 +28,20 @@ pub struct EpochMetrics {
 }
 
 fn f1_of(tp: usize, fp: usize, fn_: usize) -> f64 {
-    if tp == 0 { 0.0 } else { 2.0 * tp as f64 / (2 * tp + fp + fn_) as f64 }
+    if tp == 0 {
+        0.0
+    } else {
+        2.0 * tp as f64 / (2 * tp + fp + fn_) as f64
+    }
 }
 
 impl Metrics {
-    pub fn from_predictions(predictions: &[usize], labels: &[usize], classes: usize, loss: f64) -> Self {
+    pub fn from_predictions(
+        predictions: &[usize],
+        labels: &[usize],
+        classes: usize,
+        loss: f64,
+    ) -> Self {
         assert_eq!(predictions.len(), labels.len());
         let n = labels.len();
         let mut tp = vec![0usize; classes];
@@ -48,15 +57,25 @@ impl Metrics {
                 fn_[y] += 1;
             }
         }
-        let present: Vec<usize> = (0..classes).filter(|&c| tp[c] + fp[c] + fn_[c] > 0).collect();
+        let present: Vec<usize> = (0..classes)
+            .filter(|&c| tp[c] + fp[c] + fn_[c] > 0)
+            .collect();
         let f1_macro = if present.is_empty() {
             0.0
         } else {
-            present.iter().map(|&c| f1_of(tp[c], fp[c], fn_[c])).sum::<f64>() / present.len() as f64
+            present
+                .iter()
+                .map(|&c| f1_of(tp[c], fp[c], fn_[c]))
+                .sum::<f64>()
+                / present.len() as f64
         };
         Self {
             loss,
-            accuracy: if n == 0 { 0.0 } else { correct as f64 / n as f64 },
+            accuracy: if n == 0 {
+                0.0
+            } else {
+                correct as f64 / n as f64
+            },
             f1_binary: (classes == 2).then(|| f1_of(tp[1], fp[1], fn_[1])),
             f1_macro,
             examples: n,
@@ -68,7 +87,11 @@ impl Metrics {
 pub fn argmax_rows(logits: &[f64], classes: usize) -> Vec<usize> {
     logits
         .chunks(classes)
-        .map(|r| r.iter().enumerate().fold(0, |best, (i, &v)| if v > r[best] { i } else { best }))
+        .map(|r| {
+            r.iter()
+                .enumerate()
+                .fold(0, |best, (i, &v)| if v > r[best] { i } else { best })
+        })
         .collect()
 }
 

@@ -8,4 +8,7 @@ mod train_loop;
 pub use metrics::{EpochMetrics, Metrics};
 pub use optimizer::{AdamW, Optimizer, OptimizerConfig};
 pub use schedule::LinearSchedule;
-pub use train_loop::{Control, Monitor, StepContext, TrainConfig, TrainError, TrainReport, evaluate, train, train_step};
+pub use train_loop::{
+    Control, Monitor, StepContext, TrainConfig, TrainError, TrainReport, evaluate, train,
+    train_step,
+};

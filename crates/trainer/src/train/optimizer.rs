@@ -7,14 +7,24 @@ use crate::model::Params;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum OptimizerConfig {
-    AdamW { beta1: f64, beta2: f64, eps: f64, weight_decay: f64 },
+    AdamW {
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+        weight_decay: f64,
+    },
     Sgd,
 }
 
 impl Default for OptimizerConfig {
     /// HF Trainer's defaults with weight decay 0.01.
     fn default() -> Self {
-        OptimizerConfig::AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01 }
+        OptimizerConfig::AdamW {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.01,
+        }
     }
 }
 
@@ -40,7 +50,13 @@ impl<B: Backend> Optimizer<B> {
                     params
                         .info
                         .iter()
-                        .map(|p| be.alloc(&format!("adam.{what}.{}", p.name), BufKind::OptimizerState, p.numel()))
+                        .map(|p| {
+                            be.alloc(
+                                &format!("adam.{what}.{}", p.name),
+                                BufKind::OptimizerState,
+                                p.numel(),
+                            )
+                        })
                         .collect()
                 };
                 let m = alloc("m");
@@ -56,7 +72,15 @@ impl<B: Backend> Optimizer<B> {
     pub fn step(&mut self, be: &B, params: &mut Params<B>, lr: f64) {
         self.t += 1;
         match (self.config, &mut self.adam) {
-            (OptimizerConfig::AdamW { beta1, beta2, eps, weight_decay }, Some(state)) => {
+            (
+                OptimizerConfig::AdamW {
+                    beta1,
+                    beta2,
+                    eps,
+                    weight_decay,
+                },
+                Some(state),
+            ) => {
                 for (i, info) in params.info.iter().enumerate() {
                     let step = AdamWStep {
                         lr,
@@ -66,7 +90,13 @@ impl<B: Backend> Optimizer<B> {
                         weight_decay: if info.decay { weight_decay } else { 0.0 },
                         t: self.t,
                     };
-                    be.adamw(&mut params.values[i], &params.grads[i], &mut state.m[i], &mut state.v[i], &step);
+                    be.adamw(
+                        &mut params.values[i],
+                        &params.grads[i],
+                        &mut state.m[i],
+                        &mut state.v[i],
+                        &step,
+                    );
                 }
             }
             _ => {

@@ -28,12 +28,20 @@ mod tests {
 
     #[test]
     fn warms_up_then_decays_to_zero() {
-        let s = LinearSchedule { peak_lr: 1.0, warmup_steps: 4, total_steps: 12 };
+        let s = LinearSchedule {
+            peak_lr: 1.0,
+            warmup_steps: 4,
+            total_steps: 12,
+        };
         let lrs: Vec<f64> = (0..13).map(|k| s.lr(k)).collect();
         assert_eq!(&lrs[..5], &[0.0, 0.25, 0.5, 0.75, 1.0]);
         assert_eq!(lrs[8], 0.5);
         assert_eq!(lrs[12], 0.0);
-        let flat = LinearSchedule { peak_lr: 2.0, warmup_steps: 0, total_steps: 4 };
+        let flat = LinearSchedule {
+            peak_lr: 2.0,
+            warmup_steps: 0,
+            total_steps: 4,
+        };
         assert_eq!(flat.lr(0), 2.0);
         assert_eq!(flat.lr(2), 1.0);
     }

@@ -126,7 +126,15 @@ impl<B: Backend> StepContext<B> {
             buf
         });
         let host_class_weights = class_weights.as_ref().map(|w| be.download(w));
-        Self { optimizer, class_weights, host_class_weights, max_grad_norm, recompute, seed, micro_steps: 0 }
+        Self {
+            optimizer,
+            class_weights,
+            host_class_weights,
+            max_grad_norm,
+            recompute,
+            seed,
+            micro_steps: 0,
+        }
     }
 }
 
@@ -144,15 +152,29 @@ pub fn train_step<B: Backend>(
     let classes = model.head.num_labels;
     let denom: f64 = match &ctx.host_class_weights {
         None => micro_batches.iter().map(|b| b.batch as f64).sum(),
-        Some(w) => micro_batches.iter().flat_map(|b| b.labels.iter()).map(|&y| w.get(y).copied().unwrap_or(0.0)).sum(),
+        Some(w) => micro_batches
+            .iter()
+            .flat_map(|b| b.labels.iter())
+            .map(|&y| w.get(y).copied().unwrap_or(0.0))
+            .sum(),
     };
     model.zero_grads(be);
     let mut loss = 0.0;
     for batch in micro_batches {
         let device = DeviceBatch::upload(be, &model.config, classes, batch)?;
-        let mode = Mode::Train { seed: ctx.seed, step: ctx.micro_steps };
+        let mode = Mode::Train {
+            seed: ctx.seed,
+            step: ctx.micro_steps,
+        };
         ctx.micro_steps += 1;
-        loss += model.forward_backward(be, &device, ctx.class_weights.as_ref(), denom.max(f64::MIN_POSITIVE), mode, ctx.recompute);
+        loss += model.forward_backward(
+            be,
+            &device,
+            ctx.class_weights.as_ref(),
+            denom.max(f64::MIN_POSITIVE),
+            mode,
+            ctx.recompute,
+        );
     }
     if let Some(max) = ctx.max_grad_norm {
         clip_global_norm(be, &mut model.params.grads, max);
@@ -178,11 +200,20 @@ pub fn evaluate<B: Backend>(
             .map_err(|source| TrainError::ValidBatch { index, source })?;
         let (logits, loss) = model.eval_batch(be, &device, class_weights, 1.0);
         loss_sum += loss;
-        denom += batch.labels.iter().map(|&y| host_w.as_ref().map_or(1.0, |w| w[y])).sum::<f64>();
+        denom += batch
+            .labels
+            .iter()
+            .map(|&y| host_w.as_ref().map_or(1.0, |w| w[y]))
+            .sum::<f64>();
         preds.extend(argmax_rows(&logits, classes));
         labels.extend_from_slice(&batch.labels);
     }
-    Ok(Metrics::from_predictions(&preds, &labels, classes, loss_sum / denom.max(f64::MIN_POSITIVE)))
+    Ok(Metrics::from_predictions(
+        &preds,
+        &labels,
+        classes,
+        loss_sum / denom.max(f64::MIN_POSITIVE),
+    ))
 }
 
 fn better(monitor: Monitor, a: &Metrics, b: &Metrics) -> bool {
@@ -205,12 +236,16 @@ pub fn train<B: Backend>(
 ) -> Result<TrainReport, TrainError> {
     let classes = model.head.num_labels;
     if cfg.accumulation_steps == 0 || cfg.epochs == 0 || train_batches.is_empty() {
-        return Err(TrainError::Config("epochs, accumulation_steps and the training set must be non-empty".into()));
+        return Err(TrainError::Config(
+            "epochs, accumulation_steps and the training set must be non-empty".into(),
+        ));
     }
     if let Some(w) = &cfg.class_weights
         && (w.len() != classes || w.iter().any(|v| !v.is_finite() || *v < 0.0))
     {
-        return Err(TrainError::Config(format!("class_weights {w:?}: need {classes} finite non-negative values")));
+        return Err(TrainError::Config(format!(
+            "class_weights {w:?}: need {classes} finite non-negative values"
+        )));
     }
     // Validate everything on the host before any kernel runs.
     for (index, b) in train_batches.iter().enumerate() {
@@ -237,14 +272,23 @@ pub fn train<B: Backend>(
         cfg.recompute,
         cfg.seed,
     );
-    let mut report =
-        TrainReport { epochs: Vec::new(), best_epoch: 0, stopped_by_observer: false, early_stopped: false, steps: 0 };
+    let mut report = TrainReport {
+        epochs: Vec::new(),
+        best_epoch: 0,
+        stopped_by_observer: false,
+        early_stopped: false,
+        steps: 0,
+    };
     let mut since_best = 0;
     for epoch in 0..cfg.epochs {
         let start = Instant::now();
         let mut order: Vec<usize> = (0..train_batches.len()).collect();
         if cfg.shuffle {
-            let key = RngKey { seed: cfg.seed, step: epoch as u64, stream: u32::MAX };
+            let key = RngKey {
+                seed: cfg.seed,
+                step: epoch as u64,
+                stream: u32::MAX,
+            };
             for i in (1..order.len()).rev() {
                 let j = (key.word(i as u64) as usize) % (i + 1);
                 order.swap(i, j);
@@ -255,11 +299,18 @@ pub fn train<B: Backend>(
         for group in order.chunks(cfg.accumulation_steps) {
             let micro: Vec<&Batch> = group.iter().map(|&i| &train_batches[i]).collect();
             let lr = schedule.lr(report.steps);
-            let loss = train_step(be, model, &mut ctx, &micro, lr)
-                .map_err(|source| TrainError::TrainBatch { index: group[0], source })?;
+            let loss = train_step(be, model, &mut ctx, &micro, lr).map_err(|source| {
+                TrainError::TrainBatch {
+                    index: group[0],
+                    source,
+                }
+            })?;
             report.steps += 1;
             if !loss.is_finite() {
-                return Err(TrainError::Diverged { loss, step: report.steps });
+                return Err(TrainError::Diverged {
+                    loss,
+                    step: report.steps,
+                });
             }
             loss_sum += loss;
             groups += 1;
@@ -272,7 +323,13 @@ pub fn train<B: Backend>(
             steps: report.steps,
             seconds: start.elapsed().as_secs_f64(),
         };
-        if epoch == 0 || better(cfg.monitor, &metrics.valid, &report.epochs[report.best_epoch].valid) {
+        if epoch == 0
+            || better(
+                cfg.monitor,
+                &metrics.valid,
+                &report.epochs[report.best_epoch].valid,
+            )
+        {
             report.best_epoch = epoch;
             since_best = 0;
         } else {

@@ -12,11 +12,13 @@ const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 
 fn map<T: Float>(x: &[T], out: &mut [T], f: impl Fn(T) -> T + Sync) {
     assert_eq!(x.len(), out.len());
-    out.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK)).for_each(|(o, x)| {
-        for i in 0..o.len() {
-            o[i] = f(x[i]);
-        }
-    });
+    out.par_chunks_mut(CHUNK)
+        .zip(x.par_chunks(CHUNK))
+        .for_each(|(o, x)| {
+            for i in 0..o.len() {
+                o[i] = f(x[i]);
+            }
+        });
 }
 
 fn map2<T: Float>(x: &[T], y: &[T], out: &mut [T], f: impl Fn(T, T) -> T + Sync) {
@@ -58,13 +60,20 @@ pub fn tanh_backward<T: Float>(out: &[T], dout: &[T], dx: &mut [T]) {
 
 fn dropout_apply<T: Float>(x: &[T], out: &mut [T], p: f64, key: RngKey) {
     assert_eq!(x.len(), out.len());
-    assert!((0.0..1.0).contains(&p), "dropout probability {p} not in [0, 1)");
+    assert!(
+        (0.0..1.0).contains(&p),
+        "dropout probability {p} not in [0, 1)"
+    );
     let keep_scale = T::from_f64(1.0 / (1.0 - p));
     out.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, o)| {
         let base = ci * CHUNK;
         for i in 0..o.len() {
             let idx = (base + i) as u64;
-            o[i] = if dropout_keep(&key, idx, p) { x[base + i] * keep_scale } else { T::ZERO };
+            o[i] = if dropout_keep(&key, idx, p) {
+                x[base + i] * keep_scale
+            } else {
+                T::ZERO
+            };
         }
     });
 }

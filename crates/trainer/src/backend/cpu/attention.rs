@@ -21,13 +21,15 @@ pub fn permute_heads<T: Float>(x: &[T], out: &mut [T], b: usize, s: usize, heads
 pub fn unpermute_heads<T: Float>(x: &[T], out: &mut [T], b: usize, s: usize, heads: usize) {
     let dh = x.len() / (b * s * heads);
     assert_eq!(out.len(), x.len());
-    out.par_chunks_mut(heads * dh).enumerate().for_each(|(bt, o)| {
-        let (bi, t) = (bt / s, bt % s);
-        for h in 0..heads {
-            let src = ((bi * heads + h) * s + t) * dh;
-            o[h * dh..(h + 1) * dh].copy_from_slice(&x[src..src + dh]);
-        }
-    });
+    out.par_chunks_mut(heads * dh)
+        .enumerate()
+        .for_each(|(bt, o)| {
+            let (bi, t) = (bt / s, bt % s);
+            for h in 0..heads {
+                let src = ((bi * heads + h) * s + t) * dh;
+                o[h * dh..(h + 1) * dh].copy_from_slice(&x[src..src + dh]);
+            }
+        });
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -64,7 +66,11 @@ pub fn softmax_forward<T: Float>(
         };
         let mut sum = T::ZERO;
         for j in 0..s {
-            p[j] = if m[j] != 0 { (x[j] * scale - max).exp() } else { T::ZERO };
+            p[j] = if m[j] != 0 {
+                (x[j] * scale - max).exp()
+            } else {
+                T::ZERO
+            };
             sum += p[j];
         }
         let inv = T::ONE / sum;
@@ -72,7 +78,13 @@ pub fn softmax_forward<T: Float>(
     });
 }
 
-pub fn softmax_backward<T: Float>(dprobs: &[T], probs: &[T], s: usize, scale: f64, dscores: &mut [T]) {
+pub fn softmax_backward<T: Float>(
+    dprobs: &[T],
+    probs: &[T],
+    s: usize,
+    scale: f64,
+    dscores: &mut [T],
+) {
     assert!(dprobs.len() == probs.len() && dscores.len() == probs.len());
     let scale = T::from_f64(scale);
     dscores.par_chunks_mut(s).enumerate().for_each(|(row, ds)| {

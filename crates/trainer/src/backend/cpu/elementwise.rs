@@ -8,7 +8,10 @@ use crate::float::Float;
 pub(crate) const CHUNK: usize = 1 << 14;
 
 pub fn add<T: Float>(a: &[T], b: &[T], out: &mut [T]) {
-    assert!(a.len() == out.len() && b.len() == out.len(), "add: length mismatch");
+    assert!(
+        a.len() == out.len() && b.len() == out.len(),
+        "add: length mismatch"
+    );
     out.par_chunks_mut(CHUNK)
         .zip(a.par_chunks(CHUNK).zip(b.par_chunks(CHUNK)))
         .for_each(|(o, (a, b))| {
@@ -20,16 +23,19 @@ pub fn add<T: Float>(a: &[T], b: &[T], out: &mut [T]) {
 
 pub fn add_assign<T: Float>(acc: &mut [T], x: &[T]) {
     assert_eq!(acc.len(), x.len(), "add_assign: length mismatch");
-    acc.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK)).for_each(|(o, x)| {
-        for i in 0..o.len() {
-            o[i] += x[i];
-        }
-    });
+    acc.par_chunks_mut(CHUNK)
+        .zip(x.par_chunks(CHUNK))
+        .for_each(|(o, x)| {
+            for i in 0..o.len() {
+                o[i] += x[i];
+            }
+        });
 }
 
 pub fn scale<T: Float>(buf: &mut [T], factor: f64) {
     let f = T::from_f64(factor);
-    buf.par_chunks_mut(CHUNK).for_each(|o| o.iter_mut().for_each(|v| *v *= f));
+    buf.par_chunks_mut(CHUNK)
+        .for_each(|o| o.iter_mut().for_each(|v| *v *= f));
 }
 
 /// Fixed chunks summed in order: the same result for any thread count.

@@ -8,16 +8,18 @@ use crate::float::Float;
 pub fn forward<T: Float>(ids: &[u32], table: &[T], dim: usize, out: &mut [T], accumulate: bool) {
     assert_eq!(out.len(), ids.len() * dim, "embedding: output size");
     let rows = table.len() / dim;
-    out.par_chunks_mut(dim).zip(ids.par_iter()).for_each(|(o, &id)| {
-        let id = id as usize;
-        assert!(id < rows, "embedding id {id} out of range {rows}");
-        let src = &table[id * dim..(id + 1) * dim];
-        if accumulate {
-            o.iter_mut().zip(src).for_each(|(o, s)| *o += *s);
-        } else {
-            o.copy_from_slice(src);
-        }
-    });
+    out.par_chunks_mut(dim)
+        .zip(ids.par_iter())
+        .for_each(|(o, &id)| {
+            let id = id as usize;
+            assert!(id < rows, "embedding id {id} out of range {rows}");
+            let src = &table[id * dim..(id + 1) * dim];
+            if accumulate {
+                o.iter_mut().zip(src).for_each(|(o, s)| *o += *s);
+            } else {
+                o.copy_from_slice(src);
+            }
+        });
 }
 
 /// Tokens are added in their order: one pass of `ids.len() * dim`
@@ -27,7 +29,9 @@ pub fn backward<T: Float>(ids: &[u32], dout: &[T], dim: usize, dtable: &mut [T])
     for (t, &id) in ids.iter().enumerate() {
         let id = id as usize;
         let dst = &mut dtable[id * dim..(id + 1) * dim];
-        dst.iter_mut().zip(&dout[t * dim..(t + 1) * dim]).for_each(|(d, g)| *d += *g);
+        dst.iter_mut()
+            .zip(&dout[t * dim..(t + 1) * dim])
+            .for_each(|(d, g)| *d += *g);
     }
 }
 

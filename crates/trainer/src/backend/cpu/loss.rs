@@ -10,7 +10,13 @@ fn log_softmax_row<T: Float>(row: &[T]) -> (T, T) {
     (max, sum.ln())
 }
 
-pub fn forward<T: Float>(logits: &[T], labels: &[u32], weights: Option<&[T]>, classes: usize, denom: f64) -> f64 {
+pub fn forward<T: Float>(
+    logits: &[T],
+    labels: &[u32],
+    weights: Option<&[T]>,
+    classes: usize,
+    denom: f64,
+) -> f64 {
     assert_eq!(logits.len(), labels.len() * classes);
     let mut total = 0.0f64;
     for (i, &y) in labels.iter().enumerate() {

@@ -21,8 +21,16 @@ pub fn matmul<T: Float>(s: &MatmulShape, alpha: f64, a: &[T], b: &[T], beta: f64
     assert!(a.len() >= s.batch * m * k, "matmul: A too small");
     assert!(b.len() >= s.batch * k * n, "matmul: B too small");
     assert!(c.len() >= s.batch * m * n, "matmul: C too small");
-    let (rsa, csa) = if s.trans_a { (1, m as isize) } else { (k as isize, 1) };
-    let (rsb, csb) = if s.trans_b { (1, k as isize) } else { (n as isize, 1) };
+    let (rsa, csa) = if s.trans_a {
+        (1, m as isize)
+    } else {
+        (k as isize, 1)
+    };
+    let (rsb, csb) = if s.trans_b {
+        (1, k as isize)
+    } else {
+        (n as isize, 1)
+    };
     let (alpha, beta) = (T::from_f64(alpha), T::from_f64(beta));
     let a_ptr = SendPtr(a.as_ptr() as *mut T);
     let b_ptr = SendPtr(b.as_ptr() as *mut T);
@@ -36,7 +44,22 @@ pub fn matmul<T: Float>(s: &MatmulShape, alpha: f64, a: &[T], b: &[T], beta: f64
             let a0 = a_ptr.0.add(e * m * k).offset(i0 as isize * rsa);
             let b0 = b_ptr.0.add(e * k * n).offset(j0 as isize * csb);
             let c0 = c_ptr.0.add(e * m * n + i0 * n + j0);
-            T::gemm(i1 - i0, k, j1 - j0, alpha, a0, rsa, csa, b0, rsb, csb, beta, c0, n as isize, 1);
+            T::gemm(
+                i1 - i0,
+                k,
+                j1 - j0,
+                alpha,
+                a0,
+                rsa,
+                csa,
+                b0,
+                rsb,
+                csb,
+                beta,
+                c0,
+                n as isize,
+                1,
+            );
         }
     };
     let threads = rayon::current_num_threads();
@@ -45,7 +68,9 @@ pub fn matmul<T: Float>(s: &MatmulShape, alpha: f64, a: &[T], b: &[T], beta: f64
             block(e, 0, m, 0, n);
         }
     } else if s.batch >= threads {
-        (0..s.batch).into_par_iter().for_each(|e| block(e, 0, m, 0, n));
+        (0..s.batch)
+            .into_par_iter()
+            .for_each(|e| block(e, 0, m, 0, n));
     } else {
         // Few large products: cut each into blocks along its longer side,
         // a few per thread for load balance, each at least 64 wide.

@@ -47,17 +47,27 @@ impl<T: Float> CpuBackend<T> {
     }
 
     pub fn with_tracker(tracker: Arc<MemTracker>) -> Self {
-        Self { tracker, _t: PhantomData }
+        Self {
+            tracker,
+            _t: PhantomData,
+        }
     }
 
     pub fn tracker(&self) -> &Arc<MemTracker> {
         &self.tracker
     }
 
-    fn vec<E: Clone + Default>(&self, name: &str, kind: BufKind, len: usize) -> (Vec<E>, Allocation) {
+    fn vec<E: Clone + Default>(
+        &self,
+        name: &str,
+        kind: BufKind,
+        len: usize,
+    ) -> (Vec<E>, Allocation) {
         let data = vec![E::default(); len];
         // Charge what the Vec really holds.
-        let alloc = self.tracker.allocate(name, kind, data.capacity() * size_of::<E>());
+        let alloc = self
+            .tracker
+            .allocate(name, kind, data.capacity() * size_of::<E>());
         (data, alloc)
     }
 }
@@ -83,11 +93,17 @@ impl<T: Float> Backend for CpuBackend<T> {
     }
     fn upload(&self, dst: &mut CpuBuf<T>, src: &[f64]) {
         assert_eq!(dst.data.len(), src.len(), "upload: length mismatch");
-        dst.data.iter_mut().zip(src).for_each(|(d, s)| *d = T::from_f64(*s));
+        dst.data
+            .iter_mut()
+            .zip(src)
+            .for_each(|(d, s)| *d = T::from_f64(*s));
     }
     fn upload_f32(&self, dst: &mut CpuBuf<T>, src: &[f32]) {
         assert_eq!(dst.data.len(), src.len(), "upload: length mismatch");
-        dst.data.iter_mut().zip(src).for_each(|(d, s)| *d = T::from_f64(*s as f64));
+        dst.data
+            .iter_mut()
+            .zip(src)
+            .for_each(|(d, s)| *d = T::from_f64(*s as f64));
     }
     fn upload_ids(&self, dst: &mut CpuBuf<u32>, src: &[u32]) {
         dst.data.copy_from_slice(src);
@@ -113,7 +129,15 @@ impl<T: Float> Backend for CpuBackend<T> {
         elementwise::sum_squares(&buf.data)
     }
 
-    fn matmul(&self, shape: &MatmulShape, alpha: f64, a: &CpuBuf<T>, b: &CpuBuf<T>, beta: f64, c: &mut CpuBuf<T>) {
+    fn matmul(
+        &self,
+        shape: &MatmulShape,
+        alpha: f64,
+        a: &CpuBuf<T>,
+        b: &CpuBuf<T>,
+        beta: f64,
+        c: &mut CpuBuf<T>,
+    ) {
         matmul::matmul(shape, alpha, &a.data, &b.data, beta, &mut c.data)
     }
     fn bias_add(&self, out: &mut CpuBuf<T>, bias: &CpuBuf<T>, n: usize) {
@@ -134,7 +158,16 @@ impl<T: Float> Backend for CpuBackend<T> {
         mean: &mut CpuBuf<T>,
         rstd: &mut CpuBuf<T>,
     ) {
-        layernorm::forward(&x.data, &gamma.data, &beta.data, n, eps, &mut out.data, &mut mean.data, &mut rstd.data)
+        layernorm::forward(
+            &x.data,
+            &gamma.data,
+            &beta.data,
+            n,
+            eps,
+            &mut out.data,
+            &mut mean.data,
+            &mut rstd.data,
+        )
     }
     fn layernorm_backward(
         &self,
@@ -164,7 +197,14 @@ impl<T: Float> Backend for CpuBackend<T> {
     fn permute_heads(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>, b: usize, s: usize, heads: usize) {
         attention::permute_heads(&x.data, &mut out.data, b, s, heads)
     }
-    fn unpermute_heads(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>, b: usize, s: usize, heads: usize) {
+    fn unpermute_heads(
+        &self,
+        x: &CpuBuf<T>,
+        out: &mut CpuBuf<T>,
+        b: usize,
+        s: usize,
+        heads: usize,
+    ) {
         attention::unpermute_heads(&x.data, &mut out.data, b, s, heads)
     }
     fn softmax_forward(
@@ -177,9 +217,24 @@ impl<T: Float> Backend for CpuBackend<T> {
         scale: f64,
         probs: &mut CpuBuf<T>,
     ) {
-        attention::softmax_forward(&scores.data, &mask.data, b, heads, s, scale, &mut probs.data)
+        attention::softmax_forward(
+            &scores.data,
+            &mask.data,
+            b,
+            heads,
+            s,
+            scale,
+            &mut probs.data,
+        )
     }
-    fn softmax_backward(&self, dprobs: &CpuBuf<T>, probs: &CpuBuf<T>, s: usize, scale: f64, dscores: &mut CpuBuf<T>) {
+    fn softmax_backward(
+        &self,
+        dprobs: &CpuBuf<T>,
+        probs: &CpuBuf<T>,
+        s: usize,
+        scale: f64,
+        dscores: &mut CpuBuf<T>,
+    ) {
         attention::softmax_backward(&dprobs.data, &probs.data, s, scale, &mut dscores.data)
     }
 
@@ -202,10 +257,23 @@ impl<T: Float> Backend for CpuBackend<T> {
         activation::dropout_backward(&dout.data, &mut dx.data, p, key)
     }
 
-    fn embedding_forward(&self, ids: &CpuBuf<u32>, table: &CpuBuf<T>, dim: usize, out: &mut CpuBuf<T>, accumulate: bool) {
+    fn embedding_forward(
+        &self,
+        ids: &CpuBuf<u32>,
+        table: &CpuBuf<T>,
+        dim: usize,
+        out: &mut CpuBuf<T>,
+        accumulate: bool,
+    ) {
         embedding::forward(&ids.data, &table.data, dim, &mut out.data, accumulate)
     }
-    fn embedding_backward(&self, ids: &CpuBuf<u32>, dout: &CpuBuf<T>, dim: usize, dtable: &mut CpuBuf<T>) {
+    fn embedding_backward(
+        &self,
+        ids: &CpuBuf<u32>,
+        dout: &CpuBuf<T>,
+        dim: usize,
+        dtable: &mut CpuBuf<T>,
+    ) {
         embedding::backward(&ids.data, &dout.data, dim, &mut dtable.data)
     }
     fn cls_forward(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>, b: usize, s: usize) {
@@ -214,7 +282,14 @@ impl<T: Float> Backend for CpuBackend<T> {
     fn cls_backward(&self, dout: &CpuBuf<T>, dx: &mut CpuBuf<T>, b: usize, s: usize) {
         embedding::cls_backward(&dout.data, &mut dx.data, b, s)
     }
-    fn mean_pool(&self, x: &CpuBuf<T>, mask: &CpuBuf<u32>, b: usize, s: usize, out: &mut CpuBuf<T>) {
+    fn mean_pool(
+        &self,
+        x: &CpuBuf<T>,
+        mask: &CpuBuf<u32>,
+        b: usize,
+        s: usize,
+        out: &mut CpuBuf<T>,
+    ) {
         embedding::mean_pool(&x.data, &mask.data, b, s, &mut out.data)
     }
 
@@ -226,7 +301,13 @@ impl<T: Float> Backend for CpuBackend<T> {
         classes: usize,
         denom: f64,
     ) -> f64 {
-        loss::forward(&logits.data, &labels.data, weights.map(|w| &w.data[..]), classes, denom)
+        loss::forward(
+            &logits.data,
+            &labels.data,
+            weights.map(|w| &w.data[..]),
+            classes,
+            denom,
+        )
     }
     fn cross_entropy_backward(
         &self,
@@ -249,7 +330,14 @@ impl<T: Float> Backend for CpuBackend<T> {
         )
     }
 
-    fn adamw(&self, param: &mut CpuBuf<T>, grad: &CpuBuf<T>, m: &mut CpuBuf<T>, v: &mut CpuBuf<T>, step: &AdamWStep) {
+    fn adamw(
+        &self,
+        param: &mut CpuBuf<T>,
+        grad: &CpuBuf<T>,
+        m: &mut CpuBuf<T>,
+        v: &mut CpuBuf<T>,
+        step: &AdamWStep,
+    ) {
         optim::adamw(&mut param.data, &grad.data, &mut m.data, &mut v.data, step)
     }
     fn sgd(&self, param: &mut CpuBuf<T>, grad: &CpuBuf<T>, lr: f64) {

@@ -32,9 +32,12 @@ pub fn adamw<T: Float>(param: &mut [T], grad: &[T], m: &mut [T], v: &mut [T], s:
 
 pub fn sgd<T: Float>(param: &mut [T], grad: &[T], lr: f64) {
     let lr = T::from_f64(lr);
-    param.par_chunks_mut(CHUNK).zip(grad.par_chunks(CHUNK)).for_each(|(p, g)| {
-        for i in 0..p.len() {
-            p[i] -= lr * g[i];
-        }
-    });
+    param
+        .par_chunks_mut(CHUNK)
+        .zip(grad.par_chunks(CHUNK))
+        .for_each(|(p, g)| {
+            for i in 0..p.len() {
+                p[i] -= lr * g[i];
+            }
+        });
 }
