@@ -189,7 +189,7 @@ impl BertConfig {
                 return Err(bad(field, "must be positive".into()));
             }
         }
-        if self.hidden_size % self.num_attention_heads != 0 {
+        if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return Err(bad(
                 "num_attention_heads",
                 format!(
@@ -209,7 +209,7 @@ impl BertConfig {
                 return Err(bad(field, format!("{p} is not in [0, 1)")));
             }
         }
-        if !(self.layer_norm_eps > 0.0) {
+        if self.layer_norm_eps.is_nan() || self.layer_norm_eps <= 0.0 {
             return Err(bad(
                 "layer_norm_eps",
                 format!("{} must be positive", self.layer_norm_eps),

@@ -37,11 +37,10 @@ pub struct RngKey {
 }
 
 impl RngKey {
-    /// The 32-bit random word for element `index`.
+    /// The four random words of elements `4 * block .. 4 * block + 4`.
     #[inline]
-    pub fn word(&self, index: u64) -> u32 {
-        let block = index / 4;
-        let out = philox4x32(
+    pub fn block(&self, block: u64) -> [u32; 4] {
+        philox4x32(
             [
                 block as u32,
                 (block >> 32) as u32 ^ self.stream,
@@ -49,8 +48,13 @@ impl RngKey {
                 (self.step >> 32) as u32,
             ],
             [self.seed as u32, (self.seed >> 32) as u32],
-        );
-        out[(index % 4) as usize]
+        )
+    }
+
+    /// The 32-bit random word for element `index`.
+    #[inline]
+    pub fn word(&self, index: u64) -> u32 {
+        self.block(index / 4)[(index % 4) as usize]
     }
 
     /// Uniform in [0, 1) with 24 bits, for element `index`.
@@ -77,10 +81,23 @@ impl RngKey {
     }
 }
 
-/// Whether dropout keeps element `index`: kept with probability `1 - p`.
+/// Whether dropout keeps element `index`: kept with probability `1 - p`
+/// (its 24-bit uniform is at least `p`).
 #[inline]
 pub fn dropout_keep(key: &RngKey, index: u64, p: f64) -> bool {
-    key.uniform(index) >= p
+    keep_word(key.word(index), dropout_threshold(p))
+}
+
+/// `p` as a threshold on the top 24 bits of a random word.
+#[inline]
+pub fn dropout_threshold(p: f64) -> u32 {
+    (p * 16_777_216.0).ceil() as u32
+}
+
+/// Kept iff the word's 24-bit uniform `u / 2^24 >= p`.
+#[inline]
+pub fn keep_word(word: u32, threshold: u32) -> bool {
+    (word >> 8) >= threshold
 }
 
 #[cfg(test)]

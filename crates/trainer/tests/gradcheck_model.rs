@@ -63,10 +63,10 @@ fn check(recompute_matches: bool, model_type: &str) {
         }
     }
 
-    for i in 0..model.params.info.len() {
-        let n = analytic[i].len();
+    for (i, grad) in analytic.iter().enumerate() {
+        let n = grad.len();
         let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by(|&a, &b| analytic[i][b].abs().total_cmp(&analytic[i][a].abs()));
+        order.sort_by(|&a, &b| grad[b].abs().total_cmp(&grad[a].abs()));
         let mut picks: Vec<usize> = order[..LARGEST.min(n)].to_vec();
         picks.extend((0..RANDOM).map(|_| r.below(n)));
         let (mut a, mut num) = (Vec::new(), Vec::new());
@@ -77,7 +77,7 @@ fn check(recompute_matches: bool, model_type: &str) {
             model.params.values[i].data[j] = orig - H;
             let minus = model.loss(&be, &device, Some(&weights), denom, mode);
             model.params.values[i].data[j] = orig;
-            a.push(analytic[i][j]);
+            a.push(grad[j]);
             num.push((plus - minus) / (2.0 * H));
         }
         assert_close(&model.params.info[i].name, &a, &num, TOL, seed);

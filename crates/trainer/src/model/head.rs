@@ -11,12 +11,19 @@ fn head_stream(layers: usize, j: usize) -> u32 {
     1 + 3 * layers as u32 + j as u32
 }
 
+/// A hidden head layer's GELU input, GELU output and dropped output.
+type HiddenActs<B> = (
+    <B as Backend>::Buf,
+    <B as Backend>::Buf,
+    Option<<B as Backend>::Buf>,
+);
+
 pub struct HeadActs<B: Backend> {
     cls: B::Buf,
     pooled: B::Buf,
     pooled_dropped: Option<B::Buf>,
     /// Per hidden layer: GELU input, GELU output, dropped output.
-    hidden: Vec<(B::Buf, B::Buf, Option<B::Buf>)>,
+    hidden: Vec<HiddenActs<B>>,
     pub(crate) logits: B::Buf,
 }
 
@@ -47,7 +54,7 @@ impl<B: Backend> BertClassifier<B> {
             "head.pooled_dropped",
             Activation,
         );
-        let mut hidden: Vec<(B::Buf, B::Buf, Option<B::Buf>)> = Vec::new();
+        let mut hidden: Vec<HiddenActs<B>> = Vec::new();
         for (j, dense) in self.idx.head_hidden.iter().enumerate() {
             let input = match hidden.last() {
                 Some((_, act, dropped)) => dropped.as_ref().unwrap_or(act),

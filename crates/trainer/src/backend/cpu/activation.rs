@@ -4,7 +4,7 @@ use rayon::prelude::*;
 
 use super::elementwise::CHUNK;
 use crate::float::Float;
-use crate::rng::{RngKey, dropout_keep};
+use crate::rng::{RngKey, dropout_threshold, keep_word};
 
 const FRAC_1_SQRT_2: f64 = std::f64::consts::FRAC_1_SQRT_2;
 /// 1 / sqrt(2 pi)
@@ -65,15 +65,21 @@ fn dropout_apply<T: Float>(x: &[T], out: &mut [T], p: f64, key: RngKey) {
         "dropout probability {p} not in [0, 1)"
     );
     let keep_scale = T::from_f64(1.0 / (1.0 - p));
+    let threshold = dropout_threshold(p);
+    // CHUNK is a multiple of 4: one Philox call gives 4 elements' words.
     out.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, o)| {
         let base = ci * CHUNK;
-        for i in 0..o.len() {
-            let idx = (base + i) as u64;
-            o[i] = if dropout_keep(&key, idx, p) {
-                x[base + i] * keep_scale
-            } else {
-                T::ZERO
-            };
+        for (bi, group) in o.chunks_mut(4).enumerate() {
+            let first = base + 4 * bi;
+            let words = key.block((first / 4) as u64);
+            for (j, v) in group.iter_mut().enumerate() {
+                let xi = x[first + j];
+                *v = if keep_word(words[j], threshold) {
+                    xi * keep_scale
+                } else {
+                    T::ZERO
+                };
+            }
         }
     });
 }
