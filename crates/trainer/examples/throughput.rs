@@ -19,7 +19,11 @@ fn cpu_seconds() -> f64 {
     let after = stat.rsplit(')').next().unwrap_or("");
     let f: Vec<&str> = after.split_whitespace().collect();
     // utime and stime are fields 14 and 15; after the name, field 3 is first.
-    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN);
+    let tick = |i: usize| {
+        f.get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
     (tick(11) + tick(12)) / 100.0
 }
 
@@ -41,7 +45,9 @@ fn main() {
         "MiniLM-L6 (6 layers, hidden 384, 12 heads, ffn 1536, vocab 30522), fp32, AdamW, dropout 0.1"
     );
     println!("threads: {}", rayon::current_num_threads());
-    println!("| batch | seq | wall ms/step (mean of {steps}) | sequences/s (wall) | CPU s/step | sequences per CPU-second x threads |");
+    println!(
+        "| batch | seq | wall ms/step (mean of {steps}) | sequences/s (wall) | CPU s/step | sequences per CPU-second x threads |"
+    );
     println!("|---|---|---|---|---|---|");
     for seq in [64, 128] {
         let be = CpuBackend::<f32>::new();

@@ -19,8 +19,33 @@
 //! - [`train::train`]: trains on slices of [`batch::Batch`] and reports each
 //!   epoch's metrics to an observer that may stop the trial.
 //!
+//! Typical use (the study runner):
+//!
+//! ```no_run
+//! # use trainer::{backend::cpu::CpuBackend, config::BertConfig, model::*, train::*, weights::NamedTensors, batch::Batch};
+//! # fn run(tensors: NamedTensors, train_set: Vec<Batch>, valid: Vec<Batch>) -> Result<(), Box<dyn std::error::Error>> {
+//! let be = CpuBackend::<f32>::new();
+//! let config = BertConfig::from_file("minilm/config.json")?;
+//! let head = HeadConfig { num_labels: 2, hidden: vec![256] };
+//! let mut model = BertClassifier::new_random(&be, &config, &head, 42)?;
+//! let report = model.load(&be, &tensors)?; // pooler/classifier may stay random
+//! let cfg = TrainConfig { epochs: 3, lr: 3e-5, patience: Some(1), ..TrainConfig::default() };
+//! let result = train(&be, &mut model, &train_set, &valid, &cfg, &mut |m: &EpochMetrics| {
+//!     if m.valid.f1_macro < 0.5 { Control::Stop } else { Control::Continue }
+//! })?;
+//! # Ok(()) }
+//! ```
+//!
+//! Determinism: dropout masks come from a counter-based RNG ([`rng`]) keyed by
+//! (seed, micro-step, dropout site, element), and every CPU kernel writes
+//! disjoint outputs and reduces in a fixed order, so a run gives bit-identical
+//! losses for any thread count.
+//!
 //! It deliberately does not choose hyperparameters or store results: one call
-//! trains one configuration and reports metrics to an observer.
+//! trains one configuration and reports metrics to an observer. It does not
+//! tokenise or read data files itself beyond the [`batch::Batch`] seam (see
+//! the tokenizer and data modules), and the CPU backend does not cache
+//! memory: it allocates exactly what the plan lists.
 
 pub mod backend;
 pub mod batch;

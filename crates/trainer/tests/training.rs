@@ -245,3 +245,25 @@ fn bad_labels_and_ids_are_refused_before_training() {
         Err(TrainError::Config(_))
     ));
 }
+
+#[test]
+fn weight_decay_skips_biases_and_layernorm() {
+    let be = CpuBackend::<f32>::new();
+    let (c, h) = tiny();
+    let model = BertClassifier::new_random(&be, &c, &h, 1).unwrap();
+    for info in &model.params.info {
+        let no_decay = info.name.ends_with(".bias") || info.name.contains("LayerNorm");
+        assert_eq!(info.decay, !no_decay, "{}", info.name);
+    }
+    // With a zero gradient, AdamW only decays the decayed tensors.
+    let mut model = model;
+    let before: Vec<Vec<f32>> = model.params.values.iter().map(|v| v.data.clone()).collect();
+    model.alloc_grads(&be);
+    let mut opt = trainer::train::Optimizer::new(&be, &model.params, OptimizerConfig::default());
+    opt.step(&be, &mut model.params, 0.5);
+    for (i, info) in model.params.info.iter().enumerate() {
+        let factor = if info.decay { 1.0 - 0.5 * 0.01 } else { 1.0 };
+        let want: Vec<f32> = before[i].iter().map(|v| v * factor).collect();
+        assert_eq!(model.params.values[i].data, want, "{}", info.name);
+    }
+}
