@@ -6,10 +6,61 @@
 //! forward and a backward; a CPU backend is the reference for every kernel of
 //! the CUDA backend.
 //!
+//! Seams:
+//! - [`backend::Backend`]: every numeric operation, forward and backward, and
+//!   every buffer allocation (named, with a kind). [`backend::cpu::CpuBackend`]
+//!   is the reference (f32/f64, rayon); a CUDA backend implements the same
+//!   trait over device buffers.
+//! - [`memory::MemoryPlan`]: runs the real model code on
+//!   [`backend::plan::PlanBackend`], which only allocates, so the plan lists
+//!   exactly the buffers a backend will allocate, in order, and their peak.
+//! - [`model::BertClassifier`]: built from a [`config::BertConfig`] with random
+//!   init, or loaded from [`weights::NamedTensors`].
+//! - [`train::train`]: trains on slices of [`batch::Batch`] and reports each
+//!   epoch's metrics to an observer that may stop the trial.
+//! - Data reaches the model through three seams: [`weights`] turns a Hugging
+//!   Face `model.safetensors` (f32/f16/bf16) into [`weights::NamedTensors`];
+//!   [`tokenize::TextTokenizer`] turns text into truncated, unpadded ids and
+//!   checks they fit the model; [`data`] loads CSV/JSONL/JSON files or the
+//!   embedded Sentiment Labelled Sentences set, validates every record and
+//!   label on the host (bad records skipped with `file:line` reasons, or
+//!   rejected), splits them stratified and seeded (duplicate texts kept on
+//!   one side), and cuts shuffled micro-batches padded per batch.
+//!
+//! Typical use (the study runner):
+//!
+//! ```no_run
+//! # use trainer::{backend::cpu::CpuBackend, config::BertConfig, model::*, train::*, weights::NamedTensors, batch::Batch};
+//! # fn run(tensors: NamedTensors, train_set: Vec<Batch>, valid: Vec<Batch>) -> Result<(), Box<dyn std::error::Error>> {
+//! let be = CpuBackend::<f32>::new();
+//! let config = BertConfig::from_file("minilm/config.json")?;
+//! let head = HeadConfig { num_labels: 2, hidden: vec![256] };
+//! let mut model = BertClassifier::new_random(&be, &config, &head, 42)?;
+//! let report = model.load(&be, &tensors)?; // pooler/classifier may stay random
+//! let cfg = TrainConfig { epochs: 3, lr: 3e-5, patience: Some(1), ..TrainConfig::default() };
+//! let result = train(&be, &mut model, &train_set, &valid, &cfg, &mut |m: &EpochMetrics| {
+//!     if m.valid.f1_macro < 0.5 { Control::Stop } else { Control::Continue }
+//! })?;
+//! # Ok(()) }
+//! ```
+//!
+//! Determinism: dropout masks come from a counter-based RNG ([`rng`]) keyed by
+//! (seed, micro-step, dropout site, element), and every CPU kernel writes
+//! disjoint outputs and reduces in a fixed order, so a run gives bit-identical
+//! losses for any thread count.
+//!
 //! It deliberately does not choose hyperparameters or store results: one call
-//! trains one configuration and reports metrics to an observer.
+//! trains one configuration and reports metrics to an observer. The CPU backend
+//! does not cache memory: it allocates exactly what the plan lists.
 
+pub mod backend;
 pub mod batch;
+pub mod config;
 pub mod data;
+pub mod float;
+pub mod memory;
+pub mod model;
+pub mod rng;
 pub mod tokenize;
+pub mod train;
 pub mod weights;

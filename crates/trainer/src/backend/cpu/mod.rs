@@ -1,0 +1,346 @@
+//! The CPU reference backend: rayon-parallel kernels generic over f32/f64.
+//!
+//! Every float or id buffer is a `Vec` registered with a [`MemTracker`], so
+//! the backend reports its measured peak of tensor bytes (kernel-internal
+//! scalars and the host copies made by `download` are not tensors). Kernels
+//! write disjoint outputs per task and reduce in a fixed order, so results do
+//! not depend on the number of threads.
+
+pub mod activation;
+pub mod attention;
+pub mod elementwise;
+pub mod embedding;
+pub mod layernorm;
+pub mod loss;
+pub mod matmul;
+pub mod optim;
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use super::{AdamWStep, Backend, MatmulShape};
+use crate::float::Float;
+use crate::memory::{Allocation, BufKind, MemTracker};
+use crate::rng::RngKey;
+
+/// A host buffer with its tracked allocation.
+#[derive(Debug)]
+pub struct CpuBuf<T> {
+    pub data: Vec<T>,
+    _alloc: Allocation,
+}
+
+pub struct CpuBackend<T: Float> {
+    tracker: Arc<MemTracker>,
+    _t: PhantomData<T>,
+}
+
+impl<T: Float> Default for CpuBackend<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Float> CpuBackend<T> {
+    pub fn new() -> Self {
+        Self::with_tracker(MemTracker::new(false))
+    }
+
+    pub fn with_tracker(tracker: Arc<MemTracker>) -> Self {
+        Self {
+            tracker,
+            _t: PhantomData,
+        }
+    }
+
+    pub fn tracker(&self) -> &Arc<MemTracker> {
+        &self.tracker
+    }
+
+    fn vec<E: Clone + Default>(
+        &self,
+        name: &str,
+        kind: BufKind,
+        len: usize,
+    ) -> (Vec<E>, Allocation) {
+        let data = vec![E::default(); len];
+        // Charge what the Vec really holds.
+        let alloc = self
+            .tracker
+            .allocate(name, kind, data.capacity() * size_of::<E>());
+        (data, alloc)
+    }
+}
+
+impl<T: Float> Backend for CpuBackend<T> {
+    type Buf = CpuBuf<T>;
+    type Ids = CpuBuf<u32>;
+
+    fn float_bytes(&self) -> usize {
+        size_of::<T>()
+    }
+
+    fn alloc(&self, name: &str, kind: BufKind, len: usize) -> CpuBuf<T> {
+        let (data, _alloc) = self.vec(name, kind, len);
+        CpuBuf { data, _alloc }
+    }
+    fn alloc_ids(&self, name: &str, len: usize) -> CpuBuf<u32> {
+        let (data, _alloc) = self.vec(name, BufKind::Input, len);
+        CpuBuf { data, _alloc }
+    }
+    fn len(&self, buf: &CpuBuf<T>) -> usize {
+        buf.data.len()
+    }
+    fn upload(&self, dst: &mut CpuBuf<T>, src: &[f64]) {
+        assert_eq!(dst.data.len(), src.len(), "upload: length mismatch");
+        dst.data
+            .iter_mut()
+            .zip(src)
+            .for_each(|(d, s)| *d = T::from_f64(*s));
+    }
+    fn upload_f32(&self, dst: &mut CpuBuf<T>, src: &[f32]) {
+        assert_eq!(dst.data.len(), src.len(), "upload: length mismatch");
+        dst.data
+            .iter_mut()
+            .zip(src)
+            .for_each(|(d, s)| *d = T::from_f64(*s as f64));
+    }
+    fn upload_ids(&self, dst: &mut CpuBuf<u32>, src: &[u32]) {
+        dst.data.copy_from_slice(src);
+    }
+    fn download(&self, src: &CpuBuf<T>) -> Vec<f64> {
+        src.data.iter().map(|v| v.to_f64()).collect()
+    }
+    fn fill(&self, dst: &mut CpuBuf<T>, value: f64) {
+        let v = T::from_f64(value);
+        dst.data.iter_mut().for_each(|d| *d = v);
+    }
+
+    fn add(&self, a: &CpuBuf<T>, b: &CpuBuf<T>, out: &mut CpuBuf<T>) {
+        elementwise::add(&a.data, &b.data, &mut out.data)
+    }
+    fn add_assign(&self, acc: &mut CpuBuf<T>, x: &CpuBuf<T>) {
+        elementwise::add_assign(&mut acc.data, &x.data)
+    }
+    fn scale(&self, buf: &mut CpuBuf<T>, factor: f64) {
+        elementwise::scale(&mut buf.data, factor)
+    }
+    fn sum_squares(&self, buf: &CpuBuf<T>) -> f64 {
+        elementwise::sum_squares(&buf.data)
+    }
+
+    fn matmul(
+        &self,
+        shape: &MatmulShape,
+        alpha: f64,
+        a: &CpuBuf<T>,
+        b: &CpuBuf<T>,
+        beta: f64,
+        c: &mut CpuBuf<T>,
+    ) {
+        matmul::matmul(shape, alpha, &a.data, &b.data, beta, &mut c.data)
+    }
+    fn bias_add(&self, out: &mut CpuBuf<T>, bias: &CpuBuf<T>, n: usize) {
+        elementwise::bias_add(&mut out.data, &bias.data, n)
+    }
+    fn bias_backward(&self, dout: &CpuBuf<T>, dbias: &mut CpuBuf<T>, n: usize) {
+        elementwise::bias_backward(&dout.data, &mut dbias.data, n)
+    }
+
+    fn layernorm_forward(
+        &self,
+        x: &CpuBuf<T>,
+        gamma: &CpuBuf<T>,
+        beta: &CpuBuf<T>,
+        n: usize,
+        eps: f64,
+        out: &mut CpuBuf<T>,
+        mean: &mut CpuBuf<T>,
+        rstd: &mut CpuBuf<T>,
+    ) {
+        layernorm::forward(
+            &x.data,
+            &gamma.data,
+            &beta.data,
+            n,
+            eps,
+            &mut out.data,
+            &mut mean.data,
+            &mut rstd.data,
+        )
+    }
+    fn layernorm_backward(
+        &self,
+        dout: &CpuBuf<T>,
+        x: &CpuBuf<T>,
+        gamma: &CpuBuf<T>,
+        mean: &CpuBuf<T>,
+        rstd: &CpuBuf<T>,
+        n: usize,
+        dx: &mut CpuBuf<T>,
+        dgamma: &mut CpuBuf<T>,
+        dbeta: &mut CpuBuf<T>,
+    ) {
+        layernorm::backward(
+            &dout.data,
+            &x.data,
+            &gamma.data,
+            &mean.data,
+            &rstd.data,
+            n,
+            &mut dx.data,
+            &mut dgamma.data,
+            &mut dbeta.data,
+        )
+    }
+
+    fn permute_heads(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>, b: usize, s: usize, heads: usize) {
+        attention::permute_heads(&x.data, &mut out.data, b, s, heads)
+    }
+    fn unpermute_heads(
+        &self,
+        x: &CpuBuf<T>,
+        out: &mut CpuBuf<T>,
+        b: usize,
+        s: usize,
+        heads: usize,
+    ) {
+        attention::unpermute_heads(&x.data, &mut out.data, b, s, heads)
+    }
+    fn softmax_forward(
+        &self,
+        scores: &CpuBuf<T>,
+        mask: &CpuBuf<u32>,
+        b: usize,
+        heads: usize,
+        s: usize,
+        scale: f64,
+        probs: &mut CpuBuf<T>,
+    ) {
+        attention::softmax_forward(
+            &scores.data,
+            &mask.data,
+            b,
+            heads,
+            s,
+            scale,
+            &mut probs.data,
+        )
+    }
+    fn softmax_backward(
+        &self,
+        dprobs: &CpuBuf<T>,
+        probs: &CpuBuf<T>,
+        s: usize,
+        scale: f64,
+        dscores: &mut CpuBuf<T>,
+    ) {
+        attention::softmax_backward(&dprobs.data, &probs.data, s, scale, &mut dscores.data)
+    }
+
+    fn gelu_forward(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>) {
+        activation::gelu_forward(&x.data, &mut out.data)
+    }
+    fn gelu_backward(&self, x: &CpuBuf<T>, dout: &CpuBuf<T>, dx: &mut CpuBuf<T>) {
+        activation::gelu_backward(&x.data, &dout.data, &mut dx.data)
+    }
+    fn tanh_forward(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>) {
+        activation::tanh_forward(&x.data, &mut out.data)
+    }
+    fn tanh_backward(&self, out: &CpuBuf<T>, dout: &CpuBuf<T>, dx: &mut CpuBuf<T>) {
+        activation::tanh_backward(&out.data, &dout.data, &mut dx.data)
+    }
+    fn dropout_forward(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>, p: f64, key: RngKey) {
+        activation::dropout_forward(&x.data, &mut out.data, p, key)
+    }
+    fn dropout_backward(&self, dout: &CpuBuf<T>, dx: &mut CpuBuf<T>, p: f64, key: RngKey) {
+        activation::dropout_backward(&dout.data, &mut dx.data, p, key)
+    }
+
+    fn embedding_forward(
+        &self,
+        ids: &CpuBuf<u32>,
+        table: &CpuBuf<T>,
+        dim: usize,
+        out: &mut CpuBuf<T>,
+        accumulate: bool,
+    ) {
+        embedding::forward(&ids.data, &table.data, dim, &mut out.data, accumulate)
+    }
+    fn embedding_backward(
+        &self,
+        ids: &CpuBuf<u32>,
+        dout: &CpuBuf<T>,
+        dim: usize,
+        dtable: &mut CpuBuf<T>,
+    ) {
+        embedding::backward(&ids.data, &dout.data, dim, &mut dtable.data)
+    }
+    fn cls_forward(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>, b: usize, s: usize) {
+        embedding::cls_forward(&x.data, &mut out.data, b, s)
+    }
+    fn cls_backward(&self, dout: &CpuBuf<T>, dx: &mut CpuBuf<T>, b: usize, s: usize) {
+        embedding::cls_backward(&dout.data, &mut dx.data, b, s)
+    }
+    fn mean_pool(
+        &self,
+        x: &CpuBuf<T>,
+        mask: &CpuBuf<u32>,
+        b: usize,
+        s: usize,
+        out: &mut CpuBuf<T>,
+    ) {
+        embedding::mean_pool(&x.data, &mask.data, b, s, &mut out.data)
+    }
+
+    fn cross_entropy_forward(
+        &self,
+        logits: &CpuBuf<T>,
+        labels: &CpuBuf<u32>,
+        weights: Option<&CpuBuf<T>>,
+        classes: usize,
+        denom: f64,
+    ) -> f64 {
+        loss::forward(
+            &logits.data,
+            &labels.data,
+            weights.map(|w| &w.data[..]),
+            classes,
+            denom,
+        )
+    }
+    fn cross_entropy_backward(
+        &self,
+        logits: &CpuBuf<T>,
+        labels: &CpuBuf<u32>,
+        weights: Option<&CpuBuf<T>>,
+        classes: usize,
+        denom: f64,
+        dloss: f64,
+        dlogits: &mut CpuBuf<T>,
+    ) {
+        loss::backward(
+            &logits.data,
+            &labels.data,
+            weights.map(|w| &w.data[..]),
+            classes,
+            denom,
+            dloss,
+            &mut dlogits.data,
+        )
+    }
+
+    fn adamw(
+        &self,
+        param: &mut CpuBuf<T>,
+        grad: &CpuBuf<T>,
+        m: &mut CpuBuf<T>,
+        v: &mut CpuBuf<T>,
+        step: &AdamWStep,
+    ) {
+        optim::adamw(&mut param.data, &grad.data, &mut m.data, &mut v.data, step)
+    }
+    fn sgd(&self, param: &mut CpuBuf<T>, grad: &CpuBuf<T>, lr: f64) {
+        optim::sgd(&mut param.data, &grad.data, lr)
+    }
+}

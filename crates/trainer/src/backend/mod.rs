@@ -1,0 +1,256 @@
+//! The backend seam: every numeric operation the model performs, each with
+//! its forward and backward.
+//!
+//! The model owns no arithmetic. It asks a [`Backend`] for buffers (named,
+//! with a [`BufKind`], so every allocation is accounted for by the memory
+//! plan) and calls these operations on them. [`cpu::CpuBackend`] is the
+//! reference implementation (generic over f32/f64); [`plan::PlanBackend`]
+//! performs no arithmetic and only allocates, which is how the memory plan is
+//! computed from the same code path; a CUDA backend implements the same trait
+//! with device buffers.
+//!
+//! Conventions: tensors are row-major; shapes are passed explicitly; "grad"
+//! outputs of parameters are accumulated (`+=`) so micro-batches can be
+//! summed; gradients of activations are overwritten unless the parameter
+//! list says `accumulate`.
+
+pub mod cpu;
+pub mod plan;
+
+use crate::memory::BufKind;
+use crate::rng::RngKey;
+
+/// A strided-batched matrix product in row-major terms:
+/// `C[i] (m x n) = alpha * op(A[i]) * op(B[i]) + beta * C[i]` for `i < batch`,
+/// where `op(A)` is `m x k` (stored `[m, k]`, or `[k, m]` when `trans_a`) and
+/// `op(B)` is `k x n` (stored `[k, n]`, or `[n, k]` when `trans_b`). Batch
+/// entries are contiguous. `beta == 0` overwrites C without reading it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatmulShape {
+    pub batch: usize,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub trans_a: bool,
+    pub trans_b: bool,
+}
+
+/// Hyperparameters of one AdamW update of one tensor.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamWStep {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    /// Decoupled: `param -= lr * weight_decay * param`. Zero for biases and
+    /// LayerNorm parameters.
+    pub weight_decay: f64,
+    /// 1-based step number, for bias correction.
+    pub t: u64,
+}
+
+/// The operations a model needs. `Buf` holds floats of the backend's
+/// precision, `Ids` holds `u32` (token ids, masks, labels).
+pub trait Backend {
+    type Buf: Send + Sync;
+    type Ids: Send + Sync;
+
+    /// Bytes per float element (what the memory plan charges).
+    fn float_bytes(&self) -> usize;
+
+    // ---- buffers -------------------------------------------------------
+    /// A zero-filled float buffer of `len` elements.
+    fn alloc(&self, name: &str, kind: BufKind, len: usize) -> Self::Buf;
+    /// A zero-filled id buffer.
+    fn alloc_ids(&self, name: &str, len: usize) -> Self::Ids;
+    fn len(&self, buf: &Self::Buf) -> usize;
+    fn upload(&self, dst: &mut Self::Buf, src: &[f64]);
+    fn upload_f32(&self, dst: &mut Self::Buf, src: &[f32]);
+    fn upload_ids(&self, dst: &mut Self::Ids, src: &[u32]);
+    fn download(&self, src: &Self::Buf) -> Vec<f64>;
+    fn fill(&self, dst: &mut Self::Buf, value: f64);
+
+    // ---- elementwise -----------------------------------------------------
+    /// `out = a + b` (residual connections). Backward: the gradient passes to
+    /// both inputs unchanged.
+    fn add(&self, a: &Self::Buf, b: &Self::Buf, out: &mut Self::Buf);
+    /// `acc += x`.
+    fn add_assign(&self, acc: &mut Self::Buf, x: &Self::Buf);
+    /// `buf *= factor`.
+    fn scale(&self, buf: &mut Self::Buf, factor: f64);
+    /// Sum of squares (for the global gradient norm), accumulated in f64 in
+    /// a fixed order.
+    fn sum_squares(&self, buf: &Self::Buf) -> f64;
+
+    // ---- matmul ----------------------------------------------------------
+    /// See [`MatmulShape`]. Its backward is two more matmuls with transposes
+    /// (the model writes them out).
+    fn matmul(
+        &self,
+        shape: &MatmulShape,
+        alpha: f64,
+        a: &Self::Buf,
+        b: &Self::Buf,
+        beta: f64,
+        c: &mut Self::Buf,
+    );
+    /// `out[r, j] += bias[j]` for every row of `out` (`n` columns).
+    fn bias_add(&self, out: &mut Self::Buf, bias: &Self::Buf, n: usize);
+    /// Backward of `bias_add`: `dbias[j] += sum_r dout[r, j]`.
+    fn bias_backward(&self, dout: &Self::Buf, dbias: &mut Self::Buf, n: usize);
+
+    // ---- layernorm -------------------------------------------------------
+    /// Per row of `n`: `out = (x - mean) * rstd * gamma + beta`; saves `mean`
+    /// and `rstd` (one per row) for backward.
+    #[allow(clippy::too_many_arguments)]
+    fn layernorm_forward(
+        &self,
+        x: &Self::Buf,
+        gamma: &Self::Buf,
+        beta: &Self::Buf,
+        n: usize,
+        eps: f64,
+        out: &mut Self::Buf,
+        mean: &mut Self::Buf,
+        rstd: &mut Self::Buf,
+    );
+    /// Overwrites `dx`; accumulates `dgamma`, `dbeta`.
+    #[allow(clippy::too_many_arguments)]
+    fn layernorm_backward(
+        &self,
+        dout: &Self::Buf,
+        x: &Self::Buf,
+        gamma: &Self::Buf,
+        mean: &Self::Buf,
+        rstd: &Self::Buf,
+        n: usize,
+        dx: &mut Self::Buf,
+        dgamma: &mut Self::Buf,
+        dbeta: &mut Self::Buf,
+    );
+
+    // ---- attention -------------------------------------------------------
+    /// `[b, s, heads, dh] -> [b, heads, s, dh]`. Backward: `unpermute_heads`.
+    fn permute_heads(&self, x: &Self::Buf, out: &mut Self::Buf, b: usize, s: usize, heads: usize);
+    /// `[b, heads, s, dh] -> [b, s, heads, dh]`. Backward: `permute_heads`.
+    fn unpermute_heads(&self, x: &Self::Buf, out: &mut Self::Buf, b: usize, s: usize, heads: usize);
+    /// Bidirectional attention softmax over keys: for scores `[b, heads, s,
+    /// s]`, `probs = softmax(scale * scores)` over the last axis, with keys
+    /// whose `mask[b, key] == 0` excluded (probability exactly 0).
+    #[allow(clippy::too_many_arguments)]
+    fn softmax_forward(
+        &self,
+        scores: &Self::Buf,
+        mask: &Self::Ids,
+        b: usize,
+        heads: usize,
+        s: usize,
+        scale: f64,
+        probs: &mut Self::Buf,
+    );
+    /// `dscores = scale * probs * (dprobs - sum(dprobs * probs))` per row
+    /// (rows of `s`); overwrites `dscores`.
+    fn softmax_backward(
+        &self,
+        dprobs: &Self::Buf,
+        probs: &Self::Buf,
+        s: usize,
+        scale: f64,
+        dscores: &mut Self::Buf,
+    );
+
+    // ---- activations -----------------------------------------------------
+    /// Exact GELU `x * Phi(x)` with the erf form (as HF BERT).
+    fn gelu_forward(&self, x: &Self::Buf, out: &mut Self::Buf);
+    fn gelu_backward(&self, x: &Self::Buf, dout: &Self::Buf, dx: &mut Self::Buf);
+    fn tanh_forward(&self, x: &Self::Buf, out: &mut Self::Buf);
+    /// Uses the forward's output: `dx = dout * (1 - out^2)`.
+    fn tanh_backward(&self, out: &Self::Buf, dout: &Self::Buf, dx: &mut Self::Buf);
+    /// Inverted dropout; the mask is a function of `key` and the element
+    /// index only (counter-based RNG), so backward regenerates it instead of
+    /// storing it.
+    fn dropout_forward(&self, x: &Self::Buf, out: &mut Self::Buf, p: f64, key: RngKey);
+    fn dropout_backward(&self, dout: &Self::Buf, dx: &mut Self::Buf, p: f64, key: RngKey);
+
+    // ---- embeddings ------------------------------------------------------
+    /// `out[t] (+)= table[ids[t]]` for rows of `dim`.
+    fn embedding_forward(
+        &self,
+        ids: &Self::Ids,
+        table: &Self::Buf,
+        dim: usize,
+        out: &mut Self::Buf,
+        accumulate: bool,
+    );
+    /// `dtable[ids[t]] += dout[t]`, summed in token order (deterministic).
+    fn embedding_backward(
+        &self,
+        ids: &Self::Ids,
+        dout: &Self::Buf,
+        dim: usize,
+        dtable: &mut Self::Buf,
+    );
+    /// `out[i] = x[i, 0]` for `x` of `[b, s, h]` (the [CLS] token).
+    fn cls_forward(&self, x: &Self::Buf, out: &mut Self::Buf, b: usize, s: usize);
+    /// Overwrites `dx` (`[b, s, h]`) with `dout` at token 0 and zeros elsewhere.
+    fn cls_backward(&self, dout: &Self::Buf, dx: &mut Self::Buf, b: usize, s: usize);
+    /// Mean of `x[i, t]` over tokens with `mask[i, t] != 0` (sentence
+    /// embeddings; inference only).
+    fn mean_pool(&self, x: &Self::Buf, mask: &Self::Ids, b: usize, s: usize, out: &mut Self::Buf);
+
+    // ---- loss ------------------------------------------------------------
+    /// Weighted cross-entropy summed over rows and divided by `denom`:
+    /// `sum_i w[y_i] * -log softmax(logits_i)[y_i] / denom` (`w = 1` when
+    /// `weights` is `None`). Labels must already be validated (`< classes`).
+    fn cross_entropy_forward(
+        &self,
+        logits: &Self::Buf,
+        labels: &Self::Ids,
+        weights: Option<&Self::Buf>,
+        classes: usize,
+        denom: f64,
+    ) -> f64;
+    /// `dlogits_i = dloss * w[y_i] / denom * (softmax(logits_i) - onehot(y_i))`;
+    /// overwrites `dlogits`.
+    #[allow(clippy::too_many_arguments)]
+    fn cross_entropy_backward(
+        &self,
+        logits: &Self::Buf,
+        labels: &Self::Ids,
+        weights: Option<&Self::Buf>,
+        classes: usize,
+        denom: f64,
+        dloss: f64,
+        dlogits: &mut Self::Buf,
+    );
+
+    // ---- optimiser -------------------------------------------------------
+    /// One AdamW update with bias correction and decoupled weight decay.
+    fn adamw(
+        &self,
+        param: &mut Self::Buf,
+        grad: &Self::Buf,
+        m: &mut Self::Buf,
+        v: &mut Self::Buf,
+        step: &AdamWStep,
+    );
+    /// Plain SGD: `param -= lr * grad` (a stateless optimiser, for the plan).
+    fn sgd(&self, param: &mut Self::Buf, grad: &Self::Buf, lr: f64);
+}
+
+/// Clips gradients to `max_norm` by their global L2 norm; returns the norm
+/// before clipping.
+pub fn clip_global_norm<B: Backend>(backend: &B, grads: &mut [B::Buf], max_norm: f64) -> f64 {
+    let norm = grads
+        .iter()
+        .map(|g| backend.sum_squares(g))
+        .sum::<f64>()
+        .sqrt();
+    if norm > max_norm && norm > 0.0 {
+        let factor = max_norm / norm;
+        for g in grads.iter_mut() {
+            backend.scale(g, factor);
+        }
+    }
+    norm
+}

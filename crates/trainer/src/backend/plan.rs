@@ -1,0 +1,149 @@
+//! A backend that allocates and computes nothing else: running the model's
+//! real training step on it yields the memory plan (every buffer, its size
+//! and lifetime, the peak) from the very code path the real backends run.
+
+use std::sync::Arc;
+
+use super::{AdamWStep, Backend, MatmulShape};
+use crate::memory::{Allocation, BufKind, MemTracker};
+use crate::rng::RngKey;
+
+/// A buffer that exists only as a size.
+#[derive(Debug)]
+pub struct PlanBuf {
+    len: usize,
+    _alloc: Allocation,
+}
+
+pub struct PlanBackend {
+    tracker: Arc<MemTracker>,
+    float_bytes: usize,
+}
+
+impl PlanBackend {
+    /// `float_bytes`: 4 for f32, 8 for f64.
+    pub fn new(float_bytes: usize) -> Self {
+        Self {
+            tracker: MemTracker::new(true),
+            float_bytes,
+        }
+    }
+
+    pub fn tracker(&self) -> &Arc<MemTracker> {
+        &self.tracker
+    }
+}
+
+impl Backend for PlanBackend {
+    type Buf = PlanBuf;
+    type Ids = PlanBuf;
+
+    fn float_bytes(&self) -> usize {
+        self.float_bytes
+    }
+    fn alloc(&self, name: &str, kind: BufKind, len: usize) -> PlanBuf {
+        PlanBuf {
+            len,
+            _alloc: self.tracker.allocate(name, kind, len * self.float_bytes),
+        }
+    }
+    fn alloc_ids(&self, name: &str, len: usize) -> PlanBuf {
+        PlanBuf {
+            len,
+            _alloc: self.tracker.allocate(name, BufKind::Input, len * 4),
+        }
+    }
+    fn len(&self, buf: &PlanBuf) -> usize {
+        buf.len
+    }
+    fn upload(&self, _: &mut PlanBuf, _: &[f64]) {}
+    fn upload_f32(&self, _: &mut PlanBuf, _: &[f32]) {}
+    fn upload_ids(&self, _: &mut PlanBuf, _: &[u32]) {}
+    fn download(&self, src: &PlanBuf) -> Vec<f64> {
+        vec![0.0; src.len]
+    }
+    fn fill(&self, _: &mut PlanBuf, _: f64) {}
+    fn add(&self, _: &PlanBuf, _: &PlanBuf, _: &mut PlanBuf) {}
+    fn add_assign(&self, _: &mut PlanBuf, _: &PlanBuf) {}
+    fn scale(&self, _: &mut PlanBuf, _: f64) {}
+    fn sum_squares(&self, _: &PlanBuf) -> f64 {
+        0.0
+    }
+    fn matmul(&self, _: &MatmulShape, _: f64, _: &PlanBuf, _: &PlanBuf, _: f64, _: &mut PlanBuf) {}
+    fn bias_add(&self, _: &mut PlanBuf, _: &PlanBuf, _: usize) {}
+    fn bias_backward(&self, _: &PlanBuf, _: &mut PlanBuf, _: usize) {}
+    fn layernorm_forward(
+        &self,
+        _: &PlanBuf,
+        _: &PlanBuf,
+        _: &PlanBuf,
+        _: usize,
+        _: f64,
+        _: &mut PlanBuf,
+        _: &mut PlanBuf,
+        _: &mut PlanBuf,
+    ) {
+    }
+    fn layernorm_backward(
+        &self,
+        _: &PlanBuf,
+        _: &PlanBuf,
+        _: &PlanBuf,
+        _: &PlanBuf,
+        _: &PlanBuf,
+        _: usize,
+        _: &mut PlanBuf,
+        _: &mut PlanBuf,
+        _: &mut PlanBuf,
+    ) {
+    }
+    fn permute_heads(&self, _: &PlanBuf, _: &mut PlanBuf, _: usize, _: usize, _: usize) {}
+    fn unpermute_heads(&self, _: &PlanBuf, _: &mut PlanBuf, _: usize, _: usize, _: usize) {}
+    fn softmax_forward(
+        &self,
+        _: &PlanBuf,
+        _: &PlanBuf,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: f64,
+        _: &mut PlanBuf,
+    ) {
+    }
+    fn softmax_backward(&self, _: &PlanBuf, _: &PlanBuf, _: usize, _: f64, _: &mut PlanBuf) {}
+    fn gelu_forward(&self, _: &PlanBuf, _: &mut PlanBuf) {}
+    fn gelu_backward(&self, _: &PlanBuf, _: &PlanBuf, _: &mut PlanBuf) {}
+    fn tanh_forward(&self, _: &PlanBuf, _: &mut PlanBuf) {}
+    fn tanh_backward(&self, _: &PlanBuf, _: &PlanBuf, _: &mut PlanBuf) {}
+    fn dropout_forward(&self, _: &PlanBuf, _: &mut PlanBuf, _: f64, _: RngKey) {}
+    fn dropout_backward(&self, _: &PlanBuf, _: &mut PlanBuf, _: f64, _: RngKey) {}
+    fn embedding_forward(&self, _: &PlanBuf, _: &PlanBuf, _: usize, _: &mut PlanBuf, _: bool) {}
+    fn embedding_backward(&self, _: &PlanBuf, _: &PlanBuf, _: usize, _: &mut PlanBuf) {}
+    fn cls_forward(&self, _: &PlanBuf, _: &mut PlanBuf, _: usize, _: usize) {}
+    fn cls_backward(&self, _: &PlanBuf, _: &mut PlanBuf, _: usize, _: usize) {}
+    fn mean_pool(&self, _: &PlanBuf, _: &PlanBuf, _: usize, _: usize, _: &mut PlanBuf) {}
+    fn cross_entropy_forward(
+        &self,
+        _: &PlanBuf,
+        _: &PlanBuf,
+        _: Option<&PlanBuf>,
+        _: usize,
+        _: f64,
+    ) -> f64 {
+        0.0
+    }
+    fn cross_entropy_backward(
+        &self,
+        _: &PlanBuf,
+        _: &PlanBuf,
+        _: Option<&PlanBuf>,
+        _: usize,
+        _: f64,
+        _: f64,
+        _: &mut PlanBuf,
+    ) {
+    }
+    fn adamw(&self, _: &mut PlanBuf, _: &PlanBuf, _: &mut PlanBuf, _: &mut PlanBuf, _: &AdamWStep) {
+    }
+    fn sgd(&self, _: &mut PlanBuf, _: &PlanBuf, _: f64) {}
+}

@@ -1,0 +1,279 @@
+//! `BertConfig`: the architecture, read from a Hugging Face `config.json`.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read model config {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("model config {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("model config {path}: field `{field}`: {problem}")]
+    Invalid {
+        path: PathBuf,
+        field: &'static str,
+        problem: String,
+    },
+}
+
+/// The fields of HF `BertConfig` / `RobertaConfig` this trainer uses.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct BertConfig {
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    pub vocab_size: usize,
+    pub max_position_embeddings: usize,
+    #[serde(default = "default_type_vocab")]
+    pub type_vocab_size: usize,
+    #[serde(default = "default_eps")]
+    pub layer_norm_eps: f64,
+    #[serde(default = "default_dropout")]
+    pub hidden_dropout_prob: f64,
+    #[serde(default = "default_dropout")]
+    pub attention_probs_dropout_prob: f64,
+    #[serde(default)]
+    pub pad_token_id: u32,
+    #[serde(default = "default_model_type")]
+    pub model_type: String,
+    #[serde(default = "default_act")]
+    pub hidden_act: String,
+}
+
+fn default_type_vocab() -> usize {
+    2
+}
+fn default_eps() -> f64 {
+    1e-12
+}
+fn default_dropout() -> f64 {
+    0.1
+}
+fn default_model_type() -> String {
+    "bert".into()
+}
+fn default_act() -> String {
+    "gelu".into()
+}
+
+impl BertConfig {
+    /// Reads and validates `config.json`.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
+        Self::from_json(&text, path)
+    }
+
+    /// Parses and validates config JSON; `path` only labels errors.
+    pub fn from_json(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let config: Self = serde_json::from_str(text).map_err(|source| ConfigError::Parse {
+            path: path.into(),
+            source,
+        })?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    /// A small BERT for tests.
+    pub fn tiny(
+        hidden: usize,
+        layers: usize,
+        heads: usize,
+        intermediate: usize,
+        vocab: usize,
+    ) -> Self {
+        Self {
+            hidden_size: hidden,
+            num_hidden_layers: layers,
+            num_attention_heads: heads,
+            intermediate_size: intermediate,
+            vocab_size: vocab,
+            max_position_embeddings: 64,
+            type_vocab_size: 2,
+            layer_norm_eps: 1e-12,
+            hidden_dropout_prob: 0.1,
+            attention_probs_dropout_prob: 0.1,
+            pad_token_id: 0,
+            model_type: "bert".into(),
+            hidden_act: "gelu".into(),
+        }
+    }
+
+    /// BERT-base uncased (110M parameters).
+    pub fn bert_base() -> Self {
+        Self {
+            max_position_embeddings: 512,
+            ..Self::tiny(768, 12, 12, 3072, 30522)
+        }
+    }
+
+    /// all-MiniLM-L6-v2's architecture.
+    pub fn minilm_l6() -> Self {
+        Self {
+            max_position_embeddings: 512,
+            ..Self::tiny(384, 6, 12, 1536, 30522)
+        }
+    }
+
+    pub fn head_dim(&self) -> usize {
+        self.hidden_size / self.num_attention_heads
+    }
+
+    /// RoBERTa-style models number positions from `pad_token_id + 1`
+    /// (padding tokens get position `pad_token_id`); BERT from 0.
+    pub fn is_roberta(&self) -> bool {
+        matches!(
+            self.model_type.as_str(),
+            "roberta" | "xlm-roberta" | "camembert"
+        )
+    }
+
+    /// Position ids for one padded sequence (HF semantics).
+    pub fn position_ids(&self, mask: &[u8]) -> Vec<u32> {
+        if self.is_roberta() {
+            let pad = self.pad_token_id;
+            let mut count = 0;
+            mask.iter()
+                .map(|&m| {
+                    if m != 0 {
+                        count += 1;
+                        pad + count
+                    } else {
+                        pad
+                    }
+                })
+                .collect()
+        } else {
+            (0..mask.len() as u32).collect()
+        }
+    }
+
+    /// Longest sequence the position table allows.
+    pub fn max_sequence(&self) -> usize {
+        if self.is_roberta() {
+            self.max_position_embeddings
+                .saturating_sub(self.pad_token_id as usize + 1)
+        } else {
+            self.max_position_embeddings
+        }
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        let bad = |field: &'static str, problem: String| ConfigError::Invalid {
+            path: path.into(),
+            field,
+            problem,
+        };
+        for (field, v) in [
+            ("hidden_size", self.hidden_size),
+            ("num_hidden_layers", self.num_hidden_layers),
+            ("num_attention_heads", self.num_attention_heads),
+            ("intermediate_size", self.intermediate_size),
+            ("vocab_size", self.vocab_size),
+            ("max_position_embeddings", self.max_position_embeddings),
+            ("type_vocab_size", self.type_vocab_size),
+        ] {
+            if v == 0 {
+                return Err(bad(field, "must be positive".into()));
+            }
+        }
+        if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
+            return Err(bad(
+                "num_attention_heads",
+                format!(
+                    "{} does not divide hidden_size {}",
+                    self.num_attention_heads, self.hidden_size
+                ),
+            ));
+        }
+        for (field, p) in [
+            ("hidden_dropout_prob", self.hidden_dropout_prob),
+            (
+                "attention_probs_dropout_prob",
+                self.attention_probs_dropout_prob,
+            ),
+        ] {
+            if !(0.0..1.0).contains(&p) {
+                return Err(bad(field, format!("{p} is not in [0, 1)")));
+            }
+        }
+        if self.layer_norm_eps.is_nan() || self.layer_norm_eps <= 0.0 {
+            return Err(bad(
+                "layer_norm_eps",
+                format!("{} must be positive", self.layer_norm_eps),
+            ));
+        }
+        if !matches!(self.hidden_act.as_str(), "gelu") {
+            return Err(bad(
+                "hidden_act",
+                format!("`{}` is not supported (only exact `gelu`)", self.hidden_act),
+            ));
+        }
+        if self.is_roberta() && self.max_position_embeddings <= self.pad_token_id as usize + 1 {
+            return Err(bad(
+                "max_position_embeddings",
+                "too small for the RoBERTa position offset".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_minilm_style_config() {
+        let json = r#"{"hidden_size":384,"num_hidden_layers":6,"num_attention_heads":12,
+            "intermediate_size":1536,"vocab_size":30522,"max_position_embeddings":512,
+            "type_vocab_size":2,"layer_norm_eps":1e-12,"hidden_dropout_prob":0.1,
+            "attention_probs_dropout_prob":0.1,"pad_token_id":0,"model_type":"bert","hidden_act":"gelu"}"#;
+        let c = BertConfig::from_json(json, Path::new("config.json")).unwrap();
+        assert_eq!(c, BertConfig::minilm_l6());
+        assert_eq!(c.position_ids(&[1, 1, 0]), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn roberta_positions_start_after_padding() {
+        let c = BertConfig {
+            model_type: "roberta".into(),
+            pad_token_id: 1,
+            ..BertConfig::tiny(8, 1, 2, 16, 10)
+        };
+        assert_eq!(c.position_ids(&[1, 1, 1, 0]), vec![2, 3, 4, 1]);
+        assert_eq!(c.max_sequence(), 62);
+    }
+
+    #[test]
+    fn errors_name_the_file_and_field() {
+        let json = r#"{"hidden_size":30,"num_hidden_layers":1,"num_attention_heads":4,
+            "intermediate_size":8,"vocab_size":5,"max_position_embeddings":8}"#;
+        let e = BertConfig::from_json(json, Path::new("m/config.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("m/config.json") && e.contains("num_attention_heads"),
+            "{e}"
+        );
+        let e = BertConfig::from_json(r#"{"hidden_size":30}"#, Path::new("x.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("x.json") && e.contains("num_hidden_layers"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,186 @@
+//! The memory plan: every buffer a training step allocates, with size and
+//! lifetime, and the peak, obtained by running the real training step
+//! ([`crate::train::train_step`]) on [`PlanBackend`], which allocates
+//! through the same calls as the real backends but computes nothing.
+//!
+//! Because the model, optimiser and step code are shared, a backend that
+//! allocates exactly what it is asked for (the CPU backend does; a CUDA
+//! backend allocating from `gpu-mem` in this order does up to the
+//! allocator's rounding) reaches exactly this peak.
+
+use std::collections::BTreeMap;
+
+use super::tracker::{BufKind, TrackedBuffer};
+use crate::backend::Backend;
+use crate::backend::plan::PlanBackend;
+use crate::batch::Batch;
+use crate::config::BertConfig;
+use crate::model::{BertClassifier, HeadConfig};
+use crate::train::{OptimizerConfig, StepContext, train_step};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    F32,
+    F64,
+}
+
+impl Precision {
+    pub fn bytes(self) -> usize {
+        match self {
+            Precision::F32 => 4,
+            Precision::F64 => 8,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptimizerKind {
+    AdamW,
+    Sgd,
+}
+
+impl OptimizerKind {
+    pub fn config(self) -> OptimizerConfig {
+        match self {
+            OptimizerKind::AdamW => OptimizerConfig::default(),
+            OptimizerKind::Sgd => OptimizerConfig::Sgd,
+        }
+    }
+}
+
+/// What a training step looks like.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanRequest {
+    pub config: BertConfig,
+    pub head: HeadConfig,
+    pub micro_batch: usize,
+    pub seq_len: usize,
+    pub precision: Precision,
+    pub recompute: bool,
+    pub optimizer: OptimizerKind,
+    pub class_weights: bool,
+    /// Dropout on (training); off makes dropout buffers disappear.
+    pub dropout: bool,
+}
+
+pub type PlannedBuffer = TrackedBuffer;
+
+#[derive(Clone, Debug)]
+pub struct MemoryPlan {
+    pub request: PlanRequest,
+    /// Every buffer in allocation order: model construction (weights), then
+    /// gradients and optimiser state, then one training step.
+    pub buffers: Vec<PlannedBuffer>,
+    pub peak_bytes: usize,
+    /// Bytes by kind among the buffers live at the (first) peak.
+    pub at_peak: BTreeMap<BufKind, usize>,
+}
+
+/// A batch of the requested shape (every token real, labels cycling), used
+/// to run the step for planning and for measuring.
+pub fn synthetic_batch(req: &PlanRequest) -> Batch {
+    let (b, s) = (req.micro_batch, req.seq_len);
+    Batch {
+        batch: b,
+        seq: s,
+        input_ids: (0..b * s)
+            .map(|i| (i % req.config.vocab_size) as u32)
+            .collect(),
+        token_type_ids: vec![0; b * s],
+        attention_mask: vec![1; b * s],
+        labels: (0..b).map(|i| i % req.head.num_labels).collect(),
+    }
+}
+
+/// Builds the model, optimiser state and runs one training step on `be`;
+/// returns the model and step context so the caller controls when they are
+/// freed. The memory plan and the measurement tests both call this.
+pub fn run_planned_step<B: Backend>(
+    be: &B,
+    req: &PlanRequest,
+) -> (BertClassifier<B>, StepContext<B>) {
+    let mut config = req.config.clone();
+    if !req.dropout {
+        config.hidden_dropout_prob = 0.0;
+        config.attention_probs_dropout_prob = 0.0;
+    }
+    let mut model =
+        BertClassifier::new_random(be, &config, &req.head, 0).expect("valid head config");
+    let weights: Option<Vec<f64>> = req.class_weights.then(|| vec![1.0; req.head.num_labels]);
+    let mut ctx = StepContext::new(
+        be,
+        &mut model,
+        req.optimizer.config(),
+        weights.as_deref(),
+        Some(1.0),
+        req.recompute,
+        0,
+    );
+    let batch = synthetic_batch(req);
+    train_step(be, &mut model, &mut ctx, &[&batch], 1e-5).expect("synthetic batch is valid");
+    (model, ctx)
+}
+
+impl MemoryPlan {
+    pub fn new(req: &PlanRequest) -> Self {
+        let be = PlanBackend::new(req.precision.bytes());
+        let (model, ctx) = run_planned_step(&be, req);
+        // Tear down too, so persistent buffers get a free event (the end of
+        // the trial) like everything else.
+        drop((model, ctx));
+        let buffers = be.tracker().buffers();
+        let peak_bytes = be.tracker().peak_bytes();
+        let peak_event = buffers
+            .iter()
+            .find(|b| b.live_after_alloc == peak_bytes)
+            .map(|b| b.alloc_event);
+        let mut at_peak = BTreeMap::new();
+        if let Some(e) = peak_event {
+            for b in &buffers {
+                if b.alloc_event <= e && b.free_event.is_none_or(|f| f > e) {
+                    *at_peak.entry(b.kind).or_insert(0) += b.bytes;
+                }
+            }
+        }
+        Self {
+            request: req.clone(),
+            buffers,
+            peak_bytes,
+            at_peak,
+        }
+    }
+
+    /// Total bytes of buffers of `kind` (over the whole step, not at peak).
+    pub fn total_of(&self, kind: BufKind) -> usize {
+        self.buffers
+            .iter()
+            .filter(|b| b.kind == kind)
+            .map(|b| b.bytes)
+            .sum()
+    }
+
+    /// A human-readable table: per kind at the peak, then the largest buffers.
+    pub fn summary(&self) -> String {
+        use std::fmt::Write;
+        let mib = |b: usize| b as f64 / (1024.0 * 1024.0);
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "predicted peak: {} bytes ({:.1} MiB)",
+            self.peak_bytes,
+            mib(self.peak_bytes)
+        );
+        let _ = writeln!(s, "live at peak by kind:");
+        for (k, b) in &self.at_peak {
+            let _ = writeln!(
+                s,
+                "  {:<16} {:>14} bytes {:>10.1} MiB",
+                format!("{k:?}"),
+                b,
+                mib(*b)
+            );
+        }
+        let _ = writeln!(s, "buffers: {}", self.buffers.len());
+        s
+    }
+}

@@ -1,0 +1,137 @@
+//! Counts live and peak tensor bytes, and optionally records each buffer's
+//! lifetime (allocation and free event numbers).
+
+use std::sync::{Arc, Mutex};
+
+/// What a buffer holds; decides how the plan groups it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BufKind {
+    Weight,
+    Grad,
+    OptimizerState,
+    /// Token ids, masks, labels of a batch.
+    Input,
+    /// Saved for backward (or a layer output).
+    Activation,
+    /// Temporaries: gradients of activations, scratch of one op.
+    Workspace,
+}
+
+/// One buffer's life as recorded by a tracker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrackedBuffer {
+    pub name: String,
+    pub kind: BufKind,
+    pub bytes: usize,
+    /// Event number (allocations and frees counted together) of allocation.
+    pub alloc_event: usize,
+    /// Event number of the free; `None` while live.
+    pub free_event: Option<usize>,
+    /// Live bytes right after this allocation.
+    pub live_after_alloc: usize,
+}
+
+#[derive(Default)]
+struct State {
+    live: usize,
+    peak: usize,
+    events: usize,
+    record: bool,
+    buffers: Vec<TrackedBuffer>,
+}
+
+/// Shared by a backend and all its buffers.
+#[derive(Default)]
+pub struct MemTracker {
+    state: Mutex<State>,
+}
+
+impl MemTracker {
+    pub fn new(record: bool) -> Arc<Self> {
+        let t = Self::default();
+        t.state.lock().unwrap().record = record;
+        Arc::new(t)
+    }
+
+    /// Registers `bytes` as allocated; the returned handle frees on drop.
+    pub fn allocate(self: &Arc<Self>, name: &str, kind: BufKind, bytes: usize) -> Allocation {
+        let mut s = self.state.lock().unwrap();
+        s.live += bytes;
+        s.peak = s.peak.max(s.live);
+        let event = s.events;
+        s.events += 1;
+        let index = if s.record {
+            let live = s.live;
+            s.buffers.push(TrackedBuffer {
+                name: name.to_string(),
+                kind,
+                bytes,
+                alloc_event: event,
+                free_event: None,
+                live_after_alloc: live,
+            });
+            Some(s.buffers.len() - 1)
+        } else {
+            None
+        };
+        Allocation {
+            tracker: Arc::clone(self),
+            bytes,
+            index,
+        }
+    }
+
+    fn free(&self, bytes: usize, index: Option<usize>) {
+        let mut s = self.state.lock().unwrap();
+        s.live -= bytes;
+        let event = s.events;
+        s.events += 1;
+        if let Some(i) = index {
+            s.buffers[i].free_event = Some(event);
+        }
+    }
+
+    pub fn live_bytes(&self) -> usize {
+        self.state.lock().unwrap().live
+    }
+
+    pub fn peak_bytes(&self) -> usize {
+        self.state.lock().unwrap().peak
+    }
+
+    /// Starts a new peak measurement from the current live bytes.
+    pub fn reset_peak(&self) {
+        let mut s = self.state.lock().unwrap();
+        s.peak = s.live;
+    }
+
+    /// Every buffer recorded so far (empty unless created with `record`).
+    pub fn buffers(&self) -> Vec<TrackedBuffer> {
+        self.state.lock().unwrap().buffers.clone()
+    }
+}
+
+/// A live allocation; dropping it returns its bytes to the tracker.
+pub struct Allocation {
+    tracker: Arc<MemTracker>,
+    bytes: usize,
+    index: Option<usize>,
+}
+
+impl Allocation {
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        self.tracker.free(self.bytes, self.index);
+    }
+}
+
+impl std::fmt::Debug for Allocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Allocation({} bytes)", self.bytes)
+    }
+}

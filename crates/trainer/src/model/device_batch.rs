@@ -1,0 +1,143 @@
+//! A [`Batch`] validated on the host and uploaded to a backend.
+
+use crate::backend::Backend;
+use crate::batch::Batch;
+use crate::config::BertConfig;
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum BatchError {
+    #[error("batch: {field} has {got} entries, expected {expected}")]
+    Shape {
+        field: &'static str,
+        got: usize,
+        expected: usize,
+    },
+    #[error("batch: sequence length {seq} exceeds the model's {max} positions")]
+    TooLong { seq: usize, max: usize },
+    #[error(
+        "batch: {field} value {value} at sequence {row}, token {token} is out of range (< {limit})"
+    )]
+    IdOutOfRange {
+        field: &'static str,
+        value: u32,
+        row: usize,
+        token: usize,
+        limit: usize,
+    },
+    #[error("batch: label {label} of sequence {row} is out of range for {classes} classes")]
+    LabelOutOfRange {
+        label: usize,
+        row: usize,
+        classes: usize,
+    },
+    #[error("batch is empty")]
+    Empty,
+}
+
+/// Token ids, position ids, token types, the key mask and labels on the
+/// backend. Labels are checked here, on the host, so a bad label can never
+/// reach a kernel.
+pub struct DeviceBatch<B: Backend> {
+    pub batch: usize,
+    pub seq: usize,
+    pub input_ids: B::Ids,
+    pub position_ids: B::Ids,
+    pub token_type_ids: B::Ids,
+    pub mask: B::Ids,
+    pub labels: B::Ids,
+    /// Host copy of the labels (metrics, loss denominators).
+    pub host_labels: Vec<usize>,
+}
+
+impl<B: Backend> DeviceBatch<B> {
+    pub fn upload(
+        be: &B,
+        config: &BertConfig,
+        classes: usize,
+        batch: &Batch,
+    ) -> Result<Self, BatchError> {
+        validate(config, classes, batch)?;
+        let s = batch.seq;
+        let positions: Vec<u32> = batch
+            .attention_mask
+            .chunks(s)
+            .flat_map(|m| config.position_ids(m))
+            .collect();
+        let mask: Vec<u32> = batch
+            .attention_mask
+            .iter()
+            .map(|&m| (m != 0) as u32)
+            .collect();
+        let labels: Vec<u32> = batch.labels.iter().map(|&l| l as u32).collect();
+        let up = |name: &str, data: &[u32]| {
+            let mut ids = be.alloc_ids(name, data.len());
+            be.upload_ids(&mut ids, data);
+            ids
+        };
+        Ok(Self {
+            batch: batch.batch,
+            seq: s,
+            input_ids: up("batch.input_ids", &batch.input_ids),
+            position_ids: up("batch.position_ids", &positions),
+            token_type_ids: up("batch.token_type_ids", &batch.token_type_ids),
+            mask: up("batch.attention_mask", &mask),
+            labels: up("batch.labels", &labels),
+            host_labels: batch.labels.clone(),
+        })
+    }
+}
+
+/// Checks shapes, id ranges and labels of a batch on the host.
+pub fn validate(config: &BertConfig, classes: usize, batch: &Batch) -> Result<(), BatchError> {
+    let (b, s) = (batch.batch, batch.seq);
+    if b == 0 || s == 0 {
+        return Err(BatchError::Empty);
+    }
+    let n = b * s;
+    for (field, got, expected) in [
+        ("input_ids", batch.input_ids.len(), n),
+        ("token_type_ids", batch.token_type_ids.len(), n),
+        ("attention_mask", batch.attention_mask.len(), n),
+        ("labels", batch.labels.len(), b),
+    ] {
+        if got != expected {
+            return Err(BatchError::Shape {
+                field,
+                got,
+                expected,
+            });
+        }
+    }
+    if s > config.max_sequence() {
+        return Err(BatchError::TooLong {
+            seq: s,
+            max: config.max_sequence(),
+        });
+    }
+    for (field, ids, limit) in [
+        ("input_ids", &batch.input_ids, config.vocab_size),
+        (
+            "token_type_ids",
+            &batch.token_type_ids,
+            config.type_vocab_size,
+        ),
+    ] {
+        if let Some(i) = ids.iter().position(|&v| v as usize >= limit) {
+            return Err(BatchError::IdOutOfRange {
+                field,
+                value: ids[i],
+                row: i / s,
+                token: i % s,
+                limit,
+            });
+        }
+    }
+    if let Some(row) = batch.labels.iter().position(|&l| l >= classes) {
+        return Err(BatchError::LabelOutOfRange {
+            label: batch.labels[row],
+            row,
+            classes,
+        });
+    }
+    Ok(())
+}

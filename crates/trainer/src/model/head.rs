@@ -1,0 +1,167 @@
+//! Pooler (dense + tanh on [CLS]), dropout, 0-3 hidden layers (dense + GELU
+//! + dropout) and the output layer producing logits.
+
+use super::linear::{dropout_back_owned, dropout_new};
+use super::{BertClassifier, DeviceBatch, Mode};
+use crate::backend::Backend;
+use crate::memory::BufKind::{Activation, Workspace};
+
+/// Dropout stream of the head's j-th dropout (after the encoder's).
+fn head_stream(layers: usize, j: usize) -> u32 {
+    1 + 3 * layers as u32 + j as u32
+}
+
+/// A hidden head layer's GELU input, GELU output and dropped output.
+type HiddenActs<B> = (
+    <B as Backend>::Buf,
+    <B as Backend>::Buf,
+    Option<<B as Backend>::Buf>,
+);
+
+pub struct HeadActs<B: Backend> {
+    cls: B::Buf,
+    pooled: B::Buf,
+    pooled_dropped: Option<B::Buf>,
+    /// Per hidden layer: GELU input, GELU output, dropped output.
+    hidden: Vec<HiddenActs<B>>,
+    pub(crate) logits: B::Buf,
+}
+
+impl<B: Backend> BertClassifier<B> {
+    pub(crate) fn head_forward(
+        &self,
+        be: &B,
+        batch: &DeviceBatch<B>,
+        x: &B::Buf,
+        mode: Mode,
+    ) -> HeadActs<B> {
+        let (b, h) = (batch.batch, self.config.hidden_size);
+        let layers = self.config.num_hidden_layers;
+        let v = &self.params.values;
+        let p = self.config.hidden_dropout_prob;
+        let mut cls = be.alloc("head.cls", Activation, b * h);
+        be.cls_forward(x, &mut cls, b, batch.seq);
+        let mut pre = be.alloc("head.pooler_pre", Workspace, b * h);
+        self.idx.pooler.forward(be, v, &cls, b, &mut pre);
+        let mut pooled = be.alloc("head.pooled", Activation, b * h);
+        be.tanh_forward(&pre, &mut pooled);
+        drop(pre);
+        let pooled_dropped = dropout_new(
+            be,
+            &pooled,
+            p,
+            mode.key(p, head_stream(layers, 0)),
+            "head.pooled_dropped",
+            Activation,
+        );
+        let mut hidden: Vec<HiddenActs<B>> = Vec::new();
+        for (j, dense) in self.idx.head_hidden.iter().enumerate() {
+            let input = match hidden.last() {
+                Some((_, act, dropped)) => dropped.as_ref().unwrap_or(act),
+                None => pooled_dropped.as_ref().unwrap_or(&pooled),
+            };
+            let mut pre = be.alloc(&format!("head.hidden{j}.pre"), Activation, b * dense.out);
+            dense.forward(be, v, input, b, &mut pre);
+            let mut act = be.alloc(&format!("head.hidden{j}.gelu"), Activation, b * dense.out);
+            be.gelu_forward(&pre, &mut act);
+            let key = mode.key(p, head_stream(layers, j + 1));
+            let dropped = dropout_new(
+                be,
+                &act,
+                p,
+                key,
+                &format!("head.hidden{j}.dropped"),
+                Activation,
+            );
+            hidden.push((pre, act, dropped));
+        }
+        let input = match hidden.last() {
+            Some((_, act, dropped)) => dropped.as_ref().unwrap_or(act),
+            None => pooled_dropped.as_ref().unwrap_or(&pooled),
+        };
+        let mut logits = be.alloc("head.logits", Activation, b * self.head.num_labels);
+        self.idx.classifier.forward(be, v, input, b, &mut logits);
+        HeadActs {
+            cls,
+            pooled,
+            pooled_dropped,
+            hidden,
+            logits,
+        }
+    }
+
+    /// Returns the gradient of the last hidden state `[b, s, h]`.
+    pub(crate) fn head_backward(
+        &mut self,
+        be: &B,
+        batch: &DeviceBatch<B>,
+        acts: HeadActs<B>,
+        dlogits: B::Buf,
+        _x: &B::Buf,
+        mode: Mode,
+    ) -> B::Buf {
+        let (b, h) = (batch.batch, self.config.hidden_size);
+        let layers = self.config.num_hidden_layers;
+        let p = self.config.hidden_dropout_prob;
+        let HeadActs {
+            cls,
+            pooled,
+            pooled_dropped,
+            mut hidden,
+            logits,
+        } = acts;
+        drop(logits);
+        let (v, g) = (&self.params.values, &mut self.params.grads);
+        let mut d = dlogits;
+        // Output layer, then hidden layers in reverse.
+        let mut dense = self.idx.classifier;
+        for j in (0..=hidden.len()).rev() {
+            let input = match j.checked_sub(1).map(|k| &hidden[k]) {
+                Some((_, act, dropped)) => dropped.as_ref().unwrap_or(act),
+                None => pooled_dropped.as_ref().unwrap_or(&pooled),
+            };
+            let mut d_in = be.alloc(&format!("head.d_input{j}"), Workspace, b * dense.inp);
+            dense.backward(be, v, g, &d, input, b, Some((&mut d_in, false)));
+            drop(d);
+            if j == 0 {
+                d = d_in;
+                break;
+            }
+            let (pre, _act, _dropped) = hidden.pop().unwrap();
+            let d_act = dropout_back_owned(
+                be,
+                d_in,
+                p,
+                mode.key(p, head_stream(layers, j)),
+                "head.d_act",
+            );
+            let mut d_pre = be.alloc(
+                &format!("head.d_hidden{}", j - 1),
+                Workspace,
+                b * self.idx.head_hidden[j - 1].out,
+            );
+            be.gelu_backward(&pre, &d_act, &mut d_pre);
+            d = d_pre;
+            dense = self.idx.head_hidden[j - 1];
+        }
+        drop(pooled_dropped);
+        let d_pooled = dropout_back_owned(
+            be,
+            d,
+            p,
+            mode.key(p, head_stream(layers, 0)),
+            "head.d_pooled",
+        );
+        let mut d_pre = be.alloc("head.d_pooler_pre", Workspace, b * h);
+        be.tanh_backward(&pooled, &d_pooled, &mut d_pre);
+        drop(d_pooled);
+        let mut d_cls = be.alloc("head.d_cls", Workspace, b * h);
+        self.idx
+            .pooler
+            .backward(be, v, g, &d_pre, &cls, b, Some((&mut d_cls, false)));
+        drop(d_pre);
+        let mut dx = be.alloc("head.d_hidden_states", Workspace, b * batch.seq * h);
+        be.cls_backward(&d_cls, &mut dx, b, batch.seq);
+        dx
+    }
+}

@@ -1,0 +1,115 @@
+//! Dense layers (`y = x W^T + b`, HF weight layout `[out, in]`) and the
+//! dropout helpers, written once over the backend operations.
+
+use crate::backend::{Backend, MatmulShape};
+use crate::memory::BufKind;
+use crate::rng::RngKey;
+
+/// Indices of a dense layer's weight and bias in the parameter store.
+#[derive(Clone, Copy, Debug)]
+pub struct Dense {
+    pub w: usize,
+    pub b: usize,
+    pub inp: usize,
+    pub out: usize,
+}
+
+impl Dense {
+    /// `out = x W^T + b` for `rows` rows.
+    pub fn forward<B: Backend>(
+        &self,
+        be: &B,
+        values: &[B::Buf],
+        x: &B::Buf,
+        rows: usize,
+        out: &mut B::Buf,
+    ) {
+        let shape = MatmulShape {
+            batch: 1,
+            m: rows,
+            n: self.out,
+            k: self.inp,
+            trans_a: false,
+            trans_b: true,
+        };
+        be.matmul(&shape, 1.0, x, &values[self.w], 0.0, out);
+        be.bias_add(out, &values[self.b], self.out);
+    }
+
+    /// Accumulates `dW += dy^T x`, `db += colsum(dy)`; if `dx` is given,
+    /// writes (or with `accumulate`, adds) `dy W` into it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn backward<B: Backend>(
+        &self,
+        be: &B,
+        values: &[B::Buf],
+        grads: &mut [B::Buf],
+        dy: &B::Buf,
+        x: &B::Buf,
+        rows: usize,
+        dx: Option<(&mut B::Buf, bool)>,
+    ) {
+        let dw = MatmulShape {
+            batch: 1,
+            m: self.out,
+            n: self.inp,
+            k: rows,
+            trans_a: true,
+            trans_b: false,
+        };
+        be.matmul(&dw, 1.0, dy, x, 1.0, &mut grads[self.w]);
+        be.bias_backward(dy, &mut grads[self.b], self.out);
+        if let Some((dx, accumulate)) = dx {
+            let shape = MatmulShape {
+                batch: 1,
+                m: rows,
+                n: self.inp,
+                k: self.out,
+                trans_a: false,
+                trans_b: false,
+            };
+            be.matmul(
+                &shape,
+                1.0,
+                dy,
+                &values[self.w],
+                if accumulate { 1.0 } else { 0.0 },
+                dx,
+            );
+        }
+    }
+}
+
+/// Dropout into a new buffer when `key` is active, else `None` (the caller
+/// uses the input itself).
+pub fn dropout_new<B: Backend>(
+    be: &B,
+    x: &B::Buf,
+    p: f64,
+    key: Option<RngKey>,
+    name: &str,
+    kind: BufKind,
+) -> Option<B::Buf> {
+    let key = key?;
+    let mut out = be.alloc(name, kind, be.len(x));
+    be.dropout_forward(x, &mut out, p, key);
+    Some(out)
+}
+
+/// Backward of dropout, consuming the incoming gradient.
+pub fn dropout_back_owned<B: Backend>(
+    be: &B,
+    d: B::Buf,
+    p: f64,
+    key: Option<RngKey>,
+    name: &str,
+) -> B::Buf {
+    match key {
+        None => d,
+        Some(key) => {
+            let mut dx = be.alloc(name, BufKind::Workspace, be.len(&d));
+            be.dropout_backward(&d, &mut dx, p, key);
+            dx
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! Loading Hugging Face tensors by name into the parameter store.
+
+use super::BertClassifier;
+use crate::backend::Backend;
+use crate::weights::NamedTensors;
+
+/// What loading did besides copying tensors.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LoadReport {
+    /// Checkpoint tensors the model has no parameter for (e.g. an MLM head,
+    /// `embeddings.position_ids`).
+    pub unused: Vec<String>,
+    /// Pooler/classifier parameters absent from the checkpoint, left at
+    /// their random initialisation.
+    pub initialised_randomly: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum LoadError {
+    #[error(
+        "checkpoint does not fit the model: missing {missing:?}; shape mismatches {mismatched:?}"
+    )]
+    Mismatch {
+        /// Encoder/embedding parameters the checkpoint lacks.
+        missing: Vec<String>,
+        /// `name: checkpoint [..] vs model [..]`.
+        mismatched: Vec<String>,
+    },
+}
+
+/// Old BERT checkpoints name LayerNorm parameters gamma/beta.
+fn canonical(name: &str) -> String {
+    if name.contains("LayerNorm.") {
+        name.replace("LayerNorm.gamma", "LayerNorm.weight")
+            .replace("LayerNorm.beta", "LayerNorm.bias")
+    } else {
+        name.to_string()
+    }
+}
+
+impl<B: Backend> BertClassifier<B> {
+    /// Copies every tensor whose (canonical HF) name matches a parameter.
+    /// Missing encoder tensors and any shape mismatch are an error (nothing is
+    /// changed then); missing pooler/classifier tensors keep their random
+    /// init; unknown tensors are reported.
+    pub fn load(&mut self, be: &B, tensors: &NamedTensors) -> Result<LoadReport, LoadError> {
+        let mut report = LoadReport::default();
+        let mut missing = Vec::new();
+        let mut mismatched = Vec::new();
+        let mut found = vec![None; self.params.info.len()];
+        for (name, t) in tensors {
+            let canon = canonical(name);
+            match self.params.index_of(&canon) {
+                None => report.unused.push(name.clone()),
+                Some(i) if t.shape != self.params.info[i].shape => mismatched.push(format!(
+                    "{name}: checkpoint {:?} vs model {:?}",
+                    t.shape, self.params.info[i].shape
+                )),
+                Some(i) if t.data.len() != self.params.info[i].numel() => mismatched.push(format!(
+                    "{name}: {} values for shape {:?}",
+                    t.data.len(),
+                    t.shape
+                )),
+                Some(i) => found[i] = Some(t),
+            }
+        }
+        for (i, f) in found.iter().enumerate() {
+            if f.is_none() {
+                let name = self.params.info[i].name.clone();
+                if self.is_head_param(i) {
+                    report.initialised_randomly.push(name);
+                } else {
+                    missing.push(name);
+                }
+            }
+        }
+        if !missing.is_empty() || !mismatched.is_empty() {
+            return Err(LoadError::Mismatch {
+                missing,
+                mismatched,
+            });
+        }
+        for (i, f) in found.into_iter().enumerate() {
+            if let Some(t) = f {
+                be.upload_f32(&mut self.params.values[i], &t.data);
+            }
+        }
+        Ok(report)
+    }
+}

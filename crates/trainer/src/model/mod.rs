@@ -1,0 +1,241 @@
+//! The BERT sequence classifier: embeddings, post-LN encoder layers, pooler,
+//! a classifier head of 0-3 hidden layers, written over [`Backend`] calls.
+//!
+//! Parameters live in one store (values, and gradients once training
+//! starts) in a fixed order, named with Hugging Face names, so loading,
+//! the optimiser, gradient checks and the memory plan all walk the same list.
+
+pub mod device_batch;
+mod encoder;
+mod head;
+mod linear;
+mod load;
+mod params;
+
+pub use device_batch::{BatchError, DeviceBatch};
+pub use encoder::{LayerActs, Tape};
+pub use linear::Dense;
+pub use load::{LoadError, LoadReport};
+pub use params::{ParamInfo, Params};
+
+use crate::backend::Backend;
+use crate::config::BertConfig;
+use crate::memory::BufKind;
+use crate::rng::RngKey;
+
+/// The classifier head on top of the pooled [CLS] vector.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeadConfig {
+    pub num_labels: usize,
+    /// Widths of 0-3 hidden layers (each dense + GELU + dropout).
+    pub hidden: Vec<usize>,
+}
+
+/// Training (dropout on, keyed by seed and step) or evaluation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Eval,
+    Train { seed: u64, step: u64 },
+}
+
+impl Mode {
+    /// The dropout key of stream `stream`, or `None` when dropout is off.
+    pub fn key(&self, p: f64, stream: u32) -> Option<RngKey> {
+        match *self {
+            Mode::Train { seed, step } if p > 0.0 => Some(RngKey { seed, step, stream }),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LayerNormIdx {
+    pub gamma: usize,
+    pub beta: usize,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LayerIdx {
+    pub query: Dense,
+    pub key: Dense,
+    pub value: Dense,
+    pub attn_out: Dense,
+    pub ln1: LayerNormIdx,
+    pub inter: Dense,
+    pub out: Dense,
+    pub ln2: LayerNormIdx,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Indices {
+    pub word: usize,
+    pub position: usize,
+    pub token_type: usize,
+    pub emb_ln: LayerNormIdx,
+    pub layers: Vec<LayerIdx>,
+    pub pooler: Dense,
+    pub head_hidden: Vec<Dense>,
+    pub classifier: Dense,
+}
+
+/// BERT encoder + pooler + classifier head over backend `B`.
+pub struct BertClassifier<B: Backend> {
+    pub config: BertConfig,
+    pub head: HeadConfig,
+    pub params: Params<B>,
+    pub(crate) idx: Indices,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ModelError {
+    #[error("classifier head: {0}")]
+    Head(String),
+}
+
+impl<B: Backend> BertClassifier<B> {
+    /// A model with HF's initialisation: normal(0, 0.02) weights and
+    /// embeddings (padding row zeroed), zero biases, LayerNorm ones/zeros.
+    pub fn new_random(
+        be: &B,
+        config: &BertConfig,
+        head: &HeadConfig,
+        seed: u64,
+    ) -> Result<Self, ModelError> {
+        if head.num_labels < 2 {
+            return Err(ModelError::Head(format!(
+                "num_labels {} must be at least 2",
+                head.num_labels
+            )));
+        }
+        if head.hidden.len() > 3 || head.hidden.contains(&0) {
+            return Err(ModelError::Head(format!(
+                "hidden widths {:?}: at most 3, each positive",
+                head.hidden
+            )));
+        }
+        let (mut params, idx) = params::declare(be, config, head);
+        params.init_random(be, seed, config.pad_token_id as usize, idx.word);
+        Ok(Self {
+            config: config.clone(),
+            head: head.clone(),
+            params,
+            idx,
+        })
+    }
+
+    /// Allocates gradient buffers (zeroed) if not yet present.
+    pub fn alloc_grads(&mut self, be: &B) {
+        self.params.alloc_grads(be);
+    }
+
+    pub fn zero_grads(&mut self, be: &B) {
+        for g in &mut self.params.grads {
+            be.fill(g, 0.0);
+        }
+    }
+
+    /// Sum over the batch of the weighted loss divided by `denom`, with all
+    /// gradients accumulated into the store (`alloc_grads` first).
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_backward(
+        &mut self,
+        be: &B,
+        batch: &DeviceBatch<B>,
+        class_weights: Option<&B::Buf>,
+        denom: f64,
+        mode: Mode,
+        recompute: bool,
+    ) -> f64 {
+        assert!(
+            !self.params.grads.is_empty(),
+            "forward_backward needs alloc_grads first"
+        );
+        let tape = self.forward(be, batch, mode, recompute);
+        let classes = self.head.num_labels;
+        let loss =
+            be.cross_entropy_forward(tape.logits(), &batch.labels, class_weights, classes, denom);
+        let mut dlogits = be.alloc("dlogits", BufKind::Workspace, batch.batch * classes);
+        be.cross_entropy_backward(
+            tape.logits(),
+            &batch.labels,
+            class_weights,
+            classes,
+            denom,
+            1.0,
+            &mut dlogits,
+        );
+        self.backward(be, batch, tape, dlogits, mode);
+        loss
+    }
+
+    /// Logits `[batch, classes]` in evaluation mode.
+    pub fn logits(&self, be: &B, batch: &DeviceBatch<B>) -> Vec<f64> {
+        let tape = self.forward(be, batch, Mode::Eval, true);
+        be.download(tape.logits())
+    }
+
+    /// Logits and the weighted loss (divided by `denom`) in eval mode, from
+    /// one forward pass.
+    pub fn eval_batch(
+        &self,
+        be: &B,
+        batch: &DeviceBatch<B>,
+        class_weights: Option<&B::Buf>,
+        denom: f64,
+    ) -> (Vec<f64>, f64) {
+        let tape = self.forward(be, batch, Mode::Eval, true);
+        let loss = be.cross_entropy_forward(
+            tape.logits(),
+            &batch.labels,
+            class_weights,
+            self.head.num_labels,
+            denom,
+        );
+        (be.download(tape.logits()), loss)
+    }
+
+    /// The weighted loss (eval mode or a fixed training mode) without
+    /// gradients: for evaluation and finite differences.
+    pub fn loss(
+        &self,
+        be: &B,
+        batch: &DeviceBatch<B>,
+        class_weights: Option<&B::Buf>,
+        denom: f64,
+        mode: Mode,
+    ) -> f64 {
+        let tape = self.forward(be, batch, mode, true);
+        be.cross_entropy_forward(
+            tape.logits(),
+            &batch.labels,
+            class_weights,
+            self.head.num_labels,
+            denom,
+        )
+    }
+
+    /// Mean-pooled last hidden states `[batch, hidden]` (sentence-transformers
+    /// embeddings, before any normalisation), in evaluation mode.
+    pub fn sentence_embeddings(&self, be: &B, batch: &DeviceBatch<B>) -> Vec<f64> {
+        let (_emb, outputs) = self.encode(be, batch, Mode::Eval);
+        let h = self.config.hidden_size;
+        let mut pooled = be.alloc("mean_pool", BufKind::Workspace, batch.batch * h);
+        be.mean_pool(
+            outputs.last().unwrap(),
+            &batch.mask,
+            batch.batch,
+            batch.seq,
+            &mut pooled,
+        );
+        be.download(&pooled)
+    }
+
+    /// Number of scalar parameters.
+    pub fn num_parameters(&self) -> usize {
+        self.params
+            .info
+            .iter()
+            .map(|p| p.shape.iter().product::<usize>())
+            .sum()
+    }
+}

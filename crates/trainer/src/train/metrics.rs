@@ -1,0 +1,111 @@
+//! Classification metrics: loss, accuracy, binary F1 (positive class 1) and
+//! macro F1 (classes absent from both labels and predictions count as F1 = 0
+//! only if they occur; unseen classes are skipped, as scikit-learn does with
+//! `labels` unspecified).
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Metrics {
+    pub loss: f64,
+    pub accuracy: f64,
+    /// F1 of class 1; `None` unless there are exactly 2 classes.
+    pub f1_binary: Option<f64>,
+    pub f1_macro: f64,
+    pub examples: usize,
+}
+
+/// Metrics after one epoch, as given to the observer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EpochMetrics {
+    /// 0-based.
+    pub epoch: usize,
+    /// Mean training loss over the epoch's optimiser steps.
+    pub train_loss: f64,
+    pub valid: Metrics,
+    /// Optimiser steps done so far.
+    pub steps: u64,
+    /// Seconds spent in this epoch (training and evaluation).
+    pub seconds: f64,
+}
+
+fn f1_of(tp: usize, fp: usize, fn_: usize) -> f64 {
+    if tp == 0 {
+        0.0
+    } else {
+        2.0 * tp as f64 / (2 * tp + fp + fn_) as f64
+    }
+}
+
+impl Metrics {
+    pub fn from_predictions(
+        predictions: &[usize],
+        labels: &[usize],
+        classes: usize,
+        loss: f64,
+    ) -> Self {
+        assert_eq!(predictions.len(), labels.len());
+        let n = labels.len();
+        let mut tp = vec![0usize; classes];
+        let mut fp = vec![0usize; classes];
+        let mut fn_ = vec![0usize; classes];
+        let mut correct = 0;
+        for (&p, &y) in predictions.iter().zip(labels) {
+            if p == y {
+                tp[y] += 1;
+                correct += 1;
+            } else {
+                fp[p] += 1;
+                fn_[y] += 1;
+            }
+        }
+        let present: Vec<usize> = (0..classes)
+            .filter(|&c| tp[c] + fp[c] + fn_[c] > 0)
+            .collect();
+        let f1_macro = if present.is_empty() {
+            0.0
+        } else {
+            present
+                .iter()
+                .map(|&c| f1_of(tp[c], fp[c], fn_[c]))
+                .sum::<f64>()
+                / present.len() as f64
+        };
+        Self {
+            loss,
+            accuracy: if n == 0 {
+                0.0
+            } else {
+                correct as f64 / n as f64
+            },
+            f1_binary: (classes == 2).then(|| f1_of(tp[1], fp[1], fn_[1])),
+            f1_macro,
+            examples: n,
+        }
+    }
+}
+
+/// Index of the largest logit per row (first on ties).
+pub fn argmax_rows(logits: &[f64], classes: usize) -> Vec<usize> {
+    logits
+        .chunks(classes)
+        .map(|r| {
+            r.iter()
+                .enumerate()
+                .fold(0, |best, (i, &v)| if v > r[best] { i } else { best })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f1_by_hand() {
+        // labels 1 1 0 0 1, preds 1 0 0 1 1: class1 tp2 fp1 fn1 -> 2/3; class0 tp1 fp1 fn1 -> 1/2.
+        let m = Metrics::from_predictions(&[1, 0, 0, 1, 1], &[1, 1, 0, 0, 1], 2, 0.5);
+        assert!((m.accuracy - 0.6).abs() < 1e-12);
+        assert!((m.f1_binary.unwrap() - 2.0 / 3.0).abs() < 1e-12);
+        assert!((m.f1_macro - (2.0 / 3.0 + 0.5) / 2.0).abs() < 1e-12);
+        assert_eq!(argmax_rows(&[0.1, 0.9, 2.0, -1.0], 2), vec![1, 0]);
+    }
+}

@@ -1,0 +1,14 @@
+//! Optimiser, learning-rate schedule, metrics and the training loop.
+
+pub mod metrics;
+pub mod optimizer;
+pub mod schedule;
+mod train_loop;
+
+pub use metrics::{EpochMetrics, Metrics};
+pub use optimizer::{AdamW, Optimizer, OptimizerConfig};
+pub use schedule::LinearSchedule;
+pub use train_loop::{
+    Control, Monitor, StepContext, TrainConfig, TrainError, TrainReport, evaluate, train,
+    train_step,
+};

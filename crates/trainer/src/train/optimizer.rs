@@ -1,0 +1,109 @@
+//! AdamW (decoupled weight decay, bias correction, no decay on biases and
+//! LayerNorm) and stateless SGD over the parameter store.
+
+use crate::backend::{AdamWStep, Backend};
+use crate::memory::BufKind;
+use crate::model::Params;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum OptimizerConfig {
+    AdamW {
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+        weight_decay: f64,
+    },
+    Sgd,
+}
+
+impl Default for OptimizerConfig {
+    /// HF Trainer's defaults with weight decay 0.01.
+    fn default() -> Self {
+        OptimizerConfig::AdamW {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.01,
+        }
+    }
+}
+
+/// AdamW's moment buffers, one pair per parameter.
+pub struct AdamW<B: Backend> {
+    pub m: Vec<B::Buf>,
+    pub v: Vec<B::Buf>,
+}
+
+pub struct Optimizer<B: Backend> {
+    pub config: OptimizerConfig,
+    pub adam: Option<AdamW<B>>,
+    /// Updates done so far.
+    pub t: u64,
+}
+
+impl<B: Backend> Optimizer<B> {
+    /// Allocates the optimiser state (zeros) for every parameter.
+    pub fn new(be: &B, params: &Params<B>, config: OptimizerConfig) -> Self {
+        let adam = match config {
+            OptimizerConfig::AdamW { .. } => {
+                let alloc = |what: &str| -> Vec<B::Buf> {
+                    params
+                        .info
+                        .iter()
+                        .map(|p| {
+                            be.alloc(
+                                &format!("adam.{what}.{}", p.name),
+                                BufKind::OptimizerState,
+                                p.numel(),
+                            )
+                        })
+                        .collect()
+                };
+                let m = alloc("m");
+                let v = alloc("v");
+                Some(AdamW { m, v })
+            }
+            OptimizerConfig::Sgd => None,
+        };
+        Self { config, adam, t: 0 }
+    }
+
+    /// One update of every parameter from its gradient at learning rate `lr`.
+    pub fn step(&mut self, be: &B, params: &mut Params<B>, lr: f64) {
+        self.t += 1;
+        match (self.config, &mut self.adam) {
+            (
+                OptimizerConfig::AdamW {
+                    beta1,
+                    beta2,
+                    eps,
+                    weight_decay,
+                },
+                Some(state),
+            ) => {
+                for (i, info) in params.info.iter().enumerate() {
+                    let step = AdamWStep {
+                        lr,
+                        beta1,
+                        beta2,
+                        eps,
+                        weight_decay: if info.decay { weight_decay } else { 0.0 },
+                        t: self.t,
+                    };
+                    be.adamw(
+                        &mut params.values[i],
+                        &params.grads[i],
+                        &mut state.m[i],
+                        &mut state.v[i],
+                        &step,
+                    );
+                }
+            }
+            _ => {
+                for i in 0..params.info.len() {
+                    be.sgd(&mut params.values[i], &params.grads[i], lr);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! Shared helpers for the trainer's integration tests.
+#![allow(dead_code)]
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use trainer::batch::Batch;
+use trainer::rng::RngKey;
+
+/// A fresh seed each run (printed by the failing assertion's message).
+pub fn time_seed() -> u64 {
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    std::env::var("MEMTUNE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(seed)
+}
+
+/// A stream of random numbers from a seed.
+pub struct Rand {
+    key: RngKey,
+    i: u64,
+}
+
+impl Rand {
+    pub fn new(seed: u64, stream: u32) -> Self {
+        Self {
+            key: RngKey {
+                seed,
+                step: 12345,
+                stream,
+            },
+            i: 0,
+        }
+    }
+    pub fn normal(&mut self) -> f64 {
+        self.i += 1;
+        self.key.normal(self.i)
+    }
+    pub fn uniform(&mut self) -> f64 {
+        self.i += 1;
+        self.key.uniform(self.i)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        ((self.uniform() * n as f64) as usize).min(n - 1)
+    }
+    pub fn normals(&mut self, n: usize) -> Vec<f64> {
+        (0..n).map(|_| self.normal()).collect()
+    }
+}
+
+fn norm(v: impl Iterator<Item = f64>) -> f64 {
+    v.map(|x| x * x).sum::<f64>().sqrt()
+}
+
+/// `||a - b|| / max(||a||, ||b||)`, or 0 when both are zero.
+pub fn rel_err(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let diff = norm(a.iter().zip(b).map(|(x, y)| x - y));
+    let scale = norm(a.iter().copied()).max(norm(b.iter().copied()));
+    if scale == 0.0 { 0.0 } else { diff / scale }
+}
+
+/// Passes when the relative error is below `tol`, or when both vectors are
+/// zero up to rounding (gradients that vanish in exact arithmetic, e.g. the
+/// attention key bias).
+pub fn assert_close(what: &str, analytic: &[f64], numeric: &[f64], tol: f64, seed: u64) {
+    let diff = norm(analytic.iter().zip(numeric).map(|(x, y)| x - y));
+    let scale = norm(analytic.iter().copied()).max(norm(numeric.iter().copied()));
+    let ok = diff <= tol * scale || scale < 1e-9;
+    assert!(
+        ok,
+        "{what}: relative error {:.3e} (|analytic| {scale:.3e}) exceeds {tol:e}; seed {seed} \
+         (rerun with MEMTUNE_TEST_SEED={seed})\nanalytic {analytic:?}\nnumeric  {numeric:?}",
+        diff / scale
+    );
+}
+
+/// A padded batch of random tokens: sequence `i` has `lens[i]` real tokens
+/// (first token id 1 as [CLS]).
+pub fn random_batch(
+    r: &mut Rand,
+    lens: &[usize],
+    seq: usize,
+    vocab: usize,
+    classes: usize,
+) -> Batch {
+    let b = lens.len();
+    let mut input_ids = vec![0u32; b * seq];
+    let mut mask = vec![0u8; b * seq];
+    let mut types = vec![0u32; b * seq];
+    for (i, &len) in lens.iter().enumerate() {
+        for t in 0..len {
+            input_ids[i * seq + t] = if t == 0 {
+                1
+            } else {
+                2 + r.below(vocab - 2) as u32
+            };
+            mask[i * seq + t] = 1;
+            types[i * seq + t] = (t >= len / 2) as u32;
+        }
+    }
+    Batch {
+        batch: b,
+        seq,
+        input_ids,
+        token_type_ids: types,
+        attention_mask: mask,
+        labels: (0..b).map(|_| r.below(classes)).collect(),
+    }
+}

@@ -1,0 +1,143 @@
+//! The memory plan against the CPU backend's measured peak of tensor bytes:
+//! equal for every configuration, buffer by buffer.
+
+use trainer::backend::Backend;
+use trainer::backend::cpu::CpuBackend;
+use trainer::config::BertConfig;
+use trainer::float::Float;
+use trainer::memory::plan::run_planned_step;
+use trainer::memory::{BufKind, MemTracker, MemoryPlan, OptimizerKind, PlanRequest, Precision};
+use trainer::model::HeadConfig;
+
+fn measure<T: Float>(req: &PlanRequest) -> (usize, Vec<trainer::memory::TrackedBuffer>) {
+    let tracker = MemTracker::new(true);
+    let be = CpuBackend::<T>::with_tracker(tracker.clone());
+    let kept = run_planned_step(&be, req);
+    drop(kept);
+    assert_eq!(tracker.live_bytes(), 0, "every buffer is freed");
+    let _ = be.float_bytes();
+    (tracker.peak_bytes(), tracker.buffers())
+}
+
+fn configs() -> Vec<PlanRequest> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    for (hidden, layers, heads, inter) in [
+        (32, 1, 4, 64),
+        (32, 2, 2, 48),
+        (48, 2, 3, 96),
+        (64, 3, 4, 128),
+    ] {
+        for (batch, seq) in [(1, 5), (3, 9), (4, 16), (2, 33)] {
+            i += 1;
+            let config = BertConfig::tiny(hidden, layers, heads, inter, 50);
+            out.push(PlanRequest {
+                config,
+                head: HeadConfig {
+                    num_labels: 2 + i % 3,
+                    hidden: [vec![], vec![8], vec![12, 6], vec![5, 7, 9]][i % 4].clone(),
+                },
+                micro_batch: batch,
+                seq_len: seq,
+                precision: if i % 2 == 0 {
+                    Precision::F32
+                } else {
+                    Precision::F64
+                },
+                recompute: i % 3 == 0,
+                optimizer: if i % 4 == 3 {
+                    OptimizerKind::Sgd
+                } else {
+                    OptimizerKind::AdamW
+                },
+                class_weights: i % 2 == 1,
+                dropout: i % 5 != 4,
+            });
+        }
+    }
+    // The flag combinations once more on one shape, to be explicit.
+    for recompute in [false, true] {
+        for dropout in [false, true] {
+            for optimizer in [OptimizerKind::AdamW, OptimizerKind::Sgd] {
+                out.push(PlanRequest {
+                    config: BertConfig::tiny(16, 2, 2, 32, 30),
+                    head: HeadConfig {
+                        num_labels: 2,
+                        hidden: vec![4],
+                    },
+                    micro_batch: 2,
+                    seq_len: 6,
+                    precision: Precision::F32,
+                    recompute,
+                    optimizer,
+                    class_weights: false,
+                    dropout,
+                });
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn measured_peak_equals_plan_for_many_configurations() {
+    let configs = configs();
+    assert!(configs.len() >= 20);
+    let mut peaks = Vec::new();
+    let mut counts = Vec::new();
+    for req in &configs {
+        let plan = MemoryPlan::new(req);
+        let (peak, buffers) = match req.precision {
+            Precision::F32 => measure::<f32>(req),
+            Precision::F64 => measure::<f64>(req),
+        };
+        assert_eq!(peak, plan.peak_bytes, "{req:?}");
+        assert_eq!(buffers.len(), plan.buffers.len(), "{req:?}");
+        for (m, p) in buffers.iter().zip(&plan.buffers) {
+            assert_eq!(m, p, "same buffers, sizes and lifetimes: {req:?}");
+        }
+        peaks.push(plan.peak_bytes);
+        counts.push(plan.buffers.len());
+    }
+    // Recomputation lowers the peak; dropout adds only short-lived buffers
+    // (masks are regenerated from the counter-based RNG, never stored).
+    let n = configs.len();
+    let flags = &peaks[n - 8..];
+    assert!(
+        flags[4] < flags[0] && flags[6] < flags[2],
+        "recompute lowers the peak: {flags:?}"
+    );
+    assert!(
+        counts[n - 6] > counts[n - 8],
+        "dropout allocates temporaries: {counts:?}"
+    );
+}
+
+#[test]
+fn persistent_buffers_match_a_count_by_hand() {
+    let config = BertConfig::tiny(32, 2, 4, 64, 50);
+    let req = PlanRequest {
+        config: config.clone(),
+        head: HeadConfig {
+            num_labels: 2,
+            hidden: vec![],
+        },
+        micro_batch: 2,
+        seq_len: 8,
+        precision: Precision::F32,
+        recompute: false,
+        optimizer: OptimizerKind::AdamW,
+        class_weights: false,
+        dropout: true,
+    };
+    let plan = MemoryPlan::new(&req);
+    let (h, i, v, p, t) = (32, 64, 50, 64, 2);
+    let per_layer = 4 * (h * h + h) + 2 * 2 * h + (h * i + i) + (i * h + h);
+    let params = v * h + p * h + t * h + 2 * h + 2 * per_layer + (h * h + h) + (2 * h + 2);
+    assert_eq!(plan.total_of(BufKind::Weight), 4 * params);
+    assert_eq!(plan.total_of(BufKind::Grad), 4 * params);
+    assert_eq!(plan.total_of(BufKind::OptimizerState), 8 * params);
+    // Inputs: 5 id buffers of batch*seq or batch u32 values.
+    assert_eq!(plan.total_of(BufKind::Input), 4 * (4 * 2 * 8 + 2));
+    assert!(plan.peak_bytes > 16 * params);
+}
