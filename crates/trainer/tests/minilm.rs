@@ -1,70 +1,19 @@
-//! all-MiniLM-L6-v2's mean-pooled sentence embeddings from our model against
-//! an independent numpy implementation (reference/minilm_reference.py, its
-//! output committed as reference/minilm_reference.json), all 8 sentences in
-//! one padded batch. Needs MEMTUNE_MINILM_DIR (skips without it, fails
-//! under CI).
-//!
-//! The safetensors reading here is a minimal F32-only test helper; the
-//! crate's loader (weights.rs) is what applications use.
+//! all-MiniLM-L6-v2 end to end through the crate's own seams: the real
+//! tokenizer.json ([`TextTokenizer`]), the safetensors loader
+//! ([`load_safetensors`]) and our model's mean-pooled sentence embeddings,
+//! all sentences in one padded batch, against the independent numpy
+//! implementation in benches/reference/minilm_embeddings.py (its output is
+//! the committed fixture tests/fixtures/minilm_embeddings.json). Needs
+//! MEMTUNE_MINILM_DIR (skips without it, fails under CI).
 
-use std::path::{Path, PathBuf};
+mod io_support;
 
-use serde_json::Value;
 use trainer::backend::cpu::CpuBackend;
 use trainer::batch::Batch;
 use trainer::config::BertConfig;
 use trainer::model::{BertClassifier, DeviceBatch, HeadConfig};
-use trainer::weights::{HostTensor, NamedTensors};
-
-fn model_dir() -> Option<PathBuf> {
-    match std::env::var("MEMTUNE_MINILM_DIR") {
-        Ok(d) => Some(PathBuf::from(d)),
-        Err(_) if std::env::var("CI").is_ok() => {
-            panic!("MEMTUNE_MINILM_DIR is not set (required under CI)")
-        }
-        Err(_) => {
-            eprintln!(
-                "skipping: MEMTUNE_MINILM_DIR is not set (run `cargo xtask fetch-model minilm`)"
-            );
-            None
-        }
-    }
-}
-
-fn read_f32_safetensors(path: &Path) -> NamedTensors {
-    let bytes = std::fs::read(path).unwrap();
-    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    let header: Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
-    let data = &bytes[8 + n..];
-    let mut out = NamedTensors::new();
-    for (name, t) in header.as_object().unwrap() {
-        if name == "__metadata__" || t["dtype"] != "F32" {
-            continue;
-        }
-        let shape: Vec<usize> = t["shape"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_u64().unwrap() as usize)
-            .collect();
-        let (a, b) = (
-            t["data_offsets"][0].as_u64().unwrap() as usize,
-            t["data_offsets"][1].as_u64().unwrap() as usize,
-        );
-        let values = data[a..b]
-            .chunks(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect();
-        out.insert(
-            name.clone(),
-            HostTensor {
-                shape,
-                data: values,
-            },
-        );
-    }
-    out
-}
+use trainer::tokenize::TextTokenizer;
+use trainer::weights::load_safetensors;
 
 fn cosine(a: &[f64], b: &[f64]) -> f64 {
     let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
@@ -72,23 +21,43 @@ fn cosine(a: &[f64], b: &[f64]) -> f64 {
     dot / n(a) / n(b)
 }
 
+fn as_f64s(v: &serde_json::Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
 #[test]
 fn minilm_sentence_embeddings_match_numpy_reference() {
-    let Some(dir) = model_dir() else { return };
-    let reference: Value =
-        serde_json::from_str(include_str!("reference/minilm_reference.json")).unwrap();
-    let rows = reference["rows"].as_array().unwrap();
-    let ids: Vec<Vec<u32>> = rows
+    let Some(dir) = io_support::minilm_dir("minilm_sentence_embeddings_match_numpy_reference")
+    else {
+        return;
+    };
+    let fixture = io_support::embeddings_fixture();
+    let sentences: Vec<&str> = fixture["sentences"]
+        .as_array()
+        .unwrap()
         .iter()
-        .map(|r| {
-            r["input_ids"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_u64().unwrap() as u32)
-                .collect()
-        })
+        .map(|s| s.as_str().unwrap())
         .collect();
+    assert!(sentences.len() >= 8);
+
+    // Our tokenizer must give the reference's ids exactly.
+    let tokenizer = TextTokenizer::from_model_dir(&dir, 128).unwrap();
+    let ids: Vec<Vec<u32>> = sentences
+        .iter()
+        .map(|s| tokenizer.encode(s, None).unwrap().ids)
+        .collect();
+    for (i, row) in ids.iter().enumerate() {
+        let want: Vec<u32> = as_f64s(&fixture["token_ids"][i])
+            .into_iter()
+            .map(|x| x as u32)
+            .collect();
+        assert_eq!(row, &want, "token ids of {:?}", sentences[i]);
+    }
+
     let seq = ids.iter().map(Vec::len).max().unwrap();
     let b = ids.len();
     let mut batch = Batch {
@@ -101,26 +70,21 @@ fn minilm_sentence_embeddings_match_numpy_reference() {
     };
     for (i, row) in ids.iter().enumerate() {
         batch.input_ids[i * seq..i * seq + row.len()].copy_from_slice(row);
-        batch.attention_mask[i * seq..i * seq + row.len()]
-            .iter_mut()
-            .for_each(|m| *m = 1);
+        batch.attention_mask[i * seq..i * seq + row.len()].fill(1);
     }
 
     let config = BertConfig::from_file(dir.join("config.json")).unwrap();
-    let be = CpuBackend::<f32>::new();
-    let mut model = BertClassifier::new_random(
-        &be,
-        &config,
-        &HeadConfig {
-            num_labels: 2,
-            hidden: vec![],
-        },
-        0,
-    )
-    .unwrap();
-    let report = model
-        .load(&be, &read_f32_safetensors(&dir.join("model.safetensors")))
+    tokenizer
+        .check_model(config.vocab_size, config.max_position_embeddings)
         .unwrap();
+    let be = CpuBackend::<f32>::new();
+    let head = HeadConfig {
+        num_labels: 2,
+        hidden: vec![],
+    };
+    let mut model = BertClassifier::new_random(&be, &config, &head, 0).unwrap();
+    let tensors = load_safetensors(dir.join("model.safetensors")).unwrap();
+    let report = model.load(&be, &tensors).unwrap();
     assert!(
         report
             .initialised_randomly
@@ -132,13 +96,8 @@ fn minilm_sentence_embeddings_match_numpy_reference() {
     let ours = model.sentence_embeddings(&be, &device);
     let h = config.hidden_size;
     let mut worst = 0.0f64;
-    for (i, row) in rows.iter().enumerate() {
-        let want: Vec<f64> = row["embedding"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_f64().unwrap())
-            .collect();
+    for (i, sentence) in sentences.iter().enumerate() {
+        let want = as_f64s(&fixture["embeddings"][i]);
         let got = &ours[i * h..(i + 1) * h];
         let diff = got
             .iter()
@@ -148,14 +107,12 @@ fn minilm_sentence_embeddings_match_numpy_reference() {
             .sqrt();
         let rel = diff / want.iter().map(|x| x * x).sum::<f64>().sqrt();
         worst = worst.max(rel);
-        assert!(
-            rel < 1e-4,
-            "sentence {i} ({}): relative error {rel:e}",
-            row["sentence"]
-        );
+        assert!(rel < 1e-4, "{sentence:?}: relative error {rel:e}");
     }
-    let cos = cosine(&ours[..h], &ours[h..2 * h]);
-    eprintln!("largest relative error {worst:.2e}; cosine {cos:.5}");
+    let pair = as_f64s(&fixture["documented_pair"]);
+    let (p, q) = (pair[0] as usize, pair[1] as usize);
+    let cos = cosine(&ours[p * h..(p + 1) * h], &ours[q * h..(q + 1) * h]);
+    eprintln!("largest relative error {worst:.2e}; cosine {cos:.5} (documented 0.894)");
     assert!(
         (cos - 0.894).abs() < 5e-4,
         "cosine {cos} (documented 0.894)"
