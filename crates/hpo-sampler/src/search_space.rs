@@ -12,7 +12,16 @@ fn counts(trial: &FrozenTrial) -> bool {
 /// Parameters present with one identical distribution in every COMPLETE or
 /// PRUNED trial (Optuna's `IntersectionSearchSpace(include_pruned=True)`).
 pub fn intersection(trials: &[FrozenTrial]) -> SearchSpace {
-    let mut space: Option<SearchSpace> = None;
+    intersect_from(None, trials).unwrap_or_default()
+}
+
+/// Incremental form: `start` is the intersection over earlier trials
+/// (`None`: no counted trial yet).
+pub(crate) fn intersect_from(
+    start: Option<SearchSpace>,
+    trials: &[FrozenTrial],
+) -> Option<SearchSpace> {
+    let mut space = start;
     for t in trials.iter().filter(|t| counts(t)) {
         match &mut space {
             None => {
@@ -23,10 +32,18 @@ pub fn intersection(trials: &[FrozenTrial]) -> SearchSpace {
                         .collect(),
                 )
             }
-            Some(s) => s.retain(|k, d| t.params.get(k).is_some_and(|p| &p.distribution == d)),
+            Some(s) => {
+                // Usually nothing is removed: look up first, rebuild rarely.
+                let keep = |(k, d): (&String, &crate::Distribution)| {
+                    t.params.get(k).is_some_and(|p| &p.distribution == d)
+                };
+                if !s.iter().all(keep) {
+                    s.retain(|k, d| keep((k, d)));
+                }
+            }
         }
     }
-    space.unwrap_or_default()
+    space
 }
 
 /// Disjoint groups of parameters (Optuna's `_SearchSpaceGroup`): each

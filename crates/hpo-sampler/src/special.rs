@@ -172,10 +172,30 @@ pub fn ndtr(a: f64) -> f64 {
     0.5 * erfc(-a / SQRT_2)
 }
 
-/// `ln(ndtr(a))`, accurate in both tails (Optuna's `_log_ndtr_single`).
+/// `ln(erfc(ax))` for `1.25 <= ax < 1e150`, from the same tail formula as
+/// `erfc` but kept in log form, so it neither underflows nor pays an
+/// `exp` followed by a `ln`.
+#[inline]
+fn log_erfc_tail(ax: f64) -> f64 {
+    let s = 1.0 / (ax * ax);
+    let (r, big_s) = if ax < 1.0 / 0.35 {
+        (poly(&RA, s), poly1(&SA, s))
+    } else {
+        (poly(&RB, s), poly1(&SB, s))
+    };
+    let z = f64::from_bits(ax.to_bits() & 0xffff_ffff_0000_0000);
+    (-z * z - 0.5625) + ((z - ax) * (z + ax) + r / big_s) - ax.ln()
+}
+
+/// `ln(ndtr(a))`, accurate in both tails (Optuna's `_log_ndtr_single`,
+/// with the left tail from [`log_erfc_tail`] instead of an asymptotic series).
 pub fn log_ndtr(a: f64) -> f64 {
     if a > 6.0 {
         return -ndtr(-a);
+    }
+    let x = -a / SQRT_2;
+    if x >= 1.25 && x < 1e150 {
+        return std::f64::consts::LN_2.mul_add(-1.0, log_erfc_tail(x));
     }
     if a > -20.0 {
         return ndtr(a).ln();
@@ -213,6 +233,9 @@ pub fn log_gauss_mass(a: f64, b: f64) -> f64 {
         log_diff(log_ndtr(-a), log_ndtr(-b))
     } else {
         // Central case; both tails below 1e-16 are exactly negligible.
+        if a < -8.5 && b > 8.5 {
+            return 0.0;
+        }
         let left = if a < -8.5 { 0.0 } else { ndtr(a) };
         let right = if b > 8.5 { 0.0 } else { ndtr(-b) };
         (-left - right).ln_1p()
@@ -331,6 +354,42 @@ mod tests {
             let x = ndtri(p);
             let back = ndtr(x);
             assert!(((back - p) / p).abs() < 1e-12, "p={p} x={x} back={back}");
+        }
+    }
+
+    #[test]
+    fn log_ndtr_tail_matches_series() {
+        // Optuna's asymptotic series (the branch below -20) against the tail formula.
+        for &a in &[-2.0, -5.0, -19.0, -25.0, -40.0, -300.0] {
+            let series = {
+                let log_lhs = -0.5 * a * a - (-a as f64).ln() - NORM_PDF_LOG_C;
+                let (mut last, mut rhs, mut num, mut den, mut sign) =
+                    (0.0f64, 1.0f64, 1.0, 1.0, 1.0);
+                let mut i = 0.0;
+                while (last - rhs).abs() > f64::EPSILON {
+                    i += 1.0;
+                    last = rhs;
+                    sign = -sign;
+                    den /= a * a;
+                    num *= 2.0 * i - 1.0;
+                    rhs += sign * num * den;
+                }
+                log_lhs + rhs.ln()
+            };
+            let got = log_ndtr(a);
+            if a < -19.0 {
+                assert!(
+                    ((got - series) / series).abs() < 1e-13,
+                    "{a}: {got} vs {series}"
+                );
+            }
+            if a > -37.0 {
+                let direct = ndtr(a).ln();
+                assert!(
+                    ((got - direct) / direct).abs() < 1e-13,
+                    "{a}: {got} vs {direct}"
+                );
+            }
         }
     }
 

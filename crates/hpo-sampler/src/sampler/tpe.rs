@@ -16,7 +16,7 @@ use crate::rng::Rng;
 use crate::search_space;
 use crate::trial::{FrozenTrial, SearchSpace, StudyDirection, StudyView, TrialState};
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// `min(ceil(0.1 n), 25)`: how many trials count as "below" (good).
 pub fn default_gamma(n: usize) -> usize {
@@ -84,11 +84,33 @@ impl Default for TpeConfig {
 }
 
 /// The tree-structured Parzen estimator sampler.
+///
+/// Like Optuna's, one instance serves one study: it caches what finished
+/// trials contribute (their observations and the search-space
+/// intersection), since finished trials never change. The cache checks
+/// each trial's number, state and value, so a history that is edited or
+/// replaced is recomputed rather than misread.
 pub struct TpeSampler {
     config: TpeConfig,
     rng: Rng,
     random: Rng,
     groups: Vec<SearchSpace>,
+    /// Observation rows of finished trials, per search space.
+    obs_cache: HashMap<String, Vec<Option<CachedRow>>>,
+    /// Intersection over the longest all-finished prefix of the history.
+    prefix: (usize, Option<SearchSpace>),
+}
+
+/// A finished trial's internal values for one search space (`None`: it
+/// lacks a parameter), with what identifies the trial.
+struct CachedRow {
+    state: TrialState,
+    value_bits: u64,
+    row: Option<Box<[f64]>>,
+}
+
+fn identity(t: &FrozenTrial) -> u64 {
+    t.value().unwrap_or(0.0).to_bits() ^ t.params.len() as u64
 }
 
 impl TpeSampler {
@@ -102,6 +124,8 @@ impl TpeSampler {
             rng,
             random,
             groups: Vec::new(),
+            obs_cache: HashMap::new(),
+            prefix: (0, None),
         }
     }
 
@@ -150,15 +174,18 @@ impl TpeSampler {
             consider_endpoints: self.config.consider_endpoints,
         };
         let dists: Vec<&Distribution> = space.iter().map(|(_, d)| *d).collect();
-        let build = |set: &[&FrozenTrial]| {
-            let obs = observations(set, space);
+        let key: String = space.iter().map(|(n, d)| format!("{n}={d};")).collect();
+        let cache = self.obs_cache.entry(key).or_default();
+        let obs_below = observations(&below, space, cache);
+        let obs_above = observations(&above, space, cache);
+        let build = |obs: Vec<Vec<f64>>| {
             let n_obs = obs.first().map_or(0, Vec::len);
             let mut w = (self.config.weights)(n_obs);
             w.truncate(n_obs);
             Parzen::new(&dists, &obs, &w, params)
         };
-        let mpe_below = build(&below);
-        let mpe_above = build(&above);
+        let mpe_below = build(obs_below);
+        let mpe_above = build(obs_above);
 
         let samples = mpe_below.sample(&mut self.rng, self.config.n_ei_candidates.max(1));
         let l = mpe_below.log_pdf(&samples);
@@ -179,30 +206,62 @@ impl TpeSampler {
 /// Internal values of `space` for the trials that have all of it (`obs[d][i]`).
 /// A stored value whose distribution differs is converted through its
 /// external value and skipped if it falls outside the current distribution.
-fn observations(trials: &[&FrozenTrial], space: &[(&String, &Distribution)]) -> Vec<Vec<f64>> {
+fn observations(
+    trials: &[&FrozenTrial],
+    space: &[(&String, &Distribution)],
+    cache: &mut Vec<Option<CachedRow>>,
+) -> Vec<Vec<f64>> {
     let mut obs: Vec<Vec<f64>> = vec![Vec::with_capacity(trials.len()); space.len()];
+    for t in trials {
+        let idx = t.number as usize;
+        let cached = cache
+            .get(idx)
+            .and_then(Option::as_ref)
+            .filter(|c| c.state == t.state && c.value_bits == identity(t));
+        let row = match cached {
+            Some(c) => c.row.clone(),
+            None => {
+                let row = observation_row(t, space);
+                if t.state.is_finished() {
+                    if cache.len() <= idx {
+                        cache.resize_with(idx + 1, || None);
+                    }
+                    cache[idx] = Some(CachedRow {
+                        state: t.state,
+                        value_bits: identity(t),
+                        row: row.clone(),
+                    });
+                }
+                row
+            }
+        };
+        if let Some(row) = row {
+            for (col, v) in obs.iter_mut().zip(row.iter()) {
+                col.push(*v);
+            }
+        }
+    }
+    obs
+}
+
+/// One trial's internal values of `space`, or `None` if it lacks one.
+fn observation_row(t: &FrozenTrial, space: &[(&String, &Distribution)]) -> Option<Box<[f64]>> {
     let mut row = Vec::with_capacity(space.len());
-    'trials: for t in trials {
-        row.clear();
+    {
         for (name, dist) in space {
-            let Some(p) = t.params.get(name.as_str()) else {
-                continue 'trials;
-            };
+            let p = t.params.get(name.as_str())?;
             let v = if p.distribution == **dist {
                 p.internal
             } else {
                 match dist.to_internal(&p.value()) {
                     Ok(v) if in_range(dist, v) => v,
-                    _ => continue 'trials,
+                    _ => return None,
                 }
             };
             row.push(v);
         }
-        for (col, v) in obs.iter_mut().zip(&row) {
-            col.push(*v);
-        }
     }
-    obs
+    Some(row.into_boxed_slice())
 }
 
 fn in_range(dist: &Distribution, v: f64) -> bool {
@@ -309,7 +368,22 @@ impl Sampler for TpeSampler {
                 .map(|(k, d)| (k.clone(), d.clone()))
                 .collect();
         }
-        let mut space = search_space::intersection(study.trials);
+        // Extend the cached intersection over the all-finished prefix,
+        // then intersect the (few) trials after it.
+        let trials = study.trials;
+        let (mut done, mut prefix) = std::mem::take(&mut self.prefix);
+        if done > trials.len() {
+            (done, prefix) = (0, None);
+        }
+        let finished = trials[done..]
+            .iter()
+            .take_while(|t| t.state.is_finished())
+            .count();
+        prefix = search_space::intersect_from(prefix, &trials[done..done + finished]);
+        done += finished;
+        let mut space =
+            search_space::intersect_from(prefix.clone(), &trials[done..]).unwrap_or_default();
+        self.prefix = (done, prefix);
         space.retain(|_, d| !d.single());
         space
     }
