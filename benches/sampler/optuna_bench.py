@@ -5,15 +5,16 @@ Times Optuna 5.0's TPESampler (in-memory storage) for one ask + tell on the
 trials (random parameters, the same synthetic objective as
 crates/hpo-sampler/benches/common/mod.rs), and runs the quality functions
 (Hartmann6, Branin, 10-D Styblinski-Tang with 5 integer dimensions) with
-`TPESampler(seed=s)` for N trials per seed. Prints one JSON document.
+`TPESampler(seed=s)` for N trials per seed. Prints the same line format as
+the Rust example `sampler_bench`: `timing optuna HISTORY MEDIAN_US MEAN_US`
+and `quality FUNCTION optuna BEST,BEST,...`.
 
-Usage: python optuna_bench.py [--seeds 50] [--seeds-other 20] [--trials 100] [--reps 20]
+Usage: python optuna_bench.py [--seeds 50] [--seeds-other 50] [--trials 100] [--reps 20]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 
@@ -104,28 +105,26 @@ def styblinski_tang10(trial) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=50)
-    ap.add_argument("--seeds-other", type=int, default=20)
+    ap.add_argument("--seeds-other", type=int, default=50)
     ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--skip-quality", action="store_true")
     args = ap.parse_args()
 
-    timings = [time_ask_tell(n, args.reps) for n in (100, 500, 1000)]
-    quality = []
+    print(f"version optuna {optuna.__version__}", flush=True)
+    for n in (100, 500, 1000):
+        t = time_ask_tell(n, args.reps)
+        print(f"timing optuna {n} {t['median_us']:.3f} {t['mean_us']:.3f}", flush=True)
     if not args.skip_quality:
         for name, f, seeds in (("hartmann6", hartmann6, args.seeds),
                                ("branin", branin, args.seeds_other),
                                ("styblinski_tang10", styblinski_tang10, args.seeds_other)):
-            start = time.perf_counter()
             bests = []
             for seed in range(seeds):
                 study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed))
                 study.optimize(f, n_trials=args.trials)
                 bests.append(study.best_value)
-            quality.append({"function": name, "sampler": "optuna_tpe",
-                            "seconds": time.perf_counter() - start, "best": bests})
-    print(json.dumps({"optuna_version": optuna.__version__, "timings": timings,
-                      "quality": quality}))
+            print(f"quality {name} optuna {','.join(f'{b:.6f}' for b in bests)}", flush=True)
 
 
 if __name__ == "__main__":

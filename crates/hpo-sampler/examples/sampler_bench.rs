@@ -1,9 +1,12 @@
 //! The numbers behind `cargo xtask bench sampler` (our side): per-ask
 //! timings of TPE on the 6-parameter space at several history sizes, and
 //! the best value after N trials on the quality functions for TPE and
-//! random, over many seeds. Prints one JSON document on stdout.
+//! random, over many seeds. Prints lines `timing LABEL HISTORY MEDIAN_US
+//! MEAN_US` and `quality FUNCTION LABEL BEST,BEST,...` (LABEL is
+//! `tpe-<candidates>` or `random`).
 //!
-//! cargo run --release -p hpo-sampler --example sampler_bench -- [--seeds 50] [--trials 100] [--reps 200]
+//! cargo run --release -p hpo-sampler --example sampler_bench -- [--seeds 50]
+//!     [--seed-offset 0] [--trials 100] [--reps 200] [--candidates N] [--skip-random]
 
 #[path = "../benches/common/mod.rs"]
 mod common;
@@ -11,8 +14,8 @@ mod common;
 mod functions;
 
 use hpo_sampler::{
-    FrozenTrial, RandomSampler, Result, Sampler, StudyDirection, StudyView, TpeSampler, Trial,
-    TrialState, ask,
+    FrozenTrial, RandomSampler, Result, Sampler, StudyDirection, StudyView, TpeConfig, TpeSampler,
+    Trial, TrialState, ask,
 };
 use std::time::Instant;
 
@@ -26,10 +29,14 @@ fn arg(name: &str, default: usize) -> usize {
 }
 
 /// Median microseconds of one ask + tell at history size `n`.
-fn time_ask_tell(n: usize, reps: usize) -> (f64, f64) {
+fn time_ask_tell(n: usize, reps: usize, candidates: usize) -> (f64, f64) {
     let space = common::space6();
     let mut history = common::random_history(n, 7);
-    let mut sampler = TpeSampler::with_seed(1);
+    let mut sampler = TpeSampler::new(TpeConfig {
+        seed: Some(1),
+        n_ei_candidates: candidates,
+        ..TpeConfig::default()
+    });
     let mut samples = Vec::with_capacity(reps);
     for rep in 0..reps + 10 {
         let start = Instant::now();
@@ -77,45 +84,46 @@ fn optimise(sampler: &mut (dyn Sampler + 'static), objective: Objective, n_trial
 
 fn main() {
     let seeds = arg("--seeds", 50) as u64;
+    let seed_offset = arg("--seed-offset", 0) as u64;
+    let skip_random = std::env::args().any(|a| a == "--skip-random");
     let n_trials = arg("--trials", 100);
     let reps = arg("--reps", 200);
+    let candidates = arg("--candidates", TpeConfig::default().n_ei_candidates);
 
-    let timings: Vec<String> = [100usize, 500, 1000]
-        .iter()
-        .map(|&n| {
-            let (median, mean) = time_ask_tell(n, reps);
-            format!("{{\"history\": {n}, \"median_us\": {median:.3}, \"mean_us\": {mean:.3}}}")
-        })
-        .collect();
-
+    let label = format!("tpe-{candidates}");
+    for n in [100usize, 500, 1000] {
+        let (median, mean) = time_ask_tell(n, reps, candidates);
+        println!("timing {label} {n} {median:.3} {mean:.3}");
+    }
     let functions: [(&str, Objective); 3] = [
         ("hartmann6", functions::hartmann6),
         ("branin", functions::branin),
         ("styblinski_tang10", functions::styblinski_tang10),
     ];
-    let mut quality = Vec::new();
     for (name, f) in functions {
         for kind in ["tpe", "random"] {
-            let start = Instant::now();
-            let bests: Vec<String> = (0..seeds)
+            if kind == "random" && skip_random {
+                continue;
+            }
+            let bests: Vec<String> = (seed_offset..seed_offset + seeds)
                 .map(|seed| {
                     let mut sampler: Box<dyn Sampler> = match kind {
-                        "tpe" => Box::new(TpeSampler::with_seed(seed)),
+                        "tpe" => Box::new(TpeSampler::new(TpeConfig {
+                            seed: Some(seed),
+                            n_ei_candidates: candidates,
+                            ..TpeConfig::default()
+                        })),
                         _ => Box::new(RandomSampler::new(Some(seed))),
                     };
                     format!("{:.6}", optimise(sampler.as_mut(), f, n_trials))
                 })
                 .collect();
-            quality.push(format!(
-                "{{\"function\": \"{name}\", \"sampler\": \"{kind}\", \"seconds\": {:.3}, \"best\": [{}]}}",
-                start.elapsed().as_secs_f64(),
-                bests.join(", ")
-            ));
+            let who = if kind == "tpe" {
+                label.as_str()
+            } else {
+                "random"
+            };
+            println!("quality {name} {who} {}", bests.join(","));
         }
     }
-    println!(
-        "{{\"timings\": [{}], \"quality\": [{}]}}",
-        timings.join(", "),
-        quality.join(", ")
-    );
 }

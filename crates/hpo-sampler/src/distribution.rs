@@ -288,9 +288,14 @@ fn adjust_float_high(low: f64, high: f64, step: f64) -> f64 {
     if (r - k).abs() <= 1e-9 * k.abs().max(1.0) {
         return high;
     }
+    if r < 1.0 {
+        return low;
+    }
     let adjusted = r.floor() * step + low;
-    // Print-and-parse at 15 significant digits, as decimal arithmetic would give.
-    format!("{adjusted:.14e}").parse().unwrap_or(adjusted)
+    // Print-and-parse at 15 significant digits, as decimal arithmetic would
+    // give, never leaving [low, high].
+    let cleaned: f64 = format!("{adjusted:.14e}").parse().unwrap_or(adjusted);
+    cleaned.clamp(low, high)
 }
 
 #[cfg(test)]

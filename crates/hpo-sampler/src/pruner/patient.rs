@@ -17,7 +17,7 @@ impl PatientPruner {
         patience: usize,
         min_delta: f64,
     ) -> Result<Self> {
-        if !(min_delta >= 0.0) {
+        if min_delta.is_nan() || min_delta < 0.0 {
             return Err(option_error(
                 "min_delta",
                 format!("cannot be negative, got {min_delta}"),

@@ -53,6 +53,8 @@ struct Categorical {
     log_probs_by_choice: Vec<f64>,
 }
 
+// One per dimension, built once per ask: boxing would only add indirection.
+#[allow(clippy::large_enum_variant)]
 enum Dim {
     Numeric(Numeric),
     Categorical(Categorical),
@@ -291,6 +293,7 @@ fn log_sum_exp(row: &[f64]) -> f64 {
 /// `|r| <= ln2 / 2`, a degree-12 Taylor polynomial for `exp(r)` (truncation
 /// below 2e-16) and `2^n` built from its bits. No branches, so it vectorises.
 #[inline(always)]
+#[allow(clippy::excessive_precision)]
 fn fast_exp(x: f64) -> f64 {
     const LOG2E: f64 = std::f64::consts::LOG2_E;
     const LN2_HI: f64 = 6.931_471_803_691_238_2e-1;

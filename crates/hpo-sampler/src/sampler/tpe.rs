@@ -44,10 +44,16 @@ pub fn default_weights(n: usize) -> Vec<f64> {
     w
 }
 
-/// TPE options, defaulting to Optuna 5.0's `TPESampler()`.
+/// TPE options. [`TpeConfig::optuna`] is exactly Optuna 5.0's
+/// `TPESampler()`; the `Default` differs in one measured way: 96 EI
+/// candidates instead of 24, which finds better optima in 100 trials on
+/// Hartmann6, Branin and Styblinski-Tang (docs/benchmarks-hpo-sampler.md)
+/// for a few hundred microseconds more per ask.
 #[derive(Debug, Clone)]
 pub struct TpeConfig {
     pub n_startup_trials: usize,
+    /// Candidates drawn from the "good" estimator per ask; the best by
+    /// `l(x) / g(x)` wins.
     pub n_ei_candidates: usize,
     pub prior_weight: f64,
     pub consider_magic_clip: bool,
@@ -65,11 +71,24 @@ pub struct TpeConfig {
     pub seed: Option<u64>,
 }
 
+/// Our default number of EI candidates (Optuna's is 24).
+pub const DEFAULT_EI_CANDIDATES: usize = 96;
+
+impl TpeConfig {
+    /// Optuna 5.0's `TPESampler()` defaults, unchanged.
+    pub fn optuna() -> Self {
+        TpeConfig {
+            n_ei_candidates: 24,
+            ..TpeConfig::default()
+        }
+    }
+}
+
 impl Default for TpeConfig {
     fn default() -> Self {
         TpeConfig {
             n_startup_trials: 10,
-            n_ei_candidates: 24,
+            n_ei_candidates: DEFAULT_EI_CANDIDATES,
             prior_weight: 1.0,
             consider_magic_clip: true,
             consider_endpoints: false,
@@ -116,7 +135,7 @@ fn identity(t: &FrozenTrial) -> u64 {
 impl TpeSampler {
     pub fn new(config: TpeConfig) -> Self {
         let (rng, random) = match config.seed {
-            Some(s) => (Rng::seed_from(s), Rng::seed_from(s ^ 0x5eed_0f_7a4d_0000)),
+            Some(s) => (Rng::seed_from(s), Rng::seed_from(s ^ 0x005e_ed0f_7a4d_0000)),
             None => (Rng::from_entropy(), Rng::from_entropy()),
         };
         TpeSampler {
@@ -129,7 +148,7 @@ impl TpeSampler {
         }
     }
 
-    /// Optuna's defaults with a seed.
+    /// Our defaults ([`TpeConfig::default`]) with a seed.
     pub fn with_seed(seed: u64) -> Self {
         Self::new(TpeConfig {
             seed: Some(seed),
