@@ -274,18 +274,36 @@ fn cell_log_mass(l: f64, r: f64, ln_width: f64, mu: f64, s: f64, ln_s: f64) -> f
 /// weight < 2e-22) are dropped; the rest use a branch-free `exp` that the
 /// compiler vectorises.
 fn log_sum_exp(row: &[f64]) -> f64 {
-    let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    // Eight independent lanes so the reductions vectorise and pipeline.
+    const LANES: usize = 8;
+    let chunks = row.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    let mut lane_max = [f64::NEG_INFINITY; LANES];
+    for c in chunks.clone() {
+        for i in 0..LANES {
+            lane_max[i] = lane_max[i].max(c[i]);
+        }
+    }
+    let max = tail
+        .iter()
+        .chain(&lane_max)
+        .copied()
+        .fold(f64::NEG_INFINITY, f64::max);
     if !max.is_finite() {
         return max;
     }
-    let sum: f64 = row
-        .iter()
-        .map(|v| {
-            let d = v - max;
-            let keep = if d > -50.0 { 1.0 } else { 0.0 };
-            keep * fast_exp(d.max(-50.0))
-        })
-        .sum();
+    let term = |v: f64| {
+        let d = v - max;
+        let keep = if d > -50.0 { 1.0 } else { 0.0 };
+        keep * fast_exp(d.max(-50.0))
+    };
+    let mut lane_sum = [0.0; LANES];
+    for c in chunks {
+        for i in 0..LANES {
+            lane_sum[i] += term(c[i]);
+        }
+    }
+    let sum: f64 = lane_sum.iter().sum::<f64>() + tail.iter().map(|&v| term(v)).sum::<f64>();
     sum.ln() + max
 }
 
