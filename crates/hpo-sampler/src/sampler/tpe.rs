@@ -459,6 +459,116 @@ impl Sampler for TpeSampler {
 mod tests {
     use super::*;
 
+    fn trial(number: u64, state: TrialState, value: Option<f64>) -> FrozenTrial {
+        let mut t = FrozenTrial::new(number);
+        t.state = state;
+        t.values = value.map(|v| vec![v]);
+        t
+    }
+
+    fn numbers(ts: &[&FrozenTrial]) -> Vec<u64> {
+        ts.iter().map(|t| t.number).collect()
+    }
+
+    #[test]
+    fn split_ranks_complete_then_pruned_then_infeasible() {
+        let mut ts = vec![
+            trial(0, TrialState::Complete, Some(5.0)),
+            trial(1, TrialState::Complete, Some(1.0)),
+            trial(2, TrialState::Pruned, None),
+            trial(3, TrialState::Pruned, None),
+            trial(4, TrialState::Complete, Some(0.5)),
+            trial(5, TrialState::Running, None),
+            trial(6, TrialState::Complete, Some(-9.0)),
+            trial(7, TrialState::Pruned, None),
+        ];
+        // Pruned: 2 reached step 3 (value 9), 3 reached step 3 (value 2),
+        // 7 reported nothing (ranked last).
+        ts[2].intermediate_values.insert(3, 9.0);
+        ts[3].intermediate_values.insert(1, 0.0);
+        ts[3].intermediate_values.insert(3, 2.0);
+        // 6 has the best value but violates a constraint by 0.5; 4 by 0.1.
+        ts[6].constraints.insert("memory".into(), 0.5);
+        ts[4].constraints.insert("memory".into(), 0.1);
+        ts[4].constraints.insert("other".into(), -3.0);
+        let refs: Vec<&FrozenTrial> = ts.iter().collect();
+
+        let (below, above) = split_trials(&refs, 2, StudyDirection::Minimize);
+        assert_eq!(numbers(&below), vec![0, 1]);
+        assert_eq!(numbers(&above), vec![2, 3, 4, 5, 6, 7]);
+
+        let (below, _) = split_trials(&refs, 4, StudyDirection::Minimize);
+        assert_eq!(numbers(&below), vec![0, 1, 2, 3]);
+        // Then the least violating infeasible trial, never the running one.
+        let (below, above) = split_trials(&refs, 6, StudyDirection::Minimize);
+        assert_eq!(numbers(&below), vec![0, 1, 2, 3, 4, 7]);
+        assert_eq!(numbers(&above), vec![5, 6]);
+
+        // Maximising flips values, for complete and pruned alike.
+        let (below, _) = split_trials(&refs, 3, StudyDirection::Maximize);
+        assert_eq!(numbers(&below), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn fail_trials_are_ignored_and_running_ones_are_lies() {
+        let mut ts: Vec<FrozenTrial> = (0..12)
+            .map(|i| trial(i, TrialState::Complete, Some(i as f64)))
+            .collect();
+        ts.push(trial(12, TrialState::Fail, None));
+        let space = SearchSpace::from([(
+            "x".to_string(),
+            Distribution::float(0.0, 1.0, false, None).unwrap(),
+        )]);
+        for t in ts.iter_mut().take(12) {
+            t.params.insert(
+                "x".into(),
+                crate::Param {
+                    distribution: space["x"].clone(),
+                    internal: t.number as f64 / 12.0,
+                },
+            );
+        }
+        let study = StudyView {
+            name: "s",
+            direction: StudyDirection::Minimize,
+            trials: &ts,
+        };
+        let mut a = TpeSampler::with_seed(0);
+        let mut b = TpeSampler::with_seed(0);
+        let with_fail = a.sample_relative(&study, 13, &space);
+        let without = b.sample_relative(
+            &StudyView {
+                trials: &ts[..12],
+                ..study
+            },
+            13,
+            &space,
+        );
+        assert_eq!(with_fail, without);
+        // A RUNNING trial changes the model (it is counted as bad) unless
+        // it is the trial being sampled, or the liar is off.
+        // Two workers are running at exactly the point chosen without them.
+        for number in [13, 14] {
+            let mut running = trial(number, TrialState::Running, None);
+            running.params = ts[0].params.clone();
+            running.params.get_mut("x").unwrap().internal = without["x"];
+            ts.push(running);
+        }
+        let study = StudyView {
+            name: "s",
+            direction: StudyDirection::Minimize,
+            trials: &ts,
+        };
+        let mut d = TpeSampler::with_seed(0);
+        assert_ne!(d.sample_relative(&study, 15, &space), without);
+        let mut e = TpeSampler::new(TpeConfig {
+            seed: Some(0),
+            constant_liar: false,
+            ..TpeConfig::default()
+        });
+        assert_eq!(e.sample_relative(&study, 15, &space), without);
+    }
+
     #[test]
     fn gamma_and_weights_match_optuna() {
         assert_eq!(default_gamma(0), 0);
