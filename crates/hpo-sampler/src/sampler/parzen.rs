@@ -258,7 +258,9 @@ fn cell_log_mass(l: f64, r: f64, ln_width: f64, mu: f64, s: f64, ln_s: f64) -> f
         let term = he_n2 * coef;
         rest += term;
         (he_n, he_n1) = (he_n2, he_n3);
-        if term.abs() <= 1e-17 * (1.0 + rest).abs() {
+        // Stop on the coefficient, not the term: a term can vanish where
+        // He_n(z) has a root while later ones do not.
+        if coef * (he_n.abs() + he_n1.abs() + 1.0) <= 1e-17 {
             break;
         }
     }
@@ -570,6 +572,10 @@ mod tests {
             (10.0, 10.01, 0.0, 2.0),
             (0.0, 0.05, 0.3, 0.1),
             (1.0, 1.02, 0.0, 0.1),
+            (232.0, 248.0, 240.0, 51.2),
+            (232.0, 248.0, 230.0, 51.2),
+            (232.0, 248.0, 160.0, 80.0),
+            (0.0, 0.1, 0.02, 0.4),
         ] {
             let fast = cell_log_mass(l, r, (r - l).ln(), mu, s, s.ln());
             let exact = log_gauss_mass((l - mu) / s, (r - mu) / s);
