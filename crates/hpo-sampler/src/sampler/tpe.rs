@@ -472,7 +472,7 @@ mod tests {
 
     #[test]
     fn split_ranks_complete_then_pruned_then_infeasible() {
-        let mut ts = vec![
+        let mut ts = [
             trial(0, TrialState::Complete, Some(5.0)),
             trial(1, TrialState::Complete, Some(1.0)),
             trial(2, TrialState::Pruned, None),
