@@ -191,7 +191,7 @@ fn log_erfc_tail(ax: f64) -> f64 {
 }
 
 /// `ln(ndtr(a))`, accurate in both tails (Optuna's `_log_ndtr_single`,
-/// with the left tail from [`log_erfc_tail`] instead of an asymptotic series).
+/// with the left tail from `log_erfc_tail` instead of an asymptotic series).
 pub fn log_ndtr(a: f64) -> f64 {
     if a > 6.0 {
         return -ndtr(-a);
