@@ -166,66 +166,88 @@ impl Parzen {
     pub fn log_pdf(&self, samples: &[Vec<f64>]) -> Vec<f64> {
         let n_k = self.n_kernels();
         let n_s = samples.first().map_or(0, Vec::len);
-        let mut acc = Vec::with_capacity(n_s * n_k);
-        for _ in 0..n_s {
-            acc.extend_from_slice(&self.log_weights);
-        }
-        for (dim, xs) in self.dims.iter().zip(samples) {
-            match dim {
-                Dim::Categorical(c) => {
-                    for (row, &x) in acc.chunks_exact_mut(n_k).zip(xs) {
-                        let col = &c.log_probs_by_choice[x as usize * n_k..(x as usize + 1) * n_k];
-                        row.iter_mut().zip(col).for_each(|(r, l)| *r += l);
-                    }
-                }
-                Dim::Numeric(d) if d.step.is_none() => {
-                    for (row, &x) in acc.chunks_exact_mut(n_k).zip(xs) {
-                        let x = if d.log { x.ln() } else { x };
-                        for (((r, mu), is), k) in
-                            row.iter_mut().zip(&d.mu).zip(&d.inv_sigma).zip(&d.konst)
-                        {
-                            let z = (x - mu) * is;
-                            *r += k - 0.5 * z * z;
+        // Discrete dimensions: the per-kernel terms of each distinct value,
+        // computed once (over unique kernels) and indexed per sample.
+        let discrete: Vec<(Vec<Vec<f64>>, Vec<usize>)> = self
+            .dims
+            .iter()
+            .zip(samples)
+            .map(|(dim, xs)| match dim {
+                Dim::Numeric(d) if d.step.is_some() => discrete_terms(d, xs),
+                _ => (Vec::new(), Vec::new()),
+            })
+            .collect();
+        // One sample at a time, so its row of kernel terms stays in L1.
+        let mut row = vec![0.0; n_k];
+        (0..n_s)
+            .map(|i| {
+                row.copy_from_slice(&self.log_weights);
+                for ((dim, xs), (terms, which)) in self.dims.iter().zip(samples).zip(&discrete) {
+                    let x = xs[i];
+                    match dim {
+                        Dim::Categorical(c) => {
+                            let col =
+                                &c.log_probs_by_choice[x as usize * n_k..(x as usize + 1) * n_k];
+                            row.iter_mut().zip(col).for_each(|(r, l)| *r += l);
+                        }
+                        Dim::Numeric(d) if d.step.is_none() => {
+                            let x = if d.log { x.ln() } else { x };
+                            for (((r, mu), is), k) in
+                                row.iter_mut().zip(&d.mu).zip(&d.inv_sigma).zip(&d.konst)
+                            {
+                                let z = (x - mu) * is;
+                                *r += k - 0.5 * z * z;
+                            }
+                        }
+                        Dim::Numeric(d) => {
+                            let terms = &terms[which[i]];
+                            row.iter_mut()
+                                .zip(&d.uniq_of)
+                                .for_each(|(r, &u)| *r += terms[u as usize]);
                         }
                     }
                 }
-                Dim::Numeric(d) => {
-                    let step = d.step.expect("discrete");
-                    let mut cache: Vec<(f64, Vec<f64>)> = Vec::new();
-                    for (row, &x) in acc.chunks_exact_mut(n_k).zip(xs) {
-                        let pos = match cache.iter().position(|(v, _)| *v == x) {
-                            Some(p) => p,
-                            None => {
-                                let (mut l, mut r) = (x - step / 2.0, x + step / 2.0);
-                                if d.log {
-                                    l = l.ln();
-                                    r = r.ln();
-                                }
-                                let ln_width = (r - l).ln();
-                                let terms = d
-                                    .uniq_mu
-                                    .iter()
-                                    .zip(&d.uniq_sigma)
-                                    .zip(&d.uniq_log_sigma)
-                                    .zip(&d.uniq_log_norm)
-                                    .map(|(((mu, s), ln_s), norm)| {
-                                        cell_log_mass(l, r, ln_width, *mu, *s, *ln_s) - norm
-                                    })
-                                    .collect();
-                                cache.push((x, terms));
-                                cache.len() - 1
-                            }
-                        };
-                        let terms = &cache[pos].1;
-                        row.iter_mut()
-                            .zip(&d.uniq_of)
-                            .for_each(|(r, &u)| *r += terms[u as usize]);
-                    }
-                }
-            }
-        }
-        acc.chunks_exact(n_k).map(log_sum_exp).collect()
+                log_sum_exp(&row)
+            })
+            .collect()
     }
+}
+
+/// For a discrete dimension: the distinct sample values' terms per unique
+/// kernel (log cell mass minus the kernel's log normaliser), and which
+/// distinct value each sample has.
+fn discrete_terms(d: &Numeric, xs: &[f64]) -> (Vec<Vec<f64>>, Vec<usize>) {
+    let step = d.step.expect("discrete");
+    let mut values: Vec<f64> = Vec::new();
+    let mut terms: Vec<Vec<f64>> = Vec::new();
+    let which = xs
+        .iter()
+        .map(|&x| {
+            if let Some(p) = values.iter().position(|v| *v == x) {
+                return p;
+            }
+            let (mut l, mut r) = (x - step / 2.0, x + step / 2.0);
+            if d.log {
+                l = l.ln();
+                r = r.ln();
+            }
+            let ln_width = (r - l).ln();
+            terms.push(
+                d.uniq_mu
+                    .iter()
+                    .zip(&d.uniq_sigma)
+                    .zip(&d.uniq_log_sigma)
+                    .zip(&d.uniq_log_norm)
+                    .map(|(((mu, s), ln_s), norm)| {
+                        cell_log_mass(l, r, ln_width, *mu, *s, *ln_s) - norm
+                    })
+                    .collect(),
+            );
+            values.push(x);
+            values.len() - 1
+        })
+        .collect();
+    (terms, which)
 }
 
 /// Log of the normal(mu, s) mass on the grid cell `[l, r]` (`ln_s = ln s`,
