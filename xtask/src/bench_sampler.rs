@@ -1,0 +1,184 @@
+//! `cargo xtask bench sampler`: our TPE against Optuna 5.0's TPESampler in
+//! one run, on this machine.
+//!
+//! - Cost: one ask + tell on the issue's 6-parameter space at histories of
+//!   100, 500 and 1,000 COMPLETE trials (ours: the `sampler_bench` example
+//!   of hpo-sampler; Optuna: benches/sampler/optuna_bench.py, in-memory
+//!   storage), with the ratio.
+//! - Quality: best value after 100 trials on Hartmann6, Branin and 10-D
+//!   Styblinski-Tang (5 integer dimensions) over many seeds, median and
+//!   IQR, for our TPE (default and with Optuna's 24 EI candidates), Optuna's
+//!   `TPESampler()` and random sampling.
+//!
+//! Options: `--seeds N` (default 50, every function and sampler),
+//! `--optuna-seeds N` (default: same), `--reps N` (timing repetitions).
+//! Python: `$MEMTUNE_PYTHON` if set, else the reference venv.
+
+use crate::{Result, env, python};
+use std::collections::BTreeMap;
+use std::process::Command;
+
+fn opt(args: &[String], name: &str, default: usize) -> Result<usize> {
+    match args.iter().position(|a| a == name) {
+        None => Ok(default),
+        Some(i) => args
+            .get(i + 1)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("{name} needs a number")),
+    }
+}
+
+fn output(cmd: &mut Command) -> Result<String> {
+    let shown = format!("{cmd:?}");
+    eprintln!("$ {shown}");
+    let out = cmd
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run {shown}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{shown} failed ({})", out.status));
+    }
+    String::from_utf8(out.stdout).map_err(|e| format!("{shown}: output is not UTF-8: {e}"))
+}
+
+#[derive(Default)]
+struct Results {
+    /// label -> history -> median microseconds
+    timings: BTreeMap<String, BTreeMap<usize, f64>>,
+    /// function -> label -> best values
+    quality: BTreeMap<String, BTreeMap<String, Vec<f64>>>,
+    optuna_version: String,
+}
+
+impl Results {
+    fn parse(&mut self, text: &str) -> Result<()> {
+        for line in text.lines() {
+            let parts: Vec<&str> = line.split_whitespace().collect();
+            match parts.as_slice() {
+                ["timing", label, history, median, _mean] => {
+                    let history = history.parse().map_err(|_| format!("bad line: {line}"))?;
+                    let median = median.parse().map_err(|_| format!("bad line: {line}"))?;
+                    self.timings
+                        .entry(label.to_string())
+                        .or_default()
+                        .insert(history, median);
+                }
+                ["quality", function, label, values] => {
+                    let values = values
+                        .split(',')
+                        .map(|v| v.parse::<f64>().map_err(|_| format!("bad line: {line}")))
+                        .collect::<Result<Vec<_>>>()?;
+                    self.quality
+                        .entry(function.to_string())
+                        .or_default()
+                        .insert(label.to_string(), values);
+                }
+                ["version", "optuna", v] => self.optuna_version = v.to_string(),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// numpy's default (linear) percentile.
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    let pos = q / 100.0 * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    let seeds = opt(args, "--seeds", 50)?;
+    let optuna_seeds = opt(args, "--optuna-seeds", seeds)?;
+    let reps = opt(args, "--reps", 200)?;
+    let root = env::root();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut results = Results::default();
+
+    let ours = |extra: &[&str]| -> Result<String> {
+        let mut cmd = Command::new(&cargo);
+        cmd.current_dir(&root).args([
+            "run",
+            "--release",
+            "--quiet",
+            "--package",
+            "hpo-sampler",
+            "--example",
+            "sampler_bench",
+            "--",
+            "--seeds",
+            &seeds.to_string(),
+            "--reps",
+            &reps.to_string(),
+        ]);
+        cmd.args(extra);
+        output(&mut cmd)
+    };
+    results.parse(&ours(&[])?)?;
+    results.parse(&ours(&["--candidates", "24", "--skip-random"])?)?;
+
+    let py = match std::env::var_os("MEMTUNE_PYTHON") {
+        Some(p) => p.into(),
+        None => python::venv()?,
+    };
+    let script = root.join("benches").join("sampler").join("optuna_bench.py");
+    let n = optuna_seeds.to_string();
+    results.parse(&output(Command::new(py).arg(script).args([
+        "--seeds",
+        &n,
+        "--seeds-other",
+        &n,
+    ]))?)?;
+
+    print_tables(&results, seeds, optuna_seeds);
+    Ok(())
+}
+
+fn print_tables(r: &Results, seeds: usize, optuna_seeds: usize) {
+    let optuna = r.timings.get("optuna");
+    let ours: Vec<(&String, &BTreeMap<usize, f64>)> =
+        r.timings.iter().filter(|(k, _)| *k != "optuna").collect();
+    println!("\nOne TPE ask + tell, 6 parameters (median microseconds)\n");
+    let mut header = String::from("| history |");
+    let mut rule = String::from("|---:|");
+    for (label, _) in &ours {
+        header += &format!(" ours {label} | Optuna / ours {label} |");
+        rule += "---:|---:|";
+    }
+    println!("{header} Optuna {} |\n{rule}---:|", r.optuna_version);
+    for history in [100usize, 500, 1000] {
+        let theirs = optuna.and_then(|t| t.get(&history)).copied();
+        let mut row = format!("| {history} |");
+        for (_, t) in &ours {
+            let mine = t.get(&history).copied().unwrap_or(f64::NAN);
+            let ratio = theirs.map_or(f64::NAN, |o| o / mine);
+            row += &format!(" {mine:.1} | {ratio:.0}x |");
+        }
+        println!("{row} {:.1} |", theirs.unwrap_or(f64::NAN));
+    }
+
+    println!(
+        "\nBest value after 100 trials (minimise): median and IQR over seeds \
+         (ours and random: {seeds} seeds; Optuna: {optuna_seeds} seeds)\n"
+    );
+    println!("| function | sampler | seeds | median | IQR (25%..75%) |\n|---|---|---:|---:|---|");
+    for (function, by_label) in &r.quality {
+        for (label, values) in by_label {
+            let mut v = values.clone();
+            v.sort_by(f64::total_cmp);
+            let name = match label.as_str() {
+                "optuna" => "Optuna TPESampler()".to_string(),
+                "random" => "random".to_string(),
+                l => format!("ours {l}"),
+            };
+            println!(
+                "| {function} | {name} | {} | {:.4} | {:.4}..{:.4} |",
+                v.len(),
+                percentile(&v, 50.0),
+                percentile(&v, 25.0),
+                percentile(&v, 75.0)
+            );
+        }
+    }
+}
