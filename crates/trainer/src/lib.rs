@@ -57,6 +57,7 @@ pub mod backend;
 pub mod batch;
 pub mod config;
 pub mod data;
+pub mod finetune;
 pub mod float;
 pub mod memory;
 pub mod model;
