@@ -10,6 +10,7 @@
 //! - `cargo xtask bench NAME`: the cross-crate benchmarks that print a table.
 //! - `cargo xtask gpu-test`: the CUDA tests, on a machine with a GPU.
 
+mod bench_store;
 mod env;
 mod model;
 mod python;
@@ -74,6 +75,7 @@ fn tune(extra: &[String]) -> Result<()> {
 
 fn bench(args: &[String]) -> Result<()> {
     match args.first().map(String::as_str) {
+        Some("store") => bench_store::run(&args[1..]),
         Some(name) => Err(format!("unknown benchmark '{name}'")),
         None => Err("usage: cargo xtask bench NAME".into()),
     }

@@ -2,16 +2,39 @@
 //!
 //! It owns no logic of its own beyond wiring: storage comes from `store`,
 //! sampling and pruning from `hpo-sampler`, training from `trainer`, device
-//! memory from `gpu-mem`.
+//! memory from `gpu-mem`. Each subcommand lives in its own file under
+//! `commands/`; adding one is a variant in [`commands::Command`] and a file.
+
+mod commands;
+mod error;
+mod render;
 
 use clap::Parser;
+use std::process::ExitCode;
 
 /// Hyperparameter studies for BERT-style text classifiers that never lose a
 /// trial to memory.
 #[derive(Parser)]
 #[command(name = "memtune", version, about)]
-struct Cli {}
+struct Cli {
+    /// Study storage in Optuna's URL form, e.g. sqlite:///study.db
+    #[arg(long, global = true, env = "MEMTUNE_STORAGE")]
+    storage: Option<String>,
 
-fn main() {
-    let _cli = Cli::parse();
+    #[command(subcommand)]
+    command: commands::Command,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let ctx = commands::Context {
+        storage_url: cli.storage,
+    };
+    match commands::run(cli.command, &ctx, &mut std::io::stdout().lock()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("memtune: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

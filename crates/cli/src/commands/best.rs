@@ -1,0 +1,40 @@
+//! `memtune best --study NAME`: the best trial, or the Pareto front of a
+//! multi-objective study.
+
+use super::Context;
+use crate::error::Result;
+use crate::render;
+use std::io::Write;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The study's name.
+    #[arg(long)]
+    pub study: String,
+}
+
+pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
+    let storage = ctx.open_existing()?;
+    let study = storage.study(&args.study)?;
+    let best = if study.directions.len() == 1 {
+        storage.best_trial(study.study_id)?.into_iter().collect()
+    } else {
+        storage.best_trials(study.study_id)?
+    };
+    if best.is_empty() {
+        writeln!(out, "study `{}` has no COMPLETE trial yet", study.name)?;
+        return Ok(());
+    }
+    for t in &best {
+        writeln!(out, "trial {}: values {}", t.number, render::values(t))?;
+        for p in &t.params {
+            writeln!(
+                out,
+                "  {} = {}",
+                p.name,
+                render::json_token(&render::param_json(p))
+            )?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,61 @@
+//! How trials are shown: parameters by their external values, non-finite
+//! numbers spelled as Python spells them, attributes as compact JSON.
+
+use serde_json::Value as Json;
+use store::{FrozenTrial, external_value};
+
+/// A float as Optuna users read it (`inf`, `-inf`, `nan`, else shortest repr).
+pub fn float(v: f64) -> String {
+    if v.is_nan() {
+        "nan".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "inf".into() } else { "-inf".into() }
+    } else {
+        format!("{v}")
+    }
+}
+
+/// A float for JSON output: a number, or the Python spelling as a string.
+pub fn float_json(v: f64) -> Json {
+    if v.is_finite() {
+        Json::from(v)
+    } else {
+        Json::String(float(v))
+    }
+}
+
+/// The trial's objective values, comma-separated; `-` when none.
+pub fn values(t: &FrozenTrial) -> String {
+    match &t.values {
+        Some(v) => v.iter().map(|&x| float(x)).collect::<Vec<_>>().join(","),
+        None => "-".into(),
+    }
+}
+
+/// A parameter's external value; a distribution we cannot decode shows the
+/// raw internal value rather than failing the whole listing.
+pub fn param_json(p: &store::Param) -> Json {
+    external_value(p).unwrap_or_else(|_| float_json(p.internal_value))
+}
+
+/// A JSON value as one short token: strings bare, the rest compact JSON.
+pub fn json_token(v: &Json) -> String {
+    match v {
+        Json::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `name=value` pairs of every parameter, sorted by name.
+pub fn params(t: &FrozenTrial) -> String {
+    t.params
+        .iter()
+        .map(|p| format!("{}={}", p.name, json_token(&param_json(p))))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A user attribute, or else a system attribute, of this key.
+pub fn attr<'a>(t: &'a FrozenTrial, key: &str) -> Option<&'a Json> {
+    t.user_attrs.get(key).or_else(|| t.system_attrs.get(key))
+}

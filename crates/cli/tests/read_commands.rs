@@ -1,0 +1,275 @@
+//! The read-side commands run as the real binary over a study written with
+//! the store, checking what they print.
+
+use serde_json::{Value as Json, json};
+use std::path::Path;
+use std::process::{Command, Output};
+use store::{Distribution, Storage, StudyDirection, TrialState};
+
+fn memtune(db: &Path, args: &[&str]) -> Output {
+    let url = format!("sqlite:///{}", db.display());
+    Command::new(env!("CARGO_BIN_EXE_memtune"))
+        .arg("--storage")
+        .arg(url)
+        .args(args)
+        .env_remove("MEMTUNE_STORAGE")
+        .output()
+        .unwrap()
+}
+
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "memtune failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn fails(out: Output) -> String {
+    assert!(!out.status.success(), "expected failure");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// batch size, optimizer, final state, attribute, values.
+type SampleTrial = (
+    i64,
+    &'static str,
+    TrialState,
+    Option<(&'static str, Json)>,
+    &'static [f64],
+);
+
+/// A study with one COMPLETE, two OOM FAILs, one CUDA-error FAIL, one PRUNED.
+fn sample(dir: &Path) -> std::path::PathBuf {
+    let db = dir.join("study.db");
+    let s = Storage::open(&db).unwrap();
+    let st = s
+        .create_study("bert-sst2", &[StudyDirection::Maximize])
+        .unwrap();
+    s.create_study(
+        "other",
+        &[StudyDirection::Minimize, StudyDirection::Minimize],
+    )
+    .unwrap();
+    let bs = Distribution::Int {
+        low: 8,
+        high: 128,
+        log: true,
+        step: 1,
+    };
+    let opt = Distribution::Categorical {
+        choices: vec![json!("adamw"), json!("sgd")],
+    };
+    let rows: [SampleTrial; 5] = [
+        (16, "adamw", TrialState::Complete, None, &[0.91]),
+        (
+            128,
+            "adamw",
+            TrialState::Fail,
+            Some(("oom", json!(true))),
+            &[],
+        ),
+        (
+            64,
+            "sgd",
+            TrialState::Fail,
+            Some(("cuda_error", json!("device-side assert"))),
+            &[],
+        ),
+        (96, "sgd", TrialState::Fail, Some(("oom", json!(true))), &[]),
+        (8, "sgd", TrialState::Pruned, None, &[0.5]),
+    ];
+    for (batch, o, state, attr, values) in rows {
+        let t = s.create_trial(st.study_id).unwrap();
+        s.set_param(t.trial_id, "batch_size", batch as f64, &bs.to_json())
+            .unwrap();
+        let idx = opt.to_internal(&json!(o)).unwrap();
+        s.set_param(t.trial_id, "optimizer", idx, &opt.to_json())
+            .unwrap();
+        s.report_intermediate(t.trial_id, 0, 0.25).unwrap();
+        if let Some((k, v)) = attr {
+            s.set_trial_user_attr(t.trial_id, k, &v).unwrap();
+        }
+        s.finish(t.trial_id, state, values).unwrap();
+    }
+    db
+}
+
+#[test]
+fn studies_lists_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sample(dir.path());
+    let text = ok(memtune(&db, &["studies"]));
+    let lines: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines[0][0], "study");
+    assert_eq!(
+        lines[1],
+        ["bert-sst2", "MAXIMIZE", "5", "1", "1", "3", "0", "0"]
+    );
+    assert_eq!(
+        lines[2],
+        ["other", "MINIMIZE,MINIMIZE", "0", "0", "0", "0", "0", "0"]
+    );
+}
+
+#[test]
+fn trials_lists_oom_failures_with_their_configs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sample(dir.path());
+    let text = ok(memtune(
+        &db,
+        &[
+            "trials",
+            "--study",
+            "bert-sst2",
+            "--state",
+            "fail",
+            "--attr",
+            "oom",
+        ],
+    ));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    let row = |l: &str| l.split_whitespace().map(String::from).collect::<Vec<_>>();
+    assert_eq!(
+        row(lines[1]),
+        [
+            "1",
+            "FAIL",
+            "-",
+            "true",
+            "batch_size=128",
+            "optimizer=adamw"
+        ]
+    );
+    assert_eq!(
+        row(lines[2]),
+        ["3", "FAIL", "-", "true", "batch_size=96", "optimizer=sgd"]
+    );
+    assert_eq!(lines[3], "2 trials");
+
+    let text = ok(memtune(
+        &db,
+        &["trials", "--study", "bert-sst2", "--attr", "cuda_error"],
+    ));
+    assert!(text.contains("device-side assert"), "{text}");
+    assert!(text.contains("batch_size=64"), "{text}");
+
+    let text = ok(memtune(
+        &db,
+        &[
+            "trials",
+            "--study",
+            "bert-sst2",
+            "--state",
+            "complete,pruned",
+        ],
+    ));
+    assert!(text.ends_with("2 trials\n"), "{text}");
+    assert!(text.contains("0.91"), "{text}");
+}
+
+#[test]
+fn best_shows_the_best_complete_trial() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sample(dir.path());
+    let text = ok(memtune(&db, &["best", "--study", "bert-sst2"]));
+    assert_eq!(
+        text,
+        "trial 0: values 0.91\n  batch_size = 16\n  optimizer = adamw\n"
+    );
+    let text = ok(memtune(&db, &["best", "--study", "other"]));
+    assert!(text.contains("no COMPLETE trial"), "{text}");
+}
+
+#[test]
+fn export_csv_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sample(dir.path());
+    let text = ok(memtune(
+        &db,
+        &["export", "--study", "bert-sst2", "--format", "csv"],
+    ));
+    let mut r = csv::Reader::from_reader(text.as_bytes());
+    let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
+    assert_eq!(
+        header,
+        [
+            "number",
+            "value",
+            "datetime_start",
+            "datetime_complete",
+            "params_batch_size",
+            "params_optimizer",
+            "user_attrs_cuda_error",
+            "user_attrs_oom",
+            "state"
+        ]
+    );
+    let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 5);
+    assert_eq!(&rows[0][1], "0.91");
+    assert_eq!(&rows[1][4], "128");
+    assert_eq!(&rows[2][6], "device-side assert");
+    assert_eq!(&rows[4][8], "PRUNED");
+
+    let text = ok(memtune(
+        &db,
+        &["export", "--study", "bert-sst2", "--format", "json"],
+    ));
+    let doc: Json = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["directions"], json!(["MAXIMIZE"]));
+    let t = &doc["trials"];
+    assert_eq!(t.as_array().unwrap().len(), 5);
+    assert_eq!(
+        t[0]["params"],
+        json!({"batch_size": 16, "optimizer": "adamw"})
+    );
+    assert_eq!(t[0]["values"], json!([0.91]));
+    assert_eq!(t[0]["intermediate_values"], json!({"0": 0.25}));
+    assert_eq!(t[1]["user_attrs"], json!({"oom": true}));
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sample(dir.path());
+    let err = fails(memtune(&db, &["trials", "--study", "nope"]));
+    assert!(err.contains("study `nope` not found"), "{err}");
+
+    let missing = dir.path().join("missing.db");
+    let err = fails(memtune(&missing, &["studies"]));
+    assert!(err.contains("no such storage file"), "{err}");
+    assert!(!missing.exists(), "a read command created the file");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_memtune"))
+        .args(["--storage", "postgresql://host/db", "studies"])
+        .output()
+        .unwrap();
+    let err = fails(out);
+    assert!(
+        err.contains("bad storage URL `postgresql://host/db`"),
+        "{err}"
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_memtune"))
+        .arg("studies")
+        .env_remove("MEMTUNE_STORAGE")
+        .output()
+        .unwrap();
+    assert!(fails(out).contains("no storage given"));
+
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(
+        &notes,
+        "not a database at all, just some text\n".repeat(100),
+    )
+    .unwrap();
+    let err = fails(memtune(&notes, &["studies"]));
+    assert!(err.contains("not an SQLite database"), "{err}");
+}

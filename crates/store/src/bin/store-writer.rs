@@ -1,0 +1,150 @@
+//! A worker process for the store's crash and concurrency tests and for
+//! `cargo xtask bench store`. Not part of the library's API.
+//!
+//! `store-writer crash DB STUDY DONE_FILE`: forever create a trial, set a
+//! param, report intermediate values with heartbeats, finish it, and only
+//! then append its number to DONE_FILE (fsynced). The test SIGKILLs it.
+//!
+//! `store-writer load DB STUDY TRIALS STEPS full|normal`: run TRIALS trials of
+//! STEPS intermediate values each, then print one line
+//! `trials=N intermediates=M seconds=S`. Any error exits non-zero.
+//!
+//! `store-writer check DB STUDY`: print `trials=N complete=C intermediates=M
+//! dense=true|false integrity=ok` for the study (after a load run).
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Instant;
+use store::{Distribution, Durability, OpenOptions, Storage, StudyDirection, TrialState};
+
+/// The values a writer stores for trial `number`, so a checker can recompute them.
+fn expected_param(number: i64) -> f64 {
+    (number % 97) as f64 / 97.0
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("crash") if args.len() == 4 => crash(&args[1], &args[2], &args[3]),
+        Some("load") if args.len() == 6 => load(&args[1..]),
+        Some("check") if args.len() == 3 => check(&args[1], &args[2]),
+        _ => Err(
+            "usage: store-writer crash DB STUDY DONE_FILE | load DB STUDY TRIALS STEPS full|normal"
+                .into(),
+        ),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("store-writer: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn distribution() -> String {
+    Distribution::Float {
+        low: 0.0,
+        high: 1.0,
+        log: false,
+        step: None,
+    }
+    .to_json()
+}
+
+/// One trial: param, heartbeat, `steps` intermediate values, COMPLETE.
+fn run_trial(storage: &Storage, study_id: i64, steps: i64) -> Result<i64, String> {
+    let t = storage
+        .create_or_claim_trial(study_id)
+        .map_err(|e| e.to_string())?
+        .trial();
+    let dist = distribution();
+    storage
+        .heartbeat(t.trial_id)
+        .and_then(|()| storage.set_param(t.trial_id, "x", expected_param(t.number), &dist))
+        .map_err(|e| e.to_string())?;
+    for step in 0..steps {
+        storage
+            .report_intermediate(t.trial_id, step, (t.number * 1000 + step) as f64)
+            .map_err(|e| e.to_string())?;
+        if step % 4 == 3 {
+            storage.heartbeat(t.trial_id).map_err(|e| e.to_string())?;
+        }
+    }
+    storage
+        .finish(t.trial_id, TrialState::Complete, &[t.number as f64 + 0.25])
+        .map_err(|e| e.to_string())?;
+    Ok(t.number)
+}
+
+fn crash(db: &str, study: &str, done: &str) -> Result<(), String> {
+    let storage = Storage::open(db).map_err(|e| e.to_string())?;
+    let study = storage
+        .create_or_load_study(study, &[StudyDirection::Minimize])
+        .map_err(|e| e.to_string())?;
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(done)
+        .map_err(|e| format!("{done}: {e}"))?;
+    loop {
+        let number = run_trial(&storage, study.study_id, 5)?;
+        // Logged only after the commit returned: every logged number must be intact.
+        writeln!(log, "{number}").map_err(|e| format!("{done}: {e}"))?;
+        log.sync_data().map_err(|e| format!("{done}: {e}"))?;
+    }
+}
+
+fn load(args: &[String]) -> Result<(), String> {
+    let [db, study, trials, steps, durability] = args else {
+        return Err("load needs DB STUDY TRIALS STEPS full|normal".into());
+    };
+    let trials: usize = trials.parse().map_err(|e| format!("TRIALS: {e}"))?;
+    let steps: i64 = steps.parse().map_err(|e| format!("STEPS: {e}"))?;
+    let durability = match durability.as_str() {
+        "full" => Durability::Full,
+        "normal" => Durability::Normal,
+        other => return Err(format!("durability `{other}`: expected full or normal")),
+    };
+    let opts = OpenOptions {
+        durability,
+        ..OpenOptions::default()
+    };
+    let start = Instant::now();
+    let storage = Storage::open_with(db, &opts).map_err(|e| e.to_string())?;
+    let study = storage
+        .create_or_load_study(study, &[StudyDirection::Minimize])
+        .map_err(|e| e.to_string())?;
+    for _ in 0..trials {
+        run_trial(&storage, study.study_id, steps)?;
+    }
+    println!(
+        "trials={trials} intermediates={} seconds={:.3}",
+        trials as i64 * steps,
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn check(db: &str, study: &str) -> Result<(), String> {
+    let storage = Storage::open_existing(db).map_err(|e| e.to_string())?;
+    let study = storage.study(study).map_err(|e| e.to_string())?;
+    let trials = storage
+        .trials(study.study_id, &store::TrialFilter::default())
+        .map_err(|e| e.to_string())?;
+    let dense = trials.iter().enumerate().all(|(i, t)| t.number == i as i64);
+    let complete = trials
+        .iter()
+        .filter(|t| t.state == TrialState::Complete)
+        .count();
+    let intermediates: usize = trials.iter().map(|t| t.intermediate_values.len()).sum();
+    let integrity: String = storage
+        .connection()
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .map_err(|e| e.to_string())?;
+    println!(
+        "trials={} complete={complete} intermediates={intermediates} dense={dense} integrity={integrity}",
+        trials.len()
+    );
+    Ok(())
+}

@@ -1,0 +1,189 @@
+//! Reading and writing Optuna's `distribution_json`, and converting between a
+//! parameter's internal value (what `trial_params.param_value` holds) and its
+//! external value (what the user's objective saw).
+//!
+//! The store itself keeps the JSON opaque; these helpers exist so callers
+//! (the CLI, the study runner) need not know Optuna's spelling. They do not
+//! sample anything.
+
+use crate::error::StoreError;
+use serde_json::{Value as Json, json};
+
+/// One of Optuna's parameter distributions.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Distribution {
+    Float {
+        low: f64,
+        high: f64,
+        log: bool,
+        step: Option<f64>,
+    },
+    Int {
+        low: i64,
+        high: i64,
+        log: bool,
+        step: i64,
+    },
+    Categorical {
+        /// JSON scalars: null, bool, number or string, as Optuna allows.
+        choices: Vec<Json>,
+    },
+}
+
+impl Distribution {
+    /// Optuna's JSON: `{"name": "FloatDistribution", "attributes": {...}}`.
+    pub fn to_json(&self) -> String {
+        let v = match self {
+            Distribution::Float {
+                low,
+                high,
+                log,
+                step,
+            } => json!({"name": "FloatDistribution",
+                "attributes": {"step": step, "low": low, "high": high, "log": log}}),
+            Distribution::Int {
+                low,
+                high,
+                log,
+                step,
+            } => json!({"name": "IntDistribution",
+                "attributes": {"log": log, "step": step, "low": low, "high": high}}),
+            Distribution::Categorical { choices } => {
+                json!({"name": "CategoricalDistribution", "attributes": {"choices": choices}})
+            }
+        };
+        v.to_string()
+    }
+
+    /// Parse Optuna's JSON, including the pre-3.0 names
+    /// (Uniform, LogUniform, DiscreteUniform, IntUniform, IntLogUniform).
+    pub fn from_json(text: &str) -> Result<Distribution, StoreError> {
+        let bad = |reason: &str| StoreError::BadDistribution {
+            json: text.to_string(),
+            reason: reason.to_string(),
+        };
+        let v: Json = serde_json::from_str(text).map_err(|e| bad(&e.to_string()))?;
+        let name = v["name"].as_str().ok_or_else(|| bad("no `name`"))?;
+        let a = &v["attributes"];
+        let f = |k: &str| {
+            a[k].as_f64()
+                .ok_or_else(|| bad(&format!("`{k}` is not a number")))
+        };
+        let i = |k: &str| {
+            a[k].as_i64()
+                .or_else(|| a[k].as_f64().filter(|x| x.fract() == 0.0).map(|x| x as i64))
+                .ok_or_else(|| bad(&format!("`{k}` is not an integer")))
+        };
+        let flag = |k: &str| a[k].as_bool().unwrap_or(false);
+        Ok(match name {
+            "FloatDistribution" => Distribution::Float {
+                low: f("low")?,
+                high: f("high")?,
+                log: flag("log"),
+                step: if a["step"].is_null() {
+                    None
+                } else {
+                    Some(f("step")?)
+                },
+            },
+            "UniformDistribution" | "LogUniformDistribution" => Distribution::Float {
+                low: f("low")?,
+                high: f("high")?,
+                log: name == "LogUniformDistribution",
+                step: None,
+            },
+            "DiscreteUniformDistribution" => Distribution::Float {
+                low: f("low")?,
+                high: f("high")?,
+                log: false,
+                step: Some(f("q")?),
+            },
+            "IntDistribution" | "IntUniformDistribution" | "IntLogUniformDistribution" => {
+                Distribution::Int {
+                    low: i("low")?,
+                    high: i("high")?,
+                    log: flag("log") || name == "IntLogUniformDistribution",
+                    step: if a["step"].is_null() { 1 } else { i("step")? },
+                }
+            }
+            "CategoricalDistribution" => Distribution::Categorical {
+                choices: a["choices"]
+                    .as_array()
+                    .cloned()
+                    .ok_or_else(|| bad("`choices` is not a list"))?,
+            },
+            other => return Err(bad(&format!("unknown distribution `{other}`"))),
+        })
+    }
+
+    /// The value the objective saw, from the stored internal value.
+    pub fn to_external(&self, internal: f64) -> Result<Json, StoreError> {
+        match self {
+            Distribution::Float { .. } => Ok(json!(internal)),
+            Distribution::Int { .. } => Ok(json!(internal.round() as i64)),
+            Distribution::Categorical { choices } => {
+                let idx = internal as i64;
+                if internal.fract() != 0.0 || idx < 0 || idx as usize >= choices.len() {
+                    return Err(StoreError::BadDistribution {
+                        json: self.to_json(),
+                        reason: format!("choice index {internal} out of range"),
+                    });
+                }
+                Ok(choices[idx as usize].clone())
+            }
+        }
+    }
+
+    /// The stored internal value of an external one (a categorical choice
+    /// becomes its index); `None` if the value is not in the distribution.
+    pub fn to_internal(&self, external: &Json) -> Option<f64> {
+        match self {
+            Distribution::Float { .. } | Distribution::Int { .. } => external.as_f64(),
+            Distribution::Categorical { choices } => {
+                choices.iter().position(|c| c == external).map(|i| i as f64)
+            }
+        }
+    }
+}
+
+/// The external value of a stored parameter, decoding its distribution JSON.
+pub fn external_value(param: &crate::Param) -> Result<Json, StoreError> {
+    Distribution::from_json(&param.distribution_json)?.to_external(param.internal_value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_what_optuna_writes() {
+        let f = r#"{"name": "FloatDistribution", "attributes": {"step": null, "low": 1e-05, "high": 0.1, "log": true}}"#;
+        assert_eq!(
+            Distribution::from_json(f).unwrap(),
+            Distribution::Float {
+                low: 1e-5,
+                high: 0.1,
+                log: true,
+                step: None
+            }
+        );
+        let i = r#"{"name": "IntDistribution", "attributes": {"log": false, "step": 8, "low": 8, "high": 64}}"#;
+        let d = Distribution::from_json(i).unwrap();
+        assert_eq!(d.to_external(16.0).unwrap(), json!(16));
+        let c = r#"{"name": "CategoricalDistribution", "attributes": {"choices": ["adam", "sgd", null, 1.5]}}"#;
+        let d = Distribution::from_json(c).unwrap();
+        assert_eq!(d.to_external(2.0).unwrap(), Json::Null);
+        assert_eq!(d.to_internal(&json!("sgd")), Some(1.0));
+        assert!(d.to_external(4.0).is_err());
+        assert_eq!(Distribution::from_json(&d.to_json()).unwrap(), d);
+    }
+
+    #[test]
+    fn bad_json_is_an_error() {
+        assert!(Distribution::from_json("{").is_err());
+        assert!(Distribution::from_json(r#"{"name": "Nope", "attributes": {}}"#).is_err());
+        assert!(
+            Distribution::from_json(r#"{"name": "FloatDistribution", "attributes": {}}"#).is_err()
+        );
+    }
+}

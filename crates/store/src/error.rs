@@ -1,0 +1,157 @@
+//! The typed errors of every storage operation.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong when reading or writing a study.
+///
+/// Each variant names the file, study, trial or field involved, so the caller
+/// can print it as-is. Nothing here is ever raised by a panic.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The file exists but is not an SQLite database (or its header is damaged).
+    #[error("{path}: not an SQLite database ({detail})")]
+    NotADatabase { path: PathBuf, detail: String },
+
+    /// The file is SQLite but damaged (truncated, malformed pages).
+    #[error("{path}: the database is corrupt ({detail})")]
+    Corrupt { path: PathBuf, detail: String },
+
+    /// The file is SQLite but does not hold Optuna's tables.
+    #[error("{path}: not an Optuna RDB storage (missing table `{table}`)")]
+    NotAnOptunaStorage { path: PathBuf, table: &'static str },
+
+    /// The file holds Optuna's tables at a schema version we do not know.
+    #[error(
+        "{path}: unknown Optuna schema version {found} (this build reads schema_version 12, alembic v3.2.0.a)"
+    )]
+    UnknownSchemaVersion { path: PathBuf, found: String },
+
+    /// The storage file does not exist (and we were asked not to create it).
+    #[error("{path}: no such storage file")]
+    NoSuchFile { path: PathBuf },
+
+    /// A storage URL that is not `sqlite:///PATH`.
+    #[error("bad storage URL `{url}`: {reason}")]
+    InvalidUrl { url: String, reason: String },
+
+    #[error("study `{name}` not found")]
+    StudyNotFound { name: String },
+
+    #[error("study id {study_id} not found")]
+    StudyIdNotFound { study_id: i64 },
+
+    #[error("study `{name}` already exists")]
+    StudyExists { name: String },
+
+    /// A study needs at least one direction.
+    #[error("study `{name}`: at least one objective direction is required")]
+    NoDirections { name: String },
+
+    /// An existing study was opened with other directions than it was created with.
+    #[error("study `{name}` has directions {stored:?}, not {requested:?}")]
+    DirectionMismatch {
+        name: String,
+        stored: Vec<String>,
+        requested: Vec<String>,
+    },
+
+    #[error("trial id {trial_id} not found")]
+    TrialNotFound { trial_id: i64 },
+
+    /// A write to a trial that is no longer RUNNING (or WAITING where allowed).
+    #[error("trial {number} is already {state} and cannot be changed")]
+    TrialFinished { number: i64, state: String },
+
+    /// `finish` was called with a state that does not end a trial.
+    #[error("trial {number}: `{state}` is not a finished state (COMPLETE, PRUNED or FAIL)")]
+    NotAFinishedState { number: i64, state: String },
+
+    /// The same parameter set twice on one trial.
+    #[error("trial {number}: parameter `{name}` is already set")]
+    ParamExists { number: i64, name: String },
+
+    /// A value Optuna cannot store (NaN objective value).
+    #[error("trial {number}: {what} is {value}, which Optuna cannot store")]
+    InvalidValue {
+        number: i64,
+        what: String,
+        value: f64,
+    },
+
+    /// A COMPLETE trial needs one value per objective.
+    #[error("trial {number}: {got} values given, the study has {expected} objectives")]
+    WrongNumberOfValues {
+        number: i64,
+        expected: usize,
+        got: usize,
+    },
+
+    /// Asked for the single best trial of a multi-objective study.
+    #[error("study id {study_id} has {objectives} objectives; use best_trials (Pareto front)")]
+    MultiObjective { study_id: i64, objectives: usize },
+
+    /// A stored row holds a value outside Optuna's vocabulary.
+    #[error("corrupt row: {table}.{field} = `{value}` (row id {row_id})")]
+    BadRow {
+        table: &'static str,
+        field: &'static str,
+        row_id: i64,
+        value: String,
+    },
+
+    /// A `distribution_json` we cannot decode.
+    #[error("bad distribution_json `{json}`: {reason}")]
+    BadDistribution { json: String, reason: String },
+
+    /// An attribute value that is not valid JSON.
+    #[error("bad JSON in {table}.{key}: {reason}")]
+    BadJson {
+        table: &'static str,
+        key: String,
+        reason: String,
+    },
+
+    /// Other writers held the lock for longer than every retry waited.
+    #[error("{path}: still locked by other writers after {attempts} attempts")]
+    Busy { path: PathBuf, attempts: u32 },
+
+    #[error("{path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// The SQLite error code of an error, if it is one.
+pub(crate) fn sqlite_code(e: &rusqlite::Error) -> Option<rusqlite::ErrorCode> {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _) => Some(f.code),
+        _ => None,
+    }
+}
+
+/// Wrap a raw SQLite error with the file, mapping the codes callers care about.
+pub(crate) fn from_sqlite(path: &std::path::Path, e: rusqlite::Error) -> StoreError {
+    let path = path.to_path_buf();
+    match sqlite_code(&e) {
+        Some(rusqlite::ErrorCode::NotADatabase) => StoreError::NotADatabase {
+            path,
+            detail: e.to_string(),
+        },
+        Some(rusqlite::ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
+            path,
+            detail: e.to_string(),
+        },
+        _ => StoreError::Sqlite { path, source: e },
+    }
+}

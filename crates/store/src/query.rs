@@ -1,0 +1,300 @@
+//! Reading trials back: one trial, filtered lists, the best trial(s).
+
+use crate::attrs::{AttrTable, parse_json};
+use crate::error::{Result, StoreError};
+use crate::model::{FrozenTrial, Param, StudyDirection, TrialFilter, TrialState, decode_float};
+use crate::storage::{Storage, TxError};
+use crate::study::load_by_id;
+use rusqlite::{Connection, OptionalExtension};
+use serde_json::Value as Json;
+use std::collections::{BTreeMap, HashMap};
+
+impl Storage {
+    /// One trial by id, or `TrialNotFound`.
+    pub fn trial(&self, trial_id: i64) -> Result<FrozenTrial> {
+        self.read(|conn| {
+            let mut v = load_trials(conn, "t.trial_id = ?1", trial_id)?;
+            v.pop()
+                .ok_or_else(|| StoreError::TrialNotFound { trial_id }.into())
+        })
+    }
+
+    /// The trial numbered `number` in the study, or `None`.
+    pub fn trial_by_number(&self, study_id: i64, number: i64) -> Result<Option<FrozenTrial>> {
+        self.read(|conn| {
+            let id: Option<i64> = conn
+                .prepare_cached("SELECT trial_id FROM trials WHERE study_id = ?1 AND number = ?2")?
+                .query_row([study_id, number], |r| r.get(0))
+                .optional()?;
+            match id {
+                Some(id) => Ok(load_trials(conn, "t.trial_id = ?1", id)?.pop()),
+                None => Ok(None),
+            }
+        })
+    }
+
+    /// How many of the study's trials are in one of `states` (all when empty);
+    /// one COUNT query, for budgets such as "stop after N complete trials".
+    pub fn count_trials(&self, study_id: i64, states: &[TrialState]) -> Result<usize> {
+        self.read(|conn| {
+            load_by_id(conn, study_id)?;
+            let mut stmt = conn.prepare_cached(
+                "SELECT state, count(*) FROM trials WHERE study_id = ?1 GROUP BY state",
+            )?;
+            let rows: Vec<(String, i64)> = stmt
+                .query_map([study_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(rows
+                .into_iter()
+                .filter(|(s, _)| {
+                    states.is_empty() || TrialState::parse(s).is_some_and(|s| states.contains(&s))
+                })
+                .map(|(_, n)| n as usize)
+                .sum())
+        })
+    }
+
+    /// The study's trials matching `filter`, ordered by number.
+    pub fn trials(&self, study_id: i64, filter: &TrialFilter) -> Result<Vec<FrozenTrial>> {
+        self.read(|conn| {
+            load_by_id(conn, study_id)?;
+            let all = load_trials(conn, "t.study_id = ?1", study_id)?;
+            Ok(all
+                .into_iter()
+                .filter(|t| filter.states.is_empty() || filter.states.contains(&t.state))
+                .filter(|t| match &filter.attr_key {
+                    None => true,
+                    Some(k) => t.user_attrs.contains_key(k) || t.system_attrs.contains_key(k),
+                })
+                .collect())
+        })
+    }
+
+    /// The best COMPLETE trial of a single-objective study (`None` if no
+    /// trial is complete); ties go to the lowest number.
+    pub fn best_trial(&self, study_id: i64) -> Result<Option<FrozenTrial>> {
+        let study = self.study_by_id(study_id)?;
+        if study.directions.len() != 1 {
+            return Err(StoreError::MultiObjective {
+                study_id,
+                objectives: study.directions.len(),
+            });
+        }
+        let maximize = study.directions[0] == StudyDirection::Maximize;
+        let filter = TrialFilter {
+            states: vec![TrialState::Complete],
+            attr_key: None,
+        };
+        let mut best: Option<FrozenTrial> = None;
+        for t in self.trials(study_id, &filter)? {
+            let Some(v) = t.value() else { continue };
+            let better = match best.as_ref().and_then(FrozenTrial::value) {
+                None => true,
+                Some(b) if maximize => v > b,
+                Some(b) => v < b,
+            };
+            if better {
+                best = Some(t);
+            }
+        }
+        Ok(best)
+    }
+
+    /// The Pareto front of COMPLETE trials (for one objective: every trial
+    /// tied at the best value), ordered by number.
+    pub fn best_trials(&self, study_id: i64) -> Result<Vec<FrozenTrial>> {
+        let study = self.study_by_id(study_id)?;
+        let filter = TrialFilter {
+            states: vec![TrialState::Complete],
+            attr_key: None,
+        };
+        let trials: Vec<FrozenTrial> = self
+            .trials(study_id, &filter)?
+            .into_iter()
+            .filter(|t| {
+                t.values
+                    .as_ref()
+                    .is_some_and(|v| v.len() == study.directions.len())
+            })
+            .collect();
+        // Turn every objective into "smaller is better".
+        let key = |t: &FrozenTrial| -> Vec<f64> {
+            let v = t.values.as_deref().unwrap_or_default();
+            v.iter()
+                .zip(&study.directions)
+                .map(|(&x, d)| {
+                    if *d == StudyDirection::Maximize {
+                        -x
+                    } else {
+                        x
+                    }
+                })
+                .collect()
+        };
+        let keys: Vec<Vec<f64>> = trials.iter().map(key).collect();
+        let dominates = |a: &[f64], b: &[f64]| {
+            a.iter().zip(b).all(|(x, y)| x <= y) && a.iter().zip(b).any(|(x, y)| x < y)
+        };
+        Ok(trials
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| !keys.iter().any(|other| dominates(other, &keys[*i])))
+            .map(|(_, t)| t)
+            .collect())
+    }
+}
+
+/// Load every trial matching `where_sql` (a condition on `t`, one parameter)
+/// with all its rows: six queries however many trials there are.
+pub(crate) fn load_trials(
+    conn: &Connection,
+    where_sql: &str,
+    arg: i64,
+) -> Result<Vec<FrozenTrial>, TxError> {
+    let mut trials: Vec<FrozenTrial> = Vec::new();
+    let mut index: HashMap<i64, usize> = HashMap::new();
+    {
+        let sql = format!(
+            "SELECT t.trial_id, t.study_id, t.number, t.state, t.datetime_start, t.datetime_complete, h.heartbeat \
+             FROM trials t LEFT JOIN trial_heartbeats h ON h.trial_id = t.trial_id WHERE {where_sql} ORDER BY t.number, t.trial_id"
+        );
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query([arg])?;
+        while let Some(r) = rows.next()? {
+            let trial_id: i64 = r.get(0)?;
+            let state: String = r.get(3)?;
+            let state = TrialState::parse(&state).ok_or_else(|| StoreError::BadRow {
+                table: "trials",
+                field: "state",
+                row_id: trial_id,
+                value: state.clone(),
+            })?;
+            index.insert(trial_id, trials.len());
+            trials.push(FrozenTrial {
+                trial_id,
+                study_id: r.get(1)?,
+                number: r.get::<_, Option<i64>>(2)?.unwrap_or(-1),
+                state,
+                values: None,
+                datetime_start: r.get(4)?,
+                datetime_complete: r.get(5)?,
+                params: Vec::new(),
+                intermediate_values: BTreeMap::new(),
+                user_attrs: BTreeMap::new(),
+                system_attrs: BTreeMap::new(),
+                heartbeat: r.get(6)?,
+            });
+        }
+    }
+    if trials.is_empty() {
+        return Ok(trials);
+    }
+    let child = |table: &str, cols: &str, order: &str| {
+        format!(
+            "SELECT c.trial_id, {cols} FROM {table} c JOIN trials t ON t.trial_id = c.trial_id WHERE {where_sql} ORDER BY c.trial_id, {order}"
+        )
+    };
+
+    let sql = child(
+        "trial_params",
+        "c.param_name, c.param_value, c.distribution_json",
+        "c.param_name",
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query([arg])?;
+    while let Some(r) = rows.next()? {
+        if let Some(&i) = index.get(&r.get::<_, i64>(0)?) {
+            trials[i].params.push(Param {
+                name: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                internal_value: r.get::<_, Option<f64>>(2)?.unwrap_or(f64::NAN),
+                distribution_json: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
+            });
+        }
+    }
+
+    let sql = child(
+        "trial_values",
+        "c.trial_value_id, c.objective, c.value, c.value_type",
+        "c.objective",
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query([arg])?;
+    while let Some(r) = rows.next()? {
+        if let Some(&i) = index.get(&r.get::<_, i64>(0)?) {
+            let row_id: i64 = r.get(1)?;
+            let kind: String = r.get(4)?;
+            let v = decode_float(r.get(3)?, &kind)
+                .filter(|_| kind != "NAN")
+                .ok_or_else(|| StoreError::BadRow {
+                    table: "trial_values",
+                    field: "value_type",
+                    row_id,
+                    value: kind.clone(),
+                })?;
+            trials[i].values.get_or_insert_with(Vec::new).push(v);
+        }
+    }
+
+    let sql = child(
+        "trial_intermediate_values",
+        "c.trial_intermediate_value_id, c.step, c.intermediate_value, c.intermediate_value_type",
+        "c.step",
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query([arg])?;
+    while let Some(r) = rows.next()? {
+        if let Some(&i) = index.get(&r.get::<_, i64>(0)?) {
+            let row_id: i64 = r.get(1)?;
+            let kind: String = r.get(4)?;
+            let v = decode_float(r.get(3)?, &kind).ok_or_else(|| StoreError::BadRow {
+                table: "trial_intermediate_values",
+                field: "intermediate_value_type",
+                row_id,
+                value: kind.clone(),
+            })?;
+            trials[i].intermediate_values.insert(r.get(2)?, v);
+        }
+    }
+
+    for table in [AttrTable::TrialUser, AttrTable::TrialSystem] {
+        let sql = child(table.table(), "c.\"key\", c.value_json", "c.\"key\"");
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query([arg])?;
+        while let Some(r) = rows.next()? {
+            if let Some(&i) = index.get(&r.get::<_, i64>(0)?) {
+                let key: String = r.get::<_, Option<String>>(1)?.unwrap_or_default();
+                let text: String = r.get::<_, Option<String>>(2)?.unwrap_or_default();
+                let v = parse_json(table, &key, &text)?;
+                let map = match table {
+                    AttrTable::TrialUser => &mut trials[i].user_attrs,
+                    _ => &mut trials[i].system_attrs,
+                };
+                map.insert(key, v);
+            }
+        }
+    }
+    Ok(trials)
+}
+
+/// One owner's attributes from one of the four attribute tables.
+pub(crate) fn load_attrs(
+    conn: &Connection,
+    table: AttrTable,
+    owner_id: i64,
+) -> Result<BTreeMap<String, Json>, TxError> {
+    let sql = format!(
+        "SELECT \"key\", value_json FROM {} WHERE {} = ?1 ORDER BY \"key\"",
+        table.table(),
+        table.owner()
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query([owner_id])?;
+    let mut out = BTreeMap::new();
+    while let Some(r) = rows.next()? {
+        let key: String = r.get::<_, Option<String>>(0)?.unwrap_or_default();
+        let text: String = r.get::<_, Option<String>>(1)?.unwrap_or_default();
+        let v = parse_json(table, &key, &text)?;
+        out.insert(key, v);
+    }
+    Ok(out)
+}

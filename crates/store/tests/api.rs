@@ -1,0 +1,307 @@
+//! The write API's rules: finished trials are frozen, values are encoded as
+//! Optuna encodes them, the queue hands each trial to exactly one worker,
+//! stale trials are failed and retried as Optuna's callback does.
+
+use serde_json::json;
+use std::time::Duration;
+use store::{
+    Claim, NewTrial, Param, RetryPolicy, Storage, StoreError, StudyDirection, TrialFilter,
+    TrialState,
+};
+
+fn new_store() -> (tempfile::TempDir, Storage) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Storage::open(dir.path().join("api.db")).unwrap();
+    (dir, s)
+}
+
+#[test]
+fn finished_trials_are_frozen() {
+    let (_d, s) = new_store();
+    let st = s.create_study("a", &[StudyDirection::Minimize]).unwrap();
+    let t = s.create_trial(st.study_id).unwrap();
+    s.finish(t.trial_id, TrialState::Complete, &[1.0]).unwrap();
+    for err in [
+        s.report_intermediate(t.trial_id, 1, 2.0).unwrap_err(),
+        s.finish(t.trial_id, TrialState::Fail, &[]).unwrap_err(),
+        s.set_param(t.trial_id, "x", 1.0, "{}").unwrap_err(),
+        s.set_trial_user_attr(t.trial_id, "k", &json!(1))
+            .unwrap_err(),
+        s.heartbeat(t.trial_id).unwrap_err(),
+    ] {
+        assert!(
+            matches!(&err, StoreError::TrialFinished { number: 0, state } if state == "COMPLETE"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn value_rules() {
+    let (_d, s) = new_store();
+    let st = s
+        .create_study("a", &[StudyDirection::Minimize, StudyDirection::Maximize])
+        .unwrap();
+    let t = s.create_trial(st.study_id).unwrap();
+    assert!(matches!(
+        s.finish(t.trial_id, TrialState::Complete, &[1.0])
+            .unwrap_err(),
+        StoreError::WrongNumberOfValues {
+            expected: 2,
+            got: 1,
+            ..
+        }
+    ));
+    assert!(matches!(
+        s.finish(t.trial_id, TrialState::Complete, &[f64::NAN, 1.0])
+            .unwrap_err(),
+        StoreError::InvalidValue { .. }
+    ));
+    assert!(matches!(
+        s.finish(t.trial_id, TrialState::Running, &[]).unwrap_err(),
+        StoreError::NotAFinishedState { .. }
+    ));
+    assert!(matches!(
+        s.set_param(t.trial_id, "x", 0.5, "not json").unwrap_err(),
+        StoreError::BadDistribution { .. }
+    ));
+    s.set_param(t.trial_id, "x", 0.5, "{}").unwrap();
+    assert!(matches!(
+        s.set_param(t.trial_id, "x", 0.5, "{}").unwrap_err(),
+        StoreError::ParamExists { .. }
+    ));
+    // Rejected calls wrote nothing; the trial is still open.
+    s.finish(
+        t.trial_id,
+        TrialState::Complete,
+        &[f64::NEG_INFINITY, f64::INFINITY],
+    )
+    .unwrap();
+    let got = s.trial(t.trial_id).unwrap();
+    assert_eq!(got.values, Some(vec![f64::NEG_INFINITY, f64::INFINITY]));
+    assert_eq!(got.params.len(), 1);
+    assert!(got.datetime_complete.is_some());
+    // Stored as Optuna stores it: NULL value with a type tag.
+    let rows: Vec<(Option<f64>, String)> = s
+        .connection()
+        .prepare("SELECT value, value_type FROM trial_values ORDER BY objective")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        rows,
+        vec![(None, "INF_NEG".into()), (None, "INF_POS".into())]
+    );
+}
+
+#[test]
+fn study_lifecycle() {
+    let (_d, s) = new_store();
+    assert!(matches!(
+        s.create_study("x", &[]).unwrap_err(),
+        StoreError::NoDirections { .. }
+    ));
+    let a = s.create_study("x", &[StudyDirection::Maximize]).unwrap();
+    assert!(matches!(
+        s.create_study("x", &[StudyDirection::Maximize])
+            .unwrap_err(),
+        StoreError::StudyExists { .. }
+    ));
+    assert_eq!(
+        s.create_or_load_study("x", &[StudyDirection::Maximize])
+            .unwrap(),
+        a
+    );
+    assert!(matches!(
+        s.create_or_load_study("x", &[StudyDirection::Minimize])
+            .unwrap_err(),
+        StoreError::DirectionMismatch { .. }
+    ));
+    let b = s
+        .create_or_load_study("y", &[StudyDirection::Minimize])
+        .unwrap();
+    assert_ne!(a.study_id, b.study_id);
+    let t = s.create_trial(a.study_id).unwrap();
+    s.finish(t.trial_id, TrialState::Pruned, &[]).unwrap();
+    let list = s.studies().unwrap();
+    assert_eq!(list.len(), 2);
+    assert_eq!(list[0].n_trials, 1);
+    assert_eq!(list[0].counts.get(&TrialState::Pruned), Some(&1));
+    // Numbers are per study.
+    assert_eq!(s.create_trial(b.study_id).unwrap().number, 0);
+}
+
+#[test]
+fn queue_hands_each_trial_to_one_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("q.db");
+    let s = Storage::open(&db).unwrap();
+    let st = s.create_study("q", &[StudyDirection::Minimize]).unwrap();
+    let n = 40;
+    for i in 0..n {
+        let p = Param {
+            name: "x".into(),
+            internal_value: i as f64,
+            distribution_json: r#"{"name": "FloatDistribution", "attributes": {"step": null, "low": 0.0, "high": 100.0, "log": false}}"#.into(),
+        };
+        s.enqueue_trial(
+            st.study_id,
+            &NewTrial {
+                params: vec![p],
+                ..NewTrial::default()
+            },
+        )
+        .unwrap();
+    }
+    // Four threads, each with its own connection, race to claim.
+    let claimed: Vec<Vec<i64>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let db = db.clone();
+                scope.spawn(move || {
+                    let s = Storage::open(&db).unwrap();
+                    let mut mine = Vec::new();
+                    while let Some(t) = s.claim_waiting(st.study_id).unwrap() {
+                        mine.push(t.number);
+                    }
+                    mine
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut all: Vec<i64> = claimed.concat();
+    all.sort();
+    assert_eq!(all, (0..n).collect::<Vec<_>>(), "each claimed exactly once");
+    let running = s
+        .trials(
+            st.study_id,
+            &TrialFilter {
+                states: vec![TrialState::Running],
+                attr_key: None,
+            },
+        )
+        .unwrap();
+    assert_eq!(running.len(), n as usize);
+    assert!(running.iter().all(|t| t.datetime_start.is_some()));
+    // Queue empty: create_or_claim creates.
+    assert!(matches!(
+        s.create_or_claim_trial(st.study_id).unwrap(),
+        Claim::Created(t) if t.number == n
+    ));
+}
+
+#[test]
+fn stale_trials_fail_and_retry_like_optuna() {
+    let (_d, s) = new_store();
+    let st = s.create_study("h", &[StudyDirection::Minimize]).unwrap();
+    let t = s.create_trial(st.study_id).unwrap();
+    s.set_param(t.trial_id, "x", 0.5, r#"{"name": "FloatDistribution", "attributes": {"step": null, "low": 0.0, "high": 1.0, "log": false}}"#)
+        .unwrap();
+    s.set_trial_user_attr(t.trial_id, "batch", &json!(32))
+        .unwrap();
+    s.report_intermediate(t.trial_id, 0, 0.1).unwrap();
+    s.heartbeat(t.trial_id).unwrap();
+    let never_beats = s.create_trial(st.study_id).unwrap();
+    let grace = Duration::from_millis(30);
+
+    // Fresh heartbeat: nothing is stale.
+    assert!(
+        s.fail_stale_trials(st.study_id, Duration::from_secs(60), None)
+            .unwrap()
+            .is_empty()
+    );
+    std::thread::sleep(grace * 2);
+    let policy = RetryPolicy {
+        max_retry: Some(2),
+        inherit_intermediate_values: true,
+    };
+    let out = s
+        .fail_stale_trials(st.study_id, grace, Some(&policy))
+        .unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].failed, t);
+    assert_eq!(s.trial(t.trial_id).unwrap().state, TrialState::Fail);
+    assert_eq!(
+        s.trial(never_beats.trial_id).unwrap().state,
+        TrialState::Running
+    );
+    let retry = out[0].retry.unwrap();
+    let copy = s.trial(retry.trial_id).unwrap();
+    assert_eq!(copy.state, TrialState::Waiting);
+    assert_eq!(copy.params, s.trial(t.trial_id).unwrap().params);
+    assert_eq!(copy.user_attrs["batch"], json!(32));
+    assert_eq!(copy.system_attrs["failed_trial"], json!(0));
+    assert_eq!(copy.system_attrs["retry_history"], json!([0]));
+    assert_eq!(copy.intermediate_values.get(&0), Some(&0.1));
+
+    // The retry dies too: history grows, failed_trial keeps the first number.
+    let c = s.claim_waiting(st.study_id).unwrap().unwrap();
+    assert_eq!(c, retry);
+    s.heartbeat(c.trial_id).unwrap();
+    std::thread::sleep(grace * 2);
+    let out = s
+        .fail_stale_trials(st.study_id, grace, Some(&policy))
+        .unwrap();
+    let copy2 = s.trial(out[0].retry.unwrap().trial_id).unwrap();
+    assert_eq!(copy2.system_attrs["failed_trial"], json!(0));
+    assert_eq!(
+        copy2.system_attrs["retry_history"],
+        json!([0, retry.number])
+    );
+
+    // Third failure exceeds max_retry = 2: failed, not re-enqueued.
+    let c = s.claim_waiting(st.study_id).unwrap().unwrap();
+    s.heartbeat(c.trial_id).unwrap();
+    std::thread::sleep(grace * 2);
+    let out = s
+        .fail_stale_trials(st.study_id, grace, Some(&policy))
+        .unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].retry, None);
+}
+
+#[test]
+fn best_trial_and_pareto_front() {
+    let (_d, s) = new_store();
+    let st = s.create_study("b", &[StudyDirection::Maximize]).unwrap();
+    for v in [0.3, 0.9, f64::NEG_INFINITY, 0.9] {
+        let t = s.create_trial(st.study_id).unwrap();
+        s.finish(t.trial_id, TrialState::Complete, &[v]).unwrap();
+    }
+    let t = s.create_trial(st.study_id).unwrap();
+    s.finish(t.trial_id, TrialState::Pruned, &[5.0]).unwrap();
+    assert_eq!(s.best_trial(st.study_id).unwrap().unwrap().number, 1);
+    assert_eq!(
+        s.count_trials(st.study_id, &[TrialState::Complete])
+            .unwrap(),
+        4
+    );
+    assert_eq!(s.count_trials(st.study_id, &[]).unwrap(), 5);
+    assert_eq!(
+        s.trial_by_number(st.study_id, 4).unwrap().unwrap().state,
+        TrialState::Pruned
+    );
+    assert!(s.trial_by_number(st.study_id, 5).unwrap().is_none());
+
+    let m = s
+        .create_study("m", &[StudyDirection::Minimize, StudyDirection::Maximize])
+        .unwrap();
+    assert!(matches!(
+        s.best_trial(m.study_id).unwrap_err(),
+        StoreError::MultiObjective { objectives: 2, .. }
+    ));
+    for v in [[1.0, 1.0], [2.0, 2.0], [2.0, 0.5], [0.5, 0.5]] {
+        let t = s.create_trial(m.study_id).unwrap();
+        s.finish(t.trial_id, TrialState::Complete, &v).unwrap();
+    }
+    let front: Vec<i64> = s
+        .best_trials(m.study_id)
+        .unwrap()
+        .iter()
+        .map(|t| t.number)
+        .collect();
+    assert_eq!(front, vec![0, 1, 3]);
+}

@@ -1,0 +1,357 @@
+//! Interop with Optuna 5.0.0 both ways: Optuna reads studies we write, we
+//! read studies Optuna wrote, and both views of the same file agree.
+//! Needs `MEMTUNE_PYTHON` (a Python with optuna==5.0.0); skipped without it
+//! unless `CI` is set.
+
+use serde_json::{Value as Json, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use store::{
+    Distribution, NewTrial, Param, Storage, StudyDirection, TrialFilter, TrialState, external_value,
+};
+
+fn python() -> Option<PathBuf> {
+    match std::env::var_os("MEMTUNE_PYTHON") {
+        Some(p) => Some(PathBuf::from(p)),
+        None if std::env::var_os("CI").is_some() => {
+            panic!("MEMTUNE_PYTHON is not set; CI must run the Optuna interop tests")
+        }
+        None => {
+            eprintln!("skipping: MEMTUNE_PYTHON is not set (a Python with optuna==5.0.0)");
+            None
+        }
+    }
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/py")
+        .join(name)
+}
+
+fn run_py(py: &Path, name: &str, db: &Path) -> String {
+    let url = format!("sqlite:///{}", db.display());
+    let out = Command::new(py)
+        .arg(script(name))
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{name} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Non-finite floats as the dump script writes them.
+fn enc(v: f64) -> Json {
+    if v.is_nan() {
+        json!("nan")
+    } else if v == f64::INFINITY {
+        json!("inf")
+    } else if v == f64::NEG_INFINITY {
+        json!("-inf")
+    } else {
+        json!(v)
+    }
+}
+
+fn enc_json(v: &Json) -> Json {
+    match v {
+        Json::Number(n) if n.as_f64().is_some_and(|f| !f.is_finite()) => enc(n.as_f64().unwrap()),
+        Json::Array(a) => Json::Array(a.iter().map(enc_json).collect()),
+        Json::Object(o) => Json::Object(o.iter().map(|(k, v)| (k.clone(), enc_json(v))).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The same structure `dump_study.py` prints, built from our reading.
+fn our_view(storage: &Storage) -> Json {
+    let mut out = serde_json::Map::new();
+    for summary in storage.studies().unwrap() {
+        let s = &summary.study;
+        let trials: Vec<Json> = storage
+            .trials(s.study_id, &TrialFilter::default())
+            .unwrap()
+            .iter()
+            .map(|t| {
+                let params: serde_json::Map<String, Json> = t
+                    .params
+                    .iter()
+                    .map(|p| (p.name.clone(), enc_json(&external_value(p).unwrap())))
+                    .collect();
+                let dists: serde_json::Map<String, Json> = t
+                    .params
+                    .iter()
+                    .map(|p| {
+                        let d = Distribution::from_json(&p.distribution_json).unwrap();
+                        (p.name.clone(), serde_json::from_str(&d.to_json()).unwrap())
+                    })
+                    .collect();
+                let inter: serde_json::Map<String, Json> = t
+                    .intermediate_values
+                    .iter()
+                    .map(|(k, &v)| (k.to_string(), enc(v)))
+                    .collect();
+                json!({
+                    "number": t.number,
+                    "state": t.state.as_str(),
+                    "values": t.values.as_ref().map(|v| v.iter().map(|&x| enc(x)).collect::<Vec<_>>()),
+                    "params": params,
+                    "distributions": dists,
+                    "intermediate_values": inter,
+                    "user_attrs": enc_json(&json!(t.user_attrs)),
+                    "system_attrs": enc_json(&json!(t.system_attrs)),
+                    "has_start": t.datetime_start.is_some(),
+                    "has_complete": t.datetime_complete.is_some(),
+                })
+            })
+            .collect();
+        out.insert(
+            s.name.clone(),
+            json!({
+                "directions": s.directions.iter().map(|d| d.as_str()).collect::<Vec<_>>(),
+                "user_attrs": enc_json(&json!(summary.user_attrs)),
+                "trials": trials,
+            }),
+        );
+    }
+    Json::Object(out)
+}
+
+fn param(name: &str, d: &Distribution, external: Json) -> Param {
+    Param {
+        name: name.into(),
+        internal_value: d.to_internal(&external).unwrap(),
+        distribution_json: d.to_json(),
+    }
+}
+
+fn write_ours(storage: &Storage) {
+    let lr = Distribution::Float {
+        low: 1e-5,
+        high: 1e-1,
+        log: true,
+        step: None,
+    };
+    let bs = Distribution::Int {
+        low: 8,
+        high: 64,
+        log: false,
+        step: 8,
+    };
+    let opt = Distribution::Categorical {
+        choices: vec![json!("adam"), json!("sgd"), Json::Null, json!(1.5)],
+    };
+    let s = storage
+        .create_study("ours", &[StudyDirection::Minimize])
+        .unwrap();
+    storage
+        .set_study_user_attr(s.study_id, "owner", &json!({"team": "nlp"}))
+        .unwrap();
+
+    let t0 = storage.create_trial(s.study_id).unwrap();
+    for p in [
+        param("lr", &lr, json!(0.001)),
+        param("batch_size", &bs, json!(32)),
+        param("optimizer", &opt, json!("sgd")),
+    ] {
+        storage
+            .set_param(t0.trial_id, &p.name, p.internal_value, &p.distribution_json)
+            .unwrap();
+    }
+    for (step, v) in [
+        (0, 0.5),
+        (1, f64::NAN),
+        (2, f64::INFINITY),
+        (3, f64::NEG_INFINITY),
+    ] {
+        storage.report_intermediate(t0.trial_id, step, v).unwrap();
+    }
+    storage
+        .set_trial_user_attr(t0.trial_id, "peak_mb", &json!(123.5))
+        .unwrap();
+    storage
+        .set_trial_user_attr(t0.trial_id, "tags", &json!(["a", "b"]))
+        .unwrap();
+    storage
+        .finish(t0.trial_id, TrialState::Complete, &[0.125])
+        .unwrap();
+
+    let t1 = storage.create_trial(s.study_id).unwrap();
+    let p = param("optimizer", &opt, Json::Null);
+    storage
+        .set_param(t1.trial_id, &p.name, p.internal_value, &p.distribution_json)
+        .unwrap();
+    storage
+        .set_trial_user_attr(t1.trial_id, "oom", &json!(true))
+        .unwrap();
+    storage.finish(t1.trial_id, TrialState::Fail, &[]).unwrap();
+
+    let t2 = storage.create_trial(s.study_id).unwrap();
+    storage.report_intermediate(t2.trial_id, 0, 0.9).unwrap();
+    storage
+        .finish(t2.trial_id, TrialState::Pruned, &[0.9])
+        .unwrap();
+
+    let t3 = storage.create_trial(s.study_id).unwrap();
+    storage
+        .finish(t3.trial_id, TrialState::Complete, &[f64::INFINITY])
+        .unwrap();
+
+    storage
+        .enqueue_trial(
+            s.study_id,
+            &NewTrial {
+                params: vec![param("lr", &lr, json!(0.01))],
+                system_attrs: vec![("source".into(), json!("manual"))],
+                ..NewTrial::default()
+            },
+        )
+        .unwrap();
+    let t5 = storage.create_trial(s.study_id).unwrap();
+    storage.heartbeat(t5.trial_id).unwrap();
+
+    let m = storage
+        .create_study(
+            "ours-multi",
+            &[StudyDirection::Minimize, StudyDirection::Maximize],
+        )
+        .unwrap();
+    let t = storage.create_trial(m.study_id).unwrap();
+    storage
+        .finish(t.trial_id, TrialState::Complete, &[1.0, f64::NEG_INFINITY])
+        .unwrap();
+}
+
+#[test]
+fn optuna_loads_what_we_write() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("ours.db");
+    let storage = Storage::open(&db).unwrap();
+    write_ours(&storage);
+
+    let theirs: Json = serde_json::from_str(&run_py(&py, "dump_study.py", &db)).unwrap();
+    // Explicit expectations, independent of our own reader.
+    let ours = &theirs["ours"];
+    assert_eq!(ours["directions"], json!(["MINIMIZE"]));
+    assert_eq!(ours["user_attrs"], json!({"owner": {"team": "nlp"}}));
+    let t = &ours["trials"];
+    assert_eq!(t.as_array().unwrap().len(), 6);
+    assert_eq!(t[0]["state"], "COMPLETE");
+    assert_eq!(t[0]["values"], json!([0.125]));
+    assert_eq!(
+        t[0]["params"],
+        json!({"lr": 0.001, "batch_size": 32, "optimizer": "sgd"})
+    );
+    assert_eq!(
+        t[0]["intermediate_values"],
+        json!({"0": 0.5, "1": "nan", "2": "inf", "3": "-inf"})
+    );
+    assert_eq!(
+        t[0]["user_attrs"],
+        json!({"peak_mb": 123.5, "tags": ["a", "b"]})
+    );
+    assert_eq!(t[1]["state"], "FAIL");
+    assert_eq!(t[1]["params"], json!({"optimizer": null}));
+    assert_eq!(t[1]["user_attrs"], json!({"oom": true}));
+    assert_eq!(t[1]["values"], Json::Null);
+    assert_eq!(t[2]["state"], "PRUNED");
+    assert_eq!(t[2]["values"], json!([0.9]));
+    assert_eq!(t[3]["values"], json!(["inf"]));
+    assert_eq!(t[4]["state"], "WAITING");
+    assert_eq!(t[4]["params"], json!({"lr": 0.01}));
+    assert_eq!(t[4]["system_attrs"], json!({"source": "manual"}));
+    assert_eq!(t[4]["has_start"], json!(false));
+    assert_eq!(t[5]["state"], "RUNNING");
+    let multi = &theirs["ours-multi"];
+    assert_eq!(multi["directions"], json!(["MINIMIZE", "MAXIMIZE"]));
+    assert_eq!(multi["trials"][0]["values"], json!([1.0, "-inf"]));
+    // And the whole of Optuna's view equals ours.
+    assert_eq!(our_view(&storage), theirs);
+}
+
+#[test]
+fn we_read_what_optuna_writes() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("theirs.db");
+    run_py(&py, "write_study.py", &db);
+    let theirs: Json = serde_json::from_str(&run_py(&py, "dump_study.py", &db)).unwrap();
+    let storage = Storage::open_existing(&db).unwrap();
+    let ours = our_view(&storage);
+    assert_eq!(ours, theirs);
+
+    // Spot checks through the typed API.
+    let s = storage.study("optuna-single").unwrap();
+    assert_eq!(s.directions, vec![StudyDirection::Maximize]);
+    let fails = storage
+        .trials(
+            s.study_id,
+            &TrialFilter {
+                states: vec![TrialState::Fail],
+                attr_key: Some("oom".into()),
+            },
+        )
+        .unwrap();
+    assert_eq!(fails.iter().map(|t| t.number).collect::<Vec<_>>(), vec![2]);
+    let best = storage.best_trial(s.study_id).unwrap().unwrap();
+    assert_eq!(best.state, TrialState::Complete);
+    // We can keep writing to Optuna's file: claim the queued trial.
+    let claimed = storage.claim_waiting(s.study_id).unwrap().unwrap();
+    assert_eq!(claimed.number, 5);
+    storage
+        .finish(claimed.trial_id, TrialState::Complete, &[0.0])
+        .unwrap();
+    let after: Json = serde_json::from_str(&run_py(&py, "dump_study.py", &db)).unwrap();
+    assert_eq!(after["optuna-single"]["trials"][5]["state"], "COMPLETE");
+}
+
+fn schema_of(db: &Path) -> Vec<(String, String, Option<String>)> {
+    let s = Storage::open_existing(db).unwrap();
+    let mut stmt = s
+        .connection()
+        .prepare("SELECT type, name, sql FROM sqlite_master ORDER BY type, name")
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+#[test]
+fn schema_is_byte_identical_to_optunas() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let theirs = dir.path().join("theirs.db");
+    let url = format!("sqlite:///{}", theirs.display());
+    let out = Command::new(&py)
+        .args([
+            "-c",
+            "import sys, optuna; optuna.storages.RDBStorage(sys.argv[1])",
+            &url,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ours = dir.path().join("ours.db");
+    drop(Storage::open(&ours).unwrap());
+    assert_eq!(schema_of(&ours), schema_of(&theirs));
+    let versions = |db: &Path| -> (i64, String, String) {
+        let s = Storage::open_existing(db).unwrap();
+        s.connection()
+            .query_row(
+                "SELECT schema_version, library_version, version_num FROM version_info, alembic_version",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap()
+    };
+    assert_eq!(versions(&ours), versions(&theirs));
+}
