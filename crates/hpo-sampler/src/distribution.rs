@@ -1,0 +1,335 @@
+//! Parameter distributions with Optuna's semantics: float and int ranges
+//! (optionally `log` or with a `step`) and categoricals, plus conversions
+//! between a parameter's external value and its internal `f64`
+//! representation (the number itself for ranges, the choice index for
+//! categoricals), which is what samplers and histories work in.
+
+use crate::error::{Error, Result};
+use std::fmt;
+
+/// An external parameter value, also the type of a categorical choice
+/// (Optuna allows None, bool, int, float and str choices).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ParamValue {
+    None,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+}
+
+/// A categorical choice: any external value.
+pub type CategoricalChoice = ParamValue;
+
+impl ParamValue {
+    /// The value as a float, for numeric values (Optuna's `float(v)`).
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            ParamValue::Int(i) => Some(*i as f64),
+            ParamValue::Float(f) => Some(*f),
+            ParamValue::Bool(b) => Some(if *b { 1.0 } else { 0.0 }),
+            _ => None,
+        }
+    }
+
+    /// Optuna's choice equality: like Python's `==` (so `1 == 1.0 == True`),
+    /// and NaN equals NaN.
+    fn same_choice(&self, other: &ParamValue) -> bool {
+        match (self, other) {
+            (ParamValue::None, ParamValue::None) => true,
+            (ParamValue::Str(a), ParamValue::Str(b)) => a == b,
+            (a, b) => match (a.as_f64(), b.as_f64()) {
+                (Some(x), Some(y)) => x == y || (x.is_nan() && y.is_nan()),
+                _ => false,
+            },
+        }
+    }
+}
+
+impl fmt::Display for ParamValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", crate::json::value_to_json(self))
+    }
+}
+
+/// A parameter's distribution, as Optuna's `FloatDistribution`,
+/// `IntDistribution` and `CategoricalDistribution`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Distribution {
+    Float {
+        low: f64,
+        high: f64,
+        log: bool,
+        step: Option<f64>,
+    },
+    Int {
+        low: i64,
+        high: i64,
+        log: bool,
+        step: i64,
+    },
+    Categorical {
+        choices: Vec<CategoricalChoice>,
+    },
+}
+
+fn invalid(reason: impl Into<String>) -> Error {
+    Error::InvalidDistribution {
+        param: String::new(),
+        reason: reason.into(),
+    }
+}
+
+impl Distribution {
+    /// A float range, validated as Optuna does; with a `step`, `high` is
+    /// lowered to the last grid point (`low + k * step <= high`).
+    pub fn float(low: f64, high: f64, log: bool, step: Option<f64>) -> Result<Self> {
+        if !low.is_finite() || !high.is_finite() {
+            return Err(invalid(format!(
+                "low and high must be finite, got low={low}, high={high}"
+            )));
+        }
+        if log && step.is_some() {
+            return Err(invalid("`step` is not supported when `log` is true"));
+        }
+        if low > high {
+            return Err(invalid(format!(
+                "`low <= high` must hold, got low={low}, high={high}"
+            )));
+        }
+        if log && low <= 0.0 {
+            return Err(invalid(format!(
+                "`low > 0` must hold for log=true, got low={low}"
+            )));
+        }
+        let mut high = high;
+        if let Some(step) = step {
+            if !(step > 0.0 && step.is_finite()) {
+                return Err(invalid(format!("`step > 0` must hold, got step={step}")));
+            }
+            high = adjust_float_high(low, high, step);
+        }
+        Ok(Distribution::Float {
+            low,
+            high,
+            log,
+            step,
+        })
+    }
+
+    /// An int range, validated as Optuna does; `high` is lowered to the last
+    /// grid point when `high - low` is not a multiple of `step`.
+    pub fn int(low: i64, high: i64, log: bool, step: i64) -> Result<Self> {
+        if log && step != 1 {
+            return Err(invalid(format!(
+                "`step` must be 1 when `log` is true, got step={step}"
+            )));
+        }
+        if low > high {
+            return Err(invalid(format!(
+                "`low <= high` must hold, got low={low}, high={high}"
+            )));
+        }
+        if log && low < 1 {
+            return Err(invalid(format!(
+                "`low >= 1` must hold for log=true, got low={low}"
+            )));
+        }
+        if step <= 0 {
+            return Err(invalid(format!("`step > 0` must hold, got step={step}")));
+        }
+        let high = low + (high - low) / step * step;
+        Ok(Distribution::Int {
+            low,
+            high,
+            log,
+            step,
+        })
+    }
+
+    /// A categorical over `choices` (at least one).
+    pub fn categorical(choices: Vec<CategoricalChoice>) -> Result<Self> {
+        if choices.is_empty() {
+            return Err(invalid("`choices` must contain one or more elements"));
+        }
+        Ok(Distribution::Categorical { choices })
+    }
+
+    /// Whether the distribution has a single possible value (Optuna's `single()`).
+    pub fn single(&self) -> bool {
+        match self {
+            Distribution::Float {
+                low, high, step, ..
+            } => match step {
+                None => low == high,
+                Some(s) => low == high || (high - low) < *s * (1.0 - 1e-12),
+            },
+            Distribution::Int {
+                low,
+                high,
+                log,
+                step,
+            } => low == high || (!log && high - low < *step),
+            Distribution::Categorical { choices } => choices.len() == 1,
+        }
+    }
+
+    /// Whether an internal value lies in the distribution (respecting the
+    /// grid for steps and the index range for categoricals).
+    pub fn contains(&self, internal: f64) -> bool {
+        match self {
+            Distribution::Float {
+                low, high, step, ..
+            } => {
+                if !(*low <= internal && internal <= *high) {
+                    return false;
+                }
+                match step {
+                    None => true,
+                    Some(s) => {
+                        let k = (internal - low) / s;
+                        (k - k.round()).abs() < 1e-8
+                    }
+                }
+            }
+            Distribution::Int {
+                low, high, step, ..
+            } => {
+                internal.fract() == 0.0
+                    && (*low as f64) <= internal
+                    && internal <= *high as f64
+                    && ((internal as i64) - low) % step == 0
+            }
+            Distribution::Categorical { choices } => {
+                internal.fract() == 0.0 && internal >= 0.0 && (internal as usize) < choices.len()
+            }
+        }
+    }
+
+    /// The internal representation of an external value.
+    pub fn to_internal(&self, value: &ParamValue) -> std::result::Result<f64, String> {
+        match self {
+            Distribution::Float { log, .. } | Distribution::Int { log, .. } => {
+                let v = match value {
+                    ParamValue::Int(_) | ParamValue::Float(_) | ParamValue::Bool(_) => {
+                        value.as_f64().expect("numeric")
+                    }
+                    ParamValue::Str(s) => s
+                        .trim()
+                        .parse::<f64>()
+                        .map_err(|_| format!("'{s}' is not a float-castable value"))?,
+                    ParamValue::None => return Err("None is not a float-castable value".into()),
+                };
+                if v.is_nan() {
+                    return Err("NaN is not a valid value".into());
+                }
+                if *log && v <= 0.0 {
+                    return Err(format!("{v} is invalid for log=true"));
+                }
+                Ok(v)
+            }
+            Distribution::Categorical { choices } => choices
+                .iter()
+                .position(|c| c.same_choice(value))
+                .map(|i| i as f64)
+                .ok_or_else(|| format!("{value} is not one of the choices")),
+        }
+    }
+
+    /// The external value of an internal representation (ints truncate
+    /// like Python's `int()`; categoricals index their choices).
+    pub fn to_external(&self, internal: f64) -> ParamValue {
+        match self {
+            Distribution::Float { .. } => ParamValue::Float(internal),
+            Distribution::Int { .. } => ParamValue::Int(internal as i64),
+            Distribution::Categorical { choices } => {
+                let i = (internal.max(0.0) as usize).min(choices.len() - 1);
+                choices[i].clone()
+            }
+        }
+    }
+
+    /// Optuna's compatibility rule for a parameter suggested again: same
+    /// kind, and categoricals must keep their choices.
+    pub fn compatible_with(&self, other: &Distribution) -> bool {
+        match (self, other) {
+            (Distribution::Float { .. }, Distribution::Float { .. }) => true,
+            (Distribution::Int { .. }, Distribution::Int { .. }) => true,
+            (
+                Distribution::Categorical { choices: a },
+                Distribution::Categorical { choices: b },
+            ) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_choice(y)),
+            _ => false,
+        }
+    }
+
+    /// The one value of a `single()` distribution, in internal form.
+    pub fn single_value(&self) -> f64 {
+        match self {
+            Distribution::Float { low, .. } => *low,
+            Distribution::Int { low, .. } => *low as f64,
+            Distribution::Categorical { .. } => 0.0,
+        }
+    }
+}
+
+impl fmt::Display for Distribution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", crate::json::distribution_to_json(self))
+    }
+}
+
+/// Optuna's `_adjust_discrete_uniform_high`: decimal arithmetic on the
+/// shortest decimal forms, emulated by snapping `(high - low) / step` to an
+/// integer when it is within rounding noise of one.
+fn adjust_float_high(low: f64, high: f64, step: f64) -> f64 {
+    let r = (high - low) / step;
+    let k = r.round();
+    if (r - k).abs() <= 1e-9 * k.abs().max(1.0) {
+        return high;
+    }
+    let adjusted = r.floor() * step + low;
+    // Print-and-parse at 15 significant digits, as decimal arithmetic would give.
+    format!("{adjusted:.14e}").parse().unwrap_or(adjusted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_lower_high_like_optuna() {
+        let d = Distribution::float(0.0, 0.95, false, Some(0.1)).unwrap();
+        assert_eq!(
+            d,
+            Distribution::Float {
+                low: 0.0,
+                high: 0.9,
+                log: false,
+                step: Some(0.1)
+            }
+        );
+        let d = Distribution::int(16, 250, false, 16).unwrap();
+        assert!(matches!(d, Distribution::Int { high: 240, .. }));
+        assert!(Distribution::float(0.0, 1.0, true, None).is_err());
+        assert!(Distribution::int(1, 10, true, 2).is_err());
+        assert!(Distribution::categorical(vec![]).is_err());
+    }
+
+    #[test]
+    fn internal_external_round_trip() {
+        let c = Distribution::categorical(vec![
+            ParamValue::Str("a".into()),
+            ParamValue::Int(1),
+            ParamValue::None,
+        ])
+        .unwrap();
+        assert_eq!(c.to_internal(&ParamValue::None), Ok(2.0));
+        assert_eq!(c.to_internal(&ParamValue::Float(1.0)), Ok(1.0));
+        assert_eq!(c.to_external(0.0), ParamValue::Str("a".into()));
+        assert!(c.to_internal(&ParamValue::Str("b".into())).is_err());
+        let i = Distribution::int(1, 9, false, 2).unwrap();
+        assert_eq!(i.to_external(5.0), ParamValue::Int(5));
+        assert!(i.contains(5.0) && !i.contains(4.0));
+    }
+}

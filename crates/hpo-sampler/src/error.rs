@@ -1,0 +1,34 @@
+//! The crate's typed errors.
+
+/// Everything that can go wrong building a search space or suggesting a value.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum Error {
+    /// A distribution's attributes are inconsistent (`low > high`, `log`
+    /// with a non-positive `low`, a non-positive `step`, no choices...).
+    #[error("invalid distribution for parameter '{param}': {reason}")]
+    InvalidDistribution { param: String, reason: String },
+    /// Distribution JSON that does not match Optuna's format.
+    #[error("invalid distribution JSON at {path}: {reason}")]
+    InvalidJson { path: String, reason: String },
+    /// A parameter suggested twice in one trial with different distributions.
+    #[error(
+        "parameter '{param}' was already suggested with {previous} and cannot now use {requested}"
+    )]
+    IncompatibleDistribution {
+        param: String,
+        previous: String,
+        requested: String,
+    },
+    /// An external value that does not belong to the parameter's distribution.
+    #[error("value {value} for parameter '{param}' is not in its distribution: {reason}")]
+    InvalidValue {
+        param: String,
+        value: String,
+        reason: String,
+    },
+    /// A pruner or sampler option out of its documented range.
+    #[error("invalid option {option}: {reason}")]
+    InvalidOption { option: String, reason: String },
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,67 @@
+//! Optuna's `PatientPruner`: only lets the wrapped pruner (or, with none,
+//! itself) prune once the trial has not improved for `patience` steps.
+
+use super::{PruneDecision, Pruner, option_error};
+use crate::error::Result;
+use crate::trial::{FrozenTrial, StudyDirection, StudyView};
+
+pub struct PatientPruner {
+    wrapped: Option<Box<dyn Pruner + Send>>,
+    patience: usize,
+    min_delta: f64,
+}
+
+impl PatientPruner {
+    pub fn new(
+        wrapped: Option<Box<dyn Pruner + Send>>,
+        patience: usize,
+        min_delta: f64,
+    ) -> Result<Self> {
+        if !(min_delta >= 0.0) {
+            return Err(option_error(
+                "min_delta",
+                format!("cannot be negative, got {min_delta}"),
+            ));
+        }
+        Ok(PatientPruner {
+            wrapped,
+            patience,
+            min_delta,
+        })
+    }
+}
+
+fn nan_extreme(values: &[f64], direction: StudyDirection) -> f64 {
+    let it = values.iter().copied().filter(|v| !v.is_nan());
+    match direction {
+        StudyDirection::Minimize => it.fold(f64::NAN, f64::min),
+        StudyDirection::Maximize => it.fold(f64::NAN, f64::max),
+    }
+}
+
+impl Pruner for PatientPruner {
+    fn prune(&mut self, study: &StudyView<'_>, trial: &FrozenTrial) -> PruneDecision {
+        if trial.last_step().is_none() {
+            return PruneDecision::keep();
+        }
+        // Steps in order (BTreeMap keys are sorted).
+        let values: Vec<f64> = trial.intermediate_values.values().copied().collect();
+        if values.len() <= self.patience + 1 {
+            return PruneDecision::keep();
+        }
+        let split = values.len() - self.patience - 1;
+        let before = nan_extreme(&values[..split], study.direction);
+        let after = nan_extreme(&values[split..], study.direction);
+        let maybe_prune = match study.direction {
+            StudyDirection::Minimize => before + self.min_delta < after,
+            StudyDirection::Maximize => before - self.min_delta > after,
+        };
+        if !maybe_prune {
+            return PruneDecision::keep();
+        }
+        match &mut self.wrapped {
+            Some(p) => p.prune(study, trial),
+            None => PruneDecision::prune(),
+        }
+    }
+}

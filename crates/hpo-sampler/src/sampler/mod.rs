@@ -1,0 +1,52 @@
+//! Samplers behind one trait, with Optuna's two-stage protocol: at the start
+//! of a trial the sampler may sample a *relative* search space jointly
+//! (multivariate TPE); every parameter outside it is sampled
+//! *independently* when the trial asks for it.
+
+pub mod parzen;
+mod random;
+mod tpe;
+
+pub use random::RandomSampler;
+pub use tpe::{TpeConfig, TpeSampler, default_gamma, default_weights};
+
+use crate::distribution::Distribution;
+use crate::trial::{SearchSpace, StudyView};
+use std::collections::BTreeMap;
+
+/// A sampler proposes parameter values from a study's history. Values are
+/// internal representations (see [`Distribution::to_internal`]).
+///
+/// Implementations keep their own seeded RNG, so a seeded sampler replayed
+/// on the same history proposes the same values.
+pub trait Sampler {
+    /// The parameters to sample jointly for trial `trial_number`
+    /// (default: none).
+    fn infer_relative_search_space(
+        &mut self,
+        _study: &StudyView<'_>,
+        _trial_number: u64,
+    ) -> SearchSpace {
+        SearchSpace::new()
+    }
+
+    /// Sample `space` (from `infer_relative_search_space`) jointly; may
+    /// return fewer parameters (or none), which are then sampled independently.
+    fn sample_relative(
+        &mut self,
+        _study: &StudyView<'_>,
+        _trial_number: u64,
+        _space: &SearchSpace,
+    ) -> BTreeMap<String, f64> {
+        BTreeMap::new()
+    }
+
+    /// Sample one parameter on its own.
+    fn sample_independent(
+        &mut self,
+        study: &StudyView<'_>,
+        trial_number: u64,
+        name: &str,
+        distribution: &Distribution,
+    ) -> f64;
+}

@@ -1,0 +1,75 @@
+//! Optuna's `RandomSampler`: uniform in the transformed space (log for
+//! `log`, widened by half a step for steps), then mapped back and snapped to
+//! the grid; categoricals uniformly.
+
+use super::Sampler;
+use crate::distribution::Distribution;
+use crate::rng::Rng;
+use crate::trial::StudyView;
+
+/// Uniform sampling, independent of the history.
+#[derive(Debug, Clone)]
+pub struct RandomSampler {
+    rng: Rng,
+}
+
+impl RandomSampler {
+    /// A sampler seeded with `seed`, or from entropy when `None`.
+    pub fn new(seed: Option<u64>) -> Self {
+        RandomSampler {
+            rng: seed.map_or_else(Rng::from_entropy, Rng::seed_from),
+        }
+    }
+
+    /// One uniform draw from `distribution`, in internal representation.
+    pub fn draw(&mut self, distribution: &Distribution) -> f64 {
+        sample_uniform(&mut self.rng, distribution)
+    }
+}
+
+/// Uniform draw in transformed space, mapped back into the distribution.
+pub(crate) fn sample_uniform(rng: &mut Rng, distribution: &Distribution) -> f64 {
+    let (low, high, log, step) = match distribution {
+        Distribution::Categorical { choices } => return rng.below(choices.len()) as f64,
+        Distribution::Float {
+            low,
+            high,
+            log,
+            step,
+        } => (*low, *high, *log, *step),
+        Distribution::Int {
+            low,
+            high,
+            log,
+            step,
+        } => (*low as f64, *high as f64, *log, Some(*step as f64)),
+    };
+    let (mut a, mut b) = match step {
+        Some(s) => (low - s / 2.0, high + s / 2.0),
+        None => (low, high),
+    };
+    if log {
+        a = a.ln();
+        b = b.ln();
+    }
+    let mut x = rng.uniform(a, b);
+    if log {
+        x = x.exp();
+    }
+    if let Some(s) = step {
+        x = low + ((x - low) / s).round_ties_even() * s;
+    }
+    x.clamp(low, high)
+}
+
+impl Sampler for RandomSampler {
+    fn sample_independent(
+        &mut self,
+        _study: &StudyView<'_>,
+        _trial_number: u64,
+        _name: &str,
+        distribution: &Distribution,
+    ) -> f64 {
+        self.draw(distribution)
+    }
+}
