@@ -7,6 +7,7 @@
 
 mod commands;
 mod error;
+mod history;
 mod render;
 
 use clap::Parser;
