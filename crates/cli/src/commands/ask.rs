@@ -120,7 +120,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
                 trial.trial_id,
                 name,
                 p.internal,
-                &distribution_to_json(&p.distribution),
+                &python_spacing(&distribution_to_json(&p.distribution)),
             )?;
         }
         Ok(params)
@@ -266,6 +266,30 @@ fn python_json(v: &Json) -> String {
     }
 }
 
+/// Compact JSON re-spaced as Python's `json.dumps` writes it, keeping the
+/// key order: `distribution_to_json` keeps Optuna's key order but not its
+/// separators, and the stored `distribution_json` should be Optuna's bytes.
+fn python_spacing(compact: &str) -> String {
+    let mut out = String::with_capacity(compact.len() + 16);
+    let (mut in_string, mut escaped) = (false, false);
+    for c in compact.chars() {
+        out.push(c);
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+        } else if c == '"' {
+            in_string = true;
+        } else if c == ',' || c == ':' {
+            out.push(' ');
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,6 +299,14 @@ mod tests {
         assert_eq!(per_trial_seed(1, 5), per_trial_seed(1, 5));
         assert_ne!(per_trial_seed(1, 5), per_trial_seed(1, 6));
         assert_ne!(per_trial_seed(1, 5), per_trial_seed(2, 5));
+    }
+
+    #[test]
+    fn respaces_like_python_outside_strings_only() {
+        assert_eq!(
+            python_spacing(r#"{"name":"C","attributes":{"choices":["a,b:\"c",1]}}"#),
+            r#"{"name": "C", "attributes": {"choices": ["a,b:\"c", 1]}}"#
+        );
     }
 
     #[test]
