@@ -266,28 +266,68 @@ fn python_json(v: &Json) -> String {
     }
 }
 
-/// Compact JSON re-spaced as Python's `json.dumps` writes it, keeping the
-/// key order: `distribution_to_json` keeps Optuna's key order but not its
-/// separators, and the stored `distribution_json` should be Optuna's bytes.
+/// Compact JSON re-spelled as Python's `json.dumps` writes it, keeping the
+/// key order: `", "` and `": "` separators and floats in Python's `repr`
+/// (`1e-05`, `0.0001`, `1.0`). `distribution_to_json` keeps Optuna's key
+/// order but not its spelling, and the stored `distribution_json` should be
+/// the bytes Optuna itself would store.
 fn python_spacing(compact: &str) -> String {
     let mut out = String::with_capacity(compact.len() + 16);
+    let mut number = String::new();
     let (mut in_string, mut escaped) = (false, false);
     for c in compact.chars() {
-        out.push(c);
         if in_string {
+            out.push(c);
             match (escaped, c) {
                 (true, _) => escaped = false,
                 (false, '\\') => escaped = true,
                 (false, '"') => in_string = false,
                 _ => {}
             }
-        } else if c == '"' {
-            in_string = true;
-        } else if c == ',' || c == ':' {
-            out.push(' ');
+            continue;
+        }
+        if c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E') {
+            number.push(c);
+            continue;
+        }
+        out.push_str(&python_number(&std::mem::take(&mut number)));
+        out.push(c);
+        match c {
+            '"' => in_string = true,
+            ',' | ':' => out.push(' '),
+            _ => {}
         }
     }
+    out.push_str(&python_number(&number));
     out
+}
+
+/// A JSON number token as Python prints it: integers unchanged, floats as
+/// `repr(float)` (shortest round-trip digits; exponent form below 1e-4 and
+/// from 1e16, with a signed two-digit exponent).
+fn python_number(token: &str) -> String {
+    let is_float = token.contains(['.', 'e', 'E']);
+    let Some(x) = token
+        .parse::<f64>()
+        .ok()
+        .filter(|x| is_float && x.is_finite())
+    else {
+        return token.to_string();
+    };
+    let sci = format!("{x:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if x == 0.0 || (-4..16).contains(&exp) {
+        let fixed = format!("{x}");
+        if fixed.contains('.') {
+            fixed
+        } else {
+            format!("{fixed}.0")
+        }
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.abs())
+    }
 }
 
 #[cfg(test)]
@@ -306,6 +346,29 @@ mod tests {
         assert_eq!(
             python_spacing(r#"{"name":"C","attributes":{"choices":["a,b:\"c",1]}}"#),
             r#"{"name": "C", "attributes": {"choices": ["a,b:\"c", 1]}}"#
+        );
+    }
+
+    #[test]
+    fn floats_like_python_repr() {
+        for (token, python) in [
+            ("0.00001", "1e-05"),
+            ("1e-5", "1e-05"),
+            ("0.0001", "0.0001"),
+            ("1.0", "1.0"),
+            ("-0.0", "-0.0"),
+            ("12.5", "12.5"),
+            ("1e16", "1e+16"),
+            ("1.5e300", "1.5e+300"),
+            ("123456789012345.0", "123456789012345.0"),
+            ("8", "8"),
+            ("-3", "-3"),
+        ] {
+            assert_eq!(python_number(token), python, "{token}");
+        }
+        assert_eq!(
+            python_spacing(r#"{"step":null,"low":0.00001,"high":0.1,"log":true}"#),
+            r#"{"step": null, "low": 1e-05, "high": 0.1, "log": true}"#
         );
     }
 
