@@ -87,33 +87,30 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             )));
         }
     };
-    // The history is checked before the trial exists: a stored row the
-    // sampler cannot read must not leave a trial behind.
-    let before = storage.trials(study.study_id, &TrialFilter::default())?;
-    history::frozen_trials(&before).map_err(|e| CliError::Usage(e.to_string()))?;
+    // The history is read (and checked) once, before the trial exists, so
+    // a stored row the sampler cannot read leaves nothing behind. A trial
+    // another worker creates in the few milliseconds between this read and
+    // `create_trial` has no params yet, so the constant liar loses nothing.
+    let stored = storage.trials(study.study_id, &TrialFilter::default())?;
+    let trials = history::frozen_trials(&stored).map_err(|e| CliError::Usage(e.to_string()))?;
 
     let trial = storage.create_trial(study.study_id)?;
-    let stored = storage.trials(study.study_id, &TrialFilter::default())?;
-    let params = history::frozen_trials(&stored)
-        .map_err(|e| CliError::Usage(e.to_string()))
-        .and_then(|trials| {
-            let view = StudyView {
-                name: &study.name,
-                direction: history::direction(study.directions[0]),
-                trials: &trials,
-            };
-            let number = trial.number as u64;
-            let seed = choice.seed.map(|s| per_trial_seed(s, number));
-            let mut sampler: Box<dyn Sampler> = match kind {
-                Kind::Random => Box::new(RandomSampler::new(seed)),
-                Kind::Tpe => Box::new(TpeSampler::new(TpeConfig {
-                    seed,
-                    ..choice.tpe.clone()
-                })),
-            };
-            hpo_sampler::ask(sampler.as_mut(), view, number, &space)
-                .map_err(|e| CliError::Usage(e.to_string()))
-        });
+    let number = trial.number as u64;
+    let view = StudyView {
+        name: &study.name,
+        direction: history::direction(study.directions[0]),
+        trials: &trials,
+    };
+    let seed = choice.seed.map(|s| per_trial_seed(s, number));
+    let mut sampler: Box<dyn Sampler> = match kind {
+        Kind::Random => Box::new(RandomSampler::new(seed)),
+        Kind::Tpe => Box::new(TpeSampler::new(TpeConfig {
+            seed,
+            ..choice.tpe.clone()
+        })),
+    };
+    let params = hpo_sampler::ask(sampler.as_mut(), view, number, &space)
+        .map_err(|e| CliError::Usage(e.to_string()));
     let stored_params = params.and_then(|params| {
         for (name, p) in &params {
             storage.set_param(
