@@ -419,3 +419,57 @@ fn tpe_loop_improves_on_its_random_start() {
     let distinct: std::collections::BTreeSet<u64> = values.iter().map(|v| v.to_bits()).collect();
     assert_eq!(distinct.len(), 30, "two asks repeated the same point");
 }
+
+/// As Optuna's `study.ask`: an enqueued trial is claimed first; its stored
+/// params and `fixed_params` (what Optuna's `enqueue_trial` writes) are
+/// kept, the rest sampled.
+#[test]
+fn ask_claims_enqueued_trials_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = study(dir.path(), "minimize");
+    {
+        let s = Storage::open_existing(&db).unwrap();
+        let st = s.study("s").unwrap();
+        let x = store::Distribution::Float {
+            low: -1.0,
+            high: 1.0,
+            log: false,
+            step: None,
+        };
+        let queued = store::NewTrial {
+            params: vec![store::Param {
+                name: "x".into(),
+                internal_value: 0.25,
+                distribution_json: x.to_json(),
+            }],
+            system_attrs: vec![("fixed_params".into(), json!({"lr": 0.01, "opt": "sgd"}))],
+            ..Default::default()
+        };
+        s.enqueue_trial(st.study_id, &queued).unwrap();
+        let bad = store::NewTrial {
+            system_attrs: vec![("fixed_params".into(), json!({"layers": 4}))],
+            ..Default::default()
+        };
+        s.enqueue_trial(st.study_id, &bad).unwrap();
+    }
+    let first = ask(&db, &["--seed", "1"]);
+    assert_eq!(first["number"], 0);
+    assert_eq!(first["params"]["x"], 0.25);
+    assert_eq!(first["params"]["lr"], 0.01);
+    assert_eq!(first["params"]["opt"], "sgd");
+    assert!(first["params"]["layers"].is_i64());
+    let t = &trials(&db)[0];
+    assert_eq!(t.state, TrialState::Running);
+    assert_eq!(t.params.len(), 4);
+
+    // layers=4 is not on the grid 1, 3, ..., 9: refused, the claimed trial FAILs.
+    let err = fails(memtune(
+        &db,
+        &["ask", "--study", "s", "--search-space", SPACE],
+    ));
+    assert!(err.contains("fixed parameter `layers`"), "{err}");
+    assert_eq!(trials(&db)[1].state, TrialState::Fail);
+
+    let next = ask(&db, &[]);
+    assert_eq!(next["number"], 2);
+}

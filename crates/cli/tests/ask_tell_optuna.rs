@@ -1,7 +1,8 @@
-//! A study made only by `memtune create-study` / `ask` / `tell` opens in
+//! A study made by `memtune create-study` / `ask` / `tell` opens in
 //! `optuna.load_study` with the same params, values and states, its stored
 //! distribution JSON is byte-equal to Optuna's `distribution_to_json`, and
-//! Optuna can go on asking in it.
+//! Optuna can go on asking in it; `memtune ask` hands out a trial Optuna
+//! enqueued first, with its fixed params.
 //! Needs `MEMTUNE_PYTHON` (a Python with optuna==5.0.0); skipped without it
 //! unless `CI` is set.
 
@@ -79,6 +80,22 @@ fn optuna_loads_a_study_made_by_ask_and_tell() {
         &db,
         &["create-study", "--study", "s", "--direction", "minimize"],
     ));
+    // A trial Optuna enqueues is the first one `memtune ask` hands out.
+    let enqueue = r#"
+import sys, warnings
+warnings.simplefilter("ignore")
+import optuna
+optuna.load_study(study_name="s", storage=sys.argv[1]).enqueue_trial({"x": 0.5, "opt": "sgd"})
+"#;
+    let out = Command::new(&py)
+        .args(["-c", enqueue, &format!("sqlite:///{}", db.display())])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut expected = Vec::new();
     for i in 0..14 {
         let asked: Json = serde_json::from_str(&ok(memtune(
@@ -94,6 +111,12 @@ fn optuna_loads_a_study_made_by_ask_and_tell() {
             ],
         )))
         .unwrap();
+        if i == 0 {
+            assert_eq!(
+                (&asked["params"]["x"], &asked["params"]["opt"]),
+                (&json!(0.5), &json!("sgd"))
+            );
+        }
         let n = asked["number"].to_string();
         let (state, values) = match i % 7 {
             5 => {
@@ -133,7 +156,7 @@ fn optuna_loads_a_study_made_by_ask_and_tell() {
         expected.push(json!({"number": asked["number"], "state": state,
                              "params": asked["params"], "values": values}));
     }
-    let out = Command::new(py)
+    let out = Command::new(&py)
         .args(["-c", LOAD, &format!("sqlite:///{}", db.display()), SPACE])
         .output()
         .unwrap();

@@ -1,10 +1,13 @@
 //! `memtune ask`: Optuna's `optuna ask` on the store and `hpo-sampler`.
 //!
-//! One ask creates a RUNNING trial, samples every parameter of the fixed
+//! One ask claims the oldest WAITING (enqueued) trial or creates a RUNNING
+//! one, as Optuna's `study.ask` does, samples every parameter of the fixed
 //! `--search-space` from the study's history (RUNNING trials included, so
 //! the TPE's constant liar spreads parallel workers), stores each parameter
 //! as Optuna does (internal value plus distribution JSON) and prints
-//! `{"number": N, "params": {...}}` exactly as Optuna formats it.
+//! `{"number": N, "params": {...}}` exactly as Optuna formats it. A claimed
+//! trial keeps the params it already stores and takes its `fixed_params`
+//! (Optuna's `enqueue_trial`); only the rest are sampled.
 //!
 //! Everything that can be wrong with the input (search space, sampler
 //! options, unknown study) is checked before the first write, so a failed
@@ -16,11 +19,14 @@
 use super::Context;
 use crate::error::{CliError, Result};
 use crate::history;
-use hpo_sampler::json::{distribution_to_json, search_space_from_json, value_to_json};
-use hpo_sampler::{RandomSampler, Sampler, StudyView, TpeConfig, TpeSampler};
+use hpo_sampler::json::{
+    distribution_to_json, search_space_from_json, value_from_json, value_to_json,
+};
+use hpo_sampler::{Param, RandomSampler, Sampler, StudyView, TpeConfig, TpeSampler};
 use serde_json::{Map, Value as Json};
+use std::collections::BTreeMap;
 use std::io::Write;
-use store::{TrialFilter, TrialState};
+use store::{Claim, TrialFilter, TrialState};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -94,7 +100,9 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     let stored = storage.trials(study.study_id, &TrialFilter::default())?;
     let trials = history::frozen_trials(&stored).map_err(|e| CliError::Usage(e.to_string()))?;
 
-    let trial = storage.create_trial(study.study_id)?;
+    // As Optuna's `study.ask`: an enqueued (WAITING) trial is claimed first.
+    let claim = storage.create_or_claim_trial(study.study_id)?;
+    let trial = claim.trial();
     let number = trial.number as u64;
     let view = StudyView {
         name: &study.name,
@@ -109,19 +117,26 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             ..choice.tpe.clone()
         })),
     };
-    let params = hpo_sampler::ask(sampler.as_mut(), view, number, &space)
-        .map_err(|e| CliError::Usage(e.to_string()));
-    let stored_params = params.and_then(|params| {
-        for (name, p) in &params {
-            storage.set_param(
-                trial.trial_id,
-                name,
-                p.internal,
-                &python_spacing(&distribution_to_json(&p.distribution)),
-            )?;
-        }
-        Ok(params)
-    });
+    let stored_params = hpo_sampler::ask(sampler.as_mut(), view, number, &space)
+        .map_err(|e| CliError::Usage(e.to_string()))
+        .and_then(|sampled| match claim {
+            Claim::Created(_) => Ok((sampled, BTreeMap::new())),
+            Claim::Claimed(_) => enqueued_params(&storage, trial.trial_id, &space, sampled),
+        })
+        .and_then(|(params, already_stored)| {
+            for (name, p) in params
+                .iter()
+                .filter(|(n, _)| !already_stored.contains_key(*n))
+            {
+                storage.set_param(
+                    trial.trial_id,
+                    name,
+                    p.internal,
+                    &python_spacing(&distribution_to_json(&p.distribution)),
+                )?;
+            }
+            Ok(params)
+        });
     let params = match stored_params {
         Ok(p) => p,
         Err(e) => {
@@ -151,6 +166,59 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     }
     writeln!(out, "{}", python_json(&Json::Object(record)))?;
     Ok(())
+}
+
+/// Optuna's `study.enqueue_trial` key: fixed external values by name.
+const FIXED_PARAMS_KEY: &str = "fixed_params";
+
+/// The params of a claimed WAITING trial: those it already stores win, then
+/// its `fixed_params` system attribute (what Optuna's `enqueue_trial`
+/// writes), then the sampled ones. Returns the params and the subset that
+/// is already stored (not to be written again). A fixed value outside its
+/// distribution is refused (Optuna only warns), since a stored value
+/// outside its distribution would poison every later ask's history.
+fn enqueued_params(
+    storage: &store::Storage,
+    trial_id: i64,
+    space: &hpo_sampler::SearchSpace,
+    mut params: BTreeMap<String, Param>,
+) -> Result<(BTreeMap<String, Param>, BTreeMap<String, Param>)> {
+    let stored = storage.trial(trial_id)?;
+    let converted = history::frozen_trial(&stored).map_err(|e| CliError::Usage(e.to_string()))?;
+    let fixed = stored.system_attrs.get(FIXED_PARAMS_KEY);
+    let mut already = BTreeMap::new();
+    for (name, distribution) in space {
+        if let Some(p) = converted.params.get(name) {
+            if !p.distribution.compatible_with(distribution) {
+                return Err(CliError::Usage(format!(
+                    "enqueued trial {}: parameter `{name}` is stored with {} but the search space has {distribution}",
+                    stored.number, p.distribution
+                )));
+            }
+            already.insert(name.clone(), p.clone());
+            params.insert(name.clone(), p.clone());
+        } else if let Some(value) = fixed.and_then(|f| f.get(name)) {
+            let bad = |why: String| {
+                CliError::Usage(format!(
+                    "enqueued trial {}: fixed parameter `{name}` = {value}: {why}",
+                    stored.number
+                ))
+            };
+            let external = value_from_json(value, name).map_err(|e| bad(e.to_string()))?;
+            let internal = distribution.to_internal(&external).map_err(bad)?;
+            if !distribution.contains(internal) {
+                return Err(bad(format!("outside {distribution}")));
+            }
+            params.insert(
+                name.clone(),
+                Param {
+                    distribution: distribution.clone(),
+                    internal,
+                },
+            );
+        }
+    }
+    Ok((params, already))
 }
 
 fn sampler_choice(args: &Args) -> Result<SamplerChoice> {
