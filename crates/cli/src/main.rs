@@ -4,9 +4,15 @@
 //! sampling and pruning from `hpo-sampler`, training from `trainer`, device
 //! memory from `gpu-mem`. Each subcommand lives in its own file under
 //! `commands/`; adding one is a variant in [`commands::Command`] and a file.
+//!
+//! `create-study`, `ask` and `tell` take the same flags and print the same
+//! JSON as Optuna 5.0's `optuna create-study/ask/tell`, so one shell script
+//! drives either. [`history`] is the one seam between `store` and
+//! `hpo-sampler`: it turns stored trials into the sampler's frozen trials.
 
 mod commands;
 mod error;
+mod history;
 mod render;
 
 use clap::Parser;

@@ -1,8 +1,11 @@
 //! The subcommands. Each file holds one command's arguments and `run`.
 
+mod ask;
 mod best;
+mod create_study;
 mod export;
 mod studies;
+mod tell;
 mod trials;
 
 use crate::error::{CliError, Result};
@@ -20,6 +23,13 @@ pub enum Command {
     Best(best::Args),
     /// Write a study's trials as CSV or JSON.
     Export(export::Args),
+    /// Create a study (as `optuna create-study`); prints its name.
+    CreateStudy(create_study::Args),
+    /// Create a trial and sample its parameters (as `optuna ask`); prints
+    /// `{"number": N, "params": {...}}`.
+    Ask(ask::Args),
+    /// Finish a trial made by `ask` (as `optuna tell`).
+    Tell(tell::Args),
 }
 
 /// What every command may need besides its own arguments.
@@ -44,6 +54,21 @@ impl Context {
         };
         Ok(Storage::open_url(url, &opts)?)
     }
+
+    /// Open `--storage`, creating the file and Optuna's schema if missing
+    /// (what `optuna create-study` does).
+    pub fn open_or_create(&self) -> Result<Storage> {
+        Ok(Storage::open_url(self.url()?, &OpenOptions::default())?)
+    }
+
+    fn url(&self) -> Result<&str> {
+        self.storage_url.as_deref().ok_or_else(|| {
+            CliError::Usage(
+                "no storage given: pass --storage sqlite:///path.db (or set MEMTUNE_STORAGE)"
+                    .into(),
+            )
+        })
+    }
 }
 
 pub fn run(command: Command, ctx: &Context, out: &mut dyn Write) -> Result<()> {
@@ -52,5 +77,8 @@ pub fn run(command: Command, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         Command::Trials(args) => trials::run(&args, ctx, out),
         Command::Best(args) => best::run(&args, ctx, out),
         Command::Export(args) => export::run(&args, ctx, out),
+        Command::CreateStudy(args) => create_study::run(&args, ctx, out),
+        Command::Ask(args) => ask::run(&args, ctx, out),
+        Command::Tell(args) => tell::run(&args, ctx, out),
     }
 }

@@ -1,0 +1,449 @@
+//! `memtune ask`: Optuna's `optuna ask` on the store and `hpo-sampler`.
+//!
+//! One ask claims the oldest WAITING (enqueued) trial or creates a RUNNING
+//! one, as Optuna's `study.ask` does, samples every parameter of the fixed
+//! `--search-space` from the study's history (RUNNING trials included, so
+//! the TPE's constant liar spreads parallel workers), stores each parameter
+//! as Optuna does (internal value plus distribution JSON) and prints
+//! `{"number": N, "params": {...}}` exactly as Optuna formats it. A claimed
+//! trial keeps the params it already stores and takes its `fixed_params`
+//! (Optuna's `enqueue_trial`); only the rest are sampled.
+//!
+//! Everything that can be wrong with the input (search space, sampler
+//! options, unknown study) is checked before the first write, so a failed
+//! ask changes nothing. The store has no "create a RUNNING trial with
+//! params" operation, so the trial and its params are separate
+//! transactions (as in Optuna); if storing a param fails, the trial is
+//! marked FAIL so no half-asked trial stays RUNNING.
+
+use super::Context;
+use crate::error::{CliError, Result};
+use crate::history;
+use hpo_sampler::json::{
+    distribution_to_json, search_space_from_json, value_from_json, value_to_json,
+};
+use hpo_sampler::{Param, RandomSampler, Sampler, StudyView, TpeConfig, TpeSampler};
+use serde_json::{Map, Value as Json};
+use std::collections::BTreeMap;
+use std::io::Write;
+use store::{Claim, TrialFilter, TrialState};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The study's name (`--study` is accepted too).
+    #[arg(long = "study-name", alias = "study")]
+    pub study_name: String,
+    /// Parameters to sample: a JSON object of Optuna distributions by name,
+    /// e.g. '{"x": {"name": "FloatDistribution", "attributes": {"low": 0.0, "high": 1.0}}}'.
+    #[arg(long, default_value = "{}")]
+    pub search_space: String,
+    /// `tpe` (TPESampler, the default for one objective) or `random` (RandomSampler).
+    #[arg(long)]
+    pub sampler: Option<String>,
+    /// Sampler options as JSON, as Optuna's: e.g. '{"seed": 1}' or
+    /// '{"n_startup_trials": 5}'.
+    #[arg(long)]
+    pub sampler_kwargs: Option<String>,
+    /// Seed (the same as `"seed"` in --sampler-kwargs). Each ask derives its
+    /// own stream from (seed, trial number), so a seeded study is
+    /// reproducible and consecutive asks differ.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Output format (only Optuna's default, `json`).
+    #[arg(short = 'f', long, default_value = "json", value_parser = ["json"])]
+    pub format: String,
+    /// Print params as `params_NAME` keys at the top level, as Optuna's --flatten.
+    #[arg(long)]
+    pub flatten: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    Random,
+    Tpe,
+}
+
+/// The sampler asked for, with its options checked.
+struct SamplerChoice {
+    kind: Kind,
+    seed: Option<u64>,
+    tpe: TpeConfig,
+}
+
+pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
+    let space = search_space_from_json(&args.search_space)
+        .map_err(|e| CliError::Usage(format!("bad --search-space: {e}")))?;
+    let choice = sampler_choice(args)?;
+    let storage = ctx.open_existing()?;
+    let study = storage.study(&args.study_name)?;
+    let kind = match (choice.kind, study.directions.len(), &args.sampler) {
+        (k, 1, _) => k,
+        (Kind::Random, _, _) => Kind::Random,
+        (Kind::Tpe, n, None) => {
+            eprintln!(
+                "memtune: study `{}` has {n} objectives; the TPE here is single-objective, sampling at random",
+                study.name
+            );
+            Kind::Random
+        }
+        (Kind::Tpe, n, Some(_)) => {
+            return Err(CliError::Usage(format!(
+                "study `{}` has {n} objectives; TPESampler here is single-objective: use --sampler random",
+                study.name
+            )));
+        }
+    };
+    // The history is read (and checked) once, before the trial exists, so
+    // a stored row the sampler cannot read leaves nothing behind. A trial
+    // another worker creates in the few milliseconds between this read and
+    // `create_trial` has no params yet, so the constant liar loses nothing.
+    let stored = storage.trials(study.study_id, &TrialFilter::default())?;
+    let trials = history::frozen_trials(&stored).map_err(|e| CliError::Usage(e.to_string()))?;
+
+    // As Optuna's `study.ask`: an enqueued (WAITING) trial is claimed first.
+    let claim = storage.create_or_claim_trial(study.study_id)?;
+    let trial = claim.trial();
+    let number = trial.number as u64;
+    let view = StudyView {
+        name: &study.name,
+        direction: history::direction(study.directions[0]),
+        trials: &trials,
+    };
+    let seed = choice.seed.map(|s| per_trial_seed(s, number));
+    let mut sampler: Box<dyn Sampler> = match kind {
+        Kind::Random => Box::new(RandomSampler::new(seed)),
+        Kind::Tpe => Box::new(TpeSampler::new(TpeConfig {
+            seed,
+            ..choice.tpe.clone()
+        })),
+    };
+    let stored_params = hpo_sampler::ask(sampler.as_mut(), view, number, &space)
+        .map_err(|e| CliError::Usage(e.to_string()))
+        .and_then(|sampled| match claim {
+            Claim::Created(_) => Ok((sampled, BTreeMap::new())),
+            Claim::Claimed(_) => enqueued_params(&storage, trial.trial_id, &space, sampled),
+        })
+        .and_then(|(params, already_stored)| {
+            for (name, p) in params
+                .iter()
+                .filter(|(n, _)| !already_stored.contains_key(*n))
+            {
+                storage.set_param(
+                    trial.trial_id,
+                    name,
+                    p.internal,
+                    &python_spacing(&distribution_to_json(&p.distribution)),
+                )?;
+            }
+            Ok(params)
+        });
+    let params = match stored_params {
+        Ok(p) => p,
+        Err(e) => {
+            let cleanup = storage.finish(trial.trial_id, TrialState::Fail, &[]);
+            return Err(CliError::Usage(match cleanup {
+                Ok(()) => format!("trial {} was marked FAIL: {e}", trial.number),
+                Err(c) => format!(
+                    "{e}; trial {} could not be marked FAIL either: {c}",
+                    trial.number
+                ),
+            }));
+        }
+    };
+
+    let values: Vec<(String, Json)> = params
+        .iter()
+        .map(|(name, p)| (name.clone(), value_to_json(&p.value())))
+        .collect();
+    let mut record = Map::new();
+    record.insert("number".into(), Json::from(trial.number));
+    if args.flatten {
+        for (name, v) in values {
+            record.insert(format!("params_{name}"), v);
+        }
+    } else {
+        record.insert("params".into(), Json::Object(values.into_iter().collect()));
+    }
+    writeln!(out, "{}", python_json(&Json::Object(record)))?;
+    Ok(())
+}
+
+/// Optuna's `study.enqueue_trial` key: fixed external values by name.
+const FIXED_PARAMS_KEY: &str = "fixed_params";
+
+/// The params of a claimed WAITING trial: those it already stores win, then
+/// its `fixed_params` system attribute (what Optuna's `enqueue_trial`
+/// writes), then the sampled ones. Returns the params and the subset that
+/// is already stored (not to be written again). A fixed value outside its
+/// distribution is refused (Optuna only warns), since a stored value
+/// outside its distribution would poison every later ask's history.
+fn enqueued_params(
+    storage: &store::Storage,
+    trial_id: i64,
+    space: &hpo_sampler::SearchSpace,
+    mut params: BTreeMap<String, Param>,
+) -> Result<(BTreeMap<String, Param>, BTreeMap<String, Param>)> {
+    let stored = storage.trial(trial_id)?;
+    let converted = history::frozen_trial(&stored).map_err(|e| CliError::Usage(e.to_string()))?;
+    let fixed = stored.system_attrs.get(FIXED_PARAMS_KEY);
+    let mut already = BTreeMap::new();
+    for (name, distribution) in space {
+        if let Some(p) = converted.params.get(name) {
+            if !p.distribution.compatible_with(distribution) {
+                return Err(CliError::Usage(format!(
+                    "enqueued trial {}: parameter `{name}` is stored with {} but the search space has {distribution}",
+                    stored.number, p.distribution
+                )));
+            }
+            already.insert(name.clone(), p.clone());
+            params.insert(name.clone(), p.clone());
+        } else if let Some(value) = fixed.and_then(|f| f.get(name)) {
+            let bad = |why: String| {
+                CliError::Usage(format!(
+                    "enqueued trial {}: fixed parameter `{name}` = {value}: {why}",
+                    stored.number
+                ))
+            };
+            let external = value_from_json(value, name).map_err(|e| bad(e.to_string()))?;
+            let internal = distribution.to_internal(&external).map_err(bad)?;
+            if !distribution.contains(internal) {
+                return Err(bad(format!("outside {distribution}")));
+            }
+            params.insert(
+                name.clone(),
+                Param {
+                    distribution: distribution.clone(),
+                    internal,
+                },
+            );
+        }
+    }
+    Ok((params, already))
+}
+
+fn sampler_choice(args: &Args) -> Result<SamplerChoice> {
+    let kind = match args.sampler.as_deref() {
+        None => Kind::Tpe,
+        Some(s) => match s.to_ascii_lowercase().as_str() {
+            "tpe" | "tpesampler" => Kind::Tpe,
+            "random" | "randomsampler" => Kind::Random,
+            _ => {
+                return Err(CliError::Usage(format!(
+                    "unknown --sampler `{s}`: use tpe (TPESampler) or random (RandomSampler)"
+                )));
+            }
+        },
+    };
+    let mut choice = SamplerChoice {
+        kind,
+        seed: args.seed,
+        tpe: TpeConfig::default(),
+    };
+    let Some(text) = &args.sampler_kwargs else {
+        return Ok(choice);
+    };
+    if args.sampler.is_none() {
+        // Optuna refuses this too: the options would silently apply to a default.
+        return Err(CliError::Usage(
+            "--sampler-kwargs is set without --sampler: give --sampler as well".into(),
+        ));
+    }
+    let bad = |key: &str, want: &str| {
+        CliError::Usage(format!("bad --sampler-kwargs: `{key}` must be {want}"))
+    };
+    let kwargs: Map<String, Json> = serde_json::from_str(text)
+        .map_err(|e| CliError::Usage(format!("bad --sampler-kwargs (not a JSON object): {e}")))?;
+    let tpe = &mut choice.tpe;
+    for (key, v) in &kwargs {
+        let uint = || v.as_u64().ok_or_else(|| bad(key, "a non-negative integer"));
+        let flag = || v.as_bool().ok_or_else(|| bad(key, "true or false"));
+        match (key.as_str(), kind) {
+            ("seed", _) => {
+                if !v.is_null() {
+                    let s = uint()?;
+                    if args.seed.is_some_and(|given| given != s) {
+                        return Err(CliError::Usage(format!(
+                            "--seed {} and --sampler-kwargs seed {s} disagree",
+                            args.seed.unwrap_or_default()
+                        )));
+                    }
+                    choice.seed = Some(s);
+                }
+            }
+            ("n_startup_trials", Kind::Tpe) => tpe.n_startup_trials = uint()? as usize,
+            ("n_ei_candidates", Kind::Tpe) => {
+                tpe.n_ei_candidates = uint()? as usize;
+                if tpe.n_ei_candidates == 0 {
+                    return Err(bad(key, "at least 1"));
+                }
+            }
+            ("prior_weight", Kind::Tpe) => {
+                tpe.prior_weight = v
+                    .as_f64()
+                    .filter(|w| *w > 0.0 && w.is_finite())
+                    .ok_or_else(|| bad(key, "a positive number"))?
+            }
+            ("consider_magic_clip", Kind::Tpe) => tpe.consider_magic_clip = flag()?,
+            ("consider_endpoints", Kind::Tpe) => tpe.consider_endpoints = flag()?,
+            ("multivariate", Kind::Tpe) => tpe.multivariate = flag()?,
+            ("group", Kind::Tpe) => tpe.group = flag()?,
+            ("constant_liar", Kind::Tpe) => tpe.constant_liar = flag()?,
+            _ => {
+                return Err(CliError::Usage(format!(
+                    "bad --sampler-kwargs: `{key}` is not an option memtune's {kind:?} sampler supports"
+                )));
+            }
+        }
+    }
+    if tpe.group && !tpe.multivariate {
+        return Err(bad("group", "used with multivariate=true"));
+    }
+    Ok(choice)
+}
+
+/// A seed of its own for trial `number`: each `memtune ask` is a fresh
+/// process, so a sampler seeded with the study seed alone would draw the
+/// same random start for every trial. splitmix64 of the pair keeps seeds of
+/// neighbouring trials unrelated.
+fn per_trial_seed(seed: u64, number: u64) -> u64 {
+    let mut z = seed ^ number.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// JSON as Python's `json.dumps` spells it (`", "` and `": "` separators),
+/// so output is byte-comparable with `optuna ask`'s for the same values.
+fn python_json(v: &Json) -> String {
+    match v {
+        Json::Array(items) => {
+            let parts: Vec<String> = items.iter().map(python_json).collect();
+            format!("[{}]", parts.join(", "))
+        }
+        Json::Object(map) => {
+            let parts: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("{}: {}", Json::String(k.clone()), python_json(v)))
+                .collect();
+            format!("{{{}}}", parts.join(", "))
+        }
+        scalar => scalar.to_string(),
+    }
+}
+
+/// Compact JSON re-spelled as Python's `json.dumps` writes it, keeping the
+/// key order: `", "` and `": "` separators and floats in Python's `repr`
+/// (`1e-05`, `0.0001`, `1.0`). `distribution_to_json` keeps Optuna's key
+/// order but not its spelling, and the stored `distribution_json` should be
+/// the bytes Optuna itself would store.
+fn python_spacing(compact: &str) -> String {
+    let mut out = String::with_capacity(compact.len() + 16);
+    let mut number = String::new();
+    let (mut in_string, mut escaped) = (false, false);
+    for c in compact.chars() {
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        if c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E') {
+            number.push(c);
+            continue;
+        }
+        out.push_str(&python_number(&std::mem::take(&mut number)));
+        out.push(c);
+        match c {
+            '"' => in_string = true,
+            ',' | ':' => out.push(' '),
+            _ => {}
+        }
+    }
+    out.push_str(&python_number(&number));
+    out
+}
+
+/// A JSON number token as Python prints it: integers unchanged, floats as
+/// `repr(float)` (shortest round-trip digits; exponent form below 1e-4 and
+/// from 1e16, with a signed two-digit exponent).
+fn python_number(token: &str) -> String {
+    let is_float = token.contains(['.', 'e', 'E']);
+    let Some(x) = token
+        .parse::<f64>()
+        .ok()
+        .filter(|x| is_float && x.is_finite())
+    else {
+        return token.to_string();
+    };
+    let sci = format!("{x:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if x == 0.0 || (-4..16).contains(&exp) {
+        let fixed = format!("{x}");
+        if fixed.contains('.') {
+            fixed
+        } else {
+            format!("{fixed}.0")
+        }
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.abs())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_trial_seeds_differ_and_repeat() {
+        assert_eq!(per_trial_seed(1, 5), per_trial_seed(1, 5));
+        assert_ne!(per_trial_seed(1, 5), per_trial_seed(1, 6));
+        assert_ne!(per_trial_seed(1, 5), per_trial_seed(2, 5));
+    }
+
+    #[test]
+    fn respaces_like_python_outside_strings_only() {
+        assert_eq!(
+            python_spacing(r#"{"name":"C","attributes":{"choices":["a,b:\"c",1]}}"#),
+            r#"{"name": "C", "attributes": {"choices": ["a,b:\"c", 1]}}"#
+        );
+    }
+
+    #[test]
+    fn floats_like_python_repr() {
+        for (token, python) in [
+            ("0.00001", "1e-05"),
+            ("1e-5", "1e-05"),
+            ("0.0001", "0.0001"),
+            ("1.0", "1.0"),
+            ("-0.0", "-0.0"),
+            ("12.5", "12.5"),
+            ("1e16", "1e+16"),
+            ("1.5e300", "1.5e+300"),
+            ("123456789012345.0", "123456789012345.0"),
+            ("8", "8"),
+            ("-3", "-3"),
+        ] {
+            assert_eq!(python_number(token), python, "{token}");
+        }
+        assert_eq!(
+            python_spacing(r#"{"step":null,"low":0.00001,"high":0.1,"log":true}"#),
+            r#"{"step": null, "low": 1e-05, "high": 0.1, "log": true}"#
+        );
+    }
+
+    #[test]
+    fn prints_like_python_json_dumps() {
+        let v: Json =
+            serde_json::from_str(r#"{"number": 3, "params": {"a": [1, "x"], "b": 0.5}}"#).unwrap();
+        assert_eq!(
+            python_json(&v),
+            r#"{"number": 3, "params": {"a": [1, "x"], "b": 0.5}}"#
+        );
+    }
+}

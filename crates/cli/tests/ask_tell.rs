@@ -1,0 +1,475 @@
+//! `memtune create-study` / `ask` / `tell` run as the real binary: a round
+//! trip, Optuna's tell semantics, every refused input leaving the storage
+//! untouched, and a short TPE loop that must improve on its random start.
+
+use serde_json::{Value as Json, json};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use store::{Storage, TrialFilter, TrialState};
+
+const SPACE: &str = r#"{"x": {"name": "FloatDistribution", "attributes": {"step": null, "low": -1.0, "high": 1.0, "log": false}},
+ "lr": {"name": "FloatDistribution", "attributes": {"step": null, "low": 1e-05, "high": 0.1, "log": true}},
+ "layers": {"name": "IntDistribution", "attributes": {"log": false, "step": 2, "low": 1, "high": 9}},
+ "opt": {"name": "CategoricalDistribution", "attributes": {"choices": ["adamw", "sgd", 3, null]}}}"#;
+
+fn url(db: &Path) -> String {
+    format!("sqlite:///{}", db.display())
+}
+
+fn memtune(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memtune"))
+        .arg("--storage")
+        .arg(url(db))
+        .args(args)
+        .env_remove("MEMTUNE_STORAGE")
+        .output()
+        .unwrap()
+}
+
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "memtune failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn fails(out: Output) -> String {
+    assert!(!out.status.success(), "expected failure");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.stdout.is_empty(), "a refused command printed output");
+    err
+}
+
+/// A fresh storage with a study `s` (direction given).
+fn study(dir: &Path, direction: &str) -> PathBuf {
+    let db = dir.join("study.db");
+    let name = ok(memtune(
+        &db,
+        &[
+            "create-study",
+            "--study-name",
+            "s",
+            "--direction",
+            direction,
+        ],
+    ));
+    assert_eq!(name, "s\n");
+    db
+}
+
+fn ask(db: &Path, extra: &[&str]) -> Json {
+    let mut args = vec!["ask", "--study", "s", "--search-space", SPACE];
+    args.extend_from_slice(extra);
+    serde_json::from_str(&ok(memtune(db, &args))).unwrap()
+}
+
+fn tell(db: &Path, number: &Json, extra: &[&str]) -> Output {
+    let n = number.to_string();
+    let mut args = vec!["tell", "--study-name", "s", "--trial-number", &n];
+    args.extend_from_slice(extra);
+    memtune(db, &args)
+}
+
+fn trials(db: &Path) -> Vec<store::FrozenTrial> {
+    let s = Storage::open_existing(db).unwrap();
+    let st = s.study("s").unwrap();
+    s.trials(st.study_id, &TrialFilter::default()).unwrap()
+}
+
+/// Run `refused` and check it failed with `expect` in its message and left
+/// the file byte for byte as it was.
+fn refused_without_change(db: &Path, args: &[&str], expect: &str) {
+    let before = std::fs::read(db).unwrap();
+    let rows = trials(db);
+    let err = fails(memtune(db, args));
+    assert!(err.contains(expect), "stderr {err:?} lacks {expect:?}");
+    assert_eq!(trials(db), rows, "{args:?} changed the trials");
+    assert!(
+        std::fs::read(db).unwrap() == before,
+        "{args:?} changed the file"
+    );
+}
+
+#[test]
+fn ask_then_tell_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = study(dir.path(), "minimize");
+    let raw = ok(memtune(
+        &db,
+        &[
+            "ask",
+            "--study-name",
+            "s",
+            "--search-space",
+            SPACE,
+            "--seed",
+            "7",
+        ],
+    ));
+    // Optuna's json.dumps spelling, keys in order.
+    assert!(
+        raw.starts_with(r#"{"number": 0, "params": {"layers": "#),
+        "{raw}"
+    );
+    let asked: Json = serde_json::from_str(&raw).unwrap();
+    let p = &asked["params"];
+    let x = p["x"].as_f64().unwrap();
+    assert!((-1.0..=1.0).contains(&x));
+    let lr = p["lr"].as_f64().unwrap();
+    assert!((1e-5..=0.1).contains(&lr));
+    let layers = p["layers"].as_i64().unwrap();
+    assert!([1, 3, 5, 7, 9].contains(&layers), "{layers}");
+    assert!([json!("adamw"), json!("sgd"), json!(3), Json::Null].contains(&p["opt"]));
+
+    let t = &trials(&db)[0];
+    assert_eq!(t.state, TrialState::Running);
+    assert_eq!(t.params.len(), 4);
+    for param in &t.params {
+        assert_eq!(store::external_value(param).unwrap(), p[&param.name]);
+    }
+    let opt = t.param("opt").unwrap();
+    assert_eq!(
+        opt.distribution_json,
+        r#"{"name": "CategoricalDistribution", "attributes": {"choices": ["adamw", "sgd", 3, null]}}"#
+    );
+
+    ok(tell(&db, &asked["number"], &["--values", "-0.25"]));
+    let t = &trials(&db)[0];
+    assert_eq!(t.state, TrialState::Complete);
+    assert_eq!(t.values, Some(vec![-0.25]));
+
+    // A second ask is trial 1 with other values; the same seed on a fresh
+    // storage with the same history repeats trial 0 exactly.
+    let second = ask(&db, &["--seed", "7"]);
+    assert_eq!(second["number"], 1);
+    assert_ne!(second["params"], asked["params"]);
+    let dir2 = tempfile::tempdir().unwrap();
+    let db2 = study(dir2.path(), "minimize");
+    assert_eq!(ask(&db2, &["--seed", "7"]), asked);
+    let random = ask(
+        &db2,
+        &["--sampler", "random", "--sampler-kwargs", r#"{"seed": 7}"#],
+    );
+    assert_eq!(random["number"], 1);
+}
+
+#[test]
+fn tell_follows_optunas_semantics() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = study(dir.path(), "maximize");
+    // PRUNED without values takes the last intermediate value.
+    let pruned = ask(&db, &[]);
+    {
+        let s = Storage::open_existing(&db).unwrap();
+        let id = trials(&db)[0].trial_id;
+        s.report_intermediate(id, 1, 0.4).unwrap();
+        s.report_intermediate(id, 3, 0.6).unwrap();
+    }
+    ok(tell(&db, &pruned["number"], &["--state", "pruned"]));
+    // No --state with a NaN value: FAIL, as Optuna's tell does, with a warning.
+    let nan = ask(&db, &[]);
+    let out = tell(&db, &nan["number"], &["--values", "nan"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("FAIL"));
+    ok(out);
+    let failed = ask(&db, &[]);
+    ok(tell(&db, &failed["number"], &["--state", "fail"]));
+    let complete = ask(&db, &[]);
+    ok(tell(
+        &db,
+        &complete["number"],
+        &["--values", "1e3", "--state", "complete"],
+    ));
+    // --skip-if-finished: success, nothing changes.
+    ok(tell(
+        &db,
+        &complete["number"],
+        &["--values", "5", "--skip-if-finished"],
+    ));
+
+    let t = trials(&db);
+    let states: Vec<_> = t.iter().map(|t| (t.state, t.values.clone())).collect();
+    assert_eq!(
+        states,
+        [
+            (TrialState::Pruned, Some(vec![0.6])),
+            (TrialState::Fail, None),
+            (TrialState::Fail, None),
+            (TrialState::Complete, Some(vec![1000.0])),
+        ]
+    );
+}
+
+#[test]
+fn refused_commands_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = study(dir.path(), "minimize");
+    let done = ask(&db, &[]);
+    ok(tell(&db, &done["number"], &["--values", "1"]));
+    ask(&db, &[]); // trial 1 stays RUNNING
+    let bad_low_high =
+        r#"{"x": {"name": "FloatDistribution", "attributes": {"low": 2.0, "high": 1.0}}}"#;
+    let bad_class = r#"{"y": {"name": "GaussDistribution", "attributes": {}}}"#;
+    let bad_choices =
+        r#"{"c": {"name": "CategoricalDistribution", "attributes": {"choices": []}}}"#;
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["ask", "--study", "s", "--search-space", bad_low_high],
+            "x.attributes",
+        ),
+        (
+            &["ask", "--study", "s", "--search-space", bad_class],
+            "GaussDistribution",
+        ),
+        (
+            &["ask", "--study", "s", "--search-space", bad_choices],
+            "c.attributes",
+        ),
+        (
+            &["ask", "--study", "s", "--search-space", "{\"x\": "],
+            "line 1",
+        ),
+        (
+            &["ask", "--study", "nope", "--search-space", SPACE],
+            "study `nope` not found",
+        ),
+        (
+            &[
+                "ask",
+                "--study",
+                "s",
+                "--search-space",
+                SPACE,
+                "--sampler",
+                "cmaes",
+            ],
+            "unknown --sampler",
+        ),
+        (
+            &[
+                "ask",
+                "--study",
+                "s",
+                "--search-space",
+                SPACE,
+                "--sampler-kwargs",
+                "{}",
+            ],
+            "without --sampler",
+        ),
+        (
+            &[
+                "ask",
+                "--study",
+                "s",
+                "--sampler",
+                "tpe",
+                "--sampler-kwargs",
+                r#"{"warn": 1}"#,
+            ],
+            "`warn`",
+        ),
+        (
+            &[
+                "tell",
+                "--study",
+                "nope",
+                "--trial-number",
+                "0",
+                "--values",
+                "1",
+            ],
+            "not found",
+        ),
+        (
+            &[
+                "tell",
+                "--study",
+                "s",
+                "--trial-number",
+                "9",
+                "--values",
+                "1",
+            ],
+            "trial 9",
+        ),
+        (
+            &[
+                "tell",
+                "--study",
+                "s",
+                "--trial-number",
+                "0",
+                "--values",
+                "2",
+            ],
+            "COMPLETE, not RUNNING",
+        ),
+        (
+            &[
+                "tell",
+                "--study",
+                "s",
+                "--trial-number",
+                "1",
+                "--state",
+                "complete",
+            ],
+            "--values are required",
+        ),
+        (
+            &[
+                "tell",
+                "--study",
+                "s",
+                "--trial-number",
+                "1",
+                "--state",
+                "pruned",
+                "--values",
+                "1",
+            ],
+            "cannot be given",
+        ),
+        (
+            &[
+                "tell",
+                "--study",
+                "s",
+                "--trial-number",
+                "1",
+                "--values",
+                "1",
+                "2",
+                "--state",
+                "complete",
+            ],
+            "2 values given",
+        ),
+        (
+            &["create-study", "--study", "s", "--direction", "maximize"],
+            "already exists",
+        ),
+    ];
+    for (args, expect) in cases {
+        refused_without_change(&db, args, expect);
+    }
+    // A storage file that does not exist is not created by ask or tell.
+    let missing = dir.path().join("missing.db");
+    fails(memtune(
+        &missing,
+        &["ask", "--study", "s", "--search-space", SPACE],
+    ));
+    fails(memtune(
+        &missing,
+        &[
+            "tell",
+            "--study",
+            "s",
+            "--trial-number",
+            "0",
+            "--values",
+            "1",
+        ],
+    ));
+    assert!(!missing.exists());
+}
+
+/// 30 trials of a 2-D quadratic through the binary: the TPE phase must beat
+/// the 10 random startup trials, and the constant liar sees RUNNING trials.
+#[test]
+fn tpe_loop_improves_on_its_random_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = study(dir.path(), "minimize");
+    let space = r#"{"x": {"name": "FloatDistribution", "attributes": {"low": -2.0, "high": 2.0}},
+                    "y": {"name": "FloatDistribution", "attributes": {"low": -2.0, "high": 2.0}}}"#;
+    let mut values = Vec::new();
+    for _ in 0..30 {
+        let asked: Json = serde_json::from_str(&ok(memtune(
+            &db,
+            &[
+                "ask",
+                "--study",
+                "s",
+                "--search-space",
+                space,
+                "--seed",
+                "3",
+            ],
+        )))
+        .unwrap();
+        let (x, y) = (
+            asked["params"]["x"].as_f64().unwrap(),
+            asked["params"]["y"].as_f64().unwrap(),
+        );
+        let v = (x - 0.5).powi(2) + (y + 0.3).powi(2);
+        values.push(v);
+        ok(tell(&db, &asked["number"], &["--values", &v.to_string()]));
+    }
+    let best = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+    let start = best(&values[..10]);
+    let tpe = best(&values[10..]);
+    assert!(
+        tpe < start,
+        "TPE best {tpe} did not beat the random start {start}"
+    );
+    assert!(tpe < 0.05, "TPE best {tpe} after 30 trials");
+    let distinct: std::collections::BTreeSet<u64> = values.iter().map(|v| v.to_bits()).collect();
+    assert_eq!(distinct.len(), 30, "two asks repeated the same point");
+}
+
+/// As Optuna's `study.ask`: an enqueued trial is claimed first; its stored
+/// params and `fixed_params` (what Optuna's `enqueue_trial` writes) are
+/// kept, the rest sampled.
+#[test]
+fn ask_claims_enqueued_trials_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = study(dir.path(), "minimize");
+    {
+        let s = Storage::open_existing(&db).unwrap();
+        let st = s.study("s").unwrap();
+        let x = store::Distribution::Float {
+            low: -1.0,
+            high: 1.0,
+            log: false,
+            step: None,
+        };
+        let queued = store::NewTrial {
+            params: vec![store::Param {
+                name: "x".into(),
+                internal_value: 0.25,
+                distribution_json: x.to_json(),
+            }],
+            system_attrs: vec![("fixed_params".into(), json!({"lr": 0.01, "opt": "sgd"}))],
+            ..Default::default()
+        };
+        s.enqueue_trial(st.study_id, &queued).unwrap();
+        let bad = store::NewTrial {
+            system_attrs: vec![("fixed_params".into(), json!({"layers": 4}))],
+            ..Default::default()
+        };
+        s.enqueue_trial(st.study_id, &bad).unwrap();
+    }
+    let first = ask(&db, &["--seed", "1"]);
+    assert_eq!(first["number"], 0);
+    assert_eq!(first["params"]["x"], 0.25);
+    assert_eq!(first["params"]["lr"], 0.01);
+    assert_eq!(first["params"]["opt"], "sgd");
+    assert!(first["params"]["layers"].is_i64());
+    let t = &trials(&db)[0];
+    assert_eq!(t.state, TrialState::Running);
+    assert_eq!(t.params.len(), 4);
+
+    // layers=4 is not on the grid 1, 3, ..., 9: refused, the claimed trial FAILs.
+    let err = fails(memtune(
+        &db,
+        &["ask", "--study", "s", "--search-space", SPACE],
+    ));
+    assert!(err.contains("fixed parameter `layers`"), "{err}");
+    assert_eq!(trials(&db)[1].state, TrialState::Fail);
+
+    let next = ask(&db, &[]);
+    assert_eq!(next["number"], 2);
+}

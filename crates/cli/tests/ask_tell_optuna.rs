@@ -1,0 +1,178 @@
+//! A study made by `memtune create-study` / `ask` / `tell` opens in
+//! `optuna.load_study` with the same params, values and states, its stored
+//! distribution JSON is byte-equal to Optuna's `distribution_to_json`, and
+//! Optuna can go on asking in it; `memtune ask` hands out a trial Optuna
+//! enqueued first, with its fixed params.
+//! Needs `MEMTUNE_PYTHON` (a Python with optuna==5.0.0); skipped without it
+//! unless `CI` is set.
+
+use serde_json::{Value as Json, json};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const SPACE: &str = r#"{"x": {"name": "FloatDistribution", "attributes": {"step": null, "low": -1.0, "high": 1.0, "log": false}},
+ "lr": {"name": "FloatDistribution", "attributes": {"step": null, "low": 1e-05, "high": 0.1, "log": true}},
+ "q": {"name": "FloatDistribution", "attributes": {"step": 0.25, "low": 0.0, "high": 2.0, "log": false}},
+ "layers": {"name": "IntDistribution", "attributes": {"log": false, "step": 2, "low": 1, "high": 9}},
+ "batch": {"name": "IntDistribution", "attributes": {"log": true, "step": 1, "low": 8, "high": 256}},
+ "opt": {"name": "CategoricalDistribution", "attributes": {"choices": ["adamw", "sgd", 3, 0.5, true, null]}}}"#;
+
+const LOAD: &str = r#"
+import json, sys, warnings
+warnings.simplefilter("ignore")
+import optuna
+from optuna.distributions import distribution_to_json, json_to_distribution
+url, space = sys.argv[1], json.loads(sys.argv[2])
+study = optuna.load_study(study_name="s", storage=url)
+dists = {k: json_to_distribution(json.dumps(v)) for k, v in space.items()}
+out = []
+for t in study.get_trials(deepcopy=False):
+    assert t.distributions == dists, (t.distributions, dists)
+    out.append({"number": t.number, "state": t.state.name, "params": t.params, "values": t.values})
+# The stored JSON is Optuna's own spelling.
+con = __import__("sqlite3").connect(url[len("sqlite:///"):])
+for name, stored in con.execute("SELECT param_name, distribution_json FROM trial_params"):
+    assert stored == distribution_to_json(dists[name]), (stored, distribution_to_json(dists[name]))
+# Optuna can continue the study.
+trial = study.ask(dists)
+study.tell(trial, 0.0)
+print(json.dumps({"trials": out, "best": study.best_value, "n": len(study.trials)}))
+"#;
+
+fn python() -> Option<PathBuf> {
+    match std::env::var_os("MEMTUNE_PYTHON") {
+        Some(p) => Some(PathBuf::from(p)),
+        None if std::env::var_os("CI").is_some() => {
+            panic!("MEMTUNE_PYTHON is not set; CI must run the Optuna interop tests")
+        }
+        None => {
+            eprintln!("skipping: MEMTUNE_PYTHON is not set (a Python with optuna==5.0.0)");
+            None
+        }
+    }
+}
+
+fn memtune(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memtune"))
+        .arg("--storage")
+        .arg(format!("sqlite:///{}", db.display()))
+        .args(args)
+        .env_remove("MEMTUNE_STORAGE")
+        .output()
+        .unwrap()
+}
+
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "memtune failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn optuna_loads_a_study_made_by_ask_and_tell() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("study.db");
+    ok(memtune(
+        &db,
+        &["create-study", "--study", "s", "--direction", "minimize"],
+    ));
+    // A trial Optuna enqueues is the first one `memtune ask` hands out.
+    let enqueue = r#"
+import sys, warnings
+warnings.simplefilter("ignore")
+import optuna
+optuna.load_study(study_name="s", storage=sys.argv[1]).enqueue_trial({"x": 0.5, "opt": "sgd"})
+"#;
+    let out = Command::new(&py)
+        .args(["-c", enqueue, &format!("sqlite:///{}", db.display())])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut expected = Vec::new();
+    for i in 0..14 {
+        let asked: Json = serde_json::from_str(&ok(memtune(
+            &db,
+            &[
+                "ask",
+                "--study",
+                "s",
+                "--search-space",
+                SPACE,
+                "--seed",
+                "11",
+            ],
+        )))
+        .unwrap();
+        if i == 0 {
+            assert_eq!(
+                (&asked["params"]["x"], &asked["params"]["opt"]),
+                (&json!(0.5), &json!("sgd"))
+            );
+        }
+        let n = asked["number"].to_string();
+        let (state, values) = match i % 7 {
+            5 => {
+                ok(memtune(
+                    &db,
+                    &[
+                        "tell",
+                        "--study",
+                        "s",
+                        "--trial-number",
+                        &n,
+                        "--state",
+                        "fail",
+                    ],
+                ));
+                ("FAIL", Json::Null)
+            }
+            6 => ("RUNNING", Json::Null),
+            _ => {
+                let v = asked["params"]["x"].as_f64().unwrap().powi(2) + i as f64;
+                let text = v.to_string();
+                ok(memtune(
+                    &db,
+                    &[
+                        "tell",
+                        "--study",
+                        "s",
+                        "--trial-number",
+                        &n,
+                        "--values",
+                        &text,
+                    ],
+                ));
+                ("COMPLETE", json!([v]))
+            }
+        };
+        expected.push(json!({"number": asked["number"], "state": state,
+                             "params": asked["params"], "values": values}));
+    }
+    let out = Command::new(&py)
+        .args(["-c", LOAD, &format!("sqlite:///{}", db.display()), SPACE])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "optuna failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(seen["trials"], Json::Array(expected));
+    assert_eq!(seen["n"], 15);
+    assert_eq!(seen["best"], 0.0);
+    // And memtune reads the trial Optuna added.
+    let listed = ok(memtune(
+        &db,
+        &["trials", "--study", "s", "--state", "complete"],
+    ));
+    assert!(listed.trim_end().ends_with("11 trials"), "{listed}");
+}
