@@ -8,11 +8,13 @@
 //!   default study.
 //! - `cargo xtask fetch-model minilm`: download and unpack all-MiniLM-L6-v2.
 //! - `cargo xtask bench NAME`: the cross-crate benchmarks that print a table.
-//! - `cargo xtask gpu-test`: the CUDA tests, on a machine with a GPU.
+//! - `cargo xtask gpu-test [--run]`: build the CUDA tests and the GPU latency
+//!   table into `.device/` for the GPU machine (`--run`: run them here too).
 
 mod bench_sampler;
 mod bench_store;
 mod env;
+mod gpu_test;
 mod model;
 mod python;
 
@@ -30,7 +32,7 @@ fn main() -> ExitCode {
         }),
         Some("python") => python::venv().map(|py| println!("{}", py.display())),
         Some("bench") => bench(&args[1..]),
-        Some("gpu-test") => gpu_test(&args[1..]),
+        Some("gpu-test") => gpu_test::run(&args[1..]),
         _ => Err(USAGE.to_string()),
     };
     match result {
@@ -81,19 +83,4 @@ fn bench(args: &[String]) -> Result<()> {
         Some(name) => Err(format!("unknown benchmark '{name}'")),
         None => Err("usage: cargo xtask bench NAME".into()),
     }
-}
-
-/// Crates with a `cuda` feature whose tests need a GPU.
-const CUDA_CRATES: &[&str] = &["gpu-mem", "trainer"];
-
-/// The CUDA tests: each CUDA crate's tests with its `cuda` feature, GPU tests on.
-fn gpu_test(extra: &[String]) -> Result<()> {
-    let mut cmd = vec!["test".to_string()];
-    for krate in CUDA_CRATES {
-        cmd.extend(["--package".into(), krate.to_string()]);
-        cmd.extend(["--features".into(), format!("{krate}/cuda")]);
-    }
-    cmd.extend(extra.iter().cloned());
-    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
-    env::cargo(&cmd, &[("MEMTUNE_GPU_TESTS", "1".into())])
 }

@@ -37,9 +37,13 @@ fn time_pairs(n: usize, mut pair: impl FnMut()) -> f64 {
 }
 
 fn torch_column(python: &str) -> Result<BTreeMap<usize, f64>, String> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/torch_latency.py");
+    // Overridable because the binary may run where the source tree is not
+    // (the device bundle made by `cargo xtask gpu-test`).
+    let script = std::env::var("MEMTUNE_TORCH_LATENCY_SCRIPT").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/torch_latency.py").to_string()
+    });
     let out = Command::new(python)
-        .arg(script)
+        .arg(&script)
         .args(SIZES.iter().map(|s| s.to_string()))
         .output()
         .map_err(|e| format!("cannot run {python}: {e}"))?;

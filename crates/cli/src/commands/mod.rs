@@ -41,24 +41,30 @@ impl Context {
     /// Open the storage of `--storage` read-only: a missing file is an
     /// error, never silently created, and the file is never modified.
     pub fn open_read_only(&self) -> Result<Storage> {
-        let url = self.storage_url.as_deref().ok_or_else(|| {
-            CliError::Usage(
-                "no storage given: pass --storage sqlite:///path.db (or set MEMTUNE_STORAGE)"
-                    .into(),
-            )
-        })?;
-        let opts = OpenOptions {
+        self.open(OpenOptions {
             create: false,
             read_only: true,
             ..OpenOptions::default()
-        };
-        Ok(Storage::open_url(url, &opts)?)
+        })
+    }
+
+    /// Open an existing storage for writing (`ask`, `tell`): a missing file
+    /// is an error, never silently created.
+    pub fn open_existing(&self) -> Result<Storage> {
+        self.open(OpenOptions {
+            create: false,
+            ..OpenOptions::default()
+        })
     }
 
     /// Open `--storage`, creating the file and Optuna's schema if missing
     /// (what `optuna create-study` does).
     pub fn open_or_create(&self) -> Result<Storage> {
-        Ok(Storage::open_url(self.url()?, &OpenOptions::default())?)
+        self.open(OpenOptions::default())
+    }
+
+    fn open(&self, opts: OpenOptions) -> Result<Storage> {
+        Ok(Storage::open_url(self.url()?, &opts)?)
     }
 
     fn url(&self) -> Result<&str> {

@@ -1,0 +1,122 @@
+//! `cargo xtask gpu-test`: the CUDA tests and the GPU latency table.
+//!
+//! The device machine has a GPU but no Rust toolchain, so this builds here
+//! (with each CUDA crate's `cuda` feature) and runs there: it copies the test
+//! binaries and the latency example into `.device/` (git-ignored) with a
+//! `run.sh`. Carry `.device` to the device machine and run
+//! `bash .device/run.sh`. On a machine that has both cargo and a GPU,
+//! `cargo xtask gpu-test --run` builds and runs in one go.
+
+use crate::{Result, env};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Crates with a `cuda` feature and GPU tests.
+const CUDA_CRATES: &[&str] = &["gpu-mem"];
+
+pub fn run(args: &[String]) -> Result<()> {
+    let run_here = args.iter().any(|a| a == "--run");
+    let bundle = env::root().join(".device");
+    let bin = bundle.join("bin");
+    if bin.exists() {
+        std::fs::remove_dir_all(&bin)
+            .map_err(|e| format!("cannot clear {}: {e}", bin.display()))?;
+    }
+    std::fs::create_dir_all(&bin).map_err(|e| format!("cannot create {}: {e}", bin.display()))?;
+
+    let mut tests = Vec::new();
+    for krate in CUDA_CRATES {
+        let feature = format!("{krate}/cuda");
+        let built = build(&[
+            "test",
+            "--no-run",
+            "--package",
+            krate,
+            "--features",
+            &feature,
+        ])?;
+        tests.extend(
+            built
+                .into_iter()
+                .map(|exe| copy_into(&exe, &bin))
+                .collect::<Result<Vec<_>>>()?,
+        );
+    }
+    let latency = build(&[
+        "build",
+        "--package",
+        "gpu-mem",
+        "--features",
+        "gpu-mem/cuda",
+        "--example",
+        "gpu_latency",
+    ])?;
+    for exe in &latency {
+        copy_into(exe, &bin)?;
+    }
+    let script_src = env::root().join("crates/gpu-mem/scripts/torch_latency.py");
+    std::fs::copy(&script_src, bundle.join("torch_latency.py"))
+        .map_err(|e| format!("cannot copy {}: {e}", script_src.display()))?;
+
+    let mut script = String::from(
+        "#!/usr/bin/env bash\n# Made by `cargo xtask gpu-test`: runs the CUDA tests, then the latency table.\n\
+         set -euo pipefail\ncd \"$(dirname \"$0\")\"\nexport MEMTUNE_GPU_TESTS=1\n",
+    );
+    for test in &tests {
+        script += &format!(
+            "echo \"== {name}\"\n./bin/{name} --test-threads=1\n",
+            name = file_name(test)
+        );
+    }
+    script += "MEMTUNE_TORCH_LATENCY_SCRIPT=torch_latency.py ./bin/gpu_latency --python \"${PYTHON:-python3}\"\n";
+    let run_sh = bundle.join("run.sh");
+    std::fs::write(&run_sh, script)
+        .map_err(|e| format!("cannot write {}: {e}", run_sh.display()))?;
+    eprintln!(
+        "xtask: GPU bundle in {} ({} test binaries); run `bash .device/run.sh` on the GPU machine",
+        bundle.display(),
+        tests.len()
+    );
+    if run_here {
+        env::run(Command::new("bash").arg(&run_sh))?;
+    }
+    Ok(())
+}
+
+/// Runs a release cargo build and returns the executables it produced.
+fn build(args: &[&str]) -> Result<Vec<PathBuf>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    eprintln!("$ cargo {} --release", args.join(" "));
+    let out = Command::new(&cargo)
+        .args(args)
+        .args(["--release", "--message-format=json-render-diagnostics"])
+        .current_dir(env::root())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run {cargo}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("cargo {} failed ({})", args.join(" "), out.status));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut exes = Vec::new();
+    for line in stdout.lines() {
+        let msg: serde_json::Value = serde_json::from_str(line)
+            .map_err(|e| format!("cargo printed a line that is not JSON ({e}): {line}"))?;
+        if let Some(exe) = msg.get("executable").and_then(|v| v.as_str()) {
+            exes.push(PathBuf::from(exe));
+        }
+    }
+    Ok(exes)
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn copy_into(exe: &Path, dir: &Path) -> Result<PathBuf> {
+    let dest = dir.join(file_name(exe));
+    std::fs::copy(exe, &dest).map_err(|e| format!("cannot copy {}: {e}", exe.display()))?;
+    Ok(dest)
+}
