@@ -378,7 +378,7 @@ fn refused_commands_change_nothing() {
 }
 
 /// 30 trials of a 2-D quadratic through the binary: the TPE phase must beat
-/// the 10 random startup trials, and the constant liar sees RUNNING trials.
+/// the 10 random startup trials, and no two asks may repeat a point.
 #[test]
 fn tpe_loop_improves_on_its_random_start() {
     let dir = tempfile::tempdir().unwrap();
@@ -415,7 +415,19 @@ fn tpe_loop_improves_on_its_random_start() {
         tpe < start,
         "TPE best {tpe} did not beat the random start {start}"
     );
-    assert!(tpe < 0.05, "TPE best {tpe} after 30 trials");
+    // TPE concentrates its proposals near the optimum: its typical point is
+    // far better than a random one (a sampler that ignored the history would
+    // give about the same median in both phases).
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (random_median, tpe_median) = (median(&values[..10]), median(&values[10..]));
+    assert!(
+        tpe_median < random_median / 2.0,
+        "TPE median {tpe_median} vs random-start median {random_median}"
+    );
     let distinct: std::collections::BTreeSet<u64> = values.iter().map(|v| v.to_bits()).collect();
     assert_eq!(distinct.len(), 30, "two asks repeated the same point");
 }
