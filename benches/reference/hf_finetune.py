@@ -2,7 +2,7 @@
 with the hyperparameters of `cargo run --release -p trainer --example finetune`
 (crates/trainer/examples/finetune.rs), to compare validation accuracy.
 
-    python benches/reference/hf_finetune.py MODEL_DIR [EPOCHS] [LR] [BATCH] [MAX_LENGTH] [SEED]
+    python benches/reference/hf_finetune.py [--split FILE] MODEL_DIR [EPOCHS] [LR] [BATCH] [MAX_LENGTH] [SEED]
 
 Same as the Rust run: the 3,000 Sentiment Labelled Sentences of
 crates/trainer/data/sentiment-labelled-sentences (amazon, imdb, yelp; records
@@ -15,12 +15,16 @@ weight decay 0.01 except biases and LayerNorm weights), linear warmup over
 ceil(10%) of the steps then linear decay to 0, clipping to global norm 1.0,
 training order shuffled each epoch, 2 threads.
 
-Not the same: the split's membership. The Rust split shuffles groups with
-rand's StdRng (ChaCha12); this one uses the same procedure with Python's
-`random.Random(SPLIT_SEED)`, so the sizes match (2,400/600, 300 per class in
-validation) but not which sentences are in each side. Batch membership and
-order, dropout masks and the classifier's initial weights also differ (their
-RNGs differ).
+The split: with `--split FILE`, exactly the Rust one. FILE has one line per
+loaded example, in load order: `index label characters side` (side is
+`train` or `validation`), as printed from `trainer::data::stratified_split`
+(seed 42, fraction 0.2) over the embedded set; labels and text lengths are
+checked against the JSON files. Without it, the same procedure with Python's
+`random.Random(SPLIT_SEED)`: the sizes match (2,400/600, 300 per class in
+validation, the same 19 duplicate groups) but not which sentences are on
+each side (the Rust split shuffles with rand's StdRng, ChaCha12).
+Never the same: batch membership and order, dropout masks and the
+classifier's initial weights (their RNGs differ).
 """
 
 import json
@@ -97,6 +101,21 @@ def stratified_split(examples, fraction: float, seed: int):
     return train, valid, duplicates
 
 
+def split_from_file(examples, path: Path):
+    """The two sides as listed in `path` (see the module doc)."""
+    rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
+    if len(rows) != len(examples):
+        raise SystemExit(f"{path}: {len(rows)} lines for {len(examples)} examples")
+    train, valid = [], []
+    for n, (row, (text, label)) in enumerate(zip(rows, examples), start=1):
+        if len(row) != 4 or row[0] != str(n - 1) or row[3] not in ("train", "validation"):
+            raise SystemExit(f"{path}:{n}: expected 'index label characters side', got {row}")
+        if int(row[1]) != label or int(row[2]) != len(text):
+            raise SystemExit(f"{path}:{n}: label/length {row[1]}/{row[2]} != {label}/{len(text)}")
+        (valid if row[3] == "validation" else train).append((text, label))
+    return train, valid
+
+
 def load_model(model_dir: Path):
     """The pretrained encoder and pooler; only the classifier is new."""
     model, info = BertForSequenceClassification.from_pretrained(
@@ -164,6 +183,11 @@ def evaluate(model, tokenizer, examples, batch_size, max_length):
 
 def main() -> None:
     args = sys.argv[1:]
+    split_file = None
+    if "--split" in args:
+        at = args.index("--split")
+        split_file = Path(args[at + 1])
+        del args[at : at + 2]
     if not args:
         raise SystemExit(__doc__)
     model_dir = Path(args[0])
@@ -177,7 +201,10 @@ def main() -> None:
 
     examples, skipped = load_examples()
     train, valid, duplicates = stratified_split(examples, VALIDATION_FRACTION, SPLIT_SEED)
+    if split_file is not None:
+        train, valid = split_from_file(examples, split_file)
     print(
+        f"split: {split_file or f'Python, seed {SPLIT_SEED}'}; "
         f"{len(examples)} examples ({skipped} records skipped, {duplicates} duplicate groups): "
         f"{len(train)} train, {len(valid)} validation "
         f"({sum(y for _, y in valid)} positive)"
