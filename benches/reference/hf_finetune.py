@@ -17,7 +17,7 @@ training order shuffled each epoch, 2 threads.
 
 The split: with `--split FILE`, exactly the Rust one. FILE has one line per
 loaded example, in load order: `index label characters side` (side is
-`train` or `validation`), as printed from `trainer::data::stratified_split`
+`train` or `validation`), as printed by `cargo run --release -p trainer --example split_dump` from `trainer::data::stratified_split`
 (seed 42, fraction 0.2) over the embedded set; labels and text lengths are
 checked against the JSON files. Without it, the same procedure with Python's
 `random.Random(SPLIT_SEED)`: the sizes match (2,400/600, 300 per class in
