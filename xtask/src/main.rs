@@ -30,7 +30,7 @@ fn main() -> ExitCode {
         Some("fetch-model") => model::fetch_cmd(&args[1..]).map(|dir| {
             println!("{}", dir.display());
         }),
-        Some("python") => python::venv().map(|py| println!("{}", py.display())),
+        Some("python") => python::cmd(&args[1..]).map(|py| println!("{}", py.display())),
         Some("bench") => bench(&args[1..]),
         Some("gpu-test") => gpu_test::run(&args[1..]),
         _ => Err(USAGE.to_string()),
@@ -44,7 +44,8 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <test|tune|fetch-model minilm|python|bench NAME|gpu-test>";
+const USAGE: &str =
+    "usage: cargo xtask <test|tune|fetch-model minilm|python [torch]|bench NAME|gpu-test>";
 
 /// fmt, clippy, then the whole test suite with the reference resources.
 fn test(extra: &[String]) -> Result<()> {

@@ -1,18 +1,39 @@
-//! The Python venv for reference checks (Optuna and numpy), under the cache.
+//! Python venvs for reference checks, under the cache.
 //!
-//! Pinned versions live in `benches/requirements.txt`; the venv is rebuilt
-//! when that file changes, so every run compares against the same peers.
+//! - `venv` (`benches/requirements.txt`: Optuna, numpy, tokenizers): what the
+//!   test suite and the store/sampler benches use.
+//! - `torch-venv` (`benches/reference/requirements-torch.txt`: torch and
+//!   transformers, several GB): only for the PyTorch comparisons under
+//!   `benches/reference/`, never for CI.
+//!
+//! A venv is rebuilt when its pinned requirements change, so every run
+//! compares against the same peers.
 
 use crate::{Result, env};
 use std::path::PathBuf;
 use std::process::Command;
 
-/// Create (once) and return the venv's python executable.
+/// The reference venv of the test suite; see the module doc.
 pub fn venv() -> Result<PathBuf> {
-    let reqs = env::root().join("benches").join("requirements.txt");
+    named("venv", "benches/requirements.txt")
+}
+
+/// `cargo xtask python [torch]`: make the named venv and print its python.
+pub fn cmd(args: &[String]) -> Result<PathBuf> {
+    match args.first().map(String::as_str) {
+        None => venv(),
+        Some("torch") => named("torch-venv", "benches/reference/requirements-torch.txt"),
+        Some(other) => Err(format!("unknown venv '{other}' (known: torch)")),
+    }
+}
+
+/// Create (once) the venv `name` from the requirements file at `reqs`
+/// (relative to the workspace root) and return its python executable.
+fn named(name: &str, reqs: &str) -> Result<PathBuf> {
+    let reqs = env::root().join(reqs);
     let wanted = std::fs::read_to_string(&reqs)
         .map_err(|e| format!("cannot read {}: {e}", reqs.display()))?;
-    let dir = env::cache_dir().join("venv");
+    let dir = env::cache_dir().join(name);
     let py = dir.join("bin").join("python");
     let stamp = dir.join("requirements.installed");
     if py.exists() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(&wanted) {
