@@ -27,14 +27,17 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut tests = Vec::new();
     for krate in CUDA_CRATES {
         let feature = format!("{krate}/cuda");
-        let built = build(&[
-            "test",
-            "--no-run",
-            "--package",
-            krate,
-            "--features",
-            &feature,
-        ])?;
+        let built = build(
+            &[
+                "test",
+                "--no-run",
+                "--package",
+                krate,
+                "--features",
+                &feature,
+            ],
+            true,
+        )?;
         tests.extend(
             built
                 .into_iter()
@@ -42,15 +45,18 @@ pub fn run(args: &[String]) -> Result<()> {
                 .collect::<Result<Vec<_>>>()?,
         );
     }
-    let latency = build(&[
-        "build",
-        "--package",
-        "gpu-mem",
-        "--features",
-        "gpu-mem/cuda",
-        "--example",
-        "gpu_latency",
-    ])?;
+    let latency = build(
+        &[
+            "build",
+            "--package",
+            "gpu-mem",
+            "--features",
+            "gpu-mem/cuda",
+            "--example",
+            "gpu_latency",
+        ],
+        false,
+    )?;
     for exe in &latency {
         copy_into(exe, &bin)?;
     }
@@ -83,13 +89,18 @@ pub fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Runs a release cargo build and returns the executables it produced.
-fn build(args: &[&str]) -> Result<Vec<PathBuf>> {
+/// Runs a release cargo build and returns the executables it produced:
+/// the test harnesses when `tests`, else the other binaries (`cargo test
+/// --no-run` reports the examples it builds too). Built without debug info
+/// and stripped, so the bundle fits the device machine's 64 MiB carry limit.
+fn build(args: &[&str], tests: bool) -> Result<Vec<PathBuf>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     eprintln!("$ cargo {} --release", args.join(" "));
     let out = Command::new(&cargo)
         .args(args)
         .args(["--release", "--message-format=json-render-diagnostics"])
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
+        .env("CARGO_PROFILE_RELEASE_STRIP", "true")
         .current_dir(env::root())
         .stderr(std::process::Stdio::inherit())
         .output()
@@ -102,7 +113,10 @@ fn build(args: &[&str]) -> Result<Vec<PathBuf>> {
     for line in stdout.lines() {
         let msg: serde_json::Value = serde_json::from_str(line)
             .map_err(|e| format!("cargo printed a line that is not JSON ({e}): {line}"))?;
-        if let Some(exe) = msg.get("executable").and_then(|v| v.as_str()) {
+        let is_test = msg.pointer("/profile/test").and_then(|v| v.as_bool()) == Some(true);
+        if let Some(exe) = msg.get("executable").and_then(|v| v.as_str())
+            && is_test == tests
+        {
             exes.push(PathBuf::from(exe));
         }
     }
