@@ -2,46 +2,18 @@
 //! trip, Optuna's tell semantics, every refused input leaving the storage
 //! untouched, and a short TPE loop that must improve on its random start.
 
+mod common;
+
+use common::{fails, memtune, ok};
 use serde_json::{Value as Json, json};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use store::{Storage, TrialFilter, TrialState};
 
 const SPACE: &str = r#"{"x": {"name": "FloatDistribution", "attributes": {"step": null, "low": -1.0, "high": 1.0, "log": false}},
  "lr": {"name": "FloatDistribution", "attributes": {"step": null, "low": 1e-05, "high": 0.1, "log": true}},
  "layers": {"name": "IntDistribution", "attributes": {"log": false, "step": 2, "low": 1, "high": 9}},
  "opt": {"name": "CategoricalDistribution", "attributes": {"choices": ["adamw", "sgd", 3, null]}}}"#;
-
-fn url(db: &Path) -> String {
-    format!("sqlite:///{}", db.display())
-}
-
-fn memtune(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memtune"))
-        .arg("--storage")
-        .arg(url(db))
-        .args(args)
-        .env_remove("MEMTUNE_STORAGE")
-        .output()
-        .unwrap()
-}
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "memtune failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn fails(out: Output) -> String {
-    assert!(!out.status.success(), "expected failure");
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert!(!err.contains("panicked"), "{err}");
-    assert!(out.stdout.is_empty(), "a refused command printed output");
-    err
-}
 
 /// A fresh storage with a study `s` (direction given).
 fn study(dir: &Path, direction: &str) -> PathBuf {

@@ -6,9 +6,12 @@
 //! Needs `MEMTUNE_PYTHON` (a Python with optuna==5.0.0); skipped without it
 //! unless `CI` is set.
 
+mod common;
+
+use common::{memtune, ok};
 use serde_json::{Value as Json, json};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
+use std::process::Command;
 
 const SPACE: &str = r#"{"x": {"name": "FloatDistribution", "attributes": {"step": null, "low": -1.0, "high": 1.0, "log": false}},
  "lr": {"name": "FloatDistribution", "attributes": {"step": null, "low": 1e-05, "high": 0.1, "log": true}},
@@ -50,25 +53,6 @@ fn python() -> Option<PathBuf> {
             None
         }
     }
-}
-
-fn memtune(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memtune"))
-        .arg("--storage")
-        .arg(format!("sqlite:///{}", db.display()))
-        .args(args)
-        .env_remove("MEMTUNE_STORAGE")
-        .output()
-        .unwrap()
-}
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "memtune failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 #[test]

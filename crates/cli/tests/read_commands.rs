@@ -1,36 +1,13 @@
 //! The read-side commands run as the real binary over a study written with
 //! the store, checking what they print.
 
+mod common;
+
+use common::{fails, memtune, ok};
 use serde_json::{Value as Json, json};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use store::{Distribution, Storage, StudyDirection, TrialState};
-
-fn memtune(db: &Path, args: &[&str]) -> Output {
-    let url = format!("sqlite:///{}", db.display());
-    Command::new(env!("CARGO_BIN_EXE_memtune"))
-        .arg("--storage")
-        .arg(url)
-        .args(args)
-        .env_remove("MEMTUNE_STORAGE")
-        .output()
-        .unwrap()
-}
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "memtune failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn fails(out: Output) -> String {
-    assert!(!out.status.success(), "expected failure");
-    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
-    String::from_utf8(out.stderr).unwrap()
-}
 
 /// batch size, optimizer, final state, attribute, values.
 type SampleTrial = (

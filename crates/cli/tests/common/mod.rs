@@ -1,0 +1,41 @@
+//! Running the `memtune` binary in integration tests.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Optuna's URL form of a SQLite file.
+pub fn url(db: &Path) -> String {
+    format!("sqlite:///{}", db.display())
+}
+
+/// Runs `memtune --storage URL ARGS...`, ignoring any MEMTUNE_STORAGE.
+pub fn memtune(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memtune"))
+        .arg("--storage")
+        .arg(url(db))
+        .args(args)
+        .env_remove("MEMTUNE_STORAGE")
+        .output()
+        .unwrap()
+}
+
+/// The stdout of a command that must succeed.
+pub fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "memtune failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The stderr of a command that must be refused cleanly: non-zero exit, no
+/// panic, nothing on stdout.
+pub fn fails(out: Output) -> String {
+    assert!(!out.status.success(), "expected failure");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.stdout.is_empty(), "a refused command printed output");
+    err
+}
