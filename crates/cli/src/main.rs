@@ -1,19 +1,4 @@
-//! `memtune`: the command-line front end that composes the workspace's crates.
-//!
-//! It owns no logic of its own beyond wiring: storage comes from `store`,
-//! sampling and pruning from `hpo-sampler`, training from `trainer`, device
-//! memory from `gpu-mem`. Each subcommand lives in its own file under
-//! `commands/`; adding one is a variant in [`commands::Command`] and a file.
-//!
-//! `create-study`, `ask` and `tell` take the same flags and print the same
-//! JSON as Optuna 5.0's `optuna create-study/ask/tell`, so one shell script
-//! drives either. [`history`] is the one seam between `store` and
-//! `hpo-sampler`: it turns stored trials into the sampler's frozen trials.
-
-mod commands;
-mod error;
-mod history;
-mod render;
+//! `memtune`: parses the command line and runs [`cli::commands`].
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -28,15 +13,15 @@ struct Cli {
     storage: Option<String>,
 
     #[command(subcommand)]
-    command: commands::Command,
+    command: cli::commands::Command,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let ctx = commands::Context {
+    let ctx = cli::commands::Context {
         storage_url: cli.storage,
     };
-    match commands::run(cli.command, &ctx, &mut std::io::stdout().lock()) {
+    match cli::commands::run(cli.command, &ctx, &mut std::io::stdout().lock()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("memtune: {e}");

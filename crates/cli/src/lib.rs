@@ -1,0 +1,22 @@
+//! The `memtune` command-line front end that composes the workspace's crates.
+//!
+//! It owns no logic of its own beyond wiring: storage comes from `store`,
+//! sampling and pruning from `hpo-sampler`, training from `trainer`, device
+//! memory from `gpu-mem`. Each subcommand lives in its own file under
+//! `commands/`; adding one is a variant in [`commands::Command`] and a file.
+//!
+//! `create-study`, `ask` and `tell` take the same flags and print the same
+//! JSON as Optuna 5.0's `optuna create-study/ask/tell`, so one shell script
+//! drives either. [`history`] is the one seam between `store` and
+//! `hpo-sampler`: it turns stored trials into the sampler's frozen trials.
+
+//!
+//! The binary (`src/main.rs`) only parses arguments; everything it runs is in
+//! this library, so benches and tests drive the same code (the study runner
+//! in [`tune`] included).
+
+pub mod commands;
+pub mod error;
+pub mod history;
+pub mod render;
+pub mod tune;
