@@ -42,14 +42,47 @@ impl Storage {
         retry: Option<&RetryPolicy>,
     ) -> Result<Vec<StaleTrial>> {
         let cutoff = time::utc_before_now(grace);
+        self.fail_selected(
+            study_id,
+            "SELECT t.trial_id FROM trials t JOIN trial_heartbeats h ON h.trial_id = t.trial_id \
+             WHERE t.study_id = ?1 AND t.state = 'RUNNING' AND h.heartbeat < ?2 ORDER BY t.trial_id",
+            &cutoff,
+            retry,
+        )
+    }
+
+    /// Move every RUNNING trial of the study to FAIL, heartbeat or not, and
+    /// retry as [`Storage::fail_stale_trials`] does. For a caller that knows
+    /// every process that ran the study's trials is dead (a runner resuming
+    /// after its predecessor was killed): a trial created just before the
+    /// kill may not have beaten yet, and would otherwise stay RUNNING forever.
+    pub fn fail_running_trials(
+        &self,
+        study_id: i64,
+        retry: Option<&RetryPolicy>,
+    ) -> Result<Vec<StaleTrial>> {
+        self.fail_selected(
+            study_id,
+            "SELECT t.trial_id FROM trials t \
+             WHERE t.study_id = ?1 AND t.state = 'RUNNING' AND ?2 = ?2 ORDER BY t.trial_id",
+            "",
+            retry,
+        )
+    }
+
+    /// Fails the trials `select` (parameters: study id, `arg`) returns.
+    fn fail_selected(
+        &self,
+        study_id: i64,
+        select: &str,
+        arg: &str,
+        retry: Option<&RetryPolicy>,
+    ) -> Result<Vec<StaleTrial>> {
         self.write(|conn| {
             load_by_id(conn, study_id)?;
             let stale: Vec<i64> = conn
-                .prepare_cached(
-                    "SELECT t.trial_id FROM trials t JOIN trial_heartbeats h ON h.trial_id = t.trial_id \
-                     WHERE t.study_id = ?1 AND t.state = 'RUNNING' AND h.heartbeat < ?2 ORDER BY t.trial_id",
-                )?
-                .query_map(rusqlite::params![study_id, cutoff], |r| r.get(0))?
+                .prepare_cached(select)?
+                .query_map(rusqlite::params![study_id, arg], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
             let mut out = Vec::with_capacity(stale.len());
             for trial_id in stale {

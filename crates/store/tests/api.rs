@@ -264,6 +264,37 @@ fn stale_trials_fail_and_retry_like_optuna() {
 }
 
 #[test]
+fn fail_running_trials_takes_every_running_trial_heartbeat_or_not() {
+    let (_d, s) = new_store();
+    let st = s.create_study("r", &[StudyDirection::Minimize]).unwrap();
+    let beaten = s.create_trial(st.study_id).unwrap();
+    s.heartbeat(beaten.trial_id).unwrap();
+    let never_beats = s.create_trial(st.study_id).unwrap();
+    let done = s.create_trial(st.study_id).unwrap();
+    s.finish(done.trial_id, TrialState::Complete, &[1.0])
+        .unwrap();
+    let policy = RetryPolicy {
+        max_retry: Some(1),
+        inherit_intermediate_values: false,
+    };
+    let out = s.fail_running_trials(st.study_id, Some(&policy)).unwrap();
+    let failed: Vec<_> = out.iter().map(|o| o.failed).collect();
+    assert_eq!(failed, vec![beaten, never_beats]);
+    assert!(out.iter().all(|o| o.retry.is_some()));
+    assert_eq!(s.trial(done.trial_id).unwrap().state, TrialState::Complete);
+    assert_eq!(
+        s.count_trials(st.study_id, &[TrialState::Waiting]).unwrap(),
+        2
+    );
+    // Nothing left running: a second call does nothing.
+    assert!(
+        s.fail_running_trials(st.study_id, Some(&policy))
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
 fn best_trial_and_pareto_front() {
     let (_d, s) = new_store();
     let st = s.create_study("b", &[StudyDirection::Maximize]).unwrap();
