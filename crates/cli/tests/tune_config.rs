@@ -705,3 +705,52 @@ fn every_pruner_kind_builds() {
     assert_eq!(c.sampler.kind, SamplerKind::Random);
     assert_eq!(c.sampler.seed, Some(1));
 }
+
+#[test]
+fn max_length_must_fit_known_models() {
+    expect_error(
+        &replace("epochs = 2", "max_length = 1024"),
+        "fixed.max_length",
+        "max_length = 1024",
+        "512 token positions of model `small`",
+    );
+    let text = replace(
+        "[fixed]",
+        "[[param]]\nname = \"max_length\"\ntype = \"categorical\"\nchoices = [256, 768]\n\n[fixed]",
+    );
+    expect_error(
+        &text,
+        "param[5].choices[1]",
+        "choices = [256, 768]",
+        "more than the 512",
+    );
+}
+
+#[test]
+fn train_config_carries_the_settings() {
+    let c = StudyConfig::default_study();
+    let values: BTreeMap<String, ParamValue> = [
+        ("learning_rate", ParamValue::Float(3e-5)),
+        ("batch_size", ParamValue::Int(32)),
+        ("warmup_ratio", ParamValue::Float(0.05)),
+        ("weight_decay", ParamValue::Float(0.02)),
+        ("dropout", ParamValue::Float(0.1)),
+        ("head_layers", ParamValue::Int(0)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let s = c.settings(&values).unwrap();
+    assert_eq!(s.model, "minilm-l6");
+    assert_eq!((s.max_length, s.epochs, s.patience), (64, 2, Some(1)));
+    assert_eq!(s.head_hidden, Vec::<usize>::new());
+    assert_eq!(s.seed, 42);
+    let t = s.train_config(c.objective.metric.monitor(), 4);
+    assert_eq!((t.epochs, t.lr, t.warmup_ratio), (2, 3e-5, 0.05));
+    assert_eq!((t.accumulation_steps, t.patience, t.seed), (4, Some(1), 42));
+    assert_eq!(t.monitor, trainer::train::Monitor::Accuracy);
+    assert!(matches!(
+        t.optimizer,
+        trainer::train::OptimizerConfig::AdamW { weight_decay, .. } if weight_decay == 0.02
+    ));
+}

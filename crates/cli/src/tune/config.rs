@@ -571,7 +571,13 @@ impl Check<'_> {
         let objective = self.objective(&raw)?;
         let models = self.models(&raw)?;
         let keys: BTreeSet<String> = models.keys().cloned().collect();
-        let (params, fixed) = space::build(&raw.param, &raw.fixed, &keys, self.index)?;
+        // Builtin and simulated models all have 512 token positions.
+        let max_positions = models
+            .iter()
+            .find(|(_, m)| !matches!(m, ModelSource::Dir(_)))
+            .map(|(key, _)| (512, key.as_str()));
+        let (params, fixed) =
+            space::build(&raw.param, &raw.fixed, &keys, max_positions, self.index)?;
         let sampler = self.sampler(&raw, &study)?;
         let pruner = self.pruner(&raw.pruner, "pruner")?;
         let runner = self.runner(&raw, &models)?;

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use hpo_sampler::{Distribution, ParamValue, Sampler, Trial};
 use serde::{Deserialize, Serialize};
+use trainer::train::{Monitor, OptimizerConfig, TrainConfig};
 
 use super::config::error::{ConfigError, SpanIndex};
 use super::config::raw::{RawParam, Scalar};
@@ -39,6 +40,38 @@ pub struct TrialSettings {
     /// Seeds dropout and batch order: the study's seed, the same for every
     /// trial, so trials differ by their hyperparameters and not by noise.
     pub seed: u64,
+}
+
+impl TrialSettings {
+    /// The trainer's options for these settings: `monitor` from the study's
+    /// objective ([`super::config::Metric::monitor`]), `accumulation_steps`
+    /// from the runner's lease; AdamW with the trainer's betas and epsilon
+    /// and this trial's weight decay.
+    pub fn train_config(&self, monitor: Monitor, accumulation_steps: usize) -> TrainConfig {
+        let defaults = TrainConfig::default();
+        let optimizer = match defaults.optimizer {
+            OptimizerConfig::AdamW {
+                beta1, beta2, eps, ..
+            } => OptimizerConfig::AdamW {
+                beta1,
+                beta2,
+                eps,
+                weight_decay: self.weight_decay,
+            },
+            other => other,
+        };
+        TrainConfig {
+            epochs: self.epochs,
+            lr: self.learning_rate,
+            warmup_ratio: self.warmup_ratio,
+            optimizer,
+            accumulation_steps,
+            patience: self.patience,
+            monitor,
+            seed: self.seed,
+            ..defaults
+        }
+    }
 }
 
 /// The type of a `[[param]]` (`type = "float" | "int" | "categorical"`).
@@ -296,10 +329,15 @@ impl ParamSpec {
 }
 
 /// Checks and converts the `[[param]]` entries and `[fixed]`.
+///
+/// `max_positions`: the fewest token positions among models of known
+/// architecture (builtin and simulated ones) and that model's key; every
+/// possible `max_length` must fit it.
 pub(crate) fn build(
     raw: &[RawParam],
     raw_fixed: &BTreeMap<String, Scalar>,
     models: &BTreeSet<String>,
+    max_positions: Option<(usize, &str)>,
     index: &SpanIndex<'_>,
 ) -> Result<(Vec<ParamSpec>, BTreeMap<Hyperparameter, ParamValue>), ConfigError> {
     let mut params: Vec<ParamSpec> = Vec::with_capacity(raw.len());
@@ -341,6 +379,10 @@ pub(crate) fn build(
         fixed.insert(h, v);
     }
 
+    if let Some((limit, model)) = max_positions {
+        check_max_length(&params, &fixed, limit, model, index)?;
+    }
+
     let model_always_set = fixed.contains_key(&Hyperparameter::Model)
         || params
             .iter()
@@ -352,6 +394,49 @@ pub(crate) fn build(
         ));
     }
     Ok((params, fixed))
+}
+
+/// Every value `max_length` can take must fit the model with the fewest
+/// positions.
+fn check_max_length(
+    params: &[ParamSpec],
+    fixed: &BTreeMap<Hyperparameter, ParamValue>,
+    limit: usize,
+    model: &str,
+    index: &SpanIndex<'_>,
+) -> Result<(), ConfigError> {
+    let too_long = |v: &ParamValue| matches!(v, ParamValue::Int(i) if *i > limit as i64);
+    let message = |v: &ParamValue| {
+        format!("max_length {v} is more than the {limit} token positions of model `{model}`")
+    };
+    if let Some(v) = fixed
+        .get(&Hyperparameter::MaxLength)
+        .filter(|v| too_long(v))
+    {
+        return Err(index.error_at("fixed.max_length", message(v)));
+    }
+    for (i, p) in params.iter().enumerate() {
+        if p.sets != Hyperparameter::MaxLength {
+            continue;
+        }
+        let at = match &p.distribution {
+            Distribution::Int { high, .. } if too_long(&ParamValue::Int(*high)) => {
+                Some(("high".to_string(), ParamValue::Int(*high)))
+            }
+            Distribution::Categorical { choices } => choices
+                .iter()
+                .position(too_long)
+                .map(|j| (format!("choices[{j}]"), choices[j].clone())),
+            _ => None,
+        };
+        if let Some((key, v)) = at {
+            return Err(index.error_at(
+                &format!("param[{i}].{key}"),
+                format!("param `{}`: {}", p.name, message(&v)),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn domain_text(h: Hyperparameter, models: &BTreeSet<String>) -> String {
