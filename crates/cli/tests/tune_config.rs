@@ -522,6 +522,7 @@ fn shipped_studies_parse() {
         seeds.models["bert-large"],
         ModelSource::Sim(SimPreset::BertLarge)
     );
+    assert!(seeds.sampler.tpe.group && seeds.sampler.tpe.multivariate);
 }
 
 /// Runs `n` trials of `config` through `sampler` with a made-up objective,
@@ -549,6 +550,7 @@ fn run_trials(config: &StudyConfig, sampler: &mut dyn Sampler, n: u64) -> Vec<Fr
             );
         }
         let settings = config.settings(&values).unwrap();
+        assert_eq!(config.settings_of_params(&params).unwrap(), settings);
         let mut frozen = FrozenTrial::new(number);
         frozen.state = TrialState::Complete;
         frozen.values = Some(vec![
@@ -753,4 +755,25 @@ fn train_config_carries_the_settings() {
         t.optimizer,
         trainer::train::OptimizerConfig::AdamW { weight_decay, .. } if weight_decay == 0.02
     ));
+}
+
+#[test]
+fn missing_keys_are_reported_at_their_table() {
+    let e = StudyConfig::parse("[study]\nn_trials = 1\n", "s.toml").unwrap_err();
+    assert_eq!(e.key(), Some(""), "{e}");
+    assert!(e.to_string().contains("missing field `models`"), "{e}");
+    let text = replace(", in = [\"small\"] }", " }");
+    expect_error(
+        &text,
+        "param[1].when",
+        "when = { param = \"model\" }",
+        "missing field `in`",
+    );
+    let text = replace("type = \"int\"\n", "");
+    expect_error_on(
+        &text,
+        "param[3]",
+        line_of(&text, "name = \"head_layers\"") - 1,
+        "missing field `type`",
+    );
 }

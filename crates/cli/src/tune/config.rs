@@ -512,6 +512,19 @@ impl StudyConfig {
         .settings(params)
     }
 
+    /// [`StudyConfig::settings`] of the params a [`Trial`] suggested
+    /// (`trial.into_params()`).
+    pub fn settings_of_params(
+        &self,
+        params: &BTreeMap<String, hpo_sampler::Param>,
+    ) -> Result<TrialSettings, ConfigError> {
+        let values = params
+            .iter()
+            .map(|(name, p)| (name.clone(), p.value()))
+            .collect();
+        self.settings(&values)
+    }
+
     /// The configured sampler, for a study starting at trial 0.
     pub fn make_sampler(&self) -> Box<dyn Sampler + Send> {
         self.make_sampler_at(0)

@@ -3,7 +3,7 @@
 //!
 //! `toml`'s deserializer reports a byte span but no key path; the parsed
 //! document ([`toml::de::DeTable`]) knows the span of every key and value.
-//! [`SpanIndex`] walks it once, so a serde error's span becomes the key path
+//! `SpanIndex` walks it once, so a serde error's span becomes the key path
 //! it falls in, and a validation error's key path becomes a line.
 
 use std::ops::Range;
@@ -147,9 +147,14 @@ impl<'a> SpanIndex<'a> {
         (line, column)
     }
 
-    /// The deepest key path whose key or value contains `offset`.
-    fn path_at(&self, offset: usize) -> Option<&Entry> {
-        let within = |r: &Range<usize>| r.start <= offset && offset < r.end.max(r.start + 1);
+    /// The deepest key path whose key or value contains all of `span`; an
+    /// error about the whole document (a missing section) has none.
+    fn path_at(&self, span: &Range<usize>) -> Option<&Entry> {
+        // The document itself has the empty span 0..0.
+        if span.is_empty() {
+            return None;
+        }
+        let within = |r: &Range<usize>| r.start <= span.start && span.end <= r.end;
         self.entries
             .iter()
             .filter(|e| within(&e.key) || within(&e.value))
@@ -204,7 +209,7 @@ impl<'a> SpanIndex<'a> {
         };
         let (line, column) = self.line_column(span.start);
         let key = self
-            .path_at(span.start)
+            .path_at(&span)
             .map(|e| e.path.clone())
             .unwrap_or_default();
         ConfigError::Invalid {
