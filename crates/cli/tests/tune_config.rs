@@ -642,6 +642,7 @@ fn settings_resolve_params_fixed_and_defaults() {
         change(&mut v);
         let e = c.settings(&v).unwrap_err();
         let shown = e.to_string();
+        assert!(shown.starts_with("study.toml"), "{shown}");
         assert!(shown.contains(&format!("param `{param}`")), "{shown}");
         assert!(shown.contains(says), "{shown}");
     };

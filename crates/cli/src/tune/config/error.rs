@@ -38,7 +38,7 @@ pub enum ConfigError {
     },
     /// A trial's parameters do not fit the search space (a stored trial
     /// from another version of the file, or a sampler error).
-    #[error("{origin}:{line}: param `{param}`: {message}")]
+    #[error("{}: param `{param}`: {message}", location(origin, *line))]
     Trial {
         origin: String,
         /// Line of the `[[param]]` that defines it (0 when it is not in the file).
@@ -46,6 +46,14 @@ pub enum ConfigError {
         param: String,
         message: String,
     },
+}
+
+fn location(origin: &str, line: usize) -> String {
+    if line == 0 {
+        origin.to_string()
+    } else {
+        format!("{origin}:{line}")
+    }
 }
 
 fn key_prefix(key: &str) -> String {
