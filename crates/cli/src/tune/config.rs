@@ -1,0 +1,1095 @@
+//! The study file: one TOML document that says what `memtune tune` runs.
+//!
+//! [`StudyConfig::from_path`] reads, checks and converts the whole file
+//! before anything runs: unknown keys (at any depth), wrong types,
+//! impossible ranges, unknown hyperparameters, conditions on unknown or
+//! later params and two params that could set the same hyperparameter in
+//! one trial are all errors ([`ConfigError::Invalid`]) that name the file,
+//! the key path (`param[2].low`) and the line:
+//!
+//! ```text
+//! study.toml:14:7: `param[1].low`: param `lr`: log = true needs low > 0, got low = 0
+//! ```
+//!
+//! # The format
+//!
+//! ```toml
+//! [study]
+//! name = "sentiment"                  # default "memtune"
+//! storage = "sqlite:///memtune.db"    # Optuna's URL form (relative to the working directory)
+//! n_trials = 12                       # >= 1; trials of a resumed study count
+//! timeout = "15m"                     # optional: no new trial starts after this
+//! seed = 42                           # optional: seeds the sampler and every trial's training
+//!
+//! [data]                              # default: the embedded sentiment set
+//! source = "embedded"                 # or "files":
+//! # files = ["train.csv"]             #   relative to this file
+//! # format = "csv"                    #   csv | json_lines | json_array; default from the extension
+//! # text = "sentence"                 #   default "text"; text_pair = "..." for pair tasks
+//! # label = "label"                   #   default "label"
+//! # num_classes = 2                   #   integer labels 0..n, or label_names = ["neg", "pos"]
+//! # bad_records = "skip"              #   skip | reject
+//! validation_fraction = 0.2           # default 0.2
+//! split_seed = 42                     # default 42
+//!
+//! [objective]
+//! metric = "accuracy"                 # accuracy | f1_macro | loss (validation set, best epoch)
+//! direction = "maximize"              # default from the metric; a contradiction is an error
+//!
+//! [models.minilm]                     # one table per model; exactly one of:
+//! builtin = "minilm-l6"               #   a model the runner provides,
+//! # dir = "models/bert"               #   a Hugging Face directory (relative to this file),
+//! # sim = "bert-base"                 #   a simulated preset for device = "sim"
+//!
+//! [[param]]                           # one per searched parameter, in order
+//! name = "learning_rate"              # stored name (Optuna's param name)
+//! type = "float"                      # float | int | categorical
+//! low = 1e-5
+//! high = 2e-4
+//! log = true                          # optional; `step = ...` for a grid (not with log)
+//!
+//! [[param]]
+//! name = "lr_large"
+//! sets = "learning_rate"              # the hyperparameter it sets (default: its name)
+//! type = "float"
+//! low = 5e-6
+//! high = 5e-5
+//! log = true
+//! when = { param = "model", in = ["bert-large"] }   # only then is it sampled
+//!
+//! [fixed]                             # hyperparameters not searched
+//! epochs = 2
+//!
+//! [sampler]
+//! kind = "tpe"                        # tpe | random; options default to Optuna 5.0's
+//! n_startup_trials = 10
+//!
+//! [pruner]
+//! kind = "median"                     # none | median | percentile | successive_halving |
+//!                                     # hyperband | patient | threshold; Optuna's defaults
+//!
+//! [runner]
+//! device = "auto"                     # auto | cpu | sim
+//! safety_margin = 0.05                # fraction of the device, or a size such as "1GiB"
+//! recycle_after = 50                  # trials per worker process
+//! heartbeat = "5s"
+//! stale_after = "60s"
+//! ```
+//!
+//! Hyperparameters (what `sets` and `[fixed]` name, with their defaults):
+//! `model` (a `[models]` key; needed unless there is one model),
+//! `learning_rate` (5e-5, in (0, 1]), `batch_size` (32, the *effective*
+//! batch: the runner fits micro-batches and accumulation), `max_length`
+//! (128), `warmup_ratio` (0.1), `weight_decay` (0.01), `dropout` (the
+//! model's own), `head_layers` (0, at most 3), `head_width` (256, every head
+//! layer) and `head_width_1..3` (one layer each), `epochs` (3), `patience`
+//! (0: no early stopping).
+//!
+//! A param with `when` is active only when the earlier param it names is
+//! active and has one of the listed values; an inactive param is not
+//! sampled and not stored. Two params setting the same hyperparameter must
+//! both have a `when` on the same param with disjoint values.
+//!
+//! Durations are written with a unit (`"250ms"`, `"5s"`, `"15m"`,
+//! `"1h30m"`); sizes as `"24GiB"`, `"512MiB"`, `"1.5GB"` or an integer of
+//! bytes.
+//!
+//! The full reference, every key commented, is `crates/cli/examples/study.toml`;
+//! the default study ([`DEFAULT_STUDY`]) is what `cargo xtask tune` runs.
+//!
+//! This module does not run anything, open storage or read models and data:
+//! it only says what to run. `builtin` models are resolved by the runner.
+
+pub mod error;
+pub(crate) mod raw;
+pub mod units;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hpo_sampler::pruner::MinResource;
+use hpo_sampler::{
+    HyperbandPruner, MedianPruner, NopPruner, ParamValue, PatientPruner, PercentilePruner, Pruner,
+    RandomSampler, Sampler, StudyDirection, SuccessiveHalvingPruner, ThresholdPruner, TpeConfig,
+    TpeSampler, Trial,
+};
+use serde::Deserialize;
+use trainer::data::{BadRecordPolicy, DataSource, FieldSpec, LabelSpec, LoadOptions};
+use trainer::train::{Metrics, Monitor};
+
+pub use self::error::ConfigError;
+use self::error::{SpanIndex, join};
+use self::raw::{DataSourceKind, RawFile, RawPruner, Scalar};
+use self::units::{parse_duration, parse_size};
+use super::space::{self, Resolve};
+pub use super::space::{Condition, Hyperparameter, ParamSpec, ParamType, TrialSettings};
+
+/// The study `cargo xtask tune` runs: embedded data, MiniLM-L6, on the CPU.
+pub const DEFAULT_STUDY: &str = include_str!("default_study.toml");
+
+/// A checked study file.
+#[derive(Clone, Debug)]
+pub struct StudyConfig {
+    pub study: StudySection,
+    pub data: DataSection,
+    pub objective: Objective,
+    /// Models by key (the values a `model` param chooses from).
+    pub models: BTreeMap<String, ModelSource>,
+    /// The searched params, in file order (a `when` names an earlier one).
+    pub params: Vec<ParamSpec>,
+    pub fixed: BTreeMap<Hyperparameter, ParamValue>,
+    pub sampler: SamplerSpec,
+    pub pruner: PrunerSpec,
+    pub runner: RunnerSection,
+    /// The file it came from, as errors name it.
+    pub origin: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct StudySection {
+    pub name: String,
+    /// `sqlite:///path.db`.
+    pub storage: String,
+    pub n_trials: u64,
+    pub timeout: Option<Duration>,
+    pub seed: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct DataSection {
+    /// What to load (file paths already resolved against the study file).
+    pub source: DataSource,
+    pub validation_fraction: f64,
+    pub split_seed: u64,
+}
+
+/// The validation metric a trial is scored by (its best epoch's value).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    Accuracy,
+    F1Macro,
+    Loss,
+}
+
+impl Metric {
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Accuracy => "accuracy",
+            Metric::F1Macro => "f1_macro",
+            Metric::Loss => "loss",
+        }
+    }
+
+    /// The direction that makes sense for the metric.
+    pub fn natural_direction(self) -> StudyDirection {
+        match self {
+            Metric::Loss => StudyDirection::Minimize,
+            Metric::Accuracy | Metric::F1Macro => StudyDirection::Maximize,
+        }
+    }
+
+    /// The metric's value in one evaluation.
+    pub fn value(self, metrics: &Metrics) -> f64 {
+        match self {
+            Metric::Accuracy => metrics.accuracy,
+            Metric::F1Macro => metrics.f1_macro,
+            Metric::Loss => metrics.loss,
+        }
+    }
+
+    /// What the trainer's early stopping and best epoch should watch.
+    pub fn monitor(self) -> Monitor {
+        match self {
+            Metric::Accuracy => Monitor::Accuracy,
+            Metric::F1Macro => Monitor::F1Macro,
+            Metric::Loss => Monitor::Loss,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Objective {
+    pub metric: Metric,
+    pub direction: StudyDirection,
+}
+
+/// A model the runner provides by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub enum BuiltinModel {
+    /// all-MiniLM-L6-v2 (`$MEMTUNE_MINILM_DIR` or the cache `cargo xtask
+    /// fetch-model minilm` fills).
+    #[serde(rename = "minilm-l6")]
+    MiniLmL6,
+}
+
+/// An architecture for the simulated device (no weights: memory and time only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SimPreset {
+    BertBase,
+    RobertaBase,
+    BertLarge,
+    RobertaLarge,
+}
+
+impl SimPreset {
+    pub fn name(self) -> &'static str {
+        match self {
+            SimPreset::BertBase => "bert-base",
+            SimPreset::RobertaBase => "roberta-base",
+            SimPreset::BertLarge => "bert-large",
+            SimPreset::RobertaLarge => "roberta-large",
+        }
+    }
+}
+
+/// Where a model comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelSource {
+    /// A Hugging Face directory (resolved against the study file).
+    Dir(PathBuf),
+    Builtin(BuiltinModel),
+    Sim(SimPreset),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SamplerKind {
+    Tpe,
+    Random,
+}
+
+/// The sampler to build: its kind, seed and (for TPE) options, which
+/// default to Optuna 5.0's `TPESampler()` ([`TpeConfig::optuna`]).
+#[derive(Clone, Debug)]
+pub struct SamplerSpec {
+    pub kind: SamplerKind,
+    /// `[sampler] seed`, else `[study] seed`, else from entropy.
+    pub seed: Option<u64>,
+    /// The TPE options (`seed` unset: see `seed`).
+    pub tpe: TpeConfig,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrunerKind {
+    None,
+    Median,
+    Percentile,
+    SuccessiveHalving,
+    Hyperband,
+    Patient,
+    Threshold,
+}
+
+/// The pruner to build, with every option resolved (Optuna 5.0's defaults).
+#[derive(Clone, Debug, PartialEq)]
+pub enum PrunerSpec {
+    None,
+    Median {
+        n_startup_trials: usize,
+        n_warmup_steps: i64,
+        interval_steps: i64,
+        n_min_trials: usize,
+    },
+    Percentile {
+        percentile: f64,
+        n_startup_trials: usize,
+        n_warmup_steps: i64,
+        interval_steps: i64,
+        n_min_trials: usize,
+    },
+    SuccessiveHalving {
+        /// `None`: "auto".
+        min_resource: Option<i64>,
+        reduction_factor: i64,
+        min_early_stopping_rate: i64,
+        bootstrap_count: usize,
+    },
+    Hyperband {
+        min_resource: i64,
+        /// `None`: "auto".
+        max_resource: Option<i64>,
+        reduction_factor: i64,
+        bootstrap_count: usize,
+    },
+    Patient {
+        wrapped: Option<Box<PrunerSpec>>,
+        patience: usize,
+        min_delta: f64,
+    },
+    Threshold {
+        lower: Option<f64>,
+        upper: Option<f64>,
+        n_warmup_steps: i64,
+        interval_steps: i64,
+    },
+}
+
+impl PrunerSpec {
+    /// Builds the pruner (the options were checked when the file was read).
+    pub fn build(&self) -> hpo_sampler::Result<Box<dyn Pruner + Send>> {
+        Ok(match self {
+            PrunerSpec::None => Box::new(NopPruner),
+            PrunerSpec::Median {
+                n_startup_trials,
+                n_warmup_steps,
+                interval_steps,
+                n_min_trials,
+            } => Box::new(MedianPruner::new(
+                *n_startup_trials,
+                *n_warmup_steps,
+                *interval_steps,
+                *n_min_trials,
+            )?),
+            PrunerSpec::Percentile {
+                percentile,
+                n_startup_trials,
+                n_warmup_steps,
+                interval_steps,
+                n_min_trials,
+            } => Box::new(PercentilePruner::new(
+                *percentile,
+                *n_startup_trials,
+                *n_warmup_steps,
+                *interval_steps,
+                *n_min_trials,
+            )?),
+            PrunerSpec::SuccessiveHalving {
+                min_resource,
+                reduction_factor,
+                min_early_stopping_rate,
+                bootstrap_count,
+            } => Box::new(SuccessiveHalvingPruner::new(
+                min_resource.map_or(MinResource::Auto, MinResource::Fixed),
+                *reduction_factor,
+                *min_early_stopping_rate,
+                *bootstrap_count,
+            )?),
+            PrunerSpec::Hyperband {
+                min_resource,
+                max_resource,
+                reduction_factor,
+                bootstrap_count,
+            } => Box::new(HyperbandPruner::new(
+                *min_resource,
+                *max_resource,
+                *reduction_factor,
+                *bootstrap_count,
+            )?),
+            PrunerSpec::Patient {
+                wrapped,
+                patience,
+                min_delta,
+            } => {
+                let wrapped = match wrapped {
+                    Some(w) => Some(w.build()?),
+                    None => None,
+                };
+                Box::new(PatientPruner::new(wrapped, *patience, *min_delta)?)
+            }
+            PrunerSpec::Threshold {
+                lower,
+                upper,
+                n_warmup_steps,
+                interval_steps,
+            } => Box::new(ThresholdPruner::new(
+                *lower,
+                *upper,
+                *n_warmup_steps,
+                *interval_steps,
+            )?),
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceKind {
+    /// The GPU when there is one, else the CPU.
+    Auto,
+    Cpu,
+    /// `gpu-mem`'s simulated device of `sim_memory` bytes.
+    Sim,
+}
+
+/// Memory kept free on the device: bytes, or a fraction of its capacity.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SafetyMargin {
+    Bytes(u64),
+    Fraction(f64),
+}
+
+impl SafetyMargin {
+    pub fn bytes(self, capacity: u64) -> u64 {
+        match self {
+            SafetyMargin::Bytes(b) => b,
+            SafetyMargin::Fraction(f) => (capacity as f64 * f).ceil() as u64,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunnerSection {
+    pub device: DeviceKind,
+    /// Capacity of the simulated device (`device = "sim"`; default 24 GiB).
+    pub sim_memory: Option<u64>,
+    pub safety_margin: SafetyMargin,
+    /// Per-process overhead (CUDA context, cuBLAS workspace) to assume
+    /// instead of measuring it; `None`: measured (0 on the CPU).
+    pub process_overhead: Option<u64>,
+    /// `None`: as many as memory and cores allow.
+    pub max_workers: Option<usize>,
+    /// `None`: the runner divides the cores.
+    pub threads_per_worker: Option<usize>,
+    /// A worker process is replaced after this many trials.
+    pub recycle_after: usize,
+    pub heartbeat: Duration,
+    /// A RUNNING trial without a heartbeat for this long is failed.
+    pub stale_after: Duration,
+    /// `None`: the runner's default (resolved against the study file otherwise).
+    pub log_file: Option<PathBuf>,
+}
+
+impl StudyConfig {
+    /// Reads and checks a study file; relative paths in it (data files,
+    /// model directories, the log file) are relative to the file.
+    pub fn from_path(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let base = path.parent().unwrap_or(Path::new(""));
+        Self::parse_in(&text, &path.display().to_string(), base)
+    }
+
+    /// Checks a study given as text; `origin` names it in errors. Relative
+    /// paths stay relative to the working directory.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        Self::parse_in(text, origin, Path::new(""))
+    }
+
+    /// The embedded default study ([`DEFAULT_STUDY`]).
+    pub fn default_study() -> Self {
+        Self::parse(DEFAULT_STUDY, "default_study.toml")
+            .expect("the embedded default study is valid (tested)")
+    }
+
+    fn parse_in(text: &str, origin: &str, base: &Path) -> Result<Self, ConfigError> {
+        let index = SpanIndex::new(text, origin);
+        let raw: RawFile = toml::from_str(text).map_err(|e| index.toml_error(&e))?;
+        Check {
+            index: &index,
+            base,
+        }
+        .study(raw, origin)
+    }
+
+    /// Suggests every active param, in file order, through the define-by-run
+    /// `trial` (a param whose `when` does not hold is skipped).
+    pub fn sample<S: Sampler + ?Sized>(&self, trial: &mut Trial<'_, S>) -> Result<(), ConfigError> {
+        space::sample(&self.params, trial, &self.origin)
+    }
+
+    /// A trial's params (as stored: name -> external value), then `[fixed]`,
+    /// then the defaults, as the settings a worker trains with. Errors name
+    /// the param (a value outside its hyperparameter's range, a param that
+    /// should or should not be active, one not in this study).
+    pub fn settings(
+        &self,
+        params: &BTreeMap<String, ParamValue>,
+    ) -> Result<TrialSettings, ConfigError> {
+        let models: BTreeSet<String> = self.models.keys().cloned().collect();
+        Resolve {
+            params: &self.params,
+            fixed: &self.fixed,
+            models: &models,
+            seed: self.study.seed.unwrap_or(0),
+            origin: &self.origin,
+        }
+        .settings(params)
+    }
+
+    /// [`StudyConfig::settings`] of the params a [`Trial`] suggested
+    /// (`trial.into_params()`).
+    pub fn settings_of_params(
+        &self,
+        params: &BTreeMap<String, hpo_sampler::Param>,
+    ) -> Result<TrialSettings, ConfigError> {
+        let values = params
+            .iter()
+            .map(|(name, p)| (name.clone(), p.value()))
+            .collect();
+        self.settings(&values)
+    }
+
+    /// The configured sampler, for a study starting at trial 0.
+    pub fn make_sampler(&self) -> Box<dyn Sampler + Send> {
+        self.make_sampler_at(0)
+    }
+
+    /// The configured sampler for a study that already has `first_trial`
+    /// trials (a resume): the seed is mixed with that count, so a seeded
+    /// study that resumes does not replay the random draws of its first
+    /// trials.
+    pub fn make_sampler_at(&self, first_trial: u64) -> Box<dyn Sampler + Send> {
+        let seed = self.sampler.seed.map(|s| {
+            if first_trial == 0 {
+                s
+            } else {
+                s ^ first_trial.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            }
+        });
+        match self.sampler.kind {
+            SamplerKind::Random => Box::new(RandomSampler::new(seed)),
+            SamplerKind::Tpe => Box::new(TpeSampler::new(TpeConfig {
+                seed,
+                ..self.sampler.tpe.clone()
+            })),
+        }
+    }
+
+    /// The configured pruner.
+    pub fn make_pruner(&self) -> Box<dyn Pruner + Send> {
+        self.pruner
+            .build()
+            .expect("pruner options were checked when the study file was read")
+    }
+}
+
+/// The checks and conversions of one file.
+struct Check<'a> {
+    index: &'a SpanIndex<'a>,
+    base: &'a Path,
+}
+
+impl Check<'_> {
+    fn err(&self, key: &str, message: impl Into<String>) -> ConfigError {
+        self.index.error_at(key, message)
+    }
+
+    fn path(&self, p: PathBuf) -> PathBuf {
+        if p.is_relative() && !self.base.as_os_str().is_empty() {
+            self.base.join(p)
+        } else {
+            p
+        }
+    }
+
+    fn study(&self, raw: RawFile, origin: &str) -> Result<StudyConfig, ConfigError> {
+        let study = self.study_section(&raw)?;
+        let data = self.data(&raw.data)?;
+        let objective = self.objective(&raw)?;
+        let models = self.models(&raw)?;
+        let keys: BTreeSet<String> = models.keys().cloned().collect();
+        // Builtin and simulated models all have 512 token positions.
+        let max_positions = models
+            .iter()
+            .find(|(_, m)| !matches!(m, ModelSource::Dir(_)))
+            .map(|(key, _)| (512, key.as_str()));
+        let (params, fixed) =
+            space::build(&raw.param, &raw.fixed, &keys, max_positions, self.index)?;
+        let sampler = self.sampler(&raw, &study)?;
+        let pruner = self.pruner(&raw.pruner, "pruner")?;
+        let runner = self.runner(&raw, &models)?;
+        Ok(StudyConfig {
+            study,
+            data,
+            objective,
+            models,
+            params,
+            fixed,
+            sampler,
+            pruner,
+            runner,
+            origin: origin.to_string(),
+        })
+    }
+
+    fn study_section(&self, raw: &RawFile) -> Result<StudySection, ConfigError> {
+        let s = &raw.study;
+        if s.n_trials == 0 {
+            return Err(self.err("study.n_trials", "must be at least 1"));
+        }
+        let name = s.name.clone().unwrap_or_else(|| "memtune".into());
+        if name.trim().is_empty() {
+            return Err(self.err("study.name", "must not be empty"));
+        }
+        let storage = s
+            .storage
+            .clone()
+            .unwrap_or_else(|| "sqlite:///memtune.db".into());
+        if !storage.starts_with("sqlite:///") || storage.len() == "sqlite:///".len() {
+            return Err(self.err(
+                "study.storage",
+                format!("`{storage}` is not a storage URL; write sqlite:///path.db"),
+            ));
+        }
+        let timeout = match &s.timeout {
+            None => None,
+            Some(t) => {
+                let d = parse_duration(t).map_err(|m| self.err("study.timeout", m))?;
+                if d.is_zero() {
+                    return Err(self.err("study.timeout", "must be longer than 0"));
+                }
+                Some(d)
+            }
+        };
+        Ok(StudySection {
+            name,
+            storage,
+            n_trials: s.n_trials,
+            timeout,
+            seed: s.seed,
+        })
+    }
+
+    fn data(&self, d: &raw::RawData) -> Result<DataSection, ConfigError> {
+        let kind = d.source.unwrap_or(if d.files.is_some() {
+            DataSourceKind::Files
+        } else {
+            DataSourceKind::Embedded
+        });
+        let file_keys = [
+            ("files", d.files.is_some()),
+            ("format", d.format.is_some()),
+            ("text", d.text.is_some()),
+            ("text_pair", d.text_pair.is_some()),
+            ("label", d.label.is_some()),
+            ("num_classes", d.num_classes.is_some()),
+            ("label_names", d.label_names.is_some()),
+        ];
+        let bad_records = d.bad_records.unwrap_or(BadRecordPolicy::Skip);
+        let source = match kind {
+            DataSourceKind::Embedded => {
+                if let Some((key, _)) = file_keys.iter().find(|(_, set)| *set) {
+                    return Err(self.err(
+                        &join("data", key),
+                        "only used with source = \"files\" (the embedded set has its own fields)",
+                    ));
+                }
+                DataSource::EmbeddedSentiment { bad_records }
+            }
+            DataSourceKind::Files => {
+                let files = d.files.clone().unwrap_or_default();
+                if files.is_empty() {
+                    return Err(self.err(
+                        "data.files",
+                        "source = \"files\" needs at least one file in `files`",
+                    ));
+                }
+                let labels = match (&d.num_classes, &d.label_names) {
+                    (Some(_), Some(_)) => {
+                        return Err(self.err(
+                            "data.label_names",
+                            "give either num_classes or label_names, not both",
+                        ));
+                    }
+                    (None, None) => {
+                        return Err(self.err(
+                            "data",
+                            "source = \"files\" needs num_classes (integer labels) or label_names",
+                        ));
+                    }
+                    (Some(n), None) if *n < 2 => {
+                        return Err(
+                            self.err("data.num_classes", format!("must be at least 2, got {n}"))
+                        );
+                    }
+                    (Some(n), None) => LabelSpec::Integer { num_classes: *n },
+                    (None, Some(names)) if names.len() < 2 => {
+                        return Err(self.err("data.label_names", "needs at least 2 names"));
+                    }
+                    (None, Some(names)) => LabelSpec::Names(names.clone()),
+                };
+                let defaults = FieldSpec::default();
+                DataSource::Files {
+                    paths: files.into_iter().map(|p| self.path(p)).collect(),
+                    options: LoadOptions {
+                        format: d.format,
+                        fields: FieldSpec {
+                            text: d.text.clone().unwrap_or(defaults.text),
+                            text_pair: d.text_pair.clone(),
+                            label: d.label.clone().unwrap_or(defaults.label),
+                        },
+                        labels,
+                        bad_records,
+                    },
+                }
+            }
+        };
+        let validation_fraction = d.validation_fraction.unwrap_or(0.2);
+        if !(validation_fraction > 0.0 && validation_fraction < 1.0) {
+            return Err(self.err(
+                "data.validation_fraction",
+                format!("must be between 0 and 1 (exclusive), got {validation_fraction}"),
+            ));
+        }
+        Ok(DataSection {
+            source,
+            validation_fraction,
+            split_seed: d.split_seed.unwrap_or(42),
+        })
+    }
+
+    fn objective(&self, raw: &RawFile) -> Result<Objective, ConfigError> {
+        let metric = raw.objective.metric.unwrap_or(Metric::Accuracy);
+        let natural = metric.natural_direction();
+        let direction = raw.objective.direction.unwrap_or(natural);
+        if direction != natural {
+            return Err(self.err(
+                "objective.direction",
+                format!(
+                    "{} should be {}d, not {}d",
+                    metric.name(),
+                    direction_name(natural),
+                    direction_name(direction)
+                ),
+            ));
+        }
+        Ok(Objective { metric, direction })
+    }
+
+    fn models(&self, raw: &RawFile) -> Result<BTreeMap<String, ModelSource>, ConfigError> {
+        if raw.models.is_empty() {
+            return Err(self.err(
+                "models",
+                "define at least one model, e.g. [models.minilm] builtin = \"minilm-l6\"",
+            ));
+        }
+        let mut out = BTreeMap::new();
+        for (key, m) in &raw.models {
+            let at = join("models", key);
+            let source = match (&m.dir, m.builtin, m.sim) {
+                (Some(dir), None, None) => ModelSource::Dir(self.path(dir.clone())),
+                (None, Some(b), None) => ModelSource::Builtin(b),
+                (None, None, Some(s)) => ModelSource::Sim(s),
+                (None, None, None) => {
+                    return Err(self.err(&at, "give one of dir, builtin or sim"));
+                }
+                _ => return Err(self.err(&at, "give only one of dir, builtin or sim")),
+            };
+            out.insert(key.clone(), source);
+        }
+        Ok(out)
+    }
+
+    fn sampler(&self, raw: &RawFile, study: &StudySection) -> Result<SamplerSpec, ConfigError> {
+        let s = &raw.sampler;
+        let kind = s.kind.unwrap_or(SamplerKind::Tpe);
+        if kind == SamplerKind::Random
+            && let Some(key) = s.tpe_keys().first()
+        {
+            return Err(self.err(&join("sampler", key), "only used with kind = \"tpe\""));
+        }
+        let base = TpeConfig::optuna();
+        let tpe = TpeConfig {
+            n_startup_trials: s.n_startup_trials.unwrap_or(base.n_startup_trials),
+            n_ei_candidates: s.n_ei_candidates.unwrap_or(base.n_ei_candidates),
+            prior_weight: s.prior_weight.unwrap_or(base.prior_weight),
+            consider_magic_clip: s.consider_magic_clip.unwrap_or(base.consider_magic_clip),
+            consider_endpoints: s.consider_endpoints.unwrap_or(base.consider_endpoints),
+            multivariate: s.multivariate.unwrap_or(base.multivariate),
+            group: s.group.unwrap_or(base.group),
+            constant_liar: s.constant_liar.unwrap_or(base.constant_liar),
+            seed: None,
+            ..base
+        };
+        if tpe.n_ei_candidates == 0 {
+            return Err(self.err("sampler.n_ei_candidates", "must be at least 1"));
+        }
+        if !(tpe.prior_weight > 0.0 && tpe.prior_weight.is_finite()) {
+            return Err(self.err(
+                "sampler.prior_weight",
+                format!("must be > 0, got {}", tpe.prior_weight),
+            ));
+        }
+        if tpe.group && !tpe.multivariate {
+            return Err(self.err("sampler.group", "group = true needs multivariate = true"));
+        }
+        Ok(SamplerSpec {
+            kind,
+            seed: s.seed.or(study.seed),
+            tpe,
+        })
+    }
+
+    fn pruner(&self, p: &RawPruner, at: &str) -> Result<PrunerSpec, ConfigError> {
+        let kind = p.kind.unwrap_or(PrunerKind::Median);
+        let (allowed, kind_name): (&[&str], &str) = match kind {
+            PrunerKind::None => (&[], "none"),
+            PrunerKind::Median => (
+                &[
+                    "n_startup_trials",
+                    "n_warmup_steps",
+                    "interval_steps",
+                    "n_min_trials",
+                ],
+                "median",
+            ),
+            PrunerKind::Percentile => (
+                &[
+                    "percentile",
+                    "n_startup_trials",
+                    "n_warmup_steps",
+                    "interval_steps",
+                    "n_min_trials",
+                ],
+                "percentile",
+            ),
+            PrunerKind::SuccessiveHalving => (
+                &[
+                    "min_resource",
+                    "reduction_factor",
+                    "min_early_stopping_rate",
+                    "bootstrap_count",
+                ],
+                "successive_halving",
+            ),
+            PrunerKind::Hyperband => (
+                &[
+                    "min_resource",
+                    "max_resource",
+                    "reduction_factor",
+                    "bootstrap_count",
+                ],
+                "hyperband",
+            ),
+            PrunerKind::Patient => (&["patience", "min_delta", "wrapped"], "patient"),
+            PrunerKind::Threshold => (
+                &["lower", "upper", "n_warmup_steps", "interval_steps"],
+                "threshold",
+            ),
+        };
+        if let Some(key) = p.set_keys().into_iter().find(|k| !allowed.contains(k)) {
+            return Err(self.err(
+                &join(at, key),
+                format!(
+                    "not an option of kind = \"{kind_name}\"{}",
+                    if allowed.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (its options: {})", allowed.join(", "))
+                    }
+                ),
+            ));
+        }
+        let resource = |key: &str,
+                        value: &Option<Scalar>,
+                        auto_ok: bool|
+         -> Result<Option<Option<i64>>, ConfigError> {
+            match value {
+                None => Ok(None),
+                Some(Scalar::Int(i)) => Ok(Some(Some(*i))),
+                Some(Scalar::Str(s)) if s == "auto" && auto_ok => Ok(Some(None)),
+                Some(other) => Err(self.err(
+                    &join(at, key),
+                    format!(
+                        "must be an integer{}, got {}",
+                        if auto_ok { " or \"auto\"" } else { "" },
+                        other.to_param_value()
+                    ),
+                )),
+            }
+        };
+        let spec = match kind {
+            PrunerKind::None => PrunerSpec::None,
+            PrunerKind::Median => PrunerSpec::Median {
+                n_startup_trials: p.n_startup_trials.unwrap_or(5),
+                n_warmup_steps: p.n_warmup_steps.unwrap_or(0),
+                interval_steps: p.interval_steps.unwrap_or(1),
+                n_min_trials: p.n_min_trials.unwrap_or(1),
+            },
+            PrunerKind::Percentile => PrunerSpec::Percentile {
+                percentile: p.percentile.ok_or_else(|| {
+                    self.err(at, "kind = \"percentile\" needs `percentile` (0 to 100)")
+                })?,
+                n_startup_trials: p.n_startup_trials.unwrap_or(5),
+                n_warmup_steps: p.n_warmup_steps.unwrap_or(0),
+                interval_steps: p.interval_steps.unwrap_or(1),
+                n_min_trials: p.n_min_trials.unwrap_or(1),
+            },
+            PrunerKind::SuccessiveHalving => PrunerSpec::SuccessiveHalving {
+                min_resource: resource("min_resource", &p.min_resource, true)?.unwrap_or(None),
+                reduction_factor: p.reduction_factor.unwrap_or(4),
+                min_early_stopping_rate: p.min_early_stopping_rate.unwrap_or(0),
+                bootstrap_count: p.bootstrap_count.unwrap_or(0),
+            },
+            PrunerKind::Hyperband => PrunerSpec::Hyperband {
+                min_resource: resource("min_resource", &p.min_resource, false)?
+                    .flatten()
+                    .unwrap_or(1),
+                max_resource: resource("max_resource", &p.max_resource, true)?.unwrap_or(None),
+                reduction_factor: p.reduction_factor.unwrap_or(3),
+                bootstrap_count: p.bootstrap_count.unwrap_or(0),
+            },
+            PrunerKind::Patient => PrunerSpec::Patient {
+                wrapped: match &p.wrapped {
+                    None => None,
+                    Some(w) => {
+                        if w.kind == Some(PrunerKind::Patient) {
+                            return Err(self.err(
+                                &join(at, "wrapped.kind"),
+                                "a patient pruner cannot wrap another patient pruner",
+                            ));
+                        }
+                        Some(Box::new(self.pruner(w, &join(at, "wrapped"))?))
+                    }
+                },
+                patience: p
+                    .patience
+                    .ok_or_else(|| self.err(at, "kind = \"patient\" needs `patience`"))?,
+                min_delta: p.min_delta.unwrap_or(0.0),
+            },
+            PrunerKind::Threshold => PrunerSpec::Threshold {
+                lower: p.lower,
+                upper: p.upper,
+                n_warmup_steps: p.n_warmup_steps.unwrap_or(0),
+                interval_steps: p.interval_steps.unwrap_or(1),
+            },
+        };
+        // The pruners check their own options; name the key they reject.
+        if let Err(e) = spec.build() {
+            let key = match &e {
+                hpo_sampler::Error::InvalidOption { option, .. } if option != "lower/upper" => {
+                    join(at, option)
+                }
+                _ => at.to_string(),
+            };
+            return Err(self.err(&key, e.to_string()));
+        }
+        Ok(spec)
+    }
+
+    fn size(&self, key: &str, value: &Scalar) -> Result<u64, ConfigError> {
+        match value {
+            Scalar::Int(i) if *i >= 0 => Ok(*i as u64),
+            Scalar::Str(s) => parse_size(s).map_err(|m| self.err(key, m)),
+            other => Err(self.err(
+                key,
+                format!(
+                    "must be a size such as \"24GiB\" or a number of bytes, got {}",
+                    other.to_param_value()
+                ),
+            )),
+        }
+    }
+
+    fn duration(
+        &self,
+        key: &str,
+        value: &Option<String>,
+        default: Duration,
+    ) -> Result<Duration, ConfigError> {
+        match value {
+            None => Ok(default),
+            Some(t) => {
+                let d = parse_duration(t).map_err(|m| self.err(key, m))?;
+                if d.is_zero() {
+                    return Err(self.err(key, "must be longer than 0"));
+                }
+                Ok(d)
+            }
+        }
+    }
+
+    fn runner(
+        &self,
+        raw: &RawFile,
+        models: &BTreeMap<String, ModelSource>,
+    ) -> Result<RunnerSection, ConfigError> {
+        let r = &raw.runner;
+        let device = r.device.unwrap_or(DeviceKind::Auto);
+        if let Some((key, _)) = models
+            .iter()
+            .find(|(_, m)| matches!(m, ModelSource::Sim(_)))
+            && device != DeviceKind::Sim
+        {
+            return Err(self.err(
+                &join(&join("models", key), "sim"),
+                "a simulated model needs [runner] device = \"sim\"",
+            ));
+        }
+        let sim_memory = match (&r.sim_memory, device) {
+            (Some(_), d) if d != DeviceKind::Sim => {
+                return Err(self.err("runner.sim_memory", "only used with device = \"sim\""));
+            }
+            (Some(v), _) => {
+                let bytes = self.size("runner.sim_memory", v)?;
+                if bytes == 0 {
+                    return Err(self.err("runner.sim_memory", "must be larger than 0"));
+                }
+                Some(bytes)
+            }
+            (None, DeviceKind::Sim) => Some(24 << 30),
+            (None, _) => None,
+        };
+        let safety_margin = match &r.safety_margin {
+            None => SafetyMargin::Fraction(0.05),
+            Some(Scalar::Float(f)) => {
+                if !(0.0..1.0).contains(f) {
+                    return Err(self.err(
+                        "runner.safety_margin",
+                        format!("a fraction must be in [0, 1), got {f}"),
+                    ));
+                }
+                SafetyMargin::Fraction(*f)
+            }
+            Some(v) => SafetyMargin::Bytes(self.size("runner.safety_margin", v)?),
+        };
+        if let (SafetyMargin::Bytes(b), Some(cap)) = (safety_margin, sim_memory)
+            && b >= cap
+        {
+            return Err(self.err(
+                "runner.safety_margin",
+                format!("{b} bytes leaves nothing of the {cap}-byte simulated device"),
+            ));
+        }
+        let process_overhead = match &r.process_overhead {
+            None => None,
+            Some(v) => Some(self.size("runner.process_overhead", v)?),
+        };
+        let at_least_one = |key: &str, v: Option<usize>| match v {
+            Some(0) => Err(self.err(key, "must be at least 1")),
+            _ => Ok(v),
+        };
+        let max_workers = at_least_one("runner.max_workers", r.max_workers)?;
+        let threads_per_worker = at_least_one("runner.threads_per_worker", r.threads_per_worker)?;
+        let recycle_after = at_least_one("runner.recycle_after", r.recycle_after)?.unwrap_or(50);
+        let heartbeat = self.duration("runner.heartbeat", &r.heartbeat, Duration::from_secs(5))?;
+        let stale_after = self.duration(
+            "runner.stale_after",
+            &r.stale_after,
+            Duration::from_secs(60),
+        )?;
+        if stale_after < 2 * heartbeat {
+            return Err(self.err(
+                "runner.stale_after",
+                format!(
+                    "must be at least twice the heartbeat ({heartbeat:?}), so one late beat does not fail a live trial; got {stale_after:?}"
+                ),
+            ));
+        }
+        Ok(RunnerSection {
+            device,
+            sim_memory,
+            safety_margin,
+            process_overhead,
+            max_workers,
+            threads_per_worker,
+            recycle_after,
+            heartbeat,
+            stale_after,
+            log_file: r.log_file.clone().map(|p| self.path(p)),
+        })
+    }
+}
+
+fn direction_name(d: StudyDirection) -> &'static str {
+    match d {
+        StudyDirection::Minimize => "minimize",
+        StudyDirection::Maximize => "maximize",
+    }
+}

@@ -1,0 +1,780 @@
+//! The study file: every kind of mistake is an error naming the file, the
+//! key path and the line; the shipped studies parse; sampling respects
+//! conditions; settings resolve params, `[fixed]` and defaults.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use cli::tune::config::{
+    ConfigError, DeviceKind, Hyperparameter, Metric, ModelSource, PrunerSpec, SafetyMargin,
+    SamplerKind, SimPreset, StudyConfig, TrialSettings,
+};
+use hpo_sampler::{
+    FrozenTrial, ParamValue, RandomSampler, Sampler, StudyDirection, StudyView, TpeSampler,
+    TrialState,
+};
+
+/// A small valid study; the error tests change one thing in it.
+const BASE: &str = r#"[study]
+name = "t"
+n_trials = 5
+
+[models.small]
+builtin = "minilm-l6"
+
+[models.large]
+dir = "models/large"
+
+[[param]]
+name = "model"
+type = "categorical"
+choices = ["small", "large"]
+
+[[param]]
+name = "lr_small"
+sets = "learning_rate"
+type = "float"
+low = 1e-5
+high = 1e-4
+log = true
+when = { param = "model", in = ["small"] }
+
+[[param]]
+name = "lr_large"
+sets = "learning_rate"
+type = "float"
+low = 5e-6
+high = 3e-5
+log = true
+when = { param = "model", in = ["large"] }
+
+[[param]]
+name = "head_layers"
+type = "int"
+low = 0
+high = 2
+
+[[param]]
+name = "head_width"
+type = "categorical"
+choices = [64, 128]
+when = { param = "head_layers", in = [1, 2] }
+
+[fixed]
+epochs = 2
+"#;
+
+/// 1-based line of the first line of `text` containing `needle`.
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("`{needle}` not in the document"))
+        + 1
+}
+
+fn replace(from: &str, to: &str) -> String {
+    assert!(BASE.contains(from), "`{from}` not in BASE");
+    BASE.replacen(from, to, 1)
+}
+
+/// Parses `text`, expects an error at `key` on the line containing
+/// `line_needle`, whose message contains `says`.
+#[track_caller]
+fn expect_error(text: &str, key: &str, line_needle: &str, says: &str) {
+    expect_error_on(text, key, line_of(text, line_needle), says);
+}
+
+#[track_caller]
+fn expect_error_on(text: &str, key: &str, line: usize, says: &str) {
+    let e = StudyConfig::parse(text, "study.toml").expect_err("the study should be refused");
+    let shown = e.to_string();
+    assert_eq!(e.key(), Some(key), "wrong key in: {shown}");
+    assert_eq!(e.line(), Some(line), "wrong line in: {shown}");
+    assert!(
+        shown.starts_with(&format!("study.toml:{line}:")),
+        "file and line missing: {shown}"
+    );
+    if !key.is_empty() {
+        assert!(shown.contains(&format!("`{key}`")), "key missing: {shown}");
+    }
+    assert!(shown.contains(says), "expected `{says}` in: {shown}");
+}
+
+#[test]
+fn base_study_parses() {
+    let c = StudyConfig::parse(BASE, "study.toml").unwrap();
+    assert_eq!(c.study.name, "t");
+    assert_eq!(c.study.n_trials, 5);
+    assert_eq!(c.study.storage, "sqlite:///memtune.db");
+    assert_eq!(c.params.len(), 5);
+    assert_eq!(c.params[1].sets, Hyperparameter::LearningRate);
+    assert_eq!(c.params[1].line, line_of(BASE, "lr_small") - 1);
+    assert_eq!(c.objective.metric, Metric::Accuracy);
+    assert_eq!(c.objective.direction, StudyDirection::Maximize);
+    assert_eq!(
+        c.models["large"],
+        ModelSource::Dir("models/large".into()),
+        "parse() keeps relative paths as written"
+    );
+    assert_eq!(c.fixed[&Hyperparameter::Epochs], ParamValue::Int(2));
+    assert_eq!(c.runner.device, DeviceKind::Auto);
+    assert_eq!(c.runner.safety_margin, SafetyMargin::Fraction(0.05));
+    assert_eq!(c.sampler.kind, SamplerKind::Tpe);
+    assert_eq!(c.sampler.tpe.n_ei_candidates, 24, "Optuna's default");
+    assert!(matches!(
+        c.pruner,
+        PrunerSpec::Median {
+            n_startup_trials: 5,
+            n_warmup_steps: 0,
+            interval_steps: 1,
+            n_min_trials: 1
+        }
+    ));
+}
+
+#[test]
+fn unknown_keys_are_refused_at_every_depth() {
+    expect_error(
+        &format!("bogus = 1\n{BASE}"),
+        "bogus",
+        "bogus",
+        "unknown field `bogus`",
+    );
+    expect_error(
+        &replace("name = \"t\"", "nme = \"t\""),
+        "study.nme",
+        "nme",
+        "unknown field `nme`",
+    );
+    expect_error(
+        &replace("high = 1e-4", "hgh = 1e-4"),
+        "param[1].hgh",
+        "hgh",
+        "unknown field `hgh`",
+    );
+    expect_error(
+        &replace(
+            "{ param = \"model\", in = [\"small\"] }",
+            "{ param = \"model\", inn = [\"small\"] }",
+        ),
+        "param[1].when.inn",
+        "inn =",
+        "unknown field `inn`",
+    );
+    expect_error(
+        &replace(
+            "builtin = \"minilm-l6\"",
+            "builtin = \"minilm-l6\"\nrevision = 2",
+        ),
+        "models.small.revision",
+        "revision",
+        "unknown field `revision`",
+    );
+    expect_error(
+        &format!("{BASE}\n[runner]\ndevise = \"cpu\"\n"),
+        "runner.devise",
+        "devise",
+        "unknown field",
+    );
+}
+
+#[test]
+fn wrong_types_are_refused() {
+    expect_error(
+        &replace("n_trials = 5", "n_trials = \"five\""),
+        "study.n_trials",
+        "five",
+        "invalid type",
+    );
+    expect_error(
+        &replace(
+            "log = true\nwhen = { param = \"model\", in = [\"small\"] }",
+            "log = \"yes\"\nwhen = { param = \"model\", in = [\"small\"] }",
+        ),
+        "param[1].log",
+        "\"yes\"",
+        "invalid type",
+    );
+    expect_error(
+        &replace("low = 0\n", "low = 0.5\n"),
+        "param[3].low",
+        "low = 0.5",
+        "must be an integer",
+    );
+    expect_error(
+        &replace("type = \"int\"", "type = \"integer\""),
+        "param[3].type",
+        "\"integer\"",
+        "unknown variant",
+    );
+    expect_error(
+        &format!("{BASE}\n[runner]\nmax_workers = -1\n"),
+        "runner.max_workers",
+        "max_workers",
+        "invalid value",
+    );
+}
+
+#[test]
+fn impossible_ranges_are_refused() {
+    expect_error(
+        &replace("low = 1e-5\nhigh = 1e-4", "low = 1e-3\nhigh = 1e-4"),
+        "param[1].low",
+        "low = 1e-3",
+        "above high",
+    );
+    expect_error(
+        &replace("low = 1e-5", "low = 0.0"),
+        "param[1].low",
+        "low = 0.0",
+        "log = true needs low > 0",
+    );
+    expect_error(
+        &replace("low = 1e-5", "low = -1e-5"),
+        "param[1].low",
+        "low = -1e-5",
+        "log = true needs low > 0",
+    );
+    expect_error(
+        &replace("high = 2\n", "high = 2\nstep = 3\n"),
+        "param[3].step",
+        "step = 3",
+        "does not divide",
+    );
+    expect_error(
+        &replace("high = 2\n", "high = 5\n"),
+        "param[3].high",
+        "high = 5",
+        "head_layers must be an integer in [0, 3]",
+    );
+    expect_error(
+        &replace("epochs = 2", "epochs = 0"),
+        "fixed.epochs",
+        "epochs = 0",
+        "epochs must be an integer in [1, 10000]",
+    );
+    expect_error(
+        &replace("epochs = 2", "dropout = 1.0"),
+        "fixed.dropout",
+        "dropout = 1.0",
+        "[0, 1)",
+    );
+    expect_error(
+        &replace("choices = [64, 128]", "choices = [64, 0]"),
+        "param[4].choices[1]",
+        "choices = [64, 0]",
+        "choice 0 is not an integer",
+    );
+    expect_error(
+        &replace("n_trials = 5", "n_trials = 0"),
+        "study.n_trials",
+        "n_trials = 0",
+        "at least 1",
+    );
+}
+
+#[test]
+fn unknown_hyperparameters_are_refused() {
+    expect_error(
+        &replace("name = \"head_layers\"", "name = \"head_depth\""),
+        "param[3].name",
+        "head_depth",
+        "unknown hyperparameter `head_depth`",
+    );
+    expect_error(
+        &replace("sets = \"learning_rate\"", "sets = \"lr\""),
+        "param[1].sets",
+        "sets = \"lr\"",
+        "unknown hyperparameter `lr`",
+    );
+    expect_error(
+        &replace("epochs = 2", "momentum = 0.9"),
+        "fixed.momentum",
+        "momentum",
+        "unknown hyperparameter `momentum`",
+    );
+}
+
+#[test]
+fn params_that_may_both_be_active_are_refused() {
+    // Overlapping conditions.
+    let text = replace("in = [\"large\"]", "in = [\"large\", \"small\"]");
+    expect_error_on(
+        &text,
+        "param[2].sets",
+        line_of(&text, "name = \"lr_large\"") + 1,
+        "may be active in the same trial",
+    );
+    // One unconditional.
+    let text = replace(
+        "log = true\nwhen = { param = \"model\", in = [\"large\"] }\n",
+        "log = true\n",
+    );
+    expect_error_on(
+        &text,
+        "param[2].sets",
+        line_of(&text, "name = \"lr_large\"") + 1,
+        "both set learning_rate",
+    );
+    // A [fixed] value that an unconditional param always overrides.
+    expect_error(
+        &replace("epochs = 2", "head_layers = 1"),
+        "fixed.head_layers",
+        "head_layers = 1",
+        "never be used",
+    );
+}
+
+#[test]
+fn conditions_must_name_an_earlier_param_and_its_values() {
+    expect_error(
+        &replace(
+            "{ param = \"model\", in = [\"small\"] }",
+            "{ param = \"modle\", in = [\"small\"] }",
+        ),
+        "param[1].when.param",
+        "modle",
+        "not a param defined before this one",
+    );
+    expect_error(
+        &replace(
+            "{ param = \"model\", in = [\"small\"] }",
+            "{ param = \"head_layers\", in = [1] }",
+        ),
+        "param[1].when.param",
+        "in = [1] }",
+        "not a param defined before this one",
+    );
+    expect_error(
+        &replace("in = [1, 2]", "in = [1, 7]"),
+        "param[4].when.in[1]",
+        "in = [1, 7]",
+        "7 is not a value param `head_layers` can take",
+    );
+    expect_error(
+        &replace("in = [\"small\"]", "in = [\"tiny\"]"),
+        "param[1].when.in[0]",
+        "tiny",
+        "not a value param `model` can take",
+    );
+}
+
+#[test]
+fn model_choices_must_be_model_keys() {
+    expect_error(
+        &replace(
+            "choices = [\"small\", \"large\"]",
+            "choices = [\"small\", \"bert-huge\"]",
+        ),
+        "param[0].choices[1]",
+        "bert-huge",
+        "one of the [models] keys (large, small)",
+    );
+    // Several models and nothing choosing one.
+    let text = BASE.replace("name = \"model\"", "name = \"arch\"");
+    assert!(StudyConfig::parse(&text, "study.toml").is_err());
+    expect_error(
+        &replace(
+            "[models.small]\nbuiltin = \"minilm-l6\"",
+            "[models.small]\nbuiltin = \"minilm-l6\"\nsim = \"bert-base\"",
+        ),
+        "models.small",
+        "[models.small]",
+        "only one of dir, builtin or sim",
+    );
+    expect_error(
+        &replace("builtin = \"minilm-l6\"", "builtin = \"bert-base\""),
+        "models.small.builtin",
+        "builtin = \"bert-base\"",
+        "unknown variant `bert-base`",
+    );
+    expect_error(
+        &replace("builtin = \"minilm-l6\"", "sim = \"bert-base\""),
+        "models.small.sim",
+        "sim = \"bert-base\"",
+        "device = \"sim\"",
+    );
+}
+
+#[test]
+fn other_sections_are_checked() {
+    expect_error(
+        &replace("n_trials = 5", "n_trials = 5\ntimeout = \"15\""),
+        "study.timeout",
+        "timeout",
+        "not a duration",
+    );
+    expect_error(
+        &replace("name = \"t\"", "name = \"t\"\nstorage = \"postgres://x\""),
+        "study.storage",
+        "postgres",
+        "sqlite:///",
+    );
+    expect_error(
+        &format!("{BASE}\n[objective]\nmetric = \"loss\"\ndirection = \"maximize\"\n"),
+        "objective.direction",
+        "direction",
+        "loss should be minimized",
+    );
+    expect_error(
+        &format!("{BASE}\n[data]\ntext = \"sentence\"\n"),
+        "data.text",
+        "sentence",
+        "only used with source = \"files\"",
+    );
+    expect_error(
+        &format!("{BASE}\n[data]\nfiles = [\"a.csv\"]\n"),
+        "data",
+        "[data]",
+        "num_classes",
+    );
+    expect_error(
+        &format!("{BASE}\n[sampler]\nkind = \"random\"\nn_startup_trials = 3\n"),
+        "sampler.n_startup_trials",
+        "n_startup_trials = 3",
+        "only used with kind = \"tpe\"",
+    );
+    expect_error(
+        &format!("{BASE}\n[pruner]\nkind = \"median\"\npercentile = 30.0\n"),
+        "pruner.percentile",
+        "percentile = 30.0",
+        "not an option of kind = \"median\"",
+    );
+    expect_error(
+        &format!("{BASE}\n[pruner]\nkind = \"hyperband\"\nreduction_factor = 1\n"),
+        "pruner.reduction_factor",
+        "reduction_factor = 1",
+        "must be >= 2",
+    );
+    expect_error(
+        &format!(
+            "{BASE}\n[pruner]\nkind = \"patient\"\npatience = 2\nwrapped = {{ kind = \"median\", n_min_trials = 0 }}\n"
+        ),
+        "pruner.wrapped.n_min_trials",
+        "wrapped",
+        "must be at least 1",
+    );
+    expect_error(
+        &format!("{BASE}\n[runner]\ndevice = \"sim\"\nsim_memory = \"24 gigs\"\n"),
+        "runner.sim_memory",
+        "24 gigs",
+        "not a size",
+    );
+    expect_error(
+        &format!("{BASE}\n[runner]\nheartbeat = \"10s\"\nstale_after = \"15s\"\n"),
+        "runner.stale_after",
+        "stale_after",
+        "twice the heartbeat",
+    );
+    // A missing required key is reported at its table.
+    expect_error(
+        &replace("n_trials = 5\n", ""),
+        "study",
+        "[study]",
+        "missing field `n_trials`",
+    );
+    // Bad TOML syntax: the line of the mistake.
+    let e =
+        StudyConfig::parse(&replace("n_trials = 5", "n_trials = = 5"), "study.toml").unwrap_err();
+    assert_eq!(e.line(), Some(3), "{e}");
+    assert!(e.to_string().starts_with("study.toml:3:"), "{e}");
+}
+
+#[test]
+fn from_path_names_the_file_and_resolves_paths_against_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.toml");
+    std::fs::write(&path, replace("n_trials = 5", "n_trials = 0")).unwrap();
+    let e = StudyConfig::from_path(&path).unwrap_err();
+    assert!(
+        e.to_string().starts_with(&format!("{}:3:", path.display())),
+        "{e}"
+    );
+    std::fs::write(&path, BASE).unwrap();
+    let c = StudyConfig::from_path(&path).unwrap();
+    assert_eq!(
+        c.models["large"],
+        ModelSource::Dir(dir.path().join("models/large"))
+    );
+    let missing = StudyConfig::from_path(&dir.path().join("none.toml")).unwrap_err();
+    assert!(matches!(missing, ConfigError::Read { .. }), "{missing}");
+}
+
+#[test]
+fn shipped_studies_parse() {
+    let d = StudyConfig::default_study();
+    assert_eq!(d.models.len(), 1);
+    assert!(d.study.n_trials >= 10 && d.study.n_trials <= 12);
+    assert_eq!(d.fixed[&Hyperparameter::MaxLength], ParamValue::Int(64));
+    assert!(matches!(d.pruner, PrunerSpec::Median { .. }));
+
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let full = StudyConfig::from_path(&examples.join("study.toml")).unwrap();
+    assert_eq!(
+        full.runner.log_file.as_deref(),
+        Some(examples.join("memtune-tune.log").as_path())
+    );
+    let seeds = StudyConfig::from_path(&examples.join("study-seeds.toml")).unwrap();
+    assert_eq!(seeds.runner.device, DeviceKind::Sim);
+    assert_eq!(seeds.runner.sim_memory, Some(24 << 30));
+    assert_eq!(seeds.runner.safety_margin, SafetyMargin::Bytes(1 << 30));
+    assert_eq!(
+        seeds.models["bert-large"],
+        ModelSource::Sim(SimPreset::BertLarge)
+    );
+    assert!(seeds.sampler.tpe.group && seeds.sampler.tpe.multivariate);
+}
+
+/// Runs `n` trials of `config` through `sampler` with a made-up objective,
+/// checking that each trial's params are exactly the active ones.
+fn run_trials(config: &StudyConfig, sampler: &mut dyn Sampler, n: u64) -> Vec<FrozenTrial> {
+    let mut history: Vec<FrozenTrial> = Vec::new();
+    for number in 0..n {
+        let study = StudyView {
+            name: "t",
+            direction: StudyDirection::Maximize,
+            trials: &history,
+        };
+        let mut trial = hpo_sampler::Trial::new(sampler, study, number);
+        config.sample(&mut trial).unwrap();
+        let params = trial.into_params();
+        let values: BTreeMap<String, ParamValue> =
+            params.iter().map(|(k, p)| (k.clone(), p.value())).collect();
+        for spec in &config.params {
+            let active = spec.is_active(|name| values.get(name).cloned());
+            assert_eq!(
+                active,
+                values.contains_key(&spec.name),
+                "trial {number}: `{}` present iff active ({values:?})",
+                spec.name
+            );
+        }
+        let settings = config.settings(&values).unwrap();
+        assert_eq!(config.settings_of_params(&params).unwrap(), settings);
+        let mut frozen = FrozenTrial::new(number);
+        frozen.state = TrialState::Complete;
+        frozen.values = Some(vec![
+            settings.learning_rate.ln() + settings.head_hidden.len() as f64,
+        ]);
+        frozen.params = params;
+        history.push(frozen);
+    }
+    history
+}
+
+#[test]
+fn sampling_respects_conditions() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let seeds = StudyConfig::from_path(&examples.join("study-seeds.toml")).unwrap();
+    let mut random = RandomSampler::new(Some(3));
+    let mut tpe = TpeSampler::with_seed(3);
+    for (sampler, n) in [(&mut random as &mut dyn Sampler, 60), (&mut tpe, 40)] {
+        let trials = run_trials(&seeds, sampler, n);
+        let mut saw = (false, false, false);
+        for t in &trials {
+            let model = match t.params["model"].value() {
+                ParamValue::Str(s) => s,
+                other => panic!("model {other}"),
+            };
+            let large = model.ends_with("large");
+            assert_eq!(t.params.contains_key("lr_large"), large);
+            assert_eq!(t.params.contains_key("lr_base"), !large);
+            let layers = match t.params["head_layers"].value() {
+                ParamValue::Int(i) => i,
+                other => panic!("head_layers {other}"),
+            };
+            assert_eq!(t.params.contains_key("head_width_1"), layers >= 1);
+            assert_eq!(t.params.contains_key("head_width_2"), layers >= 2);
+            assert_eq!(t.params.contains_key("head_width_3"), layers >= 3);
+            saw.0 |= large;
+            saw.1 |= !large;
+            saw.2 |= layers == 3;
+        }
+        assert_eq!(saw, (true, true, true), "both branches exercised");
+    }
+
+    // A seeded sampler from the config is deterministic; a resume mixes
+    // in the trial count.
+    let first = |mut s: Box<dyn Sampler + Send>| run_trials(&seeds, s.as_mut(), 3);
+    assert_eq!(first(seeds.make_sampler()), first(seeds.make_sampler()));
+    assert_ne!(first(seeds.make_sampler()), first(seeds.make_sampler_at(7)));
+}
+
+#[test]
+fn settings_resolve_params_fixed_and_defaults() {
+    let c = StudyConfig::parse(BASE, "study.toml").unwrap();
+    let values: BTreeMap<String, ParamValue> = [
+        ("model", ParamValue::Str("large".into())),
+        ("lr_large", ParamValue::Float(2e-5)),
+        ("head_layers", ParamValue::Int(2)),
+        ("head_width", ParamValue::Int(64)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let s = c.settings(&values).unwrap();
+    assert_eq!(
+        s,
+        TrialSettings {
+            model: "large".into(),
+            learning_rate: 2e-5,
+            batch_size: 32,
+            max_length: 128,
+            warmup_ratio: 0.1,
+            weight_decay: 0.01,
+            dropout: None,
+            head_hidden: vec![64, 64],
+            epochs: 2,
+            patience: None,
+            seed: 0,
+        }
+    );
+    let json = serde_json::to_string(&s).unwrap();
+    assert_eq!(serde_json::from_str::<TrialSettings>(&json).unwrap(), s);
+
+    // Stored ints may come back as floats.
+    let mut as_floats = values.clone();
+    as_floats.insert("head_layers".into(), ParamValue::Float(2.0));
+    assert_eq!(c.settings(&as_floats).unwrap(), s);
+
+    let refused = |change: &dyn Fn(&mut BTreeMap<String, ParamValue>), param: &str, says: &str| {
+        let mut v = values.clone();
+        change(&mut v);
+        let e = c.settings(&v).unwrap_err();
+        let shown = e.to_string();
+        assert!(shown.starts_with("study.toml"), "{shown}");
+        assert!(shown.contains(&format!("param `{param}`")), "{shown}");
+        assert!(shown.contains(says), "{shown}");
+    };
+    refused(
+        &|v| {
+            v.remove("lr_large");
+        },
+        "lr_large",
+        "no value",
+    );
+    refused(
+        &|v| {
+            v.insert("lr_small".into(), ParamValue::Float(1e-5));
+        },
+        "lr_small",
+        "condition does not hold",
+    );
+    refused(
+        &|v| {
+            v.insert("momentum".into(), ParamValue::Float(0.9));
+        },
+        "momentum",
+        "not a param",
+    );
+    refused(
+        &|v| {
+            v.insert("model".into(), ParamValue::Str("huge".into()));
+            v.remove("lr_large");
+        },
+        "model",
+        "one of the [models] keys",
+    );
+    refused(
+        &|v| {
+            v.insert("head_width".into(), ParamValue::Int(0));
+        },
+        "head_width",
+        "integer in [1, 65536]",
+    );
+}
+
+#[test]
+fn every_pruner_kind_builds() {
+    for pruner in [
+        "kind = \"none\"",
+        "kind = \"median\"\nn_warmup_steps = 1",
+        "kind = \"percentile\"\npercentile = 25.0",
+        "kind = \"successive_halving\"\nmin_resource = \"auto\"",
+        "kind = \"successive_halving\"\nmin_resource = 1\nbootstrap_count = 2",
+        "kind = \"hyperband\"\nmax_resource = 9",
+        "kind = \"patient\"\npatience = 1\nwrapped = { kind = \"median\" }",
+        "kind = \"threshold\"\nlower = 0.5",
+    ] {
+        let text = format!("{BASE}\n[pruner]\n{pruner}\n");
+        let c = StudyConfig::parse(&text, "study.toml").unwrap_or_else(|e| panic!("{pruner}: {e}"));
+        let _ = c.make_pruner();
+    }
+    let c = StudyConfig::parse(
+        &format!("{BASE}\n[sampler]\nkind = \"random\"\nseed = 1\n"),
+        "s",
+    )
+    .unwrap();
+    assert_eq!(c.sampler.kind, SamplerKind::Random);
+    assert_eq!(c.sampler.seed, Some(1));
+}
+
+#[test]
+fn max_length_must_fit_known_models() {
+    expect_error(
+        &replace("epochs = 2", "max_length = 1024"),
+        "fixed.max_length",
+        "max_length = 1024",
+        "512 token positions of model `small`",
+    );
+    let text = replace(
+        "[fixed]",
+        "[[param]]\nname = \"max_length\"\ntype = \"categorical\"\nchoices = [256, 768]\n\n[fixed]",
+    );
+    expect_error(
+        &text,
+        "param[5].choices[1]",
+        "choices = [256, 768]",
+        "more than the 512",
+    );
+}
+
+#[test]
+fn train_config_carries_the_settings() {
+    let c = StudyConfig::default_study();
+    let values: BTreeMap<String, ParamValue> = [
+        ("learning_rate", ParamValue::Float(3e-5)),
+        ("batch_size", ParamValue::Int(32)),
+        ("warmup_ratio", ParamValue::Float(0.05)),
+        ("weight_decay", ParamValue::Float(0.02)),
+        ("dropout", ParamValue::Float(0.1)),
+        ("head_layers", ParamValue::Int(0)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let s = c.settings(&values).unwrap();
+    assert_eq!(s.model, "minilm-l6");
+    assert_eq!((s.max_length, s.epochs, s.patience), (64, 2, Some(1)));
+    assert_eq!(s.head_hidden, Vec::<usize>::new());
+    assert_eq!(s.seed, 42);
+    let t = s.train_config(c.objective.metric.monitor(), 4);
+    assert_eq!((t.epochs, t.lr, t.warmup_ratio), (2, 3e-5, 0.05));
+    assert_eq!((t.accumulation_steps, t.patience, t.seed), (4, Some(1), 42));
+    assert_eq!(t.monitor, trainer::train::Monitor::Accuracy);
+    assert!(matches!(
+        t.optimizer,
+        trainer::train::OptimizerConfig::AdamW { weight_decay, .. } if weight_decay == 0.02
+    ));
+}
+
+#[test]
+fn missing_keys_are_reported_at_their_table() {
+    let e = StudyConfig::parse("[study]\nn_trials = 1\n", "s.toml").unwrap_err();
+    assert_eq!(e.key(), Some(""), "{e}");
+    assert!(e.to_string().contains("missing field `models`"), "{e}");
+    let text = replace(", in = [\"small\"] }", " }");
+    expect_error(
+        &text,
+        "param[1].when",
+        "when = { param = \"model\" }",
+        "missing field `in`",
+    );
+    let text = replace("type = \"int\"\n", "");
+    expect_error_on(
+        &text,
+        "param[3]",
+        line_of(&text, "name = \"head_layers\"") - 1,
+        "missing field `type`",
+    );
+}
