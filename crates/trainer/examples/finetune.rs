@@ -38,6 +38,9 @@ fn main() {
         max_length: arg(&args, 4, 64),
         micro_batch: arg(&args, 3, 32),
         head_hidden: vec![],
+        dropout: None,
+        memory_limit: None,
+        fail_nth_allocation: None,
         train: TrainConfig {
             epochs: arg(&args, 1, 3),
             lr: arg(&args, 2, 5e-5),

@@ -4,12 +4,20 @@
 //! validate the data, split it, tokenise with the model's tokenizer, build
 //! the classifier from the pretrained weights, and train, reporting each
 //! epoch to the caller's observer (where a pruner can stop the trial).
+//!
+//! The memory a run may hold is a lease: [`FinetuneSpec::memory_limit`]
+//! caps the tensor bytes the backend's tracker allows; a step that would go
+//! over is retried with half the micro-batch (see [`crate::train`]), and a
+//! run that cannot fit at all is [`FinetuneError::OutOfMemory`]. Fault
+//! injection ([`FinetuneSpec::fail_nth_allocation`]) makes one allocation
+//! fail the same way, for tests of everything above.
 
 use std::path::PathBuf;
 
 use crate::backend::cpu::CpuBackend;
 use crate::config::{BertConfig, ConfigError};
 use crate::data::{BatchOrder, DataError, DataSource, TokenizedDataset, stratified_split};
+use crate::memory::{OutOfMemory, catch_oom};
 use crate::model::{BertClassifier, HeadConfig, LoadError, ModelError};
 use crate::tokenize::{TextTokenizer, TokenizerError};
 use crate::train::{Control, EpochMetrics, TrainConfig, TrainError, TrainReport, train};
@@ -31,6 +39,14 @@ pub struct FinetuneSpec {
     pub micro_batch: usize,
     /// Widths of the classifier head's hidden layers (0-3).
     pub head_hidden: Vec<usize>,
+    /// Overrides the model config's hidden and attention dropout (in
+    /// `[0, 1)`). Weight decay is `train.optimizer`'s.
+    pub dropout: Option<f64>,
+    /// Tensor bytes the backend may hold at once (the trial's lease).
+    pub memory_limit: Option<usize>,
+    /// Fault injection: the n-th buffer allocation of the run (1 = the
+    /// first) fails as if out of memory, once.
+    pub fail_nth_allocation: Option<u64>,
     pub train: TrainConfig,
 }
 
@@ -42,6 +58,8 @@ pub struct FinetuneOutcome {
     pub validation_examples: usize,
     /// Records the loader skipped, as `file:line: reason` lines.
     pub skipped_records: Vec<String>,
+    /// Peak tensor bytes the backend held (weights included).
+    pub peak_bytes: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -58,8 +76,57 @@ pub enum FinetuneError {
     Model(#[from] ModelError),
     #[error(transparent)]
     Load(#[from] LoadError),
-    #[error(transparent)]
-    Train(#[from] TrainError),
+    #[error("{0}")]
+    Train(TrainError),
+    /// The run did not fit its memory: `micro_batch` 0 while building the
+    /// model, gradients or optimiser state, 1 when even one example per
+    /// micro-batch did not fit.
+    #[error("{error} (micro-batch {micro_batch})")]
+    OutOfMemory {
+        micro_batch: usize,
+        error: OutOfMemory,
+    },
+}
+
+impl From<TrainError> for FinetuneError {
+    fn from(e: TrainError) -> Self {
+        match e {
+            TrainError::OutOfMemory { micro_batch, error } => {
+                FinetuneError::OutOfMemory { micro_batch, error }
+            }
+            other => FinetuneError::Train(other),
+        }
+    }
+}
+
+impl FinetuneError {
+    /// The out-of-memory report, if the run failed for lack of memory.
+    pub fn out_of_memory(&self) -> Option<&OutOfMemory> {
+        match self {
+            FinetuneError::OutOfMemory { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// `config` with its dropout probabilities replaced by `dropout`.
+pub(crate) fn with_dropout(
+    mut config: BertConfig,
+    dropout: Option<f64>,
+    config_path: PathBuf,
+) -> Result<BertConfig, ConfigError> {
+    if let Some(p) = dropout {
+        if !(0.0..1.0).contains(&p) {
+            return Err(ConfigError::Invalid {
+                path: config_path,
+                field: "dropout",
+                problem: format!("override {p} is not in [0, 1)"),
+            });
+        }
+        config.hidden_dropout_prob = p;
+        config.attention_probs_dropout_prob = p;
+    }
+    Ok(config)
 }
 
 /// Fine-tunes on the CPU backend (f32).
@@ -76,7 +143,12 @@ pub fn finetune_cpu(
         spec.split_seed,
     )?;
 
-    let config = BertConfig::from_file(spec.model_dir.join("config.json"))?;
+    let config_path = spec.model_dir.join("config.json");
+    let config = with_dropout(
+        BertConfig::from_file(&config_path)?,
+        spec.dropout,
+        config_path,
+    )?;
     let tokenizer = TextTokenizer::from_model_dir(&spec.model_dir, spec.max_length)?;
     tokenizer.check_model(config.vocab_size, config.max_sequence())?;
     let train_set = TokenizedDataset::new(&tokenizer, &split.train, num_classes)?;
@@ -90,16 +162,26 @@ pub fn finetune_cpu(
         .batches(spec.micro_batch, BatchOrder::Sequential)?
         .collect();
 
+    let tensors = load_safetensors(spec.model_dir.join("model.safetensors"))?;
     let be = CpuBackend::<f32>::new();
+    be.tracker().set_limit(spec.memory_limit);
+    if let Some(n) = spec.fail_nth_allocation {
+        be.tracker().fail_nth_allocation(n);
+    }
     let head = HeadConfig {
         num_labels: num_classes,
         hidden: spec.head_hidden.clone(),
     };
-    let mut model = BertClassifier::new_random(&be, &config, &head, spec.train.seed)?;
-    model.load(
-        &be,
-        &load_safetensors(spec.model_dir.join("model.safetensors"))?,
-    )?;
+    let built = catch_oom(|| -> Result<_, FinetuneError> {
+        let mut model = BertClassifier::new_random(&be, &config, &head, spec.train.seed)?;
+        model.load(&be, &tensors)?;
+        Ok(model)
+    });
+    let mut model = built.map_err(|error| FinetuneError::OutOfMemory {
+        micro_batch: 0,
+        error,
+    })??;
+    drop(tensors);
     let report = train(
         &be,
         &mut model,
@@ -118,5 +200,6 @@ pub fn finetune_cpu(
             .iter()
             .map(ToString::to_string)
             .collect(),
+        peak_bytes: be.tracker().peak_bytes(),
     })
 }

@@ -1,7 +1,14 @@
 //! Counts live and peak tensor bytes, and optionally records each buffer's
 //! lifetime (allocation and free event numbers).
+//!
+//! A tracker can also refuse allocations: with a limit on live bytes (the
+//! lease a trial gets on the CPU) or by fault injection (the n-th allocation
+//! from now fails). A refused [`MemTracker::allocate`] unwinds with
+//! [`OutOfMemory`] (see [`super::oom`]); [`MemTracker::try_allocate`] returns it.
 
 use std::sync::{Arc, Mutex};
+
+use super::oom::OutOfMemory;
 
 /// What a buffer holds; decides how the plan groups it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -38,6 +45,12 @@ struct State {
     events: usize,
     record: bool,
     buffers: Vec<TrackedBuffer>,
+    /// Live bytes may not exceed this.
+    limit: Option<usize>,
+    /// Allocation requests so far (refused ones included).
+    requests: u64,
+    /// The request number (1-based) that fails as if out of memory.
+    fail_at: Option<u64>,
 }
 
 /// Shared by a backend and all its buffers.
@@ -54,8 +67,39 @@ impl MemTracker {
     }
 
     /// Registers `bytes` as allocated; the returned handle frees on drop.
+    /// A refused request unwinds with [`OutOfMemory`] (caught by
+    /// [`super::catch_oom`]).
     pub fn allocate(self: &Arc<Self>, name: &str, kind: BufKind, bytes: usize) -> Allocation {
+        match self.try_allocate(name, kind, bytes) {
+            Ok(allocation) => allocation,
+            Err(oom) => oom.raise(),
+        }
+    }
+
+    /// Like [`Self::allocate`], but a refusal (limit or injected fault) is
+    /// returned instead of unwinding.
+    pub fn try_allocate(
+        self: &Arc<Self>,
+        name: &str,
+        kind: BufKind,
+        bytes: usize,
+    ) -> Result<Allocation, OutOfMemory> {
         let mut s = self.state.lock().unwrap();
+        s.requests += 1;
+        let injected = s.fail_at == Some(s.requests);
+        if injected {
+            s.fail_at = None;
+        }
+        let over_limit = s.limit.is_some_and(|l| s.live.saturating_add(bytes) > l);
+        if injected || over_limit {
+            return Err(OutOfMemory {
+                requested: bytes,
+                live: s.live,
+                limit: s.limit.unwrap_or(usize::MAX),
+                buffer: name.to_string(),
+                injected,
+            });
+        }
         s.live += bytes;
         s.peak = s.peak.max(s.live);
         let event = s.events;
@@ -74,11 +118,39 @@ impl MemTracker {
         } else {
             None
         };
-        Allocation {
+        Ok(Allocation {
             tracker: Arc::clone(self),
             bytes,
             index,
-        }
+        })
+    }
+
+    /// Caps live bytes (`None`: no cap). Bytes already live stay; later
+    /// requests that would go over fail.
+    pub fn set_limit(&self, limit: Option<usize>) {
+        self.state.lock().unwrap().limit = limit;
+    }
+
+    pub fn limit(&self) -> Option<usize> {
+        self.state.lock().unwrap().limit
+    }
+
+    /// Makes the `n`-th allocation request from now (1 = the next) fail as
+    /// if out of memory, once (`injected: true`).
+    pub fn fail_nth_allocation(&self, n: u64) {
+        let mut s = self.state.lock().unwrap();
+        s.fail_at = Some(s.requests + n.max(1));
+    }
+
+    /// Cancels a pending injected fault.
+    pub fn clear_injected_fault(&self) {
+        self.state.lock().unwrap().fail_at = None;
+    }
+
+    /// Allocation requests so far, refused ones included (for choosing
+    /// where to inject a fault).
+    pub fn allocation_requests(&self) -> u64 {
+        self.state.lock().unwrap().requests
     }
 
     fn free(&self, bytes: usize, index: Option<usize>) {

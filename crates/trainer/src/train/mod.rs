@@ -9,6 +9,6 @@ pub use metrics::{EpochMetrics, Metrics};
 pub use optimizer::{AdamW, Optimizer, OptimizerConfig};
 pub use schedule::LinearSchedule;
 pub use train_loop::{
-    Control, Monitor, StepContext, TrainConfig, TrainError, TrainReport, evaluate, train,
+    Control, Monitor, OomRetry, StepContext, TrainConfig, TrainError, TrainReport, evaluate, train,
     train_step,
 };

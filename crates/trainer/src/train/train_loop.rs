@@ -1,6 +1,15 @@
 //! The training loop: micro-batches accumulated into optimiser steps,
 //! clipping, the schedule, evaluation each epoch, early stopping, and an
 //! observer that may stop the trial.
+//!
+//! Out of memory: a step (or an evaluation) whose allocation is refused
+//! unwinds to [`train`] (see [`crate::memory::oom`]), which splits the
+//! step's micro-batches in half and runs the step again; the smaller
+//! micro-batch is kept for the rest of the run. Because the loss
+//! denominators count examples over the whole step, a split step computes
+//! the same loss and gradients up to rounding (dropout masks differ: they are
+//! keyed per micro-batch). Only a step that fails at micro-batch 1 is
+//! [`TrainError::OutOfMemory`].
 
 use std::time::Instant;
 
@@ -9,7 +18,7 @@ use super::optimizer::{Optimizer, OptimizerConfig};
 use super::schedule::LinearSchedule;
 use crate::backend::{Backend, clip_global_norm};
 use crate::batch::Batch;
-use crate::memory::BufKind;
+use crate::memory::{BufKind, OutOfMemory, catch_oom};
 use crate::model::{BatchError, BertClassifier, DeviceBatch, Mode};
 use crate::rng::RngKey;
 
@@ -83,6 +92,26 @@ pub enum TrainError {
     Config(String),
     #[error("training diverged: loss is {loss} at optimiser step {step}")]
     Diverged { loss: f64, step: u64 },
+    /// Even micro-batch 1 did not fit (`micro_batch: 1`), or the gradients
+    /// and optimiser state did not (`micro_batch: 0`).
+    #[error("{error} (micro-batch {micro_batch})")]
+    OutOfMemory {
+        micro_batch: usize,
+        error: OutOfMemory,
+    },
+}
+
+/// One out-of-memory the loop recovered from by halving the micro-batch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OomRetry {
+    /// Optimiser steps completed before the failed one (0-based index of
+    /// the step that was retried).
+    pub step: u64,
+    pub from_micro_batch: usize,
+    pub to_micro_batch: usize,
+    /// True when the evaluation after an epoch failed rather than a step.
+    pub during_evaluation: bool,
+    pub error: OutOfMemory,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -93,6 +122,11 @@ pub struct TrainReport {
     pub stopped_by_observer: bool,
     pub early_stopped: bool,
     pub steps: u64,
+    /// Micro-batch size at the end (smaller than the largest training batch
+    /// after an out-of-memory retry).
+    pub micro_batch: usize,
+    /// Every out-of-memory recovered from, in order.
+    pub oom_retries: Vec<OomRetry>,
 }
 
 /// The state one training step needs besides the model.
@@ -216,6 +250,65 @@ pub fn evaluate<B: Backend>(
     ))
 }
 
+/// The micro-batch after an out-of-memory at `from` rows (half, rounded
+/// up), or the final error when `from` is already 1.
+fn halve(
+    from: usize,
+    error: OutOfMemory,
+    step: u64,
+    during_evaluation: bool,
+    report: &mut TrainReport,
+) -> Result<usize, TrainError> {
+    if from <= 1 {
+        return Err(TrainError::OutOfMemory {
+            micro_batch: 1,
+            error,
+        });
+    }
+    let to = from.div_ceil(2);
+    report.oom_retries.push(OomRetry {
+        step,
+        from_micro_batch: from,
+        to_micro_batch: to,
+        during_evaluation,
+        error,
+    });
+    report.micro_batch = to;
+    Ok(to)
+}
+
+/// Validation metrics with batches of at most `micro` rows; halves `micro`
+/// on out-of-memory.
+fn evaluate_fitted<B: Backend>(
+    be: &B,
+    model: &BertClassifier<B>,
+    valid_batches: &[Batch],
+    class_weights: Option<&B::Buf>,
+    report: &mut TrainReport,
+) -> Result<Metrics, TrainError> {
+    loop {
+        let micro = report.micro_batch;
+        let largest = valid_batches.iter().map(|b| b.batch).max().unwrap_or(0);
+        let fitted: Vec<Batch>;
+        let batches = if largest <= micro {
+            valid_batches
+        } else {
+            fitted = valid_batches
+                .iter()
+                .flat_map(|b| b.fit_to(micro).into_owned())
+                .collect();
+            &fitted
+        };
+        match catch_oom(|| evaluate(be, model, batches, class_weights)) {
+            Ok(metrics) => return metrics,
+            Err(error) => {
+                let from = largest.min(micro);
+                halve(from, error, report.steps, true, report)?;
+            }
+        }
+    }
+}
+
 fn better(monitor: Monitor, a: &Metrics, b: &Metrics) -> bool {
     match monitor {
         Monitor::Loss => a.loss < b.loss,
@@ -263,21 +356,29 @@ pub fn train<B: Backend>(
         warmup_steps: (cfg.warmup_ratio * total as f64).ceil() as u64,
         total_steps: total,
     };
-    let mut ctx = StepContext::new(
-        be,
-        model,
-        cfg.optimizer,
-        cfg.class_weights.as_deref(),
-        cfg.max_grad_norm,
-        cfg.recompute,
-        cfg.seed,
-    );
+    let mut ctx = catch_oom(|| {
+        StepContext::new(
+            be,
+            model,
+            cfg.optimizer,
+            cfg.class_weights.as_deref(),
+            cfg.max_grad_norm,
+            cfg.recompute,
+            cfg.seed,
+        )
+    })
+    .map_err(|error| TrainError::OutOfMemory {
+        micro_batch: 0,
+        error,
+    })?;
     let mut report = TrainReport {
         epochs: Vec::new(),
         best_epoch: 0,
         stopped_by_observer: false,
         early_stopped: false,
         steps: 0,
+        micro_batch: train_batches.iter().map(|b| b.batch).max().unwrap_or(1),
+        oom_retries: Vec::new(),
     };
     let mut since_best = 0;
     for epoch in 0..cfg.epochs {
@@ -297,14 +398,33 @@ pub fn train<B: Backend>(
         let mut loss_sum = 0.0;
         let mut groups = 0;
         for group in order.chunks(cfg.accumulation_steps) {
-            let micro: Vec<&Batch> = group.iter().map(|&i| &train_batches[i]).collect();
             let lr = schedule.lr(report.steps);
-            let loss = train_step(be, model, &mut ctx, &micro, lr).map_err(|source| {
-                TrainError::TrainBatch {
-                    index: group[0],
-                    source,
+            let loss = loop {
+                let pieces: Vec<_> = group
+                    .iter()
+                    .map(|&i| train_batches[i].fit_to(report.micro_batch))
+                    .collect();
+                let micro: Vec<&Batch> = pieces.iter().flat_map(|p| p.iter()).collect();
+                let micro_steps = ctx.micro_steps;
+                match catch_oom(|| train_step(be, model, &mut ctx, &micro, lr)) {
+                    Ok(result) => {
+                        break result.map_err(|source| TrainError::TrainBatch {
+                            index: group[0],
+                            source,
+                        })?;
+                    }
+                    Err(error) => {
+                        // Nothing of the failed attempt survives: its
+                        // buffers were freed by the unwind, the parameters
+                        // and optimiser state change only after the last
+                        // allocation, and the retry zeroes the gradients.
+                        // Dropout keys restart where the step started.
+                        ctx.micro_steps = micro_steps;
+                        let largest = micro.iter().map(|b| b.batch).max().unwrap_or(1);
+                        halve(largest, error, report.steps, false, &mut report)?;
+                    }
                 }
-            })?;
+            };
             report.steps += 1;
             if !loss.is_finite() {
                 return Err(TrainError::Diverged {
@@ -315,7 +435,13 @@ pub fn train<B: Backend>(
             loss_sum += loss;
             groups += 1;
         }
-        let valid = evaluate(be, model, valid_batches, ctx.class_weights.as_ref())?;
+        let valid = evaluate_fitted(
+            be,
+            model,
+            valid_batches,
+            ctx.class_weights.as_ref(),
+            &mut report,
+        )?;
         let metrics = EpochMetrics {
             epoch,
             train_loss: loss_sum / groups as f64,
