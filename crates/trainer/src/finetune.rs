@@ -60,6 +60,9 @@ pub struct FinetuneOutcome {
     pub skipped_records: Vec<String>,
     /// Peak tensor bytes the backend held (weights included).
     pub peak_bytes: usize,
+    /// Buffer allocations the run made (a range for
+    /// `fail_nth_allocation`).
+    pub allocation_requests: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -201,5 +204,6 @@ pub fn finetune_cpu(
             .map(ToString::to_string)
             .collect(),
         peak_bytes: be.tracker().peak_bytes(),
+        allocation_requests: be.tracker().allocation_requests(),
     })
 }

@@ -62,6 +62,7 @@ pub mod float;
 pub mod memory;
 pub mod model;
 pub mod rng;
+pub mod testing;
 pub mod tokenize;
 pub mod train;
 pub mod weights;
