@@ -3,4 +3,6 @@
 //! loop that asks, runs, records and recovers.
 
 pub mod config;
+pub mod packing;
+pub mod simulate;
 pub mod space;

@@ -1,0 +1,317 @@
+//! The packing simulation's table (run by `cargo xtask bench packing`).
+//!
+//! `packing_sim [--seeds N] [--hours H] [--slack F] [--threads T]
+//! [--plan-cache FILE] [--check-plans] [--sensitivity]`
+//!
+//! `--plan-cache`: the plans' coefficients are kept in FILE (JSON), keyed by
+//! a fingerprint of the models and of the trainer's plan (full plans of two
+//! small models), so a second run skips the minute of planning.
+//!
+//! Prints, per seed and policy: trials completed per hour, trials lost to
+//! OOM, mean memory utilisation and concurrency; then the totals with the
+//! baseline at the given fragmentation slack and at zero slack, and the
+//! ratio. `--check-plans` first compares the fast plan decomposition with
+//! full memory plans (about a minute); `--sensitivity` adds the ratio under
+//! other assumptions.
+
+use std::time::Instant;
+
+use cli::tune::packing::{FitPolicy, GIB, plan_peak};
+use cli::tune::simulate::plans::{AffinePeak, PeakTable};
+use cli::tune::simulate::{Policy, SimParams, SimReport, SimSpace, sim_head, simulate, space};
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("packing_sim: {e}");
+        std::process::exit(2);
+    }
+}
+
+struct Args {
+    seeds: u64,
+    hours: f64,
+    slack: f64,
+    threads: usize,
+    check_plans: bool,
+    sensitivity: bool,
+    plan_cache: Option<std::path::PathBuf>,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut a = Args {
+        seeds: 5,
+        hours: 6.0,
+        slack: SimParams::default().fragmentation_slack,
+        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        check_plans: false,
+        sensitivity: false,
+        plan_cache: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+        match flag.as_str() {
+            "--seeds" => a.seeds = num(&value("--seeds")?)?,
+            "--hours" => a.hours = num(&value("--hours")?)?,
+            "--slack" => a.slack = num(&value("--slack")?)?,
+            "--threads" => a.threads = num(&value("--threads")?)?,
+            "--plan-cache" => a.plan_cache = Some(value("--plan-cache")?.into()),
+            "--check-plans" => a.check_plans = true,
+            "--sensitivity" => a.sensitivity = true,
+            other => return Err(format!("unknown argument '{other}'")),
+        }
+    }
+    if a.seeds == 0 || a.hours <= 0.0 || a.slack < 0.0 {
+        return Err("--seeds and --hours must be positive, --slack not negative".into());
+    }
+    Ok(a)
+}
+
+fn num<T: std::str::FromStr>(s: &str) -> Result<T, String> {
+    s.parse().map_err(|_| format!("bad number '{s}'"))
+}
+
+fn run() -> Result<(), String> {
+    let args = parse()?;
+    if args.check_plans {
+        check_plans();
+    }
+    let t = Instant::now();
+    let cached = args.plan_cache.as_deref().map(read_cache).unwrap_or_default();
+    let from_cache = cached.entries().len();
+    let space = SimSpace::build(cached, args.threads);
+    println!(
+        "memory plans of {} models x {} lengths: {} from cache, the rest built, in {:.1} s",
+        space::MODELS.len(),
+        space::SEQ_LENS.len(),
+        from_cache,
+        t.elapsed().as_secs_f64()
+    );
+    if let Some(path) = &args.plan_cache {
+        write_cache(path, space.peaks())?;
+    }
+    let params = SimParams {
+        horizon_s: args.hours * 3600.0,
+        fragmentation_slack: args.slack,
+        ..SimParams::default()
+    };
+    print_params(&params);
+    let seeds: Vec<u64> = (1..=args.seeds).collect();
+    let zero_slack = SimParams {
+        fragmentation_slack: 0.0,
+        ..params.clone()
+    };
+    let mut rows = Vec::new();
+    for &seed in &seeds {
+        rows.push(("", simulate(&params, &space, Policy::Baseline, seed)));
+        rows.push((
+            " (0 slack)",
+            simulate(&zero_slack, &space, Policy::Baseline, seed),
+        ));
+        rows.push(("", simulate(&params, &space, Policy::Packing, seed)));
+    }
+    println!();
+    println!(
+        "| seed | policy | completed/h | lost to OOM | infeasible | wasted trial-h | mean memory util | max memory (GiB) | mean concurrency | mean compute util |"
+    );
+    println!("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (suffix, r) in &rows {
+        println!(
+            "| {} | {}{} | {:.2} | {} | {} | {:.2} | {:.1}% | {:.2} | {:.2} | {:.1}% |",
+            r.seed,
+            r.policy.name(),
+            suffix,
+            r.completed_per_hour(),
+            r.lost_oom,
+            r.infeasible,
+            r.wasted_s / 3600.0,
+            100.0 * r.mean_memory_utilisation,
+            r.max_memory as f64 / GIB as f64,
+            r.mean_concurrency,
+            100.0 * r.mean_compute_utilisation,
+        );
+    }
+    let total = |suffix: &str, policy: Policy| -> Vec<&SimReport> {
+        rows.iter()
+            .filter(|(s, r)| *s == suffix && r.policy == policy)
+            .map(|(_, r)| r)
+            .collect()
+    };
+    let base = total("", Policy::Baseline);
+    let base0 = total(" (0 slack)", Policy::Baseline);
+    let ours = total("", Policy::Packing);
+    println!();
+    println!("| over {} seeds x {} h | completed/h | lost to OOM | mean memory util | mean concurrency |", seeds.len(), args.hours);
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    for (name, rs) in [
+        (format!("fixed PAR=2, slack {}", params.fragmentation_slack), &base),
+        ("fixed PAR=2, slack 0".to_string(), &base0),
+        ("packing".to_string(), &ours),
+    ] {
+        let s = summary(rs);
+        println!(
+            "| {name} | {:.2} | {} | {:.1}% | {:.2} |",
+            s.per_hour,
+            s.lost,
+            100.0 * s.memory,
+            s.concurrency
+        );
+    }
+    let (b, b0, o) = (summary(&base), summary(&base0), summary(&ours));
+    println!();
+    println!(
+        "ratio packing / fixed PAR=2: {:.2}x (slack {}), {:.2}x (slack 0)",
+        o.per_hour / b.per_hour,
+        params.fragmentation_slack,
+        o.per_hour / b0.per_hour
+    );
+    if args.sensitivity {
+        sensitivity(&space, &params, &seeds);
+    }
+    Ok(())
+}
+
+struct Summary {
+    per_hour: f64,
+    lost: usize,
+    memory: f64,
+    concurrency: f64,
+}
+
+fn summary(rs: &[&SimReport]) -> Summary {
+    let n = rs.len() as f64;
+    Summary {
+        per_hour: rs.iter().map(|r| r.completed_per_hour()).sum::<f64>() / n,
+        lost: rs.iter().map(|r| r.lost_oom).sum(),
+        memory: rs.iter().map(|r| r.mean_memory_utilisation).sum::<f64>() / n,
+        concurrency: rs.iter().map(|r| r.mean_concurrency).sum::<f64>() / n,
+    }
+}
+
+fn print_params(p: &SimParams) {
+    println!(
+        "device {:.2} GiB, {:.0} TFLOP/s achieved, half utilisation at {} tokens/step, start-up {} s, \
+         process overhead {} MiB; packing: margin {} MiB, <= {} workers, {:?}, token cap {:?}; \
+         baseline: PAR={}, fragmentation slack {}",
+        p.capacity as f64 / GIB as f64,
+        p.device_flops / 1e12,
+        p.half_tokens,
+        p.startup_s,
+        p.process_overhead >> 20,
+        p.safety_margin >> 20,
+        p.max_workers,
+        p.fit_policy,
+        p.micro_token_cap,
+        p.baseline_parallel,
+        p.fragmentation_slack
+    );
+}
+
+/// The ratio (packing over baseline, completed per hour) when one
+/// assumption changes.
+fn sensitivity(space: &SimSpace, base: &SimParams, seeds: &[u64]) {
+    let ratio = |p: &SimParams| {
+        let run = |policy| {
+            let rs: Vec<SimReport> = seeds.iter().map(|&s| simulate(p, space, policy, s)).collect();
+            let refs: Vec<&SimReport> = rs.iter().collect();
+            summary(&refs)
+        };
+        let (b, o) = (run(Policy::Baseline), run(Policy::Packing));
+        (b.per_hour, b.lost, o.per_hour, o.lost)
+    };
+    let variants: Vec<(String, SimParams)> = vec![
+        ("as above".into(), base.clone()),
+        ("fit policy FreeNow".into(), SimParams { fit_policy: FitPolicy::FreeNow, ..base.clone() }),
+        ("token cap 4096".into(), SimParams { micro_token_cap: Some(4096), ..base.clone() }),
+        ("token cap 8192".into(), SimParams { micro_token_cap: Some(8192), ..base.clone() }),
+        ("max workers 4".into(), SimParams { max_workers: 4, ..base.clone() }),
+        ("half tokens 256".into(), SimParams { half_tokens: 256.0, ..base.clone() }),
+        ("half tokens 4096".into(), SimParams { half_tokens: 4096.0, ..base.clone() }),
+        ("start-up 0 s".into(), SimParams { startup_s: 0.0, ..base.clone() }),
+        ("start-up 60 s".into(), SimParams { startup_s: 60.0, ..base.clone() }),
+        ("baseline PAR=3".into(), SimParams { baseline_parallel: 3, ..base.clone() }),
+        ("baseline PAR=1".into(), SimParams { baseline_parallel: 1, ..base.clone() }),
+        ("overhead 300 MiB".into(), SimParams { process_overhead: 300 << 20, ..base.clone() }),
+        ("device 32 GiB".into(), SimParams { capacity: 32 * GIB, ..base.clone() }),
+    ];
+    println!();
+    println!("| variant | fixed PAR completed/h | lost | packing completed/h | lost | ratio |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    for (name, p) in variants {
+        let (b, bl, o, ol) = ratio(&p);
+        println!("| {name} | {b:.2} | {bl} | {o:.2} | {ol} | {:.2}x |", o / b);
+    }
+}
+
+/// The decomposition against full memory plans at a few points.
+fn check_plans() {
+    let head = sim_head();
+    for (model, micro, seq) in [("bert-base", 32, 128), ("roberta-base", 12, 512), ("bert-large", 8, 512)] {
+        let config = space::model_config(model).expect("a model of the space");
+        let t = Instant::now();
+        let full = plan_peak(&config, &head, seq, micro);
+        let full_s = t.elapsed().as_secs_f64();
+        let fast = cli::tune::simulate::plans::AffinePeak::from_reduced_plans(&config, &head, seq).at(micro);
+        println!(
+            "plan check {model} micro {micro} seq {seq}: full plan {full} bytes ({full_s:.1} s), decomposition {fast} bytes, difference {}",
+            full as i128 - fast as i128
+        );
+    }
+}
+
+/// What the cached coefficients depend on: the models of the space and the
+/// trainer's plan code (two full plans of small models, milliseconds).
+fn fingerprint() -> String {
+    let head = sim_head();
+    let small = trainer::config::BertConfig::tiny(32, 2, 4, 64, 50);
+    let probes: Vec<u64> = [(3, 16), (5, 24)]
+        .iter()
+        .map(|&(m, s)| plan_peak(&small, &head, s, m))
+        .collect();
+    let models: Vec<String> = space::MODELS
+        .iter()
+        .map(|m| format!("{:?}", space::model_config(m)))
+        .collect();
+    format!("{probes:?} {head:?} {models:?}")
+}
+
+fn read_cache(path: &std::path::Path) -> PeakTable {
+    let mut table = PeakTable::new();
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return table;
+    };
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return table;
+    };
+    if json["fingerprint"].as_str() != Some(fingerprint().as_str()) {
+        return table;
+    }
+    for e in json["entries"].as_array().into_iter().flatten() {
+        let (Some(model), Some(seq), Some(fixed), Some(per_row)) = (
+            e["model"].as_str(),
+            e["seq_len"].as_u64(),
+            e["fixed"].as_str().and_then(|s| s.parse().ok()),
+            e["per_row"].as_str().and_then(|s| s.parse().ok()),
+        ) else {
+            continue;
+        };
+        table.insert(model, seq as usize, AffinePeak { fixed, per_row });
+    }
+    table
+}
+
+fn write_cache(path: &std::path::Path, table: &PeakTable) -> Result<(), String> {
+    let entries: Vec<serde_json::Value> = table
+        .entries()
+        .into_iter()
+        .map(|(model, seq_len, p)| {
+            serde_json::json!({"model": model, "seq_len": seq_len,
+                "fixed": p.fixed.to_string(), "per_row": p.per_row.to_string()})
+        })
+        .collect();
+    let json = serde_json::json!({"fingerprint": fingerprint(), "entries": entries});
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    std::fs::write(path, json.to_string()).map_err(|e| format!("{}: {e}", path.display()))
+}

@@ -1,0 +1,431 @@
+//! Memory-aware packing: which trials may run side by side on one device,
+//! and with which micro-batch, so that the sum of what they can ever hold
+//! stays within the device's memory.
+//!
+//! The seeds fixed the number of parallel trials (4, then 3, then 2) and lost
+//! trials whenever the sum of their peaks crossed the device's memory. Here
+//! every trial gets a *lease* before it starts: its predicted peak (the
+//! trainer's [`MemoryPlan`], which runs the real training step on a backend
+//! that only allocates) plus the per-process overhead (CUDA context and
+//! cuBLAS workspace, which the plan does not see). The [`Packer`] admits a
+//! trial only while the sum of the leases fits the device minus a safety
+//! margin, and the runner hands the lease to the worker as its `gpu-mem`
+//! limit, so a trial can never take memory another trial was promised.
+//!
+//! Micro-batch fitting: the search space speaks of the *effective* batch; the
+//! packer picks the largest micro-batch that fits what is free now (the step
+//! then runs as `accumulation` micro-batches of equal size), so a large
+//! model with a large batch runs instead of being forbidden. A trial whose
+//! micro-batch 1 cannot fit even the whole empty device is
+//! [`Admission::Infeasible`]; one that would fit an emptier device is
+//! [`Admission::Wait`].
+//!
+//! This module is pure: no processes, no clocks, no device. The simulation
+//! in [`super::simulate`] measures the policy; the runner drives it for real.
+//! Deliberately not here: which trial to try next (the runner asks the
+//! sampler), what a worker does when an OOM happens anyway (the trainer
+//! halves the micro-batch).
+
+use std::collections::BTreeMap;
+use std::collections::HashMap;
+
+use trainer::config::BertConfig;
+use trainer::memory::{MemoryPlan, OptimizerKind, PlanRequest, Precision};
+use trainer::model::HeadConfig;
+
+/// One MiB in bytes.
+pub const MIB: u64 = 1 << 20;
+/// One GiB in bytes.
+pub const GIB: u64 = 1 << 30;
+
+/// Per-process memory outside the trainer's allocations on a CUDA device:
+/// the CUDA context (with lazy module loading, CUDA >= 11.7) and the cuBLAS
+/// workspace. Typical values on Ampere/Hopper are 300-600 MiB; we take the
+/// upper end until the CUDA backend measures its own (`cuMemGetInfo`
+/// before and after context creation).
+pub const CUDA_PROCESS_OVERHEAD: u64 = 550 * MIB;
+
+/// What the packer may hand out on one device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceBudget {
+    /// Total device memory in bytes (or RAM available to trials on CPU).
+    pub capacity: u64,
+    /// Bytes never leased: absorbs allocator rounding and anything else
+    /// running on the device.
+    pub safety_margin: u64,
+    /// Bytes each worker process holds besides its trainer's allocations.
+    pub process_overhead: u64,
+    /// At most this many trials at once (at least 1).
+    pub max_workers: usize,
+}
+
+impl DeviceBudget {
+    /// Bytes that leases may sum to.
+    pub fn usable(&self) -> u64 {
+        self.capacity.saturating_sub(self.safety_margin)
+    }
+}
+
+/// What one admitted trial may use: the worker's memory limit and the
+/// micro-batch it trains with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// The worker's whole share: `predicted_peak + process_overhead`.
+    pub bytes: u64,
+    /// Rows per forward/backward pass.
+    pub micro_batch: usize,
+    /// Micro-batches per optimiser step (`micro_batch * accumulation` covers
+    /// the effective batch; the trainer splits the step as evenly as
+    /// possible).
+    pub accumulation: usize,
+    /// The memory plan's peak for `micro_batch` (trainer allocations only).
+    pub predicted_peak: u64,
+}
+
+/// The packer's answer for one trial.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Start it now with this lease.
+    Admit(Lease),
+    /// It fits the empty device but not what is free now (or all worker
+    /// slots are taken): try again after a release.
+    Wait,
+    /// Even micro-batch 1 does not fit the whole usable device: never
+    /// runnable here. `needed` is micro-batch 1's peak plus the process
+    /// overhead, `capacity` the usable bytes (capacity minus margin).
+    Infeasible { needed: u64, capacity: u64 },
+}
+
+/// The micro-batch for each accumulation count `a`: `ceil(effective / a)`,
+/// so that `a` micro-batches cover the effective batch with sizes differing
+/// by at most one. Returned from the largest micro-batch down, each once.
+fn micro_batch_candidates(effective_batch: usize) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for accumulation in 1..=effective_batch {
+        let micro = effective_batch.div_ceil(accumulation);
+        // The smallest accumulation giving this micro-batch wastes least.
+        if out.last().is_none_or(|&(m, _)| m != micro) {
+            out.push((micro, accumulation));
+        }
+    }
+    out
+}
+
+/// The largest micro-batch whose predicted peak fits `available` bytes, with
+/// the accumulation that covers `effective_batch`, and that peak. `None`
+/// when micro-batch 1 does not fit (or `effective_batch` is 0).
+///
+/// Assumes the peak does not shrink as the micro-batch grows (activations
+/// scale with rows; everything else is fixed), so it binary-searches the
+/// candidates and calls `peak_of` about log2(2 sqrt(batch)) times.
+pub fn fit_micro_batch(
+    effective_batch: usize,
+    available: u64,
+    peak_of: &mut dyn FnMut(usize) -> u64,
+) -> Option<(usize, usize, u64)> {
+    let candidates = micro_batch_candidates(effective_batch);
+    // candidates[i].0 decreases with i: find the first index that fits.
+    let (mut lo, mut hi) = (0usize, candidates.len());
+    let mut best: Option<(usize, usize, u64)> = None;
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let (micro, accumulation) = candidates[mid];
+        let peak = peak_of(micro);
+        if peak <= available {
+            best = Some((micro, accumulation, peak));
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    best
+}
+
+/// Which micro-batch a trial is leased when the device is shared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FitPolicy {
+    /// The largest micro-batch that fits what is free now: starts trials
+    /// soonest, but a trial admitted into a sliver of free memory runs all
+    /// its life at a tiny, inefficient micro-batch.
+    FreeNow,
+    /// The micro-batch the trial would get on the empty device: it waits
+    /// until that fits. Measured better by the simulation (see
+    /// docs/benchmarks-packing.md), so the default.
+    #[default]
+    Alone,
+}
+
+/// Leases on one device. Admission is first come, first served among the
+/// trials the runner offers; the runner decides the order (offering the
+/// same waiting trial again after each release keeps large trials from
+/// starving behind small ones).
+#[derive(Debug)]
+pub struct Packer {
+    budget: DeviceBudget,
+    policy: FitPolicy,
+    leases: BTreeMap<u64, Lease>,
+    leased: u64,
+}
+
+impl Packer {
+    pub fn new(budget: DeviceBudget) -> Self {
+        Self::with_policy(budget, FitPolicy::default())
+    }
+
+    pub fn with_policy(budget: DeviceBudget, policy: FitPolicy) -> Self {
+        Self {
+            budget,
+            policy,
+            leases: BTreeMap::new(),
+            leased: 0,
+        }
+    }
+
+    pub fn budget(&self) -> &DeviceBudget {
+        &self.budget
+    }
+
+    pub fn policy(&self) -> FitPolicy {
+        self.policy
+    }
+
+    /// Admits trial `id` with effective batch `effective_batch` if its
+    /// micro-batch fits what is free now. `peak_of(micro)` is the trainer's
+    /// predicted peak in bytes (see [`PlanPeaks`]). Admitting an `id` that
+    /// holds a lease replaces that lease.
+    pub fn try_admit(
+        &mut self,
+        id: u64,
+        effective_batch: usize,
+        peak_of: &mut dyn FnMut(usize) -> u64,
+    ) -> Admission {
+        self.try_admit_within(id, effective_batch, effective_batch, peak_of)
+    }
+
+    /// [`Packer::try_admit`] with micro-batches above `max_micro` never
+    /// chosen (e.g. [`micro_cap_for_tokens`]: beyond some tokens per step a
+    /// larger micro-batch buys no speed, only memory).
+    pub fn try_admit_within(
+        &mut self,
+        id: u64,
+        effective_batch: usize,
+        max_micro: usize,
+        peak_of: &mut dyn FnMut(usize) -> u64,
+    ) -> Admission {
+        self.release(id);
+        let usable = self.budget.usable();
+        let overhead = self.budget.process_overhead;
+        let smallest = peak_of(1).saturating_add(overhead);
+        if effective_batch == 0 || smallest > usable {
+            return Admission::Infeasible {
+                needed: smallest,
+                capacity: usable,
+            };
+        }
+        if self.leases.len() >= self.budget.max_workers.max(1) {
+            return Admission::Wait;
+        }
+        let max_micro = max_micro.clamp(1, effective_batch);
+        // Candidates above the cap are skipped by fitting the capped batch
+        // first and then recomputing the accumulation for the full batch.
+        let fit = |available: u64, peak_of: &mut dyn FnMut(usize) -> u64| {
+            fit_micro_batch(max_micro, available, peak_of).map(|(micro, _, peak)| {
+                (micro, effective_batch.div_ceil(micro), peak)
+            })
+        };
+        let free = usable.saturating_sub(self.leased);
+        let Some(available) = free.checked_sub(overhead) else {
+            return Admission::Wait;
+        };
+        let chosen = match self.policy {
+            FitPolicy::FreeNow => fit(available, peak_of),
+            FitPolicy::Alone => {
+                // `smallest <= usable` above, so this always finds one.
+                let alone = fit(usable - overhead, peak_of);
+                alone.filter(|&(_, _, peak)| peak <= available)
+            }
+        };
+        match chosen {
+            Some((micro_batch, accumulation, predicted_peak)) => {
+                // Even sizes: `accumulation` micro-batches of at most
+                // ceil(effective / accumulation) rows, never more than fits.
+                let even = effective_batch.div_ceil(accumulation);
+                let (micro_batch, predicted_peak) = if even < micro_batch {
+                    (even, peak_of(even))
+                } else {
+                    (micro_batch, predicted_peak)
+                };
+                let lease = Lease {
+                    bytes: predicted_peak + overhead,
+                    micro_batch,
+                    accumulation,
+                    predicted_peak,
+                };
+                self.leases.insert(id, lease);
+                self.leased += lease.bytes;
+                Admission::Admit(lease)
+            }
+            None => Admission::Wait,
+        }
+    }
+
+    /// Returns trial `id`'s lease (no-op when it holds none).
+    pub fn release(&mut self, id: u64) {
+        if let Some(lease) = self.leases.remove(&id) {
+            self.leased -= lease.bytes;
+        }
+    }
+
+    /// Sum of the current leases in bytes.
+    pub fn leased_bytes(&self) -> u64 {
+        self.leased
+    }
+
+    /// Number of trials holding a lease.
+    pub fn running(&self) -> usize {
+        self.leases.len()
+    }
+
+    /// Trial `id`'s lease, if it holds one.
+    pub fn lease(&self, id: u64) -> Option<&Lease> {
+        self.leases.get(&id)
+    }
+}
+
+/// The memory plan request the runner and the simulation use: fp32 weights
+/// and activations, AdamW, dropout on, no recomputation, no class weights.
+pub fn plan_request(
+    config: &BertConfig,
+    head: &HeadConfig,
+    seq_len: usize,
+    micro_batch: usize,
+) -> PlanRequest {
+    PlanRequest {
+        config: config.clone(),
+        head: head.clone(),
+        micro_batch,
+        seq_len,
+        precision: Precision::F32,
+        recompute: false,
+        optimizer: OptimizerKind::AdamW,
+        class_weights: false,
+        dropout: true,
+    }
+}
+
+/// Peak bytes of one training step (model, gradients, optimiser state and
+/// the step's activations) from the trainer's [`MemoryPlan`]. Not cached:
+/// building a plan runs the model's initialisation, about a second for a
+/// large model (see [`PlanPeaks`]).
+pub fn plan_peak(
+    config: &BertConfig,
+    head: &HeadConfig,
+    seq_len: usize,
+    micro_batch: usize,
+) -> u64 {
+    MemoryPlan::new(&plan_request(config, head, seq_len, micro_batch)).peak_bytes as u64
+}
+
+/// [`plan_peak`] for one (model, head, sequence length), cached per
+/// micro-batch: what the runner passes to [`Packer::try_admit`] as
+/// `&mut |micro| peaks.peak(micro)`.
+#[derive(Debug)]
+pub struct PlanPeaks {
+    config: BertConfig,
+    head: HeadConfig,
+    seq_len: usize,
+    cache: HashMap<usize, u64>,
+}
+
+impl PlanPeaks {
+    pub fn new(config: BertConfig, head: HeadConfig, seq_len: usize) -> Self {
+        Self {
+            config,
+            head,
+            seq_len,
+            cache: HashMap::new(),
+        }
+    }
+
+    pub fn peak(&mut self, micro_batch: usize) -> u64 {
+        *self
+            .cache
+            .entry(micro_batch)
+            .or_insert_with(|| plan_peak(&self.config, &self.head, self.seq_len, micro_batch))
+    }
+}
+
+/// The largest micro-batch with at most `tokens_per_step` tokens at
+/// `seq_len` (at least 1).
+pub fn micro_cap_for_tokens(seq_len: usize, tokens_per_step: usize) -> usize {
+    (tokens_per_step / seq_len.max(1)).max(1)
+}
+
+/// A budget for CPU workers: one worker per `threads_per_worker` cores (at
+/// least one) and the RAM that `/proc/meminfo` reports available (1 GiB per
+/// worker where it cannot be read), less a 10% margin. No per-process
+/// overhead: a worker's own heap is small next to a model, and the margin
+/// covers it.
+pub fn cpu_budget(threads_per_worker: usize) -> DeviceBudget {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let max_workers = (cores / threads_per_worker.max(1)).max(1);
+    let capacity = mem_available().unwrap_or(max_workers as u64 * GIB);
+    DeviceBudget {
+        capacity,
+        safety_margin: capacity / 10,
+        process_overhead: 0,
+        max_workers,
+    }
+}
+
+/// `MemAvailable` from `/proc/meminfo` in bytes (Linux), if readable.
+fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_mem_available(&text)
+}
+
+fn parse_mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo
+        .lines()
+        .find(|l| l.starts_with("MemAvailable:"))?;
+    let mut parts = line.split_whitespace().skip(1);
+    let value: u64 = parts.next()?.parse().ok()?;
+    match parts.next() {
+        Some("kB") | None => Some(value * 1024),
+        Some(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn candidates_cover_the_batch_evenly() {
+        for e in 1..=130 {
+            let c = micro_batch_candidates(e);
+            assert_eq!(c[0], (e, 1));
+            assert_eq!(*c.last().unwrap(), (1, e));
+            for w in c.windows(2) {
+                assert!(w[0].0 > w[1].0);
+            }
+            for &(m, a) in &c {
+                assert!(m * a >= e && m * (a - 1) < e, "e={e} m={m} a={a}");
+            }
+        }
+    }
+
+    #[test]
+    fn meminfo_is_parsed_in_kib() {
+        let text = "MemTotal:  100 kB\nMemAvailable:   2048 kB\n";
+        assert_eq!(parse_mem_available(text), Some(2048 * 1024));
+        assert_eq!(parse_mem_available("MemTotal: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn cpu_budget_has_a_worker_and_memory() {
+        let b = cpu_budget(2);
+        assert!(b.max_workers >= 1);
+        assert!(b.usable() > 0);
+    }
+}

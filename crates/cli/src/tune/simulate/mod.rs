@@ -1,0 +1,433 @@
+//! A simulation of a study on one GPU: memory-aware packing with micro-batch
+//! fitting against the seeds' fixed parallelism, on the seeds' search space
+//! with the trainer's real memory plan. `cargo xtask bench packing` runs it.
+//!
+//! The model, every number a parameter of [`SimParams`]:
+//! - Trials come from [`space::sample_trial`]: a pure function of (seed,
+//!   number), so both policies see the same trials in the same order.
+//! - Memory: a trial's peak is the trainer's [`trainer::memory::MemoryPlan`]
+//!   peak at its micro-batch ([`plans::PeakTable`], exact), plus the
+//!   per-process overhead (CUDA context, cuBLAS workspace). The baseline's
+//!   PyTorch caching allocator adds fragmentation: its reserved memory is the
+//!   peak times `1 + fragmentation_slack`.
+//! - Time: a trial first spends `startup_s` (process start, data, model
+//!   load) holding only the process overhead, then its FLOPs
+//!   ([`cost::trial_flops`]). Alone it runs at `device_flops x
+//!   utilisation(micro x seq)`; when the running trials' utilisations sum
+//!   past 1 each is slowed in proportion (the device is shared, never more
+//!   than fully busy).
+//! - Baseline (the seeds after their last fix): `baseline_parallel` trials
+//!   at once, each at its batch size as micro-batch. When a trial reaches
+//!   its first step, if its reserved memory plus what the others hold
+//!   exceeds the device, it dies of OOM: lost (pruned), its time wasted.
+//! - Packing: a [`crate::tune::packing::Packer`] admits the trials in order
+//!   (a trial that must wait blocks the ones behind it), with the lease's
+//!   micro-batch and accumulation. Its lease is what it holds, so nothing is
+//!   ever lost; the simulation checks the device is never over-committed.
+//!
+//! Deliberately not modelled: the sampler learning to avoid OOM regions,
+//! pruning, CPU-side data loading, and PyTorch's device-side asserts taking
+//! down every trial in a process (which would only make the baseline worse).
+
+pub mod cost;
+pub mod plans;
+pub mod space;
+
+use trainer::config::BertConfig;
+use trainer::model::HeadConfig;
+
+use crate::tune::packing::{
+    Admission, DeviceBudget, FitPolicy, GIB, MIB, Packer, micro_cap_for_tokens,
+};
+use plans::PeakTable;
+use space::{SimTrial, model_config, sample_trial};
+
+/// Everything the simulation assumes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimParams {
+    /// Device memory in bytes: 23.56 GiB, what PyTorch reported for the
+    /// seeds' 24 GB card.
+    pub capacity: u64,
+    /// CUDA context + cuBLAS workspace per process (both policies).
+    pub process_overhead: u64,
+    /// Packing: bytes never leased.
+    pub safety_margin: u64,
+    /// Packing: at most this many trials at once.
+    pub max_workers: usize,
+    /// Packing: micro-batch choice when the device is shared.
+    pub fit_policy: FitPolicy,
+    /// Packing: never lease more tokens per micro-step than this (`None`:
+    /// up to the effective batch).
+    pub micro_token_cap: Option<usize>,
+    /// Baseline: trials at once.
+    pub baseline_parallel: usize,
+    /// Baseline: reserved / requested of PyTorch's caching allocator.
+    pub fragmentation_slack: f64,
+    /// Achieved FLOP/s of one fully used device.
+    pub device_flops: f64,
+    /// Tokens per micro-step at which a trial alone uses half the device.
+    pub half_tokens: f64,
+    /// Seconds from a trial's start to its first training step.
+    pub startup_s: f64,
+    /// Simulated wall-clock seconds.
+    pub horizon_s: f64,
+}
+
+impl Default for SimParams {
+    fn default() -> Self {
+        Self {
+            capacity: (23.56 * GIB as f64) as u64,
+            process_overhead: 550 * MIB,
+            safety_margin: GIB / 2,
+            max_workers: 8,
+            fit_policy: FitPolicy::Alone,
+            micro_token_cap: None,
+            baseline_parallel: 2,
+            fragmentation_slack: 0.21,
+            device_flops: 20e12,
+            half_tokens: 1024.0,
+            startup_s: 20.0,
+            horizon_s: 6.0 * 3600.0,
+        }
+    }
+}
+
+/// Which runner is simulated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Fixed parallelism, batch as micro-batch, OOM loses the trial.
+    Baseline,
+    /// Memory-aware packing with micro-batch fitting.
+    Packing,
+}
+
+impl Policy {
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Baseline => "fixed PAR (seeds)",
+            Policy::Packing => "packing",
+        }
+    }
+}
+
+/// What one simulated run produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimReport {
+    pub policy: Policy,
+    pub seed: u64,
+    pub horizon_s: f64,
+    /// Trials that ran to the end within the horizon.
+    pub completed: usize,
+    /// Trials killed by an OOM.
+    pub lost_oom: usize,
+    /// Trials whose micro-batch 1 cannot fit the device (never started).
+    pub infeasible: usize,
+    /// Trial-seconds spent on trials that were then lost.
+    pub wasted_s: f64,
+    /// Time-average of the memory held by running trials over capacity.
+    pub mean_memory_utilisation: f64,
+    /// Time-average of the number of running trials.
+    pub mean_concurrency: f64,
+    /// Most memory ever held at once, in bytes.
+    pub max_memory: u64,
+    /// Time-average of the device's compute in use (sum of utilisations,
+    /// at most 1).
+    pub mean_compute_utilisation: f64,
+}
+
+impl SimReport {
+    pub fn completed_per_hour(&self) -> f64 {
+        self.completed as f64 / (self.horizon_s / 3600.0)
+    }
+}
+
+/// The models, head and plans a simulation needs.
+pub struct SimSpace {
+    models: Vec<(&'static str, BertConfig)>,
+    peaks: PeakTable,
+}
+
+impl SimSpace {
+    /// The space's models with `peaks`, completed (on `threads` threads)
+    /// for every model and sequence length of the space that it lacks:
+    /// about 200 small plans, a minute or more on two busy cores.
+    pub fn build(mut peaks: PeakTable, threads: usize) -> Self {
+        let models: Vec<(&'static str, BertConfig)> = space::MODELS
+            .iter()
+            .map(|&m| (m, model_config(m).expect("a model of the space")))
+            .collect();
+        let refs: Vec<(&str, &BertConfig)> = models.iter().map(|(n, c)| (*n, c)).collect();
+        peaks.fill(&refs, &sim_head(), &space::SEQ_LENS, threads);
+        Self { models, peaks }
+    }
+
+    pub fn peaks(&self) -> &PeakTable {
+        &self.peaks
+    }
+
+    pub fn config(&self, model: &str) -> &BertConfig {
+        &self
+            .models
+            .iter()
+            .find(|(n, _)| *n == model)
+            .expect("a model of the space")
+            .1
+    }
+
+    /// The plan's peak in bytes for `trial` at `micro` rows.
+    pub fn peak(&self, trial: &SimTrial, micro: usize) -> u64 {
+        self.peaks
+            .get(trial.model, trial.seq_len)
+            .expect("plans are built for the whole space")
+            .at(micro)
+    }
+}
+
+/// The classifier head of the simulated trials: two labels, no hidden
+/// layers. The seeds' 0-3 hidden layers of at most 1,024 units add under
+/// 20 MiB to a peak of gigabytes, so the head is not sampled.
+pub fn sim_head() -> HeadConfig {
+    HeadConfig {
+        num_labels: 2,
+        hidden: vec![],
+    }
+}
+
+/// A trial on the simulated device.
+struct Running {
+    trial: SimTrial,
+    start: f64,
+    startup_end: f64,
+    /// FLOPs left (counted from the end of start-up).
+    remaining: f64,
+    /// Utilisation alone at its micro-batch.
+    utilisation: f64,
+    /// Bytes held from the first step on.
+    reserved: u64,
+    /// Bytes held now (process overhead during start-up).
+    held: u64,
+    /// Past start-up.
+    training: bool,
+}
+
+/// Runs `policy` for `params.horizon_s` simulated seconds on trial sequence
+/// `seed`. Deterministic.
+pub fn simulate(params: &SimParams, space: &SimSpace, policy: Policy, seed: u64) -> SimReport {
+    let mut sim = Sim {
+        params,
+        space,
+        policy,
+        seed,
+        now: 0.0,
+        next_number: 0,
+        pending: None,
+        running: Vec::new(),
+        packer: Packer::with_policy(
+            DeviceBudget {
+                capacity: params.capacity,
+                safety_margin: params.safety_margin,
+                process_overhead: params.process_overhead,
+                max_workers: params.max_workers,
+            },
+            params.fit_policy,
+        ),
+        report: SimReport {
+            policy,
+            seed,
+            horizon_s: params.horizon_s,
+            completed: 0,
+            lost_oom: 0,
+            infeasible: 0,
+            wasted_s: 0.0,
+            mean_memory_utilisation: 0.0,
+            mean_concurrency: 0.0,
+            max_memory: 0,
+            mean_compute_utilisation: 0.0,
+        },
+    };
+    sim.run();
+    sim.report
+}
+
+struct Sim<'a> {
+    params: &'a SimParams,
+    space: &'a SimSpace,
+    policy: Policy,
+    seed: u64,
+    now: f64,
+    next_number: u64,
+    pending: Option<SimTrial>,
+    running: Vec<Running>,
+    packer: Packer,
+    report: SimReport,
+}
+
+impl Sim<'_> {
+    fn run(&mut self) {
+        let horizon = self.params.horizon_s;
+        let (mut memory_area, mut count_area, mut compute_area) = (0.0, 0.0, 0.0);
+        self.fill();
+        while self.now < horizon && !self.running.is_empty() {
+            let total_util: f64 = self
+                .running
+                .iter()
+                .filter(|r| r.training)
+                .map(|r| r.utilisation)
+                .sum();
+            let share = if total_util > 1.0 {
+                1.0 / total_util
+            } else {
+                1.0
+            };
+            let rate = |r: &Running| self.params.device_flops * r.utilisation * share;
+            // The next event: a start-up ending or a trial finishing.
+            let (next, dt) = self
+                .running
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let dt = if r.training {
+                        r.remaining / rate(r)
+                    } else {
+                        r.startup_end - self.now
+                    };
+                    (i, dt)
+                })
+                .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
+                .expect("running is not empty");
+            let dt = dt.max(0.0).min(horizon - self.now);
+            let held: u64 = self.running.iter().map(|r| r.held).sum();
+            memory_area += held as f64 * dt;
+            count_area += self.running.len() as f64 * dt;
+            compute_area += total_util.min(1.0) * dt;
+            for r in &mut self.running {
+                if r.training {
+                    r.remaining -= self.params.device_flops * r.utilisation * share * dt;
+                }
+            }
+            self.now += dt;
+            if self.now >= horizon {
+                break;
+            }
+            if self.running[next].training {
+                self.finish(next);
+            } else {
+                self.first_step(next);
+            }
+            self.fill();
+        }
+        let h = horizon.max(f64::MIN_POSITIVE);
+        self.report.mean_memory_utilisation = memory_area / (self.params.capacity as f64 * h);
+        self.report.mean_concurrency = count_area / h;
+        self.report.mean_compute_utilisation = compute_area / h;
+    }
+
+    fn next_trial(&mut self) -> SimTrial {
+        if let Some(t) = self.pending.take() {
+            return t;
+        }
+        let t = sample_trial(self.seed, self.next_number);
+        self.next_number += 1;
+        t
+    }
+
+    /// Starts trials while the policy allows.
+    fn fill(&mut self) {
+        match self.policy {
+            Policy::Baseline => {
+                while self.running.len() < self.params.baseline_parallel.max(1) {
+                    let trial = self.next_trial();
+                    let peak = self.space.peak(&trial, trial.batch_size);
+                    let reserved = self.params.process_overhead
+                        + (peak as f64 * (1.0 + self.params.fragmentation_slack)) as u64;
+                    self.start(trial, trial_batch_tokens, reserved);
+                }
+            }
+            Policy::Packing => loop {
+                let trial = self.next_trial();
+                let space = self.space;
+                let mut peak_of = |micro: usize| space.peak(&trial, micro);
+                let cap = self
+                    .params
+                    .micro_token_cap
+                    .map_or(trial.batch_size, |t| micro_cap_for_tokens(trial.seq_len, t));
+                match self.packer.try_admit_within(
+                    trial.number,
+                    trial.batch_size,
+                    cap,
+                    &mut peak_of,
+                ) {
+                    Admission::Admit(lease) => {
+                        let micro = lease.micro_batch;
+                        self.start(trial, move |t: &SimTrial| micro * t.seq_len, lease.bytes);
+                    }
+                    Admission::Wait => {
+                        self.pending = Some(trial);
+                        break;
+                    }
+                    Admission::Infeasible { .. } => self.report.infeasible += 1,
+                }
+            },
+        }
+    }
+
+    fn start(&mut self, trial: SimTrial, tokens: impl Fn(&SimTrial) -> usize, reserved: u64) {
+        let config = self.space.config(trial.model);
+        let remaining = cost::trial_flops(config, &trial);
+        let utilisation = cost::utilisation(tokens(&trial), self.params.half_tokens);
+        self.running.push(Running {
+            start: self.now,
+            startup_end: self.now + self.params.startup_s,
+            remaining,
+            utilisation,
+            reserved,
+            held: self.params.process_overhead,
+            training: false,
+            trial,
+        });
+        self.note_memory();
+    }
+
+    /// Trial `i` reaches its first step and takes its full memory; in the
+    /// baseline it dies if the device cannot give it.
+    fn first_step(&mut self, i: usize) {
+        let others: u64 = self
+            .running
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != i)
+            .map(|(_, r)| r.held)
+            .sum();
+        let r = &mut self.running[i];
+        if self.policy == Policy::Baseline && others + r.reserved > self.params.capacity {
+            self.report.lost_oom += 1;
+            self.report.wasted_s += self.now - r.start;
+            self.running.swap_remove(i);
+            return;
+        }
+        r.held = r.reserved;
+        r.training = true;
+        self.note_memory();
+    }
+
+    fn finish(&mut self, i: usize) {
+        let r = self.running.swap_remove(i);
+        self.packer.release(r.trial.number);
+        self.report.completed += 1;
+    }
+
+    fn note_memory(&mut self) {
+        let held: u64 = self.running.iter().map(|r| r.held).sum();
+        self.report.max_memory = self.report.max_memory.max(held);
+        if self.policy == Policy::Packing {
+            assert!(
+                held <= self.packer.budget().usable(),
+                "packing over-committed the device: {held} bytes held"
+            );
+        }
+    }
+}
+
+fn trial_batch_tokens(t: &SimTrial) -> usize {
+    t.batch_size * t.seq_len
+}
