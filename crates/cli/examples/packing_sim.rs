@@ -77,7 +77,11 @@ fn run() -> Result<(), String> {
         check_plans();
     }
     let t = Instant::now();
-    let cached = args.plan_cache.as_deref().map(read_cache).unwrap_or_default();
+    let cached = args
+        .plan_cache
+        .as_deref()
+        .map(read_cache)
+        .unwrap_or_default();
     let from_cache = cached.entries().len();
     let space = SimSpace::build(cached, args.threads);
     println!(
@@ -141,10 +145,17 @@ fn run() -> Result<(), String> {
     let base0 = total(" (0 slack)", Policy::Baseline);
     let ours = total("", Policy::Packing);
     println!();
-    println!("| over {} seeds x {} h | completed/h | lost to OOM | mean memory util | mean concurrency |", seeds.len(), args.hours);
+    println!(
+        "| over {} seeds x {} h | completed/h | lost to OOM | mean memory util | mean concurrency |",
+        seeds.len(),
+        args.hours
+    );
     println!("| --- | ---: | ---: | ---: | ---: |");
     for (name, rs) in [
-        (format!("fixed PAR=2, slack {}", params.fragmentation_slack), &base),
+        (
+            format!("fixed PAR=2, slack {}", params.fragmentation_slack),
+            &base,
+        ),
         ("fixed PAR=2, slack 0".to_string(), &base0),
         ("packing".to_string(), &ours),
     ] {
@@ -212,7 +223,10 @@ fn print_params(p: &SimParams) {
 fn sensitivity(space: &SimSpace, base: &SimParams, seeds: &[u64]) {
     let ratio = |p: &SimParams| {
         let run = |policy| {
-            let rs: Vec<SimReport> = seeds.iter().map(|&s| simulate(p, space, policy, s)).collect();
+            let rs: Vec<SimReport> = seeds
+                .iter()
+                .map(|&s| simulate(p, space, policy, s))
+                .collect();
             let refs: Vec<&SimReport> = rs.iter().collect();
             summary(&refs)
         };
@@ -221,18 +235,90 @@ fn sensitivity(space: &SimSpace, base: &SimParams, seeds: &[u64]) {
     };
     let variants: Vec<(String, SimParams)> = vec![
         ("as above".into(), base.clone()),
-        ("fit policy FreeNow".into(), SimParams { fit_policy: FitPolicy::FreeNow, ..base.clone() }),
-        ("token cap 4096".into(), SimParams { micro_token_cap: Some(4096), ..base.clone() }),
-        ("token cap 8192".into(), SimParams { micro_token_cap: Some(8192), ..base.clone() }),
-        ("max workers 4".into(), SimParams { max_workers: 4, ..base.clone() }),
-        ("half tokens 256".into(), SimParams { half_tokens: 256.0, ..base.clone() }),
-        ("half tokens 4096".into(), SimParams { half_tokens: 4096.0, ..base.clone() }),
-        ("start-up 0 s".into(), SimParams { startup_s: 0.0, ..base.clone() }),
-        ("start-up 60 s".into(), SimParams { startup_s: 60.0, ..base.clone() }),
-        ("baseline PAR=3".into(), SimParams { baseline_parallel: 3, ..base.clone() }),
-        ("baseline PAR=1".into(), SimParams { baseline_parallel: 1, ..base.clone() }),
-        ("overhead 300 MiB".into(), SimParams { process_overhead: 300 << 20, ..base.clone() }),
-        ("device 32 GiB".into(), SimParams { capacity: 32 * GIB, ..base.clone() }),
+        (
+            "fit policy FreeNow".into(),
+            SimParams {
+                fit_policy: FitPolicy::FreeNow,
+                ..base.clone()
+            },
+        ),
+        (
+            "token cap 4096".into(),
+            SimParams {
+                micro_token_cap: Some(4096),
+                ..base.clone()
+            },
+        ),
+        (
+            "token cap 8192".into(),
+            SimParams {
+                micro_token_cap: Some(8192),
+                ..base.clone()
+            },
+        ),
+        (
+            "max workers 4".into(),
+            SimParams {
+                max_workers: 4,
+                ..base.clone()
+            },
+        ),
+        (
+            "half tokens 256".into(),
+            SimParams {
+                half_tokens: 256.0,
+                ..base.clone()
+            },
+        ),
+        (
+            "half tokens 4096".into(),
+            SimParams {
+                half_tokens: 4096.0,
+                ..base.clone()
+            },
+        ),
+        (
+            "start-up 0 s".into(),
+            SimParams {
+                startup_s: 0.0,
+                ..base.clone()
+            },
+        ),
+        (
+            "start-up 60 s".into(),
+            SimParams {
+                startup_s: 60.0,
+                ..base.clone()
+            },
+        ),
+        (
+            "baseline PAR=3".into(),
+            SimParams {
+                baseline_parallel: 3,
+                ..base.clone()
+            },
+        ),
+        (
+            "baseline PAR=1".into(),
+            SimParams {
+                baseline_parallel: 1,
+                ..base.clone()
+            },
+        ),
+        (
+            "overhead 300 MiB".into(),
+            SimParams {
+                process_overhead: 300 << 20,
+                ..base.clone()
+            },
+        ),
+        (
+            "device 32 GiB".into(),
+            SimParams {
+                capacity: 32 * GIB,
+                ..base.clone()
+            },
+        ),
     ];
     println!();
     println!("| variant | fixed PAR completed/h | lost | packing completed/h | lost | ratio |");
@@ -246,12 +332,17 @@ fn sensitivity(space: &SimSpace, base: &SimParams, seeds: &[u64]) {
 /// The decomposition against full memory plans at a few points.
 fn check_plans() {
     let head = sim_head();
-    for (model, micro, seq) in [("bert-base", 32, 128), ("roberta-base", 12, 512), ("bert-large", 8, 512)] {
+    for (model, micro, seq) in [
+        ("bert-base", 32, 128),
+        ("roberta-base", 12, 512),
+        ("bert-large", 8, 512),
+    ] {
         let config = space::model_config(model).expect("a model of the space");
         let t = Instant::now();
         let full = plan_peak(&config, &head, seq, micro);
         let full_s = t.elapsed().as_secs_f64();
-        let fast = cli::tune::simulate::plans::AffinePeak::from_reduced_plans(&config, &head, seq).at(micro);
+        let fast = cli::tune::simulate::plans::AffinePeak::from_reduced_plans(&config, &head, seq)
+            .at(micro);
         println!(
             "plan check {model} micro {micro} seq {seq}: full plan {full} bytes ({full_s:.1} s), decomposition {fast} bytes, difference {}",
             full as i128 - fast as i128

@@ -229,9 +229,8 @@ impl Packer {
         // Candidates above the cap are skipped by fitting the capped batch
         // first and then recomputing the accumulation for the full batch.
         let fit = |available: u64, peak_of: &mut dyn FnMut(usize) -> u64| {
-            fit_micro_batch(max_micro, available, peak_of).map(|(micro, _, peak)| {
-                (micro, effective_batch.div_ceil(micro), peak)
-            })
+            fit_micro_batch(max_micro, available, peak_of)
+                .map(|(micro, _, peak)| (micro, effective_batch.div_ceil(micro), peak))
         };
         let free = usable.saturating_sub(self.leased);
         let Some(available) = free.checked_sub(overhead) else {
@@ -385,9 +384,7 @@ fn mem_available() -> Option<u64> {
 }
 
 fn parse_mem_available(meminfo: &str) -> Option<u64> {
-    let line = meminfo
-        .lines()
-        .find(|l| l.starts_with("MemAvailable:"))?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let mut parts = line.split_whitespace().skip(1);
     let value: u64 = parts.next()?.parse().ok()?;
     match parts.next() {

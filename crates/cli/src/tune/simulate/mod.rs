@@ -8,8 +8,10 @@
 //! - Memory: a trial's peak is the trainer's [`trainer::memory::MemoryPlan`]
 //!   peak at its micro-batch ([`plans::PeakTable`], exact), plus the
 //!   per-process overhead (CUDA context, cuBLAS workspace). The baseline's
-//!   PyTorch caching allocator adds fragmentation: its reserved memory is the
-//!   peak times `1 + fragmentation_slack`.
+//!   PyTorch caching allocator adds fragmentation: at a point of the trial
+//!   drawn uniformly from its progress, its reserved memory grows from the
+//!   peak to the peak times `1 + fragmentation_slack` (the seeds saw OOMs
+//!   well into trials, "1.41 GiB reserved by PyTorch but unallocated").
 //! - Time: a trial first spends `startup_s` (process start, data, model
 //!   load) holding only the process overhead, then its FLOPs
 //!   ([`cost::trial_flops`]). Alone it runs at `device_flops x
@@ -17,9 +19,10 @@
 //!   past 1 each is slowed in proportion (the device is shared, never more
 //!   than fully busy).
 //! - Baseline (the seeds after their last fix): `baseline_parallel` trials
-//!   at once, each at its batch size as micro-batch. When a trial reaches
-//!   its first step, if its reserved memory plus what the others hold
-//!   exceeds the device, it dies of OOM: lost (pruned), its time wasted.
+//!   at once, each at its batch size as micro-batch. When a trial takes
+//!   memory (its first step, or fragmentation growing) and the sum of what
+//!   the running trials hold exceeds the device, it dies of OOM: lost
+//!   (pruned), the time it ran wasted.
 //! - Packing: a [`crate::tune::packing::Packer`] admits the trials in order
 //!   (a trial that must wait blocks the ones behind it), with the lease's
 //!   micro-batch and accumulation. Its lease is what it holds, so nothing is
@@ -204,10 +207,22 @@ struct Running {
     utilisation: f64,
     /// Bytes held from the first step on.
     reserved: u64,
+    /// Bytes held once fragmentation has set in (baseline).
+    fragmented: u64,
+    /// Fragmentation sets in when `remaining` falls to this (baseline).
+    grow_at: Option<f64>,
     /// Bytes held now (process overhead during start-up).
     held: u64,
     /// Past start-up.
     training: bool,
+}
+
+/// What happens next to a running trial.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Event {
+    FirstStep,
+    Fragments,
+    Finishes,
 }
 
 /// Runs `policy` for `params.horizon_s` simulated seconds on trial sequence
@@ -280,20 +295,16 @@ impl Sim<'_> {
                 1.0
             };
             let rate = |r: &Running| self.params.device_flops * r.utilisation * share;
-            // The next event: a start-up ending or a trial finishing.
-            let (next, dt) = self
+            let (next, event, dt) = self
                 .running
                 .iter()
                 .enumerate()
-                .map(|(i, r)| {
-                    let dt = if r.training {
-                        r.remaining / rate(r)
-                    } else {
-                        r.startup_end - self.now
-                    };
-                    (i, dt)
+                .map(|(i, r)| match (r.training, r.grow_at) {
+                    (false, _) => (i, Event::FirstStep, r.startup_end - self.now),
+                    (true, Some(at)) => (i, Event::Fragments, (r.remaining - at) / rate(r)),
+                    (true, None) => (i, Event::Finishes, r.remaining / rate(r)),
                 })
-                .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
+                .min_by(|a, b| a.2.total_cmp(&b.2).then(a.0.cmp(&b.0)))
                 .expect("running is not empty");
             let dt = dt.max(0.0).min(horizon - self.now);
             let held: u64 = self.running.iter().map(|r| r.held).sum();
@@ -309,10 +320,20 @@ impl Sim<'_> {
             if self.now >= horizon {
                 break;
             }
-            if self.running[next].training {
-                self.finish(next);
-            } else {
-                self.first_step(next);
+            match event {
+                Event::FirstStep => {
+                    let r = &mut self.running[next];
+                    r.training = true;
+                    r.held = r.reserved;
+                    self.check_memory(next);
+                }
+                Event::Fragments => {
+                    let r = &mut self.running[next];
+                    r.grow_at = None;
+                    r.held = r.fragmented;
+                    self.check_memory(next);
+                }
+                Event::Finishes => self.finish(next),
             }
             self.fill();
         }
@@ -338,9 +359,17 @@ impl Sim<'_> {
                 while self.running.len() < self.params.baseline_parallel.max(1) {
                     let trial = self.next_trial();
                     let peak = self.space.peak(&trial, trial.batch_size);
-                    let reserved = self.params.process_overhead
-                        + (peak as f64 * (1.0 + self.params.fragmentation_slack)) as u64;
-                    self.start(trial, trial_batch_tokens, reserved);
+                    let overhead = self.params.process_overhead;
+                    let slack = (peak as f64 * self.params.fragmentation_slack) as u64;
+                    let onset = space::unit_draw(self.seed, trial.number);
+                    let tokens = trial.batch_size * trial.seq_len;
+                    let r = self.running_trial(trial, tokens, overhead + peak);
+                    let grow_at = (slack > 0).then(|| r.remaining * (1.0 - onset));
+                    self.running.push(Running {
+                        fragmented: overhead + peak + slack,
+                        grow_at,
+                        ..r
+                    });
                 }
             }
             Policy::Packing => loop {
@@ -358,8 +387,9 @@ impl Sim<'_> {
                     &mut peak_of,
                 ) {
                     Admission::Admit(lease) => {
-                        let micro = lease.micro_batch;
-                        self.start(trial, move |t: &SimTrial| micro * t.seq_len, lease.bytes);
+                        let tokens = lease.micro_batch * trial.seq_len;
+                        let r = self.running_trial(trial, tokens, lease.bytes);
+                        self.running.push(r);
                     }
                     Admission::Wait => {
                         self.pending = Some(trial);
@@ -369,44 +399,37 @@ impl Sim<'_> {
                 }
             },
         }
-    }
-
-    fn start(&mut self, trial: SimTrial, tokens: impl Fn(&SimTrial) -> usize, reserved: u64) {
-        let config = self.space.config(trial.model);
-        let remaining = cost::trial_flops(config, &trial);
-        let utilisation = cost::utilisation(tokens(&trial), self.params.half_tokens);
-        self.running.push(Running {
-            start: self.now,
-            startup_end: self.now + self.params.startup_s,
-            remaining,
-            utilisation,
-            reserved,
-            held: self.params.process_overhead,
-            training: false,
-            trial,
-        });
         self.note_memory();
     }
 
-    /// Trial `i` reaches its first step and takes its full memory; in the
-    /// baseline it dies if the device cannot give it.
-    fn first_step(&mut self, i: usize) {
-        let others: u64 = self
-            .running
-            .iter()
-            .enumerate()
-            .filter(|&(j, _)| j != i)
-            .map(|(_, r)| r.held)
-            .sum();
-        let r = &mut self.running[i];
-        if self.policy == Policy::Baseline && others + r.reserved > self.params.capacity {
+    /// A trial starting now, holding the process overhead until its first
+    /// step, then `reserved` bytes.
+    fn running_trial(&self, trial: SimTrial, tokens_per_step: usize, reserved: u64) -> Running {
+        let config = self.space.config(trial.model);
+        Running {
+            start: self.now,
+            startup_end: self.now + self.params.startup_s,
+            remaining: cost::trial_flops(config, &trial),
+            utilisation: cost::utilisation(tokens_per_step, self.params.half_tokens),
+            reserved,
+            fragmented: reserved,
+            grow_at: None,
+            held: self.params.process_overhead,
+            training: false,
+            trial,
+        }
+    }
+
+    /// Trial `i` has just taken more memory: in the baseline it dies of OOM
+    /// if the device cannot give it (it is the one allocating).
+    fn check_memory(&mut self, i: usize) {
+        let held: u64 = self.running.iter().map(|r| r.held).sum();
+        if self.policy == Policy::Baseline && held > self.params.capacity {
+            let r = self.running.swap_remove(i);
             self.report.lost_oom += 1;
             self.report.wasted_s += self.now - r.start;
-            self.running.swap_remove(i);
             return;
         }
-        r.held = r.reserved;
-        r.training = true;
         self.note_memory();
     }
 
@@ -426,8 +449,4 @@ impl Sim<'_> {
             );
         }
     }
-}
-
-fn trial_batch_tokens(t: &SimTrial) -> usize {
-    t.batch_size * t.seq_len
 }
