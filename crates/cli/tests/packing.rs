@@ -53,7 +53,7 @@ fn fit_takes_the_largest_micro_batch_that_fits() {
 #[test]
 fn admission_waits_when_busy_and_is_infeasible_only_when_micro_one_cannot_fit() {
     // Usable 9,000 bytes; a trial needs 500 + 1,000 + 100 m.
-    let mut packer = Packer::new(budget(10_000, 1000, 500, 8));
+    let mut packer = Packer::with_policy(budget(10_000, 1000, 500, 8), FitPolicy::Alone);
     let mut peak = affine(1000, 100);
     let Admission::Admit(first) = packer.try_admit(1, 40, &mut peak) else {
         panic!("the empty device fits micro-batch 40");
@@ -91,13 +91,15 @@ fn admission_waits_when_busy_and_is_infeasible_only_when_micro_one_cannot_fit() 
 
 #[test]
 fn free_now_policy_shrinks_the_micro_batch_instead_of_waiting() {
-    let mut packer = Packer::with_policy(budget(10_000, 1000, 500, 8), FitPolicy::FreeNow);
+    let mut packer = Packer::new(budget(10_000, 1000, 500, 8));
+    assert_eq!(packer.policy(), FitPolicy::FreeNow);
     let mut peak = affine(1000, 100);
     assert!(matches!(
         packer.try_admit(1, 40, &mut peak),
         Admission::Admit(_)
     ));
     // 3,500 free, 3,000 for the peak: 20 rows, so ceil(64 / 4) = 16.
+    // (`FreeNow` is the default policy.)
     let Admission::Admit(second) = packer.try_admit(2, 64, &mut peak) else {
         panic!("FreeNow admits at a smaller micro-batch");
     };

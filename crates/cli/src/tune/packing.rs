@@ -144,14 +144,16 @@ pub fn fit_micro_batch(
 /// Which micro-batch a trial is leased when the device is shared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum FitPolicy {
-    /// The largest micro-batch that fits what is free now: starts trials
-    /// soonest, but a trial admitted into a sliver of free memory runs all
-    /// its life at a tiny, inefficient micro-batch.
+    /// The largest micro-batch that fits what is free now: the trial starts
+    /// as soon as micro-batch 1 fits, at a smaller, slower micro-batch when
+    /// the device is busy. The default: in the simulation it keeps the
+    /// device busier and completes more work per hour than `Alone` (see
+    /// docs/benchmarks-packing.md).
+    #[default]
     FreeNow,
     /// The micro-batch the trial would get on the empty device: it waits
-    /// until that fits. Measured better by the simulation (see
-    /// docs/benchmarks-packing.md), so the default.
-    #[default]
+    /// until that fits. A large trial then holds everything ahead of it in
+    /// the queue until the device is nearly empty.
     Alone,
 }
 

@@ -74,6 +74,10 @@ pub struct SimParams {
     pub startup_s: f64,
     /// Simulated wall-clock seconds.
     pub horizon_s: f64,
+    /// Skip (for both policies) the sampled trials that do not fit the
+    /// device alone at their batch size: compares the policies on the work
+    /// the baseline can do at all.
+    pub only_fitting_alone: bool,
 }
 
 impl Default for SimParams {
@@ -83,7 +87,7 @@ impl Default for SimParams {
             process_overhead: 550 * MIB,
             safety_margin: GIB / 2,
             max_workers: 8,
-            fit_policy: FitPolicy::Alone,
+            fit_policy: FitPolicy::FreeNow,
             micro_token_cap: None,
             baseline_parallel: 2,
             fragmentation_slack: 0.21,
@@ -91,6 +95,7 @@ impl Default for SimParams {
             half_tokens: 1024.0,
             startup_s: 20.0,
             horizon_s: 6.0 * 3600.0,
+            only_fitting_alone: false,
         }
     }
 }
@@ -125,6 +130,10 @@ pub struct SimReport {
     pub lost_oom: usize,
     /// Trials whose micro-batch 1 cannot fit the device (never started).
     pub infeasible: usize,
+    /// Trials started (lost or completed or still running at the end).
+    pub started: usize,
+    /// FLOPs of the completed trials.
+    pub completed_flops: f64,
     /// Trial-seconds spent on trials that were then lost.
     pub wasted_s: f64,
     /// Time-average of the memory held by running trials over capacity.
@@ -141,6 +150,12 @@ pub struct SimReport {
 impl SimReport {
     pub fn completed_per_hour(&self) -> f64 {
         self.completed as f64 / (self.horizon_s / 3600.0)
+    }
+
+    /// Useful work per hour: the completed trials' FLOPs in hours of the
+    /// fully used device (so 1.0 is the device's ceiling).
+    pub fn useful_device_hours_per_hour(&self, device_flops: f64) -> f64 {
+        self.completed_flops / device_flops / self.horizon_s
     }
 }
 
@@ -253,6 +268,8 @@ pub fn simulate(params: &SimParams, space: &SimSpace, policy: Policy, seed: u64)
             completed: 0,
             lost_oom: 0,
             infeasible: 0,
+            started: 0,
+            completed_flops: 0.0,
             wasted_s: 0.0,
             mean_memory_utilisation: 0.0,
             mean_concurrency: 0.0,
@@ -347,9 +364,14 @@ impl Sim<'_> {
         if let Some(t) = self.pending.take() {
             return t;
         }
-        let t = sample_trial(self.seed, self.next_number);
-        self.next_number += 1;
-        t
+        loop {
+            let t = sample_trial(self.seed, self.next_number);
+            self.next_number += 1;
+            let alone = self.space.peak(&t, t.batch_size) + self.params.process_overhead;
+            if !self.params.only_fitting_alone || alone <= self.params.capacity {
+                return t;
+            }
+        }
     }
 
     /// Starts trials while the policy allows.
@@ -364,7 +386,7 @@ impl Sim<'_> {
                     let onset = space::unit_draw(self.seed, trial.number);
                     let tokens = trial.batch_size * trial.seq_len;
                     let r = self.running_trial(trial, tokens, overhead + peak);
-                    let grow_at = (slack > 0).then(|| r.remaining * (1.0 - onset));
+                    let grow_at = (slack > 0).then_some(r.remaining * (1.0 - onset));
                     self.running.push(Running {
                         fragmented: overhead + peak + slack,
                         grow_at,
@@ -404,8 +426,9 @@ impl Sim<'_> {
 
     /// A trial starting now, holding the process overhead until its first
     /// step, then `reserved` bytes.
-    fn running_trial(&self, trial: SimTrial, tokens_per_step: usize, reserved: u64) -> Running {
+    fn running_trial(&mut self, trial: SimTrial, tokens_per_step: usize, reserved: u64) -> Running {
         let config = self.space.config(trial.model);
+        self.report.started += 1;
         Running {
             start: self.now,
             startup_end: self.now + self.params.startup_s,
@@ -437,6 +460,8 @@ impl Sim<'_> {
         let r = self.running.swap_remove(i);
         self.packer.release(r.trial.number);
         self.report.completed += 1;
+        self.report.completed_flops +=
+            cost::trial_flops(self.space.config(r.trial.model), &r.trial);
     }
 
     fn note_memory(&mut self) {

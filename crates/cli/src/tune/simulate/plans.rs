@@ -12,7 +12,7 @@
 //!
 //! (weights, gradients and AdamW state grow with L and V; saved activations
 //! with L m; the live workspace at the peak with m). So [`PeakTable`] builds
-//! five plans of a two/three-layer copy of each model with a 64-row
+//! five plans of a one/two-layer copy of each model with a 64-row
 //! vocabulary (everything else, sequence length included, unchanged), solves
 //! for the coefficients, and evaluates the formula: identical to the full
 //! plan's peak, byte for byte (test `plan_decomposition_matches_full_plans`
@@ -27,8 +27,8 @@ use trainer::model::HeadConfig;
 use crate::tune::packing::plan_peak;
 
 /// Layer counts and vocabulary size of the reduced plans.
-const L0: usize = 2;
-const L1: usize = 3;
+const L0: usize = 1;
+const L1: usize = 2;
 const V0: usize = 64;
 const V1: usize = 128;
 
