@@ -248,7 +248,7 @@ fn plan_decomposition_matches_full_plans() {
 fn plan_peaks_cache_matches_plan_peak() {
     let config = small_models().remove(0);
     let head = sim_head();
-    let mut peaks = PlanPeaks::new(config.clone(), head.clone(), 32);
+    let peaks = PlanPeaks::new(config.clone(), head.clone(), 32);
     assert_eq!(peaks.peak(4), plan_peak(&config, &head, 32, 4));
     assert_eq!(peaks.peak(4), plan_peak(&config, &head, 32, 4));
     assert!(peaks.peak(8) > peaks.peak(4));
@@ -315,4 +315,48 @@ fn baseline_loses_trials_that_do_not_fit_and_packing_runs_them() {
     assert!(base.wasted_s > 0.0);
     assert_eq!(ours.lost_oom, 0);
     assert!(ours.completed > 0);
+}
+
+#[test]
+fn plan_decomposition_is_exact_on_a_grid_of_small_shapes() {
+    for (hidden, heads, vocab, layers) in [
+        (32, 2, 20, 1),
+        (32, 4, 300, 3),
+        (48, 3, 64, 6),
+        (64, 4, 130, 2),
+    ] {
+        for roberta in [false, true] {
+            let mut config = BertConfig {
+                max_position_embeddings: 70,
+                ..BertConfig::tiny(hidden, layers, heads, 4 * hidden, vocab)
+            };
+            if roberta {
+                config.model_type = "roberta".into();
+                config.pad_token_id = 1;
+                config.type_vocab_size = 1;
+                config.max_position_embeddings = 72;
+            }
+            for head in [
+                HeadConfig {
+                    num_labels: 2,
+                    hidden: vec![],
+                },
+                HeadConfig {
+                    num_labels: 5,
+                    hidden: vec![16, 8],
+                },
+            ] {
+                for seq in [8, 33, 64] {
+                    let fast = AffinePeak::from_reduced_plans(&config, &head, seq);
+                    for micro in [1, 2, 5, 16] {
+                        assert_eq!(
+                            fast.at(micro),
+                            plan_peak(&config, &head, seq, micro),
+                            "h={hidden} L={layers} V={vocab} roberta={roberta} head={head:?} seq={seq} micro={micro}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

@@ -27,11 +27,10 @@
 //! halves the micro-batch).
 
 use std::collections::BTreeMap;
-use std::collections::HashMap;
 
-use trainer::config::BertConfig;
-use trainer::memory::{MemoryPlan, OptimizerKind, PlanRequest, Precision};
-use trainer::model::HeadConfig;
+mod peaks;
+
+pub use peaks::{AffinePeak, PlanPeaks, plan_peak, plan_request};
 
 /// One MiB in bytes.
 pub const MIB: u64 = 1 << 20;
@@ -290,69 +289,6 @@ impl Packer {
     /// Trial `id`'s lease, if it holds one.
     pub fn lease(&self, id: u64) -> Option<&Lease> {
         self.leases.get(&id)
-    }
-}
-
-/// The memory plan request the runner and the simulation use: fp32 weights
-/// and activations, AdamW, dropout on, no recomputation, no class weights.
-pub fn plan_request(
-    config: &BertConfig,
-    head: &HeadConfig,
-    seq_len: usize,
-    micro_batch: usize,
-) -> PlanRequest {
-    PlanRequest {
-        config: config.clone(),
-        head: head.clone(),
-        micro_batch,
-        seq_len,
-        precision: Precision::F32,
-        recompute: false,
-        optimizer: OptimizerKind::AdamW,
-        class_weights: false,
-        dropout: true,
-    }
-}
-
-/// Peak bytes of one training step (model, gradients, optimiser state and
-/// the step's activations) from the trainer's [`MemoryPlan`]. Not cached:
-/// building a plan runs the model's initialisation, about a second for a
-/// large model (see [`PlanPeaks`]).
-pub fn plan_peak(
-    config: &BertConfig,
-    head: &HeadConfig,
-    seq_len: usize,
-    micro_batch: usize,
-) -> u64 {
-    MemoryPlan::new(&plan_request(config, head, seq_len, micro_batch)).peak_bytes as u64
-}
-
-/// [`plan_peak`] for one (model, head, sequence length), cached per
-/// micro-batch: what the runner passes to [`Packer::try_admit`] as
-/// `&mut |micro| peaks.peak(micro)`.
-#[derive(Debug)]
-pub struct PlanPeaks {
-    config: BertConfig,
-    head: HeadConfig,
-    seq_len: usize,
-    cache: HashMap<usize, u64>,
-}
-
-impl PlanPeaks {
-    pub fn new(config: BertConfig, head: HeadConfig, seq_len: usize) -> Self {
-        Self {
-            config,
-            head,
-            seq_len,
-            cache: HashMap::new(),
-        }
-    }
-
-    pub fn peak(&mut self, micro_batch: usize) -> u64 {
-        *self
-            .cache
-            .entry(micro_batch)
-            .or_insert_with(|| plan_peak(&self.config, &self.head, self.seq_len, micro_batch))
     }
 }
 
