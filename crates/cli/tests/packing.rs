@@ -25,6 +25,7 @@ fn budget(capacity: u64, margin: u64, overhead: u64, workers: usize) -> DeviceBu
         safety_margin: margin,
         process_overhead: overhead,
         max_workers: workers,
+        allocator_slack: 0.0,
     }
 }
 
@@ -62,6 +63,7 @@ fn admission_waits_when_busy_and_is_infeasible_only_when_micro_one_cannot_fit() 
         first,
         Lease {
             bytes: 5500,
+            limit: 5000,
             micro_batch: 40,
             accumulation: 1,
             predicted_peak: 5000
@@ -128,6 +130,31 @@ fn worker_slots_and_token_caps_are_respected() {
     assert_eq!((capped.micro_batch, capped.accumulation), (16, 4));
 }
 
+#[test]
+fn the_allocator_allowance_is_part_of_the_lease() {
+    let b = DeviceBudget {
+        allocator_slack: 0.01,
+        ..budget(10_500, 0, 500, 4)
+    };
+    let mut packer = Packer::new(b);
+    // 1,000 + 100 m bytes planned, 1% allowance: 64 rows need 7,474 + 500.
+    let Admission::Admit(lease) = packer.try_admit(1, 64, &mut affine(1000, 100)) else {
+        panic!("fits");
+    };
+    assert_eq!(
+        (lease.predicted_peak, lease.limit, lease.bytes),
+        (7400, 7474, 7974)
+    );
+    // 2,526 left: 2,026 for a limit, i.e. 10 rows (2,020): ceil(64 / 7) = 10.
+    let Admission::Admit(second) = packer.try_admit(2, 64, &mut affine(1000, 100)) else {
+        panic!("fits at a smaller micro-batch");
+    };
+    assert_eq!(
+        (second.micro_batch, second.accumulation, second.limit),
+        (10, 7, 2020)
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -142,13 +169,14 @@ proptest! {
         overhead in 0u64..GIB,
         workers in 1usize..10,
         free_now in any::<bool>(),
+        slack in 0.0f64..0.3,
         ops in proptest::collection::vec(
             (any::<bool>(), 0u64..12, 1usize..80, 1u64..8 * GIB, 1u64..200 * MIB, 1usize..100),
             1..120,
         ),
     ) {
         let margin = (capacity as f64 * margin_frac) as u64;
-        let b = budget(capacity, margin, overhead, workers);
+        let b = DeviceBudget { allocator_slack: slack, ..budget(capacity, margin, overhead, workers) };
         let policy = if free_now { FitPolicy::FreeNow } else { FitPolicy::Alone };
         let mut packer = Packer::with_policy(b, policy);
         let mut leases = std::collections::BTreeMap::new();
@@ -158,14 +186,16 @@ proptest! {
                 let free_before = b.usable() - packer.leased_bytes() + leases.get(&id).map_or(0, |l: &Lease| l.bytes);
                 let answer = packer.try_admit_within(id, batch, cap, &mut peak);
                 leases.remove(&id);
-                let needed = fixed + per_row + overhead;
+                let needed = b.limit_for(fixed + per_row) + overhead;
                 match answer {
                     Admission::Admit(l) => {
                         prop_assert!(l.micro_batch >= 1 && l.micro_batch <= batch.min(cap.max(1)));
                         prop_assert!(l.micro_batch * l.accumulation >= batch);
                         prop_assert!(l.micro_batch * (l.accumulation - 1) < batch);
                         prop_assert_eq!(l.predicted_peak, peak(l.micro_batch));
-                        prop_assert_eq!(l.bytes, l.predicted_peak + overhead);
+                        prop_assert_eq!(l.limit, b.limit_for(l.predicted_peak));
+                        prop_assert!(l.limit >= l.predicted_peak);
+                        prop_assert_eq!(l.bytes, l.limit + overhead);
                         prop_assert!(l.bytes <= free_before);
                         leases.insert(id, l);
                     }

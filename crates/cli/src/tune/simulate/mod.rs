@@ -40,7 +40,8 @@ use trainer::config::BertConfig;
 use trainer::model::HeadConfig;
 
 use crate::tune::packing::{
-    Admission, DeviceBudget, FitPolicy, GIB, MIB, Packer, micro_cap_for_tokens,
+    Admission, DeviceBudget, FitPolicy, GIB, GPU_MEM_ALLOCATOR_SLACK, MIB, Packer,
+    micro_cap_for_tokens,
 };
 use plans::PeakTable;
 use space::{SimTrial, model_config, sample_trial};
@@ -55,6 +56,9 @@ pub struct SimParams {
     pub process_overhead: u64,
     /// Packing: bytes never leased.
     pub safety_margin: u64,
+    /// Packing: allowance on each predicted peak for the worker's
+    /// allocator (the worker holds its whole lease).
+    pub allocator_slack: f64,
     /// Packing: at most this many trials at once.
     pub max_workers: usize,
     /// Packing: micro-batch choice when the device is shared.
@@ -86,6 +90,7 @@ impl Default for SimParams {
             capacity: (23.56 * GIB as f64) as u64,
             process_overhead: 550 * MIB,
             safety_margin: GIB / 2,
+            allocator_slack: GPU_MEM_ALLOCATOR_SLACK,
             max_workers: 8,
             fit_policy: FitPolicy::FreeNow,
             micro_token_cap: None,
@@ -258,6 +263,7 @@ pub fn simulate(params: &SimParams, space: &SimSpace, policy: Policy, seed: u64)
                 safety_margin: params.safety_margin,
                 process_overhead: params.process_overhead,
                 max_workers: params.max_workers,
+                allocator_slack: params.allocator_slack,
             },
             params.fit_policy,
         ),
