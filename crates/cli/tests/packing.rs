@@ -390,3 +390,34 @@ fn plan_decomposition_is_exact_on_a_grid_of_small_shapes() {
         }
     }
 }
+
+#[test]
+fn plan_decomposition_holds_for_other_steps() {
+    use trainer::memory::{MemoryPlan, OptimizerKind, Precision};
+    let config = small_models().remove(1);
+    let head = HeadConfig {
+        num_labels: 3,
+        hidden: vec![24],
+    };
+    for (precision, recompute, optimizer, class_weights) in [
+        (Precision::F64, false, OptimizerKind::AdamW, false),
+        (Precision::F32, true, OptimizerKind::AdamW, false),
+        (Precision::F64, true, OptimizerKind::Sgd, true),
+    ] {
+        let request = |micro| trainer::memory::PlanRequest {
+            precision,
+            recompute,
+            optimizer,
+            class_weights,
+            ..cli::tune::packing::plan_request(&config, &head, 40, micro)
+        };
+        let peaks = PlanPeaks::from_request(request(1));
+        for micro in [1, 4, 11] {
+            assert_eq!(
+                peaks.peak(micro),
+                MemoryPlan::new(&request(micro)).peak_bytes as u64,
+                "{precision:?} recompute={recompute} {optimizer:?} micro {micro}"
+            );
+        }
+    }
+}

@@ -67,18 +67,21 @@ pub fn plan_peak(
 /// `&mut |micro| peaks.peak(micro)`.
 #[derive(Debug)]
 pub struct PlanPeaks {
-    config: BertConfig,
-    head: HeadConfig,
-    seq_len: usize,
+    request: PlanRequest,
     affine: OnceCell<AffinePeak>,
 }
 
 impl PlanPeaks {
+    /// The runner's usual step: [`plan_request`] (fp32, AdamW, dropout).
     pub fn new(config: BertConfig, head: HeadConfig, seq_len: usize) -> Self {
+        Self::from_request(plan_request(&config, &head, seq_len, 1))
+    }
+
+    /// Any other step (precision, recomputation, optimiser, class
+    /// weights); `request.micro_batch` is ignored.
+    pub fn from_request(request: PlanRequest) -> Self {
         Self {
-            config,
-            head,
-            seq_len,
+            request,
             affine: OnceCell::new(),
         }
     }
@@ -86,7 +89,7 @@ impl PlanPeaks {
     /// Peak bytes at `micro_batch` rows (at least 1).
     pub fn peak(&self, micro_batch: usize) -> u64 {
         self.affine
-            .get_or_init(|| AffinePeak::from_reduced_plans(&self.config, &self.head, self.seq_len))
+            .get_or_init(|| AffinePeak::from_request(&self.request))
             .at(micro_batch)
     }
 }
@@ -111,16 +114,26 @@ impl AffinePeak {
         u64::try_from(bytes).expect("a plan's peak is positive")
     }
 
-    /// Solves the decomposition for `config` at `seq_len` from five reduced
-    /// plans.
+    /// Solves the decomposition for `config` at `seq_len` (the runner's
+    /// usual step, [`plan_request`]) from five reduced plans.
     pub fn from_reduced_plans(config: &BertConfig, head: &HeadConfig, seq_len: usize) -> Self {
-        let reduced = |layers: usize, vocab: usize| BertConfig {
-            num_hidden_layers: layers,
-            vocab_size: vocab,
-            ..config.clone()
-        };
+        Self::from_request(&plan_request(config, head, seq_len, 1))
+    }
+
+    /// The decomposition for any plan request (its micro-batch ignored).
+    pub fn from_request(request: &PlanRequest) -> Self {
+        let config = &request.config;
         let p = |layers: usize, vocab: usize, micro: usize| -> i128 {
-            plan_peak(&reduced(layers, vocab), head, seq_len, micro) as i128
+            let reduced = PlanRequest {
+                config: BertConfig {
+                    num_hidden_layers: layers,
+                    vocab_size: vocab,
+                    ..config.clone()
+                },
+                micro_batch: micro,
+                ..request.clone()
+            };
+            MemoryPlan::new(&reduced).peak_bytes as i128
         };
         let (p01, p11, p02, p12) = (p(L0, V0, 1), p(L1, V0, 1), p(L0, V0, 2), p(L1, V0, 2));
         let per_vocab_row = (p(L0, V1, 1) - p01) / (V1 - V0) as i128;
