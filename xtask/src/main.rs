@@ -7,10 +7,12 @@
 //! - `cargo xtask tune [ARGS]`: build and run `memtune tune` on the embedded
 //!   default study.
 //! - `cargo xtask fetch-model minilm`: download and unpack all-MiniLM-L6-v2.
-//! - `cargo xtask bench NAME`: the cross-crate benchmarks that print a table.
+//! - `cargo xtask bench NAME`: the cross-crate benchmarks that print a table
+//!   (`sampler`, `store`, `packing`).
 //! - `cargo xtask gpu-test [--run]`: build the CUDA tests and the GPU latency
 //!   table into `.device/` for the GPU machine (`--run`: run them here too).
 
+mod bench_packing;
 mod bench_sampler;
 mod bench_store;
 mod env;
@@ -81,7 +83,8 @@ fn bench(args: &[String]) -> Result<()> {
     match args.first().map(String::as_str) {
         Some("sampler") => bench_sampler::run(&args[1..]),
         Some("store") => bench_store::run(&args[1..]),
+        Some("packing") => bench_packing::run(&args[1..]),
         Some(name) => Err(format!("unknown benchmark '{name}'")),
-        None => Err("usage: cargo xtask bench NAME".into()),
+        None => Err("usage: cargo xtask bench <sampler|store|packing> [ARGS]".into()),
     }
 }

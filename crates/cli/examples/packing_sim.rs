@@ -77,7 +77,11 @@ fn run() -> Result<(), String> {
         check_plans();
     }
     let t = Instant::now();
-    let cached = args.plan_cache.as_deref().map(read_cache).unwrap_or_default();
+    let cached = args
+        .plan_cache
+        .as_deref()
+        .map(read_cache)
+        .unwrap_or_default();
     let from_cache = cached.entries().len();
     let space = SimSpace::build(cached, args.threads);
     println!(
@@ -112,58 +116,87 @@ fn run() -> Result<(), String> {
     }
     println!();
     println!(
-        "| seed | policy | completed/h | lost to OOM | infeasible | wasted trial-h | mean memory util | max memory (GiB) | mean concurrency | mean compute util |"
+        "| seed | policy | completed/h | lost to OOM | wasted trial-h | useful work (device-h/h) | mean memory util | max memory (GiB) | mean concurrency | mean compute util |"
     );
     println!("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (suffix, r) in &rows {
         println!(
-            "| {} | {}{} | {:.2} | {} | {} | {:.2} | {:.1}% | {:.2} | {:.2} | {:.1}% |",
+            "| {} | {}{} | {:.2} | {} | {:.2} | {:.3} | {:.1}% | {:.2} | {:.2} | {:.1}% |",
             r.seed,
             r.policy.name(),
             suffix,
             r.completed_per_hour(),
             r.lost_oom,
-            r.infeasible,
             r.wasted_s / 3600.0,
+            r.useful_device_hours_per_hour(params.device_flops),
             100.0 * r.mean_memory_utilisation,
             r.max_memory as f64 / GIB as f64,
             r.mean_concurrency,
             100.0 * r.mean_compute_utilisation,
         );
     }
-    let total = |suffix: &str, policy: Policy| -> Vec<&SimReport> {
+    let pick = |suffix: &str, policy: Policy| -> Vec<&SimReport> {
         rows.iter()
             .filter(|(s, r)| *s == suffix && r.policy == policy)
             .map(|(_, r)| r)
             .collect()
     };
-    let base = total("", Policy::Baseline);
-    let base0 = total(" (0 slack)", Policy::Baseline);
-    let ours = total("", Policy::Packing);
-    println!();
-    println!("| over {} seeds x {} h | completed/h | lost to OOM | mean memory util | mean concurrency |", seeds.len(), args.hours);
-    println!("| --- | ---: | ---: | ---: | ---: |");
-    for (name, rs) in [
-        (format!("fixed PAR=2, slack {}", params.fragmentation_slack), &base),
-        ("fixed PAR=2, slack 0".to_string(), &base0),
-        ("packing".to_string(), &ours),
-    ] {
-        let s = summary(rs);
-        println!(
-            "| {name} | {:.2} | {} | {:.1}% | {:.2} |",
-            s.per_hour,
-            s.lost,
-            100.0 * s.memory,
-            s.concurrency
-        );
-    }
-    let (b, b0, o) = (summary(&base), summary(&base0), summary(&ours));
     println!();
     println!(
-        "ratio packing / fixed PAR=2: {:.2}x (slack {}), {:.2}x (slack 0)",
-        o.per_hour / b.per_hour,
-        params.fragmentation_slack,
-        o.per_hour / b0.per_hour
+        "Whole space, {} seeds x {} h (means per run; lost: total):",
+        seeds.len(),
+        args.hours
+    );
+    summary_table(
+        &params,
+        &[
+            (
+                format!("fixed PAR=2, slack {}", params.fragmentation_slack),
+                summary(&pick("", Policy::Baseline), params.device_flops),
+            ),
+            (
+                "fixed PAR=2, slack 0".to_string(),
+                summary(&pick(" (0 slack)", Policy::Baseline), params.device_flops),
+            ),
+            (
+                "packing".to_string(),
+                summary(&pick("", Policy::Packing), params.device_flops),
+            ),
+        ],
+    );
+
+    // The same comparison on the trials the baseline can run alone.
+    let fitting = SimParams {
+        only_fitting_alone: true,
+        ..params.clone()
+    };
+    let fitting0 = SimParams {
+        fragmentation_slack: 0.0,
+        ..fitting.clone()
+    };
+    let runs = |p: &SimParams, policy: Policy| -> Summary {
+        let rs: Vec<SimReport> = seeds
+            .iter()
+            .map(|&s| simulate(p, &space, policy, s))
+            .collect();
+        let refs: Vec<&SimReport> = rs.iter().collect();
+        summary(&refs, p.device_flops)
+    };
+    println!();
+    println!("Only the sampled trials that fit the device alone at their batch size:");
+    summary_table(
+        &params,
+        &[
+            (
+                format!("fixed PAR=2, slack {}", params.fragmentation_slack),
+                runs(&fitting, Policy::Baseline),
+            ),
+            (
+                "fixed PAR=2, slack 0".to_string(),
+                runs(&fitting0, Policy::Baseline),
+            ),
+            ("packing".to_string(), runs(&fitting, Policy::Packing)),
+        ],
     );
     if args.sensitivity {
         sensitivity(&space, &params, &seeds);
@@ -171,17 +204,45 @@ fn run() -> Result<(), String> {
     Ok(())
 }
 
+/// Prints the summaries and the ratios of the last (packing) to the others.
+fn summary_table(params: &SimParams, rows: &[(String, Summary)]) {
+    println!(
+        "| policy | completed/h | lost to OOM | useful work (device-h/h) | mean memory util | mean concurrency | packing / this, completed/h | packing / this, useful work |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let ours = &rows.last().expect("packing row").1;
+    for (name, s) in rows {
+        println!(
+            "| {name} | {:.2} | {} | {:.3} | {:.1}% | {:.2} | {:.2}x | {:.2}x |",
+            s.per_hour,
+            s.lost,
+            s.useful,
+            100.0 * s.memory,
+            s.concurrency,
+            ours.per_hour / s.per_hour,
+            ours.useful / s.useful,
+        );
+    }
+    let _ = params;
+}
+
 struct Summary {
     per_hour: f64,
+    useful: f64,
     lost: usize,
     memory: f64,
     concurrency: f64,
 }
 
-fn summary(rs: &[&SimReport]) -> Summary {
+fn summary(rs: &[&SimReport], device_flops: f64) -> Summary {
     let n = rs.len() as f64;
     Summary {
         per_hour: rs.iter().map(|r| r.completed_per_hour()).sum::<f64>() / n,
+        useful: rs
+            .iter()
+            .map(|r| r.useful_device_hours_per_hour(device_flops))
+            .sum::<f64>()
+            / n,
         lost: rs.iter().map(|r| r.lost_oom).sum(),
         memory: rs.iter().map(|r| r.mean_memory_utilisation).sum::<f64>() / n,
         concurrency: rs.iter().map(|r| r.mean_concurrency).sum::<f64>() / n,
@@ -212,46 +273,82 @@ fn print_params(p: &SimParams) {
 fn sensitivity(space: &SimSpace, base: &SimParams, seeds: &[u64]) {
     let ratio = |p: &SimParams| {
         let run = |policy| {
-            let rs: Vec<SimReport> = seeds.iter().map(|&s| simulate(p, space, policy, s)).collect();
+            let rs: Vec<SimReport> = seeds
+                .iter()
+                .map(|&s| simulate(p, space, policy, s))
+                .collect();
             let refs: Vec<&SimReport> = rs.iter().collect();
-            summary(&refs)
+            summary(&refs, p.device_flops)
         };
         let (b, o) = (run(Policy::Baseline), run(Policy::Packing));
-        (b.per_hour, b.lost, o.per_hour, o.lost)
+        (b, o)
     };
-    let variants: Vec<(String, SimParams)> = vec![
-        ("as above".into(), base.clone()),
-        ("fit policy FreeNow".into(), SimParams { fit_policy: FitPolicy::FreeNow, ..base.clone() }),
-        ("token cap 4096".into(), SimParams { micro_token_cap: Some(4096), ..base.clone() }),
-        ("token cap 8192".into(), SimParams { micro_token_cap: Some(8192), ..base.clone() }),
-        ("max workers 4".into(), SimParams { max_workers: 4, ..base.clone() }),
-        ("half tokens 256".into(), SimParams { half_tokens: 256.0, ..base.clone() }),
-        ("half tokens 4096".into(), SimParams { half_tokens: 4096.0, ..base.clone() }),
-        ("start-up 0 s".into(), SimParams { startup_s: 0.0, ..base.clone() }),
-        ("start-up 60 s".into(), SimParams { startup_s: 60.0, ..base.clone() }),
-        ("baseline PAR=3".into(), SimParams { baseline_parallel: 3, ..base.clone() }),
-        ("baseline PAR=1".into(), SimParams { baseline_parallel: 1, ..base.clone() }),
-        ("overhead 300 MiB".into(), SimParams { process_overhead: 300 << 20, ..base.clone() }),
-        ("device 32 GiB".into(), SimParams { capacity: 32 * GIB, ..base.clone() }),
-    ];
+    let mut variants: Vec<(String, SimParams)> = vec![("as above".into(), base.clone())];
+    let mut add = |name: &str, change: &dyn Fn(&mut SimParams)| {
+        let mut p = base.clone();
+        change(&mut p);
+        variants.push((name.to_string(), p));
+    };
+    add("packing: fit policy Alone", &|p| {
+        p.fit_policy = FitPolicy::Alone
+    });
+    add("packing: fit policy FreeNow", &|p| {
+        p.fit_policy = FitPolicy::FreeNow
+    });
+    add("packing: token cap 4096", &|p| {
+        p.micro_token_cap = Some(4096)
+    });
+    add("packing: token cap 8192", &|p| {
+        p.micro_token_cap = Some(8192)
+    });
+    add("packing: max workers 4", &|p| p.max_workers = 4);
+    add("packing: margin 2 GiB", &|p| p.safety_margin = 2 * GIB);
+    add("half tokens 256", &|p| p.half_tokens = 256.0);
+    add("half tokens 4096", &|p| p.half_tokens = 4096.0);
+    add("start-up 0 s", &|p| p.startup_s = 0.0);
+    add("start-up 60 s", &|p| p.startup_s = 60.0);
+    add("baseline PAR=3", &|p| p.baseline_parallel = 3);
+    add("baseline PAR=1", &|p| p.baseline_parallel = 1);
+    add("overhead 300 MiB", &|p| p.process_overhead = 300 << 20);
+    add("device 32 GiB", &|p| p.capacity = 32 * GIB);
+    add("device 80 GiB", &|p| p.capacity = 80 * GIB);
+    add("only trials fitting alone", &|p| {
+        p.only_fitting_alone = true
+    });
     println!();
-    println!("| variant | fixed PAR completed/h | lost | packing completed/h | lost | ratio |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    println!("Sensitivity (whole space unless named; baseline PAR=2 unless named):");
+    println!(
+        "| variant | fixed PAR completed/h | lost | packing completed/h | lost | ratio completed/h | ratio useful work |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (name, p) in variants {
-        let (b, bl, o, ol) = ratio(&p);
-        println!("| {name} | {b:.2} | {bl} | {o:.2} | {ol} | {:.2}x |", o / b);
+        let (b, o) = ratio(&p);
+        println!(
+            "| {name} | {:.2} | {} | {:.2} | {} | {:.2}x | {:.2}x |",
+            b.per_hour,
+            b.lost,
+            o.per_hour,
+            o.lost,
+            o.per_hour / b.per_hour,
+            o.useful / b.useful
+        );
     }
 }
 
 /// The decomposition against full memory plans at a few points.
 fn check_plans() {
     let head = sim_head();
-    for (model, micro, seq) in [("bert-base", 32, 128), ("roberta-base", 12, 512), ("bert-large", 8, 512)] {
+    for (model, micro, seq) in [
+        ("bert-base", 32, 128),
+        ("roberta-base", 12, 512),
+        ("bert-large", 8, 512),
+    ] {
         let config = space::model_config(model).expect("a model of the space");
         let t = Instant::now();
         let full = plan_peak(&config, &head, seq, micro);
         let full_s = t.elapsed().as_secs_f64();
-        let fast = cli::tune::simulate::plans::AffinePeak::from_reduced_plans(&config, &head, seq).at(micro);
+        let fast = cli::tune::simulate::plans::AffinePeak::from_reduced_plans(&config, &head, seq)
+            .at(micro);
         println!(
             "plan check {model} micro {micro} seq {seq}: full plan {full} bytes ({full_s:.1} s), decomposition {fast} bytes, difference {}",
             full as i128 - fast as i128

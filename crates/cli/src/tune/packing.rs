@@ -5,12 +5,14 @@
 //! The seeds fixed the number of parallel trials (4, then 3, then 2) and lost
 //! trials whenever the sum of their peaks crossed the device's memory. Here
 //! every trial gets a *lease* before it starts: its predicted peak (the
-//! trainer's [`MemoryPlan`], which runs the real training step on a backend
-//! that only allocates) plus the per-process overhead (CUDA context and
+//! trainer's [`trainer::memory::MemoryPlan`], which runs the real training
+//! step on a backend that only allocates) with an allowance for the
+//! allocator's rounding, plus the per-process overhead (CUDA context and
 //! cuBLAS workspace, which the plan does not see). The [`Packer`] admits a
 //! trial only while the sum of the leases fits the device minus a safety
-//! margin, and the runner hands the lease to the worker as its `gpu-mem`
-//! limit, so a trial can never take memory another trial was promised.
+//! margin, and the runner hands [`Lease::limit`] to the worker as its
+//! `gpu-mem` limit, so a trial can never take memory another trial was
+//! promised.
 //!
 //! Micro-batch fitting: the search space speaks of the *effective* batch; the
 //! packer picks the largest micro-batch that fits what is free now (the step
@@ -27,11 +29,10 @@
 //! halves the micro-batch).
 
 use std::collections::BTreeMap;
-use std::collections::HashMap;
 
-use trainer::config::BertConfig;
-use trainer::memory::{MemoryPlan, OptimizerKind, PlanRequest, Precision};
-use trainer::model::HeadConfig;
+mod peaks;
+
+pub use peaks::{AffinePeak, PlanPeaks, plan_peak, plan_request};
 
 /// One MiB in bytes.
 pub const MIB: u64 = 1 << 20;
@@ -45,8 +46,13 @@ pub const GIB: u64 = 1 << 30;
 /// before and after context creation).
 pub const CUDA_PROCESS_OVERHEAD: u64 = 550 * MIB;
 
+/// Allocator allowance for a worker allocating through `gpu-mem` with
+/// expandable segments: its peak reserved was 0.4% over the peak requested
+/// on a multi-trial BERT trace (docs/benchmarks.md); 1% leaves room.
+pub const GPU_MEM_ALLOCATOR_SLACK: f64 = 0.01;
+
 /// What the packer may hand out on one device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DeviceBudget {
     /// Total device memory in bytes (or RAM available to trials on CPU).
     pub capacity: u64,
@@ -57,6 +63,10 @@ pub struct DeviceBudget {
     pub process_overhead: u64,
     /// At most this many trials at once (at least 1).
     pub max_workers: usize,
+    /// Fraction added to a predicted peak for the allocator's rounding and
+    /// fragmentation ([`GPU_MEM_ALLOCATOR_SLACK`] on a GPU, 0 on the CPU
+    /// backend, which allocates exactly).
+    pub allocator_slack: f64,
 }
 
 impl DeviceBudget {
@@ -64,14 +74,23 @@ impl DeviceBudget {
     pub fn usable(&self) -> u64 {
         self.capacity.saturating_sub(self.safety_margin)
     }
+
+    /// A predicted peak with the allocator allowance: the worker's limit.
+    pub fn limit_for(&self, predicted_peak: u64) -> u64 {
+        let slack = self.allocator_slack.max(0.0);
+        predicted_peak.saturating_add((predicted_peak as f64 * slack).ceil() as u64)
+    }
 }
 
 /// What one admitted trial may use: the worker's memory limit and the
 /// micro-batch it trains with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Lease {
-    /// The worker's whole share: `predicted_peak + process_overhead`.
+    /// The worker's whole share: `limit + process_overhead`.
     pub bytes: u64,
+    /// The worker's `gpu-mem` limit (or tracker limit on the CPU): the
+    /// predicted peak plus the allocator allowance.
+    pub limit: u64,
     /// Rows per forward/backward pass.
     pub micro_batch: usize,
     /// Micro-batches per optimiser step (`micro_batch * accumulation` covers
@@ -91,8 +110,9 @@ pub enum Admission {
     /// slots are taken): try again after a release.
     Wait,
     /// Even micro-batch 1 does not fit the whole usable device: never
-    /// runnable here. `needed` is micro-batch 1's peak plus the process
-    /// overhead, `capacity` the usable bytes (capacity minus margin).
+    /// runnable here. `needed` is micro-batch 1's lease (peak, allowance and
+    /// process overhead), `capacity` the usable bytes (capacity minus
+    /// margin).
     Infeasible { needed: u64, capacity: u64 },
 }
 
@@ -144,14 +164,16 @@ pub fn fit_micro_batch(
 /// Which micro-batch a trial is leased when the device is shared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum FitPolicy {
-    /// The largest micro-batch that fits what is free now: starts trials
-    /// soonest, but a trial admitted into a sliver of free memory runs all
-    /// its life at a tiny, inefficient micro-batch.
+    /// The largest micro-batch that fits what is free now: the trial starts
+    /// as soon as micro-batch 1 fits, at a smaller, slower micro-batch when
+    /// the device is busy. The default: in the simulation it keeps the
+    /// device busier and completes more work per hour than `Alone` (see
+    /// docs/benchmarks-packing.md).
+    #[default]
     FreeNow,
     /// The micro-batch the trial would get on the empty device: it waits
-    /// until that fits. Measured better by the simulation (see
-    /// docs/benchmarks-packing.md), so the default.
-    #[default]
+    /// until that fits. A large trial then holds everything ahead of it in
+    /// the queue until the device is nearly empty.
     Alone,
 }
 
@@ -213,60 +235,58 @@ impl Packer {
         peak_of: &mut dyn FnMut(usize) -> u64,
     ) -> Admission {
         self.release(id);
-        let usable = self.budget.usable();
-        let overhead = self.budget.process_overhead;
-        let smallest = peak_of(1).saturating_add(overhead);
+        let budget = self.budget;
+        let usable = budget.usable();
+        let overhead = budget.process_overhead;
+        // Fitting compares limits (peak plus allowance) with free bytes.
+        let mut limit_of = |micro: usize| budget.limit_for(peak_of(micro));
+        let smallest = limit_of(1).saturating_add(overhead);
         if effective_batch == 0 || smallest > usable {
             return Admission::Infeasible {
                 needed: smallest,
                 capacity: usable,
             };
         }
-        if self.leases.len() >= self.budget.max_workers.max(1) {
+        if self.leases.len() >= budget.max_workers.max(1) {
             return Admission::Wait;
         }
         let max_micro = max_micro.clamp(1, effective_batch);
-        // Candidates above the cap are skipped by fitting the capped batch
-        // first and then recomputing the accumulation for the full batch.
-        let fit = |available: u64, peak_of: &mut dyn FnMut(usize) -> u64| {
-            fit_micro_batch(max_micro, available, peak_of).map(|(micro, _, peak)| {
-                (micro, effective_batch.div_ceil(micro), peak)
-            })
+        // Fit within the capped batch, then the accumulation that covers the
+        // whole effective batch.
+        let mut fit = |available: u64| {
+            fit_micro_batch(max_micro, available, &mut limit_of)
+                .map(|(micro, _, _)| (micro, effective_batch.div_ceil(micro)))
         };
         let free = usable.saturating_sub(self.leased);
         let Some(available) = free.checked_sub(overhead) else {
             return Admission::Wait;
         };
         let chosen = match self.policy {
-            FitPolicy::FreeNow => fit(available, peak_of),
+            FitPolicy::FreeNow => fit(available),
             FitPolicy::Alone => {
                 // `smallest <= usable` above, so this always finds one.
-                let alone = fit(usable - overhead, peak_of);
-                alone.filter(|&(_, _, peak)| peak <= available)
+                let alone = fit(usable - overhead);
+                alone.filter(|&(micro, _)| limit_of(micro) <= available)
             }
         };
-        match chosen {
-            Some((micro_batch, accumulation, predicted_peak)) => {
-                // Even sizes: `accumulation` micro-batches of at most
-                // ceil(effective / accumulation) rows, never more than fits.
-                let even = effective_batch.div_ceil(accumulation);
-                let (micro_batch, predicted_peak) = if even < micro_batch {
-                    (even, peak_of(even))
-                } else {
-                    (micro_batch, predicted_peak)
-                };
-                let lease = Lease {
-                    bytes: predicted_peak + overhead,
-                    micro_batch,
-                    accumulation,
-                    predicted_peak,
-                };
-                self.leases.insert(id, lease);
-                self.leased += lease.bytes;
-                Admission::Admit(lease)
-            }
-            None => Admission::Wait,
-        }
+        let Some((micro, accumulation)) = chosen else {
+            return Admission::Wait;
+        };
+        // Even sizes: `accumulation` micro-batches of at most
+        // ceil(effective / accumulation) rows (never more than fitted).
+        let micro_batch = micro.min(effective_batch.div_ceil(accumulation));
+        let predicted_peak = peak_of(micro_batch);
+        let limit = budget.limit_for(predicted_peak);
+        let lease = Lease {
+            bytes: limit + overhead,
+            limit,
+            micro_batch,
+            accumulation,
+            predicted_peak,
+        };
+        self.leases.insert(id, lease);
+        self.leased += lease.bytes;
+        Admission::Admit(lease)
     }
 
     /// Returns trial `id`'s lease (no-op when it holds none).
@@ -292,69 +312,6 @@ impl Packer {
     }
 }
 
-/// The memory plan request the runner and the simulation use: fp32 weights
-/// and activations, AdamW, dropout on, no recomputation, no class weights.
-pub fn plan_request(
-    config: &BertConfig,
-    head: &HeadConfig,
-    seq_len: usize,
-    micro_batch: usize,
-) -> PlanRequest {
-    PlanRequest {
-        config: config.clone(),
-        head: head.clone(),
-        micro_batch,
-        seq_len,
-        precision: Precision::F32,
-        recompute: false,
-        optimizer: OptimizerKind::AdamW,
-        class_weights: false,
-        dropout: true,
-    }
-}
-
-/// Peak bytes of one training step (model, gradients, optimiser state and
-/// the step's activations) from the trainer's [`MemoryPlan`]. Not cached:
-/// building a plan runs the model's initialisation, about a second for a
-/// large model (see [`PlanPeaks`]).
-pub fn plan_peak(
-    config: &BertConfig,
-    head: &HeadConfig,
-    seq_len: usize,
-    micro_batch: usize,
-) -> u64 {
-    MemoryPlan::new(&plan_request(config, head, seq_len, micro_batch)).peak_bytes as u64
-}
-
-/// [`plan_peak`] for one (model, head, sequence length), cached per
-/// micro-batch: what the runner passes to [`Packer::try_admit`] as
-/// `&mut |micro| peaks.peak(micro)`.
-#[derive(Debug)]
-pub struct PlanPeaks {
-    config: BertConfig,
-    head: HeadConfig,
-    seq_len: usize,
-    cache: HashMap<usize, u64>,
-}
-
-impl PlanPeaks {
-    pub fn new(config: BertConfig, head: HeadConfig, seq_len: usize) -> Self {
-        Self {
-            config,
-            head,
-            seq_len,
-            cache: HashMap::new(),
-        }
-    }
-
-    pub fn peak(&mut self, micro_batch: usize) -> u64 {
-        *self
-            .cache
-            .entry(micro_batch)
-            .or_insert_with(|| plan_peak(&self.config, &self.head, self.seq_len, micro_batch))
-    }
-}
-
 /// The largest micro-batch with at most `tokens_per_step` tokens at
 /// `seq_len` (at least 1).
 pub fn micro_cap_for_tokens(seq_len: usize, tokens_per_step: usize) -> usize {
@@ -375,6 +332,7 @@ pub fn cpu_budget(threads_per_worker: usize) -> DeviceBudget {
         safety_margin: capacity / 10,
         process_overhead: 0,
         max_workers,
+        allocator_slack: 0.0,
     }
 }
 
@@ -385,9 +343,7 @@ fn mem_available() -> Option<u64> {
 }
 
 fn parse_mem_available(meminfo: &str) -> Option<u64> {
-    let line = meminfo
-        .lines()
-        .find(|l| l.starts_with("MemAvailable:"))?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let mut parts = line.split_whitespace().skip(1);
     let value: u64 = parts.next()?.parse().ok()?;
     match parts.next() {

@@ -8,8 +8,10 @@
 //! - Memory: a trial's peak is the trainer's [`trainer::memory::MemoryPlan`]
 //!   peak at its micro-batch ([`plans::PeakTable`], exact), plus the
 //!   per-process overhead (CUDA context, cuBLAS workspace). The baseline's
-//!   PyTorch caching allocator adds fragmentation: its reserved memory is the
-//!   peak times `1 + fragmentation_slack`.
+//!   PyTorch caching allocator adds fragmentation: at a point of the trial
+//!   drawn uniformly from its progress, its reserved memory grows from the
+//!   peak to the peak times `1 + fragmentation_slack` (the seeds saw OOMs
+//!   well into trials, "1.41 GiB reserved by PyTorch but unallocated").
 //! - Time: a trial first spends `startup_s` (process start, data, model
 //!   load) holding only the process overhead, then its FLOPs
 //!   ([`cost::trial_flops`]). Alone it runs at `device_flops x
@@ -17,9 +19,10 @@
 //!   past 1 each is slowed in proportion (the device is shared, never more
 //!   than fully busy).
 //! - Baseline (the seeds after their last fix): `baseline_parallel` trials
-//!   at once, each at its batch size as micro-batch. When a trial reaches
-//!   its first step, if its reserved memory plus what the others hold
-//!   exceeds the device, it dies of OOM: lost (pruned), its time wasted.
+//!   at once, each at its batch size as micro-batch. When a trial takes
+//!   memory (its first step, or fragmentation growing) and the sum of what
+//!   the running trials hold exceeds the device, it dies of OOM: lost
+//!   (pruned), the time it ran wasted.
 //! - Packing: a [`crate::tune::packing::Packer`] admits the trials in order
 //!   (a trial that must wait blocks the ones behind it), with the lease's
 //!   micro-batch and accumulation. Its lease is what it holds, so nothing is
@@ -37,7 +40,8 @@ use trainer::config::BertConfig;
 use trainer::model::HeadConfig;
 
 use crate::tune::packing::{
-    Admission, DeviceBudget, FitPolicy, GIB, MIB, Packer, micro_cap_for_tokens,
+    Admission, DeviceBudget, FitPolicy, GIB, GPU_MEM_ALLOCATOR_SLACK, MIB, Packer,
+    micro_cap_for_tokens,
 };
 use plans::PeakTable;
 use space::{SimTrial, model_config, sample_trial};
@@ -52,6 +56,9 @@ pub struct SimParams {
     pub process_overhead: u64,
     /// Packing: bytes never leased.
     pub safety_margin: u64,
+    /// Packing: allowance on each predicted peak for the worker's
+    /// allocator (the worker holds its whole lease).
+    pub allocator_slack: f64,
     /// Packing: at most this many trials at once.
     pub max_workers: usize,
     /// Packing: micro-batch choice when the device is shared.
@@ -71,6 +78,10 @@ pub struct SimParams {
     pub startup_s: f64,
     /// Simulated wall-clock seconds.
     pub horizon_s: f64,
+    /// Skip (for both policies) the sampled trials that do not fit the
+    /// device alone at their batch size: compares the policies on the work
+    /// the baseline can do at all.
+    pub only_fitting_alone: bool,
 }
 
 impl Default for SimParams {
@@ -79,8 +90,9 @@ impl Default for SimParams {
             capacity: (23.56 * GIB as f64) as u64,
             process_overhead: 550 * MIB,
             safety_margin: GIB / 2,
+            allocator_slack: GPU_MEM_ALLOCATOR_SLACK,
             max_workers: 8,
-            fit_policy: FitPolicy::Alone,
+            fit_policy: FitPolicy::FreeNow,
             micro_token_cap: None,
             baseline_parallel: 2,
             fragmentation_slack: 0.21,
@@ -88,6 +100,7 @@ impl Default for SimParams {
             half_tokens: 1024.0,
             startup_s: 20.0,
             horizon_s: 6.0 * 3600.0,
+            only_fitting_alone: false,
         }
     }
 }
@@ -122,6 +135,10 @@ pub struct SimReport {
     pub lost_oom: usize,
     /// Trials whose micro-batch 1 cannot fit the device (never started).
     pub infeasible: usize,
+    /// Trials started (lost or completed or still running at the end).
+    pub started: usize,
+    /// FLOPs of the completed trials.
+    pub completed_flops: f64,
     /// Trial-seconds spent on trials that were then lost.
     pub wasted_s: f64,
     /// Time-average of the memory held by running trials over capacity.
@@ -138,6 +155,12 @@ pub struct SimReport {
 impl SimReport {
     pub fn completed_per_hour(&self) -> f64 {
         self.completed as f64 / (self.horizon_s / 3600.0)
+    }
+
+    /// Useful work per hour: the completed trials' FLOPs in hours of the
+    /// fully used device (so 1.0 is the device's ceiling).
+    pub fn useful_device_hours_per_hour(&self, device_flops: f64) -> f64 {
+        self.completed_flops / device_flops / self.horizon_s
     }
 }
 
@@ -204,10 +227,22 @@ struct Running {
     utilisation: f64,
     /// Bytes held from the first step on.
     reserved: u64,
+    /// Bytes held once fragmentation has set in (baseline).
+    fragmented: u64,
+    /// Fragmentation sets in when `remaining` falls to this (baseline).
+    grow_at: Option<f64>,
     /// Bytes held now (process overhead during start-up).
     held: u64,
     /// Past start-up.
     training: bool,
+}
+
+/// What happens next to a running trial.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Event {
+    FirstStep,
+    Fragments,
+    Finishes,
 }
 
 /// Runs `policy` for `params.horizon_s` simulated seconds on trial sequence
@@ -228,6 +263,7 @@ pub fn simulate(params: &SimParams, space: &SimSpace, policy: Policy, seed: u64)
                 safety_margin: params.safety_margin,
                 process_overhead: params.process_overhead,
                 max_workers: params.max_workers,
+                allocator_slack: params.allocator_slack,
             },
             params.fit_policy,
         ),
@@ -238,6 +274,8 @@ pub fn simulate(params: &SimParams, space: &SimSpace, policy: Policy, seed: u64)
             completed: 0,
             lost_oom: 0,
             infeasible: 0,
+            started: 0,
+            completed_flops: 0.0,
             wasted_s: 0.0,
             mean_memory_utilisation: 0.0,
             mean_concurrency: 0.0,
@@ -280,20 +318,16 @@ impl Sim<'_> {
                 1.0
             };
             let rate = |r: &Running| self.params.device_flops * r.utilisation * share;
-            // The next event: a start-up ending or a trial finishing.
-            let (next, dt) = self
+            let (next, event, dt) = self
                 .running
                 .iter()
                 .enumerate()
-                .map(|(i, r)| {
-                    let dt = if r.training {
-                        r.remaining / rate(r)
-                    } else {
-                        r.startup_end - self.now
-                    };
-                    (i, dt)
+                .map(|(i, r)| match (r.training, r.grow_at) {
+                    (false, _) => (i, Event::FirstStep, r.startup_end - self.now),
+                    (true, Some(at)) => (i, Event::Fragments, (r.remaining - at) / rate(r)),
+                    (true, None) => (i, Event::Finishes, r.remaining / rate(r)),
                 })
-                .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
+                .min_by(|a, b| a.2.total_cmp(&b.2).then(a.0.cmp(&b.0)))
                 .expect("running is not empty");
             let dt = dt.max(0.0).min(horizon - self.now);
             let held: u64 = self.running.iter().map(|r| r.held).sum();
@@ -309,10 +343,20 @@ impl Sim<'_> {
             if self.now >= horizon {
                 break;
             }
-            if self.running[next].training {
-                self.finish(next);
-            } else {
-                self.first_step(next);
+            match event {
+                Event::FirstStep => {
+                    let r = &mut self.running[next];
+                    r.training = true;
+                    r.held = r.reserved;
+                    self.check_memory(next);
+                }
+                Event::Fragments => {
+                    let r = &mut self.running[next];
+                    r.grow_at = None;
+                    r.held = r.fragmented;
+                    self.check_memory(next);
+                }
+                Event::Finishes => self.finish(next),
             }
             self.fill();
         }
@@ -326,9 +370,14 @@ impl Sim<'_> {
         if let Some(t) = self.pending.take() {
             return t;
         }
-        let t = sample_trial(self.seed, self.next_number);
-        self.next_number += 1;
-        t
+        loop {
+            let t = sample_trial(self.seed, self.next_number);
+            self.next_number += 1;
+            let alone = self.space.peak(&t, t.batch_size) + self.params.process_overhead;
+            if !self.params.only_fitting_alone || alone <= self.params.capacity {
+                return t;
+            }
+        }
     }
 
     /// Starts trials while the policy allows.
@@ -338,9 +387,17 @@ impl Sim<'_> {
                 while self.running.len() < self.params.baseline_parallel.max(1) {
                     let trial = self.next_trial();
                     let peak = self.space.peak(&trial, trial.batch_size);
-                    let reserved = self.params.process_overhead
-                        + (peak as f64 * (1.0 + self.params.fragmentation_slack)) as u64;
-                    self.start(trial, trial_batch_tokens, reserved);
+                    let overhead = self.params.process_overhead;
+                    let slack = (peak as f64 * self.params.fragmentation_slack) as u64;
+                    let onset = space::unit_draw(self.seed, trial.number);
+                    let tokens = trial.batch_size * trial.seq_len;
+                    let r = self.running_trial(trial, tokens, overhead + peak);
+                    let grow_at = (slack > 0).then_some(r.remaining * (1.0 - onset));
+                    self.running.push(Running {
+                        fragmented: overhead + peak + slack,
+                        grow_at,
+                        ..r
+                    });
                 }
             }
             Policy::Packing => loop {
@@ -358,8 +415,9 @@ impl Sim<'_> {
                     &mut peak_of,
                 ) {
                     Admission::Admit(lease) => {
-                        let micro = lease.micro_batch;
-                        self.start(trial, move |t: &SimTrial| micro * t.seq_len, lease.bytes);
+                        let tokens = lease.micro_batch * trial.seq_len;
+                        let r = self.running_trial(trial, tokens, lease.bytes);
+                        self.running.push(r);
                     }
                     Admission::Wait => {
                         self.pending = Some(trial);
@@ -369,44 +427,38 @@ impl Sim<'_> {
                 }
             },
         }
-    }
-
-    fn start(&mut self, trial: SimTrial, tokens: impl Fn(&SimTrial) -> usize, reserved: u64) {
-        let config = self.space.config(trial.model);
-        let remaining = cost::trial_flops(config, &trial);
-        let utilisation = cost::utilisation(tokens(&trial), self.params.half_tokens);
-        self.running.push(Running {
-            start: self.now,
-            startup_end: self.now + self.params.startup_s,
-            remaining,
-            utilisation,
-            reserved,
-            held: self.params.process_overhead,
-            training: false,
-            trial,
-        });
         self.note_memory();
     }
 
-    /// Trial `i` reaches its first step and takes its full memory; in the
-    /// baseline it dies if the device cannot give it.
-    fn first_step(&mut self, i: usize) {
-        let others: u64 = self
-            .running
-            .iter()
-            .enumerate()
-            .filter(|&(j, _)| j != i)
-            .map(|(_, r)| r.held)
-            .sum();
-        let r = &mut self.running[i];
-        if self.policy == Policy::Baseline && others + r.reserved > self.params.capacity {
+    /// A trial starting now, holding the process overhead until its first
+    /// step, then `reserved` bytes.
+    fn running_trial(&mut self, trial: SimTrial, tokens_per_step: usize, reserved: u64) -> Running {
+        let config = self.space.config(trial.model);
+        self.report.started += 1;
+        Running {
+            start: self.now,
+            startup_end: self.now + self.params.startup_s,
+            remaining: cost::trial_flops(config, &trial),
+            utilisation: cost::utilisation(tokens_per_step, self.params.half_tokens),
+            reserved,
+            fragmented: reserved,
+            grow_at: None,
+            held: self.params.process_overhead,
+            training: false,
+            trial,
+        }
+    }
+
+    /// Trial `i` has just taken more memory: in the baseline it dies of OOM
+    /// if the device cannot give it (it is the one allocating).
+    fn check_memory(&mut self, i: usize) {
+        let held: u64 = self.running.iter().map(|r| r.held).sum();
+        if self.policy == Policy::Baseline && held > self.params.capacity {
+            let r = self.running.swap_remove(i);
             self.report.lost_oom += 1;
             self.report.wasted_s += self.now - r.start;
-            self.running.swap_remove(i);
             return;
         }
-        r.held = r.reserved;
-        r.training = true;
         self.note_memory();
     }
 
@@ -414,6 +466,8 @@ impl Sim<'_> {
         let r = self.running.swap_remove(i);
         self.packer.release(r.trial.number);
         self.report.completed += 1;
+        self.report.completed_flops +=
+            cost::trial_flops(self.space.config(r.trial.model), &r.trial);
     }
 
     fn note_memory(&mut self) {
@@ -426,8 +480,4 @@ impl Sim<'_> {
             );
         }
     }
-}
-
-fn trial_batch_tokens(t: &SimTrial) -> usize {
-    t.batch_size * t.seq_len
 }

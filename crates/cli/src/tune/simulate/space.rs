@@ -74,6 +74,13 @@ fn splitmix64(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// A number in [0, 1) drawn from (seed, number), independent of the trial's
+/// parameters (a different stream of the same generator).
+pub fn unit_draw(seed: u64, number: u64) -> f64 {
+    let mut state = !seed ^ number.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    (splitmix64(&mut state) >> 11) as f64 / (1u64 << 53) as f64
+}
+
 /// Trial `number` of the sequence for `seed`: a pure function of both, so
 /// every policy sees the same trials in the same order.
 pub fn sample_trial(seed: u64, number: u64) -> SimTrial {

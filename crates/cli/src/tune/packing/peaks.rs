@@ -1,0 +1,153 @@
+//! Predicted peaks from the trainer's memory plan, fast.
+//!
+//! A [`trainer::memory::MemoryPlan`] runs the model's initialisation, which
+//! costs about a second per 10-30 M parameters (15-50 s for BERT-base, 40-110
+//! s for BERT-large on the shared development machine) whatever the batch,
+//! far too slow to build per candidate micro-batch. But at a fixed sequence
+//! length the plan's peak is exactly
+//!
+//! ```text
+//! peak(L layers, V vocabulary rows, m rows) = a + b L + c m + d L m + e V
+//! ```
+//!
+//! (weights, gradients and AdamW state grow with L and V; saved activations
+//! with L m; the workspace live at the peak with m). [`AffinePeak`] builds
+//! five plans of a one/two-layer copy of the model with a 64/128-row
+//! vocabulary (everything else, sequence length and head included,
+//! unchanged), solves for the coefficients and evaluates the formula:
+//! identical to the full plan's peak, byte for byte (tests
+//! `plan_decomposition_*` on small BERT/RoBERTa shapes; `cargo xtask bench
+//! packing --check-plans` on bert-base, roberta-base and bert-large). It is
+//! not interpolated across sequence lengths: there the peak's position in
+//! the step moves.
+
+use std::cell::OnceCell;
+
+use trainer::config::BertConfig;
+use trainer::memory::{MemoryPlan, OptimizerKind, PlanRequest, Precision};
+use trainer::model::HeadConfig;
+
+/// The memory plan request the runner and the simulation use: fp32 weights
+/// and activations, AdamW, dropout on, no recomputation, no class weights.
+pub fn plan_request(
+    config: &BertConfig,
+    head: &HeadConfig,
+    seq_len: usize,
+    micro_batch: usize,
+) -> PlanRequest {
+    PlanRequest {
+        config: config.clone(),
+        head: head.clone(),
+        micro_batch,
+        seq_len,
+        precision: Precision::F32,
+        recompute: false,
+        optimizer: OptimizerKind::AdamW,
+        class_weights: false,
+        dropout: true,
+    }
+}
+
+/// Peak bytes of one training step (model, gradients, optimiser state and
+/// the step's activations) from the trainer's full [`MemoryPlan`]: slow for
+/// real models (see the module doc); [`PlanPeaks`] gives the same number
+/// fast.
+pub fn plan_peak(
+    config: &BertConfig,
+    head: &HeadConfig,
+    seq_len: usize,
+    micro_batch: usize,
+) -> u64 {
+    MemoryPlan::new(&plan_request(config, head, seq_len, micro_batch)).peak_bytes as u64
+}
+
+/// [`plan_peak`] for one (model, head, sequence length) and any
+/// micro-batch, from an [`AffinePeak`] built on first use (five small
+/// plans): what the runner passes to `Packer::try_admit` as
+/// `&mut |micro| peaks.peak(micro)`.
+#[derive(Debug)]
+pub struct PlanPeaks {
+    request: PlanRequest,
+    affine: OnceCell<AffinePeak>,
+}
+
+impl PlanPeaks {
+    /// The runner's usual step: [`plan_request`] (fp32, AdamW, dropout).
+    pub fn new(config: BertConfig, head: HeadConfig, seq_len: usize) -> Self {
+        Self::from_request(plan_request(&config, &head, seq_len, 1))
+    }
+
+    /// Any other step (precision, recomputation, optimiser, class
+    /// weights); `request.micro_batch` is ignored.
+    pub fn from_request(request: PlanRequest) -> Self {
+        Self {
+            request,
+            affine: OnceCell::new(),
+        }
+    }
+
+    /// Peak bytes at `micro_batch` rows (at least 1).
+    pub fn peak(&self, micro_batch: usize) -> u64 {
+        self.affine
+            .get_or_init(|| AffinePeak::from_request(&self.request))
+            .at(micro_batch)
+    }
+}
+
+/// Layer counts and vocabulary size of the reduced plans.
+const L0: usize = 1;
+const L1: usize = 2;
+const V0: usize = 64;
+const V1: usize = 128;
+
+/// `peak(m) = fixed + per_row * m` for one model at one sequence length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AffinePeak {
+    pub fixed: i128,
+    pub per_row: i128,
+}
+
+impl AffinePeak {
+    /// Peak bytes for micro-batch `micro` (at least 1).
+    pub fn at(&self, micro: usize) -> u64 {
+        let bytes = self.fixed + self.per_row * micro as i128;
+        u64::try_from(bytes).expect("a plan's peak is positive")
+    }
+
+    /// Solves the decomposition for `config` at `seq_len` (the runner's
+    /// usual step, [`plan_request`]) from five reduced plans.
+    pub fn from_reduced_plans(config: &BertConfig, head: &HeadConfig, seq_len: usize) -> Self {
+        Self::from_request(&plan_request(config, head, seq_len, 1))
+    }
+
+    /// The decomposition for any plan request (its micro-batch ignored).
+    pub fn from_request(request: &PlanRequest) -> Self {
+        let config = &request.config;
+        let p = |layers: usize, vocab: usize, micro: usize| -> i128 {
+            let reduced = PlanRequest {
+                config: BertConfig {
+                    num_hidden_layers: layers,
+                    vocab_size: vocab,
+                    ..config.clone()
+                },
+                micro_batch: micro,
+                ..request.clone()
+            };
+            MemoryPlan::new(&reduced).peak_bytes as i128
+        };
+        let (p01, p11, p02, p12) = (p(L0, V0, 1), p(L1, V0, 1), p(L0, V0, 2), p(L1, V0, 2));
+        let per_vocab_row = (p(L0, V1, 1) - p01) / (V1 - V0) as i128;
+        // Differences of the bilinear form in (L, m) at L0/L1 and m = 1/2.
+        let per_layer_row = p12 - p11 - p02 + p01;
+        let per_layer = p11 - p01 - per_layer_row;
+        let per_row = p02 - p01 - per_layer_row * L0 as i128;
+        let layers = config.num_hidden_layers as i128;
+        let at_l_m1 = p01 + (layers - L0 as i128) * (per_layer + per_layer_row);
+        let vocab = (config.vocab_size as i128 - V0 as i128) * per_vocab_row;
+        let row = per_row + per_layer_row * layers;
+        Self {
+            fixed: at_l_m1 - row + vocab,
+            per_row: row,
+        }
+    }
+}
