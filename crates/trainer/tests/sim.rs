@@ -129,3 +129,36 @@ fn a_lease_below_the_weights_and_injected_faults() {
     .unwrap_err();
     assert!(e.out_of_memory().is_some(), "{e}");
 }
+
+#[test]
+fn step_peaks_equal_one_plan_per_micro_batch() {
+    use trainer::memory::step_peaks;
+    for (recompute, dropout, optimizer) in [
+        (false, true, OptimizerKind::AdamW),
+        (true, false, OptimizerKind::Sgd),
+    ] {
+        let req = PlanRequest {
+            config: BertConfig::tiny(48, 2, 4, 96, 300),
+            head: HeadConfig {
+                num_labels: 2,
+                hidden: vec![16, 8],
+            },
+            micro_batch: 1,
+            seq_len: 24,
+            precision: Precision::F32,
+            recompute,
+            optimizer,
+            class_weights: false,
+            dropout,
+        };
+        let micros = [8, 1, 3, 16, 2];
+        let peaks = step_peaks(&req, &micros);
+        for (&micro_batch, &peak) in micros.iter().zip(&peaks) {
+            let plan = MemoryPlan::new(&PlanRequest {
+                micro_batch,
+                ..req.clone()
+            });
+            assert_eq!(peak, plan.peak_bytes, "micro-batch {micro_batch}");
+        }
+    }
+}

@@ -128,6 +128,15 @@ impl PlanBackend {
         }
     }
 
+    /// Like [`Self::new`] but only counting live and peak bytes, without a
+    /// record of every buffer (for many steps in a row).
+    pub fn counting(float_bytes: usize) -> Self {
+        Self {
+            tracker: MemTracker::new(false),
+            float_bytes,
+        }
+    }
+
     pub fn tracker(&self) -> &Arc<MemTracker> {
         &self.tracker
     }
