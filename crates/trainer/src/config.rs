@@ -127,6 +127,58 @@ impl BertConfig {
         }
     }
 
+    /// BERT-large uncased (335M parameters).
+    pub fn bert_large() -> Self {
+        Self {
+            max_position_embeddings: 512,
+            ..Self::tiny(1024, 24, 16, 4096, 30522)
+        }
+    }
+
+    /// RoBERTa-base (125M parameters): a 50,265-token vocabulary, one token
+    /// type, positions offset past the padding id 1.
+    pub fn roberta_base() -> Self {
+        Self::roberta(Self::tiny(768, 12, 12, 3072, 50265))
+    }
+
+    /// RoBERTa-large (355M parameters).
+    pub fn roberta_large() -> Self {
+        Self::roberta(Self::tiny(1024, 24, 16, 4096, 50265))
+    }
+
+    fn roberta(base: Self) -> Self {
+        Self {
+            max_position_embeddings: 514,
+            type_vocab_size: 1,
+            layer_norm_eps: 1e-5,
+            pad_token_id: 1,
+            model_type: "roberta".into(),
+            ..base
+        }
+    }
+
+    /// Names accepted by [`Self::preset`].
+    pub const PRESETS: [&'static str; 5] = [
+        "minilm-l6",
+        "bert-base",
+        "roberta-base",
+        "bert-large",
+        "roberta-large",
+    ];
+
+    /// The architecture called `name` (one of [`Self::PRESETS`]), for
+    /// simulated trials and memory plans without a model directory.
+    pub fn preset(name: &str) -> Option<Self> {
+        Some(match name {
+            "minilm-l6" => Self::minilm_l6(),
+            "bert-base" => Self::bert_base(),
+            "roberta-base" => Self::roberta_base(),
+            "bert-large" => Self::bert_large(),
+            "roberta-large" => Self::roberta_large(),
+            _ => return None,
+        })
+    }
+
     pub fn head_dim(&self) -> usize {
         self.hidden_size / self.num_attention_heads
     }
@@ -255,6 +307,27 @@ mod tests {
         };
         assert_eq!(c.position_ids(&[1, 1, 1, 0]), vec![2, 3, 4, 1]);
         assert_eq!(c.max_sequence(), 62);
+    }
+
+    #[test]
+    fn presets_are_valid_and_have_the_published_sizes() {
+        for name in BertConfig::PRESETS {
+            let c = BertConfig::preset(name).unwrap();
+            let json = serde_json::json!({
+                "hidden_size": c.hidden_size, "num_hidden_layers": c.num_hidden_layers,
+                "num_attention_heads": c.num_attention_heads,
+                "intermediate_size": c.intermediate_size, "vocab_size": c.vocab_size,
+                "max_position_embeddings": c.max_position_embeddings,
+                "type_vocab_size": c.type_vocab_size, "layer_norm_eps": c.layer_norm_eps,
+                "pad_token_id": c.pad_token_id, "model_type": c.model_type,
+            });
+            let read = BertConfig::from_json(&json.to_string(), Path::new(name)).unwrap();
+            assert_eq!(read, c, "{name}");
+        }
+        assert!(BertConfig::preset("gpt-2").is_none());
+        let r = BertConfig::roberta_base();
+        assert_eq!((r.max_sequence(), r.vocab_size), (512, 50265));
+        assert_eq!(BertConfig::bert_large().num_hidden_layers, 24);
     }
 
     #[test]

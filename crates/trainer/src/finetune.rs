@@ -15,12 +15,14 @@
 use std::path::PathBuf;
 
 use crate::backend::cpu::CpuBackend;
+use crate::backend::sim::SimBackend;
+use crate::batch::Batch;
 use crate::config::{BertConfig, ConfigError};
 use crate::data::{BatchOrder, DataError, DataSource, TokenizedDataset, stratified_split};
 use crate::memory::{OutOfMemory, catch_oom};
 use crate::model::{BertClassifier, HeadConfig, LoadError, ModelError};
 use crate::tokenize::{TextTokenizer, TokenizerError};
-use crate::train::{Control, EpochMetrics, TrainConfig, TrainError, TrainReport, train};
+use crate::train::{Control, EpochMetrics, OomRetry, TrainConfig, TrainError, TrainReport, train};
 use crate::weights::{WeightsError, load_safetensors};
 
 /// Everything one run needs besides the observer.
@@ -81,6 +83,9 @@ pub enum FinetuneError {
     Load(#[from] LoadError),
     #[error("{0}")]
     Train(TrainError),
+    /// The simulated device or its allocator could not be set up.
+    #[error("simulated device: {0}")]
+    SimDevice(#[from] gpu_mem::AllocError),
     /// The run did not fit its memory: `micro_batch` 0 while building the
     /// model, gradients or optimiser state, 1 when even one example per
     /// micro-batch did not fit.
@@ -205,5 +210,169 @@ pub fn finetune_cpu(
             .collect(),
         peak_bytes: be.tracker().peak_bytes(),
         allocation_requests: be.tracker().allocation_requests(),
+    })
+}
+
+/// A simulated trial: the real training loop on synthetic batches over
+/// [`SimBackend`], so the real allocation sequence goes through `gpu-mem`'s
+/// real allocator on a simulated device. Metrics are meaningless (nothing is
+/// computed); the memory figures are the point.
+#[derive(Clone, Debug)]
+pub struct SimSpec {
+    /// The architecture, e.g. [`BertConfig::bert_base`] or a
+    /// [`BertConfig::preset`].
+    pub config: BertConfig,
+    pub head: HeadConfig,
+    /// Overrides the config's dropout (as [`FinetuneSpec::dropout`]); zero
+    /// dropout allocates no dropout buffers.
+    pub dropout: Option<f64>,
+    pub micro_batch: usize,
+    pub accumulation_steps: usize,
+    /// Every sequence is this long (all tokens real).
+    pub seq_len: usize,
+    pub train_examples: usize,
+    pub validation_examples: usize,
+    pub epochs: usize,
+    /// Bytes of the simulated device.
+    pub device_capacity: usize,
+    /// The lease: bytes the allocator may reserve.
+    pub memory_limit: Option<usize>,
+    /// Use `gpu-mem`'s expandable segments (what the study runner uses).
+    pub expandable_segments: bool,
+    /// Fault injection, as [`FinetuneSpec::fail_nth_allocation`].
+    pub fail_nth_allocation: Option<u64>,
+    pub seed: u64,
+}
+
+impl Default for SimSpec {
+    /// BERT-base, binary head, micro-batch 8 of 128 tokens, one epoch of 64
+    /// examples (16 for validation) on a 24 GiB device without a lease.
+    fn default() -> Self {
+        Self {
+            config: BertConfig::bert_base(),
+            head: HeadConfig {
+                num_labels: 2,
+                hidden: vec![],
+            },
+            dropout: None,
+            micro_batch: 8,
+            accumulation_steps: 1,
+            seq_len: 128,
+            train_examples: 64,
+            validation_examples: 16,
+            epochs: 1,
+            device_capacity: 24 << 30,
+            memory_limit: None,
+            expandable_segments: true,
+            fail_nth_allocation: None,
+            seed: 0,
+        }
+    }
+}
+
+/// What a simulated trial measured.
+#[derive(Clone, Debug)]
+pub struct SimOutcome {
+    pub report: TrainReport,
+    /// Peak bytes the allocator reserved from the device (what a lease
+    /// must cover).
+    pub peak_reserved: u64,
+    /// Peak bytes in allocated blocks (requests after rounding).
+    pub peak_allocated: u64,
+    /// Peak bytes requested (the memory plan's figure).
+    pub peak_requested: u64,
+    /// Same as `report.oom_retries`.
+    pub oom_retries: Vec<OomRetry>,
+    /// Buffer allocations the run made.
+    pub allocation_requests: u64,
+    /// The allocator's counters at the end (before teardown).
+    pub stats: gpu_mem::MemoryStats,
+}
+
+/// `examples` synthetic rows in batches of at most `micro_batch`, every
+/// token real, ids and labels cycling.
+fn synthetic_batches(
+    examples: usize,
+    micro_batch: usize,
+    seq: usize,
+    vocab: usize,
+    classes: usize,
+) -> Vec<Batch> {
+    let micro_batch = micro_batch.max(1);
+    (0..examples)
+        .step_by(micro_batch)
+        .map(|start| {
+            let rows = micro_batch.min(examples - start);
+            Batch {
+                batch: rows,
+                seq,
+                input_ids: (0..rows * seq).map(|i| (i % vocab) as u32).collect(),
+                token_type_ids: vec![0; rows * seq],
+                attention_mask: vec![1; rows * seq],
+                labels: (0..rows).map(|i| (start + i) % classes).collect(),
+            }
+        })
+        .collect()
+}
+
+/// Runs a simulated trial (see [`SimSpec`]); out of memory is retried with
+/// half the micro-batch as on a device, and a run that cannot fit is
+/// [`FinetuneError::OutOfMemory`].
+pub fn finetune_sim(
+    spec: &SimSpec,
+    observer: &mut dyn FnMut(&EpochMetrics) -> Control,
+) -> Result<SimOutcome, FinetuneError> {
+    let config = with_dropout(spec.config.clone(), spec.dropout, PathBuf::from("<sim>"))?;
+    let be = SimBackend::with_limit(
+        spec.device_capacity,
+        spec.memory_limit,
+        spec.expandable_segments,
+        4,
+    )?;
+    if let Some(n) = spec.fail_nth_allocation {
+        be.tracker().fail_nth_allocation(n);
+    }
+    let classes = spec.head.num_labels;
+    let batches = |n| {
+        synthetic_batches(
+            n,
+            spec.micro_batch,
+            spec.seq_len,
+            config.vocab_size,
+            classes,
+        )
+    };
+    let (train_batches, valid_batches) = (
+        batches(spec.train_examples),
+        batches(spec.validation_examples),
+    );
+    let mut model = catch_oom(|| BertClassifier::new_random(&be, &config, &spec.head, spec.seed))
+        .map_err(|error| FinetuneError::OutOfMemory {
+            micro_batch: 0,
+            error,
+        })??;
+    let cfg = TrainConfig {
+        epochs: spec.epochs,
+        accumulation_steps: spec.accumulation_steps,
+        seed: spec.seed,
+        ..TrainConfig::default()
+    };
+    let report = train(
+        &be,
+        &mut model,
+        &train_batches,
+        &valid_batches,
+        &cfg,
+        observer,
+    )?;
+    let stats = be.allocator().stats();
+    Ok(SimOutcome {
+        peak_reserved: stats.reserved_bytes.all.peak,
+        peak_allocated: stats.allocated_bytes.all.peak,
+        peak_requested: stats.requested_bytes.all.peak,
+        oom_retries: report.oom_retries.clone(),
+        allocation_requests: be.tracker().allocation_requests(),
+        stats,
+        report,
     })
 }

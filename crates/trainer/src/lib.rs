@@ -18,6 +18,22 @@
 //!   init, or loaded from [`weights::NamedTensors`].
 //! - [`train::train`]: trains on slices of [`batch::Batch`] and reports each
 //!   epoch's metrics to an observer that may stop the trial.
+//! - Out of memory is an unwind, not a `Result` on every operation: a
+//!   backend whose allocation is refused (a [`memory::MemTracker`] limit, an
+//!   injected fault, or `gpu-mem`'s allocator) raises
+//!   [`memory::OutOfMemory`] with `panic_any`; [`memory::catch_oom`] catches
+//!   it at step boundaries, and `train` retries the step with the
+//!   micro-batches split in half ([`batch::Batch::split`]), keeping the
+//!   smaller size; only micro-batch 1 failing is an error. Buffers are RAII,
+//!   so the unwind frees what the failed step held.
+//! - [`backend::sim::SimBackend`] computes nothing and takes every buffer
+//!   from `gpu-mem`'s `CachingAllocator` over a `SimDevice`:
+//!   [`finetune::finetune_sim`] runs the real loop's allocations through the
+//!   real allocator under a lease, for the study runner's simulations.
+//! - [`finetune::finetune_cpu`] runs one trial from files on the CPU under
+//!   an optional memory lease; [`testing::write_tiny_model`] writes a tiny
+//!   random BERT directory so tests above the trainer can run real
+//!   fine-tunes in seconds.
 //! - Data reaches the model through three seams: [`weights`] turns a Hugging
 //!   Face `model.safetensors` (f32/f16/bf16) into [`weights::NamedTensors`];
 //!   [`tokenize::TextTokenizer`] turns text into truncated, unpadded ids and
@@ -51,7 +67,10 @@
 //!
 //! It deliberately does not choose hyperparameters or store results: one call
 //! trains one configuration and reports metrics to an observer. The CPU backend
-//! does not cache memory: it allocates exactly what the plan lists.
+//! does not cache memory: it allocates exactly what the plan lists. It does
+//! not decide how much memory a trial gets (the runner leases it) and does
+//! not survive aborts or sticky device errors: those kill the process, which
+//! is why trials run in worker processes.
 
 pub mod backend;
 pub mod batch;

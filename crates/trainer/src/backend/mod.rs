@@ -16,6 +16,7 @@
 
 pub mod cpu;
 pub mod plan;
+pub mod sim;
 
 use crate::memory::BufKind;
 use crate::rng::RngKey;

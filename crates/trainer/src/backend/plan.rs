@@ -8,6 +8,105 @@ use super::{AdamWStep, Backend, MatmulShape};
 use crate::memory::{Allocation, BufKind, MemTracker};
 use crate::rng::RngKey;
 
+/// The operations of a backend that computes nothing (every one a no-op;
+/// `download` returns zeros, the loss is 0), over buffer type `$buf` with a
+/// `len` field. Shared by [`PlanBackend`] and [`super::sim::SimBackend`],
+/// which differ only in where their buffers' memory comes from.
+macro_rules! compute_nothing {
+    ($buf:ty) => {
+        fn upload(&self, _: &mut $buf, _: &[f64]) {}
+        fn upload_f32(&self, _: &mut $buf, _: &[f32]) {}
+        fn upload_ids(&self, _: &mut $buf, _: &[u32]) {}
+        fn download(&self, src: &$buf) -> Vec<f64> {
+            vec![0.0; src.len]
+        }
+        fn fill(&self, _: &mut $buf, _: f64) {}
+        fn add(&self, _: &$buf, _: &$buf, _: &mut $buf) {}
+        fn add_assign(&self, _: &mut $buf, _: &$buf) {}
+        fn scale(&self, _: &mut $buf, _: f64) {}
+        fn sum_squares(&self, _: &$buf) -> f64 {
+            0.0
+        }
+        fn matmul(&self, _: &MatmulShape, _: f64, _: &$buf, _: &$buf, _: f64, _: &mut $buf) {}
+        fn bias_add(&self, _: &mut $buf, _: &$buf, _: usize) {}
+        fn bias_backward(&self, _: &$buf, _: &mut $buf, _: usize) {}
+        fn layernorm_forward(
+            &self,
+            _: &$buf,
+            _: &$buf,
+            _: &$buf,
+            _: usize,
+            _: f64,
+            _: &mut $buf,
+            _: &mut $buf,
+            _: &mut $buf,
+        ) {
+        }
+        fn layernorm_backward(
+            &self,
+            _: &$buf,
+            _: &$buf,
+            _: &$buf,
+            _: &$buf,
+            _: &$buf,
+            _: usize,
+            _: &mut $buf,
+            _: &mut $buf,
+            _: &mut $buf,
+        ) {
+        }
+        fn permute_heads(&self, _: &$buf, _: &mut $buf, _: usize, _: usize, _: usize) {}
+        fn unpermute_heads(&self, _: &$buf, _: &mut $buf, _: usize, _: usize, _: usize) {}
+        fn softmax_forward(
+            &self,
+            _: &$buf,
+            _: &$buf,
+            _: usize,
+            _: usize,
+            _: usize,
+            _: f64,
+            _: &mut $buf,
+        ) {
+        }
+        fn softmax_backward(&self, _: &$buf, _: &$buf, _: usize, _: f64, _: &mut $buf) {}
+        fn gelu_forward(&self, _: &$buf, _: &mut $buf) {}
+        fn gelu_backward(&self, _: &$buf, _: &$buf, _: &mut $buf) {}
+        fn tanh_forward(&self, _: &$buf, _: &mut $buf) {}
+        fn tanh_backward(&self, _: &$buf, _: &$buf, _: &mut $buf) {}
+        fn dropout_forward(&self, _: &$buf, _: &mut $buf, _: f64, _: RngKey) {}
+        fn dropout_backward(&self, _: &$buf, _: &mut $buf, _: f64, _: RngKey) {}
+        fn embedding_forward(&self, _: &$buf, _: &$buf, _: usize, _: &mut $buf, _: bool) {}
+        fn embedding_backward(&self, _: &$buf, _: &$buf, _: usize, _: &mut $buf) {}
+        fn cls_forward(&self, _: &$buf, _: &mut $buf, _: usize, _: usize) {}
+        fn cls_backward(&self, _: &$buf, _: &mut $buf, _: usize, _: usize) {}
+        fn mean_pool(&self, _: &$buf, _: &$buf, _: usize, _: usize, _: &mut $buf) {}
+        fn cross_entropy_forward(
+            &self,
+            _: &$buf,
+            _: &$buf,
+            _: Option<&$buf>,
+            _: usize,
+            _: f64,
+        ) -> f64 {
+            0.0
+        }
+        fn cross_entropy_backward(
+            &self,
+            _: &$buf,
+            _: &$buf,
+            _: Option<&$buf>,
+            _: usize,
+            _: f64,
+            _: f64,
+            _: &mut $buf,
+        ) {
+        }
+        fn adamw(&self, _: &mut $buf, _: &$buf, _: &mut $buf, _: &mut $buf, _: &AdamWStep) {}
+        fn sgd(&self, _: &mut $buf, _: &$buf, _: f64) {}
+    };
+}
+pub(crate) use compute_nothing;
+
 /// A buffer that exists only as a size.
 #[derive(Debug)]
 pub struct PlanBuf {
@@ -25,6 +124,15 @@ impl PlanBackend {
     pub fn new(float_bytes: usize) -> Self {
         Self {
             tracker: MemTracker::new(true),
+            float_bytes,
+        }
+    }
+
+    /// Like [`Self::new`] but only counting live and peak bytes, without a
+    /// record of every buffer (for many steps in a row).
+    pub fn counting(float_bytes: usize) -> Self {
+        Self {
+            tracker: MemTracker::new(false),
             float_bytes,
         }
     }
@@ -56,94 +164,5 @@ impl Backend for PlanBackend {
     fn len(&self, buf: &PlanBuf) -> usize {
         buf.len
     }
-    fn upload(&self, _: &mut PlanBuf, _: &[f64]) {}
-    fn upload_f32(&self, _: &mut PlanBuf, _: &[f32]) {}
-    fn upload_ids(&self, _: &mut PlanBuf, _: &[u32]) {}
-    fn download(&self, src: &PlanBuf) -> Vec<f64> {
-        vec![0.0; src.len]
-    }
-    fn fill(&self, _: &mut PlanBuf, _: f64) {}
-    fn add(&self, _: &PlanBuf, _: &PlanBuf, _: &mut PlanBuf) {}
-    fn add_assign(&self, _: &mut PlanBuf, _: &PlanBuf) {}
-    fn scale(&self, _: &mut PlanBuf, _: f64) {}
-    fn sum_squares(&self, _: &PlanBuf) -> f64 {
-        0.0
-    }
-    fn matmul(&self, _: &MatmulShape, _: f64, _: &PlanBuf, _: &PlanBuf, _: f64, _: &mut PlanBuf) {}
-    fn bias_add(&self, _: &mut PlanBuf, _: &PlanBuf, _: usize) {}
-    fn bias_backward(&self, _: &PlanBuf, _: &mut PlanBuf, _: usize) {}
-    fn layernorm_forward(
-        &self,
-        _: &PlanBuf,
-        _: &PlanBuf,
-        _: &PlanBuf,
-        _: usize,
-        _: f64,
-        _: &mut PlanBuf,
-        _: &mut PlanBuf,
-        _: &mut PlanBuf,
-    ) {
-    }
-    fn layernorm_backward(
-        &self,
-        _: &PlanBuf,
-        _: &PlanBuf,
-        _: &PlanBuf,
-        _: &PlanBuf,
-        _: &PlanBuf,
-        _: usize,
-        _: &mut PlanBuf,
-        _: &mut PlanBuf,
-        _: &mut PlanBuf,
-    ) {
-    }
-    fn permute_heads(&self, _: &PlanBuf, _: &mut PlanBuf, _: usize, _: usize, _: usize) {}
-    fn unpermute_heads(&self, _: &PlanBuf, _: &mut PlanBuf, _: usize, _: usize, _: usize) {}
-    fn softmax_forward(
-        &self,
-        _: &PlanBuf,
-        _: &PlanBuf,
-        _: usize,
-        _: usize,
-        _: usize,
-        _: f64,
-        _: &mut PlanBuf,
-    ) {
-    }
-    fn softmax_backward(&self, _: &PlanBuf, _: &PlanBuf, _: usize, _: f64, _: &mut PlanBuf) {}
-    fn gelu_forward(&self, _: &PlanBuf, _: &mut PlanBuf) {}
-    fn gelu_backward(&self, _: &PlanBuf, _: &PlanBuf, _: &mut PlanBuf) {}
-    fn tanh_forward(&self, _: &PlanBuf, _: &mut PlanBuf) {}
-    fn tanh_backward(&self, _: &PlanBuf, _: &PlanBuf, _: &mut PlanBuf) {}
-    fn dropout_forward(&self, _: &PlanBuf, _: &mut PlanBuf, _: f64, _: RngKey) {}
-    fn dropout_backward(&self, _: &PlanBuf, _: &mut PlanBuf, _: f64, _: RngKey) {}
-    fn embedding_forward(&self, _: &PlanBuf, _: &PlanBuf, _: usize, _: &mut PlanBuf, _: bool) {}
-    fn embedding_backward(&self, _: &PlanBuf, _: &PlanBuf, _: usize, _: &mut PlanBuf) {}
-    fn cls_forward(&self, _: &PlanBuf, _: &mut PlanBuf, _: usize, _: usize) {}
-    fn cls_backward(&self, _: &PlanBuf, _: &mut PlanBuf, _: usize, _: usize) {}
-    fn mean_pool(&self, _: &PlanBuf, _: &PlanBuf, _: usize, _: usize, _: &mut PlanBuf) {}
-    fn cross_entropy_forward(
-        &self,
-        _: &PlanBuf,
-        _: &PlanBuf,
-        _: Option<&PlanBuf>,
-        _: usize,
-        _: f64,
-    ) -> f64 {
-        0.0
-    }
-    fn cross_entropy_backward(
-        &self,
-        _: &PlanBuf,
-        _: &PlanBuf,
-        _: Option<&PlanBuf>,
-        _: usize,
-        _: f64,
-        _: f64,
-        _: &mut PlanBuf,
-    ) {
-    }
-    fn adamw(&self, _: &mut PlanBuf, _: &PlanBuf, _: &mut PlanBuf, _: &mut PlanBuf, _: &AdamWStep) {
-    }
-    fn sgd(&self, _: &mut PlanBuf, _: &PlanBuf, _: f64) {}
+    compute_nothing!(PlanBuf);
 }

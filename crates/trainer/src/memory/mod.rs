@@ -9,5 +9,5 @@ pub mod tracker;
 
 pub use oom::{OutOfMemory, catch_oom, quiet_oom_panics};
 
-pub use plan::{MemoryPlan, OptimizerKind, PlanRequest, PlannedBuffer, Precision};
+pub use plan::{MemoryPlan, OptimizerKind, PlanRequest, PlannedBuffer, Precision, step_peaks};
 pub use tracker::{Allocation, BufKind, MemTracker, TrackedBuffer};

@@ -27,8 +27,9 @@ pub struct OutOfMemory {
     pub requested: usize,
     /// Bytes live (allocated) when the request failed.
     pub live: usize,
-    /// The limit in bytes that would have been exceeded (`usize::MAX` when
-    /// there was none, e.g. an injected fault or a full device).
+    /// The limit in bytes that would have been exceeded: the lease, or the
+    /// device's capacity when the device itself was full; `usize::MAX` for
+    /// an injected fault without a limit.
     pub limit: usize,
     /// Name of the buffer that was being allocated.
     pub buffer: String,

@@ -99,6 +99,17 @@ pub fn run_planned_step<B: Backend>(
     be: &B,
     req: &PlanRequest,
 ) -> (BertClassifier<B>, StepContext<B>) {
+    let (mut model, mut ctx) = build_planned_model(be, req);
+    let batch = synthetic_batch(req);
+    train_step(be, &mut model, &mut ctx, &[&batch], 1e-5).expect("synthetic batch is valid");
+    (model, ctx)
+}
+
+/// The model, gradients and optimiser state of `req`, before any step.
+fn build_planned_model<B: Backend>(
+    be: &B,
+    req: &PlanRequest,
+) -> (BertClassifier<B>, StepContext<B>) {
     let mut config = req.config.clone();
     if !req.dropout {
         config.hidden_dropout_prob = 0.0;
@@ -107,7 +118,7 @@ pub fn run_planned_step<B: Backend>(
     let mut model =
         BertClassifier::new_random(be, &config, &req.head, 0).expect("valid head config");
     let weights: Option<Vec<f64>> = req.class_weights.then(|| vec![1.0; req.head.num_labels]);
-    let mut ctx = StepContext::new(
+    let ctx = StepContext::new(
         be,
         &mut model,
         req.optimizer.config(),
@@ -116,9 +127,30 @@ pub fn run_planned_step<B: Backend>(
         req.recompute,
         0,
     );
-    let batch = synthetic_batch(req);
-    train_step(be, &mut model, &mut ctx, &[&batch], 1e-5).expect("synthetic batch is valid");
     (model, ctx)
+}
+
+/// The peak bytes of a training step at each of `micro_batches` (the rest
+/// of `req` fixed), building the model and optimiser state once. Each
+/// equals `MemoryPlan::new` of that micro-batch's request's `peak_bytes`,
+/// but building a large model's parameters dominates a plan's cost, so
+/// this is the cheap way to try many micro-batch sizes.
+pub fn step_peaks(req: &PlanRequest, micro_batches: &[usize]) -> Vec<usize> {
+    let be = PlanBackend::counting(req.precision.bytes());
+    let (mut model, mut ctx) = build_planned_model(&be, req);
+    micro_batches
+        .iter()
+        .map(|&micro_batch| {
+            let batch = synthetic_batch(&PlanRequest {
+                micro_batch,
+                ..req.clone()
+            });
+            be.tracker().reset_peak();
+            train_step(&be, &mut model, &mut ctx, &[&batch], 1e-5)
+                .expect("synthetic batch is valid");
+            be.tracker().peak_bytes()
+        })
+        .collect()
 }
 
 impl MemoryPlan {

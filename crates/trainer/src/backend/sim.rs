@@ -1,0 +1,127 @@
+//! A backend that computes nothing but takes every buffer from `gpu-mem`'s
+//! caching allocator over a simulated device: the real training loop's
+//! real allocation sequence through the real allocator (rounding, pools,
+//! segments, the lease as a [`MemoryLimit`]), without a GPU.
+//!
+//! An allocator out-of-memory becomes the same [`OutOfMemory`] unwind as a
+//! tracker limit (see [`crate::memory::oom`]), so [`crate::train::train`]
+//! retries with smaller micro-batches exactly as it would on a device. The
+//! tracker still counts requested bytes (the memory plan's figure) and
+//! injects faults ([`MemTracker::fail_nth_allocation`]).
+
+use std::sync::Arc;
+
+use gpu_mem::{
+    AllocError, CachingAllocator, Config, DeviceBuffer, MemoryLimit, SimDevice, StreamId,
+};
+
+use super::plan::compute_nothing;
+use super::{AdamWStep, Backend, MatmulShape};
+use crate::memory::{Allocation, BufKind, MemTracker, OutOfMemory};
+use crate::rng::RngKey;
+
+/// Page size of the simulated device (CUDA's usual granularity).
+pub const SIM_GRANULARITY: usize = 2 << 20;
+
+/// A buffer that is a block of simulated device memory and nothing else.
+#[derive(Debug)]
+pub struct SimBuf {
+    len: usize,
+    _block: DeviceBuffer<SimDevice>,
+    _alloc: Allocation,
+}
+
+pub struct SimBackend {
+    allocator: Arc<CachingAllocator<SimDevice>>,
+    tracker: Arc<MemTracker>,
+    float_bytes: usize,
+}
+
+impl SimBackend {
+    /// A fresh simulated device of `capacity` bytes with an allocator
+    /// configured by `config` (its `limit` is the lease) and buffers of
+    /// `float_bytes` per element.
+    pub fn new(capacity: usize, config: Config, float_bytes: usize) -> Result<Self, AllocError> {
+        let device = SimDevice::new(capacity, SIM_GRANULARITY);
+        let allocator = Arc::new(CachingAllocator::new(device, config)?);
+        Ok(Self::with_allocator(allocator, float_bytes))
+    }
+
+    /// PyTorch's allocator defaults, expandable segments on or off, and
+    /// `limit` bytes as the lease.
+    pub fn with_limit(
+        capacity: usize,
+        limit: Option<usize>,
+        expandable_segments: bool,
+        float_bytes: usize,
+    ) -> Result<Self, AllocError> {
+        let config = Config {
+            expandable_segments,
+            limit: limit.map(MemoryLimit::Bytes),
+            ..Config::default()
+        };
+        Self::new(capacity, config, float_bytes)
+    }
+
+    /// Buffers from an existing allocator (e.g. one shared by several
+    /// simulated trials on one device).
+    pub fn with_allocator(allocator: Arc<CachingAllocator<SimDevice>>, float_bytes: usize) -> Self {
+        Self {
+            allocator,
+            tracker: MemTracker::new(false),
+            float_bytes,
+        }
+    }
+
+    pub fn allocator(&self) -> &Arc<CachingAllocator<SimDevice>> {
+        &self.allocator
+    }
+
+    /// Counts requested bytes (no limit: the allocator enforces the lease)
+    /// and holds the fault injection.
+    pub fn tracker(&self) -> &Arc<MemTracker> {
+        &self.tracker
+    }
+
+    fn buffer(&self, name: &str, kind: BufKind, len: usize, bytes: usize) -> SimBuf {
+        let alloc = self.tracker.allocate(name, kind, bytes);
+        let block = match self.allocator.allocate_buffer(bytes, StreamId(0)) {
+            Ok(block) => block,
+            Err(AllocError::OutOfMemory(oom)) => OutOfMemory {
+                requested: bytes,
+                live: oom.allocated as usize,
+                limit: oom.limit.unwrap_or(oom.device_total),
+                buffer: name.to_string(),
+                injected: false,
+            }
+            .raise(),
+            // The simulated device fails only by running out of memory; any
+            // other error is a bug in the allocator or in this backend.
+            Err(e) => panic!("simulated device allocation of `{name}` failed: {e}"),
+        };
+        SimBuf {
+            len,
+            _block: block,
+            _alloc: alloc,
+        }
+    }
+}
+
+impl Backend for SimBackend {
+    type Buf = SimBuf;
+    type Ids = SimBuf;
+
+    fn float_bytes(&self) -> usize {
+        self.float_bytes
+    }
+    fn alloc(&self, name: &str, kind: BufKind, len: usize) -> SimBuf {
+        self.buffer(name, kind, len, len * self.float_bytes)
+    }
+    fn alloc_ids(&self, name: &str, len: usize) -> SimBuf {
+        self.buffer(name, BufKind::Input, len, len * 4)
+    }
+    fn len(&self, buf: &SimBuf) -> usize {
+        buf.len
+    }
+    compute_nothing!(SimBuf);
+}

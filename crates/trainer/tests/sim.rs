@@ -1,0 +1,164 @@
+//! The simulated-device trial: the real training loop's allocations through
+//! `gpu-mem`'s allocator reach the memory plan's peak (up to rounding), a
+//! lease that a micro-batch overflows is met by halving it, and a lease
+//! below the weights fails at construction.
+
+use trainer::config::BertConfig;
+use trainer::finetune::{FinetuneError, SimOutcome, SimSpec, finetune_sim};
+use trainer::memory::{MemoryPlan, OptimizerKind, PlanRequest, Precision};
+use trainer::model::HeadConfig;
+use trainer::train::Control;
+
+fn spec(hidden: usize, micro_batch: usize, seq_len: usize) -> SimSpec {
+    SimSpec {
+        config: BertConfig {
+            max_position_embeddings: 128,
+            ..BertConfig::tiny(hidden, 2, 4, 4 * hidden, 1000)
+        },
+        head: HeadConfig {
+            num_labels: 3,
+            hidden: vec![32],
+        },
+        micro_batch,
+        seq_len,
+        train_examples: 4 * micro_batch,
+        validation_examples: micro_batch,
+        epochs: 2,
+        device_capacity: 1 << 30,
+        ..SimSpec::default()
+    }
+}
+
+fn run(spec: &SimSpec) -> Result<SimOutcome, FinetuneError> {
+    finetune_sim(spec, &mut |_| Control::Continue)
+}
+
+#[test]
+fn sim_peak_is_the_memory_plan_peak_up_to_rounding() {
+    for expandable_segments in [false, true] {
+        let s = SimSpec {
+            expandable_segments,
+            ..spec(64, 4, 32)
+        };
+        let out = run(&s).unwrap();
+        let plan = MemoryPlan::new(&PlanRequest {
+            config: s.config.clone(),
+            head: s.head.clone(),
+            micro_batch: s.micro_batch,
+            seq_len: s.seq_len,
+            precision: Precision::F32,
+            recompute: false,
+            optimizer: OptimizerKind::AdamW,
+            class_weights: false,
+            dropout: true,
+        });
+        let peak = plan.peak_bytes as u64;
+        assert_eq!(out.peak_requested, peak);
+        let rounding = 512 * plan.buffers.len() as u64;
+        assert!(
+            out.peak_allocated >= peak && out.peak_allocated <= peak + rounding,
+            "{} vs plan {peak}",
+            out.peak_allocated
+        );
+        assert!(out.peak_reserved >= out.peak_allocated);
+        assert_eq!(out.report.steps, 8);
+        assert!(out.oom_retries.is_empty());
+        assert_eq!(out.stats.num_ooms, 0);
+    }
+}
+
+#[test]
+fn a_lease_too_small_for_the_micro_batch_is_met_by_halving() {
+    let big = spec(128, 16, 128);
+    let full = run(&big).unwrap();
+    let small = run(&SimSpec {
+        micro_batch: 2,
+        ..big.clone()
+    })
+    .unwrap();
+    assert!(small.peak_reserved < full.peak_reserved);
+    let lease = small.peak_reserved + (full.peak_reserved - small.peak_reserved) / 4;
+    let out = run(&SimSpec {
+        memory_limit: Some(lease as usize),
+        ..big.clone()
+    })
+    .unwrap();
+    assert!(!out.oom_retries.is_empty());
+    assert!(out.oom_retries.iter().all(|r| !r.error.injected));
+    assert_eq!(out.oom_retries[0].from_micro_batch, 16);
+    assert!(out.report.micro_batch < 16 && out.report.micro_batch >= 2);
+    assert!(
+        out.peak_reserved <= lease,
+        "{} > {lease}",
+        out.peak_reserved
+    );
+    assert_eq!(out.report.steps, full.report.steps);
+}
+
+#[test]
+fn a_lease_below_the_weights_and_injected_faults() {
+    let s = spec(64, 4, 32);
+    let e = run(&SimSpec {
+        memory_limit: Some(1 << 20),
+        ..s.clone()
+    })
+    .unwrap_err();
+    match &e {
+        FinetuneError::OutOfMemory {
+            micro_batch: 0,
+            error,
+        } => assert_eq!(error.limit, 1 << 20),
+        other => panic!("{other}"),
+    }
+
+    let clean = run(&s).unwrap();
+    let out = run(&SimSpec {
+        fail_nth_allocation: Some(clean.allocation_requests * 3 / 4),
+        ..s.clone()
+    })
+    .unwrap();
+    assert_eq!(out.oom_retries.len(), 1);
+    assert!(out.oom_retries[0].error.injected);
+    assert_eq!(out.report.micro_batch, 2);
+
+    // A device smaller than the weights is the same error.
+    let e = run(&SimSpec {
+        device_capacity: 1 << 20,
+        ..s
+    })
+    .unwrap_err();
+    assert!(e.out_of_memory().is_some(), "{e}");
+}
+
+#[test]
+fn step_peaks_equal_one_plan_per_micro_batch() {
+    use trainer::memory::step_peaks;
+    for (recompute, dropout, optimizer) in [
+        (false, true, OptimizerKind::AdamW),
+        (true, false, OptimizerKind::Sgd),
+    ] {
+        let req = PlanRequest {
+            config: BertConfig::tiny(48, 2, 4, 96, 300),
+            head: HeadConfig {
+                num_labels: 2,
+                hidden: vec![16, 8],
+            },
+            micro_batch: 1,
+            seq_len: 24,
+            precision: Precision::F32,
+            recompute,
+            optimizer,
+            class_weights: false,
+            dropout,
+        };
+        let micros = [8, 1, 3, 16, 2];
+        let peaks = step_peaks(&req, &micros);
+        for (&micro_batch, &peak) in micros.iter().zip(&peaks) {
+            let plan = MemoryPlan::new(&PlanRequest {
+                micro_batch,
+                ..req.clone()
+            });
+            assert_eq!(peak, plan.peak_bytes, "micro-batch {micro_batch}");
+        }
+    }
+}
