@@ -98,7 +98,20 @@ fn test(extra: &[String]) -> Result<()> {
         "--test",
         "cuda_ops",
     ];
-    env::cargo(&nvrtc_check, &vars)
+    env::cargo(&nvrtc_check, &vars)?;
+    // The CUDA backend's host-side unit tests (cuBLAS argument mapping, ...).
+    env::cargo(
+        &[
+            "test",
+            "-p",
+            "trainer",
+            "--features",
+            "cuda",
+            "--lib",
+            "backend::cuda",
+        ],
+        &vars,
+    )
 }
 
 /// Build and run the study runner on the embedded default study.
