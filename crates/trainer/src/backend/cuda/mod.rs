@@ -42,7 +42,6 @@ use error::{check, from_driver};
 use gpu_mem::cuda::{CudaBuffer, CudaDevice};
 use gpu_mem::{CachingAllocator, Config};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// cuBLAS workspace: 32 MiB, NVIDIA's recommendation for Hopper (4 MiB
@@ -77,8 +76,9 @@ pub struct CudaBackend {
     /// Kept alive for the cuBLAS handle (dropped after it: field order).
     _blas_workspace: CudaBuffer<u8>,
     error: Mutex<Option<CudaError>>,
-    /// Set once a sticky error was seen: nothing will run again.
-    lost: AtomicBool,
+    /// The first sticky error (call, code), kept for good: nothing will run
+    /// again and every later check reports it.
+    lost: Mutex<Option<(&'static str, CUresult)>>,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -186,7 +186,7 @@ impl CudaBackend {
             norm_partials,
             _blas_workspace: workspace,
             error: Mutex::new(None),
-            lost: AtomicBool::new(false),
+            lost: Mutex::new(None),
         })
     }
 
@@ -208,13 +208,10 @@ impl CudaBackend {
             let synced = self.synchronize();
             self.record(synced);
         }
-        match self.lock_error().take() {
-            Some(e) => Err(e),
-            None if self.lost.load(Ordering::SeqCst) => Err(CudaError::Sticky {
-                call: "an earlier call",
-                code: CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
-            }),
-            None => Ok(()),
+        match (self.lock_error().take(), *self.lock_lost()) {
+            (Some(e), _) => Err(e),
+            (None, Some((call, code))) => Err(CudaError::Sticky { call, code }),
+            (None, None) => Ok(()),
         }
     }
 
@@ -236,16 +233,20 @@ impl CudaBackend {
         self.error.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn lock_lost(&self) -> std::sync::MutexGuard<'_, Option<(&'static str, CUresult)>> {
+        self.lost.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Whether an error is waiting to be reported (operations are skipped).
     fn pending(&self) -> Option<()> {
-        (self.lock_error().is_some() || self.lost.load(Ordering::SeqCst)).then_some(())
+        (self.lock_error().is_some() || self.lock_lost().is_some()).then_some(())
     }
 
     /// Keeps the first error; remembers a sticky one for good.
     fn record(&self, result: Result<(), CudaError>) {
         if let Err(e) = result {
-            if e.is_sticky() {
-                self.lost.store(true, Ordering::SeqCst);
+            if let CudaError::Sticky { call, code } = e {
+                self.lock_lost().get_or_insert((call, code));
             }
             let mut slot = self.lock_error();
             if slot.is_none() {
