@@ -6,7 +6,7 @@
 //! test` sets both; a plain `cargo test` without them skips those tests with
 //! a message, except under `CI=true`, where a missing resource is a failure.
 
-use crate::{Result, model, nvrtc, python};
+use crate::{Result, model, python};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -39,16 +39,13 @@ pub fn cargo(args: &[&str], vars: &[(&str, String)]) -> Result<()> {
     }
 }
 
-/// The variables for reference tests: the venv's Python, the model dir and
-/// libnvrtc (for the kernel compile check).
+/// The variables for reference tests: the venv's Python and the model dir.
 pub fn reference_vars() -> Result<Vec<(&'static str, String)>> {
     let py = python::venv()?;
     let model = model::fetch("minilm")?;
-    let nvrtc = nvrtc::lib_dir()?;
     Ok(vec![
         ("MEMTUNE_PYTHON", py.display().to_string()),
         ("MEMTUNE_MINILM_DIR", model.display().to_string()),
-        (nvrtc::VAR, nvrtc.display().to_string()),
     ])
 }
 

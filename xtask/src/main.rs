@@ -80,7 +80,9 @@ fn test(extra: &[String]) -> Result<()> {
         ],
         &[],
     )?;
-    let vars = env::reference_vars()?;
+    let mut vars = env::reference_vars()?;
+    // libnvrtc for the kernel compile check (tune does not need it).
+    vars.push((nvrtc::VAR, nvrtc::lib_dir()?.display().to_string()));
     let vars: Vec<(&str, String)> = vars.iter().map(|(k, v)| (*k, v.clone())).collect();
     let mut cmd = vec!["test", "--workspace"];
     cmd.extend(extra.iter().map(String::as_str));
