@@ -11,8 +11,21 @@ use crate::{Result, env};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Crates with a `cuda` feature and GPU tests.
-const CUDA_CRATES: &[&str] = &["gpu-mem"];
+/// Crates with a `cuda` feature and GPU tests, and which test targets to
+/// bundle (none named: all of them). The trainer bundles only its CUDA
+/// tests: its CPU tests run in CI, and all of them would not fit the carry.
+const CUDA_CRATES: &[(&str, &[&str])] = &[("gpu-mem", &[]), ("trainer", &["--test", "cuda_ops"])];
+
+/// The trainer's CUDA backend loads libnvrtc and libcublas by name. The
+/// device machine has no CUDA toolkit, but its PyTorch ships both as pip
+/// wheels (`nvidia-cuda-nvrtc-cu12`, `nvidia-cublas-cu12`): find them there
+/// unless the caller already set the paths.
+const FIND_CUDA_LIBS: &str = r#"NVIDIA_DIR=$("${PYTHON:-python3}" -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null || true)
+if [ -n "$NVIDIA_DIR" ]; then
+  export MEMTUNE_NVRTC_LIB="${MEMTUNE_NVRTC_LIB:-$NVIDIA_DIR/cuda_nvrtc/lib}"
+  export LD_LIBRARY_PATH="$NVIDIA_DIR/cublas/lib:$NVIDIA_DIR/cuda_nvrtc/lib:${LD_LIBRARY_PATH:-}"
+fi
+"#;
 
 pub fn run(args: &[String]) -> Result<()> {
     let run_here = args.iter().any(|a| a == "--run");
@@ -25,19 +38,18 @@ pub fn run(args: &[String]) -> Result<()> {
     std::fs::create_dir_all(&bin).map_err(|e| format!("cannot create {}: {e}", bin.display()))?;
 
     let mut tests = Vec::new();
-    for krate in CUDA_CRATES {
+    for (krate, targets) in CUDA_CRATES {
         let feature = format!("{krate}/cuda");
-        let built = build(
-            &[
-                "test",
-                "--no-run",
-                "--package",
-                krate,
-                "--features",
-                &feature,
-            ],
-            true,
-        )?;
+        let mut cargo_args = vec![
+            "test",
+            "--no-run",
+            "--package",
+            krate,
+            "--features",
+            &feature,
+        ];
+        cargo_args.extend_from_slice(targets);
+        let built = build(&cargo_args, true)?;
         tests.extend(
             built
                 .into_iter()
@@ -68,6 +80,7 @@ pub fn run(args: &[String]) -> Result<()> {
         "#!/usr/bin/env bash\n# Made by `cargo xtask gpu-test`: runs the CUDA tests, then the latency table.\n\
          set -euo pipefail\ncd \"$(dirname \"$0\")\"\nexport MEMTUNE_GPU_TESTS=1\n",
     );
+    script += FIND_CUDA_LIBS;
     for test in &tests {
         script += &format!(
             "echo \"== {name}\"\n./bin/{name} --test-threads=1\n",

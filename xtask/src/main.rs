@@ -3,10 +3,12 @@
 //!
 //! - `cargo xtask test`: the README's test command and what CI runs: fmt,
 //!   clippy, then every test of the workspace, after preparing what the
-//!   reference tests need (a Python venv with Optuna, the MiniLM model).
+//!   reference tests need (a Python venv with Optuna, the MiniLM model,
+//!   libnvrtc), then the NVRTC compile check of the CUDA kernels.
 //! - `cargo xtask tune [ARGS]`: build and run `memtune tune` on the embedded
 //!   default study.
 //! - `cargo xtask fetch-model minilm`: download and unpack all-MiniLM-L6-v2.
+//! - `cargo xtask nvrtc`: install libnvrtc (pip wheel) and print its directory.
 //! - `cargo xtask bench NAME`: the cross-crate benchmarks that print a table
 //!   (`sampler`, `store`, `packing`).
 //! - `cargo xtask gpu-test [--run]`: build the CUDA tests and the GPU latency
@@ -18,6 +20,7 @@ mod bench_store;
 mod env;
 mod gpu_test;
 mod model;
+mod nvrtc;
 mod python;
 
 use std::process::ExitCode;
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
             println!("{}", dir.display());
         }),
         Some("python") => python::cmd(&args[1..]).map(|py| println!("{}", py.display())),
+        Some("nvrtc") => nvrtc::lib_dir().map(|dir| println!("{}", dir.display())),
         Some("bench") => bench(&args[1..]),
         Some("gpu-test") => gpu_test::run(&args[1..]),
         _ => Err(USAGE.to_string()),
@@ -47,7 +51,7 @@ fn main() -> ExitCode {
 }
 
 const USAGE: &str =
-    "usage: cargo xtask <test|tune|fetch-model minilm|python [torch]|bench NAME|gpu-test>";
+    "usage: cargo xtask <test|tune|fetch-model minilm|python [torch]|nvrtc|bench NAME|gpu-test>";
 
 /// fmt, clippy, then the whole test suite with the reference resources.
 fn test(extra: &[String]) -> Result<()> {
@@ -63,11 +67,55 @@ fn test(extra: &[String]) -> Result<()> {
         ],
         &[],
     )?;
-    let vars = env::reference_vars()?;
+    // The CUDA backend is behind a feature: lint it too.
+    env::cargo(
+        &[
+            "clippy",
+            "-p",
+            "trainer",
+            "--features",
+            "cuda",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )?;
+    let mut vars = env::reference_vars()?;
+    // libnvrtc for the kernel compile check (tune does not need it).
+    vars.push((nvrtc::VAR, nvrtc::lib_dir()?.display().to_string()));
     let vars: Vec<(&str, String)> = vars.iter().map(|(k, v)| (*k, v.clone())).collect();
     let mut cmd = vec!["test", "--workspace"];
     cmd.extend(extra.iter().map(String::as_str));
-    env::cargo(&cmd, &vars)
+    env::cargo(&cmd, &vars)?;
+    // Every CUDA kernel compiles with NVRTC (no GPU needed); the CUDA ops
+    // tests check the missing-driver error here and skip the GPU ones.
+    let nvrtc_check = [
+        "test",
+        "-p",
+        "trainer",
+        "--features",
+        "cuda",
+        "--test",
+        "nvrtc_compile",
+        "--test",
+        "cuda_ops",
+    ];
+    env::cargo(&nvrtc_check, &vars)?;
+    // The CUDA backend's host-side unit tests (cuBLAS argument mapping, ...).
+    env::cargo(
+        &[
+            "test",
+            "-p",
+            "trainer",
+            "--features",
+            "cuda",
+            "--lib",
+            "backend::cuda",
+        ],
+        &vars,
+    )
 }
 
 /// Build and run the study runner on the embedded default study.

@@ -15,6 +15,8 @@
 //! list says `accumulate`.
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod plan;
 pub mod sim;
 

@@ -1,0 +1,67 @@
+// Activations: exact GELU x * Phi(x) with the erf form (as HF BERT), fused
+// with the bias add of the preceding linear layer, and tanh (the pooler).
+//
+// Counts per call (n elements, s = sizeof(T); erf/exp/tanh counted as one
+// special-function op each):
+//   bias_gelu_forward   ~6n FLOP + n erf,        (2n)*s bytes (+cols*s bias)
+//   gelu_backward      ~12n FLOP + n erf + n exp, 3n*s bytes
+//   tanh_forward         n tanh,                  2n*s bytes
+//   tanh_backward        3n FLOP,                 3n*s bytes
+
+#define GELU_FRAC_1_SQRT_2 0.70710678118654752440f
+#define GELU_INV_SQRT_2PI 0.39894228040143267794f
+
+// `out = gelu(x + bias[i % cols])`; `bias` may be null (plain GELU). When
+// `pre` is not null the biased pre-activation is stored there for backward.
+template <typename T>
+__device__ void bias_gelu_forward_impl(const T *x, const T *bias, T *pre, T *out, u64 n,
+                                       u32 cols) {
+    GRID_STRIDE(i, n) {
+        float v = ld(x + i);
+        if (bias) v += ld(bias + (i % cols));
+        if (pre) st(pre + i, v);
+        st(out + i, 0.5f * v * (1.0f + erff(v * GELU_FRAC_1_SQRT_2)));
+    }
+}
+
+// d/dx x Phi(x) = Phi(x) + x phi(x).
+template <typename T>
+__device__ void gelu_backward_impl(const T *x, const T *dout, T *dx, u64 n) {
+    GRID_STRIDE(i, n) {
+        const float v = ld(x + i);
+        const float cdf = 0.5f * (1.0f + erff(v * GELU_FRAC_1_SQRT_2));
+        const float pdf = GELU_INV_SQRT_2PI * expf(-0.5f * v * v);
+        st(dx + i, ld(dout + i) * (cdf + v * pdf));
+    }
+}
+
+template <typename T>
+__device__ void tanh_forward_impl(const T *x, T *out, u64 n) {
+    GRID_STRIDE(i, n) st(out + i, tanhf(ld(x + i)));
+}
+
+// Uses the forward's output: dx = dout * (1 - out^2).
+template <typename T>
+__device__ void tanh_backward_impl(const T *out, const T *dout, T *dx, u64 n) {
+    GRID_STRIDE(i, n) {
+        const float y = ld(out + i);
+        st(dx + i, ld(dout + i) * (1.0f - y * y));
+    }
+}
+
+#define ACTIVATION(S, T)                                                                 \
+    extern "C" __global__ void bias_gelu_forward_##S(const T *x, const T *bias, T *pre,  \
+                                                     T *out, u64 n, u32 cols) {          \
+        bias_gelu_forward_impl(x, bias, pre, out, n, cols);                              \
+    }                                                                                    \
+    extern "C" __global__ void gelu_backward_##S(const T *x, const T *dout, T *dx, u64 n) { \
+        gelu_backward_impl(x, dout, dx, n);                                              \
+    }                                                                                    \
+    extern "C" __global__ void tanh_forward_##S(const T *x, T *out, u64 n) {             \
+        tanh_forward_impl(x, out, n);                                                    \
+    }                                                                                    \
+    extern "C" __global__ void tanh_backward_##S(const T *out, const T *dout, T *dx,     \
+                                                 u64 n) {                                \
+        tanh_backward_impl(out, dout, dx, n);                                            \
+    }
+FOR_EACH_TYPE(ACTIVATION)

@@ -1,0 +1,114 @@
+// Embeddings: gather (optionally accumulating, for token + position + type
+// embeddings), the deterministic scatter-add backward, [CLS] selection and
+// masked mean pooling.
+//
+// The backward is deterministic without atomics: the host sorts the batch's
+// token positions by id (a stable counting sort of at most a few thousand
+// ids, which it already holds because ids are uploaded from the host) and
+// passes the CSR lists; one block per distinct id adds that id's gradient
+// rows in token order, onto the existing dtable row, exactly the order of the
+// CPU reference.
+//
+// Counts per call (T tokens, dim d, s = sizeof(T_), b*s_ tokens for pool):
+//   embedding_forward   T*d FLOP if accumulating, (2 or 3)*T*d*s + 4T bytes
+//   embedding_backward  T*d FLOP, T*d*s + 2*U*d*s + 4*(T + 2U + 1) bytes
+//                       (U distinct ids)
+//   cls_forward         0 FLOP, 2*b*d*s bytes
+//   cls_backward        0 FLOP, b*seq*d*s + b*d*s bytes
+//   mean_pool           b*seq*d FLOP, b*seq*d*s + 4*b*seq + b*d*s bytes
+
+// Ids are validated on the host before launch; an id out of range is
+// skipped here (never read out of bounds) as a second line of defence.
+template <typename T>
+__device__ void embedding_forward_impl(const u32 *ids, const T *table, T *out, u64 tokens,
+                                       u32 dim, u32 rows, u32 accumulate) {
+    GRID_STRIDE(i, tokens * dim) {
+        const u64 t = i / dim;
+        const u32 j = (u32)(i % dim);
+        const u32 id = ids[t];
+        if (id >= rows) continue;
+        const float v = ld(table + (u64)id * dim + j);
+        st(out + i, accumulate ? ld(out + i) + v : v);
+    }
+}
+
+// csr = [order (tokens) | starts (unique + 1) | unique ids (unique)].
+template <typename T>
+__device__ void embedding_backward_impl(const u32 *csr, const T *dout, T *dtable, u32 tokens,
+                                        u32 unique, u32 dim) {
+    const u32 *order = csr;
+    const u32 *starts = csr + tokens;
+    const u32 *ids = starts + unique + 1;
+    for (u32 u = blockIdx.x; u < unique; u += gridDim.x) {
+        const u64 row = (u64)ids[u] * dim;
+        for (u32 j = threadIdx.x; j < dim; j += blockDim.x) {
+            float acc = ld(dtable + row + j);
+            for (u32 p = starts[u]; p < starts[u + 1]; ++p)
+                acc += ld(dout + (u64)order[p] * dim + j);
+            st(dtable + row + j, acc);
+        }
+    }
+}
+
+// out[i] = x[i, 0] for x of [b, s, h].
+template <typename T>
+__device__ void cls_forward_impl(const T *x, T *out, u32 b, u32 s, u32 h) {
+    GRID_STRIDE(o, (u64)b * h) {
+        const u64 i = o / h, j = o % h;
+        out[o] = x[i * s * h + j];
+    }
+}
+
+// dx = dout at token 0, zero elsewhere (overwrites dx).
+template <typename T>
+__device__ void cls_backward_impl(const T *dout, T *dx, u32 b, u32 s, u32 h) {
+    GRID_STRIDE(o, (u64)b * s * h) {
+        const u64 j = o % h, t = (o / h) % s, i = o / ((u64)h * s);
+        if (t == 0)
+            dx[o] = dout[i * h + j];
+        else
+            st(dx + o, 0.0f);
+    }
+}
+
+// Mean over tokens with mask != 0, summed in token order (one thread per
+// output element).
+template <typename T>
+__device__ void mean_pool_impl(const T *x, const u32 *mask, T *out, u32 b, u32 s, u32 h) {
+    GRID_STRIDE(o, (u64)b * h) {
+        const u64 i = o / h, j = o % h;
+        float acc = 0.0f;
+        u32 count = 0;
+        for (u32 t = 0; t < s; ++t)
+            if (mask[i * s + t] != 0) {
+                acc += ld(x + (i * s + t) * h + j);
+                ++count;
+            }
+        const float inv = (float)(1.0 / (double)(count > 0 ? count : 1));
+        st(out + o, acc * inv);
+    }
+}
+
+#define EMBEDDING(S, T)                                                                    \
+    extern "C" __global__ void embedding_forward_##S(const u32 *ids, const T *table,       \
+                                                     T *out, u64 tokens, u32 dim,          \
+                                                     u32 rows, u32 accumulate) {           \
+        embedding_forward_impl(ids, table, out, tokens, dim, rows, accumulate);            \
+    }                                                                                      \
+    extern "C" __global__ void embedding_backward_##S(const u32 *csr, const T *dout,       \
+                                                      T *dtable, u32 tokens, u32 unique,   \
+                                                      u32 dim) {                           \
+        embedding_backward_impl(csr, dout, dtable, tokens, unique, dim);                   \
+    }                                                                                      \
+    extern "C" __global__ void cls_forward_##S(const T *x, T *out, u32 b, u32 s, u32 h) {  \
+        cls_forward_impl(x, out, b, s, h);                                                 \
+    }                                                                                      \
+    extern "C" __global__ void cls_backward_##S(const T *dout, T *dx, u32 b, u32 s,        \
+                                                u32 h) {                                   \
+        cls_backward_impl(dout, dx, b, s, h);                                              \
+    }                                                                                      \
+    extern "C" __global__ void mean_pool_##S(const T *x, const u32 *mask, T *out, u32 b,   \
+                                             u32 s, u32 h) {                               \
+        mean_pool_impl(x, mask, out, b, s, h);                                             \
+    }
+FOR_EACH_TYPE(EMBEDDING)

@@ -1,0 +1,89 @@
+//! Device buffers of the CUDA backend, allocated from gpu-mem.
+
+use gpu_mem::cuda::CudaBuffer;
+
+/// A float buffer (fp32) on the device. `mem` is `None` for an empty buffer,
+/// or when the allocation failed (the backend then holds the error, see
+/// [`super::CudaBackend::check`]).
+#[derive(Debug)]
+pub struct CudaBuf {
+    pub(super) mem: Option<CudaBuffer<f32>>,
+    pub(super) len: usize,
+}
+
+/// An id buffer (`u32`) on the device, with a host copy of what was last
+/// uploaded: labels and ids are validated on the host before any kernel
+/// reads them, and the embedding backward sorts token positions by id there.
+#[derive(Debug)]
+pub struct CudaIds {
+    pub(super) mem: Option<CudaBuffer<u32>>,
+    pub(super) host: Vec<u32>,
+}
+
+impl CudaBuf {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The device address (0 for an empty or unallocated buffer).
+    pub fn ptr(&self) -> u64 {
+        self.mem.as_ref().map_or(0, |m| m.ptr())
+    }
+}
+
+impl CudaIds {
+    pub fn len(&self) -> usize {
+        self.host.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.host.is_empty()
+    }
+    pub fn ptr(&self) -> u64 {
+        self.mem.as_ref().map_or(0, |m| m.ptr())
+    }
+    /// The values last uploaded (zeros after allocation).
+    pub fn host(&self) -> &[u32] {
+        &self.host
+    }
+}
+
+/// Token positions grouped by id, in token order within each id: the
+/// layout `embedding_backward` reads (`[order | starts | ids]`).
+pub fn embedding_csr(ids: &[u32]) -> (Vec<u32>, usize) {
+    let mut order: Vec<u32> = (0..ids.len() as u32).collect();
+    // Stable: positions of one id stay in token order.
+    order.sort_by_key(|&t| ids[t as usize]);
+    let mut starts = Vec::new();
+    let mut unique = Vec::new();
+    for (p, &t) in order.iter().enumerate() {
+        let id = ids[t as usize];
+        if unique.last() != Some(&id) {
+            unique.push(id);
+            starts.push(p as u32);
+        }
+    }
+    starts.push(order.len() as u32);
+    let count = unique.len();
+    let mut csr = order;
+    csr.extend(starts);
+    csr.extend(unique);
+    (csr, count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::embedding_csr;
+
+    #[test]
+    fn csr_groups_positions_by_id_in_token_order() {
+        let (csr, unique) = embedding_csr(&[5, 2, 5, 0, 2, 5]);
+        assert_eq!(unique, 3);
+        let (order, rest) = csr.split_at(6);
+        let (starts, ids) = rest.split_at(unique + 1);
+        assert_eq!(order, &[3, 1, 4, 0, 2, 5]);
+        assert_eq!(starts, &[0, 1, 3, 6]);
+        assert_eq!(ids, &[0, 2, 5]);
+    }
+}

@@ -1,0 +1,371 @@
+//! The CUDA backend: the [`Backend`](super::Backend) operations on an
+//! NVIDIA GPU, fp32.
+//!
+//! - Memory: every buffer, the cuBLAS workspace and kernel scratch come from
+//!   one `gpu_mem::CachingAllocator<CudaDevice>`, so its statistics (peak
+//!   allocated bytes, fragmentation) are the trial's exact device memory and
+//!   its `MemoryLimit` is the trial's lease. Buffers are allocated in the
+//!   order the model asks for them, which is the memory plan's order.
+//! - Kernels: the `.cu` files under `crates/trainer/kernels/`, compiled at
+//!   run time by NVRTC for the device's compute capability and cached per
+//!   process ([`kernels`]). Matrix products: cuBLAS strided-batched SGEMM
+//!   ([`blas`]).
+//! - Determinism: no atomics; every reduction runs in a fixed order for a
+//!   given shape, so the same inputs give bit-identical outputs run to run.
+//!   Dropout masks are the CPU backend's (same Philox stream).
+//! - Errors: the [`Backend`](super::Backend) trait is infallible, so the
+//!   backend records the first failure, skips every later operation (a
+//!   `download` then returns NaNs) and reports it from [`CudaBackend::check`],
+//!   which the training loop calls once per step. A sticky CUDA error is
+//!   [`CudaError::Sticky`]: the process must be replaced. An allocation
+//!   failure is [`CudaError::Alloc`] carrying gpu-mem's typed error.
+//!
+//! It deliberately does not do mixed precision yet: the kernels have bf16
+//! instantiations (`*_bf16`), but the backend stores every buffer in fp32.
+//! Nor does it fuse across trait operations (the fused bias+GELU and
+//! residual+LayerNorm kernels are called in their unfused form until the
+//! trait grows fused operations).
+
+pub mod blas;
+pub mod buffer;
+pub mod error;
+pub mod kernels;
+pub mod nvrtc;
+mod ops;
+
+pub use buffer::{CudaBuf, CudaIds};
+pub use error::CudaError;
+
+use cudarc::driver::sys::{self, CUresult};
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
+use error::{check, from_driver};
+use gpu_mem::cuda::{CudaBuffer, CudaDevice};
+use gpu_mem::{CachingAllocator, Config};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// cuBLAS workspace: 32 MiB, NVIDIA's recommendation for Hopper (4 MiB
+/// suffices before it).
+const BLAS_WORKSPACE_BYTES: usize = 32 << 20;
+/// Blocks of the deterministic sum-of-squares reduction (fixed, so the
+/// order of additions never changes).
+const NORM_BLOCKS: u32 = 256;
+/// Threads per block of the elementwise kernels.
+const THREADS: u32 = 256;
+
+/// A kernel argument, passed by value.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Arg {
+    Ptr(u64),
+    U64(u64),
+    U32(u32),
+    F32(f32),
+    F64(f64),
+}
+
+/// The CUDA backend; see the module doc.
+pub struct CudaBackend {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    allocator: Arc<CachingAllocator<CudaDevice>>,
+    arch: String,
+    functions: HashMap<String, CudaFunction>,
+    blas: Mutex<blas::Blas>,
+    /// Partial sums of `sum_squares`, one fp64 per block.
+    norm_partials: CudaBuffer<f64>,
+    /// Kept alive for the cuBLAS handle (dropped after it: field order).
+    _blas_workspace: CudaBuffer<u8>,
+    error: Mutex<Option<CudaError>>,
+    /// The first sticky error (call, code), kept for good: nothing will run
+    /// again and every later check reports it.
+    lost: Mutex<Option<(&'static str, CUresult)>>,
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBackend")
+            .field("ordinal", &self.ctx.ordinal())
+            .field("arch", &self.arch)
+            .finish()
+    }
+}
+
+/// Whether this machine can run the backend at all: libcuda, libnvrtc and
+/// libcublas load. Cheap; touches no device.
+pub fn probe() -> Result<(), CudaError> {
+    // SAFETY: these only try to load the libraries.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(CudaError::MissingLibrary(
+            "libcuda.so was not found (no NVIDIA driver)".into(),
+        ));
+    }
+    nvrtc::ensure_loaded()?;
+    if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+        return Err(CudaError::MissingLibrary(
+            "libcublas was not found; put the CUDA 12 cuBLAS library on LD_LIBRARY_PATH".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl CudaBackend {
+    /// A backend on device `ordinal` with a fresh allocator of `config`.
+    pub fn new(ordinal: usize, config: Config) -> Result<CudaBackend, CudaError> {
+        probe()?;
+        let device = CudaDevice::new(ordinal).map_err(|e| CudaError::Alloc {
+            name: "device".into(),
+            bytes: 0,
+            source: e.into(),
+        })?;
+        let ctx = Arc::clone(device.context());
+        let allocator =
+            Arc::new(
+                CachingAllocator::new(device, config).map_err(|source| CudaError::Alloc {
+                    name: "allocator".into(),
+                    bytes: 0,
+                    source,
+                })?,
+            );
+        CudaBackend::with_allocator(ctx, allocator)
+    }
+
+    /// A backend allocating from `allocator`, whose device is `ctx`'s. It
+    /// works on a new stream of its own.
+    pub fn with_allocator(
+        ctx: Arc<CudaContext>,
+        allocator: Arc<CachingAllocator<CudaDevice>>,
+    ) -> Result<CudaBackend, CudaError> {
+        probe()?;
+        ctx.bind_to_thread()
+            .map_err(|e| from_driver("cuCtxSetCurrent", e))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(|e| from_driver("cuDeviceGetAttribute", e))?;
+        let arch = kernels::arch_for(major, minor);
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| from_driver("cuStreamCreate", e))?;
+        let mut functions = HashMap::new();
+        for (family, ptx) in kernels::SOURCES
+            .iter()
+            .zip(kernels::compiled(&arch)?.iter())
+        {
+            let module = ctx
+                .load_module(ptx.clone())
+                .map_err(|e| from_driver("cuModuleLoadData", e))?;
+            for name in kernels::kernel_names(family) {
+                let f = module
+                    .load_function(&name)
+                    .map_err(|e| CudaError::MissingKernel {
+                        file: family.file,
+                        name: name.clone(),
+                        message: format!("{e:?}"),
+                    })?;
+                functions.insert(name, f);
+            }
+        }
+        let alloc = |name: &str, bytes: usize, e| CudaError::Alloc {
+            name: name.into(),
+            bytes,
+            source: e,
+        };
+        let workspace = allocator
+            .alloc_slice::<u8>(BLAS_WORKSPACE_BYTES, &stream)
+            .map_err(|e| alloc("cublas workspace", BLAS_WORKSPACE_BYTES, e))?;
+        let norm_partials = allocator
+            .alloc_slice::<f64>(NORM_BLOCKS as usize, &stream)
+            .map_err(|e| alloc("norm partials", NORM_BLOCKS as usize * 8, e))?;
+        let blas = blas::Blas::new(Arc::clone(&stream), workspace.ptr(), BLAS_WORKSPACE_BYTES)?;
+        Ok(CudaBackend {
+            ctx,
+            stream,
+            allocator,
+            arch,
+            functions,
+            blas: Mutex::new(blas),
+            norm_partials,
+            _blas_workspace: workspace,
+            error: Mutex::new(None),
+            lost: Mutex::new(None),
+        })
+    }
+
+    /// The allocator every buffer comes from (its stats are the measured
+    /// memory of this backend).
+    pub fn allocator(&self) -> &Arc<CachingAllocator<CudaDevice>> {
+        &self.allocator
+    }
+
+    /// The architecture the kernels were compiled for (`compute_XY`).
+    pub fn arch(&self) -> &str {
+        &self.arch
+    }
+
+    /// Waits for the queued work and returns the first error since the last
+    /// check, if any. After a sticky error every later check fails too.
+    pub fn check(&self) -> Result<(), CudaError> {
+        if self.pending().is_none() {
+            let synced = self.synchronize();
+            self.record(synced);
+        }
+        match (self.lock_error().take(), *self.lock_lost()) {
+            (Some(e), _) => Err(e),
+            (None, Some((call, code))) => Err(CudaError::Sticky { call, code }),
+            (None, None) => Ok(()),
+        }
+    }
+
+    fn synchronize(&self) -> Result<(), CudaError> {
+        self.bind()?;
+        // SAFETY: our own live stream.
+        check("cuStreamSynchronize", unsafe {
+            sys::cuStreamSynchronize(self.stream.cu_stream())
+        })
+    }
+
+    fn bind(&self) -> Result<(), CudaError> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| from_driver("cuCtxSetCurrent", e))
+    }
+
+    fn lock_error(&self) -> std::sync::MutexGuard<'_, Option<CudaError>> {
+        self.error.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_lost(&self) -> std::sync::MutexGuard<'_, Option<(&'static str, CUresult)>> {
+        self.lost.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether an error is waiting to be reported (operations are skipped).
+    fn pending(&self) -> Option<()> {
+        (self.lock_error().is_some() || self.lock_lost().is_some()).then_some(())
+    }
+
+    /// Keeps the first error; remembers a sticky one for good.
+    fn record(&self, result: Result<(), CudaError>) {
+        if let Err(e) = result {
+            if let CudaError::Sticky { call, code } = e {
+                self.lock_lost().get_or_insert((call, code));
+            }
+            let mut slot = self.lock_error();
+            if slot.is_none() {
+                *slot = Some(e);
+            }
+        }
+    }
+
+    /// Runs `op` unless an error is pending, recording its failure.
+    fn run(&self, op: impl FnOnce() -> Result<(), CudaError>) {
+        if self.pending().is_some() {
+            return;
+        }
+        let result = self.bind().and_then(|()| op());
+        self.record(result);
+    }
+
+    /// Launches the fp32 instantiation of `kernel`.
+    fn launch(
+        &self,
+        kernel: &str,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        args: &[Arg],
+    ) -> Result<(), CudaError> {
+        let name = format!("{kernel}_f32");
+        let f = self
+            .functions
+            .get(&name)
+            .ok_or_else(|| CudaError::Invalid {
+                op: "launch",
+                message: format!("no kernel {name} was loaded"),
+            })?;
+        let mut builder = self.stream.launch_builder(f);
+        for arg in args {
+            match arg {
+                Arg::Ptr(v) | Arg::U64(v) => builder.arg(v),
+                Arg::U32(v) => builder.arg(v),
+                Arg::F32(v) => builder.arg(v),
+                Arg::F64(v) => builder.arg(v),
+            };
+        }
+        let cfg = LaunchConfig {
+            grid_dim: grid,
+            block_dim: block,
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: every kernel's parameter list is matched by the argument
+        // lists in `ops` (pointers as u64, sizes as u64/u32); the buffers
+        // they point to are live and sized by the checks in `ops`.
+        unsafe { builder.launch(cfg) }.map_err(|e| from_driver("cuLaunchKernel", e))?;
+        Ok(())
+    }
+
+    /// A grid-stride launch over `n` elements.
+    fn launch_1d(&self, kernel: &str, n: u64, args: &[Arg]) -> Result<(), CudaError> {
+        if n == 0 {
+            return Ok(());
+        }
+        let blocks = n.div_ceil(THREADS as u64).min(1 << 16) as u32;
+        self.launch(kernel, (blocks, 1, 1), (THREADS, 1, 1), args)
+    }
+
+    fn new_buf<T: cudarc::driver::DeviceRepr>(
+        &self,
+        name: &str,
+        len: usize,
+    ) -> Result<Option<CudaBuffer<T>>, CudaError> {
+        if len == 0 {
+            return Ok(None);
+        }
+        let bytes = len * size_of::<T>();
+        let buf = self
+            .allocator
+            .alloc_slice::<T>(len, &self.stream)
+            .map_err(|source| CudaError::Alloc {
+                name: name.to_string(),
+                bytes,
+                source,
+            })?;
+        // SAFETY: `bytes` of our own live buffer, on our stream.
+        check("cuMemsetD8Async", unsafe {
+            sys::cuMemsetD8Async(buf.ptr(), 0, bytes, self.stream.cu_stream())
+        })?;
+        Ok(Some(buf))
+    }
+
+    /// Copies `src` into the device buffer at `dst` and waits.
+    fn copy_in<T: Copy>(&self, dst: u64, src: &[T]) -> Result<(), CudaError> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: `src` is valid for its bytes and outlives the copy (we
+        // synchronise before returning); `dst` holds as many bytes.
+        check("cuMemcpyHtoDAsync", unsafe {
+            sys::cuMemcpyHtoDAsync_v2(
+                dst,
+                src.as_ptr().cast(),
+                std::mem::size_of_val(src),
+                self.stream.cu_stream(),
+            )
+        })?;
+        self.synchronize()
+    }
+
+    /// Copies the device buffer at `src` into `dst` and waits.
+    fn copy_out<T: Copy>(&self, dst: &mut [T], src: u64) -> Result<(), CudaError> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: as in `copy_in`, the other way round.
+        check("cuMemcpyDtoHAsync", unsafe {
+            sys::cuMemcpyDtoHAsync_v2(
+                dst.as_mut_ptr().cast(),
+                src,
+                std::mem::size_of_val(dst),
+                self.stream.cu_stream(),
+            )
+        })?;
+        self.synchronize()
+    }
+}

@@ -1,0 +1,889 @@
+//! The [`Backend`] operations as kernel launches and cuBLAS calls.
+//!
+//! Each operation checks its sizes on the host first (a mismatch is a
+//! recorded [`CudaError::Invalid`], never an out-of-bounds kernel), then
+//! queues its work on the backend's stream. See the kernel files for what
+//! each kernel computes and costs.
+
+use super::buffer::embedding_csr;
+use super::{Arg, CudaBackend, CudaBuf, CudaError, CudaIds, NORM_BLOCKS, THREADS};
+use crate::backend::{AdamWStep, Backend, MatmulShape};
+use crate::memory::BufKind;
+use crate::rng::{RngKey, dropout_threshold};
+use Arg::{F32, F64, Ptr, U32, U64};
+
+fn need(op: &'static str, ok: bool, message: impl FnOnce() -> String) -> Result<(), CudaError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(CudaError::Invalid {
+            op,
+            message: message(),
+        })
+    }
+}
+
+fn same_len(op: &'static str, a: usize, b: usize) -> Result<(), CudaError> {
+    need(op, a == b, || format!("lengths differ: {a} and {b}"))
+}
+
+fn u32_of(op: &'static str, v: usize) -> Result<u32, CudaError> {
+    u32::try_from(v).map_err(|_| CudaError::Invalid {
+        op,
+        message: format!("{v} does not fit the kernel's 32-bit index"),
+    })
+}
+
+/// Blocks of one warp-per-row kernel with 4 warps per block.
+fn warp_rows_grid(rows: u64) -> u32 {
+    rows.div_ceil(4).clamp(1, 1 << 16) as u32
+}
+
+impl CudaBackend {
+    /// A grid-stride kernel over `n` elements whose sizes need no check.
+    fn elementwise(&self, kernel: &'static str, n: usize, args: &[Arg]) {
+        self.run(|| self.launch_1d(kernel, n as u64, args))
+    }
+
+    fn dropout(&self, x: &CudaBuf, out: &mut CudaBuf, p: f64, key: RngKey) {
+        self.run(|| {
+            same_len("dropout", x.len, out.len)?;
+            need("dropout", (0.0..1.0).contains(&p), || {
+                format!("probability {p} not in [0, 1)")
+            })?;
+            let keep_scale = (1.0 / (1.0 - p)) as f32;
+            let groups = (x.len as u64).div_ceil(4);
+            let blocks = groups.div_ceil(THREADS as u64).clamp(1, 1 << 16) as u32;
+            if x.len == 0 {
+                return Ok(());
+            }
+            self.launch(
+                "dropout",
+                (blocks, 1, 1),
+                (THREADS, 1, 1),
+                &[
+                    Ptr(x.ptr()),
+                    Ptr(out.ptr()),
+                    U64(x.len as u64),
+                    U32(dropout_threshold(p)),
+                    F32(keep_scale),
+                    U32(key.seed as u32),
+                    U32((key.seed >> 32) as u32),
+                    U32(key.step as u32),
+                    U32((key.step >> 32) as u32),
+                    U32(key.stream),
+                ],
+            )
+        })
+    }
+
+    fn ce_weights(&self, weights: Option<&CudaBuf>, classes: usize) -> Result<u64, CudaError> {
+        match weights {
+            None => Ok(0),
+            Some(w) => {
+                same_len("cross_entropy", w.len, classes)?;
+                Ok(w.ptr())
+            }
+        }
+    }
+
+    fn validate_labels(
+        labels: &CudaIds,
+        logits: &CudaBuf,
+        classes: usize,
+    ) -> Result<(), CudaError> {
+        need("cross_entropy", classes > 0, || "zero classes".into())?;
+        same_len("cross_entropy", logits.len, labels.len() * classes)?;
+        if let Some((row, &y)) = labels
+            .host
+            .iter()
+            .enumerate()
+            .find(|&(_, &y)| y as usize >= classes)
+        {
+            return Err(CudaError::Invalid {
+                op: "cross_entropy",
+                message: format!("label {y} of row {row} is not below {classes} classes"),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Backend for CudaBackend {
+    type Buf = CudaBuf;
+    type Ids = CudaIds;
+
+    fn float_bytes(&self) -> usize {
+        4
+    }
+
+    fn alloc(&self, name: &str, _kind: BufKind, len: usize) -> CudaBuf {
+        let mut mem = None;
+        self.run(|| {
+            mem = self.new_buf::<f32>(name, len)?;
+            Ok(())
+        });
+        CudaBuf { mem, len }
+    }
+
+    fn alloc_ids(&self, name: &str, len: usize) -> CudaIds {
+        let mut mem = None;
+        self.run(|| {
+            mem = self.new_buf::<u32>(name, len)?;
+            Ok(())
+        });
+        CudaIds {
+            mem,
+            host: vec![0; len],
+        }
+    }
+
+    fn len(&self, buf: &CudaBuf) -> usize {
+        buf.len
+    }
+
+    fn upload(&self, dst: &mut CudaBuf, src: &[f64]) {
+        self.run(|| {
+            same_len("upload", dst.len, src.len())?;
+            let host: Vec<f32> = src.iter().map(|&v| v as f32).collect();
+            self.copy_in(dst.ptr(), &host)
+        })
+    }
+
+    fn upload_f32(&self, dst: &mut CudaBuf, src: &[f32]) {
+        self.run(|| {
+            same_len("upload", dst.len, src.len())?;
+            self.copy_in(dst.ptr(), src)
+        })
+    }
+
+    fn upload_ids(&self, dst: &mut CudaIds, src: &[u32]) {
+        self.run(|| {
+            same_len("upload_ids", dst.len(), src.len())?;
+            dst.host.copy_from_slice(src);
+            self.copy_in(dst.ptr(), src)
+        })
+    }
+
+    /// NaNs when an error is pending (see [`CudaBackend::check`]).
+    fn download(&self, src: &CudaBuf) -> Vec<f64> {
+        let mut host = vec![f32::NAN; src.len];
+        let mut ok = false;
+        self.run(|| {
+            self.copy_out(&mut host, src.ptr())?;
+            ok = true;
+            Ok(())
+        });
+        if !ok {
+            host.iter_mut().for_each(|v| *v = f32::NAN);
+        }
+        host.into_iter().map(f64::from).collect()
+    }
+
+    fn fill(&self, dst: &mut CudaBuf, value: f64) {
+        let n = dst.len as u64;
+        self.elementwise(
+            "fill",
+            dst.len,
+            &[Ptr(dst.ptr()), F32(value as f32), U64(n)],
+        )
+    }
+
+    fn add(&self, a: &CudaBuf, b: &CudaBuf, out: &mut CudaBuf) {
+        self.run(|| {
+            same_len("add", a.len, out.len)?;
+            same_len("add", b.len, out.len)?;
+            self.launch_1d(
+                "add",
+                out.len as u64,
+                &[
+                    Ptr(a.ptr()),
+                    Ptr(b.ptr()),
+                    Ptr(out.ptr()),
+                    U64(out.len as u64),
+                ],
+            )
+        })
+    }
+
+    fn add_assign(&self, acc: &mut CudaBuf, x: &CudaBuf) {
+        self.run(|| {
+            same_len("add_assign", acc.len, x.len)?;
+            self.launch_1d(
+                "add_assign",
+                acc.len as u64,
+                &[Ptr(acc.ptr()), Ptr(x.ptr()), U64(acc.len as u64)],
+            )
+        })
+    }
+
+    fn scale(&self, buf: &mut CudaBuf, factor: f64) {
+        let n = buf.len as u64;
+        self.elementwise(
+            "scale",
+            buf.len,
+            &[Ptr(buf.ptr()), F32(factor as f32), U64(n)],
+        )
+    }
+
+    /// Per-block fp64 partials on the device, added on the host in block
+    /// order: deterministic. NaN when an error is pending.
+    fn sum_squares(&self, buf: &CudaBuf) -> f64 {
+        let mut total = f64::NAN;
+        self.run(|| {
+            if buf.len == 0 {
+                total = 0.0;
+                return Ok(());
+            }
+            let partials = self.norm_partials.ptr();
+            self.launch(
+                "sum_squares",
+                (NORM_BLOCKS, 1, 1),
+                (THREADS, 1, 1),
+                &[Ptr(buf.ptr()), U64(buf.len as u64), Ptr(partials)],
+            )?;
+            let mut host = vec![0f64; NORM_BLOCKS as usize];
+            self.copy_out(&mut host, partials)?;
+            total = host.iter().sum();
+            Ok(())
+        });
+        total
+    }
+
+    fn matmul(
+        &self,
+        shape: &MatmulShape,
+        alpha: f64,
+        a: &CudaBuf,
+        b: &CudaBuf,
+        beta: f64,
+        c: &mut CudaBuf,
+    ) {
+        self.run(|| {
+            let s = shape;
+            need("matmul", a.len >= s.batch * s.m * s.k, || {
+                "A too small".into()
+            })?;
+            need("matmul", b.len >= s.batch * s.k * s.n, || {
+                "B too small".into()
+            })?;
+            need("matmul", c.len >= s.batch * s.m * s.n, || {
+                "C too small".into()
+            })?;
+            if s.batch * s.m * s.n == 0 {
+                return Ok(());
+            }
+            let blas = self.blas.lock().unwrap_or_else(|p| p.into_inner());
+            // SAFETY: sizes checked above; the buffers are live until the
+            // caller drops them, and a drop returns the block to the caching
+            // allocator, which only reuses it on this stream (in order) or
+            // after an event on another stream.
+            unsafe { blas.sgemm(s, alpha as f32, a.ptr(), b.ptr(), beta as f32, c.ptr()) }
+        })
+    }
+
+    fn bias_add(&self, out: &mut CudaBuf, bias: &CudaBuf, n: usize) {
+        self.run(|| {
+            same_len("bias_add", bias.len, n)?;
+            need("bias_add", n > 0 && out.len.is_multiple_of(n), || {
+                format!("{} elements are not rows of {n}", out.len)
+            })?;
+            self.launch_1d(
+                "bias_add",
+                out.len as u64,
+                &[
+                    Ptr(out.ptr()),
+                    Ptr(bias.ptr()),
+                    U64(out.len as u64),
+                    U32(u32_of("bias_add", n)?),
+                ],
+            )
+        })
+    }
+
+    fn bias_backward(&self, dout: &CudaBuf, dbias: &mut CudaBuf, n: usize) {
+        self.run(|| {
+            same_len("bias_backward", dbias.len, n)?;
+            need("bias_backward", n > 0 && dout.len.is_multiple_of(n), || {
+                format!("{} elements are not rows of {n}", dout.len)
+            })?;
+            let cols = u32_of("bias_backward", n)?;
+            self.launch(
+                "bias_backward",
+                (cols.div_ceil(32), 1, 1),
+                (32, 8, 1),
+                &[
+                    Ptr(dout.ptr()),
+                    Ptr(dbias.ptr()),
+                    U64((dout.len / n) as u64),
+                    U32(cols),
+                ],
+            )
+        })
+    }
+
+    fn layernorm_forward(
+        &self,
+        x: &CudaBuf,
+        gamma: &CudaBuf,
+        beta: &CudaBuf,
+        n: usize,
+        eps: f64,
+        out: &mut CudaBuf,
+        mean: &mut CudaBuf,
+        rstd: &mut CudaBuf,
+    ) {
+        self.run(|| {
+            need(
+                "layernorm_forward",
+                n > 0 && x.len.is_multiple_of(n),
+                || format!("{} elements are not rows of {n}", x.len),
+            )?;
+            let rows = x.len / n;
+            same_len("layernorm_forward", out.len, x.len)?;
+            same_len("layernorm_forward", gamma.len, n)?;
+            same_len("layernorm_forward", beta.len, n)?;
+            same_len("layernorm_forward", mean.len, rows)?;
+            same_len("layernorm_forward", rstd.len, rows)?;
+            if rows == 0 {
+                return Ok(());
+            }
+            self.launch(
+                "layernorm_forward",
+                (rows.min(1 << 16) as u32, 1, 1),
+                (THREADS, 1, 1),
+                &[
+                    Ptr(x.ptr()),
+                    Ptr(0), // no residual: the trait adds it separately
+                    Ptr(0), // so there is no sum to store
+                    Ptr(gamma.ptr()),
+                    Ptr(beta.ptr()),
+                    Ptr(out.ptr()),
+                    Ptr(mean.ptr()),
+                    Ptr(rstd.ptr()),
+                    U64(rows as u64),
+                    U32(u32_of("layernorm_forward", n)?),
+                    F32(eps as f32),
+                ],
+            )
+        })
+    }
+
+    fn layernorm_backward(
+        &self,
+        dout: &CudaBuf,
+        x: &CudaBuf,
+        gamma: &CudaBuf,
+        mean: &CudaBuf,
+        rstd: &CudaBuf,
+        n: usize,
+        dx: &mut CudaBuf,
+        dgamma: &mut CudaBuf,
+        dbeta: &mut CudaBuf,
+    ) {
+        self.run(|| {
+            need(
+                "layernorm_backward",
+                n > 0 && x.len.is_multiple_of(n),
+                || format!("{} elements are not rows of {n}", x.len),
+            )?;
+            let rows = x.len / n;
+            same_len("layernorm_backward", dout.len, x.len)?;
+            same_len("layernorm_backward", dx.len, x.len)?;
+            same_len("layernorm_backward", gamma.len, n)?;
+            same_len("layernorm_backward", dgamma.len, n)?;
+            same_len("layernorm_backward", dbeta.len, n)?;
+            same_len("layernorm_backward", mean.len, rows)?;
+            same_len("layernorm_backward", rstd.len, rows)?;
+            if rows == 0 {
+                return Ok(());
+            }
+            let cols = u32_of("layernorm_backward", n)?;
+            self.launch(
+                "layernorm_backward_dx",
+                (rows.min(1 << 16) as u32, 1, 1),
+                (THREADS, 1, 1),
+                &[
+                    Ptr(dout.ptr()),
+                    Ptr(x.ptr()),
+                    Ptr(gamma.ptr()),
+                    Ptr(mean.ptr()),
+                    Ptr(rstd.ptr()),
+                    Ptr(dx.ptr()),
+                    U64(rows as u64),
+                    U32(cols),
+                ],
+            )?;
+            self.launch(
+                "layernorm_backward_params",
+                (cols.div_ceil(32), 1, 1),
+                (32, 8, 1),
+                &[
+                    Ptr(dout.ptr()),
+                    Ptr(x.ptr()),
+                    Ptr(mean.ptr()),
+                    Ptr(rstd.ptr()),
+                    Ptr(dgamma.ptr()),
+                    Ptr(dbeta.ptr()),
+                    U64(rows as u64),
+                    U32(cols),
+                ],
+            )
+        })
+    }
+
+    fn permute_heads(&self, x: &CudaBuf, out: &mut CudaBuf, b: usize, s: usize, heads: usize) {
+        self.permute("permute_heads", x, out, b, s, heads)
+    }
+
+    fn unpermute_heads(&self, x: &CudaBuf, out: &mut CudaBuf, b: usize, s: usize, heads: usize) {
+        self.permute("unpermute_heads", x, out, b, s, heads)
+    }
+
+    fn softmax_forward(
+        &self,
+        scores: &CudaBuf,
+        mask: &CudaIds,
+        b: usize,
+        heads: usize,
+        s: usize,
+        scale: f64,
+        probs: &mut CudaBuf,
+    ) {
+        self.run(|| {
+            let op = "softmax_forward";
+            same_len(op, scores.len, b * heads * s * s)?;
+            same_len(op, probs.len, scores.len)?;
+            same_len(op, mask.len(), b * s)?;
+            let rows = (b * heads * s) as u64;
+            if rows == 0 {
+                return Ok(());
+            }
+            self.launch(
+                op,
+                (warp_rows_grid(rows), 1, 1),
+                (128, 1, 1),
+                &[
+                    Ptr(scores.ptr()),
+                    Ptr(mask.ptr()),
+                    Ptr(probs.ptr()),
+                    U32(u32_of(op, b)?),
+                    U32(u32_of(op, heads)?),
+                    U32(u32_of(op, s)?),
+                    F32(scale as f32),
+                ],
+            )
+        })
+    }
+
+    fn softmax_backward(
+        &self,
+        dprobs: &CudaBuf,
+        probs: &CudaBuf,
+        s: usize,
+        scale: f64,
+        dscores: &mut CudaBuf,
+    ) {
+        self.run(|| {
+            let op = "softmax_backward";
+            same_len(op, dprobs.len, probs.len)?;
+            same_len(op, dscores.len, probs.len)?;
+            need(op, s > 0 && probs.len.is_multiple_of(s), || {
+                format!("{} elements are not rows of {s}", probs.len)
+            })?;
+            let rows = (probs.len / s) as u64;
+            if rows == 0 {
+                return Ok(());
+            }
+            self.launch(
+                op,
+                (warp_rows_grid(rows), 1, 1),
+                (128, 1, 1),
+                &[
+                    Ptr(dprobs.ptr()),
+                    Ptr(probs.ptr()),
+                    Ptr(dscores.ptr()),
+                    U64(rows),
+                    U32(u32_of(op, s)?),
+                    F32(scale as f32),
+                ],
+            )
+        })
+    }
+
+    fn gelu_forward(&self, x: &CudaBuf, out: &mut CudaBuf) {
+        self.run(|| {
+            same_len("gelu_forward", x.len, out.len)?;
+            self.launch_1d(
+                "bias_gelu_forward",
+                x.len as u64,
+                // No bias (the trait adds it separately), nothing to save.
+                &[
+                    Ptr(x.ptr()),
+                    Ptr(0),
+                    Ptr(0),
+                    Ptr(out.ptr()),
+                    U64(x.len as u64),
+                    U32(1),
+                ],
+            )
+        })
+    }
+
+    fn gelu_backward(&self, x: &CudaBuf, dout: &CudaBuf, dx: &mut CudaBuf) {
+        self.binary("gelu_backward", x, dout, dx)
+    }
+
+    fn tanh_forward(&self, x: &CudaBuf, out: &mut CudaBuf) {
+        self.run(|| {
+            same_len("tanh_forward", x.len, out.len)?;
+            self.launch_1d(
+                "tanh_forward",
+                x.len as u64,
+                &[Ptr(x.ptr()), Ptr(out.ptr()), U64(x.len as u64)],
+            )
+        })
+    }
+
+    fn tanh_backward(&self, out: &CudaBuf, dout: &CudaBuf, dx: &mut CudaBuf) {
+        self.binary("tanh_backward", out, dout, dx)
+    }
+
+    fn dropout_forward(&self, x: &CudaBuf, out: &mut CudaBuf, p: f64, key: RngKey) {
+        self.dropout(x, out, p, key)
+    }
+
+    fn dropout_backward(&self, dout: &CudaBuf, dx: &mut CudaBuf, p: f64, key: RngKey) {
+        self.dropout(dout, dx, p, key)
+    }
+
+    fn embedding_forward(
+        &self,
+        ids: &CudaIds,
+        table: &CudaBuf,
+        dim: usize,
+        out: &mut CudaBuf,
+        accumulate: bool,
+    ) {
+        self.run(|| {
+            let op = "embedding_forward";
+            need(op, dim > 0 && table.len.is_multiple_of(dim), || {
+                format!("table of {} is not rows of {dim}", table.len)
+            })?;
+            same_len(op, out.len, ids.len() * dim)?;
+            let rows = table.len / dim;
+            if let Some((t, id)) = ids
+                .host
+                .iter()
+                .enumerate()
+                .find(|&(_, &id)| id as usize >= rows)
+            {
+                return Err(CudaError::Invalid {
+                    op,
+                    message: format!("id {id} of token {t} is not below {rows} rows"),
+                });
+            }
+            self.launch_1d(
+                op,
+                out.len as u64,
+                &[
+                    Ptr(ids.ptr()),
+                    Ptr(table.ptr()),
+                    Ptr(out.ptr()),
+                    U64(ids.len() as u64),
+                    U32(u32_of(op, dim)?),
+                    U32(u32_of(op, rows)?),
+                    U32(accumulate as u32),
+                ],
+            )
+        })
+    }
+
+    fn embedding_backward(&self, ids: &CudaIds, dout: &CudaBuf, dim: usize, dtable: &mut CudaBuf) {
+        self.run(|| {
+            let op = "embedding_backward";
+            need(op, dim > 0 && dtable.len.is_multiple_of(dim), || {
+                format!("table of {} is not rows of {dim}", dtable.len)
+            })?;
+            same_len(op, dout.len, ids.len() * dim)?;
+            let rows = dtable.len / dim;
+            if let Some(&id) = ids.host.iter().find(|&&id| id as usize >= rows) {
+                return Err(CudaError::Invalid {
+                    op,
+                    message: format!("id {id} is not below {rows} rows"),
+                });
+            }
+            if ids.is_empty() {
+                return Ok(());
+            }
+            let (csr, unique) = embedding_csr(&ids.host);
+            // Kernel scratch: a few KiB for a batch, freed when this returns
+            // (the allocator reuses it in stream order).
+            let scratch = self
+                .new_buf::<u32>("embedding csr", csr.len())?
+                .expect("a non-empty batch has a non-empty csr");
+            self.copy_in(scratch.ptr(), &csr)?;
+            let threads = (dim as u32).clamp(32, THREADS).next_multiple_of(32);
+            self.launch(
+                op,
+                ((unique as u32).min(1 << 16), 1, 1),
+                (threads, 1, 1),
+                &[
+                    Ptr(scratch.ptr()),
+                    Ptr(dout.ptr()),
+                    Ptr(dtable.ptr()),
+                    U32(u32_of(op, ids.len())?),
+                    U32(u32_of(op, unique)?),
+                    U32(u32_of(op, dim)?),
+                ],
+            )
+        })
+    }
+
+    fn cls_forward(&self, x: &CudaBuf, out: &mut CudaBuf, b: usize, s: usize) {
+        self.run(|| {
+            let op = "cls_forward";
+            need(op, b > 0 && out.len.is_multiple_of(b), || {
+                "output is not b rows".into()
+            })?;
+            let h = out.len / b;
+            same_len(op, x.len, b * s * h)?;
+            self.launch_1d(
+                op,
+                out.len as u64,
+                &[
+                    Ptr(x.ptr()),
+                    Ptr(out.ptr()),
+                    U32(u32_of(op, b)?),
+                    U32(u32_of(op, s)?),
+                    U32(u32_of(op, h)?),
+                ],
+            )
+        })
+    }
+
+    fn cls_backward(&self, dout: &CudaBuf, dx: &mut CudaBuf, b: usize, s: usize) {
+        self.run(|| {
+            let op = "cls_backward";
+            need(op, b > 0 && dout.len.is_multiple_of(b), || {
+                "gradient is not b rows".into()
+            })?;
+            let h = dout.len / b;
+            same_len(op, dx.len, b * s * h)?;
+            self.launch_1d(
+                op,
+                dx.len as u64,
+                &[
+                    Ptr(dout.ptr()),
+                    Ptr(dx.ptr()),
+                    U32(u32_of(op, b)?),
+                    U32(u32_of(op, s)?),
+                    U32(u32_of(op, h)?),
+                ],
+            )
+        })
+    }
+
+    fn mean_pool(&self, x: &CudaBuf, mask: &CudaIds, b: usize, s: usize, out: &mut CudaBuf) {
+        self.run(|| {
+            let op = "mean_pool";
+            need(op, b > 0 && out.len.is_multiple_of(b), || {
+                "output is not b rows".into()
+            })?;
+            let h = out.len / b;
+            same_len(op, x.len, b * s * h)?;
+            same_len(op, mask.len(), b * s)?;
+            self.launch_1d(
+                op,
+                out.len as u64,
+                &[
+                    Ptr(x.ptr()),
+                    Ptr(mask.ptr()),
+                    Ptr(out.ptr()),
+                    U32(u32_of(op, b)?),
+                    U32(u32_of(op, s)?),
+                    U32(u32_of(op, h)?),
+                ],
+            )
+        })
+    }
+
+    /// Per-row weighted losses in fp64 on the device, added on the host in
+    /// row order. NaN when an error is pending.
+    fn cross_entropy_forward(
+        &self,
+        logits: &CudaBuf,
+        labels: &CudaIds,
+        weights: Option<&CudaBuf>,
+        classes: usize,
+        denom: f64,
+    ) -> f64 {
+        let mut loss = f64::NAN;
+        self.run(|| {
+            let op = "cross_entropy_forward";
+            Self::validate_labels(labels, logits, classes)?;
+            let w = self.ce_weights(weights, classes)?;
+            let rows = labels.len();
+            if rows == 0 {
+                loss = 0.0 / denom;
+                return Ok(());
+            }
+            let row_loss = self
+                .new_buf::<f64>("cross-entropy rows", rows)?
+                .expect("rows > 0");
+            self.launch_1d(
+                op,
+                rows as u64,
+                &[
+                    Ptr(logits.ptr()),
+                    Ptr(labels.ptr()),
+                    Ptr(w),
+                    Ptr(row_loss.ptr()),
+                    U32(u32_of(op, rows)?),
+                    U32(u32_of(op, classes)?),
+                ],
+            )?;
+            let mut host = vec![0f64; rows];
+            self.copy_out(&mut host, row_loss.ptr())?;
+            loss = host.iter().sum::<f64>() / denom;
+            Ok(())
+        });
+        loss
+    }
+
+    fn cross_entropy_backward(
+        &self,
+        logits: &CudaBuf,
+        labels: &CudaIds,
+        weights: Option<&CudaBuf>,
+        classes: usize,
+        denom: f64,
+        dloss: f64,
+        dlogits: &mut CudaBuf,
+    ) {
+        self.run(|| {
+            let op = "cross_entropy_backward";
+            Self::validate_labels(labels, logits, classes)?;
+            same_len(op, dlogits.len, logits.len)?;
+            let w = self.ce_weights(weights, classes)?;
+            self.launch_1d(
+                op,
+                labels.len() as u64,
+                &[
+                    Ptr(logits.ptr()),
+                    Ptr(labels.ptr()),
+                    Ptr(w),
+                    Ptr(dlogits.ptr()),
+                    U32(u32_of(op, labels.len())?),
+                    U32(u32_of(op, classes)?),
+                    F64(denom),
+                    F64(dloss),
+                ],
+            )
+        })
+    }
+
+    fn adamw(
+        &self,
+        param: &mut CudaBuf,
+        grad: &CudaBuf,
+        m: &mut CudaBuf,
+        v: &mut CudaBuf,
+        step: &AdamWStep,
+    ) {
+        self.run(|| {
+            let op = "adamw";
+            same_len(op, grad.len, param.len)?;
+            same_len(op, m.len, param.len)?;
+            same_len(op, v.len, param.len)?;
+            // The CPU reference's scalars, folded in f64 then rounded once.
+            let bc1 = 1.0 - step.beta1.powi(step.t as i32);
+            let bc2 = 1.0 - step.beta2.powi(step.t as i32);
+            self.launch_1d(
+                op,
+                param.len as u64,
+                &[
+                    Ptr(param.ptr()),
+                    Ptr(grad.ptr()),
+                    Ptr(m.ptr()),
+                    Ptr(v.ptr()),
+                    U64(param.len as u64),
+                    F32(step.beta1 as f32),
+                    F32(step.beta2 as f32),
+                    F32((1.0 - step.beta1) as f32),
+                    F32((1.0 - step.beta2) as f32),
+                    F32((step.lr / bc1) as f32),
+                    F32((1.0 / bc2.sqrt()) as f32),
+                    F32(step.eps as f32),
+                    F32((1.0 - step.lr * step.weight_decay) as f32),
+                ],
+            )
+        })
+    }
+
+    fn sgd(&self, param: &mut CudaBuf, grad: &CudaBuf, lr: f64) {
+        self.run(|| {
+            same_len("sgd", grad.len, param.len)?;
+            self.launch_1d(
+                "sgd",
+                param.len as u64,
+                &[
+                    Ptr(param.ptr()),
+                    Ptr(grad.ptr()),
+                    U64(param.len as u64),
+                    F32(lr as f32),
+                ],
+            )
+        })
+    }
+}
+
+impl CudaBackend {
+    fn binary(&self, kernel: &'static str, x: &CudaBuf, y: &CudaBuf, out: &mut CudaBuf) {
+        self.run(|| {
+            same_len(kernel, x.len, out.len)?;
+            same_len(kernel, y.len, out.len)?;
+            self.launch_1d(
+                kernel,
+                out.len as u64,
+                &[
+                    Ptr(x.ptr()),
+                    Ptr(y.ptr()),
+                    Ptr(out.ptr()),
+                    U64(out.len as u64),
+                ],
+            )
+        })
+    }
+
+    fn permute(
+        &self,
+        kernel: &'static str,
+        x: &CudaBuf,
+        out: &mut CudaBuf,
+        b: usize,
+        s: usize,
+        heads: usize,
+    ) {
+        self.run(|| {
+            same_len(kernel, x.len, out.len)?;
+            let rows = b * s * heads;
+            need(kernel, rows > 0 && x.len.is_multiple_of(rows), || {
+                format!("{} elements are not [{b}, {s}, {heads}, dh]", x.len)
+            })?;
+            let dh = x.len / rows;
+            self.launch_1d(
+                kernel,
+                x.len as u64,
+                &[
+                    Ptr(x.ptr()),
+                    Ptr(out.ptr()),
+                    U32(u32_of(kernel, b)?),
+                    U32(u32_of(kernel, s)?),
+                    U32(u32_of(kernel, heads)?),
+                    U32(u32_of(kernel, dh)?),
+                ],
+            )
+        })
+    }
+}

@@ -1,0 +1,587 @@
+//! The CUDA backend against the CPU reference (`CpuBackend<f32>`): every
+//! operation forward and backward on fresh random inputs, with the GPU's
+//! outputs poisoned (NaN) before each run, relative error
+//! `||gpu - cpu|| / ||cpu||` under 1e-5; dropout masks identical; a full
+//! training step of a 2-layer model; bit-identical losses over 20 steps.
+//!
+//! Needs feature `cuda`, a GPU and `MEMTUNE_GPU_TESTS=1` (`cargo xtask
+//! gpu-test` bundles and runs them on the device machine); otherwise the GPU
+//! tests print a skip message. `missing_driver_is_a_clean_error` runs
+//! wherever libcuda is absent.
+
+#![cfg(feature = "cuda")]
+
+mod common;
+
+use common::{Rand, random_batch, rel_err, time_seed};
+use gpu_mem::{Config, MemoryLimit};
+use trainer::backend::cpu::{CpuBackend, CpuBuf};
+use trainer::backend::cuda::{CudaBackend, CudaBuf, CudaError, CudaIds};
+use trainer::backend::{AdamWStep, Backend, MatmulShape};
+use trainer::config::BertConfig;
+use trainer::memory::BufKind;
+use trainer::model::{BertClassifier, DeviceBatch, HeadConfig, Mode};
+use trainer::rng::RngKey;
+
+/// fp32 tolerance of the bar.
+const TOL: f64 = 1e-5;
+
+fn gpu_tests_enabled(name: &str) -> bool {
+    if std::env::var("MEMTUNE_GPU_TESTS").as_deref() == Ok("1") {
+        return true;
+    }
+    eprintln!("skipping {name}: needs a GPU and MEMTUNE_GPU_TESTS=1 (run `cargo xtask gpu-test`)");
+    false
+}
+
+/// The same data on both backends.
+struct Pair {
+    cpu: CpuBackend<f32>,
+    gpu: CudaBackend,
+    r: Rand,
+    seed: u64,
+}
+
+type Both = (CpuBuf<f32>, CudaBuf);
+
+impl Pair {
+    fn new(name: &str) -> Option<Pair> {
+        if !gpu_tests_enabled(name) {
+            return None;
+        }
+        let seed = time_seed();
+        Some(Pair {
+            cpu: CpuBackend::new(),
+            gpu: CudaBackend::new(0, Config::default()).expect("CUDA backend on device 0"),
+            r: Rand::new(seed, 7),
+            seed,
+        })
+    }
+
+    fn from(&self, v: &[f64]) -> Both {
+        let mut c = self.cpu.alloc("c", BufKind::Workspace, v.len());
+        let mut g = self.gpu.alloc("g", BufKind::Workspace, v.len());
+        self.cpu.upload(&mut c, v);
+        self.gpu.upload(&mut g, v);
+        (c, g)
+    }
+
+    fn random(&mut self, n: usize) -> Both {
+        let v = self.r.normals(n);
+        self.from(&v)
+    }
+
+    /// An output: the GPU side poisoned with NaN, so an element the kernel
+    /// does not write fails the comparison.
+    fn out(&self, n: usize) -> Both {
+        let c = self.cpu.alloc("c", BufKind::Workspace, n);
+        let mut g = self.gpu.alloc("g", BufKind::Workspace, n);
+        self.gpu.fill(&mut g, f64::NAN);
+        (c, g)
+    }
+
+    fn ids(&self, v: &[u32]) -> (CpuBuf<u32>, CudaIds) {
+        let mut c = self.cpu.alloc_ids("c", v.len());
+        let mut g = self.gpu.alloc_ids("g", v.len());
+        self.cpu.upload_ids(&mut c, v);
+        self.gpu.upload_ids(&mut g, v);
+        (c, g)
+    }
+
+    fn close(&self, what: &str, b: &Both, tol: f64) {
+        let cpu = self.cpu.download(&b.0);
+        let gpu = self.gpu.download(&b.1);
+        self.gpu.check().unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(
+            gpu.iter().all(|v| v.is_finite()),
+            "{what}: non-finite GPU output (unwritten elements?); seed {}",
+            self.seed
+        );
+        let err = rel_err(&gpu, &cpu);
+        assert!(
+            err <= tol,
+            "{what}: relative error {err:.3e} > {tol:e}; seed {} (MEMTUNE_TEST_SEED)",
+            self.seed
+        );
+    }
+}
+
+#[test]
+fn missing_driver_is_a_clean_error() {
+    // SAFETY: only tries to load the library.
+    if unsafe { cudarc_present() } {
+        eprintln!("skipping missing_driver_is_a_clean_error: libcuda is present");
+        return;
+    }
+    match CudaBackend::new(0, Config::default()) {
+        Err(CudaError::MissingLibrary(msg)) => assert!(msg.contains("libcuda"), "{msg}"),
+        other => panic!("expected MissingLibrary, got {other:?}"),
+    }
+}
+
+unsafe fn cudarc_present() -> bool {
+    unsafe { gpu_mem::cuda::cudarc::driver::sys::is_culib_present() }
+}
+
+#[test]
+fn elementwise_bias_norm_and_optimisers_match_cpu() {
+    let Some(mut p) = Pair::new("elementwise_bias_norm_and_optimisers_match_cpu") else {
+        return;
+    };
+    let n = 3 * 1000 + 7;
+    let (a, b) = (p.random(n), p.random(n));
+    let mut out = p.out(n);
+    p.cpu.add(&a.0, &b.0, &mut out.0);
+    p.gpu.add(&a.1, &b.1, &mut out.1);
+    p.close("add", &out, TOL);
+
+    let mut acc = p.random(n);
+    p.cpu.add_assign(&mut acc.0, &a.0);
+    p.gpu.add_assign(&mut acc.1, &a.1);
+    p.close("add_assign", &acc, TOL);
+
+    p.cpu.scale(&mut acc.0, -0.37);
+    p.gpu.scale(&mut acc.1, -0.37);
+    p.close("scale", &acc, TOL);
+
+    let mut filled = p.out(n);
+    p.cpu.fill(&mut filled.0, 0.25);
+    p.gpu.fill(&mut filled.1, 0.25);
+    p.close("fill", &filled, 0.0);
+
+    let (sc, sg) = (p.cpu.sum_squares(&a.0), p.gpu.sum_squares(&a.1));
+    assert!((sc - sg).abs() <= 1e-9 * sc, "sum_squares {sc} vs {sg}");
+    assert_eq!(sg, p.gpu.sum_squares(&a.1), "sum_squares is deterministic");
+
+    let cols = 97;
+    let rows = 41;
+    let mut x = p.random(rows * cols);
+    let bias = p.random(cols);
+    p.cpu.bias_add(&mut x.0, &bias.0, cols);
+    p.gpu.bias_add(&mut x.1, &bias.1, cols);
+    p.close("bias_add", &x, TOL);
+    let mut dbias = p.random(cols);
+    p.cpu.bias_backward(&x.0, &mut dbias.0, cols);
+    p.gpu.bias_backward(&x.1, &mut dbias.1, cols);
+    p.close("bias_backward", &dbias, TOL);
+
+    let grad = p.random(n);
+    let mut param = p.random(n);
+    let m0: Vec<f64> = p.r.normals(n).iter().map(|v| v * 0.1).collect();
+    let v0: Vec<f64> = p.r.normals(n).iter().map(|v| v * v * 0.01).collect();
+    let (mut m, mut v) = (p.from(&m0), p.from(&v0));
+    let step = AdamWStep {
+        lr: 1e-3,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.01,
+        t: 3,
+    };
+    p.cpu
+        .adamw(&mut param.0, &grad.0, &mut m.0, &mut v.0, &step);
+    p.gpu
+        .adamw(&mut param.1, &grad.1, &mut m.1, &mut v.1, &step);
+    p.close("adamw param", &param, TOL);
+    p.close("adamw m", &m, TOL);
+    p.close("adamw v", &v, TOL);
+    p.cpu.sgd(&mut param.0, &grad.0, 0.05);
+    p.gpu.sgd(&mut param.1, &grad.1, 0.05);
+    p.close("sgd", &param, TOL);
+}
+
+#[test]
+fn matmul_matches_cpu_for_every_transpose_and_beta() {
+    let Some(mut p) = Pair::new("matmul_matches_cpu_for_every_transpose_and_beta") else {
+        return;
+    };
+    for (trans_a, trans_b) in [(false, false), (true, false), (false, true), (true, true)] {
+        for beta in [0.0, 0.5] {
+            let s = MatmulShape {
+                batch: 3,
+                m: 17,
+                n: 23,
+                k: 29,
+                trans_a,
+                trans_b,
+            };
+            let a = p.random(s.batch * s.m * s.k);
+            let b = p.random(s.batch * s.k * s.n);
+            let mut c = if beta == 0.0 {
+                p.out(s.batch * s.m * s.n)
+            } else {
+                p.random(s.batch * s.m * s.n)
+            };
+            p.cpu.matmul(&s, 0.7, &a.0, &b.0, beta, &mut c.0);
+            p.gpu.matmul(&s, 0.7, &a.1, &b.1, beta, &mut c.1);
+            p.close(&format!("matmul {s:?} beta {beta}"), &c, TOL);
+        }
+    }
+}
+
+#[test]
+fn layernorm_matches_cpu() {
+    let Some(mut p) = Pair::new("layernorm_matches_cpu") else {
+        return;
+    };
+    let (rows, n) = (37, 96);
+    let x = p.random(rows * n);
+    let gamma = p.random(n);
+    let beta = p.random(n);
+    let (mut out, mut mean, mut rstd) = (p.out(rows * n), p.out(rows), p.out(rows));
+    p.cpu.layernorm_forward(
+        &x.0,
+        &gamma.0,
+        &beta.0,
+        n,
+        1e-12,
+        &mut out.0,
+        &mut mean.0,
+        &mut rstd.0,
+    );
+    p.gpu.layernorm_forward(
+        &x.1,
+        &gamma.1,
+        &beta.1,
+        n,
+        1e-12,
+        &mut out.1,
+        &mut mean.1,
+        &mut rstd.1,
+    );
+    p.close("layernorm out", &out, TOL);
+    p.close("layernorm mean", &mean, TOL);
+    p.close("layernorm rstd", &rstd, TOL);
+    let dout = p.random(rows * n);
+    let mut dx = p.out(rows * n);
+    let (mut dg, mut db) = (p.random(n), p.random(n));
+    p.cpu.layernorm_backward(
+        &dout.0, &x.0, &gamma.0, &mean.0, &rstd.0, n, &mut dx.0, &mut dg.0, &mut db.0,
+    );
+    p.gpu.layernorm_backward(
+        &dout.1, &x.1, &gamma.1, &mean.1, &rstd.1, n, &mut dx.1, &mut dg.1, &mut db.1,
+    );
+    p.close("layernorm dx", &dx, TOL);
+    p.close("layernorm dgamma", &dg, TOL);
+    p.close("layernorm dbeta", &db, TOL);
+}
+
+#[test]
+fn attention_permutes_and_masked_softmax_match_cpu() {
+    let Some(mut p) = Pair::new("attention_permutes_and_masked_softmax_match_cpu") else {
+        return;
+    };
+    let (b, s, heads, dh) = (3, 37, 4, 8);
+    let x = p.random(b * s * heads * dh);
+    let mut y = p.out(x.0.data.len());
+    p.cpu.permute_heads(&x.0, &mut y.0, b, s, heads);
+    p.gpu.permute_heads(&x.1, &mut y.1, b, s, heads);
+    p.close("permute_heads", &y, 0.0);
+    let mut z = p.out(x.0.data.len());
+    p.cpu.unpermute_heads(&y.0, &mut z.0, b, s, heads);
+    p.gpu.unpermute_heads(&y.1, &mut z.1, b, s, heads);
+    p.close("unpermute_heads", &z, 0.0);
+
+    // Sequence 0 full, 1 padded, 2 entirely masked (all-zero rows).
+    let lens = [s, 11, 0];
+    let mask: Vec<u32> = lens
+        .iter()
+        .flat_map(|&l| (0..s).map(move |t| (t < l) as u32))
+        .collect();
+    let mask = p.ids(&mask);
+    let scores = p.random(b * heads * s * s);
+    let scale = 1.0 / (dh as f64).sqrt();
+    let mut probs = p.out(b * heads * s * s);
+    p.cpu
+        .softmax_forward(&scores.0, &mask.0, b, heads, s, scale, &mut probs.0);
+    p.gpu
+        .softmax_forward(&scores.1, &mask.1, b, heads, s, scale, &mut probs.1);
+    p.close("softmax_forward", &probs, TOL);
+    let dprobs = p.random(b * heads * s * s);
+    let mut ds = p.out(b * heads * s * s);
+    p.cpu
+        .softmax_backward(&dprobs.0, &probs.0, s, scale, &mut ds.0);
+    p.gpu
+        .softmax_backward(&dprobs.1, &probs.1, s, scale, &mut ds.1);
+    p.close("softmax_backward", &ds, TOL);
+}
+
+#[test]
+fn activations_match_cpu() {
+    let Some(mut p) = Pair::new("activations_match_cpu") else {
+        return;
+    };
+    let n = 4099;
+    let x = p.random(n);
+    let dout = p.random(n);
+    let mut y = p.out(n);
+    p.cpu.gelu_forward(&x.0, &mut y.0);
+    p.gpu.gelu_forward(&x.1, &mut y.1);
+    p.close("gelu_forward", &y, TOL);
+    let mut dx = p.out(n);
+    p.cpu.gelu_backward(&x.0, &dout.0, &mut dx.0);
+    p.gpu.gelu_backward(&x.1, &dout.1, &mut dx.1);
+    p.close("gelu_backward", &dx, TOL);
+    let mut t = p.out(n);
+    p.cpu.tanh_forward(&x.0, &mut t.0);
+    p.gpu.tanh_forward(&x.1, &mut t.1);
+    p.close("tanh_forward", &t, TOL);
+    let mut dt = p.out(n);
+    p.cpu.tanh_backward(&t.0, &dout.0, &mut dt.0);
+    p.gpu.tanh_backward(&t.1, &dout.1, &mut dt.1);
+    p.close("tanh_backward", &dt, TOL);
+}
+
+#[test]
+fn dropout_masks_are_the_cpus() {
+    let Some(mut p) = Pair::new("dropout_masks_are_the_cpus") else {
+        return;
+    };
+    let n = 10_001; // not a multiple of 4: the last Philox block is partial
+    let x = p.random(n);
+    let key = RngKey {
+        seed: p.seed,
+        step: (1 << 33) + 5,
+        stream: 19,
+    };
+    for prob in [0.1, 0.5] {
+        let mut y = p.out(n);
+        p.cpu.dropout_forward(&x.0, &mut y.0, prob, key);
+        p.gpu.dropout_forward(&x.1, &mut y.1, prob, key);
+        let (c, g) = (p.cpu.download(&y.0), p.gpu.download(&y.1));
+        assert_eq!(c, g, "dropout forward p={prob}; seed {}", p.seed);
+        let mut dx = p.out(n);
+        p.cpu.dropout_backward(&x.0, &mut dx.0, prob, key);
+        p.gpu.dropout_backward(&x.1, &mut dx.1, prob, key);
+        assert_eq!(
+            p.cpu.download(&dx.0),
+            p.gpu.download(&dx.1),
+            "dropout backward"
+        );
+    }
+    p.gpu.check().unwrap();
+}
+
+#[test]
+fn embeddings_cls_and_pooling_match_cpu() {
+    let Some(mut p) = Pair::new("embeddings_cls_and_pooling_match_cpu") else {
+        return;
+    };
+    let (vocab, dim, b, s) = (50, 40, 3, 9);
+    let table = p.random(vocab * dim);
+    // Repeated ids, so the scatter-add backward sums several rows.
+    let ids: Vec<u32> = (0..b * s).map(|_| p.r.below(7) as u32 * 7).collect();
+    let ids = p.ids(&ids);
+    let mut out = p.out(b * s * dim);
+    p.cpu
+        .embedding_forward(&ids.0, &table.0, dim, &mut out.0, false);
+    p.gpu
+        .embedding_forward(&ids.1, &table.1, dim, &mut out.1, false);
+    p.close("embedding_forward", &out, 0.0);
+    p.cpu
+        .embedding_forward(&ids.0, &table.0, dim, &mut out.0, true);
+    p.gpu
+        .embedding_forward(&ids.1, &table.1, dim, &mut out.1, true);
+    p.close("embedding_forward accumulate", &out, TOL);
+    let dout = p.random(b * s * dim);
+    let mut dtable = p.random(vocab * dim);
+    p.cpu
+        .embedding_backward(&ids.0, &dout.0, dim, &mut dtable.0);
+    p.gpu
+        .embedding_backward(&ids.1, &dout.1, dim, &mut dtable.1);
+    p.close("embedding_backward", &dtable, TOL);
+
+    let x = p.random(b * s * dim);
+    let mut cls = p.out(b * dim);
+    p.cpu.cls_forward(&x.0, &mut cls.0, b, s);
+    p.gpu.cls_forward(&x.1, &mut cls.1, b, s);
+    p.close("cls_forward", &cls, 0.0);
+    let mut dx = p.out(b * s * dim);
+    p.cpu.cls_backward(&cls.0, &mut dx.0, b, s);
+    p.gpu.cls_backward(&cls.1, &mut dx.1, b, s);
+    p.close("cls_backward", &dx, 0.0);
+    let mask: Vec<u32> = (0..b * s).map(|i| (i % s < 2 + i / s * 3) as u32).collect();
+    let mask = p.ids(&mask);
+    let mut pooled = p.out(b * dim);
+    p.cpu.mean_pool(&x.0, &mask.0, b, s, &mut pooled.0);
+    p.gpu.mean_pool(&x.1, &mask.1, b, s, &mut pooled.1);
+    p.close("mean_pool", &pooled, TOL);
+}
+
+#[test]
+fn cross_entropy_matches_cpu_with_and_without_weights() {
+    let Some(mut p) = Pair::new("cross_entropy_matches_cpu_with_and_without_weights") else {
+        return;
+    };
+    let (rows, classes) = (33, 3);
+    let logits = p.random(rows * classes);
+    let labels: Vec<u32> = (0..rows).map(|_| p.r.below(classes) as u32).collect();
+    let labels = p.ids(&labels);
+    let weights = p.from(&[0.7, 1.9, 1.2]);
+    for w in [None, Some(&weights)] {
+        let (wc, wg) = (w.map(|w| &w.0), w.map(|w| &w.1));
+        let lc = p
+            .cpu
+            .cross_entropy_forward(&logits.0, &labels.0, wc, classes, 2.5);
+        let lg = p
+            .gpu
+            .cross_entropy_forward(&logits.1, &labels.1, wg, classes, 2.5);
+        assert!((lc - lg).abs() <= TOL * lc.abs(), "loss {lc} vs {lg}");
+        let mut d = p.out(rows * classes);
+        p.cpu
+            .cross_entropy_backward(&logits.0, &labels.0, wc, classes, 2.5, 0.5, &mut d.0);
+        p.gpu
+            .cross_entropy_backward(&logits.1, &labels.1, wg, classes, 2.5, 0.5, &mut d.1);
+        p.close("cross_entropy_backward", &d, TOL);
+    }
+}
+
+#[test]
+fn a_bad_label_is_a_typed_error_and_the_backend_recovers() {
+    let Some(mut p) = Pair::new("a_bad_label_is_a_typed_error_and_the_backend_recovers") else {
+        return;
+    };
+    let logits = p.random(4 * 2);
+    let (_, labels) = p.ids(&[0, 1, 2, 1]);
+    let loss = p
+        .gpu
+        .cross_entropy_forward(&logits.1, &labels, None, 2, 4.0);
+    assert!(loss.is_nan());
+    match p.gpu.check() {
+        Err(CudaError::Invalid { message, .. }) => {
+            assert!(message.contains("label 2"), "{message}")
+        }
+        other => panic!("expected an invalid-label error, got {other:?}"),
+    }
+    // Not sticky: the next operations run.
+    let (_, ok) = p.ids(&[0, 1, 1, 1]);
+    let loss = p.gpu.cross_entropy_forward(&logits.1, &ok, None, 2, 4.0);
+    assert!(loss.is_finite());
+    p.gpu.check().unwrap();
+}
+
+#[test]
+fn out_of_memory_is_gpu_mems_typed_error() {
+    if !gpu_tests_enabled("out_of_memory_is_gpu_mems_typed_error") {
+        return;
+    }
+    let config = Config {
+        limit: Some(MemoryLimit::Bytes(64 << 20)),
+        ..Config::default()
+    };
+    let gpu = CudaBackend::new(0, config).expect("backend");
+    let big = gpu.alloc("too big", BufKind::Activation, 20 << 20);
+    assert!(gpu.download(&big).iter().all(|v| v.is_nan()));
+    match gpu.check() {
+        Err(e) => assert!(e.as_oom().is_some(), "expected an OOM, got {e}"),
+        Ok(()) => panic!(
+            "an 80 MiB buffer beside the 32 MiB cuBLAS workspace under a 64 MiB limit was allocated"
+        ),
+    }
+    let small = gpu.alloc("small", BufKind::Activation, 1024);
+    assert_eq!(gpu.download(&small), vec![0.0; 1024]);
+    gpu.check().unwrap();
+}
+
+fn tiny_model() -> (BertConfig, HeadConfig) {
+    let config = BertConfig::tiny(32, 2, 4, 64, 40);
+    let head = HeadConfig {
+        num_labels: 3,
+        hidden: vec![16],
+    };
+    (config, head)
+}
+
+/// `steps` AdamW steps of the tiny model on one batch; the loss of each.
+fn train<B: Backend>(be: &B, seed: u64, steps: u64, grads_out: &mut Vec<Vec<f64>>) -> Vec<f64> {
+    let (config, head) = tiny_model();
+    let mut r = Rand::new(seed, 3);
+    let mut model = BertClassifier::new_random(be, &config, &head, seed).unwrap();
+    let batch = random_batch(&mut r, &[7, 4, 2], 7, config.vocab_size, 3);
+    let device = DeviceBatch::upload(be, &config, 3, &batch).unwrap();
+    model.alloc_grads(be);
+    let mut m: Vec<B::Buf> = model
+        .params
+        .values
+        .iter()
+        .map(|v| be.alloc("m", BufKind::OptimizerState, be.len(v)))
+        .collect();
+    let mut v: Vec<B::Buf> = model
+        .params
+        .values
+        .iter()
+        .map(|x| be.alloc("v", BufKind::OptimizerState, be.len(x)))
+        .collect();
+    let mut losses = Vec::new();
+    for t in 1..=steps {
+        model.zero_grads(be);
+        let mode = Mode::Train { seed, step: t };
+        losses.push(model.forward_backward(be, &device, None, 3.0, mode, false));
+        if t == 1 {
+            *grads_out = model.params.grads.iter().map(|g| be.download(g)).collect();
+        }
+        for i in 0..model.params.values.len() {
+            let step = AdamWStep {
+                lr: 1e-3,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: if model.params.info[i].decay {
+                    0.01
+                } else {
+                    0.0
+                },
+                t,
+            };
+            be.adamw(
+                &mut model.params.values[i],
+                &model.params.grads[i],
+                &mut m[i],
+                &mut v[i],
+                &step,
+            );
+        }
+    }
+    losses
+}
+
+#[test]
+fn a_training_step_of_a_two_layer_model_matches_cpu() {
+    let Some(p) = Pair::new("a_training_step_of_a_two_layer_model_matches_cpu") else {
+        return;
+    };
+    let (mut gc, mut gg) = (Vec::new(), Vec::new());
+    let lc = train(&p.cpu, p.seed, 2, &mut gc);
+    let lg = train(&p.gpu, p.seed, 2, &mut gg);
+    p.gpu.check().unwrap();
+    for (a, b) in lc.iter().zip(&lg) {
+        assert!(
+            (a - b).abs() <= 1e-5 * a.abs(),
+            "losses {lc:?} vs {lg:?}; seed {}",
+            p.seed
+        );
+    }
+    // Gradients pass through a dozen ops; 1e-4 leaves room for fp32
+    // reordering (the per-op bar is 1e-5).
+    for (i, (a, b)) in gc.iter().zip(&gg).enumerate() {
+        let err = rel_err(b, a);
+        assert!(
+            err <= 1e-4 || a.iter().all(|v| v.abs() < 1e-9),
+            "grad {i}: {err:.3e}; seed {}",
+            p.seed
+        );
+    }
+}
+
+#[test]
+fn the_same_seed_gives_bit_identical_losses_over_20_steps() {
+    let Some(p) = Pair::new("the_same_seed_gives_bit_identical_losses_over_20_steps") else {
+        return;
+    };
+    let mut ignored = Vec::new();
+    let first = train(&p.gpu, p.seed, 20, &mut ignored);
+    let second = train(&p.gpu, p.seed, 20, &mut ignored);
+    p.gpu.check().unwrap();
+    assert!(first.iter().all(|l| l.is_finite()));
+    assert_eq!(first, second, "seed {}", p.seed);
+}
