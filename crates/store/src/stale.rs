@@ -1,6 +1,7 @@
 //! Failing trials whose owner stopped beating, and re-enqueuing them, as
 //! Optuna's `fail_stale_trials` and `RetryFailedTrialCallback` do.
 
+use crate::attrs::{AttrTable, set_attr};
 use crate::error::Result;
 use crate::model::{TrialRef, TrialState};
 use crate::query::load_trials;
@@ -41,6 +42,20 @@ impl Storage {
         grace: Duration,
         retry: Option<&RetryPolicy>,
     ) -> Result<Vec<StaleTrial>> {
+        self.fail_stale_trials_marked(study_id, grace, retry, &[])
+    }
+
+    /// [`Storage::fail_stale_trials`], also setting `user_attrs` on each
+    /// failed trial in the same transaction (a finished trial's attributes
+    /// cannot change later, so a label such as `error_kind` must be set
+    /// here or never).
+    pub fn fail_stale_trials_marked(
+        &self,
+        study_id: i64,
+        grace: Duration,
+        retry: Option<&RetryPolicy>,
+        user_attrs: &[(&str, Json)],
+    ) -> Result<Vec<StaleTrial>> {
         let cutoff = time::utc_before_now(grace);
         self.fail_selected(
             study_id,
@@ -48,18 +63,21 @@ impl Storage {
              WHERE t.study_id = ?1 AND t.state = 'RUNNING' AND h.heartbeat < ?2 ORDER BY t.trial_id",
             &cutoff,
             retry,
+            user_attrs,
         )
     }
 
-    /// Move every RUNNING trial of the study to FAIL, heartbeat or not, and
-    /// retry as [`Storage::fail_stale_trials`] does. For a caller that knows
-    /// every process that ran the study's trials is dead (a runner resuming
-    /// after its predecessor was killed): a trial created just before the
-    /// kill may not have beaten yet, and would otherwise stay RUNNING forever.
+    /// Move every RUNNING trial of the study to FAIL, heartbeat or not,
+    /// setting `user_attrs` on each, and retry as
+    /// [`Storage::fail_stale_trials`] does. For a caller that knows every
+    /// process that ran the study's trials is dead (a runner resuming after
+    /// its predecessor was killed): a trial created just before the kill may
+    /// not have beaten yet, and would otherwise stay RUNNING forever.
     pub fn fail_running_trials(
         &self,
         study_id: i64,
         retry: Option<&RetryPolicy>,
+        user_attrs: &[(&str, Json)],
     ) -> Result<Vec<StaleTrial>> {
         self.fail_selected(
             study_id,
@@ -67,6 +85,7 @@ impl Storage {
              WHERE t.study_id = ?1 AND t.state = 'RUNNING' AND ?2 = ?2 ORDER BY t.trial_id",
             "",
             retry,
+            user_attrs,
         )
     }
 
@@ -77,6 +96,7 @@ impl Storage {
         select: &str,
         arg: &str,
         retry: Option<&RetryPolicy>,
+        user_attrs: &[(&str, Json)],
     ) -> Result<Vec<StaleTrial>> {
         self.write(|conn| {
             load_by_id(conn, study_id)?;
@@ -89,6 +109,9 @@ impl Storage {
                 let Some(t) = load_trials(conn, "t.trial_id = ?1", trial_id)?.pop() else {
                     continue;
                 };
+                for (key, value) in user_attrs {
+                    set_attr(conn, AttrTable::TrialUser, trial_id, key, value)?;
+                }
                 conn.prepare_cached(
                     "UPDATE trials SET state = ?1, datetime_complete = ?2 WHERE trial_id = ?3 AND state = 'RUNNING'",
                 )?

@@ -277,18 +277,31 @@ fn fail_running_trials_takes_every_running_trial_heartbeat_or_not() {
         max_retry: Some(1),
         inherit_intermediate_values: false,
     };
-    let out = s.fail_running_trials(st.study_id, Some(&policy)).unwrap();
+    let out = s
+        .fail_running_trials(
+            st.study_id,
+            Some(&policy),
+            &[("error_kind", json!("stale"))],
+        )
+        .unwrap();
     let failed: Vec<_> = out.iter().map(|o| o.failed).collect();
     assert_eq!(failed, vec![beaten, never_beats]);
     assert!(out.iter().all(|o| o.retry.is_some()));
     assert_eq!(s.trial(done.trial_id).unwrap().state, TrialState::Complete);
+    assert_eq!(
+        s.trial(never_beats.trial_id).unwrap().user_attrs["error_kind"],
+        json!("stale")
+    );
+    // The label is the failed trial's, not copied to its retry.
+    let retry = s.trial(out[0].retry.unwrap().trial_id).unwrap();
+    assert!(!retry.user_attrs.contains_key("error_kind"));
     assert_eq!(
         s.count_trials(st.study_id, &[TrialState::Waiting]).unwrap(),
         2
     );
     // Nothing left running: a second call does nothing.
     assert!(
-        s.fail_running_trials(st.study_id, Some(&policy))
+        s.fail_running_trials(st.study_id, Some(&policy), &[])
             .unwrap()
             .is_empty()
     );

@@ -336,7 +336,7 @@ fn python_json(v: &Json) -> String {
 /// (`1e-05`, `0.0001`, `1.0`). `distribution_to_json` keeps Optuna's key
 /// order but not its spelling, and the stored `distribution_json` should be
 /// the bytes Optuna itself would store.
-fn python_spacing(compact: &str) -> String {
+pub(crate) fn python_spacing(compact: &str) -> String {
     let mut out = String::with_capacity(compact.len() + 16);
     let mut number = String::new();
     let (mut in_string, mut escaped) = (false, false);

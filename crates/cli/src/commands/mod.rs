@@ -1,12 +1,14 @@
 //! The subcommands. Each file holds one command's arguments and `run`.
 
-mod ask;
+pub(crate) mod ask;
 mod best;
 mod create_study;
 mod export;
 mod studies;
 mod tell;
 mod trials;
+mod tune;
+mod worker;
 
 use crate::error::{CliError, Result};
 use clap::Subcommand;
@@ -30,6 +32,13 @@ pub enum Command {
     Ask(ask::Args),
     /// Finish a trial made by `ask` (as `optuna tell`).
     Tell(tell::Args),
+    /// Run a study: trials in worker processes, packed onto the device by
+    /// predicted memory, recorded as they go; the same command resumes it.
+    Tune(tune::Args),
+    /// Serve trials for `memtune tune` over stdin/stdout (started by the
+    /// runner, not by hand).
+    #[command(hide = true)]
+    Worker,
 }
 
 /// What every command may need besides its own arguments.
@@ -86,5 +95,7 @@ pub fn run(command: Command, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         Command::CreateStudy(args) => create_study::run(&args, ctx, out),
         Command::Ask(args) => ask::run(&args, ctx, out),
         Command::Tell(args) => tell::run(&args, ctx, out),
+        Command::Tune(args) => tune::run(&args, ctx, out),
+        Command::Worker => worker::run(),
     }
 }

@@ -3,6 +3,18 @@
 //! loop that asks, runs, records and recovers.
 
 pub mod config;
+pub mod fault;
+pub mod heartbeat;
+pub mod logging;
+pub mod models;
 pub mod packing;
+pub mod progress;
+pub mod protocol;
+pub mod record;
+pub mod runner;
+pub mod setup;
 pub mod simulate;
 pub mod space;
+pub mod synthetic;
+pub mod worker;
+pub mod workers;

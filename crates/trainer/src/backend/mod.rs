@@ -61,6 +61,14 @@ pub trait Backend {
     /// Bytes per float element (what the memory plan charges).
     fn float_bytes(&self) -> usize;
 
+    /// Whether buffers hold values. A backend that only allocates (the
+    /// memory plan's) returns false, so the model skips generating values
+    /// nobody reads: random initialisation of BERT-large's 335M weights
+    /// would otherwise dominate the cost of a plan.
+    fn holds_values(&self) -> bool {
+        true
+    }
+
     // ---- buffers -------------------------------------------------------
     /// A zero-filled float buffer of `len` elements.
     fn alloc(&self, name: &str, kind: BufKind, len: usize) -> Self::Buf;

@@ -149,6 +149,9 @@ impl Backend for PlanBackend {
     fn float_bytes(&self) -> usize {
         self.float_bytes
     }
+    fn holds_values(&self) -> bool {
+        false
+    }
     fn alloc(&self, name: &str, kind: BufKind, len: usize) -> PlanBuf {
         PlanBuf {
             len,

@@ -114,6 +114,9 @@ impl Backend for SimBackend {
     fn float_bytes(&self) -> usize {
         self.float_bytes
     }
+    fn holds_values(&self) -> bool {
+        false
+    }
     fn alloc(&self, name: &str, kind: BufKind, len: usize) -> SimBuf {
         self.buffer(name, kind, len, len * self.float_bytes)
     }

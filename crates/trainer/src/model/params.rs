@@ -63,6 +63,9 @@ impl<B: Backend> Params<B> {
 
     /// Initialises parameter `i` as HF does (see `BertClassifier::new_random`).
     pub(crate) fn init_one(&mut self, be: &B, i: usize, seed: u64, zero_row: Option<usize>) {
+        if !be.holds_values() {
+            return;
+        }
         let info = &self.info[i];
         let n = info.numel();
         let data: Vec<f64> = if info.ones {

@@ -1,0 +1,80 @@
+//! `memtune tune --config study.toml`: run (or resume) a study.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use crate::error::{CliError, Result};
+use crate::tune::config::StudyConfig;
+use crate::tune::fault::Faults;
+use crate::tune::runner::{Runner, TuneOptions, current_exe, summary_table};
+use crate::tune::setup::RunPlan;
+
+use super::Context;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The study file (TOML). Without it: the default study (the embedded
+    /// sentiment data set and all-MiniLM-L6-v2).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Continue an existing study; an error if it does not exist. (Running
+    /// the same command again also continues it.)
+    #[arg(long)]
+    resume: bool,
+    /// Override the study file's `study.n_trials`.
+    #[arg(long)]
+    n_trials: Option<usize>,
+    /// No live display, only a line per trial.
+    #[arg(long)]
+    no_progress: bool,
+}
+
+pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
+    let cfg = match &args.config {
+        Some(path) => StudyConfig::from_path(path),
+        None => Ok(StudyConfig::default_study()),
+    }
+    .map_err(|e| CliError::Usage(e.to_string()))?;
+    let faults = Faults::from_env().map_err(CliError::Usage)?;
+    let mut plan = RunPlan::new(&cfg, ctx.storage_url.as_deref()).map_err(CliError::Usage)?;
+    if let Some(n) = args.n_trials {
+        if n == 0 {
+            return Err(CliError::Usage("--n-trials must be at least 1".into()));
+        }
+        plan.n_trials = n;
+    }
+    if args.resume {
+        let storage = store::Storage::open_url(
+            &plan.storage_url,
+            &store::OpenOptions {
+                create: false,
+                ..store::OpenOptions::default()
+            },
+        )?;
+        storage.study(&plan.study_name)?;
+    }
+    crate::tune::logging::to_file(&plan.log_file).map_err(CliError::Usage)?;
+    let (study, storage) = (plan.study_name.clone(), plan.storage_url.clone());
+    eprintln!(
+        "memtune: study `{study}` in {storage}: {} trials on {}; log in {}",
+        plan.n_trials,
+        plan.device_name,
+        plan.log_file.display()
+    );
+    let runner = Runner::new(
+        &cfg,
+        plan,
+        TuneOptions {
+            worker_exe: current_exe().map_err(|e| CliError::Usage(e.to_string()))?,
+            faults,
+            progress: !args.no_progress,
+        },
+    )
+    .map_err(|e| CliError::Usage(e.to_string()))?;
+    let summary = runner.run().map_err(|e| CliError::Usage(e.to_string()))?;
+    write!(out, "{}", summary_table(&summary, &study, &storage))?;
+    if summary.interrupted {
+        return Err(CliError::Usage("interrupted".into()));
+    }
+    Ok(())
+}

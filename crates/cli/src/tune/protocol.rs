@@ -1,0 +1,168 @@
+//! What the runner and a worker process say to each other: one JSON object
+//! per line, over the worker's stdin (runner to worker) and stdout (worker to
+//! runner).
+//!
+//! A worker serves trials one after another: it reads a [`Job`], answers
+//! with [`WorkerMsg`]s, and after each epoch waits for a [`RunnerMsg`]
+//! (whether the pruner stops the trial). Lines rather than a binary format:
+//! a dead worker leaves a readable transcript in the log, and the runner
+//! can tell "ended cleanly" (a `Finished`/`Failed` line) from "died" (end of
+//! file, then the exit status).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use trainer::data::DataSource;
+
+/// Where a trial's model comes from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ModelSource {
+    /// A Hugging Face model directory (config.json, model.safetensors,
+    /// tokenizer.json or vocab.txt), trained on the CPU backend.
+    Dir { path: PathBuf },
+    /// A named architecture run on `gpu-mem`'s simulated device: the real
+    /// training loop's allocations through the real allocator, no compute.
+    Sim {
+        preset: String,
+        /// The simulated device's memory, bytes.
+        device_bytes: u64,
+    },
+}
+
+/// Which validation figure is the objective.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    Accuracy,
+    F1Macro,
+    Loss,
+}
+
+impl Metric {
+    pub fn of(self, m: &trainer::train::Metrics) -> f64 {
+        match self {
+            Metric::Accuracy => m.accuracy,
+            Metric::F1Macro => m.f1_macro,
+            Metric::Loss => m.loss,
+        }
+    }
+}
+
+/// A failure the runner asks a worker to stage, for fault-injection tests
+/// (set through `MEMTUNE_FAULT`, see [`crate::tune::fault`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Fault {
+    /// `std::process::abort()` after this epoch's report: the worker dies
+    /// mid-trial, as a process with a poisoned CUDA context is killed.
+    Abort { after_epoch: usize },
+    /// Report a sticky device error after this epoch, then exit: the worker
+    /// cannot be reused.
+    StickyError { after_epoch: usize },
+    /// The n-th tensor allocation of the trial fails as out of memory.
+    OomAtAllocation { n: u64 },
+}
+
+/// One trial for a worker to run: everything resolved, nothing to look up.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub trial_number: i64,
+    pub model: ModelSource,
+    pub data: DataSource,
+    pub validation_fraction: f64,
+    pub split_seed: u64,
+    pub metric: Metric,
+    pub learning_rate: f64,
+    pub micro_batch: usize,
+    pub accumulation_steps: usize,
+    pub max_length: usize,
+    pub warmup_ratio: f64,
+    pub weight_decay: f64,
+    pub dropout: Option<f64>,
+    pub head_hidden: Vec<usize>,
+    pub epochs: usize,
+    pub patience: Option<usize>,
+    pub seed: u64,
+    /// Tensor bytes the trial may hold (the packer's lease).
+    pub memory_limit: Option<u64>,
+    pub fault: Option<Fault>,
+}
+
+/// Worker to runner.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "msg", rename_all = "snake_case")]
+pub enum WorkerMsg {
+    /// Sent once when the process is up.
+    Ready { pid: u32 },
+    /// One epoch done; the worker now waits for a [`RunnerMsg`].
+    Epoch {
+        epoch: usize,
+        value: f64,
+        train_loss: f64,
+        accuracy: f64,
+        f1_macro: f64,
+        valid_loss: f64,
+        seconds: f64,
+    },
+    /// A step ran out of memory and was retried with a smaller micro-batch.
+    OomRetry {
+        step: u64,
+        from_micro_batch: usize,
+        to_micro_batch: usize,
+        message: String,
+    },
+    /// The trial ended normally (possibly stopped by the pruner).
+    Finished {
+        value: f64,
+        best_epoch: usize,
+        epochs_run: usize,
+        pruned: bool,
+        peak_bytes: u64,
+    },
+    /// The trial could not run; `kind` is one of [`FailureKind`].
+    Failed {
+        kind: FailureKind,
+        message: String,
+        /// Bytes the trial needed at micro-batch 1 and the limit it had,
+        /// when the failure is memory.
+        needed_bytes: Option<u64>,
+        limit_bytes: Option<u64>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// Out of memory even at micro-batch 1 (the configuration is infeasible
+    /// under its lease).
+    Oom,
+    /// A sticky device error: the worker exits after reporting it.
+    CudaError,
+    /// Bad data, model or configuration, or a diverged run.
+    Error,
+}
+
+impl FailureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Oom => "oom",
+            FailureKind::CudaError => "cuda_error",
+            FailureKind::Error => "error",
+        }
+    }
+}
+
+/// Runner to worker, after each epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "msg", rename_all = "snake_case")]
+pub enum RunnerMsg {
+    Continue,
+    /// The pruner stops the trial.
+    Prune,
+}
+
+/// One line of JSON, no newline inside.
+pub fn encode<T: Serialize>(msg: &T) -> String {
+    serde_json::to_string(msg).expect("protocol messages always serialise")
+}

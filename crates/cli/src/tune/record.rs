@@ -1,0 +1,269 @@
+//! How each outcome of a trial is written to the store: state, value and
+//! the attributes the seeds' analysis scripts read (`oom`, `oom_config`,
+//! `cuda_error`, `cuda_error_msg`), plus ours (`error_kind`, `error_msg`,
+//! `micro_batch`, `predicted_peak_bytes`, ...). User attributes are what a
+//! person reads in `memtune trials` or `optuna.load_study`; constraint
+//! values go where Optuna's samplers read them (system attribute
+//! `constraints`).
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value as Json, json};
+use store::{NewTrial, Storage, TrialRef, TrialState};
+
+use super::config::TrialSettings;
+use super::packing::Lease;
+use super::progress::Counts;
+use crate::history::CONSTRAINTS_KEY;
+
+/// Study system attribute listing the runners working on the study.
+const RUNNERS_KEY: &str = "memtune:runners";
+
+fn settings_json(s: &TrialSettings) -> Json {
+    serde_json::to_value(s).expect("settings serialise")
+}
+
+pub fn settings_text(s: &TrialSettings) -> String {
+    let head = if s.head_hidden.is_empty() {
+        "linear".to_string()
+    } else {
+        format!("{:?}", s.head_hidden)
+    };
+    format!(
+        "{} lr={:.2e} batch={} len={} warmup={:.2} wd={:.3} dropout={} head={head} epochs={}",
+        s.model,
+        s.learning_rate,
+        s.batch_size,
+        s.max_length,
+        s.warmup_ratio,
+        s.weight_decay,
+        s.dropout.map_or("model".to_string(), |d| format!("{d:.2}")),
+        s.epochs
+    )
+}
+
+/// The stored params of a trial as `name=value` pairs.
+pub fn params_text(t: &store::FrozenTrial) -> String {
+    t.params
+        .iter()
+        .map(|p| {
+            let v = store::external_value(p).map_or_else(
+                |_| "?".to_string(),
+                |v| match v {
+                    Json::Number(n) => n
+                        .as_f64()
+                        .filter(|f| f.fract() != 0.0 && f.abs() < 1e-2)
+                        .map_or(n.to_string(), |f| format!("{f:.2e}")),
+                    other => other.to_string(),
+                },
+            );
+            format!("{}={v}", p.name)
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn set_user(storage: &Storage, trial: &TrialRef, attrs: &[(&str, Json)]) -> store::Result<()> {
+    for (k, v) in attrs {
+        storage.set_trial_user_attr(trial.trial_id, k, v)?;
+    }
+    Ok(())
+}
+
+pub fn started(storage: &Storage, trial: &TrialRef, lease: &Lease, pid: u32) -> store::Result<()> {
+    set_user(
+        storage,
+        trial,
+        &[
+            ("micro_batch", json!(lease.micro_batch)),
+            ("accumulation_steps", json!(lease.accumulation)),
+            ("predicted_peak_bytes", json!(lease.predicted_peak)),
+            ("lease_bytes", json!(lease.bytes)),
+            ("worker_pid", json!(pid)),
+        ],
+    )
+}
+
+pub fn finished(
+    storage: &Storage,
+    trial: &TrialRef,
+    state: TrialState,
+    value: f64,
+    details: &Json,
+) -> store::Result<()> {
+    if let Json::Object(map) = details {
+        for (k, v) in map {
+            storage.set_trial_user_attr(trial.trial_id, k, v)?;
+        }
+    }
+    storage.finish(trial.trial_id, state, &[value])
+}
+
+/// A configuration that does not fit at micro-batch 1: PRUNED (no value),
+/// with the memory it needs and had, and a positive constraint violation
+/// (the fraction by which it overshoots), so TPE ranks it below every
+/// feasible trial and learns the memory boundary.
+pub fn infeasible(
+    storage: &Storage,
+    trial: &TrialRef,
+    settings: &TrialSettings,
+    needed: u64,
+    available: u64,
+    why: &str,
+) -> store::Result<()> {
+    let violation = (needed as f64 - available as f64).max(1.0) / available.max(1) as f64;
+    set_user(
+        storage,
+        trial,
+        &[
+            ("oom", json!(true)),
+            ("oom_config", settings_json(settings)),
+            ("error_kind", json!("oom")),
+            ("error_msg", json!(why)),
+            ("needed_bytes", json!(needed)),
+            ("available_bytes", json!(available)),
+        ],
+    )?;
+    storage.set_trial_system_attr(trial.trial_id, CONSTRAINTS_KEY, &json!([violation]))?;
+    storage.finish(trial.trial_id, TrialState::Pruned, &[])
+}
+
+pub fn cuda_error(
+    storage: &Storage,
+    trial: &TrialRef,
+    settings: &TrialSettings,
+    message: &str,
+    exit: &str,
+) -> store::Result<()> {
+    set_user(
+        storage,
+        trial,
+        &[
+            ("cuda_error", json!(true)),
+            ("cuda_error_msg", json!(message)),
+            ("error_kind", json!("cuda_error")),
+            ("error_msg", json!(format!("{message} (worker {exit})"))),
+            ("config", settings_json(settings)),
+        ],
+    )?;
+    storage.finish(trial.trial_id, TrialState::Fail, &[])
+}
+
+pub fn error(
+    storage: &Storage,
+    trial: &TrialRef,
+    kind: &str,
+    message: &str,
+    settings: Option<&TrialSettings>,
+) -> store::Result<()> {
+    set_user(
+        storage,
+        trial,
+        &[("error_kind", json!(kind)), ("error_msg", json!(message))],
+    )?;
+    if let Some(s) = settings {
+        storage.set_trial_user_attr(trial.trial_id, "config", &settings_json(s))?;
+    }
+    storage.finish(trial.trial_id, TrialState::Fail, &[])
+}
+
+/// FAIL now, with a WAITING copy (same params, `failed_trial` and
+/// `retry_history` as `fail_stale_trials` writes them) for the next run.
+pub fn fail_and_retry(
+    storage: &Storage,
+    study_id: i64,
+    trial: &TrialRef,
+    kind: &str,
+    message: &str,
+) -> store::Result<()> {
+    let t = storage.trial(trial.trial_id)?;
+    set_user(
+        storage,
+        trial,
+        &[("error_kind", json!(kind)), ("error_msg", json!(message))],
+    )?;
+    storage.finish(trial.trial_id, TrialState::Fail, &[])?;
+    let mut history = match t.system_attrs.get("retry_history") {
+        Some(Json::Array(list)) => list.clone(),
+        _ => Vec::new(),
+    };
+    history.push(json!(t.number));
+    let first = t
+        .system_attrs
+        .get("failed_trial")
+        .cloned()
+        .unwrap_or(json!(t.number));
+    storage.enqueue_trial(
+        study_id,
+        &NewTrial {
+            params: t.params.clone(),
+            user_attrs: Vec::new(),
+            system_attrs: vec![
+                ("failed_trial".into(), first),
+                ("retry_history".into(), Json::Array(history)),
+            ],
+            intermediate_values: Vec::new(),
+        },
+    )?;
+    Ok(())
+}
+
+/// Counts toward `n_trials` (see the runner's module doc).
+pub fn count(trials: &[store::FrozenTrial]) -> Counts {
+    let retried: BTreeSet<i64> = trials
+        .iter()
+        .filter_map(|t| t.system_attrs.get("retry_history"))
+        .filter_map(Json::as_array)
+        .flatten()
+        .filter_map(Json::as_i64)
+        .collect();
+    let mut c = Counts::default();
+    for t in trials {
+        match t.state {
+            TrialState::Complete => c.complete += 1,
+            TrialState::Pruned => c.pruned += 1,
+            TrialState::Fail if !retried.contains(&t.number) => c.failed += 1,
+            TrialState::Fail => {}
+            TrialState::Running => c.running += 1,
+            TrialState::Waiting => c.waiting += 1,
+        }
+    }
+    c
+}
+
+/// Adds this process to the study's runner list, dropping runners on this
+/// host that are no longer alive. Returns whether any other runner may
+/// still be working on the study (then stale trials are judged by their
+/// heartbeats; otherwise every RUNNING trial is an orphan).
+pub fn register_runner(storage: &Storage, study_id: i64) -> store::Result<bool> {
+    let host = hostname();
+    let me = std::process::id();
+    let attrs = storage.study_system_attrs(study_id)?;
+    let mut runners: Vec<Json> = match attrs.get(RUNNERS_KEY) {
+        Some(Json::Array(list)) => list.clone(),
+        _ => Vec::new(),
+    };
+    runners.retain(|r| {
+        let same_host = r["host"].as_str() == Some(host.as_str());
+        let pid = r["pid"].as_u64().unwrap_or(0) as u32;
+        !same_host || (pid != me && pid_alive(pid))
+    });
+    let others = !runners.is_empty();
+    runners.push(json!({"host": host, "pid": me}));
+    storage.set_study_system_attr(study_id, RUNNERS_KEY, &Json::Array(runners))?;
+    Ok(others)
+}
+
+fn pid_alive(pid: u32) -> bool {
+    if pid == 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid as i32, 0) == 0 }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}

@@ -1,0 +1,853 @@
+//! The study runner's loop: one thread that asks the sampler, admits trials
+//! onto the device by predicted memory, hands them to worker processes,
+//! reacts to what the workers say (epochs for the pruner, results, deaths),
+//! and records everything in the store as it happens, so a kill at any
+//! moment loses at most the trials in flight, which the next run retries.
+//!
+//! Counting toward `n_trials`: COMPLETE, PRUNED and FAIL trials of the
+//! study, except FAIL trials that were retried (their number is in some
+//! trial's `retry_history`): the retry stands for them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::{Duration, Instant};
+
+use hpo_sampler::{Pruner, Sampler, StudyView};
+use serde_json::{Value as Json, json};
+use store::{Claim, RetryPolicy, Storage, TrialFilter, TrialRef, TrialState};
+
+use super::config::{StudyConfig, TrialSettings};
+use super::fault::Faults;
+use super::packing::{Admission, Lease, Packer, PlanPeaks};
+use super::progress::{Counts, Progress, gib};
+use super::protocol::{FailureKind, Job, RunnerMsg, WorkerMsg};
+use super::record;
+use super::setup::RunPlan;
+use super::workers::{Event, WorkerProc, describe_exit};
+use crate::history;
+
+/// How often the loop wakes without events (timeout, Ctrl-C, display).
+const TICK: Duration = Duration::from_millis(200);
+
+#[derive(Debug, thiserror::Error)]
+pub enum TuneError {
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("{0}")]
+    History(#[from] history::HistoryError),
+    #[error("{0}")]
+    Setup(String),
+    #[error("starting a worker process ({exe}): {source}")]
+    Spawn {
+        exe: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+pub struct TuneOptions {
+    /// The `memtune` binary to run workers with.
+    pub worker_exe: PathBuf,
+    pub faults: Faults,
+    /// Draw the live display (on a terminal).
+    pub progress: bool,
+}
+
+/// What a run did, for the summary table.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    pub counts: Counts,
+    pub started_here: usize,
+    pub oom_retries: usize,
+    pub infeasible: usize,
+    pub worker_deaths: usize,
+    pub cuda_errors: usize,
+    pub errors: usize,
+    pub retried_from_before: usize,
+    pub best: Option<(i64, f64, String)>,
+    pub wall: Duration,
+    pub peak_leased: u64,
+    pub capacity: u64,
+    pub interrupted: bool,
+}
+
+struct Candidate {
+    trial: TrialRef,
+    settings: TrialSettings,
+}
+
+struct Running {
+    trial: TrialRef,
+    settings: TrialSettings,
+    lease: Lease,
+    oom_retries: Vec<Json>,
+    failure: Option<(FailureKind, String, Option<u64>, Option<u64>)>,
+    last_value: Option<f64>,
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+pub struct Runner<'a> {
+    cfg: &'a StudyConfig,
+    plan: RunPlan,
+    opts: TuneOptions,
+    storage: Storage,
+    study: store::Study,
+    sampler: Box<dyn Sampler + Send>,
+    pruner: Box<dyn Pruner + Send>,
+    packer: Packer,
+    beats: super::heartbeat::Heartbeats,
+    events_tx: Sender<Event>,
+    events: Receiver<Event>,
+    workers: BTreeMap<usize, WorkerProc>,
+    idle: BTreeSet<usize>,
+    running: BTreeMap<usize, Running>,
+    next_worker_id: usize,
+    pending: Option<Candidate>,
+    /// Memory plans per (model, head, sequence length), cached per
+    /// micro-batch: a plan runs the model's construction.
+    plans: BTreeMap<(String, Vec<usize>, usize), PlanPeaks>,
+    progress: Progress,
+    summary: Summary,
+    dirty: bool,
+}
+
+impl<'a> Runner<'a> {
+    pub fn new(cfg: &'a StudyConfig, plan: RunPlan, opts: TuneOptions) -> Result<Self, TuneError> {
+        let storage = Storage::open_url(&plan.storage_url, &store::OpenOptions::default())?;
+        let study = storage.create_or_load_study(&plan.study_name, &[plan.direction])?;
+        let beats = super::heartbeat::Heartbeats::start(&plan.storage_url, plan.heartbeat)?;
+        let (events_tx, events) = channel();
+        let progress = Progress::new(plan.n_trials, opts.progress);
+        let packer = Packer::new(plan.budget);
+        // A resumed seeded study continues with fresh random draws.
+        let existing = storage
+            .trials(study.study_id, &TrialFilter::default())?
+            .len() as u64;
+        Ok(Self {
+            sampler: cfg.make_sampler_at(existing),
+            pruner: cfg.make_pruner(),
+            summary: Summary {
+                capacity: plan.budget.capacity,
+                ..Summary::default()
+            },
+            cfg,
+            plan,
+            opts,
+            storage,
+            study,
+            packer,
+            beats,
+            events_tx,
+            events,
+            workers: BTreeMap::new(),
+            idle: BTreeSet::new(),
+            running: BTreeMap::new(),
+            next_worker_id: 0,
+            pending: None,
+            plans: BTreeMap::new(),
+            progress,
+            dirty: true,
+        })
+    }
+
+    /// Runs the study until `n_trials` are finished, the timeout passes, or
+    /// Ctrl-C.
+    pub fn run(mut self) -> Result<Summary, TuneError> {
+        let start = Instant::now();
+        // SAFETY: the handler only stores to an atomic.
+        unsafe {
+            libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
+        }
+        self.recover_previous_runs()?;
+        let mut stopping = false;
+        loop {
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                self.interrupt()?;
+                break;
+            }
+            if !stopping
+                && self
+                    .plan
+                    .timeout
+                    .is_some_and(|limit| start.elapsed() >= limit)
+            {
+                self.progress
+                    .line("timeout reached: finishing the trials in flight");
+                stopping = true;
+                if let Some(c) = self.pending.take() {
+                    self.requeue(&c.trial, "timeout before the trial could start")?;
+                }
+            }
+            if !stopping && self.dirty {
+                self.dirty = false;
+                self.refill()?;
+            }
+            if self.running.is_empty() && self.pending.is_none() {
+                let counts = self.counts()?;
+                if stopping
+                    || counts.finished() + counts.running + counts.waiting >= self.plan.n_trials
+                {
+                    // Another runner may still hold trials of this study; ours are done.
+                    break;
+                }
+            }
+            match self.events.recv_timeout(TICK) {
+                Ok(event) => {
+                    self.handle(event)?;
+                    self.dirty = true;
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => unreachable!("the runner holds a sender"),
+            }
+        }
+        for (_, w) in std::mem::take(&mut self.workers) {
+            let _ = w.retire();
+        }
+        self.progress.finish();
+        self.summary.counts = self.counts()?;
+        self.summary.best = self.best()?;
+        self.summary.wall = start.elapsed();
+        Ok(self.summary)
+    }
+
+    /// Trials left RUNNING by a runner that is gone are failed and retried
+    /// once (their WAITING copies are claimed before anything new is asked).
+    fn recover_previous_runs(&mut self) -> Result<(), TuneError> {
+        let others_alive = record::register_runner(&self.storage, self.study.study_id)?;
+        let policy = RetryPolicy {
+            max_retry: Some(1),
+            inherit_intermediate_values: false,
+        };
+        let label = [
+            ("error_kind", json!("stale")),
+            (
+                "error_msg",
+                json!("the process running this trial stopped (runner killed)"),
+            ),
+        ];
+        let stale = if others_alive {
+            self.storage.fail_stale_trials_marked(
+                self.study.study_id,
+                self.plan.stale_after,
+                Some(&policy),
+                &label,
+            )?
+        } else {
+            self.storage
+                .fail_running_trials(self.study.study_id, Some(&policy), &label)?
+        };
+        for s in &stale {
+            let retry = s
+                .retry
+                .map_or("not retried (already retried once)".to_string(), |r| {
+                    format!("retried as trial {}", r.number)
+                });
+            self.progress.line(&format!(
+                "trial {} was left running by a previous run: failed, {retry}",
+                s.failed.number
+            ));
+        }
+        self.summary.retried_from_before = stale.len();
+        Ok(())
+    }
+
+    fn counts(&self) -> Result<Counts, TuneError> {
+        let trials = self
+            .storage
+            .trials(self.study.study_id, &TrialFilter::default())?;
+        Ok(record::count(&trials))
+    }
+
+    fn best(&self) -> Result<Option<(i64, f64, String)>, TuneError> {
+        Ok(self
+            .storage
+            .best_trial(self.study.study_id)?
+            .and_then(|t| t.value().map(|v| (t.number, v, record::params_text(&t)))))
+    }
+
+    /// Asks and admits trials while the study wants more and they fit.
+    fn refill(&mut self) -> Result<(), TuneError> {
+        loop {
+            if self.pending.is_none() {
+                let counts = self.counts()?;
+                let wanted = self
+                    .plan
+                    .n_trials
+                    .saturating_sub(counts.finished() + counts.running);
+                // WAITING trials are already counted in `wanted`'s complement
+                // only once claimed; claim them even when nothing new is wanted.
+                if wanted == 0 {
+                    return Ok(());
+                }
+                match self.next_candidate()? {
+                    Some(c) => self.pending = Some(c),
+                    None => continue,
+                }
+            }
+            let c = self.pending.take().expect("set above");
+            match self.admit(&c)? {
+                Admission::Admit(lease) => self.start(c, lease)?,
+                Admission::Wait => {
+                    self.pending = Some(c);
+                    return Ok(());
+                }
+                Admission::Infeasible { needed, capacity } => {
+                    self.summary.infeasible += 1;
+                    record::infeasible(
+                        &self.storage,
+                        &c.trial,
+                        &c.settings,
+                        needed,
+                        capacity,
+                        "predicted by the memory plan before starting",
+                    )?;
+                    self.beats.remove(c.trial.trial_id);
+                    self.progress.line(&format!(
+                        "trial {}: infeasible, needs {} at micro-batch 1, device has {} (pruned, constraint recorded)",
+                        c.trial.number,
+                        gib(needed),
+                        gib(capacity)
+                    ));
+                    self.update_display()?;
+                }
+            }
+        }
+    }
+
+    /// Claims a WAITING trial or asks the sampler for a new one, stores its
+    /// params and turns them into settings. `None`: the trial could not be
+    /// set up and was recorded as failed.
+    fn next_candidate(&mut self) -> Result<Option<Candidate>, TuneError> {
+        let stored = self
+            .storage
+            .trials(self.study.study_id, &TrialFilter::default())?;
+        let frozen = history::frozen_trials(&stored)?;
+        let claim = self.storage.create_or_claim_trial(self.study.study_id)?;
+        let trial = claim.trial();
+        self.storage.heartbeat(trial.trial_id)?;
+        self.beats.add(trial.trial_id);
+
+        let mut values = BTreeMap::new();
+        if let Claim::Claimed(_) = claim {
+            let t = history::frozen_trial(&self.storage.trial(trial.trial_id)?)?;
+            values = t
+                .params
+                .iter()
+                .map(|(k, p)| (k.clone(), p.value()))
+                .collect();
+        }
+        if values.is_empty() || self.cfg.settings(&values).is_err() {
+            let view = StudyView {
+                name: &self.study.name,
+                direction: history::direction(self.study.directions[0]),
+                trials: &frozen,
+            };
+            let mut t = hpo_sampler::Trial::new(self.sampler.as_mut(), view, trial.number as u64);
+            let sampled = self
+                .cfg
+                .sample(&mut t)
+                .map_err(|e| e.to_string())
+                .map(|()| t.into_params());
+            let sampled = match sampled {
+                Ok(p) => p,
+                Err(message) => {
+                    record::error(&self.storage, &trial, "sampler", &message, None)?;
+                    self.beats.remove(trial.trial_id);
+                    return Ok(None);
+                }
+            };
+            for (name, p) in sampled {
+                if values.contains_key(&name) {
+                    continue;
+                }
+                self.storage.set_param(
+                    trial.trial_id,
+                    &name,
+                    p.internal,
+                    &crate::commands::ask::python_spacing(
+                        &hpo_sampler::json::distribution_to_json(&p.distribution),
+                    ),
+                )?;
+                values.insert(name, p.value());
+            }
+        }
+        match self.cfg.settings(&values) {
+            Ok(settings) => Ok(Some(Candidate { trial, settings })),
+            Err(e) => {
+                record::error(&self.storage, &trial, "config", &e.to_string(), None)?;
+                self.beats.remove(trial.trial_id);
+                Ok(None)
+            }
+        }
+    }
+
+    fn admit(&mut self, c: &Candidate) -> Result<Admission, TuneError> {
+        let model = self
+            .plan
+            .model(&c.settings.model)
+            .map_err(TuneError::Setup)?;
+        let seq = c.settings.max_length.min(model.config.max_sequence());
+        let key = (
+            c.settings.model.clone(),
+            c.settings.head_hidden.clone(),
+            seq,
+        );
+        let peaks = self.plans.entry(key).or_insert_with(|| {
+            let head = trainer::model::HeadConfig {
+                num_labels: self.plan.num_classes,
+                hidden: c.settings.head_hidden.clone(),
+            };
+            PlanPeaks::new(model.config.clone(), head, seq)
+        });
+        Ok(self.packer.try_admit(
+            c.trial.trial_id as u64,
+            c.settings.batch_size,
+            &mut |micro| peaks.peak(micro),
+        ))
+    }
+
+    fn start(&mut self, c: Candidate, lease: Lease) -> Result<(), TuneError> {
+        let worker = match self.idle.pop_first() {
+            Some(id) => id,
+            None => self.spawn_worker()?,
+        };
+        let model = self
+            .plan
+            .model(&c.settings.model)
+            .map_err(TuneError::Setup)?;
+        let job = Job {
+            trial_number: c.trial.number,
+            model: model.source.clone(),
+            data: self.plan.data.clone(),
+            validation_fraction: self.plan.validation_fraction,
+            split_seed: self.plan.split_seed,
+            metric: self.plan.metric,
+            learning_rate: c.settings.learning_rate,
+            micro_batch: lease.micro_batch,
+            accumulation_steps: lease.accumulation,
+            max_length: c.settings.max_length,
+            warmup_ratio: c.settings.warmup_ratio,
+            weight_decay: c.settings.weight_decay,
+            dropout: c.settings.dropout,
+            head_hidden: c.settings.head_hidden.clone(),
+            epochs: c.settings.epochs,
+            patience: c.settings.patience,
+            seed: c.settings.seed,
+            // The tensors' share of the lease (the plan's peak plus the
+            // allocator's allowance); the process overhead is outside it.
+            memory_limit: Some(lease.limit),
+            fault: self.opts.faults.per_trial.get(&c.trial.number).cloned(),
+        };
+        record::started(&self.storage, &c.trial, &lease, self.workers[&worker].pid)?;
+        let leased = self.packer.leased_bytes();
+        self.summary.peak_leased = self.summary.peak_leased.max(leased);
+        self.summary.started_here += 1;
+        tracing::info!(
+            trial = c.trial.number,
+            worker,
+            micro_batch = lease.micro_batch,
+            accumulation = lease.accumulation,
+            lease_bytes = lease.bytes,
+            "started: {:?}",
+            c.settings
+        );
+        let sent = self
+            .workers
+            .get_mut(&worker)
+            .expect("worker exists")
+            .send_job(&job);
+        self.running.insert(
+            worker,
+            Running {
+                trial: c.trial,
+                settings: c.settings,
+                lease,
+                oom_retries: Vec::new(),
+                failure: None,
+                last_value: None,
+            },
+        );
+        if let Err(e) = sent {
+            // The worker died before taking the job; its Closed event records it.
+            tracing::warn!(worker, "sending a job failed: {e}");
+        }
+        if self.opts.faults.kill_runner_after_start_of == Some(c.trial.number) {
+            // SAFETY: sending a signal to ourselves.
+            unsafe {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+        }
+        self.update_display()
+    }
+
+    fn spawn_worker(&mut self) -> Result<usize, TuneError> {
+        let id = self.next_worker_id;
+        self.next_worker_id += 1;
+        let w = WorkerProc::spawn(
+            id,
+            &self.opts.worker_exe,
+            self.plan.threads_per_worker,
+            self.events_tx.clone(),
+        )
+        .map_err(|source| TuneError::Spawn {
+            exe: self.opts.worker_exe.clone(),
+            source,
+        })?;
+        tracing::info!(worker = id, pid = w.pid, "worker started");
+        self.workers.insert(id, w);
+        Ok(id)
+    }
+
+    fn handle(&mut self, event: Event) -> Result<(), TuneError> {
+        match event {
+            Event::Msg { worker, msg } => self.on_message(worker, msg),
+            Event::Garbage { worker, line } => {
+                tracing::warn!(worker, "unexpected output: {line}");
+                Ok(())
+            }
+            Event::Closed { worker } => self.on_closed(worker),
+        }
+    }
+
+    fn on_message(&mut self, worker: usize, msg: WorkerMsg) -> Result<(), TuneError> {
+        tracing::debug!(worker, "{msg:?}");
+        match msg {
+            WorkerMsg::Ready { .. } => Ok(()),
+            WorkerMsg::Epoch { epoch, value, .. } => {
+                let Some(r) = self.running.get_mut(&worker) else {
+                    return Ok(());
+                };
+                r.last_value = Some(value);
+                let trial = r.trial;
+                self.storage
+                    .report_intermediate(trial.trial_id, epoch as i64, value)?;
+                let prune = self.ask_pruner(&trial)?;
+                let answer = if prune {
+                    RunnerMsg::Prune
+                } else {
+                    RunnerMsg::Continue
+                };
+                if let Some(w) = self.workers.get_mut(&worker)
+                    && let Err(e) = w.answer(answer)
+                {
+                    tracing::warn!(worker, "answering failed: {e}");
+                }
+                Ok(())
+            }
+            WorkerMsg::OomRetry {
+                step,
+                from_micro_batch,
+                to_micro_batch,
+                message,
+            } => {
+                self.summary.oom_retries += 1;
+                if let Some(r) = self.running.get_mut(&worker) {
+                    self.progress.line(&format!(
+                        "trial {}: out of memory at step {step}, retried with micro-batch {to_micro_batch} (was {from_micro_batch})",
+                        r.trial.number
+                    ));
+                    r.oom_retries.push(json!({
+                        "step": step, "from_micro_batch": from_micro_batch,
+                        "to_micro_batch": to_micro_batch, "error": message,
+                    }));
+                }
+                Ok(())
+            }
+            WorkerMsg::Finished {
+                value,
+                best_epoch,
+                epochs_run,
+                pruned,
+                peak_bytes,
+            } => {
+                let Some(r) = self.running.remove(&worker) else {
+                    return Ok(());
+                };
+                let state = if pruned {
+                    TrialState::Pruned
+                } else {
+                    TrialState::Complete
+                };
+                let value = if pruned {
+                    r.last_value.unwrap_or(value)
+                } else {
+                    value
+                };
+                record::finished(
+                    &self.storage,
+                    &r.trial,
+                    state,
+                    value,
+                    &json!({
+                        "best_epoch": best_epoch, "epochs_run": epochs_run,
+                        "peak_bytes": peak_bytes, "oom_retries": r.oom_retries,
+                    }),
+                )?;
+                self.progress.line(&format!(
+                    "trial {} {}: {value:.4} after {epochs_run} epoch(s) | {}",
+                    r.trial.number,
+                    if pruned { "pruned" } else { "complete" },
+                    record::settings_text(&r.settings)
+                ));
+                self.release(worker, &r);
+                self.recycle_or_idle(worker);
+                self.update_display()
+            }
+            WorkerMsg::Failed {
+                kind,
+                message,
+                needed_bytes,
+                limit_bytes,
+            } => {
+                if let Some(r) = self.running.get_mut(&worker) {
+                    r.failure = Some((kind, message, needed_bytes, limit_bytes));
+                }
+                if kind == FailureKind::CudaError {
+                    // The worker exits; its Closed event records the trial.
+                    return Ok(());
+                }
+                let Some(r) = self.running.remove(&worker) else {
+                    return Ok(());
+                };
+                self.record_failure(&r, None)?;
+                self.release(worker, &r);
+                self.recycle_or_idle(worker);
+                self.update_display()
+            }
+        }
+    }
+
+    /// A worker's output closed: it exited. A trial still on it died with it.
+    fn on_closed(&mut self, worker: usize) -> Result<(), TuneError> {
+        self.idle.remove(&worker);
+        let Some(w) = self.workers.remove(&worker) else {
+            return Ok(());
+        };
+        let (status, stderr) = w.reap();
+        let exit = describe_exit(&status);
+        tracing::info!(worker, "worker exited: {exit}");
+        if let Some(r) = self.running.remove(&worker) {
+            self.record_failure(&r, Some((exit, stderr)))?;
+            self.release(worker, &r);
+            self.update_display()?;
+        }
+        Ok(())
+    }
+
+    fn record_failure(
+        &mut self,
+        r: &Running,
+        died: Option<(String, String)>,
+    ) -> Result<(), TuneError> {
+        let number = r.trial.number;
+        match (&r.failure, died) {
+            (Some((FailureKind::Oom, message, needed, limit)), _) => {
+                self.summary.infeasible += 1;
+                record::infeasible(
+                    &self.storage,
+                    &r.trial,
+                    &r.settings,
+                    needed.unwrap_or(r.lease.predicted_peak),
+                    limit.unwrap_or(r.lease.bytes),
+                    message,
+                )?;
+                self.progress.line(&format!(
+                    "trial {number}: out of memory at micro-batch 1 ({message}): pruned as infeasible"
+                ));
+            }
+            (Some((FailureKind::CudaError, message, _, _)), exit) => {
+                self.summary.cuda_errors += 1;
+                let exit = exit.map(|(e, _)| e).unwrap_or_default();
+                record::cuda_error(&self.storage, &r.trial, &r.settings, message, &exit)?;
+                self.progress.line(&format!(
+                    "trial {number}: device error, worker replaced: {message}"
+                ));
+            }
+            (Some((_, message, _, _)), _) => {
+                self.summary.errors += 1;
+                record::error(&self.storage, &r.trial, "error", message, Some(&r.settings))?;
+                self.progress
+                    .line(&format!("trial {number}: failed: {message}"));
+            }
+            (None, Some((exit, stderr))) => {
+                self.summary.worker_deaths += 1;
+                let message = if stderr.is_empty() {
+                    format!("worker {exit}")
+                } else {
+                    format!("worker {exit}; last stderr lines:\n{stderr}")
+                };
+                record::error(
+                    &self.storage,
+                    &r.trial,
+                    "worker_died",
+                    &message,
+                    Some(&r.settings),
+                )?;
+                self.progress.line(&format!(
+                    "trial {number}: worker died ({exit}); a fresh worker takes the next trial"
+                ));
+            }
+            (None, None) => unreachable!("a failure is recorded with a reason"),
+        }
+        Ok(())
+    }
+
+    fn release(&mut self, _worker: usize, r: &Running) {
+        self.packer.release(r.trial.trial_id as u64);
+        self.beats.remove(r.trial.trial_id);
+    }
+
+    fn recycle_or_idle(&mut self, worker: usize) {
+        let Some(w) = self.workers.get(&worker) else {
+            return;
+        };
+        if w.served >= self.plan.recycle_after {
+            let w = self.workers.remove(&worker).expect("present");
+            tracing::info!(worker, served = w.served, "recycling worker");
+            let _ = w.retire();
+        } else {
+            self.idle.insert(worker);
+        }
+    }
+
+    fn ask_pruner(&mut self, trial: &TrialRef) -> Result<bool, TuneError> {
+        let stored = self
+            .storage
+            .trials(self.study.study_id, &TrialFilter::default())?;
+        let frozen = history::frozen_trials(&stored)?;
+        let Some(me) = frozen.iter().find(|t| t.number == trial.number as u64) else {
+            return Ok(false);
+        };
+        let view = StudyView {
+            name: &self.study.name,
+            direction: history::direction(self.study.directions[0]),
+            trials: &frozen,
+        };
+        let decision = self.pruner.prune(&view, me);
+        for (key, value) in &decision.system_attrs {
+            self.storage
+                .set_trial_system_attr(trial.trial_id, key, &json!(value))?;
+        }
+        Ok(decision.prune)
+    }
+
+    /// Fails a trial that never started and enqueues a copy for a later run.
+    fn requeue(&mut self, trial: &TrialRef, why: &str) -> Result<(), TuneError> {
+        record::fail_and_retry(
+            &self.storage,
+            self.study.study_id,
+            trial,
+            "not_started",
+            why,
+        )?;
+        self.beats.remove(trial.trial_id);
+        Ok(())
+    }
+
+    /// Ctrl-C: stop the workers, fail their trials and enqueue retries, so
+    /// running the same command again continues where this one stopped.
+    fn interrupt(&mut self) -> Result<(), TuneError> {
+        self.summary.interrupted = true;
+        self.progress
+            .line("interrupted: stopping workers; run the same command again to resume");
+        for (id, w) in std::mem::take(&mut self.workers) {
+            let _ = w.kill();
+            if let Some(r) = self.running.remove(&id) {
+                record::fail_and_retry(
+                    &self.storage,
+                    self.study.study_id,
+                    &r.trial,
+                    "interrupted",
+                    "the run was interrupted (Ctrl-C)",
+                )?;
+                self.packer.release(r.trial.trial_id as u64);
+            }
+        }
+        if let Some(c) = self.pending.take() {
+            self.requeue(&c.trial, "the run was interrupted (Ctrl-C)")?;
+        }
+        Ok(())
+    }
+
+    fn update_display(&mut self) -> Result<(), TuneError> {
+        let counts = self.counts()?;
+        let best = self
+            .best()?
+            .map(|(n, v, p)| format!("{v:.4} (trial {n}: {p})"));
+        let memory = format!(
+            "{} {} leased of {}",
+            self.plan.device_name,
+            gib(self.packer.leased_bytes()),
+            gib(self.plan.budget.capacity)
+        );
+        self.progress.update(&counts, best.as_deref(), &memory);
+        Ok(())
+    }
+}
+
+/// The summary table printed at the end of `memtune tune`.
+pub fn summary_table(s: &Summary, study: &str, storage: &str) -> String {
+    let hours = s.wall.as_secs_f64() / 3600.0;
+    let per_hour = if hours > 0.0 {
+        s.started_here as f64 / hours
+    } else {
+        0.0
+    };
+    let mut out = String::new();
+    out.push_str(&format!("study `{study}` in {storage}\n"));
+    let rows = [
+        (
+            "trials finished (toward n_trials)",
+            s.counts.finished().to_string(),
+        ),
+        ("  complete", s.counts.complete.to_string()),
+        ("  pruned (incl. infeasible)", s.counts.pruned.to_string()),
+        ("  failed", s.counts.failed.to_string()),
+        ("started in this run", s.started_here.to_string()),
+        ("trials/hour in this run", format!("{per_hour:.1}")),
+        (
+            "OOM steps retried with a smaller micro-batch",
+            s.oom_retries.to_string(),
+        ),
+        (
+            "infeasible (do not fit at micro-batch 1)",
+            s.infeasible.to_string(),
+        ),
+        ("worker deaths", s.worker_deaths.to_string()),
+        ("device errors", s.cuda_errors.to_string()),
+        ("other errors", s.errors.to_string()),
+        (
+            "stale trials from earlier runs, retried",
+            s.retried_from_before.to_string(),
+        ),
+        (
+            "peak memory leased",
+            format!("{} of {}", gib(s.peak_leased), gib(s.capacity)),
+        ),
+        ("wall time", format!("{:.1} s", s.wall.as_secs_f64())),
+    ];
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (k, v) in rows {
+        out.push_str(&format!("  {k:<width$}  {v}\n"));
+    }
+    match &s.best {
+        Some((n, v, p)) => out.push_str(&format!("best: trial {n}, value {v:.4}\n  {p}\n")),
+        None => out.push_str("best: none (no trial completed)\n"),
+    }
+    if s.interrupted {
+        out.push_str("interrupted: run the same command again to resume\n");
+    }
+    out
+}
+
+/// The process's own `memtune` binary, for spawning workers.
+pub fn current_exe() -> Result<PathBuf, TuneError> {
+    std::env::current_exe()
+        .map_err(|e| TuneError::Setup(format!("cannot find the memtune binary: {e}")))
+}

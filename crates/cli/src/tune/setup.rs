@@ -1,0 +1,188 @@
+//! From a validated study file to what the runner needs: the storage URL,
+//! the resolved models (directory or simulated architecture, with their
+//! `BertConfig` for the memory plan), the data (loaded once here, so bad
+//! data is reported before any trial starts), and the device budget.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use trainer::config::BertConfig;
+use trainer::data::DataSource;
+
+use super::config::{BuiltinModel, DeviceKind, ModelSource as ModelSpec, StudyConfig};
+use super::models::builtin_dir;
+use super::packing::{CUDA_PROCESS_OVERHEAD, DeviceBudget, GPU_MEM_ALLOCATOR_SLACK, cpu_budget};
+
+/// The simulated device's memory when the study file does not say: the
+/// seeds' 24 GB card.
+const DEFAULT_SIM_MEMORY: u64 = 24 << 30;
+use super::protocol::{Metric, ModelSource};
+
+/// A model a trial may name, resolved.
+#[derive(Clone, Debug)]
+pub struct ResolvedModel {
+    pub source: ModelSource,
+    pub config: BertConfig,
+}
+
+#[derive(Clone, Debug)]
+pub struct RunPlan {
+    pub study_name: String,
+    pub storage_url: String,
+    pub n_trials: usize,
+    pub timeout: Option<Duration>,
+    pub direction: store::StudyDirection,
+    pub metric: Metric,
+    pub data: DataSource,
+    pub validation_fraction: f64,
+    pub split_seed: u64,
+    pub num_classes: usize,
+    pub models: BTreeMap<String, ResolvedModel>,
+    pub budget: DeviceBudget,
+    pub device_name: String,
+    pub threads_per_worker: usize,
+    pub recycle_after: usize,
+    pub heartbeat: Duration,
+    pub stale_after: Duration,
+    pub log_file: PathBuf,
+}
+
+impl RunPlan {
+    /// `storage` (the `--storage` flag) overrides the study file's.
+    pub fn new(cfg: &StudyConfig, storage: Option<&str>) -> Result<Self, String> {
+        let storage_url = storage.unwrap_or(&cfg.study.storage).to_string();
+        let db = store::parse_sqlite_url(&storage_url).map_err(|e| e.to_string())?;
+        let sim_device = match cfg.runner.device {
+            DeviceKind::Sim => Some(cfg.runner.sim_memory.unwrap_or(DEFAULT_SIM_MEMORY)),
+            DeviceKind::Cpu | DeviceKind::Auto => None,
+        };
+        let mut models = BTreeMap::new();
+        for (key, spec) in &cfg.models {
+            models.insert(key.clone(), resolve(key, spec, sim_device)?);
+        }
+        let (data, num_classes) = load_data(cfg)?;
+        let threads_per_worker = cfg.runner.threads_per_worker.unwrap_or(1).max(1);
+        let (mut budget, device_name) = match sim_device {
+            Some(bytes) => (
+                DeviceBudget {
+                    capacity: bytes,
+                    safety_margin: cfg.runner.safety_margin.bytes(bytes),
+                    process_overhead: cfg.runner.process_overhead.unwrap_or(CUDA_PROCESS_OVERHEAD),
+                    max_workers: usize::MAX,
+                    allocator_slack: GPU_MEM_ALLOCATOR_SLACK,
+                },
+                "simulated GPU".to_string(),
+            ),
+            None => {
+                // No CUDA backend yet (issue 6): `auto` means the CPU.
+                let mut b = cpu_budget(threads_per_worker);
+                b.safety_margin = b
+                    .safety_margin
+                    .max(cfg.runner.safety_margin.bytes(b.capacity));
+                if let Some(o) = cfg.runner.process_overhead {
+                    b.process_overhead = o;
+                }
+                (b, "CPU".to_string())
+            }
+        };
+        if let Some(max) = cfg.runner.max_workers {
+            budget.max_workers = budget.max_workers.min(max).max(1);
+        }
+        let log_file = cfg.runner.log_file.clone().unwrap_or_else(|| {
+            let dir = db.parent().map(PathBuf::from).unwrap_or_default();
+            dir.join(format!("{}.log", cfg.study.name))
+        });
+        Ok(Self {
+            study_name: cfg.study.name.clone(),
+            storage_url,
+            n_trials: cfg.study.n_trials as usize,
+            timeout: cfg.study.timeout,
+            direction: match cfg.objective.direction {
+                hpo_sampler::StudyDirection::Maximize => store::StudyDirection::Maximize,
+                hpo_sampler::StudyDirection::Minimize => store::StudyDirection::Minimize,
+            },
+            metric: match cfg.objective.metric {
+                super::config::Metric::Accuracy => Metric::Accuracy,
+                super::config::Metric::F1Macro => Metric::F1Macro,
+                super::config::Metric::Loss => Metric::Loss,
+            },
+            data,
+            validation_fraction: cfg.data.validation_fraction,
+            split_seed: cfg.data.split_seed,
+            num_classes,
+            models,
+            budget,
+            device_name,
+            threads_per_worker,
+            recycle_after: cfg.runner.recycle_after.max(1),
+            heartbeat: cfg.runner.heartbeat,
+            stale_after: cfg.runner.stale_after,
+            log_file,
+        })
+    }
+
+    pub fn model(&self, key: &str) -> Result<&ResolvedModel, String> {
+        self.models
+            .get(key)
+            .ok_or_else(|| format!("the trial names model `{key}`, which [models] does not define"))
+    }
+}
+
+fn resolve(key: &str, spec: &ModelSpec, sim_device: Option<u64>) -> Result<ResolvedModel, String> {
+    let in_key = |e: String| format!("models.{key}: {e}");
+    match (spec, sim_device) {
+        (ModelSpec::Sim(preset), Some(device_bytes)) => {
+            let name = preset.name();
+            Ok(ResolvedModel {
+                config: BertConfig::preset(name)
+                    .ok_or_else(|| in_key(format!("unknown preset `{name}`")))?,
+                source: ModelSource::Sim {
+                    preset: name.to_string(),
+                    device_bytes,
+                },
+            })
+        }
+        (ModelSpec::Sim(_), None) => Err(in_key(
+            "a simulated model needs `[runner] device = \"sim\"`".into(),
+        )),
+        (_, Some(_)) => Err(in_key(
+            "on the simulated device every model must be `sim = \"<preset>\"`".into(),
+        )),
+        (ModelSpec::Dir(dir), None) => dir_model(dir.clone()).map_err(in_key),
+        (ModelSpec::Builtin(b), None) => dir_model(builtin_dir(match b {
+            BuiltinModel::MiniLmL6 => "minilm-l6",
+        })?)
+        .map_err(in_key),
+    }
+}
+
+fn dir_model(path: PathBuf) -> Result<ResolvedModel, String> {
+    let config = BertConfig::from_file(path.join("config.json")).map_err(|e| e.to_string())?;
+    Ok(ResolvedModel {
+        source: ModelSource::Dir { path },
+        config,
+    })
+}
+
+/// Loads the data once to check it and count its classes; the workers load
+/// it again (each is a separate process).
+fn load_data(cfg: &StudyConfig) -> Result<(DataSource, usize), String> {
+    let source = cfg.data.source.clone();
+    if matches!(cfg.runner.device, DeviceKind::Sim) {
+        // Simulated trials use synthetic batches of the right shape.
+        return Ok((source, 2));
+    }
+    let dataset = source.load().map_err(|e| format!("data: {e}"))?;
+    let skipped = &dataset.report.skipped;
+    eprintln!(
+        "memtune: data: {} examples, {} classes{}",
+        dataset.examples.len(),
+        dataset.num_classes,
+        match skipped.first() {
+            None => String::new(),
+            Some(first) => format!(" ({} bad records skipped, e.g. {first})", skipped.len()),
+        }
+    );
+    Ok((source, dataset.num_classes))
+}

@@ -1,0 +1,308 @@
+//! `memtune worker`: the process one trial at a time runs in.
+//!
+//! A trial that panics, aborts or poisons its device context takes only
+//! this process with it; the runner records the trial and starts a fresh
+//! worker. The worker reads [`Job`]s from stdin and speaks
+//! [`WorkerMsg`]/[`RunnerMsg`] lines (see [`super::protocol`]).
+
+use std::io::{BufRead, Write};
+
+use trainer::config::BertConfig;
+use trainer::finetune::{FinetuneError, FinetuneSpec, SimSpec, finetune_cpu, finetune_sim};
+use trainer::memory::OutOfMemory;
+use trainer::model::HeadConfig;
+use trainer::train::{Control, EpochMetrics, OptimizerConfig, TrainConfig};
+
+use super::protocol::{FailureKind, Fault, Job, Metric, ModelSource, RunnerMsg, WorkerMsg, encode};
+use super::synthetic;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("reading from the runner: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("runner sent a line that is not a job: {0}")]
+    BadJob(serde_json::Error),
+    #[error("runner sent `{0}` where a continue/prune answer was expected")]
+    BadAnswer(String),
+    #[error("the runner went away mid-trial")]
+    RunnerGone,
+}
+
+/// Dies with the runner: a worker left behind by a killed runner would hold
+/// its lease of memory (and a core) while a resumed runner starts others.
+pub fn die_with_parent() {
+    #[cfg(target_os = "linux")]
+    {
+        let runner = std::env::var("MEMTUNE_RUNNER_PID")
+            .ok()
+            .and_then(|p| p.parse::<i32>().ok());
+        // SAFETY: prctl with PR_SET_PDEATHSIG and a signal number has no
+        // memory effects; getppid cannot fail.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if runner.is_some_and(|pid| libc::getppid() != pid) {
+                // The runner died before the line above took effect.
+                std::process::exit(1);
+            }
+        }
+    }
+}
+
+/// Serves jobs until stdin closes.
+pub fn serve(input: &mut dyn BufRead, output: &mut dyn Write) -> Result<(), WorkerError> {
+    trainer::memory::quiet_oom_panics();
+    send(
+        output,
+        &WorkerMsg::Ready {
+            pid: std::process::id(),
+        },
+    )?;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if input.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        let job: Job = serde_json::from_str(&line).map_err(WorkerError::BadJob)?;
+        run_job(&job, input, output)?;
+    }
+}
+
+fn send(output: &mut dyn Write, msg: &WorkerMsg) -> Result<(), WorkerError> {
+    writeln!(output, "{}", encode(msg))?;
+    output.flush()?;
+    Ok(())
+}
+
+fn run_job(job: &Job, input: &mut dyn BufRead, output: &mut dyn Write) -> Result<(), WorkerError> {
+    let mut io_error = None;
+    let mut observer = |m: &EpochMetrics, value: f64| -> Control {
+        match epoch_exchange(job, m, value, input, output) {
+            Ok(control) => control,
+            Err(e) => {
+                io_error = Some(e);
+                Control::Stop
+            }
+        }
+    };
+    let result = match &job.model {
+        ModelSource::Dir { path } => {
+            let spec = finetune_spec(job, path.clone());
+            finetune_cpu(&spec, &mut |m| observer(m, job.metric.of(&m.valid))).map(|o| {
+                let peak = o.peak_bytes as u64;
+                (o.report, peak)
+            })
+        }
+        ModelSource::Sim {
+            preset,
+            device_bytes,
+        } => {
+            let spec = sim_spec(job, preset, *device_bytes);
+            match spec {
+                Ok(spec) => finetune_sim(&spec, &mut |m| {
+                    observer(m, synthetic::objective(job, m.epoch))
+                })
+                .map(|o| {
+                    let peak = o.peak_reserved;
+                    let mut report = o.report;
+                    // The simulated device computes nothing: the objective
+                    // is a smooth function of the hyperparameters.
+                    for m in &mut report.epochs {
+                        m.valid.accuracy = synthetic::objective(job, m.epoch);
+                    }
+                    (report, peak)
+                }),
+                Err(message) => {
+                    return send(
+                        output,
+                        &WorkerMsg::Failed {
+                            kind: FailureKind::Error,
+                            message,
+                            needed_bytes: None,
+                            limit_bytes: None,
+                        },
+                    );
+                }
+            }
+        }
+    };
+    if let Some(e) = io_error {
+        return Err(e);
+    }
+    match result {
+        Ok((report, peak_bytes)) => {
+            for r in &report.oom_retries {
+                send(
+                    output,
+                    &WorkerMsg::OomRetry {
+                        step: r.step,
+                        from_micro_batch: r.from_micro_batch,
+                        to_micro_batch: r.to_micro_batch,
+                        message: r.error.to_string(),
+                    },
+                )?;
+            }
+            let best = &report.epochs[report.best_epoch];
+            let value = match &job.model {
+                ModelSource::Sim { .. } => synthetic::objective(job, best.epoch),
+                ModelSource::Dir { .. } => job.metric.of(&best.valid),
+            };
+            send(
+                output,
+                &WorkerMsg::Finished {
+                    value,
+                    best_epoch: report.best_epoch,
+                    epochs_run: report.epochs.len(),
+                    pruned: report.stopped_by_observer,
+                    peak_bytes,
+                },
+            )
+        }
+        Err(e) => send(output, &failure(&e)),
+    }
+}
+
+/// Reports one epoch and reads the runner's answer; stages injected faults.
+fn epoch_exchange(
+    job: &Job,
+    m: &EpochMetrics,
+    value: f64,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> Result<Control, WorkerError> {
+    send(
+        output,
+        &WorkerMsg::Epoch {
+            epoch: m.epoch,
+            value,
+            train_loss: m.train_loss,
+            accuracy: m.valid.accuracy,
+            f1_macro: m.valid.f1_macro,
+            valid_loss: m.valid.loss,
+            seconds: m.seconds,
+        },
+    )?;
+    let mut line = String::new();
+    if input.read_line(&mut line)? == 0 {
+        return Err(WorkerError::RunnerGone);
+    }
+    let answer: RunnerMsg =
+        serde_json::from_str(line.trim()).map_err(|_| WorkerError::BadAnswer(line.clone()))?;
+    match &job.fault {
+        Some(Fault::Abort { after_epoch }) if *after_epoch == m.epoch => std::process::abort(),
+        Some(Fault::StickyError { after_epoch }) if *after_epoch == m.epoch => {
+            send(
+                output,
+                &WorkerMsg::Failed {
+                    kind: FailureKind::CudaError,
+                    message: "CUDA_ERROR_ILLEGAL_ADDRESS (injected): an illegal memory access \
+                              was encountered; the context is unusable"
+                        .into(),
+                    needed_bytes: None,
+                    limit_bytes: None,
+                },
+            )?;
+            // A poisoned context cannot be recovered in-process.
+            std::process::exit(3);
+        }
+        _ => {}
+    }
+    Ok(match answer {
+        RunnerMsg::Continue => Control::Continue,
+        RunnerMsg::Prune => Control::Stop,
+    })
+}
+
+fn train_config(job: &Job) -> TrainConfig {
+    let mut optimizer = OptimizerConfig::default();
+    if let OptimizerConfig::AdamW { weight_decay, .. } = &mut optimizer {
+        *weight_decay = job.weight_decay;
+    }
+    TrainConfig {
+        epochs: job.epochs,
+        lr: job.learning_rate,
+        warmup_ratio: job.warmup_ratio,
+        optimizer,
+        accumulation_steps: job.accumulation_steps,
+        patience: job.patience,
+        monitor: match job.metric {
+            Metric::Accuracy => trainer::train::Monitor::Accuracy,
+            Metric::F1Macro => trainer::train::Monitor::F1Macro,
+            Metric::Loss => trainer::train::Monitor::Loss,
+        },
+        seed: job.seed,
+        ..TrainConfig::default()
+    }
+}
+
+fn finetune_spec(job: &Job, model_dir: std::path::PathBuf) -> FinetuneSpec {
+    FinetuneSpec {
+        model_dir,
+        data: job.data.clone(),
+        validation_fraction: job.validation_fraction,
+        split_seed: job.split_seed,
+        max_length: job.max_length,
+        micro_batch: job.micro_batch,
+        head_hidden: job.head_hidden.clone(),
+        train: train_config(job),
+        memory_limit: job.memory_limit.map(|b| b as usize),
+        fail_nth_allocation: match job.fault {
+            Some(Fault::OomAtAllocation { n }) => Some(n),
+            _ => None,
+        },
+        dropout: job.dropout,
+    }
+}
+
+fn sim_spec(job: &Job, preset: &str, device_bytes: u64) -> Result<SimSpec, String> {
+    let config =
+        BertConfig::preset(preset).ok_or_else(|| format!("unknown simulated model `{preset}`"))?;
+    Ok(SimSpec {
+        config,
+        head: HeadConfig {
+            num_labels: 2,
+            hidden: job.head_hidden.clone(),
+        },
+        micro_batch: job.micro_batch,
+        accumulation_steps: job.accumulation_steps,
+        dropout: job.dropout,
+        seq_len: job.max_length,
+        train_examples: synthetic::TRAIN_EXAMPLES,
+        validation_examples: synthetic::VALIDATION_EXAMPLES,
+        // What the runner leases on a device: gpu-mem with expandable
+        // segments (no fragmentation to budget for).
+        expandable_segments: true,
+        epochs: job.epochs,
+        device_capacity: device_bytes as usize,
+        memory_limit: job.memory_limit.map(|b| b as usize),
+        fail_nth_allocation: match job.fault {
+            Some(Fault::OomAtAllocation { n }) => Some(n),
+            _ => None,
+        },
+        seed: job.seed,
+    })
+}
+
+fn oom_failure(error: &OutOfMemory) -> WorkerMsg {
+    WorkerMsg::Failed {
+        kind: FailureKind::Oom,
+        message: error.to_string(),
+        needed_bytes: Some((error.live + error.requested) as u64),
+        limit_bytes: Some(error.limit as u64),
+    }
+}
+
+fn failure(e: &FinetuneError) -> WorkerMsg {
+    match e {
+        FinetuneError::OutOfMemory { error, .. } => oom_failure(error),
+        other => WorkerMsg::Failed {
+            kind: FailureKind::Error,
+            message: other.to_string(),
+            needed_bytes: None,
+            limit_bytes: None,
+        },
+    }
+}

@@ -1,0 +1,348 @@
+//! The study runner under faults, on `gpu-mem`'s simulated device (real
+//! training-loop allocations through the real allocator, no compute), so
+//! each trial takes milliseconds: workers aborted mid-trial, sticky device
+//! errors, OOM injected at random allocations, configurations that cannot
+//! fit, and the runner itself killed with SIGKILL at random moments, then
+//! resumed. Every run must end with exactly `n_trials` finished trials, no
+//! COMPLETE trial lost or duplicated, and every failure recorded with its
+//! kind.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value as Json;
+use store::{Storage, TrialFilter, TrialState};
+
+/// The seeds' kind of space on a 24 GiB simulated device, small epochs.
+fn sim_study(name: &str, n_trials: usize, device: &str, extra: &str) -> String {
+    format!(
+        r#"
+[study]
+name = "{name}"
+n_trials = {n_trials}
+
+[objective]
+metric = "accuracy"
+
+[models.bert-base]
+sim = "bert-base"
+
+[models.bert-large]
+sim = "bert-large"
+
+[[param]]
+name = "model"
+type = "categorical"
+choices = ["bert-base", "bert-large"]
+
+[[param]]
+name = "learning_rate"
+type = "float"
+low = 1e-5
+high = 1e-4
+log = true
+
+[[param]]
+name = "batch_size"
+type = "categorical"
+choices = [8, 16, 32, 64]
+
+[[param]]
+name = "max_length"
+type = "categorical"
+choices = [128, 256]
+
+[fixed]
+epochs = 2
+warmup_ratio = 0.1
+
+[sampler]
+kind = "tpe"
+seed = 7
+
+[pruner]
+kind = "none"
+
+[runner]
+device = "sim"
+sim_memory = "{device}"
+heartbeat = "200ms"
+stale_after = "2s"
+max_workers = 3
+{extra}
+"#
+    )
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn tune(db: &Path, config: &Path, fault: Option<&str>) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_memtune"));
+    cmd.arg("--storage")
+        .arg(common::url(db))
+        .args(["tune", "--no-progress", "--config"])
+        .arg(config)
+        .env_remove("MEMTUNE_STORAGE")
+        .env_remove("MEMTUNE_FAULT");
+    if let Some(f) = fault {
+        cmd.env("MEMTUNE_FAULT", f);
+    }
+    cmd.output().unwrap()
+}
+
+fn trials(db: &Path, study: &str) -> Vec<store::FrozenTrial> {
+    let s = Storage::open_existing(db).unwrap();
+    match s.study(study) {
+        Ok(st) => s.trials(st.study_id, &TrialFilter::default()).unwrap(),
+        // Killed before the study was created.
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Finished trials as counted toward n_trials: FAIL ones that were retried
+/// do not count.
+fn finished(ts: &[store::FrozenTrial]) -> usize {
+    let retried: Vec<i64> = ts
+        .iter()
+        .filter_map(|t| t.system_attrs.get("retry_history"))
+        .filter_map(Json::as_array)
+        .flatten()
+        .filter_map(Json::as_i64)
+        .collect();
+    ts.iter()
+        .filter(|t| match t.state {
+            TrialState::Complete | TrialState::Pruned => true,
+            TrialState::Fail => !retried.contains(&t.number),
+            _ => false,
+        })
+        .count()
+}
+
+fn attr<'a>(t: &'a store::FrozenTrial, key: &str) -> Option<&'a Json> {
+    t.user_attrs.get(key)
+}
+
+#[test]
+fn a_study_on_the_simulated_device_finishes_and_records_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let cfg = write(dir.path(), "s.toml", &sim_study("plain", 10, "24GiB", ""));
+    let out = tune(&db, &cfg, None);
+    let summary = common::ok(out);
+    assert!(summary.contains("best: trial"), "{summary}");
+    let ts = trials(&db, "plain");
+    assert_eq!(ts.len(), 10);
+    assert!(ts.iter().all(|t| t.state == TrialState::Complete));
+    for t in &ts {
+        let micro = attr(t, "micro_batch").and_then(Json::as_u64).unwrap();
+        let acc = attr(t, "accumulation_steps")
+            .and_then(Json::as_u64)
+            .unwrap();
+        assert!(micro >= 1 && acc >= 1);
+        let lease = attr(t, "lease_bytes").and_then(Json::as_u64).unwrap();
+        let peak = attr(t, "peak_bytes").and_then(Json::as_u64).unwrap();
+        assert!(
+            peak <= lease,
+            "trial {} used {peak} > lease {lease}",
+            t.number
+        );
+        assert_eq!(t.intermediate_values.len(), 2);
+    }
+}
+
+#[test]
+fn configurations_that_cannot_fit_are_infeasible_constraints_not_crashes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    // 4 GiB: bert-base (1.8 GB of weights, gradients and AdamW state, plus
+    // the process overhead) fits at small micro-batches; bert-large (5.4 GB
+    // before any activation) never does.
+    let cfg = write(dir.path(), "s.toml", &sim_study("small", 8, "4GiB", ""));
+    common::ok(tune(&db, &cfg, None));
+    let ts = trials(&db, "small");
+    assert_eq!(finished(&ts), 8);
+    for t in &ts {
+        let large = t
+            .params
+            .iter()
+            .any(|p| p.name == "model" && store::external_value(p).unwrap() == "bert-large");
+        if large {
+            assert_eq!(t.state, TrialState::Pruned, "trial {}", t.number);
+            assert_eq!(attr(t, "oom"), Some(&Json::Bool(true)));
+            assert!(attr(t, "oom_config").is_some());
+            let c = t.system_attrs["constraints"].as_array().unwrap();
+            assert!(c[0].as_f64().unwrap() > 0.0);
+        } else {
+            assert_eq!(t.state, TrialState::Complete, "trial {}", t.number);
+        }
+    }
+}
+
+#[test]
+fn aborted_workers_sticky_errors_and_injected_ooms_cost_only_their_trial() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let cfg = write(dir.path(), "s.toml", &sim_study("faults", 12, "24GiB", ""));
+    let oom_at = 40 + (std::process::id() as u64 % 200);
+    let fault = format!("abort@1:epoch=0; sticky@4:epoch=1; oom@6:alloc={oom_at}; abort@9:epoch=1");
+    common::ok(tune(&db, &cfg, Some(&fault)));
+    let ts = trials(&db, "faults");
+    assert_eq!(ts.len(), 12);
+    let by_number: BTreeMap<i64, &store::FrozenTrial> = ts.iter().map(|t| (t.number, t)).collect();
+    for n in [1, 9] {
+        let t = by_number[&n];
+        assert_eq!(t.state, TrialState::Fail);
+        assert_eq!(attr(t, "error_kind").unwrap(), "worker_died");
+        let msg = attr(t, "error_msg").unwrap().as_str().unwrap();
+        assert!(msg.contains("SIGABRT"), "{msg}");
+        assert!(attr(t, "config").is_some());
+    }
+    let sticky = by_number[&4];
+    assert_eq!(sticky.state, TrialState::Fail);
+    assert_eq!(attr(sticky, "cuda_error"), Some(&Json::Bool(true)));
+    assert!(
+        attr(sticky, "cuda_error_msg")
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .contains("illegal")
+    );
+    // The injected OOM: the step was retried with half the micro-batch and
+    // the trial completed, or (injected before the first step) recorded as
+    // an OOM with its configuration.
+    let oom = by_number[&6];
+    match oom.state {
+        TrialState::Complete => {
+            let retries = attr(oom, "oom_retries").unwrap().as_array().unwrap();
+            assert!(!retries.is_empty(), "{:?}", oom.user_attrs);
+        }
+        TrialState::Pruned => assert_eq!(attr(oom, "oom"), Some(&Json::Bool(true))),
+        s => panic!("trial 6 ended {s:?}: {:?}", oom.user_attrs),
+    }
+    for (n, t) in &by_number {
+        if ![1, 4, 6, 9].contains(n) {
+            assert_eq!(
+                t.state,
+                TrialState::Complete,
+                "trial {n}: {:?}",
+                t.user_attrs
+            );
+        }
+    }
+}
+
+/// The runner killed with SIGKILL at random moments (and right after it
+/// hands a trial to a worker) at least 20 times, each time resumed by the
+/// same command asking for one more trial than before; at the end the
+/// study holds exactly the requested number of finished trials.
+#[test]
+fn runner_killed_twenty_times_then_resumed_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let cfg = write(dir.path(), "s.toml", &sim_study("kills", 1, "24GiB", ""));
+    let mut rng = (std::process::id() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut completed_before: BTreeMap<i64, f64> = BTreeMap::new();
+    let (mut kills, mut target) = (0, 2usize);
+    while kills < 20 {
+        let existing = if db.exists() {
+            trials(&db, "kills").len()
+        } else {
+            0
+        };
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_memtune"));
+        cmd.arg("--storage")
+            .arg(common::url(&db))
+            .args([
+                "tune",
+                "--no-progress",
+                "--n-trials",
+                &target.to_string(),
+                "--config",
+            ])
+            .arg(&cfg)
+            .env_remove("MEMTUNE_STORAGE")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let kill_at_start = kills % 3 == 2;
+        if kill_at_start {
+            // SIGKILL itself right after handing the next trial to a worker.
+            cmd.env("MEMTUNE_FAULT", format!("kill-runner@{existing}"));
+        } else {
+            cmd.env_remove("MEMTUNE_FAULT");
+        }
+        let mut child = cmd.spawn().unwrap();
+        let status = if kill_at_start {
+            child.wait().unwrap()
+        } else {
+            std::thread::sleep(Duration::from_millis(next() % 800));
+            child.kill().ok();
+            child.wait().unwrap()
+        };
+        if !status.success() {
+            kills += 1;
+        }
+        target += 1;
+        if !db.exists() {
+            continue;
+        }
+        let ts = trials(&db, "kills");
+        // No COMPLETE trial is lost or changed.
+        for (n, v) in &completed_before {
+            let t = ts.iter().find(|t| t.number == *n).unwrap();
+            assert_eq!(t.state, TrialState::Complete, "trial {n}");
+            assert_eq!(t.value(), Some(*v), "trial {n}");
+        }
+        for t in ts.iter().filter(|t| t.state == TrialState::Complete) {
+            completed_before.insert(t.number, t.value().unwrap());
+        }
+        assert!(finished(&ts) <= target, "more trials than asked");
+    }
+    // The same command once more finishes what the last kill interrupted.
+    let out = Command::new(env!("CARGO_BIN_EXE_memtune"))
+        .arg("--storage")
+        .arg(common::url(&db))
+        .args([
+            "tune",
+            "--no-progress",
+            "--n-trials",
+            &target.to_string(),
+            "--config",
+        ])
+        .arg(&cfg)
+        .env_remove("MEMTUNE_STORAGE")
+        .env_remove("MEMTUNE_FAULT")
+        .output()
+        .unwrap();
+    common::ok(out);
+    let ts = trials(&db, "kills");
+    assert_eq!(finished(&ts), target);
+    for (n, v) in &completed_before {
+        let t = ts.iter().find(|t| t.number == *n).unwrap();
+        assert_eq!((t.state, t.value()), (TrialState::Complete, Some(*v)));
+    }
+    assert!(ts.iter().all(|t| matches!(
+        t.state,
+        TrialState::Complete | TrialState::Fail | TrialState::Pruned
+    )));
+    for t in ts.iter().filter(|t| t.state == TrialState::Fail) {
+        assert!(
+            attr(t, "error_kind").is_some(),
+            "trial {} has no kind",
+            t.number
+        );
+    }
+}
