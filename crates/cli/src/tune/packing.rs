@@ -168,7 +168,7 @@ pub enum FitPolicy {
     /// as soon as micro-batch 1 fits, at a smaller, slower micro-batch when
     /// the device is busy. The default: in the simulation it keeps the
     /// device busier and completes more work per hour than `Alone` (see
-    /// docs/benchmarks-packing.md).
+    /// docs/benchmarks.md, "study runner").
     #[default]
     FreeNow,
     /// The micro-batch the trial would get on the empty device: it waits
