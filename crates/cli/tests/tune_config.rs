@@ -504,9 +504,11 @@ fn from_path_names_the_file_and_resolves_paths_against_it() {
 fn shipped_studies_parse() {
     let d = StudyConfig::default_study();
     assert_eq!(d.models.len(), 1);
-    assert!(d.study.n_trials >= 10 && d.study.n_trials <= 12);
+    // Sized to finish within 15 minutes on a 2-core CPU (README).
+    assert!(d.study.n_trials >= 4 && d.study.n_trials <= 12);
     assert_eq!(d.fixed[&Hyperparameter::MaxLength], ParamValue::Int(64));
-    assert!(matches!(d.pruner, PrunerSpec::Median { .. }));
+    // One-epoch trials: nothing for a pruner to cut.
+    assert!(matches!(d.pruner, PrunerSpec::None));
 
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
     let full = StudyConfig::from_path(&examples.join("study.toml")).unwrap();
@@ -745,12 +747,12 @@ fn train_config_carries_the_settings() {
     .collect();
     let s = c.settings(&values).unwrap();
     assert_eq!(s.model, "minilm-l6");
-    assert_eq!((s.max_length, s.epochs, s.patience), (64, 2, Some(1)));
+    assert_eq!((s.max_length, s.epochs, s.patience), (64, 1, None));
     assert_eq!(s.head_hidden, Vec::<usize>::new());
     assert_eq!(s.seed, 42);
     let t = s.train_config(c.objective.metric.monitor(), 4);
-    assert_eq!((t.epochs, t.lr, t.warmup_ratio), (2, 3e-5, 0.05));
-    assert_eq!((t.accumulation_steps, t.patience, t.seed), (4, Some(1), 42));
+    assert_eq!((t.epochs, t.lr, t.warmup_ratio), (1, 3e-5, 0.05));
+    assert_eq!((t.accumulation_steps, t.patience, t.seed), (4, None, 42));
     assert_eq!(t.monitor, trainer::train::Monitor::Accuracy);
     assert!(matches!(
         t.optimizer,
