@@ -99,7 +99,10 @@ fn tune(db: &Path, config: &Path, fault: Option<&str>) -> std::process::Output {
 }
 
 fn trials(db: &Path, study: &str) -> Vec<store::FrozenTrial> {
-    let s = Storage::open_existing(db).unwrap();
+    // A runner killed while creating the file leaves no schema: no trials.
+    let Ok(s) = Storage::open_existing(db) else {
+        return Vec::new();
+    };
     match s.study(study) {
         Ok(st) => s.trials(st.study_id, &TrialFilter::default()).unwrap(),
         // Killed before the study was created.
@@ -345,4 +348,76 @@ fn runner_killed_twenty_times_then_resumed_loses_nothing() {
             t.number
         );
     }
+}
+
+/// Ctrl-C: the runner stops its workers, fails their trials as
+/// `interrupted` with WAITING retries, and the same command continues.
+#[test]
+fn ctrl_c_fails_and_requeues_the_trials_in_flight_then_the_same_command_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let n_trials = 24;
+    let cfg = write(
+        dir.path(),
+        "s.toml",
+        &sim_study("ctrlc", n_trials, "24GiB", ""),
+    );
+    let child = Command::new(env!("CARGO_BIN_EXE_memtune"))
+        .arg("--storage")
+        .arg(common::url(&db))
+        .args(["tune", "--no-progress", "--config"])
+        .arg(&cfg)
+        .env_remove("MEMTUNE_STORAGE")
+        .env_remove("MEMTUNE_FAULT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until some trial is running, then interrupt.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        // The file may exist before its schema does: read it once it opens.
+        let running = Storage::open_existing(&db).is_ok()
+            && trials(&db, "ctrlc").iter().any(|t| {
+                t.state == TrialState::Running && t.user_attrs.contains_key("lease_bytes")
+            });
+        if running || std::time::Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let ts = trials(&db, "ctrlc");
+    if out.status.success() {
+        // The study finished before the signal landed: nothing to check.
+        assert_eq!(finished(&ts), n_trials);
+        return;
+    }
+    assert!(stdout.contains("interrupted"), "{stdout}");
+    let interrupted: Vec<_> = ts
+        .iter()
+        .filter(|t| attr(t, "error_kind").and_then(Json::as_str) == Some("interrupted"))
+        .collect();
+    assert!(
+        !interrupted.is_empty(),
+        "{:?}",
+        ts.iter().map(|t| (t.number, t.state)).collect::<Vec<_>>()
+    );
+    assert!(interrupted.iter().all(|t| t.state == TrialState::Fail));
+    assert!(!ts.iter().any(|t| t.state == TrialState::Running));
+    let waiting = ts.iter().filter(|t| t.state == TrialState::Waiting).count();
+    assert!(waiting >= interrupted.len());
+
+    common::ok(tune(&db, &cfg, None));
+    let ts = trials(&db, "ctrlc");
+    assert_eq!(finished(&ts), n_trials);
+    assert!(
+        !ts.iter()
+            .any(|t| matches!(t.state, TrialState::Running | TrialState::Waiting))
+    );
 }

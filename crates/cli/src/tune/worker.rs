@@ -30,7 +30,14 @@ pub enum WorkerError {
 
 /// Dies with the runner: a worker left behind by a killed runner would hold
 /// its lease of memory (and a core) while a resumed runner starts others.
+/// Ignores Ctrl-C, which the terminal sends to the whole process group: the
+/// runner decides what an interrupt means for the trial (failed and
+/// re-enqueued), and stops its workers itself.
 pub fn die_with_parent() {
+    // SAFETY: setting a signal's disposition to SIG_IGN has no memory effects.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+    }
     #[cfg(target_os = "linux")]
     {
         let runner = std::env::var("MEMTUNE_RUNNER_PID")
