@@ -3,10 +3,10 @@
 use rayon::prelude::*;
 
 use super::elementwise::CHUNK;
+use super::fast_f32::{exp, phi, with_avx2};
 use crate::float::Float;
-use crate::rng::{RngKey, dropout_threshold, keep_word};
+use crate::rng::RngKey;
 
-const FRAC_1_SQRT_2: f64 = std::f64::consts::FRAC_1_SQRT_2;
 /// 1 / sqrt(2 pi)
 const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 
@@ -15,9 +15,8 @@ fn map<T: Float>(x: &[T], out: &mut [T], f: impl Fn(T) -> T + Sync) {
     out.par_chunks_mut(CHUNK)
         .zip(x.par_chunks(CHUNK))
         .for_each(|(o, x)| {
-            for i in 0..o.len() {
-                o[i] = f(x[i]);
-            }
+            // Iterators, not indexing: no bounds checks, so it vectorises.
+            with_avx2(|| o.iter_mut().zip(x).for_each(|(o, &x)| *o = f(x)))
         });
 }
 
@@ -26,27 +25,27 @@ fn map2<T: Float>(x: &[T], y: &[T], out: &mut [T], f: impl Fn(T, T) -> T + Sync)
     out.par_chunks_mut(CHUNK)
         .zip(x.par_chunks(CHUNK).zip(y.par_chunks(CHUNK)))
         .for_each(|(o, (x, y))| {
-            for i in 0..o.len() {
-                o[i] = f(x[i], y[i]);
-            }
+            with_avx2(|| {
+                o.iter_mut()
+                    .zip(x.iter().zip(y))
+                    .for_each(|(o, (&x, &y))| *o = f(x, y))
+            })
         });
 }
 
+/// `x Phi(x)`; in f32 through `fast_f32` (vectorised, relative error below
+/// `5e-7 + 1.5e-7 x^2`), in f64 through libm's `erf`.
 pub fn gelu_forward<T: Float>(x: &[T], out: &mut [T]) {
-    let half = T::from_f64(0.5);
-    let c = T::from_f64(FRAC_1_SQRT_2);
-    map(x, out, |v| half * v * (T::ONE + (v * c).erf()));
+    map(x, out, |v| v * phi(v));
 }
 
 /// `d/dx x Phi(x) = Phi(x) + x phi(x)`.
 pub fn gelu_backward<T: Float>(x: &[T], dout: &[T], dx: &mut [T]) {
     let half = T::from_f64(0.5);
-    let c = T::from_f64(FRAC_1_SQRT_2);
     let k = T::from_f64(INV_SQRT_2PI);
     map2(x, dout, dx, |v, d| {
-        let cdf = half * (T::ONE + (v * c).erf());
-        let pdf = k * (-half * v * v).exp();
-        d * (cdf + v * pdf)
+        let pdf = k * exp(-half * v * v);
+        d * (phi(v) + v * pdf)
     });
 }
 
@@ -58,37 +57,11 @@ pub fn tanh_backward<T: Float>(out: &[T], dout: &[T], dx: &mut [T]) {
     map2(out, dout, dx, |y, d| d * (T::ONE - y * y));
 }
 
-fn dropout_apply<T: Float>(x: &[T], out: &mut [T], p: f64, key: RngKey) {
-    assert_eq!(x.len(), out.len());
-    assert!(
-        (0.0..1.0).contains(&p),
-        "dropout probability {p} not in [0, 1)"
-    );
-    let keep_scale = T::from_f64(1.0 / (1.0 - p));
-    let threshold = dropout_threshold(p);
-    // CHUNK is a multiple of 4: one Philox call gives 4 elements' words.
-    out.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, o)| {
-        let base = ci * CHUNK;
-        for (bi, group) in o.chunks_mut(4).enumerate() {
-            let first = base + 4 * bi;
-            let words = key.block((first / 4) as u64);
-            for (j, v) in group.iter_mut().enumerate() {
-                let xi = x[first + j];
-                *v = if keep_word(words[j], threshold) {
-                    xi * keep_scale
-                } else {
-                    T::ZERO
-                };
-            }
-        }
-    });
-}
-
 pub fn dropout_forward<T: Float>(x: &[T], out: &mut [T], p: f64, key: RngKey) {
-    dropout_apply(x, out, p, key);
+    super::dropout::apply(x, out, p, key);
 }
 
 /// The same mask and scale applied to the gradient.
 pub fn dropout_backward<T: Float>(dout: &[T], dx: &mut [T], p: f64, key: RngKey) {
-    dropout_apply(dout, dx, p, key);
+    super::dropout::apply(dout, dx, p, key);
 }

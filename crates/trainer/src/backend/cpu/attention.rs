@@ -2,6 +2,8 @@
 
 use rayon::prelude::*;
 
+use super::elementwise::CHUNK;
+use super::fast_f32::{exp, with_avx2};
 use crate::float::Float;
 
 /// `[b, s, heads, dh] -> [b, heads, s, dh]`.
@@ -32,6 +34,58 @@ pub fn unpermute_heads<T: Float>(x: &[T], out: &mut [T], b: usize, s: usize, hea
         });
 }
 
+/// Partial sums and maxima are kept in this many lanes (one AVX2 register
+/// of f32) and combined at the end: a fixed order, so the same result for
+/// any thread count, and vectorisable.
+const LANES: usize = 8;
+
+/// `sum_j f(j)` over `0..n` in [`LANES`] interleaved partial sums.
+#[inline(always)]
+fn lane_sum<T: Float>(n: usize, f: impl Fn(usize) -> T) -> T {
+    let mut acc = [T::ZERO; LANES];
+    let full = n - n % LANES;
+    for j0 in (0..full).step_by(LANES) {
+        for (l, a) in acc.iter_mut().enumerate() {
+            *a += f(j0 + l);
+        }
+    }
+    for j in full..n {
+        acc[j - full] += f(j);
+    }
+    acc.iter().fold(T::ZERO, |a, &v| a + v)
+}
+
+/// One row: `p = softmax(scale * x)` over the keys with `m != 0`, zeros
+/// elsewhere (all zeros when every key is masked).
+#[inline(always)]
+fn softmax_row<T: Float>(x: &[T], m: &[u32], scale: T, p: &mut [T]) {
+    let s = x.len();
+    let neg_inf = T::from_f64(f64::NEG_INFINITY);
+    let mut lane_max = [neg_inf; LANES];
+    for j in 0..s {
+        let v = if m[j] != 0 { x[j] * scale } else { neg_inf };
+        let l = j % LANES;
+        lane_max[l] = if v > lane_max[l] { v } else { lane_max[l] };
+    }
+    let max = lane_max
+        .iter()
+        .fold(neg_inf, |a, &v| if v > a { v } else { a });
+    if max == neg_inf {
+        // Every key masked: no attention at all.
+        p.iter_mut().for_each(|v| *v = T::ZERO);
+        return;
+    }
+    for j in 0..s {
+        p[j] = if m[j] != 0 {
+            exp(x[j] * scale - max)
+        } else {
+            T::ZERO
+        };
+    }
+    let inv = T::ONE / lane_sum(s, |j| p[j]);
+    p.iter_mut().for_each(|v| *v *= inv);
+}
+
 #[allow(clippy::too_many_arguments)]
 pub fn softmax_forward<T: Float>(
     scores: &[T],
@@ -45,37 +99,20 @@ pub fn softmax_forward<T: Float>(
     assert!(scores.len() == b * heads * s * s && probs.len() == scores.len());
     assert_eq!(mask.len(), b * s);
     let scale = T::from_f64(scale);
-    probs.par_chunks_mut(s).enumerate().for_each(|(row, p)| {
-        let bi = row / (heads * s);
-        let m = &mask[bi * s..(bi + 1) * s];
-        let x = &scores[row * s..(row + 1) * s];
-        let mut max = None::<T>;
-        for j in 0..s {
-            if m[j] != 0 {
-                let v = x[j] * scale;
-                max = Some(match max {
-                    Some(mx) => mx.max(v),
-                    None => v,
-                });
-            }
-        }
-        let Some(max) = max else {
-            // Every key masked: no attention at all.
-            p.iter_mut().for_each(|v| *v = T::ZERO);
-            return;
-        };
-        let mut sum = T::ZERO;
-        for j in 0..s {
-            p[j] = if m[j] != 0 {
-                (x[j] * scale - max).exp()
-            } else {
-                T::ZERO
-            };
-            sum += p[j];
-        }
-        let inv = T::ONE / sum;
-        p.iter_mut().for_each(|v| *v *= inv);
-    });
+    // One task per (batch entry, head): s rows sharing one mask row.
+    probs
+        .par_chunks_mut(s * s)
+        .enumerate()
+        .for_each(|(bh, block)| {
+            let bi = bh / heads;
+            let m = &mask[bi * s..(bi + 1) * s];
+            with_avx2(|| {
+                for (r, p) in block.chunks_mut(s).enumerate() {
+                    let row = bh * s + r;
+                    softmax_row(&scores[row * s..(row + 1) * s], m, scale, p);
+                }
+            })
+        });
 }
 
 pub fn softmax_backward<T: Float>(
@@ -87,12 +124,21 @@ pub fn softmax_backward<T: Float>(
 ) {
     assert!(dprobs.len() == probs.len() && dscores.len() == probs.len());
     let scale = T::from_f64(scale);
-    dscores.par_chunks_mut(s).enumerate().for_each(|(row, ds)| {
-        let p = &probs[row * s..(row + 1) * s];
-        let dp = &dprobs[row * s..(row + 1) * s];
-        let dot = p.iter().zip(dp).fold(T::ZERO, |a, (&p, &d)| a + p * d);
-        for j in 0..s {
-            ds[j] = scale * p[j] * (dp[j] - dot);
-        }
-    });
+    let rows_per_task = (CHUNK / s).max(1);
+    dscores
+        .par_chunks_mut(rows_per_task * s)
+        .enumerate()
+        .for_each(|(task, block)| {
+            with_avx2(|| {
+                for (r, ds) in block.chunks_mut(s).enumerate() {
+                    let row = task * rows_per_task + r;
+                    let p = &probs[row * s..(row + 1) * s];
+                    let dp = &dprobs[row * s..(row + 1) * s];
+                    let dot = lane_sum(s, |j| p[j] * dp[j]);
+                    for j in 0..s {
+                        ds[j] = scale * p[j] * (dp[j] - dot);
+                    }
+                }
+            })
+        });
 }

@@ -7,6 +7,12 @@ use crate::float::Float;
 /// Elements per rayon task for elementwise work.
 pub(crate) const CHUNK: usize = 1 << 14;
 
+/// Overwrites with zeros (a recycled buffer handed out as fresh).
+pub fn zero<T: Float>(buf: &mut [T]) {
+    buf.par_chunks_mut(CHUNK * 4)
+        .for_each(|o| o.iter_mut().for_each(|v| *v = T::ZERO));
+}
+
 pub fn add<T: Float>(a: &[T], b: &[T], out: &mut [T]) {
     assert!(
         a.len() == out.len() && b.len() == out.len(),

@@ -4,16 +4,22 @@
 //! the backend reports its measured peak of tensor bytes (kernel-internal
 //! scalars and the host copies made by `download` are not tensors). Kernels
 //! write disjoint outputs per task and reduce in a fixed order, so results do
-//! not depend on the number of threads.
+//! not depend on the number of threads. Large float buffers are recycled
+//! through a [`pool::BufferPool`] that the tracker does not see (it still
+//! counts every logical buffer), which saves the page faults of fresh
+//! allocations.
 
 pub mod activation;
 pub mod attention;
+pub mod dropout;
 pub mod elementwise;
 pub mod embedding;
+pub mod fast_f32;
 pub mod layernorm;
 pub mod loss;
 pub mod matmul;
 pub mod optim;
+pub mod pool;
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -22,16 +28,35 @@ use super::{AdamWStep, Backend, MatmulShape};
 use crate::float::Float;
 use crate::memory::{Allocation, BufKind, MemTracker};
 use crate::rng::RngKey;
+use pool::BufferPool;
 
 /// A host buffer with its tracked allocation.
-#[derive(Debug)]
 pub struct CpuBuf<T> {
     pub data: Vec<T>,
     _alloc: Allocation,
+    /// Where `data` goes back when the buffer is dropped (float buffers).
+    pool: Option<(Arc<BufferPool<T>>, Arc<MemTracker>)>,
+}
+
+impl<T> std::fmt::Debug for CpuBuf<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CpuBuf({} elements, {:?})", self.data.len(), self._alloc)
+    }
+}
+
+impl<T> Drop for CpuBuf<T> {
+    fn drop(&mut self) {
+        // Runs before `_alloc` is dropped: the tracker still counts this
+        // buffer, as `BufferPool::give` expects.
+        if let Some((pool, tracker)) = self.pool.take() {
+            pool.give(std::mem::take(&mut self.data), &tracker);
+        }
+    }
 }
 
 pub struct CpuBackend<T: Float> {
     tracker: Arc<MemTracker>,
+    pool: Arc<BufferPool<T>>,
     _t: PhantomData<T>,
 }
 
@@ -49,8 +74,15 @@ impl<T: Float> CpuBackend<T> {
     pub fn with_tracker(tracker: Arc<MemTracker>) -> Self {
         Self {
             tracker,
+            pool: Arc::default(),
             _t: PhantomData,
         }
+    }
+
+    /// Bytes of freed buffers kept for reuse (not tensors: the tracker does
+    /// not count them).
+    pub fn pooled_bytes(&self) -> usize {
+        self.pool.pooled_bytes()
     }
 
     pub fn tracker(&self) -> &Arc<MemTracker> {
@@ -81,12 +113,37 @@ impl<T: Float> Backend for CpuBackend<T> {
     }
 
     fn alloc(&self, name: &str, kind: BufKind, len: usize) -> CpuBuf<T> {
-        let (data, _alloc) = self.vec(name, kind, len);
-        CpuBuf { data, _alloc }
+        if len * size_of::<T>() < pool::MIN_POOLED_BYTES {
+            let (data, _alloc) = self.vec(name, kind, len);
+            return CpuBuf {
+                data,
+                _alloc,
+                pool: None,
+            };
+        }
+        let data = match self.pool.take(len, &self.tracker) {
+            Some(mut data) => {
+                elementwise::zero(&mut data);
+                data
+            }
+            None => vec![T::ZERO; len],
+        };
+        let _alloc = self
+            .tracker
+            .allocate(name, kind, data.capacity() * size_of::<T>());
+        CpuBuf {
+            data,
+            _alloc,
+            pool: Some((Arc::clone(&self.pool), Arc::clone(&self.tracker))),
+        }
     }
     fn alloc_ids(&self, name: &str, len: usize) -> CpuBuf<u32> {
         let (data, _alloc) = self.vec(name, BufKind::Input, len);
-        CpuBuf { data, _alloc }
+        CpuBuf {
+            data,
+            _alloc,
+            pool: None,
+        }
     }
     fn len(&self, buf: &CpuBuf<T>) -> usize {
         buf.data.len()
