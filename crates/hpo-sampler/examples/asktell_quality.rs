@@ -65,8 +65,22 @@ fn main() {
         TpeConfig::default()
     };
     let candidates = num("--candidates", base.n_ei_candidates as u64) as usize;
+    let float =
+        |name: &str, default: f64| arg(name).map_or(default, |v| v.parse().expect("a number"));
     let config = TpeConfig {
         n_ei_candidates: candidates,
+        prior_weight: float("--prior-weight", base.prior_weight),
+        n_startup_trials: num("--startup", base.n_startup_trials as u64) as usize,
+        consider_endpoints: std::env::args().any(|a| a == "--endpoints"),
+        multivariate: !std::env::args().any(|a| a == "--univariate"),
+        gamma: match arg("--gamma").as_deref() {
+            None | Some("optuna") => base.gamma,
+            Some("0.15") => |n: usize| (n * 15).div_ceil(100).min(25),
+            Some("0.2") => |n: usize| n.div_ceil(5).min(25),
+            Some("sqrt") => |n: usize| ((n as f64).sqrt() * 0.25).ceil() as usize,
+            Some("sqrt1") => |n: usize| (n as f64).sqrt().ceil() as usize,
+            Some(other) => panic!("unknown --gamma {other}"),
+        },
         ..base
     };
     let space: SearchSpace = (0..6)
