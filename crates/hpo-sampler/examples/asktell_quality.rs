@@ -6,7 +6,13 @@
 //! optimum after N trials, with the median best.
 //!
 //! cargo run --release -p hpo-sampler --example asktell_quality -- [--seeds 100]
-//!     [--seed-offset 1] [--trials 100] [--candidates N] [--persistent] [--optuna]
+//!     [--seed-offset 1] [--trials 100] [--persistent] [--each] [--optuna]
+//!     [--candidates N] [--prior-weight W] [--startup N] [--endpoints]
+//!     [--univariate] [--gamma optuna|0.15|0.2|sqrt|sqrt1]
+//!
+//! `--each` prints every seed's best (compare with
+//! benches/sampler/ask_tell_hartmann6.sh: the same seeds give the same
+//! values); the other options vary the TPE to study what helps.
 
 #[path = "../benches/common/functions.rs"]
 mod functions;

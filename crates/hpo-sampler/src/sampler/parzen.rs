@@ -5,9 +5,18 @@
 //! one-hot kernels.
 //!
 //! The log-density is laid out for speed: per-kernel constants are computed
-//! once, continuous dimensions are a fused multiply-add per kernel,
-//! categoricals a column add, and discrete dimensions evaluate the Gaussian
-//! mass only for unique `(mu, sigma)` pairs and unique candidate values.
+//! once, and each sample only visits the kernels that can matter. The
+//! log-sum-exp over kernels drops terms 50 below the largest anyway, so a
+//! kernel whose term is provably below the prior kernel's exact term minus
+//! 51 is skipped: dimensions are visited cheapest first (continuous,
+//! categorical, then discrete), and after each one a kernel goes once its
+//! partial term plus an upper bound on what the remaining dimensions can
+//! add falls under that cut. Kernels sorted by centre in the first
+//! continuous dimension are visited in blocks, so far blocks are skipped
+//! whole, and discrete cell masses (the expensive part) are computed only
+//! for the few survivors. The result equals the sum over every kernel up to
+//! the order of floating-point additions (tested against it on random
+//! spaces and histories).
 
 use crate::distribution::Distribution;
 use crate::rng::Rng;
