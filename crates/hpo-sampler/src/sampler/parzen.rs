@@ -894,11 +894,16 @@ fn numeric(
     };
     if step.is_none() {
         d.inv_sigma = d.sigma.iter().map(|s| 1.0 / s).collect();
+        // Most kernels share the clipped minimum width: take its log once.
+        let mut last_ln = (f64::NAN, f64::NAN);
         d.konst =
             d.mu.iter()
                 .zip(&d.sigma)
-                .map(|(m, s)| {
-                    -s.ln() - log_gauss_mass((a_low - m) / s, (a_high - m) / s) - NORM_PDF_LOG_C
+                .map(|(m, &s)| {
+                    if s.to_bits() != last_ln.0.to_bits() {
+                        last_ln = (s, s.ln());
+                    }
+                    -last_ln.1 - log_gauss_mass((a_low - m) / s, (a_high - m) / s) - NORM_PDF_LOG_C
                 })
                 .collect();
     } else {
