@@ -89,11 +89,24 @@ pub struct Parzen {
     /// When the first visited dimension is continuous: its kernels sorted
     /// by centre, in blocks, so that blocks too far from a sample to reach
     /// the cut are skipped without looking at their kernels.
-    blocks: Vec<Block>,
-    by_centre: Vec<u32>,
+    blocked: Option<Blocked>,
 }
 
-/// Kernels `by_centre[start..end]`: their centres span `[lo, hi]`, their
+/// The first dimension's kernels sorted by centre, with what its scan
+/// reads copied into that order so the scan walks memory in sequence.
+struct Blocked {
+    blocks: Vec<Block>,
+    /// Kernel index at each sorted position.
+    order: Vec<u32>,
+    mu: Vec<f64>,
+    inv_sigma: Vec<f64>,
+    konst: Vec<f64>,
+    log_weight: Vec<f64>,
+    /// `rest_peak` after the first dimension.
+    rest: Vec<f64>,
+}
+
+/// Kernels at sorted positions `start..end`: their centres span `[lo, hi]`, their
 /// widest sigma and their largest `log weight + peak term + rest_peak`.
 struct Block {
     start: usize,
@@ -156,14 +169,11 @@ impl Parzen {
             here.copy_from_slice(&tail[..n_k]);
             add_peaks(&dims[i], n_k, here);
         }
-        let (blocks, by_centre) = match visit.first().map(|&i| &dims[i]) {
+        let blocked = match visit.first().map(|&i| &dims[i]) {
             Some(Dim::Numeric(d)) if d.step.is_none() && n_k > 4 * BLOCK => {
-                let peak: Vec<f64> = (0..n_k)
-                    .map(|k| log_weights[k] + d.konst[k] + rest_peak[n_k + k])
-                    .collect();
-                centre_blocks(d, &peak)
+                Some(centre_blocks(d, &log_weights, &rest_peak[n_k..2 * n_k]))
             }
-            _ => (Vec::new(), Vec::new()),
+            _ => None,
         };
         Parzen {
             weights,
@@ -172,8 +182,7 @@ impl Parzen {
             dims,
             visit,
             rest_peak,
-            blocks,
-            by_centre,
+            blocked,
         }
     }
 
@@ -276,7 +285,7 @@ impl Parzen {
                             xs(d),
                             &self.log_weights,
                             rest(0),
-                            (&self.blocks, &self.by_centre),
+                            self.blocked.as_ref(),
                             cut,
                             &mut alive,
                             &mut acc,
@@ -498,13 +507,17 @@ fn first_dim(
     x: f64,
     log_weights: &[f64],
     rest: &[f64],
-    (blocks, by_centre): (&[Block], &[u32]),
+    blocked: Option<&Blocked>,
     cut: f64,
     alive: &mut Vec<u32>,
     acc: &mut Vec<f64>,
 ) {
     alive.resize(n_k, 0);
     acc.resize(n_k, 0.0);
+    if let (Dim::Numeric(d), Some(bl)) = (dim, blocked) {
+        let x = if d.log { x.ln() } else { x };
+        return first_dim_blocked(bl, x, cut, alive, acc);
+    }
     let mut w = 0;
     let mut push = |k: usize, v: f64| {
         alive[w] = k as u32;
@@ -514,25 +527,9 @@ fn first_dim(
     match dim {
         Dim::Numeric(d) if d.step.is_none() => {
             let x = if d.log { x.ln() } else { x };
-            let mut term = |k: usize| {
+            for (k, lw) in log_weights.iter().enumerate() {
                 let z = (x - d.mu[k]) * d.inv_sigma[k];
-                push(k, log_weights[k] + (d.konst[k] - 0.5 * z * z));
-            };
-            if blocks.is_empty() {
-                (0..n_k).for_each(&mut term);
-            }
-            for b in blocks {
-                // Every kernel here has `weight + term + rest <= peak_max
-                // - z^2 / 2` with `|z| >= gap / sigma_max`.
-                let slack = b.peak_max - cut;
-                let gap = (b.lo - x).max(x - b.hi).max(0.0);
-                let radius = b.sigma_max * (2.0 * slack).sqrt() * (1.0 + 1e-9);
-                if slack < 0.0 || gap > radius {
-                    continue;
-                }
-                by_centre[b.start..b.end]
-                    .iter()
-                    .for_each(|&k| term(k as usize));
+                push(k, lw + (d.konst[k] - 0.5 * z * z));
             }
         }
         Dim::Categorical(c) => {
@@ -551,28 +548,64 @@ fn first_dim(
     acc.truncate(w);
 }
 
+/// `first_dim` for a continuous dimension in centre order: blocks that
+/// cannot reach `cut` are skipped whole, the rest scanned in sequence.
+fn first_dim_blocked(bl: &Blocked, x: f64, cut: f64, alive: &mut Vec<u32>, acc: &mut Vec<f64>) {
+    let mut w = 0;
+    for b in &bl.blocks {
+        // Every kernel here has `weight + term + rest <= peak_max - z^2 / 2`
+        // with `|z| >= gap / sigma_max`.
+        let slack = b.peak_max - cut;
+        let gap = (b.lo - x).max(x - b.hi).max(0.0);
+        let radius = b.sigma_max * (2.0 * slack).sqrt() * (1.0 + 1e-9);
+        if slack < 0.0 || gap > radius {
+            continue;
+        }
+        for i in b.start..b.end {
+            let z = (x - bl.mu[i]) * bl.inv_sigma[i];
+            let v = bl.log_weight[i] + (bl.konst[i] - 0.5 * z * z);
+            alive[w] = bl.order[i];
+            acc[w] = v;
+            w += usize::from(reaches(v + bl.rest[i], cut));
+        }
+    }
+    alive.truncate(w);
+    acc.truncate(w);
+}
+
 /// Sort kernels by centre in dimension `d` and cut them into blocks of
 /// `BLOCK`, recording what `first_dim` needs to skip a block.
-fn centre_blocks(d: &Numeric, peak: &[f64]) -> (Vec<Block>, Vec<u32>) {
-    let by_centre = sorted_order(&d.mu);
-    let blocks = by_centre
-        .chunks(BLOCK)
-        .enumerate()
-        .map(|(b, ks)| {
-            let fold = |f: fn(f64, f64) -> f64, v: &dyn Fn(usize) -> f64| {
-                ks.iter().map(|&k| v(k as usize)).fold(f64::NEG_INFINITY, f)
-            };
+fn centre_blocks(d: &Numeric, log_weights: &[f64], rest: &[f64]) -> Blocked {
+    let order = sorted_order(&d.mu);
+    let gather = |v: &[f64]| -> Vec<f64> { order.iter().map(|&k| v[k as usize]).collect() };
+    let (mu, inv_sigma, konst) = (gather(&d.mu), gather(&d.inv_sigma), gather(&d.konst));
+    let (log_weight, rest) = (gather(log_weights), gather(rest));
+    let sigma = gather(&d.sigma);
+    let blocks = (0..order.len())
+        .step_by(BLOCK)
+        .map(|start| {
+            let end = (start + BLOCK).min(order.len());
+            let max =
+                |v: &dyn Fn(usize) -> f64| (start..end).map(v).fold(f64::NEG_INFINITY, nan_max);
             Block {
-                start: b * BLOCK,
-                end: b * BLOCK + ks.len(),
-                lo: d.mu[ks[0] as usize],
-                hi: d.mu[ks[ks.len() - 1] as usize],
-                sigma_max: fold(nan_max, &|k| d.sigma[k]),
-                peak_max: fold(nan_max, &|k| peak[k]),
+                start,
+                end,
+                lo: mu[start],
+                hi: mu[end - 1],
+                sigma_max: max(&|i| sigma[i]),
+                peak_max: max(&|i| log_weight[i] + konst[i] + rest[i]),
             }
         })
         .collect();
-    (blocks, by_centre)
+    Blocked {
+        blocks,
+        order,
+        mu,
+        inv_sigma,
+        konst,
+        log_weight,
+        rest,
+    }
 }
 
 /// `max` where a NaN counts as infinite, so it never lets a block be skipped.
