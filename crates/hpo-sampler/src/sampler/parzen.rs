@@ -258,6 +258,13 @@ impl Parzen {
         let prior = n_k - 1;
         let mut alive: Vec<u32> = Vec::with_capacity(n_k);
         let mut acc: Vec<f64> = Vec::with_capacity(n_k);
+        // Samples share discrete values: with few kernels, keep each
+        // value's cell masses for the next sample that has it.
+        let mut memos: Vec<Option<CellMemo>> = self
+            .dims
+            .iter()
+            .map(|dim| (is_discrete(dim) && n_k <= MEMO_MAX_KERNELS).then(CellMemo::default))
+            .collect();
         (0..n_s)
             .map(|i| {
                 let xs = |d: usize| samples[d][i];
@@ -265,8 +272,12 @@ impl Parzen {
                     + self
                         .dims
                         .iter()
+                        .zip(memos.iter_mut())
                         .enumerate()
-                        .map(|(d, dim)| kernel_term(dim, n_k, prior, xs(d)))
+                        .map(|(d, (dim, memo))| match (dim, memo) {
+                            (Dim::Numeric(num), Some(memo)) => memo.term(num, n_k, xs(d), prior),
+                            _ => kernel_term(dim, n_k, prior, xs(d)),
+                        })
                         .sum::<f64>();
                 let cut = if l.is_nan() {
                     f64::NEG_INFINITY
@@ -298,7 +309,8 @@ impl Parzen {
                         let bounds = self.visit[j..].iter().map(|&e| (&self.dims[e], xs(e)));
                         retain_by_discrete_bounds(bounds, cut, &mut alive, &mut acc);
                     }
-                    accumulate(dim, n_k, xs(d), rest(j), cut, &mut alive, &mut acc);
+                    let memo = memos[d].as_mut();
+                    accumulate(dim, n_k, xs(d), rest(j), cut, memo, &mut alive, &mut acc);
                     retain_above(cut, rest(j), &mut alive, &mut acc);
                 }
                 log_sum_exp(&acc)
@@ -307,7 +319,8 @@ impl Parzen {
     }
 
     /// The straightforward log-density: every kernel, every dimension.
-    pub fn log_pdf_all_kernels(&self, samples: &[Vec<f64>]) -> Vec<f64> {
+    #[cfg(test)]
+    fn log_pdf_all_kernels(&self, samples: &[Vec<f64>]) -> Vec<f64> {
         let n_k = self.n_kernels();
         let n_s = samples.first().map_or(0, Vec::len);
         // Discrete dimensions: the per-kernel terms of each distinct value,
@@ -438,12 +451,14 @@ fn add_peaks(dim: &Dim, n_k: usize, out: &mut [f64]) {
 /// terms. A discrete dimension first drops kernels whose bound (cell
 /// width times the density at the cell's nearest point) cannot reach
 /// `cut`, and computes exact cell masses only for the rest.
+#[allow(clippy::too_many_arguments)]
 fn accumulate(
     dim: &Dim,
     n_k: usize,
     x: f64,
     rest: &[f64],
     cut: f64,
+    mut memo: Option<&mut CellMemo>,
     alive: &mut Vec<u32>,
     acc: &mut Vec<f64>,
 ) {
@@ -476,14 +491,66 @@ fn accumulate(
                 if reaches(acc[r] + bound + rest[k], cut) {
                     alive[w] = k as u32;
                     acc[w] = acc[r]
-                        + (cell_log_mass(cell.l, cell.r, cell.ln_width, d.mu[k], s, d.ln_sigma[k])
-                            - d.log_norm[k]);
+                        + match memo.as_deref_mut() {
+                            Some(m) => m.term(d, n_k, x, k),
+                            None => {
+                                cell_log_mass(
+                                    cell.l,
+                                    cell.r,
+                                    cell.ln_width,
+                                    d.mu[k],
+                                    s,
+                                    d.ln_sigma[k],
+                                ) - d.log_norm[k]
+                            }
+                        };
                     w += 1;
                 }
             }
             alive.truncate(w);
             acc.truncate(w);
         }
+    }
+}
+
+/// Up to this many kernels, `log_pdf` memoises discrete cell masses per
+/// value (a row of `n_k` floats per distinct value).
+const MEMO_MAX_KERNELS: usize = 256;
+
+/// One discrete dimension's cell-mass terms (`cell_log_mass - log_norm`)
+/// by value and kernel, computed on first use (NaN: not yet).
+#[derive(Default)]
+struct CellMemo {
+    values: Vec<f64>,
+    rows: Vec<Vec<f64>>,
+    last: usize,
+}
+
+impl CellMemo {
+    fn term(&mut self, d: &Numeric, n_k: usize, x: f64, k: usize) -> f64 {
+        if self.values.get(self.last) != Some(&x) {
+            self.last = match self.values.iter().position(|v| *v == x) {
+                Some(p) => p,
+                None => {
+                    self.values.push(x);
+                    self.rows.push(vec![f64::NAN; n_k]);
+                    self.values.len() - 1
+                }
+            };
+        }
+        let slot = &mut self.rows[self.last][k];
+        if slot.is_nan() {
+            let cell = Cell::new(d, x);
+            *slot = cell_log_mass(
+                cell.l,
+                cell.r,
+                cell.ln_width,
+                d.mu[k],
+                d.sigma[k],
+                d.ln_sigma[k],
+            ) - d.log_norm[k];
+        }
+        *slot
     }
 }
 
@@ -671,6 +738,7 @@ fn retain_above(cut: f64, rest: &[f64], alive: &mut Vec<u32>, acc: &mut Vec<f64>
 /// For a discrete dimension: the distinct sample values' terms per unique
 /// kernel (log cell mass minus the kernel's log normaliser), and which
 /// distinct value each sample has.
+#[cfg(test)]
 fn discrete_terms(d: &Numeric, xs: &[f64]) -> (Vec<Vec<f64>>, Vec<usize>) {
     let step = d.step.expect("discrete");
     let mut values: Vec<f64> = Vec::new();
