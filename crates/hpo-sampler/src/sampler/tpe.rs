@@ -341,12 +341,26 @@ pub(crate) fn split_trials<'a>(
     } else {
         -1.0
     };
-    complete.sort_by(|a, b| {
-        cmp_f64(
-            sign * a.value().unwrap_or(f64::NAN),
-            sign * b.value().unwrap_or(f64::NAN),
-        )
-    });
+    // Only the best `n_below` complete trials need ranking: select them
+    // under (value, position), the order a stable sort gives, then sort
+    // just those.
+    let by_value = |a: &(f64, usize), b: &(f64, usize)| cmp_f64(a.0, b.0).then(a.1.cmp(&b.1));
+    let mut keyed: Vec<(f64, usize)> = complete
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (sign * t.value().unwrap_or(f64::NAN), i))
+        .collect();
+    if n_below < keyed.len() {
+        if n_below > 0 {
+            keyed.select_nth_unstable_by(n_below - 1, by_value);
+        }
+        let (best, rest) = keyed.split_at_mut(n_below);
+        best.sort_unstable_by(by_value);
+        rest.sort_unstable_by_key(|k| k.1);
+    } else {
+        keyed.sort_unstable_by(by_value);
+    }
+    let complete: Vec<&FrozenTrial> = keyed.iter().map(|&(_, i)| complete[i]).collect();
     pruned.sort_by(|a, b| {
         let (sa, va) = pruned_score(a, direction);
         let (sb, vb) = pruned_score(b, direction);
@@ -364,7 +378,10 @@ pub(crate) fn split_trials<'a>(
         above.extend_from_slice(&group[k..]);
     }
     below.sort_by_key(|t| t.number);
-    above.sort_by_key(|t| t.number);
+    // Usually already in order (a history is kept by number).
+    if !above.is_sorted_by_key(|t| t.number) {
+        above.sort_by_key(|t| t.number);
+    }
     (below, above)
 }
 
@@ -507,6 +524,31 @@ mod tests {
         // Maximising flips values, for complete and pruned alike.
         let (below, _) = split_trials(&refs, 3, StudyDirection::Maximize);
         assert_eq!(numbers(&below), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn ties_at_the_split_go_to_the_earlier_trial() {
+        // As a stable sort by value: among equal values the earlier trial
+        // (in history order) is "below"; NaN values rank last.
+        let ts: Vec<FrozenTrial> = [3.0, 0.0, f64::NAN, 0.0, 0.0, 2.0, 0.0]
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| trial(i as u64, TrialState::Complete, Some(v)))
+            .collect();
+        let refs: Vec<&FrozenTrial> = ts.iter().rev().collect();
+        for (n_below, want) in [
+            (0, vec![]),
+            (2, vec![4, 6]),
+            (3, vec![3, 4, 6]),
+            (5, vec![1, 3, 4, 5, 6]),
+            (6, vec![0, 1, 3, 4, 5, 6]),
+            (9, vec![0, 1, 2, 3, 4, 5, 6]),
+        ] {
+            let (below, above) = split_trials(&refs, n_below, StudyDirection::Minimize);
+            assert_eq!(numbers(&below), want, "n_below {n_below}");
+            assert_eq!(below.len() + above.len(), 7);
+            assert!(above.is_sorted_by_key(|t| t.number));
+        }
     }
 
     #[test]
