@@ -84,14 +84,23 @@ fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
     p
 }
 
-fn tune(db: &Path, config: &Path, fault: Option<&str>) -> std::process::Output {
+/// `memtune --storage DB tune --no-progress [EXTRA] --config CONFIG`, with
+/// no storage or fault from the environment.
+fn tune_cmd(db: &Path, config: &Path, extra: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_memtune"));
     cmd.arg("--storage")
         .arg(common::url(db))
-        .args(["tune", "--no-progress", "--config"])
+        .args(["tune", "--no-progress"])
+        .args(extra)
+        .arg("--config")
         .arg(config)
         .env_remove("MEMTUNE_STORAGE")
         .env_remove("MEMTUNE_FAULT");
+    cmd
+}
+
+fn tune(db: &Path, config: &Path, fault: Option<&str>) -> std::process::Output {
+    let mut cmd = tune_cmd(db, config, &[]);
     if let Some(f) = fault {
         cmd.env("MEMTUNE_FAULT", f);
     }
@@ -266,26 +275,13 @@ fn runner_killed_twenty_times_then_resumed_loses_nothing() {
         } else {
             0
         };
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_memtune"));
-        cmd.arg("--storage")
-            .arg(common::url(&db))
-            .args([
-                "tune",
-                "--no-progress",
-                "--n-trials",
-                &target.to_string(),
-                "--config",
-            ])
-            .arg(&cfg)
-            .env_remove("MEMTUNE_STORAGE")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        let n = target.to_string();
+        let mut cmd = tune_cmd(&db, &cfg, &["--n-trials", &n]);
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
         let kill_at_start = kills % 3 == 2;
         if kill_at_start {
             // SIGKILL itself right after handing the next trial to a worker.
             cmd.env("MEMTUNE_FAULT", format!("kill-runner@{existing}"));
-        } else {
-            cmd.env_remove("MEMTUNE_FAULT");
         }
         let mut child = cmd.spawn().unwrap();
         let status = if kill_at_start {
@@ -315,21 +311,8 @@ fn runner_killed_twenty_times_then_resumed_loses_nothing() {
         assert!(finished(&ts) <= target, "more trials than asked");
     }
     // The same command once more finishes what the last kill interrupted.
-    let out = Command::new(env!("CARGO_BIN_EXE_memtune"))
-        .arg("--storage")
-        .arg(common::url(&db))
-        .args([
-            "tune",
-            "--no-progress",
-            "--n-trials",
-            &target.to_string(),
-            "--config",
-        ])
-        .arg(&cfg)
-        .env_remove("MEMTUNE_STORAGE")
-        .env_remove("MEMTUNE_FAULT")
-        .output()
-        .unwrap();
+    let n = target.to_string();
+    let out = tune_cmd(&db, &cfg, &["--n-trials", &n]).output().unwrap();
     common::ok(out);
     let ts = trials(&db, "kills");
     assert_eq!(finished(&ts), target);
@@ -362,13 +345,7 @@ fn ctrl_c_fails_and_requeues_the_trials_in_flight_then_the_same_command_resumes(
         "s.toml",
         &sim_study("ctrlc", n_trials, "24GiB", ""),
     );
-    let child = Command::new(env!("CARGO_BIN_EXE_memtune"))
-        .arg("--storage")
-        .arg(common::url(&db))
-        .args(["tune", "--no-progress", "--config"])
-        .arg(&cfg)
-        .env_remove("MEMTUNE_STORAGE")
-        .env_remove("MEMTUNE_FAULT")
+    let child = tune_cmd(&db, &cfg, &[])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -165,7 +165,7 @@ pub struct DataSection {
 }
 
 /// The validation metric a trial is scored by (its best epoch's value).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     Accuracy,

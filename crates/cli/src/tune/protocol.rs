@@ -14,6 +14,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use trainer::data::DataSource;
 
+use super::config::{Metric, TrialSettings};
+
 /// Where a trial's model comes from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -28,25 +30,6 @@ pub enum ModelSource {
         /// The simulated device's memory, bytes.
         device_bytes: u64,
     },
-}
-
-/// Which validation figure is the objective.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Metric {
-    Accuracy,
-    F1Macro,
-    Loss,
-}
-
-impl Metric {
-    pub fn of(self, m: &trainer::train::Metrics) -> f64 {
-        match self {
-            Metric::Accuracy => m.accuracy,
-            Metric::F1Macro => m.f1_macro,
-            Metric::Loss => m.loss,
-        }
-    }
 }
 
 /// A failure the runner asks a worker to stage, for fault-injection tests
@@ -73,18 +56,12 @@ pub struct Job {
     pub validation_fraction: f64,
     pub split_seed: u64,
     pub metric: Metric,
-    pub learning_rate: f64,
+    pub settings: TrialSettings,
+    /// The packer's fit: `micro_batch` rows per pass, `accumulation_steps`
+    /// passes per optimiser step (covering `settings.batch_size`).
     pub micro_batch: usize,
     pub accumulation_steps: usize,
-    pub max_length: usize,
-    pub warmup_ratio: f64,
-    pub weight_decay: f64,
-    pub dropout: Option<f64>,
-    pub head_hidden: Vec<usize>,
-    pub epochs: usize,
-    pub patience: Option<usize>,
-    pub seed: u64,
-    /// Tensor bytes the trial may hold (the packer's lease).
+    /// Tensor bytes the trial may hold (the lease's limit).
     pub memory_limit: Option<u64>,
     pub fault: Option<Fault>,
 }

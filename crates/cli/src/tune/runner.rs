@@ -428,17 +428,9 @@ impl<'a> Runner<'a> {
             validation_fraction: self.plan.validation_fraction,
             split_seed: self.plan.split_seed,
             metric: self.plan.metric,
-            learning_rate: c.settings.learning_rate,
+            settings: c.settings.clone(),
             micro_batch: lease.micro_batch,
             accumulation_steps: lease.accumulation,
-            max_length: c.settings.max_length,
-            warmup_ratio: c.settings.warmup_ratio,
-            weight_decay: c.settings.weight_decay,
-            dropout: c.settings.dropout,
-            head_hidden: c.settings.head_hidden.clone(),
-            epochs: c.settings.epochs,
-            patience: c.settings.patience,
-            seed: c.settings.seed,
             // The tensors' share of the lease (the plan's peak plus the
             // allocator's allowance); the process overhead is outside it.
             memory_limit: Some(lease.limit),

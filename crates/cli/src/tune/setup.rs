@@ -17,7 +17,8 @@ use super::packing::{CUDA_PROCESS_OVERHEAD, DeviceBudget, GPU_MEM_ALLOCATOR_SLAC
 /// The simulated device's memory when the study file does not say: the
 /// seeds' 24 GB card.
 const DEFAULT_SIM_MEMORY: u64 = 24 << 30;
-use super::protocol::{Metric, ModelSource};
+use super::config::Metric;
+use super::protocol::ModelSource;
 
 /// A model a trial may name, resolved.
 #[derive(Clone, Debug)]
@@ -102,11 +103,7 @@ impl RunPlan {
                 hpo_sampler::StudyDirection::Maximize => store::StudyDirection::Maximize,
                 hpo_sampler::StudyDirection::Minimize => store::StudyDirection::Minimize,
             },
-            metric: match cfg.objective.metric {
-                super::config::Metric::Accuracy => Metric::Accuracy,
-                super::config::Metric::F1Macro => Metric::F1Macro,
-                super::config::Metric::Loss => Metric::Loss,
-            },
+            metric: cfg.objective.metric,
             data,
             validation_fraction: cfg.data.validation_fraction,
             split_seed: cfg.data.split_seed,

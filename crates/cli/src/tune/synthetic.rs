@@ -13,9 +13,9 @@ pub const VALIDATION_EXAMPLES: usize = 64;
 /// A validation "accuracy" in (0.5, 0.95] for `epoch` (0-based).
 pub fn objective(job: &Job, epoch: usize) -> f64 {
     // Best near lr 3e-5, warmup 0.1, dropout 0.1, effective batch 32.
-    let lr = (job.learning_rate.max(1e-12).log10() - 3e-5f64.log10()) / 0.5;
-    let warmup = (job.warmup_ratio - 0.1) / 0.2;
-    let dropout = (job.dropout.unwrap_or(0.1) - 0.1) / 0.2;
+    let lr = (job.settings.learning_rate.max(1e-12).log10() - 3e-5f64.log10()) / 0.5;
+    let warmup = (job.settings.warmup_ratio - 0.1) / 0.2;
+    let dropout = (job.settings.dropout.unwrap_or(0.1) - 0.1) / 0.2;
     let batch = ((job.micro_batch * job.accumulation_steps) as f64 / 32.0).log2() / 2.0;
     let distance = lr * lr + warmup * warmup + dropout * dropout + batch * batch;
     let ceiling = 0.5 + 0.45 * (-distance / 2.0).exp();

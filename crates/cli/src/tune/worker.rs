@@ -11,9 +11,9 @@ use trainer::config::BertConfig;
 use trainer::finetune::{FinetuneError, FinetuneSpec, SimSpec, finetune_cpu, finetune_sim};
 use trainer::memory::OutOfMemory;
 use trainer::model::HeadConfig;
-use trainer::train::{Control, EpochMetrics, OptimizerConfig, TrainConfig};
+use trainer::train::{Control, EpochMetrics};
 
-use super::protocol::{FailureKind, Fault, Job, Metric, ModelSource, RunnerMsg, WorkerMsg, encode};
+use super::protocol::{FailureKind, Fault, Job, ModelSource, RunnerMsg, WorkerMsg, encode};
 use super::synthetic;
 
 #[derive(Debug, thiserror::Error)]
@@ -98,7 +98,7 @@ fn run_job(job: &Job, input: &mut dyn BufRead, output: &mut dyn Write) -> Result
     let result = match &job.model {
         ModelSource::Dir { path } => {
             let spec = finetune_spec(job, path.clone());
-            finetune_cpu(&spec, &mut |m| observer(m, job.metric.of(&m.valid))).map(|o| {
+            finetune_cpu(&spec, &mut |m| observer(m, job.metric.value(&m.valid))).map(|o| {
                 let peak = o.peak_bytes as u64;
                 (o.report, peak)
             })
@@ -155,7 +155,7 @@ fn run_job(job: &Job, input: &mut dyn BufRead, output: &mut dyn Write) -> Result
             let best = &report.epochs[report.best_epoch];
             let value = match &job.model {
                 ModelSource::Sim { .. } => synthetic::objective(job, best.epoch),
-                ModelSource::Dir { .. } => job.metric.of(&best.valid),
+                ModelSource::Dir { .. } => job.metric.value(&best.valid),
             };
             send(
                 output,
@@ -223,44 +223,24 @@ fn epoch_exchange(
     })
 }
 
-fn train_config(job: &Job) -> TrainConfig {
-    let mut optimizer = OptimizerConfig::default();
-    if let OptimizerConfig::AdamW { weight_decay, .. } = &mut optimizer {
-        *weight_decay = job.weight_decay;
-    }
-    TrainConfig {
-        epochs: job.epochs,
-        lr: job.learning_rate,
-        warmup_ratio: job.warmup_ratio,
-        optimizer,
-        accumulation_steps: job.accumulation_steps,
-        patience: job.patience,
-        monitor: match job.metric {
-            Metric::Accuracy => trainer::train::Monitor::Accuracy,
-            Metric::F1Macro => trainer::train::Monitor::F1Macro,
-            Metric::Loss => trainer::train::Monitor::Loss,
-        },
-        seed: job.seed,
-        ..TrainConfig::default()
-    }
-}
-
 fn finetune_spec(job: &Job, model_dir: std::path::PathBuf) -> FinetuneSpec {
     FinetuneSpec {
         model_dir,
         data: job.data.clone(),
         validation_fraction: job.validation_fraction,
         split_seed: job.split_seed,
-        max_length: job.max_length,
+        max_length: job.settings.max_length,
         micro_batch: job.micro_batch,
-        head_hidden: job.head_hidden.clone(),
-        train: train_config(job),
+        head_hidden: job.settings.head_hidden.clone(),
+        train: job
+            .settings
+            .train_config(job.metric.monitor(), job.accumulation_steps),
         memory_limit: job.memory_limit.map(|b| b as usize),
         fail_nth_allocation: match job.fault {
             Some(Fault::OomAtAllocation { n }) => Some(n),
             _ => None,
         },
-        dropout: job.dropout,
+        dropout: job.settings.dropout,
     }
 }
 
@@ -271,25 +251,25 @@ fn sim_spec(job: &Job, preset: &str, device_bytes: u64) -> Result<SimSpec, Strin
         config,
         head: HeadConfig {
             num_labels: 2,
-            hidden: job.head_hidden.clone(),
+            hidden: job.settings.head_hidden.clone(),
         },
         micro_batch: job.micro_batch,
         accumulation_steps: job.accumulation_steps,
-        dropout: job.dropout,
-        seq_len: job.max_length,
+        dropout: job.settings.dropout,
+        seq_len: job.settings.max_length,
         train_examples: synthetic::TRAIN_EXAMPLES,
         validation_examples: synthetic::VALIDATION_EXAMPLES,
         // What the runner leases on a device: gpu-mem with expandable
         // segments (no fragmentation to budget for).
         expandable_segments: true,
-        epochs: job.epochs,
+        epochs: job.settings.epochs,
         device_capacity: device_bytes as usize,
         memory_limit: job.memory_limit.map(|b| b as usize),
         fail_nth_allocation: match job.fault {
             Some(Fault::OomAtAllocation { n }) => Some(n),
             _ => None,
         },
-        seed: job.seed,
+        seed: job.settings.seed,
     })
 }
 
