@@ -72,6 +72,15 @@ pub trait Backend {
     // ---- buffers -------------------------------------------------------
     /// A zero-filled float buffer of `len` elements.
     fn alloc(&self, name: &str, kind: BufKind, len: usize) -> Self::Buf;
+    /// A float buffer whose contents are unspecified: the caller promises
+    /// that the next operation writing it overwrites every element (an
+    /// output of an op documented to overwrite, or a `beta = 0` matmul)
+    /// before anything reads it. Accounted exactly as `alloc`; a backend may
+    /// skip the zero fill (the CPU backend hands out a recycled buffer as
+    /// it is). Defaults to `alloc`.
+    fn alloc_overwritten(&self, name: &str, kind: BufKind, len: usize) -> Self::Buf {
+        self.alloc(name, kind, len)
+    }
     /// A zero-filled id buffer.
     fn alloc_ids(&self, name: &str, len: usize) -> Self::Ids;
     fn len(&self, buf: &Self::Buf) -> usize;

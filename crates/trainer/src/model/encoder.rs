@@ -3,7 +3,8 @@
 //!
 //! Buffer lifetimes are the memory plan: `Activation` buffers live until the
 //! backward of their layer, `Workspace` buffers are dropped as soon as the
-//! op that reads them has run.
+//! op that reads them has run. Every buffer here is the output of an op that
+//! overwrites it whole, so all come from `alloc_overwritten` (no zero fill).
 
 use super::head::HeadActs;
 use super::linear::{dropout_back_owned, dropout_new};
@@ -138,7 +139,7 @@ impl<B: Backend> BertClassifier<B> {
     fn embed_forward(&self, be: &B, batch: &DeviceBatch<B>, mode: Mode) -> (EmbActs<B>, B::Buf) {
         let (h, n) = (self.config.hidden_size, batch.batch * batch.seq);
         let v = &self.params.values;
-        let mut sum = be.alloc("embeddings.sum", Activation, n * h);
+        let mut sum = be.alloc_overwritten("embeddings.sum", Activation, n * h);
         be.embedding_forward(&batch.input_ids, &v[self.idx.word], h, &mut sum, false);
         be.embedding_forward(
             &batch.position_ids,
@@ -154,9 +155,9 @@ impl<B: Backend> BertClassifier<B> {
             &mut sum,
             true,
         );
-        let mut mean = be.alloc("embeddings.ln_mean", Activation, n);
-        let mut rstd = be.alloc("embeddings.ln_rstd", Activation, n);
-        let mut out = be.alloc("embeddings.ln_out", Activation, n * h);
+        let mut mean = be.alloc_overwritten("embeddings.ln_mean", Activation, n);
+        let mut rstd = be.alloc_overwritten("embeddings.ln_rstd", Activation, n);
+        let mut out = be.alloc_overwritten("embeddings.ln_out", Activation, n * h);
         let ln = self.idx.emb_ln;
         let eps = self.config.layer_norm_eps;
         be.layernorm_forward(
@@ -188,7 +189,7 @@ impl<B: Backend> BertClassifier<B> {
         let (h, n) = (self.config.hidden_size, batch.batch * batch.seq);
         let p = self.config.hidden_dropout_prob;
         let d = dropout_back_owned(be, d, p, mode.key(p, 0), "d_embeddings.ln_out");
-        let mut dsum = be.alloc("d_embeddings.sum", Workspace, n * h);
+        let mut dsum = be.alloc_overwritten("d_embeddings.sum", Workspace, n * h);
         let ln = self.idx.emb_ln;
         let (v, g) = (&self.params.values, &mut self.params.grads);
         layernorm_back(
@@ -217,9 +218,10 @@ impl<B: Backend> BertClassifier<B> {
         let v = &self.params.values;
         let name = |what: &str| format!("layer{i}.{what}");
         let heads = |which: &super::Dense, what: &str| {
-            let mut flat = be.alloc(&name(what), Workspace, n * h);
+            let mut flat = be.alloc_overwritten(&name(what), Workspace, n * h);
             which.forward(be, v, x, n, &mut flat);
-            let mut permuted = be.alloc(&name(&format!("{what}_heads")), Activation, n * h);
+            let mut permuted =
+                be.alloc_overwritten(&name(&format!("{what}_heads")), Activation, n * h);
             be.permute_heads(&flat, &mut permuted, b, s, nh);
             permuted
         };
@@ -227,7 +229,7 @@ impl<B: Backend> BertClassifier<B> {
         let kh = heads(&l.key, "k");
         let vh = heads(&l.value, "v");
         let scale = 1.0 / (dh as f64).sqrt();
-        let mut scores = be.alloc(&name("scores"), Workspace, b * nh * s * s);
+        let mut scores = be.alloc_overwritten(&name("scores"), Workspace, b * nh * s * s);
         let qk = MatmulShape {
             batch: b * nh,
             m: s,
@@ -237,7 +239,7 @@ impl<B: Backend> BertClassifier<B> {
             trans_b: true,
         };
         be.matmul(&qk, 1.0, &qh, &kh, 0.0, &mut scores);
-        let mut probs = be.alloc(&name("probs"), Activation, b * nh * s * s);
+        let mut probs = be.alloc_overwritten(&name("probs"), Activation, b * nh * s * s);
         be.softmax_forward(&scores, &batch.mask, b, nh, s, scale, &mut probs);
         drop(scores);
         let pa = c.attention_probs_dropout_prob;
@@ -249,7 +251,7 @@ impl<B: Backend> BertClassifier<B> {
             &name("probs_dropped"),
             Workspace,
         );
-        let mut ctx_heads = be.alloc(&name("ctx_heads"), Workspace, n * h);
+        let mut ctx_heads = be.alloc_overwritten(&name("ctx_heads"), Workspace, n * h);
         let pv = MatmulShape {
             batch: b * nh,
             m: s,
@@ -267,11 +269,11 @@ impl<B: Backend> BertClassifier<B> {
             &mut ctx_heads,
         );
         drop(probs_d);
-        let mut ctx = be.alloc(&name("ctx"), Activation, n * h);
+        let mut ctx = be.alloc_overwritten(&name("ctx"), Activation, n * h);
         be.unpermute_heads(&ctx_heads, &mut ctx, b, s, nh);
         drop(ctx_heads);
         let ph = c.hidden_dropout_prob;
-        let mut attn = be.alloc(&name("attn_out"), Workspace, n * h);
+        let mut attn = be.alloc_overwritten(&name("attn_out"), Workspace, n * h);
         l.attn_out.forward(be, v, &ctx, n, &mut attn);
         let attn_d = dropout_new(
             be,
@@ -281,13 +283,13 @@ impl<B: Backend> BertClassifier<B> {
             &name("attn_out_dropped"),
             Workspace,
         );
-        let mut sum1 = be.alloc(&name("sum1"), Activation, n * h);
+        let mut sum1 = be.alloc_overwritten(&name("sum1"), Activation, n * h);
         be.add(attn_d.as_ref().unwrap_or(&attn), x, &mut sum1);
         drop(attn_d);
         drop(attn);
-        let mut h1 = be.alloc(&name("ln1_out"), Activation, n * h);
-        let mut mean1 = be.alloc(&name("ln1_mean"), Activation, n);
-        let mut rstd1 = be.alloc(&name("ln1_rstd"), Activation, n);
+        let mut h1 = be.alloc_overwritten(&name("ln1_out"), Activation, n * h);
+        let mut mean1 = be.alloc_overwritten(&name("ln1_mean"), Activation, n);
+        let mut rstd1 = be.alloc_overwritten(&name("ln1_rstd"), Activation, n);
         let eps = c.layer_norm_eps;
         be.layernorm_forward(
             &sum1,
@@ -299,11 +301,11 @@ impl<B: Backend> BertClassifier<B> {
             &mut mean1,
             &mut rstd1,
         );
-        let mut inter = be.alloc(&name("ffn_in"), Activation, n * inter_dim);
+        let mut inter = be.alloc_overwritten(&name("ffn_in"), Activation, n * inter_dim);
         l.inter.forward(be, v, &h1, n, &mut inter);
-        let mut gelu = be.alloc(&name("ffn_gelu"), Activation, n * inter_dim);
+        let mut gelu = be.alloc_overwritten(&name("ffn_gelu"), Activation, n * inter_dim);
         be.gelu_forward(&inter, &mut gelu);
-        let mut ffn = be.alloc(&name("ffn_out"), Workspace, n * h);
+        let mut ffn = be.alloc_overwritten(&name("ffn_out"), Workspace, n * h);
         l.out.forward(be, v, &gelu, n, &mut ffn);
         let ffn_d = dropout_new(
             be,
@@ -313,13 +315,13 @@ impl<B: Backend> BertClassifier<B> {
             &name("ffn_out_dropped"),
             Workspace,
         );
-        let mut sum2 = be.alloc(&name("sum2"), Activation, n * h);
+        let mut sum2 = be.alloc_overwritten(&name("sum2"), Activation, n * h);
         be.add(ffn_d.as_ref().unwrap_or(&ffn), &h1, &mut sum2);
         drop(ffn_d);
         drop(ffn);
-        let mut out = be.alloc(&name("out"), Activation, n * h);
-        let mut mean2 = be.alloc(&name("ln2_mean"), Activation, n);
-        let mut rstd2 = be.alloc(&name("ln2_rstd"), Activation, n);
+        let mut out = be.alloc_overwritten(&name("out"), Activation, n * h);
+        let mut mean2 = be.alloc_overwritten(&name("ln2_mean"), Activation, n);
+        let mut rstd2 = be.alloc_overwritten(&name("ln2_rstd"), Activation, n);
         be.layernorm_forward(
             &sum2,
             &v[l.ln2.gamma],
@@ -372,7 +374,7 @@ impl<B: Backend> BertClassifier<B> {
         let (v, g) = (&self.params.values, &mut self.params.grads);
 
         // out = LN2(sum2), sum2 = dropout(ffn) + h1
-        let mut d_sum2 = be.alloc(&name("sum2"), Workspace, n * h);
+        let mut d_sum2 = be.alloc_overwritten(&name("sum2"), Workspace, n * h);
         layernorm_back(
             be,
             v,
@@ -388,11 +390,11 @@ impl<B: Backend> BertClassifier<B> {
         drop(dout);
         let mut d_ffn_d = None;
         if let Some(key) = mode.key(ph, stream_layer(i, 2)) {
-            let mut d = be.alloc(&name("ffn_out"), Workspace, n * h);
+            let mut d = be.alloc_overwritten(&name("ffn_out"), Workspace, n * h);
             be.dropout_backward(&d_sum2, &mut d, ph, key);
             d_ffn_d = Some(d);
         }
-        let mut d_gelu = be.alloc(&name("ffn_gelu"), Workspace, n * inter_dim);
+        let mut d_gelu = be.alloc_overwritten(&name("ffn_gelu"), Workspace, n * inter_dim);
         l.out.backward(
             be,
             v,
@@ -403,7 +405,7 @@ impl<B: Backend> BertClassifier<B> {
             Some((&mut d_gelu, false)),
         );
         drop(d_ffn_d);
-        let mut d_inter = be.alloc(&name("ffn_in"), Workspace, n * inter_dim);
+        let mut d_inter = be.alloc_overwritten(&name("ffn_in"), Workspace, n * inter_dim);
         be.gelu_backward(&a.inter, &d_gelu, &mut d_inter);
         drop(d_gelu);
         // d_h1 = d_sum2 (residual) + d_inter W_i: accumulate in place.
@@ -413,18 +415,18 @@ impl<B: Backend> BertClassifier<B> {
         drop(d_inter);
 
         // h1 = LN1(sum1), sum1 = dropout(attn) + x
-        let mut d_x = be.alloc(&name("input"), Workspace, n * h);
+        let mut d_x = be.alloc_overwritten(&name("input"), Workspace, n * h);
         layernorm_back(
             be, v, g, l.ln1, &d_h1, &a.sum1, &a.mean1, &a.rstd1, h, &mut d_x,
         );
         drop(d_h1);
         let mut d_attn_d = None;
         if let Some(key) = mode.key(ph, stream_layer(i, 1)) {
-            let mut d = be.alloc(&name("attn_out"), Workspace, n * h);
+            let mut d = be.alloc_overwritten(&name("attn_out"), Workspace, n * h);
             be.dropout_backward(&d_x, &mut d, ph, key);
             d_attn_d = Some(d);
         }
-        let mut d_ctx = be.alloc(&name("ctx"), Workspace, n * h);
+        let mut d_ctx = be.alloc_overwritten(&name("ctx"), Workspace, n * h);
         l.attn_out.backward(
             be,
             v,
@@ -435,14 +437,14 @@ impl<B: Backend> BertClassifier<B> {
             Some((&mut d_ctx, false)),
         );
         drop(d_attn_d);
-        let mut d_ctx_heads = be.alloc(&name("ctx_heads"), Workspace, n * h);
+        let mut d_ctx_heads = be.alloc_overwritten(&name("ctx_heads"), Workspace, n * h);
         be.permute_heads(&d_ctx, &mut d_ctx_heads, b, s, nh);
         drop(d_ctx);
 
         // ctx_heads = dropout(probs) @ vh
         let key_a = mode.key(pa, stream_layer(i, 0));
         let probs_d = dropout_new(be, &a.probs, pa, key_a, &name("probs_dropped"), Workspace);
-        let mut d_vh = be.alloc(&name("v_heads"), Workspace, n * h);
+        let mut d_vh = be.alloc_overwritten(&name("v_heads"), Workspace, n * h);
         let dv = MatmulShape {
             batch: b * nh,
             m: s,
@@ -460,7 +462,7 @@ impl<B: Backend> BertClassifier<B> {
             &mut d_vh,
         );
         drop(probs_d);
-        let mut d_probs_d = be.alloc(&name("probs_dropped"), Workspace, b * nh * s * s);
+        let mut d_probs_d = be.alloc_overwritten(&name("probs_dropped"), Workspace, b * nh * s * s);
         let dp = MatmulShape {
             batch: b * nh,
             m: s,
@@ -472,12 +474,12 @@ impl<B: Backend> BertClassifier<B> {
         be.matmul(&dp, 1.0, &d_ctx_heads, &a.vh, 0.0, &mut d_probs_d);
         drop(d_ctx_heads);
         let d_probs = dropout_back_owned(be, d_probs_d, pa, key_a, &name("probs"));
-        let mut d_scores = be.alloc(&name("scores"), Workspace, b * nh * s * s);
+        let mut d_scores = be.alloc_overwritten(&name("scores"), Workspace, b * nh * s * s);
         be.softmax_backward(&d_probs, &a.probs, s, scale, &mut d_scores);
         drop(d_probs);
 
         // scores = qh kh^T
-        let mut d_qh = be.alloc(&name("q_heads"), Workspace, n * h);
+        let mut d_qh = be.alloc_overwritten(&name("q_heads"), Workspace, n * h);
         let dq = MatmulShape {
             batch: b * nh,
             m: s,
@@ -487,7 +489,7 @@ impl<B: Backend> BertClassifier<B> {
             trans_b: false,
         };
         be.matmul(&dq, 1.0, &d_scores, &a.kh, 0.0, &mut d_qh);
-        let mut d_kh = be.alloc(&name("k_heads"), Workspace, n * h);
+        let mut d_kh = be.alloc_overwritten(&name("k_heads"), Workspace, n * h);
         let dk = MatmulShape {
             batch: b * nh,
             m: s,
@@ -504,7 +506,7 @@ impl<B: Backend> BertClassifier<B> {
             (d_kh, &l.key, "k"),
             (d_vh, &l.value, "v"),
         ] {
-            let mut d_flat = be.alloc(&name(what), Workspace, n * h);
+            let mut d_flat = be.alloc_overwritten(&name(what), Workspace, n * h);
             be.unpermute_heads(&d_heads, &mut d_flat, b, s, nh);
             drop(d_heads);
             dense.backward(be, v, g, &d_flat, x, n, Some((&mut d_x, true)));

@@ -91,7 +91,7 @@ pub fn dropout_new<B: Backend>(
     kind: BufKind,
 ) -> Option<B::Buf> {
     let key = key?;
-    let mut out = be.alloc(name, kind, be.len(x));
+    let mut out = be.alloc_overwritten(name, kind, be.len(x));
     be.dropout_forward(x, &mut out, p, key);
     Some(out)
 }
@@ -107,7 +107,7 @@ pub fn dropout_back_owned<B: Backend>(
     match key {
         None => d,
         Some(key) => {
-            let mut dx = be.alloc(name, BufKind::Workspace, be.len(&d));
+            let mut dx = be.alloc_overwritten(name, BufKind::Workspace, be.len(&d));
             be.dropout_backward(&d, &mut dx, p, key);
             dx
         }

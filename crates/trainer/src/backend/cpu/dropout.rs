@@ -1,8 +1,8 @@
 //! Counter-based dropout: the Philox4x32-10 words of `crate::rng`, computed
-//! for [`LANES`] counter blocks at once so the compiler can keep the rounds
-//! in vector registers (with AVX2 when the CPU has it). The words, and so the
-//! masks, are exactly `RngKey::block`'s: the same mask on any CPU, thread
-//! count, or on a CUDA kernel implementing `crate::rng`.
+//! for [`LANES`] counter blocks at once, in AVX2 registers when the CPU has
+//! them (a portable loop otherwise). The words, and so the masks, are
+//! exactly `RngKey::block`'s: the same mask on any CPU and thread count, and
+//! on a CUDA kernel implementing `crate::rng`.
 
 use rayon::prelude::*;
 

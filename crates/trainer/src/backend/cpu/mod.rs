@@ -79,6 +79,36 @@ impl<T: Float> CpuBackend<T> {
         }
     }
 
+    /// A float buffer of `len`: recycled from the pool when one of exactly
+    /// that length is free (zeroed only when `zeroed`), else fresh (zeros).
+    fn alloc_from_pool(&self, name: &str, kind: BufKind, len: usize, zeroed: bool) -> CpuBuf<T> {
+        if len * size_of::<T>() < pool::MIN_POOLED_BYTES {
+            let (data, _alloc) = self.vec(name, kind, len);
+            return CpuBuf {
+                data,
+                _alloc,
+                pool: None,
+            };
+        }
+        let data = match self.pool.take(len, &self.tracker) {
+            Some(mut data) => {
+                if zeroed {
+                    elementwise::zero(&mut data);
+                }
+                data
+            }
+            None => vec![T::ZERO; len],
+        };
+        let _alloc = self
+            .tracker
+            .allocate(name, kind, data.capacity() * size_of::<T>());
+        CpuBuf {
+            data,
+            _alloc,
+            pool: Some((Arc::clone(&self.pool), Arc::clone(&self.tracker))),
+        }
+    }
+
     /// Bytes of freed buffers kept for reuse (not tensors: the tracker does
     /// not count them).
     pub fn pooled_bytes(&self) -> usize {
@@ -113,29 +143,16 @@ impl<T: Float> Backend for CpuBackend<T> {
     }
 
     fn alloc(&self, name: &str, kind: BufKind, len: usize) -> CpuBuf<T> {
-        if len * size_of::<T>() < pool::MIN_POOLED_BYTES {
-            let (data, _alloc) = self.vec(name, kind, len);
-            return CpuBuf {
-                data,
-                _alloc,
-                pool: None,
-            };
+        self.alloc_from_pool(name, kind, len, true)
+    }
+    fn alloc_overwritten(&self, name: &str, kind: BufKind, len: usize) -> CpuBuf<T> {
+        let mut buf = self.alloc_from_pool(name, kind, len, false);
+        // Debug builds (the tests) poison the buffer, so that an op reading
+        // an element before writing it shows up as NaN in the results.
+        if cfg!(debug_assertions) {
+            self.fill(&mut buf, f64::NAN);
         }
-        let data = match self.pool.take(len, &self.tracker) {
-            Some(mut data) => {
-                elementwise::zero(&mut data);
-                data
-            }
-            None => vec![T::ZERO; len],
-        };
-        let _alloc = self
-            .tracker
-            .allocate(name, kind, data.capacity() * size_of::<T>());
-        CpuBuf {
-            data,
-            _alloc,
-            pool: Some((Arc::clone(&self.pool), Arc::clone(&self.tracker))),
-        }
+        buf
     }
     fn alloc_ids(&self, name: &str, len: usize) -> CpuBuf<u32> {
         let (data, _alloc) = self.vec(name, BufKind::Input, len);
