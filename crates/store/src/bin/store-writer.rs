@@ -89,8 +89,12 @@ fn crash(db: &str, study: &str, done: &str) -> Result<(), String> {
         .map_err(|e| format!("{done}: {e}"))?;
     loop {
         let number = run_trial(&storage, study.study_id, 5)?;
-        // Logged only after the commit returned: every logged number must be intact.
-        writeln!(log, "{number}").map_err(|e| format!("{done}: {e}"))?;
+        // Logged only after the commit returned: every logged number must be
+        // intact. One write call per line: `writeln!` writes the number and
+        // the newline separately, and a kill between them glued the next
+        // run's number onto this one ("994" + "995\n").
+        log.write_all(format!("{number}\n").as_bytes())
+            .map_err(|e| format!("{done}: {e}"))?;
         log.sync_data().map_err(|e| format!("{done}: {e}"))?;
     }
 }
