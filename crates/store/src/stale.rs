@@ -89,6 +89,29 @@ impl Storage {
         )
     }
 
+    /// Move one RUNNING trial to FAIL with `user_attrs` and retry it as
+    /// [`Storage::fail_stale_trials`] does, in one transaction: for an owner
+    /// that gives a trial up itself (interrupted, or never started). `None`
+    /// when the trial is no longer RUNNING.
+    pub fn fail_trial_and_retry(
+        &self,
+        trial: TrialRef,
+        retry: &RetryPolicy,
+        user_attrs: &[(&str, Json)],
+    ) -> Result<Option<StaleTrial>> {
+        let study_id = self.trial(trial.trial_id)?.study_id;
+        Ok(self
+            .fail_selected(
+                study_id,
+                "SELECT t.trial_id FROM trials t \
+                 WHERE t.study_id = ?1 AND t.state = 'RUNNING' AND t.trial_id = CAST(?2 AS INTEGER)",
+                &trial.trial_id.to_string(),
+                Some(retry),
+                user_attrs,
+            )?
+            .pop())
+    }
+
     /// Fails the trials `select` (parameters: study id, `arg`) returns.
     fn fail_selected(
         &self,

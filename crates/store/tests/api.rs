@@ -308,6 +308,39 @@ fn fail_running_trials_takes_every_running_trial_heartbeat_or_not() {
 }
 
 #[test]
+fn fail_trial_and_retry_fails_one_trial_and_enqueues_its_copy_at_once() {
+    let (_d, s) = new_store();
+    let st = s.create_study("one", &[StudyDirection::Minimize]).unwrap();
+    let mine = s.create_trial(st.study_id).unwrap();
+    s.set_param(mine.trial_id, "x", 0.5, r#"{"name": "FloatDistribution", "attributes": {"step": null, "low": 0.0, "high": 1.0, "log": false}}"#)
+        .unwrap();
+    let other = s.create_trial(st.study_id).unwrap();
+    let policy = RetryPolicy {
+        max_retry: Some(1),
+        inherit_intermediate_values: false,
+    };
+    let out = s
+        .fail_trial_and_retry(mine, &policy, &[("error_kind", json!("interrupted"))])
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.failed, mine);
+    let failed = s.trial(mine.trial_id).unwrap();
+    assert_eq!(failed.state, TrialState::Fail);
+    assert_eq!(failed.user_attrs["error_kind"], json!("interrupted"));
+    let copy = s.trial(out.retry.unwrap().trial_id).unwrap();
+    assert_eq!(copy.state, TrialState::Waiting);
+    assert_eq!(copy.params, failed.params);
+    assert_eq!(copy.system_attrs["retry_history"], json!([mine.number]));
+    // Only that trial; and a finished trial is not failed again.
+    assert_eq!(s.trial(other.trial_id).unwrap().state, TrialState::Running);
+    assert!(
+        s.fail_trial_and_retry(mine, &policy, &[])
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[test]
 fn best_trial_and_pareto_front() {
     let (_d, s) = new_store();
     let st = s.create_study("b", &[StudyDirection::Maximize]).unwrap();

@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 
 use serde_json::{Value as Json, json};
-use store::{NewTrial, Storage, TrialRef, TrialState};
+use store::{RetryPolicy, Storage, TrialRef, TrialState};
 
 use super::config::TrialSettings;
 use super::packing::Lease;
@@ -167,43 +167,23 @@ pub fn error(
     storage.finish(trial.trial_id, TrialState::Fail, &[])
 }
 
-/// FAIL now, with a WAITING copy (same params, `failed_trial` and
-/// `retry_history` as `fail_stale_trials` writes them) for the next run.
+/// FAIL now with its kind, and a WAITING copy (same params, `failed_trial`
+/// and `retry_history`, as stale trials get) for the next run, in one
+/// transaction.
 pub fn fail_and_retry(
     storage: &Storage,
-    study_id: i64,
     trial: &TrialRef,
     kind: &str,
     message: &str,
 ) -> store::Result<()> {
-    let t = storage.trial(trial.trial_id)?;
-    set_user(
-        storage,
-        trial,
-        &[("error_kind", json!(kind)), ("error_msg", json!(message))],
-    )?;
-    storage.finish(trial.trial_id, TrialState::Fail, &[])?;
-    let mut history = match t.system_attrs.get("retry_history") {
-        Some(Json::Array(list)) => list.clone(),
-        _ => Vec::new(),
+    let policy = RetryPolicy {
+        max_retry: None,
+        inherit_intermediate_values: false,
     };
-    history.push(json!(t.number));
-    let first = t
-        .system_attrs
-        .get("failed_trial")
-        .cloned()
-        .unwrap_or(json!(t.number));
-    storage.enqueue_trial(
-        study_id,
-        &NewTrial {
-            params: t.params.clone(),
-            user_attrs: Vec::new(),
-            system_attrs: vec![
-                ("failed_trial".into(), first),
-                ("retry_history".into(), Json::Array(history)),
-            ],
-            intermediate_values: Vec::new(),
-        },
+    storage.fail_trial_and_retry(
+        *trial,
+        &policy,
+        &[("error_kind", json!(kind)), ("error_msg", json!(message))],
     )?;
     Ok(())
 }

@@ -275,7 +275,10 @@ impl<'a> Runner<'a> {
     fn refill(&mut self) -> Result<(), TuneError> {
         loop {
             if self.pending.is_none() {
-                let counts = self.counts()?;
+                let stored = self
+                    .storage
+                    .trials(self.study.study_id, &TrialFilter::default())?;
+                let counts = record::count(&stored);
                 let wanted = self
                     .plan
                     .n_trials
@@ -285,7 +288,7 @@ impl<'a> Runner<'a> {
                 if wanted == 0 {
                     return Ok(());
                 }
-                match self.next_candidate()? {
+                match self.next_candidate(&stored)? {
                     Some(c) => self.pending = Some(c),
                     None => continue,
                 }
@@ -323,59 +326,65 @@ impl<'a> Runner<'a> {
     /// Claims a WAITING trial or asks the sampler for a new one, stores its
     /// params and turns them into settings. `None`: the trial could not be
     /// set up and was recorded as failed.
-    fn next_candidate(&mut self) -> Result<Option<Candidate>, TuneError> {
-        let stored = self
-            .storage
-            .trials(self.study.study_id, &TrialFilter::default())?;
-        let frozen = history::frozen_trials(&stored)?;
+    /// `stored`: the study's trials, read just before.
+    fn next_candidate(
+        &mut self,
+        stored: &[store::FrozenTrial],
+    ) -> Result<Option<Candidate>, TuneError> {
+        let frozen = history::frozen_trials(stored)?;
         let claim = self.storage.create_or_claim_trial(self.study.study_id)?;
         let trial = claim.trial();
         self.storage.heartbeat(trial.trial_id)?;
         self.beats.add(trial.trial_id);
 
+        // A claimed (WAITING) trial keeps the params it was enqueued with;
+        // claiming changes only its state, so `stored` has them.
         let mut values = BTreeMap::new();
-        if let Claim::Claimed(_) = claim {
-            let t = history::frozen_trial(&self.storage.trial(trial.trial_id)?)?;
+        if let Claim::Claimed(_) = claim
+            && let Some(t) = frozen.iter().find(|t| t.number == trial.number as u64)
+        {
             values = t
                 .params
                 .iter()
                 .map(|(k, p)| (k.clone(), p.value()))
                 .collect();
-        }
-        if values.is_empty() || self.cfg.settings(&values).is_err() {
-            let view = StudyView {
-                name: &self.study.name,
-                direction: history::direction(self.study.directions[0]),
-                trials: &frozen,
-            };
-            let mut t = hpo_sampler::Trial::new(self.sampler.as_mut(), view, trial.number as u64);
-            let sampled = self
-                .cfg
-                .sample(&mut t)
-                .map_err(|e| e.to_string())
-                .map(|()| t.into_params());
-            let sampled = match sampled {
-                Ok(p) => p,
-                Err(message) => {
-                    record::error(&self.storage, &trial, "sampler", &message, None)?;
-                    self.beats.remove(trial.trial_id);
-                    return Ok(None);
-                }
-            };
-            for (name, p) in sampled {
-                if values.contains_key(&name) {
-                    continue;
-                }
-                self.storage.set_param(
-                    trial.trial_id,
-                    &name,
-                    p.internal,
-                    &crate::commands::ask::python_spacing(
-                        &hpo_sampler::json::distribution_to_json(&p.distribution),
-                    ),
-                )?;
-                values.insert(name, p.value());
+            if let Ok(settings) = self.cfg.settings(&values) {
+                return Ok(Some(Candidate { trial, settings }));
             }
+        }
+        // Sample what is missing (everything, for a new trial).
+        let view = StudyView {
+            name: &self.study.name,
+            direction: history::direction(self.study.directions[0]),
+            trials: &frozen,
+        };
+        let mut t = hpo_sampler::Trial::new(self.sampler.as_mut(), view, trial.number as u64);
+        let sampled = self
+            .cfg
+            .sample(&mut t)
+            .map_err(|e| e.to_string())
+            .map(|()| t.into_params());
+        let sampled = match sampled {
+            Ok(p) => p,
+            Err(message) => {
+                record::error(&self.storage, &trial, "sampler", &message, None)?;
+                self.beats.remove(trial.trial_id);
+                return Ok(None);
+            }
+        };
+        for (name, p) in sampled {
+            if values.contains_key(&name) {
+                continue;
+            }
+            self.storage.set_param(
+                trial.trial_id,
+                &name,
+                p.internal,
+                &crate::commands::ask::python_spacing(&hpo_sampler::json::distribution_to_json(
+                    &p.distribution,
+                )),
+            )?;
+            values.insert(name, p.value());
         }
         match self.cfg.settings(&values) {
             Ok(settings) => Ok(Some(Candidate { trial, settings })),
@@ -587,7 +596,7 @@ impl<'a> Runner<'a> {
                     if pruned { "pruned" } else { "complete" },
                     record::settings_text(&r.settings)
                 ));
-                self.release(worker, &r);
+                self.release(&r);
                 self.recycle_or_idle(worker);
                 self.update_display()
             }
@@ -608,7 +617,7 @@ impl<'a> Runner<'a> {
                     return Ok(());
                 };
                 self.record_failure(&r, None)?;
-                self.release(worker, &r);
+                self.release(&r);
                 self.recycle_or_idle(worker);
                 self.update_display()
             }
@@ -626,7 +635,7 @@ impl<'a> Runner<'a> {
         tracing::info!(worker, "worker exited: {exit}");
         if let Some(r) = self.running.remove(&worker) {
             self.record_failure(&r, Some((exit, stderr)))?;
-            self.release(worker, &r);
+            self.release(&r);
             self.update_display()?;
         }
         Ok(())
@@ -690,7 +699,7 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
-    fn release(&mut self, _worker: usize, r: &Running) {
+    fn release(&mut self, r: &Running) {
         self.packer.release(r.trial.trial_id as u64);
         self.beats.remove(r.trial.trial_id);
     }
@@ -731,13 +740,7 @@ impl<'a> Runner<'a> {
 
     /// Fails a trial that never started and enqueues a copy for a later run.
     fn requeue(&mut self, trial: &TrialRef, why: &str) -> Result<(), TuneError> {
-        record::fail_and_retry(
-            &self.storage,
-            self.study.study_id,
-            trial,
-            "not_started",
-            why,
-        )?;
+        record::fail_and_retry(&self.storage, trial, "not_started", why)?;
         self.beats.remove(trial.trial_id);
         Ok(())
     }
@@ -753,7 +756,6 @@ impl<'a> Runner<'a> {
             if let Some(r) = self.running.remove(&id) {
                 record::fail_and_retry(
                     &self.storage,
-                    self.study.study_id,
                     &r.trial,
                     "interrupted",
                     "the run was interrupted (Ctrl-C)",
