@@ -7,6 +7,8 @@
 //!
 //! cargo run --release -p hpo-sampler --example sampler_bench -- [--seeds 50]
 //!     [--seed-offset 0] [--trials 100] [--reps 200] [--candidates N] [--skip-random]
+//!     [--fresh]  (a new sampler per ask, as `memtune ask` runs)
+//!     [--warmup W]  (unmeasured asks first; default: the history size)
 
 #[path = "../benches/common/mod.rs"]
 mod common;
@@ -28,29 +30,47 @@ fn arg(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// Median microseconds of one ask + tell at history size `n`.
-fn time_ask_tell(n: usize, reps: usize, candidates: usize) -> (f64, f64) {
+/// Median and mean microseconds of one ask + tell at history size `n`, on
+/// a sliding history (`common::SlidingHistory`: each tell joins, the
+/// oldest trial leaves), after `warmup` unmeasured asks (`None`: `n`, so
+/// the history is the sampler's own last `n` trials, a running study's
+/// steady state; a few: mostly the random starting history).
+/// `fresh`: a new sampler for every ask, as `memtune ask` runs (nothing is
+/// reused across asks).
+fn time_ask_tell(
+    n: usize,
+    reps: usize,
+    candidates: usize,
+    fresh: bool,
+    warmup: Option<usize>,
+) -> (f64, f64) {
+    let warmup = warmup.unwrap_or(n);
     let space = common::space6();
-    let mut history = common::random_history(n, 7);
-    let mut sampler = TpeSampler::new(TpeConfig {
+    let mut history = common::SlidingHistory::new(n, 7);
+    let config = TpeConfig {
         seed: Some(1),
         n_ei_candidates: candidates,
         ..TpeConfig::default()
-    });
+    };
+    let mut sampler = TpeSampler::new(config.clone());
     let mut samples = Vec::with_capacity(reps);
-    for rep in 0..reps + 10 {
+    for rep in 0..reps + warmup {
         let start = Instant::now();
+        if fresh {
+            sampler = TpeSampler::new(config.clone());
+        }
+        let number = history.next_number();
         let study = StudyView {
             name: "bench",
             direction: StudyDirection::Minimize,
-            trials: &history,
+            trials: history.view(),
         };
-        let params = ask(&mut sampler, study, n as u64, &space).expect("valid space");
+        let params = ask(&mut sampler, study, number, &space).expect("valid space");
         let value = common::objective6(&params);
-        history.push(common::complete(n as u64, params, value));
+        history.tell(common::complete(number, params, value));
         let elapsed = start.elapsed().as_secs_f64() * 1e6;
-        history.pop();
-        if rep >= 10 {
+        history.compact();
+        if rep >= warmup {
             samples.push(elapsed);
         }
     }
@@ -90,10 +110,19 @@ fn main() {
     let reps = arg("--reps", 200);
     let candidates = arg("--candidates", TpeConfig::default().n_ei_candidates);
 
+    let fresh = std::env::args().any(|a| a == "--fresh");
+    let warmup = std::env::args()
+        .any(|a| a == "--warmup")
+        .then(|| arg("--warmup", 0));
     let label = format!("tpe-{candidates}");
+    let timing_label = if fresh {
+        format!("{label}-fresh")
+    } else {
+        label.clone()
+    };
     for n in [100usize, 500, 1000] {
-        let (median, mean) = time_ask_tell(n, reps, candidates);
-        println!("timing {label} {n} {median:.3} {mean:.3}");
+        let (median, mean) = time_ask_tell(n, reps, candidates, fresh, warmup);
+        println!("timing {timing_label} {n} {median:.3} {mean:.3}");
     }
     let functions: [(&str, Objective); 3] = [
         ("hartmann6", functions::hartmann6),

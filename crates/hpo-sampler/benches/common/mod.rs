@@ -90,3 +90,48 @@ pub fn random_history(n: usize, seed: u64) -> Vec<FrozenTrial> {
         })
         .collect()
 }
+
+/// A study history of a fixed size that moves on with every tell: the told
+/// trial joins and the oldest leaves. Every ask therefore sees `n` trials
+/// and a history two trials different from the last ask's (one more
+/// change than a growing study), so a sampler that reuses work across asks
+/// is measured on changed histories, never on the same one twice.
+pub struct SlidingHistory {
+    trials: Vec<FrozenTrial>,
+    start: usize,
+    n: usize,
+}
+
+impl SlidingHistory {
+    /// `n` COMPLETE trials of `random_history`.
+    pub fn new(n: usize, seed: u64) -> Self {
+        SlidingHistory {
+            trials: random_history(n, seed),
+            start: 0,
+            n,
+        }
+    }
+
+    pub fn view(&self) -> &[FrozenTrial] {
+        &self.trials[self.start..]
+    }
+
+    /// The number of the next trial.
+    pub fn next_number(&self) -> u64 {
+        self.trials.last().map_or(0, |t| t.number + 1)
+    }
+
+    /// Append a finished trial and drop the oldest.
+    pub fn tell(&mut self, trial: FrozenTrial) {
+        self.trials.push(trial);
+        self.start += 1;
+    }
+
+    /// Free the trials that left the window (outside any timed region).
+    pub fn compact(&mut self) {
+        if self.start > 4 * self.n {
+            self.trials.drain(..self.start);
+            self.start = 0;
+        }
+    }
+}

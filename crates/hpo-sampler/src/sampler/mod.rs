@@ -3,6 +3,7 @@
 //! (multivariate TPE); every parameter outside it is sampled
 //! *independently* when the trial asks for it.
 
+mod observations;
 pub mod parzen;
 mod random;
 mod tpe;

@@ -21,6 +21,7 @@
 use crate::distribution::Distribution;
 use crate::rng::Rng;
 use crate::special::{NORM_PDF_LOG_C, log_gauss_mass, truncnorm_ppf};
+use std::collections::HashMap;
 
 /// The estimator's options (Optuna's `_ParzenEstimatorParameters`).
 #[derive(Debug, Clone, Copy)]
@@ -57,6 +58,9 @@ struct Numeric {
     log_norm: Vec<f64>,
     /// Discrete only: the widest grid cell in transformed space.
     max_ln_width: f64,
+    /// Every kernel (the prior included) in increasing centre order, ties
+    /// by index.
+    order: Vec<u32>,
 }
 
 struct Categorical {
@@ -130,6 +134,40 @@ impl Parzen {
         obs_weights: &[f64],
         params: ParzenParams,
     ) -> Self {
+        let centres: Vec<Vec<f64>> = dists
+            .iter()
+            .zip(obs)
+            .map(|(d, o)| o.iter().map(|&v| kernel_centre(d, v)).collect())
+            .collect();
+        let orders: Vec<Vec<u32>> = dists
+            .iter()
+            .zip(&centres)
+            .map(|(d, c)| match d {
+                Distribution::Categorical { .. } => Vec::new(),
+                _ => centre_order(c),
+            })
+            .collect();
+        Self::from_centres(dists, &centres, &orders, obs_weights, params)
+    }
+
+    /// [`Parzen::new`] from what it derives first, for a caller that keeps
+    /// it across estimators: `centres[d][i]` is [`kernel_centre`] of the
+    /// observation, and `orders[d]` (numeric dimensions; empty for
+    /// categoricals) is [`centre_order`] of `centres[d]`. The result is the
+    /// same, bit for bit.
+    pub fn from_centres(
+        dists: &[&Distribution],
+        centres: &[Vec<f64>],
+        orders: &[Vec<u32>],
+        obs_weights: &[f64],
+        params: ParzenParams,
+    ) -> Self {
+        debug_assert!(
+            dists.iter().zip(centres).zip(orders).all(|((d, c), o)| {
+                matches!(d, Distribution::Categorical { .. }) || *o == centre_order(c)
+            }),
+            "orders must be the centres' order"
+        );
         let n = obs_weights.len();
         let mut weights: Vec<f64> = if n == 0 {
             vec![1.0]
@@ -151,8 +189,9 @@ impl Parzen {
             .collect();
         let dims: Vec<Dim> = dists
             .iter()
-            .zip(obs)
-            .map(|(d, o)| build_dim(d, o, params))
+            .zip(centres)
+            .zip(orders)
+            .map(|((d, c), o)| build_dim(d, c, o, params))
             .collect();
         let rank = |d: &Dim| match d {
             Dim::Numeric(n) if n.step.is_none() => 0,
@@ -253,18 +292,35 @@ impl Parzen {
     /// sample. In a 6-dimensional space with 1,000 kernels, a handful
     /// survive.
     pub fn log_pdf(&self, samples: &[Vec<f64>]) -> Vec<f64> {
+        self.log_pdf_with(samples, &mut self.cell_memos())
+    }
+
+    /// Empty memos of discrete cell masses for [`Parzen::log_pdf_with`].
+    pub fn cell_memos(&self) -> CellMemos {
+        CellMemos(
+            self.dims
+                .iter()
+                .map(|dim| match dim {
+                    Dim::Numeric(d) if d.step.is_some() && d.uniq_mu.len() <= MEMO_MAX_UNIQUE => {
+                        Some(CellMemo::default())
+                    }
+                    _ => None,
+                })
+                .collect(),
+        )
+    }
+
+    /// [`Parzen::log_pdf`], keeping the discrete cell masses it computes in
+    /// `memos` (from this estimator's [`Parzen::cell_memos`]) for later
+    /// samples with the same values, in this call or later ones.
+    pub fn log_pdf_with(&self, samples: &[Vec<f64>], memos: &mut CellMemos) -> Vec<f64> {
         let n_k = self.n_kernels();
         let n_s = samples.first().map_or(0, Vec::len);
         let prior = n_k - 1;
         let mut alive: Vec<u32> = Vec::with_capacity(n_k);
         let mut acc: Vec<f64> = Vec::with_capacity(n_k);
-        // Samples share discrete values: with few kernels, keep each
-        // value's cell masses for the next sample that has it.
-        let mut memos: Vec<Option<CellMemo>> = self
-            .dims
-            .iter()
-            .map(|dim| (is_discrete(dim) && n_k <= MEMO_MAX_KERNELS).then(CellMemo::default))
-            .collect();
+        let memos = &mut memos.0;
+        debug_assert_eq!(memos.len(), self.dims.len());
         (0..n_s)
             .map(|i| {
                 let xs = |d: usize| samples[d][i];
@@ -275,7 +331,7 @@ impl Parzen {
                         .zip(memos.iter_mut())
                         .enumerate()
                         .map(|(d, (dim, memo))| match (dim, memo) {
-                            (Dim::Numeric(num), Some(memo)) => memo.term(num, n_k, xs(d), prior),
+                            (Dim::Numeric(num), Some(memo)) => memo.term(num, xs(d), prior),
                             _ => kernel_term(dim, n_k, prior, xs(d)),
                         })
                         .sum::<f64>();
@@ -492,7 +548,7 @@ fn accumulate(
                     alive[w] = k as u32;
                     acc[w] = acc[r]
                         + match memo.as_deref_mut() {
-                            Some(m) => m.term(d, n_k, x, k),
+                            Some(m) => m.term(d, x, k),
                             None => {
                                 cell_log_mass(
                                     cell.l,
@@ -513,42 +569,55 @@ fn accumulate(
     }
 }
 
-/// Up to this many kernels, `log_pdf` memoises discrete cell masses per
-/// value (a row of `n_k` floats per distinct value).
-const MEMO_MAX_KERNELS: usize = 256;
+/// Up to this many distinct (centre, width) pairs in a discrete dimension,
+/// `log_pdf` memoises its cell masses per value and pair (a row of that
+/// many floats per distinct value). Kernels share pairs: a discrete
+/// dimension has few values, so its kernels' centres repeat.
+const MEMO_MAX_UNIQUE: usize = 256;
+
+/// Discrete cell masses an estimator has computed, per dimension (`None`
+/// where there is nothing to keep: continuous and categorical dimensions,
+/// and estimators with too many kernels for rows per value to pay).
+/// Samples share discrete values, within an ask and across asks that
+/// reuse the estimator.
+pub struct CellMemos(Vec<Option<CellMemo>>);
 
 /// One discrete dimension's cell-mass terms (`cell_log_mass - log_norm`)
-/// by value and kernel, computed on first use (NaN: not yet).
+/// by value and unique (centre, width) pair, computed on first use (NaN:
+/// not yet).
 #[derive(Default)]
 struct CellMemo {
+    /// Row of each value seen (by its bits).
+    index: HashMap<u64, usize>,
     values: Vec<f64>,
+    cells: Vec<Cell>,
     rows: Vec<Vec<f64>>,
     last: usize,
 }
 
 impl CellMemo {
-    fn term(&mut self, d: &Numeric, n_k: usize, x: f64, k: usize) -> f64 {
-        if self.values.get(self.last) != Some(&x) {
-            self.last = match self.values.iter().position(|v| *v == x) {
-                Some(p) => p,
-                None => {
-                    self.values.push(x);
-                    self.rows.push(vec![f64::NAN; n_k]);
-                    self.values.len() - 1
-                }
-            };
+    fn term(&mut self, d: &Numeric, x: f64, k: usize) -> f64 {
+        if self.values.get(self.last).map(|v| v.to_bits()) != Some(x.to_bits()) {
+            let next = self.values.len();
+            self.last = *self.index.entry(x.to_bits()).or_insert(next);
+            if self.last == next {
+                self.values.push(x);
+                self.cells.push(Cell::new(d, x));
+                self.rows.push(vec![f64::NAN; d.uniq_mu.len()]);
+            }
         }
-        let slot = &mut self.rows[self.last][k];
+        let u = d.uniq_of[k] as usize;
+        let slot = &mut self.rows[self.last][u];
         if slot.is_nan() {
-            let cell = Cell::new(d, x);
+            let cell = &self.cells[self.last];
             *slot = cell_log_mass(
                 cell.l,
                 cell.r,
                 cell.ln_width,
-                d.mu[k],
-                d.sigma[k],
-                d.ln_sigma[k],
-            ) - d.log_norm[k];
+                d.uniq_mu[u],
+                d.uniq_sigma[u],
+                d.uniq_log_sigma[u],
+            ) - d.uniq_log_norm[u];
         }
         *slot
     }
@@ -643,7 +712,7 @@ fn first_dim_blocked(bl: &Blocked, x: f64, cut: f64, alive: &mut Vec<u32>, acc: 
 /// Sort kernels by centre in dimension `d` and cut them into blocks of
 /// `BLOCK`, recording what `first_dim` needs to skip a block.
 fn centre_blocks(d: &Numeric, log_weights: &[f64], rest: &[f64]) -> Blocked {
-    let order = sorted_order(&d.mu);
+    let order = d.order.clone();
     let gather = |v: &[f64]| -> Vec<f64> { order.iter().map(|&k| v[k as usize]).collect() };
     let (mu, inv_sigma, konst) = (gather(&d.mu), gather(&d.inv_sigma), gather(&d.konst));
     let (log_weight, rest) = (gather(log_weights), gather(rest));
@@ -888,52 +957,17 @@ fn fast_exp(x: f64) -> f64 {
     p * f64::from_bits(bits)
 }
 
-fn build_dim(dist: &Distribution, obs: &[f64], params: ParzenParams) -> Dim {
+/// A dimension's kernels from their centres (`kernel_centre` of each
+/// observation) and, for numeric dimensions, their `centre_order`.
+fn build_dim(dist: &Distribution, obs: &[f64], order: &[u32], params: ParzenParams) -> Dim {
     match dist {
-        Distribution::Categorical { choices } => {
-            let n_choices = choices.len();
-            let n_k = obs.len() + 1;
-            let mut probs = if obs.is_empty() {
-                vec![1.0 / n_choices as f64; n_choices]
-            } else {
-                let mut p = vec![params.prior_weight / n_k as f64; n_k * n_choices];
-                for (i, &o) in obs.iter().enumerate() {
-                    p[i * n_choices + o as usize] += 1.0;
-                }
-                p
-            };
-            let rows = probs.len() / n_choices;
-            for row in probs.chunks_exact_mut(n_choices) {
-                let s: f64 = row.iter().sum();
-                if s > 0.0 {
-                    row.iter_mut().for_each(|v| *v /= s);
-                }
-            }
-            // Each row holds at most two distinct values (the smoothed
-            // observed choice and the rest), so only a few logs are needed.
-            let mut log_probs_by_choice = vec![0.0; rows * n_choices];
-            let mut last = (f64::NAN, 0.0);
-            for k in 0..rows {
-                for c in 0..n_choices {
-                    let p = probs[k * n_choices + c];
-                    if p != last.0 {
-                        last = (p, p.ln());
-                    }
-                    log_probs_by_choice[c * rows + k] = last.1;
-                }
-            }
-            Dim::Categorical(Categorical {
-                n_choices,
-                probs,
-                log_probs_by_choice,
-            })
-        }
+        Distribution::Categorical { choices } => categorical(choices.len(), obs, params),
         Distribution::Float {
             low,
             high,
             log,
             step,
-        } => Dim::Numeric(numeric(*low, *high, *log, *step, obs, params)),
+        } => Dim::Numeric(numeric(*low, *high, *log, *step, obs, order, params)),
         Distribution::Int {
             low,
             high,
@@ -945,9 +979,61 @@ fn build_dim(dist: &Distribution, obs: &[f64], params: ParzenParams) -> Dim {
             *log,
             Some(*step as f64),
             obs,
+            order,
             params,
         )),
     }
+}
+
+/// Smoothed one-hot kernels: each observation's row is the prior's share
+/// on every choice plus one on the observed choice, normalised; the prior
+/// kernel is uniform.
+fn categorical(n_choices: usize, obs: &[f64], params: ParzenParams) -> Dim {
+    let normalise = |row: &mut [f64]| {
+        let s: f64 = row.iter().sum();
+        if s > 0.0 {
+            row.iter_mut().for_each(|v| *v /= s);
+        }
+    };
+    if obs.is_empty() {
+        let mut probs = vec![1.0 / n_choices as f64; n_choices];
+        normalise(&mut probs);
+        let log_probs_by_choice = probs.iter().map(|p| p.ln()).collect();
+        return Dim::Categorical(Categorical {
+            n_choices,
+            probs,
+            log_probs_by_choice,
+        });
+    }
+    let n_k = obs.len() + 1;
+    let share = params.prior_weight / n_k as f64;
+    // Observation rows differ only in the observed choice: normalise one
+    // row per choice (templates[c], the prior's row last) and copy.
+    let mut templates = vec![share; (n_choices + 1) * n_choices];
+    for (c, row) in templates.chunks_exact_mut(n_choices).enumerate() {
+        if c < n_choices {
+            row[c] += 1.0;
+        }
+        normalise(row);
+    }
+    let log_templates: Vec<f64> = templates.iter().map(|p| p.ln()).collect();
+    let template_of = |k: usize| obs.get(k).map_or(n_choices, |&o| o as usize);
+    let mut probs = Vec::with_capacity(n_k * n_choices);
+    for k in 0..n_k {
+        let t = template_of(k);
+        probs.extend_from_slice(&templates[t * n_choices..(t + 1) * n_choices]);
+    }
+    let mut log_probs_by_choice = vec![0.0; n_k * n_choices];
+    for (c, col) in log_probs_by_choice.chunks_exact_mut(n_k).enumerate() {
+        for (k, v) in col.iter_mut().enumerate() {
+            *v = log_templates[template_of(k) * n_choices + c];
+        }
+    }
+    Dim::Categorical(Categorical {
+        n_choices,
+        probs,
+        log_probs_by_choice,
+    })
 }
 
 fn numeric(
@@ -955,22 +1041,30 @@ fn numeric(
     high: f64,
     log: bool,
     step: Option<f64>,
-    obs: &[f64],
+    centres: &[f64],
+    order: &[u32],
     params: ParzenParams,
 ) -> Numeric {
     let (mut a_low, mut a_high) = match step {
         Some(s) => (low - s / 2.0, high + s / 2.0),
         None => (low, high),
     };
-    let mut mu: Vec<f64> = if log {
+    if log {
         a_low = a_low.ln();
         a_high = a_high.ln();
-        obs.iter().map(|o| o.ln()).collect()
-    } else {
-        obs.to_vec()
-    };
-    let mut sigma = kernel_sigmas(&mu, a_low, a_high, params);
-    mu.push(0.5 * (a_low + a_high));
+    }
+    let mut mu = Vec::with_capacity(centres.len() + 1);
+    mu.extend_from_slice(centres);
+    let mut sigma = kernel_sigmas(&mu, order, a_low, a_high, params);
+    // The prior kernel (index n) goes after every centre it does not
+    // precede, as a stable sort would place it.
+    let prior = 0.5 * (a_low + a_high);
+    let at = order.partition_point(|&k| total_key(mu[k as usize]) <= total_key(prior));
+    let mut full_order = Vec::with_capacity(order.len() + 1);
+    full_order.extend_from_slice(&order[..at]);
+    full_order.push(order.len() as u32);
+    full_order.extend_from_slice(&order[at..]);
+    mu.push(prior);
     sigma.push(a_high - a_low);
 
     let mut d = Numeric {
@@ -992,6 +1086,7 @@ fn numeric(
         ln_sigma: Vec::new(),
         log_norm: Vec::new(),
         max_ln_width: f64::NEG_INFINITY,
+        order: full_order,
     };
     if step.is_none() {
         d.inv_sigma = d.sigma.iter().map(|s| 1.0 / s).collect();
@@ -1008,21 +1103,29 @@ fn numeric(
                 })
                 .collect();
     } else {
-        let mut keyed: Vec<(u64, u64, u32)> = (0..d.mu.len())
-            .map(|i| (total_key(d.mu[i]), total_key(d.sigma[i]), i as u32))
-            .collect();
-        keyed.sort_unstable();
+        // Kernels with the same centre are adjacent in centre order and
+        // share at most three widths (the run's two ends and the clipped
+        // minimum between them): compute each (centre, width) pair once.
         d.uniq_of = vec![0; d.mu.len()];
-        for i in keyed.into_iter().map(|(_, _, i)| i as usize) {
+        let mut run = (u64::MAX, 0); // centre key, first unique entry of its run
+        for &i in &d.order {
+            let i = i as usize;
             let (m, s) = (d.mu[i], d.sigma[i]);
-            if d.uniq_mu.last() != Some(&m) || d.uniq_sigma.last() != Some(&s) {
-                d.uniq_mu.push(m);
-                d.uniq_sigma.push(s);
-                d.uniq_log_sigma.push(s.ln());
-                d.uniq_log_norm
-                    .push(log_gauss_mass((a_low - m) / s, (a_high - m) / s));
+            if total_key(m) != run.0 {
+                run = (total_key(m), d.uniq_mu.len());
             }
-            d.uniq_of[i] = (d.uniq_mu.len() - 1) as u32;
+            let same = (run.1..d.uniq_mu.len()).find(|&u| d.uniq_sigma[u].to_bits() == s.to_bits());
+            d.uniq_of[i] = match same {
+                Some(u) => u as u32,
+                None => {
+                    d.uniq_mu.push(m);
+                    d.uniq_sigma.push(s);
+                    d.uniq_log_sigma.push(s.ln());
+                    d.uniq_log_norm
+                        .push(log_gauss_mass((a_low - m) / s, (a_high - m) / s));
+                    (d.uniq_mu.len() - 1) as u32
+                }
+            };
         }
         d.ln_sigma = d
             .uniq_of
@@ -1045,9 +1148,22 @@ fn numeric(
     d
 }
 
-/// `f64::total_cmp`'s order as an unsigned integer order.
+/// A kernel's centre for an observation's internal value: its log for log
+/// dimensions (kernels live in log space there), the value itself
+/// otherwise (a categorical's choice index included).
+pub fn kernel_centre(dist: &Distribution, internal: f64) -> f64 {
+    match dist {
+        Distribution::Float { log: true, .. } | Distribution::Int { log: true, .. } => {
+            internal.ln()
+        }
+        _ => internal,
+    }
+}
+
+/// `f64::total_cmp`'s order as an unsigned integer order: sorting centres by
+/// this key (ties by index) is [`centre_order`].
 #[inline]
-fn total_key(v: f64) -> u64 {
+pub fn total_key(v: f64) -> u64 {
     let b = v.to_bits();
     if b >> 63 == 1 { !b } else { b | (1 << 63) }
 }
@@ -1055,7 +1171,7 @@ fn total_key(v: f64) -> u64 {
 /// Indices of `values` in increasing `total_cmp` order, equal values in
 /// index order (a stable sort), sorting plain integer keys (several times
 /// faster than an index sort that compares through the slice).
-fn sorted_order(values: &[f64]) -> Vec<u32> {
+pub fn centre_order(values: &[f64]) -> Vec<u32> {
     let mut keyed: Vec<(u64, u32)> = values
         .iter()
         .enumerate()
@@ -1068,12 +1184,17 @@ fn sorted_order(values: &[f64]) -> Vec<u32> {
 /// Optuna's `compute_sigmas`: the larger gap to a sorted neighbour (the range
 /// ends count as neighbours), optionally not for the two extreme kernels,
 /// clipped to `[range / min(100, n + 2), range]` with the magic clip.
-fn kernel_sigmas(mus: &[f64], low: f64, high: f64, params: ParzenParams) -> Vec<f64> {
+fn kernel_sigmas(
+    mus: &[f64],
+    order: &[u32],
+    low: f64,
+    high: f64,
+    params: ParzenParams,
+) -> Vec<f64> {
     let n = mus.len();
     if n == 0 {
         return Vec::new();
     }
-    let order = sorted_order(mus);
     let mut sorted = Vec::with_capacity(n + 2);
     sorted.push(low);
     sorted.extend(order.iter().map(|&i| mus[i as usize]));
@@ -1091,7 +1212,9 @@ fn kernel_sigmas(mus: &[f64], low: f64, high: f64, params: ParzenParams) -> Vec<
     } else {
         1e-12
     };
-    let mut sigmas = vec![0.0; n];
+    // One spare slot: the caller appends the prior kernel's width.
+    let mut sigmas = Vec::with_capacity(n + 1);
+    sigmas.resize(n, 0.0);
     for (rank, &i) in order.iter().enumerate() {
         sigmas[i as usize] = sorted_sigmas[rank].clamp(min_sigma, max_sigma);
     }
@@ -1200,7 +1323,8 @@ mod tests {
     fn sigmas_follow_optuna() {
         // mus 0.2, 0.5, 0.6 in [0, 1]: gaps with endpoints, extremes use the
         // inner neighbour, min sigma = 1 / (1 + 4) = 0.2.
-        let s = kernel_sigmas(&[0.5, 0.2, 0.6], 0.0, 1.0, P);
+        let mus = [0.5, 0.2, 0.6];
+        let s = kernel_sigmas(&mus, &centre_order(&mus), 0.0, 1.0, P);
         assert_eq!(s, vec![0.3, 0.3, 0.2]);
     }
 
