@@ -7,9 +7,12 @@ crates/hpo-sampler/benches/common/mod.rs), and runs the quality functions
 (Hartmann6, Branin, 10-D Styblinski-Tang with 5 integer dimensions) with
 `TPESampler(seed=s)` for N trials per seed. Prints the same line format as
 the Rust example `sampler_bench`: `timing optuna HISTORY MEDIAN_US MEAN_US`
-and `quality FUNCTION optuna BEST,BEST,...`.
+and `quality FUNCTION optuna BEST,BEST,...`. `timing optuna-steady` is the
+steady state of a running study (TPE's own history; see
+`time_ask_tell_steady`), as `sampler_bench`'s `-steady` timings.
 
 Usage: python optuna_bench.py [--seeds 50] [--seeds-other 50] [--trials 100] [--reps 20]
+                              [--skip-quality] [--skip-steady]
 """
 
 from __future__ import annotations
@@ -74,6 +77,25 @@ def time_ask_tell(n: int, reps: int) -> dict:
             "mean_us": sum(samples) / len(samples)}
 
 
+def time_ask_tell_steady(n: int, reps: int) -> dict:
+    """The steady state of a running study: TPE first runs the study from
+    nothing up to n trials (unmeasured), so the history is its own, then
+    reps more asks are timed."""
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=1))
+    for _ in range(n):
+        trial = study.ask(fixed_distributions=SPACE6)
+        study.tell(trial, objective6(trial.params))
+    samples = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        trial = study.ask(fixed_distributions=SPACE6)
+        study.tell(trial, objective6(trial.params))
+        samples.append((time.perf_counter() - start) * 1e6)
+    samples = sorted(samples)
+    return {"history": n, "median_us": samples[len(samples) // 2],
+            "mean_us": sum(samples) / len(samples)}
+
+
 def hartmann6(trial) -> float:
     alpha = [1.0, 1.2, 3.0, 3.2]
     a = [[10, 3, 17, 3.5, 1.7, 8], [0.05, 10, 17, 0.1, 8, 14],
@@ -109,12 +131,18 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--skip-quality", action="store_true")
+    ap.add_argument("--skip-steady", action="store_true",
+                    help="skip the steady-state timings (a study run up to each size first)")
     args = ap.parse_args()
 
     print(f"version optuna {optuna.__version__}", flush=True)
     for n in (100, 500, 1000):
         t = time_ask_tell(n, args.reps)
         print(f"timing optuna {n} {t['median_us']:.3f} {t['mean_us']:.3f}", flush=True)
+    if not args.skip_steady:
+        for n in (100, 500, 1000):
+            t = time_ask_tell_steady(n, args.reps)
+            print(f"timing optuna-steady {n} {t['median_us']:.3f} {t['mean_us']:.3f}", flush=True)
     if not args.skip_quality:
         for name, f, seeds in (("hartmann6", hartmann6, args.seeds),
                                ("branin", branin, args.seeds_other),

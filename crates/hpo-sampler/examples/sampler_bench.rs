@@ -8,7 +8,10 @@
 //! cargo run --release -p hpo-sampler --example sampler_bench -- [--seeds 50]
 //!     [--seed-offset 0] [--trials 100] [--reps 200] [--candidates N] [--skip-random]
 //!     [--fresh]  (a new sampler per ask, as `memtune ask` runs)
-//!     [--warmup W]  (unmeasured asks first; default: the history size)
+//!
+//! Timings come in two regimes: `tpe-N` on a history of random trials (the
+//! regime of the Optuna figure) and `tpe-N-steady` on the
+//! sampler's own last trials (see `time_ask_tell`).
 
 #[path = "../benches/common/mod.rs"]
 mod common;
@@ -32,21 +35,25 @@ fn arg(name: &str, default: usize) -> usize {
 
 /// Median and mean microseconds of one ask + tell at history size `n`, on
 /// a sliding history (`common::SlidingHistory`: each tell joins, the
-/// oldest trial leaves), after `warmup` unmeasured asks (`None`: `n`, so
-/// the history is the sampler's own last `n` trials, a running study's
-/// steady state; a few: mostly the random starting history).
-/// `fresh`: a new sampler for every ask, as `memtune ask` runs (nothing is
-/// reused across asks).
+/// oldest trial leaves). `steady`: the history is the sampler's own
+/// trials (it first runs a study from nothing up to `n` trials, unmeasured),
+/// a running study's steady state, where its trials cluster; otherwise
+/// `n` random trials (after 10 unmeasured asks), the regime of the issue's
+/// Optuna figure. `fresh`: a new sampler for every ask, as `memtune ask`
+/// runs (nothing is reused across asks).
 fn time_ask_tell(
     n: usize,
     reps: usize,
     candidates: usize,
     fresh: bool,
-    warmup: Option<usize>,
+    steady: bool,
 ) -> (f64, f64) {
-    let warmup = warmup.unwrap_or(n);
     let space = common::space6();
-    let mut history = common::SlidingHistory::new(n, 7);
+    let (mut history, warmup) = if steady {
+        (common::SlidingHistory::empty(n), n)
+    } else {
+        (common::SlidingHistory::new(n, 7), 10)
+    };
     let config = TpeConfig {
         seed: Some(1),
         n_ei_candidates: candidates,
@@ -111,18 +118,17 @@ fn main() {
     let candidates = arg("--candidates", TpeConfig::default().n_ei_candidates);
 
     let fresh = std::env::args().any(|a| a == "--fresh");
-    let warmup = std::env::args()
-        .any(|a| a == "--warmup")
-        .then(|| arg("--warmup", 0));
     let label = format!("tpe-{candidates}");
-    let timing_label = if fresh {
-        format!("{label}-fresh")
-    } else {
-        label.clone()
-    };
-    for n in [100usize, 500, 1000] {
-        let (median, mean) = time_ask_tell(n, reps, candidates, fresh, warmup);
-        println!("timing {timing_label} {n} {median:.3} {mean:.3}");
+    for steady in [false, true] {
+        let timing_label = format!(
+            "{label}{}{}",
+            if steady { "-steady" } else { "" },
+            if fresh { "-fresh" } else { "" }
+        );
+        for n in [100usize, 500, 1000] {
+            let (median, mean) = time_ask_tell(n, reps, candidates, fresh, steady);
+            println!("timing {timing_label} {n} {median:.3} {mean:.3}");
+        }
     }
     let functions: [(&str, Objective); 3] = [
         ("hartmann6", functions::hartmann6),

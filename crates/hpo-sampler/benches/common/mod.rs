@@ -112,6 +112,15 @@ impl SlidingHistory {
         }
     }
 
+    /// No trials yet: the history grows to `n` before trials leave it.
+    pub fn empty(n: usize) -> Self {
+        SlidingHistory {
+            trials: Vec::new(),
+            start: 0,
+            n,
+        }
+    }
+
     pub fn view(&self) -> &[FrozenTrial] {
         &self.trials[self.start..]
     }
@@ -121,10 +130,12 @@ impl SlidingHistory {
         self.trials.last().map_or(0, |t| t.number + 1)
     }
 
-    /// Append a finished trial and drop the oldest.
+    /// Append a finished trial and drop the oldest once there are `n`.
     pub fn tell(&mut self, trial: FrozenTrial) {
         self.trials.push(trial);
-        self.start += 1;
+        if self.trials.len() - self.start > self.n {
+            self.start += 1;
+        }
     }
 
     /// Free the trials that left the window (outside any timed region).
