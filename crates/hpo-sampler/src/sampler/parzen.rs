@@ -315,65 +315,113 @@ impl Parzen {
     /// `memos` (from this estimator's [`Parzen::cell_memos`]) for later
     /// samples with the same values, in this call or later ones.
     pub fn log_pdf_with(&self, samples: &[Vec<f64>], memos: &mut CellMemos) -> Vec<f64> {
-        let n_k = self.n_kernels();
+        let mut scratch = Scratch::default();
         let n_s = samples.first().map_or(0, Vec::len);
-        let prior = n_k - 1;
-        let mut alive: Vec<u32> = Vec::with_capacity(n_k);
-        let mut acc: Vec<f64> = Vec::with_capacity(n_k);
-        let mut ub: Vec<f64> = Vec::with_capacity(n_k);
-        let memos = &mut memos.0;
-        debug_assert_eq!(memos.len(), self.dims.len());
         (0..n_s)
-            .map(|i| {
-                let xs = |d: usize| samples[d][i];
-                let l = self.log_weights[prior]
-                    + self
-                        .dims
-                        .iter()
-                        .zip(memos.iter_mut())
-                        .enumerate()
-                        .map(|(d, (dim, memo))| match (dim, memo) {
-                            (Dim::Numeric(num), Some(memo)) => memo.term(num, xs(d), prior),
-                            _ => kernel_term(dim, n_k, prior, xs(d)),
-                        })
-                        .sum::<f64>();
-                let cut = if l.is_nan() {
-                    f64::NEG_INFINITY
-                } else {
-                    l - (DROP_BELOW_MAX + 1.0)
-                };
-                alive.clear();
-                acc.clear();
-                let rest = |j: usize| &self.rest_peak[(j + 1) * n_k..(j + 2) * n_k];
-                for (j, &d) in self.visit.iter().enumerate() {
-                    let dim = &self.dims[d];
-                    if j == 0 {
-                        first_dim(
-                            dim,
-                            n_k,
-                            xs(d),
-                            &self.log_weights,
-                            rest(0),
-                            self.blocked.as_ref(),
-                            cut,
-                            &mut alive,
-                            &mut acc,
-                        );
-                        continue;
-                    }
-                    if is_discrete(dim) && !is_discrete(&self.dims[self.visit[j - 1]]) {
-                        // Before any exact cell mass: drop kernels that
-                        // the bounds of all discrete dimensions rule out.
-                        let bounds = self.visit[j..].iter().map(|&e| (&self.dims[e], xs(e)));
-                        retain_by_discrete_bounds(bounds, cut, &mut alive, &mut acc, &mut ub);
-                    }
-                    let memo = memos[d].as_mut();
-                    accumulate(dim, n_k, xs(d), rest(j), cut, memo, &mut alive, &mut acc);
-                    retain_above(cut, rest(j), &mut alive, &mut acc);
-                }
-                log_sum_exp(&acc)
-            })
+            .map(|i| self.log_pdf_at(samples, i, memos, &mut scratch))
             .collect()
+    }
+
+    /// [`Parzen::log_pdf_with`] of sample `i` alone.
+    pub fn log_pdf_at(
+        &self,
+        samples: &[Vec<f64>],
+        i: usize,
+        memos: &mut CellMemos,
+        scratch: &mut Scratch,
+    ) -> f64 {
+        let prior = self.prior_term(samples, i, memos);
+        let cut = if prior.is_nan() {
+            f64::NEG_INFINITY
+        } else {
+            prior - (DROP_BELOW_MAX + 1.0)
+        };
+        log_sum_exp(self.terms_reaching(samples, i, cut, memos, scratch))
+    }
+
+    /// Whether some kernel's log term (weight included) at sample `i` is
+    /// above `threshold`: then the log-density is too (it is at least its
+    /// largest term), without summing every kernel that counts in it. Only
+    /// kernels that can reach the threshold are visited, usually a handful.
+    pub fn any_term_above(
+        &self,
+        samples: &[Vec<f64>],
+        i: usize,
+        threshold: f64,
+        memos: &mut CellMemos,
+        scratch: &mut Scratch,
+    ) -> bool {
+        self.prior_term(samples, i, memos) > threshold
+            || self
+                .terms_reaching(samples, i, threshold, memos, scratch)
+                .iter()
+                .any(|&t| t > threshold)
+    }
+
+    /// The prior kernel's exact log term at sample `i`.
+    fn prior_term(&self, samples: &[Vec<f64>], i: usize, memos: &mut CellMemos) -> f64 {
+        let n_k = self.n_kernels();
+        let prior = n_k - 1;
+        debug_assert_eq!(memos.0.len(), self.dims.len());
+        self.log_weights[prior]
+            + self
+                .dims
+                .iter()
+                .zip(memos.0.iter_mut())
+                .enumerate()
+                .map(|(d, (dim, memo))| match (dim, memo) {
+                    (Dim::Numeric(num), Some(memo)) => memo.term(num, samples[d][i], prior),
+                    _ => kernel_term(dim, n_k, prior, samples[d][i]),
+                })
+                .sum::<f64>()
+    }
+
+    /// The exact log terms (weight included) at sample `i` of the kernels
+    /// whose term can reach `cut`, and perhaps a few below it: every kernel
+    /// left out is provably below `cut`. Dimensions are visited cheapest
+    /// first; after each, kernels whose partial term plus the most the
+    /// remaining dimensions can add (`rest_peak`) is under `cut` go.
+    fn terms_reaching<'s>(
+        &self,
+        samples: &[Vec<f64>],
+        i: usize,
+        cut: f64,
+        memos: &mut CellMemos,
+        scratch: &'s mut Scratch,
+    ) -> &'s [f64] {
+        let n_k = self.n_kernels();
+        let xs = |d: usize| samples[d][i];
+        let Scratch { alive, acc, ub } = scratch;
+        alive.clear();
+        acc.clear();
+        let rest = |j: usize| &self.rest_peak[(j + 1) * n_k..(j + 2) * n_k];
+        for (j, &d) in self.visit.iter().enumerate() {
+            let dim = &self.dims[d];
+            if j == 0 {
+                first_dim(
+                    dim,
+                    n_k,
+                    xs(d),
+                    &self.log_weights,
+                    rest(0),
+                    self.blocked.as_ref(),
+                    cut,
+                    alive,
+                    acc,
+                );
+                continue;
+            }
+            if is_discrete(dim) && !is_discrete(&self.dims[self.visit[j - 1]]) {
+                // Before any exact cell mass: drop kernels that the bounds
+                // of all discrete dimensions rule out.
+                let bounds = self.visit[j..].iter().map(|&e| (&self.dims[e], xs(e)));
+                retain_by_discrete_bounds(bounds, cut, alive, acc, ub);
+            }
+            let memo = memos.0[d].as_mut();
+            accumulate(dim, n_k, xs(d), rest(j), cut, memo, alive, acc);
+            retain_above(cut, rest(j), alive, acc);
+        }
+        acc
     }
 
     /// The straightforward log-density: every kernel, every dimension.
@@ -576,6 +624,15 @@ fn accumulate(
 /// many floats per distinct value). Kernels share pairs: a discrete
 /// dimension has few values, so its kernels' centres repeat.
 const MEMO_MAX_UNIQUE: usize = 256;
+
+/// Buffers [`Parzen::log_pdf_at`] and [`Parzen::any_term_above`] reuse
+/// from one sample to the next.
+#[derive(Default)]
+pub struct Scratch {
+    alive: Vec<u32>,
+    acc: Vec<f64>,
+    ub: Vec<f64>,
+}
 
 /// Discrete cell masses an estimator has computed, per dimension (`None`
 /// where there is nothing to keep: continuous and categorical dimensions,
