@@ -48,7 +48,7 @@ pub fn default_weights(n: usize) -> Vec<f64> {
 /// TPE options. [`TpeConfig::optuna`] is exactly Optuna 5.0's
 /// `TPESampler()`; the `Default` differs in one measured way: 96 EI
 /// candidates instead of 24, which finds better optima in 100 trials on
-/// Hartmann6, Branin and Styblinski-Tang (docs/benchmarks-hpo-sampler.md)
+/// Hartmann6, Branin and Styblinski-Tang (docs/benchmarks.md)
 /// for a few hundred microseconds more per ask.
 #[derive(Debug, Clone)]
 pub struct TpeConfig {
