@@ -97,19 +97,14 @@ impl SpaceCache {
         let mut numbers: Vec<(u64, bool)> = Vec::with_capacity(trials.len());
         for t in trials {
             let cached = self.refresh(t, space);
-            let row = match cached {
-                true => self.rows[t.number as usize]
-                    .as_ref()
-                    .and_then(|c| c.centres.as_deref()),
-                false => None,
-            };
             let uncached;
-            let row = match (cached, row) {
-                (true, row) => row,
-                (false, _) => {
-                    uncached = centre_row(t, space);
-                    uncached.as_deref()
-                }
+            let row = if cached {
+                self.rows[t.number as usize]
+                    .as_ref()
+                    .and_then(|c| c.centres.as_deref())
+            } else {
+                uncached = centre_row(t, space);
+                uncached.as_deref()
             };
             if let Some(row) = row {
                 for (col, v) in centres.iter_mut().zip(row) {
