@@ -31,6 +31,8 @@ pub(crate) struct SpaceCache {
     /// Per dimension: `(centre key, trial number)` of every cached trial
     /// that has the whole space, sorted; empty for categoricals.
     sorted: Vec<Vec<(u64, u64)>>,
+    /// Which dimensions have sorted lists (the numeric ones).
+    numeric: Vec<bool>,
     /// Entries to add to `sorted`, merged in before it is read (so that
     /// filling an empty cache sorts once instead of inserting one by one).
     pending: Vec<Vec<(u64, u64)>>,
@@ -87,6 +89,10 @@ impl SpaceCache {
         if self.sorted.len() != space.len() {
             self.sorted = vec![Vec::new(); space.len()];
             self.pending = vec![Vec::new(); space.len()];
+            self.numeric = space
+                .iter()
+                .map(|(_, d)| !matches!(d, Distribution::Categorical { .. }))
+                .collect();
         }
         // (Not `vec![Vec::with_capacity(..); n]`: clones drop the capacity.)
         let mut centres: Vec<Vec<f64>> = (0..space.len())
@@ -158,14 +164,21 @@ impl SpaceCache {
 
     fn index(&mut self, number: u64, centres: Option<&[f64]>) {
         let Some(centres) = centres else { return };
-        for (pending, &c) in self.pending.iter_mut().zip(centres) {
+        for ((pending, &c), _) in self
+            .pending
+            .iter_mut()
+            .zip(centres)
+            .zip(&self.numeric)
+            .filter(|(_, n)| **n)
+        {
             pending.push((total_key(c), number));
         }
     }
 
     fn unindex(&mut self, number: u64, centres: Option<&[f64]>) {
         let Some(centres) = centres else { return };
-        for ((list, pending), &c) in self.sorted.iter_mut().zip(&mut self.pending).zip(centres) {
+        let lists = self.sorted.iter_mut().zip(&mut self.pending).zip(centres);
+        for (((list, pending), &c), _) in lists.zip(&self.numeric).filter(|(_, n)| **n) {
             let entry = (total_key(c), number);
             if let Some(at) = pending.iter().position(|e| *e == entry) {
                 pending.swap_remove(at);
