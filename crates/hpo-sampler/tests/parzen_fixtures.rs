@@ -51,7 +51,7 @@ fn log_densities_match_optuna() {
             .collect();
         let points: Vec<Vec<f64>> = order.iter().map(|k| floats(&case["points"][k])).collect();
         let n = obs[0].len();
-        let p = Parzen::new(&dist_refs, &obs, &default_weights(n), params);
+        let mut p = Parzen::new(&dist_refs, &obs, &default_weights(n), params);
         let got = p.log_pdf(&points);
         let want = floats(&case["log_pdf"]);
         assert_eq!(got.len(), want.len(), "{name}");

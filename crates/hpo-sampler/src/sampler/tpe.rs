@@ -10,7 +10,7 @@
 
 use super::Sampler;
 use super::observations::SpaceCache;
-use super::parzen::{CellMemos, Parzen, ParzenParams, Scratch};
+use super::parzen::{Evaluator, Parzen, ParzenParams};
 use super::random::sample_uniform;
 use crate::distribution::Distribution;
 use crate::rng::Rng;
@@ -138,7 +138,6 @@ struct Estimator {
     /// The trials it was built from (see [`set_key`]).
     key: Vec<(u64, u64, u64)>,
     parzen: Parzen,
-    memos: CellMemos,
 }
 
 /// What identifies a set of trials for reusing its estimator: each trial's
@@ -229,9 +228,14 @@ impl TpeSampler {
             let n_obs = obs.len();
             let mut w = weights(n_obs);
             w.truncate(n_obs);
-            let parzen = Parzen::from_centres(&dists, &obs.centres, &obs.orders, &w, params);
-            let memos = parzen.cell_memos();
-            *slot = Some(Estimator { key, parzen, memos });
+            // The new estimator inherits the cell masses its predecessor
+            // computed.
+            let cells = slot
+                .take()
+                .map(|e| e.parzen.into_cells())
+                .unwrap_or_default();
+            let parzen = Parzen::from_centres(&dists, &obs.centres, &obs.orders, &w, params, cells);
+            *slot = Some(Estimator { key, parzen });
         }
         let (Some(below), Some(above)) = (&mut cached.below, &mut cached.above) else {
             unreachable!("both estimators were just set");
@@ -239,8 +243,9 @@ impl TpeSampler {
         let samples = below
             .parzen
             .sample(&mut self.rng, self.config.n_ei_candidates.max(1));
-        let l = below.parzen.log_pdf_with(&samples, &mut below.memos);
-        let best = best_candidate(&samples, &l, &above.parzen, &mut above.memos);
+        let l = below.parzen.log_pdf(&samples);
+        let best = best_candidate(&l, &mut above.parzen.evaluator(&samples));
+
         samples.iter().map(|column| column[best]).collect()
     }
 }
@@ -252,20 +257,17 @@ impl TpeSampler {
 /// Most candidates never need their `g`: it is at least any one kernel's
 /// term, so once a candidate `i` has a kernel whose term exceeds `l[i] -
 /// best` (with a margin for rounding), `i` cannot win. In a study's steady
-/// state one kernel carries most of `g` (it is within a nat of its largest
-/// term), and finding a kernel above such a threshold visits a handful of
-/// kernels where summing `g` visits hundreds. Candidates are tried in
-/// decreasing `l`, so the best is usually found first.
-fn best_candidate(samples: &[Vec<f64>], l: &[f64], above: &Parzen, memos: &mut CellMemos) -> usize {
-    let mut scratch = Scratch::default();
-    let acq = |i: usize, memos: &mut CellMemos, scratch: &mut Scratch| {
-        l[i] - above.log_pdf_at(samples, i, memos, scratch)
-    };
-    let mut best = (0, acq(0, memos, &mut scratch));
+/// state one kernel carries most of `g`, and [`Evaluator::likely_top`]
+/// finds it without any cell mass; its exact term then rules the
+/// candidate out or not. Candidates are tried in decreasing `l`, so the
+/// best is usually found first. The guess decides cost, never the result:
+/// a candidate it does not rule out gets its exact `g`.
+fn best_candidate(l: &[f64], above: &mut Evaluator<'_>) -> usize {
+    let mut best = (0, l[0] - above.log_pdf(0));
     if !best.1.is_finite() || l.iter().any(|v| !v.is_finite()) {
         // Infinite or NaN values: no bound to trust, scan them all.
-        for i in 1..l.len() {
-            let a = acq(i, memos, &mut scratch);
+        for (i, li) in l.iter().enumerate().skip(1) {
+            let a = li - above.log_pdf(i);
             if a > best.1 {
                 best = (i, a);
             }
@@ -276,11 +278,12 @@ fn best_candidate(samples: &[Vec<f64>], l: &[f64], above: &Parzen, memos: &mut C
     order.sort_by(|&a, &b| l[b].total_cmp(&l[a]).then(a.cmp(&b)));
     for i in order {
         let threshold = l[i] - best.1;
-        let margin = 1e-9 * (1.0 + threshold.abs());
-        if above.any_term_above(samples, i, threshold + margin, memos, &mut scratch) {
+        let limit = threshold + 1e-9 * (1.0 + threshold.abs());
+        let likely = above.likely_top(i);
+        if above.kernel_term(i, likely) > limit {
             continue;
         }
-        let a = acq(i, memos, &mut scratch);
+        let a = l[i] - above.log_pdf(i);
         if a > best.1 || (a == best.1 && i < best.0) {
             best = (i, a);
         }
@@ -783,9 +786,9 @@ mod tests {
                         .collect()
                 })
                 .collect();
-            let above = Parzen::new(&refs, &obs, &default_weights(n), params);
+            let mut above = Parzen::new(&refs, &obs, &default_weights(n), params);
             let below_obs: Vec<Vec<f64>> = obs.iter().map(|o| o[..n.min(8)].to_vec()).collect();
-            let below = Parzen::new(&refs, &below_obs, &default_weights(n.min(8)), params);
+            let mut below = Parzen::new(&refs, &below_obs, &default_weights(n.min(8)), params);
             let mut samples = below.sample(&mut rng, 24);
             for col in samples.iter_mut() {
                 col[17] = col[3];
@@ -799,7 +802,7 @@ mod tests {
                     want = i;
                 }
             }
-            let got = best_candidate(&samples, &l, &above, &mut above.cell_memos());
+            let got = best_candidate(&l, &mut above.evaluator(&samples));
             assert_eq!(got, want, "case {case}");
             screened_differently += usize::from(want != 0);
         }

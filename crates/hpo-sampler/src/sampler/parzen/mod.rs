@@ -1,0 +1,695 @@
+//! Optuna's `_ParzenEstimator`: a mixture of product kernels, one kernel per
+//! observation plus a prior kernel. Numeric dimensions use normal kernels
+//! truncated to the (log-transformed, step-widened) range; discrete ones
+//! integrate each kernel over the grid cell; categoricals use smoothed
+//! one-hot kernels.
+//!
+//! The log-density of a sample sums every kernel, as Optuna does, and is
+//! made cheap by layout rather than by skipping kernels: per-kernel
+//! constants are computed once per estimator, each dimension's
+//! contribution is a contiguous per-kernel slice, and one branch-free,
+//! vectorised pass ([`rows`]) adds them and takes the log-sum-exp. The
+//! expensive part, discrete cell masses, comes from a [`CellCache`] that an
+//! estimator hands on to the next one of the same search space
+//! ([`Parzen::into_cells`]), so a running study computes each (value,
+//! kernel) cell mass once rather than once per ask.
+//!
+//! [`Evaluator`] also gives single kernels' terms, with the same
+//! arithmetic, so that a caller can rule a sample out from a few kernels
+//! without its full density (the TPE's candidate screening).
+
+mod cells;
+mod rows;
+
+pub use cells::CellCache;
+use rows::{Part, argmax_row, log_density_row};
+
+use crate::distribution::Distribution;
+use crate::rng::Rng;
+use crate::special::{NORM_PDF_LOG_C, log_gauss_mass, truncnorm_ppf};
+use cells::FxHasher;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+
+/// The estimator's options (Optuna's `_ParzenEstimatorParameters`).
+#[derive(Debug, Clone, Copy)]
+pub struct ParzenParams {
+    pub prior_weight: f64,
+    pub consider_magic_clip: bool,
+    pub consider_endpoints: bool,
+}
+
+/// Numeric kernels in transformed space.
+struct Numeric {
+    /// Range bounds in the original space (samples are clipped to them).
+    low: f64,
+    high: f64,
+    /// Range bounds in transformed space (log, widened by half a step).
+    adapted_low: f64,
+    adapted_high: f64,
+    log: bool,
+    step: Option<f64>,
+    mu: Vec<f64>,
+    sigma: Vec<f64>,
+    /// Continuous only: `1 / sigma` and `-ln(sigma) - ln(mass) - ln(sqrt(2 pi))`.
+    inv_sigma: Vec<f64>,
+    konst: Vec<f64>,
+    /// Discrete only: each kernel's (centre, width) pair in the
+    /// dimension's [`CellCache`], and the log of its normalised density's
+    /// peak (for [`Part::CellBound`]).
+    pair: Vec<u32>,
+    peak: Vec<f64>,
+}
+
+impl Numeric {
+    fn transform(&self, x: f64) -> f64 {
+        if self.log { x.ln() } else { x }
+    }
+}
+
+struct Categorical {
+    n_choices: usize,
+    /// Row-major `[kernel][choice]` probabilities, for sampling.
+    probs: Vec<f64>,
+    /// Column-major `[choice][kernel]` log-probabilities, for densities.
+    log_probs_by_choice: Vec<f64>,
+}
+
+// One per dimension: boxing would only add indirection.
+#[allow(clippy::large_enum_variant)]
+enum Dim {
+    Numeric(Numeric),
+    Categorical(Categorical),
+}
+
+/// A Parzen estimator over a fixed, ordered list of dimensions.
+pub struct Parzen {
+    weights: Vec<f64>,
+    log_weights: Vec<f64>,
+    cum_weights: Vec<f64>,
+    dims: Vec<Dim>,
+    /// One per dimension (only discrete ones use theirs).
+    cells: Vec<CellCache>,
+}
+
+impl Parzen {
+    /// Build from observations (`obs[d][i]`: internal value of dimension `d`
+    /// in observation `i`) with per-observation weights (before the prior).
+    pub fn new(
+        dists: &[&Distribution],
+        obs: &[Vec<f64>],
+        obs_weights: &[f64],
+        params: ParzenParams,
+    ) -> Self {
+        let centres: Vec<Vec<f64>> = dists
+            .iter()
+            .zip(obs)
+            .map(|(d, o)| o.iter().map(|&v| kernel_centre(d, v)).collect())
+            .collect();
+        let orders: Vec<Vec<u32>> = dists
+            .iter()
+            .zip(&centres)
+            .map(|(d, c)| match d {
+                Distribution::Categorical { .. } => Vec::new(),
+                _ => centre_order(c),
+            })
+            .collect();
+        Self::from_centres(dists, &centres, &orders, obs_weights, params, Vec::new())
+    }
+
+    /// [`Parzen::new`] from what it derives first, for a caller that keeps
+    /// it across estimators: `centres[d][i]` is [`kernel_centre`] of the
+    /// observation, and `orders[d]` (numeric dimensions; empty for
+    /// categoricals) is [`centre_order`] of `centres[d]`. `cells` are an
+    /// earlier estimator's ([`Parzen::into_cells`]) over the same
+    /// distributions, or empty. The result is the same, bit for bit.
+    pub fn from_centres(
+        dists: &[&Distribution],
+        centres: &[Vec<f64>],
+        orders: &[Vec<u32>],
+        obs_weights: &[f64],
+        params: ParzenParams,
+        mut cells: Vec<CellCache>,
+    ) -> Self {
+        debug_assert!(
+            dists.iter().zip(centres).zip(orders).all(|((d, c), o)| {
+                matches!(d, Distribution::Categorical { .. }) || *o == centre_order(c)
+            }),
+            "orders must be the centres' order"
+        );
+        let n = obs_weights.len();
+        let mut weights: Vec<f64> = if n == 0 {
+            vec![1.0]
+        } else {
+            let mut w = Vec::with_capacity(n + 1);
+            w.extend_from_slice(obs_weights);
+            w.push(params.prior_weight);
+            w
+        };
+        let total: f64 = weights.iter().sum();
+        weights.iter_mut().for_each(|w| *w /= total);
+        let log_weights: Vec<f64> = weights.iter().map(|w| w.ln()).collect();
+        let mut acc = 0.0;
+        let cum_weights = weights
+            .iter()
+            .map(|w| {
+                acc += w;
+                acc
+            })
+            .collect();
+        cells.resize_with(dists.len(), CellCache::default);
+        let dims: Vec<Dim> = dists
+            .iter()
+            .zip(centres)
+            .zip(orders)
+            .zip(&mut cells)
+            .map(|(((dist, c), o), cells)| build_dim(dist, c, o, params, cells))
+            .collect();
+        Parzen {
+            weights,
+            log_weights,
+            cum_weights,
+            dims,
+            cells,
+        }
+    }
+
+    /// The cell caches, for the next estimator of the same distributions.
+    pub fn into_cells(self) -> Vec<CellCache> {
+        self.cells
+    }
+
+    pub fn n_kernels(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// Draw `size` samples; returns `samples[d][i]` in internal representation.
+    pub fn sample(&self, rng: &mut Rng, size: usize) -> Vec<Vec<f64>> {
+        let last = self.cum_weights.len() - 1;
+        let active: Vec<usize> = (0..size)
+            .map(|_| {
+                let u = rng.next_f64();
+                self.cum_weights.partition_point(|c| *c <= u).min(last)
+            })
+            .collect();
+        self.dims
+            .iter()
+            .map(|dim| match dim {
+                Dim::Categorical(c) => active
+                    .iter()
+                    .map(|&k| {
+                        let row = &c.probs[k * c.n_choices..(k + 1) * c.n_choices];
+                        let u = rng.next_f64();
+                        let mut cum = 0.0;
+                        let mut idx = c.n_choices - 1;
+                        for (i, p) in row.iter().enumerate().take(c.n_choices - 1) {
+                            cum += p;
+                            if cum >= u {
+                                idx = i;
+                                break;
+                            }
+                        }
+                        idx as f64
+                    })
+                    .collect(),
+                Dim::Numeric(d) => active
+                    .iter()
+                    .map(|&k| {
+                        let (mu, sigma) = (d.mu[k], d.sigma[k]);
+                        let a = (d.adapted_low - mu) / sigma;
+                        let b = (d.adapted_high - mu) / sigma;
+                        let mut x = truncnorm_ppf(rng.next_f64(), a, b) * sigma + mu;
+                        if d.log {
+                            x = x.exp();
+                        }
+                        if let Some(step) = d.step {
+                            x = d.low + ((x - d.low) / step).round_ties_even() * step;
+                        }
+                        x.clamp(d.low, d.high)
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Log-density of each sample (`samples[d][i]`, internal representation).
+    pub fn log_pdf(&mut self, samples: &[Vec<f64>]) -> Vec<f64> {
+        let n_s = samples.first().map_or(0, Vec::len);
+        let mut ev = self.evaluator(samples);
+        (0..n_s).map(|i| ev.log_pdf(i)).collect()
+    }
+
+    /// Densities and kernel terms of `samples`, one sample at a time.
+    pub fn evaluator<'p>(&'p mut self, samples: &'p [Vec<f64>]) -> Evaluator<'p> {
+        let n_s = samples.first().map_or(0, Vec::len);
+        let discrete = self
+            .dims
+            .iter()
+            .zip(&mut self.cells)
+            .zip(samples)
+            .map(|((dim, cells), xs)| match dim {
+                Dim::Numeric(d) if d.step.is_some() => {
+                    let step = d.step.expect("discrete");
+                    let mut local: HashMap<u64, u32, BuildHasherDefault<FxHasher>> =
+                        HashMap::default();
+                    let mut rows = Vec::new();
+                    let of_sample = xs
+                        .iter()
+                        .map(|&x| {
+                            let next = rows.len() as u32;
+                            let at = *local.entry(x.to_bits()).or_insert(next);
+                            if at == next {
+                                rows.push(cells.row(x, step, d.log));
+                            }
+                            at
+                        })
+                        .collect();
+                    let expanded = vec![Vec::new(); rows.len()];
+                    DiscreteRows {
+                        of_sample,
+                        rows,
+                        expanded,
+                    }
+                }
+                _ => DiscreteRows::default(),
+            })
+            .collect();
+        Evaluator {
+            log_weights: &self.log_weights,
+            dims: &self.dims,
+            cells: &mut self.cells,
+            samples,
+            discrete,
+            row: Vec::with_capacity(self.weights.len()),
+            narrow: None,
+            n_samples: n_s,
+        }
+    }
+}
+
+/// A discrete dimension's rows in one evaluation: each sample's distinct
+/// value, that value's row in the cell cache, and its terms per kernel
+/// (filled when a full density first needs them).
+#[derive(Default)]
+struct DiscreteRows {
+    of_sample: Vec<u32>,
+    rows: Vec<u32>,
+    expanded: Vec<Vec<f64>>,
+}
+
+/// One estimator's densities at a fixed set of samples.
+pub struct Evaluator<'p> {
+    log_weights: &'p [f64],
+    dims: &'p [Dim],
+    cells: &'p mut [CellCache],
+    samples: &'p [Vec<f64>],
+    /// Per dimension (empty for all but discrete ones).
+    discrete: Vec<DiscreteRows>,
+    row: Vec<f64>,
+    /// The estimator in `f32`, made on the first [`Evaluator::likely_top`].
+    narrow: Option<Narrow>,
+    n_samples: usize,
+}
+
+/// An estimator's per-kernel arrays in `f32`, for guessing the largest
+/// term: `log_weights`, then per dimension `arrays[d]`: a continuous
+/// one's `[mu, inv_sigma, konst]`, a discrete one's `[mu, inv_sigma,
+/// peak]`, a categorical's `[log-probabilities by choice]`.
+struct Narrow {
+    log_weights: Vec<f32>,
+    arrays: Vec<[Vec<f32>; 3]>,
+    row: Vec<f32>,
+}
+
+impl Narrow {
+    fn new(log_weights: &[f64], dims: &[Dim]) -> Self {
+        let narrow = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+        let arrays = dims
+            .iter()
+            .map(|dim| match dim {
+                Dim::Categorical(c) => [narrow(&c.log_probs_by_choice), Vec::new(), Vec::new()],
+                Dim::Numeric(d) if d.step.is_none() => {
+                    [narrow(&d.mu), narrow(&d.inv_sigma), narrow(&d.konst)]
+                }
+                Dim::Numeric(d) => [narrow(&d.mu), narrow(&d.inv_sigma), narrow(&d.peak)],
+            })
+            .collect();
+        Narrow {
+            log_weights: narrow(log_weights),
+            arrays,
+            row: Vec::new(),
+        }
+    }
+}
+
+impl Evaluator<'_> {
+    pub fn n_samples(&self) -> usize {
+        self.n_samples
+    }
+
+    /// Sample `i`'s log-density.
+    pub fn log_pdf(&mut self, i: usize) -> f64 {
+        for ((dim, cells), rows) in self
+            .dims
+            .iter()
+            .zip(self.cells.iter_mut())
+            .zip(&mut self.discrete)
+        {
+            if let Dim::Numeric(d) = dim
+                && d.step.is_some()
+            {
+                let local = rows.of_sample[i] as usize;
+                if rows.expanded[local].is_empty() {
+                    cells.expand(rows.rows[local], &d.pair, &mut rows.expanded[local]);
+                }
+            }
+        }
+        let parts: Vec<Part<'_, f64>> = self
+            .dims
+            .iter()
+            .zip(&self.discrete)
+            .zip(self.samples)
+            .map(|((dim, rows), xs)| part(dim, rows, xs[i], i, self.log_weights.len()))
+            .collect();
+        log_density_row(self.log_weights, &parts, &mut self.row)
+    }
+
+    /// The kernel with the largest upper bound on its term at sample `i`
+    /// (exact in continuous and categorical dimensions, the cell-width
+    /// bound in discrete ones), computed in `f32`: a cheap guess at the
+    /// kernel that carries the density, without any cell mass.
+    pub fn likely_top(&mut self, i: usize) -> usize {
+        let n_k = self.log_weights.len();
+        let narrow = self
+            .narrow
+            .get_or_insert_with(|| Narrow::new(self.log_weights, self.dims));
+        let parts: Vec<Part<'_, f32>> = self
+            .dims
+            .iter()
+            .zip(&narrow.arrays)
+            .zip(self.samples)
+            .map(|((dim, [a, b, c]), xs)| match dim {
+                Dim::Categorical(_) => {
+                    let choice = xs[i] as usize;
+                    Part::Terms(&a[choice * n_k..(choice + 1) * n_k])
+                }
+                Dim::Numeric(d) if d.step.is_none() => Part::Continuous {
+                    x: d.transform(xs[i]) as f32,
+                    mu: a,
+                    inv_sigma: b,
+                    konst: c,
+                },
+                Dim::Numeric(d) => {
+                    let cell = cells::Cell::new(xs[i], d.step.expect("discrete"), d.log);
+                    Part::CellBound {
+                        centre: (0.5 * (cell.l + cell.r)) as f32,
+                        half: (0.5 * (cell.r - cell.l)) as f32,
+                        ln_width: cell.ln_width as f32,
+                        mu: a,
+                        inv_sigma: b,
+                        peak: c,
+                    }
+                }
+            })
+            .collect();
+        argmax_row(&narrow.log_weights, &parts, &mut narrow.row)
+    }
+
+    /// Kernel `k`'s log term (weight included) at sample `i`: the number
+    /// the full density adds for it, bit for bit (a discrete dimension's
+    /// term comes from the cell cache when its row is not expanded).
+    pub fn kernel_term(&mut self, i: usize, k: usize) -> f64 {
+        let n_k = self.log_weights.len();
+        let mut t = self.log_weights[k];
+        for (((dim, cells), rows), xs) in self
+            .dims
+            .iter()
+            .zip(self.cells.iter_mut())
+            .zip(&self.discrete)
+            .zip(self.samples)
+        {
+            t += match dim {
+                Dim::Numeric(d) if d.step.is_some() => {
+                    let local = rows.of_sample[i] as usize;
+                    match rows.expanded[local].get(k) {
+                        Some(&term) => term,
+                        None => cells.term(rows.rows[local], d.pair[k]),
+                    }
+                }
+                _ => part(dim, rows, xs[i], i, n_k).term(k),
+            };
+        }
+        t
+    }
+}
+
+/// Dimension `dim`'s part of sample `i`'s row (`x` its value there).
+fn part<'a>(dim: &'a Dim, rows: &'a DiscreteRows, x: f64, i: usize, n_k: usize) -> Part<'a, f64> {
+    match dim {
+        Dim::Categorical(c) => {
+            let choice = x as usize;
+            Part::Terms(&c.log_probs_by_choice[choice * n_k..(choice + 1) * n_k])
+        }
+        Dim::Numeric(d) if d.step.is_none() => Part::Continuous {
+            x: d.transform(x),
+            mu: &d.mu,
+            inv_sigma: &d.inv_sigma,
+            konst: &d.konst,
+        },
+        Dim::Numeric(_) => Part::Terms(&rows.expanded[rows.of_sample[i] as usize]),
+    }
+}
+
+/// A dimension's kernels from their centres (`kernel_centre` of each
+/// observation) and, for numeric dimensions, their `centre_order`.
+fn build_dim(
+    dist: &Distribution,
+    obs: &[f64],
+    order: &[u32],
+    params: ParzenParams,
+    cells: &mut CellCache,
+) -> Dim {
+    match dist {
+        Distribution::Categorical { choices } => categorical(choices.len(), obs, params),
+        Distribution::Float {
+            low,
+            high,
+            log,
+            step,
+        } => Dim::Numeric(numeric(*low, *high, *log, *step, obs, order, params, cells)),
+        Distribution::Int {
+            low,
+            high,
+            log,
+            step,
+        } => Dim::Numeric(numeric(
+            *low as f64,
+            *high as f64,
+            *log,
+            Some(*step as f64),
+            obs,
+            order,
+            params,
+            cells,
+        )),
+    }
+}
+
+/// Smoothed one-hot kernels: each observation's row is the prior's share
+/// on every choice plus one on the observed choice, normalised; the prior
+/// kernel is uniform.
+fn categorical(n_choices: usize, obs: &[f64], params: ParzenParams) -> Dim {
+    let normalise = |row: &mut [f64]| {
+        let s: f64 = row.iter().sum();
+        if s > 0.0 {
+            row.iter_mut().for_each(|v| *v /= s);
+        }
+    };
+    if obs.is_empty() {
+        let mut probs = vec![1.0 / n_choices as f64; n_choices];
+        normalise(&mut probs);
+        let log_probs_by_choice = probs.iter().map(|p| p.ln()).collect();
+        return Dim::Categorical(Categorical {
+            n_choices,
+            probs,
+            log_probs_by_choice,
+        });
+    }
+    let n_k = obs.len() + 1;
+    let share = params.prior_weight / n_k as f64;
+    // Observation rows differ only in the observed choice: normalise one
+    // row per choice (templates[c], the prior's row last) and copy.
+    let mut templates = vec![share; (n_choices + 1) * n_choices];
+    for (c, row) in templates.chunks_exact_mut(n_choices).enumerate() {
+        if c < n_choices {
+            row[c] += 1.0;
+        }
+        normalise(row);
+    }
+    let log_templates: Vec<f64> = templates.iter().map(|p| p.ln()).collect();
+    let template_of = |k: usize| obs.get(k).map_or(n_choices, |&o| o as usize);
+    let mut probs = Vec::with_capacity(n_k * n_choices);
+    for k in 0..n_k {
+        let t = template_of(k);
+        probs.extend_from_slice(&templates[t * n_choices..(t + 1) * n_choices]);
+    }
+    let mut log_probs_by_choice = vec![0.0; n_k * n_choices];
+    for (c, col) in log_probs_by_choice.chunks_exact_mut(n_k).enumerate() {
+        for (k, v) in col.iter_mut().enumerate() {
+            *v = log_templates[template_of(k) * n_choices + c];
+        }
+    }
+    Dim::Categorical(Categorical {
+        n_choices,
+        probs,
+        log_probs_by_choice,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn numeric(
+    low: f64,
+    high: f64,
+    log: bool,
+    step: Option<f64>,
+    centres: &[f64],
+    order: &[u32],
+    params: ParzenParams,
+    cells: &mut CellCache,
+) -> Numeric {
+    let (mut a_low, mut a_high) = match step {
+        Some(s) => (low - s / 2.0, high + s / 2.0),
+        None => (low, high),
+    };
+    if log {
+        a_low = a_low.ln();
+        a_high = a_high.ln();
+    }
+    let mut mu = Vec::with_capacity(centres.len() + 1);
+    mu.extend_from_slice(centres);
+    let mut sigma = kernel_sigmas(&mu, order, a_low, a_high, params);
+    mu.push(0.5 * (a_low + a_high));
+    sigma.push(a_high - a_low);
+    let mut d = Numeric {
+        low,
+        high,
+        adapted_low: a_low,
+        adapted_high: a_high,
+        log,
+        step,
+        mu,
+        sigma,
+        inv_sigma: Vec::new(),
+        konst: Vec::new(),
+        pair: Vec::new(),
+        peak: Vec::new(),
+    };
+    d.inv_sigma = d.sigma.iter().map(|s| 1.0 / s).collect();
+    if step.is_none() {
+        // Most kernels share the clipped minimum width: take its log once.
+        let mut last_ln = (f64::NAN, f64::NAN);
+        d.konst =
+            d.mu.iter()
+                .zip(&d.sigma)
+                .map(|(m, &s)| {
+                    if s.to_bits() != last_ln.0.to_bits() {
+                        last_ln = (s, s.ln());
+                    }
+                    -last_ln.1 - log_gauss_mass((a_low - m) / s, (a_high - m) / s) - NORM_PDF_LOG_C
+                })
+                .collect();
+    } else {
+        cells.trim();
+        // Kernels with the same centre are adjacent in centre order and
+        // mostly share the clipped minimum width: look a pair up only when
+        // it differs from the last one.
+        d.pair = vec![0; d.mu.len()];
+        d.peak = vec![0.0; d.mu.len()];
+        let mut last = (u64::MAX, u64::MAX, (0, 0.0));
+        let kernels = order.iter().map(|&k| k as usize).chain([d.mu.len() - 1]);
+        for k in kernels {
+            let (m, s) = (d.mu[k], d.sigma[k]);
+            if (m.to_bits(), s.to_bits()) != (last.0, last.1) {
+                last = (m.to_bits(), s.to_bits(), cells.pair(m, s, a_low, a_high));
+            }
+            (d.pair[k], d.peak[k]) = last.2;
+        }
+    }
+    d
+}
+
+/// A kernel's centre for an observation's internal value: its log for log
+/// dimensions (kernels live in log space there), the value itself
+/// otherwise (a categorical's choice index included).
+pub fn kernel_centre(dist: &Distribution, internal: f64) -> f64 {
+    match dist {
+        Distribution::Float { log: true, .. } | Distribution::Int { log: true, .. } => {
+            internal.ln()
+        }
+        _ => internal,
+    }
+}
+
+/// `f64::total_cmp`'s order as an unsigned integer order: sorting centres by
+/// this key (ties by index) is [`centre_order`].
+#[inline]
+pub fn total_key(v: f64) -> u64 {
+    let b = v.to_bits();
+    if b >> 63 == 1 { !b } else { b | (1 << 63) }
+}
+
+/// Indices of `values` in increasing `total_cmp` order, equal values in
+/// index order (a stable sort), sorting plain integer keys (several times
+/// faster than an index sort that compares through the slice).
+pub fn centre_order(values: &[f64]) -> Vec<u32> {
+    let mut keyed: Vec<(u64, u32)> = values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| (total_key(v), i as u32))
+        .collect();
+    keyed.sort_unstable();
+    keyed.into_iter().map(|(_, i)| i).collect()
+}
+
+/// Optuna's `compute_sigmas`: the larger gap to a sorted neighbour (the range
+/// ends count as neighbours), optionally not for the two extreme kernels,
+/// clipped to `[range / min(100, n + 2), range]` with the magic clip.
+fn kernel_sigmas(
+    mus: &[f64],
+    order: &[u32],
+    low: f64,
+    high: f64,
+    params: ParzenParams,
+) -> Vec<f64> {
+    let n = mus.len();
+    if n == 0 {
+        return Vec::with_capacity(1);
+    }
+    let mut sorted = Vec::with_capacity(n + 2);
+    sorted.push(low);
+    sorted.extend(order.iter().map(|&i| mus[i as usize]));
+    sorted.push(high);
+    let mut sorted_sigmas: Vec<f64> = (1..=n)
+        .map(|i| (sorted[i] - sorted[i - 1]).max(sorted[i + 1] - sorted[i]))
+        .collect();
+    if !params.consider_endpoints && sorted.len() >= 4 {
+        sorted_sigmas[0] = sorted[2] - sorted[1];
+        sorted_sigmas[n - 1] = sorted[n] - sorted[n - 1];
+    }
+    let max_sigma = high - low;
+    let min_sigma = if params.consider_magic_clip {
+        (high - low) / (100.0f64).min(1.0 + (n + 1) as f64)
+    } else {
+        1e-12
+    };
+    // One spare slot: the caller appends the prior kernel's width.
+    let mut sigmas = Vec::with_capacity(n + 1);
+    sigmas.resize(n, 0.0);
+    for (rank, &i) in order.iter().enumerate() {
+        sigmas[i as usize] = sorted_sigmas[rank].clamp(min_sigma, max_sigma);
+    }
+    sigmas
+}
+
+#[cfg(test)]
+mod tests;
