@@ -229,12 +229,10 @@ impl TpeSampler {
             let mut w = weights(n_obs);
             w.truncate(n_obs);
             // The new estimator inherits the cell masses its predecessor
-            // computed.
-            let cells = slot
-                .take()
-                .map(|e| e.parzen.into_cells())
-                .unwrap_or_default();
-            let parzen = Parzen::from_centres(&dists, &obs.centres, &obs.orders, &w, params, cells);
+            // computed, and its log weights if they are the same.
+            let recycled = slot.take().map(|e| e.parzen.recycle()).unwrap_or_default();
+            let parzen =
+                Parzen::from_centres(&dists, &obs.centres, &obs.orders, &w, params, recycled);
             *slot = Some(Estimator { key, parzen });
         }
         let (Some(below), Some(above)) = (&mut cached.below, &mut cached.above) else {

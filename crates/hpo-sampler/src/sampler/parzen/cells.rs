@@ -10,7 +10,9 @@
 //! values, and most widths are the magic clip's minimum. [`CellCache`]
 //! therefore keeps every term it computes, by (value, centre, width), for
 //! as long as the estimators of one search space live; an estimator
-//! refers to its kernels' (centre, width) pairs by id into it.
+//! refers to its kernels' (centre, width) pairs by id into it. Continuous
+//! dimensions use the pairs alone, for the truncation normaliser of
+//! kernels near an end of the range (erfc again).
 
 use crate::special::{NORM_PDF_LOG_C, log_gauss_mass};
 use std::collections::HashMap;

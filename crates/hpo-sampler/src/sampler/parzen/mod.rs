@@ -11,8 +11,10 @@
 //! vectorised pass ([`rows`]) adds them and takes the log-sum-exp. The
 //! expensive part, discrete cell masses, comes from a [`CellCache`] that an
 //! estimator hands on to the next one of the same search space
-//! ([`Parzen::into_cells`]), so a running study computes each (value,
-//! kernel) cell mass once rather than once per ask.
+//! ([`Parzen::recycle`]), so a running study computes each (value,
+//! kernel) cell mass once rather than once per ask; the log weights are
+//! handed on too, and reused when the next estimator's weights are the
+//! same (a study of constant size).
 //!
 //! [`Evaluator`] also gives single kernels' terms, with the same
 //! arithmetic, so that a caller can rule a sample out from a few kernels
@@ -26,7 +28,7 @@ use rows::{Part, argmax_row, log_density_row};
 
 use crate::distribution::Distribution;
 use crate::rng::Rng;
-use crate::special::{NORM_PDF_LOG_C, log_gauss_mass, truncnorm_ppf};
+use crate::special::{NORM_PDF_LOG_C, truncnorm_ppf};
 use cells::FxHasher;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -69,8 +71,12 @@ impl Numeric {
 
 struct Categorical {
     n_choices: usize,
-    /// Row-major `[kernel][choice]` probabilities, for sampling.
-    probs: Vec<f64>,
+    /// Row-major `[template][choice]` probabilities: an observation's row
+    /// depends only on its choice (template `c`), the prior's is uniform
+    /// (template `n_choices`).
+    templates: Vec<f64>,
+    /// Each kernel's template.
+    template: Vec<u32>,
     /// Column-major `[choice][kernel]` log-probabilities, for densities.
     log_probs_by_choice: Vec<f64>,
 }
@@ -90,6 +96,69 @@ pub struct Parzen {
     dims: Vec<Dim>,
     /// One per dimension (only discrete ones use theirs).
     cells: Vec<CellCache>,
+    /// The observation weights the log weights were made from.
+    obs_weights: Vec<f64>,
+    prior_weight: f64,
+}
+
+/// What an estimator hands on to the next one over the same
+/// distributions ([`Parzen::recycle`]): its cell caches, and its weights
+/// with what they were made from.
+#[derive(Default)]
+pub struct Recycled {
+    cells: Vec<CellCache>,
+    weights: Option<Weights>,
+}
+
+struct Weights {
+    obs_weights: Vec<f64>,
+    prior_weight: f64,
+    weights: Vec<f64>,
+    log_weights: Vec<f64>,
+    cum_weights: Vec<f64>,
+}
+
+impl Weights {
+    /// The mixture weights: the observations' then the prior's,
+    /// normalised (a lone prior when there are no observations).
+    fn new(obs_weights: &[f64], prior_weight: f64) -> Self {
+        let mut weights: Vec<f64> = if obs_weights.is_empty() {
+            vec![1.0]
+        } else {
+            let mut w = Vec::with_capacity(obs_weights.len() + 1);
+            w.extend_from_slice(obs_weights);
+            w.push(prior_weight);
+            w
+        };
+        let total: f64 = weights.iter().sum();
+        weights.iter_mut().for_each(|w| *w /= total);
+        let log_weights = weights.iter().map(|w| w.ln()).collect();
+        let mut acc = 0.0;
+        let cum_weights = weights
+            .iter()
+            .map(|w| {
+                acc += w;
+                acc
+            })
+            .collect();
+        Weights {
+            obs_weights: obs_weights.to_vec(),
+            prior_weight,
+            weights,
+            log_weights,
+            cum_weights,
+        }
+    }
+
+    fn made_from(&self, obs_weights: &[f64], prior_weight: f64) -> bool {
+        self.prior_weight.to_bits() == prior_weight.to_bits()
+            && self.obs_weights.len() == obs_weights.len()
+            && self
+                .obs_weights
+                .iter()
+                .zip(obs_weights)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+    }
 }
 
 impl Parzen {
@@ -114,22 +183,30 @@ impl Parzen {
                 _ => centre_order(c),
             })
             .collect();
-        Self::from_centres(dists, &centres, &orders, obs_weights, params, Vec::new())
+        Self::from_centres(
+            dists,
+            &centres,
+            &orders,
+            obs_weights,
+            params,
+            Recycled::default(),
+        )
     }
 
     /// [`Parzen::new`] from what it derives first, for a caller that keeps
     /// it across estimators: `centres[d][i]` is [`kernel_centre`] of the
     /// observation, and `orders[d]` (numeric dimensions; empty for
-    /// categoricals) is [`centre_order`] of `centres[d]`. `cells` are an
-    /// earlier estimator's ([`Parzen::into_cells`]) over the same
-    /// distributions, or empty. The result is the same, bit for bit.
+    /// categoricals) is [`centre_order`] of `centres[d]`. `recycled` is
+    /// what an earlier estimator over the same distributions left
+    /// ([`Parzen::recycle`]), or the default. The result is the same, bit
+    /// for bit.
     pub fn from_centres(
         dists: &[&Distribution],
         centres: &[Vec<f64>],
         orders: &[Vec<u32>],
         obs_weights: &[f64],
         params: ParzenParams,
-        mut cells: Vec<CellCache>,
+        recycled: Recycled,
     ) -> Self {
         debug_assert!(
             dists.iter().zip(centres).zip(orders).all(|((d, c), o)| {
@@ -137,26 +214,11 @@ impl Parzen {
             }),
             "orders must be the centres' order"
         );
-        let n = obs_weights.len();
-        let mut weights: Vec<f64> = if n == 0 {
-            vec![1.0]
-        } else {
-            let mut w = Vec::with_capacity(n + 1);
-            w.extend_from_slice(obs_weights);
-            w.push(params.prior_weight);
-            w
+        let Recycled { mut cells, weights } = recycled;
+        let w = match weights {
+            Some(w) if w.made_from(obs_weights, params.prior_weight) => w,
+            _ => Weights::new(obs_weights, params.prior_weight),
         };
-        let total: f64 = weights.iter().sum();
-        weights.iter_mut().for_each(|w| *w /= total);
-        let log_weights: Vec<f64> = weights.iter().map(|w| w.ln()).collect();
-        let mut acc = 0.0;
-        let cum_weights = weights
-            .iter()
-            .map(|w| {
-                acc += w;
-                acc
-            })
-            .collect();
         cells.resize_with(dists.len(), CellCache::default);
         let dims: Vec<Dim> = dists
             .iter()
@@ -166,17 +228,28 @@ impl Parzen {
             .map(|(((dist, c), o), cells)| build_dim(dist, c, o, params, cells))
             .collect();
         Parzen {
-            weights,
-            log_weights,
-            cum_weights,
+            weights: w.weights,
+            log_weights: w.log_weights,
+            cum_weights: w.cum_weights,
             dims,
             cells,
+            obs_weights: w.obs_weights,
+            prior_weight: w.prior_weight,
         }
     }
 
-    /// The cell caches, for the next estimator of the same distributions.
-    pub fn into_cells(self) -> Vec<CellCache> {
-        self.cells
+    /// What the next estimator over the same distributions can reuse.
+    pub fn recycle(self) -> Recycled {
+        Recycled {
+            cells: self.cells,
+            weights: Some(Weights {
+                obs_weights: self.obs_weights,
+                prior_weight: self.prior_weight,
+                weights: self.weights,
+                log_weights: self.log_weights,
+                cum_weights: self.cum_weights,
+            }),
+        }
     }
 
     pub fn n_kernels(&self) -> usize {
@@ -198,7 +271,8 @@ impl Parzen {
                 Dim::Categorical(c) => active
                     .iter()
                     .map(|&k| {
-                        let row = &c.probs[k * c.n_choices..(k + 1) * c.n_choices];
+                        let t = c.template[k] as usize;
+                        let row = &c.templates[t * c.n_choices..(t + 1) * c.n_choices];
                         let u = rng.next_f64();
                         let mut cum = 0.0;
                         let mut idx = c.n_choices - 1;
@@ -505,47 +579,49 @@ fn categorical(n_choices: usize, obs: &[f64], params: ParzenParams) -> Dim {
             row.iter_mut().for_each(|v| *v /= s);
         }
     };
-    if obs.is_empty() {
-        let mut probs = vec![1.0 / n_choices as f64; n_choices];
-        normalise(&mut probs);
-        let log_probs_by_choice = probs.iter().map(|p| p.ln()).collect();
-        return Dim::Categorical(Categorical {
-            n_choices,
-            probs,
-            log_probs_by_choice,
-        });
-    }
     let n_k = obs.len() + 1;
-    let share = params.prior_weight / n_k as f64;
+    let share = if obs.is_empty() {
+        1.0 / n_choices as f64
+    } else {
+        params.prior_weight / n_k as f64
+    };
     // Observation rows differ only in the observed choice: normalise one
-    // row per choice (templates[c], the prior's row last) and copy.
+    // row per choice (templates[c], the prior's row last) and index them.
     let mut templates = vec![share; (n_choices + 1) * n_choices];
     for (c, row) in templates.chunks_exact_mut(n_choices).enumerate() {
-        if c < n_choices {
+        if c < n_choices && !obs.is_empty() {
             row[c] += 1.0;
         }
         normalise(row);
     }
+    let template: Vec<u32> = obs
+        .iter()
+        .map(|&o| o as u32)
+        .chain([n_choices as u32])
+        .collect();
     let log_templates: Vec<f64> = templates.iter().map(|p| p.ln()).collect();
-    let template_of = |k: usize| obs.get(k).map_or(n_choices, |&o| o as usize);
-    let mut probs = Vec::with_capacity(n_k * n_choices);
-    for k in 0..n_k {
-        let t = template_of(k);
-        probs.extend_from_slice(&templates[t * n_choices..(t + 1) * n_choices]);
-    }
-    let mut log_probs_by_choice = vec![0.0; n_k * n_choices];
-    for (c, col) in log_probs_by_choice.chunks_exact_mut(n_k).enumerate() {
-        for (k, v) in col.iter_mut().enumerate() {
-            *v = log_templates[template_of(k) * n_choices + c];
-        }
+    let mut log_probs_by_choice = Vec::with_capacity(n_k * n_choices);
+    for c in 0..n_choices {
+        log_probs_by_choice.extend(
+            template
+                .iter()
+                .map(|&t| log_templates[t as usize * n_choices + c]),
+        );
     }
     Dim::Categorical(Categorical {
         n_choices,
-        probs,
+        templates,
+        template,
         log_probs_by_choice,
     })
 }
 
+/// A numeric dimension's kernels: Optuna's widths (see [`kernel_sigmas`])
+/// and, in one pass over the kernels in centre order, what the densities
+/// need of each: a continuous kernel's `1 / sigma` and log constant, a
+/// discrete kernel's pair in the cell cache (looked up only when the
+/// (centre, width) pair differs from the last one: equal centres are
+/// adjacent in this order and mostly share the clipped minimum width).
 #[allow(clippy::too_many_arguments)]
 fn numeric(
     low: f64,
@@ -565,12 +641,48 @@ fn numeric(
         a_low = a_low.ln();
         a_high = a_high.ln();
     }
-    let mut mu = Vec::with_capacity(centres.len() + 1);
+    let n_k = centres.len() + 1;
+    let mut mu = Vec::with_capacity(n_k);
     mu.extend_from_slice(centres);
     let mut sigma = kernel_sigmas(&mu, order, a_low, a_high, params);
     mu.push(0.5 * (a_low + a_high));
     sigma.push(a_high - a_low);
-    let mut d = Numeric {
+    let inv_sigma = sigma.iter().map(|s| 1.0 / s).collect();
+    let (mut konst, mut pair, mut peak) = (Vec::new(), Vec::new(), Vec::new());
+    let kernels = order.iter().map(|&k| k as usize).chain([n_k - 1]);
+    cells.trim();
+    if step.is_none() {
+        konst.resize(n_k, 0.0);
+        // (width bits, its log) of the last kernel.
+        let mut last = (u64::MAX, 0.0);
+        for k in kernels {
+            let (m, s) = (mu[k], sigma[k]);
+            // Far from both ends the truncation loses nothing: the
+            // normaliser's log is exactly 0 (as `log_gauss_mass` finds, with
+            // a margin for rounding). Near an end it needs erfc: the cache
+            // keeps it by (centre, width), which repeat from ask to ask.
+            konst[k] = if m - a_low > FAR * s && a_high - m > FAR * s {
+                if s.to_bits() != last.0 {
+                    last = (s.to_bits(), s.ln());
+                }
+                -last.1 - NORM_PDF_LOG_C
+            } else {
+                cells.pair(m, s, a_low, a_high).1
+            };
+        }
+    } else {
+        pair.resize(n_k, 0);
+        peak.resize(n_k, 0.0);
+        let mut last = (u64::MAX, u64::MAX, (0, 0.0));
+        for k in kernels {
+            let (m, s) = (mu[k], sigma[k]);
+            if (m.to_bits(), s.to_bits()) != (last.0, last.1) {
+                last = (m.to_bits(), s.to_bits(), cells.pair(m, s, a_low, a_high));
+            }
+            (pair[k], peak[k]) = last.2;
+        }
+    }
+    Numeric {
         low,
         high,
         adapted_low: a_low,
@@ -579,44 +691,17 @@ fn numeric(
         step,
         mu,
         sigma,
-        inv_sigma: Vec::new(),
-        konst: Vec::new(),
-        pair: Vec::new(),
-        peak: Vec::new(),
-    };
-    d.inv_sigma = d.sigma.iter().map(|s| 1.0 / s).collect();
-    if step.is_none() {
-        // Most kernels share the clipped minimum width: take its log once.
-        let mut last_ln = (f64::NAN, f64::NAN);
-        d.konst =
-            d.mu.iter()
-                .zip(&d.sigma)
-                .map(|(m, &s)| {
-                    if s.to_bits() != last_ln.0.to_bits() {
-                        last_ln = (s, s.ln());
-                    }
-                    -last_ln.1 - log_gauss_mass((a_low - m) / s, (a_high - m) / s) - NORM_PDF_LOG_C
-                })
-                .collect();
-    } else {
-        cells.trim();
-        // Kernels with the same centre are adjacent in centre order and
-        // mostly share the clipped minimum width: look a pair up only when
-        // it differs from the last one.
-        d.pair = vec![0; d.mu.len()];
-        d.peak = vec![0.0; d.mu.len()];
-        let mut last = (u64::MAX, u64::MAX, (0, 0.0));
-        let kernels = order.iter().map(|&k| k as usize).chain([d.mu.len() - 1]);
-        for k in kernels {
-            let (m, s) = (d.mu[k], d.sigma[k]);
-            if (m.to_bits(), s.to_bits()) != (last.0, last.1) {
-                last = (m.to_bits(), s.to_bits(), cells.pair(m, s, a_low, a_high));
-            }
-            (d.pair[k], d.peak[k]) = last.2;
-        }
+        inv_sigma,
+        konst,
+        pair,
+        peak,
     }
-    d
 }
+
+/// Kernels more than this many widths from both ends of the range have a
+/// truncation normaliser of exactly 1 (`log_gauss_mass` treats tails
+/// beyond 8.5 as 0; the margin covers the rounding of `(end - mu) / s`).
+const FAR: f64 = 8.5 * (1.0 + 1e-12);
 
 /// A kernel's centre for an observation's internal value: its log for log
 /// dimensions (kernels live in log space there), the value itself

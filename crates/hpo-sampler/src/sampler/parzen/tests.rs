@@ -1,4 +1,5 @@
 use super::*;
+use crate::special::log_gauss_mass;
 
 const P: ParzenParams = ParzenParams {
     prior_weight: 1.0,
@@ -62,7 +63,9 @@ fn reference_log_pdf(p: &Parzen, samples: &[Vec<f64>], i: usize) -> f64 {
             for (dim, xs) in p.dims.iter().zip(samples) {
                 let x = xs[i];
                 t += match dim {
-                    Dim::Categorical(c) => c.probs[k * c.n_choices + x as usize].ln(),
+                    Dim::Categorical(c) => {
+                        c.templates[c.template[k] as usize * c.n_choices + x as usize].ln()
+                    }
                     Dim::Numeric(d) => {
                         let (m, s) = (d.mu[k], d.sigma[k]);
                         let norm =
@@ -142,7 +145,7 @@ fn log_pdf_matches_the_formulas_and_cached_cells_change_nothing() {
         // Inherit the cells of another estimator (other observations,
         // same distributions), then of this one.
         let other = Parzen::new(&refs, &random_obs(&mut rng, &dists, 50), &[1.0; 50], params);
-        let mut warm = other.into_cells();
+        let mut warm = other.recycle();
         for _ in 0..2 {
             let centres: Vec<Vec<f64>> = refs
                 .iter()
@@ -164,7 +167,7 @@ fn log_pdf_matches_the_formulas_and_cached_cells_change_nothing() {
                 fast.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
                 "case {case}"
             );
-            warm = q.into_cells();
+            warm = q.recycle();
         }
     }
     assert_eq!(compared, 1500 * 32);
