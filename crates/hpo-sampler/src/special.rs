@@ -319,8 +319,17 @@ pub fn ndtri(p: f64) -> f64 {
 /// Quantile `q` of the standard normal truncated to `[a, b]` (`a < b`).
 /// Works from whichever tail keeps the most precision.
 pub fn truncnorm_ppf(q: f64, a: f64, b: f64) -> f64 {
-    let phi_a = ndtr(a);
-    let sf_b = ndtr(-b);
+    truncnorm_ppf_with_tails(q, a, b, truncnorm_tails(a, b))
+}
+
+/// `(ndtr(a), ndtr(-b))`: what [`truncnorm_ppf_with_tails`] needs of the
+/// bounds, for a caller drawing many quantiles of one truncated normal.
+pub fn truncnorm_tails(a: f64, b: f64) -> (f64, f64) {
+    (ndtr(a), ndtr(-b))
+}
+
+/// [`truncnorm_ppf`] given [`truncnorm_tails`]`(a, b)`; the same bits.
+pub fn truncnorm_ppf_with_tails(q: f64, a: f64, b: f64, (phi_a, sf_b): (f64, f64)) -> f64 {
     let mass = 1.0 - phi_a - sf_b;
     let below = phi_a + q * mass;
     let x = if below <= 0.5 {

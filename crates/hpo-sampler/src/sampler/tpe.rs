@@ -120,6 +120,8 @@ pub struct TpeSampler {
     spaces: HashMap<String, SpaceState>,
     /// Intersection over the longest all-finished prefix of the history.
     prefix: (usize, Option<SearchSpace>),
+    /// The last space sampled and its key in `spaces`.
+    last_space: Option<(Vec<(String, Distribution)>, String)>,
 }
 
 /// Per search space: the finished trials' observations and the last
@@ -167,6 +169,7 @@ impl TpeSampler {
             groups: Vec::new(),
             spaces: HashMap::new(),
             prefix: (0, None),
+            last_space: None,
         }
     }
 
@@ -184,6 +187,31 @@ impl TpeSampler {
             .iter()
             .filter(|t| matches!(t.state, TrialState::Complete | TrialState::Pruned))
             .count()
+    }
+
+    /// The name of `space` in `spaces` (its parameters with their
+    /// distributions), formatted once per distinct space rather than per
+    /// ask.
+    fn space_key(&mut self, space: &[(&String, &Distribution)]) -> String {
+        let same = |(named, _): &(Vec<(String, Distribution)>, String)| {
+            named.len() == space.len()
+                && named
+                    .iter()
+                    .zip(space)
+                    .all(|((n, d), (m, e))| n == *m && d == *e)
+        };
+        match &self.last_space {
+            Some(last) if same(last) => last.1.clone(),
+            _ => {
+                let key: String = space.iter().map(|(n, d)| format!("{n}={d};")).collect();
+                let named = space
+                    .iter()
+                    .map(|(n, d)| ((*n).clone(), (*d).clone()))
+                    .collect();
+                self.last_space = Some((named, key.clone()));
+                key
+            }
+        }
     }
 
     /// Optuna's `_sample`: TPE over `space`, returning internal values.
@@ -215,7 +243,7 @@ impl TpeSampler {
             consider_endpoints: self.config.consider_endpoints,
         };
         let dists: Vec<&Distribution> = space.iter().map(|(_, d)| *d).collect();
-        let key: String = space.iter().map(|(n, d)| format!("{n}={d};")).collect();
+        let key = self.space_key(space);
         let cached = self.spaces.entry(key).or_default();
         cached.observations.fit_history(study.trials.len());
         let weights = self.config.weights;
@@ -678,6 +706,7 @@ mod tests {
             let a = crate::ask(&mut kept, study, number, &space).unwrap();
             forgetful.spaces.clear();
             forgetful.prefix = (0, None);
+            forgetful.last_space = None;
             let b = crate::ask(&mut forgetful, study, number, &space).unwrap();
             assert_eq!(a, b, "trial {number}");
             let mut t = FrozenTrial::new(number);

@@ -28,7 +28,7 @@ use rows::{Part, argmax_row, log_density_row};
 
 use crate::distribution::Distribution;
 use crate::rng::Rng;
-use crate::special::{NORM_PDF_LOG_C, truncnorm_ppf};
+use crate::special::{NORM_PDF_LOG_C, truncnorm_ppf_with_tails, truncnorm_tails};
 use cells::FxHasher;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -61,7 +61,15 @@ struct Numeric {
     /// peak (for [`Part::CellBound`]).
     pair: Vec<u32>,
     peak: Vec<f64>,
+    /// Each kernel's truncated normal in standard units, `(a, b)` and
+    /// [`truncnorm_tails`] of them, computed when the kernel is first
+    /// drawn from (an estimator that is drawn from, the "below" one, is
+    /// reused across asks while its trials are unchanged).
+    tails: Vec<Option<Tails>>,
 }
+
+/// A kernel's standard bounds `(a, b)` and `(ndtr(a), ndtr(-b))`.
+type Tails = ((f64, f64), (f64, f64));
 
 impl Numeric {
     fn transform(&self, x: f64) -> f64 {
@@ -257,7 +265,7 @@ impl Parzen {
     }
 
     /// Draw `size` samples; returns `samples[d][i]` in internal representation.
-    pub fn sample(&self, rng: &mut Rng, size: usize) -> Vec<Vec<f64>> {
+    pub fn sample(&mut self, rng: &mut Rng, size: usize) -> Vec<Vec<f64>> {
         let last = self.cum_weights.len() - 1;
         let active: Vec<usize> = (0..size)
             .map(|_| {
@@ -266,7 +274,7 @@ impl Parzen {
             })
             .collect();
         self.dims
-            .iter()
+            .iter_mut()
             .map(|dim| match dim {
                 Dim::Categorical(c) => active
                     .iter()
@@ -290,9 +298,16 @@ impl Parzen {
                     .iter()
                     .map(|&k| {
                         let (mu, sigma) = (d.mu[k], d.sigma[k]);
-                        let a = (d.adapted_low - mu) / sigma;
-                        let b = (d.adapted_high - mu) / sigma;
-                        let mut x = truncnorm_ppf(rng.next_f64(), a, b) * sigma + mu;
+                        if d.tails.len() <= k {
+                            d.tails.resize(d.mu.len(), None);
+                        }
+                        let (ab, tails) = *d.tails[k].get_or_insert_with(|| {
+                            let a = (d.adapted_low - mu) / sigma;
+                            let b = (d.adapted_high - mu) / sigma;
+                            ((a, b), truncnorm_tails(a, b))
+                        });
+                        let q = rng.next_f64();
+                        let mut x = truncnorm_ppf_with_tails(q, ab.0, ab.1, tails) * sigma + mu;
                         if d.log {
                             x = x.exp();
                         }
@@ -695,6 +710,7 @@ fn numeric(
         konst,
         pair,
         peak,
+        tails: Vec::new(),
     }
 }
 
