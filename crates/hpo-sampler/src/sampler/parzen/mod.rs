@@ -178,19 +178,7 @@ impl Parzen {
         obs_weights: &[f64],
         params: ParzenParams,
     ) -> Self {
-        let centres: Vec<Vec<f64>> = dists
-            .iter()
-            .zip(obs)
-            .map(|(d, o)| o.iter().map(|&v| kernel_centre(d, v)).collect())
-            .collect();
-        let orders: Vec<Vec<u32>> = dists
-            .iter()
-            .zip(&centres)
-            .map(|(d, c)| match d {
-                Distribution::Categorical { .. } => Vec::new(),
-                _ => centre_order(c),
-            })
-            .collect();
+        let (centres, orders) = centres_and_orders(dists, obs);
         Self::from_centres(
             dists,
             &centres,
@@ -718,6 +706,29 @@ fn numeric(
 /// truncation normaliser of exactly 1 (`log_gauss_mass` treats tails
 /// beyond 8.5 as 0; the margin covers the rounding of `(end - mu) / s`).
 const FAR: f64 = 8.5 * (1.0 + 1e-12);
+
+/// [`kernel_centre`] of every observation (`obs[d][i]`), and
+/// [`centre_order`] of each numeric dimension's (empty for categoricals):
+/// what [`Parzen::from_centres`] takes.
+pub fn centres_and_orders(
+    dists: &[&Distribution],
+    obs: &[Vec<f64>],
+) -> (Vec<Vec<f64>>, Vec<Vec<u32>>) {
+    let centres: Vec<Vec<f64>> = dists
+        .iter()
+        .zip(obs)
+        .map(|(d, o)| o.iter().map(|&v| kernel_centre(d, v)).collect())
+        .collect();
+    let orders = dists
+        .iter()
+        .zip(&centres)
+        .map(|(d, c)| match d {
+            Distribution::Categorical { .. } => Vec::new(),
+            _ => centre_order(c),
+        })
+        .collect();
+    (centres, orders)
+}
 
 /// A kernel's centre for an observation's internal value: its log for log
 /// dimensions (kernels live in log space there), the value itself

@@ -91,10 +91,7 @@ impl<F: Lane> Part<'_, F> {
                 mu,
                 inv_sigma,
                 konst,
-            } => {
-                let z = (x - mu[k]) * inv_sigma[k];
-                konst[k] - F::HALF * z * z
-            }
+            } => normal_term(x, mu[k], inv_sigma[k], konst[k]),
             Part::Terms(t) => t[k],
             Part::CellBound {
                 centre,
@@ -103,12 +100,24 @@ impl<F: Lane> Part<'_, F> {
                 mu,
                 inv_sigma,
                 peak,
-            } => {
-                let gap = ((centre - mu[k]).abs() - half).max(F::ZERO) * inv_sigma[k];
-                (ln_width + peak[k] - F::HALF * gap * gap).min(F::ZERO)
-            }
+            } => cell_bound(centre, half, ln_width, mu[k], inv_sigma[k], peak[k]),
         }
     }
+}
+
+/// A continuous kernel's log density at `x`: `konst - ((x - mu) *
+/// inv_sigma)^2 / 2`.
+#[inline(always)]
+fn normal_term<F: Lane>(x: F, mu: F, inv_sigma: F, konst: F) -> F {
+    let z = (x - mu) * inv_sigma;
+    konst - F::HALF * z * z
+}
+
+/// See [`Part::CellBound`].
+#[inline(always)]
+fn cell_bound<F: Lane>(centre: F, half: F, ln_width: F, mu: F, inv_sigma: F, peak: F) -> F {
+    let gap = ((centre - mu).abs() - half).max(F::ZERO) * inv_sigma;
+    (ln_width + peak - F::HALF * gap * gap).min(F::ZERO)
 }
 
 /// Runs `$body` (an expression over the function's arguments) compiled
@@ -163,8 +172,7 @@ fn fill_row<F: Lane>(log_weights: &[F], parts: &[Part<'_, F>], row: &mut Vec<F>)
             } => {
                 let (mu, inv_sigma, konst) = (&mu[..n], &inv_sigma[..n], &konst[..n]);
                 for (((r, &m), &is), &k) in row.iter_mut().zip(mu).zip(inv_sigma).zip(konst) {
-                    let z = (x - m) * is;
-                    *r = *r + (k - F::HALF * z * z);
+                    *r = *r + normal_term(x, m, is, k);
                 }
             }
             Part::Terms(t) => {
@@ -182,8 +190,7 @@ fn fill_row<F: Lane>(log_weights: &[F], parts: &[Part<'_, F>], row: &mut Vec<F>)
             } => {
                 let (mu, inv_sigma, peak) = (&mu[..n], &inv_sigma[..n], &peak[..n]);
                 for (((r, &m), &is), &p) in row.iter_mut().zip(mu).zip(inv_sigma).zip(peak) {
-                    let gap = ((centre - m).abs() - half).max(F::ZERO) * is;
-                    *r = *r + (ln_width + p - F::HALF * gap * gap).min(F::ZERO);
+                    *r = *r + cell_bound(centre, half, ln_width, m, is, p);
                 }
             }
         }
@@ -292,6 +299,28 @@ mod tests {
         }
     }
 
+    /// One part of each kind over `[mu, inv_sigma, konst, terms, peak]`.
+    fn one_of_each<'a, F: Lane + From<f32>>(a: [&'a [F]; 5]) -> [Part<'a, F>; 3] {
+        let [mu, inv_sigma, konst, terms, peak] = a;
+        [
+            Part::Continuous {
+                x: F::from(0.3),
+                mu,
+                inv_sigma,
+                konst,
+            },
+            Part::Terms(terms),
+            Part::CellBound {
+                centre: F::from(-0.1),
+                half: F::from(0.05),
+                ln_width: F::from(0.1f32.ln()),
+                mu,
+                inv_sigma,
+                peak,
+            },
+        ]
+    }
+
     /// The dispatched (AVX2) build and the baseline give the same bits;
     /// rows are the parts' terms added in order; the log-sum-exp is
     /// accurate and at least the largest term; the argmax (in either
@@ -307,23 +336,7 @@ mod tests {
             let (mu, konst, terms) = (v(&mut rng, 2.0), v(&mut rng, 3.0), v(&mut rng, 80.0));
             let peak = v(&mut rng, 6.0);
             let inv_sigma: Vec<f64> = (0..n).map(|_| 1.0 + 50.0 * rng.next_f64()).collect();
-            let parts = [
-                Part::Continuous {
-                    x: 0.3,
-                    mu: &mu,
-                    inv_sigma: &inv_sigma,
-                    konst: &konst,
-                },
-                Part::Terms(&terms),
-                Part::CellBound {
-                    centre: -0.1,
-                    half: 0.05,
-                    ln_width: 0.1f64.ln(),
-                    mu: &mu,
-                    inv_sigma: &inv_sigma,
-                    peak: &peak,
-                },
-            ];
+            let parts = one_of_each([&mu, &inv_sigma, &konst, &terms, &peak]);
             let mut row = Vec::new();
             let fast = log_density_row(&lw, &parts, &mut row);
             let mut baseline = Vec::new();
@@ -350,23 +363,7 @@ mod tests {
                 narrow(&terms),
                 narrow(&peak),
             );
-            let parts32 = [
-                Part::Continuous {
-                    x: 0.3f32,
-                    mu: &mu32,
-                    inv_sigma: &is32,
-                    konst: &k32,
-                },
-                Part::Terms(&t32),
-                Part::CellBound {
-                    centre: -0.1,
-                    half: 0.05,
-                    ln_width: 0.1f32.ln(),
-                    mu: &mu32,
-                    inv_sigma: &is32,
-                    peak: &p32,
-                },
-            ];
+            let parts32 = one_of_each([&mu32, &is32, &k32, &t32, &p32]);
             let mut row32 = Vec::new();
             let top = argmax_row(&lw32, &parts32, &mut row32);
             assert!(direct[top] >= max - 1e-3 * (1.0 + max.abs()), "n = {n}");

@@ -147,19 +147,7 @@ fn log_pdf_matches_the_formulas_and_cached_cells_change_nothing() {
         let other = Parzen::new(&refs, &random_obs(&mut rng, &dists, 50), &[1.0; 50], params);
         let mut warm = other.recycle();
         for _ in 0..2 {
-            let centres: Vec<Vec<f64>> = refs
-                .iter()
-                .zip(&obs)
-                .map(|(d, o)| o.iter().map(|&v| kernel_centre(d, v)).collect())
-                .collect();
-            let orders: Vec<Vec<u32>> = refs
-                .iter()
-                .zip(&centres)
-                .map(|(d, c)| match d {
-                    Distribution::Categorical { .. } => Vec::new(),
-                    _ => centre_order(c),
-                })
-                .collect();
+            let (centres, orders) = centres_and_orders(&refs, &obs);
             let mut q = Parzen::from_centres(&refs, &centres, &orders, &weights, params, warm);
             let again = q.log_pdf(&points);
             assert_eq!(
