@@ -318,7 +318,6 @@ impl Parzen {
 
     /// Densities and kernel terms of `samples`, one sample at a time.
     pub fn evaluator<'p>(&'p mut self, samples: &'p [Vec<f64>]) -> Evaluator<'p> {
-        let n_s = samples.first().map_or(0, Vec::len);
         let discrete = self
             .dims
             .iter()
@@ -359,7 +358,6 @@ impl Parzen {
             discrete,
             row: Vec::with_capacity(self.weights.len()),
             narrow: None,
-            n_samples: n_s,
         }
     }
 }
@@ -385,7 +383,6 @@ pub struct Evaluator<'p> {
     row: Vec<f64>,
     /// The estimator in `f32`, made on the first [`Evaluator::likely_top`].
     narrow: Option<Narrow>,
-    n_samples: usize,
 }
 
 /// An estimator's per-kernel arrays in `f32`, for guessing the largest
@@ -420,10 +417,6 @@ impl Narrow {
 }
 
 impl Evaluator<'_> {
-    pub fn n_samples(&self) -> usize {
-        self.n_samples
-    }
-
     /// Sample `i`'s log-density.
     pub fn log_pdf(&mut self, i: usize) -> f64 {
         for ((dim, cells), rows) in self
