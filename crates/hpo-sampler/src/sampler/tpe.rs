@@ -271,7 +271,6 @@ impl TpeSampler {
             .sample(&mut self.rng, self.config.n_ei_candidates.max(1));
         let l = below.parzen.log_pdf(&samples);
         let best = best_candidate(&l, &mut above.parzen.evaluator(&samples));
-
         samples.iter().map(|column| column[best]).collect()
     }
 }

@@ -129,20 +129,7 @@ impl CellCache {
     /// Fill `out[k]` with the term of kernel `pairs[k]` at row `row`.
     pub fn expand(&mut self, row: u32, pairs: &[u32], out: &mut Vec<f64>) {
         out.clear();
-        let slots = &mut self.rows[row as usize];
-        if slots.len() < self.pairs.len() {
-            slots.resize(self.pairs.len(), f64::NAN);
-        }
-        let cell = &self.cells[row as usize];
-        out.extend(pairs.iter().map(|&p| {
-            let slot = &mut slots[p as usize];
-            if slot.is_nan() {
-                let q = &self.pairs[p as usize];
-                *slot = cell_log_mass(cell.l, cell.r, cell.ln_width, q.mu, q.sigma, q.ln_sigma)
-                    - q.log_norm;
-            }
-            *slot
-        }));
+        out.extend(pairs.iter().map(|&p| self.term(row, p)));
     }
 }
 
