@@ -8,7 +8,8 @@
 //! asks by (value, kernel), a candidate that provably cannot win is ruled
 //! out from one kernel's exact term instead of its full density, and a
 //! long-lived sampler reuses across asks what did not change
-//! (observations, sorted centres, unchanged estimators), with results
+//! (observations, sorted centres, unchanged estimators; an estimator whose
+//! trials changed by a few is updated in place), with results
 //! identical to a fresh sampler's. docs/benchmarks.md ("hpo-sampler")
 //! has the cost of an ask against Optuna's.
 //!

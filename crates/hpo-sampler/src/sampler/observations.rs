@@ -51,11 +51,12 @@ fn identity(t: &FrozenTrial) -> u64 {
 }
 
 /// A set of trials' observations: `centres[d][i]` for observation `i`,
-/// and `orders[d]`, [`centre_order`] of `centres[d]` for numeric
-/// dimensions (empty for categoricals).
+/// `orders[d]`, [`centre_order`] of `centres[d]` for numeric dimensions
+/// (empty for categoricals), and each observation's trial number.
 pub(crate) struct Observations {
     pub centres: Vec<Vec<f64>>,
     pub orders: Vec<Vec<u32>>,
+    pub numbers: Vec<u64>,
 }
 
 impl Observations {
@@ -86,14 +87,7 @@ impl SpaceCache {
         trials: &[&FrozenTrial],
         space: &[(&String, &Distribution)],
     ) -> Observations {
-        if self.sorted.len() != space.len() {
-            self.sorted = vec![Vec::new(); space.len()];
-            self.pending = vec![Vec::new(); space.len()];
-            self.numeric = space
-                .iter()
-                .map(|(_, d)| !matches!(d, Distribution::Categorical { .. }))
-                .collect();
-        }
+        self.shape(space);
         // (Not `vec![Vec::with_capacity(..); n]`: clones drop the capacity.)
         let mut centres: Vec<Vec<f64>> = (0..space.len())
             .map(|_| Vec::with_capacity(trials.len()))
@@ -128,7 +122,43 @@ impl SpaceCache {
                 _ => self.order(d, &centres[d], &numbers),
             })
             .collect();
-        Observations { centres, orders }
+        let numbers = numbers.iter().map(|&(number, _)| number).collect();
+        Observations {
+            centres,
+            orders,
+            numbers,
+        }
+    }
+
+    /// One trial's kernel centres for `space` (as [`SpaceCache::observations`]
+    /// would read them), or `None` if it lacks a parameter.
+    pub fn centres_of(
+        &mut self,
+        t: &FrozenTrial,
+        space: &[(&String, &Distribution)],
+    ) -> Option<Box<[f64]>> {
+        self.shape(space);
+        if !self.refresh(t, space) {
+            return centre_row(t, space);
+        }
+        // Entries wait in `pending` until the next full read merges them:
+        // keep that list short when only single trials are asked for.
+        if self.pending.iter().any(|p| p.len() > 64) {
+            self.merge_pending();
+        }
+        self.rows[t.number as usize].as_ref()?.centres.clone()
+    }
+
+    /// Give a new cache its per-dimension lists.
+    fn shape(&mut self, space: &[(&String, &Distribution)]) {
+        if self.sorted.len() != space.len() {
+            self.sorted = vec![Vec::new(); space.len()];
+            self.pending = vec![Vec::new(); space.len()];
+            self.numeric = space
+                .iter()
+                .map(|(_, d)| !matches!(d, Distribution::Categorical { .. }))
+                .collect();
+        }
     }
 
     /// Makes the cache hold trial `t`'s centres if it is finished (keeping

@@ -126,9 +126,10 @@ pub struct TpeSampler {
 
 /// Per search space: the finished trials' observations and the last
 /// "below" and "above" estimators. An estimator is reused while its set of
-/// trials is unchanged: at 1,000 trials the best 25 rarely change from one
-/// ask to the next, and reusing the estimator also keeps the discrete cell
-/// masses it has computed.
+/// trials is unchanged (at 1,000 trials the best 25 rarely change from one
+/// ask to the next) and updated in place when a few trials left or joined
+/// (the "above" set, every ask); a rebuilt one inherits the discrete cell
+/// masses its predecessor computed.
 #[derive(Default)]
 struct SpaceState {
     observations: SpaceCache,
@@ -154,6 +155,50 @@ fn set_key(trials: &[&FrozenTrial]) -> Vec<(u64, u64, u64)> {
             (t.number, value, shape)
         })
         .collect()
+}
+
+/// Above this many trials leaving or joining a set, its estimator is
+/// rebuilt rather than updated (each change costs a few passes over the
+/// kernel arrays; a rebuild costs a few dozen).
+const MAX_UPDATE: usize = 16;
+
+/// The trial numbers in `old` but not in `new`, and the positions in `new`
+/// of the trials not in `old` (a trial whose value, state or parameters
+/// changed is both), if there are at most [`MAX_UPDATE`] of them. Both keys
+/// are in trial-number order.
+fn key_change(old: &[(u64, u64, u64)], new: &[(u64, u64, u64)]) -> Option<(Vec<u64>, Vec<usize>)> {
+    if old.len().abs_diff(new.len()) > MAX_UPDATE {
+        return None;
+    }
+    let (mut gone, mut joined) = (Vec::new(), Vec::new());
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        match (old.get(i), new.get(j)) {
+            (Some(a), Some(b)) if a == b => {
+                i += 1;
+                j += 1;
+                continue;
+            }
+            (Some(a), Some(b)) if a.0 == b.0 => {
+                gone.push(a.0);
+                joined.push(j);
+                i += 1;
+                j += 1;
+            }
+            (Some(a), b) if b.is_none_or(|b| a.0 < b.0) => {
+                gone.push(a.0);
+                i += 1;
+            }
+            _ => {
+                joined.push(j);
+                j += 1;
+            }
+        }
+        if gone.len() + joined.len() > MAX_UPDATE {
+            return None;
+        }
+    }
+    Some((gone, joined))
 }
 
 impl TpeSampler {
@@ -249,8 +294,30 @@ impl TpeSampler {
         let weights = self.config.weights;
         for (slot, set) in [(&mut cached.below, &below), (&mut cached.above, &above)] {
             let key = set_key(set);
-            if slot.as_ref().is_some_and(|e| e.key == key) {
-                continue;
+            if let Some(e) = slot.as_mut() {
+                if e.key == key {
+                    continue;
+                }
+                // A few trials left or joined: update the estimator in
+                // place (the same result as rebuilding it).
+                if let Some((gone, joined)) = key_change(&e.key, &key) {
+                    let removed: Vec<usize> =
+                        gone.iter().filter_map(|&n| e.parzen.kernel_of(n)).collect();
+                    let added: Vec<(u64, Box<[f64]>)> = joined
+                        .iter()
+                        .filter_map(|&j| {
+                            let t = set[j];
+                            let centres = cached.observations.centres_of(t, space)?;
+                            Some((t.number, centres))
+                        })
+                        .collect();
+                    let n_obs = e.parzen.n_observations() - removed.len() + added.len();
+                    let mut w = weights(n_obs);
+                    w.truncate(n_obs);
+                    e.parzen.update(&removed, &added, &w, params);
+                    e.key = key;
+                    continue;
+                }
             }
             let obs = cached.observations.observations(set, space);
             let n_obs = obs.len();
@@ -259,8 +326,15 @@ impl TpeSampler {
             // The new estimator inherits the cell masses its predecessor
             // computed, and its log weights if they are the same.
             let recycled = slot.take().map(|e| e.parzen.recycle()).unwrap_or_default();
-            let parzen =
-                Parzen::from_centres(&dists, &obs.centres, &obs.orders, &w, params, recycled);
+            let parzen = Parzen::from_centres(
+                &dists,
+                &obs.centres,
+                &obs.orders,
+                &obs.numbers,
+                &w,
+                params,
+                recycled,
+            );
             *slot = Some(Estimator { key, parzen });
         }
         let (Some(below), Some(above)) = (&mut cached.below, &mut cached.above) else {

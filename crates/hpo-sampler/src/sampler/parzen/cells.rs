@@ -127,9 +127,16 @@ impl CellCache {
     }
 
     /// Fill `out[k]` with the term of kernel `pairs[k]` at row `row`.
-    pub fn expand(&mut self, row: u32, pairs: &[u32], out: &mut Vec<f64>) {
+    /// `distinct` holds every id in `pairs` (each at least once): their
+    /// missing terms are computed first, so that filling `out` is a plain
+    /// gather (an estimator has a thousand kernels but a few dozen pairs).
+    pub fn expand(&mut self, row: u32, pairs: &[u32], distinct: &[u32], out: &mut Vec<f64>) {
+        for &p in distinct {
+            self.term(row, p);
+        }
+        let slots = &self.rows[row as usize];
         out.clear();
-        out.extend(pairs.iter().map(|&p| self.term(row, p)));
+        out.extend(pairs.iter().map(|&p| slots[p as usize]));
     }
 }
 
@@ -289,7 +296,7 @@ mod tests {
         for x in [1.0, 3.0, 49.0, 999.0] {
             let row = cache.row(x, 1.0, true);
             let mut out = Vec::new();
-            cache.expand(row, &ids, &mut out);
+            cache.expand(row, &ids, &ids, &mut out);
             for (k, &(m, s)) in kernels.iter().enumerate() {
                 assert_eq!(out[k].to_bits(), direct(x, m, s).to_bits());
                 assert_eq!(cache.term(row, ids[k]).to_bits(), out[k].to_bits());

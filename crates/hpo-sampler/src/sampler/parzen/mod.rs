@@ -22,6 +22,7 @@
 
 mod cells;
 mod rows;
+mod update;
 
 pub use cells::CellCache;
 use rows::{Part, argmax_row, log_density_row};
@@ -58,9 +59,14 @@ struct Numeric {
     konst: Vec<f64>,
     /// Discrete only: each kernel's (centre, width) pair in the
     /// dimension's [`CellCache`], and the log of its normalised density's
-    /// peak (for [`Part::CellBound`]).
+    /// peak (for [`Part::CellBound`]); `distinct_pairs`: each id in
+    /// `pair` once.
     pair: Vec<u32>,
+    distinct_pairs: Vec<u32>,
     peak: Vec<f64>,
+    /// `(total_key(centre), id)` of each observation kernel, in centre
+    /// order (the prior excluded): its neighbours, for [`Parzen::update`].
+    sorted: Vec<(u64, u64)>,
     /// Each kernel's truncated normal in standard units, `(a, b)` and
     /// [`truncnorm_tails`] of them, computed when the kernel is first
     /// drawn from (an estimator that is drawn from, the "below" one, is
@@ -98,15 +104,13 @@ enum Dim {
 
 /// A Parzen estimator over a fixed, ordered list of dimensions.
 pub struct Parzen {
-    weights: Vec<f64>,
-    log_weights: Vec<f64>,
-    cum_weights: Vec<f64>,
+    w: Weights,
     dims: Vec<Dim>,
     /// One per dimension (only discrete ones use theirs).
     cells: Vec<CellCache>,
-    /// The observation weights the log weights were made from.
-    obs_weights: Vec<f64>,
-    prior_weight: f64,
+    /// Each observation's id (the caller's, ascending: a trial number),
+    /// by which [`Parzen::update`] finds kernels.
+    ids: Vec<u64>,
 }
 
 /// What an estimator hands on to the next one over the same
@@ -118,6 +122,7 @@ pub struct Recycled {
     weights: Option<Weights>,
 }
 
+/// The mixture weights, and what they were made from.
 struct Weights {
     obs_weights: Vec<f64>,
     prior_weight: f64,
@@ -179,10 +184,12 @@ impl Parzen {
         params: ParzenParams,
     ) -> Self {
         let (centres, orders) = centres_and_orders(dists, obs);
+        let ids: Vec<u64> = (0..obs_weights.len() as u64).collect();
         Self::from_centres(
             dists,
             &centres,
             &orders,
+            &ids,
             obs_weights,
             params,
             Recycled::default(),
@@ -192,14 +199,16 @@ impl Parzen {
     /// [`Parzen::new`] from what it derives first, for a caller that keeps
     /// it across estimators: `centres[d][i]` is [`kernel_centre`] of the
     /// observation, and `orders[d]` (numeric dimensions; empty for
-    /// categoricals) is [`centre_order`] of `centres[d]`. `recycled` is
-    /// what an earlier estimator over the same distributions left
-    /// ([`Parzen::recycle`]), or the default. The result is the same, bit
-    /// for bit.
+    /// categoricals) is [`centre_order`] of `centres[d]`. `ids` name the
+    /// observations, ascending (for a later [`Parzen::update`]).
+    /// `recycled` is what an earlier estimator over the same distributions
+    /// left ([`Parzen::recycle`]), or the default. The result is the same,
+    /// bit for bit.
     pub fn from_centres(
         dists: &[&Distribution],
         centres: &[Vec<f64>],
         orders: &[Vec<u32>],
+        ids: &[u64],
         obs_weights: &[f64],
         params: ParzenParams,
         recycled: Recycled,
@@ -210,6 +219,7 @@ impl Parzen {
             }),
             "orders must be the centres' order"
         );
+        debug_assert!(ids.is_sorted_by(|a, b| a < b), "ids must ascend");
         let Recycled { mut cells, weights } = recycled;
         let w = match weights {
             Some(w) if w.made_from(obs_weights, params.prior_weight) => w,
@@ -221,16 +231,13 @@ impl Parzen {
             .zip(centres)
             .zip(orders)
             .zip(&mut cells)
-            .map(|(((dist, c), o), cells)| build_dim(dist, c, o, params, cells))
+            .map(|(((dist, c), o), cells)| build_dim(dist, c, o, ids, params, cells))
             .collect();
         Parzen {
-            weights: w.weights,
-            log_weights: w.log_weights,
-            cum_weights: w.cum_weights,
+            w,
             dims,
             cells,
-            obs_weights: w.obs_weights,
-            prior_weight: w.prior_weight,
+            ids: ids.to_vec(),
         }
     }
 
@@ -238,27 +245,26 @@ impl Parzen {
     pub fn recycle(self) -> Recycled {
         Recycled {
             cells: self.cells,
-            weights: Some(Weights {
-                obs_weights: self.obs_weights,
-                prior_weight: self.prior_weight,
-                weights: self.weights,
-                log_weights: self.log_weights,
-                cum_weights: self.cum_weights,
-            }),
+            weights: Some(self.w),
         }
     }
 
+    /// Observation kernels (the prior's not counted).
+    pub fn n_observations(&self) -> usize {
+        self.ids.len()
+    }
+
     pub fn n_kernels(&self) -> usize {
-        self.weights.len()
+        self.w.weights.len()
     }
 
     /// Draw `size` samples; returns `samples[d][i]` in internal representation.
     pub fn sample(&mut self, rng: &mut Rng, size: usize) -> Vec<Vec<f64>> {
-        let last = self.cum_weights.len() - 1;
+        let last = self.w.cum_weights.len() - 1;
         let active: Vec<usize> = (0..size)
             .map(|_| {
                 let u = rng.next_f64();
-                self.cum_weights.partition_point(|c| *c <= u).min(last)
+                self.w.cum_weights.partition_point(|c| *c <= u).min(last)
             })
             .collect();
         self.dims
@@ -351,12 +357,12 @@ impl Parzen {
             })
             .collect();
         Evaluator {
-            log_weights: &self.log_weights,
+            log_weights: &self.w.log_weights,
             dims: &self.dims,
             cells: &mut self.cells,
             samples,
             discrete,
-            row: Vec::with_capacity(self.weights.len()),
+            row: Vec::with_capacity(self.w.weights.len()),
             narrow: None,
         }
     }
@@ -430,7 +436,12 @@ impl Evaluator<'_> {
             {
                 let local = rows.of_sample[i] as usize;
                 if rows.expanded[local].is_empty() {
-                    cells.expand(rows.rows[local], &d.pair, &mut rows.expanded[local]);
+                    cells.expand(
+                        rows.rows[local],
+                        &d.pair,
+                        &d.distinct_pairs,
+                        &mut rows.expanded[local],
+                    );
                 }
             }
         }
@@ -536,6 +547,7 @@ fn build_dim(
     dist: &Distribution,
     obs: &[f64],
     order: &[u32],
+    ids: &[u64],
     params: ParzenParams,
     cells: &mut CellCache,
 ) -> Dim {
@@ -546,7 +558,9 @@ fn build_dim(
             high,
             log,
             step,
-        } => Dim::Numeric(numeric(*low, *high, *log, *step, obs, order, params, cells)),
+        } => Dim::Numeric(numeric(
+            *low, *high, *log, *step, obs, order, ids, params, cells,
+        )),
         Distribution::Int {
             low,
             high,
@@ -559,6 +573,7 @@ fn build_dim(
             Some(*step as f64),
             obs,
             order,
+            ids,
             params,
             cells,
         )),
@@ -626,6 +641,7 @@ fn numeric(
     step: Option<f64>,
     centres: &[f64],
     order: &[u32],
+    ids: &[u64],
     params: ParzenParams,
     cells: &mut CellCache,
 ) -> Numeric {
@@ -645,6 +661,7 @@ fn numeric(
     sigma.push(a_high - a_low);
     let inv_sigma = sigma.iter().map(|s| 1.0 / s).collect();
     let (mut konst, mut pair, mut peak) = (Vec::new(), Vec::new(), Vec::new());
+    let mut distinct_pairs = Vec::new();
     let kernels = order.iter().map(|&k| k as usize).chain([n_k - 1]);
     cells.trim();
     if step.is_none() {
@@ -653,18 +670,13 @@ fn numeric(
         let mut last = (u64::MAX, 0.0);
         for k in kernels {
             let (m, s) = (mu[k], sigma[k]);
-            // Far from both ends the truncation loses nothing: the
-            // normaliser's log is exactly 0 (as `log_gauss_mass` finds, with
-            // a margin for rounding). Near an end it needs erfc: the cache
-            // keeps it by (centre, width), which repeat from ask to ask.
-            konst[k] = if m - a_low > FAR * s && a_high - m > FAR * s {
+            let ln_sigma = || {
                 if s.to_bits() != last.0 {
                     last = (s.to_bits(), s.ln());
                 }
-                -last.1 - NORM_PDF_LOG_C
-            } else {
-                cells.pair(m, s, a_low, a_high).1
+                last.1
             };
+            konst[k] = continuous_konst(m, s, (a_low, a_high), ln_sigma, cells);
         }
     } else {
         pair.resize(n_k, 0);
@@ -677,6 +689,7 @@ fn numeric(
             }
             (pair[k], peak[k]) = last.2;
         }
+        distinct_pairs = distinct(&pair);
     }
     Numeric {
         low,
@@ -690,9 +703,45 @@ fn numeric(
         inv_sigma,
         konst,
         pair,
+        distinct_pairs,
         peak,
+        sorted: order
+            .iter()
+            .map(|&k| (total_key(centres[k as usize]), ids[k as usize]))
+            .collect(),
         tails: Vec::new(),
     }
+}
+
+/// A continuous kernel's log constant: `-ln(sigma) - ln(sqrt(2 pi))`
+/// less the log of its mass on the range `(a_low, a_high)` (`ln_sigma`
+/// gives `sigma.ln()`, which a caller may have at hand).
+///
+/// Far from both ends the truncation loses nothing: the normaliser's log
+/// is exactly 0 (as `log_gauss_mass` finds, with a margin for rounding).
+/// Near an end it needs erfc: the cache keeps it by (centre, width), which
+/// repeat from ask to ask.
+fn continuous_konst(
+    m: f64,
+    s: f64,
+    (a_low, a_high): (f64, f64),
+    ln_sigma: impl FnOnce() -> f64,
+    cells: &mut CellCache,
+) -> f64 {
+    if m - a_low > FAR * s && a_high - m > FAR * s {
+        -ln_sigma() - NORM_PDF_LOG_C
+    } else {
+        cells.pair(m, s, a_low, a_high).1
+    }
+}
+
+/// Each of `ids` once, in order of first appearance.
+fn distinct(ids: &[u32]) -> Vec<u32> {
+    let mut seen = vec![false; ids.iter().max().map_or(0, |&m| m as usize + 1)];
+    ids.iter()
+        .copied()
+        .filter(|&p| !std::mem::replace(&mut seen[p as usize], true))
+        .collect()
 }
 
 /// Kernels more than this many widths from both ends of the range have a
@@ -756,9 +805,8 @@ pub fn centre_order(values: &[f64]) -> Vec<u32> {
     keyed.into_iter().map(|(_, i)| i).collect()
 }
 
-/// Optuna's `compute_sigmas`: the larger gap to a sorted neighbour (the range
-/// ends count as neighbours), optionally not for the two extreme kernels,
-/// clipped to `[range / min(100, n + 2), range]` with the magic clip.
+/// Optuna's `compute_sigmas`: each kernel's [`rank_gap`] in centre
+/// order, clipped by [`sigma_bounds`].
 fn kernel_sigmas(
     mus: &[f64],
     order: &[u32],
@@ -767,33 +815,50 @@ fn kernel_sigmas(
     params: ParzenParams,
 ) -> Vec<f64> {
     let n = mus.len();
-    if n == 0 {
-        return Vec::with_capacity(1);
-    }
     let mut sorted = Vec::with_capacity(n + 2);
     sorted.push(low);
     sorted.extend(order.iter().map(|&i| mus[i as usize]));
     sorted.push(high);
-    let mut sorted_sigmas: Vec<f64> = (1..=n)
-        .map(|i| (sorted[i] - sorted[i - 1]).max(sorted[i + 1] - sorted[i]))
-        .collect();
-    if !params.consider_endpoints && sorted.len() >= 4 {
-        sorted_sigmas[0] = sorted[2] - sorted[1];
-        sorted_sigmas[n - 1] = sorted[n] - sorted[n - 1];
+    let (min_sigma, max_sigma) = sigma_bounds(n, low, high, params);
+    // One spare slot: the caller appends the prior kernel's width.
+    let mut sigmas = Vec::with_capacity(n + 1);
+    sigmas.resize(n, 0.0);
+    for (rank, &i) in order.iter().enumerate() {
+        let gap = rank_gap(|j| sorted[j], rank, n, params.consider_endpoints);
+        sigmas[i as usize] = gap.clamp(min_sigma, max_sigma);
     }
-    let max_sigma = high - low;
+    sigmas
+}
+
+/// The unclipped width of the kernel at rank `r` of `n` centres: the
+/// larger gap to a neighbour, the range ends counting as neighbours
+/// (`sorted(j)`: the range's low end, the centres in increasing order,
+/// then its high end, so the kernel's own centre is `sorted(r + 1)`);
+/// without `consider_endpoints`, the two extreme kernels take the gap to
+/// their inner neighbour.
+#[inline]
+fn rank_gap(sorted: impl Fn(usize) -> f64, r: usize, n: usize, consider_endpoints: bool) -> f64 {
+    if !consider_endpoints && n >= 2 {
+        if r == 0 {
+            return sorted(2) - sorted(1);
+        }
+        if r == n - 1 {
+            return sorted(n) - sorted(n - 1);
+        }
+    }
+    let i = r + 1;
+    (sorted(i) - sorted(i - 1)).max(sorted(i + 1) - sorted(i))
+}
+
+/// The clip on the widths of `n` kernels on `[low, high]`: the range
+/// above, `range / min(100, n + 2)` below with the magic clip.
+fn sigma_bounds(n: usize, low: f64, high: f64, params: ParzenParams) -> (f64, f64) {
     let min_sigma = if params.consider_magic_clip {
         (high - low) / (100.0f64).min(1.0 + (n + 1) as f64)
     } else {
         1e-12
     };
-    // One spare slot: the caller appends the prior kernel's width.
-    let mut sigmas = Vec::with_capacity(n + 1);
-    sigmas.resize(n, 0.0);
-    for (rank, &i) in order.iter().enumerate() {
-        sigmas[i as usize] = sorted_sigmas[rank].clamp(min_sigma, max_sigma);
-    }
-    sigmas
+    (min_sigma, high - low)
 }
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ fn random_obs(rng: &mut Rng, dists: &[Distribution], n: usize) -> Vec<Vec<f64>> 
 fn reference_log_pdf(p: &Parzen, samples: &[Vec<f64>], i: usize) -> f64 {
     let terms: Vec<f64> = (0..p.n_kernels())
         .map(|k| {
-            let mut t = p.weights[k].ln();
+            let mut t = p.w.weights[k].ln();
             for (dim, xs) in p.dims.iter().zip(samples) {
                 let x = xs[i];
                 t += match dim {
@@ -148,7 +148,9 @@ fn log_pdf_matches_the_formulas_and_cached_cells_change_nothing() {
         let mut warm = other.recycle();
         for _ in 0..2 {
             let (centres, orders) = centres_and_orders(&refs, &obs);
-            let mut q = Parzen::from_centres(&refs, &centres, &orders, &weights, params, warm);
+            let ids: Vec<u64> = (0..n as u64).collect();
+            let mut q =
+                Parzen::from_centres(&refs, &centres, &orders, &ids, &weights, params, warm);
             let again = q.log_pdf(&points);
             assert_eq!(
                 again.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
@@ -159,6 +161,112 @@ fn log_pdf_matches_the_formulas_and_cached_cells_change_nothing() {
         }
     }
     assert_eq!(compared, 1500 * 32);
+}
+
+/// Every per-kernel number of two estimators, as bits (cell-cache pair
+/// ids aside: each cache numbers its own).
+fn kernel_arrays(p: &Parzen) -> Vec<Vec<u64>> {
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
+    let mut out = vec![bits(&p.w.weights), bits(&p.w.cum_weights), p.ids.clone()];
+    for dim in &p.dims {
+        match dim {
+            Dim::Categorical(c) => {
+                out.push(bits(&c.templates));
+                out.push(c.template.iter().map(|&t| u64::from(t)).collect());
+                out.push(bits(&c.log_probs_by_choice));
+            }
+            Dim::Numeric(d) => {
+                for v in [&d.mu, &d.sigma, &d.inv_sigma, &d.konst, &d.peak] {
+                    out.push(bits(v));
+                }
+                out.push(d.sorted.iter().flat_map(|&(k, id)| [k, id]).collect());
+            }
+        }
+    }
+    out
+}
+
+/// An estimator updated through random removals and additions is the one
+/// built from scratch on the same observations, bit for bit, on random
+/// spaces and options, across the magic clip's moving range (fewer than
+/// 98 kernels) and far beyond it, down to no observations at all.
+#[test]
+fn updated_estimators_are_the_rebuilt_ones() {
+    let mut rng = Rng::seed_from(7);
+    for case in 0..300 {
+        let dists = random_space(&mut rng);
+        let refs: Vec<&Distribution> = dists.iter().collect();
+        let pool = [6, 40, 150, 400][case % 4];
+        let obs = random_obs(&mut rng, &dists, pool);
+        // Observation i is trial number 3 i (so ids leave gaps).
+        let params = ParzenParams {
+            prior_weight: [1.0, 0.3][case % 2],
+            consider_magic_clip: case % 5 != 0,
+            consider_endpoints: case % 3 == 0,
+        };
+        let build = |members: &[usize], warm: Recycled| {
+            let sub: Vec<Vec<f64>> = obs
+                .iter()
+                .map(|col| members.iter().map(|&i| col[i]).collect())
+                .collect();
+            let (centres, orders) = centres_and_orders(&refs, &sub);
+            let ids: Vec<u64> = members.iter().map(|&i| 3 * i as u64).collect();
+            let w = crate::sampler::default_weights(members.len());
+            Parzen::from_centres(&refs, &centres, &orders, &ids, &w, params, warm)
+        };
+        let mut members: Vec<usize> = (0..pool).filter(|_| rng.next_f64() < 0.5).collect();
+        let mut p = build(&members, Recycled::default());
+        let (all_centres, _) = centres_and_orders(&refs, &obs);
+        for step in 0..12 {
+            let (n_gone, n_new) = (1 + rng.below(4), rng.below(4));
+            let mut removed: Vec<usize> = (0..members.len())
+                .filter(|_| rng.below(members.len().max(1) / 4 + 2) == 0)
+                .take(n_gone)
+                .collect();
+            if step == 11 {
+                removed = (0..members.len()).collect();
+            }
+            let kept: Vec<usize> = (0..members.len())
+                .filter(|k| !removed.contains(k))
+                .map(|k| members[k])
+                .collect();
+            let mut added: Vec<usize> = (0..pool)
+                .filter(|i| !members.contains(i) && rng.below(pool / 3 + 1) == 0)
+                .take(n_new)
+                .collect();
+            if step == 11 {
+                added.clear();
+            }
+            let joined: Vec<(u64, Box<[f64]>)> = added
+                .iter()
+                .map(|&i| (3 * i as u64, all_centres.iter().map(|c| c[i]).collect()))
+                .collect();
+            members = kept.into_iter().chain(added).collect();
+            members.sort_unstable();
+            let w = crate::sampler::default_weights(members.len());
+            p.update(&removed, &joined, &w, params);
+            let fresh = build(&members, Recycled::default());
+            assert!(
+                kernel_arrays(&p) == kernel_arrays(&fresh),
+                "case {case} step {step}: {dists:?}"
+            );
+            let points = {
+                use crate::sampler::random::sample_uniform;
+                let mut points = p.sample(&mut rng, 8);
+                for (col, d) in points.iter_mut().zip(&dists) {
+                    col.extend((0..8).map(|_| sample_uniform(&mut rng, d)));
+                }
+                points
+            };
+            let mut fresh = fresh;
+            let (a, b) = (p.log_pdf(&points), fresh.log_pdf(&points));
+            assert_eq!(
+                a.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                b.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "case {case} step {step}"
+            );
+        }
+    }
 }
 
 #[test]
