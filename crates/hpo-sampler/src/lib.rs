@@ -6,7 +6,8 @@
 //! are comparable. Asking is cheap: a Parzen density sums every kernel in
 //! one branch-free vectorised pass, discrete cell masses are kept across
 //! asks by (value, kernel), a candidate that provably cannot win is ruled
-//! out from one kernel's exact term instead of its full density, and a
+//! out from a few kernels' exact terms instead of its full density (the
+//! likely winner, by a cheap `f32` guess, is tried first), and a
 //! long-lived sampler reuses across asks what did not change
 //! (observations, sorted centres, unchanged estimators; an estimator whose
 //! trials changed by a few is updated in place), with results

@@ -351,20 +351,21 @@ impl TpeSampler {
 
 /// The candidate maximising `l - g` (`g` the "above" log-density), the
 /// first one on ties, as evaluating every `g` and scanning in order would
-/// give (a NaN at candidate 0 keeps it).
+/// give.
 ///
-/// Most candidates never need their `g`: it is at least any one kernel's
-/// term, so once a candidate `i` has a kernel whose term exceeds `l[i] -
-/// best` (with a margin for rounding), `i` cannot win. In a study's steady
-/// state one kernel carries most of `g`, and [`Evaluator::likely_top`]
-/// finds it without any cell mass; its exact term then rules the
-/// candidate out or not. Candidates are tried in decreasing `l`, so the
-/// best is usually found first. The guess decides cost, never the result:
-/// a candidate it does not rule out gets its exact `g`.
+/// Most candidates never need their `g`. It is at least the log-sum-exp
+/// of any of its kernels' terms, so once a candidate `i` has kernels whose
+/// exact terms already exceed `l[i] - best` (with a margin for rounding),
+/// `i` cannot win. Which kernels to try comes from a cheap `f32` pass
+/// without cell masses ([`Evaluator::carriers`]); the same pass guesses
+/// each `g`, and candidates are tried in decreasing `l - guess`, so the
+/// winner usually comes first and every other candidate is ruled out from
+/// a few kernels. The guesses decide cost, never the result: a candidate
+/// they do not rule out gets its exact `g`.
 fn best_candidate(l: &[f64], above: &mut Evaluator<'_>) -> usize {
-    let mut best = (0, l[0] - above.log_pdf(0));
-    if !best.1.is_finite() || l.iter().any(|v| !v.is_finite()) {
-        // Infinite or NaN values: no bound to trust, scan them all.
+    if l.iter().any(|v| !v.is_finite()) {
+        // No bound to trust: scan them all.
+        let mut best = (0, l[0] - above.log_pdf(0));
         for (i, li) in l.iter().enumerate().skip(1) {
             let a = li - above.log_pdf(i);
             if a > best.1 {
@@ -373,22 +374,41 @@ fn best_candidate(l: &[f64], above: &mut Evaluator<'_>) -> usize {
         }
         return best.0;
     }
-    let mut order: Vec<usize> = (1..l.len()).collect();
-    order.sort_by(|&a, &b| l[b].total_cmp(&l[a]).then(a.cmp(&b)));
-    for i in order {
-        let threshold = l[i] - best.1;
-        let limit = threshold + 1e-9 * (1.0 + threshold.abs());
-        let likely = above.likely_top(i);
-        if above.kernel_term(i, likely) > limit {
-            continue;
+    // With every `l` finite, `g` is finite or minus infinity (a density
+    // drops NaN terms), so no `l - g` is NaN and any order of comparison
+    // gives the scan's answer.
+    let mut screened: Vec<(f64, usize, u32)> = (0..l.len())
+        .map(|i| {
+            let (bound, top) = above.screen(i);
+            (l[i] - f64::from(bound), i, top)
+        })
+        .collect();
+    screened.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut best: Option<(usize, f64)> = None;
+    for (_, i, top) in screened {
+        if let Some((_, b)) = best {
+            let threshold = l[i] - b;
+            let limit = threshold + 1e-9 * (1.0 + threshold.abs());
+            if above.exceeds(i, &[top], limit) {
+                continue;
+            }
+            // Kernels far below the limit cannot add up to it.
+            let near = above.carriers(i, limit as f32 - CARRIER_SPAN);
+            if above.exceeds(i, &near, limit) {
+                continue;
+            }
         }
         let a = l[i] - above.log_pdf(i);
-        if a > best.1 || (a == best.1 && i < best.0) {
-            best = (i, a);
+        if best.is_none_or(|(j, b)| a > b || (a == b && i < j)) {
+            best = Some((i, a));
         }
     }
-    best.0
+    best.map_or(0, |(i, _)| i)
 }
+
+/// Kernels whose bound is this many nats below a candidate's limit (a
+/// relative weight of 6e-6) are not tried for ruling it out.
+const CARRIER_SPAN: f32 = 12.0;
 
 fn cmp_f64(a: f64, b: f64) -> Ordering {
     // NaN sorts last, like a value that is never good.

@@ -25,7 +25,7 @@ mod rows;
 mod update;
 
 pub use cells::CellCache;
-use rows::{Part, argmax_row, log_density_row};
+use rows::{Part, log_density_row, log_sum_exp, max_row};
 
 use crate::distribution::Distribution;
 use crate::rng::Rng;
@@ -378,6 +378,9 @@ struct DiscreteRows {
     expanded: Vec<Vec<f64>>,
 }
 
+/// [`Evaluator::carriers`] returns at most this many kernels.
+pub const MAX_CARRIERS: usize = 32;
+
 /// One estimator's densities at a fixed set of samples.
 pub struct Evaluator<'p> {
     log_weights: &'p [f64],
@@ -455,11 +458,40 @@ impl Evaluator<'_> {
         log_density_row(self.log_weights, &parts, &mut self.row)
     }
 
-    /// The kernel with the largest upper bound on its term at sample `i`
-    /// (exact in continuous and categorical dimensions, the cell-width
-    /// bound in discrete ones), computed in `f32`: a cheap guess at the
-    /// kernel that carries the density, without any cell mass.
-    pub fn likely_top(&mut self, i: usize) -> usize {
+    /// The largest upper bound on a kernel's term at sample `i`, and that
+    /// kernel: a cheap guess at the density and at the kernel carrying it.
+    /// The bounds are exact in continuous and categorical dimensions and
+    /// the cell-width bound in discrete ones, computed in `f32` without
+    /// any cell mass.
+    pub fn screen(&mut self, i: usize) -> (f32, u32) {
+        let max = self.bound_row(i);
+        let row = &self.narrow.as_ref().expect("bound_row made it").row;
+        let top = row.iter().position(|&b| b == max).unwrap_or(0);
+        (max, top as u32)
+    }
+
+    /// The kernels whose bound at sample `i` (as [`Evaluator::screen`]'s)
+    /// is at least `floor`: the ones that may carry its density, at most
+    /// [`MAX_CARRIERS`] of them, the largest bounds first.
+    pub fn carriers(&mut self, i: usize, floor: f32) -> Vec<u32> {
+        self.bound_row(i);
+        let row = &self.narrow.as_ref().expect("bound_row made it").row;
+        let mut near: Vec<(f32, u32)> = (row.iter().enumerate())
+            .filter(|&(_, &b)| b >= floor)
+            .map(|(k, &b)| (b, k as u32))
+            .collect();
+        let larger_first = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+        if near.len() > MAX_CARRIERS {
+            near.select_nth_unstable_by(MAX_CARRIERS - 1, larger_first);
+            near.truncate(MAX_CARRIERS);
+        }
+        near.sort_unstable_by(larger_first);
+        near.into_iter().map(|(_, k)| k).collect()
+    }
+
+    /// Fills the `f32` row of kernel bounds at sample `i`; returns its
+    /// maximum.
+    fn bound_row(&mut self, i: usize) -> f32 {
         let n_k = self.log_weights.len();
         let narrow = self
             .narrow
@@ -493,7 +525,23 @@ impl Evaluator<'_> {
                 }
             })
             .collect();
-        argmax_row(&narrow.log_weights, &parts, &mut narrow.row)
+        max_row(&narrow.log_weights, &parts, &mut narrow.row)
+    }
+
+    /// Whether the exact terms of `kernels` at sample `i` prove its
+    /// log-density above `limit`: one term above it, or their log-sum-exp
+    /// (the full density's arithmetic on a subset of its terms, so never
+    /// above it but for rounding far below the caller's margin).
+    pub fn exceeds(&mut self, i: usize, kernels: &[u32], limit: f64) -> bool {
+        let mut terms = Vec::with_capacity(kernels.len());
+        for &k in kernels {
+            let t = self.kernel_term(i, k as usize);
+            if t > limit {
+                return true;
+            }
+            terms.push(t);
+        }
+        terms.len() > 1 && log_sum_exp(&terms) > limit
     }
 
     /// Kernel `k`'s log term (weight included) at sample `i`: the number

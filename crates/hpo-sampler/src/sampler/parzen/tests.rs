@@ -135,12 +135,19 @@ fn log_pdf_matches_the_formulas_and_cached_cells_change_nothing() {
         let mut ev = p.evaluator(&points);
         for i in [0, 5, 31] {
             let terms: Vec<f64> = (0..n + 1).map(|k| ev.kernel_term(i, k)).collect();
-            let top = ev.likely_top(i);
+            let (bound, top) = ev.screen(i);
+            let carriers = ev.carriers(i, bound - 30.0);
             let density = ev.log_pdf(i);
             assert_eq!(density.to_bits(), fast[i].to_bits());
             let max = terms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             assert!(density >= max || density.is_nan(), "case {case}");
-            assert!(top <= n, "case {case}");
+            assert!(top as usize <= n && carriers.iter().all(|&k| k as usize <= n));
+            assert!(
+                carriers.len() <= MAX_CARRIERS && carriers.contains(&top) || !bound.is_finite()
+            );
+            // The carriers never prove more than the density.
+            let margin = 1e-9 * (1.0 + density.abs());
+            assert!(!ev.exceeds(i, &carriers, density + margin), "case {case}");
         }
         // Inherit the cells of another estimator (other observations,
         // same distributions), then of this one.
