@@ -57,6 +57,8 @@ pub struct CellCache {
     /// computed; a row is shorter than `pairs` until a later pair is used).
     rows: Vec<Vec<f64>>,
     cells: Vec<Cell>,
+    /// Scratch for [`CellCache::distinct`]: all false between calls.
+    seen: Vec<bool>,
 }
 
 struct Pair {
@@ -124,6 +126,19 @@ impl CellCache {
             *slot = cell_log_mass(c.l, c.r, c.ln_width, p.mu, p.sigma, p.ln_sigma) - p.log_norm;
         }
         *slot
+    }
+
+    /// Each of `pairs` (ids into this cache) once, in order of first
+    /// appearance: linear, without sorting or allocating per id.
+    pub fn distinct(&mut self, pairs: &[u32]) -> Vec<u32> {
+        self.seen.resize(self.pairs.len(), false);
+        let out: Vec<u32> = (pairs.iter().copied())
+            .filter(|&p| !std::mem::replace(&mut self.seen[p as usize], true))
+            .collect();
+        for &p in &out {
+            self.seen[p as usize] = false;
+        }
+        out
     }
 
     /// Fill `out[k]` with the term of kernel `pairs[k]` at row `row`.

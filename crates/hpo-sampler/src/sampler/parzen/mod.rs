@@ -466,8 +466,7 @@ impl Evaluator<'_> {
     pub fn screen(&mut self, i: usize) -> (f32, u32) {
         let max = self.bound_row(i);
         let row = &self.narrow.as_ref().expect("bound_row made it").row;
-        let top = row.iter().position(|&b| b == max).unwrap_or(0);
-        (max, top as u32)
+        (max, rows::position_of(row, max).unwrap_or(0) as u32)
     }
 
     /// The kernels whose bound at sample `i` (as [`Evaluator::screen`]'s)
@@ -737,7 +736,7 @@ fn numeric(
             }
             (pair[k], peak[k]) = last.2;
         }
-        distinct_pairs = distinct(&pair);
+        distinct_pairs = cells.distinct(&pair);
     }
     Numeric {
         low,
@@ -781,15 +780,6 @@ fn continuous_konst(
     } else {
         cells.pair(m, s, a_low, a_high).1
     }
-}
-
-/// Each of `ids` once, in order of first appearance.
-fn distinct(ids: &[u32]) -> Vec<u32> {
-    let mut seen = vec![false; ids.iter().max().map_or(0, |&m| m as usize + 1)];
-    ids.iter()
-        .copied()
-        .filter(|&p| !std::mem::replace(&mut seen[p as usize], true))
-        .collect()
 }
 
 /// Kernels more than this many widths from both ends of the range have a

@@ -215,6 +215,25 @@ fn lanes_max<F: Lane>(row: &[F]) -> F {
         .fold(F::NEG_INFINITY, |m, &v| m.max(v))
 }
 
+/// The first index of `value` in `row`: blocks of 16 are tested without
+/// branches (so the test vectorises) and only the block that holds it is
+/// searched.
+pub(super) fn position_of<F: Lane>(row: &[F], value: F) -> Option<usize> {
+    const BLOCK: usize = 16;
+    let blocks = row.chunks_exact(BLOCK);
+    let tail = blocks.remainder();
+    for (b, block) in blocks.enumerate() {
+        if block.iter().fold(false, |hit, &v| hit | (v == value)) {
+            return block
+                .iter()
+                .position(|&v| v == value)
+                .map(|i| b * BLOCK + i);
+        }
+    }
+    let start = row.len() - tail.len();
+    tail.iter().position(|&v| v == value).map(|i| start + i)
+}
+
 /// `log_sum_exp` drops terms this far below the largest (relative weight
 /// below 2e-22).
 const DROP_BELOW_MAX: f64 = 50.0;
@@ -365,7 +384,8 @@ mod tests {
             let parts32 = one_of_each([&mu32, &is32, &k32, &t32, &p32]);
             let mut row32 = Vec::new();
             let max32 = max_row(&lw32, &parts32, &mut row32);
-            let top = row32.iter().position(|&v| v == max32).unwrap();
+            let top = position_of(&row32, max32).unwrap();
+            assert_eq!(Some(top), row32.iter().position(|&v| v == max32));
             assert!(direct[top] >= max - 1e-3 * (1.0 + max.abs()), "n = {n}");
         }
     }

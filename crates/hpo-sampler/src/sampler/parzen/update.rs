@@ -14,8 +14,8 @@
 //! kernel order (ascending ids).
 
 use super::{
-    CellCache, Dim, Numeric, Parzen, ParzenParams, Weights, categorical, continuous_konst,
-    distinct, rank_gap, sigma_bounds, total_key,
+    Categorical, CellCache, Dim, Numeric, Parzen, ParzenParams, Weights, categorical,
+    continuous_konst, rank_gap, sigma_bounds, total_key,
 };
 
 impl Parzen {
@@ -60,12 +60,18 @@ impl Parzen {
             match dim {
                 Dim::Categorical(c) => {
                     splice(&mut c.template, removed, &inserted, |j| centre(j) as u32);
-                    let obs: Vec<f64> = c.template[..ids.len()]
-                        .iter()
-                        .map(|&t| f64::from(t))
-                        .collect();
-                    let n_choices = c.n_choices;
-                    *dim = categorical(n_choices, &obs, params);
+                    if old_n == ids.len() && old_n > 0 {
+                        // As many kernels as before: the same templates, so
+                        // only the edited kernels' probabilities move.
+                        update_categorical(c, removed, &inserted);
+                    } else {
+                        let obs: Vec<f64> = c.template[..ids.len()]
+                            .iter()
+                            .map(|&t| f64::from(t))
+                            .collect();
+                        let n_choices = c.n_choices;
+                        *dim = categorical(n_choices, &obs, params);
+                    }
                 }
                 Dim::Numeric(num) => {
                     let edit = Edit {
@@ -110,6 +116,24 @@ fn splice<T>(v: &mut Vec<T>, removed: &[usize], inserted: &[usize], value: impl 
     }
     for (j, &i) in inserted.iter().enumerate() {
         v.insert(i, value(j));
+    }
+}
+
+/// Edits each choice's column of `log_probs_by_choice` as `template` was
+/// edited (the kernel count unchanged): `ln` of the template's probability,
+/// as [`categorical`] computes it.
+fn update_categorical(c: &mut Categorical, removed: &[usize], inserted: &[usize]) {
+    let (n_k, n_choices) = (c.template.len(), c.n_choices);
+    let mut column = Vec::with_capacity(n_k);
+    for choice in 0..n_choices {
+        let range = choice * n_k..(choice + 1) * n_k;
+        column.clear();
+        column.extend_from_slice(&c.log_probs_by_choice[range.clone()]);
+        splice(&mut column, removed, inserted, |j| {
+            let t = c.template[inserted[j]] as usize;
+            c.templates[t * n_choices + choice].ln()
+        });
+        c.log_probs_by_choice[range].copy_from_slice(&column);
     }
 }
 
@@ -205,7 +229,7 @@ fn update_numeric(
     }
     debug_assert!(d.sigma.iter().all(|s| !s.is_nan()), "every width set");
     if discrete {
-        d.distinct_pairs = distinct(&d.pair);
+        d.distinct_pairs = cells.distinct(&d.pair);
     }
     d.tails.clear();
 }
