@@ -25,7 +25,7 @@ mod rows;
 mod update;
 
 pub use cells::CellCache;
-use rows::{Part, log_density_row, log_sum_exp, max_row};
+use rows::{Part, argmax_row, log_density_row, log_sum_exp};
 
 use crate::distribution::Distribution;
 use crate::rng::Rng;
@@ -464,9 +464,8 @@ impl Evaluator<'_> {
     /// the cell-width bound in discrete ones, computed in `f32` without
     /// any cell mass.
     pub fn screen(&mut self, i: usize) -> (f32, u32) {
-        let max = self.bound_row(i);
-        let row = &self.narrow.as_ref().expect("bound_row made it").row;
-        (max, rows::position_of(row, max).unwrap_or(0) as u32)
+        let (max, top) = self.bound_row(i);
+        (max, top as u32)
     }
 
     /// The kernels whose bound at sample `i` (as [`Evaluator::screen`]'s)
@@ -489,8 +488,8 @@ impl Evaluator<'_> {
     }
 
     /// Fills the `f32` row of kernel bounds at sample `i`; returns its
-    /// maximum.
-    fn bound_row(&mut self, i: usize) -> f32 {
+    /// maximum and the first kernel with it.
+    fn bound_row(&mut self, i: usize) -> (f32, usize) {
         let n_k = self.log_weights.len();
         let narrow = self
             .narrow
@@ -524,7 +523,7 @@ impl Evaluator<'_> {
                 }
             })
             .collect();
-        max_row(&narrow.log_weights, &parts, &mut narrow.row)
+        argmax_row(&narrow.log_weights, &parts, &mut narrow.row)
     }
 
     /// Whether the exact terms of `kernels` at sample `i` prove its

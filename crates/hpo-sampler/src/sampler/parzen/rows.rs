@@ -8,14 +8,14 @@
 //! dimension's `konst - z^2 / 2`, a discrete dimension's upper bound).
 //! Every loop runs over kernels in memory order with no branch, so the
 //! compiler vectorises it; on x86-64 the same code is also compiled for
-//! AVX2 and picked at run time. No fused multiply-add is ever emitted
-//! (Rust does not contract float expressions) and the reduction order is
-//! fixed, so both builds give the same bits.
+//! AVX-512 and AVX2 and picked at run time. No fused multiply-add is ever
+//! emitted (Rust does not contract float expressions) and the reduction
+//! order is fixed, so every build gives the same bits.
 //!
 //! Rows are generic over the float type: densities are `f64`; the
-//! screening guess of which kernel is largest ([`argmax_row`]) runs in
-//! `f32`, twice the lanes, because only its index is used and that
-//! kernel's term is then computed exactly.
+//! screening bounds ([`argmax_row`]) run in `f32`, twice the lanes,
+//! because they only guess (which kernels to try, which candidate first)
+//! and the kernels' terms are then computed exactly.
 
 use std::ops::{Add, Mul, Sub};
 
@@ -121,14 +121,25 @@ fn cell_bound<F: Lane>(centre: F, half: F, ln_width: F, mu: F, inv_sigma: F, pea
 }
 
 /// Runs `$body` (an expression over the function's arguments) compiled
-/// for AVX2 when the CPU has it, else for the baseline.
+/// for AVX-512 or AVX2 when the CPU has it, else for the baseline. The
+/// arithmetic is the same in each (no fused multiply-adds, the same
+/// reduction order), so are the bits; only the vector width differs.
 macro_rules! dispatch {
     (fn $name:ident$(<$g:ident: $b:ident>)?($($arg:ident: $ty:ty),*) -> $ret:ty $body:block) => {
         pub(super) fn $name$(<$g: $b>)?($($arg: $ty),*) -> $ret {
             #[cfg(target_arch = "x86_64")]
             {
+                #[target_feature(enable = "avx512f,avx512dq,avx512vl")]
+                fn avx512$(<$g: $b>)?($($arg: $ty),*) -> $ret $body
                 #[target_feature(enable = "avx2")]
                 fn avx2$(<$g: $b>)?($($arg: $ty),*) -> $ret $body
+                if std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512dq")
+                    && std::arch::is_x86_feature_detected!("avx512vl")
+                {
+                    // SAFETY: the CPU has these features (checked just above).
+                    return unsafe { avx512($($arg),*) };
+                }
                 if std::arch::is_x86_feature_detected!("avx2") {
                     // SAFETY: the CPU has AVX2 (checked just above).
                     return unsafe { avx2($($arg),*) };
@@ -147,9 +158,9 @@ dispatch! {
 }
 
 dispatch! {
-    fn max_row<F: Lane>(log_weights: &[F], parts: &[Part<'_, F>], row: &mut Vec<F>) -> F {
+    fn argmax_row<F: Lane>(log_weights: &[F], parts: &[Part<'_, F>], row: &mut Vec<F>) -> (F, usize) {
         fill_row(log_weights, parts, row);
-        lanes_max(row)
+        lanes_argmax(row)
     }
 }
 
@@ -215,23 +226,27 @@ fn lanes_max<F: Lane>(row: &[F]) -> F {
         .fold(F::NEG_INFINITY, |m, &v| m.max(v))
 }
 
-/// The first index of `value` in `row`: blocks of 16 are tested without
-/// branches (so the test vectorises) and only the block that holds it is
-/// searched.
-pub(super) fn position_of<F: Lane>(row: &[F], value: F) -> Option<usize> {
-    const BLOCK: usize = 16;
-    let blocks = row.chunks_exact(BLOCK);
-    let tail = blocks.remainder();
-    for (b, block) in blocks.enumerate() {
-        if block.iter().fold(false, |hit, &v| hit | (v == value)) {
-            return block
-                .iter()
-                .position(|&v| v == value)
-                .map(|i| b * BLOCK + i);
+/// The largest value and the first index holding it (NaNs ignored; minus
+/// infinity at 0 if there is no other): [`lanes_max`] per block of 128,
+/// then a search of the first block holding the largest, so that only one
+/// block is scanned element by element.
+#[inline(always)]
+fn lanes_argmax<F: Lane>(row: &[F]) -> (F, usize) {
+    const BLOCK: usize = 128;
+    let mut best = (F::NEG_INFINITY, 0);
+    for (b, block) in row.chunks(BLOCK).enumerate() {
+        let m = lanes_max(block);
+        if m > best.0 {
+            best = (m, b);
         }
     }
-    let start = row.len() - tail.len();
-    tail.iter().position(|&v| v == value).map(|i| start + i)
+    let start = best.1 * BLOCK;
+    let block = &row[start..row.len().min(start + BLOCK)];
+    let at = block
+        .iter()
+        .position(|&v| v == best.0)
+        .map_or(0, |i| start + i);
+    (best.0, at)
 }
 
 /// `log_sum_exp` drops terms this far below the largest (relative weight
@@ -339,10 +354,10 @@ mod tests {
         ]
     }
 
-    /// The dispatched (AVX2) build and the baseline give the same bits;
-    /// rows are the parts' terms added in order; the log-sum-exp is
-    /// accurate and at least the largest term; the maximum is the largest
-    /// term's (in `f32`, nearly: its position is a largest term's).
+    /// The dispatched (AVX-512 or AVX2) build and the baseline give the
+    /// same bits; rows are the parts' terms added in order; the
+    /// log-sum-exp is accurate and at least the largest term; the argmax
+    /// is the first largest term (in `f32`, of the `f32` row).
     #[test]
     fn rows_are_the_same_in_every_build_and_match_their_terms() {
         let mut rng = crate::rng::Rng::seed_from(3);
@@ -371,7 +386,11 @@ mod tests {
                 "{fast} vs {exact}"
             );
             assert!(fast >= max);
-            assert_eq!(max_row(&lw, &parts, &mut row), max);
+            let (top_value, top) = argmax_row(&lw, &parts, &mut row);
+            assert_eq!(
+                (top_value, Some(top)),
+                (max, direct.iter().position(|&v| v == max))
+            );
             let narrow = |v: &[f64]| -> Vec<f32> { v.iter().map(|&x| x as f32).collect() };
             let (lw32, mu32, is32, k32, t32, p32) = (
                 narrow(&lw),
@@ -383,8 +402,7 @@ mod tests {
             );
             let parts32 = one_of_each([&mu32, &is32, &k32, &t32, &p32]);
             let mut row32 = Vec::new();
-            let max32 = max_row(&lw32, &parts32, &mut row32);
-            let top = position_of(&row32, max32).unwrap();
+            let (max32, top) = argmax_row(&lw32, &parts32, &mut row32);
             assert_eq!(Some(top), row32.iter().position(|&v| v == max32));
             assert!(direct[top] >= max - 1e-3 * (1.0 + max.abs()), "n = {n}");
         }
