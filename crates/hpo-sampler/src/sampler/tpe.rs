@@ -300,7 +300,9 @@ impl TpeSampler {
                 }
                 // A few trials left or joined: update the estimator in
                 // place (the same result as rebuilding it).
-                if let Some((gone, joined)) = key_change(&e.key, &key) {
+                if let Some((gone, joined)) = key_change(&e.key, &key)
+                    && !e.parzen.needs_rebuild()
+                {
                     let removed: Vec<usize> =
                         gone.iter().filter_map(|&n| e.parzen.kernel_of(n)).collect();
                     let added: Vec<(u64, Box<[f64]>)> = joined

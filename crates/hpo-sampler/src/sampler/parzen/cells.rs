@@ -73,10 +73,18 @@ impl CellCache {
     /// Forget everything if the cache has grown past its bound (only
     /// between estimators: ids handed out stay valid while one lives).
     pub fn trim(&mut self) {
-        let entries: usize = self.rows.iter().map(Vec::len).sum();
-        if entries > MAX_ENTRIES || self.pairs.len() > MAX_ENTRIES / 4 {
+        if self.over_bound() {
             *self = CellCache::default();
         }
+    }
+
+    /// Whether the cache has grown past its bound (the next [`trim`]
+    /// starts it over).
+    ///
+    /// [`trim`]: CellCache::trim
+    pub fn over_bound(&self) -> bool {
+        let entries: usize = self.rows.iter().map(Vec::len).sum();
+        entries > MAX_ENTRIES || self.pairs.len() > MAX_ENTRIES / 4
     }
 
     /// The id of the kernel `(mu, sigma)` on the range `[a_low, a_high]`
@@ -328,7 +336,9 @@ mod tests {
             .rows
             .iter_mut()
             .for_each(|r| r.resize(MAX_ENTRIES, 0.0));
+        assert!(cache.over_bound());
         cache.trim();
         assert!(cache.pairs.is_empty() && cache.rows.is_empty());
+        assert!(!cache.over_bound());
     }
 }

@@ -7,11 +7,10 @@
 //! what a change can reach. A kernel's width depends on its neighbours in
 //! centre order (and, through the magic clip, on the number of kernels),
 //! so a change re-derives the kernels next to each edit, and every kernel
-//! only when the clip itself moves. The result is
-//! the estimator [`Parzen::from_centres`] builds from the new set, bit for
-//! bit: the same formulas ([`rank_gap`], [`sigma_bounds`],
-//! [`continuous_konst`], the cell cache) on the same numbers, in the same
-//! kernel order (ascending ids).
+//! only when the clip itself moves. The result is the estimator
+//! [`Parzen::from_centres`] builds from the new set, bit for bit: the same
+//! formulas ([`rank_gap`], [`sigma_bounds`], [`continuous_konst`], the cell
+//! cache) on the same numbers, in the same kernel order (ascending ids).
 
 use super::{
     Categorical, CellCache, Dim, Numeric, Parzen, ParzenParams, Weights, categorical,
@@ -89,6 +88,12 @@ impl Parzen {
         if !self.w.made_from(obs_weights, params.prior_weight) {
             self.w = Weights::new(obs_weights, params.prior_weight);
         }
+    }
+
+    /// Whether a cell cache has outgrown its bound: an update would keep
+    /// it growing (only a rebuild starts it over), so rebuild instead.
+    pub fn needs_rebuild(&self) -> bool {
+        self.cells.iter().any(CellCache::over_bound)
     }
 
     /// The index of the kernel of observation `id`, if it has one.
