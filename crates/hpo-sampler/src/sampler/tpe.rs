@@ -292,6 +292,12 @@ impl TpeSampler {
         let cached = self.spaces.entry(key).or_default();
         cached.observations.fit_history(study.trials.len());
         let weights = self.config.weights;
+        // The observations' weights (the configured ramp, one per observation).
+        let obs_weights = |n: usize| {
+            let mut w = weights(n);
+            w.truncate(n);
+            w
+        };
         for (slot, set) in [(&mut cached.below, &below), (&mut cached.above, &above)] {
             let key = set_key(set);
             if let Some(e) = slot.as_mut() {
@@ -314,17 +320,14 @@ impl TpeSampler {
                         })
                         .collect();
                     let n_obs = e.parzen.n_observations() - removed.len() + added.len();
-                    let mut w = weights(n_obs);
-                    w.truncate(n_obs);
-                    e.parzen.update(&removed, &added, &w, params);
+                    e.parzen
+                        .update(&removed, &added, &obs_weights(n_obs), params);
                     e.key = key;
                     continue;
                 }
             }
             let obs = cached.observations.observations(set, space);
-            let n_obs = obs.len();
-            let mut w = weights(n_obs);
-            w.truncate(n_obs);
+            let w = obs_weights(obs.len());
             // The new estimator inherits the cell masses its predecessor
             // computed, and its log weights if they are the same.
             let recycled = slot.take().map(|e| e.parzen.recycle()).unwrap_or_default();
