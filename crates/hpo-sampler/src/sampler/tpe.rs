@@ -361,10 +361,10 @@ impl TpeSampler {
 /// Most candidates never need their `g`. It is at least the log-sum-exp
 /// of any of its kernels' terms, so once a candidate `i` has kernels whose
 /// exact terms already exceed `l[i] - best` (with a margin for rounding),
-/// `i` cannot win. Which kernels to try comes from a cheap `f32` pass
-/// without cell masses ([`Evaluator::carriers`]); the same pass guesses
-/// each `g`, and candidates are tried in decreasing `l - guess`, so the
-/// winner usually comes first and every other candidate is ruled out from
+/// `i` cannot win. Which kernels to try comes from a cheap `f32` row of
+/// guessed terms ([`Evaluator::carriers`]); the same row guesses each `g`,
+/// and candidates are tried in decreasing `l - guess`, so the winner
+/// usually comes first and every other candidate is ruled out from
 /// a few kernels. The guesses decide cost, never the result: a candidate
 /// they do not rule out gets its exact `g`.
 fn best_candidate(l: &[f64], above: &mut Evaluator<'_>) -> usize {

@@ -30,8 +30,8 @@ mod update;
 
 pub use cells::CellCache;
 use rows::{Part, log_density_row, log_sum_exp};
+use screen::Guesses;
 pub use screen::MAX_CARRIERS;
-use screen::Narrow;
 
 use crate::distribution::Distribution;
 use crate::rng::Rng;
@@ -60,12 +60,12 @@ struct Numeric {
     step: Option<f64>,
     mu: Vec<f64>,
     sigma: Vec<f64>,
-    /// Continuous only: `1 / sigma` and `-ln(sigma) - ln(mass) - ln(sqrt(2 pi))`.
+    /// `1 / sigma`; continuous only, `-ln(sigma) - ln(mass) - ln(sqrt(2 pi))`.
     inv_sigma: Vec<f64>,
     konst: Vec<f64>,
     /// Discrete only: each kernel's (centre, width) pair in the
     /// dimension's [`CellCache`], and the log of its normalised density's
-    /// peak (for [`Part::CellBound`]); `distinct_pairs`: each id in
+    /// peak (for the screening's guesses); `distinct_pairs`: each id in
     /// `pair` once.
     pair: Vec<u32>,
     distinct_pairs: Vec<u32>,
@@ -369,7 +369,7 @@ impl Parzen {
             samples,
             discrete,
             row: Vec::with_capacity(self.w.weights.len()),
-            narrow: None,
+            guesses: None,
         }
     }
 }
@@ -393,8 +393,8 @@ pub struct Evaluator<'p> {
     /// Per dimension (empty for all but discrete ones).
     discrete: Vec<DiscreteRows>,
     row: Vec<f64>,
-    /// The estimator in `f32`, made on the first screening.
-    narrow: Option<Narrow>,
+    /// The screening's guesses, made on the first screening.
+    guesses: Option<Guesses>,
 }
 
 impl Evaluator<'_> {

@@ -12,10 +12,12 @@
 //! emitted (Rust does not contract float expressions) and the reduction
 //! order is fixed, so every build gives the same bits.
 //!
-//! Rows are generic over the float type: densities are `f64`; the
-//! screening bounds ([`argmax_row`]) run in `f32`, twice the lanes,
-//! because they only guess (which kernels to try, which candidate first)
-//! and the kernels' terms are then computed exactly.
+//! The screening's guesses ([`guess_row`]) are a separate, cheaper loop:
+//! `f32` (twice the lanes), every dimension folded into a per-kernel
+//! constant or a quadratic in the sample, one pass with the row in
+//! registers, fused multiply-adds where the CPU has them. Their bits may
+//! differ between builds; they only decide which kernels to try and which
+//! candidate first, and the kernels' terms are then computed exactly.
 
 use std::ops::{Add, Mul, Sub};
 
@@ -23,32 +25,15 @@ use std::ops::{Add, Mul, Sub};
 pub(super) trait Lane:
     Copy + PartialOrd + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self>
 {
-    const ZERO: Self;
     const HALF: Self;
     const NEG_INFINITY: Self;
-    fn abs(self) -> Self;
-    fn max(self, other: Self) -> Self;
-    fn min(self, other: Self) -> Self;
 }
 
 macro_rules! lane {
     ($t:ty) => {
         impl Lane for $t {
-            const ZERO: Self = 0.0;
             const HALF: Self = 0.5;
             const NEG_INFINITY: Self = <$t>::NEG_INFINITY;
-            #[inline(always)]
-            fn abs(self) -> Self {
-                <$t>::abs(self)
-            }
-            #[inline(always)]
-            fn max(self, other: Self) -> Self {
-                <$t>::max(self, other)
-            }
-            #[inline(always)]
-            fn min(self, other: Self) -> Self {
-                <$t>::min(self, other)
-            }
         }
     };
 }
@@ -66,19 +51,6 @@ pub(super) enum Part<'a, F> {
     },
     /// Terms already per kernel.
     Terms(&'a [F]),
-    /// An upper bound on a discrete dimension's terms at a cell: its width
-    /// times the kernel's density at the cell's point nearest the centre,
-    /// `min(ln_width + peak[k] - (max(|centre - mu[k]| - half, 0) *
-    /// inv_sigma[k])^2 / 2, 0)`, with `peak[k] = -ln(sigma) - ln(sqrt(2
-    /// pi)) - ln(normaliser)`.
-    CellBound {
-        centre: F,
-        half: F,
-        ln_width: F,
-        mu: &'a [F],
-        inv_sigma: &'a [F],
-        peak: &'a [F],
-    },
 }
 
 impl<F: Lane> Part<'_, F> {
@@ -93,14 +65,6 @@ impl<F: Lane> Part<'_, F> {
                 konst,
             } => normal_term(x, mu[k], inv_sigma[k], konst[k]),
             Part::Terms(t) => t[k],
-            Part::CellBound {
-                centre,
-                half,
-                ln_width,
-                mu,
-                inv_sigma,
-                peak,
-            } => cell_bound(centre, half, ln_width, mu[k], inv_sigma[k], peak[k]),
         }
     }
 }
@@ -113,38 +77,39 @@ fn normal_term<F: Lane>(x: F, mu: F, inv_sigma: F, konst: F) -> F {
     konst - F::HALF * z * z
 }
 
-/// See [`Part::CellBound`].
-#[inline(always)]
-fn cell_bound<F: Lane>(centre: F, half: F, ln_width: F, mu: F, inv_sigma: F, peak: F) -> F {
-    let gap = ((centre - mu).abs() - half).max(F::ZERO) * inv_sigma;
-    (ln_width + peak - F::HALF * gap * gap).min(F::ZERO)
-}
-
 /// Runs `$body` (an expression over the function's arguments) compiled
-/// for AVX-512 or AVX2 when the CPU has it, else for the baseline. The
-/// arithmetic is the same in each (no fused multiply-adds, the same
-/// reduction order), so are the bits; only the vector width differs.
+/// for AVX-512 or AVX2 (with FMA) when the CPU has it, else for the
+/// baseline. Rust never fuses a multiply and an add on its own, so unless
+/// the body asks for it the arithmetic is the same in each (the same
+/// reduction order too), and so are the bits: only the vector width
+/// differs. A body that names a [`MulAdd`] type (`fused M;`) gets
+/// [`Fused`] in the vector builds and [`Separate`] in the baseline one.
 macro_rules! dispatch {
-    (fn $name:ident$(<$g:ident: $b:ident>)?($($arg:ident: $ty:ty),*) -> $ret:ty $body:block) => {
-        pub(super) fn $name$(<$g: $b>)?($($arg: $ty),*) -> $ret {
+    ($(fused $m:ident;)? fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty $body:block) => {
+        pub(super) fn $name($($arg: $ty),*) -> $ret {
             #[cfg(target_arch = "x86_64")]
             {
-                #[target_feature(enable = "avx512f,avx512dq,avx512vl")]
-                fn avx512$(<$g: $b>)?($($arg: $ty),*) -> $ret $body
-                #[target_feature(enable = "avx2")]
-                fn avx2$(<$g: $b>)?($($arg: $ty),*) -> $ret $body
-                if std::arch::is_x86_feature_detected!("avx512f")
-                    && std::arch::is_x86_feature_detected!("avx512dq")
-                    && std::arch::is_x86_feature_detected!("avx512vl")
-                {
+                #[target_feature(enable = "avx512f,avx512dq,avx512vl,fma")]
+                fn avx512($($arg: $ty),*) -> $ret {
+                    $(type $m = Fused;)?
+                    $body
+                }
+                #[target_feature(enable = "avx2,fma")]
+                fn avx2($($arg: $ty),*) -> $ret {
+                    $(type $m = Fused;)?
+                    $body
+                }
+                use std::arch::is_x86_feature_detected as has;
+                if has!("fma") && has!("avx512f") && has!("avx512dq") && has!("avx512vl") {
                     // SAFETY: the CPU has these features (checked just above).
                     return unsafe { avx512($($arg),*) };
                 }
-                if std::arch::is_x86_feature_detected!("avx2") {
-                    // SAFETY: the CPU has AVX2 (checked just above).
+                if has!("fma") && has!("avx2") {
+                    // SAFETY: the CPU has these features (checked just above).
                     return unsafe { avx2($($arg),*) };
                 }
             }
+            $(type $m = Separate;)?
             $body
         }
     };
@@ -158,9 +123,83 @@ dispatch! {
 }
 
 dispatch! {
-    fn argmax_row<F: Lane>(log_weights: &[F], parts: &[Part<'_, F>], row: &mut Vec<F>) -> (F, usize) {
-        fill_row(log_weights, parts, row);
-        lanes_argmax(row)
+    fused M;
+    fn guess_row(guess: &GuessParts<'_>, row: &mut Vec<f32>) -> (f32, usize) {
+        fill_guesses::<M>(guess, row);
+        lanes_argmax(&row[..guess.n])
+    }
+}
+
+/// `a * b + c`, rounded once ([`Fused`], where the CPU has the
+/// instruction) or twice ([`Separate`]).
+pub(super) trait MulAdd {
+    fn mul_add(a: f32, b: f32, c: f32) -> f32;
+}
+
+pub(super) struct Fused;
+pub(super) struct Separate;
+
+impl MulAdd for Fused {
+    #[inline(always)]
+    fn mul_add(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+}
+
+impl MulAdd for Separate {
+    #[inline(always)]
+    fn mul_add(a: f32, b: f32, c: f32) -> f32 {
+        a * b + c
+    }
+}
+
+/// [`guess_row`]'s per-kernel arrays are padded to a multiple of this
+/// many kernels (a 512-bit vector of `f32`), so its loops have no tail.
+pub(super) const GUESS_CHUNK: usize = 16;
+
+/// One sample's guess row, over `n` kernels: per kernel, `base[k]` plus
+/// each open quadratic's `q[k] u^2 + p[k] u`, plus each capped one's
+/// `min(q[k] u^2 + p[k] u + a[k] + shift, 0)`. Arrays hold
+/// [`GUESS_CHUNK`]-padded kernels (padding: `base` minus infinity, the
+/// rest 0).
+pub(super) struct GuessParts<'a> {
+    pub n: usize,
+    pub base: &'a [f32],
+    pub open: &'a [Quadratic<'a>],
+    pub capped: &'a [Quadratic<'a>],
+}
+
+/// A numeric dimension's quadratic in the sample's (centred) value `u`.
+pub(super) struct Quadratic<'a> {
+    pub u: f32,
+    pub u2: f32,
+    pub q: &'a [f32],
+    pub p: &'a [f32],
+    /// Capped ones only: the per-kernel constant, and the sample's shift.
+    pub a: &'a [f32],
+    pub shift: f32,
+}
+
+/// Fills `row` with [`GuessParts`]' row, padding included: one pass per
+/// dimension over the row (in L1), each kernel independent of the others
+/// so that the passes pipeline.
+#[inline(always)]
+fn fill_guesses<M: MulAdd>(g: &GuessParts<'_>, row: &mut Vec<f32>) {
+    row.clear();
+    row.extend_from_slice(g.base);
+    let n = row.len();
+    for d in g.open {
+        let (u, u2) = (d.u, d.u2);
+        for ((r, &q), &p) in row.iter_mut().zip(&d.q[..n]).zip(&d.p[..n]) {
+            *r = M::mul_add(q, u2, M::mul_add(p, u, *r));
+        }
+    }
+    for d in g.capped {
+        let (u, u2, shift) = (d.u, d.u2, d.shift);
+        for (((r, &q), &p), &a) in row.iter_mut().zip(&d.q[..n]).zip(&d.p[..n]).zip(&d.a[..n]) {
+            let t = M::mul_add(q, u2, M::mul_add(p, u, a + shift));
+            *r += if t < 0.0 { t } else { 0.0 };
+        }
     }
 }
 
@@ -190,21 +229,16 @@ fn fill_row<F: Lane>(log_weights: &[F], parts: &[Part<'_, F>], row: &mut Vec<F>)
                     *r = *r + t;
                 }
             }
-            Part::CellBound {
-                centre,
-                half,
-                ln_width,
-                mu,
-                inv_sigma,
-                peak,
-            } => {
-                let (mu, inv_sigma, peak) = (&mu[..n], &inv_sigma[..n], &peak[..n]);
-                for (((r, &m), &is), &p) in row.iter_mut().zip(mu).zip(inv_sigma).zip(peak) {
-                    *r = *r + cell_bound(centre, half, ln_width, m, is, p);
-                }
-            }
         }
     }
+}
+
+/// `v` if it is larger than `max`, else `max`: a NaN `v` is ignored, and
+/// the comparison is one vector `max` instruction (`f64::max` needs three
+/// to order NaNs).
+#[inline(always)]
+fn keep_larger<F: Lane>(max: F, v: F) -> F {
+    if v > max { v } else { max }
 }
 
 /// The largest value (NaNs ignored; minus infinity if none), over 16
@@ -218,12 +252,12 @@ fn lanes_max<F: Lane>(row: &[F]) -> F {
     let mut lane_max = [F::NEG_INFINITY; LANES];
     for c in chunks {
         for i in 0..LANES {
-            lane_max[i] = lane_max[i].max(c[i]);
+            lane_max[i] = keep_larger(lane_max[i], c[i]);
         }
     }
     tail.iter()
         .chain(&lane_max)
-        .fold(F::NEG_INFINITY, |m, &v| m.max(v))
+        .fold(F::NEG_INFINITY, |m, &v| keep_larger(m, v))
 }
 
 /// The largest value and the first index holding it (NaNs ignored; minus
@@ -332,32 +366,9 @@ mod tests {
         }
     }
 
-    /// One part of each kind over `[mu, inv_sigma, konst, terms, peak]`.
-    fn one_of_each<'a, F: Lane + From<f32>>(a: [&'a [F]; 5]) -> [Part<'a, F>; 3] {
-        let [mu, inv_sigma, konst, terms, peak] = a;
-        [
-            Part::Continuous {
-                x: F::from(0.3),
-                mu,
-                inv_sigma,
-                konst,
-            },
-            Part::Terms(terms),
-            Part::CellBound {
-                centre: F::from(-0.1),
-                half: F::from(0.05),
-                ln_width: F::from(0.1f32.ln()),
-                mu,
-                inv_sigma,
-                peak,
-            },
-        ]
-    }
-
     /// The dispatched (AVX-512 or AVX2) build and the baseline give the
     /// same bits; rows are the parts' terms added in order; the
-    /// log-sum-exp is accurate and at least the largest term; the argmax
-    /// is the first largest term (in `f32`, of the `f32` row).
+    /// log-sum-exp is accurate and at least the largest term.
     #[test]
     fn rows_are_the_same_in_every_build_and_match_their_terms() {
         let mut rng = crate::rng::Rng::seed_from(3);
@@ -367,9 +378,16 @@ mod tests {
             };
             let lw = v(&mut rng, 4.0);
             let (mu, konst, terms) = (v(&mut rng, 2.0), v(&mut rng, 3.0), v(&mut rng, 80.0));
-            let peak = v(&mut rng, 6.0);
             let inv_sigma: Vec<f64> = (0..n).map(|_| 1.0 + 50.0 * rng.next_f64()).collect();
-            let parts = one_of_each([&mu, &inv_sigma, &konst, &terms, &peak]);
+            let parts = [
+                Part::Continuous {
+                    x: 0.3,
+                    mu: &mu,
+                    inv_sigma: &inv_sigma,
+                    konst: &konst,
+                },
+                Part::Terms(&terms),
+            ];
             let mut row = Vec::new();
             let fast = log_density_row(&lw, &parts, &mut row);
             let mut baseline = Vec::new();
@@ -386,25 +404,61 @@ mod tests {
                 "{fast} vs {exact}"
             );
             assert!(fast >= max);
-            let (top_value, top) = argmax_row(&lw, &parts, &mut row);
-            assert_eq!(
-                (top_value, Some(top)),
-                (max, direct.iter().position(|&v| v == max))
-            );
-            let narrow = |v: &[f64]| -> Vec<f32> { v.iter().map(|&x| x as f32).collect() };
-            let (lw32, mu32, is32, k32, t32, p32) = (
-                narrow(&lw),
-                narrow(&mu),
-                narrow(&inv_sigma),
-                narrow(&konst),
-                narrow(&terms),
-                narrow(&peak),
-            );
-            let parts32 = one_of_each([&mu32, &is32, &k32, &t32, &p32]);
-            let mut row32 = Vec::new();
-            let (max32, top) = argmax_row(&lw32, &parts32, &mut row32);
-            assert_eq!(Some(top), row32.iter().position(|&v| v == max32));
-            assert!(direct[top] >= max - 1e-3 * (1.0 + max.abs()), "n = {n}");
+        }
+    }
+
+    /// A guess row is its formula, to `f32` rounding, in every build (fused
+    /// or not), padding ignored; its argmax is the first largest guess.
+    #[test]
+    fn guess_rows_are_their_formula() {
+        let mut rng = crate::rng::Rng::seed_from(5);
+        for n in [1usize, 15, 16, 17, 100, 1001] {
+            let padded = n.next_multiple_of(GUESS_CHUNK);
+            let mut v = |s: f32| -> Vec<f32> {
+                let mut out: Vec<f32> = (0..n).map(|_| s * (rng.next_f64() as f32 - 0.5)).collect();
+                out.resize(padded, 0.0);
+                out
+            };
+            let mut base = v(8.0);
+            base[n..].fill(f32::NEG_INFINITY);
+            let (q1, p1, q2, p2, a2) = (v(-40.0), v(30.0), v(-40.0), v(30.0), v(4.0));
+            let q1: Vec<f32> = q1.iter().map(|q| -q.abs()).collect();
+            let q2: Vec<f32> = q2.iter().map(|q| -q.abs()).collect();
+            let quadratic = |u: f32, q, p, a, shift| Quadratic {
+                u,
+                u2: u * u,
+                q,
+                p,
+                a,
+                shift,
+            };
+            let open = [quadratic(0.3, &q1, &p1, &[][..], 0.0)];
+            let capped = [quadratic(-0.2, &q2, &p2, &a2, -1.5)];
+            let g = GuessParts {
+                n,
+                base: &base,
+                open: &open,
+                capped: &capped,
+            };
+            let direct: Vec<f32> = (0..n)
+                .map(|k| {
+                    let t = a2[k] - 1.5 + p2[k] * -0.2 + q2[k] * 0.04;
+                    base[k] + q1[k] * 0.09 + p1[k] * 0.3 + t.min(0.0)
+                })
+                .collect();
+            let mut rows = [Vec::new(), Vec::new()];
+            let (max, top) = guess_row(&g, &mut rows[0]);
+            fill_guesses::<Separate>(&g, &mut rows[1]);
+            for row in &rows {
+                for (k, (&a, &b)) in row[..n].iter().zip(&direct).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                        "{n}, {k}: {a} vs {b}"
+                    );
+                }
+            }
+            assert_eq!(Some(top), rows[0][..n].iter().position(|&v| v == max));
+            assert!(rows[0][..n].iter().all(|&v| v <= max));
         }
     }
 }
