@@ -10,7 +10,7 @@
 
 use super::Sampler;
 use super::observations::SpaceCache;
-use super::parzen::{Evaluator, Parzen, ParzenParams};
+use super::parzen::{Evaluator, Parzen, ParzenParams, total_key};
 use super::random::sample_uniform;
 use crate::distribution::Distribution;
 use crate::rng::Rng;
@@ -467,31 +467,38 @@ pub(crate) fn split_trials<'a>(
     };
     // Only which complete trials are the best `n_below` matters (both
     // sides are put in trial-number order below): select them under
-    // (value, position), the order a stable sort gives.
-    let by_value = |a: &(f64, usize), b: &(f64, usize)| cmp_f64(a.0, b.0).then(a.1.cmp(&b.1));
-    let mut keyed: Vec<(f64, usize)> = complete
+    // (value, position), the order a stable sort gives, as integer keys
+    // (NaN last, -0 equal to 0, as `cmp_f64` orders them).
+    let value_key = |v: f64| {
+        if v.is_nan() {
+            u64::MAX
+        } else {
+            total_key(v + 0.0)
+        }
+    };
+    let mut keyed: Vec<(u64, u32)> = complete
         .iter()
         .enumerate()
-        .map(|(i, t)| (sign * t.value().unwrap_or(f64::NAN), i))
+        .map(|(i, t)| (value_key(sign * t.value().unwrap_or(f64::NAN)), i as u32))
         .collect();
     let complete: Vec<&FrozenTrial> = if n_below < keyed.len() {
         if n_below > 0 {
-            keyed.select_nth_unstable_by(n_below - 1, by_value);
+            keyed.select_nth_unstable(n_below - 1);
         }
         // The best, then the rest in their original order (a linear pass
         // over a mask, not a sort).
         let mut is_best = vec![false; complete.len()];
         for &(_, i) in &keyed[..n_below] {
-            is_best[i] = true;
+            is_best[i as usize] = true;
         }
-        let best = keyed[..n_below].iter().map(|&(_, i)| complete[i]);
+        let best = keyed[..n_below].iter().map(|&(_, i)| complete[i as usize]);
         let rest = (0..complete.len())
             .filter(|&i| !is_best[i])
             .map(|i| complete[i]);
         best.chain(rest).collect()
     } else {
-        keyed.sort_unstable_by(by_value);
-        keyed.iter().map(|&(_, i)| complete[i]).collect()
+        keyed.sort_unstable();
+        keyed.iter().map(|&(_, i)| complete[i as usize]).collect()
     };
     pruned.sort_by(|a, b| {
         let (sa, va) = pruned_score(a, direction);

@@ -14,8 +14,8 @@
 //!
 //! The screening's guesses ([`guess_row`]) are a separate, cheaper loop:
 //! `f32` (twice the lanes), every dimension folded into a per-kernel
-//! constant or a quadratic in the sample, one pass with the row in
-//! registers, fused multiply-adds where the CPU has them. Their bits may
+//! constant or a quadratic in the sample, two fused multiply-adds per
+//! kernel and dimension where the CPU has them. Their bits may
 //! differ between builds; they only decide which kernels to try and which
 //! candidate first, and the kernels' terms are then computed exactly.
 
@@ -157,49 +157,66 @@ impl MulAdd for Separate {
 /// many kernels (a 512-bit vector of `f32`), so its loops have no tail.
 pub(super) const GUESS_CHUNK: usize = 16;
 
-/// One sample's guess row, over `n` kernels: per kernel, `base[k]` plus
-/// each open quadratic's `q[k] u^2 + p[k] u`, plus each capped one's
-/// `min(q[k] u^2 + p[k] u + a[k] + shift, 0)`. Arrays hold
-/// [`GUESS_CHUNK`]-padded kernels (padding: `base` minus infinity, the
-/// rest 0).
+/// One sample's guess row, over `n` kernels: per kernel, `base[k]` plus,
+/// per numeric dimension `d` at the sample's point `at[d]`, `q[k] u^2 +
+/// p[k] u` (an open dimension) or `min(q[k] u^2 + p[k] u + a[k] + shift,
+/// 0)` (a capped one). Arrays hold [`GUESS_CHUNK`]-padded kernels
+/// (padding: `base` minus infinity, the rest 0).
 pub(super) struct GuessParts<'a> {
     pub n: usize,
     pub base: &'a [f32],
-    pub open: &'a [Quadratic<'a>],
-    pub capped: &'a [Quadratic<'a>],
+    pub dims: &'a [Quadratics],
+    pub at: &'a [Point],
 }
 
-/// A numeric dimension's quadratic in the sample's (centred) value `u`.
-pub(super) struct Quadratic<'a> {
+/// A numeric dimension's kernels as quadratics in a sample's (centred)
+/// value.
+pub(super) struct Quadratics {
+    pub q: Vec<f32>,
+    pub p: Vec<f32>,
+    /// Capped dimensions only (empty for open ones).
+    pub a: Vec<f32>,
+}
+
+/// A sample's (centred) value `u` in a numeric dimension, its square, and
+/// (capped dimensions) its shift.
+#[derive(Clone, Copy)]
+pub(super) struct Point {
     pub u: f32,
     pub u2: f32,
-    pub q: &'a [f32],
-    pub p: &'a [f32],
-    /// Capped ones only: the per-kernel constant, and the sample's shift.
-    pub a: &'a [f32],
     pub shift: f32,
 }
 
 /// Fills `row` with [`GuessParts`]' row, padding included: one pass per
 /// dimension over the row (in L1), each kernel independent of the others
-/// so that the passes pipeline.
+/// so that the passes pipeline. The first pass reads `base` rather than a
+/// copy of it.
 #[inline(always)]
 fn fill_guesses<M: MulAdd>(g: &GuessParts<'_>, row: &mut Vec<f32>) {
-    row.clear();
-    row.extend_from_slice(g.base);
-    let n = row.len();
-    for d in g.open {
-        let (u, u2) = (d.u, d.u2);
-        for ((r, &q), &p) in row.iter_mut().zip(&d.q[..n]).zip(&d.p[..n]) {
-            *r = M::mul_add(q, u2, M::mul_add(p, u, *r));
+    let n = g.base.len();
+    // Whatever `row` held is overwritten: the first pass writes every
+    // element from `base`.
+    row.resize(n, 0.0);
+    let mut first = true;
+    for (d, &Point { u, u2, shift }) in g.dims.iter().zip(g.at) {
+        let (q, p) = (&d.q[..n], &d.p[..n]);
+        let rows = row.iter_mut().zip(g.base);
+        if d.a.is_empty() {
+            for (((r, &b), &q), &p) in rows.zip(q).zip(p) {
+                let acc = if first { b } else { *r };
+                *r = M::mul_add(q, u2, M::mul_add(p, u, acc));
+            }
+        } else {
+            for ((((r, &b), &q), &p), &a) in rows.zip(q).zip(p).zip(&d.a[..n]) {
+                let acc = if first { b } else { *r };
+                let t = M::mul_add(q, u2, M::mul_add(p, u, a + shift));
+                *r = acc + if t < 0.0 { t } else { 0.0 };
+            }
         }
+        first = false;
     }
-    for d in g.capped {
-        let (u, u2, shift) = (d.u, d.u2, d.shift);
-        for (((r, &q), &p), &a) in row.iter_mut().zip(&d.q[..n]).zip(&d.p[..n]).zip(&d.a[..n]) {
-            let t = M::mul_add(q, u2, M::mul_add(p, u, a + shift));
-            *r += if t < 0.0 { t } else { 0.0 };
-        }
+    if first {
+        row.copy_from_slice(g.base);
     }
 }
 
@@ -422,23 +439,31 @@ mod tests {
             let mut base = v(8.0);
             base[n..].fill(f32::NEG_INFINITY);
             let (q1, p1, q2, p2, a2) = (v(-40.0), v(30.0), v(-40.0), v(30.0), v(4.0));
-            let q1: Vec<f32> = q1.iter().map(|q| -q.abs()).collect();
-            let q2: Vec<f32> = q2.iter().map(|q| -q.abs()).collect();
-            let quadratic = |u: f32, q, p, a, shift| Quadratic {
+            let negative = |q: Vec<f32>| -> Vec<f32> { q.iter().map(|q| -q.abs()).collect() };
+            let (q1, q2) = (negative(q1), negative(q2));
+            let dims = [
+                Quadratics {
+                    q: q1.clone(),
+                    p: p1.clone(),
+                    a: Vec::new(),
+                },
+                Quadratics {
+                    q: q2.clone(),
+                    p: p2.clone(),
+                    a: a2.clone(),
+                },
+            ];
+            let point = |u: f32, shift| Point {
                 u,
                 u2: u * u,
-                q,
-                p,
-                a,
                 shift,
             };
-            let open = [quadratic(0.3, &q1, &p1, &[][..], 0.0)];
-            let capped = [quadratic(-0.2, &q2, &p2, &a2, -1.5)];
+            let at = [point(0.3, 0.0), point(-0.2, -1.5)];
             let g = GuessParts {
                 n,
                 base: &base,
-                open: &open,
-                capped: &capped,
+                dims: &dims,
+                at: &at,
             };
             let direct: Vec<f32> = (0..n)
                 .map(|k| {

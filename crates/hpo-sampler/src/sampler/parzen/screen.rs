@@ -21,87 +21,85 @@
 //! may use fused multiply-adds and differ in their last bits between
 //! builds.
 
-use super::rows::{GUESS_CHUNK, GuessParts, Quadratic, guess_row};
+use super::rows::{GUESS_CHUNK, GuessParts, Point, Quadratics, guess_row};
 use super::{Dim, Evaluator, cells};
 
 /// [`Evaluator::carriers`] returns at most this many kernels.
 pub const MAX_CARRIERS: usize = 32;
 
 /// An estimator's guess rows at a set of samples: per numeric dimension
-/// the quadratics' coefficients, and a `base` per combination of
-/// categorical choices among the samples. Arrays are padded to
-/// [`GUESS_CHUNK`] kernels.
+/// its kernels' quadratics and each sample's point, and a `base` per
+/// combination of categorical choices among the samples. Kernel arrays
+/// are padded to [`GUESS_CHUNK`].
 pub(super) struct Guesses {
     n_k: usize,
-    numeric: Vec<Coefficients>,
+    numeric: Vec<Quadratics>,
+    /// `points[i * numeric.len() + j]`: sample `i` in numeric dimension `j`.
+    points: Vec<Point>,
     bases: Vec<Vec<f32>>,
     /// Each sample's `bases` entry.
     base_of: Vec<u32>,
     row: Vec<f32>,
 }
 
-/// A numeric dimension's kernels as quadratics in `u = x - centre` (`x`
-/// in transformed space): `q u^2 + p u (+ a)`.
-struct Coefficients {
-    /// The dimension's index among the estimator's.
-    dim: usize,
-    centre: f64,
-    q: Vec<f32>,
-    p: Vec<f32>,
-    /// Discrete only (a continuous one's constant is in the bases).
-    a: Vec<f32>,
-}
-
 impl Guesses {
     pub(super) fn new(log_weights: &[f64], dims: &[Dim], samples: &[Vec<f64>]) -> Self {
         let n_k = log_weights.len();
+        let n_s = samples.first().map_or(0, Vec::len);
         let padded = n_k.next_multiple_of(GUESS_CHUNK);
-        let narrow = |v: Vec<f64>| -> Vec<f32> {
-            let mut out: Vec<f32> = v.into_iter().map(|x| x as f32).collect();
-            out.resize(padded, 0.0);
-            out
-        };
         let mut base = log_weights.to_vec();
         let mut numeric = Vec::new();
-        for (dim, d) in dims.iter().enumerate() {
+        let mut columns = Vec::new();
+        for (d, xs) in dims.iter().zip(samples) {
             let Dim::Numeric(d) = d else { continue };
+            // `konst - s (u - m)^2 / 2 = q u^2 + p u + a` with `s = 1 /
+            // sigma^2`, `m = mu - centre`, `u = x - centre`.
             let centre = 0.5 * (d.adapted_low + d.adapted_high);
-            // konst - s (m - u)^2 / 2 with s = 1 / sigma^2 and m = mu - centre.
-            let (mut q, mut p, mut a) = (vec![0.0; n_k], vec![0.0; n_k], vec![0.0; n_k]);
             let konst = if d.step.is_none() { &d.konst } else { &d.peak };
-            for k in 0..n_k {
-                let s = d.inv_sigma[k] * d.inv_sigma[k];
-                let m = d.mu[k] - centre;
-                q[k] = -0.5 * s;
-                p[k] = s * m;
-                a[k] = konst[k] - 0.5 * s * m * m;
-            }
+            let s_m = || (d.inv_sigma.iter().zip(&d.mu)).map(|(is, mu)| (is * is, mu - centre));
+            let a = s_m().zip(konst).map(|((s, m), k)| k - 0.5 * s * m * m);
             let a = if d.step.is_none() {
-                base.iter_mut().zip(&a).for_each(|(b, a)| *b += a);
+                base.iter_mut().zip(a).for_each(|(b, a)| *b += a);
                 Vec::new()
             } else {
-                narrow(a)
+                narrow(a, padded)
             };
-            numeric.push(Coefficients {
-                dim,
-                centre,
-                q: narrow(q),
-                p: narrow(p),
+            numeric.push(Quadratics {
+                q: narrow(s_m().map(|(s, _)| -0.5 * s), padded),
+                p: narrow(s_m().map(|(s, m)| s * m), padded),
                 a,
             });
+            let column: Vec<Point> = xs
+                .iter()
+                .map(|&x| {
+                    let u = (d.transform(x) - centre) as f32;
+                    let shift = match d.step {
+                        None => 0.0,
+                        Some(step) => cells::Cell::new(x, step, d.log).ln_width as f32,
+                    };
+                    Point {
+                        u,
+                        u2: u * u,
+                        shift,
+                    }
+                })
+                .collect();
+            columns.push(column);
         }
+        let points = (0..n_s)
+            .flat_map(|i| columns.iter().map(move |c| c[i]))
+            .collect();
         // One base per combination of categorical choices among the samples.
-        let n_s = samples.first().map_or(0, Vec::len);
-        let choices = |i: usize| -> Vec<usize> {
-            (dims.iter().zip(samples))
-                .filter(|(d, _)| matches!(d, Dim::Categorical(_)))
-                .map(|(_, xs)| xs[i] as usize)
-                .collect()
-        };
+        let categoricals: Vec<(_, &Vec<f64>)> = (dims.iter().zip(samples))
+            .filter_map(|(d, xs)| match d {
+                Dim::Categorical(c) => Some((c, xs)),
+                Dim::Numeric(_) => None,
+            })
+            .collect();
         let mut combos: Vec<Vec<usize>> = Vec::new();
         let base_of = (0..n_s)
             .map(|i| {
-                let key = choices(i);
+                let key: Vec<usize> = categoricals.iter().map(|(_, xs)| xs[i] as usize).collect();
                 let at = combos.iter().position(|c| *c == key).unwrap_or_else(|| {
                     combos.push(key);
                     combos.len() - 1
@@ -113,15 +111,11 @@ impl Guesses {
             .iter()
             .map(|combo| {
                 let mut b = base.clone();
-                let categoricals = dims.iter().filter_map(|d| match d {
-                    Dim::Categorical(c) => Some(c),
-                    Dim::Numeric(_) => None,
-                });
-                for (c, &choice) in categoricals.zip(combo) {
+                for ((c, _), &choice) in categoricals.iter().zip(combo) {
                     let terms = &c.log_probs_by_choice[choice * n_k..(choice + 1) * n_k];
                     b.iter_mut().zip(terms).for_each(|(b, t)| *b += t);
                 }
-                let mut b = narrow(b);
+                let mut b = narrow(b.into_iter(), padded);
                 b[n_k..].fill(f32::NEG_INFINITY);
                 b
             })
@@ -129,6 +123,7 @@ impl Guesses {
         Guesses {
             n_k,
             numeric,
+            points,
             bases,
             base_of,
             row: Vec::new(),
@@ -137,38 +132,24 @@ impl Guesses {
 
     /// Fills the row of guesses at sample `i`; returns its largest and the
     /// first kernel with it.
-    fn fill(&mut self, dims: &[Dim], samples: &[Vec<f64>], i: usize) -> (f32, usize) {
-        let (mut open, mut capped) = (Vec::new(), Vec::new());
-        for c in &self.numeric {
-            let Dim::Numeric(d) = &dims[c.dim] else {
-                unreachable!("coefficients are of numeric dimensions")
-            };
-            let x = samples[c.dim][i];
-            let u = (d.transform(x) - c.centre) as f32;
-            let quadratic = |a, shift| Quadratic {
-                u,
-                u2: u * u,
-                q: &c.q,
-                p: &c.p,
-                a,
-                shift,
-            };
-            match d.step {
-                None => open.push(quadratic(&[], 0.0)),
-                Some(step) => {
-                    let cell = cells::Cell::new(x, step, d.log);
-                    capped.push(quadratic(&c.a, cell.ln_width as f32));
-                }
-            }
-        }
+    fn fill(&mut self, i: usize) -> (f32, usize) {
+        let n_d = self.numeric.len();
         let parts = GuessParts {
             n: self.n_k,
             base: &self.bases[self.base_of[i] as usize],
-            open: &open,
-            capped: &capped,
+            dims: &self.numeric,
+            at: &self.points[i * n_d..(i + 1) * n_d],
         };
         guess_row(&parts, &mut self.row)
     }
+}
+
+/// `v` in `f32`, padded with zeros to `padded` values.
+fn narrow(v: impl Iterator<Item = f64>, padded: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(padded);
+    out.extend(v.map(|x| x as f32));
+    out.resize(padded, 0.0);
+    out
 }
 
 impl Evaluator<'_> {
@@ -202,6 +183,6 @@ impl Evaluator<'_> {
         let (log_weights, dims, samples) = (self.log_weights, self.dims, self.samples);
         self.guesses
             .get_or_insert_with(|| Guesses::new(log_weights, dims, samples))
-            .fill(dims, samples, i)
+            .fill(i)
     }
 }
