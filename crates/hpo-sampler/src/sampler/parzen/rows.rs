@@ -1,16 +1,16 @@
-//! The hot loop: one sample's log term for every kernel, then their
-//! log-sum-exp (or their largest).
+//! The hot loops: one sample's log term for every kernel, then their
+//! log-sum-exp (a density) or their largest (a screening guess).
 //!
-//! A row is the kernels' log weights plus, per dimension, a [`Part`]: a
-//! contiguous slice of per-kernel terms (a categorical's column for the
-//! sample's choice, a discrete dimension's cell terms for its value), or
-//! a formula over per-kernel slices computed in place (a continuous
-//! dimension's `konst - z^2 / 2`, a discrete dimension's upper bound).
-//! Every loop runs over kernels in memory order with no branch, so the
-//! compiler vectorises it; on x86-64 the same code is also compiled for
-//! AVX-512 and AVX2 and picked at run time. No fused multiply-add is ever
-//! emitted (Rust does not contract float expressions) and the reduction
-//! order is fixed, so every build gives the same bits.
+//! A density row is the kernels' log weights plus, per dimension, a
+//! [`Part`]: a contiguous slice of per-kernel terms (a categorical's
+//! column for the sample's choice, a discrete dimension's cell terms for
+//! its value), or a formula over per-kernel slices computed in place (a
+//! continuous dimension's `konst - z^2 / 2`). Every loop runs over kernels
+//! in memory order with no branch, so the compiler vectorises it; on x86-64
+//! the same code is also compiled for AVX-512 and AVX2 and picked at run
+//! time. No fused multiply-add is emitted there (Rust does not contract
+//! float expressions) and the reduction order is fixed, so every build
+//! gives the same bits.
 //!
 //! The screening's guesses ([`guess_row`]) are a separate, cheaper loop:
 //! `f32` (twice the lanes), every dimension folded into a per-kernel
