@@ -7,6 +7,7 @@ mod observations;
 pub mod parzen;
 mod random;
 mod tpe;
+mod transform;
 
 pub use random::RandomSampler;
 pub use tpe::{TpeConfig, TpeSampler, default_gamma, default_weights};

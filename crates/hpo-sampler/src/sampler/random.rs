@@ -3,6 +3,7 @@
 //! the grid; categoricals uniformly.
 
 use super::Sampler;
+use super::transform::{from_transformed, transformed_range};
 use crate::distribution::Distribution;
 use crate::rng::Rng;
 use crate::trial::StudyView;
@@ -44,22 +45,8 @@ pub(crate) fn sample_uniform(rng: &mut Rng, distribution: &Distribution) -> f64 
             step,
         } => (*low as f64, *high as f64, *log, Some(*step as f64)),
     };
-    let (mut a, mut b) = match step {
-        Some(s) => (low - s / 2.0, high + s / 2.0),
-        None => (low, high),
-    };
-    if log {
-        a = a.ln();
-        b = b.ln();
-    }
-    let mut x = rng.uniform(a, b);
-    if log {
-        x = x.exp();
-    }
-    if let Some(s) = step {
-        x = low + ((x - low) / s).round_ties_even() * s;
-    }
-    x.clamp(low, high)
+    let (a, b) = transformed_range(low, high, log, step);
+    from_transformed(rng.uniform(a, b), low, high, log, step)
 }
 
 impl Sampler for RandomSampler {

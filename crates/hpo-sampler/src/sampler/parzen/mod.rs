@@ -33,6 +33,7 @@ use rows::{Part, log_density_row, log_sum_exp};
 use screen::Guesses;
 pub use screen::MAX_CARRIERS;
 
+use super::transform::{from_transformed, transformed_range};
 use crate::distribution::Distribution;
 use crate::rng::Rng;
 use crate::special::{NORM_PDF_LOG_C, truncnorm_ppf_with_tails, truncnorm_tails};
@@ -307,14 +308,8 @@ impl Parzen {
                             ((a, b), truncnorm_tails(a, b))
                         });
                         let q = rng.next_f64();
-                        let mut x = truncnorm_ppf_with_tails(q, ab.0, ab.1, tails) * sigma + mu;
-                        if d.log {
-                            x = x.exp();
-                        }
-                        if let Some(step) = d.step {
-                            x = d.low + ((x - d.low) / step).round_ties_even() * step;
-                        }
-                        x.clamp(d.low, d.high)
+                        let x = truncnorm_ppf_with_tails(q, ab.0, ab.1, tails) * sigma + mu;
+                        from_transformed(x, d.low, d.high, d.log, d.step)
                     })
                     .collect(),
             })
@@ -595,14 +590,7 @@ fn numeric(
     params: ParzenParams,
     cells: &mut CellCache,
 ) -> Numeric {
-    let (mut a_low, mut a_high) = match step {
-        Some(s) => (low - s / 2.0, high + s / 2.0),
-        None => (low, high),
-    };
-    if log {
-        a_low = a_low.ln();
-        a_high = a_high.ln();
-    }
+    let (a_low, a_high) = transformed_range(low, high, log, step);
     let n_k = centres.len() + 1;
     let mut mu = Vec::with_capacity(n_k);
     mu.extend_from_slice(centres);
