@@ -138,23 +138,75 @@ struct SpaceState {
 }
 
 struct Estimator {
-    /// The trials it was built from (see [`set_key`]).
+    /// The trials it was built from (each [`Row::key`]).
     key: Vec<(u64, u64, u64)>,
     parzen: Parzen,
 }
 
-/// What identifies a set of trials for reusing its estimator: each trial's
-/// number with its state, value and number of parameters (as the
-/// observation cache checks them; a RUNNING trial's parameters only grow).
-fn set_key(trials: &[&FrozenTrial]) -> Vec<(u64, u64, u64)> {
-    trials
-        .iter()
-        .map(|t| {
-            let value = t.value().unwrap_or(0.0).to_bits();
-            let shape = ((t.state as u64) << 32) | t.params.len() as u64;
-            (t.number, value, shape)
-        })
-        .collect()
+/// How a trial counts in the split (FAIL trials are not considered).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Group {
+    /// Feasible COMPLETE trials, ranked by value.
+    Complete,
+    /// Feasible PRUNED trials, ranked by their last step and value.
+    Pruned,
+    /// Finished trials that violate a constraint, ranked by violation.
+    Infeasible,
+    /// RUNNING trials (the constant liar): always "above".
+    Running,
+}
+
+/// What an ask needs of one trial it considers, read in one pass over the
+/// history: later steps (the split, the estimators' keys) work on these
+/// compact rows instead of each following a trial's heap blocks again.
+struct Row<'a> {
+    trial: &'a FrozenTrial,
+    group: Group,
+    /// A COMPLETE trial's rank by value ([`total_key`] of its value signed
+    /// for minimisation, `-0` as `0`, NaN last).
+    rank: u64,
+    /// What identifies the trial for reusing an estimator: its number with
+    /// its state, value and number of parameters (as the observation cache
+    /// checks them; a RUNNING trial's parameters only grow).
+    key: (u64, u64, u64),
+}
+
+/// The trials of a history that an ask of trial `number` considers, in
+/// history order: COMPLETE and PRUNED ones, and with the constant liar the
+/// other RUNNING ones.
+fn considered<'a>(
+    trials: impl ExactSizeIterator<Item = &'a FrozenTrial>,
+    number: u64,
+    liar: bool,
+    direction: StudyDirection,
+) -> Vec<Row<'a>> {
+    let sign = match direction {
+        StudyDirection::Minimize => 1.0,
+        StudyDirection::Maximize => -1.0,
+    };
+    let mut rows = Vec::with_capacity(trials.len());
+    for t in trials {
+        let group = match t.state {
+            TrialState::Running if liar && t.number != number => Group::Running,
+            TrialState::Complete | TrialState::Pruned if t.violation() > 0.0 => Group::Infeasible,
+            TrialState::Complete => Group::Complete,
+            TrialState::Pruned => Group::Pruned,
+            _ => continue,
+        };
+        let value = t.value();
+        let rank = match value {
+            Some(v) if !v.is_nan() => total_key(sign * v + 0.0),
+            _ => u64::MAX,
+        };
+        let shape = ((t.state as u64) << 32) | t.params.len() as u64;
+        rows.push(Row {
+            trial: t,
+            group,
+            rank,
+            key: (t.number, value.unwrap_or(0.0).to_bits(), shape),
+        });
+    }
+    rows
 }
 
 /// Above this many trials leaving or joining a set, its estimator is
@@ -266,21 +318,14 @@ impl TpeSampler {
         trial_number: u64,
         space: &[(&String, &Distribution)],
     ) -> Vec<f64> {
-        let liar = self.config.constant_liar;
-        let trials: Vec<&FrozenTrial> = study
-            .trials
-            .iter()
-            .filter(|t| match t.state {
-                TrialState::Complete | TrialState::Pruned => true,
-                TrialState::Running => liar && t.number != trial_number,
-                _ => false,
-            })
-            .collect();
-        let n = trials
-            .iter()
-            .filter(|t| t.state != TrialState::Running)
-            .count();
-        let (below, above) = split_trials(&trials, (self.config.gamma)(n), study.direction);
+        let rows = considered(
+            study.trials.iter(),
+            trial_number,
+            self.config.constant_liar,
+            study.direction,
+        );
+        let n = rows.iter().filter(|r| r.group != Group::Running).count();
+        let (below, above) = split_rows(&rows, (self.config.gamma)(n), study.direction);
 
         let params = ParzenParams {
             prior_weight: self.config.prior_weight,
@@ -299,7 +344,7 @@ impl TpeSampler {
             w
         };
         for (slot, set) in [(&mut cached.below, &below), (&mut cached.above, &above)] {
-            let key = set_key(set);
+            let key: Vec<(u64, u64, u64)> = set.iter().map(|&r| rows[r as usize].key).collect();
             if let Some(e) = slot.as_mut() {
                 if e.key == key {
                     continue;
@@ -314,7 +359,7 @@ impl TpeSampler {
                     let added: Vec<(u64, Box<[f64]>)> = joined
                         .iter()
                         .filter_map(|&j| {
-                            let t = set[j];
+                            let t = rows[set[j] as usize].trial;
                             let centres = cached.observations.centres_of(t, space)?;
                             Some((t.number, centres))
                         })
@@ -326,7 +371,8 @@ impl TpeSampler {
                     continue;
                 }
             }
-            let obs = cached.observations.observations(set, space);
+            let trials: Vec<&FrozenTrial> = set.iter().map(|&r| rows[r as usize].trial).collect();
+            let obs = cached.observations.observations(&trials, space);
             let w = obs_weights(obs.len());
             // The new estimator inherits the cell masses its predecessor
             // computed, and its log weights if they are the same.
@@ -438,88 +484,65 @@ fn pruned_score(t: &FrozenTrial, direction: StudyDirection) -> (f64, f64) {
     }
 }
 
-/// Optuna's `_split_trials` for one objective: returns (below, above), each
-/// in trial-number order.
-pub(crate) fn split_trials<'a>(
-    trials: &[&'a FrozenTrial],
-    n_below: usize,
-    direction: StudyDirection,
-) -> (Vec<&'a FrozenTrial>, Vec<&'a FrozenTrial>) {
-    let mut complete = Vec::new();
-    let mut pruned = Vec::new();
-    let mut running = Vec::new();
-    let mut infeasible = Vec::new();
-    for &t in trials {
-        if t.state == TrialState::Running {
-            running.push(t);
-        } else if t.violation() > 0.0 {
-            infeasible.push(t);
-        } else if t.state == TrialState::Complete {
-            complete.push(t);
-        } else {
-            pruned.push(t);
+/// Optuna's `_split_trials` for one objective over `rows` (see
+/// [`considered`]): the positions in `rows` of the best `n_below` trials
+/// and of the rest, each in trial-number order.
+fn split_rows(rows: &[Row<'_>], n_below: usize, direction: StudyDirection) -> (Vec<u32>, Vec<u32>) {
+    // Only which trials are the best `n_below` matters: select the
+    // complete ones under (rank, position), the order a stable sort by
+    // value gives, as integer keys; then pruned and infeasible ones, in
+    // their (rarely needed) orders.
+    let mut complete: Vec<(u64, u32)> = Vec::with_capacity(rows.len());
+    let (mut pruned, mut infeasible) = (Vec::new(), Vec::new());
+    for (i, r) in rows.iter().enumerate() {
+        match r.group {
+            Group::Complete => complete.push((r.rank, i as u32)),
+            Group::Pruned => pruned.push(i as u32),
+            Group::Infeasible => infeasible.push(i as u32),
+            Group::Running => {}
         }
     }
-    let sign = if direction == StudyDirection::Minimize {
-        1.0
-    } else {
-        -1.0
-    };
-    // Only which complete trials are the best `n_below` matters (both
-    // sides are put in trial-number order below): select them under
-    // (value, position), the order a stable sort gives, as integer keys
-    // (NaN last, -0 equal to 0, as `cmp_f64` orders them).
-    let value_key = |v: f64| {
-        if v.is_nan() {
-            u64::MAX
-        } else {
-            total_key(v + 0.0)
-        }
-    };
-    let mut keyed: Vec<(u64, u32)> = complete
+    let mut is_below = vec![false; rows.len()];
+    let k = n_below.min(complete.len());
+    if 0 < k && k < complete.len() {
+        complete.select_nth_unstable(k - 1);
+    }
+    complete[..k]
         .iter()
-        .enumerate()
-        .map(|(i, t)| (value_key(sign * t.value().unwrap_or(f64::NAN)), i as u32))
-        .collect();
-    let complete: Vec<&FrozenTrial> = if n_below < keyed.len() {
-        if n_below > 0 {
-            keyed.select_nth_unstable(n_below - 1);
+        .for_each(|&(_, i)| is_below[i as usize] = true);
+    let mut left = n_below - k;
+    let trial = |i: &u32| rows[*i as usize].trial;
+    for (group, order) in [(&mut pruned, 0), (&mut infeasible, 1)] {
+        if left == 0 {
+            break;
         }
-        // The best, then the rest in their original order (a linear pass
-        // over a mask, not a sort).
-        let mut is_best = vec![false; complete.len()];
-        for &(_, i) in &keyed[..n_below] {
-            is_best[i as usize] = true;
+        if order == 0 {
+            group.sort_by(|a, b| {
+                let (sa, va) = pruned_score(trial(a), direction);
+                let (sb, vb) = pruned_score(trial(b), direction);
+                cmp_f64(sa, sb).then(cmp_f64(va, vb))
+            });
+        } else {
+            group.sort_by(|a, b| cmp_f64(trial(a).violation(), trial(b).violation()));
         }
-        let best = keyed[..n_below].iter().map(|&(_, i)| complete[i as usize]);
-        let rest = (0..complete.len())
-            .filter(|&i| !is_best[i])
-            .map(|i| complete[i]);
-        best.chain(rest).collect()
-    } else {
-        keyed.sort_unstable();
-        keyed.iter().map(|&(_, i)| complete[i as usize]).collect()
-    };
-    pruned.sort_by(|a, b| {
-        let (sa, va) = pruned_score(a, direction);
-        let (sb, vb) = pruned_score(b, direction);
-        cmp_f64(sa, sb).then(cmp_f64(va, vb))
-    });
-    infeasible.sort_by(|a, b| cmp_f64(a.violation(), b.violation()));
-
-    let mut below = Vec::new();
-    let mut above = running;
-    let mut left = n_below;
-    for group in [complete, pruned, infeasible] {
         let k = left.min(group.len());
+        group[..k].iter().for_each(|&i| is_below[i as usize] = true);
         left -= k;
-        below.extend_from_slice(&group[..k]);
-        above.extend_from_slice(&group[k..]);
     }
-    below.sort_by_key(|t| t.number);
+    let mut below = Vec::with_capacity(n_below);
+    let mut above = Vec::with_capacity(rows.len());
+    for (i, &b) in is_below.iter().enumerate() {
+        if b {
+            below.push(i as u32)
+        } else {
+            above.push(i as u32)
+        }
+    }
     // Usually already in order (a history is kept by number).
-    if !above.is_sorted_by_key(|t| t.number) {
-        above.sort_by_key(|t| t.number);
+    for side in [&mut below, &mut above] {
+        if !side.is_sorted_by_key(|&i| rows[i as usize].key.0) {
+            side.sort_by_key(|&i| rows[i as usize].key.0);
+        }
     }
     (below, above)
 }
@@ -620,6 +643,19 @@ mod tests {
         t.state = state;
         t.values = value.map(|v| vec![v]);
         t
+    }
+
+    /// The split of `trials` as an ask of a new trial (the constant liar
+    /// on) makes it.
+    fn split_trials<'a>(
+        trials: &[&'a FrozenTrial],
+        n_below: usize,
+        direction: StudyDirection,
+    ) -> (Vec<&'a FrozenTrial>, Vec<&'a FrozenTrial>) {
+        let rows = considered(trials.iter().copied(), u64::MAX, true, direction);
+        let (below, above) = split_rows(&rows, n_below, direction);
+        let trials = |side: Vec<u32>| side.iter().map(|&i| rows[i as usize].trial).collect();
+        (trials(below), trials(above))
     }
 
     fn numbers(ts: &[&FrozenTrial]) -> Vec<u64> {

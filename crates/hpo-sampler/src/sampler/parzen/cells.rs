@@ -21,6 +21,9 @@ use std::hash::{BuildHasherDefault, Hasher};
 /// A grid cell `[l, r]` around a discrete value, in transformed space.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Cell {
+    /// The value and the cell's ends, transformed (log for a log
+    /// dimension), and the log of the cell's transformed width.
+    pub centre: f64,
     pub l: f64,
     pub r: f64,
     pub ln_width: f64,
@@ -28,12 +31,14 @@ pub(super) struct Cell {
 
 impl Cell {
     pub fn new(x: f64, step: f64, log: bool) -> Self {
-        let (mut l, mut r) = (x - step / 2.0, x + step / 2.0);
+        let (mut centre, mut l, mut r) = (x, x - step / 2.0, x + step / 2.0);
         if log {
+            centre = centre.ln();
             l = l.ln();
             r = r.ln();
         }
         Cell {
+            centre,
             l,
             r,
             ln_width: (r - l).ln(),
@@ -117,6 +122,11 @@ impl CellCache {
             self.cells.push(Cell::new(x, step, log));
         }
         id
+    }
+
+    /// Row `row`'s cell.
+    pub(super) fn cell(&self, row: u32) -> &Cell {
+        &self.cells[row as usize]
     }
 
     /// Pair `pair`'s term at row `row`'s value: its log cell mass minus its

@@ -114,6 +114,7 @@ macro_rules! dispatch {
         }
     };
 }
+pub(super) use dispatch;
 
 dispatch! {
     fn log_density_row(log_weights: &[f64], parts: &[Part<'_, f64>], row: &mut Vec<f64>) -> f64 {

@@ -21,8 +21,8 @@
 //! may use fused multiply-adds and differ in their last bits between
 //! builds.
 
-use super::rows::{GUESS_CHUNK, GuessParts, Point, Quadratics, guess_row};
-use super::{Dim, Evaluator, cells};
+use super::rows::{GUESS_CHUNK, GuessParts, Point, Quadratics, dispatch, guess_row};
+use super::{Dim, Evaluator};
 
 /// [`Evaluator::carriers`] returns at most this many kernels.
 pub const MAX_CARRIERS: usize = 32;
@@ -42,41 +42,75 @@ pub(super) struct Guesses {
     row: Vec<f32>,
 }
 
+dispatch! {
+    fn build_guesses(ev: &Evaluator<'_>) -> Guesses {
+        Guesses::build(ev)
+    }
+}
+
 impl Guesses {
-    pub(super) fn new(log_weights: &[f64], dims: &[Dim], samples: &[Vec<f64>]) -> Self {
-        let n_k = log_weights.len();
+    /// The guesses of `ev`'s estimator at its samples (the per-kernel
+    /// loops compiled for the vector units, see [`dispatch`]).
+    #[inline(always)]
+    fn build(ev: &Evaluator<'_>) -> Self {
+        let (dims, samples) = (ev.dims, ev.samples);
+        let n_k = ev.log_weights.len();
         let n_s = samples.first().map_or(0, Vec::len);
         let padded = n_k.next_multiple_of(GUESS_CHUNK);
-        let mut base = log_weights.to_vec();
+        let mut base = ev.log_weights.to_vec();
         let mut numeric = Vec::new();
         let mut columns = Vec::new();
-        for (d, xs) in dims.iter().zip(samples) {
+        for (((d, xs), rows), cells) in dims
+            .iter()
+            .zip(samples)
+            .zip(&ev.discrete)
+            .zip(ev.cells.iter())
+        {
             let Dim::Numeric(d) = d else { continue };
             // `konst - s (u - m)^2 / 2 = q u^2 + p u + a` with `s = 1 /
             // sigma^2`, `m = mu - centre`, `u = x - centre`.
             let centre = 0.5 * (d.adapted_low + d.adapted_high);
-            let konst = if d.step.is_none() { &d.konst } else { &d.peak };
-            let s_m = || (d.inv_sigma.iter().zip(&d.mu)).map(|(is, mu)| (is * is, mu - centre));
-            let a = s_m().zip(konst).map(|((s, m), k)| k - 0.5 * s * m * m);
-            let a = if d.step.is_none() {
-                base.iter_mut().zip(a).for_each(|(b, a)| *b += a);
-                Vec::new()
-            } else {
-                narrow(a, padded)
+            let discrete = d.step.is_some();
+            let konst = if discrete { &d.peak } else { &d.konst };
+            let mut quadratics = Quadratics {
+                q: vec![0.0; padded],
+                p: vec![0.0; padded],
+                a: if discrete {
+                    vec![0.0; padded]
+                } else {
+                    Vec::new()
+                },
             };
-            numeric.push(Quadratics {
-                q: narrow(s_m().map(|(s, _)| -0.5 * s), padded),
-                p: narrow(s_m().map(|(s, m)| s * m), padded),
-                a,
-            });
-            let column: Vec<Point> = xs
-                .iter()
-                .map(|&x| {
-                    let u = (d.transform(x) - centre) as f32;
-                    let shift = match d.step {
-                        None => 0.0,
-                        Some(step) => cells::Cell::new(x, step, d.log).ln_width as f32,
+            let kernels = (d.inv_sigma.iter().zip(&d.mu).zip(konst))
+                .zip(quadratics.q.iter_mut().zip(&mut quadratics.p))
+                .zip(&mut base);
+            for ((((&is, &mu), &k), (q, p)), b) in kernels {
+                let (s, m) = (is * is, mu - centre);
+                (*q, *p) = ((-0.5 * s) as f32, (s * m) as f32);
+                if !discrete {
+                    *b += k - 0.5 * s * m * m;
+                }
+            }
+            if discrete {
+                let a = (d.inv_sigma.iter().zip(&d.mu).zip(konst)).map(|((&is, &mu), &k)| {
+                    let (s, m) = (is * is, mu - centre);
+                    k - 0.5 * s * m * m
+                });
+                narrow_into(a, &mut quadratics.a);
+            }
+            numeric.push(quadratics);
+            // A discrete value's point comes from its cell, computed once
+            // per value in the cell cache.
+            let column: Vec<Point> = (xs.iter().enumerate())
+                .map(|(i, &x)| {
+                    let (t, shift) = match rows.of_sample.get(i) {
+                        Some(&local) => {
+                            let cell = cells.cell(rows.rows[local as usize]);
+                            (cell.centre, cell.ln_width as f32)
+                        }
+                        None => (d.transform(x), 0.0),
                     };
+                    let u = (t - centre) as f32;
                     Point {
                         u,
                         u2: u * u,
@@ -96,30 +130,49 @@ impl Guesses {
                 Dim::Numeric(_) => None,
             })
             .collect();
-        let mut combos: Vec<Vec<usize>> = Vec::new();
+        let n_c = categoricals.len();
+        // The combinations, `n_c` choices each, in order of first use
+        // (with no categoricals, the one empty combination).
+        let mut combos: Vec<u32> = Vec::new();
+        let mut key = vec![0u32; n_c];
         let base_of = (0..n_s)
             .map(|i| {
-                let key: Vec<usize> = categoricals.iter().map(|(_, xs)| xs[i] as usize).collect();
-                let at = combos.iter().position(|c| *c == key).unwrap_or_else(|| {
-                    combos.push(key);
-                    combos.len() - 1
-                });
-                at as u32
-            })
-            .collect();
-        let bases = combos
-            .iter()
-            .map(|combo| {
-                let mut b = base.clone();
-                for ((c, _), &choice) in categoricals.iter().zip(combo) {
-                    let terms = &c.log_probs_by_choice[choice * n_k..(choice + 1) * n_k];
-                    b.iter_mut().zip(terms).for_each(|(b, t)| *b += t);
+                if n_c == 0 {
+                    return 0;
                 }
-                let mut b = narrow(b.into_iter(), padded);
-                b[n_k..].fill(f32::NEG_INFINITY);
-                b
+                for (k, (_, xs)) in key.iter_mut().zip(&categoricals) {
+                    *k = xs[i] as u32;
+                }
+                let same = |c: &[u32]| c.iter().zip(&key).all(|(a, b)| a == b);
+                let known = combos.chunks_exact(n_c).position(same);
+                known.unwrap_or_else(|| {
+                    combos.extend_from_slice(&key);
+                    combos.len() / n_c - 1
+                }) as u32
             })
             .collect();
+        let n_combos = combos.len().checked_div(n_c).unwrap_or(1);
+        // (Plain loops: an iterator's `fold` may stay out of line, compiled
+        // without the vector units.)
+        let mut bases = Vec::with_capacity(n_combos);
+        let mut b = Vec::with_capacity(n_k);
+        for combo in 0..n_combos {
+            b.clear();
+            b.extend_from_slice(&base);
+            let choices = combos.get(combo * n_c..(combo + 1) * n_c).unwrap_or(&[]);
+            for ((c, _), &choice) in categoricals.iter().zip(choices) {
+                let choice = choice as usize;
+                let terms = &c.log_probs_by_choice[choice * n_k..(choice + 1) * n_k];
+                for (b, t) in b.iter_mut().zip(terms) {
+                    *b += t;
+                }
+            }
+            let mut narrowed = vec![f32::NEG_INFINITY; padded];
+            for (o, &x) in narrowed.iter_mut().zip(&b) {
+                *o = x as f32;
+            }
+            bases.push(narrowed);
+        }
         Guesses {
             n_k,
             numeric,
@@ -144,12 +197,12 @@ impl Guesses {
     }
 }
 
-/// `v` in `f32`, padded with zeros to `padded` values.
-fn narrow(v: impl Iterator<Item = f64>, padded: usize) -> Vec<f32> {
-    let mut out = Vec::with_capacity(padded);
-    out.extend(v.map(|x| x as f32));
-    out.resize(padded, 0.0);
-    out
+/// Writes `v` in `f32` over the start of `out` (its padding kept).
+#[inline(always)]
+fn narrow_into(v: impl Iterator<Item = f64>, out: &mut [f32]) {
+    for (o, x) in out.iter_mut().zip(v) {
+        *o = x as f32;
+    }
 }
 
 impl Evaluator<'_> {
@@ -180,9 +233,9 @@ impl Evaluator<'_> {
     }
 
     fn guess_row(&mut self, i: usize) -> (f32, usize) {
-        let (log_weights, dims, samples) = (self.log_weights, self.dims, self.samples);
-        self.guesses
-            .get_or_insert_with(|| Guesses::new(log_weights, dims, samples))
-            .fill(i)
+        if self.guesses.is_none() {
+            self.guesses = Some(build_guesses(self));
+        }
+        self.guesses.as_mut().expect("just made").fill(i)
     }
 }
