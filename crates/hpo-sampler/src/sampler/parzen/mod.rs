@@ -357,11 +357,20 @@ impl Parzen {
                 _ => DiscreteRows::default(),
             })
             .collect();
+        // Each continuous dimension's samples in transformed space, once
+        // (a log dimension's logarithm is otherwise taken per term).
+        let transformed = (self.dims.iter().zip(samples))
+            .map(|(dim, xs)| match dim {
+                Dim::Numeric(d) if d.step.is_none() => xs.iter().map(|&x| d.transform(x)).collect(),
+                _ => Vec::new(),
+            })
+            .collect();
         Evaluator {
             log_weights: &self.w.log_weights,
             dims: &self.dims,
             cells: &mut self.cells,
             samples,
+            transformed,
             discrete,
             row: Vec::with_capacity(self.w.weights.len()),
             guesses: None,
@@ -385,6 +394,9 @@ pub struct Evaluator<'p> {
     dims: &'p [Dim],
     cells: &'p mut [CellCache],
     samples: &'p [Vec<f64>],
+    /// Per dimension, the samples in transformed space (continuous
+    /// dimensions; empty for the others).
+    transformed: Vec<Vec<f64>>,
     /// Per dimension (empty for all but discrete ones).
     discrete: Vec<DiscreteRows>,
     row: Vec<f64>,
@@ -420,7 +432,8 @@ impl Evaluator<'_> {
             .iter()
             .zip(&self.discrete)
             .zip(self.samples)
-            .map(|((dim, rows), xs)| part(dim, rows, xs[i], i, self.log_weights.len()))
+            .zip(&self.transformed)
+            .map(|(((dim, rows), xs), ts)| part(dim, rows, xs[i], ts, i, self.log_weights.len()))
             .collect();
         log_density_row(self.log_weights, &parts, &mut self.row)
     }
@@ -430,15 +443,22 @@ impl Evaluator<'_> {
     /// (the full density's arithmetic on a subset of its terms, so never
     /// above it but for rounding far below the caller's margin).
     pub fn exceeds(&mut self, i: usize, kernels: &[u32], limit: f64) -> bool {
-        let mut terms = Vec::with_capacity(kernels.len());
-        for &k in kernels {
-            let t = self.kernel_term(i, k as usize);
-            if t > limit {
+        // (The terms on the stack: this runs for nearly every candidate.)
+        let mut stack = [0.0; MAX_CARRIERS];
+        let mut heap = Vec::new();
+        let terms = if kernels.len() <= MAX_CARRIERS {
+            &mut stack[..kernels.len()]
+        } else {
+            heap.resize(kernels.len(), 0.0);
+            &mut heap[..]
+        };
+        for (term, &k) in terms.iter_mut().zip(kernels) {
+            *term = self.kernel_term(i, k as usize);
+            if *term > limit {
                 return true;
             }
-            terms.push(t);
         }
-        terms.len() > 1 && log_sum_exp(&terms) > limit
+        terms.len() > 1 && log_sum_exp(terms) > limit
     }
 
     /// Kernel `k`'s log term (weight included) at sample `i`: the number
@@ -447,12 +467,13 @@ impl Evaluator<'_> {
     pub fn kernel_term(&mut self, i: usize, k: usize) -> f64 {
         let n_k = self.log_weights.len();
         let mut t = self.log_weights[k];
-        for (((dim, cells), rows), xs) in self
+        for ((((dim, cells), rows), xs), ts) in self
             .dims
             .iter()
             .zip(self.cells.iter_mut())
             .zip(&self.discrete)
             .zip(self.samples)
+            .zip(&self.transformed)
         {
             t += match dim {
                 Dim::Numeric(d) if d.step.is_some() => {
@@ -462,22 +483,30 @@ impl Evaluator<'_> {
                         None => cells.term(rows.rows[local], d.pair[k]),
                     }
                 }
-                _ => part(dim, rows, xs[i], i, n_k).term(k),
+                _ => part(dim, rows, xs[i], ts, i, n_k).term(k),
             };
         }
         t
     }
 }
 
-/// Dimension `dim`'s part of sample `i`'s row (`x` its value there).
-fn part<'a>(dim: &'a Dim, rows: &'a DiscreteRows, x: f64, i: usize, n_k: usize) -> Part<'a, f64> {
+/// Dimension `dim`'s part of sample `i`'s row (`x` its value there,
+/// `transformed` the samples' transformed values if it is continuous).
+fn part<'a>(
+    dim: &'a Dim,
+    rows: &'a DiscreteRows,
+    x: f64,
+    transformed: &[f64],
+    i: usize,
+    n_k: usize,
+) -> Part<'a, f64> {
     match dim {
         Dim::Categorical(c) => {
             let choice = x as usize;
             Part::Terms(&c.log_probs_by_choice[choice * n_k..(choice + 1) * n_k])
         }
         Dim::Numeric(d) if d.step.is_none() => Part::Continuous {
-            x: d.transform(x),
+            x: transformed[i],
             mu: &d.mu,
             inv_sigma: &d.inv_sigma,
             konst: &d.konst,

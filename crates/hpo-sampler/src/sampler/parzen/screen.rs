@@ -60,9 +60,9 @@ impl Guesses {
         let mut base = ev.log_weights.to_vec();
         let mut numeric = Vec::new();
         let mut columns = Vec::new();
-        for (((d, xs), rows), cells) in dims
+        for (((d, transformed), rows), cells) in dims
             .iter()
-            .zip(samples)
+            .zip(&ev.transformed)
             .zip(&ev.discrete)
             .zip(ev.cells.iter())
         {
@@ -101,14 +101,14 @@ impl Guesses {
             numeric.push(quadratics);
             // A discrete value's point comes from its cell, computed once
             // per value in the cell cache.
-            let column: Vec<Point> = (xs.iter().enumerate())
-                .map(|(i, &x)| {
+            let column: Vec<Point> = (0..n_s)
+                .map(|i| {
                     let (t, shift) = match rows.of_sample.get(i) {
                         Some(&local) => {
                             let cell = cells.cell(rows.rows[local as usize]);
                             (cell.centre, cell.ln_width as f32)
                         }
-                        None => (d.transform(x), 0.0),
+                        None => (transformed[i], 0.0),
                     };
                     let u = (t - centre) as f32;
                     Point {
