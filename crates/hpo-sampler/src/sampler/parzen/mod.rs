@@ -24,6 +24,7 @@
 //! `f32` guesses of which kernels to try ([`screen`]).
 
 mod cells;
+mod kernels;
 mod rows;
 mod screen;
 mod update;
@@ -38,6 +39,7 @@ use crate::distribution::Distribution;
 use crate::rng::Rng;
 use crate::special::{NORM_PDF_LOG_C, truncnorm_ppf_with_tails, truncnorm_tails};
 use cells::FxHasher;
+use kernels::Kernels;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
@@ -59,21 +61,21 @@ struct Numeric {
     adapted_high: f64,
     log: bool,
     step: Option<f64>,
-    mu: Vec<f64>,
-    sigma: Vec<f64>,
+    mu: Kernels<f64>,
+    sigma: Kernels<f64>,
     /// `1 / sigma`; continuous only, `-ln(sigma) - ln(mass) - ln(sqrt(2 pi))`.
-    inv_sigma: Vec<f64>,
-    konst: Vec<f64>,
+    inv_sigma: Kernels<f64>,
+    konst: Kernels<f64>,
     /// Discrete only: each kernel's (centre, width) pair in the
     /// dimension's [`CellCache`], and the log of its normalised density's
     /// peak (for the screening's guesses); `distinct_pairs`: each id in
     /// `pair` once.
-    pair: Vec<u32>,
+    pair: Kernels<u32>,
     distinct_pairs: Vec<u32>,
-    peak: Vec<f64>,
+    peak: Kernels<f64>,
     /// `(total_key(centre), id)` of each observation kernel, in centre
     /// order (the prior excluded): its neighbours, for [`Parzen::update`].
-    sorted: Vec<(u64, u64)>,
+    sorted: Kernels<(u64, u64)>,
     /// Each kernel's truncated normal in standard units, `(a, b)` and
     /// [`truncnorm_tails`] of them, computed when the kernel is first
     /// drawn from (an estimator that is drawn from, the "below" one, is
@@ -97,9 +99,9 @@ struct Categorical {
     /// (template `n_choices`).
     templates: Vec<f64>,
     /// Each kernel's template.
-    template: Vec<u32>,
-    /// Column-major `[choice][kernel]` log-probabilities, for densities.
-    log_probs_by_choice: Vec<f64>,
+    template: Kernels<u32>,
+    /// `[choice][kernel]` log-probabilities, for densities.
+    log_probs_by_choice: Vec<Kernels<f64>>,
 }
 
 // One per dimension: boxing would only add indirection.
@@ -117,7 +119,7 @@ pub struct Parzen {
     cells: Vec<CellCache>,
     /// Each observation's id (the caller's, ascending: a trial number),
     /// by which [`Parzen::update`] finds kernels.
-    ids: Vec<u64>,
+    ids: Kernels<u64>,
 }
 
 /// What an estimator hands on to the next one over the same
@@ -244,7 +246,7 @@ impl Parzen {
             w,
             dims,
             cells,
-            ids: ids.to_vec(),
+            ids: ids.to_vec().into(),
         }
     }
 
@@ -503,7 +505,7 @@ fn part<'a>(
     match dim {
         Dim::Categorical(c) => {
             let choice = x as usize;
-            Part::Terms(&c.log_probs_by_choice[choice * n_k..(choice + 1) * n_k])
+            Part::Terms(&c.log_probs_by_choice[choice][..n_k])
         }
         Dim::Numeric(d) if d.step.is_none() => Part::Continuous {
             x: transformed[i],
@@ -585,18 +587,17 @@ fn categorical(n_choices: usize, obs: &[f64], params: ParzenParams) -> Dim {
         .chain([n_choices as u32])
         .collect();
     let log_templates: Vec<f64> = templates.iter().map(|p| p.ln()).collect();
-    let mut log_probs_by_choice = Vec::with_capacity(n_k * n_choices);
-    for c in 0..n_choices {
-        log_probs_by_choice.extend(
-            template
-                .iter()
-                .map(|&t| log_templates[t as usize * n_choices + c]),
-        );
-    }
+    let log_probs_by_choice = (0..n_choices)
+        .map(|c| {
+            (template.iter())
+                .map(|&t| log_templates[t as usize * n_choices + c])
+                .collect()
+        })
+        .collect();
     Dim::Categorical(Categorical {
         n_choices,
         templates,
-        template,
+        template: template.into(),
         log_probs_by_choice,
     })
 }
@@ -665,13 +666,13 @@ fn numeric(
         adapted_high: a_high,
         log,
         step,
-        mu,
-        sigma,
+        mu: mu.into(),
+        sigma: sigma.into(),
         inv_sigma,
-        konst,
-        pair,
+        konst: konst.into(),
+        pair: pair.into(),
         distinct_pairs,
-        peak,
+        peak: peak.into(),
         sorted: order
             .iter()
             .map(|&k| (total_key(centres[k as usize]), ids[k as usize]))

@@ -162,7 +162,7 @@ impl Guesses {
             let choices = combos.get(combo * n_c..(combo + 1) * n_c).unwrap_or(&[]);
             for ((c, _), &choice) in categoricals.iter().zip(choices) {
                 let choice = choice as usize;
-                let terms = &c.log_probs_by_choice[choice * n_k..(choice + 1) * n_k];
+                let terms = &c.log_probs_by_choice[choice][..n_k];
                 for (b, t) in b.iter_mut().zip(terms) {
                     *b += t;
                 }

@@ -174,13 +174,13 @@ fn log_pdf_matches_the_formulas_and_cached_cells_change_nothing() {
 /// ids aside: each cache numbers its own).
 fn kernel_arrays(p: &Parzen) -> Vec<Vec<u64>> {
     let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
-    let mut out = vec![bits(&p.w.weights), bits(&p.w.cum_weights), p.ids.clone()];
+    let mut out = vec![bits(&p.w.weights), bits(&p.w.cum_weights), p.ids.to_vec()];
     for dim in &p.dims {
         match dim {
             Dim::Categorical(c) => {
                 out.push(bits(&c.templates));
                 out.push(c.template.iter().map(|&t| u64::from(t)).collect());
-                out.push(bits(&c.log_probs_by_choice));
+                out.extend(c.log_probs_by_choice.iter().map(|column| bits(column)));
             }
             Dim::Numeric(d) => {
                 for v in [&d.mu, &d.sigma, &d.inv_sigma, &d.konst, &d.peak] {

@@ -13,7 +13,7 @@
 //! cache) on the same numbers, in the same kernel order (ascending ids).
 
 use super::{
-    Categorical, CellCache, Dim, Numeric, Parzen, ParzenParams, Weights, categorical,
+    Categorical, CellCache, Dim, Kernels, Numeric, Parzen, ParzenParams, Weights, categorical,
     continuous_konst, rank_gap, sigma_bounds, total_key,
 };
 
@@ -84,7 +84,7 @@ impl Parzen {
                 }
             }
         }
-        self.ids = ids;
+        self.ids = ids.into();
         if !self.w.made_from(obs_weights, params.prior_weight) {
             self.w = Weights::new(obs_weights, params.prior_weight);
         }
@@ -115,7 +115,12 @@ struct Edit<'a> {
 
 /// Removes the elements at `removed` (ascending indices), then inserts
 /// `value(j)` at index `inserted[j]` of the result (ascending).
-fn splice<T>(v: &mut Vec<T>, removed: &[usize], inserted: &[usize], value: impl Fn(usize) -> T) {
+fn splice<T: Copy>(
+    v: &mut Kernels<T>,
+    removed: &[usize],
+    inserted: &[usize],
+    value: impl Fn(usize) -> T,
+) {
     for &i in removed.iter().rev() {
         v.remove(i);
     }
@@ -128,17 +133,12 @@ fn splice<T>(v: &mut Vec<T>, removed: &[usize], inserted: &[usize], value: impl 
 /// edited (the kernel count unchanged): `ln` of the template's probability,
 /// as [`categorical`] computes it.
 fn update_categorical(c: &mut Categorical, removed: &[usize], inserted: &[usize]) {
-    let (n_k, n_choices) = (c.template.len(), c.n_choices);
-    let mut column = Vec::with_capacity(n_k);
-    for choice in 0..n_choices {
-        let range = choice * n_k..(choice + 1) * n_k;
-        column.clear();
-        column.extend_from_slice(&c.log_probs_by_choice[range.clone()]);
-        splice(&mut column, removed, inserted, |j| {
+    let n_choices = c.n_choices;
+    for (choice, column) in c.log_probs_by_choice.iter_mut().enumerate() {
+        splice(column, removed, inserted, |j| {
             let t = c.template[inserted[j]] as usize;
             c.templates[t * n_choices + choice].ln()
         });
-        c.log_probs_by_choice[range].copy_from_slice(&column);
     }
 }
 
