@@ -124,6 +124,8 @@ pub struct TpeSampler {
     last_space: Option<(Vec<(String, Distribution)>, String)>,
     /// The last split's cut, a hint for the next (see [`split_rows`]).
     split_cut: Option<u64>,
+    /// The last observation weights made, with their count.
+    weights_memo: Option<(usize, Vec<f64>)>,
 }
 
 /// Per search space: the finished trials' observations and the last
@@ -274,6 +276,7 @@ impl TpeSampler {
             prefix: (0, None),
             last_space: None,
             split_cut: None,
+            weights_memo: None,
         }
     }
 
@@ -345,12 +348,7 @@ impl TpeSampler {
         let cached = self.spaces.entry(key).or_default();
         cached.observations.fit_history(study.trials.len());
         let weights = self.config.weights;
-        // The observations' weights (the configured ramp, one per observation).
-        let obs_weights = |n: usize| {
-            let mut w = weights(n);
-            w.truncate(n);
-            w
-        };
+        let memo = &mut self.weights_memo;
         for (slot, set) in [(&mut cached.below, &below), (&mut cached.above, &above)] {
             let key: Vec<(u64, u64, u64)> = set.iter().map(|&r| rows[r as usize].key).collect();
             if let Some(e) = slot.as_mut() {
@@ -374,14 +372,14 @@ impl TpeSampler {
                         .collect();
                     let n_obs = e.parzen.n_observations() - removed.len() + added.len();
                     e.parzen
-                        .update(&removed, &added, &obs_weights(n_obs), params);
+                        .update(&removed, &added, obs_weights(memo, weights, n_obs), params);
                     e.key = key;
                     continue;
                 }
             }
             let trials: Vec<&FrozenTrial> = set.iter().map(|&r| rows[r as usize].trial).collect();
             let obs = cached.observations.observations(&trials, space);
-            let w = obs_weights(obs.len());
+            let w = obs_weights(memo, weights, obs.len());
             // The new estimator inherits the cell masses its predecessor
             // computed, and its log weights if they are the same.
             let recycled = slot.take().map(|e| e.parzen.recycle()).unwrap_or_default();
@@ -390,7 +388,7 @@ impl TpeSampler {
                 &obs.centres,
                 &obs.orders,
                 &obs.numbers,
-                &w,
+                w,
                 params,
                 recycled,
             );
@@ -406,6 +404,22 @@ impl TpeSampler {
         let best = best_candidate(&l, &mut above.parzen.evaluator(&samples));
         samples.iter().map(|column| column[best]).collect()
     }
+}
+
+/// The weights of `n` observations (the configured ramp, one per
+/// observation), remembered in `memo` for the next call: nearly every ask
+/// has the count of the last.
+fn obs_weights(
+    memo: &mut Option<(usize, Vec<f64>)>,
+    weights: fn(usize) -> Vec<f64>,
+    n: usize,
+) -> &[f64] {
+    if memo.as_ref().is_none_or(|(m, _)| *m != n) {
+        let mut w = weights(n);
+        w.truncate(n);
+        *memo = Some((n, w));
+    }
+    memo.as_ref().map_or(&[], |(_, w)| w)
 }
 
 /// The candidate maximising `l - g` (`g` the "above" log-density), the
