@@ -32,28 +32,21 @@ impl Parzen {
     ) {
         debug_assert!(removed.is_sorted_by(|a, b| a < b));
         debug_assert!(added.is_sorted_by(|a, b| a.0 < b.0));
-        let old_ids = std::mem::take(&mut self.ids);
-        // The new ids, and where each added one lands among them.
-        let mut ids = Vec::with_capacity(old_ids.len() + added.len());
+        // The new ids, and where each added one lands among them (in
+        // ascending order, so a later insertion never moves an earlier one).
+        let mut ids = std::mem::take(&mut self.ids);
+        let old_n = ids.len();
+        let removed_ids: Vec<u64> = removed.iter().map(|&i| ids[i]).collect();
+        for &i in removed.iter().rev() {
+            ids.remove(i);
+        }
         let mut inserted = Vec::with_capacity(added.len());
-        let mut gone = removed.iter().peekable();
-        let mut new = added.iter().peekable();
-        for (i, &id) in old_ids.iter().enumerate() {
-            if gone.next_if_eq(&&i).is_some() {
-                continue;
-            }
-            while let Some((a, _)) = new.next_if(|(a, _)| *a < id) {
-                inserted.push(ids.len());
-                ids.push(*a);
-            }
-            ids.push(id);
+        for &(id, _) in added {
+            let at = ids.partition_point(|&other| other < id);
+            debug_assert!(ids.get(at) != Some(&id), "an added id was present");
+            ids.insert(at, id);
+            inserted.push(at);
         }
-        for (a, _) in new {
-            inserted.push(ids.len());
-            ids.push(*a);
-        }
-        debug_assert!(ids.is_sorted_by(|a, b| a < b), "an added id was present");
-        let old_n = old_ids.len();
         for (d, (dim, cells)) in self.dims.iter_mut().zip(&mut self.cells).enumerate() {
             let centre = |j: usize| added[j].1[d];
             match dim {
@@ -76,7 +69,7 @@ impl Parzen {
                     let edit = Edit {
                         removed,
                         inserted: &inserted,
-                        old_ids: &old_ids,
+                        removed_ids: &removed_ids,
                         ids: &ids,
                         old_n,
                     };
@@ -84,7 +77,7 @@ impl Parzen {
                 }
             }
         }
-        self.ids = ids.into();
+        self.ids = ids;
         if !self.w.made_from(obs_weights, params.prior_weight) {
             self.w = Weights::new(obs_weights, params.prior_weight);
         }
@@ -108,7 +101,8 @@ struct Edit<'a> {
     removed: &'a [usize],
     /// New indices of the joining kernels, ascending.
     inserted: &'a [usize],
-    old_ids: &'a [u64],
+    /// The ids of the kernels at `removed`.
+    removed_ids: &'a [u64],
     ids: &'a [u64],
     old_n: usize,
 }
@@ -154,7 +148,8 @@ fn update_numeric(
     let gone: Vec<(u64, u64)> = edit
         .removed
         .iter()
-        .map(|&i| (total_key(d.mu[i]), edit.old_ids[i]))
+        .zip(edit.removed_ids)
+        .map(|(&i, &id)| (total_key(d.mu[i]), id))
         .collect();
     for entry in &gone {
         let at = d
