@@ -8,7 +8,7 @@
 mod common;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use hpo_sampler::{StudyDirection, StudyView, TpeConfig, TpeSampler, ask};
+use hpo_sampler::{TpeConfig, TpeSampler};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -33,15 +33,7 @@ fn ask_tell(c: &mut Criterion) {
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
                         let start = Instant::now();
-                        let number = history.next_number();
-                        let study = StudyView {
-                            name: "bench",
-                            direction: StudyDirection::Minimize,
-                            trials: history.view(),
-                        };
-                        let params = ask(&mut sampler, study, number, &space).unwrap();
-                        let value = common::objective6(&params);
-                        history.tell(common::complete(number, params, value));
+                        history.ask_and_tell(&mut sampler, &space);
                         total += start.elapsed();
                         history.compact();
                     }

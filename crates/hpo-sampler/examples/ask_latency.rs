@@ -12,7 +12,7 @@
 #[path = "../benches/common/mod.rs"]
 mod common;
 
-use hpo_sampler::{StudyDirection, StudyView, TpeConfig, TpeSampler, ask};
+use hpo_sampler::{TpeConfig, TpeSampler};
 use std::time::Instant;
 
 fn main() {
@@ -48,15 +48,7 @@ fn main() {
     let mut times = Vec::with_capacity(asks);
     for i in 0..warm + asks {
         let start = Instant::now();
-        let number = history.next_number();
-        let study = StudyView {
-            name: "latency",
-            direction: StudyDirection::Minimize,
-            trials: history.view(),
-        };
-        let params = ask(&mut sampler, study, number, &space).expect("the space is valid");
-        let value = common::objective6(&params);
-        history.tell(common::complete(number, params, value));
+        history.ask_and_tell(&mut sampler, &space);
         if i >= warm {
             times.push(start.elapsed().as_secs_f64() * 1e6);
         }

@@ -20,7 +20,7 @@ mod functions;
 
 use hpo_sampler::{
     FrozenTrial, RandomSampler, Result, Sampler, StudyDirection, StudyView, TpeConfig, TpeSampler,
-    Trial, TrialState, ask,
+    Trial, TrialState,
 };
 use std::time::Instant;
 
@@ -66,15 +66,7 @@ fn time_ask_tell(
         if fresh {
             sampler = TpeSampler::new(config.clone());
         }
-        let number = history.next_number();
-        let study = StudyView {
-            name: "bench",
-            direction: StudyDirection::Minimize,
-            trials: history.view(),
-        };
-        let params = ask(&mut sampler, study, number, &space).expect("valid space");
-        let value = common::objective6(&params);
-        history.tell(common::complete(number, params, value));
+        history.ask_and_tell(&mut sampler, &space);
         let elapsed = start.elapsed().as_secs_f64() * 1e6;
         history.compact();
         if rep >= warmup {

@@ -1,11 +1,13 @@
-//! Shared by the criterion bench and the `sampler_bench` example (which
-//! `cargo xtask bench sampler` runs): the 6-parameter space of the issue,
-//! histories, and the quality test functions. The Python side
+//! Shared by the criterion bench and the `sampler_bench` (which `cargo
+//! xtask bench sampler` runs) and `ask_latency` examples: the 6-parameter
+//! space of the issue, histories, one ask-and-tell step, and the quality
+//! test functions. The Python side
 //! (benches/sampler/optuna_bench.py) defines the same ones.
 #![allow(dead_code)]
 
 use hpo_sampler::{
-    Distribution, FrozenTrial, Param, ParamValue, RandomSampler, SearchSpace, TrialState,
+    Distribution, FrozenTrial, Param, ParamValue, RandomSampler, Sampler, SearchSpace,
+    StudyDirection, StudyView, TrialState, ask,
 };
 use std::collections::BTreeMap;
 
@@ -136,6 +138,21 @@ impl SlidingHistory {
         if self.trials.len() - self.start > self.n {
             self.start += 1;
         }
+    }
+
+    /// One ask of `sampler` on `space` (which `objective6` evaluates) over
+    /// this history, and the tell of its result: one step of a running
+    /// study.
+    pub fn ask_and_tell<S: Sampler>(&mut self, sampler: &mut S, space: &SearchSpace) {
+        let number = self.next_number();
+        let study = StudyView {
+            name: "bench",
+            direction: StudyDirection::Minimize,
+            trials: self.view(),
+        };
+        let params = ask(sampler, study, number, space).expect("valid space");
+        let value = objective6(&params);
+        self.tell(complete(number, params, value));
     }
 
     /// Free the trials that left the window (outside any timed region).
