@@ -558,24 +558,26 @@ fn split_rows(
     complete[..k]
         .iter()
         .for_each(|&(_, i)| is_below[i as usize] = true);
+    // Then pruned trials by last step and value, then infeasible ones by
+    // violation, each sorted only if some of it is needed.
     let mut left = n_below - k;
-    let trial = |i: &u32| rows[*i as usize].trial;
-    for (group, order) in [(&mut pruned, 0), (&mut infeasible, 1)] {
-        if left == 0 {
-            break;
-        }
-        if order == 0 {
-            group.sort_by(|a, b| {
-                let (sa, va) = pruned_score(trial(a), direction);
-                let (sb, vb) = pruned_score(trial(b), direction);
-                cmp_f64(sa, sb).then(cmp_f64(va, vb))
-            });
-        } else {
-            group.sort_by(|a, b| cmp_f64(trial(a).violation(), trial(b).violation()));
-        }
-        let k = left.min(group.len());
+    let mut take = |group: &[u32], left: &mut usize| {
+        let k = (*left).min(group.len());
         group[..k].iter().for_each(|&i| is_below[i as usize] = true);
-        left -= k;
+        *left -= k;
+    };
+    let trial = |i: &u32| rows[*i as usize].trial;
+    if left > 0 {
+        pruned.sort_by(|a, b| {
+            let (sa, va) = pruned_score(trial(a), direction);
+            let (sb, vb) = pruned_score(trial(b), direction);
+            cmp_f64(sa, sb).then(cmp_f64(va, vb))
+        });
+        take(&pruned, &mut left);
+    }
+    if left > 0 {
+        infeasible.sort_by(|a, b| cmp_f64(trial(a).violation(), trial(b).violation()));
+        take(&infeasible, &mut left);
     }
     let mut below = Vec::with_capacity(n_below);
     let mut above = Vec::with_capacity(rows.len());

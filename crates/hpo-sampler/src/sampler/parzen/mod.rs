@@ -429,7 +429,7 @@ impl Evaluator<'_> {
                 }
             }
         }
-        let parts: Vec<Part<'_, f64>> = self
+        let parts: Vec<Part<'_>> = self
             .dims
             .iter()
             .zip(&self.discrete)
@@ -501,7 +501,7 @@ fn part<'a>(
     transformed: &[f64],
     i: usize,
     n_k: usize,
-) -> Part<'a, f64> {
+) -> Part<'a> {
     match dim {
         Dim::Categorical(c) => {
             let choice = x as usize;

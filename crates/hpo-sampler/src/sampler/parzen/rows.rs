@@ -19,44 +19,37 @@
 //! differ between builds; they only decide which kernels to try and which
 //! candidate first, and the kernels' terms are then computed exactly.
 
-use std::ops::{Add, Mul, Sub};
-
-/// The float types rows are computed in.
-pub(super) trait Lane:
-    Copy + PartialOrd + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self>
-{
-    const HALF: Self;
+/// The float types whose largest value a row reduction finds: densities
+/// (`f64`) and guesses (`f32`).
+pub(super) trait Lane: Copy + PartialOrd {
     const NEG_INFINITY: Self;
 }
 
-macro_rules! lane {
-    ($t:ty) => {
-        impl Lane for $t {
-            const HALF: Self = 0.5;
-            const NEG_INFINITY: Self = <$t>::NEG_INFINITY;
-        }
-    };
+impl Lane for f32 {
+    const NEG_INFINITY: Self = f32::NEG_INFINITY;
 }
-lane!(f32);
-lane!(f64);
 
-/// One dimension's contribution to a row.
-pub(super) enum Part<'a, F> {
+impl Lane for f64 {
+    const NEG_INFINITY: Self = f64::NEG_INFINITY;
+}
+
+/// One dimension's contribution to a density row.
+pub(super) enum Part<'a> {
     /// `konst[k] - ((x - mu[k]) * inv_sigma[k])^2 / 2`.
     Continuous {
-        x: F,
-        mu: &'a [F],
-        inv_sigma: &'a [F],
-        konst: &'a [F],
+        x: f64,
+        mu: &'a [f64],
+        inv_sigma: &'a [f64],
+        konst: &'a [f64],
     },
     /// Terms already per kernel.
-    Terms(&'a [F]),
+    Terms(&'a [f64]),
 }
 
-impl<F: Lane> Part<'_, F> {
+impl Part<'_> {
     /// Kernel `k`'s term, with the row's arithmetic.
     #[inline(always)]
-    pub fn term(&self, k: usize) -> F {
+    pub fn term(&self, k: usize) -> f64 {
         match *self {
             Part::Continuous {
                 x,
@@ -72,9 +65,9 @@ impl<F: Lane> Part<'_, F> {
 /// A continuous kernel's log density at `x`: `konst - ((x - mu) *
 /// inv_sigma)^2 / 2`.
 #[inline(always)]
-fn normal_term<F: Lane>(x: F, mu: F, inv_sigma: F, konst: F) -> F {
+fn normal_term(x: f64, mu: f64, inv_sigma: f64, konst: f64) -> f64 {
     let z = (x - mu) * inv_sigma;
-    konst - F::HALF * z * z
+    konst - 0.5 * z * z
 }
 
 /// Runs `$body` (an expression over the function's arguments) compiled
@@ -117,7 +110,7 @@ macro_rules! dispatch {
 pub(super) use dispatch;
 
 dispatch! {
-    fn log_density_row(log_weights: &[f64], parts: &[Part<'_, f64>], row: &mut Vec<f64>) -> f64 {
+    fn log_density_row(log_weights: &[f64], parts: &[Part<'_>], row: &mut Vec<f64>) -> f64 {
         fill_row(log_weights, parts, row);
         log_sum_exp(row)
     }
@@ -223,7 +216,7 @@ fn fill_guesses<M: MulAdd>(g: &GuessParts<'_>, row: &mut Vec<f32>) {
 
 /// `row[k]` = `log_weights[k]` plus each part's term, added in order.
 #[inline(always)]
-fn fill_row<F: Lane>(log_weights: &[F], parts: &[Part<'_, F>], row: &mut Vec<F>) {
+fn fill_row(log_weights: &[f64], parts: &[Part<'_>], row: &mut Vec<f64>) {
     row.clear();
     row.extend_from_slice(log_weights);
     let n = row.len();
@@ -239,12 +232,12 @@ fn fill_row<F: Lane>(log_weights: &[F], parts: &[Part<'_, F>], row: &mut Vec<F>)
             } => {
                 let (mu, inv_sigma, konst) = (&mu[..n], &inv_sigma[..n], &konst[..n]);
                 for (((r, &m), &is), &k) in row.iter_mut().zip(mu).zip(inv_sigma).zip(konst) {
-                    *r = *r + normal_term(x, m, is, k);
+                    *r += normal_term(x, m, is, k);
                 }
             }
             Part::Terms(t) => {
                 for (r, &t) in row.iter_mut().zip(&t[..n]) {
-                    *r = *r + t;
+                    *r += t;
                 }
             }
         }

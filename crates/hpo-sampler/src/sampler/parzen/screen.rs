@@ -81,22 +81,17 @@ impl Guesses {
                     Vec::new()
                 },
             };
-            let kernels = (d.inv_sigma.iter().zip(&d.mu).zip(konst))
-                .zip(quadratics.q.iter_mut().zip(&mut quadratics.p))
-                .zip(&mut base);
-            for ((((&is, &mu), &k), (q, p)), b) in kernels {
+            let kernels = d.inv_sigma.iter().zip(&d.mu).zip(konst).enumerate();
+            for (k, ((&is, &mu), &konst)) in kernels {
                 let (s, m) = (is * is, mu - centre);
-                (*q, *p) = ((-0.5 * s) as f32, (s * m) as f32);
-                if !discrete {
-                    *b += k - 0.5 * s * m * m;
+                quadratics.q[k] = (-0.5 * s) as f32;
+                quadratics.p[k] = (s * m) as f32;
+                let a = konst - 0.5 * s * m * m;
+                if discrete {
+                    quadratics.a[k] = a as f32;
+                } else {
+                    base[k] += a;
                 }
-            }
-            if discrete {
-                let a = (d.inv_sigma.iter().zip(&d.mu).zip(konst)).map(|((&is, &mu), &k)| {
-                    let (s, m) = (is * is, mu - centre);
-                    k - 0.5 * s * m * m
-                });
-                narrow_into(a, &mut quadratics.a);
             }
             numeric.push(quadratics);
             // A discrete value's point comes from its cell, computed once
@@ -194,14 +189,6 @@ impl Guesses {
             at: &self.points[i * n_d..(i + 1) * n_d],
         };
         guess_row(&parts, &mut self.row)
-    }
-}
-
-/// Writes `v` in `f32` over the start of `out` (its padding kept).
-#[inline(always)]
-fn narrow_into(v: impl Iterator<Item = f64>, out: &mut [f32]) {
-    for (o, x) in out.iter_mut().zip(v) {
-        *o = x as f32;
     }
 }
 
