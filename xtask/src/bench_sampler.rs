@@ -9,8 +9,9 @@
 //!   sampler's own trials, which cluster, so more kernels matter).
 //! - Quality: best value after 100 trials on Hartmann6, Branin and 10-D
 //!   Styblinski-Tang (5 integer dimensions) over many seeds, median and
-//!   IQR, for our TPE (default and with Optuna's 24 EI candidates), Optuna's
-//!   `TPESampler()` and random sampling.
+//!   IQR, for our TPE (default, and `TpeConfig::optuna()`: 24 EI
+//!   candidates that all compete), Optuna's `TPESampler()` and random
+//!   sampling.
 //!
 //! Options: `--seeds N` (default 50, every function and sampler),
 //! `--optuna-seeds N` (default: same), `--reps N` (timing repetitions).
@@ -118,7 +119,13 @@ pub fn run(args: &[String]) -> Result<()> {
         output(&mut cmd)
     };
     results.parse(&ours(&[])?)?;
-    results.parse(&ours(&["--candidates", "24", "--skip-random"])?)?;
+    results.parse(&ours(&[
+        "--candidates",
+        "24",
+        "--finalists",
+        "0",
+        "--skip-random",
+    ])?)?;
 
     let py = match std::env::var_os("MEMTUNE_PYTHON") {
         Some(p) => p.into(),

@@ -101,6 +101,22 @@ fn expect_error_on(text: &str, key: &str, line: usize, says: &str) {
 }
 
 #[test]
+fn ei_finalists_is_read_and_zero_means_all() {
+    let with = |v: &str| {
+        StudyConfig::parse(
+            &format!("{BASE}\n[sampler]\nei_finalists = {v}\n"),
+            "study.toml",
+        )
+        .unwrap()
+        .sampler
+        .tpe
+        .ei_finalists
+    };
+    assert_eq!(with("4"), Some(4));
+    assert_eq!(with("0"), None);
+}
+
+#[test]
 fn base_study_parses() {
     let c = StudyConfig::parse(BASE, "study.toml").unwrap();
     assert_eq!(c.study.name, "t");
@@ -121,6 +137,7 @@ fn base_study_parses() {
     assert_eq!(c.runner.safety_margin, SafetyMargin::Fraction(0.05));
     assert_eq!(c.sampler.kind, SamplerKind::Tpe);
     assert_eq!(c.sampler.tpe.n_ei_candidates, 24, "Optuna's default");
+    assert_eq!(c.sampler.tpe.ei_finalists, None, "all compete, as Optuna's");
     assert!(matches!(
         c.pruner,
         PrunerSpec::Median {

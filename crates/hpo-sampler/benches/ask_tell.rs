@@ -1,6 +1,7 @@
 //! One TPE ask (the 6-parameter space) plus tell, at histories of 100, 500
-//! and 1,000 COMPLETE trials, with our default TPE (96 EI candidates) and
-//! with Optuna's 24. Tell appends the finished trial to the history and
+//! and 1,000 COMPLETE trials, with our default TPE (96 EI candidates, the 4
+//! of highest `l` competing) and with Optuna's configuration (24, all
+//! competing). Tell appends the finished trial to the history and
 //! the oldest trial leaves it (`common::SlidingHistory`), so every ask sees
 //! the same size but a changed history, as in a running study: what the
 //! sampler reuses across asks is measured as it would pay off there.

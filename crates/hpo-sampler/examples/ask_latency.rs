@@ -1,6 +1,8 @@
 //! Per-ask latency of the TPE sampler at 1,000 trials, as a distribution:
-//! `ask_latency CANDIDATES ASKS [steady|random]` prints the mean, then the
-//! minimum, 10th percentile and median in microseconds per ask + tell.
+//! `ask_latency CANDIDATES ASKS [steady|random] [FINALISTS]` prints the
+//! mean, then the minimum, 10th percentile and median in microseconds per
+//! ask + tell. FINALISTS defaults to ours; 0 means all candidates compete
+//! (Optuna).
 //!
 //! The loop is the criterion bench's (`benches/ask_tell.rs`): tell appends
 //! the finished trial and the oldest leaves the history. `steady` first
@@ -33,6 +35,8 @@ fn main() {
             std::process::exit(2)
         }
     };
+    let default = TpeConfig::default().ei_finalists.unwrap_or(0);
+    let finalists = Some(arg(4, default)).filter(|&f| f > 0);
     let n = 1000;
     let space = common::space6();
     let (mut history, warm) = if steady {
@@ -43,6 +47,7 @@ fn main() {
     let mut sampler = TpeSampler::new(TpeConfig {
         seed: Some(1),
         n_ei_candidates: candidates,
+        ei_finalists: finalists,
         ..TpeConfig::default()
     });
     let mut times = Vec::with_capacity(asks);

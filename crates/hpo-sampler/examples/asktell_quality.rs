@@ -7,7 +7,7 @@
 //!
 //! cargo run --release -p hpo-sampler --example asktell_quality -- [--seeds 100]
 //!     [--seed-offset 1] [--trials 100] [--persistent] [--each] [--optuna]
-//!     [--candidates N] [--prior-weight W] [--startup N] [--endpoints]
+//!     [--candidates N] [--finalists K (0: all)] [--prior-weight W] [--startup N] [--endpoints]
 //!     [--univariate] [--gamma optuna|0.15|0.2|sqrt|sqrt1]
 //!
 //! `--each` prints every seed's best (compare with
@@ -75,6 +75,10 @@ fn main() {
         |name: &str, default: f64| arg(name).map_or(default, |v| v.parse().expect("a number"));
     let config = TpeConfig {
         n_ei_candidates: candidates,
+        ei_finalists: match arg("--finalists") {
+            None => base.ei_finalists,
+            Some(f) => Some(f.parse().expect("a number")).filter(|&f: &usize| f > 0),
+        },
         prior_weight: float("--prior-weight", base.prior_weight),
         n_startup_trials: num("--startup", base.n_startup_trials as u64) as usize,
         consider_endpoints: std::env::args().any(|a| a == "--endpoints"),

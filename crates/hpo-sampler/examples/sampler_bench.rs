@@ -6,8 +6,10 @@
 //! `tpe-<candidates>` or `random`).
 //!
 //! cargo run --release -p hpo-sampler --example sampler_bench -- [--seeds 50]
-//!     [--seed-offset 0] [--trials 100] [--reps 200] [--candidates N] [--skip-random]
+//!     [--seed-offset 0] [--trials 100] [--reps 200] [--candidates N]
+//!     [--finalists K] (0: all candidates compete, as Optuna's) [--skip-random]
 //!     [--fresh]  (a new sampler per ask, as `memtune ask` runs)
+//!     [--parallel P]  (quality: trials asked in rounds of P, as P workers)
 //!
 //! Timings come in two regimes: `tpe-N` on a history of random trials (the
 //! regime of the Optuna figure) and `tpe-N-steady` on the
@@ -45,6 +47,7 @@ fn time_ask_tell(
     n: usize,
     reps: usize,
     candidates: usize,
+    finalists: Option<usize>,
     fresh: bool,
     steady: bool,
 ) -> (f64, f64) {
@@ -57,6 +60,7 @@ fn time_ask_tell(
     let config = TpeConfig {
         seed: Some(1),
         n_ei_candidates: candidates,
+        ei_finalists: finalists,
         ..TpeConfig::default()
     };
     let mut sampler = TpeSampler::new(config.clone());
@@ -80,9 +84,18 @@ fn time_ask_tell(
 
 type Objective = fn(&mut Trial<'_, dyn Sampler>) -> Result<f64>;
 
-fn optimise(sampler: &mut (dyn Sampler + 'static), objective: Objective, n_trials: usize) -> f64 {
+/// The best value after `n_trials`, asked in rounds of `parallel` (as
+/// that many workers would): each ask of a round sees the round's earlier
+/// trials as RUNNING, and the round is told when all of it has run.
+fn optimise(
+    sampler: &mut (dyn Sampler + 'static),
+    objective: Objective,
+    n_trials: usize,
+    parallel: usize,
+) -> f64 {
     let mut trials: Vec<FrozenTrial> = Vec::with_capacity(n_trials);
     let mut best = f64::INFINITY;
+    let mut pending = Vec::new();
     for number in 0..n_trials as u64 {
         let study = StudyView {
             name: "quality",
@@ -93,10 +106,16 @@ fn optimise(sampler: &mut (dyn Sampler + 'static), objective: Objective, n_trial
         let value = objective(&mut trial).expect("valid objective");
         let mut t = FrozenTrial::new(number);
         t.params = trial.into_params();
-        t.state = TrialState::Complete;
-        t.values = Some(vec![value]);
+        t.state = TrialState::Running;
+        pending.push((trials.len(), value));
         trials.push(t);
-        best = best.min(value);
+        if pending.len() == parallel.max(1) || number + 1 == n_trials as u64 {
+            for (at, value) in pending.drain(..) {
+                trials[at].state = TrialState::Complete;
+                trials[at].values = Some(vec![value]);
+                best = best.min(value);
+            }
+        }
     }
     best
 }
@@ -108,9 +127,18 @@ fn main() {
     let n_trials = arg("--trials", 100);
     let reps = arg("--reps", 200);
     let candidates = arg("--candidates", TpeConfig::default().n_ei_candidates);
+    let finalists = Some(arg(
+        "--finalists",
+        TpeConfig::default().ei_finalists.unwrap_or(0),
+    ))
+    .filter(|&f| f > 0 && f < candidates);
 
     let fresh = std::env::args().any(|a| a == "--fresh");
-    let label = format!("tpe-{candidates}");
+    let parallel = arg("--parallel", 1);
+    let label = match finalists {
+        Some(f) => format!("tpe-{candidates}-f{f}"),
+        None => format!("tpe-{candidates}"),
+    };
     for steady in [false, true] {
         let timing_label = format!(
             "{label}{}{}",
@@ -118,7 +146,7 @@ fn main() {
             if fresh { "-fresh" } else { "" }
         );
         for n in [100usize, 500, 1000] {
-            let (median, mean) = time_ask_tell(n, reps, candidates, fresh, steady);
+            let (median, mean) = time_ask_tell(n, reps, candidates, finalists, fresh, steady);
             println!("timing {timing_label} {n} {median:.3} {mean:.3}");
         }
     }
@@ -138,11 +166,12 @@ fn main() {
                         "tpe" => Box::new(TpeSampler::new(TpeConfig {
                             seed: Some(seed),
                             n_ei_candidates: candidates,
+                            ei_finalists: finalists,
                             ..TpeConfig::default()
                         })),
                         _ => Box::new(RandomSampler::new(Some(seed))),
                     };
-                    format!("{:.6}", optimise(sampler.as_mut(), f, n_trials))
+                    format!("{:.6}", optimise(sampler.as_mut(), f, n_trials, parallel))
                 })
                 .collect();
             let who = if kind == "tpe" {

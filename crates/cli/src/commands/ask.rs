@@ -277,6 +277,13 @@ fn sampler_choice(args: &Args) -> Result<SamplerChoice> {
                     return Err(bad(key, "at least 1"));
                 }
             }
+            ("ei_finalists", Kind::Tpe) => {
+                // null or 0: every candidate competes (Optuna).
+                tpe.ei_finalists = match v {
+                    Json::Null => None,
+                    _ => Some(uint()? as usize).filter(|&k| k > 0),
+                }
+            }
             ("prior_weight", Kind::Tpe) => {
                 tpe.prior_weight = v
                     .as_f64()
@@ -398,6 +405,31 @@ fn python_number(token: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn choice(kwargs: &str) -> Result<SamplerChoice> {
+        sampler_choice(&Args {
+            study_name: "s".into(),
+            search_space: "{}".into(),
+            sampler: Some("tpe".into()),
+            sampler_kwargs: Some(kwargs.into()),
+            seed: None,
+            format: "json".into(),
+            flatten: false,
+        })
+    }
+
+    #[test]
+    fn ei_finalists_kwarg_sets_or_clears_the_finalists() {
+        let default = TpeConfig::default().ei_finalists;
+        assert!(default.is_some());
+        assert_eq!(choice("{}").unwrap().tpe.ei_finalists, default);
+        let set = |kwargs| choice(kwargs).unwrap().tpe.ei_finalists;
+        assert_eq!(set(r#"{"ei_finalists": 8}"#), Some(8));
+        assert_eq!(set(r#"{"ei_finalists": null}"#), None);
+        assert_eq!(set(r#"{"ei_finalists": 0}"#), None);
+        let err = choice(r#"{"ei_finalists": -1}"#).err().unwrap().to_string();
+        assert!(err.contains("ei_finalists"), "{err}");
+    }
 
     #[test]
     fn per_trial_seeds_differ_and_repeat() {

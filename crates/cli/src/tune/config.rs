@@ -788,6 +788,8 @@ impl Check<'_> {
         let tpe = TpeConfig {
             n_startup_trials: s.n_startup_trials.unwrap_or(base.n_startup_trials),
             n_ei_candidates: s.n_ei_candidates.unwrap_or(base.n_ei_candidates),
+            // 0: every candidate competes, as when the key is absent.
+            ei_finalists: s.ei_finalists.filter(|&k| k > 0).or(base.ei_finalists),
             prior_weight: s.prior_weight.unwrap_or(base.prior_weight),
             consider_magic_clip: s.consider_magic_clip.unwrap_or(base.consider_magic_clip),
             consider_endpoints: s.consider_endpoints.unwrap_or(base.consider_endpoints),

@@ -173,6 +173,7 @@ pub(crate) struct RawSampler {
     pub seed: Option<u64>,
     pub n_startup_trials: Option<usize>,
     pub n_ei_candidates: Option<usize>,
+    pub ei_finalists: Option<usize>,
     pub prior_weight: Option<f64>,
     pub consider_magic_clip: Option<bool>,
     pub consider_endpoints: Option<bool>,
@@ -192,6 +193,7 @@ impl RawSampler {
         };
         note(self.n_startup_trials.is_some(), "n_startup_trials");
         note(self.n_ei_candidates.is_some(), "n_ei_candidates");
+        note(self.ei_finalists.is_some(), "ei_finalists");
         note(self.prior_weight.is_some(), "prior_weight");
         note(self.consider_magic_clip.is_some(), "consider_magic_clip");
         note(self.consider_endpoints.is_some(), "consider_endpoints");
