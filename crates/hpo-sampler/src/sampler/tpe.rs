@@ -61,7 +61,8 @@ pub struct TpeConfig {
     /// `l(x) / g(x)` wins.
     pub n_ei_candidates: usize,
     /// How many of the candidates, those of highest `l(x)`, compete on
-    /// `l(x) / g(x)`; `None`: all of them (Optuna). Drawing many
+    /// `l(x) / g(x)`; `None`: all of them (Optuna); `Some(0)` counts as
+    /// 1 (`memtune` maps a 0 it is given to `None`). Drawing many
     /// candidates and comparing `g` only among the few that `l` ranks
     /// highest leans the choice towards the good trials' densest region:
     /// it finds better optima than comparing all of them, and costs less
