@@ -61,8 +61,7 @@ pub struct TpeConfig {
     /// `l(x) / g(x)` wins.
     pub n_ei_candidates: usize,
     /// How many of the candidates, those of highest `l(x)`, compete on
-    /// `l(x) / g(x)`; `None`: all of them (Optuna); `Some(0)` counts as
-    /// 1 (`memtune` maps a 0 it is given to `None`). Drawing many
+    /// `l(x) / g(x)`; `None` (or `Some(0)`): all of them (Optuna). Drawing many
     /// candidates and comparing `g` only among the few that `l` ranks
     /// highest leans the choice towards the good trials' densest region:
     /// it finds better optima than comparing all of them, and costs less
@@ -357,13 +356,21 @@ impl TpeSampler {
         let n_below = (self.config.gamma)(n);
         let (below, above) = split_rows(&rows, n_below, study.direction, &mut self.split_cut);
 
-        // A RUNNING trial is a lie in `g` once it has this space's values.
-        let lying = above.iter().map(|&r| &rows[r as usize]).any(|row| {
-            row.group == Group::Running
-                && space
-                    .iter()
-                    .all(|(name, _)| row.trial.params.contains_key(*name))
-        });
+        // Whether a RUNNING trial with this space's values is lied about in
+        // `g` (asked only when finalists are configured). RUNNING trials
+        // steer the choice only through `g`, so while one is, every
+        // candidate competes on `l / g` (Optuna's constant liar): finalists
+        // picked by `l` alone would all sit where `l` peaks, and parallel
+        // workers would pick alike.
+        let lying = || {
+            above.iter().map(|&r| &rows[r as usize]).any(|row| {
+                row.group == Group::Running
+                    && space
+                        .iter()
+                        .all(|(name, _)| row.trial.params.contains_key(*name))
+            })
+        };
+
         let params = ParzenParams {
             prior_weight: self.config.prior_weight,
             consider_magic_clip: self.config.consider_magic_clip,
@@ -427,14 +434,10 @@ impl TpeSampler {
             .parzen
             .sample(&mut self.rng, self.config.n_ei_candidates.max(1));
         let mut l = below.parzen.log_pdf(&samples);
-        // RUNNING trials steer the choice only through `g`, so while any
-        // are lied about, every candidate competes on `l / g` (Optuna's
-        // constant liar): finalists picked by `l` alone would all sit
-        // where `l` peaks, and parallel workers would pick alike.
-        let finalists = self.config.ei_finalists.filter(|_| !lying);
+        let finalists = self.config.ei_finalists.filter(|&k| k > 0 && !lying());
         let best = match finalists {
             Some(k) if k < l.len() => {
-                keep_finalists(&mut samples, &mut l, k.max(1));
+                keep_finalists(&mut samples, &mut l, k);
                 best_by_scan(&l, &mut above.parzen.evaluator(&samples))
             }
             _ => best_candidate(&l, &mut above.parzen.evaluator(&samples)),
@@ -443,9 +446,9 @@ impl TpeSampler {
     }
 }
 
-/// Keeps the `k` candidates of highest `l` (the lower index first on
-/// ties), in their original order, so the first of equal finalists is
-/// still the first candidate.
+/// Keeps the `k` (at least 1) candidates of highest `l` (the lower index
+/// first on ties), in their original order, so the first of equal
+/// finalists is still the first candidate.
 fn keep_finalists(samples: &mut [Vec<f64>], l: &mut Vec<f64>, k: usize) {
     let mut order: Vec<usize> = (0..l.len()).collect();
     order.select_nth_unstable_by(k - 1, |&a, &b| l[b].total_cmp(&l[a]).then(a.cmp(&b)));
@@ -748,6 +751,15 @@ impl Sampler for TpeSampler {
 mod tests {
     use super::*;
     use crate::rng::Rng;
+
+    /// Optuna's estimator options.
+    fn optuna_params() -> ParzenParams {
+        ParzenParams {
+            prior_weight: 1.0,
+            consider_magic_clip: true,
+            consider_endpoints: false,
+        }
+    }
 
     fn trial(number: u64, state: TrialState, value: Option<f64>) -> FrozenTrial {
         let mut t = FrozenTrial::new(number);
@@ -1073,8 +1085,6 @@ mod tests {
     /// (exact ties) among them.
     #[test]
     fn screening_candidates_picks_what_scanning_them_all_picks() {
-        use crate::rng::Rng;
-        use crate::sampler::random::sample_uniform;
         let dists = [
             Distribution::float(1e-5, 1e-1, true, None).unwrap(),
             Distribution::float(0.0, 1.0, false, None).unwrap(),
@@ -1082,11 +1092,7 @@ mod tests {
             Distribution::int(1, 1000, true, 1).unwrap(),
         ];
         let refs: Vec<&Distribution> = dists.iter().collect();
-        let params = ParzenParams {
-            prior_weight: 1.0,
-            consider_magic_clip: true,
-            consider_endpoints: false,
-        };
+        let params = optuna_params();
         let mut rng = Rng::seed_from(11);
         let mut screened_differently = 0;
         for case in 0..300 {
@@ -1137,19 +1143,13 @@ mod tests {
     /// candidates by `l`, on random estimators, with exact ties in `l`.
     #[test]
     fn finalists_are_the_highest_l_and_the_best_of_them_wins() {
-        use crate::rng::Rng;
-        use crate::sampler::random::sample_uniform;
         let dists = [
             Distribution::float(1e-5, 1e-1, true, None).unwrap(),
             Distribution::int(16, 256, false, 16).unwrap(),
             Distribution::float(0.0, 1.0, false, None).unwrap(),
         ];
         let refs: Vec<&Distribution> = dists.iter().collect();
-        let params = ParzenParams {
-            prior_weight: 1.0,
-            consider_magic_clip: true,
-            consider_endpoints: false,
-        };
+        let params = optuna_params();
         let mut rng = Rng::seed_from(5);
         let mut not_the_full_argmax = 0;
         for case in 0..200 {
@@ -1172,26 +1172,20 @@ mod tests {
             by_l.sort_by(|&a, &b| l[b].total_cmp(&l[a]).then(a.cmp(&b)));
             let mut top = by_l[..k].to_vec();
             top.sort_unstable();
-            let want = top
-                .iter()
-                .copied()
-                .reduce(|best, i| {
-                    if l[i] - g[i] > l[best] - g[best] {
-                        i
-                    } else {
-                        best
-                    }
-                })
-                .unwrap();
-            let full = (0..l.len())
-                .reduce(|best, i| {
-                    if l[i] - g[i] > l[best] - g[best] {
-                        i
-                    } else {
-                        best
-                    }
-                })
-                .unwrap();
+            // The first of largest `l - g`.
+            let argmax = |among: &mut dyn Iterator<Item = usize>| {
+                among
+                    .reduce(|best, i| {
+                        if l[i] - g[i] > l[best] - g[best] {
+                            i
+                        } else {
+                            best
+                        }
+                    })
+                    .unwrap()
+            };
+            let want = argmax(&mut top.iter().copied());
+            let full = argmax(&mut (0..l.len()));
             not_the_full_argmax += usize::from(want != full);
             let (mut kept, mut kept_l) = (samples.clone(), l.clone());
             keep_finalists(&mut kept, &mut kept_l, k);
@@ -1220,7 +1214,7 @@ mod tests {
                 Distribution::float(-1.0, 1.0, false, None).unwrap(),
             ),
         ]);
-        let mut rng = crate::rng::Rng::seed_from(3);
+        let mut rng = Rng::seed_from(3);
         let mut ts: Vec<FrozenTrial> = Vec::new();
         for i in 0..40u64 {
             let mut t = trial(i, TrialState::Complete, Some(rng.next_f64()));
