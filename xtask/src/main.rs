@@ -1,7 +1,8 @@
 //! `cargo xtask`: the project's scripts, written in Rust so they run wherever
 //! cargo does (the rust-analyzer convention).
 //!
-//! - `cargo xtask test`: the README's test command and what CI runs: fmt,
+//! - `cargo xtask test`: the README's test command and what CI runs: no tracked
+//!   build output, fmt,
 //!   clippy, then every test of the workspace, after preparing what the
 //!   reference tests need (a Python venv with Optuna, the MiniLM model,
 //!   libnvrtc), then the NVRTC compile check of the CUDA kernels.
@@ -53,8 +54,10 @@ fn main() -> ExitCode {
 const USAGE: &str =
     "usage: cargo xtask <test|tune|fetch-model minilm|python [torch]|nvrtc|bench NAME|gpu-test>";
 
-/// fmt, clippy, then the whole test suite with the reference resources.
+/// No tracked build output, fmt, clippy, then the whole test suite with the
+/// reference resources.
 fn test(extra: &[String]) -> Result<()> {
+    no_tracked_build_output()?;
     env::cargo(&["fmt", "--all", "--", "--check"], &[])?;
     env::cargo(
         &[
@@ -116,6 +119,33 @@ fn test(extra: &[String]) -> Result<()> {
         ],
         &vars,
     )
+}
+
+/// Build and benchmark output (`target/` anywhere in the tree, criterion
+/// reports included) never belongs in git.
+fn no_tracked_build_output() -> Result<()> {
+    let out = std::process::Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(env::root())
+        .output()
+        .map_err(|e| format!("cannot run git ls-files: {e}"))?;
+    if !out.status.success() {
+        // Not a git checkout (a source tarball): nothing to check.
+        return Ok(());
+    }
+    let tracked: Vec<&str> = out
+        .stdout
+        .split(|&b| b == 0)
+        .filter_map(|p| std::str::from_utf8(p).ok())
+        .filter(|p| p.starts_with("target/") || p.contains("/target/"))
+        .collect();
+    match tracked.first() {
+        None => Ok(()),
+        Some(first) => Err(format!(
+            "{} build-output file(s) are tracked by git, e.g. {first}: `git rm -r --cached` them",
+            tracked.len()
+        )),
+    }
 }
 
 /// Build and run the study runner on the embedded default study: fetch
