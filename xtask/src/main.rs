@@ -1,11 +1,11 @@
 //! `cargo xtask`: the project's scripts, written in Rust so they run wherever
 //! cargo does (the rust-analyzer convention).
 //!
-//! - `cargo xtask test`: the README's test command and what CI runs: no tracked
-//!   build output, fmt,
-//!   clippy, then every test of the workspace, after preparing what the
-//!   reference tests need (a Python venv with Optuna, the MiniLM model,
-//!   libnvrtc), then the NVRTC compile check of the CUDA kernels.
+//! - `cargo xtask test`: the README's test command and what CI runs: no
+//!   tracked build output, fmt, clippy, then every test of the workspace,
+//!   after preparing what the reference tests need (a Python venv with
+//!   Optuna, the MiniLM model, libnvrtc), then the NVRTC compile check of
+//!   the CUDA kernels.
 //! - `cargo xtask tune [ARGS]`: build and run `memtune tune` on the embedded
 //!   default study.
 //! - `cargo xtask fetch-model minilm`: download and unpack all-MiniLM-L6-v2.
