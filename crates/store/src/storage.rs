@@ -121,6 +121,7 @@ impl Storage {
     pub fn open_with(path: impl AsRef<Path>, opts: &OpenOptions) -> Result<Storage> {
         let path = path.as_ref().to_path_buf();
         let len = match std::fs::metadata(&path) {
+            Ok(m) if m.is_dir() => return Err(StoreError::IsADirectory { path }),
             Ok(m) => Some(m.len()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(StoreError::Io { path, source: e }),

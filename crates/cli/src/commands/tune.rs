@@ -35,12 +35,13 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         None => Ok(StudyConfig::default_study()),
     }
     .map_err(|e| CliError::Usage(e.to_string()))?;
+    // Checked before the plan: the plan reads the data and every model.
+    if args.n_trials == Some(0) {
+        return Err(CliError::Usage("--n-trials must be at least 1".into()));
+    }
     let faults = Faults::from_env().map_err(CliError::Usage)?;
     let mut plan = RunPlan::new(&cfg, ctx.storage_url.as_deref()).map_err(CliError::Usage)?;
     if let Some(n) = args.n_trials {
-        if n == 0 {
-            return Err(CliError::Usage("--n-trials must be at least 1".into()));
-        }
         plan.n_trials = n;
     }
     if args.resume {
