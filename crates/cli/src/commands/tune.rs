@@ -54,6 +54,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         )?;
         storage.study(&plan.study_name)?;
     }
+    crate::tune::setup::check_space_against_stored(&cfg, &plan).map_err(CliError::Usage)?;
     crate::tune::logging::to_file(&plan.log_file).map_err(CliError::Usage)?;
     let (study, storage) = (plan.study_name.clone(), plan.storage_url.clone());
     eprintln!(

@@ -183,3 +183,39 @@ fn load_data(cfg: &StudyConfig) -> Result<(DataSource, usize), String> {
     );
     Ok((source, dataset.num_classes))
 }
+
+/// Refuses to continue a stored study whose params contradict the study
+/// file's (a float turned log, changed choices, a float now an int), as
+/// Optuna would refuse to store them; a study or file not yet created
+/// passes. Checked before any trial is asked, so nothing is written.
+pub fn check_space_against_stored(cfg: &StudyConfig, plan: &RunPlan) -> Result<(), String> {
+    let opts = store::OpenOptions {
+        create: false,
+        read_only: true,
+        ..store::OpenOptions::default()
+    };
+    let storage = match store::Storage::open_url(&plan.storage_url, &opts) {
+        Ok(s) => s,
+        Err(store::StoreError::NoSuchFile { .. }) => return Ok(()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let study = match storage.study(&plan.study_name) {
+        Ok(s) => s,
+        Err(store::StoreError::StudyNotFound { .. }) => return Ok(()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let stored = storage
+        .trials(study.study_id, &store::TrialFilter::default())
+        .map_err(|e| e.to_string())?;
+    let trials = crate::history::frozen_trials(&stored).map_err(|e| e.to_string())?;
+    for p in &cfg.params {
+        let space = BTreeMap::from([(p.name.clone(), p.distribution.clone())]);
+        hpo_sampler::check_against_history(&trials, &space).map_err(|e| {
+            format!(
+                "{}:{}: study `{}` cannot continue with this space: {e}",
+                cfg.origin, p.line, plan.study_name
+            )
+        })?;
+    }
+    Ok(())
+}
