@@ -55,6 +55,13 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         storage.study(&plan.study_name)?;
     }
     crate::tune::setup::check_space_against_stored(&cfg, &plan).map_err(CliError::Usage)?;
+    let worker_exe = current_exe().map_err(|e| CliError::Usage(e.to_string()))?;
+    if !worker_exe.is_file() {
+        return Err(CliError::Usage(format!(
+            "the worker binary {} is missing (rebuilt or removed while starting?)",
+            worker_exe.display()
+        )));
+    }
     crate::tune::logging::to_file(&plan.log_file).map_err(CliError::Usage)?;
     let (study, storage) = (plan.study_name.clone(), plan.storage_url.clone());
     eprintln!(
@@ -67,7 +74,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         &cfg,
         plan,
         TuneOptions {
-            worker_exe: current_exe().map_err(|e| CliError::Usage(e.to_string()))?,
+            worker_exe,
             faults,
             progress: !args.no_progress,
         },
