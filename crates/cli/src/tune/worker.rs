@@ -30,13 +30,17 @@ pub enum WorkerError {
 
 /// Dies with the runner: a worker left behind by a killed runner would hold
 /// its lease of memory (and a core) while a resumed runner starts others.
-/// Ignores Ctrl-C, which the terminal sends to the whole process group: the
-/// runner decides what an interrupt means for the trial (failed and
-/// re-enqueued), and stops its workers itself.
+/// Outlives Ctrl-C, which the terminal sends to the whole process group,
+/// and SIGTERM, which service managers send to every process of the
+/// service: the runner decides what an interrupt means for the trial
+/// (failed and re-enqueued), and stops its workers itself (SIGKILL).
 pub fn die_with_parent() {
-    // SAFETY: setting a signal's disposition to SIG_IGN has no memory effects.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
+    // A flag nobody reads: the signal is caught and has no effect.
+    let ignored = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(signal, std::sync::Arc::clone(&ignored)) {
+            eprintln!("memtune worker: cannot catch signal {signal}: {e}");
+        }
     }
     #[cfg(target_os = "linux")]
     {
