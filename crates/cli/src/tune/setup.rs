@@ -98,7 +98,7 @@ impl RunPlan {
         }
         let log_file = cfg.runner.log_file.clone().unwrap_or_else(|| {
             let dir = db.parent().map(PathBuf::from).unwrap_or_default();
-            dir.join(format!("{}.log", cfg.study.name))
+            dir.join(super::logging::file_name(&cfg.study.name))
         });
         Ok(Self {
             study_name: cfg.study.name.clone(),
