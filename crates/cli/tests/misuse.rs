@@ -272,6 +272,25 @@ fn tune_cmd(db: &Path, config: &Path, extra: &[&str]) -> Command {
     cmd
 }
 
+/// Starts `tune` and returns once one of its trials runs on a worker (or
+/// after two minutes, when the assertions that follow will say why).
+fn start_until_a_trial_runs(db: &Path, config: &Path, study: &str) -> std::process::Child {
+    let child = tune_cmd(db, config, &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline
+        && !trials(db, study)
+            .iter()
+            .any(|t| t.state == TrialState::Running && t.user_attrs.contains_key("lease_bytes"))
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
 fn tune(db: &Path, config: &Path, extra: &[&str]) -> Output {
     tune_cmd(db, config, extra).output().unwrap()
 }
@@ -404,19 +423,7 @@ fn sigterm_fails_and_requeues_the_trials_in_flight() {
         "s.toml",
         &sim_study("term", n_trials, "", "").replace("epochs = 2", "epochs = 6"),
     );
-    let child = tune_cmd(&db, &cfg, &[])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline
-        && !trials(&db, "term")
-            .iter()
-            .any(|t| t.state == TrialState::Running && t.user_attrs.contains_key("lease_bytes"))
-    {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let child = start_until_a_trial_runs(&db, &cfg, "term");
     // SAFETY: signalling our own child.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGTERM);
@@ -758,4 +765,59 @@ fn a_non_utf8_byte_names_its_line_and_can_be_skipped() {
     );
     let err = refused(tune(&db, &cfg, &[]));
     assert!(err.contains("d.csv:3") || err.contains("line 3"), "{err}");
+}
+
+/// A model that breaks mid-study (the pre-check passed) stops the study:
+/// the trial that met it is re-enqueued rather than counted, and once the
+/// file is fixed the same command finishes all `n_trials`.
+#[test]
+fn a_model_broken_mid_study_stops_it_without_consuming_trials() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let weights = model.join("model.safetensors");
+    let good = std::fs::read(&weights).unwrap();
+    let text = cpu_study("s", &model, "[data]\nsource = \"embedded\"")
+        .replace("n_trials = 2", "n_trials = 3")
+        .replace("device = \"cpu\"", "device = \"cpu\"\nmax_workers = 1");
+    let cfg = write(dir.path(), "s.toml", &text);
+    let db = dir.path().join("s.db");
+    let child = start_until_a_trial_runs(&db, &cfg, "s");
+    std::fs::write(&weights, &good[..good.len() / 2]).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = refused(out);
+    assert!(err.contains("model.safetensors"), "{err}");
+    let ts = trials(&db, "s");
+    assert!(!ts.iter().any(|t| t.state == TrialState::Running), "{err}");
+    let kind = |t: &store::FrozenTrial| {
+        t.user_attrs
+            .get("error_kind")
+            .and_then(Json::as_str)
+            .map(str::to_string)
+    };
+    assert!(
+        ts.iter().any(|t| kind(t).as_deref() == Some("environment")),
+        "{err}"
+    );
+    for t in ts.iter().filter(|t| t.state == TrialState::Fail) {
+        assert!(
+            matches!(
+                kind(t).as_deref(),
+                Some("environment" | "interrupted" | "not_started")
+            ),
+            "trial {} failed as {:?}",
+            t.number,
+            kind(t)
+        );
+    }
+    let waiting = ts.iter().filter(|t| t.state == TrialState::Waiting).count();
+    let failed = ts.iter().filter(|t| t.state == TrialState::Fail).count();
+    assert_eq!(waiting, failed, "every failed trial is re-enqueued");
+
+    std::fs::write(&weights, &good).unwrap();
+    ok(tune(&db, &cfg, &[]));
+    let done = trials(&db, "s")
+        .iter()
+        .filter(|t| t.state == TrialState::Complete)
+        .count();
+    assert_eq!(done, 3);
 }

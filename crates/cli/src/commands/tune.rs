@@ -82,6 +82,11 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     .map_err(|e| CliError::Usage(e.to_string()))?;
     let summary = runner.run().map_err(|e| CliError::Usage(e.to_string()))?;
     write!(out, "{}", summary_table(&summary, &study, &storage))?;
+    if let Some(e) = &summary.environment_error {
+        return Err(CliError::Usage(format!(
+            "stopped: a trial could not read the data or model ({e}); its trial and those in flight are re-enqueued, so fix it and run the same command again"
+        )));
+    }
     if summary.interrupted {
         return Err(CliError::Usage("interrupted".into()));
     }

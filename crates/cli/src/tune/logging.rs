@@ -70,6 +70,7 @@ mod tests {
     #[test]
     fn study_names_become_safe_distinct_file_names() {
         assert_eq!(file_name("sentiment-v1.2"), "sentiment-v1.2.log");
+        assert_eq!(file_name("exp/1"), "exp_1-a9b501dc.log");
         for name in [
             "../escaped",
             "exp/1",

@@ -72,6 +72,9 @@ pub struct Summary {
     pub peak_leased: u64,
     pub capacity: u64,
     pub interrupted: bool,
+    /// The run stopped because a trial could not read the data or model
+    /// (its trial is re-enqueued, so it does not count).
+    pub environment_error: Option<String>,
 }
 
 struct Candidate {
@@ -167,7 +170,7 @@ impl<'a> Runner<'a> {
         self.recover_previous_runs()?;
         let mut stopping = false;
         loop {
-            if interrupted.load(Ordering::SeqCst) {
+            if interrupted.load(Ordering::SeqCst) || self.summary.environment_error.is_some() {
                 self.interrupt()?;
                 break;
             }
@@ -669,6 +672,14 @@ impl<'a> Runner<'a> {
                 self.progress.line(&format!(
                     "trial {number}: device error, worker replaced: {message}"
                 ));
+            }
+            (Some((FailureKind::Environment, message, _, _)), _) => {
+                // Not the trial's fault: re-enqueued, and the study stops.
+                record::fail_and_retry(&self.storage, &r.trial, "environment", message)?;
+                self.progress.line(&format!(
+                    "trial {number}: cannot read the data or model: {message}; stopping"
+                ));
+                self.summary.environment_error = Some(message.clone());
             }
             (Some((_, message, _, _)), _) => {
                 self.summary.errors += 1;

@@ -279,6 +279,21 @@ fn sim_spec(job: &Job, preset: &str, device_bytes: u64) -> Result<SimSpec, Strin
     })
 }
 
+/// Failures that do not depend on the trial's settings: the files the
+/// study started with became unreadable or changed under it.
+fn is_environment(e: &FinetuneError) -> bool {
+    use trainer::tokenize::TokenizerError;
+    matches!(
+        e,
+        FinetuneError::Data(_)
+            | FinetuneError::Weights(_)
+            | FinetuneError::Load(_)
+            | FinetuneError::Config(trainer::config::ConfigError::Read { .. })
+            | FinetuneError::Config(trainer::config::ConfigError::Parse { .. })
+            | FinetuneError::Tokenizer(TokenizerError::Load { .. })
+    )
+}
+
 fn oom_failure(error: &OutOfMemory) -> WorkerMsg {
     WorkerMsg::Failed {
         kind: FailureKind::Oom,
@@ -292,7 +307,11 @@ fn failure(e: &FinetuneError) -> WorkerMsg {
     match e {
         FinetuneError::OutOfMemory { error, .. } => oom_failure(error),
         other => WorkerMsg::Failed {
-            kind: FailureKind::Error,
+            kind: if is_environment(other) {
+                FailureKind::Environment
+            } else {
+                FailureKind::Error
+            },
             message: other.to_string(),
             needed_bytes: None,
             limit_bytes: None,
