@@ -498,13 +498,30 @@ fn the_study_name_cannot_escape_or_make_directories() {
 
 // ---- 6. read-only files, either journal mode --------------------------------
 
-/// Runs memtune as user `nobody` when we are root (root ignores file
-/// modes), else as ourselves.
-fn as_reader(db: &Path, args: &[&str]) -> Output {
-    let exe = env!("CARGO_BIN_EXE_memtune");
-    let mut cmd = if unsafe { libc::geteuid() } == 0 {
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The memtune binary where user `nobody` can run it: linked (or copied)
+/// into `dir`, since the build directory may sit in a home only root enters.
+fn binary_for_nobody(dir: &Path) -> PathBuf {
+    let exe = Path::new(env!("CARGO_BIN_EXE_memtune"));
+    let there = dir.join("memtune");
+    if std::fs::hard_link(exe, &there).is_err() {
+        std::fs::copy(exe, &there).unwrap();
+    }
+    set_mode(&there, 0o755);
+    there
+}
+
+/// Runs memtune (`exe`) as user `nobody` when we are root (root ignores
+/// file modes), else as ourselves.
+fn as_reader(exe: &Path, db: &Path, args: &[&str]) -> Output {
+    let mut cmd = if is_root() {
         let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", exe]);
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+        c.arg(exe);
         c
     } else {
         Command::new(exe)
@@ -553,6 +570,11 @@ fn read_commands_work_on_read_only_files_in_either_journal_mode() {
             let header = std::fs::read(&db).unwrap();
             assert_eq!(header[18], 1, "left in WAL mode");
         }
+        let exe = if is_root() {
+            binary_for_nobody(dir.path())
+        } else {
+            PathBuf::from(env!("CARGO_BIN_EXE_memtune"))
+        };
         // Readable by everyone, writable by no one.
         set_mode(dir.path(), 0o755);
         set_mode(&sub, 0o555);
@@ -563,14 +585,14 @@ fn read_commands_work_on_read_only_files_in_either_journal_mode() {
             &["best", "--study", "s"],
             &["export", "--study", "s", "--format", "json"],
         ] {
-            let out = ok(as_reader(&db, args));
+            let out = ok(as_reader(&exe, &db, args));
             assert!(!out.is_empty());
         }
         assert!(side_files(&db).is_empty(), "{mode}: {:?}", side_files(&db));
         // A writable directory: a reader still leaves no side files (they
         // would be the reader's, and lock the owner out).
         set_mode(&sub, 0o777);
-        ok(as_reader(&db, &["trials", "--study", "s"]));
+        ok(as_reader(&exe, &db, &["trials", "--study", "s"]));
         assert!(side_files(&db).is_empty(), "{mode}: {:?}", side_files(&db));
         set_mode(&sub, 0o755);
     }
