@@ -15,6 +15,7 @@
 //! this library, so benches and tests drive the same code (the study runner
 //! in [`tune`] included).
 
+pub mod argv;
 pub mod commands;
 pub mod error;
 pub mod history;

@@ -17,7 +17,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(cli::argv::attach_negative_numbers(std::env::args_os()));
     let ctx = cli::commands::Context {
         storage_url: cli.storage,
     };

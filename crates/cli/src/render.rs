@@ -1,5 +1,8 @@
 //! How trials are shown: parameters by their external values, non-finite
-//! numbers spelled as Python spells them, attributes as compact JSON.
+//! numbers spelled as Python spells them, attributes as compact JSON, and
+//! names and strings with control characters escaped (`\n`, `\t`,
+//! `\u{1b}`), so one trial is one line of a table and no stored string can
+//! move the terminal's cursor.
 
 use serde_json::Value as Json;
 use store::{FrozenTrial, external_value};
@@ -46,11 +49,30 @@ pub fn json_token(v: &Json) -> String {
     }
 }
 
+/// `s` with its control characters escaped as Rust escapes them.
+pub fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// `name=value` pairs of every parameter, sorted by name.
 pub fn params(t: &FrozenTrial) -> String {
     t.params
         .iter()
-        .map(|p| format!("{}={}", p.name, json_token(&param_json(p))))
+        .map(|p| {
+            format!(
+                "{}={}",
+                printable(&p.name),
+                printable(&json_token(&param_json(p)))
+            )
+        })
         .collect::<Vec<_>>()
         .join(" ")
 }

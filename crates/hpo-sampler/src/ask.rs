@@ -6,7 +6,7 @@
 use crate::distribution::{CategoricalChoice, Distribution, ParamValue};
 use crate::error::{Error, Result};
 use crate::sampler::Sampler;
-use crate::trial::{Param, SearchSpace, StudyView};
+use crate::trial::{FrozenTrial, Param, SearchSpace, StudyView};
 use std::collections::BTreeMap;
 
 /// A trial being defined: suggest parameters one by one. The relative
@@ -165,9 +165,34 @@ pub fn ask<S: Sampler + ?Sized>(
     number: u64,
     space: &SearchSpace,
 ) -> Result<BTreeMap<String, Param>> {
+    check_against_history(study.trials, space)?;
     let mut trial = Trial::new(sampler, study, number);
     for (name, d) in space {
         trial.suggest(name, d)?;
     }
     Ok(trial.into_params())
+}
+
+/// Refuses a search space the study's history contradicts, as Optuna's
+/// storages do when a param is set: each distribution must be compatible
+/// ([`Distribution::incompatibility`]) with the one the study's first trial
+/// (lowest number) holding that param stored.
+pub fn check_against_history(trials: &[FrozenTrial], space: &SearchSpace) -> Result<()> {
+    for (name, requested) in space {
+        let first = trials
+            .iter()
+            .filter_map(|t| t.params.get(name).map(|p| (t.number, &p.distribution)))
+            .min_by_key(|(number, _)| *number);
+        if let Some((trial, stored)) = first
+            && let Some(reason) = stored.incompatibility(requested)
+        {
+            return Err(Error::ConflictsWithHistory {
+                param: name.clone(),
+                conflict: format!(
+                    "is stored with {stored} (trial {trial}) and cannot now use {requested}: {reason}"
+                ),
+            });
+        }
+    }
+    Ok(())
 }

@@ -250,16 +250,28 @@ impl Distribution {
     }
 
     /// Optuna's compatibility rule for a parameter suggested again: same
-    /// kind, and categoricals must keep their choices.
+    /// kind, same `log`, and categoricals keep their choices. Ranges and
+    /// steps may change.
     pub fn compatible_with(&self, other: &Distribution) -> bool {
-        match (self, other) {
-            (Distribution::Float { .. }, Distribution::Float { .. }) => true,
-            (Distribution::Int { .. }, Distribution::Int { .. }) => true,
+        self.incompatibility(other).is_none()
+    }
+
+    /// Why `new` may not follow `self` (stored earlier for the same
+    /// parameter name), as Optuna 5.0's `check_distribution_compatibility`
+    /// words it; `None` when it may.
+    pub fn incompatibility(&self, new: &Distribution) -> Option<&'static str> {
+        match (self, new) {
+            (Distribution::Float { log: a, .. }, Distribution::Float { log: b, .. })
+            | (Distribution::Int { log: a, .. }, Distribution::Int { log: b, .. }) => (a != b)
+                .then_some("Cannot set different log configuration to the same parameter name."),
             (
                 Distribution::Categorical { choices: a },
                 Distribution::Categorical { choices: b },
-            ) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_choice(y)),
-            _ => false,
+            ) => (a.len() != b.len() || !a.iter().zip(b).all(|(x, y)| x.same_choice(y)))
+                .then_some(
+                    "CategoricalDistribution does not support dynamic value space (its choices changed).",
+                ),
+            _ => Some("Cannot set different distribution kind to the same parameter name."),
         }
     }
 

@@ -19,6 +19,12 @@ pub enum Error {
         previous: String,
         requested: String,
     },
+    /// A distribution the study's history contradicts (Optuna's storage
+    /// refuses it too): `reason` is Optuna's wording.
+    /// `conflict` names both distributions, the trial that stored the
+    /// first, and the reason.
+    #[error("parameter `{param}` {conflict}")]
+    ConflictsWithHistory { param: String, conflict: String },
     /// An external value that does not belong to the parameter's distribution.
     #[error("value {value} for parameter '{param}' is not in its distribution: {reason}")]
     InvalidValue {

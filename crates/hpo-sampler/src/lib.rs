@@ -70,7 +70,7 @@ pub mod search_space;
 pub mod special;
 pub mod trial;
 
-pub use ask::{Trial, ask};
+pub use ask::{Trial, ask, check_against_history};
 pub use distribution::{CategoricalChoice, Distribution, ParamValue};
 pub use error::{Error, Result};
 pub use pruner::{

@@ -30,6 +30,10 @@ pub enum StoreError {
     #[error("{path}: no such storage file")]
     NoSuchFile { path: PathBuf },
 
+    /// The storage path names a directory.
+    #[error("{path}: is a directory, not a storage file (name the .db file)")]
+    IsADirectory { path: PathBuf },
+
     /// A storage URL that is not `sqlite:///PATH`.
     #[error("bad storage URL `{url}`: {reason}")]
     InvalidUrl { url: String, reason: String },

@@ -59,6 +59,28 @@ pub struct Storage {
     pub(crate) conn: Connection,
     pub(crate) path: PathBuf,
     max_wait: Duration,
+    /// The file was in rollback-journal mode when this writer opened it.
+    restore_rollback: bool,
+}
+
+/// Writers work in WAL mode (readers beside one writer, no fsync of a
+/// rollback journal per commit). A file that came in rollback-journal mode
+/// (Optuna's default) is returned to it by the last writer to close, so
+/// writing with memtune does not switch someone's Optuna file to WAL for
+/// good (a WAL file can only be read by someone allowed to create its
+/// `-shm` beside it; memtune's own read-only opens cope, Optuna's do not).
+/// SQLite allows the switch only when no other connection has the file
+/// open: while others work it fails at once and the file stays in WAL mode
+/// for them.
+impl Drop for Storage {
+    fn drop(&mut self) {
+        if self.restore_rollback {
+            let _ = self.conn.busy_timeout(Duration::ZERO);
+            let _: rusqlite::Result<String> =
+                self.conn
+                    .query_row("PRAGMA journal_mode=DELETE", [], |r| r.get(0));
+        }
+    }
 }
 
 impl std::fmt::Debug for Storage {
@@ -121,6 +143,7 @@ impl Storage {
     pub fn open_with(path: impl AsRef<Path>, opts: &OpenOptions) -> Result<Storage> {
         let path = path.as_ref().to_path_buf();
         let len = match std::fs::metadata(&path) {
+            Ok(m) if m.is_dir() => return Err(StoreError::IsADirectory { path }),
             Ok(m) => Some(m.len()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(StoreError::Io { path, source: e }),
@@ -137,13 +160,26 @@ impl Storage {
         if len.is_none() && !opts.read_only {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
         }
-        let conn = Connection::open_with_flags(&path, flags).map_err(|e| from_sqlite(&path, e))?;
+        let restore_rollback = !opts.read_only && journal_mode_byte(&path) == Some(1);
+        let conn = if opts.read_only && wal_at_rest(&path) {
+            // A WAL file needs its `-shm` index to be read, and SQLite
+            // creates it (and `-wal`) beside the file: impossible in a
+            // read-only directory, and elsewhere they would stay behind,
+            // owned by this user, locking the file's owner out. With neither
+            // present no writer has the file open and the main file holds
+            // every committed transaction, so it is read as it stands.
+            Connection::open_with_flags(immutable_uri(&path), flags | OpenFlags::SQLITE_OPEN_URI)
+        } else {
+            Connection::open_with_flags(&path, flags)
+        }
+        .map_err(|e| from_sqlite(&path, e))?;
         conn.busy_timeout(opts.busy_timeout)
             .map_err(|e| from_sqlite(&path, e))?;
         let storage = Storage {
             conn,
             path,
             max_wait: opts.max_wait,
+            restore_rollback,
         };
         // Read-only checks first. An empty SQLite file has no tables.
         let empty = schema::is_empty(&storage.conn, &storage.path)?;
@@ -296,6 +332,51 @@ impl From<StoreError> for TxError {
     fn from(e: StoreError) -> Self {
         TxError::Store(e)
     }
+}
+
+/// Whether `path` is an SQLite file in WAL mode (header bytes 18 and 19 are
+/// 2) with no `-wal` or `-shm` beside it: at rest, no connection open.
+fn wal_at_rest(path: &Path) -> bool {
+    let side = |ext: &str| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(ext);
+        Path::new(&p).exists()
+    };
+    journal_mode_byte(path) == Some(2) && !side("-wal") && !side("-shm")
+}
+
+/// The SQLite header's file-format byte (offset 18): 1 in rollback-journal
+/// mode, 2 in WAL mode; `None` for a missing, empty or non-SQLite file.
+fn journal_mode_byte(path: &Path) -> Option<u8> {
+    use std::io::Read;
+    let mut header = [0u8; 20];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut header))
+        .ok()?;
+    header
+        .starts_with(b"SQLite format 3\0")
+        .then_some(header[18])
+}
+
+/// `file:PATH?immutable=1`, the path percent-encoded as SQLite's URI
+/// filenames require.
+fn immutable_uri(path: &Path) -> String {
+    #[cfg(unix)]
+    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str());
+    #[cfg(not(unix))]
+    let lossy = path.to_string_lossy();
+    #[cfg(not(unix))]
+    let bytes = lossy.as_bytes();
+    let mut uri = String::from("file:");
+    for &b in bytes {
+        if b.is_ascii_alphanumeric() || b"/._-~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
 }
 
 /// A random wait in [d/2, d) so that colliding writers spread out; no RNG

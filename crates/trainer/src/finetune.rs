@@ -12,7 +12,7 @@
 //! injection ([`FinetuneSpec::fail_nth_allocation`]) makes one allocation
 //! fail the same way, for tests of everything above.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::backend::cpu::CpuBackend;
 use crate::backend::sim::SimBackend;
@@ -137,6 +137,47 @@ pub(crate) fn with_dropout(
     Ok(config)
 }
 
+/// A model directory's config (with `dropout` applied) and its tokenizer
+/// (truncating to `max_length`), checked against each other.
+fn open_model_dir(
+    dir: &Path,
+    dropout: Option<f64>,
+    max_length: usize,
+) -> Result<(BertConfig, TextTokenizer), FinetuneError> {
+    let config_path = dir.join("config.json");
+    let config = with_dropout(BertConfig::from_file(&config_path)?, dropout, config_path)?;
+    let tokenizer = TextTokenizer::from_model_dir(dir, max_length)?;
+    tokenizer.check_model(config.vocab_size, config.max_sequence())?;
+    Ok((config, tokenizer))
+}
+
+fn weights_path(dir: &Path) -> PathBuf {
+    dir.join("model.safetensors")
+}
+
+/// Checks a model directory as [`finetune_cpu`] would load it, without
+/// training: `config.json` parses, the tokenizer loads and fits the
+/// config, `model.safetensors` reads whole (header, lengths, dtypes, finite
+/// values) and every tensor has the shape the config gives its parameter,
+/// for a head of `num_labels`. The parameters are built on a simulated
+/// device, so no memory is held beyond the checkpoint's own values while
+/// checking. A study runs this once per model before its first trial, so a
+/// broken model is one error, not a failed trial each.
+pub fn check_model_dir(dir: &Path, num_labels: usize) -> Result<BertConfig, FinetuneError> {
+    let config_path = dir.join("config.json");
+    let config = BertConfig::from_file(&config_path)?;
+    open_model_dir(dir, None, config.max_sequence().min(512))?;
+    let tensors = load_safetensors(weights_path(dir))?;
+    let be = SimBackend::with_limit(1 << 42, None, true, 4)?;
+    let head = HeadConfig {
+        num_labels,
+        hidden: vec![],
+    };
+    let mut model = BertClassifier::new_random(&be, &config, &head, 0)?;
+    model.load(&be, &tensors)?;
+    Ok(config)
+}
+
 /// Fine-tunes on the CPU backend (f32).
 pub fn finetune_cpu(
     spec: &FinetuneSpec,
@@ -151,14 +192,7 @@ pub fn finetune_cpu(
         spec.split_seed,
     )?;
 
-    let config_path = spec.model_dir.join("config.json");
-    let config = with_dropout(
-        BertConfig::from_file(&config_path)?,
-        spec.dropout,
-        config_path,
-    )?;
-    let tokenizer = TextTokenizer::from_model_dir(&spec.model_dir, spec.max_length)?;
-    tokenizer.check_model(config.vocab_size, config.max_sequence())?;
+    let (config, tokenizer) = open_model_dir(&spec.model_dir, spec.dropout, spec.max_length)?;
     let train_set = TokenizedDataset::new(&tokenizer, &split.train, num_classes)?;
     let valid_set = TokenizedDataset::new(&tokenizer, &split.validation, num_classes)?;
     let order = BatchOrder::Shuffled {
@@ -170,7 +204,7 @@ pub fn finetune_cpu(
         .batches(spec.micro_batch, BatchOrder::Sequential)?
         .collect();
 
-    let tensors = load_safetensors(spec.model_dir.join("model.safetensors"))?;
+    let tensors = load_safetensors(weights_path(&spec.model_dir))?;
     let be = CpuBackend::<f32>::new();
     be.tracker().set_limit(spec.memory_limit);
     if let Some(n) = spec.fail_nth_allocation {

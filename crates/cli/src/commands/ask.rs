@@ -99,6 +99,10 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     // `create_trial` has no params yet, so the constant liar loses nothing.
     let stored = storage.trials(study.study_id, &TrialFilter::default())?;
     let trials = history::frozen_trials(&stored).map_err(|e| CliError::Usage(e.to_string()))?;
+    // As Optuna's storage: a distribution the study's history contradicts
+    // is refused, here before anything is written.
+    hpo_sampler::check_against_history(&trials, &space)
+        .map_err(|e| CliError::Usage(format!("study `{}`: {e}", study.name)))?;
 
     // As Optuna's `study.ask`: an enqueued (WAITING) trial is claimed first.
     let claim = storage.create_or_claim_trial(study.study_id)?;

@@ -8,8 +8,8 @@ use std::io::Write;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The study's name.
-    #[arg(long)]
+    /// The study's name (`--study-name` is accepted too).
+    #[arg(long, alias = "study-name")]
     pub study: String,
 }
 
@@ -22,7 +22,11 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         storage.best_trials(study.study_id)?
     };
     if best.is_empty() {
-        writeln!(out, "study `{}` has no COMPLETE trial yet", study.name)?;
+        writeln!(
+            out,
+            "study `{}` has no COMPLETE trial yet",
+            render::printable(&study.name)
+        )?;
         return Ok(());
     }
     for t in &best {
@@ -31,8 +35,8 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             writeln!(
                 out,
                 "  {} = {}",
-                p.name,
-                render::json_token(&render::param_json(p))
+                render::printable(&p.name),
+                render::printable(&render::json_token(&render::param_json(p)))
             )?;
         }
     }

@@ -16,8 +16,8 @@ use store::{FrozenTrial, TrialFilter};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The study's name.
-    #[arg(long)]
+    /// The study's name (`--study-name` is accepted too).
+    #[arg(long, alias = "study-name")]
     pub study: String,
     #[arg(long, value_enum)]
     pub format: Format,

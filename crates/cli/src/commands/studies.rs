@@ -22,7 +22,7 @@ pub fn run(_args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         writeln!(
             out,
             "{:<24} {:<20} {:>6} {:>8} {:>6} {:>6} {:>7} {:>7}",
-            s.study.name,
+            crate::render::printable(&s.study.name),
             dirs.join(","),
             s.n_trials,
             n(TrialState::Complete),

@@ -25,7 +25,7 @@ pub struct Args {
     #[arg(long)]
     pub trial_number: i64,
     /// Objective values, one per objective (`inf`/`-inf` allowed).
-    #[arg(long, num_args = 1.., allow_negative_numbers = true)]
+    #[arg(long, num_args = 1..)]
     pub values: Option<Vec<f64>>,
     /// The final state.
     #[arg(long, value_enum)]
@@ -54,6 +54,12 @@ impl From<TellState> for TrialState {
 }
 
 pub fn run(args: &Args, ctx: &Context, _out: &mut dyn Write) -> Result<()> {
+    if args.trial_number < 0 {
+        return Err(CliError::Usage(format!(
+            "--trial-number must be 0 or more (the number `ask` printed), got {}",
+            args.trial_number
+        )));
+    }
     let storage = ctx.open_existing()?;
     let study = storage.study(&args.study_name)?;
     let trial = storage

@@ -11,8 +11,8 @@ use store::{TrialFilter, TrialState};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The study's name.
-    #[arg(long)]
+    /// The study's name (`--study-name` is accepted too).
+    #[arg(long, alias = "study-name")]
     pub study: String,
     /// Only trials in these states (repeat or comma-separate).
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -55,7 +55,10 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         Some(key) => writeln!(
             out,
             "{:>6} {:<8} {:<12} {:<16} params",
-            "number", "state", "values", key
+            "number",
+            "state",
+            "values",
+            render::printable(key)
         )?,
         None => writeln!(
             out,
@@ -68,7 +71,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         match &args.attr {
             Some(key) => {
                 let v = render::attr(t, key)
-                    .map(render::json_token)
+                    .map(|v| render::printable(&render::json_token(v)))
                     .unwrap_or_default();
                 writeln!(
                     out,

@@ -35,12 +35,13 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         None => Ok(StudyConfig::default_study()),
     }
     .map_err(|e| CliError::Usage(e.to_string()))?;
+    // Checked before the plan: the plan reads the data and every model.
+    if args.n_trials == Some(0) {
+        return Err(CliError::Usage("--n-trials must be at least 1".into()));
+    }
     let faults = Faults::from_env().map_err(CliError::Usage)?;
     let mut plan = RunPlan::new(&cfg, ctx.storage_url.as_deref()).map_err(CliError::Usage)?;
     if let Some(n) = args.n_trials {
-        if n == 0 {
-            return Err(CliError::Usage("--n-trials must be at least 1".into()));
-        }
         plan.n_trials = n;
     }
     if args.resume {
@@ -52,6 +53,14 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             },
         )?;
         storage.study(&plan.study_name)?;
+    }
+    crate::tune::setup::check_space_against_stored(&cfg, &plan).map_err(CliError::Usage)?;
+    let worker_exe = current_exe().map_err(|e| CliError::Usage(e.to_string()))?;
+    if !worker_exe.is_file() {
+        return Err(CliError::Usage(format!(
+            "the worker binary {} is missing (rebuilt or removed while starting?)",
+            worker_exe.display()
+        )));
     }
     crate::tune::logging::to_file(&plan.log_file).map_err(CliError::Usage)?;
     let (study, storage) = (plan.study_name.clone(), plan.storage_url.clone());
@@ -65,7 +74,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         &cfg,
         plan,
         TuneOptions {
-            worker_exe: current_exe().map_err(|e| CliError::Usage(e.to_string()))?,
+            worker_exe,
             faults,
             progress: !args.no_progress,
         },
@@ -73,6 +82,11 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     .map_err(|e| CliError::Usage(e.to_string()))?;
     let summary = runner.run().map_err(|e| CliError::Usage(e.to_string()))?;
     write!(out, "{}", summary_table(&summary, &study, &storage))?;
+    if let Some(e) = &summary.environment_error {
+        return Err(CliError::Usage(format!(
+            "stopped: a trial could not read the data or model ({e}); its trial and those in flight are re-enqueued, so fix it and run the same command again"
+        )));
+    }
     if summary.interrupted {
         return Err(CliError::Usage("interrupted".into()));
     }

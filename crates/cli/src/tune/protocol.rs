@@ -116,8 +116,11 @@ pub enum FailureKind {
     Oom,
     /// A sticky device error: the worker exits after reporting it.
     CudaError,
-    /// Bad data, model or configuration, or a diverged run.
+    /// Bad configuration or a diverged run: this trial's own failure.
     Error,
+    /// The data, model or tokenizer could not be read: every trial would
+    /// fail the same way, so the runner stops the study.
+    Environment,
 }
 
 impl FailureKind {
@@ -126,6 +129,7 @@ impl FailureKind {
             FailureKind::Oom => "oom",
             FailureKind::CudaError => "cuda_error",
             FailureKind::Error => "error",
+            FailureKind::Environment => "environment",
         }
     }
 }

@@ -10,12 +10,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
 
 use hpo_sampler::{Pruner, Sampler, StudyView};
 use serde_json::{Value as Json, json};
+use signal_hook::consts::{SIGINT, SIGTERM};
 use store::{Claim, RetryPolicy, Storage, TrialFilter, TrialRef, TrialState};
 
 use super::config::{StudyConfig, TrialSettings};
@@ -28,7 +30,7 @@ use super::setup::RunPlan;
 use super::workers::{Event, WorkerProc, describe_exit};
 use crate::history;
 
-/// How often the loop wakes without events (timeout, Ctrl-C, display).
+/// How often the loop wakes without events (timeout, Ctrl-C/SIGTERM, display).
 const TICK: Duration = Duration::from_millis(200);
 
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +72,9 @@ pub struct Summary {
     pub peak_leased: u64,
     pub capacity: u64,
     pub interrupted: bool,
+    /// The run stopped because a trial could not read the data or model
+    /// (its trial is re-enqueued, so it does not count).
+    pub environment_error: Option<String>,
 }
 
 struct Candidate {
@@ -84,12 +89,6 @@ struct Running {
     oom_retries: Vec<Json>,
     failure: Option<(FailureKind, String, Option<u64>, Option<u64>)>,
     last_value: Option<f64>,
-}
-
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_sigint(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
 pub struct Runner<'a> {
@@ -160,14 +159,18 @@ impl<'a> Runner<'a> {
     /// Ctrl-C.
     pub fn run(mut self) -> Result<Summary, TuneError> {
         let start = Instant::now();
-        // SAFETY: the handler only stores to an atomic.
-        unsafe {
-            libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
+        // Ctrl-C and SIGTERM (`kill`, systemd, a batch scheduler's stop)
+        // mean the same: fail the trials in flight as interrupted, re-enqueue
+        // them, and exit with the summary.
+        let interrupted = Arc::new(AtomicBool::new(false));
+        for signal in [SIGINT, SIGTERM] {
+            signal_hook::flag::register(signal, Arc::clone(&interrupted))
+                .map_err(|e| TuneError::Setup(format!("cannot handle signal {signal}: {e}")))?;
         }
         self.recover_previous_runs()?;
         let mut stopping = false;
         loop {
-            if INTERRUPTED.load(Ordering::SeqCst) {
+            if interrupted.load(Ordering::SeqCst) || self.summary.environment_error.is_some() {
                 self.interrupt()?;
                 break;
             }
@@ -670,6 +673,14 @@ impl<'a> Runner<'a> {
                     "trial {number}: device error, worker replaced: {message}"
                 ));
             }
+            (Some((FailureKind::Environment, message, _, _)), _) => {
+                // Not the trial's fault: re-enqueued, and the study stops.
+                record::fail_and_retry(&self.storage, &r.trial, "environment", message)?;
+                self.progress.line(&format!(
+                    "trial {number}: cannot read the data or model: {message}; stopping"
+                ));
+                self.summary.environment_error = Some(message.clone());
+            }
             (Some((_, message, _, _)), _) => {
                 self.summary.errors += 1;
                 record::error(&self.storage, &r.trial, "error", message, Some(&r.settings))?;
@@ -751,20 +762,16 @@ impl<'a> Runner<'a> {
         self.summary.interrupted = true;
         self.progress
             .line("interrupted: stopping workers; run the same command again to resume");
+        let why = "the run was interrupted (Ctrl-C or SIGTERM)";
         for (id, w) in std::mem::take(&mut self.workers) {
             let _ = w.kill();
             if let Some(r) = self.running.remove(&id) {
-                record::fail_and_retry(
-                    &self.storage,
-                    &r.trial,
-                    "interrupted",
-                    "the run was interrupted (Ctrl-C)",
-                )?;
+                record::fail_and_retry(&self.storage, &r.trial, "interrupted", why)?;
                 self.packer.release(r.trial.trial_id as u64);
             }
         }
         if let Some(c) = self.pending.take() {
-            self.requeue(&c.trial, "the run was interrupted (Ctrl-C)")?;
+            self.requeue(&c.trial, why)?;
         }
         Ok(())
     }

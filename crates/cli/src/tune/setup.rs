@@ -2,6 +2,11 @@
 //! the resolved models (directory or simulated architecture, with their
 //! `BertConfig` for the memory plan), the data (loaded once here, so bad
 //! data is reported before any trial starts), and the device budget.
+//!
+//! Everything a trial needs from its environment (the data, each model
+//! directory loaded whole, the stored study's space) is checked here, once,
+//! before the first trial: such a failure is the environment's, not the
+//! trial's, and must stop the study without consuming trials.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -58,11 +63,12 @@ impl RunPlan {
             DeviceKind::Sim => Some(cfg.runner.sim_memory.unwrap_or(DEFAULT_SIM_MEMORY)),
             DeviceKind::Cpu | DeviceKind::Auto => None,
         };
+        // The data first: a checkpoint's classifier must fit its classes.
+        let (data, num_classes) = load_data(cfg)?;
         let mut models = BTreeMap::new();
         for (key, spec) in &cfg.models {
-            models.insert(key.clone(), resolve(key, spec, sim_device)?);
+            models.insert(key.clone(), resolve(key, spec, sim_device, num_classes)?);
         }
-        let (data, num_classes) = load_data(cfg)?;
         let threads_per_worker = cfg.runner.threads_per_worker.unwrap_or(1).max(1);
         let (mut budget, device_name) = match sim_device {
             Some(bytes) => (
@@ -92,7 +98,7 @@ impl RunPlan {
         }
         let log_file = cfg.runner.log_file.clone().unwrap_or_else(|| {
             let dir = db.parent().map(PathBuf::from).unwrap_or_default();
-            dir.join(format!("{}.log", cfg.study.name))
+            dir.join(super::logging::file_name(&cfg.study.name))
         });
         Ok(Self {
             study_name: cfg.study.name.clone(),
@@ -126,7 +132,12 @@ impl RunPlan {
     }
 }
 
-fn resolve(key: &str, spec: &ModelSpec, sim_device: Option<u64>) -> Result<ResolvedModel, String> {
+fn resolve(
+    key: &str,
+    spec: &ModelSpec,
+    sim_device: Option<u64>,
+    num_classes: usize,
+) -> Result<ResolvedModel, String> {
     let in_key = |e: String| format!("models.{key}: {e}");
     match (spec, sim_device) {
         (ModelSpec::Sim(preset), Some(device_bytes)) => {
@@ -146,16 +157,23 @@ fn resolve(key: &str, spec: &ModelSpec, sim_device: Option<u64>) -> Result<Resol
         (_, Some(_)) => Err(in_key(
             "on the simulated device every model must be `sim = \"<preset>\"`".into(),
         )),
-        (ModelSpec::Dir(dir), None) => dir_model(dir.clone()).map_err(in_key),
-        (ModelSpec::Builtin(b), None) => dir_model(builtin_dir(match b {
-            BuiltinModel::MiniLmL6 => "minilm-l6",
-        })?)
+        (ModelSpec::Dir(dir), None) => dir_model(dir.clone(), num_classes).map_err(in_key),
+        (ModelSpec::Builtin(b), None) => dir_model(
+            builtin_dir(match b {
+                BuiltinModel::MiniLmL6 => "minilm-l6",
+            })?,
+            num_classes,
+        )
         .map_err(in_key),
     }
 }
 
-fn dir_model(path: PathBuf) -> Result<ResolvedModel, String> {
-    let config = BertConfig::from_file(path.join("config.json")).map_err(|e| e.to_string())?;
+/// A model directory, checked whole as a worker will load it (config,
+/// tokenizer, every tensor's shape), so a broken model stops the study
+/// before its first trial instead of failing every trial.
+fn dir_model(path: PathBuf, num_classes: usize) -> Result<ResolvedModel, String> {
+    let config = trainer::finetune::check_model_dir(&path, num_classes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(ResolvedModel {
         source: ModelSource::Dir { path },
         config,
@@ -182,4 +200,40 @@ fn load_data(cfg: &StudyConfig) -> Result<(DataSource, usize), String> {
         }
     );
     Ok((source, dataset.num_classes))
+}
+
+/// Refuses to continue a stored study whose params contradict the study
+/// file's (a float turned log, changed choices, a float now an int), as
+/// Optuna would refuse to store them; a study or file not yet created
+/// passes. Checked before any trial is asked, so nothing is written.
+pub fn check_space_against_stored(cfg: &StudyConfig, plan: &RunPlan) -> Result<(), String> {
+    let opts = store::OpenOptions {
+        create: false,
+        read_only: true,
+        ..store::OpenOptions::default()
+    };
+    let storage = match store::Storage::open_url(&plan.storage_url, &opts) {
+        Ok(s) => s,
+        Err(store::StoreError::NoSuchFile { .. }) => return Ok(()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let study = match storage.study(&plan.study_name) {
+        Ok(s) => s,
+        Err(store::StoreError::StudyNotFound { .. }) => return Ok(()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let stored = storage
+        .trials(study.study_id, &store::TrialFilter::default())
+        .map_err(|e| e.to_string())?;
+    let trials = crate::history::frozen_trials(&stored).map_err(|e| e.to_string())?;
+    for p in &cfg.params {
+        let space = BTreeMap::from([(p.name.clone(), p.distribution.clone())]);
+        hpo_sampler::check_against_history(&trials, &space).map_err(|e| {
+            format!(
+                "{}:{}: study `{}` cannot continue with this space: {e}",
+                cfg.origin, p.line, plan.study_name
+            )
+        })?;
+    }
+    Ok(())
 }

@@ -585,28 +585,13 @@ fn build_param(
                 }
                 Distribution::int(low_i, high_i, log, step).map_err(|e| err("", e.to_string()))?
             } else {
-                let low_f = float_of(low).ok_or_else(|| {
-                    err(
-                        "low",
-                        format!("must be a number, got {}", low.to_param_value()),
-                    )
-                })?;
-                let high_f = float_of(high).ok_or_else(|| {
-                    err(
-                        "high",
-                        format!("must be a number, got {}", high.to_param_value()),
-                    )
-                })?;
+                let low_f = finite_number(low, "low", &err)?;
+                let high_f = finite_number(high, "high", &err)?;
                 check_range(low_f, high_f, log, &err)?;
                 let step = match &p.step {
                     None => None,
                     Some(s) => {
-                        let step = float_of(s).ok_or_else(|| {
-                            err(
-                                "step",
-                                format!("must be a number, got {}", s.to_param_value()),
-                            )
-                        })?;
+                        let step = finite_number(s, "step", &err)?;
                         if step <= 0.0 {
                             return Err(err("step", format!("must be > 0, got {step}")));
                         }
@@ -658,8 +643,20 @@ fn int_of(s: &Scalar) -> Option<i64> {
     }
 }
 
-fn float_of(s: &Scalar) -> Option<f64> {
-    s.as_f64().filter(|v| v.is_finite())
+/// A bound or step: a number, and finite (TOML spells `inf` and `nan`).
+fn finite_number(
+    s: &Scalar,
+    key: &str,
+    err: &dyn Fn(&str, String) -> ConfigError,
+) -> Result<f64, ConfigError> {
+    match s.as_f64() {
+        Some(v) if v.is_finite() => Ok(v),
+        Some(v) => Err(err(key, format!("must be a finite number, got {v}"))),
+        None => Err(err(
+            key,
+            format!("must be a number, got {}", s.to_param_value()),
+        )),
+    }
 }
 
 fn check_range(

@@ -30,13 +30,17 @@ pub enum WorkerError {
 
 /// Dies with the runner: a worker left behind by a killed runner would hold
 /// its lease of memory (and a core) while a resumed runner starts others.
-/// Ignores Ctrl-C, which the terminal sends to the whole process group: the
-/// runner decides what an interrupt means for the trial (failed and
-/// re-enqueued), and stops its workers itself.
+/// Outlives Ctrl-C, which the terminal sends to the whole process group,
+/// and SIGTERM, which service managers send to every process of the
+/// service: the runner decides what an interrupt means for the trial
+/// (failed and re-enqueued), and stops its workers itself (SIGKILL).
 pub fn die_with_parent() {
-    // SAFETY: setting a signal's disposition to SIG_IGN has no memory effects.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
+    // A flag nobody reads: the signal is caught and has no effect.
+    let ignored = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(signal, std::sync::Arc::clone(&ignored)) {
+            eprintln!("memtune worker: cannot catch signal {signal}: {e}");
+        }
     }
     #[cfg(target_os = "linux")]
     {
@@ -275,6 +279,21 @@ fn sim_spec(job: &Job, preset: &str, device_bytes: u64) -> Result<SimSpec, Strin
     })
 }
 
+/// Failures that do not depend on the trial's settings: the files the
+/// study started with became unreadable or changed under it.
+fn is_environment(e: &FinetuneError) -> bool {
+    use trainer::tokenize::TokenizerError;
+    matches!(
+        e,
+        FinetuneError::Data(_)
+            | FinetuneError::Weights(_)
+            | FinetuneError::Load(_)
+            | FinetuneError::Config(trainer::config::ConfigError::Read { .. })
+            | FinetuneError::Config(trainer::config::ConfigError::Parse { .. })
+            | FinetuneError::Tokenizer(TokenizerError::Load { .. })
+    )
+}
+
 fn oom_failure(error: &OutOfMemory) -> WorkerMsg {
     WorkerMsg::Failed {
         kind: FailureKind::Oom,
@@ -288,7 +307,11 @@ fn failure(e: &FinetuneError) -> WorkerMsg {
     match e {
         FinetuneError::OutOfMemory { error, .. } => oom_failure(error),
         other => WorkerMsg::Failed {
-            kind: FailureKind::Error,
+            kind: if is_environment(other) {
+                FailureKind::Environment
+            } else {
+                FailureKind::Error
+            },
             message: other.to_string(),
             needed_bytes: None,
             limit_bytes: None,

@@ -42,6 +42,15 @@ pub enum DataError {
         "cannot combine data sets with different classes ({ours} and {theirs} classes, or other names)"
     )]
     ClassMismatch { ours: usize, theirs: usize },
+    #[error(
+        "{file}:{line}: byte 0x{byte:02X} at column {column} is not UTF-8 (outside any record)"
+    )]
+    NotUtf8 {
+        file: String,
+        line: usize,
+        column: usize,
+        byte: u8,
+    },
     #[error("{file}: no valid record")]
     Empty { file: String },
     #[error("example {index} has label {label}, outside 0..{num_classes}")]

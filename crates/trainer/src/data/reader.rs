@@ -17,11 +17,46 @@ pub fn load_file(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Datase
         .format
         .or_else(|| DataFormat::from_path(path))
         .ok_or_else(|| DataError::UnknownFormat { file: file.clone() })?;
-    let contents = std::fs::read_to_string(path).map_err(|source| DataError::Read {
+    let bytes = std::fs::read(path).map_err(|source| DataError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    load_str(&file, &contents, format, options)
+    let (contents, not_utf8) = decode_lines(&bytes);
+    load_decoded(&file, &contents, format, options, &not_utf8)
+}
+
+/// A line holding bytes that are not UTF-8: its 1-based number, the 1-based
+/// byte column of the first bad byte, and that byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct NotUtf8 {
+    line: usize,
+    column: usize,
+    byte: u8,
+}
+
+/// The file as text, with each line that is not UTF-8 decoded lossily
+/// (U+FFFD) and listed, so its record can be refused or skipped by line
+/// rather than the whole file refused.
+fn decode_lines(bytes: &[u8]) -> (String, Vec<NotUtf8>) {
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return (text.to_string(), Vec::new());
+    }
+    let mut bad = Vec::new();
+    let mut text = String::with_capacity(bytes.len());
+    for (i, line) in bytes.split_inclusive(|&b| b == b'\n').enumerate() {
+        match std::str::from_utf8(line) {
+            Ok(l) => text.push_str(l),
+            Err(e) => {
+                bad.push(NotUtf8 {
+                    line: i + 1,
+                    column: e.valid_up_to() + 1,
+                    byte: line[e.valid_up_to()],
+                });
+                text.push_str(&String::from_utf8_lossy(line));
+            }
+        }
+    }
+    (text, bad)
 }
 
 /// Loads records from text already in memory; `file` names it in messages.
@@ -31,6 +66,19 @@ pub fn load_str(
     format: DataFormat,
     options: &LoadOptions,
 ) -> Result<Dataset, DataError> {
+    load_decoded(file, contents, format, options, &[])
+}
+
+/// A record whose lines hold a byte that is not UTF-8 is a bad record (the
+/// policy decides); such a byte outside every record (a CSV header) fails
+/// the file.
+fn load_decoded(
+    file: &str,
+    contents: &str,
+    format: DataFormat,
+    options: &LoadOptions,
+    not_utf8: &[NotUtf8],
+) -> Result<Dataset, DataError> {
     if options.labels.num_classes() < 2 {
         return Err(DataError::NoClasses);
     }
@@ -39,6 +87,23 @@ pub fn load_str(
         DataFormat::JsonLines => read_json_lines(file, contents, options),
         DataFormat::JsonArray => read_json_array(file, contents, options)?,
     };
+    let mut parsed = parsed;
+    for bad in not_utf8 {
+        // The record this line belongs to: the last one starting at or before it.
+        let owner = parsed.partition_point(|(at, _)| at.line <= bad.line);
+        if owner == 0 {
+            return Err(DataError::NotUtf8 {
+                file: file.into(),
+                line: bad.line,
+                column: bad.column,
+                byte: bad.byte,
+            });
+        }
+        parsed[owner - 1].1 = Err(super::BadRecordReason::NotUtf8 {
+            column: bad.column,
+            byte: bad.byte,
+        });
+    }
     let mut examples = Vec::with_capacity(parsed.len());
     let mut report = LoadReport::default();
     for (location, result) in parsed {

@@ -64,6 +64,9 @@ pub enum BadRecordReason {
         value: String,
         names: Vec<String>,
     },
+    /// A line of the record holds a byte that is not UTF-8 (the first such
+    /// byte, at a 1-based byte column of its line).
+    NotUtf8 { column: usize, byte: u8 },
 }
 
 impl fmt::Display for BadRecordReason {
@@ -97,6 +100,9 @@ impl fmt::Display for BadRecordReason {
                 f,
                 "label field `{field}` is {value:?}, not one of {names:?}"
             ),
+            Self::NotUtf8 { column, byte } => {
+                write!(f, "byte 0x{byte:02X} at column {column} is not UTF-8")
+            }
         }
     }
 }
@@ -115,6 +121,7 @@ impl BadRecordReason {
             Self::NonIntegerLabel { .. } => "non_integer_label",
             Self::LabelOutOfRange { .. } => "label_out_of_range",
             Self::UnknownLabelName { .. } => "unknown_label_name",
+            Self::NotUtf8 { .. } => "not_utf8",
         }
     }
 }

@@ -1,0 +1,845 @@
+//! Misuse and bad input, tried as a new user would: every case must end in
+//! a clear error that names what is wrong (or in success where the input
+//! is in fact good), never a panic, and must leave what is stored intact.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{fails, memtune, ok};
+use serde_json::Value as Json;
+use store::{Storage, TrialFilter, TrialState};
+
+fn create(db: &Path, study: &str) {
+    ok(memtune(db, &["create-study", "--study-name", study]));
+}
+
+fn ask(db: &Path, study: &str, space: &str) -> Output {
+    memtune(
+        db,
+        &[
+            "ask",
+            "--study-name",
+            study,
+            "--sampler",
+            "random",
+            "--search-space",
+            space,
+        ],
+    )
+}
+
+fn trials(db: &Path, study: &str) -> Vec<store::FrozenTrial> {
+    let Ok(s) = Storage::open_existing(db) else {
+        return Vec::new();
+    };
+    match s.study(study) {
+        Ok(st) => s.trials(st.study_id, &TrialFilter::default()).unwrap(),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+const X: &str = r#"{"x": {"name": "FloatDistribution", "attributes": {"low": 0.0, "high": 1.0}}}"#;
+
+// ---- 1. numbers in every form Python prints ------------------------------
+
+#[test]
+fn tell_takes_every_float_form_python_prints() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    create(&db, "s");
+    let forms = [
+        ("-1.6185280968878197e-05", -1.6185280968878197e-05),
+        ("-1e-05", -1e-05),
+        ("-inf", f64::NEG_INFINITY),
+        ("-0.0", -0.0),
+        ("1e+300", 1e300),
+        ("inf", f64::INFINITY),
+    ];
+    for (i, (text, _)) in forms.iter().enumerate() {
+        ok(ask(&db, "s", X));
+        let n = i.to_string();
+        ok(memtune(
+            &db,
+            &[
+                "tell",
+                "--study-name",
+                "s",
+                "--trial-number",
+                &n,
+                "--values",
+                text,
+                "--state",
+                "complete",
+            ],
+        ));
+    }
+    let ts = trials(&db, "s");
+    for (t, (text, want)) in ts.iter().zip(forms) {
+        let got = t.values.as_ref().unwrap()[0];
+        assert_eq!(t.state, TrialState::Complete, "{text}");
+        // SQLite stores -0.0 as 0 (so does Optuna's storage).
+        assert_eq!(got, want, "{text}");
+    }
+    // NaN parses, and (as Optuna) fails the trial rather than storing it.
+    ok(ask(&db, "s", X));
+    let n = forms.len().to_string();
+    let out = memtune(
+        &db,
+        &[
+            "tell",
+            "--study",
+            "s",
+            "--trial-number",
+            &n,
+            "--values",
+            "nan",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("FAIL"), "{err}");
+    // Several values, the second in exponent form, then another flag.
+    let mo = dir.path().join("mo.db");
+    ok(memtune(
+        &mo,
+        &[
+            "create-study",
+            "--study",
+            "mo",
+            "--directions",
+            "minimize",
+            "minimize",
+        ],
+    ));
+    ok(ask(&mo, "mo", X));
+    ok(memtune(
+        &mo,
+        &[
+            "tell",
+            "--study",
+            "mo",
+            "--trial-number",
+            "0",
+            "--values",
+            "-2.5",
+            "-3e-07",
+            "--state",
+            "complete",
+        ],
+    ));
+    assert_eq!(trials(&mo, "mo")[0].values, Some(vec![-2.5, -3e-07]));
+}
+
+#[test]
+fn a_negative_trial_number_is_a_domain_error_not_a_parse_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    create(&db, "s");
+    let err = fails(memtune(
+        &db,
+        &[
+            "tell",
+            "--study",
+            "s",
+            "--trial-number",
+            "-1",
+            "--values",
+            "1.0",
+        ],
+    ));
+    assert!(!err.contains("unexpected argument"), "{err}");
+    assert!(
+        err.contains("--trial-number") && err.contains("-1"),
+        "{err}"
+    );
+}
+
+// ---- 2. distribution compatibility ----------------------------------------
+
+#[test]
+fn ask_refuses_a_distribution_that_contradicts_the_stored_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    create(&db, "s");
+    let space = |x: &str, c: &str| {
+        format!(
+            r#"{{"x": {x}, "c": {{"name": "CategoricalDistribution", "attributes": {{"choices": {c}}}}}}}"#
+        )
+    };
+    let float = r#"{"name": "FloatDistribution", "attributes": {"low": 0.1, "high": 1.0}}"#;
+    let float_log =
+        r#"{"name": "FloatDistribution", "attributes": {"low": 0.1, "high": 1.0, "log": true}}"#;
+    let float_wider = r#"{"name": "FloatDistribution", "attributes": {"low": 0.0, "high": 2.0}}"#;
+    let int = r#"{"name": "IntDistribution", "attributes": {"low": 0, "high": 1}}"#;
+    ok(ask(&db, "s", &space(float, r#"["a", "b"]"#)));
+    // Optuna allows another range of the same kind and log setting.
+    ok(ask(&db, "s", &space(float_wider, r#"["a", "b"]"#)));
+    for (bad, param, words) in [
+        (space(float_log, r#"["a", "b"]"#), "x", "log"),
+        (space(float, r#"["a", "b", "c"]"#), "c", "choices"),
+        (space(int, r#"["a", "b"]"#), "x", "kind"),
+    ] {
+        let err = fails(ask(&db, "s", &bad));
+        assert!(err.contains(&format!("`{param}`")), "{err}");
+        assert!(err.contains(words), "{err}");
+        let both = if param == "x" {
+            [
+                "FloatDistribution",
+                if words == "kind" {
+                    "IntDistribution"
+                } else {
+                    "\"log\":true"
+                },
+            ]
+        } else {
+            ["[\"a\",\"b\"]", "[\"a\",\"b\",\"c\"]"]
+        };
+        for d in both {
+            assert!(err.contains(d), "{d} in {err}");
+        }
+    }
+    // Nothing was created by the refused asks.
+    assert_eq!(trials(&db, "s").len(), 2);
+}
+
+/// A seeds'-kind study on the simulated device: trials take milliseconds.
+fn sim_study(name: &str, n_trials: usize, lr_extra: &str, extra: &str) -> String {
+    format!(
+        r#"
+[study]
+name = "{name}"
+n_trials = {n_trials}
+
+[objective]
+metric = "accuracy"
+
+[models.bert-base]
+sim = "bert-base"
+
+[[param]]
+name = "learning_rate"
+type = "float"
+low = 1e-5
+high = 1e-4
+{lr_extra}
+
+[[param]]
+name = "batch_size"
+type = "categorical"
+choices = [8, 16]
+
+[fixed]
+model = "bert-base"
+max_length = 128
+epochs = 2
+
+[sampler]
+kind = "random"
+seed = 1
+
+[pruner]
+kind = "none"
+
+[runner]
+device = "sim"
+heartbeat = "200ms"
+stale_after = "2s"
+max_workers = 2
+{extra}
+"#
+    )
+}
+
+fn tune_cmd(db: &Path, config: &Path, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_memtune"));
+    cmd.arg("--storage")
+        .arg(common::url(db))
+        .args(["tune", "--no-progress"])
+        .args(extra)
+        .arg("--config")
+        .arg(config)
+        .env_remove("MEMTUNE_STORAGE")
+        .env_remove("MEMTUNE_FAULT");
+    cmd
+}
+
+/// Starts `tune` and returns once one of its trials runs on a worker (or
+/// after two minutes, when the assertions that follow will say why).
+fn start_until_a_trial_runs(db: &Path, config: &Path, study: &str) -> std::process::Child {
+    let child = tune_cmd(db, config, &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline
+        && !trials(db, study)
+            .iter()
+            .any(|t| t.state == TrialState::Running && t.user_attrs.contains_key("lease_bytes"))
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
+fn tune(db: &Path, config: &Path, extra: &[&str]) -> Output {
+    tune_cmd(db, config, extra).output().unwrap()
+}
+
+/// A refused run: non-zero exit, no panic; returns stderr.
+fn refused(out: Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "expected failure:\n{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+#[test]
+fn tune_refuses_to_resume_with_a_changed_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let cfg = write(dir.path(), "s.toml", &sim_study("s", 2, "", ""));
+    ok(tune(&db, &cfg, &[]));
+    assert_eq!(trials(&db, "s").len(), 2);
+    let changed = write(
+        dir.path(),
+        "changed.toml",
+        &sim_study("s", 4, "log = true", ""),
+    );
+    let err = refused(tune(&db, &changed, &[]));
+    assert!(err.contains("`learning_rate`"), "{err}");
+    assert!(err.contains("log"), "{err}");
+    assert_eq!(trials(&db, "s").len(), 2, "{err}");
+}
+
+// ---- 3. the whole model is checked before the first trial -----------------
+
+fn cpu_study(name: &str, model: &Path, data: &str) -> String {
+    format!(
+        r#"
+[study]
+name = "{name}"
+n_trials = 2
+
+{data}
+
+[objective]
+metric = "accuracy"
+
+[models.tiny]
+dir = "{model}"
+
+[[param]]
+name = "learning_rate"
+type = "float"
+low = 5e-4
+high = 5e-3
+
+[fixed]
+max_length = 32
+epochs = 1
+
+[sampler]
+kind = "random"
+seed = 1
+
+[pruner]
+kind = "none"
+
+[runner]
+device = "cpu"
+"#,
+        model = model.display()
+    )
+}
+
+fn tiny_model(dir: &Path) -> PathBuf {
+    let words = trainer::testing::sentiment_words(300);
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let model = dir.join("tiny");
+    trainer::testing::write_tiny_model(&model, &trainer::testing::tiny_config(), &words, 3)
+        .unwrap();
+    model
+}
+
+#[test]
+fn a_broken_model_stops_the_study_before_any_trial() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let weights = model.join("model.safetensors");
+    let good = std::fs::read(&weights).unwrap();
+    let cfg = write(
+        dir.path(),
+        "s.toml",
+        &cpu_study("s", &model, "[data]\nsource = \"embedded\""),
+    );
+    let db = dir.path().join("s.db");
+    let config_json = model.join("config.json");
+    let good_config = std::fs::read_to_string(&config_json).unwrap();
+    let tokenizer = model.join("tokenizer.json");
+
+    // Truncated weights.
+    std::fs::write(&weights, &good[..good.len() / 2]).unwrap();
+    let err = refused(tune(&db, &cfg, &[]));
+    assert!(err.contains("model.safetensors"), "{err}");
+    assert!(trials(&db, "s").is_empty(), "{err}");
+    std::fs::write(&weights, &good).unwrap();
+
+    // A config whose shapes the weights do not have.
+    let mut c: Json = serde_json::from_str(&good_config).unwrap();
+    let wrong = c["intermediate_size"].as_u64().unwrap() * 2;
+    c["intermediate_size"] = Json::from(wrong);
+    std::fs::write(&config_json, c.to_string()).unwrap();
+    let err = refused(tune(&db, &cfg, &[]));
+    assert!(err.contains("shape"), "{err}");
+    assert!(trials(&db, "s").is_empty(), "{err}");
+    std::fs::write(&config_json, &good_config).unwrap();
+
+    // A tokenizer that does not load (`tokenizer.json` wins over `vocab.txt`).
+    std::fs::write(&tokenizer, b"{ not json").unwrap();
+    let err = refused(tune(&db, &cfg, &[]));
+    assert!(err.contains("tokenizer.json"), "{err}");
+    assert!(trials(&db, "s").is_empty(), "{err}");
+}
+
+// ---- 4. SIGTERM is Ctrl-C --------------------------------------------------
+
+#[test]
+fn sigterm_fails_and_requeues_the_trials_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let n_trials = 40;
+    let cfg = write(
+        dir.path(),
+        "s.toml",
+        &sim_study("term", n_trials, "", "").replace("epochs = 2", "epochs = 6"),
+    );
+    let child = start_until_a_trial_runs(&db, &cfg, "term");
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let out = child.wait_with_output().unwrap();
+    let ts = trials(&db, "term");
+    // Shown with --nocapture.
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+    if out.status.success() {
+        let done = ts.iter().filter(|t| t.state.is_finished()).count();
+        assert!(done >= n_trials, "finished before the signal landed");
+        return;
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // Exited by itself (not killed by the signal), with its summary.
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("interrupted"), "{stdout}");
+    assert!(!ts.iter().any(|t| t.state == TrialState::Running));
+    let interrupted = ts
+        .iter()
+        .filter(|t| {
+            t.state == TrialState::Fail
+                && matches!(
+                    t.user_attrs.get("error_kind").and_then(Json::as_str),
+                    Some("interrupted" | "not_started")
+                )
+        })
+        .count();
+    assert!(interrupted >= 1);
+    let waiting = ts.iter().filter(|t| t.state == TrialState::Waiting).count();
+    assert!(waiting >= interrupted);
+}
+
+// ---- 5. file names from the study name -------------------------------------
+
+#[test]
+fn the_study_name_cannot_escape_or_make_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let studies = dir.path().join("studies");
+    std::fs::create_dir(&studies).unwrap();
+    let db = studies.join("s.db");
+    // The last is `a\b` in TOML's escapes.
+    for (toml_name, name) in [
+        ("../escaped", "../escaped"),
+        ("exp/1", "exp/1"),
+        ("..", ".."),
+        ("a\\\\b", "a\\b"),
+    ] {
+        let cfg = write(dir.path(), "s.toml", &sim_study(toml_name, 1, "", ""));
+        let out = tune(&db, &cfg, &[]);
+        ok(out);
+        assert_eq!(trials(&db, name).len(), 1, "{name}");
+    }
+    // Only files, all inside the storage's directory, nothing beside it.
+    let outside: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    let mut outside = outside;
+    outside.sort();
+    assert_eq!(outside, ["s.toml", "studies"]);
+    for e in std::fs::read_dir(&studies).unwrap() {
+        let e = e.unwrap();
+        assert!(e.file_type().unwrap().is_file(), "{:?}", e.path());
+    }
+    let logs = std::fs::read_dir(&studies)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension() == Some("log".as_ref()))
+        .count();
+    assert_eq!(logs, 4);
+}
+
+// ---- 6. read-only files, either journal mode --------------------------------
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The memtune binary where user `nobody` can run it: linked (or copied)
+/// into `dir`, since the build directory may sit in a home only root enters.
+fn binary_for_nobody(dir: &Path) -> PathBuf {
+    let exe = Path::new(env!("CARGO_BIN_EXE_memtune"));
+    let there = dir.join("memtune");
+    if std::fs::hard_link(exe, &there).is_err() {
+        std::fs::copy(exe, &there).unwrap();
+    }
+    set_mode(&there, 0o755);
+    there
+}
+
+/// Runs memtune (`exe`) as user `nobody` when we are root (root ignores
+/// file modes), else as ourselves.
+fn as_reader(exe: &Path, db: &Path, args: &[&str]) -> Output {
+    let mut cmd = if is_root() {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+        c.arg(exe);
+        c
+    } else {
+        Command::new(exe)
+    };
+    cmd.arg("--storage")
+        .arg(common::url(db))
+        .args(args)
+        .env_remove("MEMTUNE_STORAGE")
+        .output()
+        .unwrap()
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn side_files(db: &Path) -> Vec<PathBuf> {
+    ["-wal", "-shm", "-journal"]
+        .iter()
+        .map(|s| PathBuf::from(format!("{}{s}", db.display())))
+        .filter(|p| p.exists())
+        .collect()
+}
+
+#[test]
+fn read_commands_work_on_read_only_files_in_either_journal_mode() {
+    for mode in ["wal", "delete"] {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("ro");
+        std::fs::create_dir(&sub).unwrap();
+        let db = sub.join("s.db");
+        create(&db, "s");
+        ok(ask(&db, "s", X));
+        {
+            let c = rusqlite::Connection::open(&db).unwrap();
+            let m: String = c
+                .query_row(&format!("PRAGMA journal_mode={mode}"), [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(m, mode);
+        }
+        assert!(side_files(&db).is_empty(), "{:?}", side_files(&db));
+        if mode == "delete" {
+            // Optuna's default mode: a write with memtune leaves it so.
+            ok(ask(&db, "s", X));
+            let header = std::fs::read(&db).unwrap();
+            assert_eq!(header[18], 1, "left in WAL mode");
+        }
+        let exe = if is_root() {
+            binary_for_nobody(dir.path())
+        } else {
+            PathBuf::from(env!("CARGO_BIN_EXE_memtune"))
+        };
+        // Readable by everyone, writable by no one.
+        set_mode(dir.path(), 0o755);
+        set_mode(&sub, 0o555);
+        set_mode(&db, 0o444);
+        for args in [
+            &["studies"][..],
+            &["trials", "--study", "s"],
+            &["best", "--study", "s"],
+            &["export", "--study", "s", "--format", "json"],
+        ] {
+            let out = ok(as_reader(&exe, &db, args));
+            assert!(!out.is_empty());
+        }
+        assert!(side_files(&db).is_empty(), "{mode}: {:?}", side_files(&db));
+        // A writable directory: a reader still leaves no side files (they
+        // would be the reader's, and lock the owner out).
+        set_mode(&sub, 0o777);
+        ok(as_reader(&exe, &db, &["trials", "--study", "s"]));
+        assert!(side_files(&db).is_empty(), "{mode}: {:?}", side_files(&db));
+        set_mode(&sub, 0o755);
+    }
+}
+
+// ---- 7. cargo bench -- <criterion flags> ---------------------------------
+
+#[test]
+fn no_library_target_takes_criterion_flags_meant_for_benches() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let workspace: toml::Table =
+        toml::from_str(&std::fs::read_to_string(root.join("Cargo.toml")).unwrap()).unwrap();
+    let members = workspace["workspace"]["members"].as_array().unwrap();
+    let mut manifests = Vec::new();
+    for m in members {
+        let m = m.as_str().unwrap();
+        match m.strip_suffix("/*") {
+            Some(parent) => {
+                for e in std::fs::read_dir(root.join(parent)).unwrap() {
+                    let p = e.unwrap().path().join("Cargo.toml");
+                    if p.exists() {
+                        manifests.push(p);
+                    }
+                }
+            }
+            None => manifests.push(root.join(m).join("Cargo.toml")),
+        }
+    }
+    assert!(manifests.len() >= 5);
+    for path in manifests {
+        let manifest: toml::Table =
+            toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let has_lib = manifest.contains_key("lib") || path.with_file_name("src/lib.rs").exists();
+        if !has_lib {
+            continue;
+        }
+        let bench = manifest
+            .get("lib")
+            .and_then(|l| l.get("bench"))
+            .and_then(toml::Value::as_bool);
+        assert_eq!(
+            bench,
+            Some(false),
+            "{}: [lib] bench = false",
+            path.display()
+        );
+    }
+}
+
+// ---- 8. messages -------------------------------------------------------------
+
+#[test]
+fn an_infinite_or_nan_bound_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    for (value, word) in [("inf", "inf"), ("nan", "NaN"), ("-inf", "-inf")] {
+        let text = sim_study("s", 1, "", "").replace("high = 1e-4", &format!("high = {value}"));
+        let cfg = write(dir.path(), "s.toml", &text);
+        let err = refused(tune(&db, &cfg, &[]));
+        assert!(!err.contains("null"), "{err}");
+        assert!(err.contains("high") && err.contains(word), "{err}");
+        assert!(err.contains("finite"), "{err}");
+    }
+}
+
+#[test]
+fn a_directory_as_storage_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [&["studies"][..], &["create-study", "--study", "s"]] {
+        let err = fails(memtune(dir.path(), args));
+        assert!(err.contains("is a directory"), "{err}");
+        assert!(!err.contains("disk I/O"), "{err}");
+    }
+}
+
+#[test]
+fn the_trials_table_shows_control_characters_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    create(&db, "s");
+    let space = r#"{"a\nb": {"name": "CategoricalDistribution", "attributes": {"choices": ["x\ny", "z\tw"]}}}"#;
+    ok(ask(&db, "s", space));
+    ok(memtune(
+        &db,
+        &[
+            "tell",
+            "--study",
+            "s",
+            "--trial-number",
+            "0",
+            "--values",
+            "1",
+        ],
+    ));
+    let out = ok(memtune(&db, &["trials", "--study", "s"]));
+    // Header, one trial, the count.
+    assert_eq!(out.lines().count(), 3, "{out}");
+    assert!(out.contains(r"a\nb"), "{out}");
+    let best = ok(memtune(&db, &["best", "--study", "s"]));
+    assert_eq!(best.lines().count(), 2, "{best}");
+}
+
+#[test]
+fn n_trials_zero_is_refused_before_the_data_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let model = dir.path().join("no-model");
+    let cfg = write(
+        dir.path(),
+        "s.toml",
+        &cpu_study(
+            "s",
+            &model,
+            "[data]\nfiles = [\"missing.csv\"]\nnum_classes = 2",
+        ),
+    );
+    let err = refused(tune(&db, &cfg, &["--n-trials", "0"]));
+    assert!(err.contains("--n-trials"), "{err}");
+    assert!(!err.contains("missing.csv"), "{err}");
+}
+
+#[test]
+fn study_and_study_name_are_both_accepted_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    for flag in ["--study", "--study-name"] {
+        let name = format!("s{flag}");
+        ok(memtune(&db, &["create-study", flag, &name]));
+        ok(memtune(&db, &["ask", flag, &name, "--search-space", X]));
+        ok(memtune(
+            &db,
+            &[
+                "tell",
+                flag,
+                &name,
+                "--trial-number",
+                "0",
+                "--values",
+                "0.5",
+            ],
+        ));
+        for cmd in [&["trials"][..], &["best"], &["export", "--format", "csv"]] {
+            let mut args = cmd.to_vec();
+            args.extend([flag, name.as_str()]);
+            ok(memtune(&db, &args));
+        }
+    }
+}
+
+#[test]
+fn a_non_utf8_byte_names_its_line_and_can_be_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d.csv");
+    let mut bytes = b"text,label\ngood one,1\nbad \xff one,0\n".to_vec();
+    for i in 0..20 {
+        bytes.extend(format!("row {i},{}\n", i % 2).as_bytes());
+    }
+    std::fs::write(&data, &bytes).unwrap();
+    let options = |policy| trainer::data::LoadOptions {
+        bad_records: policy,
+        ..trainer::data::LoadOptions::new(2)
+    };
+    let err = trainer::data::load_file(&data, &options(trainer::data::BadRecordPolicy::Reject))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("d.csv") && err.contains('3'), "{err}");
+    assert!(err.contains("UTF-8"), "{err}");
+    let loaded =
+        trainer::data::load_file(&data, &options(trainer::data::BadRecordPolicy::Skip)).unwrap();
+    assert_eq!(loaded.examples.len(), 21);
+    assert_eq!(loaded.report.skipped.len(), 1);
+    let skipped = loaded.report.skipped[0].to_string();
+    assert!(
+        skipped.contains('3') && skipped.contains("UTF-8"),
+        "{skipped}"
+    );
+
+    // The same through the study file, which names the line too.
+    let db = dir.path().join("s.db");
+    let model = tiny_model(dir.path());
+    let cfg = write(
+        dir.path(),
+        "s.toml",
+        &cpu_study(
+            "s",
+            &model,
+            &format!(
+                "[data]\nfiles = [\"{}\"]\nnum_classes = 2\nbad_records = \"reject\"",
+                data.display()
+            ),
+        ),
+    );
+    let err = refused(tune(&db, &cfg, &[]));
+    assert!(err.contains("d.csv:3") || err.contains("line 3"), "{err}");
+}
+
+/// A model that breaks mid-study (the pre-check passed) stops the study:
+/// the trial that met it is re-enqueued rather than counted, and once the
+/// file is fixed the same command finishes all `n_trials`.
+#[test]
+fn a_model_broken_mid_study_stops_it_without_consuming_trials() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let weights = model.join("model.safetensors");
+    let good = std::fs::read(&weights).unwrap();
+    let text = cpu_study("s", &model, "[data]\nsource = \"embedded\"")
+        .replace("n_trials = 2", "n_trials = 3")
+        .replace("device = \"cpu\"", "device = \"cpu\"\nmax_workers = 1");
+    let cfg = write(dir.path(), "s.toml", &text);
+    let db = dir.path().join("s.db");
+    let child = start_until_a_trial_runs(&db, &cfg, "s");
+    std::fs::write(&weights, &good[..good.len() / 2]).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = refused(out);
+    assert!(err.contains("model.safetensors"), "{err}");
+    let ts = trials(&db, "s");
+    assert!(!ts.iter().any(|t| t.state == TrialState::Running), "{err}");
+    let kind = |t: &store::FrozenTrial| {
+        t.user_attrs
+            .get("error_kind")
+            .and_then(Json::as_str)
+            .map(str::to_string)
+    };
+    assert!(
+        ts.iter().any(|t| kind(t).as_deref() == Some("environment")),
+        "{err}"
+    );
+    for t in ts.iter().filter(|t| t.state == TrialState::Fail) {
+        assert!(
+            matches!(
+                kind(t).as_deref(),
+                Some("environment" | "interrupted" | "not_started")
+            ),
+            "trial {} failed as {:?}",
+            t.number,
+            kind(t)
+        );
+    }
+    let waiting = ts.iter().filter(|t| t.state == TrialState::Waiting).count();
+    let failed = ts.iter().filter(|t| t.state == TrialState::Fail).count();
+    assert_eq!(waiting, failed, "every failed trial is re-enqueued");
+
+    std::fs::write(&weights, &good).unwrap();
+    ok(tune(&db, &cfg, &[]));
+    let done = trials(&db, "s")
+        .iter()
+        .filter(|t| t.state == TrialState::Complete)
+        .count();
+    assert_eq!(done, 3);
+}
