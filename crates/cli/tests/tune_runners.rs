@@ -5,12 +5,19 @@
 
 mod common;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
+use serde_json::Value as Json;
 use store::{Storage, TrialFilter, TrialState};
 
 fn study_toml(name: &str, n_trials: usize) -> String {
+    study_toml_beating(name, n_trials, "200ms", "3s")
+}
+
+fn study_toml_beating(name: &str, n_trials: usize, heartbeat: &str, stale: &str) -> String {
     format!(
         r#"
 [study]
@@ -51,8 +58,8 @@ kind = "none"
 [runner]
 device = "sim"
 sim_memory = "24GiB"
-heartbeat = "200ms"
-stale_after = "3s"
+heartbeat = "{heartbeat}"
+stale_after = "{stale}"
 max_workers = 2
 "#
     )
@@ -100,4 +107,215 @@ fn three_runners_on_one_sqlite_file_finish_exactly_n_trials() {
             "round {round}: {states:?}"
         );
     }
+}
+
+/// The study's search space in Optuna's JSON, for `memtune ask` clients.
+const SPACE: &str = r#"{"learning_rate": {"name": "FloatDistribution", "attributes": {"step": null, "low": 1e-05, "high": 0.0001, "log": true}},
+ "batch_size": {"name": "CategoricalDistribution", "attributes": {"choices": [8, 16, 32]}}}"#;
+
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+fn stored(db: &Path) -> Vec<store::FrozenTrial> {
+    let s = Storage::open_existing(db).unwrap();
+    let study = s.study("chaos").unwrap();
+    s.trials(study.study_id, &TrialFilter::default()).unwrap()
+}
+
+fn memtune(db: &Path, args: &[&str]) -> std::process::Output {
+    common::memtune(db, args)
+}
+
+/// One ask/tell client: `asks` trials, each told after a random pause.
+/// Returns the numbers it asked; panics if a `tell` is refused.
+fn client(db: &Path, asks: usize, seed: u64) -> Vec<i64> {
+    let mut rng = Rng(seed | 1);
+    (0..asks)
+        .map(|_| {
+            let asked: Json = serde_json::from_str(&common::ok(memtune(
+                db,
+                &["ask", "--study-name", "chaos", "--search-space", SPACE],
+            )))
+            .unwrap();
+            std::thread::sleep(Duration::from_millis(rng.below(300)));
+            let n = asked["number"].to_string();
+            let value = format!("0.{}", 1 + rng.below(8));
+            let out = memtune(
+                db,
+                &[
+                    "tell",
+                    "--study-name",
+                    "chaos",
+                    "--trial-number",
+                    &n,
+                    "--values",
+                    &value,
+                ],
+            );
+            assert!(
+                out.status.success(),
+                "tell of trial {n} refused: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            asked["number"].as_i64().unwrap()
+        })
+        .collect()
+}
+
+/// Rounds of 2-4 runners plus two ask/tell clients on one study, runners
+/// killed with SIGKILL at random moments and restarted. After everything
+/// exits: no trial RUNNING or WAITING; exactly as many trials count as the
+/// budget allows (`n_trials`, plus client trials asked once it was
+/// spent: clients are not bounded by it); no runner ever created a trial
+/// beyond the budget; no COMPLETE trial lost or changed; no client's `tell`
+/// refused; every runner that was not killed exited 0.
+/// `MEMTUNE_CHAOS_ROUNDS` sets the number of rounds (default 50).
+#[test]
+fn runners_killed_at_random_beside_ask_tell_clients_lose_nothing() {
+    let rounds: u64 = std::env::var("MEMTUNE_CHAOS_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(50);
+    let seed = std::env::var("MEMTUNE_CHAOS_SEED")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("chaos seed {seed} (MEMTUNE_CHAOS_SEED={seed} replays it)");
+    let mut rng = Rng(seed | 1);
+    let started = Instant::now();
+    for round in 0..rounds {
+        chaos_round(round, &mut rng);
+    }
+    eprintln!(
+        "{rounds} chaos rounds on SQLite in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+fn chaos_round(round: u64, rng: &mut Rng) {
+    let n_trials = 10;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let cfg = dir.path().join("s.toml");
+    std::fs::write(&cfg, study_toml_beating("chaos", n_trials, "100ms", "1s")).unwrap();
+    common::ok(memtune(
+        &db,
+        &[
+            "create-study",
+            "--study-name",
+            "chaos",
+            "--direction",
+            "maximize",
+        ],
+    ));
+    let n_runners = 2 + rng.below(3) as usize;
+    let mut runners: Vec<Child> = (0..n_runners)
+        .map(|_| runner(&db, &cfg).spawn().unwrap())
+        .collect();
+    let clients: Vec<_> = (0..2)
+        .map(|i| {
+            let (db, seed) = (db.clone(), rng.below(u64::MAX) ^ i);
+            std::thread::spawn(move || client(&db, 2, seed))
+        })
+        .collect();
+    let mut complete: BTreeMap<i64, Option<f64>> = BTreeMap::new();
+    let check_complete = |complete: &mut BTreeMap<i64, Option<f64>>| {
+        let ts = stored(&db);
+        for (n, v) in complete.iter() {
+            let t = ts.iter().find(|t| t.number == *n).unwrap();
+            assert_eq!(
+                (t.state, t.value()),
+                (TrialState::Complete, *v),
+                "round {round}: COMPLETE trial {n} changed"
+            );
+        }
+        for t in ts.iter().filter(|t| t.state == TrialState::Complete) {
+            complete.insert(t.number, t.value());
+        }
+    };
+    let kills = 1 + rng.below(3);
+    for _ in 0..kills {
+        std::thread::sleep(Duration::from_millis(rng.below(700)));
+        let victim = rng.below(n_runners as u64) as usize;
+        runners[victim].kill().unwrap(); // SIGKILL, also after it exited
+        runners[victim].wait().unwrap();
+        check_complete(&mut complete);
+        runners[victim] = runner(&db, &cfg).spawn().unwrap();
+    }
+    let asked: BTreeSet<i64> = clients
+        .into_iter()
+        .flat_map(|c| c.join().unwrap())
+        .collect();
+    for r in runners {
+        let out = r.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "round {round}: a runner that was not killed failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    check_complete(&mut complete);
+
+    let ts = stored(&db);
+    let states: Vec<_> = ts.iter().map(|t| (t.number, t.state)).collect();
+    assert!(
+        ts.iter().all(|t| t.state.is_finished()),
+        "round {round}: unfinished trials left: {states:?}"
+    );
+    // A trial's budget position: how many trials that are not retry copies
+    // exist up to its number (what counted when it was created).
+    let mut position = 0;
+    let mut over_budget_by_clients = 0;
+    for t in &ts {
+        if t.system_attrs.contains_key("failed_trial") {
+            continue;
+        }
+        position += 1;
+        if position > n_trials {
+            assert!(
+                asked.contains(&t.number),
+                "round {round}: a runner created trial {} beyond n_trials: {states:?}",
+                t.number
+            );
+            over_budget_by_clients += 1;
+        }
+    }
+    let retried: BTreeSet<i64> = ts
+        .iter()
+        .filter_map(|t| t.system_attrs.get("retry_history"))
+        .filter_map(Json::as_array)
+        .flatten()
+        .filter_map(Json::as_i64)
+        .collect();
+    let counted = ts
+        .iter()
+        .filter(|t| !(t.state == TrialState::Fail && retried.contains(&t.number)))
+        .count();
+    let retries = ts
+        .iter()
+        .filter(|t| t.system_attrs.contains_key("failed_trial"))
+        .count();
+    eprintln!(
+        "round {round}: {n_runners} runners, {kills} kills, {} trials, {retries} retries of stale trials, {} client trials ({over_budget_by_clients} past n_trials)",
+        ts.len(),
+        asked.len()
+    );
+    assert_eq!(
+        counted,
+        n_trials + over_budget_by_clients,
+        "round {round}: {states:?}"
+    );
 }

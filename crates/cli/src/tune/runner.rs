@@ -481,7 +481,13 @@ impl<'a> Runner<'a> {
             memory_limit: Some(lease.limit),
             fault: self.opts.faults.per_trial.get(&c.trial.number).cloned(),
         };
-        record::started(&self.storage, &c.trial, &lease, self.workers[&worker].pid)?;
+        let started = record::started(&self.storage, &c.trial, &lease, self.workers[&worker].pid);
+        if !taken_over(started, c.trial.number)? {
+            self.packer.release(c.trial.trial_id as u64);
+            self.beats.remove(c.trial.trial_id);
+            self.idle.insert(worker);
+            return Ok(());
+        }
         let leased = self.packer.leased_bytes();
         self.summary.peak_leased = self.summary.peak_leased.max(leased);
         self.summary.started_here += 1;
@@ -562,9 +568,11 @@ impl<'a> Runner<'a> {
                 };
                 r.last_value = Some(value);
                 let trial = r.trial;
-                self.storage
-                    .report_intermediate(trial.trial_id, epoch as i64, value)?;
-                let prune = self.ask_pruner(&trial)?;
+                let reported =
+                    self.storage
+                        .report_intermediate(trial.trial_id, epoch as i64, value);
+                // Failed as stale by another runner: stop training it.
+                let prune = !taken_over(reported, trial.number)? || self.ask_pruner(&trial)?;
                 let answer = if prune {
                     RunnerMsg::Prune
                 } else {
@@ -616,7 +624,7 @@ impl<'a> Runner<'a> {
                 } else {
                     value
                 };
-                record::finished(
+                let recorded = record::finished(
                     &self.storage,
                     &r.trial,
                     state,
@@ -625,7 +633,12 @@ impl<'a> Runner<'a> {
                         "best_epoch": best_epoch, "epochs_run": epochs_run,
                         "peak_bytes": peak_bytes, "oom_retries": r.oom_retries,
                     }),
-                )?;
+                );
+                if !taken_over(recorded, r.trial.number)? {
+                    self.release(&r);
+                    self.recycle_or_idle(worker);
+                    return Ok(());
+                }
                 self.progress.line(&format!(
                     "trial {} {}: {value:.4} after {epochs_run} epoch(s) | {}",
                     r.trial.number,
@@ -677,7 +690,21 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
+    /// Records why a trial failed, unless another runner already failed it
+    /// as stale.
     fn record_failure(
+        &mut self,
+        r: &Running,
+        died: Option<(String, String)>,
+    ) -> Result<(), TuneError> {
+        let recorded = self.record_failure_now(r, died);
+        match recorded {
+            Err(TuneError::Store(e)) => taken_over(Err(e), r.trial.number).map(|_| ()),
+            other => other,
+        }
+    }
+
+    fn record_failure_now(
         &mut self,
         r: &Running,
         died: Option<(String, String)>,
@@ -898,5 +925,23 @@ fn fixed_internal(
         Ok(internal)
     } else {
         Err(bad(format!("outside {distribution}")))
+    }
+}
+
+/// `Ok(true)` when a write to one of this runner's trials went through;
+/// `Ok(false)` when another runner had already failed the trial as stale
+/// (its heartbeat came late, say on an overloaded machine): the trial is
+/// lost to this runner, which moves on; its retry carries the work.
+fn taken_over(written: store::Result<()>, number: i64) -> Result<bool, TuneError> {
+    match written {
+        Ok(()) => Ok(true),
+        Err(store::StoreError::TrialFinished { state, .. }) => {
+            tracing::warn!(
+                trial = number,
+                "the trial was already {state} (failed as stale by another runner); its result is dropped"
+            );
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
     }
 }
