@@ -319,3 +319,52 @@ fn chaos_round(round: u64, rng: &mut Rng) {
         "round {round}: {states:?}"
     );
 }
+
+/// A runner takes a trial enqueued the way Optuna's `enqueue_trial` does
+/// (only a `fixed_params` system attribute) with those values, and leaves
+/// alone a RUNNING trial that never beat (an ask/tell client's), however
+/// old: the client's `tell` still lands afterwards.
+#[test]
+fn a_runner_uses_fixed_params_and_never_fails_a_client_trial() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let cfg = dir.path().join("s.toml");
+    std::fs::write(&cfg, study_toml_beating("mixed", 4, "100ms", "1s")).unwrap();
+    let s = Storage::open(&db).unwrap();
+    let study = s
+        .create_study("mixed", &[store::StudyDirection::Maximize])
+        .unwrap();
+    let client = s.create_trial(study.study_id).unwrap();
+    let fixed = serde_json::json!({"learning_rate": 5e-5, "batch_size": 16});
+    let enqueued = s
+        .enqueue_trial(
+            study.study_id,
+            &store::NewTrial {
+                system_attrs: vec![("fixed_params".into(), fixed)],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    // Older than stale_after before the runner starts.
+    std::thread::sleep(Duration::from_millis(1200));
+    let out = runner(&db, &cfg).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = s.trial(enqueued.trial_id).unwrap();
+    assert_eq!(t.state, TrialState::Complete);
+    let value = |name: &str| {
+        let p = t.params.iter().find(|p| p.name == name).unwrap();
+        store::external_value(p).unwrap()
+    };
+    assert_eq!(value("learning_rate"), serde_json::json!(5e-5));
+    assert_eq!(value("batch_size"), serde_json::json!(16));
+    assert_eq!(s.trial(client.trial_id).unwrap().state, TrialState::Running);
+    s.finish(client.trial_id, TrialState::Complete, &[0.5])
+        .unwrap();
+    let ts = s.trials(study.study_id, &TrialFilter::default()).unwrap();
+    assert_eq!(ts.len(), 4, "the client's trial counts toward n_trials");
+    assert!(ts.iter().all(|t| t.state == TrialState::Complete));
+}
