@@ -880,7 +880,7 @@ pub fn summary_table(s: &Summary, study: &str, storage: &str) -> String {
         ("device errors", s.cuda_errors.to_string()),
         ("other errors", s.errors.to_string()),
         (
-            "stale trials from earlier runs, retried",
+            "stale trials (their runner gone), failed and retried",
             s.retried_from_before.to_string(),
         ),
         (
