@@ -293,17 +293,12 @@ fn chaos_round(round: u64, rng: &mut Rng) {
             over_budget_by_clients += 1;
         }
     }
-    let retried: BTreeSet<i64> = ts
-        .iter()
-        .filter_map(|t| t.system_attrs.get("retry_history"))
-        .filter_map(Json::as_array)
-        .flatten()
-        .filter_map(Json::as_i64)
-        .collect();
-    let counted = ts
-        .iter()
-        .filter(|t| !(t.state == TrialState::Fail && retried.contains(&t.number)))
-        .count();
+    // Every trial except retried FAILs (their retry stands for them).
+    let counted = {
+        let s = Storage::open_existing(&db).unwrap();
+        s.counted_trials(s.study("chaos").unwrap().study_id)
+            .unwrap()
+    };
     let retries = ts
         .iter()
         .filter(|t| t.system_attrs.contains_key("failed_trial"))
