@@ -205,13 +205,16 @@ impl<'a> Runner<'a> {
                 self.fail_stale_trials()?;
                 self.dirty = true;
             }
-            if !stopping && self.dirty {
+            let refilled = !stopping && self.dirty;
+            if refilled {
                 self.dirty = false;
                 self.refill()?;
             }
+            // Judged after a refill only (an event or a stale check), not on
+            // every tick: it reads the whole study.
             if self.running.is_empty()
                 && self.pending.is_none()
-                && (stopping || self.study_done()?)
+                && (stopping || (refilled && self.study_done()?))
             {
                 break;
             }
