@@ -19,6 +19,9 @@
 //!   for float/int distributions, the choice index for categorical ones) and
 //!   the distribution as an opaque JSON string. [`Distribution`] converts, so
 //!   the sampler crate's types never leak in here.
+//! - [`Storage::claim_or_create_within`] claims a WAITING trial or creates
+//!   one while a study's budget lasts, with its first heartbeat, in one
+//!   transaction: any number of processes can share one study.
 //! - Trial owners call [`Storage::heartbeat`]; anyone may call
 //!   [`Storage::fail_stale_trials`] to fail (and optionally re-enqueue) trials
 //!   whose owner died.

@@ -71,6 +71,51 @@ impl Storage {
         })
     }
 
+    /// Claim a WAITING trial if there is one, else create a new RUNNING one
+    /// if the study holds fewer than `budget` trials that count (see
+    /// [`Storage::counted_trials`]); `None` when the budget is spent. The
+    /// trial gets its first heartbeat in the same transaction, so a process
+    /// killed right after claiming leaves a trial that goes stale instead of
+    /// one that looks like an ask/tell client's (which never beats and is
+    /// never failed for it). One transaction: any number of processes
+    /// sharing a study never overshoot the budget nor claim one trial twice.
+    pub fn claim_or_create_within(&self, study_id: i64, budget: usize) -> Result<Option<Claim>> {
+        self.write(|conn| {
+            load_by_id(conn, study_id)?;
+            let claim = match claim(conn, study_id)? {
+                Some(t) => Claim::Claimed(t),
+                None if counted(conn, study_id)? < budget => {
+                    Claim::Created(insert_trial(conn, study_id, TrialState::Running)?)
+                }
+                None => return Ok(None),
+            };
+            beat(conn, claim.trial().trial_id)?;
+            Ok(Some(claim))
+        })
+    }
+
+    /// Trials that count toward a study's budget: all of them, except FAIL
+    /// trials that were retried (their number is in some trial's
+    /// `retry_history` system attribute, as Optuna's
+    /// `RetryFailedTrialCallback` writes it): the retry stands for them.
+    pub fn counted_trials(&self, study_id: i64) -> Result<usize> {
+        self.read(|conn| counted(conn, study_id))
+    }
+
+    /// RUNNING trials of the study that have a heartbeat: their owner is
+    /// alive, or they go stale after the grace period.
+    pub fn beating_trials(&self, study_id: i64) -> Result<usize> {
+        self.read(|conn| {
+            let n: i64 = conn
+                .prepare_cached(
+                    "SELECT count(*) FROM trials t JOIN trial_heartbeats h ON h.trial_id = t.trial_id \
+                     WHERE t.study_id = ?1 AND t.state = 'RUNNING'",
+                )?
+                .query_row([study_id], |r| r.get(0))?;
+            Ok(n as usize)
+        })
+    }
+
     /// Record one parameter: its internal value and distribution JSON.
     pub fn set_param(
         &self,
@@ -168,14 +213,44 @@ impl Storage {
     pub fn heartbeat(&self, trial_id: i64) -> Result<()> {
         self.write(|conn| {
             writable(conn, trial_id)?;
-            conn.prepare_cached(
-                "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?1, ?2) \
-                 ON CONFLICT (trial_id) DO UPDATE SET heartbeat = excluded.heartbeat",
-            )?
-            .execute(rusqlite::params![trial_id, time::now_utc()])?;
-            Ok(())
+            beat(conn, trial_id)
         })
     }
+}
+
+fn beat(conn: &Connection, trial_id: i64) -> Result<(), TxError> {
+    conn.prepare_cached(
+        "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?1, ?2) \
+         ON CONFLICT (trial_id) DO UPDATE SET heartbeat = excluded.heartbeat",
+    )?
+    .execute(rusqlite::params![trial_id, time::now_utc()])?;
+    Ok(())
+}
+
+fn counted(conn: &Connection, study_id: i64) -> Result<usize, TxError> {
+    let mut retried = std::collections::BTreeSet::new();
+    let histories = conn
+        .prepare_cached(
+            "SELECT a.value_json FROM trial_system_attributes a JOIN trials t ON t.trial_id = a.trial_id \
+             WHERE t.study_id = ?1 AND a.key = 'retry_history'",
+        )?
+        .query_map([study_id], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    for text in histories {
+        // Not a list of numbers: written by someone else; it retries nothing.
+        if let Ok(Json::Array(list)) = serde_json::from_str::<Json>(&text) {
+            retried.extend(list.iter().filter_map(Json::as_i64));
+        }
+    }
+    let failed: Vec<i64> = conn
+        .prepare_cached("SELECT number FROM trials WHERE study_id = ?1 AND state = 'FAIL'")?
+        .query_map([study_id], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let total: i64 = conn
+        .prepare_cached("SELECT count(*) FROM trials WHERE study_id = ?1")?
+        .query_row([study_id], |r| r.get(0))?;
+    let retried_failures = failed.iter().filter(|n| retried.contains(n)).count();
+    Ok(total as usize - retried_failures)
 }
 
 pub(crate) struct TrialRow {

@@ -74,3 +74,75 @@ impl SpawnPiped for Command {
             .unwrap()
     }
 }
+
+/// Eight connections claiming from one study with a budget of 40, while
+/// two trials wait in the queue and one FAIL was retried (it does not
+/// count): every WAITING trial is claimed exactly once, exactly 40 trials
+/// count, and every claimed trial has its first heartbeat.
+#[test]
+fn claims_within_a_budget_never_overshoot() {
+    const BUDGET: usize = 40;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("budget.db");
+    let storage = Storage::open(&db).unwrap();
+    let study = storage
+        .create_study("budget", &[StudyDirection::Maximize])
+        .unwrap();
+    let failed = storage.create_trial(study.study_id).unwrap();
+    storage.heartbeat(failed.trial_id).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let policy = store::RetryPolicy {
+        max_retry: Some(1),
+        inherit_intermediate_values: false,
+    };
+    let stale = storage
+        .fail_stale_trials(
+            study.study_id,
+            std::time::Duration::from_millis(1),
+            Some(&policy),
+        )
+        .unwrap();
+    assert_eq!(stale.len(), 1);
+    storage
+        .enqueue_trial(study.study_id, &store::NewTrial::default())
+        .unwrap();
+    assert_eq!(storage.counted_trials(study.study_id).unwrap(), 2);
+
+    let claimed: Vec<Vec<store::Claim>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..WORKERS)
+            .map(|_| {
+                let db = db.clone();
+                scope.spawn(move || {
+                    let s = Storage::open(&db).unwrap();
+                    let mut mine = Vec::new();
+                    while let Some(c) = s.claim_or_create_within(study.study_id, BUDGET).unwrap() {
+                        s.finish(c.trial().trial_id, TrialState::Complete, &[1.0])
+                            .unwrap();
+                        mine.push(c);
+                    }
+                    mine
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let all: Vec<store::Claim> = claimed.into_iter().flatten().collect();
+    let queued = all
+        .iter()
+        .filter(|c| matches!(c, store::Claim::Claimed(_)))
+        .count();
+    assert_eq!(queued, 2, "each WAITING trial claimed once");
+    // The retried FAIL does not count; its WAITING retry does.
+    assert_eq!(all.len(), BUDGET);
+    assert_eq!(storage.counted_trials(study.study_id).unwrap(), BUDGET);
+    assert_eq!(storage.beating_trials(study.study_id).unwrap(), 0);
+    let trials = storage
+        .trials(study.study_id, &TrialFilter::default())
+        .unwrap();
+    assert_eq!(trials.len(), BUDGET + 1);
+    let hb: i64 = storage
+        .connection()
+        .query_row("SELECT count(*) FROM trial_heartbeats", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(hb as usize, BUDGET + 1, "every claim beats at once");
+}

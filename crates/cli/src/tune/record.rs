@@ -16,9 +16,6 @@ use super::packing::Lease;
 use super::progress::Counts;
 use crate::history::CONSTRAINTS_KEY;
 
-/// Study system attribute listing the runners working on the study.
-const RUNNERS_KEY: &str = "memtune:runners";
-
 fn settings_json(s: &TrialSettings) -> Json {
     serde_json::to_value(s).expect("settings serialise")
 }
@@ -209,41 +206,4 @@ pub fn count(trials: &[store::FrozenTrial]) -> Counts {
         }
     }
     c
-}
-
-/// Adds this process to the study's runner list, dropping runners on this
-/// host that are no longer alive. Returns whether any other runner may
-/// still be working on the study (then stale trials are judged by their
-/// heartbeats; otherwise every RUNNING trial is an orphan).
-pub fn register_runner(storage: &Storage, study_id: i64) -> store::Result<bool> {
-    let host = hostname();
-    let me = std::process::id();
-    let attrs = storage.study_system_attrs(study_id)?;
-    let mut runners: Vec<Json> = match attrs.get(RUNNERS_KEY) {
-        Some(Json::Array(list)) => list.clone(),
-        _ => Vec::new(),
-    };
-    runners.retain(|r| {
-        let same_host = r["host"].as_str() == Some(host.as_str());
-        let pid = r["pid"].as_u64().unwrap_or(0) as u32;
-        !same_host || (pid != me && pid_alive(pid))
-    });
-    let others = !runners.is_empty();
-    runners.push(json!({"host": host, "pid": me}));
-    storage.set_study_system_attr(study_id, RUNNERS_KEY, &Json::Array(runners))?;
-    Ok(others)
-}
-
-fn pid_alive(pid: u32) -> bool {
-    if pid == 0 {
-        return false;
-    }
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid as i32, 0) == 0 }
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into())
 }

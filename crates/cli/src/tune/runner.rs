@@ -7,6 +7,20 @@
 //! Counting toward `n_trials`: COMPLETE, PRUNED and FAIL trials of the
 //! study, except FAIL trials that were retried (their number is in some
 //! trial's `retry_history`): the retry stands for them.
+//!
+//! Any number of runners, on any number of machines, may work one study;
+//! they cooperate through the store alone, by rules that need no runner to
+//! know of another:
+//! - a trial is claimed (a WAITING one first, else a new one while fewer
+//!   than `n_trials` count) in one transaction, with its first heartbeat;
+//! - a RUNNING trial is stale only when its own heartbeat is older than
+//!   `stale_after` (Optuna's rule); any runner then fails it and enqueues
+//!   its one retry, in one transaction; a trial that never beat (from
+//!   `memtune ask` or an Optuna client) is never failed by a runner;
+//! - a runner leaves when the budget is spent, nothing is WAITING and no
+//!   trial is still beating, so a trial whose runner dies is always retried
+//!   by a runner that is still there;
+//! - each runner packs its own device.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -167,7 +181,8 @@ impl<'a> Runner<'a> {
             signal_hook::flag::register(signal, Arc::clone(&interrupted))
                 .map_err(|e| TuneError::Setup(format!("cannot handle signal {signal}: {e}")))?;
         }
-        self.recover_previous_runs()?;
+        self.fail_stale_trials()?;
+        let mut last_stale_check = Instant::now();
         let mut stopping = false;
         loop {
             if interrupted.load(Ordering::SeqCst) || self.summary.environment_error.is_some() {
@@ -187,18 +202,24 @@ impl<'a> Runner<'a> {
                     self.requeue(&c.trial, "timeout before the trial could start")?;
                 }
             }
-            if !stopping && self.dirty {
+            if !stopping && last_stale_check.elapsed() >= self.plan.heartbeat {
+                // Another runner may have died, or a trial been enqueued.
+                last_stale_check = Instant::now();
+                self.fail_stale_trials()?;
+                self.dirty = true;
+            }
+            let refilled = !stopping && self.dirty;
+            if refilled {
                 self.dirty = false;
                 self.refill()?;
             }
-            if self.running.is_empty() && self.pending.is_none() {
-                let counts = self.counts()?;
-                if stopping
-                    || counts.finished() + counts.running + counts.waiting >= self.plan.n_trials
-                {
-                    // Another runner may still hold trials of this study; ours are done.
-                    break;
-                }
+            // Judged after a refill only (an event or a stale check), not on
+            // every tick: it reads the whole study.
+            if self.running.is_empty()
+                && self.pending.is_none()
+                && (stopping || (refilled && self.study_done()?))
+            {
+                break;
             }
             match self.events.recv_timeout(TICK) {
                 Ok(event) => {
@@ -219,10 +240,10 @@ impl<'a> Runner<'a> {
         Ok(self.summary)
     }
 
-    /// Trials left RUNNING by a runner that is gone are failed and retried
-    /// once (their WAITING copies are claimed before anything new is asked).
-    fn recover_previous_runs(&mut self) -> Result<(), TuneError> {
-        let others_alive = record::register_runner(&self.storage, self.study.study_id)?;
+    /// Trials whose heartbeat is older than `stale_after` (their runner
+    /// died, here or on another machine) are failed and retried once; the
+    /// WAITING copies are claimed before anything new is asked.
+    fn fail_stale_trials(&mut self) -> Result<(), TuneError> {
         let policy = RetryPolicy {
             max_retry: Some(1),
             inherit_intermediate_values: false,
@@ -231,20 +252,15 @@ impl<'a> Runner<'a> {
             ("error_kind", json!("stale")),
             (
                 "error_msg",
-                json!("the process running this trial stopped (runner killed)"),
+                json!("the process running this trial stopped (no heartbeat)"),
             ),
         ];
-        let stale = if others_alive {
-            self.storage.fail_stale_trials_marked(
-                self.study.study_id,
-                self.plan.stale_after,
-                Some(&policy),
-                &label,
-            )?
-        } else {
-            self.storage
-                .fail_running_trials(self.study.study_id, Some(&policy), &label)?
-        };
+        let stale = self.storage.fail_stale_trials_marked(
+            self.study.study_id,
+            self.plan.stale_after,
+            Some(&policy),
+            &label,
+        )?;
         for s in &stale {
             let retry = s
                 .retry
@@ -252,12 +268,23 @@ impl<'a> Runner<'a> {
                     format!("retried as trial {}", r.number)
                 });
             self.progress.line(&format!(
-                "trial {} was left running by a previous run: failed, {retry}",
+                "trial {} stopped beating (its runner is gone): failed, {retry}",
                 s.failed.number
             ));
         }
-        self.summary.retried_from_before = stale.len();
+        self.summary.retried_from_before += stale.len();
         Ok(())
+    }
+
+    /// Nothing left for any runner: the budget is spent, nothing is
+    /// WAITING, and no trial still beats (one that stops would be retried).
+    fn study_done(&self) -> Result<bool, TuneError> {
+        let counts = self.counts()?;
+        Ok(
+            counts.finished() + counts.running + counts.waiting >= self.plan.n_trials
+                && counts.waiting == 0
+                && self.storage.beating_trials(self.study.study_id)? == 0,
+        )
     }
 
     fn counts(&self) -> Result<Counts, TuneError> {
@@ -278,20 +305,14 @@ impl<'a> Runner<'a> {
     fn refill(&mut self) -> Result<(), TuneError> {
         loop {
             if self.pending.is_none() {
-                let stored = self
+                let Some(claim) = self
                     .storage
-                    .trials(self.study.study_id, &TrialFilter::default())?;
-                let counts = record::count(&stored);
-                let wanted = self
-                    .plan
-                    .n_trials
-                    .saturating_sub(counts.finished() + counts.running);
-                // WAITING trials are already counted in `wanted`'s complement
-                // only once claimed; claim them even when nothing new is wanted.
-                if wanted == 0 {
+                    .claim_or_create_within(self.study.study_id, self.plan.n_trials)?
+                else {
                     return Ok(());
-                }
-                match self.next_candidate(&stored)? {
+                };
+                self.beats.add(claim.trial().trial_id);
+                match self.next_candidate(claim)? {
                     Some(c) => self.pending = Some(c),
                     None => continue,
                 }
@@ -326,36 +347,43 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// Claims a WAITING trial or asks the sampler for a new one, stores its
-    /// params and turns them into settings. `None`: the trial could not be
-    /// set up and was recorded as failed.
-    /// `stored`: the study's trials, read just before.
-    fn next_candidate(
-        &mut self,
-        stored: &[store::FrozenTrial],
-    ) -> Result<Option<Candidate>, TuneError> {
-        let frozen = history::frozen_trials(stored)?;
-        let claim = self.storage.create_or_claim_trial(self.study.study_id)?;
+    /// The settings of a trial just claimed: a WAITING trial keeps the
+    /// params it stores, then takes its `fixed_params` (Optuna's
+    /// `enqueue_trial`); the sampler draws the rest (everything, for a new
+    /// trial). `None`: the trial could not be set up and was recorded as
+    /// failed.
+    fn next_candidate(&mut self, claim: Claim) -> Result<Option<Candidate>, TuneError> {
         let trial = claim.trial();
-        self.storage.heartbeat(trial.trial_id)?;
-        self.beats.add(trial.trial_id);
-
-        // A claimed (WAITING) trial keeps the params it was enqueued with;
-        // claiming changes only its state, so `stored` has them.
-        let mut values = BTreeMap::new();
+        // Read after the claim, so a retry enqueued a moment ago is here.
+        let stored = self
+            .storage
+            .trials(self.study.study_id, &TrialFilter::default())?;
+        let frozen = history::frozen_trials(&stored)?;
+        let me = stored
+            .iter()
+            .find(|t| t.trial_id == trial.trial_id)
+            .expect("a claimed trial is stored");
+        let mut values: BTreeMap<String, hpo_sampler::ParamValue> = frozen
+            .iter()
+            .find(|t| t.number == trial.number as u64)
+            .map(|t| {
+                t.params
+                    .iter()
+                    .map(|(k, p)| (k.clone(), p.value()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let already: BTreeSet<String> = values.keys().cloned().collect();
+        let fixed = match me.system_attrs.get("fixed_params") {
+            Some(Json::Object(map)) => map.clone(),
+            _ => serde_json::Map::new(),
+        };
         if let Claim::Claimed(_) = claim
-            && let Some(t) = frozen.iter().find(|t| t.number == trial.number as u64)
+            && fixed.is_empty()
+            && let Ok(settings) = self.cfg.settings(&values)
         {
-            values = t
-                .params
-                .iter()
-                .map(|(k, p)| (k.clone(), p.value()))
-                .collect();
-            if let Ok(settings) = self.cfg.settings(&values) {
-                return Ok(Some(Candidate { trial, settings }));
-            }
+            return Ok(Some(Candidate { trial, settings }));
         }
-        // Sample what is missing (everything, for a new trial).
         let view = StudyView {
             name: &self.study.name,
             direction: history::direction(self.study.directions[0]),
@@ -375,9 +403,20 @@ impl<'a> Runner<'a> {
                 return Ok(None);
             }
         };
-        for (name, p) in sampled {
-            if values.contains_key(&name) {
+        for (name, mut p) in sampled {
+            if already.contains(&name) {
                 continue;
+            }
+            if let Some(value) = fixed.get(&name) {
+                match fixed_internal(&p.distribution, &name, value) {
+                    Ok(internal) => p.internal = internal,
+                    Err(message) => {
+                        let message = format!("enqueued trial {}: {message}", trial.number);
+                        record::error(&self.storage, &trial, "config", &message, None)?;
+                        self.beats.remove(trial.trial_id);
+                        return Ok(None);
+                    }
+                }
             }
             self.storage.set_param(
                 trial.trial_id,
@@ -448,7 +487,13 @@ impl<'a> Runner<'a> {
             memory_limit: Some(lease.limit),
             fault: self.opts.faults.per_trial.get(&c.trial.number).cloned(),
         };
-        record::started(&self.storage, &c.trial, &lease, self.workers[&worker].pid)?;
+        let started = record::started(&self.storage, &c.trial, &lease, self.workers[&worker].pid);
+        if !taken_over(started, c.trial.number)? {
+            self.packer.release(c.trial.trial_id as u64);
+            self.beats.remove(c.trial.trial_id);
+            self.idle.insert(worker);
+            return Ok(());
+        }
         let leased = self.packer.leased_bytes();
         self.summary.peak_leased = self.summary.peak_leased.max(leased);
         self.summary.started_here += 1;
@@ -529,9 +574,11 @@ impl<'a> Runner<'a> {
                 };
                 r.last_value = Some(value);
                 let trial = r.trial;
-                self.storage
-                    .report_intermediate(trial.trial_id, epoch as i64, value)?;
-                let prune = self.ask_pruner(&trial)?;
+                let reported =
+                    self.storage
+                        .report_intermediate(trial.trial_id, epoch as i64, value);
+                // Failed as stale by another runner: stop training it.
+                let prune = !taken_over(reported, trial.number)? || self.ask_pruner(&trial)?;
                 let answer = if prune {
                     RunnerMsg::Prune
                 } else {
@@ -583,7 +630,7 @@ impl<'a> Runner<'a> {
                 } else {
                     value
                 };
-                record::finished(
+                let recorded = record::finished(
                     &self.storage,
                     &r.trial,
                     state,
@@ -592,7 +639,12 @@ impl<'a> Runner<'a> {
                         "best_epoch": best_epoch, "epochs_run": epochs_run,
                         "peak_bytes": peak_bytes, "oom_retries": r.oom_retries,
                     }),
-                )?;
+                );
+                if !taken_over(recorded, r.trial.number)? {
+                    self.release(&r);
+                    self.recycle_or_idle(worker);
+                    return Ok(());
+                }
                 self.progress.line(&format!(
                     "trial {} {}: {value:.4} after {epochs_run} epoch(s) | {}",
                     r.trial.number,
@@ -644,7 +696,21 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
+    /// Records why a trial failed, unless another runner already failed it
+    /// as stale.
     fn record_failure(
+        &mut self,
+        r: &Running,
+        died: Option<(String, String)>,
+    ) -> Result<(), TuneError> {
+        let recorded = self.record_failure_now(r, died);
+        match recorded {
+            Err(TuneError::Store(e)) => taken_over(Err(e), r.trial.number).map(|_| ()),
+            other => other,
+        }
+    }
+
+    fn record_failure_now(
         &mut self,
         r: &Running,
         died: Option<(String, String)>,
@@ -824,7 +890,7 @@ pub fn summary_table(s: &Summary, study: &str, storage: &str) -> String {
         ("device errors", s.cuda_errors.to_string()),
         ("other errors", s.errors.to_string()),
         (
-            "stale trials from earlier runs, retried",
+            "stale trials (their runner gone), failed and retried",
             s.retried_from_before.to_string(),
         ),
         (
@@ -851,4 +917,41 @@ pub fn summary_table(s: &Summary, study: &str, storage: &str) -> String {
 pub fn current_exe() -> Result<PathBuf, TuneError> {
     std::env::current_exe()
         .map_err(|e| TuneError::Setup(format!("cannot find the memtune binary: {e}")))
+}
+
+/// A `fixed_params` value (external, as Optuna's `enqueue_trial` stores it)
+/// in `distribution`'s internal form; a value outside it is refused, as
+/// `memtune ask` refuses it.
+fn fixed_internal(
+    distribution: &hpo_sampler::Distribution,
+    name: &str,
+    value: &Json,
+) -> Result<f64, String> {
+    let bad = |why: String| format!("fixed parameter `{name}` = {value}: {why}");
+    let external =
+        hpo_sampler::json::value_from_json(value, name).map_err(|e| bad(e.to_string()))?;
+    let internal = distribution.to_internal(&external).map_err(bad)?;
+    if distribution.contains(internal) {
+        Ok(internal)
+    } else {
+        Err(bad(format!("outside {distribution}")))
+    }
+}
+
+/// `Ok(true)` when a write to one of this runner's trials went through;
+/// `Ok(false)` when another runner had already failed the trial as stale
+/// (its heartbeat came late, say on an overloaded machine): the trial is
+/// lost to this runner, which moves on; its retry carries the work.
+fn taken_over(written: store::Result<()>, number: i64) -> Result<bool, TuneError> {
+    match written {
+        Ok(()) => Ok(true),
+        Err(store::StoreError::TrialFinished { state, .. }) => {
+            tracing::warn!(
+                trial = number,
+                "the trial was already {state} (failed as stale by another runner); its result is dropped"
+            );
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
