@@ -1,0 +1,266 @@
+//! Parity with transformers for every model family, without Python: the
+//! fixtures under `tests/fixtures/families/<family>/` were made by
+//! `benches/reference/make_family_fixtures.py` (a tiny random
+//! `*ForSequenceClassification` model, its own small tokenizer, one forward
+//! and one backward in eval mode). Logits, loss and every parameter's
+//! gradient must agree within 1e-5 relative error (by norm) in f32, and the
+//! tokenizer must give HF's fast tokenizer's ids on 200+ strings.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::rel_err;
+use safetensors::SafeTensors;
+use safetensors::tensor::Dtype;
+use serde_json::Value;
+use trainer::backend::Backend;
+use trainer::backend::cpu::CpuBackend;
+use trainer::batch::Batch;
+use trainer::config::BertConfig;
+use trainer::model::{BertClassifier, DeviceBatch, HeadConfig, Mode};
+use trainer::tokenize::TextTokenizer;
+use trainer::weights::{canonical_name, load_safetensors};
+
+const FAMILIES: [&str; 6] = [
+    "bert",
+    "roberta",
+    "xlm-roberta",
+    "camembert",
+    "distilbert",
+    "electra",
+];
+const TOL: f64 = 1e-5;
+
+fn dir(family: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/families")
+        .join(family)
+}
+
+/// A reference tensor as f64 values (int64 and f32 tensors) and its shape.
+fn tensor(file: &SafeTensors<'_>, name: &str) -> Option<(Vec<usize>, Vec<f64>)> {
+    let view = file.tensor(name).ok()?;
+    let data = match view.dtype() {
+        Dtype::F32 => view
+            .data()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()) as f64)
+            .collect(),
+        Dtype::I64 => view
+            .data()
+            .chunks_exact(8)
+            .map(|b| i64::from_le_bytes(b.try_into().unwrap()) as f64)
+            .collect(),
+        other => panic!("{name}: unexpected dtype {other:?}"),
+    };
+    Some((view.shape().to_vec(), data))
+}
+
+fn norm(v: &[f64]) -> f64 {
+    v.iter().map(|x| x * x).sum::<f64>().sqrt()
+}
+
+fn parity(family: &str) {
+    let d = dir(family);
+    let config = BertConfig::from_file(d.join("config.json")).unwrap();
+    assert_eq!(config.model_type, family);
+    let bytes = std::fs::read(d.join("reference.safetensors")).unwrap();
+    let reference = SafeTensors::deserialize(&bytes).unwrap();
+    let (shape, ids) = tensor(&reference, "input_ids").unwrap();
+    let (b, s) = (shape[0], shape[1]);
+    let (_, mask) = tensor(&reference, "attention_mask").unwrap();
+    let types = tensor(&reference, "token_type_ids").map(|(_, t)| t);
+    let (_, labels) = tensor(&reference, "labels").unwrap();
+    let (logit_shape, logits_ref) = tensor(&reference, "logits").unwrap();
+    let (_, loss_ref) = tensor(&reference, "loss").unwrap();
+    let classes = logit_shape[1];
+
+    let be = CpuBackend::<f32>::new();
+    let head = HeadConfig {
+        num_labels: classes,
+        hidden: vec![],
+    };
+    let mut model = BertClassifier::new_random(&be, &config, &head, 7).unwrap();
+    let tensors = load_safetensors(d.join("model.safetensors")).unwrap();
+    let report = model.load(&be, &tensors).unwrap();
+    assert!(
+        report.initialised_randomly.is_empty() && report.unused.is_empty(),
+        "{family}: {report:?}"
+    );
+
+    let batch = Batch {
+        batch: b,
+        seq: s,
+        input_ids: ids.iter().map(|&v| v as u32).collect(),
+        token_type_ids: types
+            .unwrap_or_else(|| vec![0.0; b * s])
+            .iter()
+            .map(|&v| v as u32)
+            .collect(),
+        attention_mask: mask.iter().map(|&v| v as u8).collect(),
+        labels: labels.iter().map(|&v| v as usize).collect(),
+    };
+    let device = DeviceBatch::upload(&be, &config, classes, &batch).unwrap();
+    let logits = model.logits(&be, &device);
+    let err = rel_err(&logits, &logits_ref);
+    assert!(err <= TOL, "{family}: logits relative error {err:.3e}");
+
+    model.alloc_grads(&be);
+    let loss = model.forward_backward(&be, &device, None, b as f64, Mode::Eval, false);
+    let err = rel_err(&[loss], &loss_ref);
+    assert!(
+        err <= TOL,
+        "{family}: loss {loss} vs {} ({err:.3e})",
+        loss_ref[0]
+    );
+
+    let grad_scale = reference
+        .names()
+        .iter()
+        .filter(|n| n.starts_with("grad."))
+        .map(|n| norm(&tensor(&reference, n).unwrap().1))
+        .fold(0.0, f64::max);
+    let mut compared = 0;
+    for name in reference.names() {
+        let Some(hf_name) = name.strip_prefix("grad.") else {
+            continue;
+        };
+        let ours = canonical_name(hf_name);
+        let i = model
+            .params
+            .index_of(ours)
+            .unwrap_or_else(|| panic!("{family}: no parameter for {hf_name}"));
+        let (shape, grad_ref) = tensor(&reference, name).unwrap();
+        assert_eq!(shape, model.params.info[i].shape, "{family}: {hf_name}");
+        let grad = be.download(&model.params.grads[i]);
+        compared += 1;
+        if hf_name.ends_with("key.bias") || hf_name.ends_with("k_lin.bias") {
+            // Softmax ignores a constant added to a row of scores, so the key
+            // bias's gradient is zero in exact arithmetic: both sides hold
+            // rounding noise only.
+            let noise = norm(&grad).max(norm(&grad_ref));
+            assert!(noise <= 1e-6 * grad_scale, "{family}: {hf_name}: {noise:e}");
+            continue;
+        }
+        let err = rel_err(&grad, &grad_ref);
+        assert!(
+            err <= TOL,
+            "{family}: gradient of {hf_name}: relative error {err:.3e}"
+        );
+        assert!(
+            grad_ref.iter().any(|&g| g != 0.0),
+            "{family}: {hf_name}'s gradient is zero"
+        );
+    }
+    assert_eq!(
+        compared,
+        model.params.info.len(),
+        "{family}: every parameter has a reference gradient"
+    );
+
+    // Our tokenizer and per-batch padding give the fixture's ids.
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("meta.json")).unwrap()).unwrap();
+    let tok = TextTokenizer::from_model_dir(&d, s.max(16)).unwrap();
+    let pad = tok.special_tokens().pad;
+    for (row, example) in meta["examples"].as_array().unwrap().iter().enumerate() {
+        let enc = tok
+            .encode(example["text"].as_str().unwrap(), example["pair"].as_str())
+            .unwrap();
+        let mut padded = enc.ids.clone();
+        padded.resize(s, pad);
+        assert_eq!(
+            padded,
+            batch.input_ids[row * s..(row + 1) * s],
+            "{family}: example {row}"
+        );
+    }
+}
+
+/// HF's ids (untruncated, and truncated to 16 tokens longest-first) for
+/// every string and pair of `tokenizer_cases.json`.
+fn tokenizer_ids(family: &str) {
+    let d = dir(family);
+    let cases: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("tokenizer_cases.json")).unwrap())
+            .unwrap();
+    let cases = cases.as_array().unwrap();
+    assert!(cases.len() >= 200, "{family}: {} cases", cases.len());
+    let full = TextTokenizer::from_model_dir(&d, 1 << 20).unwrap();
+    let cut = TextTokenizer::from_model_dir(&d, 16).unwrap();
+    let u32s = |v: &Value| -> Vec<u32> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect()
+    };
+    let mut pairs = 0;
+    for (i, case) in cases.iter().enumerate() {
+        let text = case["text"].as_str().unwrap();
+        let pair = case["pair"].as_str();
+        pairs += pair.is_some() as usize;
+        for (tok, ids, types) in [
+            (&full, "ids", "type_ids"),
+            (&cut, "ids_truncated", "type_ids_truncated"),
+        ] {
+            let enc = tok.encode(text, pair).unwrap();
+            assert_eq!(
+                enc.ids,
+                u32s(&case[ids]),
+                "{family}: case {i} {ids}: {text:?} / {pair:?}"
+            );
+            assert_eq!(
+                enc.type_ids,
+                u32s(&case[types]),
+                "{family}: case {i} {types}: {text:?} / {pair:?}"
+            );
+        }
+    }
+    assert!(pairs >= 40, "{family}: {pairs} pairs");
+}
+
+macro_rules! family_tests {
+    ($($module:ident => $family:literal),* $(,)?) => {$(
+        mod $module {
+            #[test]
+            fn logits_loss_and_every_gradient_equal_transformers() {
+                super::parity($family);
+            }
+            #[test]
+            fn tokenizer_ids_equal_transformers() {
+                super::tokenizer_ids($family);
+            }
+        }
+    )*};
+}
+
+family_tests! {
+    bert => "bert",
+    roberta => "roberta",
+    xlm_roberta => "xlm-roberta",
+    camembert => "camembert",
+    distilbert => "distilbert",
+    electra => "electra",
+}
+
+#[test]
+fn every_family_has_a_fixture_and_they_fit_in_two_megabytes() {
+    let mut total = 0;
+    for family in FAMILIES {
+        for file in [
+            "config.json",
+            "model.safetensors",
+            "tokenizer.json",
+            "reference.safetensors",
+            "tokenizer_cases.json",
+            "meta.json",
+        ] {
+            total += std::fs::metadata(dir(family).join(file))
+                .unwrap_or_else(|e| panic!("{family}/{file}: {e}"))
+                .len();
+        }
+    }
+    assert!(total <= 2 << 20, "{total} bytes");
+}
