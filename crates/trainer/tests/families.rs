@@ -20,7 +20,10 @@ use trainer::batch::Batch;
 use trainer::config::BertConfig;
 use trainer::model::{BertClassifier, DeviceBatch, HeadConfig, Mode};
 use trainer::tokenize::TextTokenizer;
-use trainer::weights::{canonical_name, load_safetensors};
+use trainer::weights::{
+    NamedTensors, StoredDtype, canonical_name, load_safetensors, load_safetensors_report,
+    save_safetensors,
+};
 
 const FAMILIES: [&str; 6] = [
     "bert",
@@ -221,9 +224,70 @@ fn tokenizer_ids(family: &str) {
     assert!(pairs >= 40, "{family}: {pairs} pairs");
 }
 
+/// The logits of the fixture's model loaded from `tensors` (with `head`
+/// parameters left random when absent), and the load report.
+fn logits_with(family: &str, tensors: &NamedTensors) -> (Vec<f64>, Vec<String>) {
+    let d = dir(family);
+    let config = BertConfig::from_file(d.join("config.json")).unwrap();
+    let be = CpuBackend::<f32>::new();
+    let head = HeadConfig {
+        num_labels: 3,
+        hidden: vec![],
+    };
+    let mut model = BertClassifier::new_random(&be, &config, &head, 7).unwrap();
+    let report = model.load(&be, tensors).unwrap();
+    let batch = Batch {
+        batch: 1,
+        seq: 5,
+        input_ids: vec![0, 9, 10, 11, 2],
+        token_type_ids: vec![0; 5],
+        attention_mask: vec![1; 5],
+        labels: vec![0],
+    };
+    let device = DeviceBatch::upload(&be, &config, 3, &batch).unwrap();
+    (model.logits(&be, &device), report.initialised_randomly)
+}
+
+/// Checkpoints with and without the base model's prefix load the same;
+/// a base-model checkpoint (no classification head) leaves exactly the
+/// family's head at HF's random init.
+fn prefixes_and_missing_heads(family: &str) {
+    let d = dir(family);
+    let loaded = load_safetensors_report(d.join("model.safetensors")).unwrap();
+    let (logits, random) = logits_with(family, &loaded.tensors);
+    assert!(random.is_empty());
+
+    let tmp = tempfile::tempdir().unwrap();
+    let bare = tmp.path().join("model.safetensors");
+    save_safetensors(&bare, &loaded.tensors, StoredDtype::F32).unwrap();
+    let (bare_logits, _) = logits_with(family, &load_safetensors(&bare).unwrap());
+    assert_eq!(bare_logits, logits, "{family}: names without the prefix");
+
+    let config = BertConfig::from_file(d.join("config.json")).unwrap();
+    let head = config.family().head;
+    let base: NamedTensors = loaded
+        .tensors
+        .into_iter()
+        .filter(|(name, _)| !config.family().is_head_param(name))
+        .collect();
+    let (_, random) = logits_with(family, &base);
+    let mut expected: Vec<String> = [head.dense, head.out]
+        .iter()
+        .flat_map(|layer| [format!("{layer}.weight"), format!("{layer}.bias")])
+        .collect();
+    expected.sort();
+    let mut random = random;
+    random.sort();
+    assert_eq!(random, expected, "{family}");
+}
+
 macro_rules! family_tests {
     ($($module:ident => $family:literal),* $(,)?) => {$(
         mod $module {
+            #[test]
+            fn loads_with_or_without_prefix_and_head() {
+                super::prefixes_and_missing_heads($family);
+            }
             #[test]
             fn logits_loss_and_every_gradient_equal_transformers() {
                 super::parity($family);
