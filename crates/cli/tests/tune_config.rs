@@ -539,7 +539,7 @@ fn shipped_studies_parse() {
     assert_eq!(seeds.runner.safety_margin, SafetyMargin::Bytes(1 << 30));
     assert_eq!(
         seeds.models["bert-large"],
-        ModelSource::Sim(SimPreset::BertLarge)
+        ModelSource::Sim(SimPreset::new("bert-large").unwrap())
     );
     assert!(seeds.sampler.tpe.group && seeds.sampler.tpe.multivariate);
 }
