@@ -281,6 +281,26 @@ fn prefixes_and_missing_heads(family: &str) {
     assert_eq!(random, expected, "{family}");
 }
 
+#[test]
+fn a_classifier_checkpoint_with_other_labels_gets_a_new_output_layer() {
+    let d = dir("roberta");
+    let config = BertConfig::from_file(d.join("config.json")).unwrap();
+    let be = CpuBackend::<f32>::new();
+    let head = HeadConfig {
+        num_labels: 2,
+        hidden: vec![],
+    };
+    let mut model = BertClassifier::new_random(&be, &config, &head, 7).unwrap();
+    let tensors = load_safetensors(d.join("model.safetensors")).unwrap();
+    let report = model.load(&be, &tensors).unwrap();
+    assert_eq!(
+        report.initialised_randomly,
+        ["classifier.out_proj.weight", "classifier.out_proj.bias"]
+    );
+    assert_eq!(report.head_shape_changed.len(), 2, "{report:?}");
+    assert!(report.head_shape_changed[0].contains("[3]"), "{report:?}");
+}
+
 macro_rules! family_tests {
     ($($module:ident => $family:literal),* $(,)?) => {$(
         mod $module {

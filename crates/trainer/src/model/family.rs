@@ -213,6 +213,17 @@ impl Family {
         };
         under(self.head.dense) || under(self.head.out) || under("classifier")
     }
+
+    /// Whether parameter `name`'s shape depends on the number of labels or
+    /// memtune's hidden head layers (the output layer and those layers), so
+    /// a classifier checkpoint of another task may differ there.
+    pub fn is_task_param(&self, name: &str) -> bool {
+        let under = |prefix: &str| {
+            name.strip_prefix(prefix)
+                .is_some_and(|rest| rest.starts_with('.'))
+        };
+        under(self.head.out) || under("classifier.hidden")
+    }
 }
 
 #[cfg(test)]
