@@ -342,6 +342,8 @@ fn check_plans() {
         ("bert-base", 32, 128),
         ("roberta-base", 12, 512),
         ("bert-large", 8, 512),
+        ("roberta-large", 8, 384),
+        ("xlm-roberta-base", 16, 256),
     ] {
         let config = space::model_config(model).expect("a model of the space");
         let t = Instant::now();
