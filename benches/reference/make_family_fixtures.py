@@ -22,6 +22,12 @@ files without Python. Local use only (CI never runs it):
   python benches/reference/make_family_fixtures.py [FAMILY ...]
 
 A family is one entry of FAMILIES; DeBERTa-v3 (Unigram) is added the same way.
+
+The models and their numbers are seeded, but the `tokenizers` trainers
+break ties between equally frequent merges or pieces in no fixed order
+(WordPiece and Unigram differ from run to run; byte-level BPE does not), so
+a rerun may give other vocabularies: the committed files, and the versions
+in their meta.json, are the reference.
 """
 
 import json
@@ -181,6 +187,15 @@ def unigram(tokenizer_class):
 
 TINY = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
 
+
+def roberta_like(config_class):
+    """RoBERTa's shape: positions after pad id 1, one token type."""
+    return lambda v: config_class(
+        vocab_size=v, max_position_embeddings=98, type_vocab_size=1, pad_token_id=1,
+        bos_token_id=0, eos_token_id=2, layer_norm_eps=1e-5, **TINY
+    )
+
+
 FAMILIES = {
     "bert": dict(
         tokenizer=wordpiece(transformers.BertTokenizer),
@@ -191,26 +206,17 @@ FAMILIES = {
     ),
     "roberta": dict(
         tokenizer=byte_level_bpe(transformers.RobertaTokenizer),
-        config=lambda v: transformers.RobertaConfig(
-            vocab_size=v, max_position_embeddings=98, type_vocab_size=1, pad_token_id=1,
-            bos_token_id=0, eos_token_id=2, layer_norm_eps=1e-5, **TINY
-        ),
+        config=roberta_like(transformers.RobertaConfig),
         model=transformers.RobertaForSequenceClassification,
     ),
     "xlm-roberta": dict(
         tokenizer=unigram(transformers.XLMRobertaTokenizer),
-        config=lambda v: transformers.XLMRobertaConfig(
-            vocab_size=v, max_position_embeddings=98, type_vocab_size=1, pad_token_id=1,
-            bos_token_id=0, eos_token_id=2, layer_norm_eps=1e-5, **TINY
-        ),
+        config=roberta_like(transformers.XLMRobertaConfig),
         model=transformers.XLMRobertaForSequenceClassification,
     ),
     "camembert": dict(
         tokenizer=unigram(transformers.CamembertTokenizer),
-        config=lambda v: transformers.CamembertConfig(
-            vocab_size=v, max_position_embeddings=98, type_vocab_size=1, pad_token_id=1,
-            bos_token_id=0, eos_token_id=2, layer_norm_eps=1e-5, **TINY
-        ),
+        config=roberta_like(transformers.CamembertConfig),
         model=transformers.CamembertForSequenceClassification,
     ),
     "distilbert": dict(

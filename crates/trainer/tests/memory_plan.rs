@@ -79,6 +79,21 @@ fn configs() -> Vec<PlanRequest> {
     out
 }
 
+/// A tiny model of `model_type`'s family: RoBERTa's position offset and
+/// one token type, ELECTRA's 16-wide embeddings.
+fn family_config(model_type: &str, h: usize, l: usize, i: usize, v: usize) -> BertConfig {
+    let mut config = BertConfig::tiny(h, l, 4, i, v);
+    config.model_type = model_type.into();
+    if config.is_roberta() {
+        config.pad_token_id = 1;
+        config.type_vocab_size = 1;
+    }
+    if model_type == "electra" {
+        config.embedding_size = Some(16);
+    }
+    config
+}
+
 /// Every family's shape (embedding projection, no token types, its head),
 /// with and without dropout and recomputation.
 fn family_configs() -> Vec<PlanRequest> {
@@ -94,15 +109,7 @@ fn family_configs() -> Vec<PlanRequest> {
     .into_iter()
     .enumerate()
     {
-        let mut config = BertConfig::tiny(32, 2, 4, 64, 50);
-        config.model_type = model_type.into();
-        if config.is_roberta() {
-            config.pad_token_id = 1;
-            config.type_vocab_size = 1;
-        }
-        if model_type == "electra" {
-            config.embedding_size = Some(16);
-        }
+        let config = family_config(model_type, 32, 2, 64, 50);
         for (recompute, dropout) in [(false, true), (true, false)] {
             out.push(PlanRequest {
                 config: config.clone(),
@@ -149,15 +156,7 @@ fn family_weights_match_a_count_by_hand() {
         // 16-wide tables and LayerNorm, then the 16 -> 32 projection.
         ("electra", v * 16 + p * 16 + 2 * 16 + 2 * 16 + (16 * h + h)),
     ] {
-        let mut config = BertConfig::tiny(h, l, 4, i, v);
-        config.model_type = model_type.into();
-        if model_type == "roberta" {
-            config.pad_token_id = 1;
-            config.type_vocab_size = 1;
-        }
-        if model_type == "electra" {
-            config.embedding_size = Some(16);
-        }
+        let config = family_config(model_type, h, l, i, v);
         let plan = MemoryPlan::new(&PlanRequest {
             config,
             head: HeadConfig {

@@ -189,11 +189,13 @@ impl<B: Backend> BertClassifier<B> {
             "head.d_pooled",
         );
         let mut d_pre = be.alloc("head.d_pooler_pre", Workspace, b * h);
-        match (spec.activation, &pre) {
-            (HeadActivation::Tanh, _) => be.tanh_backward(&pooled, &d_pooled, &mut d_pre),
-            (HeadActivation::Relu, _) => be.relu_backward(&pooled, &d_pooled, &mut d_pre),
-            (HeadActivation::Gelu, Some(pre)) => be.gelu_backward(pre, &d_pooled, &mut d_pre),
-            (HeadActivation::Gelu, None) => unreachable!("the GELU head keeps its input"),
+        // What the activation's backward reads: GELU its input (kept as
+        // `pre`), tanh and ReLU their output.
+        let saved = pre.as_ref().unwrap_or(&pooled);
+        match spec.activation {
+            HeadActivation::Tanh => be.tanh_backward(saved, &d_pooled, &mut d_pre),
+            HeadActivation::Relu => be.relu_backward(saved, &d_pooled, &mut d_pre),
+            HeadActivation::Gelu => be.gelu_backward(saved, &d_pooled, &mut d_pre),
         }
         drop(d_pooled);
         drop(pre);
