@@ -72,6 +72,10 @@ pub struct BertConfig {
     /// checkpoint uses them), rejected by validation.
     #[serde(default)]
     pub sinusoidal_pos_embds: bool,
+    /// BERT's `position_embedding_type`: only `absolute` (the default) is
+    /// supported; the relative variants are rejected by validation.
+    #[serde(default)]
+    pub position_embedding_type: Option<String>,
 }
 
 fn null_as_zero<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
@@ -140,6 +144,7 @@ impl BertConfig {
             embedding_size: None,
             classifier_dropout: None,
             sinusoidal_pos_embds: false,
+            position_embedding_type: None,
         }
     }
 
@@ -339,6 +344,16 @@ impl BertConfig {
                 ),
             ));
         }
+        if let Some(kind) = self
+            .position_embedding_type
+            .as_deref()
+            .filter(|&k| k != "absolute")
+        {
+            return Err(bad(
+                "position_embedding_type",
+                format!("`{kind}` is not supported (only `absolute`)"),
+            ));
+        }
         if self.sinusoidal_pos_embds {
             return Err(bad(
                 "sinusoidal_pos_embds",
@@ -451,6 +466,49 @@ mod tests {
         let r = BertConfig::roberta_base();
         assert_eq!((r.max_sequence(), r.vocab_size), (512, 50265));
         assert_eq!(BertConfig::bert_large().num_hidden_layers, 24);
+    }
+
+    #[test]
+    fn reads_each_familys_fields_and_rejects_what_it_cannot_run() {
+        let distilbert = r#"{"model_type":"distilbert","dim":48,"n_layers":2,"n_heads":4,
+            "hidden_dim":96,"vocab_size":50,"max_position_embeddings":64,"dropout":0.2,
+            "attention_dropout":0.3,"activation":"gelu","seq_classif_dropout":0.25,
+            "sinusoidal_pos_embds":false,"pad_token_id":0}"#;
+        let c = BertConfig::from_json(distilbert, Path::new("d.json")).unwrap();
+        assert_eq!(
+            (c.hidden_size, c.num_hidden_layers, c.intermediate_size),
+            (48, 2, 96)
+        );
+        assert_eq!((c.hidden_dropout_prob, c.head_dropout()), (0.2, 0.25));
+        assert_eq!(c.family().prefix, "distilbert.");
+        let electra = r#"{"model_type":"electra","hidden_size":32,"num_hidden_layers":1,
+            "num_attention_heads":2,"intermediate_size":64,"vocab_size":50,
+            "max_position_embeddings":64}"#;
+        let c = BertConfig::from_json(electra, Path::new("e.json")).unwrap();
+        assert_eq!(c.embedding_size(), 128, "HF's default embedding_size");
+        for (json, field) in [
+            (electra.replace("electra", "gpt2"), "model_type"),
+            (electra.replace("electra", "deberta-v2"), "model_type"),
+            (
+                electra.replace(
+                    r#""hidden_size""#,
+                    r#""position_embedding_type":"relative_key","hidden_size""#,
+                ),
+                "position_embedding_type",
+            ),
+            (distilbert.replace("false", "true"), "sinusoidal_pos_embds"),
+            (
+                electra
+                    .replace("electra", "bert")
+                    .replace(r#""hidden_size""#, r#""embedding_size":16,"hidden_size""#),
+                "embedding_size",
+            ),
+        ] {
+            let e = BertConfig::from_json(&json, Path::new("c.json"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(field) && e.contains("c.json"), "{e}");
+        }
     }
 
     #[test]

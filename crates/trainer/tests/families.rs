@@ -106,15 +106,18 @@ fn parity(family: &str) {
     };
     let device = DeviceBatch::upload(&be, &config, classes, &batch).unwrap();
     let logits = model.logits(&be, &device);
-    let err = rel_err(&logits, &logits_ref);
-    assert!(err <= TOL, "{family}: logits relative error {err:.3e}");
+    let logits_err = rel_err(&logits, &logits_ref);
+    assert!(
+        logits_err <= TOL,
+        "{family}: logits relative error {logits_err:.3e}"
+    );
 
     model.alloc_grads(&be);
     let loss = model.forward_backward(&be, &device, None, b as f64, Mode::Eval, false);
-    let err = rel_err(&[loss], &loss_ref);
+    let loss_err = rel_err(&[loss], &loss_ref);
     assert!(
-        err <= TOL,
-        "{family}: loss {loss} vs {} ({err:.3e})",
+        loss_err <= TOL,
+        "{family}: loss {loss} vs {} ({loss_err:.3e})",
         loss_ref[0]
     );
 
@@ -125,6 +128,7 @@ fn parity(family: &str) {
         .map(|n| norm(&tensor(&reference, n).unwrap().1))
         .fold(0.0, f64::max);
     let mut compared = 0;
+    let mut worst = (0.0, String::new());
     for name in reference.names() {
         let Some(hf_name) = name.strip_prefix("grad.") else {
             continue;
@@ -151,6 +155,9 @@ fn parity(family: &str) {
             err <= TOL,
             "{family}: gradient of {hf_name}: relative error {err:.3e}"
         );
+        if err > worst.0 {
+            worst = (err, hf_name.to_string());
+        }
         assert!(
             grad_ref.iter().any(|&g| g != 0.0),
             "{family}: {hf_name}'s gradient is zero"
@@ -160,6 +167,11 @@ fn parity(family: &str) {
         compared,
         model.params.info.len(),
         "{family}: every parameter has a reference gradient"
+    );
+    eprintln!(
+        "{family}: relative error logits {logits_err:.2e}, loss {loss_err:.2e}, \
+         worst of {compared} gradients {:.2e} ({})",
+        worst.0, worst.1
     );
 
     // Our tokenizer and per-batch padding give the fixture's ids.
