@@ -20,6 +20,7 @@ use trainer::batch::Batch;
 use trainer::config::BertConfig;
 use trainer::model::{BertClassifier, DeviceBatch, HeadConfig, Mode};
 use trainer::tokenize::TextTokenizer;
+use trainer::train::{Control, EpochMetrics, TrainConfig, train};
 use trainer::weights::{
     NamedTensors, StoredDtype, canonical_name, load_safetensors, load_safetensors_report,
     save_safetensors,
@@ -313,9 +314,65 @@ fn a_classifier_checkpoint_with_other_labels_gets_a_new_output_layer() {
     assert!(report.head_shape_changed[0].contains("[3]"), "{report:?}");
 }
 
+/// The training loop (AdamW, dropout on, recomputation) fits the fixture's
+/// batch: the loss after 40 epochs is well below the loss before.
+fn trains(family: &str) {
+    let d = dir(family);
+    let config = BertConfig::from_file(d.join("config.json")).unwrap();
+    let bytes = std::fs::read(d.join("reference.safetensors")).unwrap();
+    let reference = SafeTensors::deserialize(&bytes).unwrap();
+    let (shape, ids) = tensor(&reference, "input_ids").unwrap();
+    let (b, s) = (shape[0], shape[1]);
+    let (_, mask) = tensor(&reference, "attention_mask").unwrap();
+    let (_, labels) = tensor(&reference, "labels").unwrap();
+    let be = CpuBackend::<f32>::new();
+    let head = HeadConfig {
+        num_labels: 3,
+        hidden: vec![8],
+    };
+    let mut model = BertClassifier::new_random(&be, &config, &head, 3).unwrap();
+    model
+        .load(&be, &load_safetensors(d.join("model.safetensors")).unwrap())
+        .unwrap();
+    let batch = Batch {
+        batch: b,
+        seq: s,
+        input_ids: ids.iter().map(|&v| v as u32).collect(),
+        token_type_ids: vec![0; b * s],
+        attention_mask: mask.iter().map(|&v| v as u8).collect(),
+        labels: labels.iter().map(|&v| v as usize).collect(),
+    };
+    let device = DeviceBatch::upload(&be, &config, 3, &batch).unwrap();
+    let before = model.loss(&be, &device, None, b as f64, Mode::Eval);
+    let cfg = TrainConfig {
+        epochs: 40,
+        lr: 1e-2,
+        warmup_ratio: 0.0,
+        patience: None,
+        recompute: true,
+        ..TrainConfig::default()
+    };
+    let batches = [batch];
+    let report = train(
+        &be,
+        &mut model,
+        &batches,
+        &batches,
+        &cfg,
+        &mut |_: &EpochMetrics| Control::Continue,
+    )
+    .unwrap();
+    let after = report.epochs.last().unwrap().valid.loss;
+    assert!(after < 0.5 * before, "{family}: loss {before} -> {after}");
+}
+
 macro_rules! family_tests {
     ($($module:ident => $family:literal),* $(,)?) => {$(
         mod $module {
+            #[test]
+            fn training_lowers_the_loss() {
+                super::trains($family);
+            }
             #[test]
             fn loads_with_or_without_prefix_and_head() {
                 super::prefixes_and_missing_heads($family);
