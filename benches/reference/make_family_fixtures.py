@@ -298,7 +298,7 @@ def make(name, spec):
         json.dumps(encode_cases(tok), ensure_ascii=False, separators=(",", ":"))
     )
     meta = dict(
-        command="python benches/reference/make_family_fixtures.py " + " ".join(sys.argv[1:]),
+        command=" ".join(["python benches/reference/make_family_fixtures.py", *sys.argv[1:]]),
         family=name,
         model_class=spec["model"].__name__,
         tokenizer_class=type(tok).__name__,
