@@ -61,6 +61,33 @@ fn tensor(file: &SafeTensors<'_>, name: &str) -> Option<(Vec<usize>, Vec<f64>)> 
     Some((view.shape().to_vec(), data))
 }
 
+/// The fixture's padded batch: ids, mask, token types (zeros when the
+/// family's tokenizer returns none) and labels.
+fn reference_batch(reference: &SafeTensors<'_>) -> Batch {
+    let ints = |name: &str| tensor(reference, name);
+    let (shape, ids) = ints("input_ids").unwrap();
+    let (b, s) = (shape[0], shape[1]);
+    let as_u32 = |v: &[f64]| v.iter().map(|&x| x as u32).collect::<Vec<_>>();
+    Batch {
+        batch: b,
+        seq: s,
+        input_ids: as_u32(&ids),
+        token_type_ids: ints("token_type_ids").map_or(vec![0; b * s], |(_, t)| as_u32(&t)),
+        attention_mask: ints("attention_mask")
+            .unwrap()
+            .1
+            .iter()
+            .map(|&v| v as u8)
+            .collect(),
+        labels: ints("labels")
+            .unwrap()
+            .1
+            .iter()
+            .map(|&v| v as usize)
+            .collect(),
+    }
+}
+
 fn norm(v: &[f64]) -> f64 {
     v.iter().map(|x| x * x).sum::<f64>().sqrt()
 }
@@ -71,11 +98,8 @@ fn parity(family: &str) {
     assert_eq!(config.model_type, family);
     let bytes = std::fs::read(d.join("reference.safetensors")).unwrap();
     let reference = SafeTensors::deserialize(&bytes).unwrap();
-    let (shape, ids) = tensor(&reference, "input_ids").unwrap();
-    let (b, s) = (shape[0], shape[1]);
-    let (_, mask) = tensor(&reference, "attention_mask").unwrap();
-    let types = tensor(&reference, "token_type_ids").map(|(_, t)| t);
-    let (_, labels) = tensor(&reference, "labels").unwrap();
+    let batch = reference_batch(&reference);
+    let (b, s) = (batch.batch, batch.seq);
     let (logit_shape, logits_ref) = tensor(&reference, "logits").unwrap();
     let (_, loss_ref) = tensor(&reference, "loss").unwrap();
     let classes = logit_shape[1];
@@ -93,18 +117,6 @@ fn parity(family: &str) {
         "{family}: {report:?}"
     );
 
-    let batch = Batch {
-        batch: b,
-        seq: s,
-        input_ids: ids.iter().map(|&v| v as u32).collect(),
-        token_type_ids: types
-            .unwrap_or_else(|| vec![0.0; b * s])
-            .iter()
-            .map(|&v| v as u32)
-            .collect(),
-        attention_mask: mask.iter().map(|&v| v as u8).collect(),
-        labels: labels.iter().map(|&v| v as usize).collect(),
-    };
     let device = DeviceBatch::upload(&be, &config, classes, &batch).unwrap();
     let logits = model.logits(&be, &device);
     let logits_err = rel_err(&logits, &logits_ref);
@@ -321,10 +333,8 @@ fn trains(family: &str) {
     let config = BertConfig::from_file(d.join("config.json")).unwrap();
     let bytes = std::fs::read(d.join("reference.safetensors")).unwrap();
     let reference = SafeTensors::deserialize(&bytes).unwrap();
-    let (shape, ids) = tensor(&reference, "input_ids").unwrap();
-    let (b, s) = (shape[0], shape[1]);
-    let (_, mask) = tensor(&reference, "attention_mask").unwrap();
-    let (_, labels) = tensor(&reference, "labels").unwrap();
+    let batch = reference_batch(&reference);
+    let b = batch.batch;
     let be = CpuBackend::<f32>::new();
     let head = HeadConfig {
         num_labels: 3,
@@ -334,14 +344,6 @@ fn trains(family: &str) {
     model
         .load(&be, &load_safetensors(d.join("model.safetensors")).unwrap())
         .unwrap();
-    let batch = Batch {
-        batch: b,
-        seq: s,
-        input_ids: ids.iter().map(|&v| v as u32).collect(),
-        token_type_ids: vec![0; b * s],
-        attention_mask: mask.iter().map(|&v| v as u8).collect(),
-        labels: labels.iter().map(|&v| v as usize).collect(),
-    };
     let device = DeviceBatch::upload(&be, &config, 3, &batch).unwrap();
     let before = model.loss(&be, &device, None, b as f64, Mode::Eval);
     let cfg = TrainConfig {
