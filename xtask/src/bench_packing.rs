@@ -6,8 +6,8 @@
 //! PAR=2 on their search space, with the trainer's memory plans, on a
 //! simulated 24 GB GPU. The plans' coefficients are cached in
 //! `target/bench-packing/plans.json` (keyed by a fingerprint of the models
-//! and the trainer's plan), so only the first run spends a minute or more
-//! planning.
+//! and the trainer's plan); plans only count allocations, so building
+//! them takes well under a second.
 //!
 //! Built in the dev profile: the workspace optimises the trainer (which
 //! builds the plans) and every dependency at opt-level 3 there, the

@@ -5,13 +5,13 @@
 //!
 //! `--plan-cache`: the plans' coefficients are kept in FILE (JSON), keyed by
 //! a fingerprint of the models and of the trainer's plan (full plans of two
-//! small models), so a second run skips the minute of planning.
+//! small models), so a second run builds no plan.
 //!
 //! Prints, per seed and policy: trials completed per hour, trials lost to
 //! OOM, mean memory utilisation and concurrency; then the totals with the
 //! baseline at the given fragmentation slack and at zero slack, and the
 //! ratio. `--check-plans` first compares the fast plan decomposition with
-//! full memory plans (about a minute); `--sensitivity` adds the ratio under
+//! full memory plans of every model of the space; `--sensitivity` adds the ratio under
 //! other assumptions.
 
 use std::time::Instant;
@@ -342,6 +342,8 @@ fn check_plans() {
         ("bert-base", 32, 128),
         ("roberta-base", 12, 512),
         ("bert-large", 8, 512),
+        ("roberta-large", 8, 384),
+        ("xlm-roberta-base", 16, 256),
     ] {
         let config = space::model_config(model).expect("a model of the space");
         let t = Instant::now();

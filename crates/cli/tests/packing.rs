@@ -250,7 +250,16 @@ fn small_models() -> Vec<BertConfig> {
         model_type: "roberta".into(),
         ..bert.clone()
     };
-    vec![bert, roberta]
+    let distilbert = BertConfig {
+        model_type: "distilbert".into(),
+        ..bert.clone()
+    };
+    let electra = BertConfig {
+        model_type: "electra".into(),
+        embedding_size: Some(32),
+        ..bert.clone()
+    };
+    vec![bert, roberta, distilbert, electra]
 }
 
 #[test]
@@ -289,9 +298,10 @@ fn plan_peaks_cache_matches_plan_peak() {
 fn synthetic_space() -> SimSpace {
     let mut table = PeakTable::new();
     for (i, model) in space::MODELS.iter().enumerate() {
-        let weights = [1_800, 2_000, 5_400][i] as i128 * MIB as i128;
+        let weights = [1_800, 2_000, 5_400, 5_700, 4_400][i] as i128 * MIB as i128;
         for &seq in &space::SEQ_LENS {
-            let per_row = (seq as i128) * [320, 320, 900][i] * 1024 + (seq * seq) as i128 * 600;
+            let per_row =
+                (seq as i128) * [320, 320, 900, 900, 320][i] * 1024 + (seq * seq) as i128 * 600;
             table.insert(
                 model,
                 seq,

@@ -411,6 +411,24 @@ fn model_choices_must_be_model_keys() {
         "sim = \"bert-base\"",
         "device = \"sim\"",
     );
+    expect_error(
+        &replace("builtin = \"minilm-l6\"", "sim = \"gpt-2\""),
+        "models.small.sim",
+        "sim = \"gpt-2\"",
+        "unknown simulated model `gpt-2`, expected one of minilm-l6, bert-base",
+    );
+}
+
+#[test]
+fn every_trainer_preset_is_a_simulated_model() {
+    for name in trainer::config::BertConfig::PRESETS {
+        assert_eq!(SimPreset::new(name).map(SimPreset::name), Some(name));
+    }
+    assert_eq!(
+        SimPreset::new("xlm-roberta-base").unwrap().name(),
+        "xlm-roberta-base"
+    );
+    assert!(SimPreset::new("gpt-2").is_none());
 }
 
 #[test]
@@ -539,7 +557,7 @@ fn shipped_studies_parse() {
     assert_eq!(seeds.runner.safety_margin, SafetyMargin::Bytes(1 << 30));
     assert_eq!(
         seeds.models["bert-large"],
-        ModelSource::Sim(SimPreset::BertLarge)
+        ModelSource::Sim(SimPreset::new("bert-large").unwrap())
     );
     assert!(seeds.sampler.tpe.group && seeds.sampler.tpe.multivariate);
 }

@@ -207,3 +207,35 @@ fn python() -> Option<String> {
         }
     }
 }
+
+/// A study on a RoBERTa directory as transformers saves it (the trainer's
+/// parity fixture: byte-level BPE tokenizer, `roberta.`-prefixed weights, a
+/// three-label `RobertaClassificationHead` that the two-label data set
+/// replaces with a new output layer).
+#[test]
+fn a_cpu_study_runs_on_a_transformers_roberta_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../trainer/tests/fixtures/families/roberta")
+        .canonicalize()
+        .unwrap();
+    let db = dir.path().join("roberta.db");
+    let cfg = dir.path().join("study.toml");
+    std::fs::write(&cfg, study("roberta", &model, 3, "")).unwrap();
+    let out = run(&db, &cfg, None);
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    let summary = common::ok(out);
+    assert!(summary.contains("best: trial"), "{summary}");
+    let ts = trials(&db, "roberta");
+    assert_eq!(ts.len(), 3);
+    for t in &ts {
+        assert!(
+            matches!(t.state, TrialState::Complete | TrialState::Pruned),
+            "trial {} {:?}: {:?}",
+            t.number,
+            t.state,
+            t.user_attrs
+        );
+        assert!(!t.intermediate_values.is_empty());
+    }
+}

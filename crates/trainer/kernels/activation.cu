@@ -1,5 +1,6 @@
 // Activations: exact GELU x * Phi(x) with the erf form (as HF BERT), fused
-// with the bias add of the preceding linear layer, and tanh (the pooler).
+// with the bias add of the preceding linear layer, tanh (the pooler) and ReLU
+// (DistilBERT's pre_classifier).
 //
 // Counts per call (n elements, s = sizeof(T); erf/exp/tanh counted as one
 // special-function op each):
@@ -7,6 +8,8 @@
 //   gelu_backward      ~12n FLOP + n erf + n exp, 3n*s bytes
 //   tanh_forward         n tanh,                  2n*s bytes
 //   tanh_backward        3n FLOP,                 3n*s bytes
+//   relu_forward         n FLOP,                  2n*s bytes
+//   relu_backward        n FLOP,                  3n*s bytes
 
 #define GELU_FRAC_1_SQRT_2 0.70710678118654752440f
 #define GELU_INV_SQRT_2PI 0.39894228040143267794f
@@ -49,6 +52,21 @@ __device__ void tanh_backward_impl(const T *out, const T *dout, T *dx, u64 n) {
     }
 }
 
+// NaN propagates (fmaxf would hide it), as PyTorch's relu.
+template <typename T>
+__device__ void relu_forward_impl(const T *x, T *out, u64 n) {
+    GRID_STRIDE(i, n) {
+        const float v = ld(x + i);
+        st(out + i, v < 0.0f ? 0.0f : v);
+    }
+}
+
+// Uses the forward's output: the gradient passes where out > 0.
+template <typename T>
+__device__ void relu_backward_impl(const T *out, const T *dout, T *dx, u64 n) {
+    GRID_STRIDE(i, n) st(dx + i, ld(out + i) > 0.0f ? ld(dout + i) : 0.0f);
+}
+
 #define ACTIVATION(S, T)                                                                 \
     extern "C" __global__ void bias_gelu_forward_##S(const T *x, const T *bias, T *pre,  \
                                                      T *out, u64 n, u32 cols) {          \
@@ -63,5 +81,12 @@ __device__ void tanh_backward_impl(const T *out, const T *dout, T *dx, u64 n) {
     extern "C" __global__ void tanh_backward_##S(const T *out, const T *dout, T *dx,     \
                                                  u64 n) {                                \
         tanh_backward_impl(out, dout, dx, n);                                            \
+    }                                                                                    \
+    extern "C" __global__ void relu_forward_##S(const T *x, T *out, u64 n) {             \
+        relu_forward_impl(x, out, n);                                                    \
+    }                                                                                    \
+    extern "C" __global__ void relu_backward_##S(const T *out, const T *dout, T *dx,     \
+                                                 u64 n) {                                \
+        relu_backward_impl(out, dout, dx, n);                                            \
     }
 FOR_EACH_TYPE(ACTIVATION)

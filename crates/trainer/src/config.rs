@@ -1,8 +1,15 @@
-//! `BertConfig`: the architecture, read from a Hugging Face `config.json`.
+//! `BertConfig`: the architecture of an encoder of the shared BERT shape,
+//! read from a Hugging Face `config.json` of any family of
+//! [`crate::model::family::FAMILIES`] (`bert`, `roberta`, `xlm-roberta`,
+//! `camembert`, `distilbert`, `electra`). DistilBERT's own field names
+//! (`dim`, `n_layers`, `n_heads`, `hidden_dim`, `dropout`, ...) are read as
+//! aliases of BERT's. DeBERTa-v2/v3 has its own config (`model::deberta`).
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+use crate::model::family::{Family, OWN_MODULE_MODEL_TYPES, Positions};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -24,12 +31,18 @@ pub enum ConfigError {
     },
 }
 
-/// The fields of HF `BertConfig` / `RobertaConfig` this trainer uses.
+/// The fields of HF `BertConfig` / `RobertaConfig` / `XLMRobertaConfig` /
+/// `CamembertConfig` / `DistilBertConfig` / `ElectraConfig` this trainer
+/// uses.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct BertConfig {
+    #[serde(alias = "dim")]
     pub hidden_size: usize,
+    #[serde(alias = "n_layers")]
     pub num_hidden_layers: usize,
+    #[serde(alias = "n_heads")]
     pub num_attention_heads: usize,
+    #[serde(alias = "hidden_dim")]
     pub intermediate_size: usize,
     pub vocab_size: usize,
     pub max_position_embeddings: usize,
@@ -37,16 +50,36 @@ pub struct BertConfig {
     pub type_vocab_size: usize,
     #[serde(default = "default_eps")]
     pub layer_norm_eps: f64,
-    #[serde(default = "default_dropout")]
+    #[serde(default = "default_dropout", alias = "dropout")]
     pub hidden_dropout_prob: f64,
-    #[serde(default = "default_dropout")]
+    #[serde(default = "default_dropout", alias = "attention_dropout")]
     pub attention_probs_dropout_prob: f64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_zero")]
     pub pad_token_id: u32,
     #[serde(default = "default_model_type")]
     pub model_type: String,
-    #[serde(default = "default_act")]
+    #[serde(default = "default_act", alias = "activation")]
     pub hidden_act: String,
+    /// ELECTRA's embedding width (projected to `hidden_size` by
+    /// `embeddings_project` when they differ); see [`Self::embedding_size`].
+    #[serde(default)]
+    pub embedding_size: Option<usize>,
+    /// The classification head's dropout (`seq_classif_dropout` for
+    /// DistilBERT); see [`Self::head_dropout`].
+    #[serde(default, alias = "seq_classif_dropout")]
+    pub classifier_dropout: Option<f64>,
+    /// DistilBERT's fixed sinusoidal positions: not supported (no released
+    /// checkpoint uses them), rejected by validation.
+    #[serde(default)]
+    pub sinusoidal_pos_embds: bool,
+    /// BERT's `position_embedding_type`: only `absolute` (the default) is
+    /// supported; the relative variants are rejected by validation.
+    #[serde(default)]
+    pub position_embedding_type: Option<String>,
+}
+
+fn null_as_zero<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    Ok(Option::<u32>::deserialize(d)?.unwrap_or(0))
 }
 
 fn default_type_vocab() -> usize {
@@ -108,6 +141,10 @@ impl BertConfig {
             pad_token_id: 0,
             model_type: "bert".into(),
             hidden_act: "gelu".into(),
+            embedding_size: None,
+            classifier_dropout: None,
+            sinusoidal_pos_embds: false,
+            position_embedding_type: None,
         }
     }
 
@@ -157,13 +194,45 @@ impl BertConfig {
         }
     }
 
+    /// XLM-RoBERTa-base (278M parameters, 192M of them the 250,002-token
+    /// embedding table).
+    pub fn xlm_roberta_base() -> Self {
+        Self {
+            model_type: "xlm-roberta".into(),
+            ..Self::roberta(Self::tiny(768, 12, 12, 3072, 250_002))
+        }
+    }
+
+    /// DistilBERT-base uncased (66M parameters).
+    pub fn distilbert_base() -> Self {
+        Self {
+            max_position_embeddings: 512,
+            model_type: "distilbert".into(),
+            ..Self::tiny(768, 6, 12, 3072, 30522)
+        }
+    }
+
+    /// ELECTRA-base discriminator (110M parameters; embeddings as wide as
+    /// the encoder, so no projection).
+    pub fn electra_base() -> Self {
+        Self {
+            max_position_embeddings: 512,
+            model_type: "electra".into(),
+            embedding_size: Some(768),
+            ..Self::tiny(768, 12, 12, 3072, 30522)
+        }
+    }
+
     /// Names accepted by [`Self::preset`].
-    pub const PRESETS: [&'static str; 5] = [
+    pub const PRESETS: [&'static str; 8] = [
         "minilm-l6",
         "bert-base",
         "roberta-base",
         "bert-large",
         "roberta-large",
+        "xlm-roberta-base",
+        "distilbert-base",
+        "electra-base",
     ];
 
     /// The architecture called `name` (one of [`Self::PRESETS`]), for
@@ -175,6 +244,9 @@ impl BertConfig {
             "roberta-base" => Self::roberta_base(),
             "bert-large" => Self::bert_large(),
             "roberta-large" => Self::roberta_large(),
+            "xlm-roberta-base" => Self::xlm_roberta_base(),
+            "distilbert-base" => Self::distilbert_base(),
+            "electra-base" => Self::electra_base(),
             _ => return None,
         })
     }
@@ -183,13 +255,32 @@ impl BertConfig {
         self.hidden_size / self.num_attention_heads
     }
 
+    /// The family of `model_type` (validation guarantees there is one).
+    pub fn family(&self) -> &'static Family {
+        Family::of(&self.model_type).unwrap_or(&crate::model::family::BERT)
+    }
+
+    /// Width of the embedding tables: ELECTRA's `embedding_size`, otherwise
+    /// `hidden_size`.
+    pub fn embedding_size(&self) -> usize {
+        match self.family().default_embedding_size {
+            Some(default) => self.embedding_size.unwrap_or(default),
+            None => self.hidden_size,
+        }
+    }
+
+    /// Dropout of the classification head: `classifier_dropout` /
+    /// `seq_classif_dropout`, else the family's default.
+    pub fn head_dropout(&self) -> f64 {
+        self.classifier_dropout
+            .or(self.family().head.default_dropout)
+            .unwrap_or(self.hidden_dropout_prob)
+    }
+
     /// RoBERTa-style models number positions from `pad_token_id + 1`
     /// (padding tokens get position `pad_token_id`); BERT from 0.
     pub fn is_roberta(&self) -> bool {
-        matches!(
-            self.model_type.as_str(),
-            "roberta" | "xlm-roberta" | "camembert"
-        )
+        self.family().positions == Positions::AfterPadding
     }
 
     /// Position ids for one padded sequence (HF semantics).
@@ -228,8 +319,51 @@ impl BertConfig {
             field,
             problem,
         };
+        if Family::of(&self.model_type).is_none() {
+            let problem = if OWN_MODULE_MODEL_TYPES.contains(&self.model_type.as_str()) {
+                format!("`{}` is not a BERT-shaped encoder", self.model_type)
+            } else {
+                format!(
+                    "`{}` is not supported (supported: {})",
+                    self.model_type,
+                    Family::supported_model_types().join(", ")
+                )
+            };
+            return Err(bad("model_type", problem));
+        }
+        let projects = self.family().default_embedding_size.is_some();
+        if let Some(size) = self
+            .embedding_size
+            .filter(|&e| !projects && e != self.hidden_size)
+        {
+            return Err(bad(
+                "embedding_size",
+                format!(
+                    "{size} differs from hidden_size {}; only `electra` projects its embeddings",
+                    self.hidden_size
+                ),
+            ));
+        }
+        if let Some(kind) = self
+            .position_embedding_type
+            .as_deref()
+            .filter(|&k| k != "absolute")
+        {
+            return Err(bad(
+                "position_embedding_type",
+                format!("`{kind}` is not supported (only `absolute`)"),
+            ));
+        }
+        if self.sinusoidal_pos_embds {
+            return Err(bad(
+                "sinusoidal_pos_embds",
+                "fixed sinusoidal positions are not supported".into(),
+            ));
+        }
+        let embedding_size = self.embedding_size.unwrap_or(1);
         for (field, v) in [
             ("hidden_size", self.hidden_size),
+            ("embedding_size", embedding_size),
             ("num_hidden_layers", self.num_hidden_layers),
             ("num_attention_heads", self.num_attention_heads),
             ("intermediate_size", self.intermediate_size),
@@ -260,6 +394,9 @@ impl BertConfig {
             if !(0.0..1.0).contains(&p) {
                 return Err(bad(field, format!("{p} is not in [0, 1)")));
             }
+        }
+        if let Some(p) = self.classifier_dropout.filter(|p| !(0.0..1.0).contains(p)) {
+            return Err(bad("classifier_dropout", format!("{p} is not in [0, 1)")));
         }
         if self.layer_norm_eps.is_nan() || self.layer_norm_eps <= 0.0 {
             return Err(bad(
@@ -320,6 +457,7 @@ mod tests {
                 "max_position_embeddings": c.max_position_embeddings,
                 "type_vocab_size": c.type_vocab_size, "layer_norm_eps": c.layer_norm_eps,
                 "pad_token_id": c.pad_token_id, "model_type": c.model_type,
+                "embedding_size": c.embedding_size,
             });
             let read = BertConfig::from_json(&json.to_string(), Path::new(name)).unwrap();
             assert_eq!(read, c, "{name}");
@@ -328,6 +466,49 @@ mod tests {
         let r = BertConfig::roberta_base();
         assert_eq!((r.max_sequence(), r.vocab_size), (512, 50265));
         assert_eq!(BertConfig::bert_large().num_hidden_layers, 24);
+    }
+
+    #[test]
+    fn reads_each_familys_fields_and_rejects_what_it_cannot_run() {
+        let distilbert = r#"{"model_type":"distilbert","dim":48,"n_layers":2,"n_heads":4,
+            "hidden_dim":96,"vocab_size":50,"max_position_embeddings":64,"dropout":0.2,
+            "attention_dropout":0.3,"activation":"gelu","seq_classif_dropout":0.25,
+            "sinusoidal_pos_embds":false,"pad_token_id":0}"#;
+        let c = BertConfig::from_json(distilbert, Path::new("d.json")).unwrap();
+        assert_eq!(
+            (c.hidden_size, c.num_hidden_layers, c.intermediate_size),
+            (48, 2, 96)
+        );
+        assert_eq!((c.hidden_dropout_prob, c.head_dropout()), (0.2, 0.25));
+        assert_eq!(c.family().prefix, "distilbert.");
+        let electra = r#"{"model_type":"electra","hidden_size":32,"num_hidden_layers":1,
+            "num_attention_heads":2,"intermediate_size":64,"vocab_size":50,
+            "max_position_embeddings":64}"#;
+        let c = BertConfig::from_json(electra, Path::new("e.json")).unwrap();
+        assert_eq!(c.embedding_size(), 128, "HF's default embedding_size");
+        for (json, field) in [
+            (electra.replace("electra", "gpt2"), "model_type"),
+            (electra.replace("electra", "deberta-v2"), "model_type"),
+            (
+                electra.replace(
+                    r#""hidden_size""#,
+                    r#""position_embedding_type":"relative_key","hidden_size""#,
+                ),
+                "position_embedding_type",
+            ),
+            (distilbert.replace("false", "true"), "sinusoidal_pos_embds"),
+            (
+                electra
+                    .replace("electra", "bert")
+                    .replace(r#""hidden_size""#, r#""embedding_size":16,"hidden_size""#),
+                "embedding_size",
+            ),
+        ] {
+            let e = BertConfig::from_json(&json, Path::new("c.json"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(field) && e.contains("c.json"), "{e}");
+        }
     }
 
     #[test]

@@ -133,6 +133,7 @@ pub(crate) fn with_dropout(
         }
         config.hidden_dropout_prob = p;
         config.attention_probs_dropout_prob = p;
+        config.classifier_dropout = Some(p);
     }
     Ok(config)
 }

@@ -1,4 +1,5 @@
-//! Fine-tuning of BERT-family text classifiers, with a memory plan that
+//! Fine-tuning of BERT-family text classifiers (BERT, RoBERTa, XLM-RoBERTa,
+//! CamemBERT, DistilBERT, ELECTRA), with a memory plan that
 //! predicts a training step's peak memory before the step runs.
 //!
 //! The model code calls backend operations (matmul, layernorm, masked
@@ -15,7 +16,11 @@
 //!   [`backend::plan::PlanBackend`], which only allocates, so the plan lists
 //!   exactly the buffers a backend will allocate, in order, and their peak.
 //! - [`model::BertClassifier`]: built from a [`config::BertConfig`] with random
-//!   init, or loaded from [`weights::NamedTensors`].
+//!   init, or loaded from [`weights::NamedTensors`]. `config.json`'s
+//!   `model_type` picks a [`model::family::Family`] (BERT, RoBERTa /
+//!   XLM-RoBERTa / CamemBERT, DistilBERT, ELECTRA): names, positions, token
+//!   types, embedding projection and classification head as data over one
+//!   encoder.
 //! - [`train::train`]: trains on slices of [`batch::Batch`] and reports each
 //!   epoch's metrics to an observer that may stop the trial.
 //! - Out of memory is an unwind, not a `Result` on every operation: a

@@ -220,8 +220,9 @@ impl TextTokenizer {
     }
 
     /// Tokenizes one example (a text, or a pair), truncated to `max_length`.
+    /// An empty second text is no pair, as in transformers' tokenizers.
     pub fn encode(&self, text: &str, pair: Option<&str>) -> Result<Encoded, TokenizerError> {
-        let result = match pair {
+        let result = match pair.filter(|p| !p.is_empty()) {
             None => self.inner.encode(text, true),
             Some(pair) => self.inner.encode((text, pair), true),
         };

@@ -1,8 +1,8 @@
 //! Named host tensors: what a checkpoint loader produces and the model
 //! consumes.
 //!
-//! Names are Hugging Face BERT names with any `bert.` / `roberta.` prefix
-//! removed (`embeddings.word_embeddings.weight`,
+//! Names are Hugging Face names with the base model's prefix (`bert.`,
+//! `roberta.`, `distilbert.`, `electra.`, ...) removed (`embeddings.word_embeddings.weight`,
 //! `encoder.layer.0.attention.self.query.weight`, `pooler.dense.weight`, ...),
 //! so a model maps them to parameters without caring where they came from.
 //!
@@ -112,14 +112,28 @@ pub struct LoadedCheckpoint {
     pub skipped: Vec<(String, SkipReason)>,
 }
 
-/// Prefixes removed so names are canonical (see the module doc).
-const MODEL_PREFIXES: [&str; 2] = ["bert.", "roberta."];
-/// Heads that only pretraining uses; loaded checkpoints drop them.
-const PRETRAINING_HEAD_PREFIXES: [&str; 2] = ["cls.", "lm_head."];
+/// Prefixes removed so names are canonical (see the module doc): the base
+/// model's attribute in HF's `*For...` classes of each family.
+const MODEL_PREFIXES: [&str; 5] = ["bert.", "roberta.", "distilbert.", "electra.", "deberta."];
+/// Heads that only pretraining uses; loaded checkpoints drop them: BERT's
+/// `cls.*`, RoBERTa's `lm_head.*`, DistilBERT's masked-LM head, ELECTRA's
+/// discriminator and generator heads.
+const PRETRAINING_HEAD_PREFIXES: [&str; 8] = [
+    "cls.",
+    "lm_head.",
+    "vocab_transform.",
+    "vocab_layer_norm.",
+    "vocab_projector.",
+    "discriminator_predictions.",
+    "generator_predictions.",
+    "generator_lm_head.",
+];
 /// HF registered buffers saved beside the parameters.
 const BUFFER_SUFFIXES: [&str; 2] = ["position_ids", "token_type_ids"];
 
-/// The canonical name of a checkpoint tensor: `bert.` / `roberta.` removed.
+/// The canonical name of a checkpoint tensor: `bert.` / `roberta.` (also
+/// XLM-RoBERTa's and CamemBERT's) / `distilbert.` / `electra.` / `deberta.`
+/// removed.
 /// Everything else (`classifier.*`, `pooler.*`, ...) keeps its name.
 pub fn canonical_name(name: &str) -> &str {
     MODEL_PREFIXES

@@ -330,6 +330,14 @@ fn activations_match_cpu() {
     p.cpu.tanh_backward(&t.0, &dout.0, &mut dt.0);
     p.gpu.tanh_backward(&t.1, &dout.1, &mut dt.1);
     p.close("tanh_backward", &dt, TOL);
+    let mut r = p.out(n);
+    p.cpu.relu_forward(&x.0, &mut r.0);
+    p.gpu.relu_forward(&x.1, &mut r.1);
+    p.close("relu_forward", &r, TOL);
+    let mut dr = p.out(n);
+    p.cpu.relu_backward(&r.0, &dout.0, &mut dr.0);
+    p.gpu.relu_backward(&r.1, &dout.1, &mut dr.1);
+    p.close("relu_backward", &dr, TOL);
 }
 
 #[test]

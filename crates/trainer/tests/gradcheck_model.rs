@@ -1,6 +1,7 @@
-//! The whole classifier (2 layers, hidden 32, 4 heads, a hidden head layer,
-//! class weights, dropout on, padding in the batch): analytic gradients of
-//! every parameter tensor against central finite differences in f64.
+//! The whole classifier of each family (2 layers, hidden 32, 4 heads, a
+//! hidden head layer, class weights, dropout on, padding in the batch):
+//! analytic gradients of every parameter tensor against central finite
+//! differences in f64.
 
 mod common;
 
@@ -23,8 +24,11 @@ fn check(recompute_matches: bool, model_type: &str) {
     let mut r = Rand::new(seed, 100);
     let mut config = BertConfig::tiny(32, 2, 4, 64, 40);
     config.model_type = model_type.into();
-    if model_type == "roberta" {
-        config.pad_token_id = 1;
+    match model_type {
+        "roberta" => config.pad_token_id = 1,
+        // Embeddings narrower than the encoder: `embeddings_project`.
+        "electra" => config.embedding_size = Some(16),
+        _ => {}
     }
     let head = HeadConfig {
         num_labels: 3,
@@ -92,4 +96,14 @@ fn classifier_gradients_match_finite_differences() {
 #[test]
 fn roberta_positions_gradients_match_finite_differences() {
     check(false, "roberta");
+}
+
+#[test]
+fn distilbert_gradients_match_finite_differences() {
+    check(true, "distilbert");
+}
+
+#[test]
+fn electra_projection_and_gelu_head_gradients_match_finite_differences() {
+    check(false, "electra");
 }

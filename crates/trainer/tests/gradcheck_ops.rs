@@ -297,7 +297,7 @@ fn masked_softmax_with_padding() {
 }
 
 #[test]
-fn gelu_tanh_dropout_backward() {
+fn gelu_tanh_relu_dropout_backward() {
     let seed = time_seed();
     let be = Be::new();
     let mut r = Rand::new(seed, 6);
@@ -310,9 +310,10 @@ fn gelu_tanh_dropout_backward() {
         stream: 9,
     };
     type Fwd = fn(&Be, &CpuBuf<f64>, &mut CpuBuf<f64>, RngKey);
-    let cases: [(&str, Fwd); 3] = [
+    let cases: [(&str, Fwd); 4] = [
         ("gelu", |be, x, o, _| be.gelu_forward(x, o)),
         ("tanh", |be, x, o, _| be.tanh_forward(x, o)),
+        ("relu", |be, x, o, _| be.relu_forward(x, o)),
         ("dropout", |be, x, o, k| be.dropout_forward(x, o, 0.3, k)),
     ];
     for (what, fwd) in cases {
@@ -327,6 +328,7 @@ fn gelu_tanh_dropout_backward() {
         match what {
             "gelu" => be.gelu_backward(&x, &dout, &mut dx),
             "tanh" => be.tanh_backward(&out, &dout, &mut dx),
+            "relu" => be.relu_backward(&out, &dout, &mut dx),
             _ => be.dropout_backward(&dout, &mut dx, 0.3, key),
         }
         assert_close(what, &dx.data, &numeric(&inputs, 0, &f), TOL, seed);

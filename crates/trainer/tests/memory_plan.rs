@@ -79,6 +79,103 @@ fn configs() -> Vec<PlanRequest> {
     out
 }
 
+/// A tiny model of `model_type`'s family: RoBERTa's position offset and
+/// one token type, ELECTRA's 16-wide embeddings.
+fn family_config(model_type: &str, h: usize, l: usize, i: usize, v: usize) -> BertConfig {
+    let mut config = BertConfig::tiny(h, l, 4, i, v);
+    config.model_type = model_type.into();
+    if config.is_roberta() {
+        config.pad_token_id = 1;
+        config.type_vocab_size = 1;
+    }
+    if model_type == "electra" {
+        config.embedding_size = Some(16);
+    }
+    config
+}
+
+/// Every family's shape (embedding projection, no token types, its head),
+/// with and without dropout and recomputation.
+fn family_configs() -> Vec<PlanRequest> {
+    let mut out = Vec::new();
+    for (k, model_type) in [
+        "bert",
+        "roberta",
+        "xlm-roberta",
+        "camembert",
+        "distilbert",
+        "electra",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let config = family_config(model_type, 32, 2, 64, 50);
+        for (recompute, dropout) in [(false, true), (true, false)] {
+            out.push(PlanRequest {
+                config: config.clone(),
+                head: HeadConfig {
+                    num_labels: 2 + k % 2,
+                    hidden: if dropout { vec![8] } else { vec![] },
+                },
+                micro_batch: 3,
+                seq_len: 11,
+                precision: Precision::F32,
+                recompute,
+                optimizer: OptimizerKind::AdamW,
+                class_weights: k % 2 == 0,
+                dropout,
+            });
+        }
+    }
+    out
+}
+
+#[test]
+fn measured_peak_equals_plan_for_every_family() {
+    for req in &family_configs() {
+        let plan = MemoryPlan::new(req);
+        let (peak, buffers) = measure::<f32>(req);
+        assert_eq!(peak, plan.peak_bytes, "{req:?}");
+        assert_eq!(
+            buffers, plan.buffers,
+            "same buffers, sizes and lifetimes: {req:?}"
+        );
+    }
+}
+
+#[test]
+fn family_weights_match_a_count_by_hand() {
+    let (h, i, v, p, l) = (32, 64, 50, 64, 2);
+    let per_layer = 4 * (h * h + h) + 2 * 2 * h + (h * i + i) + (i * h + h);
+    let head = (h * h + h) + (h * 2 + 2);
+    for (model_type, embeddings) in [
+        // word, position, token types (2 rows; RoBERTa's 1), LayerNorm.
+        ("bert", v * h + p * h + 2 * h + 2 * h),
+        ("roberta", v * h + p * h + h + 2 * h),
+        ("distilbert", v * h + p * h + 2 * h),
+        // 16-wide tables and LayerNorm, then the 16 -> 32 projection.
+        ("electra", v * 16 + p * 16 + 2 * 16 + 2 * 16 + (16 * h + h)),
+    ] {
+        let config = family_config(model_type, h, l, i, v);
+        let plan = MemoryPlan::new(&PlanRequest {
+            config,
+            head: HeadConfig {
+                num_labels: 2,
+                hidden: vec![],
+            },
+            micro_batch: 2,
+            seq_len: 8,
+            precision: Precision::F32,
+            recompute: false,
+            optimizer: OptimizerKind::AdamW,
+            class_weights: false,
+            dropout: true,
+        });
+        let params = embeddings + l * per_layer + head;
+        assert_eq!(plan.total_of(BufKind::Weight), 4 * params, "{model_type}");
+    }
+}
+
 #[test]
 fn measured_peak_equals_plan_for_many_configurations() {
     let configs = configs();

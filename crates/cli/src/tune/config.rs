@@ -115,6 +115,7 @@ use hpo_sampler::{
     TpeSampler, Trial,
 };
 use serde::Deserialize;
+use trainer::config::BertConfig;
 use trainer::data::{BadRecordPolicy, DataSource, FieldSpec, LabelSpec, LoadOptions};
 use trainer::train::{Metrics, Monitor};
 
@@ -224,24 +225,35 @@ pub enum BuiltinModel {
     MiniLmL6,
 }
 
-/// An architecture for the simulated device (no weights: memory and time only).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SimPreset {
-    BertBase,
-    RobertaBase,
-    BertLarge,
-    RobertaLarge,
-}
+/// An architecture for the simulated device (no weights: memory and time
+/// only): one of the trainer's presets ([`BertConfig::PRESETS`]), so a new
+/// preset is usable here without a change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimPreset(&'static str);
 
 impl SimPreset {
+    /// The preset called `name`, if the trainer has it.
+    pub fn new(name: &str) -> Option<Self> {
+        BertConfig::PRESETS
+            .iter()
+            .find(|&&p| p == name)
+            .map(|&p| SimPreset(p))
+    }
+
     pub fn name(self) -> &'static str {
-        match self {
-            SimPreset::BertBase => "bert-base",
-            SimPreset::RobertaBase => "roberta-base",
-            SimPreset::BertLarge => "bert-large",
-            SimPreset::RobertaLarge => "roberta-large",
-        }
+        self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for SimPreset {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        SimPreset::new(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown simulated model `{name}`, expected one of {}",
+                BertConfig::PRESETS.join(", ")
+            ))
+        })
     }
 }
 

@@ -186,6 +186,10 @@ pub trait Backend {
     fn tanh_forward(&self, x: &Self::Buf, out: &mut Self::Buf);
     /// Uses the forward's output: `dx = dout * (1 - out^2)`.
     fn tanh_backward(&self, out: &Self::Buf, dout: &Self::Buf, dx: &mut Self::Buf);
+    /// `max(x, 0)` (DistilBERT's `pre_classifier` activation).
+    fn relu_forward(&self, x: &Self::Buf, out: &mut Self::Buf);
+    /// Uses the forward's output: `dx = dout` where `out > 0`, else 0.
+    fn relu_backward(&self, out: &Self::Buf, dout: &Self::Buf, dx: &mut Self::Buf);
     /// Inverted dropout; the mask is a function of `key` and the element
     /// index only (counter-based RNG), so backward regenerates it instead of
     /// storing it.

@@ -73,6 +73,8 @@ macro_rules! compute_nothing {
         fn gelu_backward(&self, _: &$buf, _: &$buf, _: &mut $buf) {}
         fn tanh_forward(&self, _: &$buf, _: &mut $buf) {}
         fn tanh_backward(&self, _: &$buf, _: &$buf, _: &mut $buf) {}
+        fn relu_forward(&self, _: &$buf, _: &mut $buf) {}
+        fn relu_backward(&self, _: &$buf, _: &$buf, _: &mut $buf) {}
         fn dropout_forward(&self, _: &$buf, _: &mut $buf, _: f64, _: RngKey) {}
         fn dropout_backward(&self, _: &$buf, _: &mut $buf, _: f64, _: RngKey) {}
         fn embedding_forward(&self, _: &$buf, _: &$buf, _: usize, _: &mut $buf, _: bool) {}

@@ -114,6 +114,7 @@ fn build_planned_model<B: Backend>(
     if !req.dropout {
         config.hidden_dropout_prob = 0.0;
         config.attention_probs_dropout_prob = 0.0;
+        config.classifier_dropout = Some(0.0);
     }
     let mut model =
         BertClassifier::new_random(be, &config, &req.head, 0).expect("valid head config");

@@ -3,6 +3,7 @@
 use crate::backend::Backend;
 use crate::batch::Batch;
 use crate::config::BertConfig;
+use crate::model::family::TokenTypes;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum BatchError {
@@ -69,6 +70,16 @@ impl<B: Backend> DeviceBatch<B> {
             .map(|&m| (m != 0) as u32)
             .collect();
         let labels: Vec<u32> = batch.labels.iter().map(|&l| l as u32).collect();
+        // RoBERTa's tokenizers mark a pair's second segment, but its model
+        // (one token type) is given zeros, as HF's tokenizers do not return
+        // token types for it; DistilBERT has no token type table.
+        let zeros;
+        let token_types = if config.family().token_types == TokenTypes::Segments {
+            &batch.token_type_ids
+        } else {
+            zeros = vec![0; batch.token_type_ids.len()];
+            &zeros
+        };
         let up = |name: &str, data: &[u32]| {
             let mut ids = be.alloc_ids(name, data.len());
             be.upload_ids(&mut ids, data);
@@ -79,7 +90,7 @@ impl<B: Backend> DeviceBatch<B> {
             seq: s,
             input_ids: up("batch.input_ids", &batch.input_ids),
             position_ids: up("batch.position_ids", &positions),
-            token_type_ids: up("batch.token_type_ids", &batch.token_type_ids),
+            token_type_ids: up("batch.token_type_ids", token_types),
             mask: up("batch.attention_mask", &mask),
             labels: up("batch.labels", &labels),
             host_labels: batch.labels.clone(),
@@ -114,14 +125,16 @@ pub fn validate(config: &BertConfig, classes: usize, batch: &Batch) -> Result<()
             max: config.max_sequence(),
         });
     }
-    for (field, ids, limit) in [
+    let segments = config.family().token_types == TokenTypes::Segments;
+    let checked: &[(&'static str, &Vec<u32>, usize)] = &[
         ("input_ids", &batch.input_ids, config.vocab_size),
         (
             "token_type_ids",
             &batch.token_type_ids,
             config.type_vocab_size,
         ),
-    ] {
+    ];
+    for &(field, ids, limit) in &checked[..if segments { 2 } else { 1 }] {
         if let Some(i) = ids.iter().position(|&v| v as usize >= limit) {
             return Err(BatchError::IdOutOfRange {
                 field,

@@ -22,6 +22,9 @@ pub struct EmbActs<B: Backend> {
     sum: B::Buf,
     mean: B::Buf,
     rstd: B::Buf,
+    /// The input of ELECTRA's `embeddings_project` (the dropped LayerNorm
+    /// output), when the family projects.
+    project_in: Option<B::Buf>,
 }
 
 /// What one encoder layer keeps for backward (its output is kept
@@ -137,45 +140,56 @@ impl<B: Backend> BertClassifier<B> {
     }
 
     fn embed_forward(&self, be: &B, batch: &DeviceBatch<B>, mode: Mode) -> (EmbActs<B>, B::Buf) {
-        let (h, n) = (self.config.hidden_size, batch.batch * batch.seq);
+        let (e, n) = (self.config.embedding_size(), batch.batch * batch.seq);
         let v = &self.params.values;
-        let mut sum = be.alloc_overwritten("embeddings.sum", Activation, n * h);
-        be.embedding_forward(&batch.input_ids, &v[self.idx.word], h, &mut sum, false);
+        let mut sum = be.alloc_overwritten("embeddings.sum", Activation, n * e);
+        be.embedding_forward(&batch.input_ids, &v[self.idx.word], e, &mut sum, false);
         be.embedding_forward(
             &batch.position_ids,
             &v[self.idx.position],
-            h,
+            e,
             &mut sum,
             true,
         );
-        be.embedding_forward(
-            &batch.token_type_ids,
-            &v[self.idx.token_type],
-            h,
-            &mut sum,
-            true,
-        );
+        if let Some(token_type) = self.idx.token_type {
+            be.embedding_forward(&batch.token_type_ids, &v[token_type], e, &mut sum, true);
+        }
         let mut mean = be.alloc_overwritten("embeddings.ln_mean", Activation, n);
         let mut rstd = be.alloc_overwritten("embeddings.ln_rstd", Activation, n);
-        let mut out = be.alloc_overwritten("embeddings.ln_out", Activation, n * h);
+        let mut out = be.alloc_overwritten("embeddings.ln_out", Activation, n * e);
         let ln = self.idx.emb_ln;
         let eps = self.config.layer_norm_eps;
         be.layernorm_forward(
             &sum,
             &v[ln.gamma],
             &v[ln.beta],
-            h,
+            e,
             eps,
             &mut out,
             &mut mean,
             &mut rstd,
         );
         let p = self.config.hidden_dropout_prob;
-        let x0 = match dropout_new(be, &out, p, mode.key(p, 0), "embeddings.out", Activation) {
+        let dropped = match dropout_new(be, &out, p, mode.key(p, 0), "embeddings.out", Activation) {
             Some(d) => d,
             None => out,
         };
-        (EmbActs { sum, mean, rstd }, x0)
+        let (project_in, x0) = match &self.idx.emb_project {
+            Some(project) => {
+                let h = self.config.hidden_size;
+                let mut x0 = be.alloc_overwritten("embeddings.projected", Activation, n * h);
+                project.forward(be, v, &dropped, n, &mut x0);
+                (Some(dropped), x0)
+            }
+            None => (None, dropped),
+        };
+        let acts = EmbActs {
+            sum,
+            mean,
+            rstd,
+            project_in,
+        };
+        (acts, x0)
     }
 
     fn embed_backward(
@@ -186,20 +200,35 @@ impl<B: Backend> BertClassifier<B> {
         d: B::Buf,
         mode: Mode,
     ) {
-        let (h, n) = (self.config.hidden_size, batch.batch * batch.seq);
+        let (e, n) = (self.config.embedding_size(), batch.batch * batch.seq);
         let p = self.config.hidden_dropout_prob;
-        let d = dropout_back_owned(be, d, p, mode.key(p, 0), "d_embeddings.ln_out");
-        let mut dsum = be.alloc_overwritten("d_embeddings.sum", Workspace, n * h);
-        let ln = self.idx.emb_ln;
         let (v, g) = (&self.params.values, &mut self.params.grads);
-        layernorm_back(
-            be, v, g, ln, &d, &acts.sum, &acts.mean, &acts.rstd, h, &mut dsum,
-        );
+        let EmbActs {
+            sum,
+            mean,
+            rstd,
+            project_in,
+        } = acts;
+        let d = match (&self.idx.emb_project, project_in) {
+            (Some(project), Some(x)) => {
+                let mut dx = be.alloc_overwritten("d_embeddings.projected", Workspace, n * e);
+                project.backward(be, v, g, &d, &x, n, Some((&mut dx, false)));
+                drop(d);
+                dx
+            }
+            _ => d,
+        };
+        let d = dropout_back_owned(be, d, p, mode.key(p, 0), "d_embeddings.ln_out");
+        let mut dsum = be.alloc_overwritten("d_embeddings.sum", Workspace, n * e);
+        let ln = self.idx.emb_ln;
+        layernorm_back(be, v, g, ln, &d, &sum, &mean, &rstd, e, &mut dsum);
         drop(d);
-        drop(acts);
-        be.embedding_backward(&batch.input_ids, &dsum, h, &mut g[self.idx.word]);
-        be.embedding_backward(&batch.position_ids, &dsum, h, &mut g[self.idx.position]);
-        be.embedding_backward(&batch.token_type_ids, &dsum, h, &mut g[self.idx.token_type]);
+        drop((sum, mean, rstd));
+        be.embedding_backward(&batch.input_ids, &dsum, e, &mut g[self.idx.word]);
+        be.embedding_backward(&batch.position_ids, &dsum, e, &mut g[self.idx.position]);
+        if let Some(token_type) = self.idx.token_type {
+            be.embedding_backward(&batch.token_type_ids, &dsum, e, &mut g[token_type]);
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -273,13 +302,14 @@ impl<B: Backend> BertClassifier<B> {
         be.unpermute_heads(&ctx_heads, &mut ctx, b, s, nh);
         drop(ctx_heads);
         let ph = c.hidden_dropout_prob;
+        let p_attn_out = attention_output_dropout(c);
         let mut attn = be.alloc_overwritten(&name("attn_out"), Workspace, n * h);
         l.attn_out.forward(be, v, &ctx, n, &mut attn);
         let attn_d = dropout_new(
             be,
             &attn,
-            ph,
-            mode.key(ph, stream_layer(i, 1)),
+            p_attn_out,
+            mode.key(p_attn_out, stream_layer(i, 1)),
             &name("attn_out_dropped"),
             Workspace,
         );
@@ -421,9 +451,10 @@ impl<B: Backend> BertClassifier<B> {
         );
         drop(d_h1);
         let mut d_attn_d = None;
-        if let Some(key) = mode.key(ph, stream_layer(i, 1)) {
+        let p_attn_out = attention_output_dropout(c);
+        if let Some(key) = mode.key(p_attn_out, stream_layer(i, 1)) {
             let mut d = be.alloc_overwritten(&name("attn_out"), Workspace, n * h);
-            be.dropout_backward(&d_x, &mut d, ph, key);
+            be.dropout_backward(&d_x, &mut d, p_attn_out, key);
             d_attn_d = Some(d);
         }
         let mut d_ctx = be.alloc_overwritten(&name("ctx"), Workspace, n * h);
@@ -512,6 +543,15 @@ impl<B: Backend> BertClassifier<B> {
             dense.backward(be, v, g, &d_flat, x, n, Some((&mut d_x, true)));
         }
         d_x
+    }
+}
+
+/// Dropout on the attention output projection (0 for DistilBERT).
+fn attention_output_dropout(c: &crate::config::BertConfig) -> f64 {
+    if c.family().attention_output_dropout {
+        c.hidden_dropout_prob
+    } else {
+        0.0
     }
 }
 

@@ -1,15 +1,21 @@
-//! Pooler (dense + tanh on [CLS]), dropout, 0-3 hidden layers (dense + GELU
-//! + dropout) and the output layer producing logits.
+//! The family's classification head on the first token (see
+//! [`super::family::HeadSpec`]): optional dropout, dense + activation (BERT's
+//! pooler: tanh; RoBERTa: tanh; ELECTRA: GELU; DistilBERT: ReLU), dropout,
+//! 0-3 hidden layers (dense + GELU + dropout) and the output layer
+//! producing logits.
 
+use super::family::HeadActivation;
 use super::linear::{dropout_back_owned, dropout_new};
 use super::{BertClassifier, DeviceBatch, Mode};
 use crate::backend::Backend;
 use crate::memory::BufKind::{Activation, Workspace};
 
-/// Dropout stream of the head's j-th dropout (after the encoder's).
+/// Dropout stream of the head's j-th dropout (after the encoder's): 0 after
+/// the activation, 1-3 after the hidden layers, 4 on the first token.
 fn head_stream(layers: usize, j: usize) -> u32 {
     1 + 3 * layers as u32 + j as u32
 }
+const PRE_DENSE_STREAM: usize = 4;
 
 /// A hidden head layer's GELU input, GELU output and dropped output.
 type HiddenActs<B> = (
@@ -20,6 +26,11 @@ type HiddenActs<B> = (
 
 pub struct HeadActs<B: Backend> {
     cls: B::Buf,
+    /// The first token after dropout, for families that drop it.
+    cls_dropped: Option<B::Buf>,
+    /// The dense layer's output, kept when the activation's backward needs
+    /// its input (GELU).
+    pre: Option<B::Buf>,
     pooled: B::Buf,
     pooled_dropped: Option<B::Buf>,
     /// Per hidden layer: GELU input, GELU output, dropped output.
@@ -37,15 +48,35 @@ impl<B: Backend> BertClassifier<B> {
     ) -> HeadActs<B> {
         let (b, h) = (batch.batch, self.config.hidden_size);
         let layers = self.config.num_hidden_layers;
+        let spec = self.config.family().head;
         let v = &self.params.values;
-        let p = self.config.hidden_dropout_prob;
+        let p = self.config.head_dropout();
         let mut cls = be.alloc("head.cls", Activation, b * h);
         be.cls_forward(x, &mut cls, b, batch.seq);
-        let mut pre = be.alloc("head.pooler_pre", Workspace, b * h);
-        self.idx.pooler.forward(be, v, &cls, b, &mut pre);
+        let cls_dropped = if spec.dropout_before_dense {
+            let key = mode.key(p, head_stream(layers, PRE_DENSE_STREAM));
+            dropout_new(be, &cls, p, key, "head.cls_dropped", Activation)
+        } else {
+            None
+        };
+        let keep_pre = spec.activation == HeadActivation::Gelu;
+        let pre_kind = if keep_pre { Activation } else { Workspace };
+        let mut pre = be.alloc("head.pooler_pre", pre_kind, b * h);
+        self.idx
+            .pooler
+            .forward(be, v, cls_dropped.as_ref().unwrap_or(&cls), b, &mut pre);
         let mut pooled = be.alloc("head.pooled", Activation, b * h);
-        be.tanh_forward(&pre, &mut pooled);
-        drop(pre);
+        match spec.activation {
+            HeadActivation::Tanh => be.tanh_forward(&pre, &mut pooled),
+            HeadActivation::Gelu => be.gelu_forward(&pre, &mut pooled),
+            HeadActivation::Relu => be.relu_forward(&pre, &mut pooled),
+        }
+        let pre = if keep_pre {
+            Some(pre)
+        } else {
+            drop(pre);
+            None
+        };
         let pooled_dropped = dropout_new(
             be,
             &pooled,
@@ -83,6 +114,8 @@ impl<B: Backend> BertClassifier<B> {
         self.idx.classifier.forward(be, v, input, b, &mut logits);
         HeadActs {
             cls,
+            cls_dropped,
+            pre,
             pooled,
             pooled_dropped,
             hidden,
@@ -102,9 +135,12 @@ impl<B: Backend> BertClassifier<B> {
     ) -> B::Buf {
         let (b, h) = (batch.batch, self.config.hidden_size);
         let layers = self.config.num_hidden_layers;
-        let p = self.config.hidden_dropout_prob;
+        let spec = self.config.family().head;
+        let p = self.config.head_dropout();
         let HeadActs {
             cls,
+            cls_dropped,
+            pre,
             pooled,
             pooled_dropped,
             mut hidden,
@@ -153,13 +189,29 @@ impl<B: Backend> BertClassifier<B> {
             "head.d_pooled",
         );
         let mut d_pre = be.alloc("head.d_pooler_pre", Workspace, b * h);
-        be.tanh_backward(&pooled, &d_pooled, &mut d_pre);
+        // What the activation's backward reads: GELU its input (kept as
+        // `pre`), tanh and ReLU their output.
+        let saved = pre.as_ref().unwrap_or(&pooled);
+        match spec.activation {
+            HeadActivation::Tanh => be.tanh_backward(saved, &d_pooled, &mut d_pre),
+            HeadActivation::Relu => be.relu_backward(saved, &d_pooled, &mut d_pre),
+            HeadActivation::Gelu => be.gelu_backward(saved, &d_pooled, &mut d_pre),
+        }
         drop(d_pooled);
+        drop(pre);
         let mut d_cls = be.alloc("head.d_cls", Workspace, b * h);
+        let dense_in = cls_dropped.as_ref().unwrap_or(&cls);
         self.idx
             .pooler
-            .backward(be, v, g, &d_pre, &cls, b, Some((&mut d_cls, false)));
+            .backward(be, v, g, &d_pre, dense_in, b, Some((&mut d_cls, false)));
         drop(d_pre);
+        drop(cls_dropped);
+        let key = mode.key(p, head_stream(layers, PRE_DENSE_STREAM));
+        let d_cls = if spec.dropout_before_dense {
+            dropout_back_owned(be, d_cls, p, key, "head.d_cls_undropped")
+        } else {
+            d_cls
+        };
         let mut dx = be.alloc("head.d_hidden_states", Workspace, b * batch.seq * h);
         be.cls_backward(&d_cls, &mut dx, b, batch.seq);
         dx

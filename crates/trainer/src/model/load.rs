@@ -10,9 +10,15 @@ pub struct LoadReport {
     /// Checkpoint tensors the model has no parameter for (e.g. an MLM head,
     /// `embeddings.position_ids`).
     pub unused: Vec<String>,
-    /// Pooler/classifier parameters absent from the checkpoint, left at
-    /// their random initialisation.
+    /// Classification head parameters absent from the checkpoint (or
+    /// replaced, see `head_shape_changed`), left at their random
+    /// initialisation.
     pub initialised_randomly: Vec<String>,
+    /// Head tensors of a classifier checkpoint whose shape differs from the
+    /// model's (another number of labels or hidden layers), as
+    /// `name: checkpoint [..] vs model [..]`: re-initialised, as
+    /// transformers does with `ignore_mismatched_sizes`.
+    pub head_shape_changed: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -40,9 +46,9 @@ fn canonical(name: &str) -> String {
 
 impl<B: Backend> BertClassifier<B> {
     /// Copies every tensor whose (canonical HF) name matches a parameter.
-    /// Missing encoder tensors and any shape mismatch are an error (nothing is
-    /// changed then); missing pooler/classifier tensors keep their random
-    /// init; unknown tensors are reported.
+    /// Missing encoder tensors and an encoder shape mismatch are an error
+    /// (nothing is changed then); head tensors that are missing or of
+    /// another shape keep their random init; unknown tensors are reported.
     pub fn load(&mut self, be: &B, tensors: &NamedTensors) -> Result<LoadReport, LoadError> {
         let mut report = LoadReport::default();
         let mut missing = Vec::new();
@@ -52,6 +58,15 @@ impl<B: Backend> BertClassifier<B> {
             let canon = canonical(name);
             match self.params.index_of(&canon) {
                 None => report.unused.push(name.clone()),
+                Some(i)
+                    if t.shape != self.params.info[i].shape
+                        && self.config.family().is_task_param(&canon) =>
+                {
+                    report.head_shape_changed.push(format!(
+                        "{name}: checkpoint {:?} vs model {:?}",
+                        t.shape, self.params.info[i].shape
+                    ))
+                }
                 Some(i) if t.shape != self.params.info[i].shape => mismatched.push(format!(
                     "{name}: checkpoint {:?} vs model {:?}",
                     t.shape, self.params.info[i].shape

@@ -1,5 +1,9 @@
-//! The BERT sequence classifier: embeddings, post-LN encoder layers, pooler,
-//! a classifier head of 0-3 hidden layers, written over [`Backend`] calls.
+//! The sequence classifier of every BERT-shaped family (BERT, RoBERTa,
+//! XLM-RoBERTa, CamemBERT, DistilBERT, ELECTRA): embeddings, post-LN encoder
+//! layers and the family's classification head on the first token, with
+//! 0-3 optional hidden layers, written over [`Backend`] calls. What the
+//! families do differently is data ([`family::Family`]), read by the one
+//! model code.
 //!
 //! Parameters live in one store (values, and gradients once training
 //! starts) in a fixed order, named with Hugging Face names, so loading,
@@ -7,6 +11,7 @@
 
 pub mod device_batch;
 mod encoder;
+pub mod family;
 mod head;
 mod linear;
 mod load;
@@ -70,9 +75,14 @@ pub(crate) struct LayerIdx {
 pub(crate) struct Indices {
     pub word: usize,
     pub position: usize,
-    pub token_type: usize,
+    /// `None` for families without token type embeddings.
+    pub token_type: Option<usize>,
     pub emb_ln: LayerNormIdx,
+    /// ELECTRA's `embeddings_project` when `embedding_size != hidden_size`.
+    pub emb_project: Option<Dense>,
     pub layers: Vec<LayerIdx>,
+    /// The head's dense layer on the first token (BERT's pooler,
+    /// `classifier.dense`, DistilBERT's `pre_classifier`).
     pub pooler: Dense,
     pub head_hidden: Vec<Dense>,
     pub classifier: Dense,

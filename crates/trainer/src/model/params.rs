@@ -4,6 +4,7 @@ use super::{BertClassifier, Dense, HeadConfig, Indices, LayerIdx, LayerNormIdx};
 use crate::backend::Backend;
 use crate::config::BertConfig;
 use crate::memory::BufKind;
+use crate::model::family::TokenTypes;
 use crate::rng::RngKey;
 
 /// A parameter's HF name, shape, and whether weight decay applies.
@@ -113,73 +114,62 @@ pub(crate) fn declare<B: Backend>(
         values: Vec::new(),
         grads: Vec::new(),
     };
-    let h = c.hidden_size;
+    let (h, e) = (c.hidden_size, c.embedding_size());
+    let fam = c.family();
     let dense = |p: &mut Params<B>, name: &str, inp: usize, out: usize| Dense {
         w: p.push(be, format!("{name}.weight"), vec![out, inp], Kind::Weight),
         b: p.push(be, format!("{name}.bias"), vec![out], Kind::Bias),
         inp,
         out,
     };
-    let ln = |p: &mut Params<B>, name: &str| LayerNormIdx {
-        gamma: p.push(be, format!("{name}.weight"), vec![h], Kind::Gamma),
-        beta: p.push(be, format!("{name}.bias"), vec![h], Kind::Bias),
+    let ln = |p: &mut Params<B>, name: &str, width: usize| LayerNormIdx {
+        gamma: p.push(be, format!("{name}.weight"), vec![width], Kind::Gamma),
+        beta: p.push(be, format!("{name}.bias"), vec![width], Kind::Bias),
     };
-    let word = p.push(
-        be,
-        "embeddings.word_embeddings.weight".into(),
-        vec![c.vocab_size, h],
-        Kind::Weight,
-    );
-    let position = p.push(
-        be,
-        "embeddings.position_embeddings.weight".into(),
-        vec![c.max_position_embeddings, h],
-        Kind::Weight,
-    );
-    let token_type = p.push(
-        be,
-        "embeddings.token_type_embeddings.weight".into(),
-        vec![c.type_vocab_size, h],
-        Kind::Weight,
-    );
-    let emb_ln = ln(&mut p, "embeddings.LayerNorm");
+    let table = |p: &mut Params<B>, name: &str, rows: usize| {
+        p.push(
+            be,
+            format!("embeddings.{name}.weight"),
+            vec![rows, e],
+            Kind::Weight,
+        )
+    };
+    let word = table(&mut p, "word_embeddings", c.vocab_size);
+    let position = table(&mut p, "position_embeddings", c.max_position_embeddings);
+    let token_type = (fam.token_types != TokenTypes::Absent)
+        .then(|| table(&mut p, "token_type_embeddings", c.type_vocab_size));
+    let emb_ln = ln(&mut p, "embeddings.LayerNorm", e);
+    let emb_project = (e != h).then(|| dense(&mut p, "embeddings_project", e, h));
+    let names = &fam.layer;
     let mut layers = Vec::new();
     for i in 0..c.num_hidden_layers {
-        let pre = format!("encoder.layer.{i}");
+        let at = |what: &str| format!("{}.{i}.{what}", names.layers);
+        let inter = c.intermediate_size;
         layers.push(LayerIdx {
-            query: dense(&mut p, &format!("{pre}.attention.self.query"), h, h),
-            key: dense(&mut p, &format!("{pre}.attention.self.key"), h, h),
-            value: dense(&mut p, &format!("{pre}.attention.self.value"), h, h),
-            attn_out: dense(&mut p, &format!("{pre}.attention.output.dense"), h, h),
-            ln1: ln(&mut p, &format!("{pre}.attention.output.LayerNorm")),
-            inter: dense(
-                &mut p,
-                &format!("{pre}.intermediate.dense"),
-                h,
-                c.intermediate_size,
-            ),
-            out: dense(
-                &mut p,
-                &format!("{pre}.output.dense"),
-                c.intermediate_size,
-                h,
-            ),
-            ln2: ln(&mut p, &format!("{pre}.output.LayerNorm")),
+            query: dense(&mut p, &at(names.query), h, h),
+            key: dense(&mut p, &at(names.key), h, h),
+            value: dense(&mut p, &at(names.value), h, h),
+            attn_out: dense(&mut p, &at(names.attn_out), h, h),
+            ln1: ln(&mut p, &at(names.attn_norm), h),
+            inter: dense(&mut p, &at(names.ffn_in), h, inter),
+            out: dense(&mut p, &at(names.ffn_out), inter, h),
+            ln2: ln(&mut p, &at(names.ffn_norm), h),
         });
     }
-    let pooler = dense(&mut p, "pooler.dense", h, h);
+    let pooler = dense(&mut p, fam.head.dense, h, h);
     let mut head_hidden = Vec::new();
     let mut width = h;
     for (j, &w) in head.hidden.iter().enumerate() {
         head_hidden.push(dense(&mut p, &format!("classifier.hidden.{j}"), width, w));
         width = w;
     }
-    let classifier = dense(&mut p, "classifier", width, head.num_labels);
+    let classifier = dense(&mut p, fam.head.out, width, head.num_labels);
     let idx = Indices {
         word,
         position,
         token_type,
         emb_ln,
+        emb_project,
         layers,
         pooler,
         head_hidden,
@@ -189,10 +179,11 @@ pub(crate) fn declare<B: Backend>(
 }
 
 impl<B: Backend> BertClassifier<B> {
-    /// Whether parameter `i` belongs to the pooler or classifier head (which
-    /// a pretrained encoder checkpoint may lack).
+    /// Whether parameter `i` belongs to the classification head (BERT's
+    /// pooler included), which a pretrained encoder checkpoint may lack.
     pub fn is_head_param(&self, i: usize) -> bool {
-        let name = &self.params.info[i].name;
-        name.starts_with("pooler.") || name.starts_with("classifier")
+        self.config
+            .family()
+            .is_head_param(&self.params.info[i].name)
     }
 }

@@ -12,8 +12,15 @@
 
 use trainer::config::BertConfig;
 
-/// Model names of the space and their architectures.
-pub const MODELS: [&str; 3] = ["bert-base", "roberta-base", "bert-large"];
+/// The seeds' models, by the trainer's preset names ([`model_config`]):
+/// a model is one entry here.
+pub const MODELS: [&str; 5] = [
+    "bert-base",
+    "roberta-base",
+    "bert-large",
+    "roberta-large",
+    "xlm-roberta-base",
+];
 /// Effective batch sizes.
 pub const BATCH_SIZES: [usize; 7] = [8, 12, 16, 24, 32, 48, 64];
 /// Max lengths 128, 160, ..., 512.
@@ -26,33 +33,10 @@ pub const EPOCHS: (usize, usize) = (3, 10);
 pub const TRAIN_EXAMPLES: usize = 1646;
 pub const VALIDATION_EXAMPLES: usize = 412;
 
-/// The architecture of a model of [`MODELS`], from the published Hugging
-/// Face `config.json` (built here so the simulation does not depend on
-/// which presets the trainer has).
+/// The architecture of a model of [`MODELS`]: the trainer's preset, built
+/// from the published Hugging Face `config.json`.
 pub fn model_config(name: &str) -> Option<BertConfig> {
-    let base = BertConfig {
-        max_position_embeddings: 512,
-        ..BertConfig::tiny(768, 12, 12, 3072, 30522)
-    };
-    match name {
-        "bert-base" => Some(base),
-        // roberta-base: the BERT-base shape, BPE vocabulary of 50,265,
-        // positions numbered from pad id 1 + 1 (514 slots), one token type.
-        "roberta-base" => Some(BertConfig {
-            vocab_size: 50265,
-            max_position_embeddings: 514,
-            type_vocab_size: 1,
-            pad_token_id: 1,
-            layer_norm_eps: 1e-5,
-            model_type: "roberta".into(),
-            ..base
-        }),
-        "bert-large" => Some(BertConfig {
-            max_position_embeddings: 512,
-            ..BertConfig::tiny(1024, 24, 16, 4096, 30522)
-        }),
-        _ => None,
-    }
+    BertConfig::preset(name)
 }
 
 /// One sampled trial.

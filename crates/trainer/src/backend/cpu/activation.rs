@@ -1,4 +1,4 @@
-//! GELU (exact erf form), tanh and counter-based dropout.
+//! GELU (exact erf form), tanh, ReLU and counter-based dropout.
 
 use rayon::prelude::*;
 
@@ -55,6 +55,17 @@ pub fn tanh_forward<T: Float>(x: &[T], out: &mut [T]) {
 
 pub fn tanh_backward<T: Float>(out: &[T], dout: &[T], dx: &mut [T]) {
     map2(out, dout, dx, |y, d| d * (T::ONE - y * y));
+}
+
+/// `max(x, 0)`; NaN stays NaN so a diverged run is seen, as in PyTorch.
+pub fn relu_forward<T: Float>(x: &[T], out: &mut [T]) {
+    map(x, out, |v| if v < T::ZERO { T::ZERO } else { v });
+}
+
+/// The gradient passes where the output is positive (0 at the kink, as
+/// PyTorch).
+pub fn relu_backward<T: Float>(out: &[T], dout: &[T], dx: &mut [T]) {
+    map2(out, dout, dx, |y, d| if y > T::ZERO { d } else { T::ZERO });
 }
 
 pub fn dropout_forward<T: Float>(x: &[T], out: &mut [T], p: f64, key: RngKey) {

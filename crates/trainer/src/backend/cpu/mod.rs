@@ -324,6 +324,12 @@ impl<T: Float> Backend for CpuBackend<T> {
     fn tanh_backward(&self, out: &CpuBuf<T>, dout: &CpuBuf<T>, dx: &mut CpuBuf<T>) {
         activation::tanh_backward(&out.data, &dout.data, &mut dx.data)
     }
+    fn relu_forward(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>) {
+        activation::relu_forward(&x.data, &mut out.data)
+    }
+    fn relu_backward(&self, out: &CpuBuf<T>, dout: &CpuBuf<T>, dx: &mut CpuBuf<T>) {
+        activation::relu_backward(&out.data, &dout.data, &mut dx.data)
+    }
     fn dropout_forward(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>, p: f64, key: RngKey) {
         activation::dropout_forward(&x.data, &mut out.data, p, key)
     }

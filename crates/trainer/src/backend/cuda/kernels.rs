@@ -58,7 +58,9 @@ pub const SOURCES: &[KernelSource] = &[
             "bias_gelu_forward",
             "gelu_backward",
             "tanh_forward",
-            "tanh_backward"
+            "tanh_backward",
+            "relu_forward",
+            "relu_backward"
         ]
     ),
     family!("dropout.cu", ["dropout"]),

@@ -549,6 +549,21 @@ impl Backend for CudaBackend {
         self.binary("tanh_backward", out, dout, dx)
     }
 
+    fn relu_forward(&self, x: &CudaBuf, out: &mut CudaBuf) {
+        self.run(|| {
+            same_len("relu_forward", x.len, out.len)?;
+            self.launch_1d(
+                "relu_forward",
+                x.len as u64,
+                &[Ptr(x.ptr()), Ptr(out.ptr()), U64(x.len as u64)],
+            )
+        })
+    }
+
+    fn relu_backward(&self, out: &CudaBuf, dout: &CudaBuf, dx: &mut CudaBuf) {
+        self.binary("relu_backward", out, dout, dx)
+    }
+
     fn dropout_forward(&self, x: &CudaBuf, out: &mut CudaBuf, p: f64, key: RngKey) {
         self.dropout(x, out, p, key)
     }

@@ -1,0 +1,259 @@
+//! Model families as data: what BERT, RoBERTa (XLM-RoBERTa, CamemBERT),
+//! DistilBERT and ELECTRA do differently around one shared post-LN encoder.
+//!
+//! The families differ in naming, in their embeddings (token types or not,
+//! where positions start, ELECTRA's smaller embedding width projected up)
+//! and in their classification heads; the encoder arithmetic is the same.
+//! So a family is a row of [`FAMILIES`], chosen by `config.json`'s
+//! `model_type`, and the model code (`params.rs`, `encoder.rs`, `head.rs`)
+//! reads it instead of branching on names. DeBERTa-v2/v3 has its own
+//! attention and its own module (`model::deberta`); it is not a row here.
+
+/// Where position ids start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Positions {
+    /// `0, 1, ..., s-1` (BERT, DistilBERT, ELECTRA).
+    FromZero,
+    /// HF's `create_position_ids_from_input_ids`: real tokens are numbered
+    /// from `pad_token_id + 1`, padding gets `pad_token_id` (RoBERTa).
+    AfterPadding,
+}
+
+/// How a family uses token type ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenTypes {
+    /// The tokenizer's segment ids index `token_type_embeddings`.
+    Segments,
+    /// The table exists but the model is always given zeros (RoBERTa's
+    /// tokenizers return no token types; its table has one row).
+    Zeros,
+    /// No token type embeddings at all (DistilBERT).
+    Absent,
+}
+
+/// The classification head's activation after its dense layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeadActivation {
+    Tanh,
+    Gelu,
+    Relu,
+}
+
+/// The `*ForSequenceClassification` head on the first token:
+/// `[dropout] -> dense -> activation -> dropout -> out`, with memtune's
+/// optional hidden layers (`classifier.hidden.{j}`) before `out`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HeadSpec {
+    /// The dense layer on the first token (`pooler.dense` for BERT, whose
+    /// pooler belongs to the base model).
+    pub dense: &'static str,
+    pub activation: HeadActivation,
+    /// Dropout on the first token before `dense` (RoBERTa, ELECTRA).
+    pub dropout_before_dense: bool,
+    /// The output layer producing logits.
+    pub out: &'static str,
+    /// Head dropout when `config.json` has no `classifier_dropout` /
+    /// `seq_classif_dropout`: `None` means the hidden dropout.
+    pub default_dropout: Option<f64>,
+}
+
+/// Parameter names of one encoder layer, relative to `{layers}.{i}.`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayerNames {
+    pub layers: &'static str,
+    pub query: &'static str,
+    pub key: &'static str,
+    pub value: &'static str,
+    pub attn_out: &'static str,
+    pub attn_norm: &'static str,
+    pub ffn_in: &'static str,
+    pub ffn_out: &'static str,
+    pub ffn_norm: &'static str,
+}
+
+/// One model family (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Family {
+    /// `config.json` `model_type` values this row serves.
+    pub model_types: &'static [&'static str],
+    /// The base model's prefix in `*For...` checkpoints (`bert.`), removed
+    /// when loading (see `weights::canonical_name`).
+    pub prefix: &'static str,
+    pub positions: Positions,
+    pub token_types: TokenTypes,
+    /// ELECTRA's embedding width when `config.json` omits
+    /// `embedding_size`; `None`: embeddings are `hidden_size` wide.
+    pub default_embedding_size: Option<usize>,
+    pub layer: LayerNames,
+    /// Dropout on the attention output projection before the residual
+    /// (DistilBERT has none).
+    pub attention_output_dropout: bool,
+    pub head: HeadSpec,
+}
+
+const BERT_LAYER: LayerNames = LayerNames {
+    layers: "encoder.layer",
+    query: "attention.self.query",
+    key: "attention.self.key",
+    value: "attention.self.value",
+    attn_out: "attention.output.dense",
+    attn_norm: "attention.output.LayerNorm",
+    ffn_in: "intermediate.dense",
+    ffn_out: "output.dense",
+    ffn_norm: "output.LayerNorm",
+};
+
+/// `RobertaClassificationHead` and `ElectraClassificationHead` (GELU).
+const fn first_token_head(activation: HeadActivation) -> HeadSpec {
+    HeadSpec {
+        dense: "classifier.dense",
+        activation,
+        dropout_before_dense: true,
+        out: "classifier.out_proj",
+        default_dropout: None,
+    }
+}
+
+pub const BERT: Family = Family {
+    model_types: &["bert"],
+    prefix: "bert.",
+    positions: Positions::FromZero,
+    token_types: TokenTypes::Segments,
+    default_embedding_size: None,
+    layer: BERT_LAYER,
+    attention_output_dropout: true,
+    head: HeadSpec {
+        dense: "pooler.dense",
+        activation: HeadActivation::Tanh,
+        dropout_before_dense: false,
+        out: "classifier",
+        default_dropout: None,
+    },
+};
+
+pub const ROBERTA: Family = Family {
+    model_types: &["roberta", "xlm-roberta", "camembert"],
+    prefix: "roberta.",
+    positions: Positions::AfterPadding,
+    token_types: TokenTypes::Zeros,
+    default_embedding_size: None,
+    layer: BERT_LAYER,
+    attention_output_dropout: true,
+    head: first_token_head(HeadActivation::Tanh),
+};
+
+pub const DISTILBERT: Family = Family {
+    model_types: &["distilbert"],
+    prefix: "distilbert.",
+    positions: Positions::FromZero,
+    token_types: TokenTypes::Absent,
+    default_embedding_size: None,
+    layer: LayerNames {
+        layers: "transformer.layer",
+        query: "attention.q_lin",
+        key: "attention.k_lin",
+        value: "attention.v_lin",
+        attn_out: "attention.out_lin",
+        attn_norm: "sa_layer_norm",
+        ffn_in: "ffn.lin1",
+        ffn_out: "ffn.lin2",
+        ffn_norm: "output_layer_norm",
+    },
+    attention_output_dropout: false,
+    head: HeadSpec {
+        dense: "pre_classifier",
+        activation: HeadActivation::Relu,
+        dropout_before_dense: false,
+        out: "classifier",
+        default_dropout: Some(0.2),
+    },
+};
+
+pub const ELECTRA: Family = Family {
+    model_types: &["electra"],
+    prefix: "electra.",
+    positions: Positions::FromZero,
+    token_types: TokenTypes::Segments,
+    default_embedding_size: Some(128),
+    layer: BERT_LAYER,
+    attention_output_dropout: true,
+    head: first_token_head(HeadActivation::Gelu),
+};
+
+/// Every family on the shared encoder.
+pub const FAMILIES: [Family; 4] = [BERT, ROBERTA, DISTILBERT, ELECTRA];
+
+/// `model_type`s with their own model module rather than a row of
+/// [`FAMILIES`].
+pub const OWN_MODULE_MODEL_TYPES: [&str; 1] = ["deberta-v2"];
+
+impl Family {
+    /// The family of a `config.json` `model_type`, if it is one of
+    /// [`FAMILIES`].
+    pub fn of(model_type: &str) -> Option<&'static Family> {
+        FAMILIES
+            .iter()
+            .find(|f| f.model_types.contains(&model_type))
+    }
+
+    /// Every `model_type` the shared encoder serves, for error messages.
+    pub fn supported_model_types() -> Vec<&'static str> {
+        FAMILIES
+            .iter()
+            .flat_map(|f| f.model_types.iter().copied())
+            .collect()
+    }
+
+    /// Whether parameter `name` belongs to the classification head (which
+    /// a pretrained encoder checkpoint lacks, so it keeps HF's random init).
+    pub fn is_head_param(&self, name: &str) -> bool {
+        let under = |prefix: &str| {
+            name.strip_prefix(prefix)
+                .is_some_and(|rest| rest.starts_with('.'))
+        };
+        under(self.head.dense) || under(self.head.out) || under("classifier")
+    }
+
+    /// Whether parameter `name`'s shape depends on the number of labels or
+    /// memtune's hidden head layers (the output layer and those layers), so
+    /// a classifier checkpoint of another task may differ there.
+    pub fn is_task_param(&self, name: &str) -> bool {
+        let under = |prefix: &str| {
+            name.strip_prefix(prefix)
+                .is_some_and(|rest| rest.starts_with('.'))
+        };
+        under(self.head.out) || under("classifier.hidden")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_model_type_has_one_family() {
+        let types = Family::supported_model_types();
+        for t in &types {
+            assert_eq!(
+                FAMILIES
+                    .iter()
+                    .filter(|f| f.model_types.contains(t))
+                    .count(),
+                1,
+                "{t}"
+            );
+        }
+        assert_eq!(Family::of("xlm-roberta"), Some(&ROBERTA));
+        assert_eq!(Family::of("deberta-v2"), None);
+    }
+
+    #[test]
+    fn head_params_by_family() {
+        assert!(BERT.is_head_param("pooler.dense.weight"));
+        assert!(BERT.is_head_param("classifier.bias"));
+        assert!(!BERT.is_head_param("encoder.layer.0.output.dense.bias"));
+        assert!(ROBERTA.is_head_param("classifier.out_proj.weight"));
+        assert!(DISTILBERT.is_head_param("pre_classifier.weight"));
+        assert!(!DISTILBERT.is_head_param("pre_classifier_x.weight"));
+    }
+}
