@@ -107,7 +107,7 @@ def main():
         vocab_size=fast.backend_tokenizer.get_vocab_size(), hidden_size=32, num_hidden_layers=2,
         num_attention_heads=4, intermediate_size=64, hidden_act="gelu", hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0, max_position_embeddings=64, type_vocab_size=0,
-        initializer_range=0.02, layer_norm_eps=1e-7, relative_attention=True, max_relative_positions=16,
+        initializer_range=0.3, layer_norm_eps=1e-7, relative_attention=True, max_relative_positions=16,
         position_buckets=8, share_att_key=True, pos_att_type=["p2c", "c2p"], norm_rel_ebd="layer_norm",
         position_biased_input=False, pooler_hidden_size=32, pooler_dropout=0.0, pooler_hidden_act="gelu",
         num_labels=3, pad_token_id=fast.pad_token_id,

@@ -516,7 +516,7 @@ impl<B: Backend> BertClassifier<B> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn layernorm_back<B: Backend>(
+pub(crate) fn layernorm_back<B: Backend>(
     be: &B,
     v: &[B::Buf],
     g: &mut [B::Buf],

@@ -1,0 +1,1064 @@
+//! DeBERTa-v2 / DeBERTa-v3 (`model_type = "deberta-v2"`) sequence
+//! classification, computed as Hugging Face transformers'
+//! `DebertaV2ForSequenceClassification` computes it.
+//!
+//! # Disentangled attention
+//!
+//! A layer's attention scores add three terms, each divided by
+//! `sqrt(head_dim * (1 + number of pos_att_type entries))`:
+//!
+//! - content-to-content `q_i . k_j`, as in BERT;
+//! - content-to-position (`c2p`) `q_i . pk[bucket(i - j)]` and
+//!   position-to-content (`p2c`) `k_j . pq[bucket(j - i)]`, where `pk`/`pq`
+//!   are the layer's key/query projections (`share_att_key`) of the shared
+//!   relative-position embeddings (`encoder.rel_embeddings`, normalised by
+//!   `encoder.LayerNorm` when `norm_rel_ebd = "layer_norm"`).
+//!
+//! There are only `2 * span` position embeddings but `s * s` query/key
+//! pairs, so HF (and this module) first computes every query (or key)
+//! against every position embedding with one matmul (`[s, 2 span]` per
+//! head), then *gathers* each pair's column: score `(i, j)` reads column
+//! `clamp(bucket(i - j) + span, 0, 2 span - 1)` of the c2p product's row
+//! `i`, and column `clamp(-bucket(j - i) + span, ...)` of the p2c product's
+//! row `j` (the transpose). The backward of a gather is a scatter-add of
+//! score gradients into the product's columns, followed by the two matmuls'
+//! backward. Both are [`crate::backend::Backend`] ops
+//! (`rel_pos_gather`/`rel_pos_scatter`) over host-built bucket tables.
+//!
+//! # Buckets
+//!
+//! `bucket` ([`positions::log_bucket`]) keeps distances below `mid =
+//! position_buckets / 2` exact and maps larger ones logarithmically:
+//! `sign * (ceil(ln(|d| / mid) / ln((max_relative_positions - 1) / mid) *
+//! (mid - 1)) + mid)`, so DeBERTa-v3's 256 buckets cover distances up to
+//! 512. `span` is `position_buckets` (or `max_relative_positions` without
+//! buckets; `-1` means `max_position_embeddings`).
+//!
+//! # The rest
+//!
+//! Embeddings are the word embeddings (plus token types when
+//! `type_vocab_size > 0`, plus absolute positions only when
+//! `position_biased_input`), LayerNorm, then multiplied by the attention
+//! mask. Layers are post-LN like BERT's. The head is HF's `ContextPooler`
+//! (dropout, dense, its activation on the first token) then dropout and the
+//! classifier. Padded query rows attend to the real keys only (HF's fill
+//! makes them uniform over all keys); padded positions never reach the
+//! loss, so logits, loss and gradients are the same.
+//!
+//! Supported: `relative_attention = true`, `share_att_key = true`, `gelu`
+//! activations, `embedding_size == hidden_size`, no convolution layer
+//! (`conv_kernel_size = 0`): every DeBERTa-v3 checkpoint. Anything else is a
+//! [`DebertaError::Unsupported`] naming the field.
+
+mod attention;
+pub mod positions;
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::linear::{dropout_back_owned, dropout_new};
+use super::params::Kind;
+use super::{Dense, LayerNormIdx, Mode, Params};
+use crate::backend::Backend;
+use crate::backend::plan::PlanBackend;
+use crate::batch::Batch;
+use crate::memory::BufKind::{Activation, Workspace};
+use crate::memory::Precision;
+use crate::train::{Optimizer, OptimizerConfig};
+use crate::weights::{NamedTensors, WeightsError, load_safetensors};
+
+/// `pos_att_type`: a list (`["p2c", "c2p"]`) or HF's older `"p2c|c2p"`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+enum PosAttType {
+    List(Vec<String>),
+    Joined(String),
+}
+
+impl PosAttType {
+    fn kinds(&self) -> Vec<String> {
+        match self {
+            PosAttType::List(v) => v.iter().map(|s| s.trim().to_lowercase()).collect(),
+            PosAttType::Joined(s) => s
+                .split('|')
+                .map(|s| s.trim().to_lowercase())
+                .filter(|s| !s.is_empty())
+                .collect(),
+        }
+    }
+}
+
+/// The fields of a `deberta-v2` `config.json` this model reads (HF's
+/// defaults where a field is absent).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+struct RawConfig {
+    vocab_size: usize,
+    hidden_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    intermediate_size: usize,
+    #[serde(default = "gelu")]
+    hidden_act: String,
+    #[serde(default = "p01")]
+    hidden_dropout_prob: f64,
+    #[serde(default = "p01")]
+    attention_probs_dropout_prob: f64,
+    #[serde(default = "max_pos")]
+    max_position_embeddings: usize,
+    #[serde(default)]
+    type_vocab_size: usize,
+    #[serde(default = "eps")]
+    layer_norm_eps: f64,
+    #[serde(default)]
+    relative_attention: bool,
+    #[serde(default = "minus_one")]
+    max_relative_positions: i64,
+    #[serde(default = "minus_one")]
+    position_buckets: i64,
+    #[serde(default)]
+    share_att_key: bool,
+    pos_att_type: Option<PosAttType>,
+    #[serde(default = "none")]
+    norm_rel_ebd: String,
+    #[serde(default = "yes")]
+    position_biased_input: bool,
+    pooler_hidden_size: Option<usize>,
+    #[serde(default)]
+    pooler_dropout: f64,
+    #[serde(default = "gelu")]
+    pooler_hidden_act: String,
+    cls_dropout: Option<f64>,
+    #[serde(default)]
+    pad_token_id: Option<u32>,
+    embedding_size: Option<usize>,
+    #[serde(default)]
+    conv_kernel_size: usize,
+    #[serde(default = "model_type")]
+    model_type: String,
+}
+
+fn gelu() -> String {
+    "gelu".into()
+}
+fn none() -> String {
+    "none".into()
+}
+fn model_type() -> String {
+    "deberta-v2".into()
+}
+fn p01() -> f64 {
+    0.1
+}
+fn eps() -> f64 {
+    1e-7
+}
+fn max_pos() -> usize {
+    512
+}
+fn minus_one() -> i64 {
+    -1
+}
+fn yes() -> bool {
+    true
+}
+
+/// Why a DeBERTa model could not be built or loaded. Every variant names the
+/// file or field at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum DebertaError {
+    #[error("cannot read model config {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("model config {}: {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("model config {}: field `{field}`: {problem}", path.display())]
+    Unsupported {
+        path: PathBuf,
+        field: &'static str,
+        problem: String,
+    },
+    #[error(transparent)]
+    Weights(#[from] WeightsError),
+    #[error(
+        "{}: checkpoint does not fit the model: missing {missing:?}; shape mismatches {mismatched:?}",
+        path.display()
+    )]
+    Mismatch {
+        path: PathBuf,
+        missing: Vec<String>,
+        mismatched: Vec<String>,
+    },
+    #[error("classifier head: num_labels {0} must be at least 2")]
+    Labels(usize),
+}
+
+/// A DeBERTa-v2/v3 architecture, validated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DebertaConfig {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    pub max_position_embeddings: usize,
+    /// 0: no token-type embeddings (DeBERTa-v3).
+    pub type_vocab_size: usize,
+    pub layer_norm_eps: f64,
+    pub hidden_dropout_prob: f64,
+    pub attention_probs_dropout_prob: f64,
+    pub pooler_dropout: f64,
+    /// Dropout before the classifier (`cls_dropout`, else the hidden one).
+    pub cls_dropout: f64,
+    /// `position_buckets` (`<= 0`: distances are not bucketed).
+    pub position_buckets: i64,
+    /// `max_relative_positions`, with HF's `< 1` meaning
+    /// `max_position_embeddings` resolved.
+    pub max_relative_positions: i64,
+    pub c2p: bool,
+    pub p2c: bool,
+    /// `norm_rel_ebd` contains `layer_norm`: `encoder.LayerNorm` normalises
+    /// the relative embeddings.
+    pub norm_rel_ebd: bool,
+    pub position_biased_input: bool,
+    pub pad_token_id: u32,
+}
+
+impl DebertaConfig {
+    /// Reads and validates a `config.json`.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, DebertaError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| DebertaError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_json(&text, path)
+    }
+
+    /// `path` names the file in errors.
+    pub fn from_json(text: &str, path: &Path) -> Result<Self, DebertaError> {
+        let raw: RawConfig = serde_json::from_str(text).map_err(|source| DebertaError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let bad = |field: &'static str, problem: String| DebertaError::Unsupported {
+            path: path.to_path_buf(),
+            field,
+            problem,
+        };
+        if raw.model_type != "deberta-v2" {
+            return Err(bad(
+                "model_type",
+                format!("{:?} is not \"deberta-v2\"", raw.model_type),
+            ));
+        }
+        if !raw.relative_attention {
+            return Err(bad("relative_attention", "must be true".into()));
+        }
+        if !raw.share_att_key {
+            return Err(bad("share_att_key", "only true is supported".into()));
+        }
+        for (field, act) in [
+            ("hidden_act", &raw.hidden_act),
+            ("pooler_hidden_act", &raw.pooler_hidden_act),
+        ] {
+            if act != "gelu" {
+                return Err(bad(field, format!("{act:?}: only \"gelu\" is supported")));
+            }
+        }
+        if raw.embedding_size.is_some_and(|e| e != raw.hidden_size) {
+            return Err(bad("embedding_size", "must equal hidden_size".into()));
+        }
+        if raw.conv_kernel_size != 0 {
+            return Err(bad(
+                "conv_kernel_size",
+                "convolution layers are not supported".into(),
+            ));
+        }
+        if raw.pooler_hidden_size.is_some_and(|p| p != raw.hidden_size) {
+            return Err(bad("pooler_hidden_size", "must equal hidden_size".into()));
+        }
+        if raw.num_attention_heads == 0 || !raw.hidden_size.is_multiple_of(raw.num_attention_heads)
+        {
+            return Err(bad(
+                "num_attention_heads",
+                format!(
+                    "{} does not divide hidden_size {}",
+                    raw.num_attention_heads, raw.hidden_size
+                ),
+            ));
+        }
+        let kinds = raw
+            .pos_att_type
+            .as_ref()
+            .map(PosAttType::kinds)
+            .unwrap_or_default();
+        if let Some(k) = kinds.iter().find(|k| *k != "c2p" && *k != "p2c") {
+            return Err(bad(
+                "pos_att_type",
+                format!("{k:?}: only \"c2p\" and \"p2c\""),
+            ));
+        }
+        let max_relative_positions = if raw.max_relative_positions < 1 {
+            raw.max_position_embeddings as i64
+        } else {
+            raw.max_relative_positions
+        };
+        let norms: Vec<String> = raw
+            .norm_rel_ebd
+            .to_lowercase()
+            .split('|')
+            .map(|s| s.trim().to_string())
+            .collect();
+        Ok(Self {
+            vocab_size: raw.vocab_size,
+            hidden_size: raw.hidden_size,
+            num_hidden_layers: raw.num_hidden_layers,
+            num_attention_heads: raw.num_attention_heads,
+            intermediate_size: raw.intermediate_size,
+            max_position_embeddings: raw.max_position_embeddings,
+            type_vocab_size: raw.type_vocab_size,
+            layer_norm_eps: raw.layer_norm_eps,
+            hidden_dropout_prob: raw.hidden_dropout_prob,
+            attention_probs_dropout_prob: raw.attention_probs_dropout_prob,
+            pooler_dropout: raw.pooler_dropout,
+            cls_dropout: raw.cls_dropout.unwrap_or(raw.hidden_dropout_prob),
+            position_buckets: raw.position_buckets,
+            max_relative_positions,
+            c2p: kinds.iter().any(|k| k == "c2p"),
+            p2c: kinds.iter().any(|k| k == "p2c"),
+            norm_rel_ebd: norms.iter().any(|n| n == "layer_norm"),
+            position_biased_input: raw.position_biased_input,
+            pad_token_id: raw.pad_token_id.unwrap_or(0),
+        })
+    }
+
+    /// DeBERTa-v3-base (microsoft/deberta-v3-base's `config.json`).
+    pub fn deberta_v3_base() -> Self {
+        Self::v3(768, 12, 12, 3072)
+    }
+
+    /// DeBERTa-v3-large.
+    pub fn deberta_v3_large() -> Self {
+        Self::v3(1024, 24, 16, 4096)
+    }
+
+    fn v3(hidden: usize, layers: usize, heads: usize, inter: usize) -> Self {
+        Self {
+            vocab_size: 128_100,
+            hidden_size: hidden,
+            num_hidden_layers: layers,
+            num_attention_heads: heads,
+            intermediate_size: inter,
+            max_position_embeddings: 512,
+            type_vocab_size: 0,
+            layer_norm_eps: 1e-7,
+            hidden_dropout_prob: 0.1,
+            attention_probs_dropout_prob: 0.1,
+            pooler_dropout: 0.0,
+            cls_dropout: 0.1,
+            position_buckets: 256,
+            max_relative_positions: 512,
+            c2p: true,
+            p2c: true,
+            norm_rel_ebd: true,
+            position_biased_input: false,
+            pad_token_id: 0,
+        }
+    }
+
+    pub fn head_dim(&self) -> usize {
+        self.hidden_size / self.num_attention_heads
+    }
+
+    /// Relative-position embeddings used on each side (`2 * span` rows).
+    pub fn span(&self) -> usize {
+        if self.position_buckets > 0 {
+            self.position_buckets as usize
+        } else {
+            self.max_relative_positions as usize
+        }
+    }
+
+    /// `1 / sqrt(head_dim * (1 + attention types))`, applied to all three
+    /// score terms.
+    pub fn score_scale(&self) -> f64 {
+        let factor = 1 + self.c2p as usize + self.p2c as usize;
+        1.0 / ((self.head_dim() * factor) as f64).sqrt()
+    }
+}
+
+/// A batch on the device, with the bucket tables of its sequence length.
+pub struct DebertaBatch<B: Backend> {
+    pub batch: usize,
+    pub seq: usize,
+    pub input_ids: B::Ids,
+    pub position_ids: B::Ids,
+    pub token_type_ids: B::Ids,
+    pub mask: B::Ids,
+    pub labels: B::Ids,
+    pub c2p_idx: B::Ids,
+    pub p2c_idx: B::Ids,
+}
+
+impl<B: Backend> DebertaBatch<B> {
+    /// Validates ids against the config (a clear error, never a panic in an
+    /// op) and uploads.
+    pub fn upload(
+        be: &B,
+        config: &DebertaConfig,
+        classes: usize,
+        batch: &Batch,
+    ) -> Result<Self, String> {
+        let (b, s) = (batch.batch, batch.seq);
+        let n = b * s;
+        if batch.input_ids.len() != n || batch.attention_mask.len() != n || batch.labels.len() != b
+        {
+            return Err(format!(
+                "batch of {b} x {s}: ids, mask or labels have the wrong length"
+            ));
+        }
+        if let Some(id) = batch
+            .input_ids
+            .iter()
+            .find(|&&id| id as usize >= config.vocab_size)
+        {
+            return Err(format!(
+                "token id {id} is not below vocab_size {}",
+                config.vocab_size
+            ));
+        }
+        let types = config.type_vocab_size;
+        if types > 0
+            && let Some(t) = batch.token_type_ids.iter().find(|&&t| t as usize >= types)
+        {
+            return Err(format!(
+                "token type {t} is not below type_vocab_size {types}"
+            ));
+        }
+        if config.position_biased_input && s > config.max_position_embeddings {
+            return Err(format!(
+                "sequence length {s} exceeds max_position_embeddings {}",
+                config.max_position_embeddings
+            ));
+        }
+        if let Some(l) = batch.labels.iter().find(|&&l| l >= classes) {
+            return Err(format!("label {l} is not below num_labels {classes}"));
+        }
+        let span = config.span();
+        let (c2p, p2c) = positions::bucket_tables(
+            s,
+            span,
+            config.position_buckets,
+            config.max_relative_positions,
+        );
+        let up = |name: &str, data: &[u32]| {
+            let mut ids = be.alloc_ids(name, data.len());
+            be.upload_ids(&mut ids, data);
+            ids
+        };
+        let positions: Vec<u32> = (0..n).map(|t| (t % s) as u32).collect();
+        let mask: Vec<u32> = batch
+            .attention_mask
+            .iter()
+            .map(|&m| (m != 0) as u32)
+            .collect();
+        let types: Vec<u32> = if config.type_vocab_size > 0 {
+            batch.token_type_ids.clone()
+        } else {
+            vec![0; n]
+        };
+        let labels: Vec<u32> = batch.labels.iter().map(|&l| l as u32).collect();
+        Ok(Self {
+            batch: b,
+            seq: s,
+            input_ids: up("batch.input_ids", &batch.input_ids),
+            position_ids: up("batch.position_ids", &positions),
+            token_type_ids: up("batch.token_type_ids", &types),
+            mask: up("batch.mask", &mask),
+            labels: up("batch.labels", &labels),
+            c2p_idx: up("batch.c2p_buckets", &c2p),
+            p2c_idx: up("batch.p2c_buckets", &p2c),
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DebertaLayerIdx {
+    pub query: Dense,
+    pub key: Dense,
+    pub value: Dense,
+    pub attn_out: Dense,
+    pub ln1: LayerNormIdx,
+    pub inter: Dense,
+    pub out: Dense,
+    pub ln2: LayerNormIdx,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct DebertaIndices {
+    word: usize,
+    position: Option<usize>,
+    token_type: Option<usize>,
+    emb_ln: LayerNormIdx,
+    layers: Vec<DebertaLayerIdx>,
+    rel: usize,
+    rel_ln: Option<LayerNormIdx>,
+    pooler: Dense,
+    classifier: Dense,
+}
+
+/// `DebertaV2ForSequenceClassification`; parameters in HF names (with the
+/// `deberta.` prefix, head as `pooler.*` and `classifier.*`).
+pub struct DebertaClassifier<B: Backend> {
+    pub config: DebertaConfig,
+    pub num_labels: usize,
+    pub params: Params<B>,
+    pub(crate) idx: DebertaIndices,
+}
+
+fn declare<B: Backend>(be: &B, c: &DebertaConfig, labels: usize) -> (Params<B>, DebertaIndices) {
+    let mut p = Params {
+        info: Vec::new(),
+        values: Vec::new(),
+        grads: Vec::new(),
+    };
+    let h = c.hidden_size;
+    let dense = |p: &mut Params<B>, name: &str, inp: usize, out: usize| Dense {
+        w: p.push(be, format!("{name}.weight"), vec![out, inp], Kind::Weight),
+        b: p.push(be, format!("{name}.bias"), vec![out], Kind::Bias),
+        inp,
+        out,
+    };
+    let ln = |p: &mut Params<B>, name: &str| LayerNormIdx {
+        gamma: p.push(be, format!("{name}.weight"), vec![h], Kind::Gamma),
+        beta: p.push(be, format!("{name}.bias"), vec![h], Kind::Bias),
+    };
+    let table = |p: &mut Params<B>, name: &str, rows: usize| {
+        p.push(
+            be,
+            format!("deberta.{name}.weight"),
+            vec![rows, h],
+            Kind::Weight,
+        )
+    };
+    let word = table(&mut p, "embeddings.word_embeddings", c.vocab_size);
+    let position = c.position_biased_input.then(|| {
+        table(
+            &mut p,
+            "embeddings.position_embeddings",
+            c.max_position_embeddings,
+        )
+    });
+    let token_type = (c.type_vocab_size > 0).then(|| {
+        table(
+            &mut p,
+            "embeddings.token_type_embeddings",
+            c.type_vocab_size,
+        )
+    });
+    let emb_ln = ln(&mut p, "deberta.embeddings.LayerNorm");
+    let layers = (0..c.num_hidden_layers)
+        .map(|i| {
+            let pre = format!("deberta.encoder.layer.{i}");
+            DebertaLayerIdx {
+                query: dense(&mut p, &format!("{pre}.attention.self.query_proj"), h, h),
+                key: dense(&mut p, &format!("{pre}.attention.self.key_proj"), h, h),
+                value: dense(&mut p, &format!("{pre}.attention.self.value_proj"), h, h),
+                attn_out: dense(&mut p, &format!("{pre}.attention.output.dense"), h, h),
+                ln1: ln(&mut p, &format!("{pre}.attention.output.LayerNorm")),
+                inter: dense(
+                    &mut p,
+                    &format!("{pre}.intermediate.dense"),
+                    h,
+                    c.intermediate_size,
+                ),
+                out: dense(
+                    &mut p,
+                    &format!("{pre}.output.dense"),
+                    c.intermediate_size,
+                    h,
+                ),
+                ln2: ln(&mut p, &format!("{pre}.output.LayerNorm")),
+            }
+        })
+        .collect();
+    let rel = table(&mut p, "encoder.rel_embeddings", 2 * c.span());
+    let rel_ln = c
+        .norm_rel_ebd
+        .then(|| ln(&mut p, "deberta.encoder.LayerNorm"));
+    let pooler = dense(&mut p, "pooler.dense", h, h);
+    let classifier = dense(&mut p, "classifier", h, labels);
+    let idx = DebertaIndices {
+        word,
+        position,
+        token_type,
+        emb_ln,
+        layers,
+        rel,
+        rel_ln,
+        pooler,
+        classifier,
+    };
+    (p, idx)
+}
+
+/// What the forward pass keeps for backward.
+pub struct DebertaTape<B: Backend> {
+    emb_sum: B::Buf,
+    emb_mean: B::Buf,
+    emb_rstd: B::Buf,
+    /// The relative-embedding LayerNorm's mean and rstd.
+    rel_ln: Option<(B::Buf, B::Buf)>,
+    /// The normalised relative embeddings every layer reads (`None`: the
+    /// table itself, when `norm_rel_ebd` has no LayerNorm).
+    rel: Option<B::Buf>,
+    layers: Vec<attention::LayerActs<B>>,
+    /// `outputs[0]` is the embedding output; `outputs[i + 1]` layer i's.
+    outputs: Vec<B::Buf>,
+    cls: B::Buf,
+    cls_dropped: Option<B::Buf>,
+    dense_out: B::Buf,
+    pooled: B::Buf,
+    logits: B::Buf,
+}
+
+impl<B: Backend> DebertaTape<B> {
+    pub fn logits(&self) -> &B::Buf {
+        &self.logits
+    }
+}
+
+/// Dropout streams: 0 embeddings, then [`attention::SITES`] per layer, then
+/// the pooler's and the classifier's.
+fn head_stream(c: &DebertaConfig, site: u32) -> u32 {
+    1 + attention::SITES * c.num_hidden_layers as u32 + site
+}
+
+impl<B: Backend> DebertaClassifier<B> {
+    /// A model with HF-style random weights (normal(0, 0.02) matrices, zero
+    /// biases, unit LayerNorm gains, zero padding row).
+    pub fn new_random(
+        be: &B,
+        config: &DebertaConfig,
+        num_labels: usize,
+        seed: u64,
+    ) -> Result<Self, DebertaError> {
+        if num_labels < 2 {
+            return Err(DebertaError::Labels(num_labels));
+        }
+        let (mut params, idx) = declare(be, config, num_labels);
+        params.init_random(be, seed, config.pad_token_id as usize, idx.word);
+        Ok(Self {
+            config: config.clone(),
+            num_labels,
+            params,
+            idx,
+        })
+    }
+
+    /// Loads `config.json` and `model.safetensors` from a Hugging Face
+    /// directory. Tensors may carry the `deberta.` prefix or not; a missing
+    /// `pooler.*`/`classifier.*` head is initialised as HF does (from
+    /// `seed`) and listed in the returned names.
+    pub fn from_dir(
+        be: &B,
+        dir: impl AsRef<Path>,
+        num_labels: usize,
+        seed: u64,
+    ) -> Result<(Self, Vec<String>), DebertaError> {
+        let dir = dir.as_ref();
+        let config = DebertaConfig::from_file(dir.join("config.json"))?;
+        let mut model = Self::new_random(be, &config, num_labels, seed)?;
+        let weights = dir.join("model.safetensors");
+        let tensors = load_safetensors(&weights)?;
+        let fresh = model.load(be, &tensors, &weights)?;
+        Ok((model, fresh))
+    }
+
+    /// Copies `tensors` into the parameters; returns the head parameters
+    /// absent from the checkpoint (left at their initialisation).
+    pub fn load(
+        &mut self,
+        be: &B,
+        tensors: &NamedTensors,
+        path: &Path,
+    ) -> Result<Vec<String>, DebertaError> {
+        let (mut missing, mut mismatched, mut fresh) = (Vec::new(), Vec::new(), Vec::new());
+        let mut found = Vec::new();
+        for (i, info) in self.params.info.iter().enumerate() {
+            let bare = info.name.strip_prefix("deberta.");
+            let t = tensors
+                .get(&info.name)
+                .or_else(|| bare.and_then(|b| tensors.get(b)))
+                .or_else(|| tensors.get(&format!("deberta.{}", info.name)));
+            match t {
+                None if bare.is_none() => fresh.push(info.name.clone()),
+                None => missing.push(info.name.clone()),
+                Some(t) if t.shape != info.shape => mismatched.push(format!(
+                    "{}: checkpoint {:?} vs model {:?}",
+                    info.name, t.shape, info.shape
+                )),
+                Some(t) => found.push((i, t)),
+            }
+        }
+        if !missing.is_empty() || !mismatched.is_empty() {
+            return Err(DebertaError::Mismatch {
+                path: path.to_path_buf(),
+                missing,
+                mismatched,
+            });
+        }
+        for (i, t) in found {
+            be.upload_f32(&mut self.params.values[i], &t.data);
+        }
+        Ok(fresh)
+    }
+
+    pub fn alloc_grads(&mut self, be: &B) {
+        self.params.alloc_grads(be);
+    }
+
+    pub fn zero_grads(&mut self, be: &B) {
+        for g in &mut self.params.grads {
+            be.fill(g, 0.0);
+        }
+    }
+
+    /// Forward, loss and backward of one micro-batch, as
+    /// [`super::BertClassifier::forward_backward`]: gradients are
+    /// accumulated into `params.grads`, the loss is the weighted
+    /// cross-entropy sum divided by `denom`.
+    pub fn forward_backward(
+        &mut self,
+        be: &B,
+        batch: &DebertaBatch<B>,
+        class_weights: Option<&B::Buf>,
+        denom: f64,
+        mode: Mode,
+    ) -> f64 {
+        assert!(
+            !self.params.grads.is_empty(),
+            "forward_backward needs alloc_grads first"
+        );
+        let tape = self.forward(be, batch, mode);
+        let classes = self.num_labels;
+        let loss =
+            be.cross_entropy_forward(&tape.logits, &batch.labels, class_weights, classes, denom);
+        let mut dlogits = be.alloc("dlogits", Workspace, batch.batch * classes);
+        be.cross_entropy_backward(
+            &tape.logits,
+            &batch.labels,
+            class_weights,
+            classes,
+            denom,
+            1.0,
+            &mut dlogits,
+        );
+        self.backward(be, batch, tape, dlogits, mode);
+        loss
+    }
+
+    /// Logits `[b, num_labels]` in eval mode.
+    pub fn logits(&self, be: &B, batch: &DebertaBatch<B>) -> Vec<f64> {
+        be.download(&self.forward(be, batch, Mode::Eval).logits)
+    }
+
+    pub fn forward(&self, be: &B, batch: &DebertaBatch<B>, mode: Mode) -> DebertaTape<B> {
+        let c = &self.config;
+        let (b, s, h) = (batch.batch, batch.seq, c.hidden_size);
+        let n = b * s;
+        let v = &self.params.values;
+        let eps = c.layer_norm_eps;
+        // Embeddings.
+        let mut emb_sum = be.alloc_overwritten("embeddings.sum", Activation, n * h);
+        be.embedding_forward(&batch.input_ids, &v[self.idx.word], h, &mut emb_sum, false);
+        if let Some(p) = self.idx.position {
+            be.embedding_forward(&batch.position_ids, &v[p], h, &mut emb_sum, true);
+        }
+        if let Some(t) = self.idx.token_type {
+            be.embedding_forward(&batch.token_type_ids, &v[t], h, &mut emb_sum, true);
+        }
+        let mut emb_mean = be.alloc_overwritten("embeddings.ln_mean", Activation, n);
+        let mut emb_rstd = be.alloc_overwritten("embeddings.ln_rstd", Activation, n);
+        let mut x0 = be.alloc_overwritten("embeddings.ln_out", Activation, n * h);
+        let ln = self.idx.emb_ln;
+        be.layernorm_forward(
+            &emb_sum,
+            &v[ln.gamma],
+            &v[ln.beta],
+            h,
+            eps,
+            &mut x0,
+            &mut emb_mean,
+            &mut emb_rstd,
+        );
+        be.mask_rows(&mut x0, &batch.mask, h);
+        let ph = c.hidden_dropout_prob;
+        if let Some(d) = dropout_new(be, &x0, ph, mode.key(ph, 0), "embeddings.out", Activation) {
+            x0 = d;
+        }
+        // Relative embeddings, shared by every layer.
+        let rows = 2 * c.span();
+        let (rel, rel_ln) = match self.idx.rel_ln {
+            Some(ln) => {
+                let mut out = be.alloc_overwritten("encoder.rel_ln_out", Activation, rows * h);
+                let mut mean = be.alloc_overwritten("encoder.rel_ln_mean", Activation, rows);
+                let mut rstd = be.alloc_overwritten("encoder.rel_ln_rstd", Activation, rows);
+                be.layernorm_forward(
+                    &v[self.idx.rel],
+                    &v[ln.gamma],
+                    &v[ln.beta],
+                    h,
+                    eps,
+                    &mut out,
+                    &mut mean,
+                    &mut rstd,
+                );
+                (Some(out), Some((mean, rstd)))
+            }
+            None => (None, None),
+        };
+        let mut outputs = vec![x0];
+        let mut layers = Vec::new();
+        {
+            let rel_x = rel.as_ref().unwrap_or(&v[self.idx.rel]);
+            for (i, l) in self.idx.layers.iter().enumerate() {
+                let x = outputs.last().unwrap();
+                let (acts, out) = attention::layer_forward(c, v, be, i, l, x, rel_x, batch, mode);
+                layers.push(acts);
+                outputs.push(out);
+            }
+        }
+        // ContextPooler (dropout, dense, GELU on the first token), then
+        // dropout and the classifier.
+        let mut cls = be.alloc_overwritten("head.cls", Activation, b * h);
+        be.cls_forward(outputs.last().unwrap(), &mut cls, b, s);
+        let pp = c.pooler_dropout;
+        let key = mode.key(pp, head_stream(c, 0));
+        let cls_dropped = dropout_new(be, &cls, pp, key, "head.cls_dropped", Activation);
+        let mut dense_out = be.alloc_overwritten("head.pooler_dense", Activation, b * h);
+        let pooler_x = cls_dropped.as_ref().unwrap_or(&cls);
+        self.idx.pooler.forward(be, v, pooler_x, b, &mut dense_out);
+        let mut pooled = be.alloc_overwritten("head.pooled", Activation, b * h);
+        be.gelu_forward(&dense_out, &mut pooled);
+        let pc = c.cls_dropout;
+        let key = mode.key(pc, head_stream(c, 1));
+        let classifier_in = dropout_new(be, &pooled, pc, key, "head.pooled_dropped", Workspace);
+        let mut logits = be.alloc_overwritten("logits", Activation, b * self.num_labels);
+        let x = classifier_in.as_ref().unwrap_or(&pooled);
+        self.idx.classifier.forward(be, v, x, b, &mut logits);
+        drop(classifier_in);
+        DebertaTape {
+            emb_sum,
+            emb_mean,
+            emb_rstd,
+            rel_ln,
+            rel,
+            layers,
+            outputs,
+            cls,
+            cls_dropped,
+            dense_out,
+            pooled,
+            logits,
+        }
+    }
+}
+
+impl<B: Backend> DebertaClassifier<B> {
+    fn backward(
+        &mut self,
+        be: &B,
+        batch: &DebertaBatch<B>,
+        tape: DebertaTape<B>,
+        dlogits: B::Buf,
+        mode: Mode,
+    ) {
+        let DebertaTape {
+            emb_sum,
+            emb_mean,
+            emb_rstd,
+            rel_ln,
+            rel,
+            mut layers,
+            mut outputs,
+            cls,
+            cls_dropped,
+            dense_out,
+            pooled,
+            logits,
+        } = tape;
+        drop(logits);
+        let c = self.config.clone();
+        let (b, s, h) = (batch.batch, batch.seq, c.hidden_size);
+        let n = b * s;
+        let idx = self.idx.clone();
+        // Head.
+        let (v, g) = (&self.params.values, &mut self.params.grads);
+        let pc = c.cls_dropout;
+        let key = mode.key(pc, head_stream(&c, 1));
+        let classifier_in = dropout_new(be, &pooled, pc, key, "head.pooled_dropped", Workspace);
+        let mut d_pooled = be.alloc_overwritten("head.d_pooled", Workspace, b * h);
+        let x = classifier_in.as_ref().unwrap_or(&pooled);
+        idx.classifier
+            .backward(be, v, g, &dlogits, x, b, Some((&mut d_pooled, false)));
+        drop(classifier_in);
+        drop(pooled);
+        drop(dlogits);
+        let d_pooled = dropout_back_owned(be, d_pooled, pc, key, "head.d_pooled_dropped");
+        let mut d_dense = be.alloc_overwritten("head.d_pooler_dense", Workspace, b * h);
+        be.gelu_backward(&dense_out, &d_pooled, &mut d_dense);
+        drop(d_pooled);
+        drop(dense_out);
+        let mut d_cls = be.alloc_overwritten("head.d_cls", Workspace, b * h);
+        let x = cls_dropped.as_ref().unwrap_or(&cls);
+        idx.pooler
+            .backward(be, v, g, &d_dense, x, b, Some((&mut d_cls, false)));
+        drop(d_dense);
+        drop(cls_dropped);
+        drop(cls);
+        let pp = c.pooler_dropout;
+        let d_cls = dropout_back_owned(
+            be,
+            d_cls,
+            pp,
+            mode.key(pp, head_stream(&c, 0)),
+            "head.d_cls_in",
+        );
+        let mut d = be.alloc_overwritten("head.d_last", Workspace, n * h);
+        be.cls_backward(&d_cls, &mut d, b, s);
+        drop(d_cls);
+        // Layers, accumulating the relative embeddings' gradient.
+        let rows = 2 * c.span();
+        let mut d_rel = be.alloc("encoder.d_rel", Workspace, rows * h);
+        for i in (0..idx.layers.len()).rev() {
+            drop(outputs.pop());
+            let acts = layers.pop().unwrap();
+            let x = outputs.last().unwrap();
+            let (v, g) = (&self.params.values, &mut self.params.grads);
+            let rel_x = rel.as_ref().unwrap_or(&v[idx.rel]);
+            d = attention::layer_backward(
+                &c,
+                v,
+                g,
+                be,
+                i,
+                &idx.layers[i],
+                x,
+                rel_x,
+                acts,
+                d,
+                &mut d_rel,
+                batch,
+                mode,
+            );
+        }
+        drop(outputs);
+        let (v, g) = (&self.params.values, &mut self.params.grads);
+        match (idx.rel_ln, rel_ln) {
+            (Some(ln), Some((mean, rstd))) => {
+                drop(rel);
+                let mut d_table = be.alloc_overwritten("encoder.d_rel_table", Workspace, rows * h);
+                crate::model::encoder::layernorm_back(
+                    be,
+                    v,
+                    g,
+                    ln,
+                    &d_rel,
+                    &v[idx.rel],
+                    &mean,
+                    &rstd,
+                    h,
+                    &mut d_table,
+                );
+                be.add_assign(&mut g[idx.rel], &d_table);
+            }
+            _ => be.add_assign(&mut g[idx.rel], &d_rel),
+        }
+        drop(d_rel);
+        // Embeddings: dropout, mask, LayerNorm, tables.
+        let ph = c.hidden_dropout_prob;
+        let mut d = dropout_back_owned(be, d, ph, mode.key(ph, 0), "embeddings.d_out");
+        be.mask_rows(&mut d, &batch.mask, h);
+        let mut d_sum = be.alloc_overwritten("embeddings.d_sum", Workspace, n * h);
+        crate::model::encoder::layernorm_back(
+            be, v, g, idx.emb_ln, &d, &emb_sum, &emb_mean, &emb_rstd, h, &mut d_sum,
+        );
+        drop(d);
+        drop((emb_sum, emb_mean, emb_rstd));
+        be.embedding_backward(&batch.input_ids, &d_sum, h, &mut g[idx.word]);
+        if let Some(p) = idx.position {
+            be.embedding_backward(&batch.position_ids, &d_sum, h, &mut g[p]);
+        }
+        if let Some(t) = idx.token_type {
+            be.embedding_backward(&batch.token_type_ids, &d_sum, h, &mut g[t]);
+        }
+    }
+}
+
+/// The peak bytes of one AdamW training step (weights, gradients, optimiser
+/// state, activations) of `config` at `micro_batch` x `seq_len`, from the
+/// same code on the allocation-only [`PlanBackend`]: what the memory plan
+/// says for BERT, for DeBERTa.
+pub fn plan_peak(
+    config: &DebertaConfig,
+    num_labels: usize,
+    micro_batch: usize,
+    seq_len: usize,
+    precision: Precision,
+    dropout: bool,
+) -> Result<usize, DebertaError> {
+    let be = PlanBackend::counting(precision.bytes());
+    planned_step(&be, config, num_labels, micro_batch, seq_len, dropout)?;
+    Ok(be.tracker().peak_bytes())
+}
+
+/// Builds the model and AdamW state on `be` and runs one training step on
+/// a synthetic batch (every token real). The model and optimiser state are
+/// freed when it returns.
+pub fn planned_step<B: Backend>(
+    be: &B,
+    config: &DebertaConfig,
+    num_labels: usize,
+    micro_batch: usize,
+    seq_len: usize,
+    dropout: bool,
+) -> Result<(), DebertaError> {
+    let mut config = config.clone();
+    if !dropout {
+        config.hidden_dropout_prob = 0.0;
+        config.attention_probs_dropout_prob = 0.0;
+        config.pooler_dropout = 0.0;
+        config.cls_dropout = 0.0;
+    }
+    let mut model = DebertaClassifier::new_random(be, &config, num_labels, 0)?;
+    model.alloc_grads(be);
+    let mut optimizer = Optimizer::new(be, &model.params, OptimizerConfig::default());
+    let (b, s) = (micro_batch, seq_len);
+    let batch = Batch {
+        batch: b,
+        seq: s,
+        input_ids: (0..b * s).map(|i| (i % config.vocab_size) as u32).collect(),
+        token_type_ids: vec![0; b * s],
+        attention_mask: vec![1; b * s],
+        labels: (0..b).map(|i| i % num_labels).collect(),
+    };
+    let device_batch = DebertaBatch::upload(be, &config, num_labels, &batch)
+        .expect("the synthetic batch fits the config");
+    model.forward_backward(
+        be,
+        &device_batch,
+        None,
+        b as f64,
+        Mode::Train { seed: 0, step: 1 },
+    );
+    crate::backend::clip_global_norm(be, &mut model.params.grads, 1.0);
+    optimizer.step(be, &mut model.params, 1e-5);
+    Ok(())
+}
