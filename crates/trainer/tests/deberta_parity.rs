@@ -167,3 +167,77 @@ fn tokenizer_ids_equal_transformers() {
         assert_eq!(got.type_ids, as_u32(&expected[1]), "{a:?} / {b:?}");
     }
 }
+
+/// The fixture's weights without the `deberta.` prefix and without the
+/// head: the backbone loads, the head is initialised and reported; loading
+/// the whole checkpoint over it gives the fixture's logits.
+#[test]
+fn loads_without_the_prefix_and_initialises_a_missing_head() {
+    use trainer::weights::{NamedTensors, StoredDtype, load_safetensors, save_safetensors};
+    let tensors = load_safetensors(dir().join("model.safetensors")).unwrap();
+    let (head, backbone): (NamedTensors, NamedTensors) = tensors
+        .into_iter()
+        .map(|(name, t)| {
+            let bare = name.strip_prefix("deberta.").unwrap_or(&name).to_string();
+            (bare, t)
+        })
+        .partition(|(name, _)| name.starts_with("pooler.") || name.starts_with("classifier."));
+    assert_eq!(head.len(), 4);
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::copy(dir().join("config.json"), tmp.path().join("config.json")).unwrap();
+    save_safetensors(
+        tmp.path().join("model.safetensors"),
+        &backbone,
+        StoredDtype::F32,
+    )
+    .unwrap();
+    let be = CpuBackend::<f32>::new();
+    let (mut model, fresh) = DebertaClassifier::from_dir(&be, tmp.path(), 3, 5).unwrap();
+    let mut fresh = fresh;
+    fresh.sort();
+    let mut expected: Vec<String> = head.keys().cloned().collect();
+    expected.sort();
+    assert_eq!(fresh, expected);
+    let bias = model.params.index_of("classifier.bias").unwrap();
+    assert!(
+        be.download(&model.params.values[bias])
+            .iter()
+            .all(|&v| v == 0.0)
+    );
+    let weight = model.params.index_of("pooler.dense.weight").unwrap();
+    let w = be.download(&model.params.values[weight]);
+    let std = (w.iter().map(|v| v * v).sum::<f64>() / w.len() as f64).sqrt();
+    assert!(
+        (0.015..0.025).contains(&std),
+        "HF's normal(0, 0.02) init: std {std}"
+    );
+
+    // The whole checkpoint again, prefixed names and head included.
+    let original = dir().join("model.safetensors");
+    let fresh = model
+        .load(&be, &load_safetensors(&original).unwrap(), &original)
+        .unwrap();
+    assert!(fresh.is_empty());
+    let reference = reference();
+    let (shape, ids) = &reference["input_ids"];
+    let batch = Batch {
+        batch: shape[0],
+        seq: shape[1],
+        input_ids: ids.iter().map(|&v| v as u32).collect(),
+        token_type_ids: vec![0; ids.len()],
+        attention_mask: reference["attention_mask"]
+            .1
+            .iter()
+            .map(|&v| v as u8)
+            .collect(),
+        labels: reference["labels"].1.iter().map(|&v| v as usize).collect(),
+    };
+    let db = DebertaBatch::upload(&be, &model.config, 3, &batch).unwrap();
+    assert_close(
+        "logits",
+        &model.logits(&be, &db),
+        &reference["logits"].1,
+        TOL,
+        0,
+    );
+}
