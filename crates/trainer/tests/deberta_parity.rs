@@ -207,10 +207,8 @@ fn loads_without_the_prefix_and_initialises_a_missing_head() {
     let weight = model.params.index_of("pooler.dense.weight").unwrap();
     let w = be.download(&model.params.values[weight]);
     let std = (w.iter().map(|v| v * v).sum::<f64>() / w.len() as f64).sqrt();
-    assert!(
-        (0.015..0.025).contains(&std),
-        "HF's normal(0, 0.02) init: std {std}"
-    );
+    // HF's normal(0, initializer_range); the fixture's range is 0.3.
+    assert!((0.27..0.33).contains(&std), "std {std}");
 
     // The whole checkpoint again, prefixed names and head included.
     let original = dir().join("model.safetensors");

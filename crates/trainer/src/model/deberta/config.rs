@@ -48,6 +48,8 @@ struct RawConfig {
     type_vocab_size: usize,
     #[serde(default = "eps")]
     layer_norm_eps: f64,
+    #[serde(default = "init_range")]
+    initializer_range: f64,
     #[serde(default)]
     relative_attention: bool,
     #[serde(default = "minus_one")]
@@ -90,6 +92,9 @@ fn p01() -> f64 {
 }
 fn eps() -> f64 {
     1e-7
+}
+fn init_range() -> f64 {
+    0.02
 }
 fn max_pos() -> usize {
     512
@@ -148,6 +153,9 @@ pub struct DebertaConfig {
     /// 0: no token-type embeddings (DeBERTa-v3).
     pub type_vocab_size: usize,
     pub layer_norm_eps: f64,
+    /// Standard deviation of HF's normal initialisation of weight matrices
+    /// and embeddings (what a head missing from a checkpoint gets).
+    pub initializer_range: f64,
     pub hidden_dropout_prob: f64,
     pub attention_probs_dropout_prob: f64,
     pub pooler_dropout: f64,
@@ -262,6 +270,7 @@ impl DebertaConfig {
             max_position_embeddings: raw.max_position_embeddings,
             type_vocab_size: raw.type_vocab_size,
             layer_norm_eps: raw.layer_norm_eps,
+            initializer_range: raw.initializer_range,
             hidden_dropout_prob: raw.hidden_dropout_prob,
             attention_probs_dropout_prob: raw.attention_probs_dropout_prob,
             pooler_dropout: raw.pooler_dropout,
@@ -296,6 +305,7 @@ impl DebertaConfig {
             max_position_embeddings: 512,
             type_vocab_size: 0,
             layer_norm_eps: 1e-7,
+            initializer_range: 0.02,
             hidden_dropout_prob: 0.1,
             attention_probs_dropout_prob: 0.1,
             pooler_dropout: 0.0,

@@ -222,8 +222,9 @@ fn head_stream(c: &DebertaConfig, site: u32) -> u32 {
 }
 
 impl<B: Backend> DebertaClassifier<B> {
-    /// A model with HF-style random weights (normal(0, 0.02) matrices, zero
-    /// biases, unit LayerNorm gains, zero padding row).
+    /// A model with HF-style random weights (normal(0, initializer_range)
+    /// matrices and embeddings, zero biases, unit LayerNorm gains, zero
+    /// padding row).
     pub fn new_random(
         be: &B,
         config: &DebertaConfig,
@@ -235,6 +236,15 @@ impl<B: Backend> DebertaClassifier<B> {
         }
         let (mut params, idx) = declare(be, config, num_labels);
         params.init_random(be, seed, config.pad_token_id as usize, idx.word);
+        // The store draws normal(0, 0.02); HF draws with initializer_range.
+        let factor = config.initializer_range / 0.02;
+        if factor != 1.0 && be.holds_values() {
+            for (info, value) in params.info.iter().zip(&mut params.values) {
+                if info.decay {
+                    be.scale(value, factor);
+                }
+            }
+        }
         Ok(Self {
             config: config.clone(),
             num_labels,
