@@ -17,7 +17,7 @@ use common::{Rand, random_batch, rel_err, time_seed};
 use gpu_mem::{Config, MemoryLimit};
 use trainer::backend::cpu::{CpuBackend, CpuBuf};
 use trainer::backend::cuda::{CudaBackend, CudaBuf, CudaError, CudaIds};
-use trainer::backend::{AdamWStep, Backend, MatmulShape};
+use trainer::backend::{AdamWStep, Backend, MatmulShape, RelPosShape};
 use trainer::config::BertConfig;
 use trainer::memory::BufKind;
 use trainer::model::{BertClassifier, DeviceBatch, HeadConfig, Mode};
@@ -592,4 +592,51 @@ fn the_same_seed_gives_bit_identical_losses_over_20_steps() {
     p.gpu.check().unwrap();
     assert!(first.iter().all(|l| l.is_finite()));
     assert_eq!(first, second, "seed {}", p.seed);
+}
+
+#[test]
+fn deberta_relative_position_ops_match_cpu() {
+    let Some(mut p) = Pair::new("deberta_relative_position_ops_match_cpu") else {
+        return;
+    };
+    let (b, heads, s, span) = (3, 4, 37, 8);
+    let (c2p, p2c) = trainer::model::deberta::positions::bucket_tables(s, span, span as i64, 16);
+    for (transpose, table) in [(false, c2p), (true, p2c)] {
+        let shape = RelPosShape {
+            b,
+            heads,
+            s,
+            span2: 2 * span,
+            transpose,
+        };
+        let idx = p.ids(&table);
+        let rel = p.random(heads * b * s * 2 * span);
+        let mut scores = p.random(b * heads * s * s);
+        p.cpu
+            .rel_pos_gather(&shape, 0.3, &rel.0, &idx.0, &mut scores.0);
+        p.gpu
+            .rel_pos_gather(&shape, 0.3, &rel.1, &idx.1, &mut scores.1);
+        p.close(
+            &format!("rel_pos_gather (transpose {transpose})"),
+            &scores,
+            TOL,
+        );
+        let mut drel = p.out(heads * b * s * 2 * span);
+        p.cpu
+            .rel_pos_scatter(&shape, 0.3, &scores.0, &idx.0, &mut drel.0);
+        p.gpu
+            .rel_pos_scatter(&shape, 0.3, &scores.1, &idx.1, &mut drel.1);
+        p.close(
+            &format!("rel_pos_scatter (transpose {transpose})"),
+            &drel,
+            TOL,
+        );
+    }
+    let n = 24;
+    let mask: Vec<u32> = (0..b * s).map(|t| (t % 5 != 0) as u32).collect();
+    let mask = p.ids(&mask);
+    let mut x = p.random(b * s * n);
+    p.cpu.mask_rows(&mut x.0, &mask.0, n);
+    p.gpu.mask_rows(&mut x.1, &mask.1, n);
+    p.close("mask_rows", &x, 0.0);
 }

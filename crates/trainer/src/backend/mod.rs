@@ -38,6 +38,22 @@ pub struct MatmulShape {
     pub trans_b: bool,
 }
 
+/// The layout of DeBERTa's relative-position gathers: attention scores
+/// `[b, heads, s, s]`; position scores `rel` `[heads, b, s, span2]` (a query
+/// or key row times each of the `span2` relative-position embeddings); the
+/// bucket table `idx` `[s, s]` with every entry below `span2`. Without
+/// `transpose`, score `(i, j)` reads `rel` row `i` at `idx[i, j]`
+/// (content-to-position); with it, row `j` at `idx[j, i]`
+/// (position-to-content, whose rows are keys).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RelPosShape {
+    pub b: usize,
+    pub heads: usize,
+    pub s: usize,
+    pub span2: usize,
+    pub transpose: bool,
+}
+
 /// Hyperparameters of one AdamW update of one tensor.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdamWStep {
@@ -221,6 +237,32 @@ pub trait Backend {
     /// Mean of `x[i, t]` over tokens with `mask[i, t] != 0` (sentence
     /// embeddings; inference only).
     fn mean_pool(&self, x: &Self::Buf, mask: &Self::Ids, b: usize, s: usize, out: &mut Self::Buf);
+
+    // ---- relative positions (DeBERTa) ------------------------------------
+    /// `scores += alpha * rel` gathered at the bucket table (see
+    /// [`RelPosShape`]). Backward: [`Backend::rel_pos_scatter`].
+    fn rel_pos_gather(
+        &self,
+        shape: &RelPosShape,
+        alpha: f64,
+        rel: &Self::Buf,
+        idx: &Self::Ids,
+        scores: &mut Self::Buf,
+    );
+    /// Backward of `rel_pos_gather`: overwrites `drel` with `alpha` times the
+    /// sum of the score gradients that read each element, summed in
+    /// increasing score column (row, when transposed) order.
+    fn rel_pos_scatter(
+        &self,
+        shape: &RelPosShape,
+        alpha: f64,
+        dscores: &Self::Buf,
+        idx: &Self::Ids,
+        drel: &mut Self::Buf,
+    );
+    /// Zeroes, in place, the rows of `n` whose token has `mask == 0`
+    /// (DeBERTa's embedding mask). It is its own backward.
+    fn mask_rows(&self, x: &mut Self::Buf, mask: &Self::Ids, n: usize);
 
     // ---- loss ------------------------------------------------------------
     /// Weighted cross-entropy summed over rows and divided by `denom`:

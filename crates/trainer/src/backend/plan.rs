@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{AdamWStep, Backend, MatmulShape};
+use super::{AdamWStep, Backend, MatmulShape, RelPosShape};
 use crate::memory::{Allocation, BufKind, MemTracker};
 use crate::rng::RngKey;
 
@@ -82,6 +82,9 @@ macro_rules! compute_nothing {
         fn cls_forward(&self, _: &$buf, _: &mut $buf, _: usize, _: usize) {}
         fn cls_backward(&self, _: &$buf, _: &mut $buf, _: usize, _: usize) {}
         fn mean_pool(&self, _: &$buf, _: &$buf, _: usize, _: usize, _: &mut $buf) {}
+        fn rel_pos_gather(&self, _: &RelPosShape, _: f64, _: &$buf, _: &$buf, _: &mut $buf) {}
+        fn rel_pos_scatter(&self, _: &RelPosShape, _: f64, _: &$buf, _: &$buf, _: &mut $buf) {}
+        fn mask_rows(&self, _: &mut $buf, _: &$buf, _: usize) {}
         fn cross_entropy_forward(
             &self,
             _: &$buf,

@@ -16,7 +16,7 @@ use gpu_mem::{
 };
 
 use super::plan::compute_nothing;
-use super::{AdamWStep, Backend, MatmulShape};
+use super::{AdamWStep, Backend, MatmulShape, RelPosShape};
 use crate::memory::{Allocation, BufKind, MemTracker, OutOfMemory};
 use crate::rng::RngKey;
 

@@ -556,7 +556,7 @@ fn attention_output_dropout(c: &crate::config::BertConfig) -> f64 {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn layernorm_back<B: Backend>(
+pub(crate) fn layernorm_back<B: Backend>(
     be: &B,
     v: &[B::Buf],
     g: &mut [B::Buf],

@@ -9,8 +9,9 @@
 //! starts) in a fixed order, named with Hugging Face names, so loading,
 //! the optimiser, gradient checks and the memory plan all walk the same list.
 
+pub mod deberta;
 pub mod device_batch;
-mod encoder;
+pub(crate) mod encoder;
 pub mod family;
 mod head;
 mod linear;

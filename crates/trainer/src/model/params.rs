@@ -34,7 +34,7 @@ pub struct Params<B: Backend> {
 }
 
 impl<B: Backend> Params<B> {
-    fn push(&mut self, be: &B, name: String, shape: Vec<usize>, kind: Kind) -> usize {
+    pub(crate) fn push(&mut self, be: &B, name: String, shape: Vec<usize>, kind: Kind) -> usize {
         let info = ParamInfo {
             decay: kind == Kind::Weight,
             ones: kind == Kind::Gamma,
@@ -97,7 +97,7 @@ impl<B: Backend> Params<B> {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Weight,
     Bias,
     Gamma,

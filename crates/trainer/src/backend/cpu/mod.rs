@@ -20,11 +20,12 @@ pub mod loss;
 pub mod matmul;
 pub mod optim;
 pub mod pool;
+pub mod rel_pos;
 
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use super::{AdamWStep, Backend, MatmulShape};
+use super::{AdamWStep, Backend, MatmulShape, RelPosShape};
 use crate::float::Float;
 use crate::memory::{Allocation, BufKind, MemTracker};
 use crate::rng::RngKey;
@@ -371,6 +372,30 @@ impl<T: Float> Backend for CpuBackend<T> {
         out: &mut CpuBuf<T>,
     ) {
         embedding::mean_pool(&x.data, &mask.data, b, s, &mut out.data)
+    }
+
+    fn rel_pos_gather(
+        &self,
+        shape: &RelPosShape,
+        alpha: f64,
+        rel: &CpuBuf<T>,
+        idx: &CpuBuf<u32>,
+        scores: &mut CpuBuf<T>,
+    ) {
+        rel_pos::gather(shape, alpha, &rel.data, &idx.data, &mut scores.data)
+    }
+    fn rel_pos_scatter(
+        &self,
+        shape: &RelPosShape,
+        alpha: f64,
+        dscores: &CpuBuf<T>,
+        idx: &CpuBuf<u32>,
+        drel: &mut CpuBuf<T>,
+    ) {
+        rel_pos::scatter(shape, alpha, &dscores.data, &idx.data, &mut drel.data)
+    }
+    fn mask_rows(&self, x: &mut CpuBuf<T>, mask: &CpuBuf<u32>, n: usize) {
+        rel_pos::mask_rows(&mut x.data, &mask.data, n)
     }
 
     fn cross_entropy_forward(

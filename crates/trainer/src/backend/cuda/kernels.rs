@@ -96,6 +96,10 @@ pub const SOURCES: &[KernelSource] = &[
         ["cross_entropy_forward", "cross_entropy_backward"]
     ),
     family!("optim.cu", ["adamw", "sgd"]),
+    family!(
+        "rel_pos.cu",
+        ["rel_pos_gather", "rel_pos_scatter", "mask_rows"]
+    ),
 ];
 
 /// The full program NVRTC compiles for `family`. The `#line` directive makes

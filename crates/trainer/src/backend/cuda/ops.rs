@@ -7,7 +7,7 @@
 
 use super::buffer::embedding_csr;
 use super::{Arg, CudaBackend, CudaBuf, CudaError, CudaIds, NORM_BLOCKS, THREADS};
-use crate::backend::{AdamWStep, Backend, MatmulShape};
+use crate::backend::{AdamWStep, Backend, MatmulShape, RelPosShape};
 use crate::memory::BufKind;
 use crate::rng::{RngKey, dropout_threshold};
 use Arg::{F32, F64, Ptr, U32, U64};
@@ -723,6 +723,62 @@ impl Backend for CudaBackend {
         })
     }
 
+    fn rel_pos_gather(
+        &self,
+        shape: &RelPosShape,
+        alpha: f64,
+        rel: &CudaBuf,
+        idx: &CudaIds,
+        scores: &mut CudaBuf,
+    ) {
+        self.run(|| {
+            let op = "rel_pos_gather";
+            rel_pos_check(op, shape, rel.len, idx, scores.len)?;
+            self.launch_1d(
+                op,
+                scores.len as u64,
+                &rel_pos_args(op, shape, alpha, rel, idx, scores)?,
+            )
+        })
+    }
+
+    fn rel_pos_scatter(
+        &self,
+        shape: &RelPosShape,
+        alpha: f64,
+        dscores: &CudaBuf,
+        idx: &CudaIds,
+        drel: &mut CudaBuf,
+    ) {
+        self.run(|| {
+            let op = "rel_pos_scatter";
+            rel_pos_check(op, shape, drel.len, idx, dscores.len)?;
+            let rows = (shape.heads * shape.b * shape.s) as u64;
+            self.launch_1d(
+                op,
+                rows,
+                &rel_pos_args(op, shape, alpha, dscores, idx, drel)?,
+            )
+        })
+    }
+
+    fn mask_rows(&self, x: &mut CudaBuf, mask: &CudaIds, n: usize) {
+        self.run(|| {
+            let op = "mask_rows";
+            same_len(op, x.len, mask.len() * n)?;
+            self.launch_1d(
+                op,
+                x.len as u64,
+                &[
+                    Ptr(x.ptr()),
+                    Ptr(mask.ptr()),
+                    U64(x.len as u64),
+                    U32(u32_of(op, n)?),
+                ],
+            )
+        })
+    }
+
     /// Per-row weighted losses in fp64 on the device, added on the host in
     /// row order. NaN when an error is pending.
     fn cross_entropy_forward(
@@ -901,4 +957,50 @@ impl CudaBackend {
             )
         })
     }
+}
+
+/// Sizes and the bucket table (its host copy) of a relative-position op.
+fn rel_pos_check(
+    op: &'static str,
+    shape: &RelPosShape,
+    rel_len: usize,
+    idx: &CudaIds,
+    scores_len: usize,
+) -> Result<(), CudaError> {
+    let RelPosShape {
+        b, heads, s, span2, ..
+    } = *shape;
+    same_len(op, rel_len, heads * b * s * span2)?;
+    same_len(op, scores_len, b * heads * s * s)?;
+    same_len(op, idx.len(), s * s)?;
+    match idx.host.iter().find(|&&k| k as usize >= span2) {
+        Some(k) => Err(CudaError::Invalid {
+            op,
+            message: format!("bucket {k} is not below {span2}"),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The kernel arguments shared by the gather and the scatter: source,
+/// table, destination, then the shape.
+fn rel_pos_args(
+    op: &'static str,
+    shape: &RelPosShape,
+    alpha: f64,
+    src: &CudaBuf,
+    idx: &CudaIds,
+    dst: &CudaBuf,
+) -> Result<Vec<Arg>, CudaError> {
+    Ok(vec![
+        Ptr(src.ptr()),
+        Ptr(idx.ptr()),
+        Ptr(dst.ptr()),
+        U32(u32_of(op, shape.b)?),
+        U32(u32_of(op, shape.heads)?),
+        U32(u32_of(op, shape.s)?),
+        U32(u32_of(op, shape.span2)?),
+        U32(shape.transpose as u32),
+        F32(alpha as f32),
+    ])
 }

@@ -1,0 +1,134 @@
+//! DeBERTa's memory plan: the allocation-only backend's record of a training
+//! step equals the CPU backend's, buffer by buffer, for every option of the
+//! architecture; and the DeBERTa-v3 presets have their published sizes.
+
+use std::path::Path;
+
+use trainer::backend::cpu::CpuBackend;
+use trainer::backend::plan::PlanBackend;
+use trainer::float::Float;
+use trainer::memory::{MemTracker, Precision, TrackedBuffer};
+use trainer::model::deberta::{DebertaClassifier, DebertaConfig, plan_peak, planned_step};
+
+fn tiny(variant: usize) -> DebertaConfig {
+    let pos_att = ["[\"p2c\", \"c2p\"]", "[\"c2p\"]", "\"p2c\"", "[]"][variant % 4];
+    let json = format!(
+        r#"{{"model_type": "deberta-v2", "vocab_size": 40, "hidden_size": 24,
+        "num_hidden_layers": 2, "num_attention_heads": 3, "intermediate_size": 40,
+        "max_position_embeddings": 32, "type_vocab_size": {types},
+        "relative_attention": true, "position_buckets": {buckets},
+        "max_relative_positions": {maxrel}, "share_att_key": true,
+        "pos_att_type": {pos_att}, "norm_rel_ebd": "{norm}",
+        "position_biased_input": {biased}}}"#,
+        types = variant % 3,
+        buckets = [4, -1, 8][variant % 3],
+        maxrel = [16, 6, -1][variant % 3],
+        norm = ["layer_norm", "none"][variant % 2],
+        biased = variant % 2 == 1,
+    );
+    DebertaConfig::from_json(&json, Path::new("tiny.json")).unwrap()
+}
+
+fn cpu_record<T: Float>(
+    c: &DebertaConfig,
+    b: usize,
+    s: usize,
+    dropout: bool,
+) -> Vec<TrackedBuffer> {
+    let tracker = MemTracker::new(true);
+    let be = CpuBackend::<T>::with_tracker(tracker.clone());
+    planned_step(&be, c, 3, b, s, dropout).unwrap();
+    assert_eq!(tracker.live_bytes(), 0, "every buffer is freed");
+    tracker.buffers()
+}
+
+#[test]
+fn plan_equals_the_cpu_backend_buffer_by_buffer() {
+    for variant in 0..8 {
+        let c = tiny(variant);
+        let (b, s) = [(1, 5), (3, 9), (2, 17), (4, 12)][variant % 4];
+        let dropout = variant % 3 != 2;
+        let (measured, bytes) = if variant % 2 == 0 {
+            (cpu_record::<f32>(&c, b, s, dropout), 4)
+        } else {
+            (cpu_record::<f64>(&c, b, s, dropout), 8)
+        };
+        let plan = PlanBackend::new(bytes);
+        planned_step(&plan, &c, 3, b, s, dropout).unwrap();
+        let planned = plan.tracker().buffers();
+        assert_eq!(
+            planned.len(),
+            measured.len(),
+            "variant {variant}: buffer count"
+        );
+        for (p, m) in planned.iter().zip(&measured) {
+            assert_eq!(p, m, "variant {variant}");
+        }
+        let peak = measured.iter().map(|m| m.live_after_alloc).max().unwrap();
+        let precision = if bytes == 4 {
+            Precision::F32
+        } else {
+            Precision::F64
+        };
+        assert_eq!(plan_peak(&c, 3, b, s, precision, dropout).unwrap(), peak);
+    }
+}
+
+fn parameters(c: &DebertaConfig) -> usize {
+    let be = PlanBackend::counting(4);
+    let model = DebertaClassifier::new_random(&be, c, 2, 0).unwrap();
+    model.params.info.iter().map(|p| p.numel()).sum()
+}
+
+#[test]
+fn v3_presets_have_their_published_sizes_and_plans() {
+    // microsoft/deberta-v3-base: 86M backbone + 98M embedding parameters;
+    // -large: 304M + 131M (the model cards). Plus pooler and classifier.
+    let base = parameters(&DebertaConfig::deberta_v3_base());
+    let large = parameters(&DebertaConfig::deberta_v3_large());
+    assert!((184_000_000..185_000_000).contains(&base), "base {base}");
+    assert!((434_000_000..436_000_000).contains(&large), "large {large}");
+    let peak = |c: &DebertaConfig, b: usize| plan_peak(c, 2, b, 128, Precision::F32, true).unwrap();
+    let (base8, base16) = (
+        peak(&DebertaConfig::deberta_v3_base(), 8),
+        peak(&DebertaConfig::deberta_v3_base(), 16),
+    );
+    let large8 = peak(&DebertaConfig::deberta_v3_large(), 8);
+    // Weights, gradients and AdamW's two moments: 16 bytes a parameter.
+    assert!(base8 > 16 * base && base16 > base8 && large8 > 16 * large);
+    eprintln!(
+        "deberta-v3 plan peaks at seq 128, f32: base b8 {base8}, b16 {base16}, large b8 {large8}"
+    );
+}
+
+#[test]
+fn bad_configs_name_the_field() {
+    let bad = |json: &str, field: &str| {
+        let err = DebertaConfig::from_json(json, Path::new("m/config.json")).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains(field) && text.contains("m/config.json"),
+            "{text}"
+        );
+    };
+    let base = r#""vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "intermediate_size": 8, "relative_attention": true,
+        "share_att_key": true"#;
+    bad(
+        &format!("{{{base}, \"model_type\": \"bert\"}}"),
+        "model_type",
+    );
+    bad(
+        &format!("{{{base}, \"model_type\": \"deberta-v2\", \"pos_att_type\": [\"p2p\"]}}"),
+        "pos_att_type",
+    );
+    bad(
+        &format!("{{{base}, \"model_type\": \"deberta-v2\", \"hidden_act\": \"relu\"}}"),
+        "hidden_act",
+    );
+    bad(
+        &format!("{{{base}, \"model_type\": \"deberta-v2\", \"conv_kernel_size\": 3}}"),
+        "conv_kernel_size",
+    );
+    bad("{\"model_type\": \"deberta-v2\"}", "config.json");
+}
