@@ -35,9 +35,13 @@ pub fn load_str(
         return Err(DataError::NoClasses);
     }
     let parsed = match format {
-        DataFormat::Csv => read_csv(file, contents, options)?,
-        DataFormat::JsonLines => read_json_lines(file, contents, options),
-        DataFormat::JsonArray => read_json_array(file, contents, options)?,
+        DataFormat::Csv => read_csv(file, contents, &options.fields, Some(&options.labels))?,
+        DataFormat::JsonLines => {
+            read_json_lines(file, contents, &options.fields, Some(&options.labels))
+        }
+        DataFormat::JsonArray => {
+            read_json_array(file, contents, &options.fields, Some(&options.labels))?
+        }
     };
     let mut examples = Vec::with_capacity(parsed.len());
     let mut report = LoadReport::default();
