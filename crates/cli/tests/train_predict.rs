@@ -96,6 +96,21 @@ const TEXTS: &str = r#"{"text": "The film was good, really good."}
 {"text": "Worst movie ever; the story is not funny."}
 "#;
 
+/// `memtune train --study winner --config CFG --output OUT [EXTRA]`.
+fn train(db: &Path, cfg: &Path, output: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "train",
+        "--study",
+        "winner",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    common::memtune(db, &args)
+}
+
 fn study_file(name: &str, model: &Path) -> String {
     format!(
         r#"
@@ -164,18 +179,7 @@ fn train_repeats_the_trial_and_transformers_gives_the_same_logits() {
     // The best trial by default, and another by number: each retrain stops
     // at the recorded epoch with exactly the recorded validation value.
     let out_best = dir.path().join("best");
-    let stdout = common::ok(common::memtune(
-        &db,
-        &[
-            "train",
-            "--study",
-            "winner",
-            "--config",
-            cfg_arg,
-            "--output",
-            out_best.to_str().unwrap(),
-        ],
-    ));
+    let stdout = common::ok(train(&db, &cfg, &out_best, &[]));
     let recorded = best.values.as_ref().unwrap()[0];
     assert!(
         stdout.contains(&format!(
@@ -185,39 +189,17 @@ fn train_repeats_the_trial_and_transformers_gives_the_same_logits() {
         "{stdout}"
     );
     let other = trials.iter().find(|t| t.number != best.number).unwrap();
+    let number = other.number.to_string();
     let out_other = dir.path().join("other");
-    let stdout = common::ok(common::memtune(
-        &db,
-        &[
-            "train",
-            "--study",
-            "winner",
-            "--trial",
-            &other.number.to_string(),
-            "--config",
-            cfg_arg,
-            "--output",
-            out_other.to_str().unwrap(),
-        ],
-    ));
+    let stdout = common::ok(train(&db, &cfg, &out_other, &["--trial", &number]));
     let recorded = other.values.as_ref().unwrap()[0];
     assert!(
         stdout.contains(&format!("validation accuracy {recorded} ")),
         "{stdout}"
     );
-    // Nothing is overwritten, and a wrong study name is refused up front.
-    let err = common::fails(common::memtune(
-        &db,
-        &[
-            "train",
-            "--study",
-            "winner",
-            "--config",
-            cfg_arg,
-            "--output",
-            out_best.to_str().unwrap(),
-        ],
-    ));
+    // Nothing is overwritten; a wrong study name, and a head transformers
+    // has no counterpart for, are refused before any training.
+    let err = common::fails(train(&db, &cfg, &out_best, &[]));
     assert!(err.contains("not empty"), "{err}");
     let err = common::fails(common::memtune(
         &db,
@@ -226,6 +208,13 @@ fn train_repeats_the_trial_and_transformers_gives_the_same_logits() {
         ],
     ));
     assert!(err.contains("describes study `winner`"), "{err}");
+    let hidden_cfg = dir.path().join("hidden.toml");
+    let text = study_file("winner", &model).replace("head_layers = 0", "head_layers = 1");
+    std::fs::write(&hidden_cfg, text).unwrap();
+    let out_hidden = dir.path().join("hidden");
+    let err = common::fails(train(&db, &hidden_cfg, &out_hidden, &[]));
+    assert!(err.contains("hidden layer"), "{err}");
+    assert!(!out_hidden.exists());
 
     let config: Json =
         serde_json::from_str(&std::fs::read_to_string(out_best.join("config.json")).unwrap())

@@ -11,17 +11,25 @@ use super::table::read_csv;
 /// Loads a data file. The format is `options.format`, or else the one the
 /// extension implies; the file name in messages is the path as given.
 pub fn load_file(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Dataset, DataError> {
-    let path = path.as_ref();
+    let (file, contents, format) = read_data_file(path.as_ref(), options.format)?;
+    load_str(&file, &contents, format, options)
+}
+
+/// A data file's name (for messages), text and format (`format`, else from
+/// the extension).
+pub(crate) fn read_data_file(
+    path: &Path,
+    format: Option<DataFormat>,
+) -> Result<(String, String, DataFormat), DataError> {
     let file = path.display().to_string();
-    let format = options
-        .format
+    let format = format
         .or_else(|| DataFormat::from_path(path))
         .ok_or_else(|| DataError::UnknownFormat { file: file.clone() })?;
     let contents = std::fs::read_to_string(path).map_err(|source| DataError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    load_str(&file, &contents, format, options)
+    Ok((file, contents, format))
 }
 
 /// Loads records from text already in memory; `file` names it in messages.

@@ -6,6 +6,7 @@ use std::path::Path;
 use super::error::DataError;
 use super::json::{read_json_array, read_json_lines};
 use super::options::{DataFormat, FieldSpec};
+use super::reader::read_data_file;
 use super::record::{BadRecordReason, RecordLocation};
 use super::table::read_csv;
 
@@ -30,15 +31,7 @@ pub fn load_texts(
     fields: &FieldSpec,
     format: Option<DataFormat>,
 ) -> Result<TextRecords, DataError> {
-    let path = path.as_ref();
-    let file = path.display().to_string();
-    let format = format
-        .or_else(|| DataFormat::from_path(path))
-        .ok_or_else(|| DataError::UnknownFormat { file: file.clone() })?;
-    let contents = std::fs::read_to_string(path).map_err(|source| DataError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let (file, contents, format) = read_data_file(path.as_ref(), format)?;
     let parsed = match format {
         DataFormat::Csv => read_csv(&file, &contents, fields, None)?,
         DataFormat::JsonLines => read_json_lines(&file, &contents, fields, None),
