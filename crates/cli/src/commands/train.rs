@@ -94,9 +94,11 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         (TrialState::Complete | TrialState::Pruned, Some([value])) => *value,
         (state, _) => {
             return Err(usage(format!(
-                "trial {} is {} without a value: only a COMPLETE or PRUNED trial can be retrained",
+                "trial {} is {} with {} value(s): only a COMPLETE or PRUNED trial of a \
+                 single-objective study can be retrained",
                 trial.number,
-                state.as_str()
+                state.as_str(),
+                trial.values.as_ref().map_or(0, Vec::len)
             )));
         }
     };
