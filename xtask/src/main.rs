@@ -4,8 +4,8 @@
 //! - `cargo xtask test`: the README's test command and what CI runs: no
 //!   tracked build output, fmt, clippy, then every test of the workspace,
 //!   after preparing what the reference tests need (a Python venv with
-//!   Optuna, the MiniLM model, libnvrtc), then the NVRTC compile check of
-//!   the CUDA kernels.
+//!   Optuna, one with torch and transformers, the MiniLM model, libnvrtc),
+//!   then the NVRTC compile check of the CUDA kernels.
 //! - `cargo xtask tune [ARGS]`: build and run `memtune tune` on the embedded
 //!   default study.
 //! - `cargo xtask fetch-model minilm`: download and unpack all-MiniLM-L6-v2.
@@ -86,6 +86,11 @@ fn test(extra: &[String]) -> Result<()> {
         &[],
     )?;
     let mut vars = env::reference_vars()?;
+    // transformers for the round trips of `memtune train` / `predict`.
+    vars.push((
+        "MEMTUNE_TORCH_PYTHON",
+        python::torch_venv()?.display().to_string(),
+    ));
     // libnvrtc for the kernel compile check (tune does not need it).
     vars.push((nvrtc::VAR, nvrtc::lib_dir()?.display().to_string()));
     let vars: Vec<(&str, String)> = vars.iter().map(|(k, v)| (*k, v.clone())).collect();

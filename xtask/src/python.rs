@@ -3,8 +3,10 @@
 //! - `venv` (`benches/requirements.txt`: Optuna, numpy, tokenizers): what the
 //!   test suite and the store/sampler benches use.
 //! - `torch-venv` (`benches/reference/requirements-torch.txt`: torch and
-//!   transformers, several GB): only for the PyTorch comparisons under
-//!   `benches/reference/`, never for CI.
+//!   transformers, 5.6 GB, about 2 minutes to install from PyPI): the
+//!   PyTorch comparisons under `benches/reference/`, and the test suite's
+//!   round trips through transformers (`cargo xtask test` passes it as
+//!   `MEMTUNE_TORCH_PYTHON`).
 //!
 //! A venv is rebuilt when its pinned requirements change, so every run
 //! compares against the same peers.
@@ -18,11 +20,16 @@ pub fn venv() -> Result<PathBuf> {
     named("venv", "benches/requirements.txt")
 }
 
+/// The torch + transformers venv; see the module doc.
+pub fn torch_venv() -> Result<PathBuf> {
+    named("torch-venv", "benches/reference/requirements-torch.txt")
+}
+
 /// `cargo xtask python [torch]`: make the named venv and print its python.
 pub fn cmd(args: &[String]) -> Result<PathBuf> {
     match args.first().map(String::as_str) {
         None => venv(),
-        Some("torch") => named("torch-venv", "benches/reference/requirements-torch.txt"),
+        Some("torch") => torch_venv(),
         Some(other) => Err(format!("unknown venv '{other}' (known: torch)")),
     }
 }

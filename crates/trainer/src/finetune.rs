@@ -184,6 +184,25 @@ pub fn finetune_cpu(
     spec: &FinetuneSpec,
     observer: &mut dyn FnMut(&EpochMetrics) -> Control,
 ) -> Result<FinetuneOutcome, FinetuneError> {
+    finetune_cpu_trained(spec, observer).map(|trained| trained.outcome)
+}
+
+/// A finished CPU run with its model, as the last epoch left it.
+pub struct TrainedCpu {
+    pub outcome: FinetuneOutcome,
+    pub backend: CpuBackend<f32>,
+    pub model: BertClassifier<CpuBackend<f32>>,
+    /// The class names, when the data gave its labels as names.
+    pub label_names: Option<Vec<String>>,
+}
+
+/// [`finetune_cpu`], keeping the trained model (to save it: see
+/// [`crate::export`]). An observer that stops after epoch `k` leaves the
+/// weights of epoch `k`.
+pub fn finetune_cpu_trained(
+    spec: &FinetuneSpec,
+    observer: &mut dyn FnMut(&EpochMetrics) -> Control,
+) -> Result<TrainedCpu, FinetuneError> {
     let dataset = spec.data.load()?;
     let num_classes = dataset.num_classes;
     let split = stratified_split(
@@ -233,7 +252,7 @@ pub fn finetune_cpu(
         &spec.train,
         observer,
     )?;
-    Ok(FinetuneOutcome {
+    let outcome = FinetuneOutcome {
         report,
         train_examples: train_set.len(),
         validation_examples: valid_set.len(),
@@ -245,6 +264,12 @@ pub fn finetune_cpu(
             .collect(),
         peak_bytes: be.tracker().peak_bytes(),
         allocation_requests: be.tracker().allocation_requests(),
+    };
+    Ok(TrainedCpu {
+        outcome,
+        backend: be,
+        model,
+        label_names: dataset.label_names,
     })
 }
 

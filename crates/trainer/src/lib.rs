@@ -39,6 +39,11 @@
 //!   an optional memory lease; [`testing::write_tiny_model`] writes a tiny
 //!   random BERT directory so tests above the trainer can run real
 //!   fine-tunes in seconds.
+//! - [`finetune::finetune_cpu_trained`] keeps the trained model, and
+//!   [`export::save_hf_dir`] writes it as a Hugging Face
+//!   `BertForSequenceClassification` directory that `transformers` loads;
+//!   [`export::HfClassifier`] reads such a directory (ours or
+//!   transformers') back for prediction.
 //! - Data reaches the model through three seams: [`weights`] turns a Hugging
 //!   Face `model.safetensors` (f32/f16/bf16) into [`weights::NamedTensors`];
 //!   [`tokenize::TextTokenizer`] turns text into truncated, unpadded ids and
@@ -81,6 +86,7 @@ pub mod backend;
 pub mod batch;
 pub mod config;
 pub mod data;
+pub mod export;
 pub mod finetune;
 pub mod float;
 pub mod memory;

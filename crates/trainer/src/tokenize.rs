@@ -254,6 +254,20 @@ impl TextTokenizer {
         self.inner.token_to_id(token)
     }
 
+    /// The tokenizer as a Hugging Face `tokenizer.json`, without the
+    /// truncation to `max_length` (a saved model's readers choose their own).
+    pub fn to_json(&self) -> Result<String, TokenizerError> {
+        let mut plain = self.inner.clone();
+        let saved = plain
+            .with_truncation(None)
+            .map_err(|e| e.to_string())
+            .and_then(|t| t.to_string(true).map_err(|e| e.to_string()));
+        saved.map_err(|message| TokenizerError::Load {
+            path: self.source.clone(),
+            message,
+        })
+    }
+
     /// The file this tokenizer was loaded from.
     pub fn source(&self) -> &Path {
         &self.source

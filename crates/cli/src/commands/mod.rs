@@ -4,8 +4,10 @@ pub(crate) mod ask;
 mod best;
 mod create_study;
 mod export;
+mod predict;
 mod studies;
 mod tell;
+mod train;
 mod trials;
 mod tune;
 mod worker;
@@ -35,6 +37,12 @@ pub enum Command {
     /// Run a study: trials in worker processes, packed onto the device by
     /// predicted memory, recorded as they go; the same command resumes it.
     Tune(tune::Args),
+    /// Retrain a trial (default: the best) and save the model as a Hugging
+    /// Face directory that transformers loads.
+    Train(train::Args),
+    /// Classify texts with a Hugging Face classification directory; prints
+    /// a JSON line per record.
+    Predict(predict::Args),
     /// Serve trials for `memtune tune` over stdin/stdout (started by the
     /// runner, not by hand).
     #[command(hide = true)]
@@ -96,6 +104,8 @@ pub fn run(command: Command, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         Command::Ask(args) => ask::run(&args, ctx, out),
         Command::Tell(args) => tell::run(&args, ctx, out),
         Command::Tune(args) => tune::run(&args, ctx, out),
+        Command::Train(args) => train::run(&args, ctx, out),
+        Command::Predict(args) => predict::run(&args, ctx, out),
         Command::Worker => worker::run(),
     }
 }

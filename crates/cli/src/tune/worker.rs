@@ -229,7 +229,9 @@ fn epoch_exchange(
     })
 }
 
-fn finetune_spec(job: &Job, model_dir: std::path::PathBuf) -> FinetuneSpec {
+/// The trainer's spec for a job on a model directory (also what `memtune
+/// train` retrains a recorded trial with).
+pub fn finetune_spec(job: &Job, model_dir: std::path::PathBuf) -> FinetuneSpec {
     FinetuneSpec {
         model_dir,
         data: job.data.clone(),

@@ -49,6 +49,17 @@ impl TokenizedDataset {
         })
     }
 
+    /// Texts to classify, tokenized by `tokenizer`: there are no labels
+    /// (every batch's labels are 0, and [`Self::num_classes`] is 0).
+    pub fn unlabelled(tokenizer: &TextTokenizer, encoded: Vec<Encoded>) -> Self {
+        Self {
+            labels: vec![0; encoded.len()],
+            encoded,
+            num_classes: 0,
+            pad_id: tokenizer.special_tokens().pad,
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.labels.len()
     }

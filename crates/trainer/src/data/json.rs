@@ -7,13 +7,18 @@ use serde_json::value::RawValue;
 
 use super::error::DataError;
 use super::label::{Field, to_example};
-use super::options::LoadOptions;
+use super::options::{FieldSpec, LabelSpec};
 use super::record::{BadRecordReason, Example, RecordLocation};
 
 pub(crate) type Parsed = Vec<(RecordLocation, Result<Example, BadRecordReason>)>;
 
 /// One JSON object per non-blank line.
-pub(crate) fn read_json_lines(file: &str, contents: &str, options: &LoadOptions) -> Parsed {
+pub(crate) fn read_json_lines(
+    file: &str,
+    contents: &str,
+    fields: &FieldSpec,
+    labels: Option<&LabelSpec>,
+) -> Parsed {
     contents
         .lines()
         .enumerate()
@@ -25,7 +30,7 @@ pub(crate) fn read_json_lines(file: &str, contents: &str, options: &LoadOptions)
                 index: None,
             };
             let example = match serde_json::from_str::<Value>(&quote_non_finite(line)) {
-                Ok(value) => from_value(&value, options),
+                Ok(value) => from_value(&value, fields, labels),
                 Err(e) => Err(BadRecordReason::Malformed {
                     message: format!("invalid JSON: {e}"),
                 }),
@@ -41,7 +46,8 @@ pub(crate) fn read_json_lines(file: &str, contents: &str, options: &LoadOptions)
 pub(crate) fn read_json_array(
     file: &str,
     contents: &str,
-    options: &LoadOptions,
+    fields: &FieldSpec,
+    labels: Option<&LabelSpec>,
 ) -> Result<Parsed, DataError> {
     let contents = quote_non_finite(contents);
     let contents = contents.as_ref();
@@ -66,7 +72,7 @@ pub(crate) fn read_json_array(
             index: Some(index),
         };
         let example = match serde_json::from_str::<Value>(raw.get()) {
-            Ok(value) => from_value(&value, options),
+            Ok(value) => from_value(&value, fields, labels),
             Err(e) => Err(BadRecordReason::Malformed {
                 message: e.to_string(),
             }),
@@ -76,14 +82,18 @@ pub(crate) fn read_json_array(
     Ok(parsed)
 }
 
-fn from_value(value: &Value, options: &LoadOptions) -> Result<Example, BadRecordReason> {
+fn from_value(
+    value: &Value,
+    fields: &FieldSpec,
+    labels: Option<&LabelSpec>,
+) -> Result<Example, BadRecordReason> {
     let Value::Object(object) = value else {
         return Err(BadRecordReason::NotAnObject);
     };
     to_example(
         |name| object.get(name).map_or(Field::Absent, Field::Json),
-        &options.fields,
-        &options.labels,
+        fields,
+        labels,
     )
 }
 

@@ -16,23 +16,39 @@ pub(crate) enum Field<'a> {
     Cell(&'a str),
 }
 
-/// The example a record holds, or why it is bad.
+/// The example a record holds, or why it is bad. Without `labels` (texts to
+/// classify, see [`super::load_texts`]) the label field is not read (the
+/// example's label is 0) and the pair text may be absent, null or an empty
+/// cell.
 pub(crate) fn to_example<'a>(
     field: impl Fn(&str) -> Field<'a>,
     fields: &FieldSpec,
-    labels: &LabelSpec,
+    labels: Option<&LabelSpec>,
 ) -> Result<Example, BadRecordReason> {
     let text = text(field(&fields.text), &fields.text)?;
-    let text_pair = match &fields.text_pair {
-        Some(name) => Some(self::text(field(name), name)?),
-        None => None,
+    let text_pair = match (&fields.text_pair, labels) {
+        (None, _) => None,
+        (Some(name), None) if is_blank(&field(name)) => None,
+        (Some(name), _) => Some(self::text(field(name), name)?),
     };
-    let label = label(field(&fields.label), &fields.label, labels)?;
+    let label = match labels {
+        Some(spec) => label(field(&fields.label), &fields.label, spec)?,
+        None => 0,
+    };
     Ok(Example {
         text,
         text_pair,
         label,
     })
+}
+
+/// An optional field that is not there.
+fn is_blank(value: &Field<'_>) -> bool {
+    match value {
+        Field::Absent | Field::Json(Value::Null) => true,
+        Field::Cell(cell) => cell.is_empty(),
+        Field::Json(_) => false,
+    }
 }
 
 fn text(value: Field<'_>, field: &str) -> Result<String, BadRecordReason> {

@@ -6,6 +6,8 @@
 //!   arrays) and either skipped, counted and listed in the [`LoadReport`], or
 //!   makes the whole load fail ([`BadRecordPolicy`]). Labels are validated
 //!   here, on the host, so a bad label can never reach a loss kernel.
+//! - [`load_texts`] reads the same formats without labels: the texts a
+//!   trained classifier is asked about, every record kept in order.
 //! - [`DataSource`] is a config's data section: the embedded set or files.
 //! - [`embedded`] is the vendored Sentiment Labelled Sentences set, compiled
 //!   into the binary.
@@ -25,6 +27,7 @@ mod record;
 mod source;
 pub mod split;
 mod table;
+mod texts;
 
 pub use batcher::{BatchOrder, TokenizedDataset};
 pub use error::DataError;
@@ -33,3 +36,4 @@ pub use reader::{load_file, load_str};
 pub use record::{BadRecord, BadRecordReason, Dataset, Example, LoadReport, RecordLocation};
 pub use source::DataSource;
 pub use split::{TrainValidationSplit, stratified_split};
+pub use texts::{TextRecord, TextRecords, load_texts};

@@ -5,16 +5,34 @@ use std::path::Path;
 use super::error::DataError;
 use super::json::{read_json_array, read_json_lines};
 use super::options::{BadRecordPolicy, DataFormat, LabelSpec, LoadOptions};
-use super::record::{Dataset, LoadReport};
+use super::record::{BadRecordReason, Dataset, LoadReport, RecordLocation};
 use super::table::read_csv;
 
 /// Loads a data file. The format is `options.format`, or else the one the
 /// extension implies; the file name in messages is the path as given.
 pub fn load_file(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Dataset, DataError> {
-    let path = path.as_ref();
+    let text = read_data_file(path.as_ref(), options.format)?;
+    load_decoded(&text.file, &text.contents, text.format, options, &text.not_utf8)
+}
+
+/// A data file read for parsing.
+pub(crate) struct DataText {
+    /// The path as given, for messages.
+    pub file: String,
+    /// The text, lines that are not UTF-8 decoded lossily.
+    pub contents: String,
+    pub format: DataFormat,
+    /// The lines that are not UTF-8 (see [`mark_not_utf8`]).
+    pub not_utf8: Vec<NotUtf8>,
+}
+
+/// Reads a data file: its format is `format`, else the extension's.
+pub(crate) fn read_data_file(
+    path: &Path,
+    format: Option<DataFormat>,
+) -> Result<DataText, DataError> {
     let file = path.display().to_string();
-    let format = options
-        .format
+    let format = format
         .or_else(|| DataFormat::from_path(path))
         .ok_or_else(|| DataError::UnknownFormat { file: file.clone() })?;
     let bytes = std::fs::read(path).map_err(|source| DataError::Read {
@@ -22,13 +40,18 @@ pub fn load_file(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Datase
         source,
     })?;
     let (contents, not_utf8) = decode_lines(&bytes);
-    load_decoded(&file, &contents, format, options, &not_utf8)
+    Ok(DataText {
+        file,
+        contents,
+        format,
+        not_utf8,
+    })
 }
 
 /// A line holding bytes that are not UTF-8: its 1-based number, the 1-based
 /// byte column of the first bad byte, and that byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct NotUtf8 {
+pub(crate) struct NotUtf8 {
     line: usize,
     column: usize,
     byte: u8,
@@ -83,27 +106,15 @@ fn load_decoded(
         return Err(DataError::NoClasses);
     }
     let parsed = match format {
-        DataFormat::Csv => read_csv(file, contents, options)?,
-        DataFormat::JsonLines => read_json_lines(file, contents, options),
-        DataFormat::JsonArray => read_json_array(file, contents, options)?,
-    };
-    let mut parsed = parsed;
-    for bad in not_utf8 {
-        // The record this line belongs to: the last one starting at or before it.
-        let owner = parsed.partition_point(|(at, _)| at.line <= bad.line);
-        if owner == 0 {
-            return Err(DataError::NotUtf8 {
-                file: file.into(),
-                line: bad.line,
-                column: bad.column,
-                byte: bad.byte,
-            });
+        DataFormat::Csv => read_csv(file, contents, &options.fields, Some(&options.labels))?,
+        DataFormat::JsonLines => {
+            read_json_lines(file, contents, &options.fields, Some(&options.labels))
         }
-        parsed[owner - 1].1 = Err(super::BadRecordReason::NotUtf8 {
-            column: bad.column,
-            byte: bad.byte,
-        });
-    }
+        DataFormat::JsonArray => {
+            read_json_array(file, contents, &options.fields, Some(&options.labels))?
+        }
+    };
+    let parsed = mark_not_utf8(file, parsed, not_utf8)?;
     let mut examples = Vec::with_capacity(parsed.len());
     let mut report = LoadReport::default();
     for (location, result) in parsed {
@@ -148,4 +159,31 @@ impl Dataset {
         self.report.merge(other.report);
         Ok(())
     }
+}
+
+/// Marks each record holding a line that is not UTF-8 as bad (the policy
+/// then decides); such a line outside every record (a CSV header) fails the
+/// file.
+pub(crate) fn mark_not_utf8<T>(
+    file: &str,
+    mut parsed: Vec<(RecordLocation, Result<T, BadRecordReason>)>,
+    not_utf8: &[NotUtf8],
+) -> Result<Vec<(RecordLocation, Result<T, BadRecordReason>)>, DataError> {
+    for bad in not_utf8 {
+        // The record this line belongs to: the last one starting at or before it.
+        let owner = parsed.partition_point(|(at, _)| at.line <= bad.line);
+        if owner == 0 {
+            return Err(DataError::NotUtf8 {
+                file: file.into(),
+                line: bad.line,
+                column: bad.column,
+                byte: bad.byte,
+            });
+        }
+        parsed[owner - 1].1 = Err(BadRecordReason::NotUtf8 {
+            column: bad.column,
+            byte: bad.byte,
+        });
+    }
+    Ok(parsed)
 }

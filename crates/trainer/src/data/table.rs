@@ -3,13 +3,14 @@
 use super::error::DataError;
 use super::json::Parsed;
 use super::label::{Field, to_example};
-use super::options::LoadOptions;
+use super::options::{FieldSpec, LabelSpec};
 use super::record::{BadRecordReason, RecordLocation};
 
 pub(crate) fn read_csv(
     file: &str,
     contents: &str,
-    options: &LoadOptions,
+    fields: &FieldSpec,
+    labels: Option<&LabelSpec>,
 ) -> Result<Parsed, DataError> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(true)
@@ -25,9 +26,12 @@ pub(crate) fn read_csv(
         .iter()
         .map(str::to_string)
         .collect();
-    let fields = &options.fields;
-    let mut columns = vec![fields.text.as_str(), fields.label.as_str()];
-    columns.extend(fields.text_pair.as_deref());
+    // Texts to classify (no `labels`) need only the text column.
+    let mut columns = vec![fields.text.as_str()];
+    if labels.is_some() {
+        columns.push(fields.label.as_str());
+        columns.extend(fields.text_pair.as_deref());
+    }
     for column in columns {
         if !header.iter().any(|h| h == column) {
             return Err(DataError::MissingColumn {
@@ -60,7 +64,7 @@ pub(crate) fn read_csv(
                                 .map_or(Field::Absent, Field::Cell)
                         },
                         fields,
-                        &options.labels,
+                        labels,
                     )
                 };
                 (line, example)

@@ -1,0 +1,102 @@
+//! `memtune predict --model DIR --data FILE`: classify texts with a Hugging
+//! Face classification directory (from `memtune train`, or transformers'
+//! `save_pretrained`) on the CPU.
+//!
+//! Prints one JSON line per record, in input order:
+//! `{"index": i, "label": k, "logits": [...], "probabilities": [...]}`,
+//! where `i` counts every record of the file from 0. A bad record (no text,
+//! malformed, untokenizable) gets no line; it is reported on stderr with its
+//! file and line, and the command then exits non-zero.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use serde_json::json;
+use trainer::data::{FieldSpec, load_texts};
+use trainer::export::{HfClassifier, probabilities};
+
+use super::Context;
+use crate::error::{CliError, Result};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The model directory: config.json, model.safetensors, tokenizer.json
+    /// (or vocab.txt).
+    #[arg(long)]
+    model: PathBuf,
+    /// The texts: CSV (header row), JSON Lines or a JSON array of objects,
+    /// by extension.
+    #[arg(long)]
+    data: PathBuf,
+    /// Truncate texts to this many tokens (default: the smaller of 512 and
+    /// the model's positions).
+    #[arg(long)]
+    max_length: Option<usize>,
+    /// Texts per forward pass.
+    #[arg(long, default_value_t = 32)]
+    batch_size: usize,
+    /// The field (column) holding the text.
+    #[arg(long, default_value = "text")]
+    text_field: String,
+    /// The field holding a pair's second text, where a record has one.
+    #[arg(long, default_value = "text_pair")]
+    text_pair_field: String,
+}
+
+fn usage(message: impl std::fmt::Display) -> CliError {
+    CliError::Usage(message.to_string())
+}
+
+pub fn run(args: &Args, _ctx: &Context, out: &mut dyn Write) -> Result<()> {
+    if args.batch_size == 0 {
+        return Err(usage("--batch-size must be at least 1"));
+    }
+    let classifier = HfClassifier::load(&args.model, args.max_length).map_err(usage)?;
+    let fields = FieldSpec {
+        text: args.text_field.clone(),
+        text_pair: Some(args.text_pair_field.clone()),
+        ..FieldSpec::default()
+    };
+    let records = load_texts(&args.data, &fields, None).map_err(usage)?;
+    let mut indices = Vec::with_capacity(records.len());
+    let mut encoded = Vec::with_capacity(records.len());
+    let mut bad = 0usize;
+    for (index, (location, record)) in records.iter().enumerate() {
+        let tokens = record.as_ref().map_err(ToString::to_string).and_then(|r| {
+            classifier
+                .encode(&r.text, r.text_pair.as_deref())
+                .map_err(|e| e.to_string())
+        });
+        match tokens {
+            Ok(tokens) => {
+                indices.push(index);
+                encoded.push(tokens);
+            }
+            Err(reason) => {
+                bad += 1;
+                eprintln!("memtune: {location} (record {index}): {reason}");
+            }
+        }
+    }
+    let logits = classifier.logits(encoded, args.batch_size).map_err(usage)?;
+    for (index, logits) in indices.into_iter().zip(logits) {
+        // The first of equal maxima, as `argmax` does.
+        let label =
+            (0..logits.len()).fold(0, |best, k| if logits[k] > logits[best] { k } else { best });
+        let line = json!({
+            "index": index,
+            "label": label,
+            "logits": logits,
+            "probabilities": probabilities(&logits),
+        });
+        writeln!(out, "{line}")?;
+    }
+    if bad > 0 {
+        return Err(usage(format!(
+            "{bad} of {} record(s) in {} could not be classified (listed above)",
+            records.len(),
+            args.data.display()
+        )));
+    }
+    Ok(())
+}

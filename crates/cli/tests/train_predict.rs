@@ -1,0 +1,340 @@
+//! Using a study's result: `memtune train` retrains a recorded trial and
+//! saves it as a Hugging Face directory, `memtune predict` classifies with
+//! one. Round trips against transformers (a torch venv from `cargo xtask
+//! test`, passed as MEMTUNE_TORCH_PYTHON): our saved model loads in
+//! `AutoModelForSequenceClassification` with the same logits, and a model
+//! transformers saved predicts here with transformers' logits. Without that
+//! venv those comparisons are skipped with a message, except under CI=true,
+//! where they fail.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value as Json;
+use store::{Storage, TrialFilter, TrialState};
+
+const TOLERANCE: f64 = 1e-4;
+
+fn torch_python() -> Option<PathBuf> {
+    match std::env::var_os("MEMTUNE_TORCH_PYTHON") {
+        Some(py) => Some(PathBuf::from(py)),
+        None if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!(
+                "MEMTUNE_TORCH_PYTHON is not set under CI: run the tests with `cargo xtask test`"
+            )
+        }
+        None => {
+            eprintln!(
+                "skipping the transformers comparison: set MEMTUNE_TORCH_PYTHON to a python with \
+                 torch and transformers (`cargo xtask python torch`)"
+            );
+            None
+        }
+    }
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hf/transformers_classifier.py")
+}
+
+fn python(py: &Path, args: &[&Path]) -> String {
+    let out = Command::new(py).arg(script()).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// transformers' logits for each line of `texts`.
+fn transformers_logits(py: &Path, model: &Path, texts: &Path) -> Vec<Vec<f64>> {
+    python(py, &[Path::new("logits"), model, texts])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn predict(model: &Path, data: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_memtune"))
+        .arg("predict")
+        .arg("--model")
+        .arg(model)
+        .arg("--data")
+        .arg(data)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn predictions(stdout: &str) -> Vec<Json> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn logits_of(prediction: &Json) -> Vec<f64> {
+    serde_json::from_value(prediction["logits"].clone()).unwrap()
+}
+
+fn assert_close(ours: &[Vec<f64>], theirs: &[Vec<f64>]) {
+    assert_eq!(ours.len(), theirs.len());
+    for (i, (a, b)) in ours.iter().zip(theirs).enumerate() {
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(b) {
+            assert!((x - y).abs() <= TOLERANCE, "record {i}: {a:?} vs {b:?}");
+        }
+    }
+}
+
+const TEXTS: &str = r#"{"text": "The film was good, really good."}
+{"text": "boring plot", "text_pair": "awful acting and a bad end"}
+{"text": "I loved every minute of it!"}
+{"text": "Worst movie ever; the story is not funny."}
+"#;
+
+/// `memtune train --study winner --config CFG --output OUT [EXTRA]`.
+fn train(db: &Path, cfg: &Path, output: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "train",
+        "--study",
+        "winner",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    common::memtune(db, &args)
+}
+
+fn study_file(name: &str, model: &Path) -> String {
+    format!(
+        r#"
+[study]
+name = "{name}"
+n_trials = 2
+seed = 3
+
+[data]
+source = "embedded"
+
+[objective]
+metric = "accuracy"
+
+[models.tiny]
+dir = "{model}"
+
+[[param]]
+name = "learning_rate"
+type = "float"
+low = 1e-3
+high = 5e-3
+log = true
+
+[fixed]
+batch_size = 32
+max_length = 32
+epochs = 2
+head_layers = 0
+
+[sampler]
+kind = "random"
+
+[runner]
+device = "cpu"
+threads_per_worker = 1
+"#,
+        model = model.display()
+    )
+}
+
+#[test]
+fn train_repeats_the_trial_and_transformers_gives_the_same_logits() {
+    let dir = tempfile::tempdir().unwrap();
+    let words = trainer::testing::sentiment_words(600);
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let model = dir.path().join("tiny");
+    trainer::testing::write_tiny_model(&model, &trainer::testing::tiny_config(), &words, 3)
+        .unwrap();
+    let db = dir.path().join("study.db");
+    let cfg = dir.path().join("study.toml");
+    std::fs::write(&cfg, study_file("winner", &model)).unwrap();
+    let cfg_arg = cfg.to_str().unwrap();
+    common::ok(common::memtune(
+        &db,
+        &["tune", "--no-progress", "--config", cfg_arg],
+    ));
+    let storage = Storage::open_existing(&db).unwrap();
+    let study = storage.study("winner").unwrap();
+    let best = storage.best_trial(study.study_id).unwrap().unwrap();
+    let trials = storage
+        .trials(study.study_id, &TrialFilter::default())
+        .unwrap();
+    assert!(trials.iter().all(|t| t.state == TrialState::Complete));
+
+    // The best trial by default, and another by number: each retrain stops
+    // at the recorded epoch with exactly the recorded validation value.
+    let out_best = dir.path().join("best");
+    let stdout = common::ok(train(&db, &cfg, &out_best, &[]));
+    let recorded = best.values.as_ref().unwrap()[0];
+    assert!(
+        stdout.contains(&format!(
+            "trial {}: validation accuracy {recorded} ",
+            best.number
+        )),
+        "{stdout}"
+    );
+    let other = trials.iter().find(|t| t.number != best.number).unwrap();
+    let number = other.number.to_string();
+    let out_other = dir.path().join("other");
+    let stdout = common::ok(train(&db, &cfg, &out_other, &["--trial", &number]));
+    let recorded = other.values.as_ref().unwrap()[0];
+    assert!(
+        stdout.contains(&format!("validation accuracy {recorded} ")),
+        "{stdout}"
+    );
+    // Nothing is overwritten; a wrong study name, and a head transformers
+    // has no counterpart for, are refused before any training.
+    let err = common::fails(train(&db, &cfg, &out_best, &[]));
+    assert!(err.contains("not empty"), "{err}");
+    let err = common::fails(common::memtune(
+        &db,
+        &[
+            "train", "--study", "other", "--config", cfg_arg, "--output", "x",
+        ],
+    ));
+    assert!(err.contains("describes study `winner`"), "{err}");
+    let hidden_cfg = dir.path().join("hidden.toml");
+    let text = study_file("winner", &model).replace("head_layers = 0", "head_layers = 1");
+    std::fs::write(&hidden_cfg, text).unwrap();
+    let out_hidden = dir.path().join("hidden");
+    let err = common::fails(train(&db, &hidden_cfg, &out_hidden, &[]));
+    assert!(err.contains("hidden layer"), "{err}");
+    assert!(!out_hidden.exists());
+
+    let config: Json =
+        serde_json::from_str(&std::fs::read_to_string(out_best.join("config.json")).unwrap())
+            .unwrap();
+    assert_eq!(config["model_type"], "bert");
+    assert_eq!(config["num_labels"], 2);
+    assert_eq!(config["id2label"]["1"], "LABEL_1");
+    assert!(out_best.join("tokenizer.json").is_file());
+
+    let texts = dir.path().join("texts.jsonl");
+    std::fs::write(&texts, TEXTS).unwrap();
+    let ours = predictions(&common::ok(predict(
+        &out_best,
+        &texts,
+        &["--batch-size", "3"],
+    )));
+    assert_eq!(ours.len(), 4);
+    for (i, p) in ours.iter().enumerate() {
+        assert_eq!(p["index"], i);
+        let probs: Vec<f64> = serde_json::from_value(p["probabilities"].clone()).unwrap();
+        assert!((probs.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        let logits = logits_of(p);
+        let argmax = if logits[1] > logits[0] { 1 } else { 0 };
+        assert_eq!(p["label"], argmax);
+    }
+    let ours: Vec<Vec<f64>> = ours.iter().map(logits_of).collect();
+    // The trained classifier separates the texts (not a constant output).
+    assert!(
+        ours.iter().any(|l| (l[0] - ours[0][0]).abs() > 1e-3),
+        "{ours:?}"
+    );
+    if let Some(py) = torch_python() {
+        assert_close(&ours, &transformers_logits(&py, &out_best, &texts));
+    }
+}
+
+#[test]
+fn predict_gives_transformers_logits_for_a_transformers_saved_classifier() {
+    let Some(py) = torch_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("hf");
+    python(&py, &[Path::new("make"), &model]);
+    let texts = dir.path().join("texts.jsonl");
+    std::fs::write(&texts, TEXTS).unwrap();
+    let ours = predictions(&common::ok(predict(&model, &texts, &[])));
+    let labels: Vec<Json> = ours.iter().map(|p| p["label"].clone()).collect();
+    let ours: Vec<Vec<f64>> = ours.iter().map(logits_of).collect();
+    let theirs = transformers_logits(&py, &model, &texts);
+    assert_close(&ours, &theirs);
+    for (label, logits) in labels.iter().zip(&theirs) {
+        let argmax = (0..3).fold(0, |b, k| if logits[k] > logits[b] { k } else { b });
+        assert_eq!(*label, argmax);
+    }
+}
+
+#[test]
+fn predict_reports_bad_records_with_their_line_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let words = ["good", "bad", "film"];
+    let model = dir.path().join("tiny");
+    trainer::testing::write_tiny_model(&model, &trainer::testing::tiny_config(), &words, 3)
+        .unwrap();
+    // A pretrained encoder has no classifier to predict with.
+    let texts = dir.path().join("texts.csv");
+    std::fs::write(&texts, "text\ngood film\n").unwrap();
+    let err = common::fails(predict(&model, &texts, &[]));
+    assert!(err.contains("not a sequence classifier"), "{err}");
+
+    // Give it a classifier: rename the encoder's tensors as HF's
+    // BertForSequenceClassification and add a head.
+    let mut tensors = trainer::weights::load_safetensors(model.join("model.safetensors")).unwrap();
+    tensors.insert(
+        "classifier.weight".into(),
+        trainer::weights::HostTensor {
+            shape: vec![2, 32],
+            data: (0..64).map(|i| (i as f32 - 32.0) / 100.0).collect(),
+        },
+    );
+    tensors.insert(
+        "classifier.bias".into(),
+        trainer::weights::HostTensor {
+            shape: vec![2],
+            data: vec![0.1, -0.1],
+        },
+    );
+    trainer::weights::save_safetensors(
+        model.join("model.safetensors"),
+        &tensors,
+        trainer::weights::StoredDtype::F32,
+    )
+    .unwrap();
+    let config_path = model.join("config.json");
+    let mut config: Json =
+        serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
+    config["architectures"] = serde_json::json!(["BertForSequenceClassification"]);
+    std::fs::write(&config_path, config.to_string()).unwrap();
+
+    let texts = dir.path().join("texts.jsonl");
+    std::fs::write(
+        &texts,
+        "{\"text\": \"good film\"}\n{\"txt\": \"bad\"}\nnot json\n{\"text\": \"bad\", \"text_pair\": \"film\"}\n",
+    )
+    .unwrap();
+    let out = predict(&model, &texts, &[]);
+    assert!(!out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let indices: Vec<Json> = predictions(&stdout)
+        .iter()
+        .map(|p| p["index"].clone())
+        .collect();
+    assert_eq!(indices, [0, 3]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("texts.jsonl:2 (record 1): text field `text`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("texts.jsonl:3 (record 2)"), "{stderr}");
+    assert!(stderr.contains("2 of 4 record(s)"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    let err = common::fails(predict(&model, &texts, &["--batch-size", "0"]));
+    assert!(err.contains("--batch-size"), "{err}");
+}

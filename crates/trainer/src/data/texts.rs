@@ -1,0 +1,120 @@
+//! Texts to classify: the study's file formats without a label field, for
+//! prediction.
+
+use std::path::Path;
+
+use super::error::DataError;
+use super::json::{read_json_array, read_json_lines};
+use super::options::{DataFormat, FieldSpec};
+use super::reader::{mark_not_utf8, read_data_file};
+use super::record::{BadRecordReason, RecordLocation};
+use super::table::read_csv;
+
+/// One record of a file of texts to classify.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TextRecord {
+    pub text: String,
+    /// The second text of a pair task, when the record has one.
+    pub text_pair: Option<String>,
+}
+
+/// Every record of a file, in file order, with where it is; a bad record is
+/// its reason, never left out.
+pub type TextRecords = Vec<(RecordLocation, Result<TextRecord, BadRecordReason>)>;
+
+/// Reads CSV, JSON Lines or a JSON array as [`super::load_file`] does
+/// (`format` from the extension when `None`), except that there is no label:
+/// the text field is required, the pair field (when `fields` names one) is
+/// optional per record. The label field of `fields` is ignored.
+pub fn load_texts(
+    path: impl AsRef<Path>,
+    fields: &FieldSpec,
+    format: Option<DataFormat>,
+) -> Result<TextRecords, DataError> {
+    let text = read_data_file(path.as_ref(), format)?;
+    let (file, contents) = (&text.file, &text.contents);
+    let parsed = match text.format {
+        DataFormat::Csv => read_csv(file, contents, fields, None)?,
+        DataFormat::JsonLines => read_json_lines(file, contents, fields, None),
+        DataFormat::JsonArray => read_json_array(file, contents, fields, None)?,
+    };
+    Ok(mark_not_utf8(file, parsed, &text.not_utf8)?
+        .into_iter()
+        .map(|(location, example)| {
+            let record = example.map(|e| TextRecord {
+                text: e.text,
+                text_pair: e.text_pair,
+            });
+            (location, record)
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields() -> FieldSpec {
+        FieldSpec {
+            text_pair: Some("text_pair".into()),
+            ..FieldSpec::default()
+        }
+    }
+
+    fn read(name: &str, contents: &str) -> TextRecords {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, contents).unwrap();
+        load_texts(&path, &fields(), None).unwrap()
+    }
+
+    #[test]
+    fn jsonl_keeps_every_record_in_order_with_its_line() {
+        let records = read(
+            "x.jsonl",
+            "{\"text\": \"good\"}\n\n{\"text\": \"a\", \"text_pair\": \"b\", \"label\": 7}\n{\"txt\": 1}\n",
+        );
+        assert_eq!(records.len(), 3);
+        assert_eq!(records[0].1.as_ref().unwrap().text_pair, None);
+        let pair = records[1].1.as_ref().unwrap();
+        assert_eq!(
+            (pair.text.as_str(), pair.text_pair.as_deref()),
+            ("a", Some("b"))
+        );
+        assert_eq!(records[2].0.line, 4);
+        assert!(matches!(
+            records[2].1,
+            Err(BadRecordReason::MissingText { .. })
+        ));
+    }
+
+    #[test]
+    fn csv_needs_only_the_text_column() {
+        let records = read("x.csv", "text,text_pair\nhello,\nbye,there\n,x\n");
+        assert_eq!(records[0].1.as_ref().unwrap().text_pair, None);
+        assert_eq!(
+            records[1].1.as_ref().unwrap().text_pair.as_deref(),
+            Some("there")
+        );
+        assert!(matches!(
+            records[2].1,
+            Err(BadRecordReason::EmptyText { .. })
+        ));
+        assert_eq!(records[2].0.line, 4);
+        let records = read("y.csv", "id,text\n1,hello\n");
+        assert_eq!(records[0].1.as_ref().unwrap().text, "hello");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("z.csv");
+        std::fs::write(&path, "body\nhello\n").unwrap();
+        let e = load_texts(&path, &fields(), None).unwrap_err().to_string();
+        assert!(e.contains("z.csv") && e.contains("text"), "{e}");
+    }
+
+    #[test]
+    fn json_array_records_carry_their_index() {
+        let records = read("x.json", "[{\"text\": \"a\"},\n 5]");
+        assert_eq!(records[1].0.index, Some(1));
+        assert_eq!(records[1].0.line, 2);
+        assert!(matches!(records[1].1, Err(BadRecordReason::NotAnObject)));
+    }
+}
