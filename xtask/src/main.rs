@@ -103,6 +103,19 @@ fn test(extra: &[String]) -> Result<()> {
         "cuda_ops",
     ];
     env::cargo(&nvrtc_check, &vars)?;
+    // Finding CUDA 12/13 libraries in fake install folders, and preloading.
+    env::cargo(
+        &[
+            "test",
+            "-p",
+            "gpu-mem",
+            "--features",
+            "cuda",
+            "--lib",
+            "libs",
+        ],
+        &vars,
+    )?;
     // The CUDA backend's host-side unit tests (cuBLAS argument mapping, ...).
     env::cargo(
         &[

@@ -63,10 +63,13 @@ impl CudaDevice {
     /// Open device `ordinal` (its primary context). Fails cleanly when the
     /// driver library is missing or the device does not exist.
     pub fn new(ordinal: usize) -> Result<CudaDevice, BackendError> {
+        if let Err(reason) = crate::libs::ensure_loaded() {
+            return Err(BackendError::NoDriver(reason.clone()));
+        }
         // SAFETY: only tries to load the library.
         if !unsafe { sys::is_culib_present() } {
             return Err(BackendError::NoDriver(
-                "libcuda.so was not found; install the NVIDIA driver or run on a machine with a GPU"
+                "libcuda.so.1 was not found; install the NVIDIA driver or run on a machine with a GPU"
                     .into(),
             ));
         }

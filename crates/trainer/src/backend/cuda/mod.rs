@@ -93,19 +93,17 @@ impl std::fmt::Debug for CudaBackend {
 /// Whether this machine can run the backend at all: libcuda, libnvrtc and
 /// libcublas load. Cheap; touches no device.
 pub fn probe() -> Result<(), CudaError> {
-    // SAFETY: these only try to load the libraries.
+    if let Err(reason) = gpu_mem::libs::ensure_loaded() {
+        return Err(CudaError::MissingLibrary(reason.clone()));
+    }
+    // SAFETY: this only tries to load the library.
     if !unsafe { sys::is_culib_present() } {
         return Err(CudaError::MissingLibrary(
             "libcuda.so was not found (no NVIDIA driver)".into(),
         ));
     }
     nvrtc::ensure_loaded()?;
-    if !unsafe { cudarc::cublas::sys::is_culib_present() } {
-        return Err(CudaError::MissingLibrary(
-            "libcublas was not found; put the CUDA 12 cuBLAS library on LD_LIBRARY_PATH".into(),
-        ));
-    }
-    Ok(())
+    nvrtc::ensure_cublas_loaded()
 }
 
 impl CudaBackend {
