@@ -36,6 +36,7 @@ mod ops;
 pub use buffer::{CudaBuf, CudaIds};
 pub use error::CudaError;
 
+use crate::memory::OutOfMemory;
 use cudarc::driver::sys::{self, CUresult};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use error::{check, from_driver};
@@ -330,6 +331,40 @@ impl CudaBackend {
             sys::cuMemsetD8Async(buf.ptr(), 0, bytes, self.stream.cu_stream())
         })?;
         Ok(Some(buf))
+    }
+
+    /// A zeroed buffer, or none when an error is pending or the allocation
+    /// failed (recorded for [`CudaBackend::check`]). Out of memory is raised
+    /// as the trainer's [`OutOfMemory`] unwind, as on every backend, so the
+    /// training loop halves the micro-batch.
+    fn alloc_or_raise<T: cudarc::driver::DeviceRepr>(
+        &self,
+        name: &str,
+        len: usize,
+    ) -> Option<CudaBuffer<T>> {
+        let mut mem = None;
+        let mut oom = None;
+        self.run(|| match self.new_buf::<T>(name, len) {
+            Ok(buf) => {
+                mem = buf;
+                Ok(())
+            }
+            Err(e) => match e.as_oom() {
+                Some(report) => {
+                    oom = Some(OutOfMemory::from_allocator(
+                        name,
+                        len * size_of::<T>(),
+                        report,
+                    ));
+                    Ok(())
+                }
+                None => Err(e),
+            },
+        });
+        if let Some(oom) = oom {
+            oom.raise();
+        }
+        mem
     }
 
     /// Copies `src` into the device buffer at `dst` and waits.
