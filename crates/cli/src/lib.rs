@@ -16,6 +16,7 @@
 //! in [`tune`] included).
 
 pub mod commands;
+pub mod devices;
 pub mod error;
 pub mod history;
 pub mod render;
