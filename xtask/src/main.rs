@@ -11,8 +11,9 @@
 //! - `cargo xtask nvrtc`: install libnvrtc (pip wheel) and print its directory.
 //! - `cargo xtask bench NAME`: the cross-crate benchmarks that print a table
 //!   (`sampler`, `store`, `packing`).
-//! - `cargo xtask gpu-test [--run]`: build the CUDA tests and the GPU latency
-//!   table into `.device/` for the GPU machine (`--run`: run them here too).
+//! - `cargo xtask gpu-test [--run]`: build the GPU bundle `.device/` (CUDA
+//!   tests, latency table, `memtune`, `run.sh` with its steps and report) for
+//!   the GPU machine (`--run`: run it here too).
 
 mod bench_packing;
 mod bench_sampler;
@@ -128,7 +129,10 @@ fn test(extra: &[String]) -> Result<()> {
             "backend::cuda",
         ],
         &vars,
-    )
+    )?;
+    // The GPU bundle builds, and its script runs and reports without a GPU.
+    gpu_test::run(&[])?;
+    gpu_test::check_dry_run(&env::root().join("target").join("gpu-dry-run"))
 }
 
 /// Build and run the study runner on the embedded default study: fetch
