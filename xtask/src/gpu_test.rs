@@ -7,7 +7,7 @@
 //! device machine and run `bash .device/run.sh [STEP...]`; it writes
 //! `gpu-report.json` and `gpu-report.md` into `$OUT`. `run.sh --dry-run`
 //! reports every step skipped (what `cargo xtask test` checks, see
-//! [`check_dry_run`]). On a machine that has both cargo and a GPU,
+//! [`check_dry_run`], also `cargo xtask gpu-test --dry-run`). On a machine that has both cargo and a GPU,
 //! `cargo xtask gpu-test --run` builds and runs in one go.
 
 use crate::{Result, env};
@@ -108,6 +108,9 @@ pub fn run(args: &[String]) -> Result<()> {
         tests.len(),
         size as f64 / (1u64 << 20) as f64
     );
+    if args.iter().any(|a| a == "--dry-run") {
+        check_dry_run(&env::root().join("target").join("gpu-dry-run"))?;
+    }
     if run_here {
         env::run(Command::new("bash").arg(&run_sh))?;
     }
