@@ -1,10 +1,13 @@
-//! `cargo xtask gpu-test`: the CUDA tests and the GPU latency table.
+//! `cargo xtask gpu-test`: the GPU bundle.
 //!
 //! The device machine has a GPU but no Rust toolchain, so this builds here
-//! (with each CUDA crate's `cuda` feature) and runs there: it copies the test
-//! binaries and the latency example into `.device/` (git-ignored) with a
-//! `run.sh`. Carry `.device` to the device machine and run
-//! `bash .device/run.sh`. On a machine that has both cargo and a GPU,
+//! (with each CUDA crate's `cuda` feature) and runs there: it copies the CUDA
+//! test binaries, the latency example and `memtune` into `.device/`
+//! (git-ignored) with `run.sh` (`gpu_bundle/run.sh`). Carry `.device` to the
+//! device machine and run `bash .device/run.sh [STEP...]`; it writes
+//! `gpu-report.json` and `gpu-report.md` into `$OUT`. `run.sh --dry-run`
+//! reports every step skipped (what `cargo xtask test` checks, see
+//! [`check_dry_run`], also `cargo xtask gpu-test --dry-run`). On a machine that has both cargo and a GPU,
 //! `cargo xtask gpu-test --run` builds and runs in one go.
 
 use crate::{Result, env};
@@ -14,18 +17,27 @@ use std::process::Command;
 /// Crates with a `cuda` feature and GPU tests, and which test targets to
 /// bundle (none named: all of them). The trainer bundles only its CUDA
 /// tests: its CPU tests run in CI, and all of them would not fit the carry.
-const CUDA_CRATES: &[(&str, &[&str])] = &[("gpu-mem", &[]), ("trainer", &["--test", "cuda_ops"])];
+const CUDA_CRATES: &[(&str, &[&str])] = &[
+    ("gpu-mem", &["--test", "gpu"]),
+    ("trainer", &["--test", "cuda_ops"]),
+];
 
-/// The trainer's CUDA backend loads libnvrtc and libcublas by name. The
-/// device machine has no CUDA toolkit, but its PyTorch ships both as pip
-/// wheels (`nvidia-cuda-nvrtc-cu12`, `nvidia-cublas-cu12`): find them there
-/// unless the caller already set the paths.
-const FIND_CUDA_LIBS: &str = r#"NVIDIA_DIR=$("${PYTHON:-python3}" -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null || true)
-if [ -n "$NVIDIA_DIR" ]; then
-  export MEMTUNE_NVRTC_LIB="${MEMTUNE_NVRTC_LIB:-$NVIDIA_DIR/cuda_nvrtc/lib}"
-  export LD_LIBRARY_PATH="$NVIDIA_DIR/cublas/lib:$NVIDIA_DIR/cuda_nvrtc/lib:${LD_LIBRARY_PATH:-}"
-fi
-"#;
+/// The steps of `run.sh`, in order.
+pub const STEPS: &[&str] = &[
+    "ops",
+    "determinism",
+    "gpu-mem",
+    "latency",
+    "throughput",
+    "memory-plan",
+    "finetune",
+    "study",
+];
+
+/// The bundle must fit the device machine's carry limit with room to spare.
+const MAX_BUNDLE_BYTES: u64 = 60 << 20;
+
+const RUN_SH: &str = include_str!("gpu_bundle/run.sh");
 
 pub fn run(args: &[String]) -> Result<()> {
     let run_here = args.iter().any(|a| a == "--run");
@@ -76,26 +88,29 @@ pub fn run(args: &[String]) -> Result<()> {
     std::fs::copy(&script_src, bundle.join("torch_latency.py"))
         .map_err(|e| format!("cannot copy {}: {e}", script_src.display()))?;
 
-    let mut script = String::from(
-        "#!/usr/bin/env bash\n# Made by `cargo xtask gpu-test`: runs the CUDA tests, then the latency table.\n\
-         set -euo pipefail\ncd \"$(dirname \"$0\")\"\nexport MEMTUNE_GPU_TESTS=1\n",
-    );
-    script += FIND_CUDA_LIBS;
-    for test in &tests {
-        script += &format!(
-            "echo \"== {name}\"\n./bin/{name} --test-threads=1\n",
-            name = file_name(test)
-        );
+    let memtune = build(&["build", "--package", "cli", "--bin", "memtune"], false)?;
+    for exe in &memtune {
+        copy_into(exe, &bin)?;
     }
-    script += "MEMTUNE_TORCH_LATENCY_SCRIPT=torch_latency.py ./bin/gpu_latency --python \"${PYTHON:-python3}\"\n";
     let run_sh = bundle.join("run.sh");
-    std::fs::write(&run_sh, script)
+    std::fs::write(&run_sh, RUN_SH)
         .map_err(|e| format!("cannot write {}: {e}", run_sh.display()))?;
+    let size = dir_bytes(&bundle);
+    if size > MAX_BUNDLE_BYTES {
+        return Err(format!(
+            "the GPU bundle {} is {size} bytes, over {MAX_BUNDLE_BYTES}",
+            bundle.display()
+        ));
+    }
     eprintln!(
-        "xtask: GPU bundle in {} ({} test binaries); run `bash .device/run.sh` on the GPU machine",
+        "xtask: GPU bundle in {} ({} test binaries, {:.1} MiB); run `bash .device/run.sh` on the GPU machine",
         bundle.display(),
-        tests.len()
+        tests.len(),
+        size as f64 / (1u64 << 20) as f64
     );
+    if args.iter().any(|a| a == "--dry-run") {
+        check_dry_run(&env::root().join("target").join("gpu-dry-run"))?;
+    }
     if run_here {
         env::run(Command::new("bash").arg(&run_sh))?;
     }
@@ -146,4 +161,105 @@ fn copy_into(exe: &Path, dir: &Path) -> Result<PathBuf> {
     let dest = dir.join(file_name(exe));
     std::fs::copy(exe, &dest).map_err(|e| format!("cannot copy {}: {e}", exe.display()))?;
     Ok(dest)
+}
+
+/// Bytes of every file under `dir`.
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| {
+            let p = e.path();
+            if p.is_dir() {
+                dir_bytes(&p)
+            } else {
+                e.metadata().map_or(0, |m| m.len())
+            }
+        })
+        .sum()
+}
+
+/// Runs `bash .device/run.sh --dry-run` into `out` and checks the bundle's
+/// files and the report: every step, in order, skipped with a reason.
+pub fn check_dry_run(out: &Path) -> Result<()> {
+    let bundle = env::root().join(".device");
+    let bin = bundle.join("bin");
+    let names: Vec<String> = std::fs::read_dir(&bin)
+        .map_err(|e| format!("cannot read {}: {e}", bin.display()))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    for prefix in ["cuda_ops-", "gpu-", "gpu_latency", "memtune"] {
+        if !names.iter().any(|n| n.starts_with(prefix)) {
+            return Err(format!(
+                "the GPU bundle has no {prefix}* in {}",
+                bin.display()
+            ));
+        }
+    }
+    if !bundle.join("torch_latency.py").is_file() {
+        return Err("the GPU bundle has no torch_latency.py".into());
+    }
+    if out.exists() {
+        std::fs::remove_dir_all(out).map_err(|e| format!("cannot clear {}: {e}", out.display()))?;
+    }
+    env::run(
+        Command::new("bash")
+            .arg(bundle.join("run.sh"))
+            .arg("--dry-run")
+            .env("OUT", out),
+    )?;
+    let report_path = out.join("gpu-report.json");
+    let text = std::fs::read_to_string(&report_path)
+        .map_err(|e| format!("cannot read {}: {e}", report_path.display()))?;
+    let report: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not JSON: {e}", report_path.display()))?;
+    let steps = report
+        .get("steps")
+        .and_then(|s| s.as_array())
+        .ok_or_else(|| format!("{}: no \"steps\" array", report_path.display()))?;
+    let names: Vec<&str> = steps
+        .iter()
+        .filter_map(|s| s.get("name").and_then(|n| n.as_str()))
+        .collect();
+    if names != STEPS {
+        return Err(format!(
+            "{}: steps {names:?}, expected {STEPS:?}",
+            report_path.display()
+        ));
+    }
+    for step in steps {
+        let ok = step.get("status").and_then(|v| v.as_str()) == Some("skipped")
+            && step
+                .get("seconds")
+                .is_some_and(|v| v.is_f64() || v.is_u64())
+            && step
+                .get("detail")
+                .and_then(|v| v.as_str())
+                .is_some_and(|d| !d.is_empty());
+        if !ok {
+            return Err(format!(
+                "{}: a dry-run step is not skipped with a reason: {step}",
+                report_path.display()
+            ));
+        }
+    }
+    let md = out.join("gpu-report.md");
+    let md_text =
+        std::fs::read_to_string(&md).map_err(|e| format!("cannot read {}: {e}", md.display()))?;
+    if STEPS
+        .iter()
+        .any(|s| !md_text.contains(&format!("| {s} | skipped |")))
+    {
+        return Err(format!(
+            "{} does not list every step as skipped",
+            md.display()
+        ));
+    }
+    eprintln!(
+        "xtask: GPU bundle dry run: {} steps skipped, report checked",
+        STEPS.len()
+    );
+    Ok(())
 }

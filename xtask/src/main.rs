@@ -12,8 +12,10 @@
 //! - `cargo xtask nvrtc`: install libnvrtc (pip wheel) and print its directory.
 //! - `cargo xtask bench NAME`: the cross-crate benchmarks that print a table
 //!   (`sampler`, `store`, `packing`).
-//! - `cargo xtask gpu-test [--run]`: build the CUDA tests and the GPU latency
-//!   table into `.device/` for the GPU machine (`--run`: run them here too).
+//! - `cargo xtask gpu-test [--run]`: build the GPU bundle `.device/` (CUDA
+//!   tests, latency table, `memtune`, `run.sh` with its steps and report) for
+//!   the GPU machine (`--dry-run`: check its script and report here;
+//!   `--run`: run it here too).
 
 mod bench_packing;
 mod bench_sampler;
@@ -111,6 +113,19 @@ fn test(extra: &[String]) -> Result<()> {
         "cuda_ops",
     ];
     env::cargo(&nvrtc_check, &vars)?;
+    // Finding CUDA 12/13 libraries in fake install folders, and preloading.
+    env::cargo(
+        &[
+            "test",
+            "-p",
+            "gpu-mem",
+            "--features",
+            "cuda",
+            "--lib",
+            "libs",
+        ],
+        &vars,
+    )?;
     // The CUDA backend's host-side unit tests (cuBLAS argument mapping, ...).
     env::cargo(
         &[
@@ -123,7 +138,9 @@ fn test(extra: &[String]) -> Result<()> {
             "backend::cuda",
         ],
         &vars,
-    )
+    )?;
+    // The GPU bundle builds, and its script runs and reports without a GPU.
+    gpu_test::run(&["--dry-run".to_string()])
 }
 
 /// Build and benchmark output (`target/` anywhere in the tree, criterion

@@ -4,8 +4,9 @@
 //! CI has no GPU and no CUDA toolkit, but NVRTC is a plain shared library:
 //! the wheel carries `libnvrtc.so.12` and its builtins, enough to compile
 //! every kernel for any architecture. The trainer's `nvrtc_compile` test
-//! reads `MEMTUNE_NVRTC_LIB` (this lib directory). The version matches
-//! cudarc's `cuda-12080` API (CUDA 12.8).
+//! reads `MEMTUNE_NVRTC_LIB` (this lib directory). cudarc's bindings are
+//! CUDA 13.0's and load either major version (`gpu_mem::libs`); the device
+//! image's NVRTC 13 is what `.device/run.sh` uses.
 
 use crate::{Result, env};
 use std::path::PathBuf;

@@ -17,6 +17,7 @@
 
 pub mod argv;
 pub mod commands;
+pub mod devices;
 pub mod error;
 pub mod history;
 pub mod render;

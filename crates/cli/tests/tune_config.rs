@@ -815,3 +815,25 @@ fn missing_keys_are_reported_at_their_table() {
         "missing field `type`",
     );
 }
+
+#[test]
+fn devices_are_auto_cpu_cuda_cuda_n_or_sim() {
+    let device = |v: &str| {
+        StudyConfig::parse(
+            &format!("{BASE}\n[runner]\ndevice = \"{v}\"\n"),
+            "study.toml",
+        )
+        .map(|c| c.runner.device)
+    };
+    assert_eq!(device("auto").unwrap(), DeviceKind::Auto);
+    assert_eq!(device("cpu").unwrap(), DeviceKind::Cpu);
+    assert_eq!(device("cuda").unwrap(), DeviceKind::Cuda(0));
+    assert_eq!(device("cuda:3").unwrap(), DeviceKind::Cuda(3));
+    for bad in ["gpu", "cuda:", "cuda:x", "cuda:-1"] {
+        let e = device(bad).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("unknown device `{bad}`")) && e.contains("study.toml"),
+            "{e}"
+        );
+    }
+}

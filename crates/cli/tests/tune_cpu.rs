@@ -195,6 +195,50 @@ fn a_bad_study_file_is_refused_before_anything_runs() {
     assert!(!db.exists(), "a refused study file created the storage");
 }
 
+#[test]
+fn auto_falls_back_to_the_cpu_with_a_notice_and_cuda_is_explicit() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let db = dir.path().join("auto.db");
+    let cfg = dir.path().join("study.toml");
+    let text = study("auto", &model, 1, "").replace("device = \"cpu\"", "device = \"auto\"");
+    std::fs::write(&cfg, text).unwrap();
+    let out = run(&db, &cfg, None);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    common::ok(out);
+    let notices: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("memtune: device = \"auto\": using the CPU ("))
+        .collect();
+    assert_eq!(notices.len(), 1, "one notice saying why: {stderr}");
+    assert_eq!(trials(&db, "auto").len(), 1);
+
+    // An explicit CUDA device is never silently replaced by the CPU.
+    let db = dir.path().join("cuda.db");
+    let text = study("cuda", &model, 1, "").replace("device = \"cpu\"", "device = \"cuda:0\"");
+    std::fs::write(&cfg, text).unwrap();
+    let err = common::fails(run(&db, &cfg, None));
+    assert!(err.contains("device = \"cuda:0\""), "{err}");
+    assert!(!db.exists(), "a refused device created the storage");
+}
+
+#[test]
+fn devices_lists_the_cpu_and_says_why_cuda_is_or_is_not_there() {
+    let out = Command::new(env!("CARGO_BIN_EXE_memtune"))
+        .arg("devices")
+        .output()
+        .unwrap();
+    let text = common::ok(out);
+    let cores = std::thread::available_parallelism().unwrap().get();
+    assert!(text.starts_with(&format!("cpu: {cores} cores, ")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("cuda: unavailable: ") || l.starts_with("cuda:0: ")),
+        "{text}"
+    );
+    assert!(text.contains("library libnvrtc: "), "{text}");
+}
+
 fn python() -> Option<String> {
     match std::env::var("MEMTUNE_PYTHON") {
         Ok(p) => Some(p),

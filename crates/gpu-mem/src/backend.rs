@@ -87,4 +87,11 @@ pub trait Backend: Send + Sync + 'static {
     fn event_done(&self, event: &Self::Event) -> Result<bool, BackendError>;
     /// Block until the work before `event` has finished.
     fn event_wait(&self, event: &Self::Event) -> Result<(), BackendError>;
+
+    /// Why `reserve`/`map` cannot be used on this device, if they cannot
+    /// (no virtual memory management, as under some sandboxes). The
+    /// allocator then uses classic segments instead of expandable ones.
+    fn virtual_memory_unsupported(&self) -> Option<String> {
+        None
+    }
 }

@@ -48,6 +48,7 @@ pub mod config;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod error;
+pub mod libs;
 pub mod scenario;
 pub mod sim;
 pub mod snapshot;

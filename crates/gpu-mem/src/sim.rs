@@ -30,6 +30,7 @@ struct SimState {
     fail_malloc_at: Option<u64>,
     epoch: u64,
     syncs: u64,
+    no_virtual_memory: Option<String>,
 }
 
 /// A simulated device; see the module doc.
@@ -67,8 +68,17 @@ impl SimDevice {
                 fail_malloc_at: None,
                 epoch: 0,
                 syncs: 0,
+                no_virtual_memory: None,
             }),
         }
+    }
+
+    /// A device without virtual memory management (as a GPU under a
+    /// sandbox that lacks it): `reserve` fails and
+    /// [`Backend::virtual_memory_unsupported`] gives `reason`.
+    pub fn without_virtual_memory(self, reason: &str) -> Self {
+        self.lock().no_virtual_memory = Some(reason.to_string());
+        self
     }
 
     /// A device like an 80 GB H100: 80 GiB, 2 MiB pages.
@@ -222,6 +232,12 @@ impl Backend for SimDevice {
 
     fn reserve(&self, size: usize) -> Result<DevicePtr, BackendError> {
         let mut s = self.lock();
+        if let Some(reason) = &s.no_virtual_memory {
+            return Err(BackendError::Driver {
+                call: "cuMemAddressReserve",
+                message: format!("not supported: {reason}"),
+            });
+        }
         if size == 0 || !size.is_multiple_of(s.granularity) {
             return Err(BackendError::Invalid(format!(
                 "reservation of {size} bytes is not a whole number of pages"
@@ -320,5 +336,9 @@ impl Backend for SimDevice {
             s.epoch = event.epoch + 1;
         }
         Ok(())
+    }
+
+    fn virtual_memory_unsupported(&self) -> Option<String> {
+        self.lock().no_virtual_memory.clone()
     }
 }

@@ -116,6 +116,17 @@ fn expandable_growth_and_unmap_show_in_mem_get_info() {
     );
 }
 
+/// Set by the test thread to let [`block_until_released`] return.
+static RELEASE_S2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A host function that holds its stream until `RELEASE_S2` is set, so the
+/// stream's later work is pending for as long as the test wants.
+unsafe extern "C" fn block_until_released(_: *mut std::ffi::c_void) {
+    while !RELEASE_S2.load(std::sync::atomic::Ordering::Acquire) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 #[test]
 fn record_stream_waits_for_the_other_stream() {
     if !gpu_tests_enabled("record_stream_waits_for_the_other_stream") {
@@ -132,13 +143,31 @@ fn record_stream_waits_for_the_other_stream() {
     let s1 = ctx.new_stream().unwrap();
     let s2 = ctx.new_stream().unwrap();
     let mut b = a.alloc_slice::<u8>(MIB, &s1).unwrap();
-    let host = vec![7u8; MIB];
+    // s2 is held by the host function, so the memset queued after it is
+    // still pending when the buffer is freed.
+    RELEASE_S2.store(false, std::sync::atomic::Ordering::Release);
+    ctx.bind_to_thread().unwrap();
+    // SAFETY: a live stream of the bound context; the function takes no data.
+    let r = unsafe {
+        sys::cuLaunchHostFunc(
+            s2.cu_stream(),
+            Some(block_until_released),
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(r, sys::CUresult::CUDA_SUCCESS);
     // Using it on s2 records s2, as PyTorch's record_stream does.
-    s2.memcpy_htod(&host, &mut b).unwrap();
+    s2.memset_zeros(&mut b).unwrap();
     let ptr = b.ptr();
     drop(b);
+    // s2's use is pending: the block must not go to s1 yet. Without the
+    // record this returns the same block and s1 would race s2's memset.
+    let meanwhile = a.allocate(MIB, stream_id(&s1)).unwrap();
+    assert_ne!(meanwhile.ptr(), ptr, "reused while s2 still uses it");
+    RELEASE_S2.store(true, std::sync::atomic::Ordering::Release);
     s2.synchronize().unwrap();
     let again = a.allocate(MIB, stream_id(&s1)).unwrap();
     assert_eq!(again.ptr(), ptr, "reused once s2's work was done");
     a.free(again).unwrap();
+    a.free(meanwhile).unwrap();
 }

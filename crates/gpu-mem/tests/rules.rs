@@ -328,3 +328,25 @@ fn the_allocator_and_its_buffers_are_send_and_sync() {
     #[cfg(feature = "cuda")]
     send_sync::<CachingAllocator<gpu_mem::cuda::CudaDevice>>();
 }
+
+#[test]
+fn expandable_segments_fall_back_to_classic_without_virtual_memory() {
+    let dev = sim(64).without_virtual_memory("the device reports no virtual memory management");
+    let a = CachingAllocator::new(dev, Config::expandable()).unwrap();
+    assert_eq!(
+        a.expandable_fallback(),
+        Some("the device reports no virtual memory management")
+    );
+    assert!(!a.config().expandable_segments);
+    // Classic segments: the allocation works and reserves no address range.
+    let x = a.allocate(3 * MIB, S0).unwrap();
+    assert_eq!(a.backend().reservation_count(), 0);
+    check(&a);
+    a.free(x).unwrap();
+    // A device with virtual memory keeps expandable segments.
+    let b = CachingAllocator::new(sim(64), Config::expandable()).unwrap();
+    assert_eq!(b.expandable_fallback(), None);
+    let y = b.allocate(3 * MIB, S0).unwrap();
+    assert_eq!(b.backend().reservation_count(), 1);
+    b.free(y).unwrap();
+}

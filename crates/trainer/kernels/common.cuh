@@ -67,6 +67,9 @@ __device__ __forceinline__ A block_sum(A v, A *scratch) {
     __syncthreads();
     A total = lane < warps ? scratch[lane] : (A)0;
     if (warp == 0) total = warp_sum(total);
+    // Every warp has read its scratch[lane] before thread 0 overwrites
+    // scratch[0] (racecheck flags the read/write pair otherwise).
+    __syncthreads();
     if (threadIdx.x == 0) scratch[0] = total;
     __syncthreads();
     total = scratch[0];

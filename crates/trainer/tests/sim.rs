@@ -162,3 +162,46 @@ fn step_peaks_equal_one_plan_per_micro_batch() {
         }
     }
 }
+
+/// A device failure reported after a step (what the CUDA backend's `check`
+/// returns after a failed launch) ends training with that failure instead of
+/// going on with losses computed from skipped work.
+#[test]
+fn a_device_failure_after_a_step_stops_training() {
+    use trainer::backend::DeviceFailure;
+    use trainer::backend::sim::SimBackend;
+    use trainer::batch::Batch;
+    use trainer::model::BertClassifier;
+    use trainer::train::{TrainConfig, TrainError, train};
+
+    let s = spec(32, 2, 8);
+    let be = SimBackend::with_limit(1 << 30, None, true, 4).unwrap();
+    let mut model = BertClassifier::new_random(&be, &s.config, &s.head, 1).unwrap();
+    let batch = |start: usize| Batch {
+        batch: 2,
+        seq: 8,
+        input_ids: (0..16).map(|i| (start + i) as u32 % 1000).collect(),
+        token_type_ids: vec![0; 16],
+        attention_mask: vec![1; 16],
+        labels: vec![start % 3, (start + 1) % 3],
+    };
+    let train_batches: Vec<Batch> = (0..4).map(batch).collect();
+    let valid = vec![batch(9)];
+    let failure = DeviceFailure {
+        message: "cuLaunchKernel failed: CUDA_ERROR_LAUNCH_FAILED".into(),
+        sticky: true,
+    };
+    // The second check: after the second optimiser step.
+    be.fail_nth_check(2, failure.clone());
+    let cfg = TrainConfig {
+        epochs: 1,
+        ..TrainConfig::default()
+    };
+    let result = train(&be, &mut model, &train_batches, &valid, &cfg, &mut |_| {
+        Control::Continue
+    });
+    match result {
+        Err(TrainError::Device(f)) => assert_eq!(f, failure),
+        other => panic!("expected the device failure, got {other:?}"),
+    }
+}

@@ -3,6 +3,7 @@
 pub(crate) mod ask;
 mod best;
 mod create_study;
+mod devices;
 mod export;
 mod predict;
 mod studies;
@@ -34,6 +35,10 @@ pub enum Command {
     Ask(ask::Args),
     /// Finish a trial made by `ask` (as `optuna tell`).
     Tell(tell::Args),
+    /// What memtune can train on: CPU cores and RAM, each CUDA device
+    /// (memory, compute capability, virtual memory), or why CUDA is
+    /// unavailable, and the CUDA libraries found.
+    Devices(devices::Args),
     /// Run a study: trials in worker processes, packed onto the device by
     /// predicted memory, recorded as they go; the same command resumes it.
     Tune(tune::Args),
@@ -103,6 +108,7 @@ pub fn run(command: Command, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         Command::CreateStudy(args) => create_study::run(&args, ctx, out),
         Command::Ask(args) => ask::run(&args, ctx, out),
         Command::Tell(args) => tell::run(&args, ctx, out),
+        Command::Devices(args) => devices::run(&args, out),
         Command::Tune(args) => tune::run(&args, ctx, out),
         Command::Train(args) => train::run(&args, ctx, out),
         Command::Predict(args) => predict::run(&args, ctx, out),

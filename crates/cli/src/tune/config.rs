@@ -418,13 +418,48 @@ impl PrunerSpec {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(try_from = "String")]
 pub enum DeviceKind {
-    /// The GPU when there is one, else the CPU.
+    /// CUDA device 0 when the driver and a device are there, else the CPU
+    /// (with a one-line notice saying why).
     Auto,
     Cpu,
+    /// CUDA device N (`"cuda"` is `"cuda:0"`); an error without one.
+    Cuda(usize),
     /// `gpu-mem`'s simulated device of `sim_memory` bytes.
     Sim,
+}
+
+impl TryFrom<String> for DeviceKind {
+    type Error = String;
+    fn try_from(value: String) -> Result<Self, String> {
+        match value.as_str() {
+            "auto" => Ok(DeviceKind::Auto),
+            "cpu" => Ok(DeviceKind::Cpu),
+            "sim" => Ok(DeviceKind::Sim),
+            "cuda" => Ok(DeviceKind::Cuda(0)),
+            other => other
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse().ok())
+                .map(DeviceKind::Cuda)
+                .ok_or_else(|| {
+                    format!(
+                        "unknown device `{other}`: expected \"auto\", \"cpu\", \"cuda\", \"cuda:N\" or \"sim\""
+                    )
+                }),
+        }
+    }
+}
+
+impl std::fmt::Display for DeviceKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceKind::Auto => write!(f, "auto"),
+            DeviceKind::Cpu => write!(f, "cpu"),
+            DeviceKind::Cuda(n) => write!(f, "cuda:{n}"),
+            DeviceKind::Sim => write!(f, "sim"),
+        }
+    }
 }
 
 /// Memory kept free on the device: bytes, or a fraction of its capacity.

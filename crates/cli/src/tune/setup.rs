@@ -61,8 +61,9 @@ impl RunPlan {
         let db = store::parse_sqlite_url(&storage_url).map_err(|e| e.to_string())?;
         let sim_device = match cfg.runner.device {
             DeviceKind::Sim => Some(cfg.runner.sim_memory.unwrap_or(DEFAULT_SIM_MEMORY)),
-            DeviceKind::Cpu | DeviceKind::Auto => None,
+            DeviceKind::Cpu | DeviceKind::Auto | DeviceKind::Cuda(_) => None,
         };
+        resolve_device(cfg.runner.device)?;
         // The data first: a checkpoint's classifier must fit its classes.
         let (data, num_classes) = load_data(cfg)?;
         let mut models = BTreeMap::new();
@@ -82,7 +83,6 @@ impl RunPlan {
                 "simulated GPU".to_string(),
             ),
             None => {
-                // No CUDA backend yet (issue 6): `auto` means the CPU.
                 let mut b = cpu_budget(threads_per_worker);
                 b.safety_margin = b
                     .safety_margin
@@ -178,6 +178,43 @@ fn dir_model(path: PathBuf, num_classes: usize) -> Result<ResolvedModel, String>
         source: ModelSource::Dir { path },
         config,
     })
+}
+
+/// Checks the `[runner] device` against this machine. `auto` falls back to
+/// the CPU with a one-line notice saying why; an explicit `cuda`/`cuda:N`
+/// fails with the reason. The study runner's workers train on the CPU
+/// backend: a usable CUDA device is reported, and `cuda` is refused rather
+/// than silently run on the CPU.
+fn resolve_device(device: DeviceKind) -> Result<(), String> {
+    match device {
+        DeviceKind::Cpu | DeviceKind::Sim => Ok(()),
+        DeviceKind::Auto => {
+            let report = crate::devices::probe_cuda();
+            let why = match report.device(0) {
+                Ok(d) => format!(
+                    "cuda:0 ({}) is available but the study runner trains on the CPU backend",
+                    d.name
+                ),
+                Err(reason) => format!("no CUDA: {reason}"),
+            };
+            eprintln!("memtune: device = \"auto\": using the CPU ({why})");
+            Ok(())
+        }
+        DeviceKind::Cuda(n) => {
+            let report = crate::devices::probe_cuda();
+            match report.device(n) {
+                Err(reason) => Err(format!(
+                    "[runner] device = \"cuda:{n}\": CUDA is unavailable: {reason} \
+                     (`memtune devices` shows what was found)"
+                )),
+                Ok(d) => Err(format!(
+                    "[runner] device = \"cuda:{n}\" ({}): the study runner's workers train on \
+                     the CPU backend only; use device = \"cpu\" or \"auto\"",
+                    d.name
+                )),
+            }
+        }
+    }
 }
 
 /// Loads the data once to check it and count its classes; the workers load

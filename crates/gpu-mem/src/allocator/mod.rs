@@ -56,6 +56,7 @@ impl Allocation {
 pub struct CachingAllocator<B: Backend> {
     backend: B,
     state: Mutex<State<B>>,
+    expandable_fallback: Option<String>,
 }
 
 impl<B: Backend> CachingAllocator<B> {
@@ -69,10 +70,30 @@ impl<B: Backend> CachingAllocator<B> {
             )));
         }
         let total = backend.mem_info()?.total;
+        let mut config = config;
+        let mut expandable_fallback = None;
+        if config.expandable_segments
+            && let Some(reason) = backend.virtual_memory_unsupported()
+        {
+            // Stderr, since a library has no log of its own: the user asked
+            // for expandable segments and gets classic ones.
+            eprintln!(
+                "gpu-mem: expandable segments are unavailable ({reason}); using classic segments"
+            );
+            config.expandable_segments = false;
+            expandable_fallback = Some(reason);
+        }
         Ok(CachingAllocator {
             state: Mutex::new(State::new(config, total)),
             backend,
+            expandable_fallback,
         })
+    }
+
+    /// Why expandable segments were asked for but classic segments are used
+    /// (the device has no virtual memory management), if so.
+    pub fn expandable_fallback(&self) -> Option<&str> {
+        self.expandable_fallback.as_deref()
     }
 
     #[inline]

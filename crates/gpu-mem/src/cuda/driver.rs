@@ -55,6 +55,21 @@ pub fn granularity(prop: &sys::CUmemAllocationProp) -> Result<usize, BackendErro
     Ok(g)
 }
 
+/// One attribute of `device`.
+pub fn device_attribute(
+    device: sys::CUdevice,
+    attribute: sys::CUdevice_attribute,
+) -> Result<i32, BackendError> {
+    let mut value = 0i32;
+    // SAFETY: a valid out-pointer.
+    check(
+        "cuDeviceGetAttribute",
+        unsafe { sys::cuDeviceGetAttribute(&mut value, attribute, device) },
+        0,
+    )?;
+    Ok(value)
+}
+
 pub fn mem_get_info() -> Result<(usize, usize), BackendError> {
     let (mut free, mut total) = (0usize, 0usize);
     // SAFETY: valid out-pointers.

@@ -30,6 +30,9 @@ pub struct CudaDevice {
     ctx: Arc<CudaContext>,
     device: sys::CUdevice,
     granularity: usize,
+    /// Why the virtual-memory API (expandable segments) cannot be used on
+    /// this device, if it cannot.
+    no_virtual_memory: Option<String>,
     /// Physical handle of every mapped page, by page address.
     pages: Mutex<BTreeMap<DevicePtr, sys::CUmemGenericAllocationHandle>>,
 }
@@ -63,10 +66,13 @@ impl CudaDevice {
     /// Open device `ordinal` (its primary context). Fails cleanly when the
     /// driver library is missing or the device does not exist.
     pub fn new(ordinal: usize) -> Result<CudaDevice, BackendError> {
+        if let Err(reason) = crate::libs::ensure_loaded() {
+            return Err(BackendError::NoDriver(reason.clone()));
+        }
         // SAFETY: only tries to load the library.
         if !unsafe { sys::is_culib_present() } {
             return Err(BackendError::NoDriver(
-                "libcuda.so was not found; install the NVIDIA driver or run on a machine with a GPU"
+                "libcuda.so.1 was not found; install the NVIDIA driver or run on a machine with a GPU"
                     .into(),
             ));
         }
@@ -80,11 +86,33 @@ impl CudaDevice {
         ctx.bind_to_thread()
             .map_err(|e| driver_err("cuCtxSetCurrent", e))?;
         let device = ctx.cu_device();
-        let granularity = driver::granularity(&driver::device_prop(device))?;
+        let vmm = driver::device_attribute(
+            device,
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+        )?;
+        let (granularity, no_virtual_memory) = if vmm == 0 {
+            (
+                DEFAULT_GRANULARITY,
+                Some(
+                    "the device reports no virtual memory management \
+                     (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 0)"
+                        .to_string(),
+                ),
+            )
+        } else {
+            match driver::granularity(&driver::device_prop(device)) {
+                Ok(g) => (g, None),
+                Err(e) => (
+                    DEFAULT_GRANULARITY,
+                    Some(format!("the allocation granularity is unavailable: {e}")),
+                ),
+            }
+        };
         Ok(CudaDevice {
             ctx,
             device,
             granularity,
+            no_virtual_memory,
             pages: Mutex::new(BTreeMap::new()),
         })
     }
@@ -124,8 +152,16 @@ impl CudaDevice {
     }
 }
 
+/// The page size assumed when the driver cannot say (every current GPU
+/// maps 2 MiB pages); it then only rounds classic segment sizes.
+const DEFAULT_GRANULARITY: usize = 2 << 20;
+
 impl Backend for CudaDevice {
     type Event = driver::Event;
+
+    fn virtual_memory_unsupported(&self) -> Option<String> {
+        self.no_virtual_memory.clone()
+    }
 
     fn mem_info(&self) -> Result<MemInfo, BackendError> {
         self.bind()?;
@@ -148,6 +184,12 @@ impl Backend for CudaDevice {
     }
 
     fn reserve(&self, size: usize) -> Result<DevicePtr, BackendError> {
+        if let Some(reason) = &self.no_virtual_memory {
+            return Err(BackendError::Driver {
+                call: "cuMemAddressReserve",
+                message: format!("not supported: {reason}"),
+            });
+        }
         self.bind()?;
         driver::address_reserve(size, self.granularity)
     }

@@ -68,6 +68,18 @@ pub struct AdamWStep {
     pub t: u64,
 }
 
+/// A failure a device reported after the fact: a kernel launch or driver
+/// call that failed while work was queued (the operations after it were
+/// skipped, so values computed since are meaningless).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct DeviceFailure {
+    pub message: String,
+    /// The device is unusable for the rest of the process (CUDA's sticky
+    /// errors): the process must be replaced.
+    pub sticky: bool,
+}
+
 /// The operations a model needs. `Buf` holds floats of the backend's
 /// precision, `Ids` holds `u32` (token ids, masks, labels).
 pub trait Backend {
@@ -83,6 +95,14 @@ pub trait Backend {
     /// would otherwise dominate the cost of a plan.
     fn holds_values(&self) -> bool {
         true
+    }
+
+    /// Waits for queued work and reports the first failure since the last
+    /// call. Backends that queue work (CUDA) record failures instead of
+    /// returning them from every operation; the training loop calls this
+    /// after each step and evaluation. Host backends never fail.
+    fn take_failure(&self) -> Result<(), DeviceFailure> {
+        Ok(())
     }
 
     // ---- buffers -------------------------------------------------------

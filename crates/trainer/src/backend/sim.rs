@@ -16,7 +16,7 @@ use gpu_mem::{
 };
 
 use super::plan::compute_nothing;
-use super::{AdamWStep, Backend, MatmulShape, RelPosShape};
+use super::{AdamWStep, Backend, DeviceFailure, MatmulShape, RelPosShape};
 use crate::memory::{Allocation, BufKind, MemTracker, OutOfMemory};
 use crate::rng::RngKey;
 
@@ -35,6 +35,9 @@ pub struct SimBackend {
     allocator: Arc<CachingAllocator<SimDevice>>,
     tracker: Arc<MemTracker>,
     float_bytes: usize,
+    /// Calls of `take_failure` so far, and the injected failure with the
+    /// call that reports it.
+    failure: std::sync::Mutex<(u64, Option<(u64, DeviceFailure)>)>,
 }
 
 impl SimBackend {
@@ -70,7 +73,16 @@ impl SimBackend {
             allocator,
             tracker: MemTracker::new(false),
             float_bytes,
+            failure: std::sync::Mutex::new((0, None)),
         }
+    }
+
+    /// Fault injection: the `n`-th call of `take_failure` from now (1 = the
+    /// next) reports `failure`, as a device would after a failed launch.
+    pub fn fail_nth_check(&self, n: u64, failure: DeviceFailure) {
+        let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        let at = f.0 + n.max(1);
+        f.1 = Some((at, failure));
     }
 
     pub fn allocator(&self) -> &Arc<CachingAllocator<SimDevice>> {
@@ -87,14 +99,9 @@ impl SimBackend {
         let alloc = self.tracker.allocate(name, kind, bytes);
         let block = match self.allocator.allocate_buffer(bytes, StreamId(0)) {
             Ok(block) => block,
-            Err(AllocError::OutOfMemory(oom)) => OutOfMemory {
-                requested: bytes,
-                live: oom.allocated as usize,
-                limit: oom.limit.unwrap_or(oom.device_total),
-                buffer: name.to_string(),
-                injected: false,
+            Err(AllocError::OutOfMemory(oom)) => {
+                OutOfMemory::from_allocator(name, bytes, &oom).raise()
             }
-            .raise(),
             // The simulated device fails only by running out of memory; any
             // other error is a bug in the allocator or in this backend.
             Err(e) => panic!("simulated device allocation of `{name}` failed: {e}"),
@@ -116,6 +123,17 @@ impl Backend for SimBackend {
     }
     fn holds_values(&self) -> bool {
         false
+    }
+    fn take_failure(&self) -> Result<(), DeviceFailure> {
+        let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        f.0 += 1;
+        match f.1.take() {
+            Some((at, failure)) if at == f.0 => Err(failure),
+            other => {
+                f.1 = other;
+                Ok(())
+            }
+        }
     }
     fn alloc(&self, name: &str, kind: BufKind, len: usize) -> SimBuf {
         self.buffer(name, kind, len, len * self.float_bytes)

@@ -67,6 +67,19 @@ impl std::fmt::Display for OutOfMemory {
 impl std::error::Error for OutOfMemory {}
 
 impl OutOfMemory {
+    /// The caching allocator's out-of-memory for buffer `buffer` of
+    /// `requested` bytes, as the trainer's (what every device backend
+    /// raises).
+    pub fn from_allocator(buffer: &str, requested: usize, oom: &gpu_mem::OutOfMemory) -> Self {
+        OutOfMemory {
+            requested,
+            live: oom.allocated as usize,
+            limit: oom.limit.unwrap_or(oom.device_total),
+            buffer: buffer.to_string(),
+            injected: false,
+        }
+    }
+
     /// Unwinds with this error as the panic payload (see the module doc).
     pub fn raise(self) -> ! {
         quiet_oom_panics();

@@ -90,6 +90,9 @@ pub enum TrainError {
     ValidBatch { index: usize, source: BatchError },
     #[error("training config: {0}")]
     Config(String),
+    /// The device failed (see [`crate::backend::Backend::take_failure`]).
+    #[error("device failure: {0}")]
+    Device(#[from] crate::backend::DeviceFailure),
     #[error("training diverged: loss is {loss} at optimiser step {step}")]
     Diverged { loss: f64, step: u64 },
     /// Even micro-batch 1 did not fit (`micro_batch: 1`), or the gradients
@@ -300,7 +303,10 @@ fn evaluate_fitted<B: Backend>(
             &fitted
         };
         match catch_oom(|| evaluate(be, model, batches, class_weights)) {
-            Ok(metrics) => return metrics,
+            Ok(metrics) => {
+                be.take_failure()?;
+                return metrics;
+            }
             Err(error) => {
                 let from = largest.min(micro);
                 halve(from, error, report.steps, true, report)?;
@@ -408,10 +414,14 @@ pub fn train<B: Backend>(
                 let micro_steps = ctx.micro_steps;
                 match catch_oom(|| train_step(be, model, &mut ctx, &micro, lr)) {
                     Ok(result) => {
-                        break result.map_err(|source| TrainError::TrainBatch {
+                        let loss = result.map_err(|source| TrainError::TrainBatch {
                             index: group[0],
                             source,
                         })?;
+                        // A failure on the device means this loss (and
+                        // the update) came from skipped work.
+                        be.take_failure()?;
+                        break loss;
                     }
                     Err(error) => {
                         // Nothing of the failed attempt survives: its

@@ -2,17 +2,31 @@
 
 use super::error::CudaError;
 use crate::backend::MatmulShape;
-use cudarc::cublas::{CudaBlas, result as blas, sys};
+use cudarc::cublas::{result as blas, sys};
 use std::ffi::c_int;
 
 /// The cuBLAS handle of one backend, bound to its stream.
 pub struct Blas {
-    blas: CudaBlas,
+    /// A raw handle rather than cudarc's `CudaBlas`, whose drop unwraps
+    /// `cublasDestroy`: after a sticky error that fails, and a panic in a
+    /// drop while unwinding aborts the process before the error is reported.
+    handle: sys::cublasHandle_t,
+    /// The handle's stream, kept alive as long as the handle.
+    _stream: std::sync::Arc<cudarc::driver::CudaStream>,
 }
 
 // SAFETY: the handle is only used under the backend's mutex, one call at a
 // time, on the stream it was created for.
 unsafe impl Send for Blas {}
+
+impl Drop for Blas {
+    fn drop(&mut self) {
+        // SAFETY: our live handle, destroyed once. Its failure (after a
+        // sticky error) is not reported here: the backend's `check` reports
+        // the sticky error itself.
+        let _ = unsafe { blas::destroy_handle(self.handle) };
+    }
+}
 
 fn cublas_err(call: &'static str, e: blas::CublasError) -> CudaError {
     CudaError::Cublas {
@@ -37,17 +51,23 @@ impl Blas {
         workspace: u64,
         workspace_bytes: usize,
     ) -> Result<Blas, CudaError> {
-        let blas = CudaBlas::new(stream).map_err(|e| cublas_err("cublasCreate", e))?;
-        let handle = *blas.handle();
-        // SAFETY: a live handle; the workspace outlives it (see above).
+        let handle = blas::create_handle().map_err(|e| cublas_err("cublasCreate", e))?;
+        let blas = Blas {
+            handle,
+            _stream: stream,
+        };
+        // SAFETY: a live handle and stream; the workspace outlives the
+        // handle (see above).
         unsafe {
+            blas::set_stream(handle, blas._stream.cu_stream() as _)
+                .map_err(|e| cublas_err("cublasSetStream", e))?;
             let r = sys::cublasSetWorkspace_v2(handle, workspace as *mut _, workspace_bytes);
             r.result()
                 .map_err(|e| cublas_err("cublasSetWorkspace", e))?;
             let r = sys::cublasSetMathMode(handle, sys::cublasMath_t::CUBLAS_DEFAULT_MATH);
             r.result().map_err(|e| cublas_err("cublasSetMathMode", e))?;
         }
-        Ok(Blas { blas })
+        Ok(blas)
     }
 
     /// `C = alpha op(A) op(B) + beta C` for the row-major [`MatmulShape`]
@@ -79,7 +99,7 @@ impl Blas {
         // SAFETY: guaranteed by the caller; dimensions checked above.
         unsafe {
             blas::sgemm_strided_batched(
-                *self.blas.handle(),
+                self.handle,
                 op(g.trans1),
                 op(g.trans2),
                 g.m,

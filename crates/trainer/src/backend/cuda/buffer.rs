@@ -1,5 +1,6 @@
 //! Device buffers of the CUDA backend, allocated from gpu-mem.
 
+use super::error::CudaError;
 use gpu_mem::cuda::CudaBuffer;
 
 /// A float buffer (fp32) on the device. `mem` is `None` for an empty buffer,
@@ -27,9 +28,25 @@ impl CudaBuf {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
-    /// The device address (0 for an empty or unallocated buffer).
-    pub fn ptr(&self) -> u64 {
-        self.mem.as_ref().map_or(0, |m| m.ptr())
+    /// The device address (0 for an empty buffer). A non-empty buffer whose
+    /// allocation failed is an error: handing kernels address 0 would be an
+    /// illegal access, which loses the CUDA context for good.
+    pub fn ptr(&self) -> Result<u64, CudaError> {
+        device_ptr(self.mem.as_ref().map(|m| m.ptr()), self.len)
+    }
+}
+
+fn device_ptr(mem: Option<u64>, len: usize) -> Result<u64, CudaError> {
+    match mem {
+        Some(ptr) => Ok(ptr),
+        None if len == 0 => Ok(0),
+        None => Err(CudaError::Invalid {
+            op: "buffer",
+            message: format!(
+                "a buffer of {len} elements has no device memory (its allocation failed \
+                 earlier; the failure was reported by check)"
+            ),
+        }),
     }
 }
 
@@ -40,8 +57,9 @@ impl CudaIds {
     pub fn is_empty(&self) -> bool {
         self.host.is_empty()
     }
-    pub fn ptr(&self) -> u64 {
-        self.mem.as_ref().map_or(0, |m| m.ptr())
+    /// As [`CudaBuf::ptr`].
+    pub fn ptr(&self) -> Result<u64, CudaError> {
+        device_ptr(self.mem.as_ref().map(|m| m.ptr()), self.host.len())
     }
     /// The values last uploaded (zeros after allocation).
     pub fn host(&self) -> &[u32] {

@@ -36,6 +36,7 @@ mod ops;
 pub use buffer::{CudaBuf, CudaIds};
 pub use error::CudaError;
 
+use crate::memory::OutOfMemory;
 use cudarc::driver::sys::{self, CUresult};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use error::{check, from_driver};
@@ -93,19 +94,17 @@ impl std::fmt::Debug for CudaBackend {
 /// Whether this machine can run the backend at all: libcuda, libnvrtc and
 /// libcublas load. Cheap; touches no device.
 pub fn probe() -> Result<(), CudaError> {
-    // SAFETY: these only try to load the libraries.
+    if let Err(reason) = gpu_mem::libs::ensure_loaded() {
+        return Err(CudaError::MissingLibrary(reason.clone()));
+    }
+    // SAFETY: this only tries to load the library.
     if !unsafe { sys::is_culib_present() } {
         return Err(CudaError::MissingLibrary(
             "libcuda.so was not found (no NVIDIA driver)".into(),
         ));
     }
     nvrtc::ensure_loaded()?;
-    if !unsafe { cudarc::cublas::sys::is_culib_present() } {
-        return Err(CudaError::MissingLibrary(
-            "libcublas was not found; put the CUDA 12 cuBLAS library on LD_LIBRARY_PATH".into(),
-        ));
-    }
-    Ok(())
+    nvrtc::ensure_cublas_loaded()
 }
 
 impl CudaBackend {
@@ -332,6 +331,40 @@ impl CudaBackend {
             sys::cuMemsetD8Async(buf.ptr(), 0, bytes, self.stream.cu_stream())
         })?;
         Ok(Some(buf))
+    }
+
+    /// A zeroed buffer, or none when an error is pending or the allocation
+    /// failed (recorded for [`CudaBackend::check`]). Out of memory is raised
+    /// as the trainer's [`OutOfMemory`] unwind, as on every backend, so the
+    /// training loop halves the micro-batch.
+    fn alloc_or_raise<T: cudarc::driver::DeviceRepr>(
+        &self,
+        name: &str,
+        len: usize,
+    ) -> Option<CudaBuffer<T>> {
+        let mut mem = None;
+        let mut oom = None;
+        self.run(|| match self.new_buf::<T>(name, len) {
+            Ok(buf) => {
+                mem = buf;
+                Ok(())
+            }
+            Err(e) => match e.as_oom() {
+                Some(report) => {
+                    oom = Some(OutOfMemory::from_allocator(
+                        name,
+                        len * size_of::<T>(),
+                        report,
+                    ));
+                    Ok(())
+                }
+                None => Err(e),
+            },
+        });
+        if let Some(oom) = oom {
+            oom.raise();
+        }
+        mem
     }
 
     /// Copies `src` into the device buffer at `dst` and waits.

@@ -1,77 +1,68 @@
-//! Finding libnvrtc.
+//! Making NVRTC and cuBLAS loadable.
 //!
-//! cudarc opens NVRTC with `dlopen("libnvrtc.so")`, then `libnvrtc.so.12`
-//! and other versioned names, so it finds a system CUDA through the
-//! loader's search path (`LD_LIBRARY_PATH`, ldconfig). The pip wheel
-//! `nvidia-cuda-nvrtc-cu12` (what CI installs, and what PyTorch ships)
-//! installs the library outside that path, so `MEMTUNE_NVRTC_LIB` may name
-//! it: the file `.../nvidia/cuda_nvrtc/lib/libnvrtc.so.12` or its directory.
-//! We open that file first and keep it open; the dynamic loader then
-//! answers cudarc's `dlopen("libnvrtc.so.12")` with the already loaded
-//! library (same soname), and NVRTC finds its builtins library next to it.
+//! cudarc opens them by name (`dlopen("libnvrtc.so.13")`, `.so.12`, ...);
+//! [`gpu_mem::libs`] finds the files of a CUDA 12 or 13 install (toolkit,
+//! pip wheels' `nvidia/cu13/lib` or `nvidia/*/lib`, `MEMTUNE_CUDA_LIB_DIRS`,
+//! `MEMTUNE_NVRTC_LIB`) and preloads them by path, so those names resolve.
 
 use super::error::CudaError;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
-/// The variable naming the NVRTC library (file or directory).
+/// The variable naming the NVRTC library (file or directory); read by
+/// [`gpu_mem::libs::default_roots`].
 pub const NVRTC_LIB_VAR: &str = "MEMTUNE_NVRTC_LIB";
 
-/// The file a `MEMTUNE_NVRTC_LIB` value points at.
-pub fn library_file(value: &Path) -> PathBuf {
-    if value.is_dir() {
-        value.join("libnvrtc.so.12")
-    } else {
-        value.to_path_buf()
-    }
+fn preloaded() -> Result<&'static gpu_mem::libs::Located, CudaError> {
+    gpu_mem::libs::ensure_loaded()
+        .as_ref()
+        .map_err(|reason| CudaError::MissingLibrary(reason.clone()))
 }
 
-/// Makes NVRTC loadable: opens `MEMTUNE_NVRTC_LIB` when it is set (once per
-/// process), then checks that cudarc can load the library. Call before any
-/// cudarc NVRTC function (cudarc panics when the library is missing).
+/// Preloads the CUDA libraries (once per process), then checks that cudarc
+/// can load NVRTC. Call before any cudarc NVRTC function (cudarc panics
+/// when the library is missing).
 pub fn ensure_loaded() -> Result<(), CudaError> {
-    static PRELOAD: OnceLock<Result<(), String>> = OnceLock::new();
-    let preload = PRELOAD.get_or_init(|| match std::env::var_os(NVRTC_LIB_VAR) {
-        None => Ok(()),
-        Some(value) => preload(&library_file(Path::new(&value))),
-    });
-    if let Err(message) = preload {
-        return Err(CudaError::MissingLibrary(message.clone()));
-    }
+    let located = preloaded()?;
     // SAFETY: only tries to open the library.
     if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
         Ok(())
     } else {
         Err(CudaError::MissingLibrary(format!(
-            "libnvrtc was not found on the loader path; install the pip package \
-             nvidia-cuda-nvrtc-cu12 (or a CUDA toolkit) and set {NVRTC_LIB_VAR} to its \
-             lib directory (`cargo xtask test` does this)"
+            "libnvrtc.so.13 or .so.12 was not found (searched {}); install the pip package \
+             nvidia-cuda-nvrtc (or a CUDA toolkit), or name its lib folder in \
+             {} or {NVRTC_LIB_VAR}",
+            searched(located),
+            gpu_mem::libs::LIB_DIRS_VAR
         )))
     }
 }
 
-/// Opens `file` with global symbols and never closes it.
-fn preload(file: &Path) -> Result<(), String> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(file.as_os_str().as_bytes())
-        .map_err(|_| format!("{NVRTC_LIB_VAR}={} contains a NUL byte", file.display()))?;
-    // SAFETY: a valid C string; the handle is deliberately leaked so the
-    // library stays loaded for the process.
-    let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
-    if handle.is_null() {
-        // SAFETY: dlerror returns a static C string or null.
-        let reason = unsafe {
-            let e = libc::dlerror();
-            if e.is_null() {
-                "unknown error".to_string()
-            } else {
-                std::ffi::CStr::from_ptr(e).to_string_lossy().into_owned()
-            }
-        };
-        return Err(format!(
-            "{NVRTC_LIB_VAR}={}: cannot load it: {reason}",
-            file.display()
-        ));
+/// Like [`ensure_loaded`] for cuBLAS and cuBLASLt.
+pub fn ensure_cublas_loaded() -> Result<(), CudaError> {
+    let located = preloaded()?;
+    // SAFETY: these only try to open the libraries.
+    let present = unsafe {
+        cudarc::cublas::sys::is_culib_present() && cudarc::cublaslt::sys::is_culib_present()
+    };
+    if present {
+        Ok(())
+    } else {
+        Err(CudaError::MissingLibrary(format!(
+            "libcublas/libcublasLt .so.13 or .so.12 were not found (searched {}); install the \
+             pip package nvidia-cublas (or a CUDA toolkit), or name its lib folder in {}",
+            searched(located),
+            gpu_mem::libs::LIB_DIRS_VAR
+        )))
     }
-    Ok(())
+}
+
+fn searched(located: &gpu_mem::libs::Located) -> String {
+    if located.searched.is_empty() {
+        return "no existing folder".into();
+    }
+    located
+        .searched
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }

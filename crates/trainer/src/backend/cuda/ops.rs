@@ -7,7 +7,7 @@
 
 use super::buffer::embedding_csr;
 use super::{Arg, CudaBackend, CudaBuf, CudaError, CudaIds, NORM_BLOCKS, THREADS};
-use crate::backend::{AdamWStep, Backend, MatmulShape, RelPosShape};
+use crate::backend::{AdamWStep, Backend, DeviceFailure, MatmulShape, RelPosShape};
 use crate::memory::BufKind;
 use crate::rng::{RngKey, dropout_threshold};
 use Arg::{F32, F64, Ptr, U32, U64};
@@ -41,8 +41,14 @@ fn warp_rows_grid(rows: u64) -> u32 {
 
 impl CudaBackend {
     /// A grid-stride kernel over `n` elements whose sizes need no check.
-    fn elementwise(&self, kernel: &'static str, n: usize, args: &[Arg]) {
-        self.run(|| self.launch_1d(kernel, n as u64, args))
+    /// `args` is built inside the run, so a missing buffer is an error.
+    fn elementwise(
+        &self,
+        kernel: &'static str,
+        n: usize,
+        args: impl FnOnce() -> Result<Vec<Arg>, CudaError>,
+    ) {
+        self.run(|| self.launch_1d(kernel, n as u64, &args()?))
     }
 
     fn dropout(&self, x: &CudaBuf, out: &mut CudaBuf, p: f64, key: RngKey) {
@@ -62,8 +68,8 @@ impl CudaBackend {
                 (blocks, 1, 1),
                 (THREADS, 1, 1),
                 &[
-                    Ptr(x.ptr()),
-                    Ptr(out.ptr()),
+                    Ptr(x.ptr()?),
+                    Ptr(out.ptr()?),
                     U64(x.len as u64),
                     U32(dropout_threshold(p)),
                     F32(keep_scale),
@@ -82,7 +88,7 @@ impl CudaBackend {
             None => Ok(0),
             Some(w) => {
                 same_len("cross_entropy", w.len, classes)?;
-                Ok(w.ptr())
+                Ok(w.ptr()?)
             }
         }
     }
@@ -117,21 +123,22 @@ impl Backend for CudaBackend {
         4
     }
 
+    fn take_failure(&self) -> Result<(), DeviceFailure> {
+        self.check().map_err(|e| DeviceFailure {
+            sticky: e.is_sticky(),
+            message: e.to_string(),
+        })
+    }
+
     fn alloc(&self, name: &str, _kind: BufKind, len: usize) -> CudaBuf {
-        let mut mem = None;
-        self.run(|| {
-            mem = self.new_buf::<f32>(name, len)?;
-            Ok(())
-        });
-        CudaBuf { mem, len }
+        CudaBuf {
+            mem: self.alloc_or_raise::<f32>(name, len),
+            len,
+        }
     }
 
     fn alloc_ids(&self, name: &str, len: usize) -> CudaIds {
-        let mut mem = None;
-        self.run(|| {
-            mem = self.new_buf::<u32>(name, len)?;
-            Ok(())
-        });
+        let mem = self.alloc_or_raise::<u32>(name, len);
         CudaIds {
             mem,
             host: vec![0; len],
@@ -146,14 +153,14 @@ impl Backend for CudaBackend {
         self.run(|| {
             same_len("upload", dst.len, src.len())?;
             let host: Vec<f32> = src.iter().map(|&v| v as f32).collect();
-            self.copy_in(dst.ptr(), &host)
+            self.copy_in(dst.ptr()?, &host)
         })
     }
 
     fn upload_f32(&self, dst: &mut CudaBuf, src: &[f32]) {
         self.run(|| {
             same_len("upload", dst.len, src.len())?;
-            self.copy_in(dst.ptr(), src)
+            self.copy_in(dst.ptr()?, src)
         })
     }
 
@@ -161,7 +168,7 @@ impl Backend for CudaBackend {
         self.run(|| {
             same_len("upload_ids", dst.len(), src.len())?;
             dst.host.copy_from_slice(src);
-            self.copy_in(dst.ptr(), src)
+            self.copy_in(dst.ptr()?, src)
         })
     }
 
@@ -170,7 +177,7 @@ impl Backend for CudaBackend {
         let mut host = vec![f32::NAN; src.len];
         let mut ok = false;
         self.run(|| {
-            self.copy_out(&mut host, src.ptr())?;
+            self.copy_out(&mut host, src.ptr()?)?;
             ok = true;
             Ok(())
         });
@@ -182,11 +189,9 @@ impl Backend for CudaBackend {
 
     fn fill(&self, dst: &mut CudaBuf, value: f64) {
         let n = dst.len as u64;
-        self.elementwise(
-            "fill",
-            dst.len,
-            &[Ptr(dst.ptr()), F32(value as f32), U64(n)],
-        )
+        self.elementwise("fill", dst.len, || {
+            Ok(vec![Ptr(dst.ptr()?), F32(value as f32), U64(n)])
+        })
     }
 
     fn add(&self, a: &CudaBuf, b: &CudaBuf, out: &mut CudaBuf) {
@@ -197,9 +202,9 @@ impl Backend for CudaBackend {
                 "add",
                 out.len as u64,
                 &[
-                    Ptr(a.ptr()),
-                    Ptr(b.ptr()),
-                    Ptr(out.ptr()),
+                    Ptr(a.ptr()?),
+                    Ptr(b.ptr()?),
+                    Ptr(out.ptr()?),
                     U64(out.len as u64),
                 ],
             )
@@ -212,18 +217,16 @@ impl Backend for CudaBackend {
             self.launch_1d(
                 "add_assign",
                 acc.len as u64,
-                &[Ptr(acc.ptr()), Ptr(x.ptr()), U64(acc.len as u64)],
+                &[Ptr(acc.ptr()?), Ptr(x.ptr()?), U64(acc.len as u64)],
             )
         })
     }
 
     fn scale(&self, buf: &mut CudaBuf, factor: f64) {
         let n = buf.len as u64;
-        self.elementwise(
-            "scale",
-            buf.len,
-            &[Ptr(buf.ptr()), F32(factor as f32), U64(n)],
-        )
+        self.elementwise("scale", buf.len, || {
+            Ok(vec![Ptr(buf.ptr()?), F32(factor as f32), U64(n)])
+        })
     }
 
     /// Per-block fp64 partials on the device, added on the host in block
@@ -240,7 +243,7 @@ impl Backend for CudaBackend {
                 "sum_squares",
                 (NORM_BLOCKS, 1, 1),
                 (THREADS, 1, 1),
-                &[Ptr(buf.ptr()), U64(buf.len as u64), Ptr(partials)],
+                &[Ptr(buf.ptr()?), U64(buf.len as u64), Ptr(partials)],
             )?;
             let mut host = vec![0f64; NORM_BLOCKS as usize];
             self.copy_out(&mut host, partials)?;
@@ -278,7 +281,7 @@ impl Backend for CudaBackend {
             // caller drops them, and a drop returns the block to the caching
             // allocator, which only reuses it on this stream (in order) or
             // after an event on another stream.
-            unsafe { blas.sgemm(s, alpha as f32, a.ptr(), b.ptr(), beta as f32, c.ptr()) }
+            unsafe { blas.sgemm(s, alpha as f32, a.ptr()?, b.ptr()?, beta as f32, c.ptr()?) }
         })
     }
 
@@ -292,8 +295,8 @@ impl Backend for CudaBackend {
                 "bias_add",
                 out.len as u64,
                 &[
-                    Ptr(out.ptr()),
-                    Ptr(bias.ptr()),
+                    Ptr(out.ptr()?),
+                    Ptr(bias.ptr()?),
                     U64(out.len as u64),
                     U32(u32_of("bias_add", n)?),
                 ],
@@ -313,8 +316,8 @@ impl Backend for CudaBackend {
                 (cols.div_ceil(32), 1, 1),
                 (32, 8, 1),
                 &[
-                    Ptr(dout.ptr()),
-                    Ptr(dbias.ptr()),
+                    Ptr(dout.ptr()?),
+                    Ptr(dbias.ptr()?),
                     U64((dout.len / n) as u64),
                     U32(cols),
                 ],
@@ -353,14 +356,14 @@ impl Backend for CudaBackend {
                 (rows.min(1 << 16) as u32, 1, 1),
                 (THREADS, 1, 1),
                 &[
-                    Ptr(x.ptr()),
+                    Ptr(x.ptr()?),
                     Ptr(0), // no residual: the trait adds it separately
                     Ptr(0), // so there is no sum to store
-                    Ptr(gamma.ptr()),
-                    Ptr(beta.ptr()),
-                    Ptr(out.ptr()),
-                    Ptr(mean.ptr()),
-                    Ptr(rstd.ptr()),
+                    Ptr(gamma.ptr()?),
+                    Ptr(beta.ptr()?),
+                    Ptr(out.ptr()?),
+                    Ptr(mean.ptr()?),
+                    Ptr(rstd.ptr()?),
                     U64(rows as u64),
                     U32(u32_of("layernorm_forward", n)?),
                     F32(eps as f32),
@@ -404,12 +407,12 @@ impl Backend for CudaBackend {
                 (rows.min(1 << 16) as u32, 1, 1),
                 (THREADS, 1, 1),
                 &[
-                    Ptr(dout.ptr()),
-                    Ptr(x.ptr()),
-                    Ptr(gamma.ptr()),
-                    Ptr(mean.ptr()),
-                    Ptr(rstd.ptr()),
-                    Ptr(dx.ptr()),
+                    Ptr(dout.ptr()?),
+                    Ptr(x.ptr()?),
+                    Ptr(gamma.ptr()?),
+                    Ptr(mean.ptr()?),
+                    Ptr(rstd.ptr()?),
+                    Ptr(dx.ptr()?),
                     U64(rows as u64),
                     U32(cols),
                 ],
@@ -419,12 +422,12 @@ impl Backend for CudaBackend {
                 (cols.div_ceil(32), 1, 1),
                 (32, 8, 1),
                 &[
-                    Ptr(dout.ptr()),
-                    Ptr(x.ptr()),
-                    Ptr(mean.ptr()),
-                    Ptr(rstd.ptr()),
-                    Ptr(dgamma.ptr()),
-                    Ptr(dbeta.ptr()),
+                    Ptr(dout.ptr()?),
+                    Ptr(x.ptr()?),
+                    Ptr(mean.ptr()?),
+                    Ptr(rstd.ptr()?),
+                    Ptr(dgamma.ptr()?),
+                    Ptr(dbeta.ptr()?),
                     U64(rows as u64),
                     U32(cols),
                 ],
@@ -464,9 +467,9 @@ impl Backend for CudaBackend {
                 (warp_rows_grid(rows), 1, 1),
                 (128, 1, 1),
                 &[
-                    Ptr(scores.ptr()),
-                    Ptr(mask.ptr()),
-                    Ptr(probs.ptr()),
+                    Ptr(scores.ptr()?),
+                    Ptr(mask.ptr()?),
+                    Ptr(probs.ptr()?),
                     U32(u32_of(op, b)?),
                     U32(u32_of(op, heads)?),
                     U32(u32_of(op, s)?),
@@ -500,9 +503,9 @@ impl Backend for CudaBackend {
                 (warp_rows_grid(rows), 1, 1),
                 (128, 1, 1),
                 &[
-                    Ptr(dprobs.ptr()),
-                    Ptr(probs.ptr()),
-                    Ptr(dscores.ptr()),
+                    Ptr(dprobs.ptr()?),
+                    Ptr(probs.ptr()?),
+                    Ptr(dscores.ptr()?),
                     U64(rows),
                     U32(u32_of(op, s)?),
                     F32(scale as f32),
@@ -519,10 +522,10 @@ impl Backend for CudaBackend {
                 x.len as u64,
                 // No bias (the trait adds it separately), nothing to save.
                 &[
-                    Ptr(x.ptr()),
+                    Ptr(x.ptr()?),
                     Ptr(0),
                     Ptr(0),
-                    Ptr(out.ptr()),
+                    Ptr(out.ptr()?),
                     U64(x.len as u64),
                     U32(1),
                 ],
@@ -540,7 +543,7 @@ impl Backend for CudaBackend {
             self.launch_1d(
                 "tanh_forward",
                 x.len as u64,
-                &[Ptr(x.ptr()), Ptr(out.ptr()), U64(x.len as u64)],
+                &[Ptr(x.ptr()?), Ptr(out.ptr()?), U64(x.len as u64)],
             )
         })
     }
@@ -555,7 +558,7 @@ impl Backend for CudaBackend {
             self.launch_1d(
                 "relu_forward",
                 x.len as u64,
-                &[Ptr(x.ptr()), Ptr(out.ptr()), U64(x.len as u64)],
+                &[Ptr(x.ptr()?), Ptr(out.ptr()?), U64(x.len as u64)],
             )
         })
     }
@@ -602,9 +605,9 @@ impl Backend for CudaBackend {
                 op,
                 out.len as u64,
                 &[
-                    Ptr(ids.ptr()),
-                    Ptr(table.ptr()),
-                    Ptr(out.ptr()),
+                    Ptr(ids.ptr()?),
+                    Ptr(table.ptr()?),
+                    Ptr(out.ptr()?),
                     U64(ids.len() as u64),
                     U32(u32_of(op, dim)?),
                     U32(u32_of(op, rows)?),
@@ -645,8 +648,8 @@ impl Backend for CudaBackend {
                 (threads, 1, 1),
                 &[
                     Ptr(scratch.ptr()),
-                    Ptr(dout.ptr()),
-                    Ptr(dtable.ptr()),
+                    Ptr(dout.ptr()?),
+                    Ptr(dtable.ptr()?),
                     U32(u32_of(op, ids.len())?),
                     U32(u32_of(op, unique)?),
                     U32(u32_of(op, dim)?),
@@ -667,8 +670,8 @@ impl Backend for CudaBackend {
                 op,
                 out.len as u64,
                 &[
-                    Ptr(x.ptr()),
-                    Ptr(out.ptr()),
+                    Ptr(x.ptr()?),
+                    Ptr(out.ptr()?),
                     U32(u32_of(op, b)?),
                     U32(u32_of(op, s)?),
                     U32(u32_of(op, h)?),
@@ -689,8 +692,8 @@ impl Backend for CudaBackend {
                 op,
                 dx.len as u64,
                 &[
-                    Ptr(dout.ptr()),
-                    Ptr(dx.ptr()),
+                    Ptr(dout.ptr()?),
+                    Ptr(dx.ptr()?),
                     U32(u32_of(op, b)?),
                     U32(u32_of(op, s)?),
                     U32(u32_of(op, h)?),
@@ -712,9 +715,9 @@ impl Backend for CudaBackend {
                 op,
                 out.len as u64,
                 &[
-                    Ptr(x.ptr()),
-                    Ptr(mask.ptr()),
-                    Ptr(out.ptr()),
+                    Ptr(x.ptr()?),
+                    Ptr(mask.ptr()?),
+                    Ptr(out.ptr()?),
                     U32(u32_of(op, b)?),
                     U32(u32_of(op, s)?),
                     U32(u32_of(op, h)?),
@@ -770,8 +773,8 @@ impl Backend for CudaBackend {
                 op,
                 x.len as u64,
                 &[
-                    Ptr(x.ptr()),
-                    Ptr(mask.ptr()),
+                    Ptr(x.ptr()?),
+                    Ptr(mask.ptr()?),
                     U64(x.len as u64),
                     U32(u32_of(op, n)?),
                 ],
@@ -806,8 +809,8 @@ impl Backend for CudaBackend {
                 op,
                 rows as u64,
                 &[
-                    Ptr(logits.ptr()),
-                    Ptr(labels.ptr()),
+                    Ptr(logits.ptr()?),
+                    Ptr(labels.ptr()?),
                     Ptr(w),
                     Ptr(row_loss.ptr()),
                     U32(u32_of(op, rows)?),
@@ -841,10 +844,10 @@ impl Backend for CudaBackend {
                 op,
                 labels.len() as u64,
                 &[
-                    Ptr(logits.ptr()),
-                    Ptr(labels.ptr()),
+                    Ptr(logits.ptr()?),
+                    Ptr(labels.ptr()?),
                     Ptr(w),
-                    Ptr(dlogits.ptr()),
+                    Ptr(dlogits.ptr()?),
                     U32(u32_of(op, labels.len())?),
                     U32(u32_of(op, classes)?),
                     F64(denom),
@@ -874,10 +877,10 @@ impl Backend for CudaBackend {
                 op,
                 param.len as u64,
                 &[
-                    Ptr(param.ptr()),
-                    Ptr(grad.ptr()),
-                    Ptr(m.ptr()),
-                    Ptr(v.ptr()),
+                    Ptr(param.ptr()?),
+                    Ptr(grad.ptr()?),
+                    Ptr(m.ptr()?),
+                    Ptr(v.ptr()?),
                     U64(param.len as u64),
                     F32(step.beta1 as f32),
                     F32(step.beta2 as f32),
@@ -899,8 +902,8 @@ impl Backend for CudaBackend {
                 "sgd",
                 param.len as u64,
                 &[
-                    Ptr(param.ptr()),
-                    Ptr(grad.ptr()),
+                    Ptr(param.ptr()?),
+                    Ptr(grad.ptr()?),
                     U64(param.len as u64),
                     F32(lr as f32),
                 ],
@@ -918,9 +921,9 @@ impl CudaBackend {
                 kernel,
                 out.len as u64,
                 &[
-                    Ptr(x.ptr()),
-                    Ptr(y.ptr()),
-                    Ptr(out.ptr()),
+                    Ptr(x.ptr()?),
+                    Ptr(y.ptr()?),
+                    Ptr(out.ptr()?),
                     U64(out.len as u64),
                 ],
             )
@@ -947,8 +950,8 @@ impl CudaBackend {
                 kernel,
                 x.len as u64,
                 &[
-                    Ptr(x.ptr()),
-                    Ptr(out.ptr()),
+                    Ptr(x.ptr()?),
+                    Ptr(out.ptr()?),
                     U32(u32_of(kernel, b)?),
                     U32(u32_of(kernel, s)?),
                     U32(u32_of(kernel, heads)?),
@@ -993,9 +996,9 @@ fn rel_pos_args(
     dst: &CudaBuf,
 ) -> Result<Vec<Arg>, CudaError> {
     Ok(vec![
-        Ptr(src.ptr()),
-        Ptr(idx.ptr()),
-        Ptr(dst.ptr()),
+        Ptr(src.ptr()?),
+        Ptr(idx.ptr()?),
+        Ptr(dst.ptr()?),
         U32(u32_of(op, shape.b)?),
         U32(u32_of(op, shape.heads)?),
         U32(u32_of(op, shape.s)?),

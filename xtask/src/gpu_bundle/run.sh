@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The GPU check, made by `cargo xtask gpu-test` into .device/.
+#   bash .device/run.sh [--dry-run] [STEP...]
+# Runs each step (all when none is named) under its own time limit, never
+# stopping at a failure, and writes gpu-report.json and gpu-report.md into
+# $OUT (default .device/out). --dry-run runs nothing on a GPU: every step is
+# reported skipped with the reason (CI checks the script and report this way).
+set -uo pipefail
+cd "$(dirname "$0")"
+BUNDLE=$PWD
+OUT="${OUT:-$BUNDLE/out}"
+PY="${PYTHON:-python3}"
+ALL_STEPS=(ops determinism gpu-mem latency throughput memory-plan finetune study)
+# Seconds per step; their sum stays within 35 minutes.
+declare -A LIMIT=([ops]=480 [determinism]=240 [gpu-mem]=300 [latency]=300 [throughput]=300 [memory-plan]=240 [finetune]=240 [study]=480)
+
+usage() { sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; echo "steps: ${ALL_STEPS[*]}"; }
+
+DRY=0
+STEPS=()
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) DRY=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *)
+      if [[ " ${ALL_STEPS[*]} " == *" $arg "* ]]; then STEPS+=("$arg")
+      else echo "run.sh: unknown step '$arg' (steps: ${ALL_STEPS[*]})" >&2; exit 2; fi ;;
+  esac
+done
+[ ${#STEPS[@]} -eq 0 ] && STEPS=("${ALL_STEPS[@]}")
+mkdir -p "$OUT"
+
+# Why no step can use a GPU here, or empty.
+NO_GPU=""
+if [ $DRY -eq 1 ]; then
+  NO_GPU="dry run: nothing was run on a GPU"
+else
+  # The CUDA libraries of the image's PyTorch (pip nvidia-* wheels, CUDA 12
+  # or 13 layouts); memtune picks the newest the driver runs.
+  NVIDIA_DIRS=$("$PY" -c 'import nvidia, os; print(os.pathsep.join(nvidia.__path__))' 2>/dev/null || true)
+  export MEMTUNE_CUDA_LIB_DIRS="${MEMTUNE_CUDA_LIB_DIRS:+$MEMTUNE_CUDA_LIB_DIRS:}$NVIDIA_DIRS"
+  if ! ./bin/memtune devices >"$OUT/devices.txt" 2>&1; then
+    NO_GPU="memtune devices failed: $(tail -n 1 "$OUT/devices.txt")"
+  elif grep -q '^cuda: unavailable: ' "$OUT/devices.txt"; then
+    NO_GPU="no GPU: $(grep '^cuda: unavailable: ' "$OUT/devices.txt" | sed 's/^cuda: unavailable: //')"
+  fi
+fi
+export MEMTUNE_GPU_TESTS=1
+
+json_escape() {
+  local s=${1//\\/\\\\}
+  s=${s//\"/\\\"}
+  s=${s//$'\t'/ }
+  s=${s//$'\r'/ }
+  s=${s//$'\n'/\\n}
+  printf '%s' "$s"
+}
+
+one() { ls $1 2>/dev/null | head -n 1; }
+
+# Each step prints what it ran; its exit status says passed (0) or failed.
+# A step that is not in this bundle prints why and returns 3 (skipped).
+step_ops() { local t; t=$(one 'bin/cuda_ops-*'); [ -n "$t" ] || { echo "cuda_ops test binary missing"; return 1; }
+  "$t" --test-threads=1 --skip the_same_seed; }
+step_determinism() { local t; t=$(one 'bin/cuda_ops-*'); [ -n "$t" ] || { echo "cuda_ops test binary missing"; return 1; }
+  "$t" --test-threads=1 the_same_seed; }
+step_gpu-mem() { local t; t=$(one 'bin/gpu-*'); [ -n "$t" ] || { echo "gpu-mem test binary missing"; return 1; }
+  "$t" --test-threads=1; }
+step_latency() { MEMTUNE_TORCH_LATENCY_SCRIPT=torch_latency.py ./bin/gpu_latency --python "$PY"; }
+step_throughput() { echo "not in this bundle: the BERT-base/MiniLM training-throughput comparison with HF is not built yet"; return 3; }
+step_memory-plan() { echo "not in this bundle: the measured-peak vs memory-plan comparison is not built yet"; return 3; }
+step_finetune() { echo "not in this bundle: MiniLM fine-tuning on the CUDA backend is not wired into a command yet"; return 3; }
+step_study() { echo "not in this bundle: the study runner's workers train on the CPU backend only"; return 3; }
+
+RESULTS=()
+for step in "${STEPS[@]}"; do
+  log="$OUT/$step.log"
+  start=$(date +%s.%N)
+  if [ -n "$NO_GPU" ]; then
+    status=skipped; detail="$NO_GPU"; : >"$log"
+  else
+    echo "== $step (limit ${LIMIT[$step]} s)"
+    timeout --kill-after=10 "${LIMIT[$step]}" bash -c "$(declare -f "step_$step" one); step_$step" >"$log" 2>&1
+    rc=$?
+    case $rc in
+      0) status=passed; detail="ok" ;;
+      3) status=skipped; detail=$(tail -n 1 "$log") ;;
+      124|137) status=failed; detail="timed out after ${LIMIT[$step]} s; last lines: $(tail -n 5 "$log")" ;;
+      *) status=failed; detail="exit status $rc; last lines: $(tail -n 15 "$log")" ;;
+    esac
+    [ "$status" = passed ] && [ "$step" = latency ] && detail=$(grep -E '^\|' "$log" || echo ok)
+    echo "   $status"
+  fi
+  seconds=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  RESULTS+=("$step"$'\t'"$status"$'\t'"$seconds"$'\t'"$detail")
+done
+
+{
+  printf '{"steps": ['
+  sep=""
+  for r in "${RESULTS[@]}"; do
+    IFS=$'\t' read -r name status seconds detail <<<"${r//$'\n'/$'\x1f'}"
+    detail=${detail//$'\x1f'/$'\n'}
+    printf '%s\n  {"name": "%s", "status": "%s", "seconds": %s, "detail": "%s"}' \
+      "$sep" "$name" "$status" "$seconds" "$(json_escape "$detail")"
+    sep=","
+  done
+  printf '\n]}\n'
+} >"$OUT/gpu-report.json"
+
+{
+  echo "# GPU report"
+  echo
+  echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(hostname)"
+  [ -f "$OUT/devices.txt" ] && { echo; echo '```'; cat "$OUT/devices.txt"; echo '```'; }
+  echo
+  echo "| step | status | seconds | detail |"
+  echo "| --- | --- | ---: | --- |"
+  for r in "${RESULTS[@]}"; do
+    IFS=$'\t' read -r name status seconds detail <<<"${r//$'\n'/ }"
+    echo "| $name | $status | $seconds | ${detail//|/\\|} |"
+  done
+} >"$OUT/gpu-report.md"
+
+echo "run.sh: report in $OUT/gpu-report.json and gpu-report.md"
+grep -q '"status": "failed"' "$OUT/gpu-report.json" && exit 1
+exit 0
