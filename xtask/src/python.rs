@@ -5,6 +5,9 @@
 //! - `torch-venv` (`benches/reference/requirements-torch.txt`: torch and
 //!   transformers, several GB): only for the PyTorch comparisons under
 //!   `benches/reference/`, never for CI.
+//! - `gp-venv` (`benches/sampler/requirements-gp.txt`: Optuna with torch
+//!   and scipy): only for Optuna's GPSampler in `cargo xtask bench
+//!   sampler --gp`, never for CI.
 //!
 //! A venv is rebuilt when its pinned requirements change, so every run
 //! compares against the same peers.
@@ -23,8 +26,14 @@ pub fn cmd(args: &[String]) -> Result<PathBuf> {
     match args.first().map(String::as_str) {
         None => venv(),
         Some("torch") => named("torch-venv", "benches/reference/requirements-torch.txt"),
-        Some(other) => Err(format!("unknown venv '{other}' (known: torch)")),
+        Some("gp") => gp_venv(),
+        Some(other) => Err(format!("unknown venv '{other}' (known: torch, gp)")),
     }
+}
+
+/// The venv with Optuna's GPSampler (torch, scipy); see the module doc.
+pub fn gp_venv() -> Result<PathBuf> {
+    named("gp-venv", "benches/sampler/requirements-gp.txt")
 }
 
 /// Create (once) the venv `name` from the requirements file at `reqs`

@@ -9,7 +9,7 @@
 mod common;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use hpo_sampler::{TpeConfig, TpeSampler};
+use hpo_sampler::{GpConfig, GpSampler, TpeConfig, TpeSampler};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -46,5 +46,31 @@ fn ask_tell(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, ask_tell);
+/// One GP ask + tell at 100 COMPLETE trials (the sliding history keeps
+/// 100), the sampler warm-starting its fit from the previous ask's.
+fn gp_ask_tell(c: &mut Criterion) {
+    let space = common::space6();
+    let mut group = c.benchmark_group("gp_ask_tell_6params");
+    group.sample_size(20);
+    let mut history = common::SlidingHistory::new(100, 7);
+    let mut sampler = GpSampler::new(GpConfig {
+        seed: Some(1),
+        ..GpConfig::default()
+    });
+    group.bench_function(BenchmarkId::from_parameter(100), |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let start = Instant::now();
+                history.ask_and_tell(&mut sampler, &space);
+                total += start.elapsed();
+                history.compact();
+            }
+            black_box(total)
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, ask_tell, gp_ask_tell);
 criterion_main!(benches);
