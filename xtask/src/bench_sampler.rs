@@ -13,6 +13,8 @@
 //!   candidates that all compete), Optuna's `TPESampler()` and random
 //!   sampling.
 //!
+//! `--gp` runs the Gaussian-process comparison instead (see [`run_gp`]).
+//!
 //! Options: `--seeds N` (default 50, every function and sampler),
 //! `--optuna-seeds N` (default: same), `--reps N` (timing repetitions).
 //! Python: `$MEMTUNE_PYTHON` if set, else the reference venv.
@@ -92,6 +94,9 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 }
 
 pub fn run(args: &[String]) -> Result<()> {
+    if args.iter().any(|a| a == "--gp") {
+        return run_gp(args);
+    }
     let seeds = opt(args, "--seeds", 50)?;
     let optuna_seeds = opt(args, "--optuna-seeds", seeds)?;
     let reps = opt(args, "--reps", 200)?;
@@ -213,4 +218,109 @@ fn print_tables(r: &Results, seeds: usize, optuna_seeds: usize) {
             );
         }
     }
+}
+
+/// `cargo xtask bench sampler --gp`: our GpSampler against Optuna 5.0's
+/// GPSampler, with both TPEs, in one run. Quality: best value after N
+/// trials, median and IQR over seeds, on Hartmann6 (20 and 50 trials of one
+/// run), Branin (30) and the 6-D mixed function `mixed6` (50). Cost: one
+/// GP ask + tell at 100 COMPLETE trials of the 6-parameter space (median
+/// microseconds). Ours: the `gp_bench` example; Optuna's:
+/// benches/sampler/optuna_gp_bench.py in the `gp` venv
+/// (benches/sampler/requirements-gp.txt: torch and scipy), about 0.5 s per
+/// GP trial on a 2-core machine, so 50 seeds take the better part of an
+/// hour. `--optuna-results FILE,FILE` reads lines that script already
+/// printed instead of running it (a long run kept in files).
+fn run_gp(args: &[String]) -> Result<()> {
+    let seeds = opt(args, "--seeds", 50)?;
+    let root = env::root();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut text = output(Command::new(&cargo).current_dir(&root).args([
+        "run",
+        "--release",
+        "--quiet",
+        "--package",
+        "hpo-sampler",
+        "--example",
+        "gp_bench",
+        "--",
+        "--seeds",
+        &seeds.to_string(),
+    ]))?;
+    match args.iter().position(|a| a == "--optuna-results") {
+        Some(i) => {
+            let files = args.get(i + 1).ok_or("--optuna-results needs files")?;
+            for f in files.split(',') {
+                text += &std::fs::read_to_string(f).map_err(|e| format!("cannot read {f}: {e}"))?;
+            }
+        }
+        None => {
+            let py = match std::env::var_os("MEMTUNE_PYTHON") {
+                Some(p) => p.into(),
+                None => python::gp_venv()?,
+            };
+            let script = root
+                .join("benches")
+                .join("sampler")
+                .join("optuna_gp_bench.py");
+            text += &output(
+                Command::new(py)
+                    .env("OMP_NUM_THREADS", "1")
+                    .arg(script)
+                    .args(["--seeds", &seeds.to_string()]),
+            )?;
+        }
+    }
+    // (function@trials, label) -> best values; label -> median us.
+    let mut best: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+    let mut timing: BTreeMap<String, f64> = BTreeMap::new();
+    let mut version = String::new();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let bad = || format!("bad line: {line}");
+        match parts.as_slice() {
+            ["best", function, label, _seed, value] => best
+                .entry((function.to_string(), label.to_string()))
+                .or_default()
+                .push(value.parse().map_err(|_| bad())?),
+            ["timing", label, "100", median, _mean] => {
+                timing.insert(label.to_string(), median.parse().map_err(|_| bad())?);
+            }
+            ["version", "optuna", v] => version = v.to_string(),
+            _ => {}
+        }
+    }
+    println!("\nOne GP ask + tell at 100 COMPLETE trials, 6 parameters (median ms)\n");
+    println!("| sampler | median ms |\n|---|---:|");
+    for (label, us) in &timing {
+        let name = match label.as_str() {
+            "gp" => "ours GpSampler".to_string(),
+            _ => format!("Optuna {version} GPSampler"),
+        };
+        println!("| {name} | {:.1} |", us / 1000.0);
+    }
+    println!("\nBest value after N trials (minimise): median and IQR over seeds\n");
+    println!(
+        "| function | trials | sampler | seeds | median | IQR (25%..75%) |\n|---|---:|---|---:|---:|---|"
+    );
+    for ((at, label), values) in &best {
+        let mut v = values.clone();
+        v.sort_by(f64::total_cmp);
+        let (function, trials) = at.split_once('@').unwrap_or((at, ""));
+        let name = match label.as_str() {
+            "ours-gp" => "ours GpSampler".to_string(),
+            "ours-tpe" => "ours TpeSampler".to_string(),
+            "optuna-gp" => format!("Optuna {version} GPSampler"),
+            "optuna-tpe" => format!("Optuna {version} TPESampler"),
+            other => other.to_string(),
+        };
+        println!(
+            "| {function} | {trials} | {name} | {} | {:.4} | {:.4}..{:.4} |",
+            v.len(),
+            percentile(&v, 50.0),
+            percentile(&v, 25.0),
+            percentile(&v, 75.0)
+        );
+    }
+    Ok(())
 }

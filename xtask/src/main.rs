@@ -54,7 +54,7 @@ fn main() -> ExitCode {
 }
 
 const USAGE: &str =
-    "usage: cargo xtask <test|tune|fetch-model minilm|python [torch]|nvrtc|bench NAME|gpu-test>";
+    "usage: cargo xtask <test|tune|fetch-model minilm|python [torch|gp]|nvrtc|bench NAME|gpu-test>";
 
 /// No tracked build output, fmt, clippy, then the whole test suite with the
 /// reference resources.

@@ -7,6 +7,9 @@
 //!   PyTorch comparisons under `benches/reference/`, and the test suite's
 //!   round trips through transformers (`cargo xtask test` passes it as
 //!   `MEMTUNE_TORCH_PYTHON`).
+//! - `gp-venv` (`benches/sampler/requirements-gp.txt`: Optuna with torch
+//!   and scipy): only for Optuna's GPSampler in `cargo xtask bench
+//!   sampler --gp`, never for CI.
 //!
 //! A venv is rebuilt when its pinned requirements change, so every run
 //! compares against the same peers.
@@ -25,13 +28,19 @@ pub fn torch_venv() -> Result<PathBuf> {
     named("torch-venv", "benches/reference/requirements-torch.txt")
 }
 
-/// `cargo xtask python [torch]`: make the named venv and print its python.
+/// `cargo xtask python [torch|gp]`: make the named venv and print its python.
 pub fn cmd(args: &[String]) -> Result<PathBuf> {
     match args.first().map(String::as_str) {
         None => venv(),
         Some("torch") => torch_venv(),
-        Some(other) => Err(format!("unknown venv '{other}' (known: torch)")),
+        Some("gp") => gp_venv(),
+        Some(other) => Err(format!("unknown venv '{other}' (known: torch, gp)")),
     }
+}
+
+/// The venv with Optuna's GPSampler (torch, scipy); see the module doc.
+pub fn gp_venv() -> Result<PathBuf> {
+    named("gp-venv", "benches/sampler/requirements-gp.txt")
 }
 
 /// Create (once) the venv `name` from the requirements file at `reqs`

@@ -45,6 +45,25 @@ fn tell(db: &Path, number: &Json, extra: &[&str]) -> Output {
     memtune(db, &args)
 }
 
+/// `n` asks on the 2-D `space` (params x and y), each told
+/// `(x - 0.5)^2 + (y + 0.3)^2`; the values in trial order.
+fn ask_tell_loop(db: &Path, space: &str, extra: &[&str], n: usize) -> Vec<f64> {
+    let mut values = Vec::new();
+    for _ in 0..n {
+        let mut args = vec!["ask", "--study", "s", "--search-space", space];
+        args.extend_from_slice(extra);
+        let asked: Json = serde_json::from_str(&ok(memtune(db, &args))).unwrap();
+        let (x, y) = (
+            asked["params"]["x"].as_f64().unwrap(),
+            asked["params"]["y"].as_f64().unwrap(),
+        );
+        let v = (x - 0.5).powi(2) + (y + 0.3).powi(2);
+        values.push(v);
+        ok(tell(db, &asked["number"], &["--values", &v.to_string()]));
+    }
+    values
+}
+
 fn trials(db: &Path) -> Vec<store::FrozenTrial> {
     let s = Storage::open_existing(db).unwrap();
     let st = s.study("s").unwrap();
@@ -357,29 +376,7 @@ fn tpe_loop_improves_on_its_random_start() {
     let db = study(dir.path(), "minimize");
     let space = r#"{"x": {"name": "FloatDistribution", "attributes": {"low": -2.0, "high": 2.0}},
                     "y": {"name": "FloatDistribution", "attributes": {"low": -2.0, "high": 2.0}}}"#;
-    let mut values = Vec::new();
-    for _ in 0..30 {
-        let asked: Json = serde_json::from_str(&ok(memtune(
-            &db,
-            &[
-                "ask",
-                "--study",
-                "s",
-                "--search-space",
-                space,
-                "--seed",
-                "3",
-            ],
-        )))
-        .unwrap();
-        let (x, y) = (
-            asked["params"]["x"].as_f64().unwrap(),
-            asked["params"]["y"].as_f64().unwrap(),
-        );
-        let v = (x - 0.5).powi(2) + (y + 0.3).powi(2);
-        values.push(v);
-        ok(tell(&db, &asked["number"], &["--values", &v.to_string()]));
-    }
+    let values = ask_tell_loop(&db, space, &["--seed", "3"], 30);
     let best = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
     let start = best(&values[..10]);
     let tpe = best(&values[10..]);
@@ -456,4 +453,31 @@ fn ask_claims_enqueued_trials_first() {
 
     let next = ask(&db, &[]);
     assert_eq!(next["number"], 2);
+}
+
+/// `--sampler gp` (and `auto`, which picks the GP on this small numeric
+/// study): after 10 random trials the GP's proposals beat the random start.
+#[test]
+fn gp_loop_improves_on_its_random_start() {
+    for (sampler, kwargs) in [
+        ("gp", r#"{"seed": 5, "deterministic_objective": true}"#),
+        ("auto", r#"{"seed": 5}"#),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = study(dir.path(), "minimize");
+        let space = r#"{"x": {"name": "FloatDistribution", "attributes": {"low": -2.0, "high": 2.0}},
+                        "y": {"name": "FloatDistribution", "attributes": {"low": -2.0, "high": 2.0}}}"#;
+        let values = ask_tell_loop(
+            &db,
+            space,
+            &["--sampler", sampler, "--sampler-kwargs", kwargs],
+            16,
+        );
+        let best = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+        let (start, gp) = (best(&values[..10]), best(&values[10..]));
+        assert!(
+            gp < start && gp < 0.05,
+            "{sampler}: GP best {gp} vs random start {start}"
+        );
+    }
 }

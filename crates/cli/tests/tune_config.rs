@@ -744,6 +744,34 @@ fn every_pruner_kind_builds() {
     .unwrap();
     assert_eq!(c.sampler.kind, SamplerKind::Random);
     assert_eq!(c.sampler.seed, Some(1));
+
+    // The GP and auto kinds, with their one own key.
+    let c = StudyConfig::parse(
+        &format!(
+            "{BASE}\n[sampler]\nkind = \"gp\"\nn_startup_trials = 4\ndeterministic_objective = true\n"
+        ),
+        "s",
+    )
+    .unwrap();
+    assert_eq!(c.sampler.kind, SamplerKind::Gp);
+    assert_eq!(c.sampler.gp.n_startup_trials, 4);
+    assert!(c.sampler.gp.deterministic_objective);
+    let _ = c.make_sampler();
+    let c = StudyConfig::parse(&format!("{BASE}\n[sampler]\nkind = \"auto\"\n"), "s").unwrap();
+    assert_eq!(c.sampler.kind, SamplerKind::Auto);
+    let _ = c.make_sampler();
+    expect_error(
+        &format!("{BASE}\n[sampler]\nkind = \"gp\"\nn_ei_candidates = 3\n"),
+        "sampler.n_ei_candidates",
+        "n_ei_candidates = 3",
+        "only used with kind = \"tpe\" or \"auto\"",
+    );
+    expect_error(
+        &format!("{BASE}\n[sampler]\ndeterministic_objective = true\n"),
+        "sampler.deterministic_objective",
+        "deterministic_objective = true",
+        "only used with kind = \"gp\" or \"auto\"",
+    );
 }
 
 #[test]

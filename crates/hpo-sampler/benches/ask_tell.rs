@@ -9,12 +9,33 @@
 mod common;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use hpo_sampler::{TpeConfig, TpeSampler};
+use hpo_sampler::{GpConfig, GpSampler, Sampler, TpeConfig, TpeSampler};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-fn ask_tell(c: &mut Criterion) {
+/// Time one ask + tell of `sampler` on a sliding history of `n` trials.
+fn bench_sliding<S: Sampler>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    n: usize,
+    sampler: &mut S,
+) {
     let space = common::space6();
+    let mut history = common::SlidingHistory::new(n, 7);
+    group.bench_function(BenchmarkId::from_parameter(n), |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let start = Instant::now();
+                history.ask_and_tell(sampler, &space);
+                total += start.elapsed();
+                history.compact();
+            }
+            black_box(total)
+        })
+    });
+}
+
+fn ask_tell(c: &mut Criterion) {
     for (name, config) in [
         ("tpe_ask_tell_6params", TpeConfig::default()),
         (
@@ -24,27 +45,28 @@ fn ask_tell(c: &mut Criterion) {
     ] {
         let mut group = c.benchmark_group(name);
         for n in [100usize, 500, 1000] {
-            let mut history = common::SlidingHistory::new(n, 7);
             let mut sampler = TpeSampler::new(TpeConfig {
                 seed: Some(1),
                 ..config.clone()
             });
-            group.bench_function(BenchmarkId::from_parameter(n), |b| {
-                b.iter_custom(|iters| {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        let start = Instant::now();
-                        history.ask_and_tell(&mut sampler, &space);
-                        total += start.elapsed();
-                        history.compact();
-                    }
-                    black_box(total)
-                })
-            });
+            bench_sliding(&mut group, n, &mut sampler);
         }
         group.finish();
     }
 }
 
-criterion_group!(benches, ask_tell);
+/// One GP ask + tell at 100 COMPLETE trials (the sliding history keeps
+/// 100), the sampler warm-starting its fit from the previous ask's.
+fn gp_ask_tell(c: &mut Criterion) {
+    let mut group = c.benchmark_group("gp_ask_tell_6params");
+    group.sample_size(20);
+    let mut sampler = GpSampler::new(GpConfig {
+        seed: Some(1),
+        ..GpConfig::default()
+    });
+    bench_sliding(&mut group, 100, &mut sampler);
+    group.finish();
+}
+
+criterion_group!(benches, ask_tell, gp_ask_tell);
 criterion_main!(benches);

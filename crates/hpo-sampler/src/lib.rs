@@ -1,4 +1,4 @@
-//! Samplers (random, TPE) and pruners for hyperparameter optimisation.
+//! Samplers (random, TPE, Gaussian process) and pruners for hyperparameter optimisation.
 //!
 //! Given the history of a study as a plain in-memory slice of frozen trials,
 //! a sampler proposes the next parameters and a pruner decides whether a
@@ -29,7 +29,9 @@
 //!   form `optuna ask --search-space` takes), and internal `f64` values
 //!   ([`Distribution::to_internal`] / [`Distribution::to_external`]).
 //! - **Sampling**: the [`Sampler`] trait (Optuna's relative/independent
-//!   protocol), implemented by [`RandomSampler`] and [`TpeSampler`]; use it
+//!   protocol), implemented by [`RandomSampler`], [`TpeSampler`], [`GpSampler`]
+//!   (Optuna's `GPSampler`, for short studies of expensive trials) and
+//!   [`AutoSampler`] (GP while the study is small, TPE beyond); use it
 //!   through a define-by-run [`Trial`] (`suggest_float`, `suggest_int`,
 //!   `suggest_categorical`) or [`ask()`] for a fixed space. A seeded sampler
 //!   is deterministic.
@@ -77,5 +79,7 @@ pub use pruner::{
     HyperbandPruner, MedianPruner, NopPruner, PatientPruner, PercentilePruner, PruneDecision,
     Pruner, SuccessiveHalvingPruner, ThresholdPruner,
 };
-pub use sampler::{RandomSampler, Sampler, TpeConfig, TpeSampler};
+pub use sampler::{
+    AutoConfig, AutoSampler, GpConfig, GpSampler, RandomSampler, Sampler, TpeConfig, TpeSampler,
+};
 pub use trial::{FrozenTrial, Param, SearchSpace, StudyDirection, StudyView, TrialState};

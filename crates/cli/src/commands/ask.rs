@@ -22,7 +22,10 @@ use crate::history;
 use hpo_sampler::json::{
     distribution_to_json, search_space_from_json, value_from_json, value_to_json,
 };
-use hpo_sampler::{Param, RandomSampler, Sampler, StudyView, TpeConfig, TpeSampler};
+use hpo_sampler::{
+    AutoConfig, AutoSampler, GpConfig, GpSampler, Param, RandomSampler, Sampler, StudyView,
+    TpeConfig, TpeSampler,
+};
 use serde_json::{Map, Value as Json};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -37,7 +40,9 @@ pub struct Args {
     /// e.g. '{"x": {"name": "FloatDistribution", "attributes": {"low": 0.0, "high": 1.0}}}'.
     #[arg(long, default_value = "{}")]
     pub search_space: String,
-    /// `tpe` (TPESampler, the default for one objective) or `random` (RandomSampler).
+    /// `tpe` (TPESampler, the default for one objective), `random`
+    /// (RandomSampler), `gp` (GPSampler) or `auto` (GP below 200 finished
+    /// trials while at most half the parameters are categorical, TPE beyond).
     #[arg(long)]
     pub sampler: Option<String>,
     /// Sampler options as JSON, as Optuna's: e.g. '{"seed": 1}' or
@@ -61,6 +66,8 @@ pub struct Args {
 enum Kind {
     Random,
     Tpe,
+    Gp,
+    Auto,
 }
 
 /// The sampler asked for, with its options checked.
@@ -68,6 +75,7 @@ struct SamplerChoice {
     kind: Kind,
     seed: Option<u64>,
     tpe: TpeConfig,
+    gp: GpConfig,
 }
 
 pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
@@ -85,6 +93,12 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
                 study.name
             );
             Kind::Random
+        }
+        (Kind::Gp | Kind::Auto, n, _) => {
+            return Err(CliError::Usage(format!(
+                "study `{}` has {n} objectives; the GP sampler here is single-objective: use --sampler random",
+                study.name
+            )));
         }
         (Kind::Tpe, n, Some(_)) => {
             return Err(CliError::Usage(format!(
@@ -120,6 +134,21 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             seed,
             ..choice.tpe.clone()
         })),
+        Kind::Gp => Box::new(GpSampler::new(GpConfig {
+            seed,
+            ..choice.gp.clone()
+        })),
+        Kind::Auto => Box::new(AutoSampler::new(
+            AutoConfig::default(),
+            GpConfig {
+                seed,
+                ..choice.gp.clone()
+            },
+            TpeConfig {
+                seed,
+                ..choice.tpe.clone()
+            },
+        )),
     };
     let stored_params = hpo_sampler::ask(sampler.as_mut(), view, number, &space)
         .map_err(|e| CliError::Usage(e.to_string()))
@@ -231,9 +260,12 @@ fn sampler_choice(args: &Args) -> Result<SamplerChoice> {
         Some(s) => match s.to_ascii_lowercase().as_str() {
             "tpe" | "tpesampler" => Kind::Tpe,
             "random" | "randomsampler" => Kind::Random,
+            "gp" | "gpsampler" => Kind::Gp,
+            "auto" => Kind::Auto,
             _ => {
                 return Err(CliError::Usage(format!(
-                    "unknown --sampler `{s}`: use tpe (TPESampler) or random (RandomSampler)"
+                    "unknown --sampler `{s}`: use tpe (TPESampler), random (RandomSampler), \
+                     gp (GPSampler) or auto"
                 )));
             }
         },
@@ -242,6 +274,7 @@ fn sampler_choice(args: &Args) -> Result<SamplerChoice> {
         kind,
         seed: args.seed,
         tpe: TpeConfig::default(),
+        gp: GpConfig::default(),
     };
     let Some(text) = &args.sampler_kwargs else {
         return Ok(choice);
@@ -275,6 +308,15 @@ fn sampler_choice(args: &Args) -> Result<SamplerChoice> {
                 }
             }
             ("n_startup_trials", Kind::Tpe) => tpe.n_startup_trials = uint()? as usize,
+            ("n_startup_trials", Kind::Gp) => choice.gp.n_startup_trials = uint()? as usize,
+            ("n_startup_trials", Kind::Auto) => {
+                let n = uint()? as usize;
+                tpe.n_startup_trials = n;
+                choice.gp.n_startup_trials = n;
+            }
+            ("deterministic_objective", Kind::Gp | Kind::Auto) => {
+                choice.gp.deterministic_objective = flag()?
+            }
             ("n_ei_candidates", Kind::Tpe) => {
                 tpe.n_ei_candidates = uint()? as usize;
                 if tpe.n_ei_candidates == 0 {

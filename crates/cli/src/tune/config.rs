@@ -61,7 +61,9 @@
 //! epochs = 2
 //!
 //! [sampler]
-//! kind = "tpe"                        # tpe | random; options default to Optuna 5.0's
+//! kind = "tpe"                        # tpe | random | gp | auto; options default to Optuna 5.0's
+//!                                     # (gp: GPSampler; auto: gp below 200 finished trials
+//!                                     # while at most half the parameters are categorical, tpe beyond)
 //! n_startup_trials = 10
 //!
 //! [pruner]
@@ -110,9 +112,9 @@ use std::time::Duration;
 
 use hpo_sampler::pruner::MinResource;
 use hpo_sampler::{
-    HyperbandPruner, MedianPruner, NopPruner, ParamValue, PatientPruner, PercentilePruner, Pruner,
-    RandomSampler, Sampler, StudyDirection, SuccessiveHalvingPruner, ThresholdPruner, TpeConfig,
-    TpeSampler, Trial,
+    AutoConfig, AutoSampler, GpConfig, GpSampler, HyperbandPruner, MedianPruner, NopPruner,
+    ParamValue, PatientPruner, PercentilePruner, Pruner, RandomSampler, Sampler, StudyDirection,
+    SuccessiveHalvingPruner, ThresholdPruner, TpeConfig, TpeSampler, Trial,
 };
 use serde::Deserialize;
 use trainer::config::BertConfig;
@@ -271,6 +273,10 @@ pub enum ModelSource {
 pub enum SamplerKind {
     Tpe,
     Random,
+    /// Optuna's GPSampler ([`GpConfig`]).
+    Gp,
+    /// GP while the study is small and mostly numeric, TPE beyond ([`AutoConfig`]).
+    Auto,
 }
 
 /// The sampler to build: its kind, seed and (for TPE) options, which
@@ -282,6 +288,8 @@ pub struct SamplerSpec {
     pub seed: Option<u64>,
     /// The TPE options (`seed` unset: see `seed`).
     pub tpe: TpeConfig,
+    /// The GP options (`seed` unset), for kind = "gp" and "auto".
+    pub gp: GpConfig,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -595,6 +603,21 @@ impl StudyConfig {
                 seed,
                 ..self.sampler.tpe.clone()
             })),
+            SamplerKind::Gp => Box::new(GpSampler::new(GpConfig {
+                seed,
+                ..self.sampler.gp.clone()
+            })),
+            SamplerKind::Auto => Box::new(AutoSampler::new(
+                AutoConfig::default(),
+                GpConfig {
+                    seed,
+                    ..self.sampler.gp.clone()
+                },
+                TpeConfig {
+                    seed,
+                    ..self.sampler.tpe.clone()
+                },
+            )),
         }
     }
 
@@ -831,6 +854,28 @@ impl Check<'_> {
         {
             return Err(self.err(&join("sampler", key), "only used with kind = \"tpe\""));
         }
+        if kind == SamplerKind::Gp
+            && let Some(key) = s.tpe_keys().into_iter().find(|k| *k != "n_startup_trials")
+        {
+            return Err(self.err(
+                &join("sampler", key),
+                "only used with kind = \"tpe\" or \"auto\"",
+            ));
+        }
+        if matches!(kind, SamplerKind::Tpe | SamplerKind::Random)
+            && s.deterministic_objective.is_some()
+        {
+            return Err(self.err(
+                "sampler.deterministic_objective",
+                "only used with kind = \"gp\" or \"auto\"",
+            ));
+        }
+        let gp_base = GpConfig::default();
+        let gp = GpConfig {
+            n_startup_trials: s.n_startup_trials.unwrap_or(gp_base.n_startup_trials),
+            deterministic_objective: s.deterministic_objective.unwrap_or(false),
+            ..gp_base
+        };
         let base = TpeConfig::optuna();
         let tpe = TpeConfig {
             n_startup_trials: s.n_startup_trials.unwrap_or(base.n_startup_trials),
@@ -860,6 +905,7 @@ impl Check<'_> {
         }
         Ok(SamplerSpec {
             kind,
+            gp,
             seed: s.seed.or(study.seed),
             tpe,
         })

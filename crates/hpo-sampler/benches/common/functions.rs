@@ -63,3 +63,36 @@ pub fn styblinski_tang10<S: Sampler + ?Sized>(t: &mut Trial<'_, S>) -> Result<f6
     }
     Ok(0.5 * y)
 }
+
+/// A 6-D mixed space (the GP bench's): a float, a log float, an int, a
+/// stepped int and two categoricals, with the float and the log float
+/// coupled. Minimum 0.0 at x = 1.3, lr = 10^(0.3 x - 2),
+/// layers = 7, width = 208, act = gelu, norm = layer.
+pub fn mixed6<S: Sampler + ?Sized>(t: &mut Trial<'_, S>) -> Result<f64> {
+    use hpo_sampler::ParamValue;
+    let s = |v: &str| ParamValue::Str(v.into());
+    let x = t.suggest_float("x", -5.0, 5.0)?;
+    let lr = t.suggest_float_with("lr", 1e-4, 1.0, true, None)?;
+    let layers = t.suggest_int("layers", 1, 12)? as f64;
+    let width = t.suggest_int_with("width", 16, 512, false, 16)? as f64;
+    let act = t.suggest_categorical("act", &[s("relu"), s("gelu"), s("tanh"), s("silu")])?;
+    let norm = t.suggest_categorical("norm", &[s("none"), s("batch"), s("layer")])?;
+    let act_cost = match act {
+        ParamValue::Str(a) if a == "relu" => 0.3,
+        ParamValue::Str(a) if a == "gelu" => 0.0,
+        ParamValue::Str(a) if a == "tanh" => 0.6,
+        _ => 0.2,
+    };
+    let norm_cost = match norm {
+        ParamValue::Str(a) if a == "none" => 0.5,
+        ParamValue::Str(a) if a == "batch" => 0.25,
+        _ => 0.0,
+    };
+    let u = lr.log10();
+    Ok((x - 1.3).powi(2)
+        + 2.0 * (u + 2.0 - 0.3 * x).powi(2)
+        + ((layers - 7.0) / 3.0).powi(2)
+        + ((width - 208.0) / 160.0).powi(2)
+        + act_cost
+        + norm_cost)
+}

@@ -3,12 +3,15 @@
 //! (multivariate TPE); every parameter outside it is sampled
 //! *independently* when the trial asks for it.
 
+pub mod gp;
 mod observations;
 pub mod parzen;
 mod random;
 mod tpe;
 mod transform;
 
+pub use gp::auto::{AutoConfig, AutoSampler};
+pub use gp::{GpConfig, GpSampler};
 pub use random::RandomSampler;
 pub use tpe::{TpeConfig, TpeSampler, default_gamma, default_weights};
 

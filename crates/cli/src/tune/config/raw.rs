@@ -172,6 +172,8 @@ pub(crate) struct RawSampler {
     pub kind: Option<SamplerKind>,
     pub seed: Option<u64>,
     pub n_startup_trials: Option<usize>,
+    /// GP only (kind = "gp" or "auto").
+    pub deterministic_objective: Option<bool>,
     pub n_ei_candidates: Option<usize>,
     pub ei_finalists: Option<usize>,
     pub prior_weight: Option<f64>,
