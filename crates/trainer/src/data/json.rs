@@ -8,9 +8,9 @@ use serde_json::value::RawValue;
 use super::error::DataError;
 use super::label::{Field, to_example};
 use super::options::{FieldSpec, LabelSpec};
-use super::record::{BadRecordReason, Example, RecordLocation};
+use super::record::{BadRecordReason, Example, RecordLocation, Records};
 
-pub(crate) type Parsed = Vec<(RecordLocation, Result<Example, BadRecordReason>)>;
+pub(crate) type Parsed = Records<Example>;
 
 /// One JSON object per non-blank line.
 pub(crate) fn read_json_lines(

@@ -33,7 +33,9 @@ pub use batcher::{BatchOrder, TokenizedDataset};
 pub use error::DataError;
 pub use options::{BadRecordPolicy, DataFormat, FieldSpec, LabelSpec, LoadOptions};
 pub use reader::{load_file, load_str};
-pub use record::{BadRecord, BadRecordReason, Dataset, Example, LoadReport, RecordLocation};
+pub use record::{
+    BadRecord, BadRecordReason, Dataset, Example, LoadReport, RecordLocation, Records,
+};
 pub use source::DataSource;
 pub use split::{TrainValidationSplit, stratified_split};
 pub use texts::{TextRecord, TextRecords, load_texts};

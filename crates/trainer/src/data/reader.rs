@@ -5,14 +5,20 @@ use std::path::Path;
 use super::error::DataError;
 use super::json::{read_json_array, read_json_lines};
 use super::options::{BadRecordPolicy, DataFormat, LabelSpec, LoadOptions};
-use super::record::{BadRecordReason, Dataset, LoadReport, RecordLocation};
+use super::record::{BadRecordReason, Dataset, LoadReport, Records};
 use super::table::read_csv;
 
 /// Loads a data file. The format is `options.format`, or else the one the
 /// extension implies; the file name in messages is the path as given.
 pub fn load_file(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Dataset, DataError> {
     let text = read_data_file(path.as_ref(), options.format)?;
-    load_decoded(&text.file, &text.contents, text.format, options, &text.not_utf8)
+    load_decoded(
+        &text.file,
+        &text.contents,
+        text.format,
+        options,
+        &text.not_utf8,
+    )
 }
 
 /// A data file read for parsing.
@@ -166,9 +172,9 @@ impl Dataset {
 /// file.
 pub(crate) fn mark_not_utf8<T>(
     file: &str,
-    mut parsed: Vec<(RecordLocation, Result<T, BadRecordReason>)>,
+    mut parsed: Records<T>,
     not_utf8: &[NotUtf8],
-) -> Result<Vec<(RecordLocation, Result<T, BadRecordReason>)>, DataError> {
+) -> Result<Records<T>, DataError> {
     for bad in not_utf8 {
         // The record this line belongs to: the last one starting at or before it.
         let owner = parsed.partition_point(|(at, _)| at.line <= bad.line);

@@ -11,6 +11,10 @@ pub struct Example {
     pub label: usize,
 }
 
+/// Every record of a file in file order, each with where it is; a bad
+/// record is its reason, never left out.
+pub type Records<T> = Vec<(RecordLocation, Result<T, BadRecordReason>)>;
+
 /// Where a record is: always a file and a 1-based line; for a JSON array also
 /// the 0-based index of the record in the array.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use super::error::DataError;
 use super::json::{read_json_array, read_json_lines};
 use super::options::{DataFormat, FieldSpec};
 use super::reader::{mark_not_utf8, read_data_file};
-use super::record::{BadRecordReason, RecordLocation};
+use super::record::Records;
 use super::table::read_csv;
 
 /// One record of a file of texts to classify.
@@ -18,9 +18,8 @@ pub struct TextRecord {
     pub text_pair: Option<String>,
 }
 
-/// Every record of a file, in file order, with where it is; a bad record is
-/// its reason, never left out.
-pub type TextRecords = Vec<(RecordLocation, Result<TextRecord, BadRecordReason>)>;
+/// Every record of a file of texts (see [`Records`]).
+pub type TextRecords = Records<TextRecord>;
 
 /// Reads CSV, JSON Lines or a JSON array as [`super::load_file`] does
 /// (`format` from the extension when `None`), except that there is no label:
@@ -53,6 +52,7 @@ pub fn load_texts(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::BadRecordReason;
 
     fn fields() -> FieldSpec {
         FieldSpec {
