@@ -20,6 +20,12 @@ pub enum StoreError {
     #[error("{path}: not an Optuna RDB storage (missing table `{table}`)")]
     NotAnOptunaStorage { path: PathBuf, table: &'static str },
 
+    /// The file is an SQLite database with no tables at all, opened without
+    /// leave to create the schema: new, or being created by another process
+    /// this very moment.
+    #[error("{path}: an empty SQLite database (no Optuna tables yet)")]
+    EmptyDatabase { path: PathBuf },
+
     /// The file holds Optuna's tables at a schema version we do not know.
     #[error(
         "{path}: unknown Optuna schema version {found} (this build reads schema_version 12, alembic v3.2.0.a)"

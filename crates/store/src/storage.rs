@@ -186,9 +186,8 @@ impl Storage {
         if !empty {
             schema::verify(&storage.conn, &storage.path)?;
         } else if !opts.create || opts.read_only {
-            return Err(StoreError::NotAnOptunaStorage {
+            return Err(StoreError::EmptyDatabase {
                 path: storage.path.clone(),
-                table: "studies",
             });
         }
         if opts.read_only {

@@ -151,6 +151,37 @@ fn missing_file_and_unknown_study() {
     ));
 }
 
+/// A database with no tables yet (as another process leaves it between
+/// creating the file and committing the schema) is told apart from a foreign
+/// one when it may not be created here, and is left as it was.
+#[test]
+fn empty_database_without_leave_to_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("empty.db");
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 1;")
+        .unwrap();
+    let before = bytes(&db);
+    assert!(!before.is_empty());
+    let read_only = store::OpenOptions {
+        read_only: true,
+        ..store::OpenOptions::default()
+    };
+    for err in [
+        Storage::open_existing(&db).unwrap_err(),
+        Storage::open_with(&db, &read_only).unwrap_err(),
+    ] {
+        assert!(matches!(err, StoreError::EmptyDatabase { .. }), "{err}");
+        assert!(err.to_string().contains("empty.db"), "{err}");
+    }
+    assert_eq!(bytes(&db), before);
+    Storage::open(&db)
+        .unwrap()
+        .create_study("s", &[store::StudyDirection::Minimize])
+        .unwrap();
+}
+
 #[test]
 fn bad_urls() {
     for url in [

@@ -251,7 +251,10 @@ pub fn check_space_against_stored(cfg: &StudyConfig, plan: &RunPlan) -> Result<(
     };
     let storage = match store::Storage::open_url(&plan.storage_url, &opts) {
         Ok(s) => s,
-        Err(store::StoreError::NoSuchFile { .. }) => return Ok(()),
+        // Empty: another runner is creating the schema right now.
+        Err(store::StoreError::NoSuchFile { .. } | store::StoreError::EmptyDatabase { .. }) => {
+            return Ok(());
+        }
         Err(e) => return Err(e.to_string()),
     };
     let study = match storage.study(&plan.study_name) {
