@@ -10,6 +10,44 @@
 //! usable by any cudarc program, and every rule is testable without a GPU on a
 //! simulated device.
 //!
+//! # Example
+//!
+//! One allocator per device, a lease for one trial, buffers that return to
+//! the cache on drop, and an out-of-memory report that says why. On a GPU,
+//! `gpu_mem::cuda::CudaDevice::new(0)?` (feature `cuda`) takes the place of
+//! the simulated device, and [`DevicePtr`] is the `CUdeviceptr` to hand to
+//! a kernel launch.
+//!
+//! ```
+//! use gpu_mem::{CachingAllocator, Config, MemoryLimit, SimDevice, StreamId};
+//! use std::sync::Arc;
+//!
+//! # fn main() -> Result<(), gpu_mem::AllocError> {
+//! const MIB: usize = 1 << 20;
+//! // A 1 GiB device with 2 MiB pages; expandable segments grow in place.
+//! let device = SimDevice::new(1 << 30, 2 * MIB);
+//! let alloc = Arc::new(CachingAllocator::new(device, Config::expandable())?);
+//! alloc.set_limit(Some(MemoryLimit::Bytes(256 * MIB)))?; // this trial's lease
+//!
+//! let stream = StreamId(0);
+//! let weights = alloc.allocate_buffer(100 * MIB, stream)?;
+//! {
+//!     let activations = alloc.allocate_buffer(120 * MIB, stream)?;
+//!     assert_ne!(activations.ptr(), weights.ptr());
+//! } // back in the cache, not to the device
+//! let stats = alloc.stats();
+//! assert_eq!(stats.allocated_bytes.all.current, 100 * MIB as u64);
+//! assert_eq!(stats.allocated_bytes.all.peak, 220 * MIB as u64);
+//!
+//! // Past the lease: a typed report instead of a dead process.
+//! let err = alloc.allocate_buffer(200 * MIB, stream).err().expect("over the lease");
+//! let oom = err.as_oom().expect("an out-of-memory report");
+//! assert_eq!(oom.limit, Some(256 * MIB));
+//! println!("{oom}"); // what is allocated, cached and fragmented, and what to change
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # The seams
 //!
 //! - [`Backend`] is the physical-memory seam: classic allocations, reserved

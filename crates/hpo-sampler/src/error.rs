@@ -32,6 +32,10 @@ pub enum Error {
         value: String,
         reason: String,
     },
+    /// A report or tell the trial's state does not allow (an unknown
+    /// number, a trial already finished, a COMPLETE trial without a value).
+    #[error("trial {number}: {reason}")]
+    Trial { number: u64, reason: String },
     /// A pruner or sampler option out of its documented range.
     #[error("invalid option {option}: {reason}")]
     InvalidOption { option: String, reason: String },

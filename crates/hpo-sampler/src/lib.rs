@@ -14,6 +14,45 @@
 //! identical to a fresh sampler's. docs/benchmarks.md ("hpo-sampler")
 //! has the cost of an ask against Optuna's.
 //!
+//! # Example
+//!
+//! An in-memory [`Study`] asks a TPE sampler for `x`, reports a learning
+//! curve to a median pruner and tells the result:
+//!
+//! ```
+//! use hpo_sampler::study::space_of;
+//! use hpo_sampler::{
+//!     Distribution, MedianPruner, Study, StudyDirection, TpeConfig, TpeSampler, TrialState,
+//! };
+//!
+//! # fn main() -> hpo_sampler::Result<()> {
+//! let sampler = TpeSampler::new(TpeConfig { seed: Some(7), ..TpeConfig::default() });
+//! let mut study = Study::new("quadratic", StudyDirection::Minimize, sampler, MedianPruner::default());
+//! let space = space_of("x", Distribution::float(-10.0, 10.0, false, None)?);
+//! for _ in 0..40 {
+//!     let trial = study.ask(&space)?;
+//!     let x = study.param(trial, "x")?.as_f64().unwrap();
+//!     let loss = (x - 2.0).powi(2);
+//!     // Three "epochs" whose loss shrinks towards the final one.
+//!     let mut pruned = false;
+//!     for epoch in 0..3 {
+//!         if study.report(trial, epoch, loss * (3 - epoch) as f64)? {
+//!             pruned = true;
+//!             break;
+//!         }
+//!     }
+//!     if pruned {
+//!         study.tell(trial, TrialState::Pruned, None)?;
+//!     } else {
+//!         study.tell(trial, TrialState::Complete, Some(loss))?;
+//!     }
+//! }
+//! let best = study.best_trial().expect("a trial completed");
+//! assert!(best.value().unwrap() < 0.1, "TPE found x near 2: {best:?}");
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! It deliberately does not persist anything (the caller stores trials), nor
 //! know about GPUs, memory or models: it depends on none of the other crates.
 //!
@@ -70,6 +109,7 @@ pub mod rng;
 pub mod sampler;
 pub mod search_space;
 pub mod special;
+pub mod study;
 pub mod trial;
 
 pub use ask::{Trial, ask, check_against_history};
@@ -82,4 +122,5 @@ pub use pruner::{
 pub use sampler::{
     AutoConfig, AutoSampler, GpConfig, GpSampler, RandomSampler, Sampler, TpeConfig, TpeSampler,
 };
+pub use study::Study;
 pub use trial::{FrozenTrial, Param, SearchSpace, StudyDirection, StudyView, TrialState};

@@ -53,21 +53,44 @@
 //!   rejected), splits them stratified and seeded (duplicate texts kept on
 //!   one side), and cuts shuffled micro-batches padded per batch.
 //!
-//! Typical use (the study runner):
+//! # Example
 //!
-//! ```no_run
-//! # use trainer::{backend::cpu::CpuBackend, config::BertConfig, model::*, train::*, weights::NamedTensors, batch::Batch};
-//! # fn run(tensors: NamedTensors, train_set: Vec<Batch>, valid: Vec<Batch>) -> Result<(), Box<dyn std::error::Error>> {
-//! let be = CpuBackend::<f32>::new();
-//! let config = BertConfig::from_file("minilm/config.json")?;
-//! let head = HeadConfig { num_labels: 2, hidden: vec![256] };
-//! let mut model = BertClassifier::new_random(&be, &config, &head, 42)?;
-//! let report = model.load(&be, &tensors)?; // pooler/classifier may stay random
-//! let cfg = TrainConfig { epochs: 3, lr: 3e-5, patience: Some(1), ..TrainConfig::default() };
-//! let result = train(&be, &mut model, &train_set, &valid, &cfg, &mut |m: &EpochMetrics| {
-//!     if m.valid.f1_macro < 0.5 { Control::Stop } else { Control::Continue }
+//! One trial: a tiny random BERT directory (a real checkpoint such as
+//! all-MiniLM-L6-v2 goes the same way), fine-tuned for one epoch on the
+//! embedded sentiment sentences, with an observer that could stop it:
+//!
+//! ```
+//! use trainer::finetune::{FinetuneSpec, finetune_cpu};
+//! use trainer::testing::{sentiment_words, tiny_config, write_tiny_model};
+//! use trainer::train::{Control, EpochMetrics, TrainConfig};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let words = sentiment_words(300);
+//! let words: Vec<&str> = words.iter().map(String::as_str).collect();
+//! write_tiny_model(dir.path(), &tiny_config(), &words, 1)?;
+//!
+//! let spec = FinetuneSpec {
+//!     model_dir: dir.path().to_path_buf(),
+//!     data: Default::default(), // the embedded Sentiment Labelled Sentences
+//!     validation_fraction: 0.2,
+//!     split_seed: 0,
+//!     max_length: 32,
+//!     micro_batch: 32,
+//!     head_hidden: vec![],
+//!     dropout: None,
+//!     memory_limit: Some(64 << 20), // the trial's lease: 64 MiB of tensors
+//!     fail_nth_allocation: None,
+//!     train: TrainConfig { epochs: 1, lr: 1e-3, ..TrainConfig::default() },
+//! };
+//! let outcome = finetune_cpu(&spec, &mut |m: &EpochMetrics| {
+//!     println!("epoch {}: accuracy {:.3}", m.epoch, m.valid.accuracy);
+//!     Control::Continue // Control::Stop would prune the trial here
 //! })?;
-//! # Ok(()) }
+//! assert_eq!(outcome.train_examples + outcome.validation_examples, 3000);
+//! assert!(outcome.peak_bytes <= 64 << 20);
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! Determinism: dropout masks come from a counter-based RNG ([`rng`]) keyed by

@@ -1,0 +1,215 @@
+//! An in-memory study: the ask/report/tell loop over a sampler and a
+//! pruner, for callers that keep their trials in memory (tests, notebooks,
+//! a process that owns the whole study). Callers that persist trials build a
+//! [`StudyView`] from their own storage and call [`crate::ask`] and
+//! [`Pruner::prune`] directly, as this type does.
+
+use crate::{
+    Distribution, Error, FrozenTrial, ParamValue, Pruner, Result, Sampler, SearchSpace,
+    StudyDirection, StudyView, TrialState,
+};
+use std::collections::BTreeMap;
+
+/// A single-objective study held in memory, trials numbered from 0.
+pub struct Study<S, P> {
+    name: String,
+    direction: StudyDirection,
+    sampler: S,
+    pruner: P,
+    trials: Vec<FrozenTrial>,
+}
+
+impl<S: Sampler, P: Pruner> Study<S, P> {
+    pub fn new(name: impl Into<String>, direction: StudyDirection, sampler: S, pruner: P) -> Self {
+        Study {
+            name: name.into(),
+            direction,
+            sampler,
+            pruner,
+            trials: Vec::new(),
+        }
+    }
+
+    /// Start a trial with every parameter of `space` sampled (Optuna's
+    /// `study.ask(fixed_distributions)`); it stays RUNNING until told.
+    /// Returns its number.
+    pub fn ask(&mut self, space: &SearchSpace) -> Result<u64> {
+        let number = self.trials.len() as u64;
+        let view = StudyView {
+            name: &self.name,
+            direction: self.direction,
+            trials: &self.trials,
+        };
+        let params = crate::ask(&mut self.sampler, view, number, space)?;
+        let mut trial = FrozenTrial::new(number);
+        trial.params = params;
+        self.trials.push(trial);
+        Ok(number)
+    }
+
+    /// The external value of parameter `name` of trial `number`.
+    pub fn param(&self, number: u64, name: &str) -> Result<ParamValue> {
+        let trial = self.trial(number)?;
+        trial
+            .params
+            .get(name)
+            .map(|p| p.value())
+            .ok_or_else(|| told(number, &format!("no parameter `{name}`")))
+    }
+
+    /// Record `value` at `step` of a RUNNING trial and ask the pruner;
+    /// `true` means stop the trial and tell it [`TrialState::Pruned`].
+    pub fn report(&mut self, number: u64, step: i64, value: f64) -> Result<bool> {
+        let index = self.running(number)?;
+        self.trials[index].intermediate_values.insert(step, value);
+        let view = StudyView {
+            name: &self.name,
+            direction: self.direction,
+            trials: &self.trials,
+        };
+        let decision = self.pruner.prune(&view, &self.trials[index]);
+        for (key, value) in decision.system_attrs {
+            self.trials[index].system_attrs.insert(key, value);
+        }
+        Ok(decision.prune)
+    }
+
+    /// Finish a RUNNING trial. A COMPLETE trial needs its objective value;
+    /// a PRUNED one without a value keeps its last reported value, as
+    /// Optuna does.
+    pub fn tell(&mut self, number: u64, state: TrialState, value: Option<f64>) -> Result<()> {
+        let index = self.running(number)?;
+        let trial = &mut self.trials[index];
+        let value = match (state, value) {
+            (TrialState::Complete, None) => {
+                return Err(told(number, "a COMPLETE trial needs a value"));
+            }
+            (TrialState::Pruned, None) => trial
+                .last_step()
+                .and_then(|s| trial.intermediate_values.get(&s).copied()),
+            (TrialState::Running | TrialState::Waiting, _) => {
+                return Err(told(number, "a trial can only be told a finished state"));
+            }
+            (_, value) => value,
+        };
+        if value.is_some_and(|v| !v.is_finite()) && state == TrialState::Complete {
+            return Err(told(number, "a COMPLETE trial's value must be finite"));
+        }
+        trial.state = state;
+        trial.values = value.map(|v| vec![v]);
+        Ok(())
+    }
+
+    /// Every trial, in number order.
+    pub fn trials(&self) -> &[FrozenTrial] {
+        &self.trials
+    }
+
+    /// Trial `number`.
+    pub fn trial(&self, number: u64) -> Result<&FrozenTrial> {
+        self.trials
+            .get(number as usize)
+            .ok_or_else(|| told(number, "no such trial"))
+    }
+
+    /// The COMPLETE trial with the best value (the lowest number among equals).
+    pub fn best_trial(&self) -> Option<&FrozenTrial> {
+        let better = |a: f64, b: f64| match self.direction {
+            StudyDirection::Minimize => a < b,
+            StudyDirection::Maximize => a > b,
+        };
+        self.trials
+            .iter()
+            .filter(|t| t.state == TrialState::Complete)
+            .filter_map(|t| t.value().map(|v| (t, v)))
+            .fold(
+                None,
+                |best: Option<(&FrozenTrial, f64)>, (t, v)| match best {
+                    Some((_, b)) if !better(v, b) => best,
+                    _ => Some((t, v)),
+                },
+            )
+            .map(|(t, _)| t)
+    }
+
+    fn running(&self, number: u64) -> Result<usize> {
+        let trial = self.trial(number)?;
+        if trial.state != TrialState::Running {
+            return Err(told(
+                number,
+                &format!("the trial is already {:?}", trial.state),
+            ));
+        }
+        Ok(number as usize)
+    }
+}
+
+fn told(number: u64, reason: &str) -> Error {
+    Error::Trial {
+        number,
+        reason: reason.to_string(),
+    }
+}
+
+/// A one-parameter search space, the common case in examples and tests.
+pub fn space_of(name: &str, distribution: Distribution) -> SearchSpace {
+    BTreeMap::from([(name.to_string(), distribution)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{MedianPruner, NopPruner, RandomSampler};
+
+    fn x_space() -> SearchSpace {
+        space_of("x", Distribution::float(-1.0, 1.0, false, None).unwrap())
+    }
+
+    #[test]
+    fn tell_refuses_what_optuna_refuses() {
+        let mut study = Study::new(
+            "t",
+            StudyDirection::Minimize,
+            RandomSampler::new(Some(1)),
+            NopPruner,
+        );
+        let n = study.ask(&x_space()).unwrap();
+        assert!(study.tell(n, TrialState::Complete, None).is_err());
+        assert!(study.tell(n, TrialState::Complete, Some(f64::NAN)).is_err());
+        assert!(study.tell(n, TrialState::Running, Some(1.0)).is_err());
+        study.tell(n, TrialState::Complete, Some(0.5)).unwrap();
+        assert!(
+            study.tell(n, TrialState::Complete, Some(0.5)).is_err(),
+            "told twice"
+        );
+        assert!(study.report(n, 0, 1.0).is_err(), "reported after the end");
+        assert!(
+            study.tell(7, TrialState::Fail, None).is_err(),
+            "no such trial"
+        );
+    }
+
+    #[test]
+    fn a_pruned_trial_keeps_its_last_report_and_the_best_is_complete() {
+        let mut study = Study::new(
+            "t",
+            StudyDirection::Maximize,
+            RandomSampler::new(Some(2)),
+            MedianPruner::default(),
+        );
+        let a = study.ask(&x_space()).unwrap();
+        study.report(a, 0, 0.25).unwrap();
+        study.report(a, 1, 0.75).unwrap();
+        study.tell(a, TrialState::Pruned, None).unwrap();
+        assert_eq!(study.trial(a).unwrap().value(), Some(0.75));
+        let b = study.ask(&x_space()).unwrap();
+        study.tell(b, TrialState::Complete, Some(0.5)).unwrap();
+        let c = study.ask(&x_space()).unwrap();
+        study.tell(c, TrialState::Complete, Some(0.5)).unwrap();
+        assert_eq!(
+            study.best_trial().unwrap().number,
+            b,
+            "pruned never best, ties to the first"
+        );
+    }
+}
