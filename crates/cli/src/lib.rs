@@ -20,5 +20,6 @@ pub mod commands;
 pub mod devices;
 pub mod error;
 pub mod history;
+pub mod logging;
 pub mod render;
 pub mod tune;

@@ -1,6 +1,7 @@
-//! `memtune`: parses the command line and runs [`cli::commands`].
+//! `memtune`: parses the command line and runs [`cli::commands`]; the exit
+//! code follows [`cli::error`]'s table.
 
-use clap::Parser;
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Hyperparameter studies for BERT-style text classifiers that never lose a
@@ -12,20 +13,62 @@ struct Cli {
     #[arg(long, global = true, env = "MEMTUNE_STORAGE")]
     storage: Option<String>,
 
+    /// Print only errors and warnings on stderr.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+
+    /// Also print the structured log on stderr (-v info, -vv debug). The
+    /// log file's own filter is `MEMTUNE_LOG`.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+
     #[command(subcommand)]
-    command: cli::commands::Command,
+    command: TopCommand,
+}
+
+#[derive(Subcommand)]
+enum TopCommand {
+    #[command(flatten)]
+    Run(cli::commands::Command),
+    /// Print a shell completion script, e.g.
+    /// `memtune completions bash > /etc/bash_completion.d/memtune`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse_from(cli::argv::attach_negative_numbers(std::env::args_os()));
+    let verbosity = if cli.quiet {
+        -1
+    } else {
+        cli.verbose.min(2) as i8
+    };
+    if let Err(e) = cli::logging::install(verbosity) {
+        eprintln!("memtune: {e}");
+        return ExitCode::from(2);
+    }
+    let command = match cli.command {
+        TopCommand::Run(command) => command,
+        TopCommand::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "memtune",
+                &mut std::io::stdout(),
+            );
+            return ExitCode::SUCCESS;
+        }
+    };
     let ctx = cli::commands::Context {
         storage_url: cli.storage,
     };
-    match cli::commands::run(cli.command, &ctx, &mut std::io::stdout().lock()) {
+    match cli::commands::run(command, &ctx, &mut std::io::stdout().lock()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("memtune: {e}");
-            ExitCode::FAILURE
+            eprintln!("{}", e.report());
+            ExitCode::from(e.exit_code())
         }
     }
 }

@@ -438,8 +438,9 @@ fn sigterm_fails_and_requeues_the_trials_in_flight() {
         return;
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
-    // Exited by itself (not killed by the signal), with its summary.
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    // Exited by itself (not killed by the signal) as interrupted, with its
+    // summary.
+    assert_eq!(out.status.code(), Some(130), "{stdout}");
     assert!(stdout.contains("interrupted"), "{stdout}");
     assert!(!ts.iter().any(|t| t.state == TrialState::Running));
     let interrupted = ts

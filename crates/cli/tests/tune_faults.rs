@@ -376,6 +376,7 @@ fn ctrl_c_fails_and_requeues_the_trials_in_flight_then_the_same_command_resumes(
         assert_eq!(finished(&ts), n_trials);
         return;
     }
+    assert_eq!(out.status.code(), Some(130), "{stdout}");
     assert!(stdout.contains("interrupted"), "{stdout}");
     // A trial a worker was running fails as `interrupted`; one claimed but
     // not yet handed to a worker (the signal can land in between) as

@@ -112,7 +112,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     // another worker creates in the few milliseconds between this read and
     // `create_trial` has no params yet, so the constant liar loses nothing.
     let stored = storage.trials(study.study_id, &TrialFilter::default())?;
-    let trials = history::frozen_trials(&stored).map_err(|e| CliError::Usage(e.to_string()))?;
+    let trials = history::frozen_trials(&stored)?;
     // As Optuna's storage: a distribution the study's history contradicts
     // is refused, here before anything is written.
     hpo_sampler::check_against_history(&trials, &space)
@@ -151,7 +151,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         )),
     };
     let stored_params = hpo_sampler::ask(sampler.as_mut(), view, number, &space)
-        .map_err(|e| CliError::Usage(e.to_string()))
+        .map_err(|e| CliError::Failed(e.to_string()))
         .and_then(|sampled| match claim {
             Claim::Created(_) => Ok((sampled, BTreeMap::new())),
             Claim::Claimed(_) => enqueued_params(&storage, trial.trial_id, &space, sampled),
@@ -174,7 +174,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         Ok(p) => p,
         Err(e) => {
             let cleanup = storage.finish(trial.trial_id, TrialState::Fail, &[]);
-            return Err(CliError::Usage(match cleanup {
+            return Err(CliError::Failed(match cleanup {
                 Ok(()) => format!("trial {} was marked FAIL: {e}", trial.number),
                 Err(c) => format!(
                     "{e}; trial {} could not be marked FAIL either: {c}",
@@ -217,7 +217,7 @@ fn enqueued_params(
     mut params: BTreeMap<String, Param>,
 ) -> Result<(BTreeMap<String, Param>, BTreeMap<String, Param>)> {
     let stored = storage.trial(trial_id)?;
-    let converted = history::frozen_trial(&stored).map_err(|e| CliError::Usage(e.to_string()))?;
+    let converted = history::frozen_trial(&stored)?;
     let fixed = stored.system_attrs.get(FIXED_PARAMS_KEY);
     let mut already = BTreeMap::new();
     for (name, distribution) in space {

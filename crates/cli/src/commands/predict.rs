@@ -43,21 +43,21 @@ pub struct Args {
     text_pair_field: String,
 }
 
-fn usage(message: impl std::fmt::Display) -> CliError {
-    CliError::Usage(message.to_string())
+fn failed(message: impl std::fmt::Display) -> CliError {
+    CliError::Failed(message.to_string())
 }
 
 pub fn run(args: &Args, _ctx: &Context, out: &mut dyn Write) -> Result<()> {
     if args.batch_size == 0 {
-        return Err(usage("--batch-size must be at least 1"));
+        return Err(CliError::Usage("--batch-size must be at least 1".into()));
     }
-    let classifier = HfClassifier::load(&args.model, args.max_length).map_err(usage)?;
+    let classifier = HfClassifier::load(&args.model, args.max_length).map_err(failed)?;
     let fields = FieldSpec {
         text: args.text_field.clone(),
         text_pair: Some(args.text_pair_field.clone()),
         ..FieldSpec::default()
     };
-    let records = load_texts(&args.data, &fields, None).map_err(usage)?;
+    let records = load_texts(&args.data, &fields, None).map_err(failed)?;
     let mut indices = Vec::with_capacity(records.len());
     let mut encoded = Vec::with_capacity(records.len());
     let mut bad = 0usize;
@@ -78,7 +78,9 @@ pub fn run(args: &Args, _ctx: &Context, out: &mut dyn Write) -> Result<()> {
             }
         }
     }
-    let logits = classifier.logits(encoded, args.batch_size).map_err(usage)?;
+    let logits = classifier
+        .logits(encoded, args.batch_size)
+        .map_err(failed)?;
     for (index, logits) in indices.into_iter().zip(logits) {
         // The first of equal maxima, as `argmax` does.
         let label =
@@ -92,7 +94,7 @@ pub fn run(args: &Args, _ctx: &Context, out: &mut dyn Write) -> Result<()> {
         writeln!(out, "{line}")?;
     }
     if bad > 0 {
-        return Err(usage(format!(
+        return Err(failed(format!(
             "{bad} of {} record(s) in {} could not be classified (listed above)",
             records.len(),
             args.data.display()

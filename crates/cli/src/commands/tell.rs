@@ -71,10 +71,10 @@ pub fn run(args: &Args, ctx: &Context, _out: &mut dyn Write) -> Result<()> {
             ))
         })?;
     if trial.state.is_finished() && args.skip_if_finished {
-        eprintln!(
+        crate::logging::note(&format!(
             "memtune: trial {} is already {}; skipped (--skip-if-finished)",
             trial.number, trial.state
-        );
+        ));
         return Ok(());
     }
     if trial.state != TrialState::Running {

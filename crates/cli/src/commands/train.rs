@@ -53,12 +53,15 @@ fn usage(message: impl std::fmt::Display) -> CliError {
     CliError::Usage(message.to_string())
 }
 
+fn failed(message: impl std::fmt::Display) -> CliError {
+    CliError::Failed(message.to_string())
+}
+
 pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     let cfg = match &args.config {
         Some(path) => StudyConfig::from_path(path),
         None => Ok(StudyConfig::default_study()),
-    }
-    .map_err(usage)?;
+    }?;
     if cfg.study.name != args.study {
         return Err(usage(format!(
             "the study file {} describes study `{}`, not `{}`: pass the file the study was run with (--config)",
@@ -70,7 +73,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         )));
     }
     check_output_dir(&args.output).map_err(usage)?;
-    let plan = RunPlan::new(&cfg, ctx.storage_url.as_deref()).map_err(usage)?;
+    let plan = RunPlan::new(&cfg, ctx.storage_url.as_deref()).map_err(failed)?;
     let storage = Storage::open_url(
         &plan.storage_url,
         &OpenOptions {
@@ -103,7 +106,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         }
     };
     let settings = trial_settings(&cfg, &trial)?;
-    let model = plan.model(&settings.model).map_err(usage)?;
+    let model = plan.model(&settings.model).map_err(failed)?;
     let ModelSource::Dir { path: model_dir } = &model.source else {
         return Err(usage(
             "the trial ran on the simulated device, which computes nothing: there is no model to retrain",
@@ -167,23 +170,23 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         fault: None,
     };
     let spec = finetune_spec(&job, model_dir.clone());
-    eprintln!(
+    crate::logging::note(&format!(
         "memtune: retraining trial {} of `{}` ({}) to epoch {epoch_of_value}, micro-batch {micro_batch} x {accumulation_steps}",
         trial.number,
         study.name,
         settings_text(&settings)
-    );
+    ));
     let metric = plan.metric;
     let mut mismatches = Vec::new();
     let trained = finetune_cpu_trained(&spec, &mut |m| {
         let value = metric.value(&m.valid);
         let stored = trial.intermediate_values.get(&(m.epoch as i64)).copied();
-        eprintln!(
+        crate::logging::note(&format!(
             "memtune: epoch {}: {} {value:.6} (recorded {})",
             m.epoch,
             metric.name(),
             stored.map_or("none".into(), |v| format!("{v:.6}"))
-        );
+        ));
         if stored.is_some_and(|s| s != value) {
             mismatches.push(m.epoch);
         }
@@ -193,16 +196,16 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             Control::Continue
         }
     })
-    .map_err(|e| usage(format!("retraining trial {}: {e}", trial.number)))?;
+    .map_err(|e| failed(format!("retraining trial {}: {e}", trial.number)))?;
     let report = &trained.outcome.report;
     let last = report
         .epochs
         .last()
-        .ok_or_else(|| usage("the retrain ran no epoch"))?;
+        .ok_or_else(|| failed("the retrain ran no epoch"))?;
     let value = metric.value(&last.valid);
 
-    let tokenizer = TextTokenizer::from_model_dir(model_dir, settings.max_length)
-        .map_err(|e| usage(e.to_string()))?;
+    let tokenizer =
+        TextTokenizer::from_model_dir(model_dir, settings.max_length).map_err(failed)?;
     let labels = trained
         .label_names
         .clone()
@@ -215,7 +218,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         &labels,
         &args.output,
     )
-    .map_err(usage)?;
+    .map_err(failed)?;
     writeln!(
         out,
         "trial {}: validation {} {value} at epoch {} (recorded {recorded}); accuracy {}; saved to {}",
@@ -226,7 +229,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         args.output.display()
     )?;
     if value != recorded || !mismatches.is_empty() {
-        return Err(usage(format!(
+        return Err(failed(format!(
             "the retrain did not repeat trial {}: validation {} {value} vs recorded {recorded} \
              (epochs differing: {mismatches:?}); the model is saved, but it is not the trial's",
             trial.number,
@@ -238,15 +241,14 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
 
 /// The trial's settings, from its stored params as the runner resolves them.
 fn trial_settings(cfg: &StudyConfig, trial: &store::FrozenTrial) -> Result<TrialSettings> {
-    let frozen = history::frozen_trials(std::slice::from_ref(trial))
-        .map_err(|e| usage(format!("trial {}: {e}", trial.number)))?;
+    let frozen = history::frozen_trials(std::slice::from_ref(trial))?;
     let values = frozen[0]
         .params
         .iter()
         .map(|(name, p)| (name.clone(), p.value()))
         .collect();
     cfg.settings(&values)
-        .map_err(|e| usage(format!("trial {}: {e}", trial.number)))
+        .map_err(|e| failed(format!("trial {}: {e}", trial.number)))
 }
 
 /// The last epoch whose recorded value is `value` (trials without a

@@ -33,14 +33,13 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     let cfg = match &args.config {
         Some(path) => StudyConfig::from_path(path),
         None => Ok(StudyConfig::default_study()),
-    }
-    .map_err(|e| CliError::Usage(e.to_string()))?;
+    }?;
     // Checked before the plan: the plan reads the data and every model.
     if args.n_trials == Some(0) {
         return Err(CliError::Usage("--n-trials must be at least 1".into()));
     }
     let faults = Faults::from_env().map_err(CliError::Usage)?;
-    let mut plan = RunPlan::new(&cfg, ctx.storage_url.as_deref()).map_err(CliError::Usage)?;
+    let mut plan = RunPlan::new(&cfg, ctx.storage_url.as_deref()).map_err(CliError::Failed)?;
     if let Some(n) = args.n_trials {
         plan.n_trials = n;
     }
@@ -55,21 +54,21 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         storage.study(&plan.study_name)?;
     }
     crate::tune::setup::check_space_against_stored(&cfg, &plan).map_err(CliError::Usage)?;
-    let worker_exe = current_exe().map_err(|e| CliError::Usage(e.to_string()))?;
+    let worker_exe = current_exe()?;
     if !worker_exe.is_file() {
-        return Err(CliError::Usage(format!(
+        return Err(CliError::Failed(format!(
             "the worker binary {} is missing (rebuilt or removed while starting?)",
             worker_exe.display()
         )));
     }
-    crate::tune::logging::to_file(&plan.log_file).map_err(CliError::Usage)?;
+    crate::logging::to_file(&plan.log_file).map_err(CliError::Failed)?;
     let (study, storage) = (plan.study_name.clone(), plan.storage_url.clone());
-    eprintln!(
+    crate::logging::note(&format!(
         "memtune: study `{study}` in {storage}: {} trials on {}; log in {}",
         plan.n_trials,
         plan.device_name,
         plan.log_file.display()
-    );
+    ));
     let runner = Runner::new(
         &cfg,
         plan,
@@ -78,17 +77,16 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             faults,
             progress: !args.no_progress,
         },
-    )
-    .map_err(|e| CliError::Usage(e.to_string()))?;
-    let summary = runner.run().map_err(|e| CliError::Usage(e.to_string()))?;
+    )?;
+    let summary = runner.run()?;
     write!(out, "{}", summary_table(&summary, &study, &storage))?;
     if let Some(e) = &summary.environment_error {
-        return Err(CliError::Usage(format!(
+        return Err(CliError::Failed(format!(
             "stopped: a trial could not read the data or model ({e}); its trial and those in flight are re-enqueued, so fix it and run the same command again"
         )));
     }
     if summary.interrupted {
-        return Err(CliError::Usage("interrupted".into()));
+        return Err(CliError::Interrupted);
     }
     Ok(())
 }

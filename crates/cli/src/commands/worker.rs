@@ -8,5 +8,5 @@ pub fn run() -> Result<()> {
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     worker::serve(&mut stdin.lock(), &mut stdout.lock())
-        .map_err(|e| CliError::Usage(format!("worker: {e}")))
+        .map_err(|e| CliError::Failed(format!("worker: {e}")))
 }

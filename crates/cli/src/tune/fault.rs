@@ -17,9 +17,17 @@ pub struct Faults {
 }
 
 impl Faults {
+    /// The faults `MEMTUNE_FAULT` names. Builds without the
+    /// `fault-injection` feature refuse the variable rather than ignore it,
+    /// so a test run against the wrong binary fails loudly.
     pub fn from_env() -> Result<Self, String> {
         match std::env::var("MEMTUNE_FAULT") {
-            Ok(text) => Self::parse(&text),
+            Ok(text) if cfg!(feature = "fault-injection") => Self::parse(&text),
+            Ok(_) => Err(
+                "MEMTUNE_FAULT is set, but this memtune was built without fault injection \
+                 (cargo feature `fault-injection`)"
+                    .into(),
+            ),
             Err(_) => Ok(Self::default()),
         }
     }

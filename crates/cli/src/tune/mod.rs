@@ -5,7 +5,6 @@
 pub mod config;
 pub mod fault;
 pub mod heartbeat;
-pub mod logging;
 pub mod models;
 pub mod packing;
 pub mod progress;

@@ -33,7 +33,7 @@ pub struct Progress {
 
 impl Progress {
     pub fn new(n_trials: usize, enabled: bool) -> Self {
-        let live = enabled && std::io::stderr().is_terminal();
+        let live = enabled && !crate::logging::quiet() && std::io::stderr().is_terminal();
         let bar = if live {
             ProgressBar::with_draw_target(Some(n_trials as u64), ProgressDrawTarget::stderr())
         } else {
@@ -60,8 +60,12 @@ impl Progress {
         ));
     }
 
-    /// A line above the live display (or on stderr when there is none).
+    /// A line above the live display (or on stderr when there is none);
+    /// nothing with `-q`.
     pub fn line(&self, text: &str) {
+        if crate::logging::quiet() {
+            return;
+        }
         if self.live {
             self.bar.println(text);
         } else {

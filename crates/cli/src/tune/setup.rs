@@ -98,7 +98,7 @@ impl RunPlan {
         }
         let log_file = cfg.runner.log_file.clone().unwrap_or_else(|| {
             let dir = db.parent().map(PathBuf::from).unwrap_or_default();
-            dir.join(super::logging::file_name(&cfg.study.name))
+            dir.join(crate::logging::file_name(&cfg.study.name))
         });
         Ok(Self {
             study_name: cfg.study.name.clone(),
@@ -197,7 +197,9 @@ fn resolve_device(device: DeviceKind) -> Result<(), String> {
                 ),
                 Err(reason) => format!("no CUDA: {reason}"),
             };
-            eprintln!("memtune: device = \"auto\": using the CPU ({why})");
+            crate::logging::note(&format!(
+                "memtune: device = \"auto\": using the CPU ({why})"
+            ));
             Ok(())
         }
         DeviceKind::Cuda(n) => {
@@ -227,7 +229,7 @@ fn load_data(cfg: &StudyConfig) -> Result<(DataSource, usize), String> {
     }
     let dataset = source.load().map_err(|e| format!("data: {e}"))?;
     let skipped = &dataset.report.skipped;
-    eprintln!(
+    crate::logging::note(&format!(
         "memtune: data: {} examples, {} classes{}",
         dataset.examples.len(),
         dataset.num_classes,
@@ -235,7 +237,7 @@ fn load_data(cfg: &StudyConfig) -> Result<(DataSource, usize), String> {
             None => String::new(),
             Some(first) => format!(" ({} bad records skipped, e.g. {first})", skipped.len()),
         }
-    );
+    ));
     Ok((source, dataset.num_classes))
 }
 

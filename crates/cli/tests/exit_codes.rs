@@ -1,0 +1,291 @@
+//! The exit-code table (`cli::error`): 0 ok, 1 a failure while working,
+//! 2 a wrong command line or study file, 130 interrupted. 130 is checked
+//! where a run is interrupted (`tune_faults.rs` for Ctrl-C, `misuse.rs` for
+//! SIGTERM); this file covers the rest, and `-q`, `MEMTUNE_LOG` and the
+//! shell completions.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{memtune, ok};
+
+fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_memtune"));
+    cmd.args(args).env_remove("MEMTUNE_STORAGE");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn code_and_stderr(out: Output) -> (Option<i32>, String) {
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!err.contains("panicked"), "{err}");
+    (out.status.code(), err)
+}
+
+const SIM_STUDY: &str = r#"
+[study]
+name = "codes"
+n_trials = 2
+
+[models.bert-base]
+sim = "bert-base"
+
+[[param]]
+name = "learning_rate"
+type = "float"
+low = 1e-5
+high = 1e-4
+
+[fixed]
+model = "bert-base"
+batch_size = 8
+max_length = 128
+epochs = 1
+
+[sampler]
+kind = "random"
+seed = 3
+
+[runner]
+device = "sim"
+max_workers = 1
+"#;
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+/// What is tried, the arguments, extra environment, the exit code wanted
+/// and a text stderr must hold.
+type Case<'a> = (
+    &'a str,
+    Vec<&'a str>,
+    &'a [(&'a str, &'a str)],
+    i32,
+    &'a str,
+);
+
+#[test]
+fn each_kind_of_outcome_has_its_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let url = common::url(&db);
+    ok(memtune(&db, &["create-study", "--study-name", "s"]));
+    let good_study = write(dir.path(), "good.toml", SIM_STUDY);
+    let bad_toml = write(dir.path(), "bad.toml", "[study\nname = 1\n");
+    let missing_data = write(
+        dir.path(),
+        "missing-data.toml",
+        &SIM_STUDY
+            .replace("device = \"sim\"", "device = \"cpu\"")
+            .replace(
+                "[models.bert-base]\nsim = \"bert-base\"",
+                "[models.bert-base]\ndir = \"/nowhere/model\"",
+            ),
+    );
+    let missing_db = dir.path().join("missing.db");
+    let missing_url = common::url(&missing_db);
+
+    let table: &[Case] = &[
+        ("success", vec!["--storage", &url, "studies"], &[], 0, ""),
+        (
+            "a study run to the end",
+            vec![
+                "--storage",
+                &url,
+                "tune",
+                "--no-progress",
+                "--config",
+                &good_study,
+            ],
+            &[],
+            0,
+            "",
+        ),
+        (
+            "no storage given",
+            vec!["studies"],
+            &[],
+            2,
+            "no storage given",
+        ),
+        (
+            "an unknown flag",
+            vec!["studies", "--bogus"],
+            &[],
+            2,
+            "--bogus",
+        ),
+        (
+            "a bad study file",
+            vec!["--storage", &url, "tune", "--config", &bad_toml],
+            &[],
+            2,
+            "bad.toml:1",
+        ),
+        (
+            "a bad MEMTUNE_LOG",
+            vec!["--storage", &url, "studies"],
+            &[("MEMTUNE_LOG", "[[[")],
+            2,
+            "MEMTUNE_LOG",
+        ),
+        (
+            "telling a trial never asked",
+            vec![
+                "--storage",
+                &url,
+                "tell",
+                "--study-name",
+                "s",
+                "--trial-number",
+                "0",
+                "--state",
+                "fail",
+                "--values",
+                "1.0",
+            ],
+            &[],
+            2,
+            "has not been created",
+        ),
+        (
+            "a storage file that does not exist",
+            vec!["--storage", &missing_url, "studies"],
+            &[],
+            1,
+            "missing.db",
+        ),
+        (
+            "a study that does not exist",
+            vec!["--storage", &url, "best", "--study-name", "nosuch"],
+            &[],
+            1,
+            "nosuch",
+        ),
+        (
+            "a model that cannot be read",
+            vec![
+                "--storage",
+                &url,
+                "tune",
+                "--no-progress",
+                "--config",
+                &missing_data,
+            ],
+            &[],
+            1,
+            "/nowhere/model",
+        ),
+    ];
+    for (what, args, env, want, says) in table {
+        let (code, err) = code_and_stderr(run(args, env));
+        assert_eq!(code, Some(*want), "{what}: {err}");
+        assert!(
+            err.contains(says),
+            "{what}: stderr does not name `{says}`:\n{err}"
+        );
+    }
+    assert!(
+        !missing_db.exists(),
+        "a read command created the storage file"
+    );
+}
+
+#[test]
+fn quiet_prints_nothing_but_the_result_and_verbose_adds_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("q.db");
+    let url = common::url(&db);
+    let tune = |flags: &[&str], study_name: &str| {
+        let text = SIM_STUDY.replace("name = \"codes\"", &format!("name = \"{study_name}\""));
+        let cfg = write(dir.path(), &format!("{study_name}.toml"), &text);
+        let mut args = vec!["--storage", url.as_str()];
+        args.extend_from_slice(flags);
+        args.extend(["tune", "--no-progress", "--config", cfg.as_str()]);
+        run(&args, &[])
+    };
+
+    let plain = tune(&[], "plain");
+    let (code, plain_err) = code_and_stderr(plain);
+    assert_eq!(code, Some(0), "{plain_err}");
+    assert!(plain_err.contains("memtune: study `plain`"), "{plain_err}");
+
+    let quiet = tune(&["-q"], "quiet");
+    let quiet_out = String::from_utf8_lossy(&quiet.stdout).to_string();
+    let (code, quiet_err) = code_and_stderr(quiet);
+    assert_eq!(code, Some(0), "{quiet_err}");
+    assert_eq!(quiet_err, "", "-q printed on stderr");
+    assert!(
+        quiet_out.contains("best"),
+        "the summary still goes to stdout: {quiet_out}"
+    );
+
+    let verbose = tune(&["-v"], "verbose");
+    let (code, verbose_err) = code_and_stderr(verbose);
+    assert_eq!(code, Some(0), "{verbose_err}");
+    assert!(
+        verbose_err.contains(" INFO ") && verbose_err.len() > plain_err.len(),
+        "-v adds the structured log:\n{verbose_err}"
+    );
+}
+
+#[test]
+fn memtune_log_filters_the_log_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("l.db");
+    let url = common::url(&db);
+    let cfg = write(dir.path(), "l.toml", SIM_STUDY);
+    let log_lines = |filter: Option<&str>| {
+        let log = dir.path().join("codes.log");
+        let _ = std::fs::remove_file(&log);
+        let _ = std::fs::remove_file(&db);
+        let env: Vec<(&str, &str)> = filter.map(|f| ("MEMTUNE_LOG", f)).into_iter().collect();
+        let (code, err) = code_and_stderr(run(
+            &[
+                "--storage",
+                &url,
+                "-q",
+                "tune",
+                "--no-progress",
+                "--config",
+                &cfg,
+            ],
+            &env,
+        ));
+        assert_eq!(code, Some(0), "{err}");
+        std::fs::read_to_string(&log).unwrap()
+    };
+    let all = log_lines(None);
+    assert!(
+        all.contains("DEBUG"),
+        "the default keeps debug events:\n{all}"
+    );
+    let warn = log_lines(Some("warn"));
+    assert!(
+        !warn.contains("DEBUG") && !warn.contains(" INFO "),
+        "{warn}"
+    );
+    assert!(warn.len() < all.len());
+}
+
+#[test]
+fn completions_are_printed_for_each_shell() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = run(&["completions", shell], &[]);
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        assert!(
+            script.contains("memtune") && script.contains("tune"),
+            "{shell}"
+        );
+    }
+    let (code, err) = code_and_stderr(run(&["completions", "cmd.exe"], &[]));
+    assert_eq!(code, Some(2), "{err}");
+}
