@@ -92,6 +92,7 @@ pub enum FinetuneError {
     #[error("{error} (micro-batch {micro_batch})")]
     OutOfMemory {
         micro_batch: usize,
+        #[source]
         error: OutOfMemory,
     },
 }

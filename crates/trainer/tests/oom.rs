@@ -87,7 +87,8 @@ fn tracker_limit_and_injection_refuse_with_details() {
             live: 60,
             limit: 100,
             buffer: "b".into(),
-            injected: false
+            injected: false,
+            allocator: None,
         }
     );
     assert!(e.to_string().contains("`b`"), "{e}");

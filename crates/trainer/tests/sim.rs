@@ -128,6 +128,19 @@ fn a_lease_below_the_weights_and_injected_faults() {
     })
     .unwrap_err();
     assert!(e.out_of_memory().is_some(), "{e}");
+    // The allocator's own report (fragmentation, advice) is kept as the
+    // error's source, not dropped in the conversion.
+    let mut source = std::error::Error::source(&e);
+    let mut report = None;
+    while let Some(cause) = source {
+        if let Some(r) = cause.downcast_ref::<gpu_mem::OutOfMemory>() {
+            report = Some(r);
+        }
+        source = cause.source();
+    }
+    let report = report.expect("the allocator's report is in the source chain");
+    assert_eq!(report.device_total, 1 << 20);
+    assert!(report.to_string().contains("largest"), "{report}");
 }
 
 #[test]

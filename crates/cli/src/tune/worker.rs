@@ -299,7 +299,12 @@ fn is_environment(e: &FinetuneError) -> bool {
 fn oom_failure(error: &OutOfMemory) -> WorkerMsg {
     WorkerMsg::Failed {
         kind: FailureKind::Oom,
-        message: error.to_string(),
+        // The allocator's report says why the device could not give the
+        // bytes (fragmentation, largest free block) and what to change.
+        message: match &error.allocator {
+            Some(report) => format!("{error}: {report}"),
+            None => error.to_string(),
+        },
         needed_bytes: Some((error.live + error.requested) as u64),
         limit_bytes: Some(error.limit as u64),
     }

@@ -21,7 +21,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::Once;
 
 /// An allocation the memory budget refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct OutOfMemory {
     /// Bytes asked for.
     pub requested: usize,
@@ -35,6 +35,10 @@ pub struct OutOfMemory {
     pub buffer: String,
     /// True when fault injection caused it rather than a real limit.
     pub injected: bool,
+    /// The device allocator's own report (fragmentation, largest free
+    /// block, what to change) when it refused the buffer; its
+    /// [`source`](std::error::Error::source).
+    pub allocator: Option<Box<gpu_mem::OutOfMemory>>,
 }
 
 impl std::fmt::Display for OutOfMemory {
@@ -64,7 +68,13 @@ impl std::fmt::Display for OutOfMemory {
     }
 }
 
-impl std::error::Error for OutOfMemory {}
+impl std::error::Error for OutOfMemory {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.allocator
+            .as_deref()
+            .map(|a| a as &(dyn std::error::Error + 'static))
+    }
+}
 
 impl OutOfMemory {
     /// The caching allocator's out-of-memory for buffer `buffer` of
@@ -77,6 +87,7 @@ impl OutOfMemory {
             limit: oom.limit.unwrap_or(oom.device_total),
             buffer: buffer.to_string(),
             injected: false,
+            allocator: Some(Box::new(oom.clone())),
         }
     }
 

@@ -98,6 +98,7 @@ impl MemTracker {
                 limit: s.limit.unwrap_or(usize::MAX),
                 buffer: name.to_string(),
                 injected,
+                allocator: None,
             });
         }
         s.live += bytes;

@@ -100,6 +100,7 @@ pub enum TrainError {
     #[error("{error} (micro-batch {micro_batch})")]
     OutOfMemory {
         micro_batch: usize,
+        #[source]
         error: OutOfMemory,
     },
 }
