@@ -160,3 +160,74 @@ optuna.load_study(study_name="s", storage=sys.argv[1]).enqueue_trial({"x": 0.5, 
     ));
     assert!(listed.trim_end().ends_with("11 trials"), "{listed}");
 }
+
+/// 1,000 floats (tiny, subnormal, huge, negative, integral, near the
+/// switches of `repr` between fixed and exponent form), in two trials of
+/// 500 parameters that Optuna enqueues; `optuna ask` prints
+/// `json.dumps({"number": ..., "params": ...})`, so that is the line
+/// `memtune ask` must print, byte for byte.
+const FLOATS: &str = r#"
+import json, random, sys, warnings
+warnings.simplefilter("ignore")
+import optuna
+url, trial = sys.argv[1], int(sys.argv[2])
+rng = random.Random(1000 + trial)
+values = [5e-324, 2.2250738585072014e-308, 1e-05, 5e-05, 0.0001, 9.999e-05, 1e16,
+          9999999999999998.0, 1e15, 2.0**53, 1.7976931348623157e308, 0.0, -0.0,
+          1.0, -1.0, 0.1, 1/3, 123456789.0, 1e-07, 1.5e300]
+while len(values) < 500:
+    kind = len(values) % 4
+    if kind == 0:
+        values.append(rng.uniform(1, 10) * 10.0 ** rng.randint(-320, 300))
+    elif kind == 1:
+        values.append(-rng.uniform(1, 10) * 10.0 ** rng.randint(-30, 30))
+    elif kind == 2:
+        values.append(float(rng.randint(-10**17, 10**17)))
+    else:
+        values.append(round(rng.uniform(-1e6, 1e6), rng.randint(0, 12)))
+names = ["p%03d" % i for i in range(len(values))]
+space = {n: {"name": "FloatDistribution", "attributes": {"low": -1.7976931348623157e308,
+         "high": 1.7976931348623157e308}} for n in names}
+study = optuna.load_study(study_name="s", storage=url)
+study.enqueue_trial(dict(zip(names, values)))
+print(json.dumps({"space": space,
+                  "line": json.dumps({"number": trial, "params": dict(zip(names, values))})}))
+"#;
+
+#[test]
+fn ask_prints_floats_as_optuna_ask_does() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("floats.db");
+    ok(memtune(&db, &["create-study", "--study", "s"]));
+    for trial in 0..2 {
+        let out = Command::new(&py)
+            .args([
+                "-c",
+                FLOATS,
+                &format!("sqlite:///{}", db.display()),
+                &trial.to_string(),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let made: Json = serde_json::from_slice(&out.stdout).unwrap();
+        let space = made["space"].to_string();
+        let printed = ok(memtune(
+            &db,
+            &["ask", "--study", "s", "--search-space", &space],
+        ));
+        let want = made["line"].as_str().unwrap();
+        let got = printed.trim_end();
+        if got != want {
+            let (g, w): (Vec<&str>, Vec<&str>) =
+                (got.split(", ").collect(), want.split(", ").collect());
+            let first = g.iter().zip(&w).find(|(a, b)| a != b);
+            panic!("trial {trial}: first difference {first:?}");
+        }
+    }
+}

@@ -380,6 +380,8 @@ fn python_json(v: &Json) -> String {
                 .collect();
             format!("{{{}}}", parts.join(", "))
         }
+        // serde_json spells 5e-5 as `5e-5`; Python's repr as `5e-05`.
+        Json::Number(n) => python_number(&n.to_string()),
         scalar => scalar.to_string(),
     }
 }
@@ -421,30 +423,54 @@ pub(crate) fn python_spacing(compact: &str) -> String {
 }
 
 /// A JSON number token as Python prints it: integers unchanged, floats as
-/// `repr(float)` (shortest round-trip digits; exponent form below 1e-4 and
-/// from 1e16, with a signed two-digit exponent).
+/// `repr(float)`.
 fn python_number(token: &str) -> String {
     let is_float = token.contains(['.', 'e', 'E']);
-    let Some(x) = token
-        .parse::<f64>()
-        .ok()
-        .filter(|x| is_float && x.is_finite())
-    else {
-        return token.to_string();
-    };
-    let sci = format!("{x:e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    match token.parse::<f64>() {
+        Ok(x) if is_float && x.is_finite() => python_repr(x),
+        _ => token.to_string(),
+    }
+}
+
+/// `repr(x)` of a finite float: the fewest significant digits that read
+/// back as `x`, and of those the nearest to `x` with ties to even (Rust's
+/// shortest form breaks such ties the other way, e.g. `...458.813` for
+/// Python's `...458.812`); fixed notation from 1e-4 up to 1e16, else an
+/// exponent with a sign and at least two digits.
+fn python_repr(x: f64) -> String {
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0.0" } else { "0.0" }.into();
+    }
+    let sign = if x < 0.0 { "-" } else { "" };
+    let shortest = format!("{:e}", x.abs());
+    let n = shortest
+        .split('e')
+        .next()
+        .unwrap_or("")
+        .chars()
+        .filter(char::is_ascii_digit)
+        .count();
+    // Fixed precision is correctly rounded, ties to even.
+    let rounded = format!("{:.*e}", n.saturating_sub(1), x.abs());
+    let (mantissa, exp) = rounded.split_once('e').unwrap_or((&rounded, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
-    if x == 0.0 || (-4..16).contains(&exp) {
-        let fixed = format!("{x}");
-        if fixed.contains('.') {
-            fixed
-        } else {
-            format!("{fixed}.0")
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    match exp {
+        0..16 => {
+            let int_len = exp as usize + 1;
+            if digits.len() <= int_len {
+                format!("{sign}{digits}{}.0", "0".repeat(int_len - digits.len()))
+            } else {
+                format!("{sign}{}.{}", &digits[..int_len], &digits[int_len..])
+            }
         }
-    } else {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{mantissa}e{sign}{:02}", exp.abs())
+        -4..0 => format!("{sign}0.{}{digits}", "0".repeat((-exp - 1) as usize)),
+        _ => {
+            let (head, tail) = digits.split_at(1);
+            let dot = if tail.is_empty() { "" } else { "." };
+            let exp_sign = if exp < 0 { '-' } else { '+' };
+            format!("{sign}{head}{dot}{tail}e{exp_sign}{:02}", exp.abs())
+        }
     }
 }
 
@@ -506,6 +532,11 @@ mod tests {
             ("123456789012345.0", "123456789012345.0"),
             ("8", "8"),
             ("-3", "-3"),
+            ("-26474598524458.8125", "-26474598524458.812"),
+            ("5e-324", "5e-324"),
+            ("1.7976931348623157e308", "1.7976931348623157e+308"),
+            ("9999999999999998.0", "9999999999999998.0"),
+            ("0.1", "0.1"),
         ] {
             assert_eq!(python_number(token), python, "{token}");
         }
@@ -522,6 +553,11 @@ mod tests {
         assert_eq!(
             python_json(&v),
             r#"{"number": 3, "params": {"a": [1, "x"], "b": 0.5}}"#
+        );
+        let v = serde_json::json!({"lr": 5e-5, "big": 1e16, "one": 1.0, "n": 7});
+        assert_eq!(
+            python_json(&v),
+            r#"{"big": 1e+16, "lr": 5e-05, "n": 7, "one": 1.0}"#
         );
     }
 }
