@@ -70,7 +70,11 @@
 //!   [`Fragmentation`], [`Snapshot`] and the optional [`TraceEvent`] trace
 //!   export to JSON.
 //! - [`trace`] replays JSON-lines allocation traces through any
-//!   configuration and generates a multi-trial BERT fine-tuning trace.
+//!   configuration.
+//! - The `testing` feature adds test and research tools: a generator of a
+//!   multi-trial BERT fine-tuning trace (`trace::bert`) and random-operation
+//!   scenarios checked after every step (`scenario`, for the property tests
+//!   and the fuzz target).
 //!
 //! # What it does not do
 //!
@@ -87,6 +91,7 @@ pub mod config;
 pub mod cuda;
 pub mod error;
 pub mod libs;
+#[cfg(feature = "testing")]
 pub mod scenario;
 pub mod sim;
 pub mod snapshot;

@@ -36,9 +36,9 @@
 //!   [`finetune::finetune_sim`] runs the real loop's allocations through the
 //!   real allocator under a lease, for the study runner's simulations.
 //! - [`finetune::finetune_cpu`] runs one trial from files on the CPU under
-//!   an optional memory lease; [`testing::write_tiny_model`] writes a tiny
-//!   random BERT directory so tests above the trainer can run real
-//!   fine-tunes in seconds.
+//!   an optional memory lease; `testing::write_tiny_model` (feature
+//!   `testing`) writes a tiny random BERT directory so tests above the
+//!   trainer can run real fine-tunes in seconds.
 //! - [`finetune::finetune_cpu_trained`] keeps the trained model, and
 //!   [`export::save_hf_dir`] writes it as a Hugging Face
 //!   `BertForSequenceClassification` directory that `transformers` loads;
@@ -56,8 +56,9 @@
 //! # Example
 //!
 //! One trial: a tiny random BERT directory (a real checkpoint such as
-//! all-MiniLM-L6-v2 goes the same way), fine-tuned for one epoch on the
-//! embedded sentiment sentences, with an observer that could stop it:
+//! all-MiniLM-L6-v2 goes the same way; writing the tiny one needs the
+//! `testing` feature), fine-tuned for one epoch on the embedded sentiment
+//! sentences, with an observer that could stop it:
 //!
 //! ```
 //! use trainer::finetune::{FinetuneSpec, finetune_cpu};
@@ -115,6 +116,7 @@ pub mod float;
 pub mod memory;
 pub mod model;
 pub mod rng;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod tokenize;
 pub mod train;

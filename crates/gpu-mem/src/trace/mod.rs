@@ -1,7 +1,7 @@
 //! Allocation traces: a JSON-lines format, a reader with line-numbered
 //! errors, a replay harness that runs a trace through any configuration on a
-//! [`SimDevice`](crate::SimDevice), and a generator of a multi-trial BERT
-//! fine-tuning trace ([`bert`]).
+//! [`SimDevice`](crate::SimDevice), and (feature `testing`) a generator of a
+//! multi-trial BERT fine-tuning trace (`bert`).
 //!
 //! One record per line:
 //!
@@ -11,6 +11,7 @@
 //! {"op":"empty_cache"}
 //! ```
 
+#[cfg(feature = "testing")]
 pub mod bert;
 mod replay;
 
