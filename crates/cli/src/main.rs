@@ -64,7 +64,9 @@ fn main() -> ExitCode {
     let ctx = cli::commands::Context {
         storage_url: cli.storage,
     };
-    match cli::commands::run(command, &ctx, &mut std::io::stdout().lock()) {
+    // Not a held `StdoutLock`: the worker writes to stdout from its compute
+    // pool's thread.
+    match cli::commands::run(command, &ctx, &mut std::io::stdout()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{}", e.report());

@@ -223,6 +223,26 @@ fn auto_falls_back_to_the_cpu_with_a_notice_and_cuda_is_explicit() {
 }
 
 #[test]
+fn a_lone_trial_gets_every_core_unless_threads_are_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let cfg = dir.path().join("study.toml");
+    let threads = |name: &str, text: String| {
+        let db = dir.path().join(format!("{name}.db"));
+        std::fs::write(&cfg, text).unwrap();
+        common::ok(run(&db, &cfg, None));
+        let ts = trials(&db, name);
+        assert_eq!(ts.len(), 1);
+        ts[0].user_attrs["threads"].as_u64().unwrap() as usize
+    };
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let free = study("lone", &model, 1, "").replace("threads_per_worker = 1\n", "");
+    assert_eq!(threads("lone", free), cores);
+    // An explicit `threads_per_worker` is kept (0: the worker's own pool).
+    assert_eq!(threads("set", study("set", &model, 1, "")), 0);
+}
+
+#[test]
 fn devices_lists_the_cpu_and_says_why_cuda_is_or_is_not_there() {
     let out = Command::new(env!("CARGO_BIN_EXE_memtune"))
         .arg("devices")

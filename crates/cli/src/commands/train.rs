@@ -168,6 +168,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         accumulation_steps,
         memory_limit: None,
         fault: None,
+        threads: 0,
     };
     let spec = finetune_spec(&job, model_dir.clone());
     crate::logging::note(&format!(

@@ -5,8 +5,9 @@ use crate::tune::worker;
 
 pub fn run() -> Result<()> {
     worker::die_with_parent();
-    let stdin = std::io::stdin();
-    let stdout = std::io::stdout();
-    worker::serve(&mut stdin.lock(), &mut stdout.lock())
+    // Unlocked handles: a trial may run on another thread's pool, and
+    // locks are not `Send`.
+    let mut stdin = std::io::BufReader::new(std::io::stdin());
+    worker::serve(&mut stdin, &mut std::io::stdout())
         .map_err(|e| CliError::Failed(format!("worker: {e}")))
 }

@@ -64,6 +64,10 @@ pub struct Job {
     /// Tensor bytes the trial may hold (the lease's limit).
     pub memory_limit: Option<u64>,
     pub fault: Option<Fault>,
+    /// Compute threads for this trial (0: the worker process's pool). The
+    /// CPU backend gives the same bits for any number.
+    #[serde(default)]
+    pub threads: usize,
 }
 
 /// Worker to runner.

@@ -67,7 +67,13 @@ fn set_user(storage: &Storage, trial: &TrialRef, attrs: &[(&str, Json)]) -> stor
     Ok(())
 }
 
-pub fn started(storage: &Storage, trial: &TrialRef, lease: &Lease, pid: u32) -> store::Result<()> {
+pub fn started(
+    storage: &Storage,
+    trial: &TrialRef,
+    lease: &Lease,
+    pid: u32,
+    threads: usize,
+) -> store::Result<()> {
     set_user(
         storage,
         trial,
@@ -77,6 +83,8 @@ pub fn started(storage: &Storage, trial: &TrialRef, lease: &Lease, pid: u32) -> 
             ("predicted_peak_bytes", json!(lease.predicted_peak)),
             ("lease_bytes", json!(lease.bytes)),
             ("worker_pid", json!(pid)),
+            // 0: the worker's own thread count (`threads_per_worker`).
+            ("threads", json!(threads)),
         ],
     )
 }

@@ -100,6 +100,8 @@ struct Running {
     trial: TrialRef,
     settings: TrialSettings,
     lease: Lease,
+    /// Compute threads the trial was given (0: its worker's default).
+    threads: usize,
     oom_retries: Vec<Json>,
     failure: Option<(FailureKind, String, Option<u64>, Option<u64>)>,
     last_value: Option<f64>,
@@ -472,6 +474,7 @@ impl<'a> Runner<'a> {
             .plan
             .model(&c.settings.model)
             .map_err(TuneError::Setup)?;
+        let threads = self.threads_for_next_trial()?;
         let job = Job {
             trial_number: c.trial.number,
             model: model.source.clone(),
@@ -486,8 +489,10 @@ impl<'a> Runner<'a> {
             // allocator's allowance); the process overhead is outside it.
             memory_limit: Some(lease.limit),
             fault: self.opts.faults.per_trial.get(&c.trial.number).cloned(),
+            threads,
         };
-        let started = record::started(&self.storage, &c.trial, &lease, self.workers[&worker].pid);
+        let pid = self.workers[&worker].pid;
+        let started = record::started(&self.storage, &c.trial, &lease, pid, threads);
         if !taken_over(started, c.trial.number)? {
             self.packer.release(c.trial.trial_id as u64);
             self.beats.remove(c.trial.trial_id);
@@ -517,6 +522,7 @@ impl<'a> Runner<'a> {
                 trial: c.trial,
                 settings: c.settings,
                 lease,
+                threads,
                 oom_retries: Vec::new(),
                 failure: None,
                 last_value: None,
@@ -533,6 +539,46 @@ impl<'a> Runner<'a> {
             }
         }
         self.update_display()
+    }
+
+    /// The CPU threads for the trial being started (already RUNNING in the
+    /// store): the cores the running trials do not hold, shared with the
+    /// trials that could still start beside it. A lone trial (a 1-trial
+    /// study, the last of a study) gets every core; a full study gets
+    /// `threads_per_worker` each. An explicit `[runner]
+    /// threads_per_worker`, and the simulated device, keep the workers'
+    /// own count (0).
+    fn threads_for_next_trial(&self) -> Result<usize, TuneError> {
+        if self.cfg.runner.threads_per_worker.is_some()
+            || matches!(self.cfg.runner.device, super::config::DeviceKind::Sim)
+        {
+            return Ok(0);
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let held: usize = self
+            .running
+            .values()
+            .map(|r| r.threads.max(self.plan.threads_per_worker))
+            .sum();
+        let counts = self.counts()?;
+        // This trial is among `running`; those not yet claimed may start
+        // beside it while workers are free.
+        let unclaimed = self
+            .plan
+            .n_trials
+            .saturating_sub(counts.finished() + counts.running);
+        let free_workers = self
+            .packer
+            .budget()
+            .max_workers
+            .saturating_sub(self.running.len());
+        Ok(share_cores(
+            cores,
+            held,
+            unclaimed + 1,
+            free_workers,
+            self.plan.threads_per_worker,
+        ))
     }
 
     fn spawn_worker(&mut self) -> Result<usize, TuneError> {
@@ -953,5 +999,38 @@ fn taken_over(written: store::Result<()>, number: i64) -> Result<bool, TuneError
             Ok(false)
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Threads for a trial starting now: the `cores` that running trials do
+/// not hold (`held`), split among this trial and the others that could
+/// start beside it (`could_start`, this one included, at most
+/// `free_workers`); never fewer than `base`.
+fn share_cores(
+    cores: usize,
+    held: usize,
+    could_start: usize,
+    free_workers: usize,
+    base: usize,
+) -> usize {
+    let sharing = could_start.min(free_workers).max(1);
+    (cores.saturating_sub(held) / sharing).max(base)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::share_cores;
+
+    #[test]
+    fn a_lone_trial_gets_every_free_core() {
+        // A 1-trial study on 16 cores.
+        assert_eq!(share_cores(16, 0, 1, 16, 1), 16);
+        // The last trial of a study while one of 4 threads still runs.
+        assert_eq!(share_cores(16, 4, 1, 15, 1), 12);
+        // A study with more trials than workers: the base share.
+        assert_eq!(share_cores(2, 0, 6, 2, 1), 1);
+        assert_eq!(share_cores(16, 0, 40, 4, 1), 4);
+        // Every core held: still the base.
+        assert_eq!(share_cores(2, 2, 3, 1, 1), 1);
     }
 }

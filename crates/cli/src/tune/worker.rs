@@ -60,7 +60,10 @@ pub fn die_with_parent() {
 }
 
 /// Serves jobs until stdin closes.
-pub fn serve(input: &mut dyn BufRead, output: &mut dyn Write) -> Result<(), WorkerError> {
+pub fn serve(
+    input: &mut (dyn BufRead + Send),
+    output: &mut (dyn Write + Send),
+) -> Result<(), WorkerError> {
     trainer::memory::quiet_oom_panics();
     send(
         output,
@@ -82,13 +85,17 @@ pub fn serve(input: &mut dyn BufRead, output: &mut dyn Write) -> Result<(), Work
     }
 }
 
-fn send(output: &mut dyn Write, msg: &WorkerMsg) -> Result<(), WorkerError> {
+fn send(output: &mut (dyn Write + Send), msg: &WorkerMsg) -> Result<(), WorkerError> {
     writeln!(output, "{}", encode(msg))?;
     output.flush()?;
     Ok(())
 }
 
-fn run_job(job: &Job, input: &mut dyn BufRead, output: &mut dyn Write) -> Result<(), WorkerError> {
+fn run_job(
+    job: &Job,
+    input: &mut (dyn BufRead + Send),
+    output: &mut (dyn Write + Send),
+) -> Result<(), WorkerError> {
     let mut io_error = None;
     let mut observer = |m: &EpochMetrics, value: f64| -> Control {
         match epoch_exchange(job, m, value, input, output) {
@@ -102,7 +109,10 @@ fn run_job(job: &Job, input: &mut dyn BufRead, output: &mut dyn Write) -> Result
     let result = match &job.model {
         ModelSource::Dir { path } => {
             let spec = finetune_spec(job, path.clone());
-            finetune_cpu(&spec, &mut |m| observer(m, job.metric.value(&m.valid))).map(|o| {
+            with_threads(job.threads, || {
+                finetune_cpu(&spec, &mut |m| observer(m, job.metric.value(&m.valid)))
+            })
+            .map(|o| {
                 let peak = o.peak_bytes as u64;
                 (o.report, peak)
             })
@@ -183,8 +193,8 @@ fn epoch_exchange(
     job: &Job,
     m: &EpochMetrics,
     value: f64,
-    input: &mut dyn BufRead,
-    output: &mut dyn Write,
+    input: &mut (dyn BufRead + Send),
+    output: &mut (dyn Write + Send),
 ) -> Result<Control, WorkerError> {
     send(
         output,
@@ -323,5 +333,21 @@ fn failure(e: &FinetuneError) -> WorkerMsg {
             needed_bytes: None,
             limit_bytes: None,
         },
+    }
+}
+
+/// Runs `f` on a pool of `threads` compute threads; 0, or the process's own
+/// count, runs it on the process's pool. A pool that cannot be built (no
+/// threads left) leaves the trial on the process's pool rather than fail it.
+fn with_threads<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
+    if threads == 0 || threads == rayon::current_num_threads() {
+        return f();
+    }
+    match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+        Ok(pool) => pool.install(f),
+        Err(e) => {
+            tracing::warn!("cannot start {threads} compute threads ({e}); using the worker's own");
+            f()
+        }
     }
 }
