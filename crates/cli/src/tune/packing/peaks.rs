@@ -23,20 +23,19 @@
 
 use std::cell::OnceCell;
 
-use trainer::config::BertConfig;
 use trainer::memory::{MemoryPlan, OptimizerKind, PlanRequest, Precision};
-use trainer::model::HeadConfig;
+use trainer::model::{HeadConfig, ModelConfig};
 
 /// The memory plan request the runner and the simulation use: fp32 weights
 /// and activations, AdamW, dropout on, no recomputation, no class weights.
 pub fn plan_request(
-    config: &BertConfig,
+    config: impl Into<ModelConfig>,
     head: &HeadConfig,
     seq_len: usize,
     micro_batch: usize,
 ) -> PlanRequest {
     PlanRequest {
-        config: config.clone(),
+        config: config.into(),
         head: head.clone(),
         micro_batch,
         seq_len,
@@ -53,7 +52,7 @@ pub fn plan_request(
 /// real models (see the module doc); [`PlanPeaks`] gives the same number
 /// fast.
 pub fn plan_peak(
-    config: &BertConfig,
+    config: impl Into<ModelConfig>,
     head: &HeadConfig,
     seq_len: usize,
     micro_batch: usize,
@@ -73,8 +72,8 @@ pub struct PlanPeaks {
 
 impl PlanPeaks {
     /// The runner's usual step: [`plan_request`] (fp32, AdamW, dropout).
-    pub fn new(config: BertConfig, head: HeadConfig, seq_len: usize) -> Self {
-        Self::from_request(plan_request(&config, &head, seq_len, 1))
+    pub fn new(config: impl Into<ModelConfig>, head: HeadConfig, seq_len: usize) -> Self {
+        Self::from_request(plan_request(config, &head, seq_len, 1))
     }
 
     /// Any other step (precision, recomputation, optimiser, class
@@ -116,7 +115,11 @@ impl AffinePeak {
 
     /// Solves the decomposition for `config` at `seq_len` (the runner's
     /// usual step, [`plan_request`]) from five reduced plans.
-    pub fn from_reduced_plans(config: &BertConfig, head: &HeadConfig, seq_len: usize) -> Self {
+    pub fn from_reduced_plans(
+        config: impl Into<ModelConfig>,
+        head: &HeadConfig,
+        seq_len: usize,
+    ) -> Self {
         Self::from_request(&plan_request(config, head, seq_len, 1))
     }
 
@@ -125,11 +128,7 @@ impl AffinePeak {
         let config = &request.config;
         let p = |layers: usize, vocab: usize, micro: usize| -> i128 {
             let reduced = PlanRequest {
-                config: BertConfig {
-                    num_hidden_layers: layers,
-                    vocab_size: vocab,
-                    ..config.clone()
-                },
+                config: config.resized(layers, vocab),
                 micro_batch: micro,
                 ..request.clone()
             };
@@ -141,9 +140,9 @@ impl AffinePeak {
         let per_layer_row = p12 - p11 - p02 + p01;
         let per_layer = p11 - p01 - per_layer_row;
         let per_row = p02 - p01 - per_layer_row * L0 as i128;
-        let layers = config.num_hidden_layers as i128;
+        let layers = config.num_hidden_layers() as i128;
         let at_l_m1 = p01 + (layers - L0 as i128) * (per_layer + per_layer_row);
-        let vocab = (config.vocab_size as i128 - V0 as i128) * per_vocab_row;
+        let vocab = (config.vocab_size() as i128 - V0 as i128) * per_vocab_row;
         let row = per_row + per_layer_row * layers;
         Self {
             fixed: at_l_m1 - row + vocab,

@@ -355,6 +355,26 @@ impl<B: Backend> DebertaClassifier<B> {
         loss
     }
 
+    /// Logits and the weighted loss (divided by `denom`) in eval mode, from
+    /// one forward pass.
+    pub fn eval_batch(
+        &self,
+        be: &B,
+        batch: &DebertaBatch<B>,
+        class_weights: Option<&B::Buf>,
+        denom: f64,
+    ) -> (Vec<f64>, f64) {
+        let tape = self.forward(be, batch, Mode::Eval);
+        let loss = be.cross_entropy_forward(
+            &tape.logits,
+            &batch.labels,
+            class_weights,
+            self.num_labels,
+            denom,
+        );
+        (be.download(&tape.logits), loss)
+    }
+
     /// Logits `[b, num_labels]` in eval mode.
     pub fn logits(&self, be: &B, batch: &DebertaBatch<B>) -> Vec<f64> {
         be.download(&self.forward(be, batch, Mode::Eval).logits)
