@@ -63,6 +63,29 @@ pub struct PlanRequest {
     pub dropout: bool,
 }
 
+impl PlanRequest {
+    /// The usual fine-tuning step: fp32 weights and activations, AdamW,
+    /// dropout on, no recomputation, no class weights.
+    pub fn fp32_adamw(
+        config: impl Into<ModelConfig>,
+        head: &HeadConfig,
+        micro_batch: usize,
+        seq_len: usize,
+    ) -> Self {
+        Self {
+            config: config.into(),
+            head: head.clone(),
+            micro_batch,
+            seq_len,
+            precision: Precision::F32,
+            recompute: false,
+            optimizer: OptimizerKind::AdamW,
+            class_weights: false,
+            dropout: true,
+        }
+    }
+}
+
 pub type PlannedBuffer = TrackedBuffer;
 
 #[derive(Clone, Debug)]
