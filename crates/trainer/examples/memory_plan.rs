@@ -14,7 +14,7 @@ fn main() {
     let recompute = args.get(3).is_some_and(|a| a == "recompute");
     let config = BertConfig::bert_base();
     let req = PlanRequest {
-        config: config.clone(),
+        config: config.clone().into(),
         head: HeadConfig {
             num_labels: 2,
             hidden: vec![],

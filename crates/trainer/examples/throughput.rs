@@ -62,7 +62,7 @@ fn main() {
             0,
         );
         let req = PlanRequest {
-            config: config.clone(),
+            config: config.clone().into(),
             head: head.clone(),
             micro_batch: 32,
             seq_len: seq,

@@ -30,7 +30,9 @@ use crate::backend::Backend;
 use crate::backend::cpu::CpuBackend;
 use crate::config::{BertConfig, ConfigError};
 use crate::data::{BatchOrder, DataError, TokenizedDataset};
-use crate::model::{BatchError, BertClassifier, DeviceBatch, HeadConfig, LoadError, ModelError};
+use crate::model::{
+    BatchError, BertClassifier, DeviceBatch, HeadConfig, LoadError, ModelConfig, ModelError,
+};
 use crate::tokenize::{Encoded, TextTokenizer, TokenizerError};
 use crate::weights::{
     HostTensor, NamedTensors, StoredDtype, WeightsError, load_safetensors, save_safetensors,
@@ -137,16 +139,20 @@ pub fn check_output_dir(dir: &Path) -> Result<(), ExportError> {
 
 /// Fails unless `model` can be saved as [`ARCHITECTURE`] (see the module
 /// doc); [`save_hf_dir`] checks it too, this is for checking before training.
-pub fn check_exportable(config: &BertConfig, head: &HeadConfig) -> Result<(), ExportError> {
+pub fn check_exportable(
+    config: impl Into<ModelConfig>,
+    head: &HeadConfig,
+) -> Result<(), ExportError> {
     if !head.hidden.is_empty() {
         return Err(ExportError::HiddenHeadLayers {
             hidden: head.hidden.clone(),
         });
     }
-    if config.model_type != "bert" {
+    let config = config.into();
+    if config.model_type() != "bert" {
         return Err(ExportError::UnsupportedModelType {
             path: PathBuf::from("config.json"),
-            model_type: config.model_type.clone(),
+            model_type: config.model_type().to_string(),
         });
     }
     Ok(())

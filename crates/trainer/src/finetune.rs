@@ -14,16 +14,20 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::backend::Backend;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::sim::SimBackend;
 use crate::batch::Batch;
 use crate::config::{BertConfig, ConfigError};
 use crate::data::{BatchOrder, DataError, DataSource, TokenizedDataset, stratified_split};
 use crate::memory::{OutOfMemory, catch_oom};
-use crate::model::{BertClassifier, HeadConfig, LoadError, ModelError};
+use crate::model::deberta::{DebertaClassifier, DebertaConfig, DebertaError};
+use crate::model::{
+    BertClassifier, BuildError, Classifier, HeadConfig, LoadError, ModelConfig, ModelError,
+};
 use crate::tokenize::{TextTokenizer, TokenizerError};
 use crate::train::{Control, EpochMetrics, OomRetry, TrainConfig, TrainError, TrainReport, train};
-use crate::weights::{WeightsError, load_safetensors};
+use crate::weights::{NamedTensors, WeightsError, load_safetensors};
 
 /// Everything one run needs besides the observer.
 #[derive(Clone, Debug)]
@@ -81,6 +85,11 @@ pub enum FinetuneError {
     Model(#[from] ModelError),
     #[error(transparent)]
     Load(#[from] LoadError),
+    #[error(transparent)]
+    Deberta(#[from] DebertaError),
+    /// Something this model cannot do, named.
+    #[error("{0}")]
+    Unsupported(String),
     #[error("{0}")]
     Train(TrainError),
     /// The simulated device or its allocator could not be set up.
@@ -108,6 +117,15 @@ impl From<TrainError> for FinetuneError {
     }
 }
 
+impl From<BuildError> for FinetuneError {
+    fn from(e: BuildError) -> Self {
+        match e {
+            BuildError::Bert(e) => FinetuneError::Model(e),
+            BuildError::Deberta(e) => FinetuneError::Deberta(e),
+        }
+    }
+}
+
 impl FinetuneError {
     /// The out-of-memory report, if the run failed for lack of memory.
     pub fn out_of_memory(&self) -> Option<&OutOfMemory> {
@@ -120,23 +138,37 @@ impl FinetuneError {
 
 /// `config` with its dropout probabilities replaced by `dropout`.
 pub(crate) fn with_dropout(
-    mut config: BertConfig,
+    config: ModelConfig,
     dropout: Option<f64>,
     config_path: PathBuf,
-) -> Result<BertConfig, ConfigError> {
-    if let Some(p) = dropout {
-        if !(0.0..1.0).contains(&p) {
-            return Err(ConfigError::Invalid {
-                path: config_path,
-                field: "dropout",
-                problem: format!("override {p} is not in [0, 1)"),
-            });
-        }
-        config.hidden_dropout_prob = p;
-        config.attention_probs_dropout_prob = p;
-        config.classifier_dropout = Some(p);
+) -> Result<ModelConfig, ConfigError> {
+    match dropout {
+        Some(p) if !(0.0..1.0).contains(&p) => Err(ConfigError::Invalid {
+            path: config_path,
+            field: "dropout",
+            problem: format!("override {p} is not in [0, 1)"),
+        }),
+        Some(p) => Ok(config.with_dropout(p)),
+        None => Ok(config),
     }
-    Ok(config)
+}
+
+/// A `config.json` read as the architecture its `model_type` names:
+/// `deberta-v2` has its own model, every other type is a family of the
+/// shared encoder (whose reader reports unknown types).
+pub fn read_model_config(path: &Path) -> Result<ModelConfig, FinetuneError> {
+    #[derive(serde::Deserialize)]
+    struct ModelType {
+        model_type: Option<String>,
+    }
+    let model_type = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| serde_json::from_str::<ModelType>(&text).ok())
+        .and_then(|t| t.model_type);
+    Ok(match model_type.as_deref() {
+        Some("deberta-v2") => DebertaConfig::from_file(path)?.into(),
+        _ => BertConfig::from_file(path)?.into(),
+    })
 }
 
 /// A model directory's config (with `dropout` applied) and its tokenizer
@@ -145,16 +177,52 @@ fn open_model_dir(
     dir: &Path,
     dropout: Option<f64>,
     max_length: usize,
-) -> Result<(BertConfig, TextTokenizer), FinetuneError> {
+) -> Result<(ModelConfig, TextTokenizer), FinetuneError> {
     let config_path = dir.join("config.json");
-    let config = with_dropout(BertConfig::from_file(&config_path)?, dropout, config_path)?;
+    let config = with_dropout(read_model_config(&config_path)?, dropout, config_path)?;
     let tokenizer = TextTokenizer::from_model_dir(dir, max_length)?;
-    tokenizer.check_model(config.vocab_size, config.max_sequence())?;
+    tokenizer.check_model(config.vocab_size(), config.max_sequence())?;
     Ok((config, tokenizer))
 }
 
 fn weights_path(dir: &Path) -> PathBuf {
     dir.join("model.safetensors")
+}
+
+/// What every architecture's classifier is built from besides its config.
+struct Checkpoint<'a> {
+    head: &'a HeadConfig,
+    /// Seeds HF's initialisation of a head the checkpoint lacks.
+    seed: u64,
+    tensors: &'a NamedTensors,
+    /// Names the weights file in errors.
+    path: &'a Path,
+}
+
+/// A classifier built with random weights and loaded from a checkpoint:
+/// one builder per architecture; the run around it is the same.
+trait Loaded<B: Backend>: Classifier<B> + Sized {
+    type Config;
+    fn build(be: &B, config: &Self::Config, from: &Checkpoint) -> Result<Self, FinetuneError>;
+}
+
+impl<B: Backend> Loaded<B> for BertClassifier<B> {
+    type Config = BertConfig;
+    fn build(be: &B, config: &BertConfig, from: &Checkpoint) -> Result<Self, FinetuneError> {
+        let mut model = BertClassifier::new_random(be, config, from.head, from.seed)?;
+        model.load(be, from.tensors)?;
+        Ok(model)
+    }
+}
+
+impl<B: Backend> Loaded<B> for DebertaClassifier<B> {
+    type Config = DebertaConfig;
+    fn build(be: &B, config: &DebertaConfig, from: &Checkpoint) -> Result<Self, FinetuneError> {
+        ModelConfig::from(config).check_head(from.head)?;
+        let mut model = DebertaClassifier::new_random(be, config, from.head.num_labels, from.seed)?;
+        model.load(be, from.tensors, from.path)?;
+        Ok(model)
+    }
 }
 
 /// Checks a model directory as [`finetune_cpu`] would load it, without
@@ -165,45 +233,87 @@ fn weights_path(dir: &Path) -> PathBuf {
 /// device, so no memory is held beyond the checkpoint's own values while
 /// checking. A study runs this once per model before its first trial, so a
 /// broken model is one error, not a failed trial each.
-pub fn check_model_dir(dir: &Path, num_labels: usize) -> Result<BertConfig, FinetuneError> {
-    let config_path = dir.join("config.json");
-    let config = BertConfig::from_file(&config_path)?;
+pub fn check_model_dir(dir: &Path, num_labels: usize) -> Result<ModelConfig, FinetuneError> {
+    let config = read_model_config(&dir.join("config.json"))?;
     open_model_dir(dir, None, config.max_sequence().min(512))?;
-    let tensors = load_safetensors(weights_path(dir))?;
+    let path = weights_path(dir);
+    let tensors = load_safetensors(&path)?;
     let be = SimBackend::with_limit(1 << 42, None, true, 4)?;
     let head = HeadConfig {
         num_labels,
         hidden: vec![],
     };
-    let mut model = BertClassifier::new_random(&be, &config, &head, 0)?;
-    model.load(&be, &tensors)?;
+    let from = Checkpoint {
+        head: &head,
+        seed: 0,
+        tensors: &tensors,
+        path: &path,
+    };
+    match &config {
+        ModelConfig::Bert(c) => drop(BertClassifier::build(&be, c, &from)?),
+        ModelConfig::Deberta(c) => drop(DebertaClassifier::build(&be, c, &from)?),
+    }
     Ok(config)
 }
 
-/// Fine-tunes on the CPU backend (f32).
+/// Fine-tunes on the CPU backend (f32), the model chosen by `config.json`'s
+/// `model_type`.
 pub fn finetune_cpu(
     spec: &FinetuneSpec,
     observer: &mut dyn FnMut(&EpochMetrics) -> Control,
 ) -> Result<FinetuneOutcome, FinetuneError> {
-    finetune_cpu_trained(spec, observer).map(|trained| trained.outcome)
+    let prepared = prepare(spec)?;
+    match prepared.config.clone() {
+        ModelConfig::Bert(c) => {
+            run_cpu::<BertClassifier<_>>(spec, &c, prepared, observer).map(|t| t.outcome)
+        }
+        ModelConfig::Deberta(c) => {
+            run_cpu::<DebertaClassifier<_>>(spec, &c, prepared, observer).map(|t| t.outcome)
+        }
+    }
 }
 
 /// A finished CPU run with its model, as the last epoch left it.
-pub struct TrainedCpu {
+pub struct TrainedCpu<M = BertClassifier<CpuBackend<f32>>> {
     pub outcome: FinetuneOutcome,
     pub backend: CpuBackend<f32>,
-    pub model: BertClassifier<CpuBackend<f32>>,
+    pub model: M,
     /// The class names, when the data gave its labels as names.
     pub label_names: Option<Vec<String>>,
 }
 
 /// [`finetune_cpu`], keeping the trained model (to save it: see
-/// [`crate::export`]). An observer that stops after epoch `k` leaves the
-/// weights of epoch `k`.
+/// [`crate::export`], which writes the shared encoder's families). An
+/// observer that stops after epoch `k` leaves the weights of epoch `k`.
 pub fn finetune_cpu_trained(
     spec: &FinetuneSpec,
     observer: &mut dyn FnMut(&EpochMetrics) -> Control,
 ) -> Result<TrainedCpu, FinetuneError> {
+    let prepared = prepare(spec)?;
+    match prepared.config.clone() {
+        ModelConfig::Bert(c) => run_cpu(spec, &c, prepared, observer),
+        ModelConfig::Deberta(_) => Err(FinetuneError::Unsupported(format!(
+            "{}: keeping a trained deberta-v2 model for export is not supported \
+             (it can be tuned, not saved)",
+            spec.model_dir.display()
+        ))),
+    }
+}
+
+/// The data of a run, tokenised and cut into batches, with the model's
+/// architecture.
+struct Prepared {
+    config: ModelConfig,
+    dataset_report: Vec<String>,
+    label_names: Option<Vec<String>>,
+    num_classes: usize,
+    train_examples: usize,
+    validation_examples: usize,
+    train_batches: Vec<Batch>,
+    valid_batches: Vec<Batch>,
+}
+
+fn prepare(spec: &FinetuneSpec) -> Result<Prepared, FinetuneError> {
     let dataset = spec.data.load()?;
     let num_classes = dataset.num_classes;
     let split = stratified_split(
@@ -224,22 +334,48 @@ pub fn finetune_cpu_trained(
     let valid_batches: Vec<_> = valid_set
         .batches(spec.micro_batch, BatchOrder::Sequential)?
         .collect();
+    Ok(Prepared {
+        config,
+        dataset_report: dataset
+            .report
+            .skipped
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        label_names: dataset.label_names,
+        num_classes,
+        train_examples: train_set.len(),
+        validation_examples: valid_set.len(),
+        train_batches,
+        valid_batches,
+    })
+}
 
-    let tensors = load_safetensors(weights_path(&spec.model_dir))?;
+/// Builds the model on a CPU backend under the spec's lease and trains it.
+fn run_cpu<M: Loaded<CpuBackend<f32>>>(
+    spec: &FinetuneSpec,
+    config: &M::Config,
+    prepared: Prepared,
+    observer: &mut dyn FnMut(&EpochMetrics) -> Control,
+) -> Result<TrainedCpu<M>, FinetuneError> {
+    let path = weights_path(&spec.model_dir);
+    let tensors = load_safetensors(&path)?;
     let be = CpuBackend::<f32>::new();
     be.tracker().set_limit(spec.memory_limit);
     if let Some(n) = spec.fail_nth_allocation {
         be.tracker().fail_nth_allocation(n);
     }
     let head = HeadConfig {
-        num_labels: num_classes,
+        num_labels: prepared.num_classes,
         hidden: spec.head_hidden.clone(),
     };
-    let built = catch_oom(|| -> Result<_, FinetuneError> {
-        let mut model = BertClassifier::new_random(&be, &config, &head, spec.train.seed)?;
-        model.load(&be, &tensors)?;
-        Ok(model)
-    });
+    let from = Checkpoint {
+        head: &head,
+        seed: spec.train.seed,
+        tensors: &tensors,
+        path: &path,
+    };
+    let built = catch_oom(|| M::build(&be, config, &from));
     let mut model = built.map_err(|error| FinetuneError::OutOfMemory {
         micro_batch: 0,
         error,
@@ -248,21 +384,16 @@ pub fn finetune_cpu_trained(
     let report = train(
         &be,
         &mut model,
-        &train_batches,
-        &valid_batches,
+        &prepared.train_batches,
+        &prepared.valid_batches,
         &spec.train,
         observer,
     )?;
     let outcome = FinetuneOutcome {
         report,
-        train_examples: train_set.len(),
-        validation_examples: valid_set.len(),
-        skipped_records: dataset
-            .report
-            .skipped
-            .iter()
-            .map(ToString::to_string)
-            .collect(),
+        train_examples: prepared.train_examples,
+        validation_examples: prepared.validation_examples,
+        skipped_records: prepared.dataset_report,
         peak_bytes: be.tracker().peak_bytes(),
         allocation_requests: be.tracker().allocation_requests(),
     };
@@ -270,7 +401,7 @@ pub fn finetune_cpu_trained(
         outcome,
         backend: be,
         model,
-        label_names: dataset.label_names,
+        label_names: prepared.label_names,
     })
 }
 
@@ -280,9 +411,9 @@ pub fn finetune_cpu_trained(
 /// computed); the memory figures are the point.
 #[derive(Clone, Debug)]
 pub struct SimSpec {
-    /// The architecture, e.g. [`BertConfig::bert_base`] or a
-    /// [`BertConfig::preset`].
-    pub config: BertConfig,
+    /// The architecture, e.g. [`BertConfig::bert_base`], a
+    /// [`BertConfig::preset`] or a DeBERTa-v3 one.
+    pub config: ModelConfig,
     pub head: HeadConfig,
     /// Overrides the config's dropout (as [`FinetuneSpec::dropout`]); zero
     /// dropout allocates no dropout buffers.
@@ -310,7 +441,7 @@ impl Default for SimSpec {
     /// examples (16 for validation) on a 24 GiB device without a lease.
     fn default() -> Self {
         Self {
-            config: BertConfig::bert_base(),
+            config: BertConfig::bert_base().into(),
             head: HeadConfig {
                 num_labels: 2,
                 hidden: vec![],
@@ -399,7 +530,7 @@ pub fn finetune_sim(
             n,
             spec.micro_batch,
             spec.seq_len,
-            config.vocab_size,
+            config.vocab_size(),
             classes,
         )
     };
@@ -407,10 +538,12 @@ pub fn finetune_sim(
         batches(spec.train_examples),
         batches(spec.validation_examples),
     );
-    let mut model = catch_oom(|| BertClassifier::new_random(&be, &config, &spec.head, spec.seed))
-        .map_err(|error| FinetuneError::OutOfMemory {
-            micro_batch: 0,
-            error,
+    let mut model =
+        catch_oom(|| config.build_random(&be, &spec.head, spec.seed)).map_err(|error| {
+            FinetuneError::OutOfMemory {
+                micro_batch: 0,
+                error,
+            }
         })??;
     let cfg = TrainConfig {
         epochs: spec.epochs,
@@ -420,7 +553,7 @@ pub fn finetune_sim(
     };
     let report = train(
         &be,
-        &mut model,
+        &mut *model,
         &train_batches,
         &valid_batches,
         &cfg,

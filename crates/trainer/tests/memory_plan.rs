@@ -32,7 +32,7 @@ fn configs() -> Vec<PlanRequest> {
             i += 1;
             let config = BertConfig::tiny(hidden, layers, heads, inter, 50);
             out.push(PlanRequest {
-                config,
+                config: config.into(),
                 head: HeadConfig {
                     num_labels: 2 + i % 3,
                     hidden: [vec![], vec![8], vec![12, 6], vec![5, 7, 9]][i % 4].clone(),
@@ -60,7 +60,7 @@ fn configs() -> Vec<PlanRequest> {
         for dropout in [false, true] {
             for optimizer in [OptimizerKind::AdamW, OptimizerKind::Sgd] {
                 out.push(PlanRequest {
-                    config: BertConfig::tiny(16, 2, 2, 32, 30),
+                    config: BertConfig::tiny(16, 2, 2, 32, 30).into(),
                     head: HeadConfig {
                         num_labels: 2,
                         hidden: vec![4],
@@ -112,7 +112,7 @@ fn family_configs() -> Vec<PlanRequest> {
         let config = family_config(model_type, 32, 2, 64, 50);
         for (recompute, dropout) in [(false, true), (true, false)] {
             out.push(PlanRequest {
-                config: config.clone(),
+                config: config.clone().into(),
                 head: HeadConfig {
                     num_labels: 2 + k % 2,
                     hidden: if dropout { vec![8] } else { vec![] },
@@ -158,7 +158,7 @@ fn family_weights_match_a_count_by_hand() {
     ] {
         let config = family_config(model_type, h, l, i, v);
         let plan = MemoryPlan::new(&PlanRequest {
-            config,
+            config: config.into(),
             head: HeadConfig {
                 num_labels: 2,
                 hidden: vec![],
@@ -214,7 +214,7 @@ fn measured_peak_equals_plan_for_many_configurations() {
 fn persistent_buffers_match_a_count_by_hand() {
     let config = BertConfig::tiny(32, 2, 4, 64, 50);
     let req = PlanRequest {
-        config: config.clone(),
+        config: config.clone().into(),
         head: HeadConfig {
             num_labels: 2,
             hidden: vec![],

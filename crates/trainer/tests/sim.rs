@@ -14,7 +14,8 @@ fn spec(hidden: usize, micro_batch: usize, seq_len: usize) -> SimSpec {
         config: BertConfig {
             max_position_embeddings: 128,
             ..BertConfig::tiny(hidden, 2, 4, 4 * hidden, 1000)
-        },
+        }
+        .into(),
         head: HeadConfig {
             num_labels: 3,
             hidden: vec![32],
@@ -151,7 +152,7 @@ fn step_peaks_equal_one_plan_per_micro_batch() {
         (true, false, OptimizerKind::Sgd),
     ] {
         let req = PlanRequest {
-            config: BertConfig::tiny(48, 2, 4, 96, 300),
+            config: BertConfig::tiny(48, 2, 4, 96, 300).into(),
             head: HeadConfig {
                 num_labels: 2,
                 hidden: vec![16, 8],
@@ -184,12 +185,11 @@ fn a_device_failure_after_a_step_stops_training() {
     use trainer::backend::DeviceFailure;
     use trainer::backend::sim::SimBackend;
     use trainer::batch::Batch;
-    use trainer::model::BertClassifier;
     use trainer::train::{TrainConfig, TrainError, train};
 
     let s = spec(32, 2, 8);
     let be = SimBackend::with_limit(1 << 30, None, true, 4).unwrap();
-    let mut model = BertClassifier::new_random(&be, &s.config, &s.head, 1).unwrap();
+    let mut model = s.config.build_random(&be, &s.head, 1).unwrap();
     let batch = |start: usize| Batch {
         batch: 2,
         seq: 8,
@@ -210,7 +210,7 @@ fn a_device_failure_after_a_step_stops_training() {
         epochs: 1,
         ..TrainConfig::default()
     };
-    let result = train(&be, &mut model, &train_batches, &valid, &cfg, &mut |_| {
+    let result = train(&be, &mut *model, &train_batches, &valid, &cfg, &mut |_| {
         Control::Continue
     });
     match result {

@@ -430,10 +430,24 @@ impl<'a> Runner<'a> {
             )?;
             values.insert(name, p.value());
         }
-        match self.cfg.settings(&values) {
+        // A head the model cannot carry (DeBERTa has no hidden head layers)
+        // is this trial's configuration error, found before it is planned.
+        let checked = self.cfg.settings(&values).map_err(|e| e.to_string());
+        let checked = checked.and_then(|settings| {
+            let model = self.plan.model(&settings.model)?;
+            let head = trainer::model::HeadConfig {
+                num_labels: self.plan.num_classes,
+                hidden: settings.head_hidden.clone(),
+            };
+            match model.config.check_head(&head) {
+                Ok(()) => Ok(settings),
+                Err(e) => Err(format!("model `{}`: {e}", settings.model)),
+            }
+        });
+        match checked {
             Ok(settings) => Ok(Some(Candidate { trial, settings })),
             Err(e) => {
-                record::error(&self.storage, &trial, "config", &e.to_string(), None)?;
+                record::error(&self.storage, &trial, "config", &e, None)?;
                 self.beats.remove(trial.trial_id);
                 Ok(None)
             }

@@ -1,6 +1,6 @@
 //! From a validated study file to what the runner needs: the storage URL,
 //! the resolved models (directory or simulated architecture, with their
-//! `BertConfig` for the memory plan), the data (loaded once here, so bad
+//! architecture for the memory plan), the data (loaded once here, so bad
 //! data is reported before any trial starts), and the device budget.
 //!
 //! Everything a trial needs from its environment (the data, each model
@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use trainer::config::BertConfig;
 use trainer::data::DataSource;
+use trainer::model::ModelConfig;
 
 use super::config::{BuiltinModel, DeviceKind, ModelSource as ModelSpec, StudyConfig};
 use super::models::builtin_dir;
@@ -29,7 +30,7 @@ use super::protocol::ModelSource;
 #[derive(Clone, Debug)]
 pub struct ResolvedModel {
     pub source: ModelSource,
-    pub config: BertConfig,
+    pub config: ModelConfig,
 }
 
 #[derive(Clone, Debug)]
@@ -144,7 +145,8 @@ fn resolve(
             let name = preset.name();
             Ok(ResolvedModel {
                 config: BertConfig::preset(name)
-                    .ok_or_else(|| in_key(format!("unknown preset `{name}`")))?,
+                    .ok_or_else(|| in_key(format!("unknown preset `{name}`")))?
+                    .into(),
                 source: ModelSource::Sim {
                     preset: name.to_string(),
                     device_bytes,

@@ -266,7 +266,7 @@ fn sim_spec(job: &Job, preset: &str, device_bytes: u64) -> Result<SimSpec, Strin
     let config =
         BertConfig::preset(preset).ok_or_else(|| format!("unknown simulated model `{preset}`"))?;
     Ok(SimSpec {
-        config,
+        config: config.into(),
         head: HeadConfig {
             num_labels: 2,
             hidden: job.settings.head_hidden.clone(),

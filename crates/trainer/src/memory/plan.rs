@@ -14,8 +14,7 @@ use super::tracker::{BufKind, TrackedBuffer};
 use crate::backend::Backend;
 use crate::backend::plan::PlanBackend;
 use crate::batch::Batch;
-use crate::config::BertConfig;
-use crate::model::{BertClassifier, HeadConfig};
+use crate::model::{Classifier, HeadConfig, ModelConfig};
 use crate::train::{OptimizerConfig, StepContext, train_step};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,7 +50,8 @@ impl OptimizerKind {
 /// What a training step looks like.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PlanRequest {
-    pub config: BertConfig,
+    /// The architecture (any `model_type` a run can train).
+    pub config: ModelConfig,
     pub head: HeadConfig,
     pub micro_batch: usize,
     pub seq_len: usize,
@@ -61,6 +61,29 @@ pub struct PlanRequest {
     pub class_weights: bool,
     /// Dropout on (training); off makes dropout buffers disappear.
     pub dropout: bool,
+}
+
+impl PlanRequest {
+    /// The usual fine-tuning step: fp32 weights and activations, AdamW,
+    /// dropout on, no recomputation, no class weights.
+    pub fn fp32_adamw(
+        config: impl Into<ModelConfig>,
+        head: &HeadConfig,
+        micro_batch: usize,
+        seq_len: usize,
+    ) -> Self {
+        Self {
+            config: config.into(),
+            head: head.clone(),
+            micro_batch,
+            seq_len,
+            precision: Precision::F32,
+            recompute: false,
+            optimizer: OptimizerKind::AdamW,
+            class_weights: false,
+            dropout: true,
+        }
+    }
 }
 
 pub type PlannedBuffer = TrackedBuffer;
@@ -84,7 +107,7 @@ pub fn synthetic_batch(req: &PlanRequest) -> Batch {
         batch: b,
         seq: s,
         input_ids: (0..b * s)
-            .map(|i| (i % req.config.vocab_size) as u32)
+            .map(|i| (i % req.config.vocab_size()) as u32)
             .collect(),
         token_type_ids: vec![0; b * s],
         attention_mask: vec![1; b * s],
@@ -95,33 +118,37 @@ pub fn synthetic_batch(req: &PlanRequest) -> Batch {
 /// Builds the model, optimiser state and runs one training step on `be`;
 /// returns the model and step context so the caller controls when they are
 /// freed. The memory plan and the measurement tests both call this.
-pub fn run_planned_step<B: Backend>(
+///
+/// Panics when `req` cannot be run: a head the architecture cannot carry
+/// ([`ModelConfig::check_head`]) or a sequence longer than the model takes;
+/// callers plan only runs they have checked.
+pub fn run_planned_step<'m, B: Backend + 'm>(
     be: &B,
     req: &PlanRequest,
-) -> (BertClassifier<B>, StepContext<B>) {
+) -> (Box<dyn Classifier<B> + 'm>, StepContext<B>) {
     let (mut model, mut ctx) = build_planned_model(be, req);
     let batch = synthetic_batch(req);
-    train_step(be, &mut model, &mut ctx, &[&batch], 1e-5).expect("synthetic batch is valid");
+    train_step(be, &mut *model, &mut ctx, &[&batch], 1e-5).expect("synthetic batch is valid");
     (model, ctx)
 }
 
 /// The model, gradients and optimiser state of `req`, before any step.
-fn build_planned_model<B: Backend>(
+fn build_planned_model<'m, B: Backend + 'm>(
     be: &B,
     req: &PlanRequest,
-) -> (BertClassifier<B>, StepContext<B>) {
-    let mut config = req.config.clone();
-    if !req.dropout {
-        config.hidden_dropout_prob = 0.0;
-        config.attention_probs_dropout_prob = 0.0;
-        config.classifier_dropout = Some(0.0);
-    }
-    let mut model =
-        BertClassifier::new_random(be, &config, &req.head, 0).expect("valid head config");
+) -> (Box<dyn Classifier<B> + 'm>, StepContext<B>) {
+    let config = if req.dropout {
+        req.config.clone()
+    } else {
+        req.config.with_dropout(0.0)
+    };
+    let mut model = config
+        .build_random(be, &req.head, 0)
+        .expect("valid head config");
     let weights: Option<Vec<f64>> = req.class_weights.then(|| vec![1.0; req.head.num_labels]);
     let ctx = StepContext::new(
         be,
-        &mut model,
+        &mut *model,
         req.optimizer.config(),
         weights.as_deref(),
         Some(1.0),
@@ -147,7 +174,7 @@ pub fn step_peaks(req: &PlanRequest, micro_batches: &[usize]) -> Vec<usize> {
                 ..req.clone()
             });
             be.tracker().reset_peak();
-            train_step(&be, &mut model, &mut ctx, &[&batch], 1e-5)
+            train_step(&be, &mut *model, &mut ctx, &[&batch], 1e-5)
                 .expect("synthetic batch is valid");
             be.tracker().peak_bytes()
         })

@@ -100,6 +100,31 @@ impl<B: Backend> DeviceBatch<B> {
 
 /// Checks shapes, id ranges and labels of a batch on the host.
 pub fn validate(config: &BertConfig, classes: usize, batch: &Batch) -> Result<(), BatchError> {
+    let segments = config.family().token_types == TokenTypes::Segments;
+    validate_against(
+        &Limits {
+            vocab: config.vocab_size,
+            token_types: segments.then_some(config.type_vocab_size),
+            max_seq: config.max_sequence(),
+            classes,
+        },
+        batch,
+    )
+}
+
+/// What a model accepts in a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub vocab: usize,
+    /// `None`: token types are not read (the model is given zeros).
+    pub token_types: Option<usize>,
+    pub max_seq: usize,
+    pub classes: usize,
+}
+
+/// Checks shapes, id ranges and labels of a batch against `limits`, on the
+/// host, so a bad id or label never reaches a kernel.
+pub fn validate_against(limits: &Limits, batch: &Batch) -> Result<(), BatchError> {
     let (b, s) = (batch.batch, batch.seq);
     if b == 0 || s == 0 {
         return Err(BatchError::Empty);
@@ -119,22 +144,17 @@ pub fn validate(config: &BertConfig, classes: usize, batch: &Batch) -> Result<()
             });
         }
     }
-    if s > config.max_sequence() {
+    if s > limits.max_seq {
         return Err(BatchError::TooLong {
             seq: s,
-            max: config.max_sequence(),
+            max: limits.max_seq,
         });
     }
-    let segments = config.family().token_types == TokenTypes::Segments;
-    let checked: &[(&'static str, &Vec<u32>, usize)] = &[
-        ("input_ids", &batch.input_ids, config.vocab_size),
-        (
-            "token_type_ids",
-            &batch.token_type_ids,
-            config.type_vocab_size,
-        ),
-    ];
-    for &(field, ids, limit) in &checked[..if segments { 2 } else { 1 }] {
+    let mut checked = vec![("input_ids", &batch.input_ids, limits.vocab)];
+    if let Some(types) = limits.token_types {
+        checked.push(("token_type_ids", &batch.token_type_ids, types));
+    }
+    for (field, ids, limit) in checked {
         if let Some(i) = ids.iter().position(|&v| v as usize >= limit) {
             return Err(BatchError::IdOutOfRange {
                 field,
@@ -145,6 +165,7 @@ pub fn validate(config: &BertConfig, classes: usize, batch: &Batch) -> Result<()
             });
         }
     }
+    let classes = limits.classes;
     if let Some(row) = batch.labels.iter().position(|&l| l >= classes) {
         return Err(BatchError::LabelOutOfRange {
             label: batch.labels[row],

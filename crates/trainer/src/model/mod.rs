@@ -9,6 +9,7 @@
 //! starts) in a fixed order, named with Hugging Face names, so loading,
 //! the optimiser, gradient checks and the memory plan all walk the same list.
 
+mod classifier;
 pub mod deberta;
 pub mod device_batch;
 pub(crate) mod encoder;
@@ -18,6 +19,7 @@ mod linear;
 mod load;
 mod params;
 
+pub use classifier::{BuildError, Classifier, ModelConfig};
 pub use device_batch::{BatchError, DeviceBatch};
 pub use encoder::{LayerActs, Tape};
 pub use linear::Dense;

@@ -19,7 +19,7 @@ use super::schedule::LinearSchedule;
 use crate::backend::{Backend, clip_global_norm};
 use crate::batch::Batch;
 use crate::memory::{BufKind, OutOfMemory, catch_oom};
-use crate::model::{BatchError, BertClassifier, DeviceBatch, Mode};
+use crate::model::{BatchError, Classifier, Mode};
 use crate::rng::RngKey;
 
 /// What the observer (a pruner) tells the loop after an epoch.
@@ -147,17 +147,17 @@ pub struct StepContext<B: Backend> {
 
 impl<B: Backend> StepContext<B> {
     /// Allocates gradients, optimiser state and the class-weight buffer.
-    pub fn new(
+    pub fn new<M: Classifier<B> + ?Sized>(
         be: &B,
-        model: &mut BertClassifier<B>,
+        model: &mut M,
         optimizer: OptimizerConfig,
         class_weights: Option<&[f64]>,
         max_grad_norm: Option<f64>,
         recompute: bool,
         seed: u64,
     ) -> Self {
-        model.alloc_grads(be);
-        let optimizer = Optimizer::new(be, &model.params, optimizer);
+        model.params_mut().alloc_grads(be);
+        let optimizer = Optimizer::new(be, model.params(), optimizer);
         let class_weights = class_weights.map(|w| {
             let mut buf = be.alloc("class_weights", BufKind::Input, w.len());
             be.upload(&mut buf, w);
@@ -180,14 +180,13 @@ impl<B: Backend> StepContext<B> {
 /// backward of each (uploaded one at a time), clipping, the update. Returns
 /// the weighted mean loss of the step. This is the function the memory plan
 /// runs.
-pub fn train_step<B: Backend>(
+pub fn train_step<B: Backend, M: Classifier<B> + ?Sized>(
     be: &B,
-    model: &mut BertClassifier<B>,
+    model: &mut M,
     ctx: &mut StepContext<B>,
     micro_batches: &[&Batch],
     lr: f64,
 ) -> Result<f64, BatchError> {
-    let classes = model.head.num_labels;
     let denom: f64 = match &ctx.host_class_weights {
         None => micro_batches.iter().map(|b| b.batch as f64).sum(),
         Some(w) => micro_batches
@@ -196,47 +195,48 @@ pub fn train_step<B: Backend>(
             .map(|&y| w.get(y).copied().unwrap_or(0.0))
             .sum(),
     };
-    model.zero_grads(be);
+    for g in &mut model.params_mut().grads {
+        be.fill(g, 0.0);
+    }
     let mut loss = 0.0;
     for batch in micro_batches {
-        let device = DeviceBatch::upload(be, &model.config, classes, batch)?;
         let mode = Mode::Train {
             seed: ctx.seed,
             step: ctx.micro_steps,
         };
         ctx.micro_steps += 1;
-        loss += model.forward_backward(
+        loss += model.train_batch(
             be,
-            &device,
+            batch,
             ctx.class_weights.as_ref(),
             denom.max(f64::MIN_POSITIVE),
             mode,
             ctx.recompute,
-        );
+        )?;
     }
     if let Some(max) = ctx.max_grad_norm {
-        clip_global_norm(be, &mut model.params.grads, max);
+        clip_global_norm(be, &mut model.params_mut().grads, max);
     }
-    ctx.optimizer.step(be, &mut model.params, lr);
+    ctx.optimizer.step(be, model.params_mut(), lr);
     Ok(loss)
 }
 
 /// Loss and metrics over validation batches in eval mode; the loss is the
 /// weighted mean cross-entropy when class weights are given, as in training.
-pub fn evaluate<B: Backend>(
+pub fn evaluate<B: Backend, M: Classifier<B> + ?Sized>(
     be: &B,
-    model: &BertClassifier<B>,
+    model: &M,
     batches: &[Batch],
     class_weights: Option<&B::Buf>,
 ) -> Result<Metrics, TrainError> {
-    let classes = model.head.num_labels;
+    let classes = model.num_labels();
     let (mut preds, mut labels) = (Vec::new(), Vec::new());
     let (mut loss_sum, mut denom) = (0.0, 0.0);
     let host_w = class_weights.map(|w| be.download(w));
     for (index, batch) in batches.iter().enumerate() {
-        let device = DeviceBatch::upload(be, &model.config, classes, batch)
+        let (logits, loss) = model
+            .evaluate_batch(be, batch, class_weights, 1.0)
             .map_err(|source| TrainError::ValidBatch { index, source })?;
-        let (logits, loss) = model.eval_batch(be, &device, class_weights, 1.0);
         loss_sum += loss;
         denom += batch
             .labels
@@ -283,9 +283,9 @@ fn halve(
 
 /// Validation metrics with batches of at most `micro` rows; halves `micro`
 /// on out-of-memory.
-fn evaluate_fitted<B: Backend>(
+fn evaluate_fitted<B: Backend, M: Classifier<B> + ?Sized>(
     be: &B,
-    model: &BertClassifier<B>,
+    model: &M,
     valid_batches: &[Batch],
     class_weights: Option<&B::Buf>,
     report: &mut TrainReport,
@@ -326,15 +326,20 @@ fn better(monitor: Monitor, a: &Metrics, b: &Metrics) -> bool {
 
 /// Fine-tunes `model` on `train_batches`, evaluating on `valid_batches` after
 /// each epoch and calling `observer` with the epoch's metrics.
-pub fn train<B: Backend>(
+pub fn train<B: Backend, M: Classifier<B> + ?Sized>(
     be: &B,
-    model: &mut BertClassifier<B>,
+    model: &mut M,
     train_batches: &[Batch],
     valid_batches: &[Batch],
     cfg: &TrainConfig,
     observer: &mut dyn FnMut(&EpochMetrics) -> Control,
 ) -> Result<TrainReport, TrainError> {
-    let classes = model.head.num_labels;
+    let classes = model.num_labels();
+    if cfg.recompute && !model.supports_recompute() {
+        return Err(TrainError::Config(
+            "recompute is not supported by this model: it keeps its activations".into(),
+        ));
+    }
     if cfg.accumulation_steps == 0 || cfg.epochs == 0 || train_batches.is_empty() {
         return Err(TrainError::Config(
             "epochs, accumulation_steps and the training set must be non-empty".into(),
@@ -349,11 +354,13 @@ pub fn train<B: Backend>(
     }
     // Validate everything on the host before any kernel runs.
     for (index, b) in train_batches.iter().enumerate() {
-        crate::model::device_batch::validate(&model.config, classes, b)
+        model
+            .check_batch(b)
             .map_err(|source| TrainError::TrainBatch { index, source })?;
     }
     for (index, b) in valid_batches.iter().enumerate() {
-        crate::model::device_batch::validate(&model.config, classes, b)
+        model
+            .check_batch(b)
             .map_err(|source| TrainError::ValidBatch { index, source })?;
     }
     let steps_per_epoch = train_batches.len().div_ceil(cfg.accumulation_steps) as u64;

@@ -47,7 +47,7 @@ impl PeakTable {
                     scope.spawn(move || {
                         part.iter()
                             .map(|(name, config, s)| {
-                                let peak = AffinePeak::from_reduced_plans(config, head, *s);
+                                let peak = AffinePeak::from_reduced_plans(*config, head, *s);
                                 ((name.clone(), *s), peak)
                             })
                             .collect::<Vec<_>>()

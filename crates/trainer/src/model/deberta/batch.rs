@@ -5,6 +5,7 @@ use super::config::DebertaConfig;
 use super::positions;
 use crate::backend::Backend;
 use crate::batch::Batch;
+use crate::model::device_batch::{BatchError, validate_against};
 
 /// A batch on the device, with the bucket tables of its sequence length.
 pub struct DebertaBatch<B: Backend> {
@@ -20,49 +21,17 @@ pub struct DebertaBatch<B: Backend> {
 }
 
 impl<B: Backend> DebertaBatch<B> {
-    /// Validates ids against the config (a clear error, never a panic in an
-    /// op) and uploads.
+    /// Validates the batch against the config on the host (a clear error,
+    /// never a panic in an op) and uploads.
     pub fn upload(
         be: &B,
         config: &DebertaConfig,
         classes: usize,
         batch: &Batch,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BatchError> {
+        validate_against(&config.batch_limits(classes), batch)?;
         let (b, s) = (batch.batch, batch.seq);
         let n = b * s;
-        if batch.input_ids.len() != n || batch.attention_mask.len() != n || batch.labels.len() != b
-        {
-            return Err(format!(
-                "batch of {b} x {s}: ids, mask or labels have the wrong length"
-            ));
-        }
-        if let Some(id) = batch
-            .input_ids
-            .iter()
-            .find(|&&id| id as usize >= config.vocab_size)
-        {
-            return Err(format!(
-                "token id {id} is not below vocab_size {}",
-                config.vocab_size
-            ));
-        }
-        let types = config.type_vocab_size;
-        if types > 0
-            && let Some(t) = batch.token_type_ids.iter().find(|&&t| t as usize >= types)
-        {
-            return Err(format!(
-                "token type {t} is not below type_vocab_size {types}"
-            ));
-        }
-        if config.position_biased_input && s > config.max_position_embeddings {
-            return Err(format!(
-                "sequence length {s} exceeds max_position_embeddings {}",
-                config.max_position_embeddings
-            ));
-        }
-        if let Some(l) = batch.labels.iter().find(|&&l| l >= classes) {
-            return Err(format!("label {l} is not below num_labels {classes}"));
-        }
         let span = config.span();
         let (c2p, p2c) = positions::bucket_tables(
             s,

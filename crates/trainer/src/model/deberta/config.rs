@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::model::device_batch::Limits;
 use crate::weights::WeightsError;
 
 /// `pos_att_type`: a list (`["p2c", "c2p"]`) or HF's older `"p2c|c2p"`.
@@ -139,6 +140,8 @@ pub enum DebertaError {
     },
     #[error("classifier head: num_labels {0} must be at least 2")]
     Labels(usize),
+    #[error(transparent)]
+    Batch(#[from] crate::model::BatchError),
 }
 
 /// A DeBERTa-v2/v3 architecture, validated.
@@ -317,6 +320,23 @@ impl DebertaConfig {
             norm_rel_ebd: true,
             position_biased_input: false,
             pad_token_id: 0,
+        }
+    }
+
+    /// The longest sequence trained on: `max_position_embeddings`, what a
+    /// DeBERTa tokenizer's `model_max_length` is. Relative attention alone
+    /// has no limit, but buckets beyond it were never trained.
+    pub fn max_sequence(&self) -> usize {
+        self.max_position_embeddings
+    }
+
+    /// What a batch must satisfy for a head of `classes` labels.
+    pub fn batch_limits(&self, classes: usize) -> Limits {
+        Limits {
+            vocab: self.vocab_size,
+            token_types: (self.type_vocab_size > 0).then_some(self.type_vocab_size),
+            max_seq: self.max_sequence(),
+            classes,
         }
     }
 

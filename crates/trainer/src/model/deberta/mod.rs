@@ -273,7 +273,9 @@ impl<B: Backend> DebertaClassifier<B> {
     }
 
     /// Copies `tensors` into the parameters; returns the head parameters
-    /// absent from the checkpoint (left at their initialisation).
+    /// absent from the checkpoint, and the classifier's when the checkpoint
+    /// has another number of labels (as transformers'
+    /// `ignore_mismatched_sizes`), left at their initialisation.
     pub fn load(
         &mut self,
         be: &B,
@@ -291,6 +293,9 @@ impl<B: Backend> DebertaClassifier<B> {
             match t {
                 None if bare.is_none() => fresh.push(info.name.clone()),
                 None => missing.push(info.name.clone()),
+                Some(t) if t.shape != info.shape && info.name.starts_with("classifier.") => {
+                    fresh.push(info.name.clone())
+                }
                 Some(t) if t.shape != info.shape => mismatched.push(format!(
                     "{}: checkpoint {:?} vs model {:?}",
                     info.name, t.shape, info.shape
@@ -353,6 +358,26 @@ impl<B: Backend> DebertaClassifier<B> {
         );
         self.backward(be, batch, tape, dlogits, mode);
         loss
+    }
+
+    /// Logits and the weighted loss (divided by `denom`) in eval mode, from
+    /// one forward pass.
+    pub fn eval_batch(
+        &self,
+        be: &B,
+        batch: &DebertaBatch<B>,
+        class_weights: Option<&B::Buf>,
+        denom: f64,
+    ) -> (Vec<f64>, f64) {
+        let tape = self.forward(be, batch, Mode::Eval);
+        let loss = be.cross_entropy_forward(
+            &tape.logits,
+            &batch.labels,
+            class_weights,
+            self.num_labels,
+            denom,
+        );
+        (be.download(&tape.logits), loss)
     }
 
     /// Logits `[b, num_labels]` in eval mode.

@@ -57,8 +57,7 @@ pub fn planned_step<B: Backend>(
         attention_mask: vec![1; b * s],
         labels: (0..b).map(|i| i % num_labels).collect(),
     };
-    let device_batch = DebertaBatch::upload(be, &config, num_labels, &batch)
-        .expect("the synthetic batch fits the config");
+    let device_batch = DebertaBatch::upload(be, &config, num_labels, &batch)?;
     model.forward_backward(
         be,
         &device_batch,
