@@ -42,6 +42,12 @@ pub enum CliError {
 }
 
 impl CliError {
+    /// A [`CliError::Failed`] from any message (an error of another crate
+    /// that the CLI reports as it is).
+    pub fn failed(message: impl std::fmt::Display) -> Self {
+        CliError::Failed(message.to_string())
+    }
+
     /// The process exit code (see the module's table).
     pub fn exit_code(&self) -> u8 {
         match self {

@@ -43,21 +43,17 @@ pub struct Args {
     text_pair_field: String,
 }
 
-fn failed(message: impl std::fmt::Display) -> CliError {
-    CliError::Failed(message.to_string())
-}
-
 pub fn run(args: &Args, _ctx: &Context, out: &mut dyn Write) -> Result<()> {
     if args.batch_size == 0 {
         return Err(CliError::Usage("--batch-size must be at least 1".into()));
     }
-    let classifier = HfClassifier::load(&args.model, args.max_length).map_err(failed)?;
+    let classifier = HfClassifier::load(&args.model, args.max_length).map_err(CliError::failed)?;
     let fields = FieldSpec {
         text: args.text_field.clone(),
         text_pair: Some(args.text_pair_field.clone()),
         ..FieldSpec::default()
     };
-    let records = load_texts(&args.data, &fields, None).map_err(failed)?;
+    let records = load_texts(&args.data, &fields, None).map_err(CliError::failed)?;
     let mut indices = Vec::with_capacity(records.len());
     let mut encoded = Vec::with_capacity(records.len());
     let mut bad = 0usize;
@@ -80,7 +76,7 @@ pub fn run(args: &Args, _ctx: &Context, out: &mut dyn Write) -> Result<()> {
     }
     let logits = classifier
         .logits(encoded, args.batch_size)
-        .map_err(failed)?;
+        .map_err(CliError::failed)?;
     for (index, logits) in indices.into_iter().zip(logits) {
         // The first of equal maxima, as `argmax` does.
         let label =
@@ -94,7 +90,7 @@ pub fn run(args: &Args, _ctx: &Context, out: &mut dyn Write) -> Result<()> {
         writeln!(out, "{line}")?;
     }
     if bad > 0 {
-        return Err(failed(format!(
+        return Err(CliError::failed(format!(
             "{bad} of {} record(s) in {} could not be classified (listed above)",
             records.len(),
             args.data.display()

@@ -53,10 +53,6 @@ fn usage(message: impl std::fmt::Display) -> CliError {
     CliError::Usage(message.to_string())
 }
 
-fn failed(message: impl std::fmt::Display) -> CliError {
-    CliError::Failed(message.to_string())
-}
-
 pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     let cfg = match &args.config {
         Some(path) => StudyConfig::from_path(path),
@@ -73,7 +69,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         )));
     }
     check_output_dir(&args.output).map_err(usage)?;
-    let plan = RunPlan::new(&cfg, ctx.storage_url.as_deref()).map_err(failed)?;
+    let plan = RunPlan::new(&cfg, ctx.storage_url.as_deref()).map_err(CliError::failed)?;
     let storage = Storage::open_url(
         &plan.storage_url,
         &OpenOptions {
@@ -106,7 +102,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         }
     };
     let settings = trial_settings(&cfg, &trial)?;
-    let model = plan.model(&settings.model).map_err(failed)?;
+    let model = plan.model(&settings.model).map_err(CliError::failed)?;
     let ModelSource::Dir { path: model_dir } = &model.source else {
         return Err(usage(
             "the trial ran on the simulated device, which computes nothing: there is no model to retrain",
@@ -197,16 +193,16 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             Control::Continue
         }
     })
-    .map_err(|e| failed(format!("retraining trial {}: {e}", trial.number)))?;
+    .map_err(|e| CliError::failed(format!("retraining trial {}: {e}", trial.number)))?;
     let report = &trained.outcome.report;
     let last = report
         .epochs
         .last()
-        .ok_or_else(|| failed("the retrain ran no epoch"))?;
+        .ok_or_else(|| CliError::failed("the retrain ran no epoch"))?;
     let value = metric.value(&last.valid);
 
     let tokenizer =
-        TextTokenizer::from_model_dir(model_dir, settings.max_length).map_err(failed)?;
+        TextTokenizer::from_model_dir(model_dir, settings.max_length).map_err(CliError::failed)?;
     let labels = trained
         .label_names
         .clone()
@@ -219,7 +215,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         &labels,
         &args.output,
     )
-    .map_err(failed)?;
+    .map_err(CliError::failed)?;
     writeln!(
         out,
         "trial {}: validation {} {value} at epoch {} (recorded {recorded}); accuracy {}; saved to {}",
@@ -230,7 +226,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         args.output.display()
     )?;
     if value != recorded || !mismatches.is_empty() {
-        return Err(failed(format!(
+        return Err(CliError::failed(format!(
             "the retrain did not repeat trial {}: validation {} {value} vs recorded {recorded} \
              (epochs differing: {mismatches:?}); the model is saved, but it is not the trial's",
             trial.number,
@@ -249,7 +245,7 @@ fn trial_settings(cfg: &StudyConfig, trial: &store::FrozenTrial) -> Result<Trial
         .map(|(name, p)| (name.clone(), p.value()))
         .collect();
     cfg.settings(&values)
-        .map_err(|e| failed(format!("trial {}: {e}", trial.number)))
+        .map_err(|e| CliError::failed(format!("trial {}: {e}", trial.number)))
 }
 
 /// The last epoch whose recorded value is `value` (trials without a
