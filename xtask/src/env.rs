@@ -29,6 +29,7 @@ pub fn cargo(args: &[&str], vars: &[(&str, String)]) -> Result<()> {
     let status = Command::new(&cargo)
         .args(args)
         .current_dir(root())
+        .envs(ci_vars())
         .envs(vars.iter().map(|(k, v)| (*k, v)))
         .status()
         .map_err(|e| format!("cannot run {cargo}: {e}"))?;
@@ -37,6 +38,24 @@ pub fn cargo(args: &[&str], vars: &[(&str, String)]) -> Result<()> {
     } else {
         Err(format!("cargo {} failed ({status})", args.join(" ")))
     }
+}
+
+/// On CI (`CI=true`), a build that fits a small disk: no incremental cache
+/// (about 3 GB in a fresh clone, and useless for a one-off build) and line
+/// tables instead of full debug info (backtraces keep file:line). Every
+/// cargo call gets the same settings, so none rebuilds another's output.
+fn ci_vars() -> Vec<(&'static str, &'static str)> {
+    let on_ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    if !on_ci {
+        return Vec::new();
+    }
+    [
+        ("CARGO_INCREMENTAL", "0"),
+        ("CARGO_PROFILE_DEV_DEBUG", "line-tables-only"),
+    ]
+    .into_iter()
+    .filter(|(k, _)| std::env::var_os(k).is_none())
+    .collect()
 }
 
 /// The variables for reference tests: the venv's Python and the model dir.

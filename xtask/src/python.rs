@@ -70,6 +70,9 @@ fn named(name: &str, reqs: &str) -> Result<PathBuf> {
                 "install",
                 "--quiet",
                 "--disable-pip-version-check",
+                // The venv is the cache: a second copy of torch's wheels
+                // in pip's cache would double the 5.6 GB on disk.
+                "--no-cache-dir",
                 "-r",
             ])
             .arg(&reqs),
