@@ -9,9 +9,9 @@
 //!   sampler's own trials, which cluster, so more kernels matter).
 //! - Quality: best value after 100 trials on Hartmann6, Branin and 10-D
 //!   Styblinski-Tang (5 integer dimensions) over many seeds, median and
-//!   IQR, for our TPE (default, and `TpeConfig::optuna()`: 24 EI
-//!   candidates that all compete), Optuna's `TPESampler()` and random
-//!   sampling.
+//!   IQR, for our TPE (`TpeConfig::many_candidates()`: 96 EI candidates,
+//!   4 finalists; and the default, Optuna's configuration: 24 candidates
+//!   that all compete), Optuna's `TPESampler()` and random sampling.
 //!
 //! `--gp` runs the Gaussian-process comparison instead (see [`run_gp`]).
 //!

@@ -196,7 +196,15 @@ fn bench(args: &[String]) -> Result<()> {
         Some("sampler") => bench_sampler::run(&args[1..]),
         Some("store") => bench_store::run(&args[1..]),
         Some("packing") => bench_packing::run(&args[1..]),
+        // TPE's two configurations in the runner's regime; see the
+        // example's doc for ARGS. The dev profile builds hpo-sampler at
+        // opt-level 3, which is where the time goes.
+        Some("tpe") => {
+            let mut cmd = vec!["run", "-p", "cli", "--example", "tpe_default", "--"];
+            cmd.extend(args[1..].iter().map(String::as_str));
+            env::cargo(&cmd, &[])
+        }
         Some(name) => Err(format!("unknown benchmark '{name}'")),
-        None => Err("usage: cargo xtask bench <sampler|store|packing> [ARGS]".into()),
+        None => Err("usage: cargo xtask bench <sampler|store|packing|tpe> [ARGS]".into()),
     }
 }

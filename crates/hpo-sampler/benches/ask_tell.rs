@@ -39,8 +39,8 @@ fn ask_tell(c: &mut Criterion) {
     for (name, config) in [
         ("tpe_ask_tell_6params", TpeConfig::default()),
         (
-            "tpe_ask_tell_6params_optuna_24_candidates",
-            TpeConfig::optuna(),
+            "tpe_ask_tell_6params_96_candidates_4_finalists",
+            TpeConfig::many_candidates(),
         ),
     ] {
         let mut group = c.benchmark_group(name);

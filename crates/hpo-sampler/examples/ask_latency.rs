@@ -1,8 +1,8 @@
 //! Per-ask latency of the TPE sampler at 1,000 trials, as a distribution:
 //! `ask_latency CANDIDATES ASKS [steady|random] [FINALISTS]` prints the
 //! mean, then the minimum, 10th percentile and median in microseconds per
-//! ask + tell. FINALISTS defaults to ours; 0 means all candidates compete
-//! (Optuna).
+//! ask + tell. FINALISTS defaults to `TpeConfig::many_candidates()`'s; 0
+//! means all candidates compete (Optuna, the default).
 //!
 //! The loop is the criterion bench's (`benches/ask_tell.rs`): tell appends
 //! the finished trial and the oldest leaves the history. `steady` first
@@ -35,7 +35,7 @@ fn main() {
             std::process::exit(2)
         }
     };
-    let default = TpeConfig::default().ei_finalists.unwrap_or(0);
+    let default = TpeConfig::many_candidates().ei_finalists.unwrap_or(0);
     let finalists = Some(arg(4, default)).filter(|&f| f > 0);
     let n = 1000;
     let space = common::space6();

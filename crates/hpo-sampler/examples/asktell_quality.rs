@@ -68,7 +68,7 @@ fn main() {
     let base = if std::env::args().any(|a| a == "--optuna") {
         TpeConfig::optuna()
     } else {
-        TpeConfig::default()
+        TpeConfig::many_candidates()
     };
     let candidates = num("--candidates", base.n_ei_candidates as u64) as usize;
     let float =

@@ -59,7 +59,7 @@ fn make(label: &str, seed: u64) -> Box<dyn Sampler> {
         })),
         "tpe" => Box::new(TpeSampler::new(TpeConfig {
             seed: Some(seed),
-            ..TpeConfig::default()
+            ..TpeConfig::many_candidates()
         })),
         other => panic!("unknown sampler {other}"),
     }

@@ -126,10 +126,10 @@ fn main() {
     let skip_random = std::env::args().any(|a| a == "--skip-random");
     let n_trials = arg("--trials", 100);
     let reps = arg("--reps", 200);
-    let candidates = arg("--candidates", TpeConfig::default().n_ei_candidates);
+    let candidates = arg("--candidates", TpeConfig::many_candidates().n_ei_candidates);
     let finalists = Some(arg(
         "--finalists",
-        TpeConfig::default().ei_finalists.unwrap_or(0),
+        TpeConfig::many_candidates().ei_finalists.unwrap_or(0),
     ))
     .filter(|&f| f > 0 && f < candidates);
 

@@ -492,9 +492,9 @@ mod tests {
 
     #[test]
     fn ei_finalists_kwarg_sets_or_clears_the_finalists() {
-        let default = TpeConfig::default().ei_finalists;
-        assert!(default.is_some());
-        assert_eq!(choice("{}").unwrap().tpe.ei_finalists, default);
+        // The default is Optuna's: every candidate competes.
+        assert_eq!(choice("{}").unwrap().tpe.ei_finalists, None);
+        assert_eq!(choice("{}").unwrap().tpe.n_ei_candidates, 24);
         let set = |kwargs| choice(kwargs).unwrap().tpe.ei_finalists;
         assert_eq!(set(r#"{"ei_finalists": 8}"#), Some(8));
         assert_eq!(set(r#"{"ei_finalists": null}"#), None);

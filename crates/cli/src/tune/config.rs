@@ -280,7 +280,7 @@ pub enum SamplerKind {
 }
 
 /// The sampler to build: its kind, seed and (for TPE) options, which
-/// default to Optuna 5.0's `TPESampler()` ([`TpeConfig::optuna`]).
+/// default to Optuna 5.0's `TPESampler()` ([`TpeConfig::default`]).
 #[derive(Clone, Debug)]
 pub struct SamplerSpec {
     pub kind: SamplerKind,
@@ -876,7 +876,7 @@ impl Check<'_> {
             deterministic_objective: s.deterministic_objective.unwrap_or(false),
             ..gp_base
         };
-        let base = TpeConfig::optuna();
+        let base = TpeConfig::default();
         let tpe = TpeConfig {
             n_startup_trials: s.n_startup_trials.unwrap_or(base.n_startup_trials),
             n_ei_candidates: s.n_ei_candidates.unwrap_or(base.n_ei_candidates),
