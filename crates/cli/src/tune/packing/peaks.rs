@@ -1,11 +1,12 @@
 //! Predicted peaks from the trainer's memory plan, fast.
 //!
-//! A [`trainer::memory::MemoryPlan`] of a large model costs far more than
-//! its arithmetic: every buffer of the model, its gradients and optimiser
-//! state and the step is recorded, so building one per candidate
-//! micro-batch of every trial adds up. Two exact shortcuts price every
-//! micro-batch of a (model, head, sequence length) at once
-//! ([`step_curve`]):
+//! A [`trainer::memory::MemoryPlan`] runs the whole step on a backend that
+//! only allocates, recording every buffer of the model, its gradients and
+//! optimiser state and the step: milliseconds for the simulated presets
+//! (docs/benchmarks.md, "Plan check"), but one per candidate micro-batch of
+//! every trial, or of every point of the simulated space, adds up. Two
+//! exact shortcuts price every micro-batch of a (model, head, sequence
+//! length) at once from a few plans ([`step_curve`]):
 //!
 //! - The shared BERT-shaped encoder: at a fixed sequence length the plan's
 //!   peak is exactly
@@ -52,9 +53,9 @@ pub fn plan_request(
 }
 
 /// Peak bytes of one training step (model, gradients, optimiser state and
-/// the step's activations) from the trainer's full [`MemoryPlan`]: slow for
-/// real models (see the module doc); [`PlanPeaks`] gives the same number
-/// fast.
+/// the step's activations) from the trainer's full [`MemoryPlan`] of one
+/// micro-batch; [`PlanPeaks`] gives the same number for every micro-batch
+/// from a few plans (see the module doc).
 pub fn plan_peak(
     config: impl Into<ModelConfig>,
     head: &HeadConfig,
