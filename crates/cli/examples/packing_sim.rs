@@ -4,20 +4,21 @@
 //! [--plan-cache FILE] [--check-plans] [--sensitivity]`
 //!
 //! `--plan-cache`: the plans' coefficients are kept in FILE (JSON), keyed by
-//! a fingerprint of the models and of the trainer's plan (full plans of two
-//! small models), so a second run builds no plan.
+//! a fingerprint of the models and of the trainer's plan (full plans of a
+//! small BERT and a small DeBERTa), so a second run builds no plan.
 //!
 //! Prints, per seed and policy: trials completed per hour, trials lost to
 //! OOM, mean memory utilisation and concurrency; then the totals with the
 //! baseline at the given fragmentation slack and at zero slack, and the
-//! ratio. `--check-plans` first compares the fast plan decomposition with
-//! full memory plans of every model of the space; `--sensitivity` adds the ratio under
+//! ratio. `--check-plans` first compares the runner's pricing
+//! (`packing::step_curve`) with full memory plans of every model of the
+//! space, with the time each takes; `--sensitivity` adds the ratio under
 //! other assumptions.
 
 use std::time::Instant;
 
-use cli::tune::packing::{FitPolicy, GIB, plan_peak};
-use cli::tune::simulate::plans::{AffinePeak, PeakTable};
+use cli::tune::packing::{FitPolicy, GIB, plan_peak, plan_request, step_curve};
+use cli::tune::simulate::plans::{AffinePeak, PeakCurve, PeakTable};
 use cli::tune::simulate::{Policy, SimParams, SimReport, SimSpace, sim_head, simulate, space};
 
 fn main() {
@@ -74,7 +75,7 @@ fn num<T: std::str::FromStr>(s: &str) -> Result<T, String> {
 fn run() -> Result<(), String> {
     let args = parse()?;
     if args.check_plans {
-        check_plans();
+        check_plans()?;
     }
     let t = Instant::now();
     let cached = args
@@ -83,7 +84,7 @@ fn run() -> Result<(), String> {
         .map(read_cache)
         .unwrap_or_default();
     let from_cache = cached.entries().len();
-    let space = SimSpace::build(cached, args.threads);
+    let space = SimSpace::build(cached, args.threads)?;
     println!(
         "memory plans of {} models x {} lengths: {} from cache, the rest built, in {:.1} s",
         space::MODELS.len(),
@@ -335,8 +336,9 @@ fn sensitivity(space: &SimSpace, base: &SimParams, seeds: &[u64]) {
     }
 }
 
-/// The decomposition against full memory plans at a few points.
-fn check_plans() {
+/// The runner's pricing against full memory plans at a few points, with
+/// the time each takes.
+fn check_plans() -> Result<(), String> {
     let head = sim_head();
     for (model, micro, seq) in [
         ("bert-base", 32, 128),
@@ -344,28 +346,57 @@ fn check_plans() {
         ("bert-large", 8, 512),
         ("roberta-large", 8, 384),
         ("xlm-roberta-base", 16, 256),
+        ("deberta-v3-base", 16, 256),
+        ("deberta-v3-large", 8, 384),
     ] {
         let config = space::model_config(model).expect("a model of the space");
         let t = Instant::now();
         let full = plan_peak(&config, &head, seq, micro);
         let full_s = t.elapsed().as_secs_f64();
-        let fast = cli::tune::simulate::plans::AffinePeak::from_reduced_plans(&config, &head, seq)
-            .at(micro);
+        let t = Instant::now();
+        let curve = step_curve(&plan_request(&config, &head, seq, 1))
+            .map_err(|e| format!("{model} at length {seq}: {e}"))?;
+        let curve_s = t.elapsed().as_secs_f64();
+        let fast = curve.at(micro);
+        // What the five reduced plans alone would say (exact for the
+        // BERT-shaped families only).
+        let reduced = AffinePeak::from_reduced_plans(&config, &head, seq).at(micro);
         println!(
-            "plan check {model} micro {micro} seq {seq}: full plan {full} bytes ({full_s:.1} s), decomposition {fast} bytes, difference {}",
-            full as i128 - fast as i128
+            "plan check {model} micro {micro} seq {seq}: full plan {full} bytes ({full_s:.2} s), \
+             runner's pricing {fast} bytes ({} piece(s), {curve_s:.2} s for every micro-batch), \
+             difference {}; five reduced plans alone: difference {}",
+            curve.pieces().len(),
+            full as i128 - fast as i128,
+            full as i128 - reduced as i128
         );
     }
+    Ok(())
 }
 
 /// What the cached coefficients depend on: the models of the space and the
-/// trainer's plan code (two full plans of small models, milliseconds).
+/// trainer's plan code (full plans of a small BERT and a small DeBERTa,
+/// milliseconds).
 fn fingerprint() -> String {
     let head = sim_head();
     let small = trainer::config::BertConfig::tiny(32, 2, 4, 64, 50);
+    let deberta = trainer::model::deberta::DebertaConfig {
+        vocab_size: 50,
+        hidden_size: 32,
+        num_hidden_layers: 2,
+        num_attention_heads: 4,
+        intermediate_size: 64,
+        position_buckets: 8,
+        max_relative_positions: 32,
+        ..trainer::model::deberta::DebertaConfig::deberta_v3_base()
+    };
     let probes: Vec<u64> = [(3, 16), (5, 24)]
         .iter()
-        .map(|&(m, s)| plan_peak(&small, &head, s, m))
+        .flat_map(|&(m, s)| {
+            [
+                plan_peak(&small, &head, s, m),
+                plan_peak(&deberta, &head, s, m),
+            ]
+        })
         .collect();
     let models: Vec<String> = space::MODELS
         .iter()
@@ -385,16 +416,26 @@ fn read_cache(path: &std::path::Path) -> PeakTable {
     if json["fingerprint"].as_str() != Some(fingerprint().as_str()) {
         return table;
     }
+    let number = |v: &serde_json::Value| v.as_str().and_then(|s| s.parse::<i128>().ok());
     for e in json["entries"].as_array().into_iter().flatten() {
-        let (Some(model), Some(seq), Some(fixed), Some(per_row)) = (
-            e["model"].as_str(),
-            e["seq_len"].as_u64(),
-            e["fixed"].as_str().and_then(|s| s.parse().ok()),
-            e["per_row"].as_str().and_then(|s| s.parse().ok()),
-        ) else {
+        let (Some(model), Some(seq)) = (e["model"].as_str(), e["seq_len"].as_u64()) else {
             continue;
         };
-        table.insert(model, seq as usize, AffinePeak { fixed, per_row });
+        let pieces: Option<Vec<AffinePeak>> = e["pieces"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                Some(AffinePeak {
+                    fixed: number(&p["fixed"])?,
+                    per_row: number(&p["per_row"])?,
+                })
+            })
+            .collect();
+        // An unreadable entry is built again.
+        if let Some(curve) = pieces.and_then(PeakCurve::envelope) {
+            table.insert(model, seq as usize, curve);
+        }
     }
     table
 }
@@ -403,9 +444,13 @@ fn write_cache(path: &std::path::Path, table: &PeakTable) -> Result<(), String> 
     let entries: Vec<serde_json::Value> = table
         .entries()
         .into_iter()
-        .map(|(model, seq_len, p)| {
-            serde_json::json!({"model": model, "seq_len": seq_len,
-                "fixed": p.fixed.to_string(), "per_row": p.per_row.to_string()})
+        .map(|(model, seq_len, curve)| {
+            let pieces: Vec<serde_json::Value> = curve
+                .pieces()
+                .iter()
+                .map(|p| serde_json::json!({"fixed": p.fixed.to_string(), "per_row": p.per_row.to_string()}))
+                .collect();
+            serde_json::json!({"model": model, "seq_len": seq_len, "pieces": pieces})
         })
         .collect();
     let json = serde_json::json!({"fingerprint": fingerprint(), "entries": entries});

@@ -421,13 +421,12 @@ fn model_choices_must_be_model_keys() {
 
 #[test]
 fn every_trainer_preset_is_a_simulated_model() {
-    for name in trainer::config::BertConfig::PRESETS {
+    for name in trainer::model::ModelConfig::PRESETS {
         assert_eq!(SimPreset::new(name).map(SimPreset::name), Some(name));
     }
-    assert_eq!(
-        SimPreset::new("xlm-roberta-base").unwrap().name(),
-        "xlm-roberta-base"
-    );
+    for name in ["xlm-roberta-base", "deberta-v3-base", "deberta-v3-large"] {
+        assert_eq!(SimPreset::new(name).unwrap().name(), name);
+    }
     assert!(SimPreset::new("gpt-2").is_none());
 }
 
@@ -607,7 +606,7 @@ fn sampling_respects_conditions() {
     let mut tpe = TpeSampler::with_seed(3);
     for (sampler, n) in [(&mut random as &mut dyn Sampler, 60), (&mut tpe, 40)] {
         let trials = run_trials(&seeds, sampler, n);
-        let mut saw = (false, false, false);
+        let mut saw = (false, false, false, false);
         for t in &trials {
             let model = match t.params["model"].value() {
                 ParamValue::Str(s) => s,
@@ -616,9 +615,13 @@ fn sampling_respects_conditions() {
             let large = model.ends_with("large");
             assert_eq!(t.params.contains_key("lr_large"), large);
             assert_eq!(t.params.contains_key("lr_base"), !large);
-            let layers = match t.params["head_layers"].value() {
-                ParamValue::Int(i) => i,
-                other => panic!("head_layers {other}"),
+            // DeBERTa's head is its own pooler and classifier.
+            let deberta = model.starts_with("deberta");
+            assert_eq!(t.params.contains_key("head_layers"), !deberta);
+            let layers = match t.params.get("head_layers").map(|p| p.value()) {
+                Some(ParamValue::Int(i)) => i,
+                None => 0,
+                Some(other) => panic!("head_layers {other}"),
             };
             assert_eq!(t.params.contains_key("head_width_1"), layers >= 1);
             assert_eq!(t.params.contains_key("head_width_2"), layers >= 2);
@@ -626,8 +629,9 @@ fn sampling_respects_conditions() {
             saw.0 |= large;
             saw.1 |= !large;
             saw.2 |= layers == 3;
+            saw.3 |= deberta;
         }
-        assert_eq!(saw, (true, true, true), "both branches exercised");
+        assert_eq!(saw, (true, true, true, true), "every branch exercised");
     }
 
     // A seeded sampler from the config is deterministic; a resume mixes

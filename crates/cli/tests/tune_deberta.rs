@@ -118,7 +118,7 @@ fn the_runner_plans_deberta_with_its_own_model() {
         hidden: vec![],
     };
     // The runner's peaks are the full plan's (at seq 8, micro-batch 3 the
-    // five-plan decomposition would be 1 KiB short: see `PlanPeaks::peak`).
+    // five-plan decomposition would be 1 KiB short: see `step_curve`).
     for seq in [8, 24] {
         let peaks = PlanPeaks::new(&config, head.clone(), seq);
         for micro in [1, 3, 16] {

@@ -468,6 +468,56 @@ mod tests {
         assert_eq!(BertConfig::bert_large().num_hidden_layers, 24);
     }
 
+    /// The simulated study's BERT-shaped presets equal the `config.json`
+    /// each model's Hugging Face repository publishes.
+    #[test]
+    fn presets_equal_the_published_configs() {
+        let bert = |h: usize, l: usize, a: usize, i: usize| {
+            format!(
+                r#"{{"architectures":["BertForMaskedLM"],"attention_probs_dropout_prob":0.1,
+                "gradient_checkpointing":false,"hidden_act":"gelu","hidden_dropout_prob":0.1,
+                "hidden_size":{h},"initializer_range":0.02,"intermediate_size":{i},
+                "layer_norm_eps":1e-12,"max_position_embeddings":512,"model_type":"bert",
+                "num_attention_heads":{a},"num_hidden_layers":{l},"pad_token_id":0,
+                "position_embedding_type":"absolute","type_vocab_size":2,"use_cache":true,
+                "vocab_size":30522}}"#
+            )
+        };
+        let roberta = |model_type: &str, h: usize, l: usize, a: usize, i: usize, v: usize| {
+            format!(
+                r#"{{"architectures":["RobertaForMaskedLM"],"attention_probs_dropout_prob":0.1,
+                "bos_token_id":0,"eos_token_id":2,"hidden_act":"gelu","hidden_dropout_prob":0.1,
+                "hidden_size":{h},"initializer_range":0.02,"intermediate_size":{i},
+                "layer_norm_eps":1e-05,"max_position_embeddings":514,"model_type":"{model_type}",
+                "num_attention_heads":{a},"num_hidden_layers":{l},"pad_token_id":1,
+                "type_vocab_size":1,"vocab_size":{v}}}"#
+            )
+        };
+        for (name, json) in [
+            ("bert-base", bert(768, 12, 12, 3072)),
+            ("bert-large", bert(1024, 24, 16, 4096)),
+            ("roberta-base", roberta("roberta", 768, 12, 12, 3072, 50265)),
+            (
+                "roberta-large",
+                roberta("roberta", 1024, 24, 16, 4096, 50265),
+            ),
+            (
+                "xlm-roberta-base",
+                roberta("xlm-roberta", 768, 12, 12, 3072, 250_002),
+            ),
+        ] {
+            let mut read = BertConfig::from_json(&json, Path::new(name)).unwrap();
+            // "absolute" is what an absent `position_embedding_type` means.
+            read.position_embedding_type = None;
+            assert_eq!(read, BertConfig::preset(name).unwrap(), "{name}");
+        }
+        let xlmr = BertConfig::xlm_roberta_base();
+        assert_eq!(
+            (xlmr.vocab_size, xlmr.max_sequence(), xlmr.pad_token_id),
+            (250_002, 512, 1)
+        );
+    }
+
     #[test]
     fn reads_each_familys_fields_and_rejects_what_it_cannot_run() {
         let distilbert = r#"{"model_type":"distilbert","dim":48,"n_layers":2,"n_heads":4,

@@ -411,8 +411,8 @@ fn run_cpu<M: Loaded<CpuBackend<f32>>>(
 /// computed); the memory figures are the point.
 #[derive(Clone, Debug)]
 pub struct SimSpec {
-    /// The architecture, e.g. [`BertConfig::bert_base`], a
-    /// [`BertConfig::preset`] or a DeBERTa-v3 one.
+    /// The architecture, e.g. [`BertConfig::bert_base`] or a
+    /// [`ModelConfig::preset`] of any family.
     pub config: ModelConfig,
     pub head: HeadConfig,
     /// Overrides the config's dropout (as [`FinetuneSpec::dropout`]); zero

@@ -101,6 +101,40 @@ fn v3_presets_have_their_published_sizes_and_plans() {
     );
 }
 
+/// microsoft/deberta-v3-base's and -large's `config.json` as published
+/// (fields the tokenizer alone reads left out).
+fn published_v3_config(hidden: usize, layers: usize, heads: usize, intermediate: usize) -> String {
+    format!(
+        r#"{{"model_type": "deberta-v2", "attention_probs_dropout_prob": 0.1,
+        "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "hidden_size": {hidden},
+        "initializer_range": 0.02, "intermediate_size": {intermediate},
+        "max_position_embeddings": 512, "relative_attention": true,
+        "position_buckets": 256, "norm_rel_ebd": "layer_norm", "share_att_key": true,
+        "pos_att_type": "p2c|c2p", "layer_norm_eps": 1e-7,
+        "max_relative_positions": -1, "position_biased_input": false,
+        "num_attention_heads": {heads}, "num_hidden_layers": {layers},
+        "type_vocab_size": 0, "vocab_size": 128100}}"#
+    )
+}
+
+#[test]
+fn v3_presets_equal_their_published_configs() {
+    let read = |json: String| DebertaConfig::from_json(&json, Path::new("config.json")).unwrap();
+    let base = read(published_v3_config(768, 12, 12, 3072));
+    let large = read(published_v3_config(1024, 24, 16, 4096));
+    assert_eq!(base, DebertaConfig::deberta_v3_base());
+    assert_eq!(large, DebertaConfig::deberta_v3_large());
+    // The list form of `pos_att_type` reads the same.
+    let listed =
+        published_v3_config(768, 12, 12, 3072).replace(r#""p2c|c2p""#, r#"["p2c", "c2p"]"#);
+    assert_eq!(read(listed), base);
+    // `max_relative_positions = -1` means `max_position_embeddings`; the
+    // 256 buckets are the span.
+    assert_eq!((base.max_relative_positions, base.span()), (512, 256));
+    assert!(base.c2p && base.p2c && base.norm_rel_ebd && !base.position_biased_input);
+    assert_eq!((base.type_vocab_size, base.pad_token_id), (0, 0));
+}
+
 #[test]
 fn bad_configs_name_the_field() {
     let bad = |json: &str, field: &str| {

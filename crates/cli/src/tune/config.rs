@@ -117,8 +117,8 @@ use hpo_sampler::{
     SuccessiveHalvingPruner, ThresholdPruner, TpeConfig, TpeSampler, Trial,
 };
 use serde::Deserialize;
-use trainer::config::BertConfig;
 use trainer::data::{BadRecordPolicy, DataSource, FieldSpec, LabelSpec, LoadOptions};
+use trainer::model::ModelConfig;
 use trainer::train::{Metrics, Monitor};
 
 pub use self::error::ConfigError;
@@ -228,7 +228,8 @@ pub enum BuiltinModel {
 }
 
 /// An architecture for the simulated device (no weights: memory and time
-/// only): one of the trainer's presets ([`BertConfig::PRESETS`]), so a new
+/// only): one of the trainer's presets of any family
+/// ([`ModelConfig::PRESETS`]: BERT-shaped and DeBERTa-v3), so a new
 /// preset is usable here without a change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SimPreset(&'static str);
@@ -236,7 +237,7 @@ pub struct SimPreset(&'static str);
 impl SimPreset {
     /// The preset called `name`, if the trainer has it.
     pub fn new(name: &str) -> Option<Self> {
-        BertConfig::PRESETS
+        ModelConfig::PRESETS
             .iter()
             .find(|&&p| p == name)
             .map(|&p| SimPreset(p))
@@ -253,7 +254,7 @@ impl<'de> Deserialize<'de> for SimPreset {
         SimPreset::new(&name).ok_or_else(|| {
             serde::de::Error::custom(format!(
                 "unknown simulated model `{name}`, expected one of {}",
-                BertConfig::PRESETS.join(", ")
+                ModelConfig::PRESETS.join(", ")
             ))
         })
     }

@@ -30,9 +30,11 @@
 
 use std::collections::BTreeMap;
 
+mod curve;
 mod peaks;
 
-pub use peaks::{AffinePeak, PlanPeaks, plan_peak, plan_request};
+pub use curve::PeakCurve;
+pub use peaks::{AffinePeak, PlanPeaks, plan_peak, plan_request, step_curve};
 
 /// One MiB in bytes.
 pub const MIB: u64 = 1 << 20;

@@ -99,7 +99,12 @@ pub enum WorkerMsg {
         best_epoch: usize,
         epochs_run: usize,
         pruned: bool,
+        /// Peak bytes the trial held: what its allocator reserved on a
+        /// (simulated) device, what it requested on the CPU.
         peak_bytes: u64,
+        /// Peak bytes the trial requested: the figure the memory plan
+        /// predicts.
+        requested_peak_bytes: u64,
     },
     /// The trial could not run; `kind` is one of [`FailureKind`].
     Failed {

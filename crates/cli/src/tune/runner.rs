@@ -676,6 +676,7 @@ impl<'a> Runner<'a> {
                 epochs_run,
                 pruned,
                 peak_bytes,
+                requested_peak_bytes,
             } => {
                 let Some(r) = self.running.remove(&worker) else {
                     return Ok(());
@@ -697,7 +698,8 @@ impl<'a> Runner<'a> {
                     value,
                     &json!({
                         "best_epoch": best_epoch, "epochs_run": epochs_run,
-                        "peak_bytes": peak_bytes, "oom_retries": r.oom_retries,
+                        "peak_bytes": peak_bytes, "requested_peak_bytes": requested_peak_bytes,
+                        "oom_retries": r.oom_retries,
                     }),
                 );
                 if !taken_over(recorded, r.trial.number)? {

@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use trainer::config::BertConfig;
 use trainer::data::DataSource;
 use trainer::model::ModelConfig;
 
@@ -144,9 +143,8 @@ fn resolve(
         (ModelSpec::Sim(preset), Some(device_bytes)) => {
             let name = preset.name();
             Ok(ResolvedModel {
-                config: BertConfig::preset(name)
-                    .ok_or_else(|| in_key(format!("unknown preset `{name}`")))?
-                    .into(),
+                config: ModelConfig::preset(name)
+                    .ok_or_else(|| in_key(format!("unknown preset `{name}`")))?,
                 source: ModelSource::Sim {
                     preset: name.to_string(),
                     device_bytes,

@@ -7,10 +7,9 @@
 
 use std::io::{BufRead, Write};
 
-use trainer::config::BertConfig;
 use trainer::finetune::{FinetuneError, FinetuneSpec, SimSpec, finetune_cpu, finetune_sim};
 use trainer::memory::OutOfMemory;
-use trainer::model::HeadConfig;
+use trainer::model::{HeadConfig, ModelConfig};
 use trainer::train::{Control, EpochMetrics};
 
 use super::protocol::{FailureKind, Fault, Job, ModelSource, RunnerMsg, WorkerMsg, encode};
@@ -113,8 +112,9 @@ fn run_job(
                 finetune_cpu(&spec, &mut |m| observer(m, job.metric.value(&m.valid)))
             })
             .map(|o| {
+                // The CPU backend allocates exactly what is requested.
                 let peak = o.peak_bytes as u64;
-                (o.report, peak)
+                (o.report, peak, peak)
             })
         }
         ModelSource::Sim {
@@ -127,7 +127,7 @@ fn run_job(
                     observer(m, synthetic::objective(job, m.epoch))
                 })
                 .map(|o| {
-                    let peak = o.peak_reserved;
+                    let (peak, requested) = (o.peak_reserved, o.peak_requested);
                     let mut report = o.report;
                     // The simulated device computes nothing, so its metrics
                     // mean nothing: the objective, and with it the best
@@ -136,7 +136,7 @@ fn run_job(
                     report.best_epoch = (0..report.epochs.len())
                         .max_by(|a, b| objective(a).total_cmp(&objective(b)))
                         .unwrap_or(0);
-                    (report, peak)
+                    (report, peak, requested)
                 }),
                 Err(message) => {
                     return send(
@@ -156,7 +156,7 @@ fn run_job(
         return Err(e);
     }
     match result {
-        Ok((report, peak_bytes)) => {
+        Ok((report, peak_bytes, requested_peak_bytes)) => {
             for r in &report.oom_retries {
                 send(
                     output,
@@ -181,6 +181,7 @@ fn run_job(
                     epochs_run: report.epochs.len(),
                     pruned: report.stopped_by_observer,
                     peak_bytes,
+                    requested_peak_bytes,
                 },
             )
         }
@@ -262,11 +263,13 @@ pub fn finetune_spec(job: &Job, model_dir: std::path::PathBuf) -> FinetuneSpec {
     }
 }
 
+/// The simulated trial of `job` on preset `preset` of any family (the
+/// trainer's own dispatch by model type), on a device of `device_bytes`.
 fn sim_spec(job: &Job, preset: &str, device_bytes: u64) -> Result<SimSpec, String> {
     let config =
-        BertConfig::preset(preset).ok_or_else(|| format!("unknown simulated model `{preset}`"))?;
+        ModelConfig::preset(preset).ok_or_else(|| format!("unknown simulated model `{preset}`"))?;
     Ok(SimSpec {
-        config: config.into(),
+        config,
         head: HeadConfig {
             num_labels: 2,
             hidden: job.settings.head_hidden.clone(),

@@ -18,6 +18,7 @@ mod head;
 mod linear;
 mod load;
 mod params;
+mod presets;
 
 pub use classifier::{BuildError, Classifier, ModelConfig};
 pub use device_batch::{BatchError, DeviceBatch};

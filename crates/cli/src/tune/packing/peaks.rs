@@ -1,31 +1,45 @@
 //! Predicted peaks from the trainer's memory plan, fast.
 //!
-//! A [`trainer::memory::MemoryPlan`] runs the model's initialisation, which
-//! costs about a second per 10-30 M parameters (15-50 s for BERT-base, 40-110
-//! s for BERT-large on the shared development machine) whatever the batch,
-//! far too slow to build per candidate micro-batch. But at a fixed sequence
-//! length the plan's peak is exactly
+//! A [`trainer::memory::MemoryPlan`] runs the whole step on a backend that
+//! only allocates, recording every buffer of the model, its gradients and
+//! optimiser state and the step: milliseconds for the simulated presets
+//! (docs/benchmarks.md, "Plan check"), but one per candidate micro-batch of
+//! every trial, or of every point of the simulated space, adds up. Two
+//! exact shortcuts price every micro-batch of a (model, head, sequence
+//! length) at once from a few plans ([`step_curve`]):
 //!
-//! ```text
-//! peak(L layers, V vocabulary rows, m rows) = a + b L + c m + d L m + e V
-//! ```
+//! - The shared BERT-shaped encoder: at a fixed sequence length the plan's
+//!   peak is exactly
 //!
-//! (weights, gradients and AdamW state grow with L and V; saved activations
-//! with L m; the workspace live at the peak with m). [`AffinePeak`] builds
-//! five plans of a one/two-layer copy of the model with a 64/128-row
-//! vocabulary (everything else, sequence length and head included,
-//! unchanged), solves for the coefficients and evaluates the formula:
-//! identical to the full plan's peak, byte for byte (tests
-//! `plan_decomposition_*` on small BERT/RoBERTa shapes; `cargo xtask bench
-//! packing --check-plans` on bert-base, roberta-base and bert-large). It is
-//! not interpolated across sequence lengths: there the peak's position in
-//! the step moves.
+//!   ```text
+//!   peak(L layers, V vocabulary rows, m rows) = a + b L + c m + d L m + e V
+//!   ```
+//!
+//!   (weights, gradients and AdamW state grow with L and V; saved
+//!   activations with L m; the workspace live at the peak with m).
+//!   [`AffinePeak`] builds five plans of a one/two-layer copy of the model
+//!   with a 64/128-row vocabulary (everything else, sequence length and
+//!   head included, unchanged), solves for the coefficients and evaluates
+//!   the formula: identical to the full plan's peak, byte for byte (tests
+//!   `plan_decomposition_*` on small shapes and `plan_equals_the_simulated_peak_*`
+//!   on the seven simulated presets; `cargo xtask bench packing
+//!   --check-plans`).
+//! - DeBERTa: its peak is not affine in the micro-batch (which buffers are
+//!   live at the peak changes with it), so the five-plan decomposition
+//!   under-predicts it by about a KiB. Its peak is the upper envelope of
+//!   the step's live bytes, [`PeakCurve::from_full_plans`]: three full
+//!   plans, exact at every micro-batch.
+//!
+//! Neither is interpolated across sequence lengths: there the peak's
+//! position in the step moves.
 
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 
 use trainer::memory::{MemoryPlan, PlanRequest, step_peaks};
 use trainer::model::{HeadConfig, ModelConfig};
+
+use super::curve::PeakCurve;
 
 /// The memory plan request the runner and the simulation use: fp32 weights
 /// and activations, AdamW, dropout on, no recomputation, no class weights.
@@ -39,9 +53,9 @@ pub fn plan_request(
 }
 
 /// Peak bytes of one training step (model, gradients, optimiser state and
-/// the step's activations) from the trainer's full [`MemoryPlan`]: slow for
-/// real models (see the module doc); [`PlanPeaks`] gives the same number
-/// fast.
+/// the step's activations) from the trainer's full [`MemoryPlan`] of one
+/// micro-batch; [`PlanPeaks`] gives the same number for every micro-batch
+/// from a few plans (see the module doc).
 pub fn plan_peak(
     config: impl Into<ModelConfig>,
     head: &HeadConfig,
@@ -51,16 +65,25 @@ pub fn plan_peak(
     MemoryPlan::new(&plan_request(config, head, seq_len, micro_batch)).peak_bytes as u64
 }
 
+/// The exact peak of `request`'s step (its micro-batch ignored) at every
+/// micro-batch: the reduced-plan decomposition for the BERT-shaped
+/// families, the full-plan envelope for DeBERTa (see the module doc). An
+/// error says why DeBERTa's step could not be enveloped.
+pub fn step_curve(request: &PlanRequest) -> Result<PeakCurve, String> {
+    match request.config {
+        ModelConfig::Bert(_) => Ok(AffinePeak::from_request(request).into()),
+        ModelConfig::Deberta(_) => PeakCurve::from_full_plans(request),
+    }
+}
+
 /// [`plan_peak`] for one (model, head, sequence length) and any
-/// micro-batch, from an [`AffinePeak`] built on first use (five small
-/// plans): what the runner passes to `Packer::try_admit` as
-/// `&mut |micro| peaks.peak(micro)`.
+/// micro-batch, from a [`step_curve`] built on first use: what the runner
+/// passes to `Packer::try_admit` as `&mut |micro| peaks.peak(micro)`.
 #[derive(Debug)]
 pub struct PlanPeaks {
     request: PlanRequest,
-    affine: OnceCell<AffinePeak>,
-    /// Full plans by micro-batch, for architectures the decomposition does
-    /// not fit.
+    curve: OnceCell<Option<PeakCurve>>,
+    /// Full plans by micro-batch, for a step [`step_curve`] cannot price.
     planned: RefCell<HashMap<usize, u64>>,
 }
 
@@ -75,28 +98,32 @@ impl PlanPeaks {
     pub fn from_request(request: PlanRequest) -> Self {
         Self {
             request,
-            affine: OnceCell::new(),
+            curve: OnceCell::new(),
             planned: RefCell::new(HashMap::new()),
         }
     }
 
     /// Peak bytes at `micro_batch` rows (at least 1).
-    ///
-    /// DeBERTa's peak is not affine in the micro-batch: which buffer set is
-    /// live at the peak changes with it (its relative-position products
-    /// and their gradients against the rest), so the five-plan
-    /// decomposition under-predicts there by a few KiB. Its peaks come from
-    /// full plans of the step instead (built once per micro-batch).
     pub fn peak(&self, micro_batch: usize) -> u64 {
-        if let ModelConfig::Deberta(_) = self.request.config {
-            let mut planned = self.planned.borrow_mut();
-            return *planned
-                .entry(micro_batch)
-                .or_insert_with(|| step_peaks(&self.request, &[micro_batch.max(1)])[0] as u64);
+        let curve = self.curve.get_or_init(|| {
+            step_curve(&self.request)
+                .inspect_err(|e| {
+                    tracing::warn!(
+                        "{} at length {}: {e}; planning each micro-batch in full",
+                        self.request.config.model_type(),
+                        self.request.seq_len
+                    )
+                })
+                .ok()
+        });
+        if let Some(curve) = curve {
+            return curve.at(micro_batch);
         }
-        self.affine
-            .get_or_init(|| AffinePeak::from_request(&self.request))
-            .at(micro_batch)
+        *self
+            .planned
+            .borrow_mut()
+            .entry(micro_batch)
+            .or_insert_with(|| step_peaks(&self.request, &[micro_batch.max(1)])[0] as u64)
     }
 }
 

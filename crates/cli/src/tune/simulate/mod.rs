@@ -6,7 +6,8 @@
 //! - Trials come from [`space::sample_trial`]: a pure function of (seed,
 //!   number), so both policies see the same trials in the same order.
 //! - Memory: a trial's peak is the trainer's [`trainer::memory::MemoryPlan`]
-//!   peak at its micro-batch ([`plans::PeakTable`], exact), plus the
+//!   peak at its micro-batch ([`plans::PeakTable`], exact, priced as the
+//!   runner prices it for every family, DeBERTa included), plus the
 //!   per-process overhead (CUDA context, cuBLAS workspace). The baseline's
 //!   PyTorch caching allocator adds fragmentation: at a point of the trial
 //!   drawn uniformly from its progress, its reserved memory grows from the
@@ -36,8 +37,7 @@ pub mod cost;
 pub mod plans;
 pub mod space;
 
-use trainer::config::BertConfig;
-use trainer::model::HeadConfig;
+use trainer::model::{HeadConfig, ModelConfig};
 
 use crate::tune::packing::{
     Admission, DeviceBudget, FitPolicy, GIB, GPU_MEM_ALLOCATOR_SLACK, MIB, Packer,
@@ -166,29 +166,30 @@ impl SimReport {
 
 /// The models, head and plans a simulation needs.
 pub struct SimSpace {
-    models: Vec<(&'static str, BertConfig)>,
+    models: Vec<(&'static str, ModelConfig)>,
     peaks: PeakTable,
 }
 
 impl SimSpace {
     /// The space's models with `peaks`, completed (on `threads` threads)
-    /// for every model and sequence length of the space that it lacks:
-    /// five small plans per (model, length), well under a second in all.
-    pub fn build(mut peaks: PeakTable, threads: usize) -> Self {
-        let models: Vec<(&'static str, BertConfig)> = space::MODELS
+    /// for every model and sequence length of the space that it lacks
+    /// (five small plans per BERT-shaped entry, three full plans per
+    /// DeBERTa one); an error names an entry that could not be priced.
+    pub fn build(mut peaks: PeakTable, threads: usize) -> Result<Self, String> {
+        let models: Vec<(&'static str, ModelConfig)> = space::MODELS
             .iter()
             .map(|&m| (m, model_config(m).expect("a model of the space")))
             .collect();
-        let refs: Vec<(&str, &BertConfig)> = models.iter().map(|(n, c)| (*n, c)).collect();
-        peaks.fill(&refs, &sim_head(), &space::SEQ_LENS, threads);
-        Self { models, peaks }
+        let refs: Vec<(&str, &ModelConfig)> = models.iter().map(|(n, c)| (*n, c)).collect();
+        peaks.fill(&refs, &sim_head(), &space::SEQ_LENS, threads)?;
+        Ok(Self { models, peaks })
     }
 
     pub fn peaks(&self) -> &PeakTable {
         &self.peaks
     }
 
-    pub fn config(&self, model: &str) -> &BertConfig {
+    pub fn config(&self, model: &str) -> &ModelConfig {
         &self
             .models
             .iter()
