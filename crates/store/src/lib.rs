@@ -47,9 +47,12 @@
 //! ```
 
 mod attrs;
+mod db;
 mod distribution;
 mod error;
 mod model;
+mod pg;
+pub mod pg_server;
 mod query;
 mod schema;
 mod stale;
@@ -63,7 +66,8 @@ pub use error::{Result, StoreError};
 pub use model::{
     FrozenTrial, Param, Study, StudyDirection, StudySummary, TrialFilter, TrialRef, TrialState,
 };
+pub use pg::PgUrl;
 pub use schema::{ALEMBIC_VERSION, LIBRARY_VERSION, SCHEMA_VERSION};
 pub use stale::{RetryPolicy, StaleTrial};
-pub use storage::{Durability, OpenOptions, Storage, parse_sqlite_url};
+pub use storage::{Durability, OpenOptions, Storage, StorageUrl, parse_sqlite_url};
 pub use trial::{Claim, NewTrial};
