@@ -15,8 +15,9 @@
 //! dense=true|false integrity=ok|n/a` for the study (after a load run;
 //! `n/a` on PostgreSQL, which has no integrity check to run).
 //!
-//! `store-writer pg-server`: start a throwaway PostgreSQL server, print its
-//! URL for database `postgres` on one line, and keep it until stdin closes.
+//! `store-writer pg-server [DB...]`: start a throwaway PostgreSQL server,
+//! create each DB, print each one's URL on its own line (the `postgres`
+//! database's when none is named), and keep the server until stdin closes.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -34,10 +35,10 @@ fn main() -> ExitCode {
         Some("crash") if args.len() == 4 => crash(&args[1], &args[2], &args[3]),
         Some("load") if args.len() == 6 => load(&args[1..]),
         Some("check") if args.len() == 3 => check(&args[1], &args[2]),
-        Some("pg-server") if args.len() == 1 => pg_server(),
+        Some("pg-server") => pg_server(&args[1..]),
         _ => Err(
             "usage: store-writer crash DB STUDY DONE_FILE | load DB STUDY TRIALS STEPS full|normal \
-             | check DB STUDY | pg-server"
+             | check DB STUDY | pg-server [DB...]"
                 .into(),
         ),
     };
@@ -60,9 +61,14 @@ fn open(db: &str, opts: &OpenOptions) -> Result<Storage, String> {
     .map_err(|e| e.to_string())
 }
 
-fn pg_server() -> Result<(), String> {
+fn pg_server(dbs: &[String]) -> Result<(), String> {
     let server = store::pg_server::PgServer::start()?;
-    println!("{}", server.url("postgres"));
+    if dbs.is_empty() {
+        println!("{}", server.url("postgres"));
+    }
+    for db in dbs {
+        println!("{}", server.create_database(db)?);
+    }
     std::io::stdout().flush().map_err(|e| e.to_string())?;
     // Until whoever started us closes our stdin (or exits).
     let mut sink = Vec::new();
