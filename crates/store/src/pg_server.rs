@@ -11,6 +11,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A running server; stopped and deleted on drop.
@@ -222,6 +223,44 @@ impl Drop for PgServer {
         let _ = self.run("pg_ctl", &["-D", &data, "-m", "immediate", "stop"]);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The server of this process, started on first use (the watchdog stops it
+/// when the process exits), or why none could be started.
+pub fn shared() -> Result<&'static PgServer, &'static str> {
+    static SERVER: OnceLock<Result<PgServer, String>> = OnceLock::new();
+    SERVER
+        .get_or_init(PgServer::start)
+        .as_ref()
+        .map_err(String::as_str)
+}
+
+/// For tests: the URL of a new empty database on the [`shared`] server,
+/// named after `name`. Without a server: `None` after saying why on
+/// stderr (the test then skips), or a panic under `CI=true`, where every
+/// test must run.
+pub fn test_database(name: &str) -> Option<String> {
+    let server = match shared() {
+        Ok(s) => s,
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
+            panic!("CI must run the PostgreSQL tests, but no server could be started: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping: no PostgreSQL server could be started: {e}");
+            return None;
+        }
+    };
+    static SEQ: AtomicUsize = AtomicUsize::new(0);
+    let db = format!(
+        "{}_{}",
+        name.to_lowercase(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    );
+    Some(
+        server
+            .create_database(&db)
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
 }
 
 fn free_port() -> Result<u16, String> {

@@ -9,7 +9,6 @@ mod common;
 
 use common::{Backend, TestDb};
 use std::path::Path;
-use std::process::Command;
 use store::{OpenOptions, Storage, StoreError, StudyDirection, TrialState};
 
 backends!(
@@ -35,25 +34,10 @@ fn no_sidecars(p: &Path) {
 /// Everything stored: an SQLite file's bytes, or a PostgreSQL database's
 /// schema and rows as `pg_dump` prints them (without its per-run key).
 fn snapshot(db: &TestDb) -> Vec<u8> {
-    let Some(bin) = db.pg_bin() else {
-        return bytes(&store::parse_sqlite_url(&db.url).unwrap());
-    };
-    let out = Command::new(bin.join("pg_dump"))
-        .args(["--dbname", &db.url])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.starts_with("\\restrict") && !l.starts_with("\\unrestrict"))
-        .collect::<Vec<_>>()
-        .join("\n")
-        .into_bytes()
+    match db.pg_dump(false) {
+        Some(lines) => lines.join("\n").into_bytes(),
+        None => bytes(&store::parse_sqlite_url(&db.url).unwrap()),
+    }
 }
 
 /// A storage with one study of 50 trials, closed. An SQLite file is left in

@@ -320,32 +320,17 @@ fn we_read_what_optuna_writes(backend: Backend) {
 }
 
 /// The schema as text: SQLite's `sqlite_master` rows, or PostgreSQL's
-/// `pg_dump --schema-only` (types, tables, sequences, defaults,
-/// constraints, indexes, owners) without its per-run `\restrict` key.
+/// `pg_dump --schema-only`.
 fn schema_of(db: &TestDb) -> Vec<String> {
-    let storage = db.open_existing().unwrap();
-    let Some(bin) = db.pg_bin() else {
-        return storage
-            .query_text("SELECT type, name, sql FROM sqlite_master ORDER BY type, name")
-            .unwrap()
-            .into_iter()
-            .map(|row| format!("{row:?}"))
-            .collect();
-    };
-    let out = Command::new(bin.join("pg_dump"))
-        .args(["--schema-only", "--dbname", &db.url])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "pg_dump: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
+    if let Some(dump) = db.pg_dump(true) {
+        return dump;
+    }
+    db.open_existing()
         .unwrap()
-        .lines()
-        .filter(|l| !l.starts_with("\\restrict") && !l.starts_with("\\unrestrict"))
-        .map(String::from)
+        .query_text("SELECT type, name, sql FROM sqlite_master ORDER BY type, name")
+        .unwrap()
+        .into_iter()
+        .map(|row| format!("{row:?}"))
         .collect()
 }
 

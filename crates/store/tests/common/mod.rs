@@ -8,9 +8,7 @@
 
 #![allow(dead_code)]
 
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use store::pg_server::PgServer;
+use store::pg_server::{self, PgServer};
 use store::{OpenOptions, Storage};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,27 +40,38 @@ impl TestDb {
         Storage::open_url(&self.url, &opts)
     }
 
-    /// The server's binaries (`pg_dump`), on PostgreSQL.
-    pub fn pg_bin(&self) -> Option<&std::path::Path> {
-        match self.backend {
-            Backend::Postgres => server().ok().map(PgServer::bin_dir),
-            Backend::Sqlite => None,
+    /// On PostgreSQL, the database as `pg_dump` prints it (`--schema-only`:
+    /// types, tables, sequences, defaults, constraints, indexes), without
+    /// the per-run `\restrict` key; `None` on SQLite.
+    pub fn pg_dump(&self, schema_only: bool) -> Option<Vec<String>> {
+        let bin = match self.backend {
+            Backend::Postgres => pg_server::shared().ok().map(PgServer::bin_dir)?,
+            Backend::Sqlite => return None,
+        };
+        let mut cmd = std::process::Command::new(bin.join("pg_dump"));
+        if schema_only {
+            cmd.arg("--schema-only");
         }
+        let out = cmd.args(["--dbname", &self.url]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "pg_dump: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(
+            String::from_utf8(out.stdout)
+                .unwrap()
+                .lines()
+                .filter(|l| !l.starts_with("\\restrict") && !l.starts_with("\\unrestrict"))
+                .map(String::from)
+                .collect(),
+        )
     }
 }
 
-fn on_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
-fn server() -> Result<&'static PgServer, &'static String> {
-    static SERVER: OnceLock<Result<PgServer, String>> = OnceLock::new();
-    SERVER.get_or_init(PgServer::start).as_ref()
-}
-
 /// A new empty storage named after `name`, or `None` (after saying why)
-/// when the backend is unavailable here. Under `CI=true` an unavailable
-/// backend panics instead.
+/// when the backend is unavailable here; under `CI=true` an unavailable
+/// backend panics instead (see [`pg_server::test_database`]).
 pub fn fresh(backend: Backend, name: &str) -> Option<TestDb> {
     let dir = tempfile::tempdir().unwrap();
     let url = match backend {
@@ -70,23 +79,7 @@ pub fn fresh(backend: Backend, name: &str) -> Option<TestDb> {
             "sqlite:///{}",
             dir.path().join(format!("{name}.db")).display()
         ),
-        Backend::Postgres => {
-            let server = match server() {
-                Ok(s) => s,
-                Err(e) if on_ci() => panic!("CI must run the PostgreSQL tests: {e}"),
-                Err(e) => {
-                    eprintln!("skipping: no PostgreSQL server could be started: {e}");
-                    return None;
-                }
-            };
-            static SEQ: AtomicUsize = AtomicUsize::new(0);
-            let db = format!(
-                "{}_{}",
-                name.to_lowercase(),
-                SEQ.fetch_add(1, Ordering::Relaxed)
-            );
-            server.create_database(&db).unwrap()
-        }
+        Backend::Postgres => pg_server::test_database(name)?,
     };
     Some(TestDb { backend, url, dir })
 }
