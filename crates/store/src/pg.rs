@@ -31,7 +31,8 @@ impl PgUrl {
 /// Parse `postgresql://user[:password]@host[:port]/db[?k=v...]`, also in
 /// SQLAlchemy's spellings `postgres://` and `postgresql+DRIVER://`
 /// (`+psycopg2`, `+psycopg`, ...): the driver names a Python library and
-/// means nothing here. `None` when the URL is not a PostgreSQL one.
+/// means nothing here. Without a user, `$PGUSER` or `$USER` (as libpq).
+/// `None` when the URL is not a PostgreSQL one.
 pub(crate) fn parse_url(url: &str) -> Option<Result<PgUrl, String>> {
     let (scheme, rest) = url.split_once("://")?;
     let base = scheme.split('+').next().unwrap_or(scheme);
@@ -49,6 +50,15 @@ pub(crate) fn parse_url(url: &str) -> Option<Result<PgUrl, String>> {
                 }
                 if config.get_dbname().is_none() {
                     return Err("no database name after the host (…/DB)".into());
+                }
+                if config.get_user().is_none() {
+                    // libpq's default, which Optuna's drivers use too.
+                    match std::env::var("PGUSER").or_else(|_| std::env::var("USER")) {
+                        Ok(user) => {
+                            config.user(&user);
+                        }
+                        Err(_) => return Err("no user (write postgresql://USER@HOST/DB)".into()),
+                    }
                 }
                 if config.get_connect_timeout().is_none() {
                     config.connect_timeout(Duration::from_secs(10));
