@@ -1,13 +1,16 @@
 """Optuna's side of `cargo xtask bench store`: N processes share one SQLite
-file through optuna.storages.RDBStorage and each runs T trials of S
-intermediate values, the same work as `store-writer load`.
+file (or one PostgreSQL database) through optuna.storages.RDBStorage and
+each runs T trials of S intermediate values, the same work as
+`store-writer load`.
 
-Usage: python optuna_concurrency.py DB_PATH WORKERS TRIALS STEPS
+Usage: python optuna_concurrency.py DB_PATH|URL WORKERS TRIALS STEPS
 
-Optuna runs with its defaults for SQLite (what users get from
-`sqlite:///x.db`). A "database is locked" error (or any other
-OperationalError) raised to the caller is counted and the call is retried,
-so every worker still does all of its work. Prints one JSON line.
+A path is a new SQLite file (an existing one is removed first); a URL such
+as postgresql://user@host:port/db names an empty database. Optuna runs with
+its defaults (what users get from `sqlite:///x.db` or the URL). A lock
+error ("database is locked", a deadlock, a serialization failure) raised to
+the caller is counted and the call is retried, so every worker still does
+all of its work. Prints one JSON line.
 """
 import json
 import multiprocessing as mp
@@ -17,7 +20,8 @@ import time
 
 
 def is_lock_error(e):
-    return "locked" in str(e) or "busy" in str(e).lower()
+    text = str(e).lower()
+    return any(word in text for word in ("locked", "busy", "deadlock", "could not serialize"))
 
 
 def call(fn, counters):
@@ -54,9 +58,12 @@ def worker(url, trials, steps, barrier, out_q):
 
 def main():
     db, workers, trials, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-    if os.path.exists(db):
-        os.remove(db)
-    url = f"sqlite:///{db}"
+    if "://" in db:
+        url = db
+    else:
+        if os.path.exists(db):
+            os.remove(db)
+        url = f"sqlite:///{db}"
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)

@@ -1,17 +1,23 @@
-//! `cargo xtask bench store [WORKERS TRIALS STEPS]`: many writer processes on
-//! one SQLite file, our store beside Optuna's RDBStorage, same work, same run.
+//! `cargo xtask bench store [--sqlite|--postgres] [WORKERS TRIALS STEPS]`:
+//! many writer processes on one storage, our store beside Optuna's
+//! RDBStorage, same work, same run: on one SQLite file, and on one
+//! throwaway PostgreSQL server on this machine (both unless one is named).
 //!
 //! Each of WORKERS processes (default 8) runs TRIALS trials (250) with STEPS
 //! intermediate values each (10). Ours: `store-writer load` (release build)
-//! with synchronous=FULL and =NORMAL; per trial it also writes one param and
-//! three heartbeats. Optuna: `benches/store/optuna_concurrency.py` with
-//! Optuna's SQLite defaults; per trial one `suggest_float`, the reports and
-//! `tell`. Prints a table: trials/s, intermediate writes/s, lock errors that
-//! reached the caller, and whether all trials landed with dense numbers.
+//! with `Durability::Full` and `Normal` (SQLite's synchronous=FULL/NORMAL;
+//! PostgreSQL's synchronous_commit on/off); per trial it also writes one
+//! param and three heartbeats. Optuna: `benches/store/optuna_concurrency.py`
+//! with Optuna's defaults; per trial one `suggest_float`, the reports and
+//! `tell`. Prints a table per backend: trials/s, intermediate writes/s, lock
+//! errors that reached the caller, and whether all trials landed with dense
+//! numbers.
 //!
-//! Python: `$MEMTUNE_PYTHON` if set, else the reference venv.
+//! Python: `$MEMTUNE_PYTHON` if set, else the reference venv. PostgreSQL:
+//! the server binaries of `crate::postgres` (installed when missing).
 
-use crate::{Result, env, python};
+use crate::{Result, env, postgres, python};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -26,14 +32,25 @@ struct Row {
 }
 
 pub fn run(args: &[String]) -> Result<()> {
+    let (sqlite, pg) = match args.first().map(String::as_str) {
+        Some("--sqlite") => (true, false),
+        Some("--postgres") => (false, true),
+        _ => (true, true),
+    };
     let nums: Vec<usize> = args
         .iter()
+        .filter(|a| !a.starts_with("--"))
         .map(|a| a.parse().map_err(|e| format!("bad number '{a}': {e}")))
         .collect::<Result<_>>()?;
     let (workers, trials, steps) = match nums[..] {
         [] => (8, 250, 10),
         [w, t, s] => (w, t, s),
-        _ => return Err("usage: cargo xtask bench store [WORKERS TRIALS STEPS]".into()),
+        _ => {
+            return Err(
+                "usage: cargo xtask bench store [--sqlite|--postgres] [WORKERS TRIALS STEPS]"
+                    .into(),
+            );
+        }
     };
     env::cargo(
         &[
@@ -52,28 +69,87 @@ pub fn run(args: &[String]) -> Result<()> {
     let writer = target.join("release").join("store-writer");
     let dir = target.join("bench-store");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-
-    let mut rows = Vec::new();
-    for durability in ["full", "normal"] {
-        let db = dir.join(format!("memtune-{durability}.db"));
-        rows.push(ours(&writer, &db, durability, workers, trials, steps)?);
-    }
     let py = match std::env::var_os("MEMTUNE_PYTHON") {
         Some(p) => PathBuf::from(p),
         None => python::venv()?,
     };
-    rows.push(optuna(&py, &dir.join("optuna.db"), workers, trials, steps)?);
+    let work = (workers, trials, steps);
 
+    let mut failed = false;
+    if sqlite {
+        let mut rows = Vec::new();
+        for durability in ["full", "normal"] {
+            let db = dir.join(format!("memtune-{durability}.db"));
+            remove_db(&db);
+            let name = format!(
+                "memtune store (WAL, synchronous={})",
+                durability.to_uppercase()
+            );
+            rows.push(ours(
+                &writer,
+                &db.display().to_string(),
+                name,
+                durability,
+                work,
+            )?);
+        }
+        let db = dir.join("optuna.db");
+        remove_db(&db);
+        rows.push(optuna(
+            &py,
+            &db.display().to_string(),
+            "SQLite defaults",
+            work,
+        )?);
+        failed |= print_table("one SQLite file", &rows, work);
+    }
+    if pg {
+        // One server for all three runs: a child that keeps it until we
+        // close its stdin, and prints one URL per database it created.
+        let mut server = Command::new(&writer)
+            .args(["pg-server", "memtune_full", "memtune_normal", "optuna"])
+            .env("MEMTUNE_PG_BIN", postgres::bin_dir()?)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", writer.display()))?;
+        let mut lines = std::io::BufReader::new(server.stdout.take().ok_or("no stdout")?).lines();
+        let mut url = || -> Result<String> {
+            lines
+                .next()
+                .ok_or("store-writer pg-server printed no URL (no server?)")?
+                .map_err(|e| e.to_string())
+        };
+        let (full, normal, theirs) = (url()?, url()?, url()?);
+        let mut rows = Vec::new();
+        for (durability, db, setting) in [
+            ("full", &full, "synchronous_commit=on"),
+            ("normal", &normal, "synchronous_commit=off"),
+        ] {
+            let name = format!("memtune store (PostgreSQL, {setting})");
+            rows.push(ours(&writer, db, name, durability, work)?);
+        }
+        rows.push(optuna(&py, &theirs, "PostgreSQL, psycopg", work)?);
+        drop(server.stdin.take());
+        let _ = server.wait();
+        failed |= print_table("one PostgreSQL server on this machine", &rows, work);
+    }
+    if failed {
+        return Err("some run lost trials".into());
+    }
+    Ok(())
+}
+
+/// Print one backend's table; whether any run lost trials.
+fn print_table(what: &str, rows: &[Row], (workers, trials, steps): (usize, usize, usize)) -> bool {
     println!();
-    println!(
-        "{workers} processes x {trials} trials x {steps} intermediate values, one SQLite file"
-    );
+    println!("{workers} processes x {trials} trials x {steps} intermediate values, {what}");
     println!(
         "| storage | wall s | trials/s | intermediate writes/s | lock errors surfaced | all {} trials landed, dense numbers |",
         workers * trials
     );
     println!("| --- | ---: | ---: | ---: | ---: | --- |");
-    for r in &rows {
+    for r in rows {
         println!(
             "| {} | {:.2} | {:.1} | {:.1} | {} | {} |",
             r.name,
@@ -84,10 +160,7 @@ pub fn run(args: &[String]) -> Result<()> {
             if r.all_landed { "yes" } else { "NO" }
         );
     }
-    if rows.iter().any(|r| !r.all_landed) {
-        return Err("some run lost trials".into());
-    }
-    Ok(())
+    rows.iter().any(|r| !r.all_landed)
 }
 
 fn remove_db(db: &Path) {
@@ -98,14 +171,12 @@ fn remove_db(db: &Path) {
 
 fn ours(
     writer: &Path,
-    db: &Path,
+    db: &str,
+    name: String,
     durability: &str,
-    workers: usize,
-    trials: usize,
-    steps: usize,
+    (workers, trials, steps): (usize, usize, usize),
 ) -> Result<Row> {
-    remove_db(db);
-    eprintln!("xtask: store, synchronous={durability} ...");
+    eprintln!("xtask: {name} ...");
     let start = Instant::now();
     let children = (0..workers)
         .map(|_| {
@@ -149,10 +220,7 @@ fn ours(
     let complete: usize = field("complete").parse().unwrap_or(0);
     let intermediates: usize = field("intermediates").parse().unwrap_or(0);
     Ok(Row {
-        name: format!(
-            "memtune store (WAL, synchronous={})",
-            durability.to_uppercase()
-        ),
+        name,
         seconds,
         trials: complete,
         intermediates,
@@ -161,13 +229,18 @@ fn ours(
             && complete == total
             && intermediates == total * steps
             && field("dense") == "true"
-            && field("integrity") == "ok",
+            // PostgreSQL has no integrity check to run: `n/a`.
+            && matches!(field("integrity").as_str(), "ok" | "n/a"),
     })
 }
 
-fn optuna(py: &Path, db: &Path, workers: usize, trials: usize, steps: usize) -> Result<Row> {
-    remove_db(db);
-    eprintln!("xtask: optuna RDBStorage ...");
+fn optuna(
+    py: &Path,
+    db: &str,
+    setting: &str,
+    (workers, trials, steps): (usize, usize, usize),
+) -> Result<Row> {
+    eprintln!("xtask: optuna RDBStorage ({setting}) ...");
     let script = env::root()
         .join("benches")
         .join("store")
@@ -202,7 +275,7 @@ fn optuna(py: &Path, db: &Path, workers: usize, trials: usize, steps: usize) -> 
     let complete: usize = field("complete").parse().unwrap_or(0);
     let intermediates: usize = field("intermediates").parse().unwrap_or(0);
     Ok(Row {
-        name: format!("Optuna {} RDBStorage (SQLite defaults)", field("optuna")),
+        name: format!("Optuna {} RDBStorage ({setting})", field("optuna")),
         seconds: field("seconds").parse().unwrap_or(f64::NAN),
         trials: complete,
         intermediates,

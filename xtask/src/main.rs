@@ -4,7 +4,8 @@
 //! - `cargo xtask test`: the README's test command and what CI runs: no
 //!   tracked build output, fmt, clippy, then every test of the workspace,
 //!   after preparing what the reference tests need (a Python venv with
-//!   Optuna, one with torch and transformers, the MiniLM model, libnvrtc),
+//!   Optuna, one with torch and transformers, the MiniLM model, libnvrtc,
+//!   PostgreSQL's server binaries),
 //!   then the NVRTC compile check of the CUDA kernels.
 //! - `cargo xtask tune [ARGS]`: build and run `memtune tune` on the embedded
 //!   default study.
@@ -24,6 +25,7 @@ mod env;
 mod gpu_test;
 mod model;
 mod nvrtc;
+mod postgres;
 mod python;
 
 use std::process::ExitCode;
@@ -93,6 +95,8 @@ fn test(extra: &[String]) -> Result<()> {
         "MEMTUNE_TORCH_PYTHON",
         python::torch_venv()?.display().to_string(),
     ));
+    // initdb/pg_ctl/pg_dump: the store's tests run on a throwaway PostgreSQL too.
+    vars.push(("MEMTUNE_PG_BIN", postgres::bin_dir()?.display().to_string()));
     // libnvrtc for the kernel compile check (tune does not need it).
     vars.push((nvrtc::VAR, nvrtc::lib_dir()?.display().to_string()));
     let vars: Vec<(&str, String)> = vars.iter().map(|(k, v)| (*k, v.clone())).collect();

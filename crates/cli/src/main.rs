@@ -9,7 +9,8 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(name = "memtune", version, about)]
 struct Cli {
-    /// Study storage in Optuna's URL form, e.g. sqlite:///study.db
+    /// Study storage in Optuna's URL form, e.g. sqlite:///study.db or
+    /// postgresql://user[:password]@host[:port]/db
     #[arg(long, global = true, env = "MEMTUNE_STORAGE")]
     storage: Option<String>,
 

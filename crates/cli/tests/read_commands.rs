@@ -231,12 +231,12 @@ fn bad_input_is_a_clear_error() {
     assert!(!missing.exists(), "a read command created the file");
 
     let out = Command::new(env!("CARGO_BIN_EXE_memtune"))
-        .args(["--storage", "postgresql://host/db", "studies"])
+        .args(["--storage", "postgresql://me@host", "studies"])
         .output()
         .unwrap();
     let err = fails(out);
     assert!(
-        err.contains("bad storage URL `postgresql://host/db`"),
+        err.contains("bad storage URL `postgresql://me@host`: no database name"),
         "{err}"
     );
 

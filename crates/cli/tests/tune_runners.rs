@@ -66,9 +66,13 @@ max_workers = 2
 }
 
 fn runner(db: &Path, config: &Path) -> Command {
+    runner_on(&common::url(db), config)
+}
+
+fn runner_on(url: &str, config: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_memtune"));
     cmd.arg("--storage")
-        .arg(common::url(db))
+        .arg(url)
         .args(["tune", "--no-progress", "--config"])
         .arg(config)
         .env_remove("MEMTUNE_STORAGE")
@@ -85,26 +89,56 @@ fn runner(db: &Path, config: &Path) -> Command {
 fn three_runners_on_one_sqlite_file_finish_exactly_n_trials() {
     for round in 0..6 {
         let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("s.db");
-        let cfg = dir.path().join("s.toml");
-        std::fs::write(&cfg, study_toml("shared", 40)).unwrap();
-        let children: Vec<_> = (0..3).map(|_| runner(&db, &cfg).spawn().unwrap()).collect();
-        for c in children {
-            let out = c.wait_with_output().unwrap();
-            assert!(
-                out.status.success(),
-                "round {round}: a runner failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        let s = Storage::open_existing(&db).unwrap();
-        let study = s.study("shared").unwrap();
-        let ts = s.trials(study.study_id, &TrialFilter::default()).unwrap();
-        let states: Vec<_> = ts.iter().map(|t| (t.number, t.state)).collect();
-        assert_eq!(ts.len(), 40, "round {round}: {states:?}");
+        let url = common::url(&dir.path().join("s.db"));
+        three_runners_finish_exactly_n_trials(round, &url, dir.path());
+    }
+}
+
+/// The same on one PostgreSQL database, as runners on several machines
+/// share one (two rounds, a fresh database each).
+#[test]
+fn three_runners_on_one_postgres_database_finish_exactly_n_trials() {
+    for round in 0..2 {
+        let Some(url) = store::pg_server::test_database("shared") else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        three_runners_finish_exactly_n_trials(round, &url, dir.path());
+    }
+}
+
+fn three_runners_finish_exactly_n_trials(round: usize, url: &str, dir: &Path) {
+    let cfg = dir.join("s.toml");
+    std::fs::write(&cfg, study_toml("shared", 40)).unwrap();
+    // A server study logs into the working directory: the test's own.
+    let children: Vec<_> = (0..3)
+        .map(|_| runner_on(url, &cfg).current_dir(dir).spawn().unwrap())
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
         assert!(
-            ts.iter().all(|t| t.state == TrialState::Complete),
-            "round {round}: {states:?}"
+            out.status.success(),
+            "round {round}: a runner failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let existing = store::OpenOptions {
+        create: false,
+        ..store::OpenOptions::default()
+    };
+    let s = Storage::open_url(url, &existing).unwrap();
+    let study = s.study("shared").unwrap();
+    let ts = s.trials(study.study_id, &TrialFilter::default()).unwrap();
+    let states: Vec<_> = ts.iter().map(|t| (t.number, t.state)).collect();
+    assert_eq!(ts.len(), 40, "round {round}: {states:?}");
+    assert!(
+        ts.iter().all(|t| t.state == TrialState::Complete),
+        "round {round}: {states:?}"
+    );
+    if url.starts_with("postgresql://") {
+        assert!(
+            dir.join("shared.log").is_file(),
+            "no log in the working directory"
         );
     }
 }

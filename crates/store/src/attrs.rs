@@ -1,8 +1,8 @@
 //! User and system attributes: JSON values keyed by name, four tables alike.
 
+use crate::db::{Tx, vals};
 use crate::error::StoreError;
 use crate::storage::TxError;
-use rusqlite::Connection;
 use serde_json::Value as Json;
 
 #[derive(Clone, Copy, Debug)]
@@ -33,7 +33,7 @@ impl AttrTable {
 
 /// Insert or overwrite one attribute, written as Optuna does (`json.dumps`).
 pub(crate) fn set_attr(
-    conn: &Connection,
+    tx: Tx<'_>,
     table: AttrTable,
     owner_id: i64,
     key: &str,
@@ -50,8 +50,7 @@ pub(crate) fn set_attr(
         t = table.table(),
         o = table.owner()
     );
-    conn.prepare_cached(&sql)?
-        .execute(rusqlite::params![owner_id, key, json])?;
+    tx.execute(&sql, vals![owner_id, key, json])?;
     Ok(())
 }
 

@@ -23,7 +23,7 @@ pub enum StoreError {
     /// The file is an SQLite database with no tables at all, opened without
     /// leave to create the schema: new, or being created by another process
     /// this very moment.
-    #[error("{path}: an empty SQLite database (no Optuna tables yet)")]
+    #[error("{path}: an empty database (no Optuna tables yet)")]
     EmptyDatabase { path: PathBuf },
 
     /// The file holds Optuna's tables at a schema version we do not know.
@@ -40,7 +40,8 @@ pub enum StoreError {
     #[error("{path}: is a directory, not a storage file (name the .db file)")]
     IsADirectory { path: PathBuf },
 
-    /// A storage URL that is not `sqlite:///PATH`.
+    /// A storage URL that is neither `sqlite:///PATH` nor
+    /// `postgresql://USER@HOST[:PORT]/DB`.
     #[error("bad storage URL `{url}`: {reason}")]
     InvalidUrl { url: String, reason: String },
 
@@ -132,6 +133,19 @@ pub enum StoreError {
         source: rusqlite::Error,
     },
 
+    /// An error from the PostgreSQL server or the connection to it (the
+    /// path is the storage URL without its password).
+    #[error("{path}: {source}")]
+    Postgres {
+        path: PathBuf,
+        #[source]
+        source: postgres::Error,
+    },
+
+    /// A column held a value of another type than Optuna's schema has.
+    #[error("{path}: unexpected stored value ({detail})")]
+    Decode { path: PathBuf, detail: String },
+
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -147,6 +161,22 @@ pub(crate) fn sqlite_code(e: &rusqlite::Error) -> Option<rusqlite::ErrorCode> {
     match e {
         rusqlite::Error::SqliteFailure(f, _) => Some(f.code),
         _ => None,
+    }
+}
+
+/// Wrap a database error with the storage's file or URL.
+pub(crate) fn from_db(path: &std::path::Path, e: crate::db::DbError) -> StoreError {
+    use crate::db::DbError;
+    match e {
+        DbError::Sqlite(e) => from_sqlite(path, e),
+        DbError::Pg(source) => StoreError::Postgres {
+            path: path.to_path_buf(),
+            source,
+        },
+        DbError::Decode(detail) => StoreError::Decode {
+            path: path.to_path_buf(),
+            detail,
+        },
     }
 }
 

@@ -1,20 +1,25 @@
-//! Crash-proof study storage on SQLite, in Optuna's own schema.
+//! Crash-proof study storage on SQLite or PostgreSQL, in Optuna's own schema.
 //!
-//! A hyperparameter study is only as durable as the file its trials live in.
-//! This crate writes studies, trials, parameters, objective values,
-//! intermediate values, attributes and heartbeats to one SQLite file, laid out
-//! exactly as Optuna's `RDBStorage` (schema version 12) lays it out, so that
-//! `optuna.load_study(storage="sqlite:///x.db", ...)` and optuna-dashboard read
-//! what we write, and we read what they wrote.
+//! A hyperparameter study is only as durable as the storage its trials live
+//! in. This crate writes studies, trials, parameters, objective values,
+//! intermediate values, attributes and heartbeats to one SQLite file or one
+//! PostgreSQL database, laid out exactly as Optuna's `RDBStorage` (schema
+//! version 12) lays it out, so that `optuna.load_study(storage=URL, ...)`
+//! and optuna-dashboard read what we write, and we read what they wrote. A
+//! PostgreSQL server lets runners on many machines share one study.
 //!
 //! It deliberately does not sample, prune, train or allocate: it knows nothing
 //! of `hpo-sampler`, `gpu-mem` or `trainer`, and is reusable alone.
 //!
 //! # Seams
-//! - [`Storage`] is one connection to one file; open one per process or
-//!   thread. Every operation is one transaction; writes run in
-//!   `BEGIN IMMEDIATE` with retry on SQLITE_BUSY, so many worker processes can
-//!   share a file (WAL mode) and trial numbers stay dense and unique.
+//! - [`Storage`] is one connection to one file or database; open one per
+//!   process or thread ([`Storage::open_url`] takes `sqlite:///PATH` and
+//!   `postgresql://USER@HOST[:PORT]/DB`; the API is the same for both).
+//!   Every operation is one transaction; SQLite writes run in `BEGIN
+//!   IMMEDIATE` with retry on SQLITE_BUSY (WAL mode), PostgreSQL writes lock
+//!   the study's or trial's row and retry deadlocks and serialization
+//!   failures, so many worker processes share a study and trial numbers stay
+//!   dense and unique.
 //! - Parameters are stored as Optuna stores them: an internal `f64` (the value
 //!   for float/int distributions, the choice index for categorical ones) and
 //!   the distribution as an opaque JSON string. [`Distribution`] converts, so
@@ -25,8 +30,10 @@
 //! - Trial owners call [`Storage::heartbeat`]; anyone may call
 //!   [`Storage::fail_stale_trials`] to fail (and optionally re-enqueue) trials
 //!   whose owner died.
-//! - Errors are [`StoreError`]; bad files are rejected by reading only, so
-//!   nothing is ever written to a file that is not ours.
+//! - Errors are [`StoreError`]; bad files and databases are rejected by
+//!   reading only, so nothing is ever written to a storage that is not ours.
+//! - [`pg_server`] starts a throwaway PostgreSQL server, for tests and
+//!   benchmarks.
 //!
 //! # Example
 //!
@@ -47,9 +54,12 @@
 //! ```
 
 mod attrs;
+mod db;
 mod distribution;
 mod error;
 mod model;
+mod pg;
+pub mod pg_server;
 mod query;
 mod schema;
 mod stale;
@@ -63,7 +73,8 @@ pub use error::{Result, StoreError};
 pub use model::{
     FrozenTrial, Param, Study, StudyDirection, StudySummary, TrialFilter, TrialRef, TrialState,
 };
+pub use pg::PgUrl;
 pub use schema::{ALEMBIC_VERSION, LIBRARY_VERSION, SCHEMA_VERSION};
 pub use stale::{RetryPolicy, StaleTrial};
-pub use storage::{Durability, OpenOptions, Storage, parse_sqlite_url};
+pub use storage::{Durability, OpenOptions, Storage, StorageUrl, parse_sqlite_url};
 pub use trial::{Claim, NewTrial};

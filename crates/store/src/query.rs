@@ -1,19 +1,19 @@
 //! Reading trials back: one trial, filtered lists, the best trial(s).
 
 use crate::attrs::{AttrTable, parse_json};
+use crate::db::{Tx, Value, vals};
 use crate::error::{Result, StoreError};
 use crate::model::{FrozenTrial, Param, StudyDirection, TrialFilter, TrialState, decode_float};
 use crate::storage::{Storage, TxError};
-use crate::study::load_by_id;
-use rusqlite::{Connection, OptionalExtension};
+use crate::study::{load_by_id, state_counts};
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashMap};
 
 impl Storage {
     /// One trial by id, or `TrialNotFound`.
     pub fn trial(&self, trial_id: i64) -> Result<FrozenTrial> {
-        self.read(|conn| {
-            let mut v = load_trials(conn, "t.trial_id = ?1", trial_id)?;
+        self.read(|tx| {
+            let mut v = load_trials(tx, "t.trial_id = ?1", trial_id)?;
             v.pop()
                 .ok_or_else(|| StoreError::TrialNotFound { trial_id }.into())
         })
@@ -21,13 +21,13 @@ impl Storage {
 
     /// The trial numbered `number` in the study, or `None`.
     pub fn trial_by_number(&self, study_id: i64, number: i64) -> Result<Option<FrozenTrial>> {
-        self.read(|conn| {
-            let id: Option<i64> = conn
-                .prepare_cached("SELECT trial_id FROM trials WHERE study_id = ?1 AND number = ?2")?
-                .query_row([study_id, number], |r| r.get(0))
-                .optional()?;
-            match id {
-                Some(id) => Ok(load_trials(conn, "t.trial_id = ?1", id)?.pop()),
+        self.read(|tx| {
+            let row = tx.query_opt(
+                "SELECT trial_id FROM trials WHERE study_id = ?1 AND number = ?2",
+                vals![study_id, number],
+            )?;
+            match row {
+                Some(r) => Ok(load_trials(tx, "t.trial_id = ?1", r.i64(0)?)?.pop()),
                 None => Ok(None),
             }
         })
@@ -36,15 +36,9 @@ impl Storage {
     /// How many of the study's trials are in one of `states` (all when empty);
     /// one COUNT query, for budgets such as "stop after N complete trials".
     pub fn count_trials(&self, study_id: i64, states: &[TrialState]) -> Result<usize> {
-        self.read(|conn| {
-            load_by_id(conn, study_id)?;
-            let mut stmt = conn.prepare_cached(
-                "SELECT state, count(*) FROM trials WHERE study_id = ?1 GROUP BY state",
-            )?;
-            let rows: Vec<(String, i64)> = stmt
-                .query_map([study_id], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<rusqlite::Result<_>>()?;
-            Ok(rows
+        self.read(|tx| {
+            load_by_id(tx, study_id)?;
+            Ok(state_counts(tx, study_id)?
                 .into_iter()
                 .filter(|(s, _)| {
                     states.is_empty() || TrialState::parse(s).is_some_and(|s| states.contains(&s))
@@ -56,9 +50,9 @@ impl Storage {
 
     /// The study's trials matching `filter`, ordered by number.
     pub fn trials(&self, study_id: i64, filter: &TrialFilter) -> Result<Vec<FrozenTrial>> {
-        self.read(|conn| {
-            load_by_id(conn, study_id)?;
-            let all = load_trials(conn, "t.study_id = ?1", study_id)?;
+        self.read(|tx| {
+            load_by_id(tx, study_id)?;
+            let all = load_trials(tx, "t.study_id = ?1", study_id)?;
             Ok(all
                 .into_iter()
                 .filter(|t| filter.states.is_empty() || filter.states.contains(&t.state))
@@ -147,44 +141,41 @@ impl Storage {
 /// Load every trial matching `where_sql` (a condition on `t`, one parameter)
 /// with all its rows: six queries however many trials there are.
 pub(crate) fn load_trials(
-    conn: &Connection,
+    tx: Tx<'_>,
     where_sql: &str,
     arg: i64,
 ) -> Result<Vec<FrozenTrial>, TxError> {
+    let arg = [Value::Int(arg)];
     let mut trials: Vec<FrozenTrial> = Vec::new();
     let mut index: HashMap<i64, usize> = HashMap::new();
-    {
-        let sql = format!(
-            "SELECT t.trial_id, t.study_id, t.number, t.state, t.datetime_start, t.datetime_complete, h.heartbeat \
-             FROM trials t LEFT JOIN trial_heartbeats h ON h.trial_id = t.trial_id WHERE {where_sql} ORDER BY t.number, t.trial_id"
-        );
-        let mut stmt = conn.prepare_cached(&sql)?;
-        let mut rows = stmt.query([arg])?;
-        while let Some(r) = rows.next()? {
-            let trial_id: i64 = r.get(0)?;
-            let state: String = r.get(3)?;
-            let state = TrialState::parse(&state).ok_or_else(|| StoreError::BadRow {
-                table: "trials",
-                field: "state",
-                row_id: trial_id,
-                value: state.clone(),
-            })?;
-            index.insert(trial_id, trials.len());
-            trials.push(FrozenTrial {
-                trial_id,
-                study_id: r.get(1)?,
-                number: r.get::<_, Option<i64>>(2)?.unwrap_or(-1),
-                state,
-                values: None,
-                datetime_start: r.get(4)?,
-                datetime_complete: r.get(5)?,
-                params: Vec::new(),
-                intermediate_values: BTreeMap::new(),
-                user_attrs: BTreeMap::new(),
-                system_attrs: BTreeMap::new(),
-                heartbeat: r.get(6)?,
-            });
-        }
+    let sql = format!(
+        "SELECT t.trial_id, t.study_id, t.number, t.state, t.datetime_start, t.datetime_complete, h.heartbeat \
+         FROM trials t LEFT JOIN trial_heartbeats h ON h.trial_id = t.trial_id WHERE {where_sql} ORDER BY t.number, t.trial_id"
+    );
+    for r in tx.query(&sql, &arg)? {
+        let trial_id = r.i64(0)?;
+        let state = r.string(3)?;
+        let state = TrialState::parse(&state).ok_or_else(|| StoreError::BadRow {
+            table: "trials",
+            field: "state",
+            row_id: trial_id,
+            value: state.clone(),
+        })?;
+        index.insert(trial_id, trials.len());
+        trials.push(FrozenTrial {
+            trial_id,
+            study_id: r.opt_i64(1)?.unwrap_or(-1),
+            number: r.opt_i64(2)?.unwrap_or(-1),
+            state,
+            values: None,
+            datetime_start: r.opt_string(4)?,
+            datetime_complete: r.opt_string(5)?,
+            params: Vec::new(),
+            intermediate_values: BTreeMap::new(),
+            user_attrs: BTreeMap::new(),
+            system_attrs: BTreeMap::new(),
+            heartbeat: r.opt_string(6)?,
+        });
     }
     if trials.is_empty() {
         return Ok(trials);
@@ -200,16 +191,18 @@ pub(crate) fn load_trials(
         "c.param_name, c.param_value, c.distribution_json",
         "c.param_name",
     );
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let mut rows = stmt.query([arg])?;
-    while let Some(r) = rows.next()? {
-        if let Some(&i) = index.get(&r.get::<_, i64>(0)?) {
+    for r in tx.query(&sql, &arg)? {
+        if let Some(&i) = index.get(&r.i64(0)?) {
             trials[i].params.push(Param {
-                name: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-                internal_value: r.get::<_, Option<f64>>(2)?.unwrap_or(f64::NAN),
-                distribution_json: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
+                name: r.opt_string(1)?.unwrap_or_default(),
+                internal_value: r.opt_f64(2)?.unwrap_or(f64::NAN),
+                distribution_json: r.opt_string(3)?.unwrap_or_default(),
             });
         }
+    }
+    // By name in byte order: a PostgreSQL server sorts by its collation.
+    for t in &mut trials {
+        t.params.sort_by(|a, b| a.name.cmp(&b.name));
     }
 
     let sql = child(
@@ -217,13 +210,11 @@ pub(crate) fn load_trials(
         "c.trial_value_id, c.objective, c.value, c.value_type",
         "c.objective",
     );
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let mut rows = stmt.query([arg])?;
-    while let Some(r) = rows.next()? {
-        if let Some(&i) = index.get(&r.get::<_, i64>(0)?) {
-            let row_id: i64 = r.get(1)?;
-            let kind: String = r.get(4)?;
-            let v = decode_float(r.get(3)?, &kind)
+    for r in tx.query(&sql, &arg)? {
+        if let Some(&i) = index.get(&r.i64(0)?) {
+            let row_id = r.i64(1)?;
+            let kind = r.string(4)?;
+            let v = decode_float(r.opt_f64(3)?, &kind)
                 .filter(|_| kind != "NAN")
                 .ok_or_else(|| StoreError::BadRow {
                     table: "trial_values",
@@ -240,30 +231,26 @@ pub(crate) fn load_trials(
         "c.trial_intermediate_value_id, c.step, c.intermediate_value, c.intermediate_value_type",
         "c.step",
     );
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let mut rows = stmt.query([arg])?;
-    while let Some(r) = rows.next()? {
-        if let Some(&i) = index.get(&r.get::<_, i64>(0)?) {
-            let row_id: i64 = r.get(1)?;
-            let kind: String = r.get(4)?;
-            let v = decode_float(r.get(3)?, &kind).ok_or_else(|| StoreError::BadRow {
+    for r in tx.query(&sql, &arg)? {
+        if let Some(&i) = index.get(&r.i64(0)?) {
+            let row_id = r.i64(1)?;
+            let kind = r.string(4)?;
+            let v = decode_float(r.opt_f64(3)?, &kind).ok_or_else(|| StoreError::BadRow {
                 table: "trial_intermediate_values",
                 field: "intermediate_value_type",
                 row_id,
                 value: kind.clone(),
             })?;
-            trials[i].intermediate_values.insert(r.get(2)?, v);
+            trials[i].intermediate_values.insert(r.i64(2)?, v);
         }
     }
 
     for table in [AttrTable::TrialUser, AttrTable::TrialSystem] {
         let sql = child(table.table(), "c.\"key\", c.value_json", "c.\"key\"");
-        let mut stmt = conn.prepare_cached(&sql)?;
-        let mut rows = stmt.query([arg])?;
-        while let Some(r) = rows.next()? {
-            if let Some(&i) = index.get(&r.get::<_, i64>(0)?) {
-                let key: String = r.get::<_, Option<String>>(1)?.unwrap_or_default();
-                let text: String = r.get::<_, Option<String>>(2)?.unwrap_or_default();
+        for r in tx.query(&sql, &arg)? {
+            if let Some(&i) = index.get(&r.i64(0)?) {
+                let key = r.opt_string(1)?.unwrap_or_default();
+                let text = r.opt_string(2)?.unwrap_or_default();
                 let v = parse_json(table, &key, &text)?;
                 let map = match table {
                     AttrTable::TrialUser => &mut trials[i].user_attrs,
@@ -278,7 +265,7 @@ pub(crate) fn load_trials(
 
 /// One owner's attributes from one of the four attribute tables.
 pub(crate) fn load_attrs(
-    conn: &Connection,
+    tx: Tx<'_>,
     table: AttrTable,
     owner_id: i64,
 ) -> Result<BTreeMap<String, Json>, TxError> {
@@ -287,12 +274,10 @@ pub(crate) fn load_attrs(
         table.table(),
         table.owner()
     );
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let mut rows = stmt.query([owner_id])?;
     let mut out = BTreeMap::new();
-    while let Some(r) = rows.next()? {
-        let key: String = r.get::<_, Option<String>>(0)?.unwrap_or_default();
-        let text: String = r.get::<_, Option<String>>(1)?.unwrap_or_default();
+    for r in tx.query(&sql, vals![owner_id])? {
+        let key = r.opt_string(0)?.unwrap_or_default();
+        let text = r.opt_string(1)?.unwrap_or_default();
         let v = parse_json(table, &key, &text)?;
         out.insert(key, v);
     }

@@ -1,8 +1,11 @@
-//! Optuna's RDBStorage schema (version 12, alembic head `v3.2.0.a`), byte for
-//! byte as optuna 5.0.0 creates it on SQLite through SQLAlchemy.
+//! Optuna's RDBStorage schema (version 12, alembic head `v3.2.0.a`), as
+//! optuna 5.0.0 creates it through SQLAlchemy: byte for byte on SQLite, and
+//! on PostgreSQL with the same tables, native ENUM types, `SERIAL` keys,
+//! constraints and indexes (`pg_dump --schema-only` prints the same).
 
-use crate::error::{Result, StoreError, from_sqlite};
-use rusqlite::{Connection, OptionalExtension};
+use crate::db::{Tx, vals};
+use crate::error::{Result, StoreError, from_db};
+use crate::storage::TxError;
 use std::path::Path;
 
 /// `version_info.schema_version` of every Optuna release since 2.x.
@@ -142,39 +145,176 @@ CREATE TABLE alembic_version (
 	CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)
 );"#;
 
-/// Whether the database has no tables at all (a new or empty file).
-pub fn is_empty(conn: &Connection, path: &Path) -> Result<bool> {
-    let n: i64 = conn
-        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-        .map_err(|e| from_sqlite(path, e))?;
+/// The DDL SQLAlchemy issues for Optuna 5.0.0's models on PostgreSQL: the
+/// ENUM types first (named after the Python enums), then the tables.
+pub const PG_DDL: &str = r#"CREATE TYPE studydirection AS ENUM ('NOT_SET', 'MINIMIZE', 'MAXIMIZE');
+CREATE TYPE trialstate AS ENUM ('RUNNING', 'COMPLETE', 'PRUNED', 'FAIL', 'WAITING');
+CREATE TYPE trialvaluetype AS ENUM ('FINITE', 'INF_POS', 'INF_NEG');
+CREATE TYPE trialintermediatevaluetype AS ENUM ('FINITE', 'INF_POS', 'INF_NEG', 'NAN');
+CREATE TABLE studies (
+	study_id SERIAL NOT NULL, 
+	study_name VARCHAR(512) NOT NULL, 
+	PRIMARY KEY (study_id)
+);
+CREATE UNIQUE INDEX ix_studies_study_name ON studies (study_name);
+CREATE TABLE version_info (
+	version_info_id INTEGER NOT NULL, 
+	schema_version INTEGER, 
+	library_version VARCHAR(256), 
+	PRIMARY KEY (version_info_id), 
+	CHECK (version_info_id=1)
+);
+CREATE TABLE study_directions (
+	study_direction_id SERIAL NOT NULL, 
+	direction studydirection NOT NULL, 
+	study_id INTEGER NOT NULL, 
+	objective INTEGER NOT NULL, 
+	PRIMARY KEY (study_direction_id), 
+	UNIQUE (study_id, objective), 
+	FOREIGN KEY(study_id) REFERENCES studies (study_id)
+);
+CREATE TABLE study_user_attributes (
+	study_user_attribute_id SERIAL NOT NULL, 
+	study_id INTEGER, 
+	key VARCHAR(512), 
+	value_json TEXT, 
+	PRIMARY KEY (study_user_attribute_id), 
+	UNIQUE (study_id, key), 
+	FOREIGN KEY(study_id) REFERENCES studies (study_id)
+);
+CREATE TABLE study_system_attributes (
+	study_system_attribute_id SERIAL NOT NULL, 
+	study_id INTEGER, 
+	key VARCHAR(512), 
+	value_json TEXT, 
+	PRIMARY KEY (study_system_attribute_id), 
+	UNIQUE (study_id, key), 
+	FOREIGN KEY(study_id) REFERENCES studies (study_id)
+);
+CREATE TABLE trials (
+	trial_id SERIAL NOT NULL, 
+	number INTEGER, 
+	study_id INTEGER, 
+	state trialstate NOT NULL, 
+	datetime_start TIMESTAMP WITHOUT TIME ZONE, 
+	datetime_complete TIMESTAMP WITHOUT TIME ZONE, 
+	PRIMARY KEY (trial_id), 
+	FOREIGN KEY(study_id) REFERENCES studies (study_id)
+);
+CREATE INDEX ix_trials_study_id ON trials (study_id);
+CREATE TABLE trial_user_attributes (
+	trial_user_attribute_id SERIAL NOT NULL, 
+	trial_id INTEGER, 
+	key VARCHAR(512), 
+	value_json TEXT, 
+	PRIMARY KEY (trial_user_attribute_id), 
+	UNIQUE (trial_id, key), 
+	FOREIGN KEY(trial_id) REFERENCES trials (trial_id)
+);
+CREATE TABLE trial_system_attributes (
+	trial_system_attribute_id SERIAL NOT NULL, 
+	trial_id INTEGER, 
+	key VARCHAR(512), 
+	value_json TEXT, 
+	PRIMARY KEY (trial_system_attribute_id), 
+	UNIQUE (trial_id, key), 
+	FOREIGN KEY(trial_id) REFERENCES trials (trial_id)
+);
+CREATE TABLE trial_params (
+	param_id SERIAL NOT NULL, 
+	trial_id INTEGER, 
+	param_name VARCHAR(512), 
+	param_value FLOAT, 
+	distribution_json TEXT, 
+	PRIMARY KEY (param_id), 
+	UNIQUE (trial_id, param_name), 
+	FOREIGN KEY(trial_id) REFERENCES trials (trial_id)
+);
+CREATE TABLE trial_values (
+	trial_value_id SERIAL NOT NULL, 
+	trial_id INTEGER NOT NULL, 
+	objective INTEGER NOT NULL, 
+	value FLOAT, 
+	value_type trialvaluetype NOT NULL, 
+	PRIMARY KEY (trial_value_id), 
+	UNIQUE (trial_id, objective), 
+	FOREIGN KEY(trial_id) REFERENCES trials (trial_id)
+);
+CREATE TABLE trial_intermediate_values (
+	trial_intermediate_value_id SERIAL NOT NULL, 
+	trial_id INTEGER NOT NULL, 
+	step INTEGER NOT NULL, 
+	intermediate_value FLOAT, 
+	intermediate_value_type trialintermediatevaluetype NOT NULL, 
+	PRIMARY KEY (trial_intermediate_value_id), 
+	UNIQUE (trial_id, step), 
+	FOREIGN KEY(trial_id) REFERENCES trials (trial_id)
+);
+CREATE TABLE trial_heartbeats (
+	trial_heartbeat_id SERIAL NOT NULL, 
+	trial_id INTEGER NOT NULL, 
+	heartbeat TIMESTAMP WITHOUT TIME ZONE NOT NULL, 
+	PRIMARY KEY (trial_heartbeat_id), 
+	UNIQUE (trial_id), 
+	FOREIGN KEY(trial_id) REFERENCES trials (trial_id)
+);
+CREATE TABLE alembic_version (
+	version_num VARCHAR(32) NOT NULL, 
+	CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)
+);"#;
+
+/// Whether the database has no tables at all (a new or empty file; on
+/// PostgreSQL, no tables in the session's schema).
+pub fn is_empty(tx: Tx<'_>, path: &Path) -> Result<bool> {
+    let sql = if tx.is_postgres() {
+        "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = current_schema()"
+    } else {
+        "SELECT count(*) FROM sqlite_master"
+    };
+    let n = tx
+        .query_one(sql, &[])
+        .and_then(|r| r.i64(0))
+        .map_err(|e| from_db(path, e))?;
     Ok(n == 0)
 }
 
+/// Serialise schema creation between processes; the caller holds a write
+/// transaction. SQLite's write lock already does; on PostgreSQL an
+/// advisory lock held until the transaction ends.
+pub fn lock_creation(tx: Tx<'_>) -> Result<(), TxError> {
+    if tx.is_postgres() {
+        // Any constant: the key of "creating Optuna's schema".
+        tx.query("SELECT pg_advisory_xact_lock(7310155244210862)::text", &[])?;
+    }
+    Ok(())
+}
+
 /// Create every table and the version rows. The caller holds a write transaction.
-pub fn create(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute_batch(DDL)?;
-    conn.execute(
+pub fn create(tx: Tx<'_>) -> Result<(), TxError> {
+    tx.batch(if tx.is_postgres() { PG_DDL } else { DDL })?;
+    tx.execute(
         "INSERT INTO version_info (version_info_id, schema_version, library_version) VALUES (1, ?1, ?2)",
-        rusqlite::params![SCHEMA_VERSION, LIBRARY_VERSION],
+        vals![SCHEMA_VERSION, LIBRARY_VERSION],
     )?;
-    conn.execute(
+    tx.execute(
         "INSERT INTO alembic_version (version_num) VALUES (?1)",
-        [ALEMBIC_VERSION],
+        vals![ALEMBIC_VERSION],
     )?;
     Ok(())
 }
 
-/// Check, by reading only, that the file holds Optuna's schema version 12.
-pub fn verify(conn: &Connection, path: &Path) -> Result<()> {
+/// Check, by reading only, that the database holds Optuna's schema version 12.
+pub fn verify(tx: Tx<'_>, path: &Path) -> Result<()> {
+    let exists = if tx.is_postgres() {
+        "SELECT tablename::text FROM pg_catalog.pg_tables \
+         WHERE schemaname = current_schema() AND tablename::text = ?1"
+    } else {
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?1"
+    };
     for table in TABLES {
-        let found: Option<String> = conn
-            .query_row(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?1",
-                [table],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(|e| from_sqlite(path, e))?;
+        let found = tx
+            .query_opt(exists, vals![table])
+            .map_err(|e| from_db(path, e))?;
         if found.is_none() {
             return Err(StoreError::NotAnOptunaStorage {
                 path: path.to_path_buf(),
@@ -182,23 +322,18 @@ pub fn verify(conn: &Connection, path: &Path) -> Result<()> {
             });
         }
     }
-    let schema: Option<Option<i64>> = conn
-        .query_row(
+    let schema = tx
+        .query_opt(
             "SELECT schema_version FROM version_info WHERE version_info_id = 1",
-            [],
-            |r| r.get(0),
+            &[],
         )
-        .optional()
-        .map_err(|e| from_sqlite(path, e))?;
-    let alembic: Vec<String> = {
-        let mut stmt = conn
-            .prepare("SELECT version_num FROM alembic_version")
-            .map_err(|e| from_sqlite(path, e))?;
-        stmt.query_map([], |r| r.get(0))
-            .and_then(|rows| rows.collect())
-            .map_err(|e| from_sqlite(path, e))?
-    };
-    let schema = schema.flatten();
+        .and_then(|r| r.map(|r| r.opt_i64(0)).transpose())
+        .map_err(|e| from_db(path, e))?
+        .flatten();
+    let alembic: Vec<String> = tx
+        .query("SELECT version_num FROM alembic_version", &[])
+        .and_then(|rows| rows.iter().map(|r| r.string(0)).collect())
+        .map_err(|e| from_db(path, e))?;
     if schema != Some(SCHEMA_VERSION) || alembic != [ALEMBIC_VERSION] {
         let schema = schema.map_or("none".to_string(), |v| v.to_string());
         return Err(StoreError::UnknownSchemaVersion {

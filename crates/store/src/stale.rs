@@ -2,11 +2,12 @@
 //! Optuna's `fail_stale_trials` and `RetryFailedTrialCallback` do.
 
 use crate::attrs::{AttrTable, set_attr};
+use crate::db::{Tx, Value, vals};
 use crate::error::Result;
 use crate::model::{TrialRef, TrialState};
 use crate::query::load_trials;
-use crate::storage::Storage;
-use crate::study::load_by_id;
+use crate::storage::{Storage, TxError};
+use crate::study::lock_study;
 use crate::time;
 use crate::trial::{NewTrial, insert_full};
 use serde_json::Value as Json;
@@ -56,12 +57,23 @@ impl Storage {
         retry: Option<&RetryPolicy>,
         user_attrs: &[(&str, Json)],
     ) -> Result<Vec<StaleTrial>> {
-        let cutoff = time::utc_before_now(grace);
+        // A heartbeat is stale by the clock that wrote it: the client's
+        // UTC on SQLite, the server's on PostgreSQL (see `trial::beat`).
+        let (cond, arg) = if self.is_postgres() {
+            (
+                "h.heartbeat < LOCALTIMESTAMP - make_interval(secs => ?2)",
+                Value::Real(grace.as_secs_f64()),
+            )
+        } else {
+            ("h.heartbeat < ?2", Value::Text(time::utc_before_now(grace)))
+        };
         self.fail_selected(
             study_id,
-            "SELECT t.trial_id FROM trials t JOIN trial_heartbeats h ON h.trial_id = t.trial_id \
-             WHERE t.study_id = ?1 AND t.state = 'RUNNING' AND h.heartbeat < ?2 ORDER BY t.trial_id",
-            &cutoff,
+            &format!(
+                "SELECT t.trial_id FROM trials t JOIN trial_heartbeats h ON h.trial_id = t.trial_id \
+                 WHERE t.study_id = ?1 AND t.state = 'RUNNING' AND {cond} ORDER BY t.trial_id"
+            ),
+            Some(arg),
             retry,
             user_attrs,
         )
@@ -82,8 +94,8 @@ impl Storage {
         self.fail_selected(
             study_id,
             "SELECT t.trial_id FROM trials t \
-             WHERE t.study_id = ?1 AND t.state = 'RUNNING' AND ?2 = ?2 ORDER BY t.trial_id",
-            "",
+             WHERE t.study_id = ?1 AND t.state = 'RUNNING' ORDER BY t.trial_id",
+            None,
             retry,
             user_attrs,
         )
@@ -104,43 +116,51 @@ impl Storage {
             .fail_selected(
                 study_id,
                 "SELECT t.trial_id FROM trials t \
-                 WHERE t.study_id = ?1 AND t.state = 'RUNNING' AND t.trial_id = CAST(?2 AS INTEGER)",
-                &trial.trial_id.to_string(),
+                 WHERE t.study_id = ?1 AND t.state = 'RUNNING' AND t.trial_id = ?2",
+                Some(Value::Int(trial.trial_id)),
                 Some(retry),
                 user_attrs,
             )?
             .pop())
     }
 
-    /// Fails the trials `select` (parameters: study id, `arg`) returns.
+    /// Fails the trials `select` (parameters: study id, then `arg` if any)
+    /// returns. Each is moved to FAIL only if it is still RUNNING (an Optuna
+    /// client may have finished it since), so it is retried at most once.
     fn fail_selected(
         &self,
         study_id: i64,
         select: &str,
-        arg: &str,
+        arg: Option<Value>,
         retry: Option<&RetryPolicy>,
         user_attrs: &[(&str, Json)],
     ) -> Result<Vec<StaleTrial>> {
-        self.write(|conn| {
-            load_by_id(conn, study_id)?;
-            let stale: Vec<i64> = conn
-                .prepare_cached(select)?
-                .query_map(rusqlite::params![study_id, arg], |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?;
+        let mut params = vec![Value::Int(study_id)];
+        params.extend(arg);
+        self.write(|tx| {
+            lock_study(tx, study_id)?;
+            let stale: Vec<i64> = tx
+                .query(select, &params)?
+                .iter()
+                .map(|r| r.i64(0))
+                .collect::<Result<_, _>>()?;
             let mut out = Vec::with_capacity(stale.len());
             for trial_id in stale {
-                let Some(t) = load_trials(conn, "t.trial_id = ?1", trial_id)?.pop() else {
+                let Some(t) = load_trials(tx, "t.trial_id = ?1", trial_id)?.pop() else {
                     continue;
                 };
-                for (key, value) in user_attrs {
-                    set_attr(conn, AttrTable::TrialUser, trial_id, key, value)?;
-                }
-                conn.prepare_cached(
+                let changed = tx.execute(
                     "UPDATE trials SET state = ?1, datetime_complete = ?2 WHERE trial_id = ?3 AND state = 'RUNNING'",
-                )?
-                .execute(rusqlite::params![TrialState::Fail.as_str(), time::now_local(), trial_id])?;
+                    vals![TrialState::Fail.as_str(), time::now_local(), trial_id],
+                )?;
+                if changed == 0 {
+                    continue;
+                }
+                for (key, value) in user_attrs {
+                    set_attr(tx, AttrTable::TrialUser, trial_id, key, value)?;
+                }
                 let retry = match retry {
-                    Some(policy) => retry_copy(conn, study_id, &t, policy)?,
+                    Some(policy) => retry_copy(tx, study_id, &t, policy)?,
                     None => None,
                 };
                 out.push(StaleTrial {
@@ -154,11 +174,11 @@ impl Storage {
 }
 
 fn retry_copy(
-    conn: &rusqlite::Connection,
+    tx: Tx<'_>,
     study_id: i64,
     t: &crate::FrozenTrial,
     policy: &RetryPolicy,
-) -> Result<Option<TrialRef>, crate::storage::TxError> {
+) -> Result<Option<TrialRef>, TxError> {
     // Exactly Optuna's dict merge: defaults first, the trial's own attrs win.
     let mut system = t.system_attrs.clone();
     system
@@ -189,5 +209,5 @@ fn retry_copy(
             Vec::new()
         },
     };
-    Ok(Some(insert_full(conn, study_id, &copy)?))
+    Ok(Some(insert_full(tx, study_id, &copy)?))
 }

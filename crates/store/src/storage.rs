@@ -1,6 +1,14 @@
-//! Opening a storage file, and the transaction discipline every write uses.
+//! Opening a storage (an SQLite file or a PostgreSQL database), and the
+//! transaction discipline every write uses.
 //!
-//! Many processes write one file. SQLite in WAL mode lets readers run beside
+//! On PostgreSQL the server arbitrates: writes run in READ COMMITTED
+//! transactions that lock the study row (`SELECT ... FOR UPDATE`, as
+//! Optuna's own trial creation does) before numbering, claiming, counting or
+//! failing its trials, and the trial row before changing a trial; lock
+//! timeouts, deadlocks, serialization failures and concurrent inserts of the
+//! same key are rolled back and retried like SQLITE_BUSY below.
+//!
+//! Many processes write one SQLite file. SQLite in WAL mode lets readers run beside
 //! one writer; a busy timeout makes a writer wait for the lock inside SQLite;
 //! every read-modify-write runs in `BEGIN IMMEDIATE` (the write lock is taken
 //! up front, so two writers never both read then collide on upgrade); and a
@@ -8,9 +16,12 @@
 //! with jittered exponential backoff. No "database is locked" reaches callers
 //! unless the lock is held longer than [`OpenOptions::max_wait`].
 
-use crate::error::{Result, StoreError, from_sqlite, sqlite_code};
+use crate::db::{DbError, Tx, Value};
+use crate::error::{Result, StoreError, from_db, from_sqlite};
+use crate::pg::{PgConn, PgUrl};
 use crate::schema;
-use rusqlite::{Connection, ErrorCode, OpenFlags};
+use rusqlite::{Connection, OpenFlags};
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -53,12 +64,23 @@ impl Default for OpenOptions {
     }
 }
 
-/// One connection to one storage file. Cheap to open; open one per process
-/// or thread (it is `Send`, not `Sync`).
+/// One connection to one storage: an SQLite file or a PostgreSQL database.
+/// Cheap to open; open one per process or thread (it is `Send`, not `Sync`).
 pub struct Storage {
-    pub(crate) conn: Connection,
+    backend: Backend,
+    /// The file, or for a server the URL without its password: named in
+    /// every error.
     pub(crate) path: PathBuf,
     max_wait: Duration,
+}
+
+enum Backend {
+    Sqlite(SqliteConn),
+    Pg(Box<RefCell<PgConn>>),
+}
+
+struct SqliteConn {
+    conn: Connection,
     /// The file was in rollback-journal mode when this writer opened it.
     restore_rollback: bool,
 }
@@ -72,7 +94,7 @@ pub struct Storage {
 /// SQLite allows the switch only when no other connection has the file
 /// open: while others work it fails at once and the file stays in WAL mode
 /// for them.
-impl Drop for Storage {
+impl Drop for SqliteConn {
     fn drop(&mut self) {
         if self.restore_rollback {
             let _ = self.conn.busy_timeout(Duration::ZERO);
@@ -89,6 +111,31 @@ impl std::fmt::Debug for Storage {
     }
 }
 
+/// Where a storage URL points.
+#[derive(Clone, Debug)]
+pub enum StorageUrl {
+    /// `sqlite:///PATH`: a file.
+    Sqlite(PathBuf),
+    /// `postgresql://USER[:PASSWORD]@HOST[:PORT]/DB`: a database on a server.
+    Postgres(Box<PgUrl>),
+}
+
+impl StorageUrl {
+    /// Parse Optuna's URL forms: `sqlite:///relative.db`,
+    /// `sqlite:////abs/x.db`, `postgresql://user[:password]@host[:port]/db`
+    /// (also `postgres://` and SQLAlchemy's `postgresql+psycopg2://`).
+    pub fn parse(url: &str) -> Result<StorageUrl> {
+        match crate::pg::parse_url(url) {
+            Some(Ok(pg)) => Ok(StorageUrl::Postgres(Box::new(pg))),
+            Some(Err(reason)) => Err(StoreError::InvalidUrl {
+                url: url.to_string(),
+                reason,
+            }),
+            None => parse_sqlite_url(url).map(StorageUrl::Sqlite),
+        }
+    }
+}
+
 /// Turn Optuna's URL form `sqlite:///relative.db` or `sqlite:////abs/x.db`
 /// into a path. Any other scheme is an error.
 pub fn parse_sqlite_url(url: &str) -> Result<PathBuf> {
@@ -98,7 +145,7 @@ pub fn parse_sqlite_url(url: &str) -> Result<PathBuf> {
     };
     let Some(rest) = url.strip_prefix("sqlite:///") else {
         return Err(if url.contains("://") {
-            bad("only sqlite:///PATH storages are supported")
+            bad("only sqlite:///PATH and postgresql://USER@HOST[:PORT]/DB storages are supported")
         } else {
             bad("expected sqlite:///PATH (e.g. sqlite:///study.db or sqlite:////abs/study.db)")
         });
@@ -130,9 +177,50 @@ impl Storage {
         Storage::open_with(path, &opts)
     }
 
-    /// Open Optuna's URL form `sqlite:///PATH`.
+    /// Open a storage URL (see [`StorageUrl::parse`]). On PostgreSQL the
+    /// database must exist (as for Optuna); `create` creates Optuna's
+    /// tables in it when it has none.
     pub fn open_url(url: &str, opts: &OpenOptions) -> Result<Storage> {
-        Storage::open_with(parse_sqlite_url(url)?, opts)
+        match StorageUrl::parse(url)? {
+            StorageUrl::Sqlite(path) => Storage::open_with(path, opts),
+            StorageUrl::Postgres(pg) => Storage::open_postgres(&pg, opts),
+        }
+    }
+
+    /// Open a PostgreSQL database. The session waits at most
+    /// `busy_timeout` for each row lock (`lock_timeout`) and retries whole
+    /// transactions for up to `max_wait`; `read_only` makes every
+    /// transaction read-only; [`Durability::Normal`] turns off
+    /// `synchronous_commit` (a server crash may lose the last commits).
+    pub fn open_postgres(url: &PgUrl, opts: &OpenOptions) -> Result<Storage> {
+        let path = PathBuf::from(url.shown());
+        let conn = PgConn::connect(url).map_err(|source| StoreError::Postgres {
+            path: path.clone(),
+            source,
+        })?;
+        let storage = Storage {
+            backend: Backend::Pg(Box::new(RefCell::new(conn))),
+            path,
+            max_wait: opts.max_wait,
+        };
+        let mut session = format!(
+            "SET lock_timeout = {}; ",
+            opts.busy_timeout.as_millis().max(1)
+        );
+        if opts.read_only {
+            session.push_str("SET default_transaction_read_only = on; ");
+        }
+        if opts.durability == Durability::Normal {
+            session.push_str("SET synchronous_commit = off; ");
+        }
+        storage
+            .tx()
+            .batch(&session)
+            .map_err(|e| from_db(&storage.path, e))?;
+        if storage.check_existing(opts)? {
+            storage.create_schema()?;
+        }
+        Ok(storage)
     }
 
     /// Open with explicit options.
@@ -176,38 +264,51 @@ impl Storage {
         conn.busy_timeout(opts.busy_timeout)
             .map_err(|e| from_sqlite(&path, e))?;
         let storage = Storage {
-            conn,
+            backend: Backend::Sqlite(SqliteConn {
+                conn,
+                restore_rollback,
+            }),
             path,
             max_wait: opts.max_wait,
-            restore_rollback,
         };
-        // Read-only checks first. An empty SQLite file has no tables.
-        let empty = schema::is_empty(&storage.conn, &storage.path)?;
-        if !empty {
-            schema::verify(&storage.conn, &storage.path)?;
-        } else if !opts.create || opts.read_only {
-            return Err(StoreError::EmptyDatabase {
-                path: storage.path.clone(),
-            });
-        }
+        // Read-only checks first, so a file that is not ours is left
+        // byte-for-byte unchanged. An empty SQLite file has no tables.
+        let empty = storage.check_existing(opts)?;
         if opts.read_only {
             return Ok(storage);
         }
         storage.set_pragmas(opts.durability)?;
         if empty {
-            // Another process may create the schema at the same moment: the
-            // write lock serialises us, and we re-check inside it.
-            storage.write(|conn| {
-                let n: i64 =
-                    conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
-                if n == 0 {
-                    schema::create(conn)?;
-                }
-                Ok(())
-            })?;
-            schema::verify(&storage.conn, &storage.path)?;
+            storage.create_schema()?;
         }
         Ok(storage)
+    }
+
+    /// Verify Optuna's schema by reading only; `Ok(true)` for a database
+    /// with no tables that `opts` allow us to create the schema in.
+    fn check_existing(&self, opts: &OpenOptions) -> Result<bool> {
+        let empty = schema::is_empty(self.tx(), &self.path)?;
+        if !empty {
+            schema::verify(self.tx(), &self.path)?;
+        } else if !opts.create || opts.read_only {
+            return Err(StoreError::EmptyDatabase {
+                path: self.path.clone(),
+            });
+        }
+        Ok(empty)
+    }
+
+    /// Create the schema in one write transaction that re-checks emptiness:
+    /// another process may be creating it at the same moment.
+    fn create_schema(&self) -> Result<()> {
+        self.write(|tx| {
+            schema::lock_creation(tx)?;
+            if schema::is_empty(tx, &self.path)? {
+                schema::create(tx)?;
+            }
+            Ok(())
+        })?;
+        schema::verify(self.tx(), &self.path)
     }
 
     fn set_pragmas(&self, durability: Durability) -> Result<()> {
@@ -215,50 +316,104 @@ impl Storage {
             Durability::Full => "FULL",
             Durability::Normal => "NORMAL",
         };
-        self.retry(|| {
-            let mode: String = self
-                .conn
-                .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        let Backend::Sqlite(sqlite) = &self.backend else {
+            return Ok(());
+        };
+        let conn = &sqlite.conn;
+        self.retry_tx(|| {
+            let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
             if !mode.eq_ignore_ascii_case("wal") {
                 // e.g. a file system without shared memory; still correct, only slower.
                 tracing_free_warn(&self.path, &mode);
             }
-            self.conn.execute_batch(&format!(
+            conn.execute_batch(&format!(
                 "PRAGMA synchronous={sync}; PRAGMA foreign_keys=ON;"
-            ))
+            ))?;
+            Ok(())
         })
     }
 
-    /// The file this storage reads and writes.
+    /// The file this storage reads and writes; for a PostgreSQL storage,
+    /// its URL without the password.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// The raw connection, for checks such as `PRAGMA integrity_check`.
-    pub fn connection(&self) -> &Connection {
-        &self.conn
+    /// Whether this storage is a PostgreSQL database (else an SQLite file).
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.backend, Backend::Pg(_))
     }
 
-    /// Run `f` inside `BEGIN IMMEDIATE ... COMMIT`, retrying the whole
-    /// transaction on SQLITE_BUSY/LOCKED. `f` may run more than once, so it
-    /// must not have effects outside the database.
-    pub(crate) fn write<T>(
-        &self,
-        mut f: impl FnMut(&Connection) -> Result<T, TxError>,
-    ) -> Result<T> {
+    /// The raw SQLite connection, for checks such as `PRAGMA
+    /// integrity_check`; `None` on PostgreSQL.
+    pub fn connection(&self) -> Option<&Connection> {
+        match &self.backend {
+            Backend::Sqlite(s) => Some(&s.conn),
+            Backend::Pg(_) => None,
+        }
+    }
+
+    /// Run SQL statements without parameters, outside any transaction of
+    /// ours, on either backend (maintenance and tests).
+    pub fn execute_batch(&self, sql: &str) -> Result<()> {
+        self.tx().batch(sql).map_err(|e| from_db(&self.path, e))
+    }
+
+    /// Run a query without parameters and return its rows, every value as
+    /// text (`None` for NULL), on either backend (maintenance and tests).
+    pub fn query_text(&self, sql: &str) -> Result<Vec<Vec<Option<String>>>> {
+        let rows = self
+            .tx()
+            .query(sql, &[])
+            .map_err(|e| from_db(&self.path, e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                r.0.into_iter()
+                    .map(|v| match v {
+                        Value::Null => None,
+                        Value::Int(i) => Some(i.to_string()),
+                        Value::Real(f) => Some(f.to_string()),
+                        Value::Text(t) => Some(t),
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// The connection as a transaction handle.
+    pub(crate) fn tx(&self) -> Tx<'_> {
+        match &self.backend {
+            Backend::Sqlite(s) => Tx::Sqlite(&s.conn),
+            Backend::Pg(c) => Tx::Pg(c),
+        }
+    }
+
+    /// Run `f` in a write transaction and commit, retrying the whole
+    /// transaction on lock conflicts. On SQLite that is `BEGIN IMMEDIATE`
+    /// (the file's write lock, taken up front); on PostgreSQL a READ
+    /// COMMITTED transaction in which the callers lock the rows they decide
+    /// on (`SELECT ... FOR UPDATE`, as Optuna does). `f` may run more than
+    /// once, so it must not have effects outside the database.
+    pub(crate) fn write<T>(&self, mut f: impl FnMut(Tx<'_>) -> Result<T, TxError>) -> Result<T> {
+        let tx = self.tx();
+        let begin = if tx.is_postgres() {
+            "BEGIN"
+        } else {
+            "BEGIN IMMEDIATE"
+        };
         self.retry_tx(|| {
-            self.conn.execute_batch("BEGIN IMMEDIATE")?;
-            let out = f(&self.conn);
-            match out {
-                Ok(v) => match self.conn.execute_batch("COMMIT") {
+            tx.batch(begin)?;
+            match f(tx) {
+                Ok(v) => match tx.batch("COMMIT") {
                     Ok(()) => Ok(v),
                     Err(e) => {
-                        let _ = self.conn.execute_batch("ROLLBACK");
-                        Err(TxError::Sqlite(e))
+                        let _ = tx.batch("ROLLBACK");
+                        Err(TxError::Db(e))
                     }
                 },
                 Err(e) => {
-                    let _ = self.conn.execute_batch("ROLLBACK");
+                    let _ = tx.batch("ROLLBACK");
                     Err(e)
                 }
             }
@@ -266,20 +421,19 @@ impl Storage {
     }
 
     /// Run `f` inside a read transaction (one consistent snapshot).
-    pub(crate) fn read<T>(
-        &self,
-        mut f: impl FnMut(&Connection) -> Result<T, TxError>,
-    ) -> Result<T> {
+    pub(crate) fn read<T>(&self, mut f: impl FnMut(Tx<'_>) -> Result<T, TxError>) -> Result<T> {
+        let tx = self.tx();
+        let begin = if tx.is_postgres() {
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+        } else {
+            "BEGIN DEFERRED"
+        };
         self.retry_tx(|| {
-            self.conn.execute_batch("BEGIN DEFERRED")?;
-            let out = f(&self.conn);
-            let _ = self.conn.execute_batch("COMMIT");
+            tx.batch(begin)?;
+            let out = f(tx);
+            let _ = tx.batch("COMMIT");
             out
         })
-    }
-
-    fn retry<T>(&self, mut f: impl FnMut() -> rusqlite::Result<T>) -> Result<T> {
-        self.retry_tx(|| f().map_err(TxError::Sqlite))
     }
 
     fn retry_tx<T>(&self, mut f: impl FnMut() -> Result<T, TxError>) -> Result<T> {
@@ -291,13 +445,9 @@ impl Storage {
             match f() {
                 Ok(v) => return Ok(v),
                 Err(TxError::Store(e)) => return Err(e),
-                Err(TxError::Sqlite(e)) => {
-                    let busy = matches!(
-                        sqlite_code(&e),
-                        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-                    );
-                    if !busy {
-                        return Err(from_sqlite(&self.path, e));
+                Err(TxError::Db(e)) => {
+                    if !e.is_retryable() {
+                        return Err(from_db(&self.path, e));
                     }
                     if start.elapsed() >= self.max_wait {
                         return Err(StoreError::Busy {
@@ -314,16 +464,22 @@ impl Storage {
 }
 
 /// Inside a transaction: either a typed error that ends the operation, or a
-/// raw SQLite error that may be a retryable lock conflict.
+/// raw database error that may be a retryable lock conflict.
 #[derive(Debug)]
 pub(crate) enum TxError {
     Store(StoreError),
-    Sqlite(rusqlite::Error),
+    Db(DbError),
+}
+
+impl From<DbError> for TxError {
+    fn from(e: DbError) -> Self {
+        TxError::Db(e)
+    }
 }
 
 impl From<rusqlite::Error> for TxError {
     fn from(e: rusqlite::Error) -> Self {
-        TxError::Sqlite(e)
+        TxError::Db(DbError::Sqlite(e))
     }
 }
 

@@ -1,11 +1,11 @@
 //! Studies: create, load, list, and study-level attributes.
 
 use crate::attrs::{AttrTable, set_attr};
+use crate::db::{Tx, vals};
 use crate::error::{Result, StoreError};
 use crate::model::{Study, StudyDirection, StudySummary, TrialState};
 use crate::query::load_attrs;
 use crate::storage::{Storage, TxError};
-use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 
@@ -13,14 +13,14 @@ impl Storage {
     /// Create a new study; `StudyExists` if the name is taken.
     pub fn create_study(&self, name: &str, directions: &[StudyDirection]) -> Result<Study> {
         check_directions(name, directions)?;
-        self.write(|conn| {
-            if find_id(conn, name)?.is_some() {
+        self.write(|tx| {
+            if find_id(tx, name)?.is_some() {
                 return Err(StoreError::StudyExists {
                     name: name.to_string(),
                 }
                 .into());
             }
-            insert_study(conn, name, directions)
+            insert_study(tx, name, directions)
         })
     }
 
@@ -29,9 +29,9 @@ impl Storage {
     /// directions is `DirectionMismatch`. Safe when many workers race.
     pub fn create_or_load_study(&self, name: &str, directions: &[StudyDirection]) -> Result<Study> {
         check_directions(name, directions)?;
-        self.write(|conn| match find_id(conn, name)? {
+        self.write(|tx| match find_id(tx, name)? {
             Some(id) => {
-                let study = load_by_id(conn, id)?;
+                let study = load_by_id(tx, id)?;
                 if study.directions != directions {
                     return Err(StoreError::DirectionMismatch {
                         name: name.to_string(),
@@ -42,14 +42,14 @@ impl Storage {
                 }
                 Ok(study)
             }
-            None => insert_study(conn, name, directions),
+            None => insert_study(tx, name, directions),
         })
     }
 
     /// The study called `name`, or `StudyNotFound`.
     pub fn study(&self, name: &str) -> Result<Study> {
-        self.read(|conn| match find_id(conn, name)? {
-            Some(id) => load_by_id(conn, id),
+        self.read(|tx| match find_id(tx, name)? {
+            Some(id) => load_by_id(tx, id),
             None => Err(StoreError::StudyNotFound {
                 name: name.to_string(),
             }
@@ -59,27 +59,22 @@ impl Storage {
 
     /// The study with this id, or `StudyIdNotFound`.
     pub fn study_by_id(&self, study_id: i64) -> Result<Study> {
-        self.read(|conn| load_by_id(conn, study_id))
+        self.read(|tx| load_by_id(tx, study_id))
     }
 
     /// Every study in the file with its trial counts, ordered by id.
     pub fn studies(&self) -> Result<Vec<StudySummary>> {
-        self.read(|conn| {
-            let ids: Vec<i64> = {
-                let mut stmt = conn.prepare("SELECT study_id FROM studies ORDER BY study_id")?;
-                stmt.query_map([], |r| r.get(0))?
-                    .collect::<rusqlite::Result<_>>()?
-            };
+        self.read(|tx| {
+            let ids: Vec<i64> = tx
+                .query("SELECT study_id FROM studies ORDER BY study_id", &[])?
+                .iter()
+                .map(|r| r.i64(0))
+                .collect::<Result<_, _>>()?;
             let mut out = Vec::with_capacity(ids.len());
             for id in ids {
-                let study = load_by_id(conn, id)?;
+                let study = load_by_id(tx, id)?;
                 let mut counts = BTreeMap::new();
-                let mut stmt = conn.prepare_cached(
-                    "SELECT state, count(*) FROM trials WHERE study_id = ?1 GROUP BY state",
-                )?;
-                let rows: Vec<(String, i64)> = stmt
-                    .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?
-                    .collect::<rusqlite::Result<_>>()?;
+                let rows = state_counts(tx, id)?;
                 let mut n_trials = 0;
                 for (state, n) in rows {
                     let st = TrialState::parse(&state).ok_or(StoreError::BadRow {
@@ -91,7 +86,7 @@ impl Storage {
                     counts.insert(st, n as usize);
                     n_trials += n as usize;
                 }
-                let user_attrs = load_attrs(conn, AttrTable::StudyUser, id)?;
+                let user_attrs = load_attrs(tx, AttrTable::StudyUser, id)?;
                 out.push(StudySummary {
                     study,
                     n_trials,
@@ -105,28 +100,28 @@ impl Storage {
 
     /// Set a study user attribute (stored as JSON, overwriting the key).
     pub fn set_study_user_attr(&self, study_id: i64, key: &str, value: &Json) -> Result<()> {
-        self.write(|conn| {
-            load_by_id(conn, study_id)?;
-            set_attr(conn, AttrTable::StudyUser, study_id, key, value)
+        self.write(|tx| {
+            load_by_id(tx, study_id)?;
+            set_attr(tx, AttrTable::StudyUser, study_id, key, value)
         })
     }
 
     /// Set a study system attribute (stored as JSON, overwriting the key).
     pub fn set_study_system_attr(&self, study_id: i64, key: &str, value: &Json) -> Result<()> {
-        self.write(|conn| {
-            load_by_id(conn, study_id)?;
-            set_attr(conn, AttrTable::StudySystem, study_id, key, value)
+        self.write(|tx| {
+            load_by_id(tx, study_id)?;
+            set_attr(tx, AttrTable::StudySystem, study_id, key, value)
         })
     }
 
     /// The study's user attributes.
     pub fn study_user_attrs(&self, study_id: i64) -> Result<BTreeMap<String, Json>> {
-        self.read(|conn| load_attrs(conn, AttrTable::StudyUser, study_id))
+        self.read(|tx| load_attrs(tx, AttrTable::StudyUser, study_id))
     }
 
     /// The study's system attributes.
     pub fn study_system_attrs(&self, study_id: i64) -> Result<BTreeMap<String, Json>> {
-        self.read(|conn| load_attrs(conn, AttrTable::StudySystem, study_id))
+        self.read(|tx| load_attrs(tx, AttrTable::StudySystem, study_id))
     }
 }
 
@@ -139,24 +134,39 @@ fn check_directions(name: &str, directions: &[StudyDirection]) -> Result<()> {
     Ok(())
 }
 
-fn find_id(conn: &Connection, name: &str) -> Result<Option<i64>, TxError> {
-    Ok(conn
-        .prepare_cached("SELECT study_id FROM studies WHERE study_name = ?1")?
-        .query_row([name], |r| r.get(0))
-        .optional()?)
+/// `(state, count)` of the study's trials, one row per state present.
+pub(crate) fn state_counts(tx: Tx<'_>, study_id: i64) -> Result<Vec<(String, i64)>, TxError> {
+    Ok(tx
+        .query(
+            "SELECT state, count(*) FROM trials WHERE study_id = ?1 GROUP BY state",
+            vals![study_id],
+        )?
+        .iter()
+        .map(|r| Ok((r.string(0)?, r.i64(1)?)))
+        .collect::<Result<_, crate::db::DbError>>()?)
 }
 
-fn insert_study(
-    conn: &Connection,
-    name: &str,
-    directions: &[StudyDirection],
-) -> Result<Study, TxError> {
-    conn.execute("INSERT INTO studies (study_name) VALUES (?1)", [name])?;
-    let study_id = conn.last_insert_rowid();
+fn find_id(tx: Tx<'_>, name: &str) -> Result<Option<i64>, TxError> {
+    match tx.query_opt(
+        "SELECT study_id FROM studies WHERE study_name = ?1",
+        vals![name],
+    )? {
+        Some(r) => Ok(Some(r.i64(0)?)),
+        None => Ok(None),
+    }
+}
+
+fn insert_study(tx: Tx<'_>, name: &str, directions: &[StudyDirection]) -> Result<Study, TxError> {
+    let study_id = tx
+        .query_one(
+            "INSERT INTO studies (study_name) VALUES (?1) RETURNING study_id",
+            vals![name],
+        )?
+        .i64(0)?;
     for (objective, d) in directions.iter().enumerate() {
-        conn.execute(
+        tx.execute(
             "INSERT INTO study_directions (direction, study_id, objective) VALUES (?1, ?2, ?3)",
-            rusqlite::params![d.as_str(), study_id, objective as i64],
+            vals![d.as_str(), study_id, objective as i64],
         )?;
     }
     Ok(Study {
@@ -166,22 +176,42 @@ fn insert_study(
     })
 }
 
-pub(crate) fn load_by_id(conn: &Connection, study_id: i64) -> Result<Study, TxError> {
-    let name: Option<String> = conn
-        .prepare_cached("SELECT study_name FROM studies WHERE study_id = ?1")?
-        .query_row([study_id], |r| r.get(0))
-        .optional()?;
+/// Lock the study's row until the transaction ends, as Optuna does before
+/// numbering a new trial: on PostgreSQL every writer that numbers, claims,
+/// counts or fails a study's trials (ours and Optuna's) waits here in turn.
+/// SQLite's `BEGIN IMMEDIATE` already holds the whole file.
+pub(crate) fn lock_study(tx: Tx<'_>, study_id: i64) -> Result<Study, TxError> {
+    if tx.is_postgres()
+        && tx
+            .query_opt(
+                "SELECT study_id FROM studies WHERE study_id = ?1 FOR UPDATE",
+                vals![study_id],
+            )?
+            .is_none()
+    {
+        return Err(StoreError::StudyIdNotFound { study_id }.into());
+    }
+    load_by_id(tx, study_id)
+}
+
+pub(crate) fn load_by_id(tx: Tx<'_>, study_id: i64) -> Result<Study, TxError> {
+    let name = tx
+        .query_opt(
+            "SELECT study_name FROM studies WHERE study_id = ?1",
+            vals![study_id],
+        )?
+        .map(|r| r.string(0))
+        .transpose()?;
     let Some(name) = name else {
         return Err(StoreError::StudyIdNotFound { study_id }.into());
     };
-    let mut stmt = conn.prepare_cached(
+    let rows = tx.query(
         "SELECT study_direction_id, direction FROM study_directions WHERE study_id = ?1 ORDER BY objective",
+        vals![study_id],
     )?;
-    let rows: Vec<(i64, String)> = stmt
-        .query_map([study_id], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<rusqlite::Result<_>>()?;
     let mut directions = Vec::with_capacity(rows.len());
-    for (row_id, d) in rows {
+    for r in rows {
+        let (row_id, d) = (r.i64(0)?, r.string(1)?);
         directions.push(StudyDirection::parse(&d).ok_or(StoreError::BadRow {
             table: "study_directions",
             field: "direction",

@@ -2,12 +2,12 @@
 //! attributes, heartbeats and the final state.
 
 use crate::attrs::{AttrTable, set_attr};
+use crate::db::{Tx, vals};
 use crate::error::{Result, StoreError};
 use crate::model::{Param, TrialRef, TrialState, encode_float};
 use crate::storage::{Storage, TxError};
-use crate::study::load_by_id;
+use crate::study::{load_by_id, lock_study};
 use crate::time;
-use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value as Json;
 
 /// A trial to enqueue: fixed parameters and attributes, claimed later by one worker.
@@ -37,9 +37,9 @@ impl Claim {
 impl Storage {
     /// A new RUNNING trial with the next dense number of the study.
     pub fn create_trial(&self, study_id: i64) -> Result<TrialRef> {
-        self.write(|conn| {
-            load_by_id(conn, study_id)?;
-            insert_trial(conn, study_id, TrialState::Running)
+        self.write(|tx| {
+            lock_study(tx, study_id)?;
+            insert_trial(tx, study_id, TrialState::Running)
         })
     }
 
@@ -47,26 +47,29 @@ impl Storage {
     /// (Optuna's `study.enqueue_trial` instead writes only a `fixed_params`
     /// system attribute; [`Storage::claim_waiting`] claims both kinds.)
     pub fn enqueue_trial(&self, study_id: i64, trial: &NewTrial) -> Result<TrialRef> {
-        self.write(|conn| {
-            load_by_id(conn, study_id)?;
-            insert_full(conn, study_id, trial)
+        self.write(|tx| {
+            lock_study(tx, study_id)?;
+            insert_full(tx, study_id, trial)
         })
     }
 
     /// Claim the oldest WAITING trial of the study: it becomes RUNNING with a
     /// start time. Under `BEGIN IMMEDIATE`, exactly one caller gets each one.
     pub fn claim_waiting(&self, study_id: i64) -> Result<Option<TrialRef>> {
-        self.write(|conn| claim(conn, study_id))
+        self.write(|tx| {
+            lock_study(tx, study_id)?;
+            claim(tx, study_id)
+        })
     }
 
     /// Claim a WAITING trial if there is one, else create a new RUNNING one;
     /// one transaction, so the queue is always drained first.
     pub fn create_or_claim_trial(&self, study_id: i64) -> Result<Claim> {
-        self.write(|conn| {
-            load_by_id(conn, study_id)?;
-            Ok(match claim(conn, study_id)? {
+        self.write(|tx| {
+            lock_study(tx, study_id)?;
+            Ok(match claim(tx, study_id)? {
                 Some(t) => Claim::Claimed(t),
-                None => Claim::Created(insert_trial(conn, study_id, TrialState::Running)?),
+                None => Claim::Created(insert_trial(tx, study_id, TrialState::Running)?),
             })
         })
     }
@@ -80,16 +83,16 @@ impl Storage {
     /// never failed for it). One transaction: any number of processes
     /// sharing a study never overshoot the budget nor claim one trial twice.
     pub fn claim_or_create_within(&self, study_id: i64, budget: usize) -> Result<Option<Claim>> {
-        self.write(|conn| {
-            load_by_id(conn, study_id)?;
-            let claim = match claim(conn, study_id)? {
+        self.write(|tx| {
+            lock_study(tx, study_id)?;
+            let claim = match claim(tx, study_id)? {
                 Some(t) => Claim::Claimed(t),
-                None if counted(conn, study_id)? < budget => {
-                    Claim::Created(insert_trial(conn, study_id, TrialState::Running)?)
+                None if counted(tx, study_id)? < budget => {
+                    Claim::Created(insert_trial(tx, study_id, TrialState::Running)?)
                 }
                 None => return Ok(None),
             };
-            beat(conn, claim.trial().trial_id)?;
+            beat(tx, claim.trial().trial_id)?;
             Ok(Some(claim))
         })
     }
@@ -99,19 +102,20 @@ impl Storage {
     /// `retry_history` system attribute, as Optuna's
     /// `RetryFailedTrialCallback` writes it): the retry stands for them.
     pub fn counted_trials(&self, study_id: i64) -> Result<usize> {
-        self.read(|conn| counted(conn, study_id))
+        self.read(|tx| counted(tx, study_id))
     }
 
     /// RUNNING trials of the study that have a heartbeat: their owner is
     /// alive, or they go stale after the grace period.
     pub fn beating_trials(&self, study_id: i64) -> Result<usize> {
-        self.read(|conn| {
-            let n: i64 = conn
-                .prepare_cached(
+        self.read(|tx| {
+            let n = tx
+                .query_one(
                     "SELECT count(*) FROM trials t JOIN trial_heartbeats h ON h.trial_id = t.trial_id \
                      WHERE t.study_id = ?1 AND t.state = 'RUNNING'",
+                    vals![study_id],
                 )?
-                .query_row([study_id], |r| r.get(0))?;
+                .i64(0)?;
             Ok(n as usize)
         })
     }
@@ -124,10 +128,10 @@ impl Storage {
         internal_value: f64,
         distribution_json: &str,
     ) -> Result<()> {
-        self.write(|conn| {
-            let t = writable(conn, trial_id)?;
+        self.write(|tx| {
+            let t = writable(tx, trial_id)?;
             insert_param(
-                conn,
+                tx,
                 trial_id,
                 t.number,
                 name,
@@ -140,9 +144,9 @@ impl Storage {
     /// Record (or overwrite) the intermediate value of `step`; NaN and
     /// infinities are stored with Optuna's NAN/INF_POS/INF_NEG types.
     pub fn report_intermediate(&self, trial_id: i64, step: i64, value: f64) -> Result<()> {
-        self.write(|conn| {
-            writable(conn, trial_id)?;
-            insert_intermediate(conn, trial_id, step, value)
+        self.write(|tx| {
+            writable(tx, trial_id)?;
+            insert_intermediate(tx, trial_id, step, value)
         })
     }
 
@@ -150,8 +154,8 @@ impl Storage {
     /// take values optionally (empty slice for none). Infinite values are
     /// stored as INF_POS/INF_NEG; NaN is rejected as Optuna rejects it.
     pub fn finish(&self, trial_id: i64, state: TrialState, values: &[f64]) -> Result<()> {
-        self.write(|conn| {
-            let t = writable(conn, trial_id)?;
+        self.write(|tx| {
+            let t = writable(tx, trial_id)?;
             if !state.is_finished() {
                 return Err(StoreError::NotAFinishedState {
                     number: t.number,
@@ -159,7 +163,7 @@ impl Storage {
                 }
                 .into());
             }
-            let n_obj = load_by_id(conn, t.study_id)?.directions.len();
+            let n_obj = load_by_id(tx, t.study_id)?.directions.len();
             let needs_values = state == TrialState::Complete;
             if (needs_values || !values.is_empty()) && values.len() != n_obj {
                 return Err(StoreError::WrongNumberOfValues {
@@ -179,76 +183,94 @@ impl Storage {
                     .into());
                 }
                 let (value, kind) = encode_float(v);
-                conn.prepare_cached(
+                tx.execute(
                     "INSERT INTO trial_values (trial_id, objective, value, value_type) VALUES (?1, ?2, ?3, ?4) \
                      ON CONFLICT (trial_id, objective) DO UPDATE SET value = excluded.value, value_type = excluded.value_type",
-                )?
-                .execute(rusqlite::params![trial_id, objective as i64, value, kind])?;
+                    vals![trial_id, objective as i64, value, kind],
+                )?;
             }
-            conn.prepare_cached(
+            tx.execute(
                 "UPDATE trials SET state = ?1, datetime_complete = ?2 WHERE trial_id = ?3",
-            )?
-            .execute(rusqlite::params![state.as_str(), time::now_local(), trial_id])?;
+                vals![state.as_str(), time::now_local(), trial_id],
+            )?;
             Ok(())
         })
     }
 
     /// Set a trial user attribute (JSON), overwriting the key.
     pub fn set_trial_user_attr(&self, trial_id: i64, key: &str, value: &Json) -> Result<()> {
-        self.write(|conn| {
-            writable(conn, trial_id)?;
-            set_attr(conn, AttrTable::TrialUser, trial_id, key, value)
+        self.write(|tx| {
+            writable(tx, trial_id)?;
+            set_attr(tx, AttrTable::TrialUser, trial_id, key, value)
         })
     }
 
     /// Set a trial system attribute (JSON), overwriting the key.
     pub fn set_trial_system_attr(&self, trial_id: i64, key: &str, value: &Json) -> Result<()> {
-        self.write(|conn| {
-            writable(conn, trial_id)?;
-            set_attr(conn, AttrTable::TrialSystem, trial_id, key, value)
+        self.write(|tx| {
+            writable(tx, trial_id)?;
+            set_attr(tx, AttrTable::TrialSystem, trial_id, key, value)
         })
     }
 
     /// Record that the owner of a trial is alive (UTC, as Optuna's heartbeat).
     pub fn heartbeat(&self, trial_id: i64) -> Result<()> {
-        self.write(|conn| {
-            writable(conn, trial_id)?;
-            beat(conn, trial_id)
+        self.write(|tx| {
+            writable(tx, trial_id)?;
+            beat(tx, trial_id)
         })
     }
 }
 
-fn beat(conn: &Connection, trial_id: i64) -> Result<(), TxError> {
-    conn.prepare_cached(
-        "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?1, ?2) \
-         ON CONFLICT (trial_id) DO UPDATE SET heartbeat = excluded.heartbeat",
-    )?
-    .execute(rusqlite::params![trial_id, time::now_utc()])?;
+/// Record a heartbeat now. SQLite gets the client's UTC clock, as Optuna
+/// writes it there; PostgreSQL gets the server's clock (`LOCALTIMESTAMP`,
+/// what Optuna's `func.now()` stores), so runners on machines whose clocks
+/// disagree still judge staleness on one clock.
+fn beat(tx: Tx<'_>, trial_id: i64) -> Result<(), TxError> {
+    if tx.is_postgres() {
+        tx.execute(
+            "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?1, LOCALTIMESTAMP) \
+             ON CONFLICT (trial_id) DO UPDATE SET heartbeat = excluded.heartbeat",
+            vals![trial_id],
+        )?;
+    } else {
+        tx.execute(
+            "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?1, ?2) \
+             ON CONFLICT (trial_id) DO UPDATE SET heartbeat = excluded.heartbeat",
+            vals![trial_id, time::now_utc()],
+        )?;
+    }
     Ok(())
 }
 
-fn counted(conn: &Connection, study_id: i64) -> Result<usize, TxError> {
+fn counted(tx: Tx<'_>, study_id: i64) -> Result<usize, TxError> {
     let mut retried = std::collections::BTreeSet::new();
-    let histories = conn
-        .prepare_cached(
-            "SELECT a.value_json FROM trial_system_attributes a JOIN trials t ON t.trial_id = a.trial_id \
-             WHERE t.study_id = ?1 AND a.key = 'retry_history'",
-        )?
-        .query_map([study_id], |r| r.get::<_, String>(0))?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    for text in histories {
+    let histories = tx.query(
+        "SELECT a.value_json FROM trial_system_attributes a JOIN trials t ON t.trial_id = a.trial_id \
+         WHERE t.study_id = ?1 AND a.key = 'retry_history'",
+        vals![study_id],
+    )?;
+    for row in histories {
         // Not a list of numbers: written by someone else; it retries nothing.
+        let text = row.opt_string(0)?.unwrap_or_default();
         if let Ok(Json::Array(list)) = serde_json::from_str::<Json>(&text) {
             retried.extend(list.iter().filter_map(Json::as_i64));
         }
     }
-    let failed: Vec<i64> = conn
-        .prepare_cached("SELECT number FROM trials WHERE study_id = ?1 AND state = 'FAIL'")?
-        .query_map([study_id], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    let total: i64 = conn
-        .prepare_cached("SELECT count(*) FROM trials WHERE study_id = ?1")?
-        .query_row([study_id], |r| r.get(0))?;
+    let failed: Vec<i64> = tx
+        .query(
+            "SELECT number FROM trials WHERE study_id = ?1 AND state = 'FAIL'",
+            vals![study_id],
+        )?
+        .iter()
+        .filter_map(|r| r.opt_i64(0).transpose())
+        .collect::<Result<_, _>>()?;
+    let total = tx
+        .query_one(
+            "SELECT count(*) FROM trials WHERE study_id = ?1",
+            vals![study_id],
+        )?
+        .i64(0)?;
     let retried_failures = failed.iter().filter(|n| retried.contains(n)).count();
     Ok(total as usize - retried_failures)
 }
@@ -259,14 +281,22 @@ pub(crate) struct TrialRow {
 }
 
 /// The trial, if it may still change (RUNNING or WAITING, as in Optuna).
-pub(crate) fn writable(conn: &Connection, trial_id: i64) -> Result<TrialRow, TxError> {
-    let row: Option<(i64, i64, String)> = conn
-        .prepare_cached("SELECT study_id, number, state FROM trials WHERE trial_id = ?1")?
-        .query_row([trial_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .optional()?;
-    let Some((study_id, number, state)) = row else {
+/// On PostgreSQL its row stays locked until the transaction ends, so no
+/// other writer finishes it in between (Optuna locks it the same way).
+pub(crate) fn writable(tx: Tx<'_>, trial_id: i64) -> Result<TrialRow, TxError> {
+    let sql = if tx.is_postgres() {
+        "SELECT study_id, number, state FROM trials WHERE trial_id = ?1 FOR UPDATE"
+    } else {
+        "SELECT study_id, number, state FROM trials WHERE trial_id = ?1"
+    };
+    let Some(row) = tx.query_opt(sql, vals![trial_id])? else {
         return Err(StoreError::TrialNotFound { trial_id }.into());
     };
+    let (study_id, number, state) = (
+        row.opt_i64(0)?.unwrap_or(-1),
+        row.opt_i64(1)?.unwrap_or(-1),
+        row.string(2)?,
+    );
     let parsed = TrialState::parse(&state).ok_or_else(|| StoreError::BadRow {
         table: "trials",
         field: "state",
@@ -280,37 +310,39 @@ pub(crate) fn writable(conn: &Connection, trial_id: i64) -> Result<TrialRow, TxE
 }
 
 /// Insert a trial numbered by how many the study already has: the caller
-/// holds the write lock, so numbers are unique and dense (Optuna numbers a
+/// holds the study's lock, so numbers are unique and dense (Optuna numbers a
 /// trial by counting the study's trials with a smaller id, the same thing).
 pub(crate) fn insert_trial(
-    conn: &Connection,
+    tx: Tx<'_>,
     study_id: i64,
     state: TrialState,
 ) -> Result<TrialRef, TxError> {
-    let number: i64 = conn
-        .prepare_cached("SELECT count(*) FROM trials WHERE study_id = ?1")?
-        .query_row([study_id], |r| r.get(0))?;
+    let number = tx
+        .query_one(
+            "SELECT count(*) FROM trials WHERE study_id = ?1",
+            vals![study_id],
+        )?
+        .i64(0)?;
     let start = (state == TrialState::Running).then(time::now_local);
-    conn.prepare_cached(
-        "INSERT INTO trials (number, study_id, state, datetime_start, datetime_complete) VALUES (?1, ?2, ?3, ?4, NULL)",
-    )?
-    .execute(rusqlite::params![number, study_id, state.as_str(), start])?;
-    Ok(TrialRef {
-        trial_id: conn.last_insert_rowid(),
-        number,
-    })
+    let trial_id = tx
+        .query_one(
+            "INSERT INTO trials (number, study_id, state, datetime_start, datetime_complete) \
+             VALUES (?1, ?2, ?3, ?4, NULL) RETURNING trial_id",
+            vals![number, study_id, state.as_str(), start],
+        )?
+        .i64(0)?;
+    Ok(TrialRef { trial_id, number })
 }
-
 /// A WAITING trial with everything in `trial`.
 pub(crate) fn insert_full(
-    conn: &Connection,
+    tx: Tx<'_>,
     study_id: i64,
     trial: &NewTrial,
 ) -> Result<TrialRef, TxError> {
-    let t = insert_trial(conn, study_id, TrialState::Waiting)?;
+    let t = insert_trial(tx, study_id, TrialState::Waiting)?;
     for p in &trial.params {
         insert_param(
-            conn,
+            tx,
             t.trial_id,
             t.number,
             &p.name,
@@ -319,38 +351,41 @@ pub(crate) fn insert_full(
         )?;
     }
     for (k, v) in &trial.user_attrs {
-        set_attr(conn, AttrTable::TrialUser, t.trial_id, k, v)?;
+        set_attr(tx, AttrTable::TrialUser, t.trial_id, k, v)?;
     }
     for (k, v) in &trial.system_attrs {
-        set_attr(conn, AttrTable::TrialSystem, t.trial_id, k, v)?;
+        set_attr(tx, AttrTable::TrialSystem, t.trial_id, k, v)?;
     }
     for &(step, v) in &trial.intermediate_values {
-        insert_intermediate(conn, t.trial_id, step, v)?;
+        insert_intermediate(tx, t.trial_id, step, v)?;
     }
     Ok(t)
 }
 
-fn claim(conn: &Connection, study_id: i64) -> Result<Option<TrialRef>, TxError> {
-    let next: Option<(i64, i64)> = conn
-        .prepare_cached(
-            "SELECT trial_id, number FROM trials WHERE study_id = ?1 AND state = 'WAITING' ORDER BY trial_id LIMIT 1",
-        )?
-        .query_row([study_id], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
-    let Some((trial_id, number)) = next else {
-        return Ok(None);
-    };
-    let changed = conn
-        .prepare_cached(
+/// The oldest WAITING trial of the study, now RUNNING. The caller holds the
+/// study's lock; the state is re-checked by the UPDATE itself, so a trial
+/// that an Optuna client (which locks only the trial's row) took meanwhile
+/// is skipped, never claimed twice.
+fn claim(tx: Tx<'_>, study_id: i64) -> Result<Option<TrialRef>, TxError> {
+    let waiting = tx.query(
+        "SELECT trial_id, number FROM trials WHERE study_id = ?1 AND state = 'WAITING' ORDER BY trial_id",
+        vals![study_id],
+    )?;
+    for row in waiting {
+        let (trial_id, number) = (row.i64(0)?, row.opt_i64(1)?.unwrap_or(-1));
+        let changed = tx.execute(
             "UPDATE trials SET state = 'RUNNING', datetime_start = ?1 WHERE trial_id = ?2 AND state = 'WAITING'",
-        )?
-        .execute(rusqlite::params![time::now_local(), trial_id])?;
-    // Always 1 under the write lock; checked so a logic slip cannot double-claim.
-    Ok((changed == 1).then_some(TrialRef { trial_id, number }))
+            vals![time::now_local(), trial_id],
+        )?;
+        if changed == 1 {
+            return Ok(Some(TrialRef { trial_id, number }));
+        }
+    }
+    Ok(None)
 }
 
 fn insert_param(
-    conn: &Connection,
+    tx: Tx<'_>,
     trial_id: i64,
     number: i64,
     name: &str,
@@ -372,12 +407,10 @@ fn insert_param(
         }
         .into());
     }
-    let exists: Option<i64> = conn
-        .prepare_cached(
-            "SELECT param_id FROM trial_params WHERE trial_id = ?1 AND param_name = ?2",
-        )?
-        .query_row(rusqlite::params![trial_id, name], |r| r.get(0))
-        .optional()?;
+    let exists = tx.query_opt(
+        "SELECT param_id FROM trial_params WHERE trial_id = ?1 AND param_name = ?2",
+        vals![trial_id, name],
+    )?;
     if exists.is_some() {
         return Err(StoreError::ParamExists {
             number,
@@ -385,20 +418,20 @@ fn insert_param(
         }
         .into());
     }
-    conn.prepare_cached(
+    tx.execute(
         "INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) VALUES (?1, ?2, ?3, ?4)",
-    )?
-    .execute(rusqlite::params![trial_id, name, internal_value, distribution_json])?;
+        vals![trial_id, name, internal_value, distribution_json],
+    )?;
     Ok(())
 }
 
-fn insert_intermediate(conn: &Connection, trial_id: i64, step: i64, v: f64) -> Result<(), TxError> {
+fn insert_intermediate(tx: Tx<'_>, trial_id: i64, step: i64, v: f64) -> Result<(), TxError> {
     let (value, kind) = encode_float(v);
-    conn.prepare_cached(
+    tx.execute(
         "INSERT INTO trial_intermediate_values (trial_id, step, intermediate_value, intermediate_value_type) \
          VALUES (?1, ?2, ?3, ?4) ON CONFLICT (trial_id, step) DO UPDATE SET \
          intermediate_value = excluded.intermediate_value, intermediate_value_type = excluded.intermediate_value_type",
-    )?
-    .execute(rusqlite::params![trial_id, step, value, kind])?;
+        vals![trial_id, step, value, kind],
+    )?;
     Ok(())
 }

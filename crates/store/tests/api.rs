@@ -1,23 +1,41 @@
 //! The write API's rules: finished trials are frozen, values are encoded as
 //! Optuna encodes them, the queue hands each trial to exactly one worker,
-//! stale trials are failed and retried as Optuna's callback does.
+//! stale trials are failed and retried as Optuna's callback does. Every rule
+//! holds on both backends, SQLite and PostgreSQL.
 
+#[macro_use]
+mod common;
+
+use common::{Backend, TestDb};
 use serde_json::json;
 use std::time::Duration;
 use store::{
-    Claim, NewTrial, Param, RetryPolicy, Storage, StoreError, StudyDirection, TrialFilter,
-    TrialState,
+    Claim, NewTrial, OpenOptions, Param, RetryPolicy, Storage, StoreError, StudyDirection,
+    TrialFilter, TrialState,
 };
 
-fn new_store() -> (tempfile::TempDir, Storage) {
-    let dir = tempfile::tempdir().unwrap();
-    let s = Storage::open(dir.path().join("api.db")).unwrap();
-    (dir, s)
+backends!(
+    finished_trials_are_frozen,
+    value_rules,
+    study_lifecycle,
+    queue_hands_each_trial_to_one_worker,
+    stale_trials_fail_and_retry_like_optuna,
+    fail_running_trials_takes_every_running_trial_heartbeat_or_not,
+    fail_trial_and_retry_fails_one_trial_and_enqueues_its_copy_at_once,
+    best_trial_and_pareto_front,
+);
+
+/// `None` when the backend is unavailable here (the test then returns).
+fn new_store(backend: Backend) -> Option<(TestDb, Storage)> {
+    let db = common::fresh(backend, "api")?;
+    let s = db.open();
+    Some((db, s))
 }
 
-#[test]
-fn finished_trials_are_frozen() {
-    let (_d, s) = new_store();
+fn finished_trials_are_frozen(backend: Backend) {
+    let Some((_d, s)) = new_store(backend) else {
+        return;
+    };
     let st = s.create_study("a", &[StudyDirection::Minimize]).unwrap();
     let t = s.create_trial(st.study_id).unwrap();
     s.finish(t.trial_id, TrialState::Complete, &[1.0]).unwrap();
@@ -36,9 +54,10 @@ fn finished_trials_are_frozen() {
     }
 }
 
-#[test]
-fn value_rules() {
-    let (_d, s) = new_store();
+fn value_rules(backend: Backend) {
+    let Some((_d, s)) = new_store(backend) else {
+        return;
+    };
     let st = s
         .create_study("a", &[StudyDirection::Minimize, StudyDirection::Maximize])
         .unwrap();
@@ -82,23 +101,22 @@ fn value_rules() {
     assert_eq!(got.params.len(), 1);
     assert!(got.datetime_complete.is_some());
     // Stored as Optuna stores it: NULL value with a type tag.
-    let rows: Vec<(Option<f64>, String)> = s
-        .connection()
-        .prepare("SELECT value, value_type FROM trial_values ORDER BY objective")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
+    let rows = s
+        .query_text("SELECT value, value_type FROM trial_values ORDER BY objective")
         .unwrap();
     assert_eq!(
         rows,
-        vec![(None, "INF_NEG".into()), (None, "INF_POS".into())]
+        vec![
+            vec![None, Some("INF_NEG".into())],
+            vec![None, Some("INF_POS".into())]
+        ]
     );
 }
 
-#[test]
-fn study_lifecycle() {
-    let (_d, s) = new_store();
+fn study_lifecycle(backend: Backend) {
+    let Some((_d, s)) = new_store(backend) else {
+        return;
+    };
     assert!(matches!(
         s.create_study("x", &[]).unwrap_err(),
         StoreError::NoDirections { .. }
@@ -133,11 +151,10 @@ fn study_lifecycle() {
     assert_eq!(s.create_trial(b.study_id).unwrap().number, 0);
 }
 
-#[test]
-fn queue_hands_each_trial_to_one_worker() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("q.db");
-    let s = Storage::open(&db).unwrap();
+fn queue_hands_each_trial_to_one_worker(backend: Backend) {
+    let Some((db, s)) = new_store(backend) else {
+        return;
+    };
     let st = s.create_study("q", &[StudyDirection::Minimize]).unwrap();
     let n = 40;
     for i in 0..n {
@@ -159,9 +176,9 @@ fn queue_hands_each_trial_to_one_worker() {
     let claimed: Vec<Vec<i64>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..4)
             .map(|_| {
-                let db = db.clone();
+                let url = &db.url;
                 scope.spawn(move || {
-                    let s = Storage::open(&db).unwrap();
+                    let s = Storage::open_url(url, &OpenOptions::default()).unwrap();
                     let mut mine = Vec::new();
                     while let Some(t) = s.claim_waiting(st.study_id).unwrap() {
                         mine.push(t.number);
@@ -193,9 +210,10 @@ fn queue_hands_each_trial_to_one_worker() {
     ));
 }
 
-#[test]
-fn stale_trials_fail_and_retry_like_optuna() {
-    let (_d, s) = new_store();
+fn stale_trials_fail_and_retry_like_optuna(backend: Backend) {
+    let Some((_d, s)) = new_store(backend) else {
+        return;
+    };
     let st = s.create_study("h", &[StudyDirection::Minimize]).unwrap();
     let t = s.create_trial(st.study_id).unwrap();
     s.set_param(t.trial_id, "x", 0.5, r#"{"name": "FloatDistribution", "attributes": {"step": null, "low": 0.0, "high": 1.0, "log": false}}"#)
@@ -263,9 +281,10 @@ fn stale_trials_fail_and_retry_like_optuna() {
     assert_eq!(out[0].retry, None);
 }
 
-#[test]
-fn fail_running_trials_takes_every_running_trial_heartbeat_or_not() {
-    let (_d, s) = new_store();
+fn fail_running_trials_takes_every_running_trial_heartbeat_or_not(backend: Backend) {
+    let Some((_d, s)) = new_store(backend) else {
+        return;
+    };
     let st = s.create_study("r", &[StudyDirection::Minimize]).unwrap();
     let beaten = s.create_trial(st.study_id).unwrap();
     s.heartbeat(beaten.trial_id).unwrap();
@@ -307,9 +326,10 @@ fn fail_running_trials_takes_every_running_trial_heartbeat_or_not() {
     );
 }
 
-#[test]
-fn fail_trial_and_retry_fails_one_trial_and_enqueues_its_copy_at_once() {
-    let (_d, s) = new_store();
+fn fail_trial_and_retry_fails_one_trial_and_enqueues_its_copy_at_once(backend: Backend) {
+    let Some((_d, s)) = new_store(backend) else {
+        return;
+    };
     let st = s.create_study("one", &[StudyDirection::Minimize]).unwrap();
     let mine = s.create_trial(st.study_id).unwrap();
     s.set_param(mine.trial_id, "x", 0.5, r#"{"name": "FloatDistribution", "attributes": {"step": null, "low": 0.0, "high": 1.0, "log": false}}"#)
@@ -340,9 +360,10 @@ fn fail_trial_and_retry_fails_one_trial_and_enqueues_its_copy_at_once() {
     );
 }
 
-#[test]
-fn best_trial_and_pareto_front() {
-    let (_d, s) = new_store();
+fn best_trial_and_pareto_front(backend: Backend) {
+    let Some((_d, s)) = new_store(backend) else {
+        return;
+    };
     let st = s.create_study("b", &[StudyDirection::Maximize]).unwrap();
     for v in [0.3, 0.9, f64::NEG_INFINITY, 0.9] {
         let t = s.create_trial(st.study_id).unwrap();

@@ -1,8 +1,23 @@
-//! Bad files and bad calls: each is a clear typed error, never a panic, and
-//! a file that is not ours is left byte-for-byte unchanged.
+//! Bad files, databases and calls: each is a clear typed error, never a
+//! panic, and a storage that is not ours is left unchanged (an SQLite file
+//! byte for byte; a PostgreSQL database as `pg_dump` prints it). The
+//! file-format cases (not SQLite at all, truncated files, sidecar files)
+//! are SQLite's alone; the rest run on both backends.
 
+#[macro_use]
+mod common;
+
+use common::{Backend, TestDb};
 use std::path::Path;
-use store::{Storage, StoreError, StudyDirection, TrialState};
+use store::{OpenOptions, Storage, StoreError, StudyDirection, TrialState};
+
+backends!(
+    unknown_schema_version,
+    optuna_tables_missing,
+    missing_storage_and_unknown_study,
+    empty_database_without_leave_to_create,
+    read_only_open_never_changes_the_storage,
+);
 
 fn bytes(p: &Path) -> Vec<u8> {
     std::fs::read(p).unwrap()
@@ -16,9 +31,30 @@ fn no_sidecars(p: &Path) {
     }
 }
 
+/// Everything stored: an SQLite file's bytes, or a PostgreSQL database's
+/// schema and rows as `pg_dump` prints them (without its per-run key).
+fn snapshot(db: &TestDb) -> Vec<u8> {
+    match db.pg_dump(false) {
+        Some(lines) => lines.join("\n").into_bytes(),
+        None => bytes(&store::parse_sqlite_url(&db.url).unwrap()),
+    }
+}
+
+/// A storage with one study of 50 trials, closed. An SQLite file is left in
+/// rollback-journal mode, like Optuna's files.
+fn sample(backend: Backend) -> Option<TestDb> {
+    let db = common::fresh(backend, "good")?;
+    fill(&db.open());
+    Some(db)
+}
+
 fn sample_db(dir: &Path) -> std::path::PathBuf {
     let db = dir.join("good.db");
-    let s = Storage::open(&db).unwrap();
+    fill(&Storage::open(&db).unwrap());
+    db
+}
+
+fn fill(s: &Storage) {
     let study = s.create_study("s", &[StudyDirection::Minimize]).unwrap();
     for i in 0..50 {
         let t = s.create_trial(study.study_id).unwrap();
@@ -27,11 +63,28 @@ fn sample_db(dir: &Path) -> std::path::PathBuf {
             .unwrap();
     }
     // Fold the WAL back into the main file so it stands alone.
-    s.connection()
-        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;")
-        .unwrap();
-    drop(s);
-    db
+    if !s.is_postgres() {
+        s.execute_batch("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;")
+            .unwrap();
+    }
+}
+
+/// SQL run with the store's own connection, which is then closed; on
+/// SQLite the file is left in rollback-journal mode.
+fn alter(db: &TestDb, sql: &str) {
+    let s = db.open();
+    s.execute_batch(sql).unwrap();
+    if !s.is_postgres() {
+        s.execute_batch("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;")
+            .unwrap();
+    }
+}
+
+/// Sidecars of an SQLite storage; nothing to check on a server.
+fn no_sidecars_of(db: &TestDb) {
+    if db.backend == Backend::Sqlite {
+        no_sidecars(&store::parse_sqlite_url(&db.url).unwrap());
+    }
 }
 
 #[test]
@@ -74,44 +127,28 @@ fn truncated_database() {
     }
 }
 
-#[test]
-fn unknown_schema_version() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = sample_db(dir.path());
-    bump_schema_version(&db);
-    let before = bytes(&db);
-    let err = Storage::open(&db).unwrap_err();
+fn unknown_schema_version(backend: Backend) {
+    let Some(db) = sample(backend) else { return };
+    alter(
+        &db,
+        "UPDATE version_info SET schema_version = 13; \
+         UPDATE alembic_version SET version_num = 'v9.0.0.a';",
+    );
+    let before = snapshot(&db);
+    let err = db.open_existing().unwrap_err();
     match &err {
         StoreError::UnknownSchemaVersion { found, .. } => assert!(found.contains("13"), "{err}"),
         other => panic!("expected UnknownSchemaVersion, got {other}"),
     }
-    assert_eq!(bytes(&db), before);
-    no_sidecars(&db);
+    assert_eq!(snapshot(&db), before);
+    no_sidecars_of(&db);
 }
 
-/// Bump the schema version with the store's own connection, then close it.
-fn bump_schema_version(db: &Path) {
-    let s = Storage::open(db).unwrap();
-    s.connection()
-        .execute_batch(
-            "UPDATE version_info SET schema_version = 13; \
-             UPDATE alembic_version SET version_num = 'v9.0.0.a'; \
-             PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;",
-        )
-        .unwrap();
-}
-
-#[test]
-fn sqlite_but_not_optuna() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = sample_db(dir.path());
-    let s = Storage::open(&db).unwrap();
-    s.connection()
-        .execute_batch("DROP TABLE trial_heartbeats; PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;")
-        .unwrap();
-    drop(s);
-    let before = bytes(&db);
-    let err = Storage::open(&db).unwrap_err();
+fn optuna_tables_missing(backend: Backend) {
+    let Some(db) = sample(backend) else { return };
+    alter(&db, "DROP TABLE trial_heartbeats;");
+    let before = snapshot(&db);
+    let err = db.open_existing().unwrap_err();
     assert!(
         matches!(
             err,
@@ -122,19 +159,33 @@ fn sqlite_but_not_optuna() {
         ),
         "{err}"
     );
-    assert_eq!(bytes(&db), before);
+    assert_eq!(snapshot(&db), before);
 }
 
-#[test]
-fn missing_file_and_unknown_study() {
-    let dir = tempfile::tempdir().unwrap();
-    let missing = dir.path().join("missing.db");
-    let err = Storage::open_existing(&missing).unwrap_err();
-    assert!(matches!(err, StoreError::NoSuchFile { .. }), "{err}");
-    assert!(!missing.exists());
+fn missing_storage_and_unknown_study(backend: Backend) {
+    let Some(db) = sample(backend) else { return };
+    let (server, _) = db.url.rsplit_once('/').unwrap();
+    let missing = format!("{server}/missing_storage");
+    let existing = OpenOptions {
+        create: false,
+        ..OpenOptions::default()
+    };
+    let err = Storage::open_url(&missing, &existing).unwrap_err();
+    match backend {
+        Backend::Sqlite => {
+            assert!(matches!(err, StoreError::NoSuchFile { .. }), "{err}");
+            assert!(!Path::new(&store::parse_sqlite_url(&missing).unwrap()).exists());
+        }
+        Backend::Postgres => {
+            // The server's own words, with the storage named (no password).
+            assert!(matches!(err, StoreError::Postgres { .. }), "{err}");
+            let text = format!("{err}: {:?}", std::error::Error::source(&err));
+            assert!(text.contains("missing_storage"), "{text}");
+            assert!(text.contains("does not exist"), "{text}");
+        }
+    }
 
-    let db = sample_db(dir.path());
-    let s = Storage::open_existing(&db).unwrap();
+    let s = db.open_existing().unwrap();
     let err = s.study("nope").unwrap_err();
     assert!(
         matches!(&err, StoreError::StudyNotFound { name } if name == "nope"),
@@ -154,31 +205,42 @@ fn missing_file_and_unknown_study() {
 /// A database with no tables yet (as another process leaves it between
 /// creating the file and committing the schema) is told apart from a foreign
 /// one when it may not be created here, and is left as it was.
-#[test]
-fn empty_database_without_leave_to_create() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("empty.db");
-    rusqlite::Connection::open(&db)
-        .unwrap()
-        .execute_batch("PRAGMA user_version = 1;")
-        .unwrap();
-    let before = bytes(&db);
-    assert!(!before.is_empty());
-    let read_only = store::OpenOptions {
+fn empty_database_without_leave_to_create(backend: Backend) {
+    let Some(db) = common::fresh(backend, "empty") else {
+        return;
+    };
+    match backend {
+        Backend::Sqlite => {
+            let path = store::parse_sqlite_url(&db.url).unwrap();
+            rusqlite::Connection::open(&path)
+                .unwrap()
+                .execute_batch("PRAGMA user_version = 1;")
+                .unwrap();
+            assert!(!bytes(&path).is_empty());
+        }
+        // A new database: no tables, as `createdb` leaves it.
+        Backend::Postgres => {}
+    }
+    let before = snapshot(&db);
+    let read_only = OpenOptions {
         read_only: true,
-        ..store::OpenOptions::default()
+        ..OpenOptions::default()
+    };
+    let name = if backend == Backend::Sqlite {
+        "empty.db"
+    } else {
+        "/empty_"
     };
     for err in [
-        Storage::open_existing(&db).unwrap_err(),
-        Storage::open_with(&db, &read_only).unwrap_err(),
+        db.open_existing().unwrap_err(),
+        Storage::open_url(&db.url, &read_only).unwrap_err(),
     ] {
         assert!(matches!(err, StoreError::EmptyDatabase { .. }), "{err}");
-        assert!(err.to_string().contains("empty.db"), "{err}");
+        assert!(err.to_string().contains(name), "{err}");
     }
-    assert_eq!(bytes(&db), before);
-    Storage::open(&db)
-        .unwrap()
-        .create_study("s", &[store::StudyDirection::Minimize])
+    assert_eq!(snapshot(&db), before);
+    db.open()
+        .create_study("s", &[StudyDirection::Minimize])
         .unwrap();
 }
 
@@ -186,6 +248,7 @@ fn empty_database_without_leave_to_create() {
 fn bad_urls() {
     for url in [
         "postgresql://x/y",
+        "mysql://u@h/db",
         "sqlite://",
         "sqlite:///",
         "study.db",
@@ -203,19 +266,38 @@ fn bad_urls() {
         store::parse_sqlite_url("sqlite:///rel.db").unwrap(),
         Path::new("rel.db")
     );
+    for url in [
+        "postgresql://u@host",
+        "postgresql://u@host:notaport/db",
+        "postgresql+psycopg2://u@host:5432/db?sslmode=bogus",
+        "mysql://u@h/db",
+        "study.db",
+    ] {
+        let err = store::StorageUrl::parse(url).unwrap_err();
+        assert!(matches!(err, StoreError::InvalidUrl { .. }), "{url}: {err}");
+        assert!(err.to_string().contains(url), "{err}");
+    }
+    // A server nobody listens on: a clear error naming the storage, without
+    // its password, well before any long timeout.
+    let url = "postgresql://me:hunter2@127.0.0.1:1/optuna";
+    let err = Storage::open_url(url, &OpenOptions::default()).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.starts_with("postgresql://me@127.0.0.1:1/optuna: "),
+        "{text}"
+    );
+    assert!(!text.contains("hunter2"), "{text}");
 }
 
-#[test]
-fn read_only_open_never_changes_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = sample_db(dir.path()); // rollback-journal mode, like Optuna's files
-    let before = bytes(&db);
-    let opts = store::OpenOptions {
+fn read_only_open_never_changes_the_storage(backend: Backend) {
+    let Some(db) = sample(backend) else { return };
+    let before = snapshot(&db);
+    let opts = OpenOptions {
         create: false,
         read_only: true,
         ..Default::default()
     };
-    let s = Storage::open_with(&db, &opts).unwrap();
+    let s = Storage::open_url(&db.url, &opts).unwrap();
     let study = s.study("s").unwrap();
     assert_eq!(
         s.trials(study.study_id, &Default::default()).unwrap().len(),
@@ -223,9 +305,18 @@ fn read_only_open_never_changes_the_file() {
     );
     assert!(s.create_trial(study.study_id).is_err());
     drop(s);
-    assert_eq!(bytes(&db), before);
-    no_sidecars(&db);
+    assert_eq!(snapshot(&db), before);
+    no_sidecars_of(&db);
+}
 
+#[test]
+fn read_only_open_of_a_wal_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = OpenOptions {
+        create: false,
+        read_only: true,
+        ..Default::default()
+    };
     // A WAL-mode file (what we write) opens read-only too.
     let wal = dir.path().join("wal.db");
     let w = Storage::open(&wal).unwrap();

@@ -1,20 +1,30 @@
-//! 8 processes x 250 trials x 10 intermediate values on one file: every
-//! trial and value lands, numbers are dense and unique, and no writer ever
-//! sees "database is locked" (a writer exits non-zero on any error).
+//! 8 processes x 250 trials x 10 intermediate values on one storage (an
+//! SQLite file, a PostgreSQL database): every trial and value lands, numbers
+//! are dense and unique, and no writer ever sees "database is locked" or a
+//! serialization failure (a writer exits non-zero on any error).
 
+#[macro_use]
+mod common;
+
+use common::Backend;
 use std::collections::BTreeSet;
 use std::process::Command;
-use store::{Storage, StudyDirection, TrialFilter, TrialState};
+use store::{OpenOptions, Storage, StudyDirection, TrialFilter, TrialState};
+
+backends!(
+    eight_processes_lose_nothing,
+    claims_within_a_budget_never_overshoot
+);
 
 const WORKERS: usize = 8;
 const TRIALS: usize = 250;
 const STEPS: i64 = 10;
 
-#[test]
-fn eight_processes_lose_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("load.db");
-    let storage = Storage::open(&db).unwrap();
+fn eight_processes_lose_nothing(backend: Backend) {
+    let Some(db) = common::fresh(backend, "load") else {
+        return;
+    };
+    let storage = db.open();
     let study = storage
         .create_study("load", &[StudyDirection::Minimize])
         .unwrap();
@@ -25,7 +35,7 @@ fn eight_processes_lose_nothing() {
         .map(|_| {
             Command::new(env!("CARGO_BIN_EXE_store-writer"))
                 .args(["load"])
-                .arg(&db)
+                .arg(&db.url)
                 .args(["load", &TRIALS.to_string(), &STEPS.to_string(), "normal"])
                 .output_async()
         })
@@ -79,12 +89,12 @@ impl SpawnPiped for Command {
 /// two trials wait in the queue and one FAIL was retried (it does not
 /// count): every WAITING trial is claimed exactly once, exactly 40 trials
 /// count, and every claimed trial has its first heartbeat.
-#[test]
-fn claims_within_a_budget_never_overshoot() {
+fn claims_within_a_budget_never_overshoot(backend: Backend) {
     const BUDGET: usize = 40;
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("budget.db");
-    let storage = Storage::open(&db).unwrap();
+    let Some(db) = common::fresh(backend, "budget") else {
+        return;
+    };
+    let storage = db.open();
     let study = storage
         .create_study("budget", &[StudyDirection::Maximize])
         .unwrap();
@@ -111,9 +121,9 @@ fn claims_within_a_budget_never_overshoot() {
     let claimed: Vec<Vec<store::Claim>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..WORKERS)
             .map(|_| {
-                let db = db.clone();
+                let url = &db.url;
                 scope.spawn(move || {
-                    let s = Storage::open(&db).unwrap();
+                    let s = Storage::open_url(url, &OpenOptions::default()).unwrap();
                     let mut mine = Vec::new();
                     while let Some(c) = s.claim_or_create_within(study.study_id, BUDGET).unwrap() {
                         s.finish(c.trial().trial_id, TrialState::Complete, &[1.0])
@@ -140,9 +150,12 @@ fn claims_within_a_budget_never_overshoot() {
         .trials(study.study_id, &TrialFilter::default())
         .unwrap();
     assert_eq!(trials.len(), BUDGET + 1);
-    let hb: i64 = storage
-        .connection()
-        .query_row("SELECT count(*) FROM trial_heartbeats", [], |r| r.get(0))
+    let hb = storage
+        .query_text("SELECT count(*) FROM trial_heartbeats")
         .unwrap();
-    assert_eq!(hb as usize, BUDGET + 1, "every claim beats at once");
+    assert_eq!(
+        hb,
+        vec![vec![Some((BUDGET + 1).to_string())]],
+        "every claim beats at once"
+    );
 }

@@ -1,14 +1,25 @@
-//! Interop with Optuna 5.0.0 both ways: Optuna reads studies we write, we
-//! read studies Optuna wrote, and both views of the same file agree.
-//! Needs `MEMTUNE_PYTHON` (a Python with optuna==5.0.0); skipped without it
-//! unless `CI` is set.
+//! Interop with Optuna 5.0.0 both ways, on SQLite and on PostgreSQL: Optuna
+//! reads studies we write, we read studies Optuna wrote, both views of the
+//! same storage agree, and the schema we create is the one Optuna creates.
+//! Needs `MEMTUNE_PYTHON` (a Python with optuna==5.0.0 and psycopg2);
+//! skipped without it unless `CI` is set.
 
+#[macro_use]
+mod common;
+
+use common::{Backend, TestDb};
 use serde_json::{Value as Json, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use store::{
     Distribution, NewTrial, Param, Storage, StudyDirection, TrialFilter, TrialState, external_value,
 };
+
+backends!(
+    optuna_loads_what_we_write,
+    we_read_what_optuna_writes,
+    schema_is_identical_to_optunas
+);
 
 fn python() -> Option<PathBuf> {
     match std::env::var_os("MEMTUNE_PYTHON") {
@@ -29,11 +40,10 @@ fn script(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn run_py(py: &Path, name: &str, db: &Path) -> String {
-    let url = format!("sqlite:///{}", db.display());
+fn run_py(py: &Path, name: &str, url: &str) -> String {
     let out = Command::new(py)
         .arg(script(name))
-        .arg(&url)
+        .arg(url)
         .output()
         .unwrap();
     assert!(
@@ -225,15 +235,15 @@ fn write_ours(storage: &Storage) {
         .unwrap();
 }
 
-#[test]
-fn optuna_loads_what_we_write() {
+fn optuna_loads_what_we_write(backend: Backend) {
     let Some(py) = python() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("ours.db");
-    let storage = Storage::open(&db).unwrap();
+    let Some(db) = common::fresh(backend, "ours") else {
+        return;
+    };
+    let storage = db.open();
     write_ours(&storage);
 
-    let theirs: Json = serde_json::from_str(&run_py(&py, "dump_study.py", &db)).unwrap();
+    let theirs: Json = serde_json::from_str(&run_py(&py, "dump_study.py", &db.url)).unwrap();
     // Explicit expectations, independent of our own reader.
     let ours = &theirs["ours"];
     assert_eq!(ours["directions"], json!(["MINIMIZE"]));
@@ -273,14 +283,14 @@ fn optuna_loads_what_we_write() {
     assert_eq!(our_view(&storage), theirs);
 }
 
-#[test]
-fn we_read_what_optuna_writes() {
+fn we_read_what_optuna_writes(backend: Backend) {
     let Some(py) = python() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("theirs.db");
-    run_py(&py, "write_study.py", &db);
-    let theirs: Json = serde_json::from_str(&run_py(&py, "dump_study.py", &db)).unwrap();
-    let storage = Storage::open_existing(&db).unwrap();
+    let Some(db) = common::fresh(backend, "theirs") else {
+        return;
+    };
+    run_py(&py, "write_study.py", &db.url);
+    let theirs: Json = serde_json::from_str(&run_py(&py, "dump_study.py", &db.url)).unwrap();
+    let storage = db.open_existing().unwrap();
     let ours = our_view(&storage);
     assert_eq!(ours, theirs);
 
@@ -305,33 +315,38 @@ fn we_read_what_optuna_writes() {
     storage
         .finish(claimed.trial_id, TrialState::Complete, &[0.0])
         .unwrap();
-    let after: Json = serde_json::from_str(&run_py(&py, "dump_study.py", &db)).unwrap();
+    let after: Json = serde_json::from_str(&run_py(&py, "dump_study.py", &db.url)).unwrap();
     assert_eq!(after["optuna-single"]["trials"][5]["state"], "COMPLETE");
 }
 
-fn schema_of(db: &Path) -> Vec<(String, String, Option<String>)> {
-    let s = Storage::open_existing(db).unwrap();
-    let mut stmt = s
-        .connection()
-        .prepare("SELECT type, name, sql FROM sqlite_master ORDER BY type, name")
-        .unwrap();
-    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+/// The schema as text: SQLite's `sqlite_master` rows, or PostgreSQL's
+/// `pg_dump --schema-only`.
+fn schema_of(db: &TestDb) -> Vec<String> {
+    if let Some(dump) = db.pg_dump(true) {
+        return dump;
+    }
+    db.open_existing()
         .unwrap()
-        .collect::<Result<_, _>>()
+        .query_text("SELECT type, name, sql FROM sqlite_master ORDER BY type, name")
         .unwrap()
+        .into_iter()
+        .map(|row| format!("{row:?}"))
+        .collect()
 }
 
-#[test]
-fn schema_is_byte_identical_to_optunas() {
+fn schema_is_identical_to_optunas(backend: Backend) {
     let Some(py) = python() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let theirs = dir.path().join("theirs.db");
-    let url = format!("sqlite:///{}", theirs.display());
+    let (Some(theirs), Some(ours)) = (
+        common::fresh(backend, "theirs"),
+        common::fresh(backend, "ours"),
+    ) else {
+        return;
+    };
     let out = Command::new(&py)
         .args([
             "-c",
             "import sys, optuna; optuna.storages.RDBStorage(sys.argv[1])",
-            &url,
+            &theirs.url,
         ])
         .output()
         .unwrap();
@@ -340,18 +355,25 @@ fn schema_is_byte_identical_to_optunas() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let ours = dir.path().join("ours.db");
-    drop(Storage::open(&ours).unwrap());
-    assert_eq!(schema_of(&ours), schema_of(&theirs));
-    let versions = |db: &Path| -> (i64, String, String) {
-        let s = Storage::open_existing(db).unwrap();
-        s.connection()
-            .query_row(
+    drop(ours.open());
+    let (ours_schema, theirs_schema) = (schema_of(&ours), schema_of(&theirs));
+    assert!(ours_schema.len() > 20, "{ours_schema:?}");
+    assert_eq!(ours_schema, theirs_schema);
+    let versions = |db: &TestDb| {
+        db.open_existing()
+            .unwrap()
+            .query_text(
                 "SELECT schema_version, library_version, version_num FROM version_info, alembic_version",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .unwrap()
     };
     assert_eq!(versions(&ours), versions(&theirs));
+    assert_eq!(
+        versions(&ours),
+        vec![vec![
+            Some("12".to_string()),
+            Some("5.0.0".to_string()),
+            Some("v3.2.0.a".to_string())
+        ]]
+    );
 }

@@ -92,7 +92,8 @@ impl Context {
     fn url(&self) -> Result<&str> {
         self.storage_url.as_deref().ok_or_else(|| {
             CliError::Usage(
-                "no storage given: pass --storage sqlite:///path.db (or set MEMTUNE_STORAGE)"
+                "no storage given: pass --storage sqlite:///path.db or \
+                 postgresql://user@host/db (or set MEMTUNE_STORAGE)"
                     .into(),
             )
         })

@@ -16,7 +16,7 @@
 //! ```toml
 //! [study]
 //! name = "sentiment"                  # default "memtune"
-//! storage = "sqlite:///memtune.db"    # Optuna's URL form (relative to the working directory)
+//! storage = "sqlite:///memtune.db"    # Optuna's URL form (relative to the working directory), or postgresql://USER@HOST/DB
 //! n_trials = 12                       # >= 1; trials of a resumed study count
 //! timeout = "15m"                     # optional: no new trial starts after this
 //! seed = 42                           # optional: seeds the sampler and every trial's training
@@ -152,7 +152,7 @@ pub struct StudyConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub struct StudySection {
     pub name: String,
-    /// `sqlite:///path.db`.
+    /// `sqlite:///path.db` or `postgresql://user[:password]@host[:port]/db`.
     pub storage: String,
     pub n_trials: u64,
     pub timeout: Option<Duration>,
@@ -692,10 +692,12 @@ impl Check<'_> {
             .storage
             .clone()
             .unwrap_or_else(|| "sqlite:///memtune.db".into());
-        if !storage.starts_with("sqlite:///") || storage.len() == "sqlite:///".len() {
+        if let Err(e) = store::StorageUrl::parse(&storage) {
             return Err(self.err(
                 "study.storage",
-                format!("`{storage}` is not a storage URL; write sqlite:///path.db"),
+                format!(
+                    "{e}; write sqlite:///path.db or postgresql://user[:password]@host[:port]/db"
+                ),
             ));
         }
         let timeout = match &s.timeout {

@@ -58,7 +58,7 @@ impl RunPlan {
     /// `storage` (the `--storage` flag) overrides the study file's.
     pub fn new(cfg: &StudyConfig, storage: Option<&str>) -> Result<Self, String> {
         let storage_url = storage.unwrap_or(&cfg.study.storage).to_string();
-        let db = store::parse_sqlite_url(&storage_url).map_err(|e| e.to_string())?;
+        let url = store::StorageUrl::parse(&storage_url).map_err(|e| e.to_string())?;
         let sim_device = match cfg.runner.device {
             DeviceKind::Sim => Some(cfg.runner.sim_memory.unwrap_or(DEFAULT_SIM_MEMORY)),
             DeviceKind::Cpu | DeviceKind::Auto | DeviceKind::Cuda(_) => None,
@@ -96,8 +96,12 @@ impl RunPlan {
         if let Some(max) = cfg.runner.max_workers {
             budget.max_workers = budget.max_workers.min(max).max(1);
         }
+        // Beside the storage file; a server's study logs where it runs.
         let log_file = cfg.runner.log_file.clone().unwrap_or_else(|| {
-            let dir = db.parent().map(PathBuf::from).unwrap_or_default();
+            let dir = match &url {
+                store::StorageUrl::Sqlite(db) => db.parent().map(PathBuf::from).unwrap_or_default(),
+                store::StorageUrl::Postgres(_) => PathBuf::new(),
+            };
             dir.join(crate::logging::file_name(&cfg.study.name))
         });
         Ok(Self {

@@ -1,6 +1,8 @@
 //! A worker process for the store's crash and concurrency tests and for
 //! `cargo xtask bench store`. Not part of the library's API.
 //!
+//! DB is a file path or a storage URL (`sqlite:///...`, `postgresql://...`).
+//!
 //! `store-writer crash DB STUDY DONE_FILE`: forever create a trial, set a
 //! param, report intermediate values with heartbeats, finish it, and only
 //! then append its number to DONE_FILE (fsynced). The test SIGKILLs it.
@@ -10,7 +12,12 @@
 //! `trials=N intermediates=M seconds=S`. Any error exits non-zero.
 //!
 //! `store-writer check DB STUDY`: print `trials=N complete=C intermediates=M
-//! dense=true|false integrity=ok` for the study (after a load run).
+//! dense=true|false integrity=ok|n/a` for the study (after a load run;
+//! `n/a` on PostgreSQL, which has no integrity check to run).
+//!
+//! `store-writer pg-server [DB...]`: start a throwaway PostgreSQL server,
+//! create each DB, print each one's URL on its own line (the `postgres`
+//! database's when none is named), and keep the server until stdin closes.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -28,8 +35,10 @@ fn main() -> ExitCode {
         Some("crash") if args.len() == 4 => crash(&args[1], &args[2], &args[3]),
         Some("load") if args.len() == 6 => load(&args[1..]),
         Some("check") if args.len() == 3 => check(&args[1], &args[2]),
+        Some("pg-server") => pg_server(&args[1..]),
         _ => Err(
-            "usage: store-writer crash DB STUDY DONE_FILE | load DB STUDY TRIALS STEPS full|normal"
+            "usage: store-writer crash DB STUDY DONE_FILE | load DB STUDY TRIALS STEPS full|normal \
+             | check DB STUDY | pg-server [DB...]"
                 .into(),
         ),
     };
@@ -40,6 +49,32 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Open DB, a path or a storage URL.
+fn open(db: &str, opts: &OpenOptions) -> Result<Storage, String> {
+    if db.contains("://") {
+        Storage::open_url(db, opts)
+    } else {
+        Storage::open_with(db, opts)
+    }
+    .map_err(|e| e.to_string())
+}
+
+fn pg_server(dbs: &[String]) -> Result<(), String> {
+    let server = store::pg_server::PgServer::start()?;
+    if dbs.is_empty() {
+        println!("{}", server.url("postgres"));
+    }
+    for db in dbs {
+        println!("{}", server.create_database(db)?);
+    }
+    std::io::stdout().flush().map_err(|e| e.to_string())?;
+    // Until whoever started us closes our stdin (or exits).
+    let mut sink = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+    drop(server);
+    Ok(())
 }
 
 fn distribution() -> String {
@@ -78,7 +113,7 @@ fn run_trial(storage: &Storage, study_id: i64, steps: i64) -> Result<i64, String
 }
 
 fn crash(db: &str, study: &str, done: &str) -> Result<(), String> {
-    let storage = Storage::open(db).map_err(|e| e.to_string())?;
+    let storage = open(db, &OpenOptions::default())?;
     let study = storage
         .create_or_load_study(study, &[StudyDirection::Minimize])
         .map_err(|e| e.to_string())?;
@@ -115,7 +150,7 @@ fn load(args: &[String]) -> Result<(), String> {
         ..OpenOptions::default()
     };
     let start = Instant::now();
-    let storage = Storage::open_with(db, &opts).map_err(|e| e.to_string())?;
+    let storage = open(db, &opts)?;
     let study = storage
         .create_or_load_study(study, &[StudyDirection::Minimize])
         .map_err(|e| e.to_string())?;
@@ -131,7 +166,11 @@ fn load(args: &[String]) -> Result<(), String> {
 }
 
 fn check(db: &str, study: &str) -> Result<(), String> {
-    let storage = Storage::open_existing(db).map_err(|e| e.to_string())?;
+    let existing = OpenOptions {
+        create: false,
+        ..OpenOptions::default()
+    };
+    let storage = open(db, &existing)?;
     let study = storage.study(study).map_err(|e| e.to_string())?;
     let trials = storage
         .trials(study.study_id, &store::TrialFilter::default())
@@ -142,10 +181,12 @@ fn check(db: &str, study: &str) -> Result<(), String> {
         .filter(|t| t.state == TrialState::Complete)
         .count();
     let intermediates: usize = trials.iter().map(|t| t.intermediate_values.len()).sum();
-    let integrity: String = storage
-        .connection()
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .map_err(|e| e.to_string())?;
+    let integrity: String = match storage.connection() {
+        Some(conn) => conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .map_err(|e| e.to_string())?,
+        None => "n/a".to_string(),
+    };
     println!(
         "trials={} complete={complete} intermediates={intermediates} dense={dense} integrity={integrity}",
         trials.len()

@@ -1,0 +1,314 @@
+//! The PostgreSQL side: parsing `postgresql://` URLs, connecting, cached
+//! prepared statements, and converting [`Value`]s to and from the types
+//! Optuna's schema uses on PostgreSQL (`integer`, `double precision`,
+//! `timestamp without time zone`, `text`/`varchar` and its native ENUM types).
+
+use crate::db::{DbError, Row, Value};
+use bytes::BytesMut;
+use postgres::types::{FromSql, IsNull, Kind, ToSql, Type, to_sql_checked};
+use std::collections::HashMap;
+use std::error::Error;
+use std::time::Duration;
+
+type BoxError = Box<dyn Error + Sync + Send>;
+
+/// A parsed `postgresql://` storage URL.
+#[derive(Clone, Debug)]
+pub struct PgUrl {
+    pub(crate) config: postgres::Config,
+    /// The URL without its password, for messages.
+    pub(crate) shown: String,
+}
+
+impl PgUrl {
+    /// The URL as shown in messages: scheme, user, host, port and database,
+    /// never the password.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+}
+
+/// Parse `postgresql://user[:password]@host[:port]/db[?k=v...]`, also in
+/// SQLAlchemy's spellings `postgres://` and `postgresql+DRIVER://`
+/// (`+psycopg2`, `+psycopg`, ...): the driver names a Python library and
+/// means nothing here. Without a user, `$PGUSER` or `$USER` (as libpq).
+/// `None` when the URL is not a PostgreSQL one.
+pub(crate) fn parse_url(url: &str) -> Option<Result<PgUrl, String>> {
+    let (scheme, rest) = url.split_once("://")?;
+    let base = scheme.split('+').next().unwrap_or(scheme);
+    if base != "postgresql" && base != "postgres" {
+        return None;
+    }
+    let plain = format!("postgresql://{rest}");
+    Some(
+        plain
+            .parse::<postgres::Config>()
+            .map_err(|e| e.to_string())
+            .and_then(|mut config| {
+                if config.get_hosts().is_empty() {
+                    return Err("no host (write postgresql://USER@HOST[:PORT]/DB)".into());
+                }
+                if config.get_dbname().is_none() {
+                    return Err("no database name after the host (…/DB)".into());
+                }
+                if config.get_user().is_none() {
+                    // libpq's default, which Optuna's drivers use too.
+                    match std::env::var("PGUSER").or_else(|_| std::env::var("USER")) {
+                        Ok(user) => {
+                            config.user(&user);
+                        }
+                        Err(_) => return Err("no user (write postgresql://USER@HOST/DB)".into()),
+                    }
+                }
+                if config.get_connect_timeout().is_none() {
+                    config.connect_timeout(Duration::from_secs(10));
+                }
+                let shown = shown_url(&config);
+                Ok(PgUrl { config, shown })
+            }),
+    )
+}
+
+fn shown_url(config: &postgres::Config) -> String {
+    use postgres::config::Host;
+    let user = config
+        .get_user()
+        .map(|u| format!("{u}@"))
+        .unwrap_or_default();
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        #[cfg(unix)]
+        Some(Host::Unix(p)) => p.display().to_string(),
+        None => String::new(),
+    };
+    let port = config
+        .get_ports()
+        .first()
+        .map(|p| format!(":{p}"))
+        .unwrap_or_default();
+    let db = config.get_dbname().unwrap_or_default();
+    format!("postgresql://{user}{host}{port}/{db}")
+}
+
+/// One client and the statements it has prepared, keyed by their text.
+pub(crate) struct PgConn {
+    pub(crate) client: postgres::Client,
+    statements: HashMap<String, postgres::Statement>,
+}
+
+impl PgConn {
+    pub(crate) fn connect(url: &PgUrl) -> Result<PgConn, postgres::Error> {
+        let client = url.config.connect(postgres::NoTls)?;
+        Ok(PgConn {
+            client,
+            statements: HashMap::new(),
+        })
+    }
+
+    fn statement(&mut self, sql: &str) -> Result<postgres::Statement, DbError> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.client.prepare(&dollar_placeholders(sql))?;
+        self.statements.insert(sql.to_string(), s.clone());
+        Ok(s)
+    }
+
+    pub(crate) fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError> {
+        let stmt = self.statement(sql)?;
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|v| v as _).collect();
+        let rows = self.client.query(&stmt, &refs)?;
+        rows.iter()
+            .map(|r| {
+                (0..r.len())
+                    .map(|i| r.try_get::<_, Value>(i))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(Row)
+                    .map_err(DbError::from)
+            })
+            .collect()
+    }
+
+    pub(crate) fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, DbError> {
+        let stmt = self.statement(sql)?;
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|v| v as _).collect();
+        Ok(self.client.execute(&stmt, &refs)?)
+    }
+}
+
+/// `?1` → `$1`. Our statements hold no `?` inside string literals.
+fn dollar_placeholders(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '?' && chars.peek().is_some_and(char::is_ascii_digit) {
+            out.push('$');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn is_text(ty: &Type) -> bool {
+    matches!(
+        *ty,
+        Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN
+    ) || matches!(ty.kind(), Kind::Enum(_))
+}
+
+impl ToSql for Value {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        match (self, ty) {
+            (Value::Null, _) => return Ok(IsNull::Yes),
+            (Value::Int(v), &Type::INT2) => i16::try_from(*v)?.to_sql(ty, out)?,
+            (Value::Int(v), &Type::INT4) => i32::try_from(*v)?.to_sql(ty, out)?,
+            (Value::Int(v), &Type::INT8) => v.to_sql(ty, out)?,
+            (Value::Int(v), &Type::FLOAT8) => (*v as f64).to_sql(ty, out)?,
+            (Value::Real(v), &Type::FLOAT8) => v.to_sql(ty, out)?,
+            (Value::Real(v), &Type::FLOAT4) => (*v as f32).to_sql(ty, out)?,
+            (Value::Text(v), &Type::TIMESTAMP) => parse_timestamp(v)?.to_sql(&Type::INT8, out)?,
+            (Value::Text(v), ty) if is_text(ty) => {
+                // Text and enum labels travel as their UTF-8 bytes.
+                out.extend_from_slice(v.as_bytes());
+                IsNull::No
+            }
+            (v, ty) => return Err(format!("cannot send {v:?} as {ty}").into()),
+        };
+        Ok(IsNull::No)
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+impl<'a> FromSql<'a> for Value {
+    fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<Self, BoxError> {
+        Ok(match *ty {
+            Type::INT2 => Value::Int(i16::from_sql(ty, raw)?.into()),
+            Type::INT4 => Value::Int(i32::from_sql(ty, raw)?.into()),
+            Type::INT8 => Value::Int(i64::from_sql(ty, raw)?),
+            Type::FLOAT4 => Value::Real(f32::from_sql(ty, raw)?.into()),
+            Type::FLOAT8 => Value::Real(f64::from_sql(ty, raw)?),
+            Type::TIMESTAMP => Value::Text(format_timestamp(i64::from_sql(&Type::INT8, raw)?)),
+            _ if is_text(ty) => Value::Text(std::str::from_utf8(raw)?.to_string()),
+            _ => return Err(format!("unexpected column type {ty}").into()),
+        })
+    }
+
+    fn from_sql_null(_: &Type) -> Result<Self, BoxError> {
+        Ok(Value::Null)
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+/// Days from 1970-01-01 to the proleptic Gregorian date (H. Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The inverse of [`days_from_civil`].
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// PostgreSQL counts timestamps in microseconds from 2000-01-01.
+const PG_EPOCH_DAYS: i64 = 10_957;
+const MICROS_PER_DAY: i64 = 86_400_000_000;
+
+/// `YYYY-MM-DD HH:MM:SS[.ffffff]` (or with `T`) as PostgreSQL's microseconds.
+fn parse_timestamp(s: &str) -> Result<i64, BoxError> {
+    let bad = || -> BoxError { format!("bad timestamp `{s}` (want YYYY-MM-DD HH:MM:SS)").into() };
+    let (date, time) = s.split_once([' ', 'T']).ok_or_else(bad)?;
+    let num = |t: &str| t.parse::<i64>().map_err(|_| bad());
+    let d: Vec<&str> = date.split('-').collect();
+    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+    let t: Vec<&str> = hms.split(':').collect();
+    if d.len() != 3 || t.len() != 3 || frac.len() > 6 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let micros = if frac.is_empty() {
+        0
+    } else {
+        num(frac)? * 10_i64.pow(6 - frac.len() as u32)
+    };
+    let days = days_from_civil(num(d[0])?, num(d[1])?, num(d[2])?) - PG_EPOCH_DAYS;
+    let secs = num(t[0])? * 3600 + num(t[1])? * 60 + num(t[2])?;
+    Ok(days * MICROS_PER_DAY + secs * 1_000_000 + micros)
+}
+
+/// PostgreSQL's microseconds as `YYYY-MM-DD HH:MM:SS.ffffff`, the form
+/// Optuna's SQLite files hold.
+fn format_timestamp(micros: i64) -> String {
+    let days = micros.div_euclid(MICROS_PER_DAY);
+    let rest = micros.rem_euclid(MICROS_PER_DAY);
+    let (y, m, d) = civil_from_days(days + PG_EPOCH_DAYS);
+    let secs = rest / 1_000_000;
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{:06}",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60,
+        rest % 1_000_000
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_round_trip() {
+        for s in [
+            "2000-01-01 00:00:00.000000",
+            "1999-12-31 23:59:59.999999",
+            "2026-11-25 13:45:07.123456",
+            "2400-02-29 12:00:00.000001",
+        ] {
+            assert_eq!(format_timestamp(parse_timestamp(s).unwrap()), s);
+        }
+        assert_eq!(parse_timestamp("2000-01-01 00:00:01").unwrap(), 1_000_000);
+        assert_eq!(
+            parse_timestamp("2000-01-02T00:00:00.5").unwrap(),
+            MICROS_PER_DAY + 500_000
+        );
+        assert!(parse_timestamp("2000-01-01").is_err());
+        assert!(parse_timestamp("2000-01-01 00:00:00.1234567").is_err());
+    }
+
+    #[test]
+    fn placeholders_and_urls() {
+        assert_eq!(
+            dollar_placeholders("a = ?1 AND b = ?12"),
+            "a = $1 AND b = $12"
+        );
+        let u = parse_url("postgresql+psycopg2://me:secret@db.example:5433/optuna")
+            .unwrap()
+            .unwrap();
+        assert_eq!(u.shown(), "postgresql://me@db.example:5433/optuna");
+        assert_eq!(u.config.get_password(), Some(&b"secret"[..]));
+        assert!(parse_url("sqlite:///x.db").is_none());
+        assert!(parse_url("postgresql://me@host").unwrap().is_err());
+        assert!(parse_url("postgresql:///db").unwrap().is_err());
+    }
+}

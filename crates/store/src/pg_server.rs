@@ -1,0 +1,288 @@
+//! A throwaway PostgreSQL server on 127.0.0.1, for tests and benchmarks that
+//! need a real one: `initdb` into a fresh temporary directory, `pg_ctl
+//! start` on a free port with trust authentication, and stop-and-delete when
+//! dropped or when the process that started it exits (a watchdog process
+//! does it even after `kill -9`).
+//!
+//! The binaries are looked up in `$MEMTUNE_PG_BIN`, then beside `initdb` on
+//! `PATH`, then in the newest `/usr/lib/postgresql/N/bin` (Debian's layout).
+//! `initdb` refuses to run as root, so as root the server runs as the
+//! `postgres` user (made by Debian's package), through `runuser`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A running server; stopped and deleted on drop.
+#[derive(Debug)]
+pub struct PgServer {
+    dir: PathBuf,
+    bin: PathBuf,
+    port: u16,
+    run_as: Option<String>,
+}
+
+/// Where the server binaries are, or why none were found.
+pub fn find_bin_dir() -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os("MEMTUNE_PG_BIN") {
+        let dir = PathBuf::from(dir);
+        return if dir.join("initdb").is_file() {
+            Ok(dir)
+        } else {
+            Err(format!(
+                "MEMTUNE_PG_BIN={} has no initdb in it",
+                dir.display()
+            ))
+        };
+    }
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join("initdb"))
+            .find(|p| p.is_file())
+    });
+    if let Some(initdb) = on_path {
+        // Debian links /usr/bin tools to a wrapper; follow links to the real dir.
+        let real = std::fs::canonicalize(&initdb).unwrap_or(initdb);
+        if let Some(dir) = real.parent()
+            && dir.join("pg_ctl").is_file()
+        {
+            return Ok(dir.to_path_buf());
+        }
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let v = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").is_file().then_some((v, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin).ok_or_else(|| {
+        "no PostgreSQL server binaries (initdb): install Debian's `postgresql` package \
+         or set MEMTUNE_PG_BIN"
+            .to_string()
+    })
+}
+
+impl PgServer {
+    /// Start a fresh server, or say why it cannot be started.
+    pub fn start() -> Result<PgServer, String> {
+        let bin = find_bin_dir()?;
+        // SAFETY: geteuid has no preconditions.
+        let run_as = (unsafe { libc::geteuid() } == 0).then(|| "postgres".to_string());
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "memtune-pg-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut server = PgServer {
+            dir,
+            bin,
+            port: 0,
+            run_as,
+        };
+        if let Some(user) = &server.run_as {
+            chown(&server.dir, user)?;
+        }
+        server.watch()?;
+        server.run(
+            "initdb",
+            &[
+                "-D",
+                &server.data().display().to_string(),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+            ],
+        )?;
+        // A free port can be taken between our probe and the server's bind:
+        // try a few.
+        let mut last = String::new();
+        for _ in 0..3 {
+            server.port = free_port()?;
+            let opts = format!(
+                "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200",
+                server.port,
+                server.dir.display()
+            );
+            let log = server.dir.join("server.log").display().to_string();
+            let data = server.data().display().to_string();
+            match server.run(
+                "pg_ctl",
+                &["-D", &data, "-o", &opts, "-l", &log, "-w", "start"],
+            ) {
+                Ok(()) => return Ok(server),
+                Err(e) => {
+                    let tail = std::fs::read_to_string(&log).unwrap_or_default();
+                    last = format!("{e}\n{tail}");
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// The port the server listens on (127.0.0.1 only).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The URL of database `db` as user `postgres` (no password: trust).
+    pub fn url(&self, db: &str) -> String {
+        format!("postgresql://postgres@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// The directory with the server's binaries (`pg_dump`, `psql`, ...).
+    pub fn bin_dir(&self) -> &Path {
+        &self.bin
+    }
+
+    /// Create an empty database and return its URL.
+    pub fn create_database(&self, db: &str) -> Result<String, String> {
+        let mut client = postgres::Client::connect(&self.url("postgres"), postgres::NoTls)
+            .map_err(|e| format!("{}: {e}", self.url("postgres")))?;
+        client
+            .batch_execute(&format!("CREATE DATABASE \"{db}\""))
+            .map_err(|e| format!("CREATE DATABASE {db}: {e}"))?;
+        Ok(self.url(db))
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// Run one of the server's programs, as the server's user.
+    fn run(&self, program: &str, args: &[&str]) -> Result<(), String> {
+        let exe = self.bin.join(program);
+        let mut cmd = match &self.run_as {
+            Some(user) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", user, "--"]).arg(&exe);
+                c
+            }
+            None => Command::new(&exe),
+        };
+        // The server's user may not be allowed into our working directory.
+        let out = cmd
+            .args(args)
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{program} failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+
+    /// A shell that waits for this process to end, then stops the server
+    /// and deletes its directory: cleanup even when we are killed.
+    fn watch(&self) -> Result<(), String> {
+        let pg_ctl = self.bin.join("pg_ctl");
+        let stop = match &self.run_as {
+            Some(user) => format!("runuser -u {user} -- '{}'", pg_ctl.display()),
+            None => format!("'{}'", pg_ctl.display()),
+        };
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \
+             {stop} -D '{data}' -m immediate stop >/dev/null 2>&1; rm -rf '{dir}'",
+            pid = std::process::id(),
+            data = self.data().display(),
+            dir = self.dir.display(),
+        );
+        Command::new("sh")
+            .args(["-c", &script])
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map(drop)
+            .map_err(|e| format!("cannot start the server's watchdog: {e}"))
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        let data = self.data().display().to_string();
+        let _ = self.run("pg_ctl", &["-D", &data, "-m", "immediate", "stop"]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The server of this process, started on first use (the watchdog stops it
+/// when the process exits), or why none could be started.
+pub fn shared() -> Result<&'static PgServer, &'static str> {
+    static SERVER: OnceLock<Result<PgServer, String>> = OnceLock::new();
+    SERVER
+        .get_or_init(PgServer::start)
+        .as_ref()
+        .map_err(String::as_str)
+}
+
+/// For tests: the URL of a new empty database on the [`shared`] server,
+/// named after `name`. Without a server: `None` after saying why on
+/// stderr (the test then skips), or a panic under `CI=true`, where every
+/// test must run.
+pub fn test_database(name: &str) -> Option<String> {
+    let server = match shared() {
+        Ok(s) => s,
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
+            panic!("CI must run the PostgreSQL tests, but no server could be started: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping: no PostgreSQL server could be started: {e}");
+            return None;
+        }
+    };
+    static SEQ: AtomicUsize = AtomicUsize::new(0);
+    let db = format!(
+        "{}_{}",
+        name.to_lowercase(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    );
+    Some(
+        server
+            .create_database(&db)
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+}
+
+fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
+}
+
+fn chown(path: &Path, user: &str) -> Result<(), String> {
+    let status = Command::new("chown")
+        .arg(user)
+        .arg(path)
+        .status()
+        .map_err(|e| format!("cannot run chown: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "chown {user} {} failed: as root the server runs as user `{user}`, \
+             which Debian's postgresql package creates",
+            path.display()
+        ))
+    }
+}
