@@ -60,6 +60,8 @@ pub fn run(args: &[String]) -> Result<()> {
             "store",
             "--bin",
             "store-writer",
+            "--features",
+            "testing",
         ],
         &[],
     )?;

@@ -32,8 +32,8 @@
 //!   whose owner died.
 //! - Errors are [`StoreError`]; bad files and databases are rejected by
 //!   reading only, so nothing is ever written to a storage that is not ours.
-//! - [`pg_server`] starts a throwaway PostgreSQL server, for tests and
-//!   benchmarks.
+//! - `pg_server` (feature `testing`) starts a throwaway PostgreSQL server,
+//!   for tests and benchmarks.
 //!
 //! # Example
 //!
@@ -59,6 +59,7 @@ mod distribution;
 mod error;
 mod model;
 mod pg;
+#[cfg(feature = "testing")]
 pub mod pg_server;
 mod query;
 mod schema;
