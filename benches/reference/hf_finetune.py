@@ -22,7 +22,7 @@ loaded example, in load order: `index label characters side` (side is
 checked against the JSON files. Without it, the same procedure with Python's
 `random.Random(SPLIT_SEED)`: the sizes match (2,400/600, 300 per class in
 validation, the same 19 duplicate groups) but not which sentences are on
-each side (the Rust split shuffles with rand's StdRng, ChaCha12).
+each side (the Rust split shuffles with rand_chacha's ChaCha12Rng).
 Never the same: batch membership and order, dropout masks and the
 classifier's initial weights (their RNGs differ).
 """

@@ -3,7 +3,10 @@
 //! A value depends only on (seed, step, stream, element index), never on
 //! which thread computes it or in what order, so dropout masks are identical
 //! across thread counts, across recomputation of a layer, and between the CPU
-//! and a CUDA kernel that implements the same function.
+//! and a CUDA kernel that implements the same function. That is why weight
+//! initialisation and dropout draw from here rather than from `rand` /
+//! `rand_distr`, whose sequential streams give a value by its position in
+//! the stream, not by its index.
 
 const M0: u32 = 0xD251_1F53;
 const M1: u32 = 0xCD9E_8D57;

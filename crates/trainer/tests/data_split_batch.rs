@@ -276,3 +276,31 @@ fn minilm_batches_match_the_fixture_ids() {
         assert!(got[expected.len()..].iter().all(|&id| id == 0));
     }
 }
+
+/// A study's split and batch order are part of its result: these values
+/// must never change with a dependency update (they fail if the RNG or the
+/// shuffle changes its stream).
+#[test]
+fn the_split_and_the_batch_order_are_pinned() {
+    use trainer::data::batcher::epoch_order;
+    assert_eq!(epoch_order(10, 7, 0), [0, 4, 5, 9, 2, 1, 3, 8, 6, 7]);
+    assert_eq!(
+        epoch_order(100, 42, 3)[..10],
+        [86, 24, 6, 12, 63, 46, 80, 70, 59, 83]
+    );
+    let data = load_sentiment(BadRecordPolicy::Skip).unwrap();
+    let split = stratified_split(&data.examples, data.num_classes, 0.2, 42).unwrap();
+    assert_eq!((split.train.len(), split.validation.len()), (2400, 600));
+    let first: Vec<&str> = split.validation[..3]
+        .iter()
+        .map(|e| e.text.as_str())
+        .collect();
+    assert_eq!(
+        first,
+        [
+            "If you have several dozen or several hundred contacts, then imagine the fun of sending each of them one by one.",
+            "Highly recommend for any one who has a blue tooth phone.",
+            "Works great!.",
+        ]
+    );
+}

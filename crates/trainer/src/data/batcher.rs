@@ -1,8 +1,8 @@
 //! Tokenize once, then cut micro-batches padded to their longest sequence.
 
 use rand::SeedableRng;
-use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
+use rand_chacha::ChaCha12Rng;
 
 use super::error::DataError;
 use super::record::Example;
@@ -101,10 +101,10 @@ impl TokenizedDataset {
         if micro_batch == 0 {
             return Err(DataError::ZeroBatchSize);
         }
-        let mut indices: Vec<usize> = (0..self.len()).collect();
-        if let BatchOrder::Shuffled { seed, epoch } = order {
-            indices.shuffle(&mut StdRng::seed_from_u64(epoch_seed(seed, epoch)));
-        }
+        let indices = match order {
+            BatchOrder::Shuffled { seed, epoch } => epoch_order(self.len(), seed, epoch),
+            BatchOrder::Sequential => (0..self.len()).collect(),
+        };
         let chunks: Vec<Vec<usize>> = indices.chunks(micro_batch).map(<[usize]>::to_vec).collect();
         Ok(chunks.into_iter().map(move |chunk| self.batch_of(&chunk)))
     }
@@ -162,6 +162,15 @@ pub fn validate_labels(
         }),
         None => Ok(()),
     }
+}
+
+/// The order of `len` examples in `epoch`: a permutation that depends only
+/// on (seed, epoch), the same on every machine and every build (ChaCha12 is
+/// value-stable, as is rand 0.9's shuffle).
+pub fn epoch_order(len: usize, seed: u64, epoch: u64) -> Vec<usize> {
+    let mut indices: Vec<usize> = (0..len).collect();
+    indices.shuffle(&mut ChaCha12Rng::seed_from_u64(epoch_seed(seed, epoch)));
+    indices
 }
 
 /// One RNG seed per (seed, epoch), well mixed (SplitMix64's finaliser) so
