@@ -15,8 +15,9 @@
 //! kernels near an end of the range (erfc again).
 
 use crate::special::{NORM_PDF_LOG_C, log_gauss_mass};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+// FxHash: one multiply per word. The keys are float bits of values the
+// study itself produced; nothing adversarial reaches them.
+use rustc_hash::FxHashMap;
 
 /// A grid cell `[l, r]` around a discrete value, in transformed space.
 #[derive(Debug, Clone, Copy)]
@@ -54,10 +55,10 @@ const MAX_ENTRIES: usize = 4 << 20;
 #[derive(Default)]
 pub struct CellCache {
     /// Pair id of each `(centre bits, width bits)`.
-    pair_ids: HashMap<(u64, u64), u32, BuildHasherDefault<FxHasher>>,
+    pair_ids: FxHashMap<(u64, u64), u32>,
     pairs: Vec<Pair>,
     /// Row id of each value (by its bits).
-    row_ids: HashMap<u64, u32, BuildHasherDefault<FxHasher>>,
+    row_ids: FxHashMap<u64, u32>,
     /// `rows[row][pair]`: the pair's term at the row's value (NaN: not yet
     /// computed; a row is shorter than `pairs` until a later pair is used).
     rows: Vec<Vec<f64>>,
@@ -170,30 +171,6 @@ impl CellCache {
         let slots = &self.rows[row as usize];
         out.clear();
         out.extend(pairs.iter().map(|&p| slots[p as usize]));
-    }
-}
-
-/// rustc's FxHash: one multiply per word. The keys are float bits of
-/// values the study itself produced; nothing adversarial reaches them.
-#[derive(Default, Clone, Copy)]
-pub(super) struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut b = [0u8; 8];
-            b[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(b));
-        }
-    }
-    #[inline]
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
     }
 }
 

@@ -38,10 +38,8 @@ use super::transform::{from_transformed, transformed_range};
 use crate::distribution::Distribution;
 use crate::rng::Rng;
 use crate::special::{NORM_PDF_LOG_C, truncnorm_ppf_with_tails, truncnorm_tails};
-use cells::FxHasher;
 use kernels::Kernels;
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
+use rustc_hash::FxHashMap;
 
 /// The estimator's options (Optuna's `_ParzenEstimatorParameters`).
 #[derive(Debug, Clone, Copy)]
@@ -335,8 +333,7 @@ impl Parzen {
             .map(|((dim, cells), xs)| match dim {
                 Dim::Numeric(d) if d.step.is_some() => {
                     let step = d.step.expect("discrete");
-                    let mut local: HashMap<u64, u32, BuildHasherDefault<FxHasher>> =
-                        HashMap::default();
+                    let mut local: FxHashMap<u64, u32> = FxHashMap::default();
                     let mut rows = Vec::new();
                     let of_sample = xs
                         .iter()
