@@ -25,34 +25,26 @@ pub fn utc_before_now(ago: Duration) -> String {
 }
 
 fn format_at(t: SystemTime, local: bool) -> String {
-    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs() as libc::time_t;
-    let micros = since.subsec_micros();
-    // SAFETY: `tm` is plain data fully written by localtime_r/gmtime_r, which
-    // are the thread-safe variants and only read `secs`.
-    let tm = unsafe {
-        let mut tm: libc::tm = std::mem::zeroed();
-        let ok = if local {
-            libc::localtime_r(&secs, &mut tm)
-        } else {
-            libc::gmtime_r(&secs, &mut tm)
-        };
-        if ok.is_null() {
-            // Only fails for years beyond i32; fall back to the epoch.
-            std::mem::zeroed()
-        } else {
-            tm
-        }
+    let zone = if local {
+        // The system zone (TZ, else /etc/localtime), as Python's naive
+        // `datetime.now()` uses; UTC where none can be read.
+        jiff::tz::TimeZone::try_system().unwrap_or(jiff::tz::TimeZone::UTC)
+    } else {
+        jiff::tz::TimeZone::UTC
     };
+    // Out of jiff's range (years beyond 9999): the epoch, as a time no
+    // heartbeat or trial ever has.
+    let at = jiff::Timestamp::try_from(t).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    let dt = zone.to_datetime(at);
     format!(
         "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:06}",
-        tm.tm_year + 1900,
-        tm.tm_mon + 1,
-        tm.tm_mday,
-        tm.tm_hour,
-        tm.tm_min,
-        tm.tm_sec,
-        micros
+        dt.year(),
+        dt.month(),
+        dt.day(),
+        dt.hour(),
+        dt.minute(),
+        dt.second(),
+        dt.subsec_nanosecond() / 1000
     )
 }
 
