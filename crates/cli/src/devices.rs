@@ -3,6 +3,7 @@
 //! picks from it.
 
 use gpu_mem::cuda::cudarc::driver::{CudaContext, sys};
+use gpu_mem::human_bytes;
 use gpu_mem::libs::{CudaLib, Located};
 
 /// One CUDA device as the driver reports it.
@@ -127,16 +128,12 @@ pub fn cpu() -> (usize, Option<u64>) {
     (cores, ram)
 }
 
-fn gib(bytes: u64) -> String {
-    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
-}
-
 /// The report `memtune devices` prints.
 pub fn render(cuda: &CudaReport) -> String {
     let (cores, ram) = cpu();
     let mut out = format!(
         "cpu: {cores} cores, {} RAM\n",
-        ram.map_or("unknown".to_string(), gib)
+        ram.map_or("unknown".to_string(), human_bytes)
     );
     match &cuda.devices {
         Ok(devices) => {
@@ -145,8 +142,8 @@ pub fn render(cuda: &CudaReport) -> String {
                     "cuda:{}: {}, {} total, {} free, compute capability {}.{}, virtual memory {}\n",
                     d.ordinal,
                     d.name,
-                    gib(d.total_bytes),
-                    gib(d.free_bytes),
+                    human_bytes(d.total_bytes),
+                    human_bytes(d.free_bytes),
                     d.compute_capability.0,
                     d.compute_capability.1,
                     if d.virtual_memory {

@@ -101,7 +101,7 @@ pub mod trace;
 pub use allocator::{Allocation, CachingAllocator, DeviceBuffer, InvariantViolation};
 pub use backend::{Backend, BackendError, DevicePtr, MemInfo, StreamId};
 pub use config::{Config, MemoryLimit, PoolKind};
-pub use error::{AllocError, OomCause, OutOfMemory};
+pub use error::{AllocError, OomCause, OutOfMemory, human_bytes};
 pub use sim::SimDevice;
 pub use snapshot::{Snapshot, TraceEvent};
 pub use stats::{Fragmentation, MemoryStats, Stat, StatArray};

@@ -77,8 +77,3 @@ impl Progress {
         self.bar.finish_and_clear();
     }
 }
-
-/// "1.50 GiB".
-pub fn gib(bytes: u64) -> String {
-    format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
-}

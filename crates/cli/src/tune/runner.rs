@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
 
+use gpu_mem::human_bytes;
 use hpo_sampler::{Pruner, Sampler, StudyView};
 use serde_json::{Value as Json, json};
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -37,7 +38,7 @@ use store::{Claim, RetryPolicy, Storage, TrialFilter, TrialRef, TrialState};
 use super::config::{StudyConfig, TrialSettings};
 use super::fault::Faults;
 use super::packing::{Admission, Lease, Packer, PlanPeaks};
-use super::progress::{Counts, Progress, gib};
+use super::progress::{Counts, Progress};
 use super::protocol::{FailureKind, Job, RunnerMsg, WorkerMsg};
 use super::record;
 use super::setup::RunPlan;
@@ -340,8 +341,8 @@ impl<'a> Runner<'a> {
                     self.progress.line(&format!(
                         "trial {}: infeasible, needs {} at micro-batch 1, device has {} (pruned, constraint recorded)",
                         c.trial.number,
-                        gib(needed),
-                        gib(capacity)
+                        human_bytes(needed),
+                        human_bytes(capacity)
                     ));
                     self.update_display()?;
                 }
@@ -912,8 +913,8 @@ impl<'a> Runner<'a> {
         let memory = format!(
             "{} {} leased of {}",
             self.plan.device_name,
-            gib(self.packer.leased_bytes()),
-            gib(self.plan.budget.capacity)
+            human_bytes(self.packer.leased_bytes()),
+            human_bytes(self.plan.budget.capacity)
         );
         self.progress.update(&counts, best.as_deref(), &memory);
         Ok(())
@@ -957,7 +958,11 @@ pub fn summary_table(s: &Summary, study: &str, storage: &str) -> String {
         ),
         (
             "peak memory leased",
-            format!("{} of {}", gib(s.peak_leased), gib(s.capacity)),
+            format!(
+                "{} of {}",
+                human_bytes(s.peak_leased),
+                human_bytes(s.capacity)
+            ),
         ),
         ("wall time", format!("{:.1} s", s.wall.as_secs_f64())),
     ];
