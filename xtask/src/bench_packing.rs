@@ -2,7 +2,7 @@
 //!
 //! Runs `crates/cli/examples/packing_sim.rs` (see its doc for ARGS:
 //! `--seeds N --hours H --slack F --threads T --check-plans --sensitivity`):
-//! memory-aware packing with micro-batch fitting against the seeds' fixed
+//! memory-aware packing with micro-batch fitting against the legacy setup's fixed
 //! PAR=2 on their search space, with the trainer's memory plans, on a
 //! simulated 24 GB GPU. The plans' coefficients are cached in
 //! `target/bench-packing/plans.json` (keyed by a fingerprint of the models

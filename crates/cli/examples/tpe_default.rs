@@ -4,7 +4,7 @@
 //! `tpe_default [--seeds N] [--trials N] [--study FILE] [--candidates N]
 //! [--finalists N]`
 //!
-//! The regime: the seeds' search space (`examples/study-seeds.toml`:
+//! The regime: the legacy setup's search space (`examples/study-seeds.toml`:
 //! conditional learning rates and head widths, categorical batch and
 //! sequence length, multivariate grouped TPE with 20 startup trials), the
 //! simulated device's objective, and 1, 2 or 4 trials in flight as the

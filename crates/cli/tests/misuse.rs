@@ -211,7 +211,7 @@ fn ask_refuses_a_distribution_that_contradicts_the_stored_one() {
     assert_eq!(trials(&db, "s").len(), 2);
 }
 
-/// A seeds'-kind study on the simulated device: trials take milliseconds.
+/// A legacy-setup-kind study on the simulated device: trials take milliseconds.
 fn sim_study(name: &str, n_trials: usize, lr_extra: &str, extra: &str) -> String {
     format!(
         r#"

@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde_json::Value as Json;
 use store::{Storage, TrialFilter, TrialState};
 
-/// The seeds' kind of space on a 24 GiB simulated device, small epochs.
+/// The legacy setup's kind of space on a 24 GiB simulated device, small epochs.
 fn sim_study(name: &str, n_trials: usize, device: &str, extra: &str) -> String {
     format!(
         r#"

@@ -2,7 +2,7 @@
 //! and with which micro-batch, so that the sum of what they can ever hold
 //! stays within the device's memory.
 //!
-//! The seeds fixed the number of parallel trials (4, then 3, then 2) and lost
+//! The legacy setup fixed the number of parallel trials (4, then 3, then 2) and lost
 //! trials whenever the sum of their peaks crossed the device's memory. Here
 //! every trial gets a *lease* before it starts: its predicted peak (the
 //! trainer's [`trainer::memory::MemoryPlan`], which runs the real training

@@ -20,7 +20,7 @@ use super::models::builtin_dir;
 use super::packing::{CUDA_PROCESS_OVERHEAD, DeviceBudget, GPU_MEM_ALLOCATOR_SLACK, cpu_budget};
 
 /// The simulated device's memory when the study file does not say: the
-/// seeds' 24 GB card.
+/// legacy setup's 24 GB card.
 const DEFAULT_SIM_MEMORY: u64 = 24 << 30;
 use super::config::Metric;
 use super::protocol::ModelSource;

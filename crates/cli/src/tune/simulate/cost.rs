@@ -48,7 +48,7 @@ pub fn flops_per_token(c: &ModelConfig, seq_len: usize) -> (f64, f64) {
 
 /// All FLOPs of a trial: every epoch trains on the training split and
 /// evaluates the validation split, sequences padded to the max length (as
-/// the seeds' tokenizer did).
+/// the legacy setup's tokenizer did).
 pub fn trial_flops(c: &ModelConfig, t: &SimTrial) -> f64 {
     let (train, eval) = flops_per_token(c, t.seq_len);
     let tokens = |examples: usize| (examples * t.seq_len * t.epochs) as f64;

@@ -1,5 +1,5 @@
 //! A simulation of a study on one GPU: memory-aware packing with micro-batch
-//! fitting against the seeds' fixed parallelism, on the seeds' search space
+//! fitting against the legacy setup's fixed parallelism, on its search space
 //! with the trainer's real memory plan. `cargo xtask bench packing` runs it.
 //!
 //! The model, every number a parameter of [`SimParams`]:
@@ -11,7 +11,7 @@
 //!   per-process overhead (CUDA context, cuBLAS workspace). The baseline's
 //!   PyTorch caching allocator adds fragmentation: at a point of the trial
 //!   drawn uniformly from its progress, its reserved memory grows from the
-//!   peak to the peak times `1 + fragmentation_slack` (the seeds saw OOMs
+//!   peak to the peak times `1 + fragmentation_slack` (the legacy setup saw OOMs
 //!   well into trials, "1.41 GiB reserved by PyTorch but unallocated").
 //! - Time: a trial first spends `startup_s` (process start, data, model
 //!   load) holding only the process overhead, then its FLOPs
@@ -19,7 +19,7 @@
 //!   utilisation(micro x seq)`; when the running trials' utilisations sum
 //!   past 1 each is slowed in proportion (the device is shared, never more
 //!   than fully busy).
-//! - Baseline (the seeds after their last fix): `baseline_parallel` trials
+//! - Baseline (the legacy setup after its last fix): `baseline_parallel` trials
 //!   at once, each at its batch size as micro-batch. When a trial takes
 //!   memory (its first step, or fragmentation growing) and the sum of what
 //!   the running trials hold exceeds the device, it dies of OOM: lost
@@ -50,7 +50,7 @@ use space::{SimTrial, model_config, sample_trial};
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimParams {
     /// Device memory in bytes: 23.56 GiB, what PyTorch reported for the
-    /// seeds' 24 GB card.
+    /// legacy setup's 24 GB card.
     pub capacity: u64,
     /// CUDA context + cuBLAS workspace per process (both policies).
     pub process_overhead: u64,
@@ -208,7 +208,7 @@ impl SimSpace {
 }
 
 /// The classifier head of the simulated trials: two labels, no hidden
-/// layers. The seeds' 0-3 hidden layers of at most 1,024 units add under
+/// layers. The legacy setup's 0-3 hidden layers of at most 1,024 units add under
 /// 20 MiB to a peak of gigabytes, so the head is not sampled.
 pub fn sim_head() -> HeadConfig {
     HeadConfig {

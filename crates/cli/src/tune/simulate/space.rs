@@ -1,4 +1,4 @@
-//! The seeds' search space, as the simulation samples it.
+//! The legacy setup's search space, as the simulation samples it.
 //!
 //! From the notes of the system we replace (its "old behavior", before it
 //! shrank the ranges of large models by hand): batch size in {8, 12, 16,
@@ -15,7 +15,7 @@
 
 use trainer::model::ModelConfig;
 
-/// The seeds' models, by the trainer's preset names ([`model_config`]):
+/// The legacy setup's models, by the trainer's preset names ([`model_config`]):
 /// a model is one entry here.
 pub const MODELS: [&str; 7] = [
     "bert-base",
@@ -34,7 +34,7 @@ pub const SEQ_LENS: [usize; 13] = [
 ];
 /// Epochs a trial runs (inclusive range).
 pub const EPOCHS: (usize, usize) = (3, 10);
-/// The seeds' data set: 2,058 examples, 80% train, 20% validation.
+/// The legacy setup's data set: 2,058 examples, 80% train, 20% validation.
 pub const TRAIN_EXAMPLES: usize = 1646;
 pub const VALIDATION_EXAMPLES: usize = 412;
 
