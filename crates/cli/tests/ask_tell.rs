@@ -100,9 +100,9 @@ fn ask_then_tell_round_trip() {
             "7",
         ],
     ));
-    // Optuna's json.dumps spelling, keys in order.
+    // Optuna's json.dumps spelling, params in the search space's order.
     assert!(
-        raw.starts_with(r#"{"number": 0, "params": {"layers": "#),
+        raw.starts_with(r#"{"number": 0, "params": {"x": "#),
         "{raw}"
     );
     let asked: Json = serde_json::from_str(&raw).unwrap();

@@ -231,3 +231,73 @@ fn ask_prints_floats_as_optuna_ask_does() {
         }
     }
 }
+
+/// Enqueues the same fixed params four times, for `optuna ask` and
+/// `memtune ask` to claim one each, twice.
+const ENQUEUE_TWICE: &str = r#"
+import json, sys, warnings
+warnings.simplefilter("ignore")
+import optuna
+url, params = sys.argv[1], json.loads(sys.argv[2])
+study = optuna.load_study(study_name="s", storage=url)
+for _ in range(4):
+    study.enqueue_trial(params)
+"#;
+
+#[test]
+fn ask_prints_the_line_optuna_ask_prints() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("order.db");
+    let url = format!("sqlite:///{}", db.display());
+    ok(memtune(&db, &["create-study", "--study", "s"]));
+    // Keys out of name order, and strings beyond ASCII.
+    let space = r#"{"zeta": {"name": "FloatDistribution", "attributes": {"step": null, "low": 0.0, "high": 1.0, "log": false}},
+ "alpha": {"name": "CategoricalDistribution", "attributes": {"choices": ["caf\u00e9", "\ud83d\ude00 x", "plain"]}},
+ "mid": {"name": "IntDistribution", "attributes": {"log": false, "step": 1, "low": 1, "high": 9}}}"#;
+    let fixed = r#"{"zeta": 5e-05, "alpha": "café", "mid": 3}"#;
+    let out = Command::new(&py)
+        .args(["-c", ENQUEUE_TWICE, &url, fixed])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for flatten in [false, true] {
+        let mut args = vec!["ask", "--study-name", "s", "--search-space", space];
+        if flatten {
+            args.push("--flatten");
+        }
+        let theirs = Command::new(&py)
+            .args(["-c", "import sys, warnings; warnings.simplefilter('ignore'); from optuna.cli import main; sys.exit(main())"])
+            .args(&args)
+            .args(["--storage", &url])
+            .output()
+            .unwrap();
+        assert!(
+            theirs.status.success(),
+            "{}",
+            String::from_utf8_lossy(&theirs.stderr)
+        );
+        let theirs = String::from_utf8(theirs.stdout).unwrap();
+        let ours = ok(memtune(&db, &args));
+        // The same fixed params in trials 0 and 1 (then 2 and 3).
+        let n = if flatten { 2 } else { 0 };
+        let ours = ours.replacen(
+            &format!("\"number\": {}", n + 1),
+            &format!("\"number\": {n}"),
+            1,
+        );
+        assert_eq!(ours.trim_end(), theirs.trim_end());
+        if !flatten {
+            assert!(
+                ours.starts_with(
+                    r#"{"number": 0, "params": {"zeta": 5e-05, "alpha": "caf\u00e9", "mid": 3}}"#
+                ),
+                "{ours}"
+            );
+        }
+    }
+}

@@ -184,21 +184,88 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         }
     };
 
-    let values: Vec<(String, Json)> = params
+    // Optuna prints `trial.params`: in the search space's order (its
+    // `study.ask` suggests them in that order), params already stored on a
+    // claimed trial beyond the space after them.
+    let order = key_order(&args.search_space)
+        .map_err(|e| CliError::Usage(format!("bad --search-space: {e}")))?;
+    let names = order
         .iter()
-        .map(|(name, p)| (name.clone(), value_to_json(&p.value())))
+        .filter(|n| params.contains_key(*n))
+        .chain(params.keys().filter(|n| !order.contains(n)));
+    let values: Vec<(String, String)> = names
+        .map(|name| {
+            (
+                name.clone(),
+                python_json(&value_to_json(&params[name].value())),
+            )
+        })
         .collect();
-    let mut record = Map::new();
-    record.insert("number".into(), Json::from(trial.number));
+    let mut record = vec![("number".to_string(), trial.number.to_string())];
     if args.flatten {
-        for (name, v) in values {
-            record.insert(format!("params_{name}"), v);
-        }
+        record.extend(values.into_iter().map(|(k, v)| (format!("params_{k}"), v)));
     } else {
-        record.insert("params".into(), Json::Object(values.into_iter().collect()));
+        record.push(("params".into(), python_object(values)));
     }
-    writeln!(out, "{}", python_json(&Json::Object(record)))?;
+    writeln!(out, "{}", python_object(record))?;
     Ok(())
+}
+
+/// The top-level keys of a JSON object in the order written, each once
+/// (serde_json's maps sort their keys; a Python dict keeps them in order).
+fn key_order(text: &str) -> std::result::Result<Vec<String>, serde_json::Error> {
+    use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+    struct Keys(Vec<String>);
+    struct KeysVisitor;
+    impl<'de> Visitor<'de> for KeysVisitor {
+        type Value = Keys;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Keys, A::Error> {
+            let mut keys: Vec<String> = Vec::new();
+            while let Some((key, IgnoredAny)) = map.next_entry::<String, IgnoredAny>()? {
+                if !keys.contains(&key) {
+                    keys.push(key);
+                }
+            }
+            Ok(Keys(keys))
+        }
+    }
+    impl<'de> Deserialize<'de> for Keys {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+            d.deserialize_map(KeysVisitor)
+        }
+    }
+    serde_json::from_str::<Keys>(text).map(|k| k.0)
+}
+
+/// `{"k": v, ...}` as `json.dumps` writes a dict: entries in the given
+/// order, values already spelled.
+fn python_object(entries: impl IntoIterator<Item = (String, String)>) -> String {
+    let parts: Vec<String> = entries
+        .into_iter()
+        .map(|(k, v)| format!("{}: {v}", python_string(&k)))
+        .collect();
+    format!("{{{}}}", parts.join(", "))
+}
+
+/// A string as `json.dumps` writes it (`ensure_ascii`): every non-ASCII
+/// character as `\uXXXX`, beyond the BMP as a surrogate pair.
+fn python_string(s: &str) -> String {
+    let escaped = Json::String(s.to_string()).to_string();
+    let mut out = String::with_capacity(escaped.len());
+    for c in escaped.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+    out
 }
 
 /// Optuna's `study.enqueue_trial` key: fixed external values by name.
@@ -373,13 +440,8 @@ fn python_json(v: &Json) -> String {
             let parts: Vec<String> = items.iter().map(python_json).collect();
             format!("[{}]", parts.join(", "))
         }
-        Json::Object(map) => {
-            let parts: Vec<String> = map
-                .iter()
-                .map(|(k, v)| format!("{}: {}", Json::String(k.clone()), python_json(v)))
-                .collect();
-            format!("{{{}}}", parts.join(", "))
-        }
+        Json::Object(map) => python_object(map.iter().map(|(k, v)| (k.clone(), python_json(v)))),
+        Json::String(text) => python_string(text),
         // serde_json spells 5e-5 as `5e-5`; Python's repr as `5e-05`.
         Json::Number(n) => python_number(&n.to_string()),
         scalar => scalar.to_string(),
