@@ -55,6 +55,21 @@ fn python() -> Option<PathBuf> {
     }
 }
 
+/// Runs `python -c SCRIPT ARGS...`; its stdout, or a panic with its stderr.
+fn run_python(py: &PathBuf, script: &str, args: &[&str]) -> String {
+    let out = Command::new(py)
+        .args(["-c", script])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 #[test]
 fn optuna_loads_a_study_made_by_ask_and_tell() {
     let Some(py) = python() else { return };
@@ -71,15 +86,7 @@ warnings.simplefilter("ignore")
 import optuna
 optuna.load_study(study_name="s", storage=sys.argv[1]).enqueue_trial({"x": 0.5, "opt": "sgd"})
 "#;
-    let out = Command::new(&py)
-        .args(["-c", enqueue, &format!("sqlite:///{}", db.display())])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_python(&py, enqueue, &[&format!("sqlite:///{}", db.display())]);
     let mut expected = Vec::new();
     for i in 0..14 {
         let asked: Json = serde_json::from_str(&ok(memtune(
@@ -140,16 +147,8 @@ optuna.load_study(study_name="s", storage=sys.argv[1]).enqueue_trial({"x": 0.5, 
         expected.push(json!({"number": asked["number"], "state": state,
                              "params": asked["params"], "values": values}));
     }
-    let out = Command::new(&py)
-        .args(["-c", LOAD, &format!("sqlite:///{}", db.display()), SPACE])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "optuna failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let seen: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let out = run_python(&py, LOAD, &[&format!("sqlite:///{}", db.display()), SPACE]);
+    let seen: Json = serde_json::from_str(&out).unwrap();
     assert_eq!(seen["trials"], Json::Array(expected));
     assert_eq!(seen["n"], 15);
     assert_eq!(seen["best"], 0.0);
@@ -201,21 +200,12 @@ fn ask_prints_floats_as_optuna_ask_does() {
     let db = dir.path().join("floats.db");
     ok(memtune(&db, &["create-study", "--study", "s"]));
     for trial in 0..2 {
-        let out = Command::new(&py)
-            .args([
-                "-c",
-                FLOATS,
-                &format!("sqlite:///{}", db.display()),
-                &trial.to_string(),
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = run_python(
+            &py,
+            FLOATS,
+            &[&format!("sqlite:///{}", db.display()), &trial.to_string()],
         );
-        let made: Json = serde_json::from_slice(&out.stdout).unwrap();
+        let made: Json = serde_json::from_str(&out).unwrap();
         let space = made["space"].to_string();
         let printed = ok(memtune(
             &db,
@@ -256,32 +246,15 @@ fn ask_prints_the_line_optuna_ask_prints() {
  "alpha": {"name": "CategoricalDistribution", "attributes": {"choices": ["caf\u00e9", "\ud83d\ude00 x", "plain"]}},
  "mid": {"name": "IntDistribution", "attributes": {"log": false, "step": 1, "low": 1, "high": 9}}}"#;
     let fixed = r#"{"zeta": 5e-05, "alpha": "café", "mid": 3}"#;
-    let out = Command::new(&py)
-        .args(["-c", ENQUEUE_TWICE, &url, fixed])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_python(&py, ENQUEUE_TWICE, &[&url, fixed]);
     for flatten in [false, true] {
         let mut args = vec!["ask", "--study-name", "s", "--search-space", space];
         if flatten {
             args.push("--flatten");
         }
-        let theirs = Command::new(&py)
-            .args(["-c", "import sys, warnings; warnings.simplefilter('ignore'); from optuna.cli import main; sys.exit(main())"])
-            .args(&args)
-            .args(["--storage", &url])
-            .output()
-            .unwrap();
-        assert!(
-            theirs.status.success(),
-            "{}",
-            String::from_utf8_lossy(&theirs.stderr)
-        );
-        let theirs = String::from_utf8(theirs.stdout).unwrap();
+        let optuna_cli = "import sys, warnings; warnings.simplefilter('ignore'); \
+                          from optuna.cli import main; sys.exit(main())";
+        let theirs = run_python(&py, optuna_cli, &[&args[..], &["--storage", &url]].concat());
         let ours = ok(memtune(&db, &args));
         // The same fixed params in trials 0 and 1 (then 2 and 3).
         let n = if flatten { 2 } else { 0 };
