@@ -196,6 +196,19 @@ fn unknown_keys_are_refused_at_every_depth() {
 }
 
 #[test]
+fn the_report_is_written_unless_turned_off() {
+    assert!(StudyConfig::parse(BASE, "study.toml").unwrap().study.report);
+    let off = replace("n_trials = 5", "n_trials = 5\nreport = false");
+    assert!(!StudyConfig::parse(&off, "study.toml").unwrap().study.report);
+    expect_error(
+        &replace("n_trials = 5", "n_trials = 5\nreport = \"no\""),
+        "study.report",
+        "report = ",
+        "invalid type",
+    );
+}
+
+#[test]
 fn wrong_types_are_refused() {
     expect_error(
         &replace("n_trials = 5", "n_trials = \"five\""),

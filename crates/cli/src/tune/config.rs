@@ -20,6 +20,7 @@
 //! n_trials = 12                       # >= 1; trials of a resumed study count
 //! timeout = "15m"                     # optional: no new trial starts after this
 //! seed = 42                           # optional: seeds the sampler and every trial's training
+//! report = true                      # default: write NAME-report.html beside the storage at the end
 //!
 //! [data]                              # default: the embedded sentiment set
 //! source = "embedded"                 # or "files":
@@ -157,6 +158,8 @@ pub struct StudySection {
     pub n_trials: u64,
     pub timeout: Option<Duration>,
     pub seed: Option<u64>,
+    /// Write `memtune report`'s HTML page beside the storage when a run ends.
+    pub report: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -716,6 +719,7 @@ impl Check<'_> {
             n_trials: s.n_trials,
             timeout,
             seed: s.seed,
+            report: s.report.unwrap_or(true),
         })
     }
 

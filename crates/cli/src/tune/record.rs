@@ -67,10 +67,21 @@ fn set_user(storage: &Storage, trial: &TrialRef, attrs: &[(&str, Json)]) -> stor
     Ok(())
 }
 
+/// The device a trial was leased on, as `memtune report` draws its
+/// timeline (one runner's device; several runners may share a study).
+pub struct DeviceRecord<'a> {
+    pub name: &'a str,
+    pub capacity: u64,
+    /// What leases may sum to (capacity less the safety margin).
+    pub usable: u64,
+}
+
 pub fn started(
     storage: &Storage,
     trial: &TrialRef,
+    settings: &TrialSettings,
     lease: &Lease,
+    device: &DeviceRecord<'_>,
     pid: u32,
     threads: usize,
 ) -> store::Result<()> {
@@ -78,6 +89,13 @@ pub fn started(
         storage,
         trial,
         &[
+            // The trial's start on the device: `datetime_start` is its
+            // claim, which may wait for memory before a lease.
+            ("lease_start", json!(store::time::now_local())),
+            ("config", settings_json(settings)),
+            ("device", json!(device.name)),
+            ("device_capacity_bytes", json!(device.capacity)),
+            ("device_usable_bytes", json!(device.usable)),
             ("micro_batch", json!(lease.micro_batch)),
             ("accumulation_steps", json!(lease.accumulation)),
             ("predicted_peak_bytes", json!(lease.predicted_peak)),

@@ -507,7 +507,20 @@ impl<'a> Runner<'a> {
             threads,
         };
         let pid = self.workers[&worker].pid;
-        let started = record::started(&self.storage, &c.trial, &lease, pid, threads);
+        let device = record::DeviceRecord {
+            name: &self.plan.device_name,
+            capacity: self.plan.budget.capacity,
+            usable: self.plan.budget.usable(),
+        };
+        let started = record::started(
+            &self.storage,
+            &c.trial,
+            &c.settings,
+            &lease,
+            &device,
+            pid,
+            threads,
+        );
         if !taken_over(started, c.trial.number)? {
             self.packer.release(c.trial.trial_id as u64);
             self.beats.remove(c.trial.trial_id);

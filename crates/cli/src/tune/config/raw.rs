@@ -103,6 +103,7 @@ pub(crate) struct RawStudy {
     pub n_trials: u64,
     pub timeout: Option<String>,
     pub seed: Option<u64>,
+    pub report: Option<bool>,
 }
 
 #[derive(Deserialize, Debug, Default)]
