@@ -4,8 +4,8 @@
 //! - `cargo xtask test`: the README's test command and what CI runs: no
 //!   tracked build output, fmt, clippy, then every test of the workspace,
 //!   after preparing what the reference tests need (a Python venv with
-//!   Optuna, one with torch and transformers, the MiniLM model, libnvrtc,
-//!   PostgreSQL's server binaries),
+//!   Optuna and scikit-learn, one with torch and transformers, the MiniLM
+//!   model, libnvrtc, PostgreSQL's server binaries, headless Chromium),
 //!   then the NVRTC compile check of the CUDA kernels.
 //! - `cargo xtask tune [ARGS]`: build and run `memtune tune` on the embedded
 //!   default study.
@@ -21,6 +21,7 @@
 mod bench_packing;
 mod bench_sampler;
 mod bench_store;
+mod chromium;
 mod env;
 mod gpu_test;
 mod model;
@@ -99,6 +100,10 @@ fn test(extra: &[String]) -> Result<()> {
     vars.push(("MEMTUNE_PG_BIN", postgres::bin_dir()?.display().to_string()));
     // libnvrtc for the kernel compile check (tune does not need it).
     vars.push((nvrtc::VAR, nvrtc::lib_dir()?.display().to_string()));
+    // Headless Chromium renders `memtune report`'s pages.
+    if let Some(browser) = chromium::ensure()? {
+        vars.push(("MEMTUNE_CHROMIUM", browser.display().to_string()));
+    }
     let vars: Vec<(&str, String)> = vars.iter().map(|(k, v)| (*k, v.clone())).collect();
     let mut cmd = vec!["test", "--workspace"];
     cmd.extend(extra.iter().map(String::as_str));

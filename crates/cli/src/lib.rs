@@ -22,4 +22,5 @@ pub mod error;
 pub mod history;
 pub mod logging;
 pub mod render;
+pub mod report;
 pub mod tune;

@@ -133,6 +133,12 @@ impl<'a> MakeWriter<'a> for LogFileWriter {
 /// `../escaped` → `_._escaped-xxxxxxxx.log`. Never a path separator, never
 /// `.` or `..`, at most 100 characters before `.log`.
 pub fn file_name(study: &str) -> String {
+    format!("{}.log", safe_stem(study))
+}
+
+/// The study's name made safe as a file name's stem, as [`file_name`]
+/// describes (the report, `NAME-report.html`, uses it too).
+pub fn safe_stem(study: &str) -> String {
     const MAX: usize = 100;
     let mut safe: String = study
         .chars()
@@ -148,7 +154,7 @@ pub fn file_name(study: &str) -> String {
         safe.truncate(MAX - 9);
         safe.push_str(&format!("-{:08x}", fnv1a(study.as_bytes())));
     }
-    format!("{safe}.log")
+    safe
 }
 
 /// 32-bit FNV-1a: stable across builds and platforms (std's hasher is not).

@@ -6,6 +6,7 @@ mod create_study;
 mod devices;
 mod export;
 mod predict;
+mod report;
 mod studies;
 mod tell;
 mod train;
@@ -28,6 +29,9 @@ pub enum Command {
     Best(best::Args),
     /// Write a study's trials as CSV or JSON.
     Export(export::Args),
+    /// Write a study as one self-contained HTML page (history, importance,
+    /// memory, device timeline, failures), or its timeline as a Chrome trace.
+    Report(report::Args),
     /// Create a study (as `optuna create-study`); prints its name.
     CreateStudy(create_study::Args),
     /// Create a trial and sample its parameters (as `optuna ask`); prints
@@ -106,6 +110,7 @@ pub fn run(command: Command, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         Command::Trials(args) => trials::run(&args, ctx, out),
         Command::Best(args) => best::run(&args, ctx, out),
         Command::Export(args) => export::run(&args, ctx, out),
+        Command::Report(args) => report::run(&args, ctx, out),
         Command::CreateStudy(args) => create_study::run(&args, ctx, out),
         Command::Ask(args) => ask::run(&args, ctx, out),
         Command::Tell(args) => tell::run(&args, ctx, out),

@@ -80,6 +80,14 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     )?;
     let summary = runner.run()?;
     write!(out, "{}", summary_table(&summary, &study, &storage))?;
+    if cfg.study.report {
+        // The study is stored whatever happens here: a report that cannot
+        // be written is a warning, not a failed run.
+        match write_report(&storage, &study) {
+            Ok(path) => crate::logging::note(&format!("memtune: report in {}", path.display())),
+            Err(e) => eprintln!("memtune: warning: no report: {e}"),
+        }
+    }
     if let Some(e) = &summary.environment_error {
         return Err(CliError::Failed(format!(
             "stopped: a trial could not read the data or model ({e}); its trial and those in flight are re-enqueued, so fix it and run the same command again"
@@ -89,4 +97,17 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         return Err(CliError::Interrupted);
     }
     Ok(())
+}
+
+fn write_report(storage_url: &str, study: &str) -> Result<PathBuf> {
+    let storage = store::Storage::open_url(
+        storage_url,
+        &store::OpenOptions {
+            create: false,
+            read_only: true,
+            ..store::OpenOptions::default()
+        },
+    )?;
+    let input = crate::report::read(&storage, study, storage_url)?;
+    super::report::write_html(&storage, &input, None)
 }

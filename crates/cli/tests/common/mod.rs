@@ -39,3 +39,16 @@ pub fn fails(out: Output) -> String {
     assert!(out.stdout.is_empty(), "a refused command printed output");
     err
 }
+
+/// Trials of the file's only study that the runner leased memory for.
+pub fn started_trials(db: &Path) -> usize {
+    let storage = store::Storage::open_existing(db).unwrap();
+    let studies = storage.studies().unwrap();
+    assert_eq!(studies.len(), 1);
+    storage
+        .trials(studies[0].study.study_id, &store::TrialFilter::default())
+        .unwrap()
+        .iter()
+        .filter(|t| t.user_attrs.contains_key("lease_bytes"))
+        .count()
+}

@@ -1,0 +1,76 @@
+//! `memtune report --study NAME [-o FILE.html] [--trace FILE.json]`: the
+//! study as one self-contained HTML page (see [`crate::report`]), and its
+//! device timeline as a Chrome trace.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::Context;
+use crate::error::{CliError, Result};
+use crate::report;
+use std::io::Write;
+use store::Storage;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The study's name (`--study-name` is accepted too).
+    #[arg(long, alias = "study-name")]
+    pub study: String,
+    /// Where to write the page (default: NAME-report.html beside the storage).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Write the device timeline as Chrome trace JSON (Perfetto and
+    /// chrome://tracing open it) to this file; the page is then written
+    /// only when `-o` is given too.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+}
+
+pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
+    let storage = ctx.open_read_only()?;
+    let label = ctx.storage_url.clone().unwrap_or_default();
+    let input = report::read(&storage, &args.study, &label)?;
+    if let Some(path) = &args.trace {
+        let trace = report::trace(&input).map_err(|why| {
+            CliError::Failed(format!(
+                "no device timeline in study `{}`: {why}",
+                args.study
+            ))
+        })?;
+        let text = serde_json::to_vec(&trace).map_err(CliError::failed)?;
+        write_file(path, &text)?;
+        writeln!(out, "trace: {}", path.display())?;
+        if args.output.is_none() {
+            return Ok(());
+        }
+    }
+    let started = Instant::now();
+    let path = write_html(&storage, &input, args.output.as_deref())?;
+    crate::logging::note(&format!(
+        "memtune: report of {} trials written in {:.2}s",
+        input.trials.len(),
+        started.elapsed().as_secs_f64()
+    ));
+    writeln!(out, "report: {}", path.display())?;
+    Ok(())
+}
+
+/// Writes the page of `input` to `output`, or beside the storage; returns
+/// the path.
+pub(crate) fn write_html(
+    storage: &Storage,
+    input: &report::ReportInput,
+    output: Option<&Path>,
+) -> Result<PathBuf> {
+    let path = output.map_or_else(
+        || report::default_path(storage.path(), &input.study_name),
+        Path::to_path_buf,
+    );
+    write_file(&path, report::html(input).as_bytes())?;
+    Ok(path)
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    report::write_atomically(path, bytes)
+        .map_err(|e| CliError::Failed(format!("cannot write {}: {e}", path.display())))
+}

@@ -1,0 +1,169 @@
+//! Charts as inline SVG drawn by `plotters`, and what they share: the
+//! figure wrapper the page and its tests look for, axis ranges, colours.
+
+use std::ops::Range;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::html::escape;
+
+/// The area a chart draws on.
+pub type Root<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+pub type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
+pub const WIDE: (u32, u32) = (1100, 380);
+pub const SMALL: (u32, u32) = (360, 260);
+
+pub const COMPLETE: RGBColor = RGBColor(31, 119, 180);
+pub const PRUNED: RGBColor = RGBColor(255, 127, 14);
+pub const FAIL: RGBColor = RGBColor(214, 39, 40);
+pub const BEST: RGBColor = RGBColor(44, 160, 44);
+pub const MUTED: RGBColor = RGBColor(150, 150, 150);
+
+/// `<figure class="chart" data-chart="NAME">` holding the SVG that `draw`
+/// makes on a white canvas of `size`; a chart that cannot be drawn becomes
+/// a line saying why (the page's tests then find its SVG missing).
+pub fn figure(
+    name: &str,
+    caption: &str,
+    size: (u32, u32),
+    draw: impl FnOnce(&Root<'_>) -> DrawResult,
+) -> String {
+    let mut svg = String::new();
+    let drawn = {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        root.fill(&WHITE)
+            .map_err(Into::into)
+            .and_then(|()| draw(&root))
+            .and_then(|()| root.present().map_err(Into::into))
+    };
+    match drawn {
+        Ok(()) => format!(
+            "<figure class=\"chart\" data-chart=\"{}\" style=\"width: {}px; max-width: 100%\">{svg}<figcaption class=\"note\">{}</figcaption></figure>",
+            escape(name),
+            size.0,
+            escape(caption)
+        ),
+        Err(e) => format!(
+            "<p class=\"omitted\">Chart {} could not be drawn: {}</p>",
+            escape(name),
+            escape(&e.to_string())
+        ),
+    }
+}
+
+/// A range that holds every value with a margin, never empty.
+pub fn span(values: impl IntoIterator<Item = f64>) -> Range<f64> {
+    let (lo, hi) = values
+        .into_iter()
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+    if lo > hi {
+        return 0.0..1.0;
+    }
+    let pad = if hi > lo {
+        (hi - lo) * 0.05
+    } else {
+        lo.abs().max(1.0) * 0.05
+    };
+    (lo - pad)..(hi + pad)
+}
+
+/// A range for a log axis: positive, with a margin of a few percent.
+pub fn log_span(values: impl IntoIterator<Item = f64>) -> Range<f64> {
+    let (lo, hi) = values
+        .into_iter()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+    if lo > hi {
+        return 1.0..10.0;
+    }
+    (lo / 1.2)..(hi * 1.2)
+}
+
+/// Labels of a log2 axis: `2^v` at whole `v`, nothing between.
+pub fn pow2_label(v: f64) -> String {
+    if (v - v.round()).abs() > 1e-9 {
+        return String::new();
+    }
+    short(2f64.powf(v.round()))
+}
+
+/// A log2 axis' range over positive values, whole powers at both ends.
+pub fn log2_span(values: impl IntoIterator<Item = f64>) -> Range<f64> {
+    let logs: Vec<f64> = values
+        .into_iter()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .map(f64::log2)
+        .collect();
+    let r = span(logs);
+    (r.start.floor() - 0.25)..(r.end.ceil() + 0.25)
+}
+
+/// Bytes in GiB, the unit every memory chart uses.
+pub fn gib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 30) as f64
+}
+
+/// A number short enough for an axis label or a table cell.
+pub fn short(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let a = v.abs();
+    if !(1e-3..1e5).contains(&a) {
+        format!("{v:.2e}")
+    } else if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.4}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_are_never_empty() {
+        assert_eq!(span([]), 0.0..1.0);
+        let r = span([2.0]);
+        assert!(r.start < 2.0 && r.end > 2.0);
+        let r = log_span([0.0, -1.0]);
+        assert!(r.start > 0.0 && r.end > r.start);
+        let r = span([f64::NAN, 1.0, 3.0]);
+        assert!(r.start < 1.0 && r.end > 3.0);
+    }
+
+    #[test]
+    fn a_figure_holds_a_nonempty_svg() {
+        let html = figure("demo", "a line", SMALL, |root| {
+            let mut chart = ChartBuilder::on(root)
+                .x_label_area_size(20)
+                .y_label_area_size(30)
+                .build_cartesian_2d(0.0..1.0, 0.0..1.0)?;
+            chart.configure_mesh().draw()?;
+            chart.draw_series(LineSeries::new([(0.0, 0.0), (1.0, 1.0)], &COMPLETE))?;
+            Ok(())
+        });
+        assert!(html.starts_with("<figure class=\"chart\" data-chart=\"demo\" style=\"width: 360px; max-width: 100%\"><svg"), "{html}");
+        assert!(html.contains("<polyline"), "{html}");
+    }
+
+    #[test]
+    fn short_numbers() {
+        assert_eq!(short(3e-5), "3.00e-5");
+        assert_eq!(short(32.0), "32");
+        assert_eq!(short(0.12500), "0.125");
+        assert_eq!(pow2_label(3.0), "8");
+        assert_eq!(pow2_label(2.5), "");
+    }
+}

@@ -1,0 +1,285 @@
+//! Hyperparameter importance by fANOVA on a random forest, as Optuna's
+//! default `FanovaImportanceEvaluator` computes it: 64 trees of depth at
+//! most 64 fitted to the COMPLETE trials' values; each parameter's share
+//! of every tree's variance, averaged over the trees with any variance,
+//! normalised to sum to 1.
+//!
+//! Encoding as Optuna's (`_SearchSpaceTransform` without log or step
+//! transforms): a float or int parameter is one column of its raw value
+//! within `[low, high]` (a log parameter too), a categorical one a one-hot
+//! column per choice within `[0, 1]`, whose columns are marginalised
+//! together. Parameters with one possible value get 0.
+//!
+//! Optuna scores only the parameters every COMPLETE trial has. A
+//! conditional parameter (present in some trials only) is scored here on
+//! the trials that have it, against the parameters all of those share, and
+//! reported beside the others with its trial count.
+
+pub mod forest;
+pub mod tree;
+
+use std::collections::BTreeMap;
+
+use store::{Distribution, FrozenTrial};
+
+use self::tree::FanovaTree;
+
+pub const N_TREES: usize = 64;
+pub const MAX_DEPTH: usize = 64;
+/// A fixed seed: the same study gives the same report.
+const SEED: u64 = 0;
+
+/// One parameter's importance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Importance {
+    pub name: String,
+    /// Its share of the variance, normalised within its fit.
+    pub importance: f64,
+    /// The trials it was fitted on.
+    pub trials: usize,
+    /// Present in only some COMPLETE trials (scored on those).
+    pub conditional: bool,
+}
+
+/// Importances of every parameter of `trials` (finished trials with a
+/// finite value), most important first; an error says why there are none.
+pub fn importances(
+    trials: &[(&FrozenTrial, f64)],
+    params: &BTreeMap<String, Distribution>,
+) -> Result<Vec<Importance>, String> {
+    if trials.len() < 2 {
+        return Err(format!(
+            "fANOVA needs at least 2 COMPLETE trials with a value; the study has {}",
+            trials.len()
+        ));
+    }
+    let common: Vec<&String> = params
+        .keys()
+        .filter(|name| trials.iter().all(|(t, _)| t.param(name).is_some()))
+        .collect();
+    let mut out = evaluate(trials, params, &common)?
+        .into_iter()
+        .map(|(name, importance)| Importance {
+            name,
+            importance,
+            trials: trials.len(),
+            conditional: false,
+        })
+        .collect::<Vec<_>>();
+    for name in params.keys().filter(|n| !common.contains(n)) {
+        let subset: Vec<(&FrozenTrial, f64)> = trials
+            .iter()
+            .filter(|(t, _)| t.param(name).is_some())
+            .copied()
+            .collect();
+        if subset.len() < 2 {
+            continue;
+        }
+        let shared: Vec<&String> = params
+            .keys()
+            .filter(|n| subset.iter().all(|(t, _)| t.param(n).is_some()))
+            .collect();
+        // A subset whose values do not vary says nothing of this parameter.
+        if let Ok(scores) = evaluate(&subset, params, &shared)
+            && let Some((_, importance)) = scores.into_iter().find(|(n, _)| n == name)
+        {
+            out.push(Importance {
+                name: name.clone(),
+                importance,
+                trials: subset.len(),
+                conditional: true,
+            });
+        }
+    }
+    out.sort_by(|a, b| {
+        b.importance
+            .total_cmp(&a.importance)
+            .then(a.name.cmp(&b.name))
+    });
+    Ok(out)
+}
+
+/// One column group per parameter: its encoded columns and their bounds.
+struct Encoding<'a> {
+    name: &'a str,
+    dist: &'a Distribution,
+    columns: Vec<usize>,
+}
+
+fn single(d: &Distribution) -> bool {
+    match d {
+        Distribution::Float { low, high, .. } => low == high,
+        Distribution::Int { low, high, .. } => low == high,
+        Distribution::Categorical { choices } => choices.len() <= 1,
+    }
+}
+
+/// Optuna's evaluation over `names` (sorted), normalised to sum to 1.
+fn evaluate(
+    trials: &[(&FrozenTrial, f64)],
+    params: &BTreeMap<String, Distribution>,
+    names: &[&String],
+) -> Result<Vec<(String, f64)>, String> {
+    let mut encodings = Vec::new();
+    let mut bounds = Vec::new();
+    let mut singles = Vec::new();
+    for &name in names {
+        let dist = &params[name];
+        if single(dist) {
+            singles.push(name.clone());
+            continue;
+        }
+        let start = bounds.len();
+        match dist {
+            Distribution::Float { low, high, .. } => bounds.push((*low, *high)),
+            Distribution::Int { low, high, .. } => bounds.push((*low as f64, *high as f64)),
+            Distribution::Categorical { choices } => {
+                bounds.extend(choices.iter().map(|_| (0.0, 1.0)))
+            }
+        }
+        encodings.push(Encoding {
+            name,
+            dist,
+            columns: (start..bounds.len()).collect(),
+        });
+    }
+    if encodings.is_empty() {
+        return Err("no parameter takes more than one value".into());
+    }
+    let rows: Vec<Vec<f64>> = trials
+        .iter()
+        .map(|(t, _)| {
+            let mut row = Vec::with_capacity(bounds.len());
+            for e in &encodings {
+                let v = t.param(e.name).map_or(f64::NAN, |p| p.internal_value);
+                match e.dist {
+                    Distribution::Categorical { choices } => {
+                        row.extend((0..choices.len()).map(|c| f64::from(u8::from(v == c as f64))))
+                    }
+                    _ => row.push(v),
+                }
+            }
+            row
+        })
+        .collect();
+    let y: Vec<f64> = trials.iter().map(|(_, v)| *v).collect();
+    let forest = forest::fit(&rows, &y, N_TREES, MAX_DEPTH, SEED);
+    let trees: Vec<FanovaTree> = forest.iter().map(|t| FanovaTree::new(t, &bounds)).collect();
+    if trees.iter().all(|t| t.variance <= 0.0) {
+        return Err("the objective value does not vary over the trials".into());
+    }
+    let raw: Vec<f64> = encodings
+        .iter()
+        .map(|e| {
+            let fractions: Vec<f64> = trees
+                .iter()
+                .filter(|t| t.variance > 0.0)
+                .map(|t| t.marginal_variance(&e.columns) / t.variance)
+                .collect();
+            fractions.iter().sum::<f64>() / fractions.len() as f64
+        })
+        .collect();
+    let total: f64 = raw.iter().sum();
+    let mut out: Vec<(String, f64)> = encodings
+        .iter()
+        .zip(&raw)
+        .map(|(e, &r)| {
+            (
+                e.name.to_string(),
+                if total > 0.0 { r / total } else { 0.0 },
+            )
+        })
+        .collect();
+    out.extend(singles.into_iter().map(|n| (n, 0.0)));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use store::{Param, TrialState};
+
+    fn trial(number: i64, params: &[(&str, f64, &Distribution)]) -> FrozenTrial {
+        FrozenTrial {
+            trial_id: number,
+            study_id: 1,
+            number,
+            state: TrialState::Complete,
+            values: None,
+            datetime_start: None,
+            datetime_complete: None,
+            params: params
+                .iter()
+                .map(|(n, v, d)| Param {
+                    name: n.to_string(),
+                    internal_value: *v,
+                    distribution_json: d.to_json(),
+                })
+                .collect(),
+            intermediate_values: Default::default(),
+            user_attrs: Default::default(),
+            system_attrs: Default::default(),
+            heartbeat: None,
+        }
+    }
+
+    #[test]
+    fn the_parameter_the_value_depends_on_dominates() {
+        let x = Distribution::Float {
+            low: 0.0,
+            high: 1.0,
+            log: false,
+            step: None,
+        };
+        let c = Distribution::Categorical {
+            choices: vec!["a".into(), "b".into(), "c".into()],
+        };
+        let trials: Vec<FrozenTrial> = (0..60)
+            .map(|i| {
+                let xi = (i as f64 * 0.618).fract();
+                let ci = (i % 3) as f64;
+                trial(i, &[("x", xi, &x), ("c", ci, &c)])
+            })
+            .collect();
+        let with_values: Vec<(&FrozenTrial, f64)> = trials
+            .iter()
+            .map(|t| {
+                let xi = t.param("x").unwrap().internal_value;
+                let ci = t.param("c").unwrap().internal_value;
+                (t, 10.0 * xi * xi + 0.3 * ci)
+            })
+            .collect();
+        let params = BTreeMap::from([("x".to_string(), x), ("c".to_string(), c)]);
+        let imp = importances(&with_values, &params).unwrap();
+        assert_eq!(imp[0].name, "x", "{imp:?}");
+        assert!(imp[0].importance > 0.8, "{imp:?}");
+        let sum: f64 = imp.iter().map(|i| i.importance).sum();
+        assert!((sum - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn one_trial_or_a_flat_objective_has_no_importance() {
+        let x = Distribution::Float {
+            low: 0.0,
+            high: 1.0,
+            log: false,
+            step: None,
+        };
+        let params = BTreeMap::from([("x".to_string(), x.clone())]);
+        let trials: Vec<FrozenTrial> = (0..5)
+            .map(|i| trial(i, &[("x", i as f64 / 5.0, &x)]))
+            .collect();
+        let one = [(&trials[0], 1.0)];
+        assert!(
+            importances(&one, &params)
+                .unwrap_err()
+                .contains("at least 2")
+        );
+        let flat: Vec<(&FrozenTrial, f64)> = trials.iter().map(|t| (t, 1.0)).collect();
+        assert!(
+            importances(&flat, &params)
+                .unwrap_err()
+                .contains("does not vary")
+        );
+    }
+}

@@ -1,0 +1,234 @@
+//! What a report is drawn from: the study, its trials, the distribution of
+//! each parameter, and the memory attributes the runner records per trial
+//! (absent from studies made by `memtune ask` or Optuna alone).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value as Json;
+use store::{Distribution, FrozenTrial, StudyDirection, TrialState};
+
+/// One study, read whole.
+pub struct ReportInput {
+    pub study_name: String,
+    /// The first objective's direction (charts show the first objective).
+    pub direction: StudyDirection,
+    pub n_objectives: usize,
+    /// The storage as the user named it.
+    pub storage: String,
+    /// Sorted by number.
+    pub trials: Vec<FrozenTrial>,
+    /// Each parameter's distribution, from the last trial that has it.
+    pub params: BTreeMap<String, Distribution>,
+}
+
+impl ReportInput {
+    pub fn new(study: store::Study, storage: String, mut trials: Vec<FrozenTrial>) -> Self {
+        trials.sort_by_key(|t| t.number);
+        let mut params = BTreeMap::new();
+        for t in &trials {
+            for p in &t.params {
+                // A distribution we cannot read leaves that param out of the
+                // charts; its trials still appear everywhere else.
+                if let Ok(d) = Distribution::from_json(&p.distribution_json) {
+                    params.insert(p.name.clone(), d);
+                }
+            }
+        }
+        ReportInput {
+            study_name: study.name,
+            direction: study
+                .directions
+                .first()
+                .copied()
+                .unwrap_or(StudyDirection::NotSet),
+            n_objectives: study.directions.len(),
+            storage,
+            trials,
+            params,
+        }
+    }
+
+    /// COMPLETE trials with a finite first objective value.
+    pub fn completed(&self) -> impl Iterator<Item = (&FrozenTrial, f64)> {
+        self.trials.iter().filter_map(|t| {
+            (t.state == TrialState::Complete)
+                .then(|| t.value())
+                .flatten()
+                .filter(|v| v.is_finite())
+                .map(|v| (t, v))
+        })
+    }
+
+    /// Whether `a` is a better objective value than `b`.
+    pub fn better(&self, a: f64, b: f64) -> bool {
+        match self.direction {
+            StudyDirection::Minimize => a < b,
+            StudyDirection::Maximize | StudyDirection::NotSet => a > b,
+        }
+    }
+
+    /// Trials that carry the runner's memory attributes.
+    pub fn memory(&self) -> Vec<(&FrozenTrial, MemoryAttrs)> {
+        self.trials
+            .iter()
+            .filter_map(|t| MemoryAttrs::of(t).map(|m| (t, m)))
+            .collect()
+    }
+}
+
+/// A parameter's value on a numeric axis: the value itself for float and
+/// int distributions, the choice index for categorical ones.
+pub fn axis_value(t: &FrozenTrial, name: &str) -> Option<f64> {
+    t.param(name).map(|p| p.internal_value)
+}
+
+/// What the runner records about a trial's memory (see `tune::record`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MemoryAttrs {
+    pub predicted_peak: Option<u64>,
+    pub measured_peak: Option<u64>,
+    pub micro_batch: Option<u64>,
+    pub accumulation: Option<u64>,
+    pub lease_bytes: Option<u64>,
+    pub worker_pid: Option<u64>,
+    pub device: Option<String>,
+    pub device_capacity: Option<u64>,
+    pub device_usable: Option<u64>,
+    /// When the lease began (Optuna's naive local time format).
+    pub lease_start: Option<String>,
+    /// The configuration did not fit the empty device at micro-batch 1.
+    pub infeasible: bool,
+    pub needed_bytes: Option<u64>,
+    pub available_bytes: Option<u64>,
+    /// `(from, to, message)` for each OOM inside a step that halved the
+    /// micro-batch.
+    pub oom_retries: Vec<(u64, u64, String)>,
+    /// The resolved settings (`config` or `oom_config`).
+    pub config: Option<Json>,
+}
+
+impl MemoryAttrs {
+    /// `None` when the trial has none of the runner's memory attributes.
+    pub fn of(t: &FrozenTrial) -> Option<MemoryAttrs> {
+        let a = &t.user_attrs;
+        let u = |k: &str| a.get(k).and_then(Json::as_u64);
+        let infeasible = a.get("oom").and_then(Json::as_bool) == Some(true);
+        let m = MemoryAttrs {
+            predicted_peak: u("predicted_peak_bytes"),
+            measured_peak: u("peak_bytes"),
+            micro_batch: u("micro_batch"),
+            accumulation: u("accumulation_steps"),
+            lease_bytes: u("lease_bytes"),
+            worker_pid: u("worker_pid"),
+            device: a.get("device").and_then(Json::as_str).map(String::from),
+            device_capacity: u("device_capacity_bytes"),
+            device_usable: u("device_usable_bytes"),
+            lease_start: a
+                .get("lease_start")
+                .and_then(Json::as_str)
+                .map(String::from),
+            infeasible,
+            needed_bytes: u("needed_bytes"),
+            available_bytes: u("available_bytes"),
+            oom_retries: a
+                .get("oom_retries")
+                .and_then(Json::as_array)
+                .map(|list| {
+                    list.iter()
+                        .map(|r| {
+                            (
+                                r["from_micro_batch"].as_u64().unwrap_or(0),
+                                r["to_micro_batch"].as_u64().unwrap_or(0),
+                                r["error"].as_str().unwrap_or_default().to_string(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            config: a.get("config").or_else(|| a.get("oom_config")).cloned(),
+        };
+        let any = m.predicted_peak.is_some() || m.micro_batch.is_some() || infeasible;
+        any.then_some(m)
+    }
+
+    /// How the configuration fared on the device.
+    pub fn fit(&self) -> Fit {
+        if self.infeasible {
+            Fit::Infeasible
+        } else if self.accumulation.unwrap_or(1) > 1 || !self.oom_retries.is_empty() {
+            Fit::SmallerMicroBatch
+        } else {
+            Fit::Fits
+        }
+    }
+
+    /// A number from the resolved settings (`batch_size`, `max_length`, ...).
+    pub fn setting(&self, key: &str) -> Option<f64> {
+        self.config.as_ref()?.get(key)?.as_f64()
+    }
+}
+
+/// The three outcomes of packing a configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fit {
+    /// Its whole batch ran as one micro-batch.
+    Fits,
+    /// It ran with gradient accumulation, or an OOM halved its micro-batch.
+    SmallerMicroBatch,
+    /// Not even micro-batch 1 fits the empty device.
+    Infeasible,
+}
+
+impl Fit {
+    pub fn label(self) -> &'static str {
+        match self {
+            Fit::Fits => "fits",
+            Fit::SmallerMicroBatch => "needed a smaller micro-batch",
+            Fit::Infeasible => "infeasible",
+        }
+    }
+}
+
+/// Seconds since 1970 of Optuna's naive `YYYY-MM-DD HH:MM:SS[.ffffff]`,
+/// read as if it were UTC: differences between two such times are right.
+pub fn seconds(text: &str) -> Option<f64> {
+    let (date, time) = text.trim().split_once([' ', 'T'])?;
+    let mut d = date.splitn(3, '-').map(|x| x.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let mut hms = time.splitn(3, ':');
+    let h: f64 = hms.next()?.parse().ok()?;
+    let min: f64 = hms.next()?.parse().ok()?;
+    let s: f64 = hms.next()?.parse().ok()?;
+    if !(1..=12).contains(&m) || !(1..=31).contains(&day) {
+        return None;
+    }
+    Some(days_from_civil(y, m, day) as f64 * 86_400.0 + h * 3_600.0 + min * 60.0 + s)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+/// algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::seconds;
+
+    #[test]
+    fn optuna_times_read_as_seconds() {
+        assert_eq!(seconds("1970-01-01 00:00:00"), Some(0.0));
+        assert_eq!(seconds("1970-01-02 00:00:01.5"), Some(86_401.5));
+        let a = seconds("2024-02-28 23:59:59").unwrap();
+        let b = seconds("2024-03-01 00:00:00").unwrap();
+        assert_eq!(b - a, 86_401.0, "2024 is a leap year");
+        assert_eq!(seconds("yesterday"), None);
+        assert_eq!(seconds("2024-13-01 00:00:00"), None);
+    }
+}

@@ -1,0 +1,148 @@
+//! Section 1, the study at a glance: best value and params, trials by
+//! state, wall time, trials per hour, device and storage.
+
+use std::collections::BTreeMap;
+
+use store::TrialState;
+
+use super::chart::{gib, short};
+use super::html::{Section, escape, table};
+use super::input::{MemoryAttrs, ReportInput, seconds};
+use crate::render;
+
+pub fn section(input: &ReportInput) -> Section {
+    let mut html = String::new();
+    let objective = if input.n_objectives > 1 {
+        format!(
+            "{} objectives (charts show the first, {})",
+            input.n_objectives, input.direction
+        )
+    } else {
+        input.direction.to_string()
+    };
+    let (wall, finished) = wall_time(input);
+    let mut rows = vec![
+        vec!["study".into(), input.study_name.clone()],
+        vec!["direction".into(), objective],
+        vec!["storage".into(), input.storage.clone()],
+        vec!["trials".into(), input.trials.len().to_string()],
+        vec!["devices".into(), devices(input)],
+    ];
+    match wall {
+        Some(w) if w > 0.0 => {
+            rows.push(vec!["wall time".into(), duration(w)]);
+            rows.push(vec![
+                "finished trials per hour".into(),
+                format!("{:.1}", finished as f64 * 3600.0 / w),
+            ]);
+        }
+        _ => rows.push(vec!["wall time".into(), "not recorded".into()]),
+    }
+    html.push_str(&table(&["", ""], &rows));
+
+    html.push_str("<h3>Best trial</h3>");
+    let best =
+        input.completed().fold(
+            None,
+            |best: Option<(&store::FrozenTrial, f64)>, (t, v)| match best {
+                Some((_, b)) if !input.better(v, b) => best,
+                _ => Some((t, v)),
+            },
+        );
+    match best {
+        Some((t, v)) => {
+            let mut rows = vec![
+                vec!["trial".into(), t.number.to_string()],
+                vec!["value".into(), short(v)],
+            ];
+            for p in &t.params {
+                rows.push(vec![
+                    p.name.clone(),
+                    render::json_token(&render::param_json(p)),
+                ]);
+            }
+            html.push_str(&table(&["", ""], &rows));
+        }
+        None => html.push_str(&format!(
+            "<p>{}</p>",
+            escape("No COMPLETE trial with a finite value yet.")
+        )),
+    }
+
+    html.push_str("<h3>Trials by state</h3>");
+    let mut counts: BTreeMap<TrialState, usize> = BTreeMap::new();
+    for t in &input.trials {
+        *counts.entry(t.state).or_default() += 1;
+    }
+    let rows: Vec<Vec<String>> = TrialState::ALL
+        .iter()
+        .map(|s| {
+            vec![
+                s.to_string(),
+                counts.get(s).copied().unwrap_or(0).to_string(),
+            ]
+        })
+        .collect();
+    html.push_str(&table(&["state", "trials"], &rows));
+    Section::shown("summary", "Summary", html)
+}
+
+/// Seconds from the first trial's start to the last trial's end, and the
+/// number of finished trials.
+fn wall_time(input: &ReportInput) -> (Option<f64>, usize) {
+    let starts = input
+        .trials
+        .iter()
+        .filter_map(|t| t.datetime_start.as_deref().and_then(seconds));
+    let ends = input
+        .trials
+        .iter()
+        .filter_map(|t| t.datetime_complete.as_deref().and_then(seconds));
+    let first = starts.clone().fold(f64::INFINITY, f64::min);
+    let last = ends.chain(starts).fold(f64::NEG_INFINITY, f64::max);
+    let finished = input
+        .trials
+        .iter()
+        .filter(|t| t.state.is_finished())
+        .count();
+    (
+        (first.is_finite() && last.is_finite()).then_some(last - first),
+        finished,
+    )
+}
+
+fn devices(input: &ReportInput) -> String {
+    let mut seen: BTreeMap<String, Option<u64>> = BTreeMap::new();
+    for t in &input.trials {
+        if let Some(m) = MemoryAttrs::of(t)
+            && let Some(d) = m.device
+        {
+            seen.insert(d, m.device_capacity);
+        }
+    }
+    if seen.is_empty() {
+        return "not recorded".into();
+    }
+    seen.into_iter()
+        .map(|(d, cap)| match cap {
+            Some(c) => format!("{d} ({:.1} GiB)", gib(c)),
+            None => d,
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `1h 02m 03s`, `4m 05s`, `6.2s`.
+pub fn duration(seconds: f64) -> String {
+    let s = seconds.max(0.0);
+    if s < 60.0 {
+        return format!("{s:.1}s");
+    }
+    let total = s.round() as u64;
+    let (h, m, sec) = (total / 3600, total / 60 % 60, total % 60);
+    if h > 0 {
+        format!("{h}h {m:02}m {sec:02}s")
+    } else {
+        format!("{m}m {sec:02}s")
+    }
+}
