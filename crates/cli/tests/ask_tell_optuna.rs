@@ -10,7 +10,6 @@ mod common;
 
 use common::{memtune, ok};
 use serde_json::{Value as Json, json};
-use std::path::PathBuf;
 use std::process::Command;
 
 const SPACE: &str = r#"{"x": {"name": "FloatDistribution", "attributes": {"step": null, "low": -1.0, "high": 1.0, "log": false}},
@@ -42,21 +41,8 @@ study.tell(trial, 0.0)
 print(json.dumps({"trials": out, "best": study.best_value, "n": len(study.trials)}))
 "#;
 
-fn python() -> Option<PathBuf> {
-    match std::env::var_os("MEMTUNE_PYTHON") {
-        Some(p) => Some(PathBuf::from(p)),
-        None if std::env::var_os("CI").is_some() => {
-            panic!("MEMTUNE_PYTHON is not set; CI must run the Optuna interop tests")
-        }
-        None => {
-            eprintln!("skipping: MEMTUNE_PYTHON is not set (a Python with optuna==5.0.0)");
-            None
-        }
-    }
-}
-
 /// Runs `python -c SCRIPT ARGS...`; its stdout, or a panic with its stderr.
-fn run_python(py: &PathBuf, script: &str, args: &[&str]) -> String {
+fn run_python(py: &std::path::Path, script: &str, args: &[&str]) -> String {
     let out = Command::new(py)
         .args(["-c", script])
         .args(args)
@@ -72,7 +58,9 @@ fn run_python(py: &PathBuf, script: &str, args: &[&str]) -> String {
 
 #[test]
 fn optuna_loads_a_study_made_by_ask_and_tell() {
-    let Some(py) = python() else { return };
+    let Some(py) = common::reference_python() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("study.db");
     ok(memtune(
@@ -195,7 +183,9 @@ print(json.dumps({"space": space,
 
 #[test]
 fn ask_prints_floats_as_optuna_ask_does() {
-    let Some(py) = python() else { return };
+    let Some(py) = common::reference_python() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("floats.db");
     ok(memtune(&db, &["create-study", "--study", "s"]));
@@ -236,7 +226,9 @@ for _ in range(4):
 
 #[test]
 fn ask_prints_the_line_optuna_ask_prints() {
-    let Some(py) = python() else { return };
+    let Some(py) = common::reference_python() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("order.db");
     let url = format!("sqlite:///{}", db.display());

@@ -17,14 +17,6 @@ use std::process::Command;
 
 use common::{memtune, ok};
 
-fn required(what: &str) -> Option<()> {
-    if std::env::var_os("CI").is_some() {
-        panic!("{what} is missing; CI must run the report's browser tests");
-    }
-    eprintln!("skipping: {what} is missing");
-    None
-}
-
 fn chromium() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("MEMTUNE_CHROMIUM") {
         return Some(PathBuf::from(p));
@@ -33,18 +25,8 @@ fn chromium() -> Option<PathBuf> {
     if default.exists() {
         return Some(default);
     }
-    required("chromium (apt-get install chromium)")?;
+    common::skip_or_fail("chromium (apt-get install chromium)");
     None
-}
-
-fn python() -> Option<PathBuf> {
-    match std::env::var_os("MEMTUNE_PYTHON") {
-        Some(p) => Some(PathBuf::from(p)),
-        None => {
-            required("MEMTUNE_PYTHON (a Python with optuna==5.0.0)")?;
-            None
-        }
-    }
 }
 
 /// Runs headless Chromium on `page` with `extra` flags; returns stdout and
@@ -308,7 +290,9 @@ study.optimize(objective, n_trials=20, catch=(RuntimeError,))
 #[test]
 fn an_optuna_study_has_no_memory_section_and_says_why() {
     let Some(chromium) = chromium() else { return };
-    let Some(python) = python() else { return };
+    let Some(python) = common::reference_python() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("optuna.db");
     let out = Command::new(python)

@@ -4,6 +4,7 @@
 use std::ops::Range;
 
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::html::escape;
@@ -51,6 +52,24 @@ pub fn figure(
             escape(&e.to_string())
         ),
     }
+}
+
+/// An x-y plane over `xs` and `ys` with room for the axes' labels (`y_area`
+/// pixels left of the plot for the y labels).
+pub type Plane<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+pub fn plane<'a, 'b>(
+    root: &'a Root<'b>,
+    xs: Range<f64>,
+    ys: Range<f64>,
+    y_area: u32,
+) -> Result<Plane<'a, 'b>, Box<dyn std::error::Error>> {
+    Ok(ChartBuilder::on(root)
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(y_area)
+        .build_cartesian_2d(xs, ys)?)
 }
 
 /// A range that holds every value with a margin, never empty.

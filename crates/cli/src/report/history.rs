@@ -49,11 +49,7 @@ fn history_chart(input: &ReportInput, valued: &[(f64, f64, TrialState)]) -> Stri
         "Objective value per trial (blue: COMPLETE, orange: PRUNED at its last reported value), green: best so far",
         WIDE,
         |root| {
-            let mut c = ChartBuilder::on(root)
-                .margin(12)
-                .x_label_area_size(36)
-                .y_label_area_size(64)
-                .build_cartesian_2d(xs, ys)?;
+            let mut c = chart::plane(root, xs, ys, 64)?;
             c.configure_mesh()
                 .x_desc("trial")
                 .y_desc("objective value")
@@ -109,11 +105,7 @@ fn intermediate_chart(input: &ReportInput) -> String {
         "Intermediate values per trial and step (blue: COMPLETE, orange with a cross: PRUNED, red: FAIL, grey: RUNNING or WAITING)",
         WIDE,
         |root| {
-            let mut c = ChartBuilder::on(root)
-                .margin(12)
-                .x_label_area_size(36)
-                .y_label_area_size(64)
-                .build_cartesian_2d(xs, ys)?;
+            let mut c = chart::plane(root, xs, ys, 64)?;
             c.configure_mesh()
                 .x_desc("step")
                 .y_desc("intermediate value")

@@ -46,11 +46,7 @@ fn importance_chart(imp: &[Importance]) -> String {
         fanova::MAX_DEPTH
     );
     chart::figure("importance", &caption, (WIDE.0, height), |root| {
-        let mut c = ChartBuilder::on(root)
-            .margin(12)
-            .x_label_area_size(32)
-            .y_label_area_size(12)
-            .build_cartesian_2d(0.0..1.0, 0.0..n as f64)?;
+        let mut c = chart::plane(root, 0.0..1.0, 0.0..n as f64, 12)?;
         c.configure_mesh()
             .x_desc("importance")
             .disable_y_mesh()
@@ -96,11 +92,7 @@ fn slice(name: &str, axis: &ParamAxis<'_>, completed: &[(&FrozenTrial, f64)]) ->
         &format!("{name} ({}) against the objective", axis.describe()),
         SMALL,
         |root| {
-            let mut c = ChartBuilder::on(root)
-                .margin(10)
-                .x_label_area_size(34)
-                .y_label_area_size(52)
-                .build_cartesian_2d(xs, ys)?;
+            let mut c = chart::plane(root, xs, ys, 52)?;
             c.configure_mesh()
                 .x_labels(axis.n_labels())
                 .x_label_formatter(&|x| axis.label(*x))

@@ -49,11 +49,7 @@ fn predicted_vs_measured(trials: &[(&FrozenTrial, MemoryAttrs)]) -> String {
         "Peak memory per trial: predicted by the plan (x) and measured (y), GiB; the line is equality",
         (540, 380),
         |root| {
-            let mut c = ChartBuilder::on(root)
-                .margin(12)
-                .x_label_area_size(36)
-                .y_label_area_size(56)
-                .build_cartesian_2d(r.clone(), r.clone())?;
+            let mut c = chart::plane(root, r.clone(), r.clone(), 56)?;
             c.configure_mesh()
                 .x_desc("predicted peak (GiB)")
                 .y_desc("measured peak (GiB)")
@@ -89,11 +85,7 @@ fn micro_batches(trials: &[(&FrozenTrial, MemoryAttrs)]) -> String {
         "Micro-batch (blue dots) and gradient accumulation steps (orange triangles) per trial",
         (540, 380),
         |root| {
-            let mut c = ChartBuilder::on(root)
-                .margin(12)
-                .x_label_area_size(36)
-                .y_label_area_size(48)
-                .build_cartesian_2d(xs, ys)?;
+            let mut c = chart::plane(root, xs, ys, 48)?;
             c.configure_mesh()
                 .y_label_formatter(&|v| chart::pow2_label(*v))
                 .x_desc("trial")
@@ -148,11 +140,7 @@ fn configuration_map(trials: &[(&FrozenTrial, MemoryAttrs)]) -> String {
         &format!("Configurations by effective batch and sequence length ({legend})"),
         (540, 380),
         |root| {
-            let mut c = ChartBuilder::on(root)
-                .margin(12)
-                .x_label_area_size(36)
-                .y_label_area_size(48)
-                .build_cartesian_2d(xs, ys)?;
+            let mut c = chart::plane(root, xs, ys, 48)?;
             c.configure_mesh()
                 .x_label_formatter(&|v| chart::pow2_label(*v))
                 .y_label_formatter(&|v| chart::pow2_label(*v))

@@ -199,11 +199,7 @@ pub fn charts(timeline: &Timeline) -> String {
                 let lane = &timeline.lanes[i as usize];
                 format!("{} pid {}", lane.device, lane.worker_pid)
             };
-            let mut c = ChartBuilder::on(root)
-                .margin(12)
-                .x_label_area_size(36)
-                .y_label_area_size(170)
-                .build_cartesian_2d(0.0..end * 1.02, -0.5..n as f64 - 0.5)?;
+            let mut c = chart::plane(root, 0.0..end * 1.02, -0.5..n as f64 - 0.5, 170)?;
             c.configure_mesh()
                 .x_desc("seconds since the first lease")
                 .disable_y_mesh()
@@ -236,11 +232,7 @@ pub fn charts(timeline: &Timeline) -> String {
             &format!("Memory leased on {device} (GiB) against its capacity (red) and what leases may use (dark grey)"),
             (WIDE.0, 260),
             |root| {
-                let mut c = ChartBuilder::on(root)
-                    .margin(12)
-                    .x_label_area_size(36)
-                    .y_label_area_size(64)
-                    .build_cartesian_2d(0.0..end * 1.02, 0.0..top * 1.08)?;
+                let mut c = chart::plane(root, 0.0..end * 1.02, 0.0..top * 1.08, 64)?;
                 c.configure_mesh()
                     .x_desc("seconds since the first lease")
                     .y_desc("GiB leased")

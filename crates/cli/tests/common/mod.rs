@@ -1,7 +1,7 @@
 //! Running the `memtune` binary in integration tests.
 #![allow(dead_code)] // each test binary uses a different subset
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Optuna's URL form of a SQLite file.
@@ -51,4 +51,23 @@ pub fn started_trials(db: &Path) -> usize {
         .iter()
         .filter(|t| t.user_attrs.contains_key("lease_bytes"))
         .count()
+}
+
+/// A test resource is missing: under `CI` that fails the test (CI must run
+/// it); elsewhere the test says so and skips.
+pub fn skip_or_fail(what: &str) {
+    if std::env::var_os("CI").is_some() {
+        panic!("{what} is missing; CI must run this test");
+    }
+    eprintln!("skipping: {what} is missing");
+}
+
+/// `MEMTUNE_PYTHON`, the reference venv's Python (Optuna 5.0 and the peers
+/// of `benches/requirements.txt`), or `None` after [`skip_or_fail`].
+pub fn reference_python() -> Option<PathBuf> {
+    let py = std::env::var_os("MEMTUNE_PYTHON").map(PathBuf::from);
+    if py.is_none() {
+        skip_or_fail("MEMTUNE_PYTHON (a Python with optuna==5.0.0)");
+    }
+    py
 }
