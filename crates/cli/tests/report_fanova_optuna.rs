@@ -100,7 +100,7 @@ fn importances_agree_with_optunas_fanova() {
     let theirs: BTreeMap<String, f64> = serde_json::from_slice(&out.stdout).unwrap();
 
     let storage = store::Storage::open_existing(&db).unwrap();
-    let input = cli::report::read(&storage, "dominant", "test").unwrap();
+    let input = cli::report::read(&storage, "dominant").unwrap();
     let completed: Vec<_> = input.completed().collect();
     let ours: BTreeMap<String, f64> = cli::report::fanova::importances(&completed, &input.params)
         .unwrap()

@@ -16,7 +16,8 @@ pub struct Args {
     /// The study's name (`--study-name` is accepted too).
     #[arg(long, alias = "study-name")]
     pub study: String,
-    /// Where to write the page (default: NAME-report.html beside the storage).
+    /// Where to write the page (default: NAME-report.html beside the storage
+    /// file; for PostgreSQL, in the working directory).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// Write the device timeline as Chrome trace JSON (Perfetto and
@@ -28,8 +29,7 @@ pub struct Args {
 
 pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     let storage = ctx.open_read_only()?;
-    let label = ctx.storage_url.clone().unwrap_or_default();
-    let input = report::read(&storage, &args.study, &label)?;
+    let input = report::read(&storage, &args.study)?;
     if let Some(path) = &args.trace {
         let trace = report::trace(&input).map_err(|why| {
             CliError::Failed(format!(
@@ -62,10 +62,12 @@ pub(crate) fn write_html(
     input: &report::ReportInput,
     output: Option<&Path>,
 ) -> Result<PathBuf> {
-    let path = output.map_or_else(
-        || report::default_path(storage.path(), &input.study_name),
-        Path::to_path_buf,
-    );
+    let path = match output {
+        Some(p) => p.to_path_buf(),
+        // A server's study gets its page where the command runs.
+        None if storage.is_postgres() => report::default_path(Path::new(""), &input.study_name),
+        None => report::default_path(storage.path(), &input.study_name),
+    };
     write_file(&path, report::html(input).as_bytes())?;
     Ok(path)
 }

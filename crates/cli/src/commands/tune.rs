@@ -108,6 +108,6 @@ fn write_report(storage_url: &str, study: &str) -> Result<PathBuf> {
             ..store::OpenOptions::default()
         },
     )?;
-    let input = crate::report::read(&storage, study, storage_url)?;
+    let input = crate::report::read(&storage, study)?;
     super::report::write_html(&storage, &input, None)
 }

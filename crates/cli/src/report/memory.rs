@@ -9,6 +9,7 @@ use super::chart::{self, BEST, COMPLETE, FAIL, PRUNED, gib};
 use super::html::{Section, note, table};
 use super::input::{Fit, MemoryAttrs, ReportInput};
 use super::timeline::{self, Timeline};
+use gpu_mem::human_bytes;
 use store::FrozenTrial;
 
 pub fn section(input: &ReportInput) -> Section {
@@ -182,7 +183,7 @@ fn errors(input: &ReportInput, trials: &[(&FrozenTrial, MemoryAttrs)]) -> String
                 t.number.to_string(),
                 "infeasible".into(),
                 match (m.needed_bytes, m.available_bytes) {
-                    (Some(n), Some(a)) => format!("needs {:.2} GiB of {:.2} GiB", gib(n), gib(a)),
+                    (Some(n), Some(a)) => format!("needs {} of {}", human_bytes(n), human_bytes(a)),
                     _ => String::new(),
                 },
                 attr_text(t, "error_msg"),

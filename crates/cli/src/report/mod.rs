@@ -34,12 +34,13 @@ use store::{Storage, TrialFilter};
 pub use self::input::ReportInput;
 use self::timeline::Timeline;
 
-/// Reads study `name` whole from `storage`; `label` is how the page names
-/// the storage.
-pub fn read(storage: &Storage, name: &str, label: &str) -> store::Result<ReportInput> {
+/// Reads study `name` whole from `storage` (named on the page by its file,
+/// or a server's URL without the password).
+pub fn read(storage: &Storage, name: &str) -> store::Result<ReportInput> {
     let study = storage.study(name)?;
     let trials = storage.trials(study.study_id, &TrialFilter::default())?;
-    Ok(ReportInput::new(study, label.to_string(), trials))
+    let label = storage.path().display().to_string();
+    Ok(ReportInput::new(study, label, trials))
 }
 
 /// The page.
@@ -76,8 +77,8 @@ pub fn trace(input: &ReportInput) -> Result<serde_json::Value, String> {
         })
 }
 
-/// `NAME-report.html` beside the storage file (the study's name made safe
-/// as the log file's is).
+/// `NAME-report.html` beside `storage_file` (the study's name made safe as
+/// the log file's is).
 pub fn default_path(storage_file: &Path, study: &str) -> PathBuf {
     let dir = storage_file.parent().map(PathBuf::from).unwrap_or_default();
     dir.join(format!("{}-report.html", crate::logging::safe_stem(study)))

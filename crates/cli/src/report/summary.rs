@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use store::TrialState;
 
-use super::chart::{gib, short};
+use super::chart::short;
 use super::html::{Section, escape, table};
 use super::input::{MemoryAttrs, ReportInput, seconds};
 use crate::render;
@@ -125,7 +125,7 @@ fn devices(input: &ReportInput) -> String {
     }
     seen.into_iter()
         .map(|(d, cap)| match cap {
-            Some(c) => format!("{d} ({:.1} GiB)", gib(c)),
+            Some(c) => format!("{d} ({})", gpu_mem::human_bytes(c)),
             None => d,
         })
         .collect::<Vec<_>>()
