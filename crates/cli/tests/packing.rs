@@ -518,7 +518,7 @@ fn plan_decomposition_holds_for_other_steps() {
         for micro in [1, 4, 11] {
             assert_eq!(
                 peaks.peak(micro),
-                MemoryPlan::new(&request(micro)).peak_bytes as u64,
+                MemoryPlan::new(&request(micro)).unwrap().peak_bytes as u64,
                 "{precision:?} recompute={recompute} {optimizer:?} micro {micro}"
             );
         }

@@ -1,8 +1,9 @@
 //! Using a study's result: `memtune train` retrains a recorded trial and
 //! saves it as a Hugging Face directory, `memtune predict` classifies with
 //! one. Round trips against transformers (a torch venv from `cargo xtask
-//! test`, passed as MEMTUNE_TORCH_PYTHON): our saved model loads in
-//! `AutoModelForSequenceClassification` with the same logits, and a model
+//! test`, passed as MEMTUNE_TORCH_PYTHON), for every family: our saved
+//! model loads in `AutoModelForSequenceClassification` as the family's
+//! `*ForSequenceClassification` with the same logits, and a model
 //! transformers saved predicts here with transformers' logits. Without that
 //! venv those comparisons are skipped with a message, except under CI=true,
 //! where they fail.
@@ -49,12 +50,25 @@ fn python(py: &Path, args: &[&Path]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// transformers' logits for each line of `texts`.
-fn transformers_logits(py: &Path, model: &Path, texts: &Path) -> Vec<Vec<f64>> {
-    python(py, &[Path::new("logits"), model, texts])
+/// What transformers made of one model directory.
+#[derive(serde::Deserialize)]
+struct Theirs {
+    /// The class `AutoModelForSequenceClassification` loaded.
+    class: String,
+    /// The logits of each line of the texts.
+    logits: Vec<Vec<f64>>,
+}
+
+/// transformers' reading of each of `models` (one Python process for all).
+fn transformers_logits(py: &Path, texts: &Path, models: &[PathBuf]) -> Vec<Theirs> {
+    let mut args = vec![Path::new("logits"), texts];
+    args.extend(models.iter().map(PathBuf::as_path));
+    let theirs: Vec<Theirs> = python(py, &args)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+        .collect();
+    assert_eq!(theirs.len(), models.len());
+    theirs
 }
 
 fn predict(model: &Path, data: &Path, extra: &[&str]) -> std::process::Output {
@@ -247,26 +261,214 @@ fn train_repeats_the_trial_and_transformers_gives_the_same_logits() {
         "{ours:?}"
     );
     if let Some(py) = torch_python() {
-        assert_close(&ours, &transformers_logits(&py, &out_best, &texts));
+        let theirs = transformers_logits(&py, &texts, &[out_best]);
+        assert_eq!(theirs[0].class, "BertForSequenceClassification");
+        assert_close(&ours, &theirs[0].logits);
     }
 }
 
+/// Every family memtune trains, with transformers' classifier class.
+const FAMILIES: [(&str, &str); 7] = [
+    ("bert", "BertForSequenceClassification"),
+    ("roberta", "RobertaForSequenceClassification"),
+    ("xlm-roberta", "XLMRobertaForSequenceClassification"),
+    ("camembert", "CamembertForSequenceClassification"),
+    ("distilbert", "DistilBertForSequenceClassification"),
+    ("electra", "ElectraForSequenceClassification"),
+    ("deberta-v2", "DebertaV2ForSequenceClassification"),
+];
+
 #[test]
-fn predict_gives_transformers_logits_for_a_transformers_saved_classifier() {
+fn predict_gives_transformers_logits_for_transformers_saved_classifiers_of_every_family() {
     let Some(py) = torch_python() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join("hf");
-    python(&py, &[Path::new("make"), &model]);
+    let mut args = vec![Path::new("make"), dir.path()];
+    args.extend(FAMILIES.iter().map(|(family, _)| Path::new(family)));
+    python(&py, &args);
     let texts = dir.path().join("texts.jsonl");
     std::fs::write(&texts, TEXTS).unwrap();
-    let ours = predictions(&common::ok(predict(&model, &texts, &[])));
-    let labels: Vec<Json> = ours.iter().map(|p| p["label"].clone()).collect();
-    let ours: Vec<Vec<f64>> = ours.iter().map(logits_of).collect();
-    let theirs = transformers_logits(&py, &model, &texts);
-    assert_close(&ours, &theirs);
-    for (label, logits) in labels.iter().zip(&theirs) {
-        let argmax = (0..3).fold(0, |b, k| if logits[k] > logits[b] { k } else { b });
-        assert_eq!(*label, argmax);
+    let models: Vec<PathBuf> = FAMILIES.iter().map(|(f, _)| dir.path().join(f)).collect();
+    let theirs = transformers_logits(&py, &texts, &models);
+    for ((family, class), (model, theirs)) in FAMILIES.iter().zip(models.iter().zip(&theirs)) {
+        assert_eq!(theirs.class, *class);
+        let ours = predictions(&common::ok(predict(model, &texts, &["--batch-size", "3"])));
+        let labels: Vec<Json> = ours.iter().map(|p| p["label"].clone()).collect();
+        let ours: Vec<Vec<f64>> = ours.iter().map(logits_of).collect();
+        eprintln!(
+            "{family}: ours {ours:?}\n{family}: transformers' {:?}",
+            theirs.logits
+        );
+        assert_close(&ours, &theirs.logits);
+        for (label, logits) in labels.iter().zip(&theirs.logits) {
+            let argmax = (0..3).fold(0, |b, k| if logits[k] > logits[b] { k } else { b });
+            assert_eq!(*label, argmax, "{family}");
+        }
+    }
+}
+
+/// A small two-class data set in the words of `WORDS` (so every family's
+/// tokenizer reads it), with its labels as names.
+fn small_data() -> String {
+    let good = ["good", "great", "fun", "loved", "really good"];
+    let bad = ["bad", "awful", "boring", "worst", "not funny"];
+    let mut lines = String::new();
+    for i in 0..24 {
+        let (words, label) = if i % 2 == 0 {
+            (good, "pos")
+        } else {
+            (bad, "neg")
+        };
+        let text = format!(
+            "the film was {} and {}",
+            words[i % 5],
+            words[(i / 2 + 1) % 5]
+        );
+        lines.push_str(&format!(
+            "{{\"text\": \"{text}\", \"label\": \"{label}\"}}\n"
+        ));
+    }
+    lines
+}
+
+/// The trainer's parity fixture of `family`: a tiny transformers-saved
+/// `*ForSequenceClassification` of 3 labels with its `tokenizer.json`.
+fn fixture(family: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../trainer/tests/fixtures/families")
+        .join(family)
+}
+
+/// Names transformers' class of each family has (prefix and head), and a
+/// name it must not have.
+fn expected_tensor_names(family: &str) -> (Vec<&'static str>, &'static str) {
+    match family {
+        "roberta" | "xlm-roberta" | "camembert" => (
+            vec![
+                "roberta.embeddings.word_embeddings.weight",
+                "roberta.encoder.layer.1.output.LayerNorm.weight",
+                "classifier.dense.weight",
+                "classifier.out_proj.bias",
+            ],
+            "roberta.pooler.dense.weight",
+        ),
+        "distilbert" => (
+            vec![
+                "distilbert.embeddings.word_embeddings.weight",
+                "distilbert.transformer.layer.1.ffn.lin2.weight",
+                "pre_classifier.weight",
+                "classifier.bias",
+            ],
+            "distilbert.pre_classifier.weight",
+        ),
+        "electra" => (
+            vec![
+                "electra.embeddings.word_embeddings.weight",
+                "electra.embeddings_project.weight",
+                "classifier.dense.weight",
+                "classifier.out_proj.bias",
+            ],
+            "electra.classifier.dense.weight",
+        ),
+        "deberta-v2" => (
+            vec![
+                "deberta.embeddings.word_embeddings.weight",
+                "deberta.encoder.rel_embeddings.weight",
+                "pooler.dense.weight",
+                "classifier.weight",
+            ],
+            "deberta.pooler.dense.weight",
+        ),
+        _ => unreachable!("{family}"),
+    }
+}
+
+/// The tensor names in `dir`'s `model.safetensors`, from the file's
+/// header (8 bytes of length, then JSON keyed by name).
+fn tensor_names(dir: &Path) -> Vec<String> {
+    let raw = std::fs::read(dir.join("model.safetensors")).unwrap();
+    let len = u64::from_le_bytes(raw[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Map<String, Json> = serde_json::from_slice(&raw[8..8 + len]).unwrap();
+    header
+        .keys()
+        .filter(|k| *k != "__metadata__")
+        .cloned()
+        .collect()
+}
+
+/// `memtune tune` then `memtune train` on each non-BERT family's tiny
+/// model (BERT's is the first test's), on a small data set: the saved
+/// directory has transformers' names for that family, and transformers
+/// loads it as the family's classifier with our logits.
+#[test]
+fn train_saves_every_family_so_transformers_gives_the_same_logits() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data.jsonl");
+    std::fs::write(&data, small_data()).unwrap();
+    let texts = dir.path().join("texts.jsonl");
+    std::fs::write(&texts, TEXTS).unwrap();
+    let mut saved = Vec::new();
+    let mut ours = Vec::new();
+    for (family, class) in &FAMILIES[1..] {
+        let db = dir.path().join(format!("{family}.db"));
+        let cfg = dir.path().join(format!("{family}.toml"));
+        let study = study_file("winner", &fixture(family))
+            .replace(
+                "source = \"embedded\"",
+                &format!(
+                    "source = \"files\"\nfiles = [\"{}\"]\nlabel_names = [\"neg\", \"pos\"]",
+                    data.display()
+                ),
+            )
+            .replace("n_trials = 2", "n_trials = 1")
+            .replace("batch_size = 32", "batch_size = 8")
+            .replace("max_length = 32", "max_length = 24")
+            // A high rate, so the new output layer's logits grow well
+            // beyond the tolerance within the run.
+            .replace("low = 1e-3", "low = 3e-2")
+            .replace("high = 5e-3", "high = 5e-2")
+            .replace("epochs = 2", "epochs = 3");
+        std::fs::write(&cfg, study).unwrap();
+        common::ok(common::memtune(
+            &db,
+            &["tune", "--no-progress", "--config", cfg.to_str().unwrap()],
+        ));
+        let out = dir.path().join(format!("{family}-winner"));
+        let stdout = common::ok(train(&db, &cfg, &out, &[]));
+        assert!(stdout.contains("validation accuracy"), "{family}: {stdout}");
+
+        let config: Json =
+            serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap())
+                .unwrap();
+        assert_eq!(config["model_type"], *family);
+        assert_eq!(config["architectures"], serde_json::json!([class]));
+        assert_eq!(config["num_labels"], 2, "{family}");
+        assert_eq!(config["label2id"]["neg"], 0, "{family}: {config}");
+        assert_eq!(config["id2label"]["1"], "pos", "{family}: {config}");
+        assert!(out.join("tokenizer.json").is_file());
+        let names = tensor_names(&out);
+        let (present, absent) = expected_tensor_names(family);
+        for name in present {
+            assert!(
+                names.iter().any(|n| n == name),
+                "{family}: {name} in {names:?}"
+            );
+        }
+        assert!(!names.iter().any(|n| n == absent), "{family}: {absent}");
+
+        let predicted = predictions(&common::ok(predict(&out, &texts, &[])));
+        ours.push(predicted.iter().map(logits_of).collect::<Vec<_>>());
+        saved.push(out);
+    }
+    if let Some(py) = torch_python() {
+        let theirs = transformers_logits(&py, &texts, &saved);
+        for (((family, class), ours), theirs) in FAMILIES[1..].iter().zip(&ours).zip(&theirs) {
+            assert_eq!(theirs.class, *class);
+            eprintln!(
+                "{family}: ours {ours:?}\n{family}: transformers' {:?}",
+                theirs.logits
+            );
+            assert_close(ours, &theirs.logits);
+        }
     }
 }
 

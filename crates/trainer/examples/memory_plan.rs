@@ -27,7 +27,13 @@ fn main() {
         class_weights: false,
         dropout: true,
     };
-    let plan = MemoryPlan::new(&req);
+    let plan = match MemoryPlan::new(&req) {
+        Ok(plan) => plan,
+        Err(e) => {
+            eprintln!("memory_plan: {e}");
+            std::process::exit(2);
+        }
+    };
     println!("BERT-base, batch {batch}, seq {seq}, fp32, AdamW, recompute {recompute}");
     print!("{}", plan.summary());
 

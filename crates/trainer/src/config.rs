@@ -320,7 +320,10 @@ impl BertConfig {
             problem,
         };
         if Family::of(&self.model_type).is_none() {
-            let problem = if OWN_MODULE_MODEL_TYPES.contains(&self.model_type.as_str()) {
+            let problem = if OWN_MODULE_MODEL_TYPES
+                .iter()
+                .any(|t| t.name == self.model_type)
+            {
                 format!("`{}` is not a BERT-shaped encoder", self.model_type)
             } else {
                 format!(

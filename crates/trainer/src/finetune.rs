@@ -87,9 +87,6 @@ pub enum FinetuneError {
     Load(#[from] LoadError),
     #[error(transparent)]
     Deberta(#[from] DebertaError),
-    /// Something this model cannot do, named.
-    #[error("{0}")]
-    Unsupported(String),
     #[error("{0}")]
     Train(TrainError),
     /// The simulated device or its allocator could not be set up.
@@ -274,7 +271,7 @@ pub fn finetune_cpu(
 }
 
 /// A finished CPU run with its model, as the last epoch left it.
-pub struct TrainedCpu<M = BertClassifier<CpuBackend<f32>>> {
+pub struct TrainedCpu<M = Box<dyn Classifier<CpuBackend<f32>>>> {
     pub outcome: FinetuneOutcome,
     pub backend: CpuBackend<f32>,
     pub model: M,
@@ -282,21 +279,29 @@ pub struct TrainedCpu<M = BertClassifier<CpuBackend<f32>>> {
     pub label_names: Option<Vec<String>>,
 }
 
-/// [`finetune_cpu`], keeping the trained model (to save it: see
-/// [`crate::export`], which writes the shared encoder's families). An
-/// observer that stops after epoch `k` leaves the weights of epoch `k`.
+/// [`finetune_cpu`], keeping the trained model of whichever architecture
+/// `config.json` names (to save it: see [`crate::export`]). An observer
+/// that stops after epoch `k` leaves the weights of epoch `k`.
 pub fn finetune_cpu_trained(
     spec: &FinetuneSpec,
     observer: &mut dyn FnMut(&EpochMetrics) -> Control,
 ) -> Result<TrainedCpu, FinetuneError> {
+    fn boxed<M: Classifier<CpuBackend<f32>> + 'static>(t: TrainedCpu<M>) -> TrainedCpu {
+        TrainedCpu {
+            outcome: t.outcome,
+            backend: t.backend,
+            model: Box::new(t.model),
+            label_names: t.label_names,
+        }
+    }
     let prepared = prepare(spec)?;
     match prepared.config.clone() {
-        ModelConfig::Bert(c) => run_cpu(spec, &c, prepared, observer),
-        ModelConfig::Deberta(_) => Err(FinetuneError::Unsupported(format!(
-            "{}: keeping a trained deberta-v2 model for export is not supported \
-             (it can be tuned, not saved)",
-            spec.model_dir.display()
-        ))),
+        ModelConfig::Bert(c) => {
+            run_cpu::<BertClassifier<_>>(spec, &c, prepared, observer).map(boxed)
+        }
+        ModelConfig::Deberta(c) => {
+            run_cpu::<DebertaClassifier<_>>(spec, &c, prepared, observer).map(boxed)
+        }
     }
 }
 

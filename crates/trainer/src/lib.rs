@@ -1,11 +1,12 @@
-//! Fine-tuning of BERT-family text classifiers (BERT, RoBERTa, XLM-RoBERTa,
-//! CamemBERT, DistilBERT, ELECTRA), with a memory plan that
-//! predicts a training step's peak memory before the step runs.
+//! Fine-tuning of transformer text classifiers of the BERT lineage (BERT,
+//! RoBERTa, XLM-RoBERTa, CamemBERT, DistilBERT, ELECTRA, DeBERTa-v2/v3),
+//! with a memory plan that predicts a training step's peak memory before
+//! the step runs.
 //!
 //! The model code calls backend operations (matmul, layernorm, masked
-//! softmax, gelu, dropout, embeddings, cross-entropy, AdamW), each with a
-//! forward and a backward; a CPU backend is the reference for every kernel of
-//! the CUDA backend.
+//! softmax, gelu, dropout, embeddings, DeBERTa's relative-position gather
+//! and scatter, cross-entropy, AdamW), each with a forward and a backward; a
+//! CPU backend is the reference for every kernel of the CUDA backend.
 //!
 //! Seams:
 //! - [`backend::Backend`]: every numeric operation, forward and backward, and
@@ -15,12 +16,22 @@
 //! - [`memory::MemoryPlan`]: runs the real model code on
 //!   [`backend::plan::PlanBackend`], which only allocates, so the plan lists
 //!   exactly the buffers a backend will allocate, in order, and their peak.
-//! - [`model::BertClassifier`]: built from a [`config::BertConfig`] with random
-//!   init, or loaded from [`weights::NamedTensors`]. `config.json`'s
-//!   `model_type` picks a [`model::family::Family`] (BERT, RoBERTa /
-//!   XLM-RoBERTa / CamemBERT, DistilBERT, ELECTRA): names, positions, token
-//!   types, embedding projection and classification head as data over one
-//!   encoder.
+//!   A request that cannot run (no rows, a sequence longer than the model's
+//!   positions, a head the model cannot carry) is a
+//!   [`memory::PlanError`].
+//! - [`model::Classifier`]: what the training loop, the memory plan and
+//!   export need of a model, implemented by the two model codes.
+//!   `config.json`'s `model_type` picks one ([`model::ModelConfig`]):
+//!   - [`model::BertClassifier`], built from a [`config::BertConfig`], serves
+//!     every [`model::family::Family`] (BERT, RoBERTa / XLM-RoBERTa /
+//!     CamemBERT, DistilBERT, ELECTRA): names, positions, token types,
+//!     embedding projection and classification head are data over one
+//!     post-LN encoder;
+//!   - [`model::deberta::DebertaClassifier`] (`deberta-v2`: DeBERTa-v2 and
+//!     -v3) has its own disentangled attention and config.
+//!
+//!   Both are built with HF's random initialisation, then loaded from
+//!   [`weights::NamedTensors`].
 //! - [`train::train`]: trains on slices of [`batch::Batch`] and reports each
 //!   epoch's metrics to an observer that may stop the trial.
 //! - Out of memory is an unwind, not a `Result` on every operation: a
@@ -36,18 +47,22 @@
 //!   [`finetune::finetune_sim`] runs the real loop's allocations through the
 //!   real allocator under a lease, for the study runner's simulations.
 //! - [`finetune::finetune_cpu`] runs one trial from files on the CPU under
-//!   an optional memory lease; `testing::write_tiny_model` (feature
-//!   `testing`) writes a tiny random BERT directory so tests above the
-//!   trainer can run real fine-tunes in seconds.
-//! - [`finetune::finetune_cpu_trained`] keeps the trained model, and
-//!   [`export::save_hf_dir`] writes it as a Hugging Face
-//!   `BertForSequenceClassification` directory that `transformers` loads;
-//!   [`export::HfClassifier`] reads such a directory (ours or
+//!   an optional memory lease, for any supported `model_type`;
+//!   `testing::write_tiny_model` (feature `testing`) writes a tiny random
+//!   BERT directory so tests above the trainer can run real fine-tunes in
+//!   seconds (the other families' tiny directories are the parity fixtures
+//!   under `tests/fixtures/families/`).
+//! - [`finetune::finetune_cpu_trained`] keeps the trained model of any
+//!   family, and [`export::save_hf_dir`] writes it as a Hugging Face
+//!   directory of that family's `*ForSequenceClassification` (HF's tensor
+//!   names, from the family table) that `transformers` loads;
+//!   [`export::HfClassifier`] reads such a directory of any family (ours or
 //!   transformers') back for prediction.
 //! - Data reaches the model through three seams: [`weights`] turns a Hugging
 //!   Face `model.safetensors` (f32/f16/bf16) into [`weights::NamedTensors`];
-//!   [`tokenize::TextTokenizer`] turns text into truncated, unpadded ids and
-//!   checks they fit the model; [`data`] loads CSV/JSONL/JSON files or the
+//!   [`tokenize::TextTokenizer`] (WordPiece, byte-level BPE or SentencePiece
+//!   Unigram, read from `tokenizer.json`, or BERT's `vocab.txt`) turns text
+//!   into truncated, unpadded ids and checks they fit the model; [`data`] loads CSV/JSONL/JSON files or the
 //!   embedded Sentiment Labelled Sentences set, validates every record and
 //!   label on the host (bad records skipped with `file:line` reasons, or
 //!   rejected), splits them stratified and seeded (duplicate texts kept on
@@ -55,9 +70,9 @@
 //!
 //! # Example
 //!
-//! One trial: a tiny random BERT directory (a real checkpoint such as
-//! all-MiniLM-L6-v2 goes the same way; writing the tiny one needs the
-//! `testing` feature), fine-tuned for one epoch on the embedded sentiment
+//! One trial: a tiny random BERT directory (a real checkpoint of any
+//! family, such as all-MiniLM-L6-v2 or deberta-v3-base, goes the same way;
+//! writing the tiny one needs the `testing` feature), fine-tuned for one epoch on the embedded sentiment
 //! sentences, with an observer that could stop it:
 //!
 //! ```

@@ -12,7 +12,7 @@ use trainer::model::HeadConfig;
 fn measure<T: Float>(req: &PlanRequest) -> (usize, Vec<trainer::memory::TrackedBuffer>) {
     let tracker = MemTracker::new(true);
     let be = CpuBackend::<T>::with_tracker(tracker.clone());
-    let kept = run_planned_step(&be, req);
+    let kept = run_planned_step(&be, req).unwrap();
     drop(kept);
     assert_eq!(tracker.live_bytes(), 0, "every buffer is freed");
     let _ = be.float_bytes();
@@ -133,7 +133,7 @@ fn family_configs() -> Vec<PlanRequest> {
 #[test]
 fn measured_peak_equals_plan_for_every_family() {
     for req in &family_configs() {
-        let plan = MemoryPlan::new(req);
+        let plan = MemoryPlan::new(req).unwrap();
         let (peak, buffers) = measure::<f32>(req);
         assert_eq!(peak, plan.peak_bytes, "{req:?}");
         assert_eq!(
@@ -170,7 +170,8 @@ fn family_weights_match_a_count_by_hand() {
             optimizer: OptimizerKind::AdamW,
             class_weights: false,
             dropout: true,
-        });
+        })
+        .unwrap();
         let params = embeddings + l * per_layer + head;
         assert_eq!(plan.total_of(BufKind::Weight), 4 * params, "{model_type}");
     }
@@ -183,7 +184,7 @@ fn measured_peak_equals_plan_for_many_configurations() {
     let mut peaks = Vec::new();
     let mut counts = Vec::new();
     for req in &configs {
-        let plan = MemoryPlan::new(req);
+        let plan = MemoryPlan::new(req).unwrap();
         let (peak, buffers) = match req.precision {
             Precision::F32 => measure::<f32>(req),
             Precision::F64 => measure::<f64>(req),
@@ -227,7 +228,7 @@ fn persistent_buffers_match_a_count_by_hand() {
         class_weights: false,
         dropout: true,
     };
-    let plan = MemoryPlan::new(&req);
+    let plan = MemoryPlan::new(&req).unwrap();
     let (h, i, v, p, t) = (32, 64, 50, 64, 2);
     let per_layer = 4 * (h * h + h) + 2 * 2 * h + (h * i + i) + (i * h + h);
     let params = v * h + p * h + t * h + 2 * h + 2 * per_layer + (h * h + h) + (2 * h + 2);
@@ -237,4 +238,109 @@ fn persistent_buffers_match_a_count_by_hand() {
     // Inputs: 5 id buffers of batch*seq or batch u32 values.
     assert_eq!(plan.total_of(BufKind::Input), 4 * (4 * 2 * 8 + 2));
     assert!(plan.peak_bytes > 16 * params);
+}
+
+/// A step that cannot run is an error naming what is wrong, from the plan,
+/// the planned step and the per-micro-batch peaks alike: never a panic.
+#[test]
+fn requests_that_cannot_run_are_errors() {
+    use trainer::memory::step_peaks;
+    use trainer::model::deberta::DebertaConfig;
+
+    let bert = BertConfig::tiny(32, 1, 4, 64, 50);
+    let head = HeadConfig {
+        num_labels: 2,
+        hidden: vec![],
+    };
+    let ok = PlanRequest::fp32_adamw(bert.clone(), &head, 2, 8);
+    let deberta = PlanRequest::fp32_adamw(DebertaConfig::deberta_v3_base(), &head, 2, 8);
+    let too_long = bert.max_sequence() + 1;
+    let cases = [
+        (
+            PlanRequest {
+                micro_batch: 0,
+                ..ok.clone()
+            },
+            "micro_batch",
+        ),
+        (
+            PlanRequest {
+                seq_len: 0,
+                ..ok.clone()
+            },
+            "seq_len",
+        ),
+        (
+            PlanRequest {
+                seq_len: too_long,
+                ..ok.clone()
+            },
+            "seq_len",
+        ),
+        (
+            PlanRequest {
+                micro_batch: usize::MAX,
+                seq_len: 2,
+                ..ok.clone()
+            },
+            "overflow",
+        ),
+        (
+            PlanRequest {
+                config: ok.config.resized(1, 0),
+                ..ok.clone()
+            },
+            "vocab_size",
+        ),
+        (
+            PlanRequest {
+                head: HeadConfig {
+                    num_labels: 1,
+                    hidden: vec![],
+                },
+                ..ok.clone()
+            },
+            "num_labels",
+        ),
+        (
+            PlanRequest {
+                head: HeadConfig {
+                    num_labels: 2,
+                    hidden: vec![4, 4, 4, 4],
+                },
+                ..ok.clone()
+            },
+            "hidden widths",
+        ),
+        (
+            PlanRequest {
+                head: HeadConfig {
+                    num_labels: 2,
+                    hidden: vec![8],
+                },
+                ..deberta.clone()
+            },
+            "deberta-v2 has no hidden head layers",
+        ),
+        (
+            PlanRequest {
+                seq_len: 513,
+                ..deberta.clone()
+            },
+            "seq_len",
+        ),
+    ];
+    for (req, expected) in cases {
+        let message = MemoryPlan::new(&req).unwrap_err().to_string();
+        assert!(message.contains(expected), "{message}");
+        let be = CpuBackend::<f32>::new();
+        let planned = run_planned_step(&be, &req).err().unwrap().to_string();
+        assert_eq!(planned, message);
+        assert_eq!(be.tracker().peak_bytes(), 0, "nothing allocated: {message}");
+        assert!(step_peaks(&req, &[1]).is_err(), "{message}");
+    }
+    // One bad micro-batch among good ones.
+    let e = step_peaks(&ok, &[1, 0, 2]).unwrap_err().to_string();
+    assert!(e.contains("micro_batch"), "{e}");
+    assert!(MemoryPlan::new(&ok).is_ok());
 }

@@ -52,7 +52,8 @@ fn sim_peak_is_the_memory_plan_peak_up_to_rounding() {
             optimizer: OptimizerKind::AdamW,
             class_weights: false,
             dropout: true,
-        });
+        })
+        .unwrap();
         let peak = plan.peak_bytes as u64;
         assert_eq!(out.peak_requested, peak);
         let rounding = 512 * plan.buffers.len() as u64;
@@ -166,12 +167,13 @@ fn step_peaks_equal_one_plan_per_micro_batch() {
             dropout,
         };
         let micros = [8, 1, 3, 16, 2];
-        let peaks = step_peaks(&req, &micros);
+        let peaks = step_peaks(&req, &micros).unwrap();
         for (&micro_batch, &peak) in micros.iter().zip(&peaks) {
             let plan = MemoryPlan::new(&PlanRequest {
                 micro_batch,
                 ..req.clone()
-            });
+            })
+            .unwrap();
             assert_eq!(peak, plan.peak_bytes, "micro-batch {micro_batch}");
         }
     }

@@ -112,8 +112,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         num_labels: plan.num_classes,
         hidden: settings.head_hidden.clone(),
     };
-    check_exportable(&model.config, &head)
-        .map_err(|e| usage(format!("trial {}: {e}", trial.number)))?;
+    check_exportable(&head).map_err(|e| usage(format!("trial {}: {e}", trial.number)))?;
 
     let attr = |key: &str| trial.user_attrs.get(key).and_then(Json::as_u64);
     let (micro_batch, accumulation_steps) = match (attr("micro_batch"), attr("accumulation_steps"))
@@ -209,7 +208,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         .unwrap_or_else(|| default_label_names(plan.num_classes));
     save_hf_dir(
         &trained.backend,
-        &trained.model,
+        &*trained.model,
         &tokenizer,
         model_dir,
         &labels,

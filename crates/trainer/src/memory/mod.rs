@@ -9,5 +9,8 @@ pub mod tracker;
 
 pub use oom::{OutOfMemory, catch_oom, quiet_oom_panics};
 
-pub use plan::{MemoryPlan, OptimizerKind, PlanRequest, PlannedBuffer, Precision, step_peaks};
+pub use plan::{
+    MemoryPlan, OptimizerKind, PlanError, PlanRequest, PlannedBuffer, PlannedStep, Precision,
+    step_peaks,
+};
 pub use tracker::{Allocation, BufKind, MemTracker, TrackedBuffer};

@@ -14,7 +14,7 @@ use super::tracker::{BufKind, TrackedBuffer};
 use crate::backend::Backend;
 use crate::backend::plan::PlanBackend;
 use crate::batch::Batch;
-use crate::model::{Classifier, HeadConfig, ModelConfig};
+use crate::model::{BatchError, BuildError, Classifier, HeadConfig, ModelConfig};
 use crate::train::{OptimizerConfig, StepContext, train_step};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,7 +86,69 @@ impl PlanRequest {
     }
 }
 
+impl PlanRequest {
+    /// Checks that the step can run: at least one example of at least one
+    /// token, no longer than the model's positions, a vocabulary, and a
+    /// head the architecture can carry. The step checks everything else
+    /// (ids, labels) itself.
+    pub fn check(&self) -> Result<(), PlanError> {
+        let bad = |field: &'static str, problem: String| Err(PlanError::Request { field, problem });
+        let max_seq = self.config.max_sequence();
+        if self.micro_batch == 0 {
+            return bad("micro_batch", "must be at least 1".into());
+        }
+        if self.seq_len == 0 || self.seq_len > max_seq {
+            return bad(
+                "seq_len",
+                format!(
+                    "{} is not in 1..={max_seq} (the longest sequence `{}` takes)",
+                    self.seq_len,
+                    self.config.model_type()
+                ),
+            );
+        }
+        if self.micro_batch.checked_mul(self.seq_len).is_none() {
+            return bad(
+                "micro_batch",
+                format!(
+                    "{} rows of {} tokens overflow a count of tokens",
+                    self.micro_batch, self.seq_len
+                ),
+            );
+        }
+        if self.config.vocab_size() == 0 {
+            return bad("config.vocab_size", "must be at least 1".into());
+        }
+        if self.head.num_labels < 2 {
+            return bad(
+                "head.num_labels",
+                format!("{} must be at least 2", self.head.num_labels),
+            );
+        }
+        self.config.check_head(&self.head)?;
+        Ok(())
+    }
+}
+
+/// Why a step could not be planned: the request, named by field.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("memory plan request: `{field}` {problem}")]
+    Request {
+        field: &'static str,
+        problem: String,
+    },
+    #[error("memory plan request: {0}")]
+    Build(#[from] BuildError),
+    #[error("memory plan request: {0}")]
+    Batch(#[from] BatchError),
+}
+
 pub type PlannedBuffer = TrackedBuffer;
+
+/// A planned model with its gradients and optimiser state, held by the
+/// caller until it chooses to free them.
+pub type PlannedStep<'m, B> = (Box<dyn Classifier<B> + 'm>, StepContext<B>);
 
 #[derive(Clone, Debug)]
 pub struct MemoryPlan {
@@ -119,32 +181,30 @@ pub fn synthetic_batch(req: &PlanRequest) -> Batch {
 /// returns the model and step context so the caller controls when they are
 /// freed. The memory plan and the measurement tests both call this.
 ///
-/// Panics when `req` cannot be run: a head the architecture cannot carry
-/// ([`ModelConfig::check_head`]) or a sequence longer than the model takes;
-/// callers plan only runs they have checked.
+/// A request that cannot run ([`PlanRequest::check`], or a head the model
+/// refuses) is an error, before anything is allocated on `be`.
 pub fn run_planned_step<'m, B: Backend + 'm>(
     be: &B,
     req: &PlanRequest,
-) -> (Box<dyn Classifier<B> + 'm>, StepContext<B>) {
-    let (mut model, mut ctx) = build_planned_model(be, req);
+) -> Result<PlannedStep<'m, B>, PlanError> {
+    let (mut model, mut ctx) = build_planned_model(be, req)?;
     let batch = synthetic_batch(req);
-    train_step(be, &mut *model, &mut ctx, &[&batch], 1e-5).expect("synthetic batch is valid");
-    (model, ctx)
+    train_step(be, &mut *model, &mut ctx, &[&batch], 1e-5)?;
+    Ok((model, ctx))
 }
 
 /// The model, gradients and optimiser state of `req`, before any step.
 fn build_planned_model<'m, B: Backend + 'm>(
     be: &B,
     req: &PlanRequest,
-) -> (Box<dyn Classifier<B> + 'm>, StepContext<B>) {
+) -> Result<PlannedStep<'m, B>, PlanError> {
+    req.check()?;
     let config = if req.dropout {
         req.config.clone()
     } else {
         req.config.with_dropout(0.0)
     };
-    let mut model = config
-        .build_random(be, &req.head, 0)
-        .expect("valid head config");
+    let mut model = config.build_random(be, &req.head, 0)?;
     let weights: Option<Vec<f64>> = req.class_weights.then(|| vec![1.0; req.head.num_labels]);
     let ctx = StepContext::new(
         be,
@@ -155,7 +215,7 @@ fn build_planned_model<'m, B: Backend + 'm>(
         req.recompute,
         0,
     );
-    (model, ctx)
+    Ok((model, ctx))
 }
 
 /// The peak bytes of a training step at each of `micro_batches` (the rest
@@ -163,28 +223,36 @@ fn build_planned_model<'m, B: Backend + 'm>(
 /// equals `MemoryPlan::new` of that micro-batch's request's `peak_bytes`,
 /// but building a large model's parameters dominates a plan's cost, so
 /// this is the cheap way to try many micro-batch sizes.
-pub fn step_peaks(req: &PlanRequest, micro_batches: &[usize]) -> Vec<usize> {
-    let be = PlanBackend::counting(req.precision.bytes());
-    let (mut model, mut ctx) = build_planned_model(&be, req);
-    micro_batches
+pub fn step_peaks(req: &PlanRequest, micro_batches: &[usize]) -> Result<Vec<usize>, PlanError> {
+    let requests: Vec<PlanRequest> = micro_batches
         .iter()
-        .map(|&micro_batch| {
-            let batch = synthetic_batch(&PlanRequest {
-                micro_batch,
-                ..req.clone()
-            });
+        .map(|&micro_batch| PlanRequest {
+            micro_batch,
+            ..req.clone()
+        })
+        .collect();
+    for r in &requests {
+        r.check()?;
+    }
+    let be = PlanBackend::counting(req.precision.bytes());
+    let (mut model, mut ctx) = build_planned_model(&be, req)?;
+    requests
+        .iter()
+        .map(|r| {
+            let batch = synthetic_batch(r);
             be.tracker().reset_peak();
-            train_step(&be, &mut *model, &mut ctx, &[&batch], 1e-5)
-                .expect("synthetic batch is valid");
-            be.tracker().peak_bytes()
+            train_step(&be, &mut *model, &mut ctx, &[&batch], 1e-5)?;
+            Ok(be.tracker().peak_bytes())
         })
         .collect()
 }
 
 impl MemoryPlan {
-    pub fn new(req: &PlanRequest) -> Self {
+    /// The plan of `req`'s step; an error for a request that cannot run
+    /// (see [`run_planned_step`]).
+    pub fn new(req: &PlanRequest) -> Result<Self, PlanError> {
         let be = PlanBackend::new(req.precision.bytes());
-        let (model, ctx) = run_planned_step(&be, req);
+        let (model, ctx) = run_planned_step(&be, req)?;
         // Tear down too, so persistent buffers get a free event (the end of
         // the trial) like everything else.
         drop((model, ctx));
@@ -202,12 +270,12 @@ impl MemoryPlan {
                 }
             }
         }
-        Self {
+        Ok(Self {
             request: req.clone(),
             buffers,
             peak_bytes,
             at_peak,
-        }
+        })
     }
 
     /// Total bytes of buffers of `kind` (over the whole step, not at peak).

@@ -5,6 +5,7 @@
 //! validates and uploads them its own way (DeBERTa adds bucket tables).
 
 use super::deberta::{DebertaBatch, DebertaClassifier, DebertaConfig, DebertaError};
+use super::family::{BERT, DEBERTA_V2, ModelType};
 use super::{BatchError, BertClassifier, DeviceBatch, HeadConfig, Mode, ModelError, Params};
 use crate::backend::Backend;
 use crate::batch::Batch;
@@ -13,6 +14,14 @@ use crate::config::BertConfig;
 /// A sequence classifier the training loop can train (see the module doc).
 pub trait Classifier<B: Backend> {
     fn num_labels(&self) -> usize;
+
+    /// The architecture, as `config.json` gives it (with the dropout the
+    /// model trains with).
+    fn model_config(&self) -> ModelConfig;
+
+    /// Widths of memtune's hidden head layers (empty for a head as
+    /// transformers has it).
+    fn head_hidden(&self) -> &[usize];
 
     fn params(&self) -> &Params<B>;
 
@@ -39,6 +48,9 @@ pub trait Classifier<B: Backend> {
         recompute: bool,
     ) -> Result<f64, BatchError>;
 
+    /// Logits `[batch, classes]` in evaluation mode (labels unread).
+    fn logits(&self, be: &B, batch: &Batch) -> Result<Vec<f64>, BatchError>;
+
     /// Logits `[batch, classes]` and the weighted loss divided by `denom`,
     /// in evaluation mode.
     fn evaluate_batch(
@@ -53,6 +65,14 @@ pub trait Classifier<B: Backend> {
 impl<B: Backend> Classifier<B> for BertClassifier<B> {
     fn num_labels(&self) -> usize {
         self.head.num_labels
+    }
+
+    fn model_config(&self) -> ModelConfig {
+        ModelConfig::Bert(self.config.clone())
+    }
+
+    fn head_hidden(&self) -> &[usize] {
+        &self.head.hidden
     }
 
     fn params(&self) -> &Params<B> {
@@ -84,6 +104,11 @@ impl<B: Backend> Classifier<B> for BertClassifier<B> {
         Ok(self.forward_backward(be, &device, class_weights, denom, mode, recompute))
     }
 
+    fn logits(&self, be: &B, batch: &Batch) -> Result<Vec<f64>, BatchError> {
+        let device = DeviceBatch::upload(be, &self.config, self.head.num_labels, batch)?;
+        Ok(BertClassifier::logits(self, be, &device))
+    }
+
     fn evaluate_batch(
         &self,
         be: &B,
@@ -99,6 +124,14 @@ impl<B: Backend> Classifier<B> for BertClassifier<B> {
 impl<B: Backend> Classifier<B> for DebertaClassifier<B> {
     fn num_labels(&self) -> usize {
         self.num_labels
+    }
+
+    fn model_config(&self) -> ModelConfig {
+        ModelConfig::Deberta(self.config.clone())
+    }
+
+    fn head_hidden(&self) -> &[usize] {
+        &[]
     }
 
     fn params(&self) -> &Params<B> {
@@ -128,6 +161,11 @@ impl<B: Backend> Classifier<B> for DebertaClassifier<B> {
     ) -> Result<f64, BatchError> {
         let device = DebertaBatch::upload(be, &self.config, self.num_labels, batch)?;
         Ok(self.forward_backward(be, &device, class_weights, denom, mode))
+    }
+
+    fn logits(&self, be: &B, batch: &Batch) -> Result<Vec<f64>, BatchError> {
+        let device = DebertaBatch::upload(be, &self.config, self.num_labels, batch)?;
+        Ok(DebertaClassifier::logits(self, be, &device))
     }
 
     fn evaluate_batch(
@@ -196,7 +234,50 @@ impl ModelConfig {
     pub fn model_type(&self) -> &str {
         match self {
             ModelConfig::Bert(c) => &c.model_type,
-            ModelConfig::Deberta(_) => "deberta-v2",
+            ModelConfig::Deberta(_) => DEBERTA_V2.name,
+        }
+    }
+
+    /// Transformers' `*ForSequenceClassification` class of this
+    /// `model_type` (`RobertaForSequenceClassification`, ...).
+    pub fn classifier_class(&self) -> &'static str {
+        ModelType::of(self.model_type())
+            .map_or(BERT.model_types[0].classifier_class, |t| t.classifier_class)
+    }
+
+    /// The name transformers' classifier class gives parameter `name`:
+    /// the family's prefix added where the base model holds it
+    /// ([`super::family::Family::checkpoint_name`]); DeBERTa's parameters already carry
+    /// HF's full names.
+    pub fn checkpoint_name(&self, name: &str) -> String {
+        match self {
+            ModelConfig::Bert(c) => c.family().checkpoint_name(name),
+            ModelConfig::Deberta(_) => name.to_string(),
+        }
+    }
+
+    /// The dropout probabilities under their `config.json` keys; a head
+    /// dropout left to the family's default is not listed.
+    pub fn dropout_fields(&self) -> Vec<(&'static str, f64)> {
+        match self {
+            ModelConfig::Bert(c) => {
+                let keys = c.family().dropout_keys;
+                let mut fields = vec![
+                    (keys.hidden, c.hidden_dropout_prob),
+                    (keys.attention, c.attention_probs_dropout_prob),
+                ];
+                fields.extend(c.classifier_dropout.map(|p| (keys.head, p)));
+                fields
+            }
+            ModelConfig::Deberta(c) => vec![
+                ("hidden_dropout_prob", c.hidden_dropout_prob),
+                (
+                    "attention_probs_dropout_prob",
+                    c.attention_probs_dropout_prob,
+                ),
+                ("pooler_dropout", c.pooler_dropout),
+                ("cls_dropout", c.cls_dropout),
+            ],
         }
     }
 

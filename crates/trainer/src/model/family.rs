@@ -7,7 +7,37 @@
 //! So a family is a row of [`FAMILIES`], chosen by `config.json`'s
 //! `model_type`, and the model code (`params.rs`, `encoder.rs`, `head.rs`)
 //! reads it instead of branching on names. DeBERTa-v2/v3 has its own
-//! attention and its own module (`model::deberta`); it is not a row here.
+//! attention and its own module (`model::deberta`); it is not a row here,
+//! but its [`ModelType`] is listed beside them ([`DEBERTA_V2`]).
+//!
+//! A row also says how transformers names what it holds, so a trained model
+//! is saved as that family's `*ForSequenceClassification`
+//! ([`Family::checkpoint_name`], [`ModelType::classifier_class`],
+//! [`DropoutKeys`]).
+
+/// A `config.json` `model_type` and transformers' sequence classifier
+/// class for it (what `architectures` names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ModelType {
+    pub name: &'static str,
+    pub classifier_class: &'static str,
+}
+
+/// The `config.json` keys of a family's dropout probabilities.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DropoutKeys {
+    pub hidden: &'static str,
+    pub attention: &'static str,
+    /// The classification head's (`None` in `config.json` means the
+    /// family's default, see [`HeadSpec::default_dropout`]).
+    pub head: &'static str,
+}
+
+const BERT_DROPOUT_KEYS: DropoutKeys = DropoutKeys {
+    hidden: "hidden_dropout_prob",
+    attention: "attention_probs_dropout_prob",
+    head: "classifier_dropout",
+};
 
 /// Where position ids start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +77,9 @@ pub struct HeadSpec {
     /// The dense layer on the first token (`pooler.dense` for BERT, whose
     /// pooler belongs to the base model).
     pub dense: &'static str,
+    /// Whether `dense` is part of the base model (BERT's pooler), so a
+    /// `*ForSequenceClassification` checkpoint names it with the prefix.
+    pub dense_in_base_model: bool,
     pub activation: HeadActivation,
     /// Dropout on the first token before `dense` (RoBERTa, ELECTRA).
     pub dropout_before_dense: bool,
@@ -75,7 +108,7 @@ pub struct LayerNames {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Family {
     /// `config.json` `model_type` values this row serves.
-    pub model_types: &'static [&'static str],
+    pub model_types: &'static [ModelType],
     /// The base model's prefix in `*For...` checkpoints (`bert.`), removed
     /// when loading (see `weights::canonical_name`).
     pub prefix: &'static str,
@@ -89,6 +122,7 @@ pub struct Family {
     /// (DistilBERT has none).
     pub attention_output_dropout: bool,
     pub head: HeadSpec,
+    pub dropout_keys: DropoutKeys,
 }
 
 const BERT_LAYER: LayerNames = LayerNames {
@@ -107,6 +141,7 @@ const BERT_LAYER: LayerNames = LayerNames {
 const fn first_token_head(activation: HeadActivation) -> HeadSpec {
     HeadSpec {
         dense: "classifier.dense",
+        dense_in_base_model: false,
         activation,
         dropout_before_dense: true,
         out: "classifier.out_proj",
@@ -115,7 +150,10 @@ const fn first_token_head(activation: HeadActivation) -> HeadSpec {
 }
 
 pub const BERT: Family = Family {
-    model_types: &["bert"],
+    model_types: &[ModelType {
+        name: "bert",
+        classifier_class: "BertForSequenceClassification",
+    }],
     prefix: "bert.",
     positions: Positions::FromZero,
     token_types: TokenTypes::Segments,
@@ -124,15 +162,30 @@ pub const BERT: Family = Family {
     attention_output_dropout: true,
     head: HeadSpec {
         dense: "pooler.dense",
+        dense_in_base_model: true,
         activation: HeadActivation::Tanh,
         dropout_before_dense: false,
         out: "classifier",
         default_dropout: None,
     },
+    dropout_keys: BERT_DROPOUT_KEYS,
 };
 
 pub const ROBERTA: Family = Family {
-    model_types: &["roberta", "xlm-roberta", "camembert"],
+    model_types: &[
+        ModelType {
+            name: "roberta",
+            classifier_class: "RobertaForSequenceClassification",
+        },
+        ModelType {
+            name: "xlm-roberta",
+            classifier_class: "XLMRobertaForSequenceClassification",
+        },
+        ModelType {
+            name: "camembert",
+            classifier_class: "CamembertForSequenceClassification",
+        },
+    ],
     prefix: "roberta.",
     positions: Positions::AfterPadding,
     token_types: TokenTypes::Zeros,
@@ -140,10 +193,14 @@ pub const ROBERTA: Family = Family {
     layer: BERT_LAYER,
     attention_output_dropout: true,
     head: first_token_head(HeadActivation::Tanh),
+    dropout_keys: BERT_DROPOUT_KEYS,
 };
 
 pub const DISTILBERT: Family = Family {
-    model_types: &["distilbert"],
+    model_types: &[ModelType {
+        name: "distilbert",
+        classifier_class: "DistilBertForSequenceClassification",
+    }],
     prefix: "distilbert.",
     positions: Positions::FromZero,
     token_types: TokenTypes::Absent,
@@ -162,15 +219,24 @@ pub const DISTILBERT: Family = Family {
     attention_output_dropout: false,
     head: HeadSpec {
         dense: "pre_classifier",
+        dense_in_base_model: false,
         activation: HeadActivation::Relu,
         dropout_before_dense: false,
         out: "classifier",
         default_dropout: Some(0.2),
     },
+    dropout_keys: DropoutKeys {
+        hidden: "dropout",
+        attention: "attention_dropout",
+        head: "seq_classif_dropout",
+    },
 };
 
 pub const ELECTRA: Family = Family {
-    model_types: &["electra"],
+    model_types: &[ModelType {
+        name: "electra",
+        classifier_class: "ElectraForSequenceClassification",
+    }],
     prefix: "electra.",
     positions: Positions::FromZero,
     token_types: TokenTypes::Segments,
@@ -178,14 +244,34 @@ pub const ELECTRA: Family = Family {
     layer: BERT_LAYER,
     attention_output_dropout: true,
     head: first_token_head(HeadActivation::Gelu),
+    dropout_keys: BERT_DROPOUT_KEYS,
 };
 
 /// Every family on the shared encoder.
 pub const FAMILIES: [Family; 4] = [BERT, ROBERTA, DISTILBERT, ELECTRA];
 
+/// DeBERTa-v2/v3, whose model is its own module (`model::deberta`, with
+/// HF's full parameter names) rather than a row of [`FAMILIES`].
+pub const DEBERTA_V2: ModelType = ModelType {
+    name: "deberta-v2",
+    classifier_class: "DebertaV2ForSequenceClassification",
+};
+
 /// `model_type`s with their own model module rather than a row of
 /// [`FAMILIES`].
-pub const OWN_MODULE_MODEL_TYPES: [&str; 1] = ["deberta-v2"];
+pub const OWN_MODULE_MODEL_TYPES: [ModelType; 1] = [DEBERTA_V2];
+
+impl ModelType {
+    /// The entry of any `model_type` memtune trains: a row of [`FAMILIES`]
+    /// or one of [`OWN_MODULE_MODEL_TYPES`].
+    pub fn of(model_type: &str) -> Option<&'static ModelType> {
+        FAMILIES
+            .iter()
+            .flat_map(|f| f.model_types.iter())
+            .chain(OWN_MODULE_MODEL_TYPES.iter())
+            .find(|t| t.name == model_type)
+    }
+}
 
 impl Family {
     /// The family of a `config.json` `model_type`, if it is one of
@@ -193,37 +279,52 @@ impl Family {
     pub fn of(model_type: &str) -> Option<&'static Family> {
         FAMILIES
             .iter()
-            .find(|f| f.model_types.contains(&model_type))
+            .find(|f| f.model_types.iter().any(|t| t.name == model_type))
     }
 
     /// Every `model_type` the shared encoder serves, for error messages.
     pub fn supported_model_types() -> Vec<&'static str> {
         FAMILIES
             .iter()
-            .flat_map(|f| f.model_types.iter().copied())
+            .flat_map(|f| f.model_types.iter().map(|t| t.name))
             .collect()
+    }
+
+    /// The name transformers' `*ForSequenceClassification` gives parameter
+    /// `name` (memtune's name, the base model's prefix removed): the head
+    /// modules outside the base model keep their name, everything else
+    /// (embeddings, encoder, BERT's pooler) gets the prefix (`roberta.`).
+    pub fn checkpoint_name(&self, name: &str) -> String {
+        let in_dense = under(name, self.head.dense);
+        let outside_base = under(name, self.head.out)
+            || under(name, "classifier")
+            || (in_dense && !self.head.dense_in_base_model);
+        if outside_base {
+            name.to_string()
+        } else {
+            format!("{}{name}", self.prefix)
+        }
     }
 
     /// Whether parameter `name` belongs to the classification head (which
     /// a pretrained encoder checkpoint lacks, so it keeps HF's random init).
     pub fn is_head_param(&self, name: &str) -> bool {
-        let under = |prefix: &str| {
-            name.strip_prefix(prefix)
-                .is_some_and(|rest| rest.starts_with('.'))
-        };
-        under(self.head.dense) || under(self.head.out) || under("classifier")
+        under(name, self.head.dense) || under(name, self.head.out) || under(name, "classifier")
     }
 
     /// Whether parameter `name`'s shape depends on the number of labels or
     /// memtune's hidden head layers (the output layer and those layers), so
     /// a classifier checkpoint of another task may differ there.
     pub fn is_task_param(&self, name: &str) -> bool {
-        let under = |prefix: &str| {
-            name.strip_prefix(prefix)
-                .is_some_and(|rest| rest.starts_with('.'))
-        };
-        under(self.head.out) || under("classifier.hidden")
+        under(name, self.head.out) || under(name, "classifier.hidden")
     }
+}
+
+/// Whether parameter `name` lies in module `module` (`classifier.dense.weight`
+/// in `classifier`, not `classifier_x.weight`).
+fn under(name: &str, module: &str) -> bool {
+    name.strip_prefix(module)
+        .is_some_and(|rest| rest.starts_with('.'))
 }
 
 #[cfg(test)]
@@ -237,7 +338,7 @@ mod tests {
             assert_eq!(
                 FAMILIES
                     .iter()
-                    .filter(|f| f.model_types.contains(t))
+                    .filter(|f| f.model_types.iter().any(|m| m.name == *t))
                     .count(),
                 1,
                 "{t}"
@@ -245,6 +346,54 @@ mod tests {
         }
         assert_eq!(Family::of("xlm-roberta"), Some(&ROBERTA));
         assert_eq!(Family::of("deberta-v2"), None);
+        assert_eq!(
+            ModelType::of("camembert").map(|t| t.classifier_class),
+            Some("CamembertForSequenceClassification")
+        );
+        assert_eq!(ModelType::of("deberta-v2"), Some(&DEBERTA_V2));
+        assert_eq!(ModelType::of("gpt2"), None);
+    }
+
+    #[test]
+    fn checkpoint_names_by_family() {
+        let cases = [
+            (&BERT, "pooler.dense.weight", "bert.pooler.dense.weight"),
+            (&BERT, "classifier.bias", "classifier.bias"),
+            (
+                &ROBERTA,
+                "classifier.out_proj.weight",
+                "classifier.out_proj.weight",
+            ),
+            (&ROBERTA, "classifier.dense.bias", "classifier.dense.bias"),
+            (
+                &ROBERTA,
+                "encoder.layer.0.output.dense.bias",
+                "roberta.encoder.layer.0.output.dense.bias",
+            ),
+            (
+                &DISTILBERT,
+                "pre_classifier.weight",
+                "pre_classifier.weight",
+            ),
+            (
+                &DISTILBERT,
+                "transformer.layer.1.ffn.lin1.weight",
+                "distilbert.transformer.layer.1.ffn.lin1.weight",
+            ),
+            (
+                &ELECTRA,
+                "embeddings_project.weight",
+                "electra.embeddings_project.weight",
+            ),
+            (
+                &ELECTRA,
+                "classifier.dense.weight",
+                "classifier.dense.weight",
+            ),
+        ];
+        for (family, ours, theirs) in cases {
+            assert_eq!(family.checkpoint_name(ours), theirs);
+        }
     }
 
     #[test]

@@ -73,9 +73,10 @@ impl PeakCurve {
                 micro_batch,
                 ..request.clone()
             })
-            .buffers
+            .map(|plan| plan.buffers)
+            .map_err(|e| e.to_string())
         };
-        let (one, two, three) = (plan(1), plan(2), plan(3));
+        let (one, two, three) = (plan(1)?, plan(2)?, plan(3)?);
         if one.len() != two.len() || one.len() != three.len() {
             return Err(format!(
                 "the step allocates {}, {} and {} buffers at micro-batches 1, 2 and 3",

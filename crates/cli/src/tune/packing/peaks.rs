@@ -36,7 +36,7 @@
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 
-use trainer::memory::{MemoryPlan, PlanRequest, step_peaks};
+use trainer::memory::{MemoryPlan, PlanError, PlanRequest, step_peaks};
 use trainer::model::{HeadConfig, ModelConfig};
 
 use super::curve::PeakCurve;
@@ -52,17 +52,30 @@ pub fn plan_request(
     PlanRequest::fp32_adamw(config, head, micro_batch, seq_len)
 }
 
+/// The peak of a plan the runner made sure can run.
+///
+/// The runner plans only steps it has checked: the head with
+/// `ModelConfig::check_head`, the sequence clamped to the model's
+/// positions, micro-batches of at least one row, and data of two or more
+/// classes. So a plan error here is a broken invariant of the runner, not
+/// bad input, and it stops the runner with the plan's own message.
+fn checked(plan: Result<usize, PlanError>) -> usize {
+    plan.unwrap_or_else(|e| panic!("the runner planned an unchecked step: {e}"))
+}
+
 /// Peak bytes of one training step (model, gradients, optimiser state and
 /// the step's activations) from the trainer's full [`MemoryPlan`] of one
 /// micro-batch; [`PlanPeaks`] gives the same number for every micro-batch
-/// from a few plans (see the module doc).
+/// from a few plans (see the module doc). Panics on a step that cannot run
+/// (see [`PlanRequest::check`]).
 pub fn plan_peak(
     config: impl Into<ModelConfig>,
     head: &HeadConfig,
     seq_len: usize,
     micro_batch: usize,
 ) -> u64 {
-    MemoryPlan::new(&plan_request(config, head, seq_len, micro_batch)).peak_bytes as u64
+    let request = plan_request(config, head, seq_len, micro_batch);
+    checked(MemoryPlan::new(&request).map(|plan| plan.peak_bytes)) as u64
 }
 
 /// The exact peak of `request`'s step (its micro-batch ignored) at every
@@ -123,7 +136,9 @@ impl PlanPeaks {
             .planned
             .borrow_mut()
             .entry(micro_batch)
-            .or_insert_with(|| step_peaks(&self.request, &[micro_batch.max(1)])[0] as u64)
+            .or_insert_with(|| {
+                checked(step_peaks(&self.request, &[micro_batch.max(1)]).map(|p| p[0])) as u64
+            })
     }
 }
 
@@ -166,7 +181,7 @@ impl AffinePeak {
                 micro_batch: micro,
                 ..request.clone()
             };
-            MemoryPlan::new(&reduced).peak_bytes as i128
+            checked(MemoryPlan::new(&reduced).map(|plan| plan.peak_bytes)) as i128
         };
         let (p01, p11, p02, p12) = (p(L0, V0, 1), p(L1, V0, 1), p(L0, V0, 2), p(L1, V0, 2));
         let per_vocab_row = (p(L0, V1, 1) - p01) / (V1 - V0) as i128;

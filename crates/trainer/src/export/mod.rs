@@ -1,0 +1,243 @@
+//! A fine-tuned classifier as a Hugging Face directory, and back, for every
+//! architecture memtune trains: BERT, RoBERTa / XLM-RoBERTa / CamemBERT,
+//! DistilBERT, ELECTRA and DeBERTa-v2/v3.
+//!
+//! [`save_hf_dir`] writes what `transformers`'
+//! `AutoModelForSequenceClassification.from_pretrained(dir)` loads as the
+//! same model:
+//! - `config.json`: the source model's config with `architectures` (the
+//!   `model_type`'s `*ForSequenceClassification`, e.g.
+//!   `RobertaForSequenceClassification`), `num_labels`, `id2label`,
+//!   `label2id` and the dropout the model was trained with, under the
+//!   family's own keys (DistilBERT's `dropout`, ...);
+//! - `model.safetensors` in that class's tensor names: the base model's
+//!   prefix (`bert.`, `roberta.`, `distilbert.`, `electra.`, `deberta.`)
+//!   before embeddings and encoder (and BERT's pooler), the head as the
+//!   class has it (`classifier.*`; RoBERTa's and ELECTRA's
+//!   `classifier.dense` / `classifier.out_proj`, DistilBERT's
+//!   `pre_classifier`, DeBERTa's `pooler.dense`). The mapping is the
+//!   family table's ([`crate::model::family::Family::checkpoint_name`]),
+//!   not code per family;
+//! - the tokenizer: `tokenizer.json` (and the source's other tokenizer
+//!   files when it has them). Where the source has no
+//!   `tokenizer_config.json`, one with `model_max_length` is written and no
+//!   tokenizer class, so transformers picks the `model_type`'s own.
+//!
+//! Only what transformers loads as the same model is written. A head with
+//! hidden layers ([`crate::model::HeadConfig::hidden`] not empty) has no
+//! counterpart in any `*ForSequenceClassification`, and transformers would
+//! load such a file with a fresh random classifier or not at all, so it is
+//! refused ([`ExportError::HiddenHeadLayers`]).
+//!
+//! [`HfClassifier`] (`predict.rs`) loads such a directory, ours or one saved
+//! by transformers' `save_pretrained`, and computes logits on the CPU.
+
+mod hf_config;
+mod predict;
+
+pub use predict::{HfClassifier, probabilities};
+
+use std::path::{Path, PathBuf};
+
+use crate::backend::Backend;
+use crate::config::ConfigError;
+use crate::data::DataError;
+use crate::finetune::FinetuneError;
+use crate::model::{BatchError, BuildError, Classifier, HeadConfig, LoadError, ModelError};
+use crate::tokenize::{TextTokenizer, TokenizerError};
+use crate::weights::{HostTensor, NamedTensors, StoredDtype, WeightsError, save_safetensors};
+
+/// Tokenizer files copied from the source model when it has them: the fast
+/// tokenizer, its config, and the files transformers' slow tokenizers read
+/// (WordPiece's `vocab.txt`, byte-level BPE's `vocab.json` and
+/// `merges.txt`, SentencePiece models).
+const TOKENIZER_FILES: [&str; 9] = [
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "sentencepiece.bpe.model",
+    "spm.model",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error(
+        "the classifier head has {} hidden layer(s) of widths {hidden:?}; Hugging Face's \
+         sequence classifiers have none (a dense layer or pooler, dropout, one output \
+         layer), so transformers could not load it as the same model. Export a trial whose \
+         head has no hidden layers (`head_layers = 0`)",
+        hidden.len()
+    )]
+    HiddenHeadLayers { hidden: Vec<usize> },
+    #[error(
+        "{} is not a sequence classifier: {problem}; fine-tune it first (`memtune train`)",
+        dir.display()
+    )]
+    NotAClassifier { dir: PathBuf, problem: String },
+    #[error("{}: {problem}", path.display())]
+    Labels { path: PathBuf, problem: String },
+    #[error(
+        "{} {} and is not empty: choose a new directory (nothing is overwritten)",
+        path.display(),
+        if path.is_dir() { "exists" } else { "is a file" }
+    )]
+    OutputExists { path: PathBuf },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Json {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    ModelConfig(Box<FinetuneError>),
+    #[error(transparent)]
+    Weights(#[from] WeightsError),
+    #[error(transparent)]
+    Tokenizer(#[from] TokenizerError),
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error(transparent)]
+    Data(#[from] DataError),
+    #[error(transparent)]
+    Batch(#[from] BatchError),
+}
+
+impl From<FinetuneError> for ExportError {
+    fn from(e: FinetuneError) -> Self {
+        ExportError::ModelConfig(Box::new(e))
+    }
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> ExportError + '_ {
+    move |source| ExportError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// HF's names for classes given as integers: `LABEL_0`, `LABEL_1`, ...
+pub fn default_label_names(num_labels: usize) -> Vec<String> {
+    (0..num_labels).map(|i| format!("LABEL_{i}")).collect()
+}
+
+/// Fails unless `dir` is absent or an empty directory, so that saving
+/// never overwrites anything. Call it before a long run that ends in
+/// [`save_hf_dir`].
+pub fn check_output_dir(dir: &Path) -> Result<(), ExportError> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    let empty = dir.is_dir()
+        && std::fs::read_dir(dir)
+            .map_err(io_error(dir))?
+            .next()
+            .is_none();
+    if empty {
+        Ok(())
+    } else {
+        Err(ExportError::OutputExists {
+            path: dir.to_path_buf(),
+        })
+    }
+}
+
+/// Fails unless a model with `head` can be saved as transformers' sequence
+/// classifier (see the module doc); [`save_hf_dir`] checks it too, this is
+/// for checking before training.
+pub fn check_exportable(head: &HeadConfig) -> Result<(), ExportError> {
+    if head.hidden.is_empty() {
+        Ok(())
+    } else {
+        Err(ExportError::HiddenHeadLayers {
+            hidden: head.hidden.clone(),
+        })
+    }
+}
+
+/// Writes `model` as a Hugging Face classification directory `out` (created;
+/// it must be absent or empty). `source_dir` is the model it was fine-tuned
+/// from (its `config.json` and tokenizer files are carried over), `tokenizer`
+/// the tokenizer it was trained with, `labels` the class names in class
+/// order (see [`default_label_names`]).
+pub fn save_hf_dir<B: Backend>(
+    be: &B,
+    model: &dyn Classifier<B>,
+    tokenizer: &TextTokenizer,
+    source_dir: &Path,
+    labels: &[String],
+    out: &Path,
+) -> Result<(), ExportError> {
+    check_exportable(&HeadConfig {
+        num_labels: model.num_labels(),
+        hidden: model.head_hidden().to_vec(),
+    })?;
+    check_output_dir(out)?;
+    if labels.len() != model.num_labels() {
+        return Err(ExportError::Labels {
+            path: source_dir.to_path_buf(),
+            problem: format!(
+                "{} label names for {} classes",
+                labels.len(),
+                model.num_labels()
+            ),
+        });
+    }
+    let config = model.model_config();
+    let config_text = hf_config::classifier_config(&config, source_dir, labels)?;
+    let params = model.params();
+    let tensors: NamedTensors = params
+        .info
+        .iter()
+        .zip(&params.values)
+        .map(|(info, value)| {
+            let data = be.download(value).into_iter().map(|v| v as f32).collect();
+            let shape = info.shape.clone();
+            (
+                config.checkpoint_name(&info.name),
+                HostTensor { shape, data },
+            )
+        })
+        .collect();
+
+    std::fs::create_dir_all(out).map_err(io_error(out))?;
+    let write = |name: &str, text: &str| {
+        let path = out.join(name);
+        std::fs::write(&path, text).map_err(io_error(&path))
+    };
+    write("config.json", &config_text)?;
+    save_safetensors(out.join("model.safetensors"), &tensors, StoredDtype::F32)?;
+    for name in TOKENIZER_FILES {
+        let from = source_dir.join(name);
+        if from.is_file() {
+            let to = out.join(name);
+            std::fs::copy(&from, &to).map_err(io_error(&to))?;
+        }
+    }
+    if !out.join("tokenizer.json").is_file() {
+        write("tokenizer.json", &tokenizer.to_json()?)?;
+    }
+    if !out.join("tokenizer_config.json").is_file() {
+        write(
+            "tokenizer_config.json",
+            &hf_config::tokenizer_config(config.max_sequence(), source_dir),
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,146 @@
+//! [`HfClassifier`]: a Hugging Face sequence classification directory of any
+//! family memtune trains, loaded for prediction on the CPU.
+
+use std::path::Path;
+
+use serde_json::Value as Json;
+
+use super::ExportError;
+use super::hf_config::{json_object, label_names};
+use crate::backend::cpu::CpuBackend;
+use crate::config::ConfigError;
+use crate::data::{BatchOrder, TokenizedDataset};
+use crate::finetune::read_model_config;
+use crate::model::deberta::DebertaClassifier;
+use crate::model::{BertClassifier, BuildError, Classifier, HeadConfig, ModelConfig};
+use crate::tokenize::{Encoded, TextTokenizer, TokenizerError};
+use crate::weights::load_safetensors;
+
+/// A classifier on the CPU backend, of any architecture.
+type CpuClassifier = Box<dyn Classifier<CpuBackend<f32>>>;
+
+/// A Hugging Face sequence classifier loaded for prediction on the CPU.
+pub struct HfClassifier {
+    backend: CpuBackend<f32>,
+    model: CpuClassifier,
+    tokenizer: TextTokenizer,
+    labels: Vec<String>,
+}
+
+/// The classifier of `dir` on `be` with `num_labels` classes, and the head
+/// parameters `model.safetensors` lacks (left at their random
+/// initialisation). The architecture is `config.json`'s `model_type`.
+pub(super) fn load_classifier(
+    be: &CpuBackend<f32>,
+    config: &ModelConfig,
+    dir: &Path,
+    num_labels: usize,
+) -> Result<(CpuClassifier, Vec<String>), ExportError> {
+    let path = dir.join("model.safetensors");
+    let tensors = load_safetensors(&path)?;
+    let head = HeadConfig {
+        num_labels,
+        hidden: Vec::new(),
+    };
+    Ok(match config {
+        ModelConfig::Bert(c) => {
+            let mut model = BertClassifier::new_random(be, c, &head, 0)?;
+            let report = model.load(be, &tensors)?;
+            (Box::new(model), report.initialised_randomly)
+        }
+        ModelConfig::Deberta(c) => {
+            let mut model =
+                DebertaClassifier::new_random(be, c, num_labels, 0).map_err(BuildError::from)?;
+            let fresh = model.load(be, &tensors, &path).map_err(BuildError::from)?;
+            (Box::new(model), fresh)
+        }
+    })
+}
+
+impl HfClassifier {
+    /// Loads `dir` (`config.json`, `model.safetensors`, `tokenizer.json` or
+    /// `vocab.txt`). Texts are truncated to `max_length` tokens, by default
+    /// the smaller of 512 and the model's positions.
+    pub fn load(dir: &Path, max_length: Option<usize>) -> Result<Self, ExportError> {
+        let path = dir.join("config.json");
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let config = read_model_config(&path)?;
+        let fields = json_object(&text, &path)?;
+        if let Some(Json::Array(architectures)) = fields.get("architectures")
+            && !architectures
+                .iter()
+                .filter_map(Json::as_str)
+                .any(|a| a.ends_with("ForSequenceClassification"))
+        {
+            return Err(ExportError::NotAClassifier {
+                dir: dir.to_path_buf(),
+                problem: format!("config.json's architectures are {architectures:?}"),
+            });
+        }
+        let labels = label_names(&fields, &path)?;
+        let backend = CpuBackend::<f32>::new();
+        let (model, fresh) = load_classifier(&backend, &config, dir, labels.len())?;
+        if !fresh.is_empty() {
+            return Err(ExportError::NotAClassifier {
+                dir: dir.to_path_buf(),
+                problem: format!("model.safetensors has no {}", fresh.join(", ")),
+            });
+        }
+        let max_length = max_length.unwrap_or(config.max_sequence().min(512));
+        let tokenizer = TextTokenizer::from_model_dir(dir, max_length)?;
+        tokenizer.check_model(config.vocab_size(), config.max_sequence())?;
+        Ok(Self {
+            backend,
+            model,
+            tokenizer,
+            labels,
+        })
+    }
+
+    /// The class names, in class order.
+    pub fn labels(&self) -> &[String] {
+        &self.labels
+    }
+
+    pub fn tokenizer(&self) -> &TextTokenizer {
+        &self.tokenizer
+    }
+
+    /// The architecture, as `config.json` gives it.
+    pub fn model_config(&self) -> ModelConfig {
+        self.model.model_config()
+    }
+
+    /// One text (or pair), tokenized and truncated as the model reads it.
+    pub fn encode(&self, text: &str, pair: Option<&str>) -> Result<Encoded, TokenizerError> {
+        self.tokenizer.encode(text, pair)
+    }
+
+    /// Each example's logits (`[classes]`), in input order, computed in
+    /// batches of `batch_size` padded to their longest example.
+    pub fn logits(
+        &self,
+        encoded: Vec<Encoded>,
+        batch_size: usize,
+    ) -> Result<Vec<Vec<f64>>, ExportError> {
+        let classes = self.labels.len();
+        let set = TokenizedDataset::unlabelled(&self.tokenizer, encoded);
+        let mut logits = Vec::with_capacity(set.len());
+        for batch in set.batches(batch_size, BatchOrder::Sequential)? {
+            let flat = self.model.logits(&self.backend, &batch)?;
+            logits.extend(flat.chunks(classes).map(<[f64]>::to_vec));
+        }
+        Ok(logits)
+    }
+}
+
+/// Softmax of one example's logits.
+pub fn probabilities(logits: &[f64]) -> Vec<f64> {
+    let max = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let exp: Vec<f64> = logits.iter().map(|l| (l - max).exp()).collect();
+    let sum: f64 = exp.iter().sum();
+    exp.into_iter().map(|e| e / sum).collect()
+}

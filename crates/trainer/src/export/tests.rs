@@ -1,0 +1,274 @@
+//! Saving and loading back: every family's names, labels and logits.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value as Json, json};
+
+use super::predict::load_classifier;
+use super::*;
+use crate::backend::cpu::CpuBackend;
+use crate::data::{BatchOrder, TokenizedDataset};
+use crate::finetune::read_model_config;
+use crate::model::family::{Family, OWN_MODULE_MODEL_TYPES};
+use crate::model::{BertClassifier, DeviceBatch};
+use crate::testing::{tiny_config, write_tiny_model};
+use crate::tokenize::Encoded;
+use crate::weights::load_safetensors;
+
+/// The tensor names of `dir`'s `model.safetensors`, as stored.
+fn names_in_file(dir: &Path) -> Vec<String> {
+    let raw = std::fs::read(dir.join("model.safetensors")).unwrap();
+    let mut names: Vec<String> = safetensors::SafeTensors::deserialize(&raw)
+        .unwrap()
+        .names()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names
+}
+
+fn tiny_classifier(
+    dir: &Path,
+    hidden: Vec<usize>,
+) -> (
+    CpuBackend<f32>,
+    BertClassifier<CpuBackend<f32>>,
+    TextTokenizer,
+) {
+    let config = write_tiny_model(dir, &tiny_config(), &["good", "bad", "film"], 7).unwrap();
+    let be = CpuBackend::<f32>::new();
+    let head = HeadConfig {
+        num_labels: 3,
+        hidden,
+    };
+    let mut model = BertClassifier::new_random(&be, &config, &head, 11).unwrap();
+    model
+        .load(
+            &be,
+            &load_safetensors(dir.join("model.safetensors")).unwrap(),
+        )
+        .unwrap();
+    let tokenizer = TextTokenizer::from_model_dir(dir, 16).unwrap();
+    (be, model, tokenizer)
+}
+
+#[test]
+fn a_saved_classifier_loads_back_with_the_same_logits_and_labels() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = tmp.path().join("source");
+    let (be, model, tokenizer) = tiny_classifier(&source, vec![]);
+    let out = tmp.path().join("out");
+    let names: Vec<String> = ["neg", "neutral", "pos"].map(String::from).to_vec();
+    save_hf_dir(&be, &model, &tokenizer, &source, &names, &out).unwrap();
+
+    let config: Json =
+        serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap()).unwrap();
+    assert_eq!(
+        config["architectures"],
+        json!(["BertForSequenceClassification"])
+    );
+    assert_eq!(config["id2label"]["2"], json!("pos"));
+    assert_eq!(config["label2id"]["neg"], json!(0));
+    assert_eq!(config["num_labels"], json!(3));
+    let saved = load_safetensors(out.join("model.safetensors")).unwrap();
+    assert!(saved.contains_key("classifier.weight"));
+    let names_in_file = names_in_file(&out);
+    assert!(names_in_file.contains(&"bert.embeddings.word_embeddings.weight".to_string()));
+    assert!(names_in_file.contains(&"bert.pooler.dense.weight".to_string()));
+
+    let loaded = HfClassifier::load(&out, Some(16)).unwrap();
+    assert_eq!(loaded.labels(), names.as_slice());
+    let texts = [("good film", None), ("bad", Some("film"))];
+    let encoded: Vec<Encoded> = texts
+        .iter()
+        .map(|(t, p)| loaded.encode(t, *p).unwrap())
+        .collect();
+    let logits = loaded.logits(encoded.clone(), 1).unwrap();
+    let set = TokenizedDataset::unlabelled(&tokenizer, encoded);
+    for (i, batch) in set.batches(1, BatchOrder::Sequential).unwrap().enumerate() {
+        let device = DeviceBatch::upload(&be, &model.config, 3, &batch).unwrap();
+        assert_eq!(model.logits(&be, &device), logits[i]);
+    }
+    // Batched and one at a time agree up to rounding.
+    let batched = loaded
+        .logits(
+            texts
+                .iter()
+                .map(|(t, p)| loaded.encode(t, *p).unwrap())
+                .collect(),
+            8,
+        )
+        .unwrap();
+    for (a, b) in batched.iter().flatten().zip(logits.iter().flatten()) {
+        assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+    }
+    let e = save_hf_dir(&be, &model, &tokenizer, &source, &names, &out)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not empty"), "{e}");
+}
+
+#[test]
+fn refuses_what_transformers_cannot_load_and_encoders_without_a_head() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = tmp.path().join("source");
+    let (be, model, tokenizer) = tiny_classifier(&source, vec![8]);
+    let names = default_label_names(3);
+    let out = tmp.path().join("out");
+    let e = save_hf_dir(&be, &model, &tokenizer, &source, &names, &out)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("hidden layer") && e.contains("[8]"), "{e}");
+    assert!(!out.exists());
+    // The source is a pretrained encoder: no classifier to predict with.
+    let e = HfClassifier::load(&source, None).err().unwrap().to_string();
+    assert!(e.contains("not a sequence classifier"), "{e}");
+}
+
+#[test]
+fn probabilities_sum_to_one_without_overflow() {
+    let p = probabilities(&[1000.0, 1000.0, f64::MIN]);
+    assert_eq!(p, vec![0.5, 0.5, 0.0]);
+}
+
+fn fixture(family: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/families")
+        .join(family)
+}
+
+/// Every `model_type` memtune trains, from the family table: each has a
+/// parity fixture of its name.
+fn model_types() -> Vec<&'static str> {
+    let own = OWN_MODULE_MODEL_TYPES.iter().map(|t| t.name);
+    Family::supported_model_types()
+        .into_iter()
+        .chain(own)
+        .collect()
+}
+
+fn logits_of(classifier: &HfClassifier) -> Vec<Vec<f64>> {
+    let texts = [
+        ("The film was good, really good.", None),
+        ("boring plot", Some("awful acting and a bad end")),
+        ("Hello", None),
+    ];
+    let encoded = texts
+        .iter()
+        .map(|(t, p)| classifier.encode(t, *p).unwrap())
+        .collect();
+    classifier.logits(encoded, 2).unwrap()
+}
+
+/// Each family's transformers-saved fixture, loaded and saved again, has
+/// transformers' own tensor names, class and model type, and loads back
+/// with the same logits to the bit.
+#[test]
+fn every_family_saves_under_transformers_names_and_loads_back_identically() {
+    let tmp = tempfile::tempdir().unwrap();
+    let families = model_types();
+    assert_eq!(families.len(), 7);
+    for family in families {
+        let source = fixture(family);
+        let original = HfClassifier::load(&source, None).unwrap();
+        let config = read_model_config(&source.join("config.json")).unwrap();
+        let be = CpuBackend::<f32>::new();
+        let (model, fresh) = load_classifier(&be, &config, &source, 3).unwrap();
+        assert!(fresh.is_empty(), "{family}: {fresh:?}");
+        let out = tmp.path().join(family);
+        let labels: Vec<String> = ["neg", "mid", "pos"].map(String::from).to_vec();
+        save_hf_dir(&be, &*model, original.tokenizer(), &source, &labels, &out).unwrap();
+
+        assert_eq!(names_in_file(&out), names_in_file(&source), "{family}");
+        let read = |dir: &Path| -> Json {
+            serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap())
+                .unwrap()
+        };
+        let (ours, theirs) = (read(&out), read(&source));
+        for key in ["architectures", "model_type"] {
+            assert_eq!(ours[key], theirs[key], "{family}: {key}");
+        }
+        assert_eq!(ours["num_labels"], json!(3), "{family}");
+        assert_eq!(ours["id2label"]["2"], json!("pos"), "{family}");
+        let tokenizer_config = read_json_file(&out.join("tokenizer_config.json"));
+        assert_eq!(
+            tokenizer_config["model_max_length"],
+            json!(config.max_sequence())
+        );
+        assert!(tokenizer_config.get("tokenizer_class").is_none());
+
+        let loaded = HfClassifier::load(&out, None).unwrap();
+        assert_eq!(loaded.labels(), labels.as_slice(), "{family}");
+        assert_eq!(loaded.model_config(), config, "{family}");
+        assert_eq!(logits_of(&loaded), logits_of(&original), "{family}");
+    }
+}
+
+fn read_json_file(path: &Path) -> Json {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The dropout a model trained with is written under its family's keys,
+/// which read back as the same config (DistilBERT's `dropout` is an alias
+/// of `hidden_dropout_prob`: writing both would be a duplicate field).
+#[test]
+fn dropout_is_written_under_each_familys_own_keys() {
+    let tmp = tempfile::tempdir().unwrap();
+    for family in ["distilbert", "roberta", "deberta-v2"] {
+        let source = fixture(family);
+        let config = read_model_config(&source.join("config.json"))
+            .unwrap()
+            .with_dropout(0.25);
+        let be = CpuBackend::<f32>::new();
+        let (model, _) = load_classifier(&be, &config, &source, 3).unwrap();
+        let tokenizer = TextTokenizer::from_model_dir(&source, 16).unwrap();
+        let out = tmp.path().join(family);
+        save_hf_dir(
+            &be,
+            &*model,
+            &tokenizer,
+            &source,
+            &default_label_names(3),
+            &out,
+        )
+        .unwrap();
+        let written = read_json_file(&out.join("config.json"));
+        for (key, p) in config.dropout_fields() {
+            assert_eq!(written[key], json!(p), "{family}: {key}");
+        }
+        let expected_keys = match family {
+            "distilbert" => ["dropout", "attention_dropout", "seq_classif_dropout"],
+            "deberta-v2" => ["hidden_dropout_prob", "pooler_dropout", "cls_dropout"],
+            _ => [
+                "hidden_dropout_prob",
+                "attention_probs_dropout_prob",
+                "classifier_dropout",
+            ],
+        };
+        for key in expected_keys {
+            assert_eq!(written[key], json!(0.25), "{family}: {key}");
+        }
+        if family == "distilbert" {
+            assert!(written.get("hidden_dropout_prob").is_none());
+        }
+        assert_eq!(
+            read_model_config(&out.join("config.json")).unwrap(),
+            config,
+            "{family}"
+        );
+    }
+}
+
+#[test]
+fn class_names_naming_one_class_twice_are_an_error() {
+    let fields = hf_config::json_object(
+        r#"{"id2label": {"0": "a", "00": "b"}}"#,
+        Path::new("config.json"),
+    )
+    .unwrap();
+    let e = hf_config::label_names(&fields, Path::new("config.json"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("names class 0 twice"), "{e}");
+}
