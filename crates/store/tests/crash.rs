@@ -67,6 +67,7 @@ fn sigkill_loses_no_finished_trial(backend: Backend) {
         let rc = unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
         assert_eq!(rc, 0, "kill {kill}: SIGKILL failed");
         child.wait().unwrap();
+        db.wait_for_other_sessions();
 
         let storage = db.open_existing().unwrap();
         // A PostgreSQL server keeps its own files sound; a killed client

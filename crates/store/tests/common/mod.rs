@@ -40,6 +40,38 @@ impl TestDb {
         Storage::open_url(&self.url, &opts)
     }
 
+    /// Wait until no other client is connected to this database. A
+    /// PostgreSQL backend whose client was SIGKILLed still finishes the
+    /// statement it was running (a COMMIT included) and only then notices
+    /// the closed socket, so a check made right after the kill could miss
+    /// a row that appears a moment later. SQLite has no server: a no-op.
+    pub fn wait_for_other_sessions(&self) {
+        if self.backend != Backend::Postgres {
+            return;
+        }
+        let mut client = postgres::Client::connect(&self.url, postgres::NoTls).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let others: i64 = client
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity \
+                     WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                    &[],
+                )
+                .unwrap()
+                .get(0);
+            if others == 0 {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{others} sessions still on {} after 30 s",
+                self.url
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
     /// On PostgreSQL, the database as `pg_dump` prints it (`--schema-only`:
     /// types, tables, sequences, defaults, constraints, indexes), without
     /// the per-run `\restrict` key; `None` on SQLite.
