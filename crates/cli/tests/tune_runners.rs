@@ -122,11 +122,7 @@ fn three_runners_finish_exactly_n_trials(round: usize, url: &str, dir: &Path) {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let existing = store::OpenOptions {
-        create: false,
-        ..store::OpenOptions::default()
-    };
-    let s = Storage::open_url(url, &existing).unwrap();
+    let s = open_existing(url);
     let study = s.study("shared").unwrap();
     let ts = s.trials(study.study_id, &TrialFilter::default()).unwrap();
     let states: Vec<_> = ts.iter().map(|t| (t.number, t.state)).collect();
@@ -158,32 +154,36 @@ impl Rng {
     }
 }
 
-fn stored(db: &Path) -> Vec<store::FrozenTrial> {
-    let s = Storage::open_existing(db).unwrap();
+fn open_existing(url: &str) -> Storage {
+    let existing = store::OpenOptions {
+        create: false,
+        ..store::OpenOptions::default()
+    };
+    Storage::open_url(url, &existing).unwrap()
+}
+
+fn stored(url: &str) -> Vec<store::FrozenTrial> {
+    let s = open_existing(url);
     let study = s.study("chaos").unwrap();
     s.trials(study.study_id, &TrialFilter::default()).unwrap()
 }
 
-fn memtune(db: &Path, args: &[&str]) -> std::process::Output {
-    common::memtune(db, args)
-}
-
 /// One ask/tell client: `asks` trials, each told after a random pause.
 /// Returns the numbers it asked; panics if a `tell` is refused.
-fn client(db: &Path, asks: usize, seed: u64) -> Vec<i64> {
+fn client(url: &str, asks: usize, seed: u64) -> Vec<i64> {
     let mut rng = Rng(seed | 1);
     (0..asks)
         .map(|_| {
-            let asked: Json = serde_json::from_str(&common::ok(memtune(
-                db,
+            let asked: Json = serde_json::from_str(&common::ok(common::memtune_on(
+                url,
                 &["ask", "--study-name", "chaos", "--search-space", SPACE],
             )))
             .unwrap();
             std::thread::sleep(Duration::from_millis(rng.below(300)));
             let n = asked["number"].to_string();
             let value = format!("0.{}", 1 + rng.below(8));
-            let out = memtune(
-                db,
+            let out = common::memtune_on(
+                url,
                 &[
                     "tell",
                     "--study-name",
@@ -211,9 +211,26 @@ fn client(db: &Path, asks: usize, seed: u64) -> Vec<i64> {
 /// spent: clients are not bounded by it); no runner ever created a trial
 /// beyond the budget; no COMPLETE trial lost or changed; no client's `tell`
 /// refused; every runner that was not killed exited 0.
-/// `MEMTUNE_CHAOS_ROUNDS` sets the number of rounds (default 50).
+/// `MEMTUNE_CHAOS_ROUNDS` sets the number of rounds (default 50), and
+/// `MEMTUNE_CHAOS_SEED` replays one run.
 #[test]
-fn runners_killed_at_random_beside_ask_tell_clients_lose_nothing() {
+fn runners_killed_at_random_beside_ask_tell_clients_lose_nothing_on_sqlite() {
+    chaos(Backend::Sqlite);
+}
+
+/// The same on PostgreSQL, a fresh database each round.
+#[test]
+fn runners_killed_at_random_beside_ask_tell_clients_lose_nothing_on_postgres() {
+    chaos(Backend::Postgres);
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+fn chaos(backend: Backend) {
     let rounds: u64 = std::env::var("MEMTUNE_CHAOS_ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
@@ -227,26 +244,34 @@ fn runners_killed_at_random_beside_ask_tell_clients_lose_nothing() {
                 .unwrap()
                 .as_nanos() as u64
         });
-    eprintln!("chaos seed {seed} (MEMTUNE_CHAOS_SEED={seed} replays it)");
+    eprintln!("chaos seed {seed} on {backend:?} (MEMTUNE_CHAOS_SEED={seed} replays it)");
     let mut rng = Rng(seed | 1);
     let started = Instant::now();
     for round in 0..rounds {
-        chaos_round(round, &mut rng);
+        let dir = tempfile::tempdir().unwrap();
+        let url = match backend {
+            Backend::Sqlite => common::url(&dir.path().join("s.db")),
+            Backend::Postgres => match store::pg_server::test_database("chaos") {
+                Some(url) => url,
+                None => return,
+            },
+        };
+        chaos_round(round, &mut rng, &url, dir.path());
     }
     eprintln!(
-        "{rounds} chaos rounds on SQLite in {:.1} s",
+        "{rounds} chaos rounds on {backend:?} in {:.1} s",
         started.elapsed().as_secs_f64()
     );
 }
 
-fn chaos_round(round: u64, rng: &mut Rng) {
+fn chaos_round(round: u64, rng: &mut Rng, url: &str, dir: &Path) {
     let n_trials = 10;
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("s.db");
-    let cfg = dir.path().join("s.toml");
+    let cfg = dir.join("s.toml");
     std::fs::write(&cfg, study_toml_beating("chaos", n_trials, "100ms", "1s")).unwrap();
-    common::ok(memtune(
-        &db,
+    // A server study logs into the working directory: the round's own.
+    let runner = || runner_on(url, &cfg).current_dir(dir).spawn().unwrap();
+    common::ok(common::memtune_on(
+        url,
         &[
             "create-study",
             "--study-name",
@@ -256,18 +281,16 @@ fn chaos_round(round: u64, rng: &mut Rng) {
         ],
     ));
     let n_runners = 2 + rng.below(3) as usize;
-    let mut runners: Vec<Child> = (0..n_runners)
-        .map(|_| runner(&db, &cfg).spawn().unwrap())
-        .collect();
+    let mut runners: Vec<Child> = (0..n_runners).map(|_| runner()).collect();
     let clients: Vec<_> = (0..2)
         .map(|i| {
-            let (db, seed) = (db.clone(), rng.below(u64::MAX) ^ i);
-            std::thread::spawn(move || client(&db, 2, seed))
+            let (url, seed) = (url.to_string(), rng.below(u64::MAX) ^ i);
+            std::thread::spawn(move || client(&url, 2, seed))
         })
         .collect();
     let mut complete: BTreeMap<i64, Option<f64>> = BTreeMap::new();
     let check_complete = |complete: &mut BTreeMap<i64, Option<f64>>| {
-        let ts = stored(&db);
+        let ts = stored(url);
         for (n, v) in complete.iter() {
             let t = ts.iter().find(|t| t.number == *n).unwrap();
             assert_eq!(
@@ -287,7 +310,7 @@ fn chaos_round(round: u64, rng: &mut Rng) {
         runners[victim].kill().unwrap(); // SIGKILL, also after it exited
         runners[victim].wait().unwrap();
         check_complete(&mut complete);
-        runners[victim] = runner(&db, &cfg).spawn().unwrap();
+        runners[victim] = runner();
     }
     let asked: BTreeSet<i64> = clients
         .into_iter()
@@ -303,7 +326,7 @@ fn chaos_round(round: u64, rng: &mut Rng) {
     }
     check_complete(&mut complete);
 
-    let ts = stored(&db);
+    let ts = stored(url);
     let states: Vec<_> = ts.iter().map(|t| (t.number, t.state)).collect();
     assert!(
         ts.iter().all(|t| t.state.is_finished()),
@@ -329,7 +352,7 @@ fn chaos_round(round: u64, rng: &mut Rng) {
     }
     // Every trial except retried FAILs (their retry stands for them).
     let counted = {
-        let s = Storage::open_existing(&db).unwrap();
+        let s = open_existing(url);
         s.counted_trials(s.study("chaos").unwrap().study_id)
             .unwrap()
     };

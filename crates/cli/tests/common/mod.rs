@@ -9,11 +9,16 @@ pub fn url(db: &Path) -> String {
     format!("sqlite:///{}", db.display())
 }
 
-/// Runs `memtune --storage URL ARGS...`, ignoring any MEMTUNE_STORAGE.
+/// Runs `memtune --storage sqlite:///DB ARGS...`, ignoring any MEMTUNE_STORAGE.
 pub fn memtune(db: &Path, args: &[&str]) -> Output {
+    memtune_on(&url(db), args)
+}
+
+/// Runs `memtune --storage URL ARGS...`, ignoring any MEMTUNE_STORAGE.
+pub fn memtune_on(url: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_memtune"))
         .arg("--storage")
-        .arg(url(db))
+        .arg(url)
         .args(args)
         .env_remove("MEMTUNE_STORAGE")
         .output()
