@@ -1,6 +1,8 @@
 //! The bridge from what the store keeps to what the sampler reads:
 //! `store::FrozenTrial` (Optuna's rows: params as internal value plus
-//! distribution JSON, attributes as JSON) becomes `hpo_sampler::FrozenTrial`.
+//! distribution JSON, attributes as JSON) becomes `hpo_sampler::FrozenTrial`;
+//! and back, a sampled parameter's distribution becomes the store's, whose
+//! JSON is the bytes Optuna writes.
 //!
 //! The two crates deliberately do not know each other; this module is the
 //! only place their types meet. It converts, it does not sample or write.
@@ -46,6 +48,40 @@ pub fn direction(d: store::StudyDirection) -> hpo_sampler::StudyDirection {
         store::StudyDirection::Minimize | store::StudyDirection::NotSet => {
             hpo_sampler::StudyDirection::Minimize
         }
+    }
+}
+
+/// The store's form of a sampled parameter's distribution.
+pub fn stored_distribution(d: &hpo_sampler::Distribution) -> store::Distribution {
+    match d {
+        &hpo_sampler::Distribution::Float {
+            low,
+            high,
+            log,
+            step,
+        } => store::Distribution::Float {
+            low,
+            high,
+            log,
+            step,
+        },
+        &hpo_sampler::Distribution::Int {
+            low,
+            high,
+            log,
+            step,
+        } => store::Distribution::Int {
+            low,
+            high,
+            log,
+            step,
+        },
+        hpo_sampler::Distribution::Categorical { choices } => store::Distribution::Categorical {
+            choices: choices
+                .iter()
+                .map(hpo_sampler::json::value_to_json)
+                .collect(),
+        },
     }
 }
 

@@ -7,6 +7,8 @@
 //! sample anything.
 
 use crate::error::StoreError;
+use crate::python_json;
+use serde::Serialize;
 use serde_json::{Value as Json, json};
 
 /// One of Optuna's parameter distributions.
@@ -31,28 +33,68 @@ pub enum Distribution {
 }
 
 impl Distribution {
-    /// Optuna's JSON: `{"name": "FloatDistribution", "attributes": {...}}`.
+    /// Optuna's JSON, the bytes `optuna.distributions.distribution_to_json`
+    /// writes: `{"name": "FloatDistribution", "attributes": {"step": null,
+    /// "low": 1e-05, "high": 0.01, "log": true}}`.
     pub fn to_json(&self) -> String {
-        let v = match self {
-            Distribution::Float {
+        #[derive(Serialize)]
+        struct Named<A> {
+            name: &'static str,
+            attributes: A,
+        }
+        // Field order is the attribute order of Optuna's classes.
+        #[derive(Serialize)]
+        struct FloatAttrs {
+            step: Option<f64>,
+            low: f64,
+            high: f64,
+            log: bool,
+        }
+        #[derive(Serialize)]
+        struct IntAttrs {
+            log: bool,
+            step: i64,
+            low: i64,
+            high: i64,
+        }
+        #[derive(Serialize)]
+        struct CategoricalAttrs<'a> {
+            choices: &'a [Json],
+        }
+        match self {
+            &Distribution::Float {
                 low,
                 high,
                 log,
                 step,
-            } => json!({"name": "FloatDistribution",
-                "attributes": {"step": step, "low": low, "high": high, "log": log}}),
-            Distribution::Int {
+            } => python_json::to_string(&Named {
+                name: "FloatDistribution",
+                attributes: FloatAttrs {
+                    step,
+                    low,
+                    high,
+                    log,
+                },
+            }),
+            &Distribution::Int {
                 low,
                 high,
                 log,
                 step,
-            } => json!({"name": "IntDistribution",
-                "attributes": {"log": log, "step": step, "low": low, "high": high}}),
-            Distribution::Categorical { choices } => {
-                json!({"name": "CategoricalDistribution", "attributes": {"choices": choices}})
-            }
-        };
-        v.to_string()
+            } => python_json::to_string(&Named {
+                name: "IntDistribution",
+                attributes: IntAttrs {
+                    log,
+                    step,
+                    low,
+                    high,
+                },
+            }),
+            Distribution::Categorical { choices } => python_json::to_string(&Named {
+                name: "CategoricalDistribution",
+                attributes: CategoricalAttrs { choices },
+            }),
+        }
     }
 
     /// Parse Optuna's JSON, including the pre-3.0 names
@@ -176,6 +218,18 @@ mod tests {
         assert_eq!(d.to_internal(&json!("sgd")), Some(1.0));
         assert!(d.to_external(4.0).is_err());
         assert_eq!(Distribution::from_json(&d.to_json()).unwrap(), d);
+    }
+
+    #[test]
+    fn writes_the_bytes_optuna_writes() {
+        for optuna in [
+            r#"{"name": "FloatDistribution", "attributes": {"step": null, "low": 1e-05, "high": 0.1, "log": true}}"#,
+            r#"{"name": "FloatDistribution", "attributes": {"step": 0.25, "low": 0.0, "high": 1.0, "log": false}}"#,
+            r#"{"name": "IntDistribution", "attributes": {"log": false, "step": 8, "low": 8, "high": 64}}"#,
+            r#"{"name": "CategoricalDistribution", "attributes": {"choices": ["adam", "\u00e9t\u00e9", null, 1.0, 2, true]}}"#,
+        ] {
+            assert_eq!(Distribution::from_json(optuna).unwrap().to_json(), optuna);
+        }
     }
 
     #[test]

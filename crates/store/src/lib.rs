@@ -23,7 +23,8 @@
 //! - Parameters are stored as Optuna stores them: an internal `f64` (the value
 //!   for float/int distributions, the choice index for categorical ones) and
 //!   the distribution as an opaque JSON string. [`Distribution`] converts, so
-//!   the sampler crate's types never leak in here.
+//!   the sampler crate's types never leak in here. Its JSON is the bytes
+//!   Optuna writes, through [`python_json`] (Python's `json.dumps` spelling).
 //! - [`Storage::claim_or_create_within`] claims a WAITING trial or creates
 //!   one while a study's budget lasts, with its first heartbeat, in one
 //!   transaction: any number of processes can share one study.
@@ -61,6 +62,7 @@ mod model;
 mod pg;
 #[cfg(feature = "testing")]
 pub mod pg_server;
+pub mod python_json;
 mod query;
 mod schema;
 mod stale;

@@ -19,9 +19,7 @@
 use super::Context;
 use crate::error::{CliError, Result};
 use crate::history;
-use hpo_sampler::json::{
-    distribution_to_json, search_space_from_json, value_from_json, value_to_json,
-};
+use hpo_sampler::json::{search_space_from_json, value_from_json, value_to_json};
 use hpo_sampler::{
     AutoConfig, AutoSampler, GpConfig, GpSampler, Param, RandomSampler, Sampler, StudyView,
     TpeConfig, TpeSampler,
@@ -29,6 +27,7 @@ use hpo_sampler::{
 use serde_json::{Map, Value as Json};
 use std::collections::BTreeMap;
 use std::io::Write;
+use store::python_json::{self, Object};
 use store::{Claim, TrialFilter, TrialState};
 
 #[derive(clap::Args)]
@@ -165,7 +164,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
                     trial.trial_id,
                     name,
                     p.internal,
-                    &python_spacing(&distribution_to_json(&p.distribution)),
+                    &history::stored_distribution(&p.distribution).to_json(),
                 )?;
             }
             Ok(params)
@@ -193,21 +192,27 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         .iter()
         .filter(|n| params.contains_key(*n))
         .chain(params.keys().filter(|n| !order.contains(n)));
-    let values: Vec<(String, String)> = names
-        .map(|name| {
-            (
-                name.clone(),
-                python_json(&value_to_json(&params[name].value())),
-            )
-        })
+    let values: Vec<(String, Json)> = names
+        .map(|name| (name.clone(), value_to_json(&params[name].value())))
         .collect();
-    let mut record = vec![("number".to_string(), trial.number.to_string())];
-    if args.flatten {
-        record.extend(values.into_iter().map(|(k, v)| (format!("params_{k}"), v)));
+    let number = ("number".to_string(), Json::from(trial.number));
+    let line = if args.flatten {
+        let record: Vec<(String, Json)> = std::iter::once(number)
+            .chain(values.into_iter().map(|(k, v)| (format!("params_{k}"), v)))
+            .collect();
+        python_json::to_string(&Object(&record))
     } else {
-        record.push(("params".into(), python_object(values)));
-    }
-    writeln!(out, "{}", python_object(record))?;
+        #[derive(serde::Serialize)]
+        struct Asked<'a> {
+            number: i64,
+            params: Object<'a>,
+        }
+        python_json::to_string(&Asked {
+            number: trial.number,
+            params: Object(&values),
+        })
+    };
+    writeln!(out, "{line}")?;
     Ok(())
 }
 
@@ -238,34 +243,6 @@ fn key_order(text: &str) -> std::result::Result<Vec<String>, serde_json::Error> 
         }
     }
     serde_json::from_str::<Keys>(text).map(|k| k.0)
-}
-
-/// `{"k": v, ...}` as `json.dumps` writes a dict: entries in the given
-/// order, values already spelled.
-fn python_object(entries: impl IntoIterator<Item = (String, String)>) -> String {
-    let parts: Vec<String> = entries
-        .into_iter()
-        .map(|(k, v)| format!("{}: {v}", python_string(&k)))
-        .collect();
-    format!("{{{}}}", parts.join(", "))
-}
-
-/// A string as `json.dumps` writes it (`ensure_ascii`): every non-ASCII
-/// character as `\uXXXX`, beyond the BMP as a surrogate pair.
-fn python_string(s: &str) -> String {
-    let escaped = Json::String(s.to_string()).to_string();
-    let mut out = String::with_capacity(escaped.len());
-    for c in escaped.chars() {
-        if c.is_ascii() {
-            out.push(c);
-        } else {
-            let mut units = [0u16; 2];
-            for unit in c.encode_utf16(&mut units) {
-                out.push_str(&format!("\\u{unit:04x}"));
-            }
-        }
-    }
-    out
 }
 
 /// Optuna's `study.enqueue_trial` key: fixed external values by name.
@@ -432,110 +409,6 @@ fn per_trial_seed(seed: u64, number: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// JSON as Python's `json.dumps` spells it (`", "` and `": "` separators),
-/// so output is byte-comparable with `optuna ask`'s for the same values.
-fn python_json(v: &Json) -> String {
-    match v {
-        Json::Array(items) => {
-            let parts: Vec<String> = items.iter().map(python_json).collect();
-            format!("[{}]", parts.join(", "))
-        }
-        Json::Object(map) => python_object(map.iter().map(|(k, v)| (k.clone(), python_json(v)))),
-        Json::String(text) => python_string(text),
-        // serde_json spells 5e-5 as `5e-5`; Python's repr as `5e-05`.
-        Json::Number(n) => python_number(&n.to_string()),
-        scalar => scalar.to_string(),
-    }
-}
-
-/// Compact JSON re-spelled as Python's `json.dumps` writes it, keeping the
-/// key order: `", "` and `": "` separators and floats in Python's `repr`
-/// (`1e-05`, `0.0001`, `1.0`). `distribution_to_json` keeps Optuna's key
-/// order but not its spelling, and the stored `distribution_json` should be
-/// the bytes Optuna itself would store.
-pub(crate) fn python_spacing(compact: &str) -> String {
-    let mut out = String::with_capacity(compact.len() + 16);
-    let mut number = String::new();
-    let (mut in_string, mut escaped) = (false, false);
-    for c in compact.chars() {
-        if in_string {
-            out.push(c);
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, '\\') => escaped = true,
-                (false, '"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        if c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E') {
-            number.push(c);
-            continue;
-        }
-        out.push_str(&python_number(&std::mem::take(&mut number)));
-        out.push(c);
-        match c {
-            '"' => in_string = true,
-            ',' | ':' => out.push(' '),
-            _ => {}
-        }
-    }
-    out.push_str(&python_number(&number));
-    out
-}
-
-/// A JSON number token as Python prints it: integers unchanged, floats as
-/// `repr(float)`.
-fn python_number(token: &str) -> String {
-    let is_float = token.contains(['.', 'e', 'E']);
-    match token.parse::<f64>() {
-        Ok(x) if is_float && x.is_finite() => python_repr(x),
-        _ => token.to_string(),
-    }
-}
-
-/// `repr(x)` of a finite float: the fewest significant digits that read
-/// back as `x`, and of those the nearest to `x` with ties to even (Rust's
-/// shortest form breaks such ties the other way, e.g. `...458.813` for
-/// Python's `...458.812`); fixed notation from 1e-4 up to 1e16, else an
-/// exponent with a sign and at least two digits.
-fn python_repr(x: f64) -> String {
-    if x == 0.0 {
-        return if x.is_sign_negative() { "-0.0" } else { "0.0" }.into();
-    }
-    let sign = if x < 0.0 { "-" } else { "" };
-    let shortest = format!("{:e}", x.abs());
-    let n = shortest
-        .split('e')
-        .next()
-        .unwrap_or("")
-        .chars()
-        .filter(char::is_ascii_digit)
-        .count();
-    // Fixed precision is correctly rounded, ties to even.
-    let rounded = format!("{:.*e}", n.saturating_sub(1), x.abs());
-    let (mantissa, exp) = rounded.split_once('e').unwrap_or((&rounded, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    match exp {
-        0..16 => {
-            let int_len = exp as usize + 1;
-            if digits.len() <= int_len {
-                format!("{sign}{digits}{}.0", "0".repeat(int_len - digits.len()))
-            } else {
-                format!("{sign}{}.{}", &digits[..int_len], &digits[int_len..])
-            }
-        }
-        -4..0 => format!("{sign}0.{}{digits}", "0".repeat((-exp - 1) as usize)),
-        _ => {
-            let (head, tail) = digits.split_at(1);
-            let dot = if tail.is_empty() { "" } else { "." };
-            let exp_sign = if exp < 0 { '-' } else { '+' };
-            format!("{sign}{head}{dot}{tail}e{exp_sign}{:02}", exp.abs())
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -570,56 +443,5 @@ mod tests {
         assert_eq!(per_trial_seed(1, 5), per_trial_seed(1, 5));
         assert_ne!(per_trial_seed(1, 5), per_trial_seed(1, 6));
         assert_ne!(per_trial_seed(1, 5), per_trial_seed(2, 5));
-    }
-
-    #[test]
-    fn respaces_like_python_outside_strings_only() {
-        assert_eq!(
-            python_spacing(r#"{"name":"C","attributes":{"choices":["a,b:\"c",1]}}"#),
-            r#"{"name": "C", "attributes": {"choices": ["a,b:\"c", 1]}}"#
-        );
-    }
-
-    #[test]
-    fn floats_like_python_repr() {
-        for (token, python) in [
-            ("0.00001", "1e-05"),
-            ("1e-5", "1e-05"),
-            ("0.0001", "0.0001"),
-            ("1.0", "1.0"),
-            ("-0.0", "-0.0"),
-            ("12.5", "12.5"),
-            ("1e16", "1e+16"),
-            ("1.5e300", "1.5e+300"),
-            ("123456789012345.0", "123456789012345.0"),
-            ("8", "8"),
-            ("-3", "-3"),
-            ("-26474598524458.8125", "-26474598524458.812"),
-            ("5e-324", "5e-324"),
-            ("1.7976931348623157e308", "1.7976931348623157e+308"),
-            ("9999999999999998.0", "9999999999999998.0"),
-            ("0.1", "0.1"),
-        ] {
-            assert_eq!(python_number(token), python, "{token}");
-        }
-        assert_eq!(
-            python_spacing(r#"{"step":null,"low":0.00001,"high":0.1,"log":true}"#),
-            r#"{"step": null, "low": 1e-05, "high": 0.1, "log": true}"#
-        );
-    }
-
-    #[test]
-    fn prints_like_python_json_dumps() {
-        let v: Json =
-            serde_json::from_str(r#"{"number": 3, "params": {"a": [1, "x"], "b": 0.5}}"#).unwrap();
-        assert_eq!(
-            python_json(&v),
-            r#"{"number": 3, "params": {"a": [1, "x"], "b": 0.5}}"#
-        );
-        let v = serde_json::json!({"lr": 5e-5, "big": 1e16, "one": 1.0, "n": 7});
-        assert_eq!(
-            python_json(&v),
-            r#"{"big": 1e+16, "lr": 5e-05, "n": 7, "one": 1.0}"#
-        );
     }
 }

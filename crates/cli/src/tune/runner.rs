@@ -425,9 +425,7 @@ impl<'a> Runner<'a> {
                 trial.trial_id,
                 &name,
                 p.internal,
-                &crate::commands::ask::python_spacing(&hpo_sampler::json::distribution_to_json(
-                    &p.distribution,
-                )),
+                &crate::history::stored_distribution(&p.distribution).to_json(),
             )?;
             values.insert(name, p.value());
         }
