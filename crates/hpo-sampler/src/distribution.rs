@@ -34,7 +34,7 @@ impl ParamValue {
 
     /// Optuna's choice equality: like Python's `==` (so `1 == 1.0 == True`),
     /// and NaN equals NaN.
-    fn same_choice(&self, other: &ParamValue) -> bool {
+    pub fn same_choice(&self, other: &ParamValue) -> bool {
         match (self, other) {
             (ParamValue::None, ParamValue::None) => true,
             (ParamValue::Str(a), ParamValue::Str(b)) => a == b,

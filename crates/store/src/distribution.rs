@@ -181,10 +181,25 @@ impl Distribution {
     pub fn to_internal(&self, external: &Json) -> Option<f64> {
         match self {
             Distribution::Float { .. } | Distribution::Int { .. } => external.as_f64(),
-            Distribution::Categorical { choices } => {
-                choices.iter().position(|c| c == external).map(|i| i as f64)
-            }
+            Distribution::Categorical { choices } => choices
+                .iter()
+                .position(|c| same_choice(c, external))
+                .map(|i| i as f64),
         }
+    }
+}
+
+/// Optuna's choice equality, Python's `==`: numbers and bools by value (so
+/// `1 == 1.0 == true`), strings by content, `null` only with `null`.
+fn same_choice(a: &Json, b: &Json) -> bool {
+    let number = |v: &Json| match v {
+        Json::Bool(b) => Some(f64::from(u8::from(*b))),
+        v => v.as_f64(),
+    };
+    match (a, b) {
+        (Json::Null, Json::Null) => true,
+        (Json::String(x), Json::String(y)) => x == y,
+        _ => matches!((number(a), number(b)), (Some(x), Some(y)) if x == y),
     }
 }
 
@@ -216,6 +231,15 @@ mod tests {
         let d = Distribution::from_json(c).unwrap();
         assert_eq!(d.to_external(2.0).unwrap(), Json::Null);
         assert_eq!(d.to_internal(&json!("sgd")), Some(1.0));
+        // Python's `==` and `list.index`: 1.0 is the choice 1, the first equal one.
+        let n = Distribution::from_json(
+            r#"{"name": "CategoricalDistribution", "attributes": {"choices": [1, 2.0, true, "1"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(n.to_internal(&json!(1.0)), Some(0.0));
+        assert_eq!(n.to_internal(&json!(2)), Some(1.0));
+        assert_eq!(n.to_internal(&json!("1")), Some(3.0));
+        assert_eq!(n.to_internal(&json!(null)), None);
         assert!(d.to_external(4.0).is_err());
         assert_eq!(Distribution::from_json(&d.to_json()).unwrap(), d);
     }

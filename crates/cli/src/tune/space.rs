@@ -289,19 +289,7 @@ impl Condition {
     /// Whether the condition holds given the referenced param's value
     /// (`None`: that param is inactive in this trial, so this one is too).
     pub fn holds(&self, value: Option<&ParamValue>) -> bool {
-        value.is_some_and(|v| self.values.iter().any(|c| same_value(c, v)))
-    }
-}
-
-/// Optuna's choice equality: strings by content, numbers (and bools) by value.
-fn same_value(a: &ParamValue, b: &ParamValue) -> bool {
-    match (a, b) {
-        (ParamValue::None, ParamValue::None) => true,
-        (ParamValue::Str(x), ParamValue::Str(y)) => x == y,
-        _ => match (a.as_f64(), b.as_f64()) {
-            (Some(x), Some(y)) => x == y,
-            _ => false,
-        },
+        value.is_some_and(|v| self.values.iter().any(|c| c.same_choice(v)))
     }
 }
 
@@ -752,7 +740,7 @@ fn build_condition(
     let values: Vec<ParamValue> = w.values.iter().map(Scalar::to_param_value).collect();
     for (j, v) in values.iter().enumerate() {
         let ok = match &referent.distribution {
-            Distribution::Categorical { choices } => choices.iter().any(|c| same_value(c, v)),
+            Distribution::Categorical { choices } => choices.iter().any(|c| c.same_choice(v)),
             Distribution::Int {
                 low, high, step, ..
             } => matches!(v, ParamValue::Int(i) if low <= i && i <= high && (i - low) % step == 0),
@@ -800,7 +788,7 @@ fn check_exclusive(
                         && !x
                             .values
                             .iter()
-                            .any(|v| y.values.iter().any(|w| same_value(v, w)))
+                            .any(|v| y.values.iter().any(|w| v.same_choice(w)))
                 }
                 _ => false,
             };
