@@ -1,7 +1,8 @@
 //! Python venvs for reference checks, under the cache.
 //!
-//! - `venv` (`benches/requirements.txt`: Optuna, numpy, tokenizers): what the
-//!   test suite and the store/sampler benches use.
+//! - `venv` (`benches/requirements.txt`: Optuna, numpy, tokenizers,
+//!   optuna-dashboard): what the test suite and the store/sampler benches
+//!   use.
 //! - `torch-venv` (`benches/reference/requirements-torch.txt`: torch and
 //!   transformers, 5.6 GB, about 2 minutes to install from PyPI): the
 //!   PyTorch comparisons under `benches/reference/`, and the test suite's

@@ -17,67 +17,6 @@ use std::time::Duration;
 use serde_json::Value as Json;
 use store::{Storage, TrialFilter, TrialState};
 
-/// The legacy setup's kind of space on a 24 GiB simulated device, small epochs.
-fn sim_study(name: &str, n_trials: usize, device: &str, extra: &str) -> String {
-    format!(
-        r#"
-[study]
-name = "{name}"
-n_trials = {n_trials}
-
-[objective]
-metric = "accuracy"
-
-[models.bert-base]
-sim = "bert-base"
-
-[models.bert-large]
-sim = "bert-large"
-
-[[param]]
-name = "model"
-type = "categorical"
-choices = ["bert-base", "bert-large"]
-
-[[param]]
-name = "learning_rate"
-type = "float"
-low = 1e-5
-high = 1e-4
-log = true
-
-[[param]]
-name = "batch_size"
-type = "categorical"
-choices = [8, 16, 32, 64]
-
-[[param]]
-name = "max_length"
-type = "categorical"
-choices = [128, 256]
-
-[fixed]
-epochs = 2
-warmup_ratio = 0.1
-
-[sampler]
-kind = "tpe"
-seed = 7
-
-[pruner]
-kind = "none"
-
-[runner]
-device = "sim"
-sim_memory = "{device}"
-heartbeat = "200ms"
-stale_after = "2s"
-max_workers = 3
-{extra}
-"#
-    )
-}
-
 fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
@@ -146,7 +85,11 @@ fn attr<'a>(t: &'a store::FrozenTrial, key: &str) -> Option<&'a Json> {
 fn a_study_on_the_simulated_device_finishes_and_records_memory() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.db");
-    let cfg = write(dir.path(), "s.toml", &sim_study("plain", 10, "24GiB", ""));
+    let cfg = write(
+        dir.path(),
+        "s.toml",
+        &common::sim_study("plain", 10, "24GiB", ""),
+    );
     let out = tune(&db, &cfg, None);
     let summary = common::ok(out);
     assert!(summary.contains("best: trial"), "{summary}");
@@ -177,7 +120,11 @@ fn configurations_that_cannot_fit_are_infeasible_constraints_not_crashes() {
     // 4 GiB: bert-base (1.8 GB of weights, gradients and AdamW state, plus
     // the process overhead) fits at small micro-batches; bert-large (5.4 GB
     // before any activation) never does.
-    let cfg = write(dir.path(), "s.toml", &sim_study("small", 8, "4GiB", ""));
+    let cfg = write(
+        dir.path(),
+        "s.toml",
+        &common::sim_study("small", 8, "4GiB", ""),
+    );
     common::ok(tune(&db, &cfg, None));
     let ts = trials(&db, "small");
     assert_eq!(finished(&ts), 8);
@@ -202,7 +149,11 @@ fn configurations_that_cannot_fit_are_infeasible_constraints_not_crashes() {
 fn aborted_workers_sticky_errors_and_injected_ooms_cost_only_their_trial() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.db");
-    let cfg = write(dir.path(), "s.toml", &sim_study("faults", 12, "24GiB", ""));
+    let cfg = write(
+        dir.path(),
+        "s.toml",
+        &common::sim_study("faults", 12, "24GiB", ""),
+    );
     let oom_at = 40 + (std::process::id() as u64 % 200);
     let fault = format!("abort@1:epoch=0; sticky@4:epoch=1; oom@6:alloc={oom_at}; abort@9:epoch=1");
     common::ok(tune(&db, &cfg, Some(&fault)));
@@ -259,7 +210,11 @@ fn aborted_workers_sticky_errors_and_injected_ooms_cost_only_their_trial() {
 fn runner_killed_twenty_times_then_resumed_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.db");
-    let cfg = write(dir.path(), "s.toml", &sim_study("kills", 1, "24GiB", ""));
+    let cfg = write(
+        dir.path(),
+        "s.toml",
+        &common::sim_study("kills", 1, "24GiB", ""),
+    );
     let mut rng = (std::process::id() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut next = move || {
         rng ^= rng << 13;
@@ -344,7 +299,7 @@ fn ctrl_c_fails_and_requeues_the_trials_in_flight_then_the_same_command_resumes(
     let cfg = write(
         dir.path(),
         "s.toml",
-        &sim_study("ctrlc", n_trials, "24GiB", ""),
+        &common::sim_study("ctrlc", n_trials, "24GiB", ""),
     );
     let child = tune_cmd(&db, &cfg, &[])
         .stdout(Stdio::piped())

@@ -11,18 +11,30 @@ pub fn url(db: &Path) -> String {
 
 /// Runs `memtune --storage sqlite:///DB ARGS...`, ignoring any MEMTUNE_STORAGE.
 pub fn memtune(db: &Path, args: &[&str]) -> Output {
-    memtune_on(&url(db), args)
+    memtune_command(&url(db), args).output().unwrap()
 }
 
 /// Runs `memtune --storage URL ARGS...`, ignoring any MEMTUNE_STORAGE.
 pub fn memtune_on(url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memtune"))
-        .arg("--storage")
-        .arg(url)
-        .args(args)
-        .env_remove("MEMTUNE_STORAGE")
+    memtune_command(url, args).output().unwrap()
+}
+
+/// Runs `memtune --storage URL ARGS...` in `dir`, where a study on a
+/// server writes its log and report.
+pub fn memtune_in(dir: &Path, url: &str, args: &[&str]) -> Output {
+    memtune_command(url, args)
+        .current_dir(dir)
         .output()
         .unwrap()
+}
+
+fn memtune_command(url: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_memtune"));
+    cmd.arg("--storage")
+        .arg(url)
+        .args(args)
+        .env_remove("MEMTUNE_STORAGE");
+    cmd
 }
 
 /// The stdout of a command that must succeed.
@@ -75,4 +87,68 @@ pub fn reference_python() -> Option<PathBuf> {
         skip_or_fail("MEMTUNE_PYTHON (a Python with optuna==5.0.0)");
     }
     py
+}
+
+/// A `memtune tune` study of the legacy setup's kind of space (bert-base
+/// or bert-large, learning rate, batch size, max length; two epochs) on a
+/// simulated device of `device` bytes, three workers; `extra` goes at the
+/// end of `[runner]`.
+pub fn sim_study(name: &str, n_trials: usize, device: &str, extra: &str) -> String {
+    format!(
+        r#"
+[study]
+name = "{name}"
+n_trials = {n_trials}
+
+[objective]
+metric = "accuracy"
+
+[models.bert-base]
+sim = "bert-base"
+
+[models.bert-large]
+sim = "bert-large"
+
+[[param]]
+name = "model"
+type = "categorical"
+choices = ["bert-base", "bert-large"]
+
+[[param]]
+name = "learning_rate"
+type = "float"
+low = 1e-5
+high = 1e-4
+log = true
+
+[[param]]
+name = "batch_size"
+type = "categorical"
+choices = [8, 16, 32, 64]
+
+[[param]]
+name = "max_length"
+type = "categorical"
+choices = [128, 256]
+
+[fixed]
+epochs = 2
+warmup_ratio = 0.1
+
+[sampler]
+kind = "tpe"
+seed = 7
+
+[pruner]
+kind = "none"
+
+[runner]
+device = "sim"
+sim_memory = "{device}"
+heartbeat = "200ms"
+stale_after = "2s"
+max_workers = 3
+{extra}
+"#
+    )
 }
