@@ -19,7 +19,10 @@ use std::process::Command;
 /// tests: its CPU tests run in CI, and all of them would not fit the carry.
 const CUDA_CRATES: &[(&str, &[&str])] = &[
     ("gpu-mem", &["--test", "gpu"]),
-    ("trainer", &["--test", "cuda_ops"]),
+    (
+        "trainer",
+        &["--test", "cuda_ops", "--test", "cuda_finetune"],
+    ),
 ];
 
 /// The steps of `run.sh`, in order.
@@ -38,6 +41,9 @@ pub const STEPS: &[&str] = &[
 const MAX_BUNDLE_BYTES: u64 = 60 << 20;
 
 const RUN_SH: &str = include_str!("gpu_bundle/run.sh");
+/// The study step's model maker and study file.
+const TINY_BERT_PY: &str = include_str!("gpu_bundle/tiny_bert.py");
+const STUDY_TOML: &str = include_str!("gpu_bundle/study.toml");
 
 pub fn run(args: &[String]) -> Result<()> {
     let run_here = args.iter().any(|a| a == "--run");
@@ -87,6 +93,10 @@ pub fn run(args: &[String]) -> Result<()> {
     let script_src = env::root().join("crates/gpu-mem/scripts/torch_latency.py");
     std::fs::copy(&script_src, bundle.join("torch_latency.py"))
         .map_err(|e| format!("cannot copy {}: {e}", script_src.display()))?;
+    for (name, text) in [("tiny_bert.py", TINY_BERT_PY), ("study.toml", STUDY_TOML)] {
+        std::fs::write(bundle.join(name), text)
+            .map_err(|e| format!("cannot write {name} into {}: {e}", bundle.display()))?;
+    }
 
     let memtune = build(&["build", "--package", "cli", "--bin", "memtune"], false)?;
     for exe in &memtune {

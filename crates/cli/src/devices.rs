@@ -73,6 +73,51 @@ pub fn probe_cuda() -> CudaReport {
     }
 }
 
+/// Device memory one trial's process holds outside its tensors (the CUDA
+/// context, cuBLAS and its workspace, the loaded kernels), measured rather
+/// than assumed: the device's free memory before, and while, `memtune
+/// worker --hold-cuda N` holds a started backend. Another process
+/// allocating on the device in between would skew it; studies on shared
+/// devices can set `[runner] process_overhead`.
+pub fn measure_process_overhead(ordinal: usize) -> Result<u64, String> {
+    use std::io::{BufRead, Read};
+    use std::process::{Command, Stdio};
+    let free = || probe_cuda().device(ordinal).map(|d| d.free_bytes);
+    let before = free()?;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find memtune itself: {e}"))?;
+    let mut child = Command::new(exe)
+        .args(["worker", "--hold-cuda", &ordinal.to_string()])
+        .env("MEMTUNE_RUNNER_PID", std::process::id().to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start a worker to measure cuda:{ordinal}: {e}"))?;
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let ready =
+        std::io::BufReader::new(stdout).read_line(&mut line).is_ok() && line.trim() == "ready";
+    let during = if ready { free() } else { Ok(before) };
+    drop(child.stdin.take());
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    let _ = child.wait();
+    if !ready {
+        return Err(format!(
+            "cuda:{ordinal}: the CUDA backend did not start in a worker: {}",
+            stderr.trim()
+        ));
+    }
+    let overhead = before.saturating_sub(during?);
+    crate::logging::note(&format!(
+        "memtune: cuda:{ordinal}: a trial's process holds {} outside its tensors (measured)",
+        human_bytes(overhead)
+    ));
+    Ok(overhead)
+}
+
 fn list_devices() -> Result<Vec<CudaDeviceInfo>, String> {
     // SAFETY: the driver library is loaded (checked by the caller).
     let r = unsafe { sys::cuInit(0) };

@@ -14,6 +14,11 @@
 
 use std::path::{Path, PathBuf};
 
+#[cfg(feature = "cuda")]
+mod cuda;
+#[cfg(feature = "cuda")]
+pub use cuda::{CudaOutcome, finetune_cuda};
+
 use crate::backend::Backend;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::sim::SimBackend;
@@ -92,6 +97,11 @@ pub enum FinetuneError {
     /// The simulated device or its allocator could not be set up.
     #[error("simulated device: {0}")]
     SimDevice(#[from] gpu_mem::AllocError),
+    /// The CUDA backend could not start, or the device failed outside a
+    /// training step.
+    #[cfg(feature = "cuda")]
+    #[error("CUDA: {0}")]
+    Cuda(#[from] crate::backend::cuda::CudaError),
     /// The run did not fit its memory: `micro_batch` 0 while building the
     /// model, gradients or optimiser state, 1 when even one example per
     /// micro-batch did not fit.
@@ -363,37 +373,12 @@ fn run_cpu<M: Loaded<CpuBackend<f32>>>(
     prepared: Prepared,
     observer: &mut dyn FnMut(&EpochMetrics) -> Control,
 ) -> Result<TrainedCpu<M>, FinetuneError> {
-    let path = weights_path(&spec.model_dir);
-    let tensors = load_safetensors(&path)?;
     let be = CpuBackend::<f32>::new();
     be.tracker().set_limit(spec.memory_limit);
     if let Some(n) = spec.fail_nth_allocation {
         be.tracker().fail_nth_allocation(n);
     }
-    let head = HeadConfig {
-        num_labels: prepared.num_classes,
-        hidden: spec.head_hidden.clone(),
-    };
-    let from = Checkpoint {
-        head: &head,
-        seed: spec.train.seed,
-        tensors: &tensors,
-        path: &path,
-    };
-    let built = catch_oom(|| M::build(&be, config, &from));
-    let mut model = built.map_err(|error| FinetuneError::OutOfMemory {
-        micro_batch: 0,
-        error,
-    })??;
-    drop(tensors);
-    let report = train(
-        &be,
-        &mut model,
-        &prepared.train_batches,
-        &prepared.valid_batches,
-        &spec.train,
-        observer,
-    )?;
+    let (report, model) = build_and_train::<_, M>(&be, spec, config, &prepared, observer)?;
     let outcome = FinetuneOutcome {
         report,
         train_examples: prepared.train_examples,
@@ -408,6 +393,45 @@ fn run_cpu<M: Loaded<CpuBackend<f32>>>(
         model,
         label_names: prepared.label_names,
     })
+}
+
+/// Builds `M` on `be` from the checkpoint in `spec.model_dir` (out of
+/// memory while building is micro-batch 0's) and trains it: the part of a
+/// run every backend shares.
+fn build_and_train<B: Backend, M: Loaded<B>>(
+    be: &B,
+    spec: &FinetuneSpec,
+    config: &M::Config,
+    prepared: &Prepared,
+    observer: &mut dyn FnMut(&EpochMetrics) -> Control,
+) -> Result<(TrainReport, M), FinetuneError> {
+    let path = weights_path(&spec.model_dir);
+    let tensors = load_safetensors(&path)?;
+    let head = HeadConfig {
+        num_labels: prepared.num_classes,
+        hidden: spec.head_hidden.clone(),
+    };
+    let from = Checkpoint {
+        head: &head,
+        seed: spec.train.seed,
+        tensors: &tensors,
+        path: &path,
+    };
+    let built = catch_oom(|| M::build(be, config, &from));
+    let mut model = built.map_err(|error| FinetuneError::OutOfMemory {
+        micro_batch: 0,
+        error,
+    })??;
+    drop(tensors);
+    let report = train(
+        be,
+        &mut model,
+        &prepared.train_batches,
+        &prepared.valid_batches,
+        &spec.train,
+        observer,
+    )?;
+    Ok((report, model))
 }
 
 /// A simulated trial: the real training loop on synthetic batches over

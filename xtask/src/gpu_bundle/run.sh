@@ -69,8 +69,31 @@ step_gpu-mem() { local t; t=$(one 'bin/gpu-*'); [ -n "$t" ] || { echo "gpu-mem t
 step_latency() { MEMTUNE_TORCH_LATENCY_SCRIPT=torch_latency.py ./bin/gpu_latency --python "$PY"; }
 step_throughput() { echo "not in this bundle: the BERT-base/MiniLM training-throughput comparison with HF is not built yet"; return 3; }
 step_memory-plan() { echo "not in this bundle: the measured-peak vs memory-plan comparison is not built yet"; return 3; }
-step_finetune() { echo "not in this bundle: MiniLM fine-tuning on the CUDA backend is not wired into a command yet"; return 3; }
-step_study() { echo "not in this bundle: the study runner's workers train on the CPU backend only"; return 3; }
+step_finetune() { local t; t=$(one 'bin/cuda_finetune-*'); [ -n "$t" ] || { echo "cuda_finetune test binary missing"; return 1; }
+  "$t" --test-threads=1 --nocapture; }
+# `memtune tune` with device = "cuda": every trial COMPLETE, trained on cuda:0,
+# with its measured peak beside the plan's prediction.
+step_study() { local d="$OUT/study"; rm -rf "$d"; mkdir -p "$d"
+  "$PY" tiny_bert.py "$d/tiny" || return 1
+  sed "s#MODEL_DIR#$d/tiny#" study.toml >"$d/study.toml"
+  ./bin/memtune --storage "sqlite:///$d/study.db" tune --no-progress --config "$d/study.toml" || return 1
+  "$PY" - "$d/study.db" <<'PY'
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+states = [s for (s,) in db.execute("SELECT state FROM trials")]
+print("trial states:", states)
+attrs = {}
+for tid, key, value in db.execute("SELECT trial_id, key, value_json FROM trial_user_attributes"):
+    attrs.setdefault(tid, {})[key] = json.loads(value)
+for tid, a in sorted(attrs.items()):
+    print(f"trial {tid}: device {a.get('device')}, predicted peak {a.get('predicted_peak_bytes')}, "
+          f"measured peak {a.get('peak_bytes')}, requested peak {a.get('requested_peak_bytes')}, "
+          f"micro-batch {a.get('micro_batch')}")
+ok = len(states) == 4 and all(s == "COMPLETE" for s in states)
+ok = ok and all(str(a.get("device", "")).startswith("cuda:") for a in attrs.values())
+sys.exit(0 if ok else 1)
+PY
+}
 
 RESULTS=()
 for step in "${STEPS[@]}"; do

@@ -55,7 +55,7 @@ pub enum Command {
     /// Serve trials for `memtune tune` over stdin/stdout (started by the
     /// runner, not by hand).
     #[command(hide = true)]
-    Worker,
+    Worker(worker::Args),
 }
 
 /// What every command may need besides its own arguments.
@@ -118,6 +118,6 @@ pub fn run(command: Command, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         Command::Tune(args) => tune::run(&args, ctx, out),
         Command::Train(args) => train::run(&args, ctx, out),
         Command::Predict(args) => predict::run(&args, ctx, out),
-        Command::Worker => worker::run(),
+        Command::Worker(args) => worker::run(&args),
     }
 }

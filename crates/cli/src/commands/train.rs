@@ -164,6 +164,8 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         memory_limit: None,
         fault: None,
         threads: 0,
+        // `train` keeps the trained model, which the CPU backend exports.
+        cuda_device: None,
     };
     let spec = finetune_spec(&job, model_dir.clone());
     crate::logging::note(&format!(

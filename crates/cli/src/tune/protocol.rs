@@ -21,7 +21,8 @@ use super::config::{Metric, TrialSettings};
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ModelSource {
     /// A Hugging Face model directory (config.json, model.safetensors,
-    /// tokenizer.json or vocab.txt), trained on the CPU backend.
+    /// tokenizer.json or vocab.txt), trained on the CPU backend or, with
+    /// [`Job::cuda_device`], the CUDA one.
     Dir { path: PathBuf },
     /// A named architecture run on `gpu-mem`'s simulated device: the real
     /// training loop's allocations through the real allocator, no compute.
@@ -68,6 +69,9 @@ pub struct Job {
     /// CPU backend gives the same bits for any number.
     #[serde(default)]
     pub threads: usize,
+    /// The CUDA device a model directory trains on; `None`: the CPU.
+    #[serde(default)]
+    pub cuda_device: Option<usize>,
 }
 
 /// Worker to runner.

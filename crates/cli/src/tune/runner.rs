@@ -503,6 +503,7 @@ impl<'a> Runner<'a> {
             memory_limit: Some(lease.limit),
             fault: self.opts.faults.per_trial.get(&c.trial.number).cloned(),
             threads,
+            cuda_device: self.plan.cuda_device,
         };
         let pid = self.workers[&worker].pid;
         let device = record::DeviceRecord {

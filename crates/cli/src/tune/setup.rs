@@ -47,6 +47,9 @@ pub struct RunPlan {
     pub models: BTreeMap<String, ResolvedModel>,
     pub budget: DeviceBudget,
     pub device_name: String,
+    /// The CUDA device trials train on; `None`: the CPU (or the simulated
+    /// device).
+    pub cuda_device: Option<usize>,
     pub threads_per_worker: usize,
     pub recycle_after: usize,
     pub heartbeat: Duration,
@@ -63,7 +66,7 @@ impl RunPlan {
             DeviceKind::Sim => Some(cfg.runner.sim_memory.unwrap_or(DEFAULT_SIM_MEMORY)),
             DeviceKind::Cpu | DeviceKind::Auto | DeviceKind::Cuda(_) => None,
         };
-        resolve_device(cfg.runner.device)?;
+        let cuda = resolve_device(cfg.runner.device)?;
         // The data first: a checkpoint's classifier must fit its classes.
         let (data, num_classes) = load_data(cfg)?;
         let mut models = BTreeMap::new();
@@ -71,8 +74,8 @@ impl RunPlan {
             models.insert(key.clone(), resolve(key, spec, sim_device, num_classes)?);
         }
         let threads_per_worker = cfg.runner.threads_per_worker.unwrap_or(1).max(1);
-        let (mut budget, device_name) = match sim_device {
-            Some(bytes) => (
+        let (mut budget, device_name) = match (sim_device, &cuda) {
+            (Some(bytes), _) => (
                 DeviceBudget {
                     capacity: bytes,
                     safety_margin: cfg.runner.safety_margin.bytes(bytes),
@@ -82,7 +85,25 @@ impl RunPlan {
                 },
                 "simulated GPU".to_string(),
             ),
-            None => {
+            (None, Some(device)) => {
+                let process_overhead = match cfg.runner.process_overhead {
+                    Some(o) => o,
+                    None => crate::devices::measure_process_overhead(device.ordinal)?,
+                };
+                // What others hold when the study starts is not ours to lease.
+                let capacity = device.free_bytes;
+                (
+                    DeviceBudget {
+                        capacity,
+                        safety_margin: cfg.runner.safety_margin.bytes(capacity),
+                        process_overhead,
+                        max_workers: usize::MAX,
+                        allocator_slack: GPU_MEM_ALLOCATOR_SLACK,
+                    },
+                    format!("cuda:{} ({})", device.ordinal, device.name),
+                )
+            }
+            (None, None) => {
                 let mut b = cpu_budget(threads_per_worker);
                 b.safety_margin = b
                     .safety_margin
@@ -121,6 +142,7 @@ impl RunPlan {
             models,
             budget,
             device_name,
+            cuda_device: cuda.as_ref().map(|d| d.ordinal),
             threads_per_worker,
             recycle_after: cfg.runner.recycle_after.max(1),
             heartbeat: cfg.runner.heartbeat,
@@ -184,39 +206,40 @@ fn dir_model(path: PathBuf, num_classes: usize) -> Result<ResolvedModel, String>
     })
 }
 
-/// Checks the `[runner] device` against this machine. `auto` falls back to
+/// Checks the `[runner] device` against this machine: the CUDA device
+/// trials will train on, or `None` for the CPU and the simulated device.
+/// `auto` takes CUDA device 0 when the driver and a device are there, else
 /// the CPU with a one-line notice saying why; an explicit `cuda`/`cuda:N`
-/// fails with the reason. The study runner's workers train on the CPU
-/// backend: a usable CUDA device is reported, and `cuda` is refused rather
-/// than silently run on the CPU.
-fn resolve_device(device: DeviceKind) -> Result<(), String> {
+/// without that device fails with the reason.
+fn resolve_device(device: DeviceKind) -> Result<Option<crate::devices::CudaDeviceInfo>, String> {
     match device {
-        DeviceKind::Cpu | DeviceKind::Sim => Ok(()),
+        DeviceKind::Cpu | DeviceKind::Sim => Ok(None),
         DeviceKind::Auto => {
             let report = crate::devices::probe_cuda();
-            let why = match report.device(0) {
-                Ok(d) => format!(
-                    "cuda:0 ({}) is available but the study runner trains on the CPU backend",
-                    d.name
-                ),
-                Err(reason) => format!("no CUDA: {reason}"),
-            };
-            crate::logging::note(&format!(
-                "memtune: device = \"auto\": using the CPU ({why})"
-            ));
-            Ok(())
+            match report.device(0) {
+                Ok(d) => {
+                    crate::logging::note(&format!(
+                        "memtune: device = \"auto\": using cuda:0 ({}, {} free)",
+                        d.name,
+                        gpu_mem::human_bytes(d.free_bytes)
+                    ));
+                    Ok(Some(d.clone()))
+                }
+                Err(reason) => {
+                    crate::logging::note(&format!(
+                        "memtune: device = \"auto\": using the CPU (no CUDA: {reason})"
+                    ));
+                    Ok(None)
+                }
+            }
         }
         DeviceKind::Cuda(n) => {
             let report = crate::devices::probe_cuda();
             match report.device(n) {
+                Ok(d) => Ok(Some(d.clone())),
                 Err(reason) => Err(format!(
                     "[runner] device = \"cuda:{n}\": CUDA is unavailable: {reason} \
                      (`memtune devices` shows what was found)"
-                )),
-                Ok(d) => Err(format!(
-                    "[runner] device = \"cuda:{n}\" ({}): the study runner's workers train on \
-                     the CPU backend only; use device = \"cpu\" or \"auto\"",
-                    d.name
                 )),
             }
         }

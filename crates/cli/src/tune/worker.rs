@@ -10,7 +10,7 @@ use std::io::{BufRead, Write};
 use trainer::finetune::{FinetuneError, FinetuneSpec, SimSpec, finetune_cpu, finetune_sim};
 use trainer::memory::OutOfMemory;
 use trainer::model::{HeadConfig, ModelConfig};
-use trainer::train::{Control, EpochMetrics};
+use trainer::train::{Control, EpochMetrics, TrainReport};
 
 use super::protocol::{FailureKind, Fault, Job, ModelSource, RunnerMsg, WorkerMsg, encode};
 use super::synthetic;
@@ -25,6 +25,8 @@ pub enum WorkerError {
     BadAnswer(String),
     #[error("the runner went away mid-trial")]
     RunnerGone,
+    #[error("{0}")]
+    Cuda(String),
 }
 
 /// Dies with the runner: a worker left behind by a killed runner would hold
@@ -108,14 +110,15 @@ fn run_job(
     let result = match &job.model {
         ModelSource::Dir { path } => {
             let spec = finetune_spec(job, path.clone());
-            with_threads(job.threads, || {
-                finetune_cpu(&spec, &mut |m| observer(m, job.metric.value(&m.valid)))
-            })
-            .map(|o| {
-                // The CPU backend allocates exactly what is requested.
-                let peak = o.peak_bytes as u64;
-                (o.report, peak, peak)
-            })
+            let mut observe = |m: &EpochMetrics| observer(m, job.metric.value(&m.valid));
+            match job.cuda_device {
+                Some(ordinal) => finetune_on_cuda(&spec, ordinal, &mut observe),
+                None => with_threads(job.threads, || finetune_cpu(&spec, &mut observe)).map(|o| {
+                    // The CPU backend allocates exactly what is requested.
+                    let peak = o.peak_bytes as u64;
+                    (o.report, peak, peak)
+                }),
+            }
         }
         ModelSource::Sim {
             preset,
@@ -185,7 +188,14 @@ fn run_job(
                 },
             )
         }
-        Err(e) => send(output, &failure(&e)),
+        Err(e) => {
+            send(output, &failure(&e))?;
+            if is_sticky(&e) {
+                // A poisoned context cannot be recovered in-process.
+                std::process::exit(3);
+            }
+            Ok(())
+        }
     }
 }
 
@@ -323,9 +333,58 @@ fn oom_failure(error: &OutOfMemory) -> WorkerMsg {
     }
 }
 
+/// A CUDA run: its report, the allocator's peak reserved and peak
+/// requested bytes.
+fn finetune_on_cuda(
+    spec: &FinetuneSpec,
+    ordinal: usize,
+    observer: &mut dyn FnMut(&EpochMetrics) -> Control,
+) -> Result<(TrainReport, u64, u64), FinetuneError> {
+    // Expandable segments where the device has virtual memory management;
+    // gpu-mem falls back to classic segments (and says so) where not.
+    trainer::finetune::finetune_cuda(spec, ordinal, gpu_mem::Config::expandable(), observer)
+        .map(|o| (o.outcome.report, o.peak_reserved, o.peak_requested))
+}
+
+/// `memtune worker --hold-cuda N`: start the CUDA backend as a trial's
+/// process does, say so on stdout, and keep it until stdin closes.
+pub fn hold_cuda(ordinal: usize) -> Result<(), WorkerError> {
+    let backend = trainer::backend::cuda::CudaBackend::new(ordinal, gpu_mem::Config::expandable())
+        .map_err(|e| WorkerError::Cuda(e.to_string()))?;
+    println!("ready");
+    std::io::stdout().flush()?;
+    let mut sink = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink)?;
+    drop(backend);
+    Ok(())
+}
+
+/// Whether a failure left the process's CUDA context unusable: the worker
+/// must exit after reporting it, and the runner starts a fresh one.
+fn is_sticky(e: &FinetuneError) -> bool {
+    match e {
+        FinetuneError::Train(trainer::train::TrainError::Device(f)) => f.sticky,
+        FinetuneError::Cuda(c) => c.is_sticky(),
+        _ => false,
+    }
+}
+
+fn is_device_failure(e: &FinetuneError) -> bool {
+    matches!(
+        e,
+        FinetuneError::Train(trainer::train::TrainError::Device(_)) | FinetuneError::Cuda(_)
+    )
+}
+
 fn failure(e: &FinetuneError) -> WorkerMsg {
     match e {
         FinetuneError::OutOfMemory { error, .. } => oom_failure(error),
+        other if is_device_failure(other) => WorkerMsg::Failed {
+            kind: FailureKind::CudaError,
+            message: other.to_string(),
+            needed_bytes: None,
+            limit_bytes: None,
+        },
         other => WorkerMsg::Failed {
             kind: if is_environment(other) {
                 FailureKind::Environment
@@ -352,5 +411,44 @@ fn with_threads<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
             tracing::warn!("cannot start {threads} compute threads ({e}); using the worker's own");
             f()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trainer::backend::DeviceFailure;
+    use trainer::backend::cuda::CudaError;
+    use trainer::train::TrainError;
+
+    fn kind(e: &FinetuneError) -> FailureKind {
+        match failure(e) {
+            WorkerMsg::Failed { kind, .. } => kind,
+            other => panic!("not a failure: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn device_failures_are_cuda_errors_and_only_sticky_ones_end_the_worker() {
+        let missing = FinetuneError::Cuda(CudaError::MissingLibrary("libcuda.so.1".into()));
+        assert_eq!(kind(&missing), FailureKind::CudaError);
+        assert!(!is_sticky(&missing));
+        let lost = FinetuneError::Cuda(CudaError::Sticky {
+            call: "cuLaunchKernel",
+            code: gpu_mem::cuda::cudarc::driver::sys::CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
+        });
+        assert_eq!(kind(&lost), FailureKind::CudaError);
+        assert!(is_sticky(&lost));
+        let step = |sticky| {
+            FinetuneError::Train(TrainError::Device(DeviceFailure {
+                message: "kernel failed".into(),
+                sticky,
+            }))
+        };
+        assert_eq!(kind(&step(true)), FailureKind::CudaError);
+        assert!(is_sticky(&step(true)) && !is_sticky(&step(false)));
+        let config = FinetuneError::Train(TrainError::Config("epochs must be positive".into()));
+        assert_eq!(kind(&config), FailureKind::Error);
+        assert!(!is_sticky(&config));
     }
 }

@@ -1,0 +1,74 @@
+//! One fine-tuning run on a CUDA device: the CPU run's data, model and
+//! training loop over [`CudaBackend`], allocating through `gpu-mem`'s
+//! caching allocator, whose limit is the trial's lease.
+
+use super::{FinetuneError, FinetuneOutcome, FinetuneSpec, build_and_train, prepare};
+use crate::backend::cuda::CudaBackend;
+use crate::model::deberta::DebertaClassifier;
+use crate::model::{BertClassifier, ModelConfig};
+use crate::train::{Control, EpochMetrics};
+
+/// What a CUDA run produced, with the allocator's view of its memory.
+#[derive(Clone, Debug)]
+pub struct CudaOutcome {
+    /// `peak_bytes` is the allocator's peak of allocated bytes.
+    pub outcome: FinetuneOutcome,
+    /// Peak bytes the allocator reserved from the device.
+    pub peak_reserved: u64,
+    /// Peak bytes the model asked for (before the allocator's rounding).
+    pub peak_requested: u64,
+    /// The allocator's counters at the end (before teardown).
+    pub stats: gpu_mem::MemoryStats,
+}
+
+/// Fine-tunes on CUDA device `ordinal` (f32), the model chosen by
+/// `config.json`'s `model_type`. `allocator` configures the caching
+/// allocator; [`FinetuneSpec::memory_limit`], when set, becomes its
+/// reserved-bytes limit, so a step that would pass the lease is retried
+/// with half the micro-batch exactly as on the CPU. Fault injection
+/// (`fail_nth_allocation`) is a CPU and simulated-device feature and is
+/// refused here.
+pub fn finetune_cuda(
+    spec: &FinetuneSpec,
+    ordinal: usize,
+    allocator: gpu_mem::Config,
+    observer: &mut dyn FnMut(&EpochMetrics) -> Control,
+) -> Result<CudaOutcome, FinetuneError> {
+    if spec.fail_nth_allocation.is_some() {
+        return Err(FinetuneError::Train(crate::train::TrainError::Config(
+            "fail_nth_allocation is not supported on a CUDA device".into(),
+        )));
+    }
+    let prepared = prepare(spec)?;
+    let allocator = gpu_mem::Config {
+        limit: spec
+            .memory_limit
+            .map(gpu_mem::MemoryLimit::Bytes)
+            .or(allocator.limit),
+        ..allocator
+    };
+    let be = CudaBackend::new(ordinal, allocator)?;
+    let report = match prepared.config.clone() {
+        ModelConfig::Bert(c) => {
+            build_and_train::<_, BertClassifier<_>>(&be, spec, &c, &prepared, observer)?.0
+        }
+        ModelConfig::Deberta(c) => {
+            build_and_train::<_, DebertaClassifier<_>>(&be, spec, &c, &prepared, observer)?.0
+        }
+    };
+    let stats = be.allocator().stats();
+    let outcome = FinetuneOutcome {
+        report,
+        train_examples: prepared.train_examples,
+        validation_examples: prepared.validation_examples,
+        skipped_records: prepared.dataset_report,
+        peak_bytes: stats.allocated_bytes.all.peak as usize,
+        allocation_requests: stats.allocation.all.allocated,
+    };
+    Ok(CudaOutcome {
+        peak_reserved: stats.reserved_bytes.all.peak,
+        peak_requested: stats.requested_bytes.all.peak,
+        outcome,
+        stats,
+    })
+}

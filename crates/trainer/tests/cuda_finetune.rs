@@ -1,0 +1,150 @@
+//! A whole fine-tuning run on the CUDA backend (`finetune_cuda`) beside the
+//! same run on the CPU: the data, split, tokenizer, model loading and
+//! training loop are shared, so the two must learn alike, request the same
+//! tensor bytes, and a lease below the run's peak must be met by halving
+//! the micro-batch on the GPU as on the CPU.
+//!
+//! Needs feature `cuda`, a GPU and `MEMTUNE_GPU_TESTS=1` (`cargo xtask
+//! gpu-test` bundles it); `without_a_driver_the_run_is_a_clean_error` runs
+//! wherever libcuda is absent.
+
+#![cfg(feature = "cuda")]
+
+use trainer::backend::cuda::CudaError;
+use trainer::data::{BadRecordPolicy, DataSource};
+use trainer::finetune::{FinetuneError, FinetuneSpec, finetune_cpu, finetune_cuda};
+use trainer::testing::{sentiment_words, tiny_config, write_tiny_model};
+use trainer::train::{Control, TrainConfig};
+
+fn spec(dir: &std::path::Path) -> FinetuneSpec {
+    FinetuneSpec {
+        model_dir: dir.to_path_buf(),
+        data: DataSource::EmbeddedSentiment {
+            bad_records: BadRecordPolicy::Skip,
+        },
+        validation_fraction: 0.2,
+        split_seed: 42,
+        max_length: 32,
+        micro_batch: 32,
+        head_hidden: vec![],
+        dropout: None,
+        memory_limit: None,
+        fail_nth_allocation: None,
+        train: TrainConfig {
+            epochs: 3,
+            lr: 2e-3,
+            warmup_ratio: 0.1,
+            seed: 1,
+            ..TrainConfig::default()
+        },
+    }
+}
+
+fn tiny_model() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let words = sentiment_words(600);
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    write_tiny_model(dir.path(), &tiny_config(), &words, 5).unwrap();
+    dir
+}
+
+fn gpu_tests_enabled(name: &str) -> bool {
+    if std::env::var("MEMTUNE_GPU_TESTS").as_deref() == Ok("1") {
+        return true;
+    }
+    eprintln!("skipping {name}: needs a GPU and MEMTUNE_GPU_TESTS=1 (run `cargo xtask gpu-test`)");
+    false
+}
+
+#[test]
+fn without_a_driver_the_run_is_a_clean_error() {
+    // SAFETY: only tries to load the library.
+    if unsafe { gpu_mem::cuda::cudarc::driver::sys::is_culib_present() } {
+        eprintln!("skipping without_a_driver_the_run_is_a_clean_error: libcuda is present");
+        return;
+    }
+    let dir = tiny_model();
+    let run = finetune_cuda(
+        &spec(dir.path()),
+        0,
+        gpu_mem::Config::expandable(),
+        &mut |_| Control::Continue,
+    );
+    match run {
+        Err(FinetuneError::Cuda(CudaError::MissingLibrary(msg))) => {
+            assert!(msg.contains("lib"), "{msg}")
+        }
+        other => panic!("expected a missing-library error, got {:?}", other.err()),
+    }
+}
+
+#[test]
+fn the_gpu_learns_as_the_cpu_does_and_requests_the_same_bytes() {
+    if !gpu_tests_enabled("the_gpu_learns_as_the_cpu_does_and_requests_the_same_bytes") {
+        return;
+    }
+    let dir = tiny_model();
+    let cpu = finetune_cpu(&spec(dir.path()), &mut |_| Control::Continue).unwrap();
+    let gpu = finetune_cuda(
+        &spec(dir.path()),
+        0,
+        gpu_mem::Config::expandable(),
+        &mut |_| Control::Continue,
+    )
+    .unwrap();
+    for (c, g) in cpu.report.epochs.iter().zip(&gpu.outcome.report.epochs) {
+        eprintln!(
+            "epoch {}: train loss cpu {:.6} gpu {:.6}, accuracy cpu {:.4} gpu {:.4}",
+            c.epoch, c.train_loss, g.train_loss, c.valid.accuracy, g.valid.accuracy
+        );
+        // fp32 on both, other summation orders: three epochs of updates
+        // drift a little, never far.
+        let rel = (c.train_loss - g.train_loss).abs() / c.train_loss.abs().max(1e-12);
+        assert!(
+            rel < 0.02,
+            "epoch {}: train loss differs by {rel:.3e}",
+            c.epoch
+        );
+        assert!((c.valid.accuracy - g.valid.accuracy).abs() <= 0.03);
+    }
+    let (cpu_peak, gpu_peak) = (cpu.peak_bytes as u64, gpu.peak_requested);
+    eprintln!(
+        "peak requested: cpu {cpu_peak}, gpu {gpu_peak} (reserved {})",
+        gpu.peak_reserved
+    );
+    // The CUDA backend's own buffers (norm partials, cuBLAS workspace) come
+    // on top of the model's; nothing else may differ.
+    assert!(
+        gpu_peak >= cpu_peak && gpu_peak - cpu_peak <= 64 << 20,
+        "cpu {cpu_peak} vs gpu {gpu_peak}"
+    );
+}
+
+#[test]
+fn a_lease_below_the_peak_halves_the_micro_batch_on_the_gpu() {
+    if !gpu_tests_enabled("a_lease_below_the_peak_halves_the_micro_batch_on_the_gpu") {
+        return;
+    }
+    let dir = tiny_model();
+    let full = finetune_cuda(
+        &spec(dir.path()),
+        0,
+        gpu_mem::Config::expandable(),
+        &mut |_| Control::Continue,
+    )
+    .unwrap();
+    let lease = FinetuneSpec {
+        memory_limit: Some((full.peak_reserved as f64 * 0.8) as usize),
+        ..spec(dir.path())
+    };
+    let tight = finetune_cuda(&lease, 0, gpu_mem::Config::expandable(), &mut |_| {
+        Control::Continue
+    })
+    .unwrap();
+    eprintln!(
+        "full run reserved {}, leased run reserved {} with retries {:?}",
+        full.peak_reserved, tight.peak_reserved, tight.outcome.report.oom_retries
+    );
+    assert!(!tight.outcome.report.oom_retries.is_empty());
+    assert!(tight.peak_reserved <= lease.memory_limit.unwrap() as u64);
+}
