@@ -30,12 +30,6 @@
 
 use std::collections::BTreeMap;
 
-mod curve;
-mod peaks;
-
-pub use curve::PeakCurve;
-pub use peaks::{AffinePeak, PlanPeaks, plan_peak, plan_request, step_curve};
-
 /// One MiB in bytes.
 pub const MIB: u64 = 1 << 20;
 /// One GiB in bytes.
@@ -215,7 +209,7 @@ impl Packer {
 
     /// Admits trial `id` with effective batch `effective_batch` if its
     /// micro-batch fits what is free now. `peak_of(micro)` is the trainer's
-    /// predicted peak in bytes (see [`PlanPeaks`]). Admitting an `id` that
+    /// predicted peak in bytes (see [`trainer::memory::PlanPeaks`]). Admitting an `id` that
     /// holds a lease replaces that lease.
     pub fn try_admit(
         &mut self,
