@@ -23,7 +23,8 @@
 //! [`Admission::Wait`].
 //!
 //! This module is pure: no processes, no clocks, no device. The simulation
-//! in [`super::simulate`] measures the policy; the runner drives it for real.
+//! in `super::simulate` (feature `sim`) measures the policy; the runner
+//! drives it for real.
 //! Deliberately not here: which trial to try next (the runner asks the
 //! sampler), what a worker does when an OOM happens anyway (the trainer
 //! halves the micro-batch).
