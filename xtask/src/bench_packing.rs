@@ -1,6 +1,7 @@
 //! `cargo xtask bench packing [ARGS]`: the packing simulation's table.
 //!
-//! Runs `crates/cli/examples/packing_sim.rs` (see its doc for ARGS:
+//! Runs `crates/cli/examples/packing_sim.rs` with the cli's `sim` feature
+//! (see the example's doc for ARGS:
 //! `--seeds N --hours H --slack F --threads T --check-plans --sensitivity`):
 //! memory-aware packing with micro-batch fitting against the legacy setup's fixed
 //! PAR=2 on their search space, with the trainer's memory plans, on a
@@ -27,6 +28,8 @@ pub fn run(args: &[String]) -> Result<()> {
         "run",
         "--package",
         "cli",
+        "--features",
+        "sim",
         "--example",
         "packing_sim",
         "--",

@@ -11,15 +11,16 @@
 //! OOM, mean memory utilisation and concurrency; then the totals with the
 //! baseline at the given fragmentation slack and at zero slack, and the
 //! ratio. `--check-plans` first compares the runner's pricing
-//! (`packing::step_curve`) with full memory plans of every model of the
+//! (`trainer::memory::step_curve`) with full memory plans of every model of the
 //! space, with the time each takes; `--sensitivity` adds the ratio under
 //! other assumptions.
 
 use std::time::Instant;
 
-use cli::tune::packing::{FitPolicy, GIB, plan_peak, plan_request, step_curve};
-use cli::tune::simulate::plans::{AffinePeak, PeakCurve, PeakTable};
+use cli::tune::packing::{FitPolicy, GIB};
+use cli::tune::simulate::plans::PeakTable;
 use cli::tune::simulate::{Policy, SimParams, SimReport, SimSpace, sim_head, simulate, space};
+use trainer::memory::{AffinePeak, PeakCurve, PlanRequest, plan_peak, step_curve};
 
 fn main() {
     if let Err(e) = run() {
@@ -350,17 +351,20 @@ fn check_plans() -> Result<(), String> {
         ("deberta-v3-large", 8, 384),
     ] {
         let config = space::model_config(model).expect("a model of the space");
+        let at = |e: &dyn std::fmt::Display| format!("{model} at length {seq}: {e}");
         let t = Instant::now();
-        let full = plan_peak(&config, &head, seq, micro);
+        let full = plan_peak(&config, &head, seq, micro).map_err(|e| at(&e))?;
         let full_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let curve = step_curve(&plan_request(&config, &head, seq, 1))
-            .map_err(|e| format!("{model} at length {seq}: {e}"))?;
+        let curve =
+            step_curve(&PlanRequest::fp32_adamw(&config, &head, 1, seq)).map_err(|e| at(&e))?;
         let curve_s = t.elapsed().as_secs_f64();
         let fast = curve.at(micro);
         // What the five reduced plans alone would say (exact for the
         // BERT-shaped families only).
-        let reduced = AffinePeak::from_reduced_plans(&config, &head, seq).at(micro);
+        let reduced = AffinePeak::from_reduced_plans(&config, &head, seq)
+            .map_err(|e| at(&e))?
+            .at(micro);
         println!(
             "plan check {model} micro {micro} seq {seq}: full plan {full} bytes ({full_s:.2} s), \
              runner's pricing {fast} bytes ({} piece(s), {curve_s:.2} s for every micro-batch), \
@@ -376,7 +380,7 @@ fn check_plans() -> Result<(), String> {
 /// What the cached coefficients depend on: the models of the space and the
 /// trainer's plan code (full plans of a small BERT and a small DeBERTa,
 /// milliseconds).
-fn fingerprint() -> String {
+fn fingerprint() -> Result<String, String> {
     let head = sim_head();
     let small = trainer::config::BertConfig::tiny(32, 2, 4, 64, 50);
     let deberta = trainer::model::deberta::DebertaConfig {
@@ -397,12 +401,13 @@ fn fingerprint() -> String {
                 plan_peak(&deberta, &head, s, m),
             ]
         })
-        .collect();
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("fingerprint plans: {e}"))?;
     let models: Vec<String> = space::MODELS
         .iter()
         .map(|m| format!("{:?}", space::model_config(m)))
         .collect();
-    format!("{probes:?} {head:?} {models:?}")
+    Ok(format!("{probes:?} {head:?} {models:?}"))
 }
 
 fn read_cache(path: &std::path::Path) -> PeakTable {
@@ -413,7 +418,10 @@ fn read_cache(path: &std::path::Path) -> PeakTable {
     let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
         return table;
     };
-    if json["fingerprint"].as_str() != Some(fingerprint().as_str()) {
+    let Ok(fingerprint) = fingerprint() else {
+        return table;
+    };
+    if json["fingerprint"].as_str() != Some(fingerprint.as_str()) {
         return table;
     }
     let number = |v: &serde_json::Value| v.as_str().and_then(|s| s.parse::<i128>().ok());
@@ -453,7 +461,7 @@ fn write_cache(path: &std::path::Path, table: &PeakTable) -> Result<(), String> 
             serde_json::json!({"model": model, "seq_len": seq_len, "pieces": pieces})
         })
         .collect();
-    let json = serde_json::json!({"fingerprint": fingerprint(), "entries": entries});
+    let json = serde_json::json!({"fingerprint": fingerprint()?, "entries": entries});
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }

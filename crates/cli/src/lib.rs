@@ -14,6 +14,11 @@
 //! The binary (`src/main.rs`) only parses arguments; everything it runs is in
 //! this library, so benches and tests drive the same code (the study runner
 //! in [`tune`] included).
+//!
+//! Not in a default build: the runner's fault injection (feature
+//! `fault-injection`) and the packing policy's simulation, `tune::simulate`
+//! (feature `sim`, for `cargo xtask bench packing`); this crate's tests turn
+//! both on.
 
 pub mod argv;
 pub mod commands;

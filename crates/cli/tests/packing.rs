@@ -1,21 +1,19 @@
 //! Memory-aware packing: the packer never promises more memory than the
 //! device has, fits the largest micro-batch, calls a trial infeasible only
 //! when micro-batch 1 cannot fit the empty device; the peaks the runner and
-//! the simulation price equal the trainer's full plan and the simulated
-//! device's peak, for every family; the simulation is deterministic and
-//! loses nothing with packing.
+//! the simulation price (`trainer::memory::step_curve`, whose exactness on
+//! small shapes the trainer's `plan_peaks` tests show) equal the full plan
+//! and the simulated device's peak for every model of the simulated space;
+//! the simulation is deterministic and loses nothing with packing.
 
 use cli::tune::packing::{
-    Admission, DeviceBudget, FitPolicy, GIB, Lease, MIB, Packer, PlanPeaks, fit_micro_batch,
-    plan_peak, plan_request, step_curve,
+    Admission, DeviceBudget, FitPolicy, GIB, Lease, MIB, Packer, fit_micro_batch,
 };
-use cli::tune::simulate::plans::{AffinePeak, PeakTable};
+use cli::tune::simulate::plans::PeakTable;
 use cli::tune::simulate::{Policy, SimParams, SimSpace, sim_head, simulate, space};
 use proptest::prelude::*;
-use trainer::config::BertConfig;
 use trainer::finetune::{SimSpec, finetune_sim};
-use trainer::model::HeadConfig;
-use trainer::model::deberta::DebertaConfig;
+use trainer::memory::{AffinePeak, PlanRequest, plan_peak, step_curve};
 use trainer::train::Control;
 
 /// An affine peak like the memory plan's: fixed bytes plus bytes per row.
@@ -239,103 +237,6 @@ proptest! {
     }
 }
 
-/// Small models (fast to plan) shaped like the space's: a BERT and a
-/// RoBERTa (positions from pad id + 1, one token type).
-fn small_models() -> Vec<BertConfig> {
-    let bert = BertConfig {
-        max_position_embeddings: 96,
-        ..BertConfig::tiny(64, 5, 4, 256, 700)
-    };
-    let roberta = BertConfig {
-        vocab_size: 900,
-        max_position_embeddings: 98,
-        type_vocab_size: 1,
-        pad_token_id: 1,
-        model_type: "roberta".into(),
-        ..bert.clone()
-    };
-    let distilbert = BertConfig {
-        model_type: "distilbert".into(),
-        ..bert.clone()
-    };
-    let electra = BertConfig {
-        model_type: "electra".into(),
-        embedding_size: Some(32),
-        ..bert.clone()
-    };
-    vec![bert, roberta, distilbert, electra]
-}
-
-#[test]
-fn plan_decomposition_matches_full_plans() {
-    let head = HeadConfig {
-        num_labels: 2,
-        hidden: vec![],
-    };
-    for config in small_models() {
-        for seq in [16, 40, 96] {
-            let fast = AffinePeak::from_reduced_plans(&config, &head, seq);
-            for micro in [1, 3, 8, 17] {
-                assert_eq!(
-                    fast.at(micro),
-                    plan_peak(&config, &head, seq, micro),
-                    "{} seq {seq} micro {micro}",
-                    config.model_type
-                );
-            }
-        }
-    }
-}
-
-/// Small DeBERTa shapes (fast to plan): relative attention with and
-/// without buckets, token types or not.
-fn small_debertas() -> Vec<DebertaConfig> {
-    let v3 = DebertaConfig {
-        vocab_size: 300,
-        hidden_size: 48,
-        num_hidden_layers: 3,
-        num_attention_heads: 4,
-        intermediate_size: 96,
-        max_position_embeddings: 96,
-        position_buckets: 16,
-        max_relative_positions: 96,
-        ..DebertaConfig::deberta_v3_base()
-    };
-    let unbucketed = DebertaConfig {
-        position_buckets: -1,
-        max_relative_positions: 24,
-        type_vocab_size: 2,
-        p2c: false,
-        ..v3.clone()
-    };
-    vec![v3, unbucketed]
-}
-
-/// DeBERTa's peak is priced from the envelope of full plans, exact at every
-/// micro-batch, where the reduced-plan decomposition is not.
-#[test]
-fn deberta_peak_curve_matches_full_plans() {
-    for head in [
-        sim_head(),
-        HeadConfig {
-            num_labels: 5,
-            hidden: vec![],
-        },
-    ] {
-        for config in small_debertas() {
-            for seq in [9, 40, 96] {
-                let curve = step_curve(&plan_request(&config, &head, seq, 1)).unwrap();
-                let peaks = PlanPeaks::new(config.clone(), head.clone(), seq);
-                for micro in [1, 2, 3, 4, 7, 16, 33] {
-                    let full = plan_peak(&config, &head, seq, micro);
-                    assert_eq!(curve.at(micro), full, "seq {seq} micro {micro} {config:?}");
-                    assert_eq!(peaks.peak(micro), full, "seq {seq} micro {micro}");
-                }
-            }
-        }
-    }
-}
-
 /// Every model of the simulated space at a few (micro-batch, length)
 /// points: the runner's price ([`step_curve`]), the full memory plan and
 /// the peak a simulated trial requested through `gpu-mem` (the real
@@ -348,9 +249,9 @@ fn plan_equals_the_simulated_peak_for_every_model_of_the_space() {
     for model in space::MODELS {
         let config = space::model_config(model).unwrap();
         for seq in [128, 256, 512] {
-            let curve = step_curve(&plan_request(&config, &head, seq, 1)).unwrap();
+            let curve = step_curve(&PlanRequest::fp32_adamw(&config, &head, 1, seq)).unwrap();
             for micro in [1, 3, 4, 5, 16] {
-                let plan = plan_peak(&config, &head, seq, micro);
+                let plan = plan_peak(&config, &head, seq, micro).unwrap();
                 assert_eq!(curve.at(micro), plan, "{model} seq {seq} micro {micro}");
                 let sim = finetune_sim(
                     &SimSpec {
@@ -373,16 +274,6 @@ fn plan_equals_the_simulated_peak_for_every_model_of_the_space() {
             }
         }
     }
-}
-
-#[test]
-fn plan_peaks_cache_matches_plan_peak() {
-    let config = small_models().remove(0);
-    let head = sim_head();
-    let peaks = PlanPeaks::new(config.clone(), head.clone(), 32);
-    assert_eq!(peaks.peak(4), plan_peak(&config, &head, 32, 4));
-    assert_eq!(peaks.peak(4), plan_peak(&config, &head, 32, 4));
-    assert!(peaks.peak(8) > peaks.peak(4));
 }
 
 /// The space's peaks from a formula in the plan's form (the real plans
@@ -448,79 +339,4 @@ fn baseline_loses_trials_that_do_not_fit_and_packing_runs_them() {
     assert!(base.wasted_s > 0.0);
     assert_eq!(ours.lost_oom, 0);
     assert!(ours.completed > 0);
-}
-
-#[test]
-fn plan_decomposition_is_exact_on_a_grid_of_small_shapes() {
-    for (hidden, heads, vocab, layers) in [
-        (32, 2, 20, 1),
-        (32, 4, 300, 3),
-        (48, 3, 64, 6),
-        (64, 4, 130, 2),
-    ] {
-        for roberta in [false, true] {
-            let mut config = BertConfig {
-                max_position_embeddings: 70,
-                ..BertConfig::tiny(hidden, layers, heads, 4 * hidden, vocab)
-            };
-            if roberta {
-                config.model_type = "roberta".into();
-                config.pad_token_id = 1;
-                config.type_vocab_size = 1;
-                config.max_position_embeddings = 72;
-            }
-            for head in [
-                HeadConfig {
-                    num_labels: 2,
-                    hidden: vec![],
-                },
-                HeadConfig {
-                    num_labels: 5,
-                    hidden: vec![16, 8],
-                },
-            ] {
-                for seq in [8, 33, 64] {
-                    let fast = AffinePeak::from_reduced_plans(&config, &head, seq);
-                    for micro in [1, 2, 5, 16] {
-                        assert_eq!(
-                            fast.at(micro),
-                            plan_peak(&config, &head, seq, micro),
-                            "h={hidden} L={layers} V={vocab} roberta={roberta} head={head:?} seq={seq} micro={micro}"
-                        );
-                    }
-                }
-            }
-        }
-    }
-}
-
-#[test]
-fn plan_decomposition_holds_for_other_steps() {
-    use trainer::memory::{MemoryPlan, OptimizerKind, Precision};
-    let config = small_models().remove(1);
-    let head = HeadConfig {
-        num_labels: 3,
-        hidden: vec![24],
-    };
-    for (precision, recompute, optimizer, class_weights) in [
-        (Precision::F64, false, OptimizerKind::AdamW, false),
-        (Precision::F32, true, OptimizerKind::AdamW, false),
-        (Precision::F64, true, OptimizerKind::Sgd, true),
-    ] {
-        let request = |micro| trainer::memory::PlanRequest {
-            precision,
-            recompute,
-            optimizer,
-            class_weights,
-            ..cli::tune::packing::plan_request(&config, &head, 40, micro)
-        };
-        let peaks = PlanPeaks::from_request(request(1));
-        for micro in [1, 4, 11] {
-            assert_eq!(
-                peaks.peak(micro),
-                MemoryPlan::new(&request(micro)).unwrap().peak_bytes as u64,
-                "{precision:?} recompute={recompute} {optimizer:?} micro {micro}"
-            );
-        }
-    }
 }

@@ -8,9 +8,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use cli::tune::packing::{PlanPeaks, plan_peak};
 use store::{Storage, TrialFilter, TrialState};
 use trainer::finetune::read_model_config;
+use trainer::memory::{PlanPeaks, plan_peak};
 use trainer::model::{HeadConfig, ModelConfig};
 
 fn fixture(family: &str) -> PathBuf {
@@ -120,10 +120,14 @@ fn the_runner_plans_deberta_with_its_own_model() {
     // The runner's peaks are the full plan's (at seq 8, micro-batch 3 the
     // five-plan decomposition would be 1 KiB short: see `step_curve`).
     for seq in [8, 24] {
-        let peaks = PlanPeaks::new(&config, head.clone(), seq);
+        let peaks = PlanPeaks::new(&config, &head, seq).unwrap();
         for micro in [1, 3, 16] {
-            let full = plan_peak(&config, &head, seq, micro);
-            assert_eq!(peaks.peak(micro), full, "seq {seq}, micro-batch {micro}");
+            let full = plan_peak(&config, &head, seq, micro).unwrap();
+            assert_eq!(
+                peaks.peak(micro).unwrap(),
+                full,
+                "seq {seq}, micro-batch {micro}"
+            );
         }
     }
 }

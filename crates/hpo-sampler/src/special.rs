@@ -2,6 +2,11 @@
 //! FreeBSD's `s_erf.c`, the same algorithm Optuna ports in `_erf.py`), the
 //! normal CDF and its log, its inverse, and the log of a Gaussian mass on an
 //! interval (Optuna's `_truncnorm._log_gauss_mass`).
+//!
+//! erf/erfc are not taken from the `libm` crate: its musl arrangement of the
+//! same polynomials is up to 1 ulp (erf) and 3 ulps (erfc) away from this
+//! port (`tests/erf_libm.rs` says where), which would move the samplers'
+//! output, and the log-tail below shares this port's coefficients.
 
 // The coefficients are FreeBSD's, digit for digit.
 #![allow(clippy::excessive_precision)]

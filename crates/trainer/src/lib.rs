@@ -18,7 +18,8 @@
 //!   exactly the buffers a backend will allocate, in order, and their peak.
 //!   A request that cannot run (no rows, a sequence longer than the model's
 //!   positions, a head the model cannot carry) is a
-//!   [`memory::PlanError`].
+//!   [`memory::PlanError`]. [`memory::PlanPeaks`] prices a step at every
+//!   micro-batch from a few plans, exactly, for a study runner's packing.
 //! - [`model::Classifier`]: what the training loop, the memory plan and
 //!   export need of a model, implemented by the two model codes.
 //!   `config.json`'s `model_type` picks one ([`model::ModelConfig`]):

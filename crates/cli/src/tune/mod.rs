@@ -1,6 +1,7 @@
 //! The study runner behind `memtune tune`: a study's configuration, the
 //! worker protocol, memory-aware packing of trials onto a device, and the
-//! loop that asks, runs, records and recovers.
+//! loop that asks, runs, records and recovers. The packing policy's
+//! simulation (`simulate`) is research, behind the `sim` feature.
 
 pub mod config;
 pub mod fault;
@@ -12,6 +13,7 @@ pub mod protocol;
 pub mod record;
 pub mod runner;
 pub mod setup;
+#[cfg(feature = "sim")]
 pub mod simulate;
 pub mod space;
 pub mod synthetic;

@@ -23,18 +23,13 @@
 //! [`Admission::Wait`].
 //!
 //! This module is pure: no processes, no clocks, no device. The simulation
-//! in [`super::simulate`] measures the policy; the runner drives it for real.
+//! in `super::simulate` (feature `sim`) measures the policy; the runner
+//! drives it for real.
 //! Deliberately not here: which trial to try next (the runner asks the
 //! sampler), what a worker does when an OOM happens anyway (the trainer
 //! halves the micro-batch).
 
 use std::collections::BTreeMap;
-
-mod curve;
-mod peaks;
-
-pub use curve::PeakCurve;
-pub use peaks::{AffinePeak, PlanPeaks, plan_peak, plan_request, step_curve};
 
 /// One MiB in bytes.
 pub const MIB: u64 = 1 << 20;
@@ -215,7 +210,7 @@ impl Packer {
 
     /// Admits trial `id` with effective batch `effective_batch` if its
     /// micro-batch fits what is free now. `peak_of(micro)` is the trainer's
-    /// predicted peak in bytes (see [`PlanPeaks`]). Admitting an `id` that
+    /// predicted peak in bytes (see [`trainer::memory::PlanPeaks`]). Admitting an `id` that
     /// holds a lease replaces that lease.
     pub fn try_admit(
         &mut self,

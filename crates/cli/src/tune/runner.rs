@@ -34,10 +34,11 @@ use hpo_sampler::{Pruner, Sampler, StudyView};
 use serde_json::{Value as Json, json};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use store::{Claim, RetryPolicy, Storage, TrialFilter, TrialRef, TrialState};
+use trainer::memory::{PlanError, PlanPeaks};
 
 use super::config::{StudyConfig, TrialSettings};
 use super::fault::Faults;
-use super::packing::{Admission, Lease, Packer, PlanPeaks};
+use super::packing::{Admission, Lease, Packer};
 use super::progress::{Counts, Progress};
 use super::protocol::{FailureKind, Job, RunnerMsg, WorkerMsg};
 use super::record;
@@ -321,7 +322,16 @@ impl<'a> Runner<'a> {
                 }
             }
             let c = self.pending.take().expect("set above");
-            match self.admit(&c)? {
+            let admission = match self.admit(&c)? {
+                Ok(admission) => admission,
+                Err(e) => {
+                    let message = format!("model `{}`: {e}", c.settings.model);
+                    record::error(&self.storage, &c.trial, "config", &message, None)?;
+                    self.beats.remove(c.trial.trial_id);
+                    continue;
+                }
+            };
+            match admission {
                 Admission::Admit(lease) => self.start(c, lease)?,
                 Admission::Wait => {
                     self.pending = Some(c);
@@ -453,7 +463,9 @@ impl<'a> Runner<'a> {
         }
     }
 
-    fn admit(&mut self, c: &Candidate) -> Result<Admission, TuneError> {
+    /// The packer's answer for `c`, or why its step cannot be planned
+    /// (the trial is then recorded as failed, not admitted).
+    fn admit(&mut self, c: &Candidate) -> Result<Result<Admission, PlanError>, TuneError> {
         let model = self
             .plan
             .model(&c.settings.model)
@@ -464,18 +476,46 @@ impl<'a> Runner<'a> {
             c.settings.head_hidden.clone(),
             seq,
         );
-        let peaks = self.plans.entry(key).or_insert_with(|| {
-            let head = trainer::model::HeadConfig {
-                num_labels: self.plan.num_classes,
-                hidden: c.settings.head_hidden.clone(),
-            };
-            PlanPeaks::new(model.config.clone(), head, seq)
-        });
-        Ok(self.packer.try_admit(
-            c.trial.trial_id as u64,
-            c.settings.batch_size,
-            &mut |micro| peaks.peak(micro),
-        ))
+        let peaks = match self.plans.entry(key) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                let head = trainer::model::HeadConfig {
+                    num_labels: self.plan.num_classes,
+                    hidden: c.settings.head_hidden.clone(),
+                };
+                let peaks = match PlanPeaks::new(model.config.clone(), &head, seq) {
+                    Ok(peaks) => peaks,
+                    Err(e) => return Ok(Err(e)),
+                };
+                if let Some(why) = peaks.unpriced() {
+                    tracing::warn!(
+                        "{} at length {seq}: {why}; planning each micro-batch in full",
+                        model.config.model_type()
+                    );
+                }
+                e.insert(peaks)
+            }
+        };
+        // The packer asks for peaks it compares; a micro-batch the step
+        // cannot run at reads as one that never fits, and the first such
+        // error fails the trial instead of its admission.
+        let mut refused = None;
+        let id = c.trial.trial_id as u64;
+        let admission = self
+            .packer
+            .try_admit(id, c.settings.batch_size, &mut |micro| {
+                peaks.peak(micro).unwrap_or_else(|e| {
+                    refused.get_or_insert(e);
+                    u64::MAX
+                })
+            });
+        match refused {
+            None => Ok(Ok(admission)),
+            Some(e) => {
+                self.packer.release(id);
+                Ok(Err(e))
+            }
+        }
     }
 
     fn start(&mut self, c: Candidate, lease: Lease) -> Result<(), TuneError> {

@@ -1,15 +1,13 @@
 //! The trainer's memory plan for every (model, sequence length) of the
 //! search space, built once per run (or read from the bench's cache) so
 //! the simulation evaluates a peak in nanoseconds. Each entry is an exact
-//! [`PeakCurve`] (see `packing::peaks` for why it is exact): the runner's
-//! own pricing of a trial, [`step_curve`].
+//! [`PeakCurve`] (see [`trainer::memory::peaks`] for why it is exact): the
+//! runner's own pricing of a trial, [`step_curve`].
 
 use std::collections::HashMap;
 
+use trainer::memory::{PeakCurve, PlanRequest, step_curve};
 use trainer::model::{HeadConfig, ModelConfig};
-
-pub use crate::tune::packing::{AffinePeak, PeakCurve};
-use crate::tune::packing::{plan_request, step_curve};
 
 /// One built entry: its (model, sequence length) and curve, or why it
 /// could not be built.
@@ -57,7 +55,7 @@ impl PeakTable {
                             .skip(t)
                             .step_by(threads)
                             .map(|(name, config, s)| {
-                                let request = plan_request(*config, head, *s, 1);
+                                let request = PlanRequest::fp32_adamw(*config, head, 1, *s);
                                 step_curve(&request)
                                     .map(|curve| ((name.clone(), *s), curve))
                                     .map_err(|e| format!("{name} at length {s}: {e}"))

@@ -9,13 +9,31 @@
 //! against the rest of its step), so the peak itself need not be affine;
 //! the envelope of those lines is exact at every `m`. Two recorded full
 //! plans (m = 1 and 2) give every `a_e` and `b_e`; a third (m = 3) checks
-//! that the step allocates the same buffers, each affine in `m`, and the
-//! check fails loudly otherwise. Only the few lines that are highest
+//! that the step allocates the same buffers, each affine in `m`, and is a
+//! [`CurveError`] otherwise. Only the few lines that are highest
 //! somewhere on `m >= 1` are kept.
 
-use trainer::memory::{MemoryPlan, PlanRequest};
+use super::peaks::AffinePeak;
+use super::plan::{MemoryPlan, PlanError, PlanRequest};
 
-use super::AffinePeak;
+/// Why a step's peak could not be enveloped from full plans.
+#[derive(Debug, thiserror::Error)]
+pub enum CurveError {
+    /// The step cannot run.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The step allocates a different number of buffers at micro-batches
+    /// 1, 2 and 3.
+    #[error("the step allocates {0}, {1} and {2} buffers at micro-batches 1, 2 and 3")]
+    BufferCounts(usize, usize, usize),
+    /// One allocation's live bytes are not affine in the micro-batch (or
+    /// the allocations differ by name).
+    #[error("allocation `{name}` (number {event}) is not affine in the micro-batch")]
+    NotAffine { name: String, event: usize },
+    /// The step allocates nothing.
+    #[error("the step allocates nothing")]
+    Empty,
+}
 
 /// `peak(m) = max over pieces of (fixed + per_row * m)`, pieces ordered by
 /// the `m` from which each is the highest.
@@ -65,25 +83,19 @@ impl PeakCurve {
     }
 
     /// The exact envelope of `request`'s step (its micro-batch ignored) from
-    /// three recorded full plans; an error says why the step's allocations
-    /// are not affine in the micro-batch.
-    pub fn from_full_plans(request: &PlanRequest) -> Result<Self, String> {
+    /// three recorded full plans; an error is a step that cannot run, or
+    /// says why its allocations are not affine in the micro-batch.
+    pub fn from_full_plans(request: &PlanRequest) -> Result<Self, CurveError> {
         let plan = |micro_batch: usize| {
             MemoryPlan::new(&PlanRequest {
                 micro_batch,
                 ..request.clone()
             })
             .map(|plan| plan.buffers)
-            .map_err(|e| e.to_string())
         };
         let (one, two, three) = (plan(1)?, plan(2)?, plan(3)?);
         if one.len() != two.len() || one.len() != three.len() {
-            return Err(format!(
-                "the step allocates {}, {} and {} buffers at micro-batches 1, 2 and 3",
-                one.len(),
-                two.len(),
-                three.len()
-            ));
+            return Err(CurveError::BufferCounts(one.len(), two.len(), three.len()));
         }
         let mut lines = Vec::with_capacity(one.len());
         for ((b1, b2), b3) in one.iter().zip(&two).zip(&three) {
@@ -94,14 +106,14 @@ impl PeakCurve {
             };
             if b1.name != b2.name || b1.name != b3.name || line.at(3) != b3.live_after_alloc as u64
             {
-                return Err(format!(
-                    "allocation `{}` (number {}) is not affine in the micro-batch",
-                    b1.name, b1.alloc_event
-                ));
+                return Err(CurveError::NotAffine {
+                    name: b1.name.clone(),
+                    event: b1.alloc_event,
+                });
             }
             lines.push(line);
         }
-        Self::envelope(lines).ok_or_else(|| "the step allocates nothing".to_string())
+        Self::envelope(lines).ok_or(CurveError::Empty)
     }
 
     /// The pieces, in order of the micro-batch from which each is highest.
