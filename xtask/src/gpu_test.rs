@@ -200,7 +200,13 @@ pub fn check_dry_run(out: &Path) -> Result<()> {
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    for prefix in ["cuda_ops-", "gpu-", "gpu_latency", "memtune"] {
+    for prefix in [
+        "cuda_ops-",
+        "cuda_finetune-",
+        "gpu-",
+        "gpu_latency",
+        "memtune",
+    ] {
         if !names.iter().any(|n| n.starts_with(prefix)) {
             return Err(format!(
                 "the GPU bundle has no {prefix}* in {}",
@@ -208,8 +214,10 @@ pub fn check_dry_run(out: &Path) -> Result<()> {
             ));
         }
     }
-    if !bundle.join("torch_latency.py").is_file() {
-        return Err("the GPU bundle has no torch_latency.py".into());
+    for file in ["torch_latency.py", "tiny_bert.py", "study.toml"] {
+        if !bundle.join(file).is_file() {
+            return Err(format!("the GPU bundle has no {file}"));
+        }
     }
     if out.exists() {
         std::fs::remove_dir_all(out).map_err(|e| format!("cannot clear {}: {e}", out.display()))?;

@@ -10,6 +10,7 @@ cd "$(dirname "$0")"
 BUNDLE=$PWD
 OUT="${OUT:-$BUNDLE/out}"
 PY="${PYTHON:-python3}"
+export OUT PY
 ALL_STEPS=(ops determinism gpu-mem latency throughput memory-plan finetune study)
 # Seconds per step; their sum stays within 35 minutes.
 declare -A LIMIT=([ops]=480 [determinism]=240 [gpu-mem]=300 [latency]=300 [throughput]=300 [memory-plan]=240 [finetune]=240 [study]=480)
