@@ -69,7 +69,8 @@ step_gpu-mem() { local t; t=$(one 'bin/gpu-*'); [ -n "$t" ] || { echo "gpu-mem t
   "$t" --test-threads=1; }
 step_latency() { MEMTUNE_TORCH_LATENCY_SCRIPT=torch_latency.py ./bin/gpu_latency --python "$PY"; }
 step_throughput() { echo "not in this bundle: the BERT-base/MiniLM training-throughput comparison with HF is not built yet"; return 3; }
-step_memory-plan() { echo "not in this bundle: the measured-peak vs memory-plan comparison is not built yet"; return 3; }
+step_memory-plan() { local t; t=$(one 'bin/cuda_memory_plan-*'); [ -n "$t" ] || { echo "cuda_memory_plan test binary missing"; return 1; }
+  "$t" --test-threads=1 --nocapture; }
 step_finetune() { local t; t=$(one 'bin/cuda_finetune-*'); [ -n "$t" ] || { echo "cuda_finetune test binary missing"; return 1; }
   "$t" --test-threads=1 --nocapture; }
 # `memtune tune` with device = "cuda": every trial COMPLETE, trained on cuda:0,
