@@ -28,6 +28,7 @@ fn budget(capacity: u64, margin: u64, overhead: u64, workers: usize) -> DeviceBu
         process_overhead: overhead,
         max_workers: workers,
         allocator_slack: 0.0,
+        allocator_floor: 0,
     }
 }
 

@@ -48,6 +48,11 @@ pub const CUDA_PROCESS_OVERHEAD: u64 = 550 * MIB;
 /// on a multi-trial BERT trace (docs/benchmarks.md); 1% leaves room.
 pub const GPU_MEM_ALLOCATOR_SLACK: f64 = 0.01;
 
+/// The allocator allowance's floor in bytes: what a small model's 1% cannot
+/// cover, the unused rest of the large pool's last 2 MiB page and of the
+/// small pool's 2 MiB segments.
+pub const GPU_MEM_ALLOCATOR_FLOOR: u64 = 8 * MIB;
+
 /// What the packer may hand out on one device.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DeviceBudget {
@@ -64,6 +69,9 @@ pub struct DeviceBudget {
     /// fragmentation ([`GPU_MEM_ALLOCATOR_SLACK`] on a GPU, 0 on the CPU
     /// backend, which allocates exactly).
     pub allocator_slack: f64,
+    /// The allocator allowance's floor in bytes
+    /// ([`GPU_MEM_ALLOCATOR_FLOOR`] on a GPU, 0 on the CPU backend).
+    pub allocator_floor: u64,
 }
 
 impl DeviceBudget {
@@ -72,10 +80,12 @@ impl DeviceBudget {
         self.capacity.saturating_sub(self.safety_margin)
     }
 
-    /// A predicted peak with the allocator allowance: the worker's limit.
+    /// A predicted peak with the allocator allowance (the slack, at least
+    /// the floor): the worker's limit.
     pub fn limit_for(&self, predicted_peak: u64) -> u64 {
         let slack = self.allocator_slack.max(0.0);
-        predicted_peak.saturating_add((predicted_peak as f64 * slack).ceil() as u64)
+        let allowance = ((predicted_peak as f64 * slack).ceil() as u64).max(self.allocator_floor);
+        predicted_peak.saturating_add(allowance)
     }
 }
 
@@ -330,6 +340,7 @@ pub fn cpu_budget(threads_per_worker: usize) -> DeviceBudget {
         process_overhead: 0,
         max_workers,
         allocator_slack: 0.0,
+        allocator_floor: 0,
     }
 }
 
@@ -373,6 +384,26 @@ mod tests {
         let text = "MemTotal:  100 kB\nMemAvailable:   2048 kB\n";
         assert_eq!(parse_mem_available(text), Some(2048 * 1024));
         assert_eq!(parse_mem_available("MemTotal: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn a_device_allowance_is_one_percent_but_never_below_the_floor() {
+        let device = DeviceBudget {
+            capacity: 80 * GIB,
+            safety_margin: 0,
+            process_overhead: 0,
+            max_workers: 4,
+            allocator_slack: GPU_MEM_ALLOCATOR_SLACK,
+            allocator_floor: GPU_MEM_ALLOCATOR_FLOOR,
+        };
+        assert_eq!(device.limit_for(4 * GIB), 4 * GIB + (4 * GIB).div_ceil(100));
+        assert_eq!(device.limit_for(20 * MIB), 28 * MIB);
+        let cpu = DeviceBudget {
+            allocator_slack: 0.0,
+            allocator_floor: 0,
+            ..device
+        };
+        assert_eq!(cpu.limit_for(20 * MIB), 20 * MIB);
     }
 
     #[test]

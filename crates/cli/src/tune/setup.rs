@@ -17,7 +17,10 @@ use trainer::model::ModelConfig;
 
 use super::config::{BuiltinModel, DeviceKind, ModelSource as ModelSpec, StudyConfig};
 use super::models::builtin_dir;
-use super::packing::{CUDA_PROCESS_OVERHEAD, DeviceBudget, GPU_MEM_ALLOCATOR_SLACK, cpu_budget};
+use super::packing::{
+    CUDA_PROCESS_OVERHEAD, DeviceBudget, GPU_MEM_ALLOCATOR_FLOOR, GPU_MEM_ALLOCATOR_SLACK,
+    cpu_budget,
+};
 
 /// The simulated device's memory when the study file does not say: the
 /// legacy setup's 24 GB card.
@@ -82,6 +85,7 @@ impl RunPlan {
                     process_overhead: cfg.runner.process_overhead.unwrap_or(CUDA_PROCESS_OVERHEAD),
                     max_workers: usize::MAX,
                     allocator_slack: GPU_MEM_ALLOCATOR_SLACK,
+                    allocator_floor: GPU_MEM_ALLOCATOR_FLOOR,
                 },
                 "simulated GPU".to_string(),
             ),
@@ -99,6 +103,7 @@ impl RunPlan {
                         process_overhead,
                         max_workers: usize::MAX,
                         allocator_slack: GPU_MEM_ALLOCATOR_SLACK,
+                        allocator_floor: GPU_MEM_ALLOCATOR_FLOOR,
                     },
                     format!("cuda:{} ({})", device.ordinal, device.name),
                 )

@@ -17,6 +17,9 @@ pub struct CudaOutcome {
     pub peak_reserved: u64,
     /// Peak bytes the model asked for (before the allocator's rounding).
     pub peak_requested: u64,
+    /// Bytes the backend reserved for itself before the model existed
+    /// (cuBLAS workspace, norm partials): outside the lease.
+    pub backend_reserved: u64,
     /// The allocator's counters at the end (before teardown).
     pub stats: gpu_mem::MemoryStats,
 }
@@ -24,8 +27,9 @@ pub struct CudaOutcome {
 /// Fine-tunes on CUDA device `ordinal` (f32), the model chosen by
 /// `config.json`'s `model_type`. `allocator` configures the caching
 /// allocator; [`FinetuneSpec::memory_limit`], when set, becomes its
-/// reserved-bytes limit, so a step that would pass the lease is retried
-/// with half the micro-batch exactly as on the CPU. Fault injection
+/// reserved-bytes limit above what the backend holds for itself, so a step
+/// that would pass the lease is retried with half the micro-batch exactly
+/// as on the CPU. Fault injection
 /// (`fail_nth_allocation`) is a CPU and simulated-device feature and is
 /// refused here.
 pub fn finetune_cuda(
@@ -40,14 +44,21 @@ pub fn finetune_cuda(
         )));
     }
     let prepared = prepare(spec)?;
-    let allocator = gpu_mem::Config {
-        limit: spec
-            .memory_limit
-            .map(gpu_mem::MemoryLimit::Bytes)
-            .or(allocator.limit),
-        ..allocator
-    };
     let be = CudaBackend::new(ordinal, allocator)?;
+    // The lease covers the model's tensors; the backend's own buffers
+    // (cuBLAS workspace, norm partials) are part of the process overhead
+    // the runner charged separately, so they sit on top of the limit.
+    let backend_reserved = be.allocator().stats().reserved_bytes.all.current;
+    if let Some(lease) = spec.memory_limit {
+        let limit = lease.saturating_add(backend_reserved as usize);
+        be.allocator()
+            .set_limit(Some(gpu_mem::MemoryLimit::Bytes(limit)))
+            .map_err(|source| crate::backend::cuda::CudaError::Alloc {
+                name: "allocator limit".into(),
+                bytes: limit,
+                source,
+            })?;
+    }
     let report = match prepared.config.clone() {
         ModelConfig::Bert(c) => {
             build_and_train::<_, BertClassifier<_>>(&be, spec, &c, &prepared, observer)?.0
@@ -66,6 +77,7 @@ pub fn finetune_cuda(
         allocation_requests: stats.allocation.all.allocated,
     };
     Ok(CudaOutcome {
+        backend_reserved,
         peak_reserved: stats.reserved_bytes.all.peak,
         peak_requested: stats.requested_bytes.all.peak,
         outcome,

@@ -40,8 +40,8 @@ pub mod space;
 use trainer::model::{HeadConfig, ModelConfig};
 
 use crate::tune::packing::{
-    Admission, DeviceBudget, FitPolicy, GIB, GPU_MEM_ALLOCATOR_SLACK, MIB, Packer,
-    micro_cap_for_tokens,
+    Admission, DeviceBudget, FitPolicy, GIB, GPU_MEM_ALLOCATOR_FLOOR, GPU_MEM_ALLOCATOR_SLACK, MIB,
+    Packer, micro_cap_for_tokens,
 };
 use plans::PeakTable;
 use space::{SimTrial, model_config, sample_trial};
@@ -265,6 +265,7 @@ pub fn simulate(params: &SimParams, space: &SimSpace, policy: Policy, seed: u64)
                 process_overhead: params.process_overhead,
                 max_workers: params.max_workers,
                 allocator_slack: params.allocator_slack,
+                allocator_floor: GPU_MEM_ALLOCATOR_FLOOR,
             },
             params.fit_policy,
         ),
