@@ -64,11 +64,9 @@ pub struct GpRegressor {
     pub(crate) x: Vec<f64>,
     pub(crate) y: Vec<f64>,
     pub params: KernelParams,
-    /// `L^-1` where `L L^T = K + noise I`: its lower triangle, row by
-    /// row (row `i` starts at `i (i + 1) / 2`).
-    linv: Vec<f64>,
-    /// `L^-T`, dense, for batched posteriors.
-    linv_t: DMatrix<f64>,
+    /// `L^-1` where `L L^T = K + noise I` (lower triangular, column
+    /// major: column `j` is nonzero from row `j` on).
+    linv: DMatrix<f64>,
     /// `(K + noise I)^-1 y`.
     alpha: Vec<f64>,
 }
@@ -118,12 +116,7 @@ impl GpRegressor {
         let l = c.cholesky()?.unpack();
         let linv = l.solve_lower_triangular(&DMatrix::identity(n, n))?;
         let w = &linv * nalgebra::DVector::from_column_slice(&y);
-        let alpha = (linv.transpose() * w).as_slice().to_vec();
-        let linv_t = linv.transpose();
-        let linv = (0..n)
-            .flat_map(|i| (0..=i).map(move |j| (i, j)))
-            .map(|ij| linv[ij])
-            .collect();
+        let alpha = linv.tr_mul(&w).as_slice().to_vec();
         Some(GpRegressor {
             dim,
             categorical,
@@ -131,7 +124,6 @@ impl GpRegressor {
             y,
             params,
             linv,
-            linv_t,
             alpha,
         })
     }
@@ -160,36 +152,46 @@ impl GpRegressor {
         let n = self.len();
         let mut k = vec![0.0; n];
         self.cross_kernel(q, &mut k, None);
+        let mut w = vec![0.0; n];
+        self.lower_solve(&k, &mut w);
+        self.mean_var(&k, &w)
+    }
+
+    /// Mean `k . alpha` and variance `scale - |w|^2` from the cross kernel
+    /// `k` and `w = L^-1 k`.
+    fn mean_var(&self, k: &[f64], w: &[f64]) -> (f64, f64) {
         let mean: f64 = k.iter().zip(&self.alpha).map(|(a, b)| a * b).sum();
-        let mut quad = 0.0;
-        for i in 0..n {
-            let row = &self.linv[i * (i + 1) / 2..][..=i];
-            let w: f64 = row.iter().zip(&k).map(|(a, b)| a * b).sum();
-            quad += w * w;
-        }
+        let quad: f64 = w.iter().map(|v| v * v).sum();
         (mean, (self.params.kernel_scale - quad).max(0.0))
     }
 
-    /// Posterior means and variances at many points (one matrix product).
-    pub fn posterior_batch(&self, qs: &[Vec<f64>]) -> Vec<(f64, f64)> {
-        let n = self.len();
-        let m = qs.len();
-        let mut k = DMatrix::<f64>::zeros(m, n);
-        let mut row = vec![0.0; n];
-        for (r, q) in qs.iter().enumerate() {
-            self.cross_kernel(q, &mut row, None);
-            for (c, v) in row.iter().enumerate() {
-                k[(r, c)] = *v;
+    /// `w = L^-1 k`, column by column of `L^-1` (contiguous in memory).
+    fn lower_solve(&self, k: &[f64], w: &mut [f64]) {
+        w.fill(0.0);
+        for (j, kj) in k.iter().enumerate() {
+            let col = &self.linv.as_slice()[j * k.len()..(j + 1) * k.len()];
+            for (wi, l) in w[j..].iter_mut().zip(&col[j..]) {
+                *wi += l * kj;
             }
         }
-        let w = &k * &self.linv_t;
-        let alpha = nalgebra::DVector::from_column_slice(&self.alpha);
-        let mean = &k * alpha;
-        (0..m)
-            .map(|r| {
-                let quad: f64 = w.row(r).iter().map(|v| v * v).sum();
-                (mean[r], (self.params.kernel_scale - quad).max(0.0))
-            })
+    }
+
+    /// Posterior means and variances at many points: the cross kernels as
+    /// the columns of one `n x m` matrix, one matrix product with `L^-1`.
+    pub fn posterior_batch(&self, qs: &[Vec<f64>]) -> Vec<(f64, f64)> {
+        let n = self.len();
+        let mut k = DMatrix::<f64>::zeros(n, qs.len());
+        for (col, q) in k.as_mut_slice().chunks_exact_mut(n.max(1)).zip(qs) {
+            self.cross_kernel(q, col, None);
+        }
+        let w = &self.linv * &k;
+        if n == 0 {
+            return vec![(0.0, self.params.kernel_scale); qs.len()];
+        }
+        k.as_slice()
+            .chunks_exact(n)
+            .zip(w.as_slice().chunks_exact(n))
+            .map(|(k, w)| self.mean_var(k, w))
             .collect()
     }
 
@@ -203,18 +205,14 @@ impl GpRegressor {
         let mean: f64 = k.iter().zip(&self.alpha).map(|(a, b)| a * b).sum();
         // w = L^-1 k, v = L^-T w = C^-1 k
         let mut w = vec![0.0; n];
-        for (i, wi) in w.iter_mut().enumerate() {
-            let row = &self.linv[i * (i + 1) / 2..][..=i];
-            *wi = row.iter().zip(&k).map(|(a, b)| a * b).sum();
-        }
+        self.lower_solve(&k, &mut w);
         let quad: f64 = w.iter().map(|v| v * v).sum();
-        let mut v = vec![0.0; n];
-        for (i, wi) in w.iter().enumerate() {
-            let row = &self.linv[i * (i + 1) / 2..][..=i];
-            for (vj, r) in v.iter_mut().zip(row) {
-                *vj += r * wi;
-            }
-        }
+        let v: Vec<f64> = (0..n)
+            .map(|j| {
+                let col = &self.linv.as_slice()[j * n..(j + 1) * n];
+                col[j..].iter().zip(&w[j..]).map(|(a, b)| a * b).sum()
+            })
+            .collect();
         let mut d_mean = vec![0.0; dim];
         let mut d_var = vec![0.0; dim];
         for i in 0..n {
@@ -241,9 +239,15 @@ impl GpRegressor {
         let p = &self.params;
         for (i, ki) in k.iter_mut().enumerate() {
             let xi = &self.x[i * dim..(i + 1) * dim];
-            let d2: f64 = (0..dim)
-                .map(|d| sqd(q[d], xi[d], self.categorical[d]) * p.inverse_squared_lengthscales[d])
-                .sum();
+            let mut d2 = 0.0;
+            for (((a, b), c), t) in q
+                .iter()
+                .zip(xi)
+                .zip(&self.categorical)
+                .zip(&p.inverse_squared_lengthscales)
+            {
+                d2 += sqd(*a, *b, *c) * t;
+            }
             let (m, dm) = matern52(d2);
             *ki = p.kernel_scale * m;
             if let Some(dk) = dk.as_deref_mut() {
