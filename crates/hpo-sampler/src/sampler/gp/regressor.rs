@@ -114,7 +114,7 @@ impl GpRegressor {
             c[(i, i)] += params.noise_var;
         }
         let l = c.cholesky()?.unpack();
-        let linv = l.solve_lower_triangular(&DMatrix::identity(n, n))?;
+        let linv = lower_inverse(&l)?;
         let w = &linv * nalgebra::DVector::from_column_slice(&y);
         let alpha = linv.tr_mul(&w).as_slice().to_vec();
         Some(GpRegressor {
@@ -286,43 +286,77 @@ fn log_prior(p: &KernelParams, raw_noise: f64, grad: &mut [f64]) -> f64 {
     lp
 }
 
+/// The training inputs' squared differences, per pair and dimension:
+/// what the fitting loss needs of the inputs, computed once per fit.
+pub(crate) struct PairDistances {
+    n: usize,
+    dim: usize,
+    /// Pair `(i, j)`, `j < i`, at `(i (i - 1) / 2 + j) * dim`.
+    sq: Vec<f64>,
+}
+
+impl PairDistances {
+    pub(crate) fn new(x: &[f64], n: usize, categorical: &[bool]) -> Self {
+        let dim = categorical.len();
+        let mut sq = Vec::with_capacity(n * n.saturating_sub(1) / 2 * dim);
+        for i in 0..n {
+            for j in 0..i {
+                for d in 0..dim {
+                    sq.push(sqd(x[i * dim + d], x[j * dim + d], categorical[d]));
+                }
+            }
+        }
+        PairDistances { n, dim, sq }
+    }
+}
+
+/// `L^-1` of a lower-triangular `L`, column by column; column `j` of the
+/// inverse is zero above row `j`, so only the trailing block is solved
+/// (a third of the work of solving against the identity).
+fn lower_inverse(l: &DMatrix<f64>) -> Option<DMatrix<f64>> {
+    let n = l.nrows();
+    let mut inv = DMatrix::<f64>::identity(n, n);
+    for j in 0..n {
+        let block = l.view((j, j), (n - j, n - j));
+        let mut col = inv.view_mut((j, j), (n - j, 1));
+        if !block.solve_lower_triangular_mut(&mut col) {
+            return None;
+        }
+    }
+    Some(inv)
+}
+
 /// The loss Optuna minimises (`-log marginal likelihood - log prior`, up
 /// to a constant) and its gradient in the raw parameters; `None` when the
 /// covariance is not positive definite.
 pub(crate) fn loss_and_grad(
-    x: &[f64],
+    pairs: &PairDistances,
     y: &[f64],
-    categorical: &[bool],
     raw: &[f64],
     deterministic: bool,
 ) -> Option<(f64, Vec<f64>)> {
-    let dim = categorical.len();
-    let n = y.len();
+    let (n, dim) = (pairs.n, pairs.dim);
     let p = from_raw(raw, dim, deterministic);
-    // Squared differences per dimension and the kernel.
-    let mut sq = vec![0.0; n * n * dim];
-    let mut r2 = DMatrix::<f64>::zeros(n, n);
+    // The kernel, and per pair the Matern derivative in the squared distance.
+    let mut c = DMatrix::<f64>::zeros(n, n);
+    let mut dm = Vec::with_capacity(pairs.sq.len() / dim.max(1));
+    let mut pair = pairs.sq.chunks_exact(dim.max(1));
     for i in 0..n {
         for j in 0..i {
-            let mut acc = 0.0;
-            for d in 0..dim {
-                let s = sqd(x[i * dim + d], x[j * dim + d], categorical[d]);
-                sq[(i * n + j) * dim + d] = s;
-                acc += s * p.inverse_squared_lengthscales[d];
-            }
-            r2[(i, j)] = acc;
-            r2[(j, i)] = acc;
-        }
-    }
-    let mut c = DMatrix::<f64>::zeros(n, n);
-    let mut dm = DMatrix::<f64>::zeros(n, n);
-    for i in 0..n {
-        for j in 0..n {
-            let (m, d) = matern52(r2[(i, j)]);
+            let r2: f64 = match pair.next() {
+                Some(s) if dim > 0 => s
+                    .iter()
+                    .zip(&p.inverse_squared_lengthscales)
+                    .map(|(a, b)| a * b)
+                    .sum(),
+                _ => 0.0,
+            };
+            let (m, d) = matern52(r2);
             c[(i, j)] = p.kernel_scale * m;
-            dm[(i, j)] = d;
+            c[(j, i)] = p.kernel_scale * m;
+            dm.push(d);
         }
-        c[(i, i)] += p.noise_var;
+        c[(i, i)] = p.kernel_scale + p.noise_var;
     }
     let l = c.clone().cholesky()?;
     let logdet_half: f64 = l.l_dirty().diagonal().iter().map(|v| v.ln()).sum();
@@ -330,25 +364,28 @@ pub(crate) fn loss_and_grad(
     let alpha = l.solve(&yv);
     let quad = yv.dot(&alpha);
     let mll = -logdet_half - 0.5 * quad;
-    let cinv = l.inverse();
+    let linv = lower_inverse(&l.unpack())?;
+    // C^-1 = L^-T L^-1, one matrix product.
+    let cinv = linv.transpose() * &linv;
     // d mll / d theta = 0.5 tr((alpha alpha^T - C^-1) dC/dtheta)
     let mut grad = vec![0.0; dim + 2];
     let lp = log_prior(&p, raw[dim + 1], &mut grad);
     let mut g_scale = 0.0;
     let mut g_trace = 0.0;
     let mut g_isl = vec![0.0; dim];
+    let mut k = 0;
     for i in 0..n {
         g_trace += alpha[i] * alpha[i] - cinv[(i, i)];
         g_scale += 0.5 * (alpha[i] * alpha[i] - cinv[(i, i)]) * p.kernel_scale;
         for j in 0..i {
             // Both (i, j) and (j, i): factor 2 cancels the 0.5.
             let w = alpha[i] * alpha[j] - cinv[(i, j)];
-            let kij = c[(i, j)];
-            g_scale += w * kij;
-            let f = w * p.kernel_scale * dm[(i, j)];
-            for d in 0..dim {
-                g_isl[d] += f * sq[(i * n + j) * dim + d];
+            g_scale += w * c[(i, j)];
+            let f = w * p.kernel_scale * dm[k];
+            for (g, s) in g_isl.iter_mut().zip(&pairs.sq[k * dim..(k + 1) * dim]) {
+                *g += f * s;
             }
+            k += 1;
         }
     }
     // Loss = -(mll + lp): negate, and chain rule through exp for log isl.
@@ -390,6 +427,7 @@ pub fn fit(
 ) -> GpRegressor {
     let dim = categorical.len();
     let defaults = KernelParams::default_for(dim);
+    let pairs = PairDistances::new(&x, y.len(), &categorical);
     let mut starts = vec![];
     if let Some(s) = start.filter(|s| s.inverse_squared_lengthscales.len() == dim) {
         starts.push(s.clone());
@@ -406,7 +444,7 @@ pub fn fit(
         raw.push((s.noise_var - 0.99 * MINIMUM_NOISE).max(1e-300).ln());
         let bounds = vec![(f64::NEG_INFINITY, f64::INFINITY); dim + 2];
         let result = lbfgs::minimize(
-            |r: &[f64]| loss_and_grad(&x, &y, &categorical, r, deterministic),
+            |r: &[f64]| loss_and_grad(&pairs, &y, r, deterministic),
             raw,
             &bounds,
             lbfgs::Options {
@@ -446,17 +484,18 @@ mod tests {
         ];
         let y = vec![0.3, -1.2, 0.8, 0.1, -0.4];
         let cat = vec![false, true, false];
+        let pairs = PairDistances::new(&x, y.len(), &cat);
         for deterministic in [false, true] {
             let raw = vec![0.3, -0.5, 1.1, 0.2, -3.0];
-            let (_, g) = loss_and_grad(&x, &y, &cat, &raw, deterministic).unwrap();
+            let (_, g) = loss_and_grad(&pairs, &y, &raw, deterministic).unwrap();
             for i in 0..raw.len() {
                 let h = 1e-6;
                 let mut up = raw.clone();
                 up[i] += h;
                 let mut down = raw.clone();
                 down[i] -= h;
-                let fd = (loss_and_grad(&x, &y, &cat, &up, deterministic).unwrap().0
-                    - loss_and_grad(&x, &y, &cat, &down, deterministic).unwrap().0)
+                let fd = (loss_and_grad(&pairs, &y, &up, deterministic).unwrap().0
+                    - loss_and_grad(&pairs, &y, &down, deterministic).unwrap().0)
                     / (2.0 * h);
                 assert!(
                     (fd - g[i]).abs() < 1e-5 * (1.0 + fd.abs()),
