@@ -217,19 +217,15 @@ fn local_search(
                 t.extend([pos.saturating_sub(1), (pos + 1).min(grid.len() - 1)]);
                 t
             };
-            let points: Vec<Vec<f64>> = tries
+            let values: Vec<f64> = tries
                 .iter()
                 .filter(|i| **i != pos)
-                .map(|i| {
-                    let mut p = x.clone();
-                    p[d] = grid[*i];
-                    p
-                })
+                .map(|i| grid[*i])
                 .collect();
-            if points.is_empty() {
+            if values.is_empty() {
                 continue;
             }
-            let vals = acq.values(&points);
+            let vals = acq.values_along(&x, d, &values);
             let (best, v) = vals
                 .iter()
                 .enumerate()
@@ -237,7 +233,7 @@ fn local_search(
                 .expect("non-empty");
             if *v > fx {
                 fx = *v;
-                x[d] = points[best][d];
+                x[d] = values[best];
                 last_changed = Some(Block::Discrete(d));
             }
         }
