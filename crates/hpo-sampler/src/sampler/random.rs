@@ -30,8 +30,19 @@ impl RandomSampler {
 
 /// Uniform draw in transformed space, mapped back into the distribution.
 pub(crate) fn sample_uniform(rng: &mut Rng, distribution: &Distribution) -> f64 {
+    if let Distribution::Categorical { choices } = distribution {
+        return rng.below(choices.len()) as f64;
+    }
+    from_unit(rng.next_f64(), distribution)
+}
+
+/// The point at fraction `u` in `[0, 1)` of the transformed range, mapped
+/// back into the distribution (the choice `floor(u n)` of a categorical).
+pub(crate) fn from_unit(u: f64, distribution: &Distribution) -> f64 {
     let (low, high, log, step) = match distribution {
-        Distribution::Categorical { choices } => return rng.below(choices.len()) as f64,
+        Distribution::Categorical { choices } => {
+            return ((u * choices.len() as f64) as usize).min(choices.len() - 1) as f64;
+        }
         Distribution::Float {
             low,
             high,
@@ -46,7 +57,7 @@ pub(crate) fn sample_uniform(rng: &mut Rng, distribution: &Distribution) -> f64 
         } => (*low as f64, *high as f64, *log, Some(*step as f64)),
     };
     let (a, b) = transformed_range(low, high, log, step);
-    from_transformed(rng.uniform(a, b), low, high, log, step)
+    from_transformed(a + (b - a) * u, low, high, log, step)
 }
 
 impl Sampler for RandomSampler {

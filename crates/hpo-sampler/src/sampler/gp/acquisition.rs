@@ -52,15 +52,31 @@ impl Acquisition {
 
     /// The acquisition values at many points.
     pub fn values(&self, xs: &[Vec<f64>]) -> Vec<f64> {
-        let mut total = vec![0.0; xs.len()];
+        self.combine_posteriors(xs.len(), |gp| gp.posterior_batch(xs))
+    }
+
+    /// The acquisition values at `base` with coordinate `d` set to each of
+    /// `values` in turn.
+    pub fn values_along(&self, base: &[f64], d: usize, values: &[f64]) -> Vec<f64> {
+        self.combine_posteriors(values.len(), |gp| gp.posterior_along(base, d, values))
+    }
+
+    /// The acquisition values at `m` points, given each GP's posterior
+    /// means and variances there.
+    fn combine_posteriors(
+        &self,
+        m: usize,
+        posteriors: impl Fn(&GpRegressor) -> Vec<(f64, f64)>,
+    ) -> Vec<f64> {
+        let mut total = vec![0.0; m];
         if let Some(f0) = self.threshold {
-            for (t, (mean, var)) in total.iter_mut().zip(self.objective.posterior_batch(xs)) {
+            for (t, (mean, var)) in total.iter_mut().zip(posteriors(&self.objective)) {
                 let sigma = (var + STABILIZING_NOISE).sqrt();
                 *t += log_ei_standard((mean - f0) / sigma).0 + sigma.ln();
             }
         }
         for (gp, th) in &self.constraints {
-            for (t, (mean, var)) in total.iter_mut().zip(gp.posterior_batch(xs)) {
+            for (t, (mean, var)) in total.iter_mut().zip(posteriors(gp)) {
                 *t += log_ndtr((mean - th) / (var + STABILIZING_NOISE).sqrt());
             }
         }

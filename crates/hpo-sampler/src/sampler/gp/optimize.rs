@@ -133,6 +133,13 @@ pub(crate) fn maximize(
 /// this many evenly spaced values plus the current value's neighbours.
 const EXHAUSTIVE: usize = 64;
 
+/// A block of coordinates the local search moves at once.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Block {
+    Continuous,
+    Discrete(usize),
+}
+
 fn local_search(
     acq: &Acquisition,
     dims: &[Dim],
@@ -145,9 +152,16 @@ fn local_search(
         .filter(|d| !dims[*d].is_discrete())
         .collect();
     let mut fx = acq.value(&x);
+    // As Optuna's `local_search_mixed`: coordinate blocks (the continuous
+    // block, then each discrete coordinate) in turn, stopping when the
+    // turn comes back to the last block that moved without another block
+    // having moved since: that block's own optimum is unchanged.
+    let mut last_changed: Option<Block> = None;
     for _ in 0..100 {
-        let mut changed = false;
         if !continuous.is_empty() {
+            if last_changed == Some(Block::Continuous) {
+                return (x, fx);
+            }
             let ls: Vec<f64> = continuous.iter().map(|d| lengthscales[*d]).collect();
             let z0: Vec<f64> = continuous.iter().zip(&ls).map(|(d, l)| x[*d] / l).collect();
             let bounds: Vec<(f64, f64)> = ls.iter().map(|l| (0.0, 1.0 / l)).collect();
@@ -179,11 +193,14 @@ fn local_search(
                     x[*d] = (zi * l).clamp(0.0, 1.0);
                 }
                 fx = acq.value(&x);
-                changed = true;
+                last_changed = Some(Block::Continuous);
             }
         }
         for (d, grid) in grids.iter().enumerate() {
             let Some(grid) = grid else { continue };
+            if last_changed == Some(Block::Discrete(d)) {
+                return (x, fx);
+            }
             let current = x[d];
             let pos = grid
                 .iter()
@@ -200,19 +217,15 @@ fn local_search(
                 t.extend([pos.saturating_sub(1), (pos + 1).min(grid.len() - 1)]);
                 t
             };
-            let points: Vec<Vec<f64>> = tries
+            let values: Vec<f64> = tries
                 .iter()
                 .filter(|i| **i != pos)
-                .map(|i| {
-                    let mut p = x.clone();
-                    p[d] = grid[*i];
-                    p
-                })
+                .map(|i| grid[*i])
                 .collect();
-            if points.is_empty() {
+            if values.is_empty() {
                 continue;
             }
-            let vals = acq.values(&points);
+            let vals = acq.values_along(&x, d, &values);
             let (best, v) = vals
                 .iter()
                 .enumerate()
@@ -220,12 +233,13 @@ fn local_search(
                 .expect("non-empty");
             if *v > fx {
                 fx = *v;
-                x[d] = points[best][d];
-                changed = true;
+                x[d] = values[best];
+                last_changed = Some(Block::Discrete(d));
             }
         }
-        // Without discrete coordinates one L-BFGS run is the whole search.
-        if !changed || grids.iter().all(Option::is_none) {
+        // Nothing moved in a whole turn; without discrete coordinates one
+        // L-BFGS run is the whole search.
+        if last_changed.is_none() || grids.iter().all(Option::is_none) {
             break;
         }
     }

@@ -64,11 +64,9 @@ pub struct GpRegressor {
     pub(crate) x: Vec<f64>,
     pub(crate) y: Vec<f64>,
     pub params: KernelParams,
-    /// `L^-1` where `L L^T = K + noise I`: its lower triangle, row by
-    /// row (row `i` starts at `i (i + 1) / 2`).
-    linv: Vec<f64>,
-    /// `L^-T`, dense, for batched posteriors.
-    linv_t: DMatrix<f64>,
+    /// `L^-1` where `L L^T = K + noise I` (lower triangular, column
+    /// major: column `j` is nonzero from row `j` on).
+    linv: DMatrix<f64>,
     /// `(K + noise I)^-1 y`.
     alpha: Vec<f64>,
 }
@@ -116,14 +114,9 @@ impl GpRegressor {
             c[(i, i)] += params.noise_var;
         }
         let l = c.cholesky()?.unpack();
-        let linv = l.solve_lower_triangular(&DMatrix::identity(n, n))?;
+        let linv = lower_inverse(&l)?;
         let w = &linv * nalgebra::DVector::from_column_slice(&y);
-        let alpha = (linv.transpose() * w).as_slice().to_vec();
-        let linv_t = linv.transpose();
-        let linv = (0..n)
-            .flat_map(|i| (0..=i).map(move |j| (i, j)))
-            .map(|ij| linv[ij])
-            .collect();
+        let alpha = linv.tr_mul(&w).as_slice().to_vec();
         Some(GpRegressor {
             dim,
             categorical,
@@ -131,7 +124,6 @@ impl GpRegressor {
             y,
             params,
             linv,
-            linv_t,
             alpha,
         })
     }
@@ -160,36 +152,107 @@ impl GpRegressor {
         let n = self.len();
         let mut k = vec![0.0; n];
         self.cross_kernel(q, &mut k, None);
+        let mut w = vec![0.0; n];
+        self.lower_solve(&k, &mut w);
+        self.mean_var(&k, &w)
+    }
+
+    /// Mean `k . alpha` and variance `scale - |w|^2` from the cross kernel
+    /// `k` and `w = L^-1 k`.
+    fn mean_var(&self, k: &[f64], w: &[f64]) -> (f64, f64) {
         let mean: f64 = k.iter().zip(&self.alpha).map(|(a, b)| a * b).sum();
-        let mut quad = 0.0;
-        for i in 0..n {
-            let row = &self.linv[i * (i + 1) / 2..][..=i];
-            let w: f64 = row.iter().zip(&k).map(|(a, b)| a * b).sum();
-            quad += w * w;
-        }
+        let quad: f64 = w.iter().map(|v| v * v).sum();
         (mean, (self.params.kernel_scale - quad).max(0.0))
     }
 
-    /// Posterior means and variances at many points (one matrix product).
-    pub fn posterior_batch(&self, qs: &[Vec<f64>]) -> Vec<(f64, f64)> {
-        let n = self.len();
-        let m = qs.len();
-        let mut k = DMatrix::<f64>::zeros(m, n);
-        let mut row = vec![0.0; n];
-        for (r, q) in qs.iter().enumerate() {
-            self.cross_kernel(q, &mut row, None);
-            for (c, v) in row.iter().enumerate() {
-                k[(r, c)] = *v;
+    /// `w = L^-1 k`, column by column of `L^-1` (contiguous in memory).
+    fn lower_solve(&self, k: &[f64], w: &mut [f64]) {
+        w.fill(0.0);
+        for (j, kj) in k.iter().enumerate() {
+            let col = &self.linv.as_slice()[j * k.len()..(j + 1) * k.len()];
+            for (wi, l) in w[j..].iter_mut().zip(&col[j..]) {
+                *wi += l * kj;
             }
         }
-        let w = &k * &self.linv_t;
-        let alpha = nalgebra::DVector::from_column_slice(&self.alpha);
-        let mean = &k * alpha;
-        (0..m)
-            .map(|r| {
-                let quad: f64 = w.row(r).iter().map(|v| v * v).sum();
-                (mean[r], (self.params.kernel_scale - quad).max(0.0))
+    }
+
+    /// Posterior means and variances at many points: the cross kernels as
+    /// the columns of one `n x m` matrix, one matrix product with `L^-1`.
+    pub fn posterior_batch(&self, qs: &[Vec<f64>]) -> Vec<(f64, f64)> {
+        let n = self.len();
+        let mut k = DMatrix::<f64>::zeros(n, qs.len());
+        for (col, q) in k.as_mut_slice().chunks_exact_mut(n.max(1)).zip(qs) {
+            self.cross_kernel(q, col, None);
+        }
+        self.posterior_of_columns(k)
+    }
+
+    /// Posterior means and variances at `base` with coordinate `d` set to
+    /// each of `values` in turn (a line search along one coordinate): the
+    /// other coordinates' share of each distance is computed once, and for
+    /// a categorical coordinate, whose share is 0 or one lengthscale, the
+    /// two possible kernel values per training point too.
+    pub(crate) fn posterior_along(
+        &self,
+        base: &[f64],
+        d: usize,
+        values: &[f64],
+    ) -> Vec<(f64, f64)> {
+        let (n, dim) = (self.len(), self.dim);
+        let p = &self.params;
+        let t = p.inverse_squared_lengthscales[d];
+        let rest: Vec<f64> = (0..n)
+            .map(|i| {
+                let xi = &self.x[i * dim..(i + 1) * dim];
+                (0..dim)
+                    .filter(|e| *e != d)
+                    .map(|e| {
+                        sqd(base[e], xi[e], self.categorical[e]) * p.inverse_squared_lengthscales[e]
+                    })
+                    .sum()
             })
+            .collect();
+        let mut k = DMatrix::<f64>::zeros(n, values.len());
+        if self.categorical[d] {
+            let same: Vec<f64> = rest
+                .iter()
+                .map(|r| p.kernel_scale * matern52(*r).0)
+                .collect();
+            let differ: Vec<f64> = rest
+                .iter()
+                .map(|r| p.kernel_scale * matern52(r + t).0)
+                .collect();
+            for (col, v) in k.as_mut_slice().chunks_exact_mut(n.max(1)).zip(values) {
+                for (i, ki) in col.iter_mut().enumerate() {
+                    *ki = if self.x[i * dim + d] == *v {
+                        same[i]
+                    } else {
+                        differ[i]
+                    };
+                }
+            }
+        } else {
+            for (col, v) in k.as_mut_slice().chunks_exact_mut(n.max(1)).zip(values) {
+                for (i, ki) in col.iter_mut().enumerate() {
+                    let diff = v - self.x[i * dim + d];
+                    *ki = p.kernel_scale * matern52(rest[i] + diff * diff * t).0;
+                }
+            }
+        }
+        self.posterior_of_columns(k)
+    }
+
+    /// Means and variances from cross kernels, one point per column.
+    fn posterior_of_columns(&self, k: DMatrix<f64>) -> Vec<(f64, f64)> {
+        let n = self.len();
+        if n == 0 {
+            return vec![(0.0, self.params.kernel_scale); k.ncols()];
+        }
+        let w = &self.linv * &k;
+        k.as_slice()
+            .chunks_exact(n)
+            .zip(w.as_slice().chunks_exact(n))
+            .map(|(k, w)| self.mean_var(k, w))
             .collect()
     }
 
@@ -203,18 +266,14 @@ impl GpRegressor {
         let mean: f64 = k.iter().zip(&self.alpha).map(|(a, b)| a * b).sum();
         // w = L^-1 k, v = L^-T w = C^-1 k
         let mut w = vec![0.0; n];
-        for (i, wi) in w.iter_mut().enumerate() {
-            let row = &self.linv[i * (i + 1) / 2..][..=i];
-            *wi = row.iter().zip(&k).map(|(a, b)| a * b).sum();
-        }
+        self.lower_solve(&k, &mut w);
         let quad: f64 = w.iter().map(|v| v * v).sum();
-        let mut v = vec![0.0; n];
-        for (i, wi) in w.iter().enumerate() {
-            let row = &self.linv[i * (i + 1) / 2..][..=i];
-            for (vj, r) in v.iter_mut().zip(row) {
-                *vj += r * wi;
-            }
-        }
+        let v: Vec<f64> = (0..n)
+            .map(|j| {
+                let col = &self.linv.as_slice()[j * n..(j + 1) * n];
+                col[j..].iter().zip(&w[j..]).map(|(a, b)| a * b).sum()
+            })
+            .collect();
         let mut d_mean = vec![0.0; dim];
         let mut d_var = vec![0.0; dim];
         for i in 0..n {
@@ -241,9 +300,15 @@ impl GpRegressor {
         let p = &self.params;
         for (i, ki) in k.iter_mut().enumerate() {
             let xi = &self.x[i * dim..(i + 1) * dim];
-            let d2: f64 = (0..dim)
-                .map(|d| sqd(q[d], xi[d], self.categorical[d]) * p.inverse_squared_lengthscales[d])
-                .sum();
+            let mut d2 = 0.0;
+            for (((a, b), c), t) in q
+                .iter()
+                .zip(xi)
+                .zip(&self.categorical)
+                .zip(&p.inverse_squared_lengthscales)
+            {
+                d2 += sqd(*a, *b, *c) * t;
+            }
             let (m, dm) = matern52(d2);
             *ki = p.kernel_scale * m;
             if let Some(dk) = dk.as_deref_mut() {
@@ -282,43 +347,77 @@ fn log_prior(p: &KernelParams, raw_noise: f64, grad: &mut [f64]) -> f64 {
     lp
 }
 
+/// The training inputs' squared differences, per pair and dimension:
+/// what the fitting loss needs of the inputs, computed once per fit.
+pub(crate) struct PairDistances {
+    n: usize,
+    dim: usize,
+    /// Pair `(i, j)`, `j < i`, at `(i (i - 1) / 2 + j) * dim`.
+    sq: Vec<f64>,
+}
+
+impl PairDistances {
+    pub(crate) fn new(x: &[f64], n: usize, categorical: &[bool]) -> Self {
+        let dim = categorical.len();
+        let mut sq = Vec::with_capacity(n * n.saturating_sub(1) / 2 * dim);
+        for i in 0..n {
+            for j in 0..i {
+                for d in 0..dim {
+                    sq.push(sqd(x[i * dim + d], x[j * dim + d], categorical[d]));
+                }
+            }
+        }
+        PairDistances { n, dim, sq }
+    }
+}
+
+/// `L^-1` of a lower-triangular `L`, column by column; column `j` of the
+/// inverse is zero above row `j`, so only the trailing block is solved
+/// (a third of the work of solving against the identity).
+fn lower_inverse(l: &DMatrix<f64>) -> Option<DMatrix<f64>> {
+    let n = l.nrows();
+    let mut inv = DMatrix::<f64>::identity(n, n);
+    for j in 0..n {
+        let block = l.view((j, j), (n - j, n - j));
+        let mut col = inv.view_mut((j, j), (n - j, 1));
+        if !block.solve_lower_triangular_mut(&mut col) {
+            return None;
+        }
+    }
+    Some(inv)
+}
+
 /// The loss Optuna minimises (`-log marginal likelihood - log prior`, up
 /// to a constant) and its gradient in the raw parameters; `None` when the
 /// covariance is not positive definite.
 pub(crate) fn loss_and_grad(
-    x: &[f64],
+    pairs: &PairDistances,
     y: &[f64],
-    categorical: &[bool],
     raw: &[f64],
     deterministic: bool,
 ) -> Option<(f64, Vec<f64>)> {
-    let dim = categorical.len();
-    let n = y.len();
+    let (n, dim) = (pairs.n, pairs.dim);
     let p = from_raw(raw, dim, deterministic);
-    // Squared differences per dimension and the kernel.
-    let mut sq = vec![0.0; n * n * dim];
-    let mut r2 = DMatrix::<f64>::zeros(n, n);
+    // The kernel, and per pair the Matern derivative in the squared distance.
+    let mut c = DMatrix::<f64>::zeros(n, n);
+    let mut dm = Vec::with_capacity(pairs.sq.len() / dim.max(1));
+    let mut pair = pairs.sq.chunks_exact(dim.max(1));
     for i in 0..n {
         for j in 0..i {
-            let mut acc = 0.0;
-            for d in 0..dim {
-                let s = sqd(x[i * dim + d], x[j * dim + d], categorical[d]);
-                sq[(i * n + j) * dim + d] = s;
-                acc += s * p.inverse_squared_lengthscales[d];
-            }
-            r2[(i, j)] = acc;
-            r2[(j, i)] = acc;
-        }
-    }
-    let mut c = DMatrix::<f64>::zeros(n, n);
-    let mut dm = DMatrix::<f64>::zeros(n, n);
-    for i in 0..n {
-        for j in 0..n {
-            let (m, d) = matern52(r2[(i, j)]);
+            let r2: f64 = match pair.next() {
+                Some(s) if dim > 0 => s
+                    .iter()
+                    .zip(&p.inverse_squared_lengthscales)
+                    .map(|(a, b)| a * b)
+                    .sum(),
+                _ => 0.0,
+            };
+            let (m, d) = matern52(r2);
             c[(i, j)] = p.kernel_scale * m;
-            dm[(i, j)] = d;
+            c[(j, i)] = p.kernel_scale * m;
+            dm.push(d);
         }
-        c[(i, i)] += p.noise_var;
+        c[(i, i)] = p.kernel_scale + p.noise_var;
     }
     let l = c.clone().cholesky()?;
     let logdet_half: f64 = l.l_dirty().diagonal().iter().map(|v| v.ln()).sum();
@@ -326,25 +425,28 @@ pub(crate) fn loss_and_grad(
     let alpha = l.solve(&yv);
     let quad = yv.dot(&alpha);
     let mll = -logdet_half - 0.5 * quad;
-    let cinv = l.inverse();
+    let linv = lower_inverse(&l.unpack())?;
+    // C^-1 = L^-T L^-1, one matrix product.
+    let cinv = linv.transpose() * &linv;
     // d mll / d theta = 0.5 tr((alpha alpha^T - C^-1) dC/dtheta)
     let mut grad = vec![0.0; dim + 2];
     let lp = log_prior(&p, raw[dim + 1], &mut grad);
     let mut g_scale = 0.0;
     let mut g_trace = 0.0;
     let mut g_isl = vec![0.0; dim];
+    let mut k = 0;
     for i in 0..n {
         g_trace += alpha[i] * alpha[i] - cinv[(i, i)];
         g_scale += 0.5 * (alpha[i] * alpha[i] - cinv[(i, i)]) * p.kernel_scale;
         for j in 0..i {
             // Both (i, j) and (j, i): factor 2 cancels the 0.5.
             let w = alpha[i] * alpha[j] - cinv[(i, j)];
-            let kij = c[(i, j)];
-            g_scale += w * kij;
-            let f = w * p.kernel_scale * dm[(i, j)];
-            for d in 0..dim {
-                g_isl[d] += f * sq[(i * n + j) * dim + d];
+            g_scale += w * c[(i, j)];
+            let f = w * p.kernel_scale * dm[k];
+            for (g, s) in g_isl.iter_mut().zip(&pairs.sq[k * dim..(k + 1) * dim]) {
+                *g += f * s;
             }
+            k += 1;
         }
     }
     // Loss = -(mll + lp): negate, and chain rule through exp for log isl.
@@ -386,6 +488,7 @@ pub fn fit(
 ) -> GpRegressor {
     let dim = categorical.len();
     let defaults = KernelParams::default_for(dim);
+    let pairs = PairDistances::new(&x, y.len(), &categorical);
     let mut starts = vec![];
     if let Some(s) = start.filter(|s| s.inverse_squared_lengthscales.len() == dim) {
         starts.push(s.clone());
@@ -402,7 +505,7 @@ pub fn fit(
         raw.push((s.noise_var - 0.99 * MINIMUM_NOISE).max(1e-300).ln());
         let bounds = vec![(f64::NEG_INFINITY, f64::INFINITY); dim + 2];
         let result = lbfgs::minimize(
-            |r: &[f64]| loss_and_grad(&x, &y, &categorical, r, deterministic),
+            |r: &[f64]| loss_and_grad(&pairs, &y, r, deterministic),
             raw,
             &bounds,
             lbfgs::Options {
@@ -433,6 +536,44 @@ pub fn fit(
 mod tests {
     use super::*;
 
+    /// A search along one coordinate (continuous, integer grid or
+    /// categorical) gives the posteriors of the same points scored one by one.
+    #[test]
+    fn posterior_along_equals_batch() {
+        let x = vec![
+            0.1, 0.0, 0.9, 0.4, 1.0, 0.2, 0.7, 2.0, 0.5, 0.3, 1.0, 0.8, 0.95, 0.0, 0.1,
+        ];
+        let y = vec![0.3, -1.2, 0.8, 0.1, -0.4];
+        let params = KernelParams {
+            inverse_squared_lengthscales: vec![2.0, 0.7, 5.0],
+            kernel_scale: 1.3,
+            noise_var: 1e-3,
+        };
+        let gp = GpRegressor::new(x, y, vec![false, true, false], params).unwrap();
+        let base = [0.35, 1.0, 0.6];
+        for (d, values) in [
+            (0, vec![0.0, 0.3, 0.75, 1.0]),
+            (1, vec![0.0, 1.0, 2.0]),
+            (2, vec![0.1, 0.95]),
+        ] {
+            let points: Vec<Vec<f64>> = values
+                .iter()
+                .map(|v| {
+                    let mut p = base.to_vec();
+                    p[d] = *v;
+                    p
+                })
+                .collect();
+            let along = gp.posterior_along(&base, d, &values);
+            for ((m, v), (bm, bv)) in along.iter().zip(gp.posterior_batch(&points)) {
+                assert!(
+                    (m - bm).abs() < 1e-12 && (v - bv).abs() < 1e-12,
+                    "dim {d}: {m} {v} vs {bm} {bv}"
+                );
+            }
+        }
+    }
+
     /// The written-out gradient of the fitting loss equals central
     /// differences, for every raw parameter, with a categorical dimension.
     #[test]
@@ -442,17 +583,18 @@ mod tests {
         ];
         let y = vec![0.3, -1.2, 0.8, 0.1, -0.4];
         let cat = vec![false, true, false];
+        let pairs = PairDistances::new(&x, y.len(), &cat);
         for deterministic in [false, true] {
             let raw = vec![0.3, -0.5, 1.1, 0.2, -3.0];
-            let (_, g) = loss_and_grad(&x, &y, &cat, &raw, deterministic).unwrap();
+            let (_, g) = loss_and_grad(&pairs, &y, &raw, deterministic).unwrap();
             for i in 0..raw.len() {
                 let h = 1e-6;
                 let mut up = raw.clone();
                 up[i] += h;
                 let mut down = raw.clone();
                 down[i] -= h;
-                let fd = (loss_and_grad(&x, &y, &cat, &up, deterministic).unwrap().0
-                    - loss_and_grad(&x, &y, &cat, &down, deterministic).unwrap().0)
+                let fd = (loss_and_grad(&pairs, &y, &up, deterministic).unwrap().0
+                    - loss_and_grad(&pairs, &y, &down, deterministic).unwrap().0)
                     / (2.0 * h);
                 assert!(
                     (fd - g[i]).abs() < 1e-5 * (1.0 + fd.abs()),
