@@ -12,8 +12,9 @@
 //! MEDIAN_US MEAN_US` and `spread FUNCTION LABEL MEDIAN_MIN_DISTANCE`.
 //!
 //! cargo run --release -p hpo-sampler --example gp_bench -- [--seeds 50]
+//!     [--checkpoints 100,200,300]
 //!     [--first-seed 0] [--samplers gp,tpe] [--functions hartmann6,branin,mixed6]
-//!     [--reps 30] [--skip-timing] [--parallel P]
+//!     [--reps 30] [--skip-timing] [--timing-at 100] [--parallel P]
 
 #[path = "../benches/common/mod.rs"]
 mod common;
@@ -149,37 +150,53 @@ fn main() {
     let samplers = arg("--samplers").unwrap_or_else(|| "gp,tpe".into());
     let functions = arg("--functions").unwrap_or_else(|| "hartmann6,branin,mixed6".into());
     let skip_timing = std::env::args().any(|a| a == "--skip-timing");
+    // `--checkpoints 100,200,300`: the same trial counts for every function
+    // (how `AutoSampler`'s switch from the GP to TPE is measured).
+    let checkpoints_arg: Option<Vec<usize>> = arg("--checkpoints").map(|c| {
+        c.split(',')
+            .map(|n| n.trim().parse().expect("--checkpoints takes trial counts"))
+            .collect()
+    });
 
     if !skip_timing {
-        // One GP ask + tell at 100 COMPLETE random trials of the 6-parameter
-        // space, a fresh history of 100 each time (the sampler keeps its
-        // warm start, as in a running study).
+        // One GP ask + tell at N COMPLETE random trials of the 6-parameter
+        // space (`--timing-at 100,200,400`; 100 by default), a fresh
+        // history each time (the sampler keeps its warm start, as in a
+        // running study).
         let space = common::space6();
-        let mut sampler = GpSampler::new(GpConfig {
-            seed: Some(1),
-            ..GpConfig::default()
+        let sizes: Vec<usize> = arg("--timing-at").map_or(vec![100], |c| {
+            c.split(',')
+                .map(|n| n.trim().parse().expect("--timing-at takes history sizes"))
+                .collect()
         });
-        let mut samples = Vec::new();
-        for rep in 0..reps + 2 {
-            let mut history = common::SlidingHistory::new(100, 7 + rep as u64);
-            let start = Instant::now();
-            history.ask_and_tell(&mut sampler, &space);
-            let us = start.elapsed().as_secs_f64() * 1e6;
-            if rep >= 2 {
-                samples.push(us);
+        for size in sizes {
+            let mut sampler = GpSampler::new(GpConfig {
+                seed: Some(1),
+                ..GpConfig::default()
+            });
+            let mut samples = Vec::new();
+            for rep in 0..reps + 2 {
+                let mut history = common::SlidingHistory::new(size, 7 + rep as u64);
+                let start = Instant::now();
+                history.ask_and_tell(&mut sampler, &space);
+                let us = start.elapsed().as_secs_f64() * 1e6;
+                if rep >= 2 {
+                    samples.push(us);
+                }
             }
+            let mean = samples.iter().sum::<f64>() / samples.len() as f64;
+            println!("timing gp {size} {:.3} {mean:.3}", median(samples));
         }
-        let mean = samples.iter().sum::<f64>() / samples.len() as f64;
-        println!("timing gp 100 {:.3} {mean:.3}", median(samples));
     }
 
     for label in samplers.split(',') {
         for name in functions.split(',') {
-            let checkpoints: &[usize] = match name {
+            let defaults: &[usize] = match name {
                 "hartmann6" => &[20, 50],
                 "branin" => &[30],
                 _ => &[50],
             };
+            let checkpoints: &[usize] = checkpoints_arg.as_deref().unwrap_or(defaults);
             let tag = if parallel > 1 {
                 format!("{label}-p{parallel}")
             } else {
