@@ -11,33 +11,14 @@
 #![cfg(feature = "cuda")]
 
 use trainer::backend::cuda::CudaError;
-use trainer::data::{BadRecordPolicy, DataSource};
 use trainer::finetune::{FinetuneError, FinetuneSpec, finetune_cpu, finetune_cuda};
 use trainer::testing::{sentiment_words, tiny_config, write_tiny_model};
-use trainer::train::{Control, TrainConfig};
+use trainer::train::Control;
+
+mod common;
 
 fn spec(dir: &std::path::Path) -> FinetuneSpec {
-    FinetuneSpec {
-        model_dir: dir.to_path_buf(),
-        data: DataSource::EmbeddedSentiment {
-            bad_records: BadRecordPolicy::Skip,
-        },
-        validation_fraction: 0.2,
-        split_seed: 42,
-        max_length: 32,
-        micro_batch: 32,
-        head_hidden: vec![],
-        dropout: None,
-        memory_limit: None,
-        fail_nth_allocation: None,
-        train: TrainConfig {
-            epochs: 3,
-            lr: 2e-3,
-            warmup_ratio: 0.1,
-            seed: 1,
-            ..TrainConfig::default()
-        },
-    }
+    common::tiny_finetune_spec(dir, common::embedded())
 }
 
 fn tiny_model() -> tempfile::TempDir {

@@ -6,38 +6,20 @@
 use std::time::Instant;
 
 use trainer::config::BertConfig;
-use trainer::data::{BadRecordPolicy, DataSource, LoadOptions};
+use trainer::data::{DataSource, LoadOptions};
 use trainer::finetune::{FinetuneError, FinetuneSpec, finetune_cpu};
 use trainer::testing::{sentiment_words, tiny_config, write_tiny_model};
 use trainer::tokenize::TextTokenizer;
 use trainer::train::{Control, TrainConfig};
 
+mod common;
+
 fn spec(dir: &std::path::Path, data: DataSource) -> FinetuneSpec {
-    FinetuneSpec {
-        model_dir: dir.to_path_buf(),
-        data,
-        validation_fraction: 0.2,
-        split_seed: 42,
-        max_length: 32,
-        micro_batch: 32,
-        head_hidden: vec![],
-        dropout: None,
-        memory_limit: None,
-        fail_nth_allocation: None,
-        train: TrainConfig {
-            epochs: 3,
-            lr: 2e-3,
-            warmup_ratio: 0.1,
-            seed: 1,
-            ..TrainConfig::default()
-        },
-    }
+    common::tiny_finetune_spec(dir, data)
 }
 
 fn embedded() -> DataSource {
-    DataSource::EmbeddedSentiment {
-        bad_records: BadRecordPolicy::Skip,
-    }
+    common::embedded()
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! the grid; categoricals uniformly.
 
 use super::Sampler;
-use super::transform::{from_transformed, transformed_range};
+use super::transform::{from_transformed, numeric_bounds, transformed_range};
 use crate::distribution::Distribution;
 use crate::rng::Rng;
 use crate::trial::StudyView;
@@ -39,22 +39,9 @@ pub(crate) fn sample_uniform(rng: &mut Rng, distribution: &Distribution) -> f64 
 /// The point at fraction `u` in `[0, 1)` of the transformed range, mapped
 /// back into the distribution (the choice `floor(u n)` of a categorical).
 pub(crate) fn from_unit(u: f64, distribution: &Distribution) -> f64 {
-    let (low, high, log, step) = match distribution {
-        Distribution::Categorical { choices } => {
-            return ((u * choices.len() as f64) as usize).min(choices.len() - 1) as f64;
-        }
-        Distribution::Float {
-            low,
-            high,
-            log,
-            step,
-        } => (*low, *high, *log, *step),
-        Distribution::Int {
-            low,
-            high,
-            log,
-            step,
-        } => (*low as f64, *high as f64, *log, Some(*step as f64)),
+    let (low, high, log, step) = match numeric_bounds(distribution) {
+        Ok(bounds) => bounds,
+        Err(n) => return ((u * n as f64) as usize).min(n - 1) as f64,
     };
     let (a, b) = transformed_range(low, high, log, step);
     from_transformed(a + (b - a) * u, low, high, log, step)

@@ -111,3 +111,37 @@ pub fn random_batch(
         labels: (0..b).map(|_| r.below(classes)).collect(),
     }
 }
+
+/// The fine-tune of the tiny model tests (`testing::write_tiny_model`): 3
+/// epochs of micro-batch 32 at length 32 on `data`, split 80/20.
+pub fn tiny_finetune_spec(
+    dir: &std::path::Path,
+    data: trainer::data::DataSource,
+) -> trainer::finetune::FinetuneSpec {
+    trainer::finetune::FinetuneSpec {
+        model_dir: dir.to_path_buf(),
+        data,
+        validation_fraction: 0.2,
+        split_seed: 42,
+        max_length: 32,
+        micro_batch: 32,
+        head_hidden: vec![],
+        dropout: None,
+        memory_limit: None,
+        fail_nth_allocation: None,
+        train: trainer::train::TrainConfig {
+            epochs: 3,
+            lr: 2e-3,
+            warmup_ratio: 0.1,
+            seed: 1,
+            ..trainer::train::TrainConfig::default()
+        },
+    }
+}
+
+/// The embedded sentiment data set, bad records skipped.
+pub fn embedded() -> trainer::data::DataSource {
+    trainer::data::DataSource::EmbeddedSentiment {
+        bad_records: trainer::data::BadRecordPolicy::Skip,
+    }
+}

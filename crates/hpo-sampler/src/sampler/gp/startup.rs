@@ -13,7 +13,7 @@
 //! up to the grid's rounding at stratum edges.
 
 use super::super::random::from_unit;
-use super::super::transform::transformed_range;
+use super::super::transform::{numeric_bounds, transformed_range};
 use crate::distribution::Distribution;
 use crate::rng::Rng;
 use crate::trial::StudyView;
@@ -39,22 +39,9 @@ fn strata(distribution: &Distribution, n: usize) -> usize {
 /// Where an internal value lies in `[0, 1)` of the transformed range (a
 /// categorical choice at the middle of its share).
 fn to_unit(internal: f64, distribution: &Distribution) -> f64 {
-    let (low, high, log, step) = match distribution {
-        Distribution::Categorical { choices } => {
-            return (internal + 0.5) / choices.len() as f64;
-        }
-        Distribution::Float {
-            low,
-            high,
-            log,
-            step,
-        } => (*low, *high, *log, *step),
-        Distribution::Int {
-            low,
-            high,
-            log,
-            step,
-        } => (*low as f64, *high as f64, *log, Some(*step as f64)),
+    let (low, high, log, step) = match numeric_bounds(distribution) {
+        Ok(bounds) => bounds,
+        Err(n) => return (internal + 0.5) / n as f64,
     };
     let (a, b) = transformed_range(low, high, log, step);
     let t = if log { internal.ln() } else { internal };
