@@ -21,7 +21,14 @@ const CUDA_CRATES: &[(&str, &[&str])] = &[
     ("gpu-mem", &["--test", "gpu"]),
     (
         "trainer",
-        &["--test", "cuda_ops", "--test", "cuda_finetune"],
+        &[
+            "--test",
+            "cuda_ops",
+            "--test",
+            "cuda_finetune",
+            "--test",
+            "cuda_memory_plan",
+        ],
     ),
 ];
 
@@ -203,6 +210,7 @@ pub fn check_dry_run(out: &Path) -> Result<()> {
     for prefix in [
         "cuda_ops-",
         "cuda_finetune-",
+        "cuda_memory_plan-",
         "gpu-",
         "gpu_latency",
         "memtune",
