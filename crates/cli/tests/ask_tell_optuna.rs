@@ -10,7 +10,6 @@ mod common;
 
 use common::{memtune, ok};
 use serde_json::{Value as Json, json};
-use std::process::Command;
 
 const SPACE: &str = r#"{"x": {"name": "FloatDistribution", "attributes": {"step": null, "low": -1.0, "high": 1.0, "log": false}},
  "lr": {"name": "FloatDistribution", "attributes": {"step": null, "low": 1e-05, "high": 0.1, "log": true}},
@@ -41,20 +40,7 @@ study.tell(trial, 0.0)
 print(json.dumps({"trials": out, "best": study.best_value, "n": len(study.trials)}))
 "#;
 
-/// Runs `python -c SCRIPT ARGS...`; its stdout, or a panic with its stderr.
-fn run_python(py: &std::path::Path, script: &str, args: &[&str]) -> String {
-    let out = Command::new(py)
-        .args(["-c", script])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "python failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use common::run_python;
 
 #[test]
 fn optuna_loads_a_study_made_by_ask_and_tell() {

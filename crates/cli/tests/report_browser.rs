@@ -295,15 +295,7 @@ fn an_optuna_study_has_no_memory_section_and_says_why() {
     };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("optuna.db");
-    let out = Command::new(python)
-        .args(["-c", OPTUNA_STUDY, &common::url(&db)])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::run_python(&python, OPTUNA_STUDY, &[&common::url(&db)]);
     let printed = ok(memtune(&db, &["report", "--study", "optuna-made"]));
     let page = dir.path().join("optuna-made-report.html");
     assert!(printed.contains(page.to_str().unwrap()), "{printed}");

@@ -88,16 +88,8 @@ fn importances_agree_with_optunas_fanova() {
     let Some(py) = python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("dominant.db");
-    let out = Command::new(py)
-        .args(["-c", STUDY, &common::url(&db)])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let theirs: BTreeMap<String, f64> = serde_json::from_slice(&out.stdout).unwrap();
+    let printed = common::run_python(&py, STUDY, &[&common::url(&db)]);
+    let theirs: BTreeMap<String, f64> = serde_json::from_str(&printed).unwrap();
 
     let storage = store::Storage::open_existing(&db).unwrap();
     let input = cli::report::read(&storage, "dominant").unwrap();

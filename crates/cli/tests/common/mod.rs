@@ -152,3 +152,18 @@ max_workers = 3
 "#
     )
 }
+
+/// Runs `python -c SCRIPT ARGS...`; its stdout, or a panic with its stderr.
+pub fn run_python(py: &Path, script: &str, args: &[&str]) -> String {
+    let out = Command::new(py)
+        .args(["-c", script])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
