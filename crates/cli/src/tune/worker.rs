@@ -333,6 +333,13 @@ fn oom_failure(error: &OutOfMemory) -> WorkerMsg {
     }
 }
 
+/// The allocator a trial's CUDA backend starts with: expandable segments
+/// where the device has virtual memory management (gpu-mem falls back to
+/// classic segments, and says so, where not).
+fn trial_allocator() -> gpu_mem::Config {
+    gpu_mem::Config::expandable()
+}
+
 /// A CUDA run: its report, the allocator's peak reserved and peak
 /// requested bytes.
 fn finetune_on_cuda(
@@ -340,16 +347,14 @@ fn finetune_on_cuda(
     ordinal: usize,
     observer: &mut dyn FnMut(&EpochMetrics) -> Control,
 ) -> Result<(TrainReport, u64, u64), FinetuneError> {
-    // Expandable segments where the device has virtual memory management;
-    // gpu-mem falls back to classic segments (and says so) where not.
-    trainer::finetune::finetune_cuda(spec, ordinal, gpu_mem::Config::expandable(), observer)
+    trainer::finetune::finetune_cuda(spec, ordinal, trial_allocator(), observer)
         .map(|o| (o.outcome.report, o.peak_reserved, o.peak_requested))
 }
 
 /// `memtune worker --hold-cuda N`: start the CUDA backend as a trial's
 /// process does, say so on stdout, and keep it until stdin closes.
 pub fn hold_cuda(ordinal: usize) -> Result<(), WorkerError> {
-    let backend = trainer::backend::cuda::CudaBackend::new(ordinal, gpu_mem::Config::expandable())
+    let backend = trainer::backend::cuda::CudaBackend::new(ordinal, trial_allocator())
         .map_err(|e| WorkerError::Cuda(e.to_string()))?;
     println!("ready");
     std::io::stdout().flush()?;
