@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use trainer::backend::MatmulPrecision;
 
 use cli::tune::config::{
     ConfigError, DeviceKind, Hyperparameter, Metric, ModelSource, PrunerSpec, SafetyMargin,
@@ -881,4 +882,30 @@ fn devices_are_auto_cpu_cuda_cuda_n_or_sim() {
             "{e}"
         );
     }
+}
+
+#[test]
+fn precision_is_auto_fp32_bf16_or_fp16() {
+    let precision = |v: &str| {
+        StudyConfig::parse(
+            &format!("{BASE}\n[runner]\nprecision = \"{v}\"\n"),
+            "study.toml",
+        )
+        .map(|c| c.runner.precision)
+    };
+    let base = StudyConfig::parse(BASE, "study.toml").unwrap();
+    assert_eq!(base.runner.precision, None);
+    assert_eq!(precision("auto").unwrap(), None);
+    assert_eq!(precision("fp32").unwrap(), Some(MatmulPrecision::Fp32));
+    assert_eq!(precision("bf16").unwrap(), Some(MatmulPrecision::Bf16));
+    assert_eq!(precision("fp16").unwrap(), Some(MatmulPrecision::Fp16));
+    let text = format!("{BASE}\n[runner]\nprecision = \"float16\"\n");
+    expect_error(
+        &text,
+        "runner.precision",
+        "precision =",
+        "unknown precision `float16`: expected \"fp32\", \"bf16\" or \"fp16\", or \"auto\"",
+    );
+    let text = format!("{BASE}\n[runner]\nprecision = 16\n");
+    expect_error(&text, "runner.precision", "precision =", "invalid type");
 }

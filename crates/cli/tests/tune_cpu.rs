@@ -211,7 +211,11 @@ fn auto_falls_back_to_the_cpu_with_a_notice_and_cuda_is_explicit() {
         .filter(|l| l.starts_with("memtune: device = \"auto\": using the CPU ("))
         .collect();
     assert_eq!(notices.len(), 1, "one notice saying why: {stderr}");
-    assert_eq!(trials(&db, "auto").len(), 1);
+    let ts = trials(&db, "auto");
+    assert_eq!(ts.len(), 1);
+    // Auto precision on the CPU is its own fp32.
+    assert_eq!(ts[0].user_attrs["matmul_precision"], "fp32");
+    assert_eq!(ts[0].user_attrs["skipped_steps"], 0);
 
     // An explicit CUDA device is never silently replaced by the CPU.
     let db = dir.path().join("cuda.db");
@@ -220,6 +224,23 @@ fn auto_falls_back_to_the_cpu_with_a_notice_and_cuda_is_explicit() {
     let err = common::fails(run(&db, &cfg, None));
     assert!(err.contains("device = \"cuda:0\""), "{err}");
     assert!(!db.exists(), "a refused device created the storage");
+}
+
+#[test]
+fn an_fp16_study_trains_with_loss_scaling_on_the_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let db = dir.path().join("fp16.db");
+    let cfg = dir.path().join("study.toml");
+    std::fs::write(&cfg, study("fp16", &model, 1, "precision = \"fp16\"")).unwrap();
+    common::ok(run(&db, &cfg, None));
+    let ts = trials(&db, "fp16");
+    assert_eq!(ts.len(), 1);
+    let t = &ts[0];
+    assert_eq!(t.state, TrialState::Complete, "{:?}", t.user_attrs);
+    assert_eq!(t.user_attrs["matmul_precision"], "fp16");
+    assert!(t.user_attrs["skipped_steps"].is_u64(), "{:?}", t.user_attrs);
+    assert!(t.value().unwrap() > 0.55, "{:?}", t.value());
 }
 
 #[test]

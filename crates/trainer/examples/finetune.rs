@@ -40,6 +40,7 @@ fn main() {
         head_hidden: vec![],
         dropout: None,
         memory_limit: None,
+        matmul_precision: trainer::backend::MatmulPrecision::Fp32,
         fail_nth_allocation: None,
         train: TrainConfig {
             epochs: arg(&args, 1, 3),

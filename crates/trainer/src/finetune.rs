@@ -19,9 +19,9 @@ mod cuda;
 #[cfg(feature = "cuda")]
 pub use cuda::{CudaOutcome, finetune_cuda};
 
-use crate::backend::Backend;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::sim::SimBackend;
+use crate::backend::{Backend, MatmulPrecision};
 use crate::batch::Batch;
 use crate::config::{BertConfig, ConfigError};
 use crate::data::{BatchOrder, DataError, DataSource, TokenizedDataset, stratified_split};
@@ -55,6 +55,10 @@ pub struct FinetuneSpec {
     pub dropout: Option<f64>,
     /// Tensor bytes the backend may hold at once (the trial's lease).
     pub memory_limit: Option<usize>,
+    /// The operand format of matrix products (fp16 turns on loss scaling).
+    /// On the CPU, 16-bit formats are emulated: the same numbers as a GPU's
+    /// tensor cores, more slowly.
+    pub matmul_precision: MatmulPrecision,
     /// Fault injection: the n-th buffer allocation of the run (1 = the
     /// first) fails as if out of memory, once.
     pub fail_nth_allocation: Option<u64>,
@@ -373,7 +377,7 @@ fn run_cpu<M: Loaded<CpuBackend<f32>>>(
     prepared: Prepared,
     observer: &mut dyn FnMut(&EpochMetrics) -> Control,
 ) -> Result<TrainedCpu<M>, FinetuneError> {
-    let be = CpuBackend::<f32>::new();
+    let be = CpuBackend::<f32>::new().with_matmul_precision(spec.matmul_precision);
     be.tracker().set_limit(spec.memory_limit);
     if let Some(n) = spec.fail_nth_allocation {
         be.tracker().fail_nth_allocation(n);

@@ -97,6 +97,7 @@
 //!     head_hidden: vec![],
 //!     dropout: None,
 //!     memory_limit: Some(64 << 20), // the trial's lease: 64 MiB of tensors
+//!     matmul_precision: Default::default(), // fp32; bf16 or fp16 suit a GPU
 //!     fail_nth_allocation: None,
 //!     train: TrainConfig { epochs: 1, lr: 1e-3, ..TrainConfig::default() },
 //! };

@@ -17,14 +17,18 @@ use common::{Rand, assert_close, random_batch, rel_err, time_seed};
 use gpu_mem::{Config, MemoryLimit};
 use trainer::backend::cpu::{CpuBackend, CpuBuf};
 use trainer::backend::cuda::{CudaBackend, CudaBuf, CudaError, CudaIds};
-use trainer::backend::{AdamWStep, Backend, MatmulShape, RelPosShape};
+use trainer::backend::{AdamWStep, Backend, MatmulPrecision, MatmulShape, RelPosShape};
 use trainer::config::BertConfig;
 use trainer::memory::BufKind;
 use trainer::model::{BertClassifier, DeviceBatch, HeadConfig, Mode};
 use trainer::rng::RngKey;
 
-/// fp32 tolerance of the bar.
+/// Relative tolerance of an fp32 operation.
 const TOL: f64 = 1e-5;
+/// Relative tolerance at 16-bit matrix products: the rounding is the same
+/// on both sides, the order of fp32 accumulation is not (and a tensor
+/// core's conversion may differ from round-to-nearest-even in ties).
+const TOL_16: f64 = 1e-2;
 
 fn gpu_tests_enabled(name: &str) -> bool {
     if std::env::var("MEMTUNE_GPU_TESTS").as_deref() == Ok("1") {
@@ -46,13 +50,22 @@ type Both = (CpuBuf<f32>, CudaBuf);
 
 impl Pair {
     fn new(name: &str) -> Option<Pair> {
+        Pair::at(name, MatmulPrecision::Fp32)
+    }
+
+    /// Both backends with matrix products at `precision` (the CPU's
+    /// emulated).
+    fn at(name: &str, precision: MatmulPrecision) -> Option<Pair> {
         if !gpu_tests_enabled(name) {
             return None;
         }
         let seed = time_seed();
+        let gpu = CudaBackend::new(0, Config::default()).expect("CUDA backend on device 0");
         Some(Pair {
-            cpu: CpuBackend::new(),
-            gpu: CudaBackend::new(0, Config::default()).expect("CUDA backend on device 0"),
+            cpu: CpuBackend::new().with_matmul_precision(precision),
+            gpu: gpu
+                .with_matmul_precision(precision)
+                .expect("the device runs this precision"),
             r: Rand::new(seed, 7),
             seed,
         })
@@ -190,31 +203,43 @@ fn elementwise_bias_norm_and_optimisers_match_cpu() {
     p.close("sgd", &param, TOL);
 }
 
+/// At every precision (16-bit products against the CPU's emulation), on
+/// a shape large enough for the tensor cores to take.
 #[test]
-fn matmul_matches_cpu_for_every_transpose_and_beta() {
-    let Some(mut p) = Pair::new("matmul_matches_cpu_for_every_transpose_and_beta") else {
-        return;
-    };
-    for (trans_a, trans_b) in [(false, false), (true, false), (false, true), (true, true)] {
-        for beta in [0.0, 0.5] {
-            let s = MatmulShape {
-                batch: 3,
-                m: 17,
-                n: 23,
-                k: 29,
-                trans_a,
-                trans_b,
-            };
-            let a = p.random(s.batch * s.m * s.k);
-            let b = p.random(s.batch * s.k * s.n);
-            let mut c = if beta == 0.0 {
-                p.out(s.batch * s.m * s.n)
-            } else {
-                p.random(s.batch * s.m * s.n)
-            };
-            p.cpu.matmul(&s, 0.7, &a.0, &b.0, beta, &mut c.0);
-            p.gpu.matmul(&s, 0.7, &a.1, &b.1, beta, &mut c.1);
-            p.close(&format!("matmul {s:?} beta {beta}"), &c, TOL);
+fn matmul_matches_cpu_for_every_transpose_beta_and_precision() {
+    let name = "matmul_matches_cpu_for_every_transpose_beta_and_precision";
+    for precision in MatmulPrecision::ALL {
+        let Some(mut p) = Pair::at(name, precision) else {
+            return;
+        };
+        let tol = if precision == MatmulPrecision::Fp32 {
+            TOL
+        } else {
+            TOL_16
+        };
+        for (trans_a, trans_b) in [(false, false), (true, false), (false, true), (true, true)] {
+            for beta in [0.0, 0.5] {
+                let s = MatmulShape {
+                    batch: 3,
+                    m: 65,
+                    n: 47,
+                    k: 129,
+                    trans_a,
+                    trans_b,
+                };
+                let a = p.random(s.batch * s.m * s.k);
+                let b = p.random(s.batch * s.k * s.n);
+                let mut c = if beta == 0.0 {
+                    p.out(s.batch * s.m * s.n)
+                } else {
+                    p.random(s.batch * s.m * s.n)
+                };
+                p.cpu.matmul(&s, 0.7, &a.0, &b.0, beta, &mut c.0);
+                p.gpu.matmul(&s, 0.7, &a.1, &b.1, beta, &mut c.1);
+                let err = rel_err(&p.gpu.download(&c.1), &p.cpu.download(&c.0));
+                eprintln!("{precision} matmul {s:?} beta {beta}: rel err {err:.2e}");
+                p.close(&format!("{precision} matmul {s:?} beta {beta}"), &c, tol);
+            }
         }
     }
 }
@@ -575,6 +600,31 @@ fn a_training_step_of_a_two_layer_model_matches_cpu() {
     // sides' norms do (assert_close), not whenever the CPU's is small.
     for (i, (a, b)) in gc.iter().zip(&gg).enumerate() {
         assert_close(&format!("grad {i}"), b, a, 1e-4, p.seed);
+    }
+}
+
+#[test]
+fn a_bf16_training_step_matches_the_cpus_emulation() {
+    let Some(p) = Pair::at(
+        "a_bf16_training_step_matches_the_cpus_emulation",
+        MatmulPrecision::Bf16,
+    ) else {
+        return;
+    };
+    let (mut gc, mut gg) = (Vec::new(), Vec::new());
+    let lc = train(&p.cpu, p.seed, 2, &mut gc);
+    let lg = train(&p.gpu, p.seed, 2, &mut gg);
+    p.gpu.check().unwrap();
+    eprintln!("bf16 losses: cpu {lc:?}, gpu {lg:?}");
+    for (a, b) in lc.iter().zip(&lg) {
+        assert!(
+            (a - b).abs() <= TOL_16 * a.abs(),
+            "losses {lc:?} vs {lg:?}; seed {}",
+            p.seed
+        );
+    }
+    for (i, (a, b)) in gc.iter().zip(&gg).enumerate() {
+        assert_close(&format!("bf16 grad {i}"), b, a, 5e-2, p.seed);
     }
 }
 

@@ -34,6 +34,7 @@ fn spec(micro_batch: usize, epochs: usize) -> FinetuneSpec {
         head_hidden: vec![],
         dropout: None,
         memory_limit: None,
+        matmul_precision: trainer::backend::MatmulPrecision::Fp32,
         fail_nth_allocation: None,
         train: TrainConfig {
             epochs,

@@ -88,11 +88,13 @@ attrs = {}
 for tid, key, value in db.execute("SELECT trial_id, key, value_json FROM trial_user_attributes"):
     attrs.setdefault(tid, {})[key] = json.loads(value)
 for tid, a in sorted(attrs.items()):
-    print(f"trial {tid}: device {a.get('device')}, predicted peak {a.get('predicted_peak_bytes')}, "
+    print(f"trial {tid}: device {a.get('device')}, precision {a.get('matmul_precision')}, "
+          f"skipped steps {a.get('skipped_steps')}, predicted peak {a.get('predicted_peak_bytes')}, "
           f"measured peak {a.get('peak_bytes')}, requested peak {a.get('requested_peak_bytes')}, "
           f"micro-batch {a.get('micro_batch')}")
 ok = len(states) == 4 and all(s == "COMPLETE" for s in states)
 ok = ok and all(str(a.get("device", "")).startswith("cuda:") for a in attrs.values())
+ok = ok and all(a.get("matmul_precision") in ("bf16", "fp32") for a in attrs.values())
 sys.exit(0 if ok else 1)
 PY
 }

@@ -164,8 +164,10 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         memory_limit: None,
         fault: None,
         threads: 0,
-        // `train` keeps the trained model, which the CPU backend exports.
+        // `train` keeps the trained model, which the CPU backend exports,
+        // in its own arithmetic (16-bit products would only be emulated).
         cuda_device: None,
+        matmul_precision: trainer::backend::MatmulPrecision::Fp32,
     };
     let spec = finetune_spec(&job, model_dir.clone());
     crate::logging::note(&format!(

@@ -72,7 +72,9 @@
 //!                                     # hyperband | patient | threshold; Optuna's defaults
 //!
 //! [runner]
-//! device = "auto"                     # auto | cpu | sim
+//! device = "auto"                     # auto | cpu | cuda | cuda:N | sim
+//! precision = "auto"                  # matrix products: auto | fp32 | bf16 | fp16 (auto: bf16
+//!                                     # on a CUDA device that has it, else fp32)
 //! safety_margin = 0.05                # fraction of the device, or a size such as "1GiB"
 //! recycle_after = 50                  # trials per worker process
 //! heartbeat = "5s"
@@ -118,6 +120,7 @@ use hpo_sampler::{
     SuccessiveHalvingPruner, ThresholdPruner, TpeConfig, TpeSampler, Trial,
 };
 use serde::Deserialize;
+use trainer::backend::MatmulPrecision;
 use trainer::data::{BadRecordPolicy, DataSource, FieldSpec, LabelSpec, LoadOptions};
 use trainer::model::ModelConfig;
 use trainer::train::{Metrics, Monitor};
@@ -493,6 +496,9 @@ impl SafetyMargin {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunnerSection {
     pub device: DeviceKind,
+    /// The operand format of matrix products; `None` ("auto"): bf16 on a
+    /// CUDA device whose tensor cores take it, else fp32.
+    pub precision: Option<MatmulPrecision>,
     /// Capacity of the simulated device (`device = "sim"`; default 24 GiB).
     pub sim_memory: Option<u64>,
     pub safety_margin: SafetyMargin,
@@ -1149,6 +1155,13 @@ impl Check<'_> {
                 format!("{b} bytes leaves nothing of the {cap}-byte simulated device"),
             ));
         }
+        let precision = match r.precision.as_deref() {
+            None | Some("auto") => None,
+            Some(name) => Some(
+                name.parse::<MatmulPrecision>()
+                    .map_err(|e| self.err("runner.precision", format!("{e}, or \"auto\"")))?,
+            ),
+        };
         let process_overhead = match &r.process_overhead {
             None => None,
             Some(v) => Some(self.size("runner.process_overhead", v)?),
@@ -1176,6 +1189,7 @@ impl Check<'_> {
         }
         Ok(RunnerSection {
             device,
+            precision,
             sim_memory,
             safety_margin,
             process_overhead,

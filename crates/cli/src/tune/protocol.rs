@@ -12,6 +12,7 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+use trainer::backend::MatmulPrecision;
 use trainer::data::DataSource;
 
 use super::config::{Metric, TrialSettings};
@@ -72,6 +73,9 @@ pub struct Job {
     /// The CUDA device a model directory trains on; `None`: the CPU.
     #[serde(default)]
     pub cuda_device: Option<usize>,
+    /// The operand format of matrix products (resolved: never "auto").
+    #[serde(default)]
+    pub matmul_precision: MatmulPrecision,
 }
 
 /// Worker to runner.
@@ -109,6 +113,9 @@ pub enum WorkerMsg {
         /// Peak bytes the trial requested: the figure the memory plan
         /// predicts.
         requested_peak_bytes: u64,
+        /// Optimiser steps loss scaling skipped (fp16 only).
+        #[serde(default)]
+        skipped_steps: u64,
     },
     /// The trial could not run; `kind` is one of [`FailureKind`].
     Failed {

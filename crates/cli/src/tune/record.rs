@@ -71,6 +71,7 @@ fn set_user(storage: &Storage, trial: &TrialRef, attrs: &[(&str, Json)]) -> stor
 /// timeline (one runner's device; several runners may share a study).
 pub struct DeviceRecord<'a> {
     pub name: &'a str,
+    pub matmul_precision: trainer::backend::MatmulPrecision,
     pub capacity: u64,
     /// What leases may sum to (capacity less the safety margin).
     pub usable: u64,
@@ -94,6 +95,7 @@ pub fn started(
             ("lease_start", json!(store::time::now_local())),
             ("config", settings_json(settings)),
             ("device", json!(device.name)),
+            ("matmul_precision", json!(device.matmul_precision.name())),
             ("device_capacity_bytes", json!(device.capacity)),
             ("device_usable_bytes", json!(device.usable)),
             ("micro_batch", json!(lease.micro_batch)),

@@ -544,10 +544,12 @@ impl<'a> Runner<'a> {
             fault: self.opts.faults.per_trial.get(&c.trial.number).cloned(),
             threads,
             cuda_device: self.plan.cuda_device,
+            matmul_precision: self.plan.matmul_precision,
         };
         let pid = self.workers[&worker].pid;
         let device = record::DeviceRecord {
             name: &self.plan.device_name,
+            matmul_precision: self.plan.matmul_precision,
             capacity: self.plan.budget.capacity,
             usable: self.plan.budget.usable(),
         };
@@ -730,6 +732,7 @@ impl<'a> Runner<'a> {
                 pruned,
                 peak_bytes,
                 requested_peak_bytes,
+                skipped_steps,
             } => {
                 let Some(r) = self.running.remove(&worker) else {
                     return Ok(());
@@ -752,7 +755,7 @@ impl<'a> Runner<'a> {
                     &json!({
                         "best_epoch": best_epoch, "epochs_run": epochs_run,
                         "peak_bytes": peak_bytes, "requested_peak_bytes": requested_peak_bytes,
-                        "oom_retries": r.oom_retries,
+                        "oom_retries": r.oom_retries, "skipped_steps": skipped_steps,
                     }),
                 );
                 if !taken_over(recorded, r.trial.number)? {

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use trainer::backend::MatmulPrecision;
 use trainer::data::DataSource;
 use trainer::model::ModelConfig;
 
@@ -53,6 +54,8 @@ pub struct RunPlan {
     /// The CUDA device trials train on; `None`: the CPU (or the simulated
     /// device).
     pub cuda_device: Option<usize>,
+    /// The operand format of matrix products, resolved for the device.
+    pub matmul_precision: MatmulPrecision,
     pub threads_per_worker: usize,
     pub recycle_after: usize,
     pub heartbeat: Duration,
@@ -70,6 +73,10 @@ impl RunPlan {
             DeviceKind::Cpu | DeviceKind::Auto | DeviceKind::Cuda(_) => None,
         };
         let cuda = resolve_device(cfg.runner.device)?;
+        let matmul_precision = resolve_precision(
+            cfg.runner.precision,
+            cuda.as_ref().map(|d| d.compute_capability),
+        )?;
         // The data first: a checkpoint's classifier must fit its classes.
         let (data, num_classes) = load_data(cfg)?;
         let mut models = BTreeMap::new();
@@ -148,6 +155,7 @@ impl RunPlan {
             budget,
             device_name,
             cuda_device: cuda.as_ref().map(|d| d.ordinal),
+            matmul_precision,
             threads_per_worker,
             recycle_after: cfg.runner.recycle_after.max(1),
             heartbeat: cfg.runner.heartbeat,
@@ -251,6 +259,30 @@ fn resolve_device(device: DeviceKind) -> Result<Option<crate::devices::CudaDevic
     }
 }
 
+/// `[runner] precision` for the device: "auto" is bf16 where the tensor
+/// cores take it and fp32 elsewhere (the CPU, older GPUs); an explicit
+/// 16-bit format a CUDA device cannot run is an error. On the CPU a 16-bit
+/// format is emulated (the numbers a GPU would give, more slowly).
+fn resolve_precision(
+    asked: Option<MatmulPrecision>,
+    cuda_capability: Option<(i32, i32)>,
+) -> Result<MatmulPrecision, String> {
+    match (asked, cuda_capability) {
+        (None, Some(cc)) if cc >= MatmulPrecision::Bf16.min_cuda_capability() => {
+            Ok(MatmulPrecision::Bf16)
+        }
+        (None, _) => Ok(MatmulPrecision::Fp32),
+        (Some(p), Some(cc)) if cc < p.min_cuda_capability() => {
+            let need = p.min_cuda_capability();
+            Err(format!(
+                "[runner] precision = \"{p}\" needs compute capability {}.{} or newer; the device is {}.{} (use \"fp32\" or \"auto\")",
+                need.0, need.1, cc.0, cc.1
+            ))
+        }
+        (Some(p), _) => Ok(p),
+    }
+}
+
 /// Loads the data once to check it and count its classes; the workers load
 /// it again (each is a separate process).
 fn load_data(cfg: &StudyConfig) -> Result<(DataSource, usize), String> {
@@ -310,4 +342,35 @@ pub fn check_space_against_stored(cfg: &StudyConfig, plan: &RunPlan) -> Result<(
         })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use MatmulPrecision::{Bf16, Fp16, Fp32};
+
+    #[test]
+    fn auto_precision_is_bf16_from_ampere_on_and_fp32_elsewhere() {
+        assert_eq!(resolve_precision(None, Some((9, 0))), Ok(Bf16));
+        assert_eq!(resolve_precision(None, Some((8, 0))), Ok(Bf16));
+        assert_eq!(resolve_precision(None, Some((7, 5))), Ok(Fp32));
+        assert_eq!(resolve_precision(None, None), Ok(Fp32));
+    }
+
+    #[test]
+    fn an_explicit_precision_is_kept_where_the_device_runs_it() {
+        assert_eq!(resolve_precision(Some(Fp16), Some((7, 0))), Ok(Fp16));
+        assert_eq!(resolve_precision(Some(Fp32), Some((9, 0))), Ok(Fp32));
+        // The CPU emulates every format.
+        for p in MatmulPrecision::ALL {
+            assert_eq!(resolve_precision(Some(p), None), Ok(p));
+        }
+        let e = resolve_precision(Some(Bf16), Some((7, 5))).unwrap_err();
+        assert!(
+            e.contains("precision = \"bf16\" needs compute capability 8.0")
+                && e.contains("the device is 7.5"),
+            "{e}"
+        );
+        assert!(resolve_precision(Some(Fp16), Some((6, 1))).is_err());
+    }
 }

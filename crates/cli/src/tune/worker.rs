@@ -185,6 +185,7 @@ fn run_job(
                     pruned: report.stopped_by_observer,
                     peak_bytes,
                     requested_peak_bytes,
+                    skipped_steps: report.skipped_steps,
                 },
             )
         }
@@ -265,6 +266,7 @@ pub fn finetune_spec(job: &Job, model_dir: std::path::PathBuf) -> FinetuneSpec {
             .settings
             .train_config(job.metric.monitor(), job.accumulation_steps),
         memory_limit: job.memory_limit.map(|b| b as usize),
+        matmul_precision: job.matmul_precision,
         fail_nth_allocation: match job.fault {
             Some(Fault::OomAtAllocation { n }) => Some(n),
             _ => None,

@@ -17,11 +17,13 @@
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod matmul_precision;
 pub mod plan;
 pub mod sim;
 
 use crate::memory::BufKind;
 use crate::rng::RngKey;
+pub use matmul_precision::MatmulPrecision;
 
 /// A strided-batched matrix product in row-major terms:
 /// `C[i] (m x n) = alpha * op(A[i]) * op(B[i]) + beta * C[i]` for `i < batch`,
@@ -95,6 +97,12 @@ pub trait Backend {
     /// would otherwise dominate the cost of a plan.
     fn holds_values(&self) -> bool {
         true
+    }
+
+    /// The operand format of [`Backend::matmul`] (see [`MatmulPrecision`]); the
+    /// training loop scales the loss when it needs to.
+    fn matmul_precision(&self) -> MatmulPrecision {
+        MatmulPrecision::Fp32
     }
 
     /// Waits for queued work and reports the first failure since the last
@@ -332,11 +340,16 @@ pub fn clip_global_norm<B: Backend>(backend: &B, grads: &mut [B::Buf], max_norm:
         .map(|g| backend.sum_squares(g))
         .sum::<f64>()
         .sqrt();
+    clip_to_norm(backend, grads, norm, max_norm);
+    norm
+}
+
+/// Clips gradients whose global L2 norm is already known to be `norm`.
+pub fn clip_to_norm<B: Backend>(backend: &B, grads: &mut [B::Buf], norm: f64, max_norm: f64) {
     if norm > max_norm && norm > 0.0 {
         let factor = max_norm / norm;
         for g in grads.iter_mut() {
             backend.scale(g, factor);
         }
     }
-    norm
 }

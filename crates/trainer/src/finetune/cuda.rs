@@ -24,7 +24,8 @@ pub struct CudaOutcome {
     pub stats: gpu_mem::MemoryStats,
 }
 
-/// Fine-tunes on CUDA device `ordinal` (f32), the model chosen by
+/// Fine-tunes on CUDA device `ordinal` (fp32 buffers, matrix products at
+/// `spec.matmul_precision`), the model chosen by
 /// `config.json`'s `model_type`. `allocator` configures the caching
 /// allocator; [`FinetuneSpec::memory_limit`], when set, becomes its
 /// reserved-bytes limit above what the backend holds for itself, so a step
@@ -44,7 +45,7 @@ pub fn finetune_cuda(
         )));
     }
     let prepared = prepare(spec)?;
-    let be = CudaBackend::new(ordinal, allocator)?;
+    let be = CudaBackend::new(ordinal, allocator)?.with_matmul_precision(spec.matmul_precision)?;
     // The lease covers the model's tensors; the backend's own buffers
     // (cuBLAS workspace, norm partials) are part of the process overhead
     // the runner charged separately, so they sit on top of the limit.

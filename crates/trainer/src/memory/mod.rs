@@ -3,6 +3,12 @@
 //! only allocates; a step's peak at every micro-batch priced exactly from a
 //! few plans ([`peaks`], [`curve`]); out-of-memory raised as an unwind and
 //! caught at step boundaries ([`oom`]).
+//!
+//! [`Precision`] is the width of stored floats (f32, or f64 for gradient
+//! checks). The operand format of matrix products
+//! ([`crate::backend::MatmulPrecision`]) is not part of a plan: buffers are
+//! fp32 at every matmul precision and loss scaling allocates nothing, so a
+//! bf16 or fp16 step holds exactly the bytes of an fp32 one.
 
 pub mod curve;
 pub mod oom;

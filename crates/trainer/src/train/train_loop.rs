@@ -13,10 +13,11 @@
 
 use std::time::Instant;
 
+use super::loss_scale::{LossScaleConfig, LossScaler};
 use super::metrics::{EpochMetrics, Metrics, argmax_rows};
 use super::optimizer::{Optimizer, OptimizerConfig};
 use super::schedule::LinearSchedule;
-use crate::backend::{Backend, clip_global_norm};
+use crate::backend::{Backend, clip_global_norm, clip_to_norm};
 use crate::batch::Batch;
 use crate::memory::{BufKind, OutOfMemory, catch_oom};
 use crate::model::{BatchError, Classifier, Mode};
@@ -131,6 +132,9 @@ pub struct TrainReport {
     pub micro_batch: usize,
     /// Every out-of-memory recovered from, in order.
     pub oom_retries: Vec<OomRetry>,
+    /// Optimiser steps whose update loss scaling skipped (a gradient
+    /// overflowed fp16); always 0 without loss scaling.
+    pub skipped_steps: u64,
 }
 
 /// The state one training step needs besides the model.
@@ -143,6 +147,19 @@ pub struct StepContext<B: Backend> {
     pub seed: u64,
     /// Micro-batches run so far (keys dropout).
     pub micro_steps: u64,
+    /// Dynamic loss scaling, for a backend whose matrix products need it
+    /// (fp16): GradScaler's defaults unless replaced.
+    pub loss_scaler: Option<LossScaler>,
+}
+
+/// What one optimiser step did.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepLoss {
+    /// The weighted mean loss of the step's micro-batches.
+    pub loss: f64,
+    /// False when loss scaling found a gradient that was not finite and
+    /// skipped the update.
+    pub applied: bool,
 }
 
 impl<B: Backend> StepContext<B> {
@@ -164,6 +181,9 @@ impl<B: Backend> StepContext<B> {
             buf
         });
         let host_class_weights = class_weights.as_ref().map(|w| be.download(w));
+        let loss_scaler = be.matmul_precision().needs_loss_scaling().then(|| {
+            LossScaler::new(LossScaleConfig::default()).expect("the default settings are valid")
+        });
         Self {
             optimizer,
             class_weights,
@@ -172,21 +192,21 @@ impl<B: Backend> StepContext<B> {
             recompute,
             seed,
             micro_steps: 0,
+            loss_scaler,
         }
     }
 }
 
 /// One optimiser step over already validated micro-batches: forward and
-/// backward of each (uploaded one at a time), clipping, the update. Returns
-/// the weighted mean loss of the step. This is the function the memory plan
-/// runs.
+/// backward of each (uploaded one at a time), loss unscaling, clipping, the
+/// update. This is the function the memory plan runs.
 pub fn train_step<B: Backend, M: Classifier<B> + ?Sized>(
     be: &B,
     model: &mut M,
     ctx: &mut StepContext<B>,
     micro_batches: &[&Batch],
     lr: f64,
-) -> Result<f64, BatchError> {
+) -> Result<StepLoss, BatchError> {
     let denom: f64 = match &ctx.host_class_weights {
         None => micro_batches.iter().map(|b| b.batch as f64).sum(),
         Some(w) => micro_batches
@@ -195,6 +215,10 @@ pub fn train_step<B: Backend, M: Classifier<B> + ?Sized>(
             .map(|&y| w.get(y).copied().unwrap_or(0.0))
             .sum(),
     };
+    // The loss's gradient is `1 / denom` per example; a loss scale (a power
+    // of two) multiplies it by dividing the denominator, exactly.
+    let scale = ctx.loss_scaler.as_ref().map_or(1.0, LossScaler::scale);
+    let denom = denom.max(f64::MIN_POSITIVE) / scale;
     for g in &mut model.params_mut().grads {
         be.fill(g, 0.0);
     }
@@ -209,16 +233,38 @@ pub fn train_step<B: Backend, M: Classifier<B> + ?Sized>(
             be,
             batch,
             ctx.class_weights.as_ref(),
-            denom.max(f64::MIN_POSITIVE),
+            denom,
             mode,
             ctx.recompute,
         )?;
     }
+    let loss = loss / scale;
+    let grads = &mut model.params_mut().grads;
+    let norm = match &mut ctx.loss_scaler {
+        None => None,
+        Some(scaler) => match scaler.unscale(be, grads) {
+            Some(sum_squares) => Some(sum_squares.sqrt()),
+            None => {
+                return Ok(StepLoss {
+                    loss,
+                    applied: false,
+                });
+            }
+        },
+    };
     if let Some(max) = ctx.max_grad_norm {
-        clip_global_norm(be, &mut model.params_mut().grads, max);
+        match norm {
+            Some(norm) => clip_to_norm(be, grads, norm, max),
+            None => {
+                clip_global_norm(be, grads, max);
+            }
+        }
     }
     ctx.optimizer.step(be, model.params_mut(), lr);
-    Ok(loss)
+    Ok(StepLoss {
+        loss,
+        applied: true,
+    })
 }
 
 /// Loss and metrics over validation batches in eval mode; the loss is the
@@ -393,6 +439,7 @@ pub fn train<B: Backend, M: Classifier<B> + ?Sized>(
         steps: 0,
         micro_batch: train_batches.iter().map(|b| b.batch).max().unwrap_or(1),
         oom_retries: Vec::new(),
+        skipped_steps: 0,
     };
     let mut since_best = 0;
     for epoch in 0..cfg.epochs {
@@ -422,14 +469,14 @@ pub fn train<B: Backend, M: Classifier<B> + ?Sized>(
                 let micro_steps = ctx.micro_steps;
                 match catch_oom(|| train_step(be, model, &mut ctx, &micro, lr)) {
                     Ok(result) => {
-                        let loss = result.map_err(|source| TrainError::TrainBatch {
+                        let step = result.map_err(|source| TrainError::TrainBatch {
                             index: group[0],
                             source,
                         })?;
                         // A failure on the device means this loss (and
                         // the update) came from skipped work.
                         be.take_failure()?;
-                        break loss;
+                        break step;
                     }
                     Err(error) => {
                         // Nothing of the failed attempt survives: its
@@ -444,11 +491,18 @@ pub fn train<B: Backend, M: Classifier<B> + ?Sized>(
                 }
             };
             report.steps += 1;
+            let StepLoss { loss, applied } = loss;
+            // A non-finite loss came from the forward pass, which no loss
+            // scale changes; a finite one with an overflowed gradient only
+            // costs the update.
             if !loss.is_finite() {
                 return Err(TrainError::Diverged {
                     loss,
                     step: report.steps,
                 });
+            }
+            if !applied {
+                report.skipped_steps += 1;
             }
             loss_sum += loss;
             groups += 1;

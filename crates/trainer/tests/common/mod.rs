@@ -128,6 +128,7 @@ pub fn tiny_finetune_spec(
         head_hidden: vec![],
         dropout: None,
         memory_limit: None,
+        matmul_precision: trainer::backend::MatmulPrecision::Fp32,
         fail_nth_allocation: None,
         train: trainer::train::TrainConfig {
             epochs: 3,

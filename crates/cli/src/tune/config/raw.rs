@@ -263,6 +263,7 @@ impl RawPruner {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawRunner {
     pub device: Option<DeviceKind>,
+    pub precision: Option<String>,
     pub sim_memory: Option<Scalar>,
     pub safety_margin: Option<Scalar>,
     pub process_overhead: Option<Scalar>,

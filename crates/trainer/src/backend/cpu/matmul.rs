@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use crate::backend::MatmulShape;
+use crate::backend::{MatmulPrecision, MatmulShape};
 use crate::float::Float;
 
 #[derive(Clone, Copy)]
@@ -12,6 +12,15 @@ struct SendPtr<T>(*mut T);
 // SAFETY: each task writes a disjoint block of C; A and B are only read.
 unsafe impl<T> Send for SendPtr<T> {}
 unsafe impl<T> Sync for SendPtr<T> {}
+
+/// A copy of `x` with every element as a product at `precision` reads it
+/// (see [`MatmulPrecision`]).
+pub fn rounded<T: Float>(precision: MatmulPrecision, x: &[T]) -> Vec<T> {
+    x.par_iter()
+        .with_min_len(1 << 12)
+        .map(|&v| T::from_f64(precision.round(v.to_f64() as f32) as f64))
+        .collect()
+}
 
 /// Below this many multiply-adds one thread does the whole product.
 const PARALLEL_MIN_FLOPS: usize = 1 << 16;

@@ -25,7 +25,7 @@ pub mod rel_pos;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use super::{AdamWStep, Backend, MatmulShape, RelPosShape};
+use super::{AdamWStep, Backend, MatmulPrecision, MatmulShape, RelPosShape};
 use crate::float::Float;
 use crate::memory::{Allocation, BufKind, MemTracker};
 use crate::rng::RngKey;
@@ -58,6 +58,7 @@ impl<T> Drop for CpuBuf<T> {
 pub struct CpuBackend<T: Float> {
     tracker: Arc<MemTracker>,
     pool: Arc<BufferPool<T>>,
+    precision: MatmulPrecision,
     _t: PhantomData<T>,
 }
 
@@ -76,8 +77,19 @@ impl<T: Float> CpuBackend<T> {
         Self {
             tracker,
             pool: Arc::default(),
+            precision: MatmulPrecision::Fp32,
             _t: PhantomData,
         }
+    }
+
+    /// The backend with matrix products at `precision`, emulated: the
+    /// operands are rounded copies (extra host memory the tracker does not
+    /// count, as it does not count cuBLAS's conversions), the product is
+    /// the fp32 one. It is the reference the CUDA backend's 16-bit products
+    /// are checked against, not a way to train faster.
+    pub fn with_matmul_precision(mut self, precision: MatmulPrecision) -> Self {
+        self.precision = precision;
+        self
     }
 
     /// A float buffer of `len`: recycled from the pool when one of exactly
@@ -139,6 +151,9 @@ impl<T: Float> Backend for CpuBackend<T> {
     type Buf = CpuBuf<T>;
     type Ids = CpuBuf<u32>;
 
+    fn matmul_precision(&self) -> MatmulPrecision {
+        self.precision
+    }
     fn float_bytes(&self) -> usize {
         size_of::<T>()
     }
@@ -213,7 +228,19 @@ impl<T: Float> Backend for CpuBackend<T> {
         beta: f64,
         c: &mut CpuBuf<T>,
     ) {
-        matmul::matmul(shape, alpha, &a.data, &b.data, beta, &mut c.data)
+        if self.precision == MatmulPrecision::Fp32 {
+            return matmul::matmul(shape, alpha, &a.data, &b.data, beta, &mut c.data);
+        }
+        let s = shape;
+        let a = matmul::rounded(
+            self.precision,
+            &a.data[..(s.batch * s.m * s.k).min(a.data.len())],
+        );
+        let b = matmul::rounded(
+            self.precision,
+            &b.data[..(s.batch * s.k * s.n).min(b.data.len())],
+        );
+        matmul::matmul(shape, alpha, &a, &b, beta, &mut c.data)
     }
     fn bias_add(&self, out: &mut CpuBuf<T>, bias: &CpuBuf<T>, n: usize) {
         elementwise::bias_add(&mut out.data, &bias.data, n)

@@ -1,7 +1,7 @@
 //! Matrix products through cuBLAS, with its workspace from gpu-mem.
 
 use super::error::CudaError;
-use crate::backend::MatmulShape;
+use crate::backend::{MatmulPrecision, MatmulShape};
 use cudarc::cublas::{result as blas, sys};
 use std::ffi::c_int;
 
@@ -71,16 +71,18 @@ impl Blas {
     }
 
     /// `C = alpha op(A) op(B) + beta C` for the row-major [`MatmulShape`]
-    /// (see [`column_major`]).
+    /// (see [`column_major`]) on fp32 buffers, with operands read at
+    /// `precision` ([`compute_type`]).
     ///
     /// # Safety
     /// `a`, `b`, `c` are device buffers of at least `batch * m * k`,
     /// `batch * k * n` and `batch * m * n` floats, live until the stream has
     /// run the product.
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn sgemm(
+    pub unsafe fn gemm(
         &self,
         s: &MatmulShape,
+        precision: MatmulPrecision,
         alpha: f32,
         a: u64,
         b: u64,
@@ -95,31 +97,49 @@ impl Blas {
                 sys::cublasOperation_t::CUBLAS_OP_N
             }
         };
+        let f32_type = sys::cudaDataType::CUDA_R_32F;
         // Column-major operand 1 is the row-major B, operand 2 the row-major A.
-        // SAFETY: guaranteed by the caller; dimensions checked above.
+        // SAFETY: guaranteed by the caller; dimensions checked above; alpha
+        // and beta are f32, as a 32F compute type reads them.
         unsafe {
-            blas::sgemm_strided_batched(
+            blas::gemm_strided_batched_ex(
                 self.handle,
                 op(g.trans1),
                 op(g.trans2),
                 g.m,
                 g.n,
                 g.k,
-                &alpha,
-                b as *const f32,
+                (&alpha as *const f32).cast(),
+                b as *const _,
+                f32_type,
                 g.ld1,
                 g.stride1,
-                a as *const f32,
+                a as *const _,
+                f32_type,
                 g.ld2,
                 g.stride2,
-                &beta,
-                c as *mut f32,
+                (&beta as *const f32).cast(),
+                c as *mut _,
+                f32_type,
                 g.ldc,
                 g.stride_c,
                 g.batch,
+                compute_type(precision),
+                sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             )
         }
-        .map_err(|e| cublas_err("cublasSgemmStridedBatched", e))
+        .map_err(|e| cublas_err("cublasGemmStridedBatchedEx", e))
+    }
+}
+
+/// cuBLAS's compute type for fp32 buffers at `precision`: fp32 throughout
+/// (the default math mode allows no TF32), or operands converted to
+/// bf16/fp16 for the tensor cores with fp32 accumulation.
+pub fn compute_type(precision: MatmulPrecision) -> sys::cublasComputeType_t {
+    match precision {
+        MatmulPrecision::Fp32 => sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+        MatmulPrecision::Bf16 => sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_16BF,
+        MatmulPrecision::Fp16 => sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_16F,
     }
 }
 

@@ -20,8 +20,10 @@
 //!   [`CudaError::Sticky`]: the process must be replaced. An allocation
 //!   failure is [`CudaError::Alloc`] carrying gpu-mem's typed error.
 //!
-//! It deliberately does not do mixed precision yet: the kernels have bf16
-//! instantiations (`*_bf16`), but the backend stores every buffer in fp32.
+//! MatmulPrecision: matrix products may read their fp32 operands as bf16 or fp16
+//! on the tensor cores ([`CudaBackend::with_matmul_precision`], [`MatmulPrecision`]);
+//! every buffer is stored in fp32 (the kernels' bf16 instantiations,
+//! `*_bf16`, are not used yet).
 //! Nor does it fuse across trait operations (the fused bias+GELU and
 //! residual+LayerNorm kernels are called in their unfused form until the
 //! trait grows fused operations).
@@ -36,6 +38,7 @@ mod ops;
 pub use buffer::{CudaBuf, CudaIds};
 pub use error::CudaError;
 
+use super::MatmulPrecision;
 use crate::memory::OutOfMemory;
 use cudarc::driver::sys::{self, CUresult};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
@@ -70,6 +73,10 @@ pub struct CudaBackend {
     stream: Arc<CudaStream>,
     allocator: Arc<CachingAllocator<CudaDevice>>,
     arch: String,
+    /// Compute capability (major, minor).
+    capability: (i32, i32),
+    /// Operand format of matrix products.
+    precision: MatmulPrecision,
     functions: HashMap<String, CudaFunction>,
     blas: Mutex<blas::Blas>,
     /// Partial sums of `sum_squares`, one fp64 per block.
@@ -180,6 +187,8 @@ impl CudaBackend {
             stream,
             allocator,
             arch,
+            capability: (major, minor),
+            precision: MatmulPrecision::Fp32,
             functions,
             blas: Mutex::new(blas),
             norm_partials,
@@ -187,6 +196,32 @@ impl CudaBackend {
             error: Mutex::new(None),
             lost: Mutex::new(None),
         })
+    }
+
+    /// The backend with matrix products at `precision` (see [`MatmulPrecision`]);
+    /// an error when the device's tensor cores do not take its operands.
+    pub fn with_matmul_precision(
+        mut self,
+        precision: MatmulPrecision,
+    ) -> Result<CudaBackend, CudaError> {
+        let (major, minor) = self.capability;
+        let need = precision.min_cuda_capability();
+        if (major, minor) < need {
+            return Err(CudaError::Invalid {
+                op: "precision",
+                message: format!(
+                    "{precision} products need compute capability {}.{} or newer; this device is {major}.{minor}",
+                    need.0, need.1
+                ),
+            });
+        }
+        self.precision = precision;
+        Ok(self)
+    }
+
+    /// The device's compute capability (major, minor).
+    pub fn capability(&self) -> (i32, i32) {
+        self.capability
     }
 
     /// The allocator every buffer comes from (its stats are the measured

@@ -7,7 +7,9 @@
 
 use super::buffer::embedding_csr;
 use super::{Arg, CudaBackend, CudaBuf, CudaError, CudaIds, NORM_BLOCKS, THREADS};
-use crate::backend::{AdamWStep, Backend, DeviceFailure, MatmulShape, RelPosShape};
+use crate::backend::{
+    AdamWStep, Backend, DeviceFailure, MatmulPrecision, MatmulShape, RelPosShape,
+};
 use crate::memory::BufKind;
 use crate::rng::{RngKey, dropout_threshold};
 use Arg::{F32, F64, Ptr, U32, U64};
@@ -121,6 +123,9 @@ impl Backend for CudaBackend {
 
     fn float_bytes(&self) -> usize {
         4
+    }
+    fn matmul_precision(&self) -> MatmulPrecision {
+        self.precision
     }
 
     fn take_failure(&self) -> Result<(), DeviceFailure> {
@@ -281,7 +286,17 @@ impl Backend for CudaBackend {
             // caller drops them, and a drop returns the block to the caching
             // allocator, which only reuses it on this stream (in order) or
             // after an event on another stream.
-            unsafe { blas.sgemm(s, alpha as f32, a.ptr()?, b.ptr()?, beta as f32, c.ptr()?) }
+            unsafe {
+                blas.gemm(
+                    s,
+                    self.precision,
+                    alpha as f32,
+                    a.ptr()?,
+                    b.ptr()?,
+                    beta as f32,
+                    c.ptr()?,
+                )
+            }
         })
     }
 
