@@ -5,6 +5,7 @@
 use gpu_mem::cuda::cudarc::driver::{CudaContext, sys};
 use gpu_mem::human_bytes;
 use gpu_mem::libs::{CudaLib, Located};
+use trainer::backend::MatmulPrecision;
 
 /// One CUDA device as the driver reports it.
 #[derive(Clone, Debug)]
@@ -173,6 +174,17 @@ pub fn cpu() -> (usize, Option<u64>) {
     (cores, ram)
 }
 
+/// The matrix-product precisions a device of compute capability `cc` runs
+/// (`[runner] precision`), as `fp32/fp16/bf16`.
+fn precisions(cc: (i32, i32)) -> String {
+    MatmulPrecision::ALL
+        .into_iter()
+        .filter(|p| cc >= p.min_cuda_capability())
+        .map(MatmulPrecision::name)
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 /// The report `memtune devices` prints.
 pub fn render(cuda: &CudaReport) -> String {
     let (cores, ram) = cpu();
@@ -184,13 +196,14 @@ pub fn render(cuda: &CudaReport) -> String {
         Ok(devices) => {
             for d in devices {
                 out += &format!(
-                    "cuda:{}: {}, {} total, {} free, compute capability {}.{}, virtual memory {}\n",
+                    "cuda:{}: {}, {} total, {} free, compute capability {}.{}, precision {}, virtual memory {}\n",
                     d.ordinal,
                     d.name,
                     human_bytes(d.total_bytes),
                     human_bytes(d.free_bytes),
                     d.compute_capability.0,
                     d.compute_capability.1,
+                    precisions(d.compute_capability),
                     if d.virtual_memory {
                         "yes (expandable segments)"
                     } else {
@@ -216,4 +229,16 @@ pub fn render(cuda: &CudaReport) -> String {
         out += &format!("library {}: {line}\n", lib.stem());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::precisions;
+
+    #[test]
+    fn a_device_lists_the_precisions_its_tensor_cores_take() {
+        assert_eq!(precisions((9, 0)), "fp32/bf16/fp16");
+        assert_eq!(precisions((7, 5)), "fp32/fp16");
+        assert_eq!(precisions((6, 1)), "fp32");
+    }
 }
