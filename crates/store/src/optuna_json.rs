@@ -231,14 +231,6 @@ impl Fields<'_> {
         }
         Ok(list.clone())
     }
-
-    /// Python's `cls(**attributes)` refuses keywords the class lacks.
-    fn only(&self, allowed: &[&str]) -> Result<(), FieldError> {
-        match self.map.keys().find(|k| !allowed.contains(&k.as_str())) {
-            Some(key) => Err(self.bad(key, "unexpected attribute")),
-            None => Ok(()),
-        }
-    }
 }
 
 fn parse(v: &Json, path: &str) -> Result<Distribution, FieldError> {
@@ -254,25 +246,34 @@ fn parse(v: &Json, path: &str) -> Result<Distribution, FieldError> {
             let name = name
                 .as_str()
                 .ok_or_else(|| top.bad("name", "expected a string"))?;
-            let attrs = Fields {
-                map: top
-                    .map
-                    .get("attributes")
-                    .and_then(Json::as_object)
-                    .ok_or_else(|| top.bad("attributes", "missing or not an object"))?,
-                path: join(path, "attributes"),
-            };
-            named(name, &top, &attrs)
+            named(name, &top)
         }
         None => short(&top),
     }
 }
 
-/// `{"name": ..., "attributes": {...}}`, read from `top` and its `a`ttributes.
-fn named(name: &str, top: &Fields<'_>, a: &Fields<'_>) -> Result<Distribution, FieldError> {
+/// `{"name": ..., "attributes": {...}}`: the class is checked first, so an
+/// unknown one is named as such whatever its attributes.
+fn named(name: &str, top: &Fields<'_>) -> Result<Distribution, FieldError> {
+    // The class's attributes, none beyond `allowed` (Python's
+    // `cls(**attributes)` refuses keywords the class lacks).
+    let attributes = |allowed: &[&str]| -> Result<Fields<'_>, FieldError> {
+        let a = Fields {
+            map: top
+                .map
+                .get("attributes")
+                .and_then(Json::as_object)
+                .ok_or_else(|| top.bad("attributes", "missing or not an object"))?,
+            path: join(&top.path, "attributes"),
+        };
+        match a.map.keys().find(|k| !allowed.contains(&k.as_str())) {
+            Some(key) => Err(a.bad(key, "unexpected attribute")),
+            None => Ok(a),
+        }
+    };
     Ok(match name {
         "FloatDistribution" => {
-            a.only(&["low", "high", "log", "step"])?;
+            let a = attributes(&["low", "high", "log", "step"])?;
             Distribution::Float {
                 low: a.float("low")?,
                 high: a.float("high")?,
@@ -281,7 +282,7 @@ fn named(name: &str, top: &Fields<'_>, a: &Fields<'_>) -> Result<Distribution, F
             }
         }
         "UniformDistribution" | "LogUniformDistribution" => {
-            a.only(&["low", "high"])?;
+            let a = attributes(&["low", "high"])?;
             Distribution::Float {
                 low: a.float("low")?,
                 high: a.float("high")?,
@@ -290,7 +291,7 @@ fn named(name: &str, top: &Fields<'_>, a: &Fields<'_>) -> Result<Distribution, F
             }
         }
         "DiscreteUniformDistribution" => {
-            a.only(&["low", "high", "q"])?;
+            let a = attributes(&["low", "high", "q"])?;
             Distribution::Float {
                 low: a.float("low")?,
                 high: a.float("high")?,
@@ -299,15 +300,15 @@ fn named(name: &str, top: &Fields<'_>, a: &Fields<'_>) -> Result<Distribution, F
             }
         }
         "IntDistribution" => {
-            a.only(&["low", "high", "log", "step"])?;
-            int(a, a.flag("log")?)?
+            let a = attributes(&["low", "high", "log", "step"])?;
+            int(&a, a.flag("log")?)?
         }
         "IntUniformDistribution" | "IntLogUniformDistribution" => {
-            a.only(&["low", "high", "step"])?;
-            int(a, name == "IntLogUniformDistribution")?
+            let a = attributes(&["low", "high", "step"])?;
+            int(&a, name == "IntLogUniformDistribution")?
         }
         "CategoricalDistribution" => {
-            a.only(&["choices"])?;
+            let a = attributes(&["choices"])?;
             Distribution::Categorical {
                 choices: a.choices()?,
             }
@@ -503,6 +504,10 @@ mod tests {
             (json!({}), "p: expected a \"name\" or \"type\" key"),
             (
                 json!({"name": "Nope", "attributes": {}}),
+                "p.name: unknown distribution class 'Nope'",
+            ),
+            (
+                json!({"name": "Nope"}),
                 "p.name: unknown distribution class 'Nope'",
             ),
             (json!({"name": 3}), "p.name: expected a string"),
