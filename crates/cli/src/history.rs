@@ -399,6 +399,10 @@ mod tests {
                 r#"{"x": {"name": "GaussDistribution", "attributes": {}}}"#,
                 ["x.name", "GaussDistribution"],
             ),
+            (
+                r#"{"c": {"name": "CategoricalDistribution", "attributes": {"choices": ["a", [1]]}}}"#,
+                ["parameter 'c'", "choices[1]: [1] is not a parameter value"],
+            ),
         ] {
             let e = search_space(bad).unwrap_err();
             assert!(words.iter().all(|w| e.contains(w)), "{e}");

@@ -11,10 +11,10 @@
 //! form. A search space, as `optuna ask --search-space` takes it, is an
 //! object of distributions by name.
 //!
-//! Reading checks the JSON's shape (names, attributes, types, scalar
-//! choices) and names the field at fault; whether the numbers make a valid
-//! range (`low <= high`, a positive step...) is the sampler's rule, checked
-//! where a sampler's distribution is built.
+//! Reading checks the JSON's shape (names, attributes and their types) and
+//! names the field at fault; whether the numbers make a valid range
+//! (`low <= high`, a positive step...) and the choices are scalars is the
+//! sampler's rule, checked where a sampler's distribution is built.
 
 use crate::distribution::Distribution;
 use crate::error::StoreError;
@@ -214,22 +214,14 @@ impl Fields<'_> {
         }
     }
 
-    /// Choices are scalars, as Optuna's `CategoricalDistribution` takes them.
+    /// Choices as stored. Optuna only warns about choices that are not
+    /// scalars, so a stored row may hold one; whoever samples refuses it.
     fn choices(&self) -> Result<Vec<Json>, FieldError> {
-        let list = self
-            .map
+        self.map
             .get("choices")
             .and_then(Json::as_array)
-            .ok_or_else(|| self.bad("choices", "missing or not a list"))?;
-        for (i, c) in list.iter().enumerate() {
-            if c.is_array() || c.is_object() {
-                return Err(self.bad(
-                    &format!("choices[{i}]"),
-                    "expected null, a bool, a number or a string",
-                ));
-            }
-        }
-        Ok(list.clone())
+            .cloned()
+            .ok_or_else(|| self.bad("choices", "missing or not a list"))
     }
 }
 
@@ -483,6 +475,13 @@ mod tests {
                 choices: vec![json!("a"), Json::Null]
             })
         );
+        // Optuna stores a list choice with only a warning; it reads back.
+        assert_eq!(
+            read(json!({"name": "CategoricalDistribution", "attributes": {"choices": ["a", [1]]}})),
+            Ok(Distribution::Categorical {
+                choices: vec![json!("a"), json!([1])]
+            })
+        );
         // Omitted `log` and `step`, and integral floats where ints belong,
         // as Python's keyword defaults and `int()` allow.
         assert_eq!(
@@ -546,10 +545,6 @@ mod tests {
             (
                 json!({"name": "CategoricalDistribution", "attributes": {"choices": "ab"}}),
                 "p.attributes.choices: missing or not a list",
-            ),
-            (
-                json!({"name": "CategoricalDistribution", "attributes": {"choices": ["a", [1]]}}),
-                "p.attributes.choices[1]: expected null, a bool, a number or a string",
             ),
             (
                 json!({"type": "gauss", "low": 0, "high": 1}),
