@@ -420,6 +420,8 @@ mod tests {
         assert!(param_value(&json!({"a": 1})).is_err());
     }
 
+    /// Any valid sampler distribution: ranges drawn freely and kept when
+    /// the sampler accepts them, choices of every scalar type.
     fn distribution() -> impl Strategy<Value = Distribution> {
         let choice = prop_oneof![
             "[a-zé😀\"]{0,4}".prop_map(ParamValue::Str),
@@ -428,33 +430,18 @@ mod tests {
             any::<bool>().prop_map(ParamValue::Bool),
             Just(ParamValue::None),
         ];
+        let range = (-100.0f64..100.0, 0.0f64..1e4, any::<bool>(), 0.0f64..3.0);
         prop_oneof![
-            (-100.0f64..100.0, 0.0f64..50.0).prop_map(|(low, w)| Distribution::float(
-                low,
-                low + w,
-                false,
-                None
-            )
-            .unwrap()),
-            (1e-6f64..10.0, 1.0f64..1e4).prop_map(|(low, f)| Distribution::float(
-                low,
-                low * f,
-                true,
-                None
-            )
-            .unwrap()),
-            (-10.0f64..10.0, 0.0f64..20.0, 0.01f64..3.0).prop_map(|(low, w, s)| {
-                Distribution::float(low, low + w, false, Some(s)).unwrap()
+            range
+                .clone()
+                .prop_filter_map("not a float range", |(low, w, log, step)| {
+                    let step = (step > 0.01 && !log).then_some(step);
+                    Distribution::float(low, low + w, log, step).ok()
+                }),
+            range.prop_filter_map("not an int range", |(low, w, log, step)| {
+                let step = if log { 1 } else { 1 + step as i64 };
+                Distribution::int(low as i64, (low + w) as i64, log, step).ok()
             }),
-            (-50i64..50, 0i64..100, 1i64..7).prop_map(|(low, w, s)| Distribution::int(
-                low,
-                low + w,
-                false,
-                s
-            )
-            .unwrap()),
-            (1i64..100, 0i64..5000)
-                .prop_map(|(low, w)| Distribution::int(low, low + w, true, 1).unwrap()),
             proptest::collection::vec(choice, 1..5)
                 .prop_map(|choices| Distribution::categorical(choices).unwrap()),
         ]
