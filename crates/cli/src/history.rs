@@ -1,13 +1,15 @@
 //! The bridge from what the store keeps to what the sampler reads:
 //! `store::FrozenTrial` (Optuna's rows: params as internal value plus
 //! distribution JSON, attributes as JSON) becomes `hpo_sampler::FrozenTrial`;
-//! and back, a sampled parameter's distribution becomes the store's, whose
-//! JSON is the bytes Optuna writes.
+//! a `store::Distribution` (read from Optuna's JSON by the store, which is
+//! the one reader of it) becomes an `hpo_sampler::Distribution`, validated,
+//! and its JSON values `ParamValue`s; and back, a sampled parameter's
+//! distribution becomes the store's, whose JSON is the bytes Optuna writes.
 //!
 //! The two crates deliberately do not know each other; this module is the
 //! only place their types meet. It converts, it does not sample or write.
 
-use hpo_sampler::json::distribution_from_json;
+use hpo_sampler::ParamValue;
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 
@@ -20,12 +22,12 @@ pub const CONSTRAINTS_KEY: &str = "constraints";
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum HistoryError {
     #[error(
-        "trial {number}, parameter `{param}`: stored distribution_json is not usable: {source}"
+        "trial {number}, parameter `{param}`: stored distribution_json is not usable: {reason}"
     )]
     Distribution {
         number: i64,
         param: String,
-        source: hpo_sampler::Error,
+        reason: String,
     },
     #[error("trial {number}, parameter `{param}`: {reason}")]
     Param {
@@ -77,12 +79,96 @@ pub fn stored_distribution(d: &hpo_sampler::Distribution) -> store::Distribution
             step,
         },
         hpo_sampler::Distribution::Categorical { choices } => store::Distribution::Categorical {
-            choices: choices
-                .iter()
-                .map(hpo_sampler::json::value_to_json)
-                .collect(),
+            choices: choices.iter().map(value_json).collect(),
         },
     }
+}
+
+/// The sampler's form of a stored or given distribution, validated as
+/// Optuna validates it (`low <= high`, a positive step, some choices...);
+/// errors name `param`.
+pub fn sampler_distribution(
+    d: &store::Distribution,
+    param: &str,
+) -> Result<hpo_sampler::Distribution, hpo_sampler::Error> {
+    let invalid = |reason: String| hpo_sampler::Error::InvalidDistribution {
+        param: param.to_string(),
+        reason,
+    };
+    let built = match d {
+        &store::Distribution::Float {
+            low,
+            high,
+            log,
+            step,
+        } => hpo_sampler::Distribution::float(low, high, log, step),
+        &store::Distribution::Int {
+            low,
+            high,
+            log,
+            step,
+        } => hpo_sampler::Distribution::int(low, high, log, step),
+        store::Distribution::Categorical { choices } => {
+            let choices = choices
+                .iter()
+                .enumerate()
+                .map(|(i, c)| param_value(c).map_err(|e| invalid(format!("choices[{i}]: {e}"))))
+                .collect::<Result<_, _>>()?;
+            hpo_sampler::Distribution::categorical(choices)
+        }
+    };
+    built.map_err(|e| match e {
+        hpo_sampler::Error::InvalidDistribution { reason, .. } => invalid(reason),
+        other => other,
+    })
+}
+
+/// A search space as `optuna ask --search-space` takes it (Optuna's JSON
+/// object of distributions by name), each distribution validated; errors
+/// name the parameter and, for bad JSON, the field.
+pub fn search_space(text: &str) -> Result<hpo_sampler::SearchSpace, String> {
+    store::search_space_from_json(text)
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(|(name, d)| {
+            let d = sampler_distribution(d, name).map_err(|e| e.to_string())?;
+            Ok((name.clone(), d))
+        })
+        .collect()
+}
+
+/// An external value as JSON (`null`, `true`, `3`, `0.5`, `"adam"`); a
+/// non-finite float, which JSON cannot hold, is `null`.
+pub fn value_json(v: &ParamValue) -> Json {
+    match v {
+        ParamValue::None => Json::Null,
+        ParamValue::Bool(b) => Json::Bool(*b),
+        ParamValue::Int(i) => Json::from(*i),
+        ParamValue::Float(f) => serde_json::Number::from_f64(*f)
+            .map(Json::Number)
+            .unwrap_or(Json::Null),
+        ParamValue::Str(s) => Json::String(s.clone()),
+    }
+}
+
+/// An external value from JSON (a categorical choice, a fixed parameter's
+/// value); lists and objects are not parameter values.
+pub fn param_value(v: &Json) -> Result<ParamValue, String> {
+    Ok(match v {
+        Json::Null => ParamValue::None,
+        Json::Bool(b) => ParamValue::Bool(*b),
+        Json::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => ParamValue::Int(i),
+            (None, Some(f)) => ParamValue::Float(f),
+            (None, None) => return Err(format!("{n} is out of range")),
+        },
+        Json::String(s) => ParamValue::Str(s.clone()),
+        Json::Array(_) | Json::Object(_) => {
+            return Err(format!(
+                "{v} is not a parameter value (null, a bool, a number or a string)"
+            ));
+        }
+    })
 }
 
 pub fn state(s: store::TrialState) -> hpo_sampler::TrialState {
@@ -101,19 +187,15 @@ pub fn state(s: store::TrialState) -> hpo_sampler::TrialState {
 pub fn frozen_trial(t: &store::FrozenTrial) -> Result<hpo_sampler::FrozenTrial, HistoryError> {
     let mut params = BTreeMap::new();
     for p in &t.params {
-        let json: Json =
-            serde_json::from_str(&p.distribution_json).map_err(|e| HistoryError::Param {
-                number: t.number,
-                param: p.name.clone(),
-                reason: format!("distribution_json is not JSON: {e}"),
-            })?;
-        let distribution = distribution_from_json(&json, &p.name).map_err(|source| {
-            HistoryError::Distribution {
-                number: t.number,
-                param: p.name.clone(),
-                source,
-            }
-        })?;
+        let unusable = |reason: String| HistoryError::Distribution {
+            number: t.number,
+            param: p.name.clone(),
+            reason,
+        };
+        let stored = store::Distribution::from_json(&p.distribution_json)
+            .map_err(|e| unusable(e.to_string()))?;
+        let distribution =
+            sampler_distribution(&stored, &p.name).map_err(|e| unusable(e.to_string()))?;
         if !distribution.contains(p.internal_value) {
             return Err(HistoryError::Param {
                 number: t.number,
@@ -177,6 +259,8 @@ pub fn frozen_trials(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hpo_sampler::Distribution;
+    use proptest::prelude::*;
     use serde_json::json;
 
     fn stored(params: Vec<store::Param>, sys: BTreeMap<String, Json>) -> store::FrozenTrial {
@@ -272,5 +356,103 @@ mod tests {
             frozen_trial(&t),
             Err(HistoryError::Constraints { .. })
         ));
+    }
+
+    #[test]
+    fn search_spaces_become_validated_sampler_distributions() {
+        // Deprecated classes and the short form, adjusted as Optuna adjusts them.
+        let space = search_space(
+            r#"{"q": {"name": "DiscreteUniformDistribution", "attributes": {"low": 0, "high": 0.95, "q": 0.1}},
+                "n": {"type": "int", "low": 16, "high": 250, "step": 16},
+                "c": {"name": "CategoricalDistribution", "attributes": {"choices": ["a", 1, 1.0, null]}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            space["q"],
+            Distribution::float(0.0, 0.9, false, Some(0.1)).unwrap()
+        );
+        assert_eq!(space["n"], Distribution::int(16, 240, false, 16).unwrap());
+        assert_eq!(
+            space["c"],
+            Distribution::categorical(vec![
+                ParamValue::Str("a".into()),
+                ParamValue::Int(1),
+                ParamValue::Float(1.0),
+                ParamValue::None,
+            ])
+            .unwrap()
+        );
+        for (bad, words) in [
+            (
+                r#"{"x": {"name": "FloatDistribution", "attributes": {"low": 2.0, "high": 1.0}}}"#,
+                ["parameter 'x'", "`low <= high`"],
+            ),
+            (
+                r#"{"c": {"name": "CategoricalDistribution", "attributes": {"choices": []}}}"#,
+                ["parameter 'c'", "one or more"],
+            ),
+            (
+                r#"{"x": {"name": "FloatDistribution", "attributes": {"low": "a", "high": 1.0}}}"#,
+                ["x.attributes.low", "expected a number"],
+            ),
+            (
+                r#"{"x": {"name": "GaussDistribution", "attributes": {}}}"#,
+                ["x.name", "GaussDistribution"],
+            ),
+            (
+                r#"{"c": {"name": "CategoricalDistribution", "attributes": {"choices": ["a", [1]]}}}"#,
+                ["parameter 'c'", "choices[1]: [1] is not a parameter value"],
+            ),
+        ] {
+            let e = search_space(bad).unwrap_err();
+            assert!(words.iter().all(|w| e.contains(w)), "{e}");
+        }
+    }
+
+    #[test]
+    fn values_keep_their_json_type() {
+        for v in [json!(null), json!(true), json!(3), json!(3.0), json!("x")] {
+            assert_eq!(value_json(&param_value(&v).unwrap()), v);
+        }
+        assert_eq!(param_value(&json!(2.5)), Ok(ParamValue::Float(2.5)));
+        assert_eq!(value_json(&ParamValue::Float(f64::NAN)), Json::Null);
+        assert!(param_value(&json!([1])).unwrap_err().contains("[1]"));
+        assert!(param_value(&json!({"a": 1})).is_err());
+    }
+
+    /// Any valid sampler distribution: ranges drawn freely and kept when
+    /// the sampler accepts them, choices of every scalar type.
+    fn distribution() -> impl Strategy<Value = Distribution> {
+        let choice = prop_oneof![
+            "[a-zé😀\"]{0,4}".prop_map(ParamValue::Str),
+            any::<i64>().prop_map(ParamValue::Int),
+            (-1e6f64..1e6).prop_map(ParamValue::Float),
+            any::<bool>().prop_map(ParamValue::Bool),
+            Just(ParamValue::None),
+        ];
+        let range = (-100.0f64..100.0, 0.0f64..1e4, any::<bool>(), 0.0f64..3.0);
+        prop_oneof![
+            range
+                .clone()
+                .prop_filter_map("not a float range", |(low, w, log, step)| {
+                    let step = (step > 0.01 && !log).then_some(step);
+                    Distribution::float(low, low + w, log, step).ok()
+                }),
+            range.prop_filter_map("not an int range", |(low, w, log, step)| {
+                let step = if log { 1 } else { 1 + step as i64 };
+                Distribution::int(low as i64, (low + w) as i64, log, step).ok()
+            }),
+            proptest::collection::vec(choice, 1..5)
+                .prop_map(|choices| Distribution::categorical(choices).unwrap()),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn distributions_round_trip_through_optunas_json(d in distribution()) {
+            let text = stored_distribution(&d).to_json();
+            let read = store::Distribution::from_json(&text).unwrap();
+            prop_assert_eq!(sampler_distribution(&read, "p").unwrap(), d);
+        }
     }
 }

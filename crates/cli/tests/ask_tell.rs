@@ -208,7 +208,7 @@ fn refused_commands_change_nothing() {
     let cases: &[(&[&str], &str)] = &[
         (
             &["ask", "--study", "s", "--search-space", bad_low_high],
-            "x.attributes",
+            "parameter 'x': `low <= high`",
         ),
         (
             &["ask", "--study", "s", "--search-space", bad_class],
@@ -216,7 +216,7 @@ fn refused_commands_change_nothing() {
         ),
         (
             &["ask", "--study", "s", "--search-space", bad_choices],
-            "c.attributes",
+            "parameter 'c'",
         ),
         (
             &["ask", "--study", "s", "--search-space", "{\"x\": "],

@@ -197,11 +197,11 @@ fn ask_refuses_a_distribution_that_contradicts_the_stored_one() {
                 if words == "kind" {
                     "IntDistribution"
                 } else {
-                    "\"log\":true"
+                    "log=true"
                 },
             ]
         } else {
-            ["[\"a\",\"b\"]", "[\"a\",\"b\",\"c\"]"]
+            [r#"choices=["a", "b"])"#, r#"choices=["a", "b", "c"])"#]
         };
         for d in both {
             assert!(err.contains(d), "{d} in {err}");

@@ -46,9 +46,18 @@ impl ParamValue {
     }
 }
 
+/// As JSON spells the value (`null`, `true`, `3`, `"adam"`), floats always
+/// with a point or an exponent (`0.5`, `3.0`, `1e-5`) so they read apart
+/// from ints.
 impl fmt::Display for ParamValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", crate::json::value_to_json(self))
+        match self {
+            ParamValue::None => f.write_str("null"),
+            ParamValue::Bool(b) => write!(f, "{b}"),
+            ParamValue::Int(i) => write!(f, "{i}"),
+            ParamValue::Float(x) => write!(f, "{x:?}"),
+            ParamValue::Str(s) => write!(f, "{s:?}"),
+        }
     }
 }
 
@@ -285,9 +294,45 @@ impl Distribution {
     }
 }
 
+/// Optuna's class name and attributes, for messages:
+/// `FloatDistribution(low=1e-5, high=0.01, log=true)` (with `, step=...`
+/// when there is one), `IntDistribution(low=1, high=9, log=false, step=2)`,
+/// `CategoricalDistribution(choices=["adam", "sgd", null])`.
 impl fmt::Display for Distribution {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", crate::json::distribution_to_json(self))
+        match self {
+            Distribution::Float {
+                low,
+                high,
+                log,
+                step,
+            } => {
+                write!(f, "FloatDistribution(low={low:?}, high={high:?}, log={log}")?;
+                if let Some(step) = step {
+                    write!(f, ", step={step:?}")?;
+                }
+                f.write_str(")")
+            }
+            Distribution::Int {
+                low,
+                high,
+                log,
+                step,
+            } => write!(
+                f,
+                "IntDistribution(low={low}, high={high}, log={log}, step={step})"
+            ),
+            Distribution::Categorical { choices } => {
+                f.write_str("CategoricalDistribution(choices=[")?;
+                for (i, c) in choices.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{c}")?;
+                }
+                f.write_str("])")
+            }
+        }
     }
 }
 
@@ -348,5 +393,37 @@ mod tests {
         let i = Distribution::int(1, 9, false, 2).unwrap();
         assert_eq!(i.to_external(5.0), ParamValue::Int(5));
         assert!(i.contains(5.0) && !i.contains(4.0));
+    }
+
+    #[test]
+    fn displays_class_and_attributes() {
+        let shown = [
+            (
+                Distribution::float(1e-5, 0.01, true, None).unwrap(),
+                "FloatDistribution(low=1e-5, high=0.01, log=true)",
+            ),
+            (
+                Distribution::float(0.0, 1.0, false, Some(0.25)).unwrap(),
+                "FloatDistribution(low=0.0, high=1.0, log=false, step=0.25)",
+            ),
+            (
+                Distribution::int(1, 9, false, 2).unwrap(),
+                "IntDistribution(low=1, high=9, log=false, step=2)",
+            ),
+            (
+                Distribution::categorical(vec![
+                    ParamValue::Str("a \"b\"".into()),
+                    ParamValue::Int(3),
+                    ParamValue::Float(3.0),
+                    ParamValue::Bool(true),
+                    ParamValue::None,
+                ])
+                .unwrap(),
+                r#"CategoricalDistribution(choices=["a \"b\"", 3, 3.0, true, null])"#,
+            ),
+        ];
+        for (d, want) in shown {
+            assert_eq!(d.to_string(), want);
+        }
     }
 }

@@ -54,7 +54,8 @@
 //! ```
 //!
 //! It deliberately does not persist anything (the caller stores trials), nor
-//! know about GPUs, memory or models: it depends on none of the other crates.
+//! read or write Optuna's JSON (the `store` crate does), nor know about
+//! GPUs, memory or models: it depends on none of the other crates.
 //!
 //! # Seams
 //!
@@ -63,10 +64,11 @@
 //!   constraints, numeric system attrs) in a [`StudyView`] (study name,
 //!   direction, trials). Whoever persists trials (the `store` crate, via
 //!   `cli`) builds these; nothing here writes anywhere.
-//! - **Search spaces**: [`Distribution`] with Optuna's exact JSON
-//!   ([`json::distribution_to_json`], [`json::search_space_from_json`], the
-//!   form `optuna ask --search-space` takes), and internal `f64` values
-//!   ([`Distribution::to_internal`] / [`Distribution::to_external`]).
+//! - **Search spaces**: [`Distribution`] (Optuna's float, int and
+//!   categorical distributions, validated as Optuna validates them) and
+//!   internal `f64` values ([`Distribution::to_internal`] /
+//!   [`Distribution::to_external`]). Optuna's JSON for them is a storage
+//!   and interop matter, read and written by the `store` crate.
 //! - **Sampling**: the [`Sampler`] trait (Optuna's relative/independent
 //!   protocol), implemented by [`RandomSampler`], [`TpeSampler`], [`GpSampler`]
 //!   (Optuna's `GPSampler`, for short studies of expensive trials) and
@@ -102,7 +104,6 @@
 pub mod ask;
 pub mod distribution;
 pub mod error;
-pub mod json;
 pub mod pruner;
 pub mod rng;
 pub mod sampler;

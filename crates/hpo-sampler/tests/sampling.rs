@@ -2,7 +2,6 @@
 //! distributions (property test), determinism, conditional spaces, and a
 //! small-budget check that TPE beats random.
 
-use hpo_sampler::json::{search_space_from_json, search_space_to_json};
 use hpo_sampler::{
     Distribution, FrozenTrial, Param, ParamValue, RandomSampler, Sampler, SearchSpace,
     StudyDirection, StudyView, TpeConfig, TpeSampler, Trial, TrialState, ask,
@@ -152,12 +151,6 @@ proptest! {
             let back = d.to_internal(&p.value()).unwrap();
             prop_assert!(d.contains(back), "{} external {} not in {}", name, p.value(), d);
         }
-    }
-
-    #[test]
-    fn search_space_json_round_trips((space, _) in space_and_history()) {
-        let text = search_space_to_json(&space);
-        prop_assert_eq!(search_space_from_json(&text).unwrap(), space);
     }
 }
 

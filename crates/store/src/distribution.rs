@@ -1,14 +1,13 @@
-//! Reading and writing Optuna's `distribution_json`, and converting between a
-//! parameter's internal value (what `trial_params.param_value` holds) and its
-//! external value (what the user's objective saw).
+//! Optuna's parameter distributions, and converting between a parameter's
+//! internal value (what `trial_params.param_value` holds) and its external
+//! value (what the user's objective saw). Their JSON is in
+//! [`crate::optuna_json`].
 //!
-//! The store itself keeps the JSON opaque; these helpers exist so callers
-//! (the CLI, the study runner) need not know Optuna's spelling. They do not
-//! sample anything.
+//! The store itself keeps `distribution_json` opaque; these helpers exist so
+//! callers (the CLI, the study runner) need not know Optuna's spelling. They
+//! do not sample anything.
 
 use crate::error::StoreError;
-use crate::python_json;
-use serde::Serialize;
 use serde_json::{Value as Json, json};
 
 /// One of Optuna's parameter distributions.
@@ -33,131 +32,6 @@ pub enum Distribution {
 }
 
 impl Distribution {
-    /// Optuna's JSON, the bytes `optuna.distributions.distribution_to_json`
-    /// writes: `{"name": "FloatDistribution", "attributes": {"step": null,
-    /// "low": 1e-05, "high": 0.01, "log": true}}`.
-    pub fn to_json(&self) -> String {
-        #[derive(Serialize)]
-        struct Named<A> {
-            name: &'static str,
-            attributes: A,
-        }
-        // Field order is the attribute order of Optuna's classes.
-        #[derive(Serialize)]
-        struct FloatAttrs {
-            step: Option<f64>,
-            low: f64,
-            high: f64,
-            log: bool,
-        }
-        #[derive(Serialize)]
-        struct IntAttrs {
-            log: bool,
-            step: i64,
-            low: i64,
-            high: i64,
-        }
-        #[derive(Serialize)]
-        struct CategoricalAttrs<'a> {
-            choices: &'a [Json],
-        }
-        match self {
-            &Distribution::Float {
-                low,
-                high,
-                log,
-                step,
-            } => python_json::to_string(&Named {
-                name: "FloatDistribution",
-                attributes: FloatAttrs {
-                    step,
-                    low,
-                    high,
-                    log,
-                },
-            }),
-            &Distribution::Int {
-                low,
-                high,
-                log,
-                step,
-            } => python_json::to_string(&Named {
-                name: "IntDistribution",
-                attributes: IntAttrs {
-                    log,
-                    step,
-                    low,
-                    high,
-                },
-            }),
-            Distribution::Categorical { choices } => python_json::to_string(&Named {
-                name: "CategoricalDistribution",
-                attributes: CategoricalAttrs { choices },
-            }),
-        }
-    }
-
-    /// Parse Optuna's JSON, including the pre-3.0 names
-    /// (Uniform, LogUniform, DiscreteUniform, IntUniform, IntLogUniform).
-    pub fn from_json(text: &str) -> Result<Distribution, StoreError> {
-        let bad = |reason: &str| StoreError::BadDistribution {
-            json: text.to_string(),
-            reason: reason.to_string(),
-        };
-        let v: Json = serde_json::from_str(text).map_err(|e| bad(&e.to_string()))?;
-        let name = v["name"].as_str().ok_or_else(|| bad("no `name`"))?;
-        let a = &v["attributes"];
-        let f = |k: &str| {
-            a[k].as_f64()
-                .ok_or_else(|| bad(&format!("`{k}` is not a number")))
-        };
-        let i = |k: &str| {
-            a[k].as_i64()
-                .or_else(|| a[k].as_f64().filter(|x| x.fract() == 0.0).map(|x| x as i64))
-                .ok_or_else(|| bad(&format!("`{k}` is not an integer")))
-        };
-        let flag = |k: &str| a[k].as_bool().unwrap_or(false);
-        Ok(match name {
-            "FloatDistribution" => Distribution::Float {
-                low: f("low")?,
-                high: f("high")?,
-                log: flag("log"),
-                step: if a["step"].is_null() {
-                    None
-                } else {
-                    Some(f("step")?)
-                },
-            },
-            "UniformDistribution" | "LogUniformDistribution" => Distribution::Float {
-                low: f("low")?,
-                high: f("high")?,
-                log: name == "LogUniformDistribution",
-                step: None,
-            },
-            "DiscreteUniformDistribution" => Distribution::Float {
-                low: f("low")?,
-                high: f("high")?,
-                log: false,
-                step: Some(f("q")?),
-            },
-            "IntDistribution" | "IntUniformDistribution" | "IntLogUniformDistribution" => {
-                Distribution::Int {
-                    low: i("low")?,
-                    high: i("high")?,
-                    log: flag("log") || name == "IntLogUniformDistribution",
-                    step: if a["step"].is_null() { 1 } else { i("step")? },
-                }
-            }
-            "CategoricalDistribution" => Distribution::Categorical {
-                choices: a["choices"]
-                    .as_array()
-                    .cloned()
-                    .ok_or_else(|| bad("`choices` is not a list"))?,
-            },
-            other => return Err(bad(&format!("unknown distribution `{other}`"))),
-        })
-    }
-
     /// The value the objective saw, from the stored internal value.
     pub fn to_external(&self, internal: f64) -> Result<Json, StoreError> {
         match self {
@@ -242,26 +116,5 @@ mod tests {
         assert_eq!(n.to_internal(&json!(null)), None);
         assert!(d.to_external(4.0).is_err());
         assert_eq!(Distribution::from_json(&d.to_json()).unwrap(), d);
-    }
-
-    #[test]
-    fn writes_the_bytes_optuna_writes() {
-        for optuna in [
-            r#"{"name": "FloatDistribution", "attributes": {"step": null, "low": 1e-05, "high": 0.1, "log": true}}"#,
-            r#"{"name": "FloatDistribution", "attributes": {"step": 0.25, "low": 0.0, "high": 1.0, "log": false}}"#,
-            r#"{"name": "IntDistribution", "attributes": {"log": false, "step": 8, "low": 8, "high": 64}}"#,
-            r#"{"name": "CategoricalDistribution", "attributes": {"choices": ["adam", "\u00e9t\u00e9", null, 1.0, 2, true]}}"#,
-        ] {
-            assert_eq!(Distribution::from_json(optuna).unwrap().to_json(), optuna);
-        }
-    }
-
-    #[test]
-    fn bad_json_is_an_error() {
-        assert!(Distribution::from_json("{").is_err());
-        assert!(Distribution::from_json(r#"{"name": "Nope", "attributes": {}}"#).is_err());
-        assert!(
-            Distribution::from_json(r#"{"name": "FloatDistribution", "attributes": {}}"#).is_err()
-        );
     }
 }

@@ -114,6 +114,11 @@ pub enum StoreError {
     #[error("bad distribution_json `{json}`: {reason}")]
     BadDistribution { json: String, reason: String },
 
+    /// A distribution or search space in Optuna's JSON that does not read;
+    /// `path` names the field (`lr.attributes.low`).
+    #[error("invalid Optuna JSON at {path}: {reason}")]
+    BadOptunaJson { path: String, reason: String },
+
     /// An attribute value that is not valid JSON.
     #[error("bad JSON in {table}.{key}: {reason}")]
     BadJson {

@@ -24,7 +24,13 @@
 //!   for float/int distributions, the choice index for categorical ones) and
 //!   the distribution as an opaque JSON string. [`Distribution`] converts, so
 //!   the sampler crate's types never leak in here. Its JSON is the bytes
-//!   Optuna writes, through [`python_json`] (Python's `json.dumps` spelling).
+//!   Optuna writes, through [`python_json`] (Python's `json.dumps` spelling);
+//!   [`Distribution::from_json`] reads every form Optuna's
+//!   `json_to_distribution` reads (pre-3.0 class names and the short
+//!   `{"type": "float", ...}` form included), and
+//!   [`search_space_from_json`] the search space `optuna ask
+//!   --search-space` takes. This is the project's one reader and writer of
+//!   Optuna's distribution JSON.
 //! - [`Storage::claim_or_create_within`] claims a WAITING trial or creates
 //!   one while a study's budget lasts, with its first heartbeat, in one
 //!   transaction: any number of processes can share one study.
@@ -59,6 +65,7 @@ mod db;
 mod distribution;
 mod error;
 mod model;
+mod optuna_json;
 mod pg;
 #[cfg(feature = "testing")]
 pub mod pg_server;
@@ -76,6 +83,7 @@ pub use error::{Result, StoreError};
 pub use model::{
     FrozenTrial, Param, Study, StudyDirection, StudySummary, TrialFilter, TrialRef, TrialState,
 };
+pub use optuna_json::search_space_from_json;
 pub use pg::PgUrl;
 pub use schema::{ALEMBIC_VERSION, LIBRARY_VERSION, SCHEMA_VERSION};
 pub use stale::{RetryPolicy, StaleTrial};

@@ -19,7 +19,6 @@
 use super::Context;
 use crate::error::{CliError, Result};
 use crate::history;
-use hpo_sampler::json::{search_space_from_json, value_from_json, value_to_json};
 use hpo_sampler::{
     AutoConfig, AutoSampler, GpConfig, GpSampler, Param, RandomSampler, Sampler, StudyView,
     TpeConfig, TpeSampler,
@@ -78,7 +77,7 @@ struct SamplerChoice {
 }
 
 pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
-    let space = search_space_from_json(&args.search_space)
+    let space = history::search_space(&args.search_space)
         .map_err(|e| CliError::Usage(format!("bad --search-space: {e}")))?;
     let choice = sampler_choice(args)?;
     let storage = ctx.open_existing()?;
@@ -193,7 +192,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         .filter(|n| params.contains_key(*n))
         .chain(params.keys().filter(|n| !order.contains(n)));
     let values: Vec<(String, Json)> = names
-        .map(|name| (name.clone(), value_to_json(&params[name].value())))
+        .map(|name| (name.clone(), history::value_json(&params[name].value())))
         .collect();
     let number = ("number".to_string(), Json::from(trial.number));
     let line = if args.flatten {
@@ -281,7 +280,7 @@ fn enqueued_params(
                     stored.number
                 ))
             };
-            let external = value_from_json(value, name).map_err(|e| bad(e.to_string()))?;
+            let external = history::param_value(value).map_err(bad)?;
             let internal = distribution.to_internal(&external).map_err(bad)?;
             if !distribution.contains(internal) {
                 return Err(bad(format!("outside {distribution}")));

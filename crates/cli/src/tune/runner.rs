@@ -1050,8 +1050,7 @@ fn fixed_internal(
     value: &Json,
 ) -> Result<f64, String> {
     let bad = |why: String| format!("fixed parameter `{name}` = {value}: {why}");
-    let external =
-        hpo_sampler::json::value_from_json(value, name).map_err(|e| bad(e.to_string()))?;
+    let external = crate::history::param_value(value).map_err(bad)?;
     let internal = distribution.to_internal(&external).map_err(bad)?;
     if distribution.contains(internal) {
         Ok(internal)
