@@ -2,7 +2,7 @@
 //! cargo does (the rust-analyzer convention).
 //!
 //! - `cargo xtask test`: the README's test command and what CI runs: no
-//!   tracked build output, fmt, clippy, then every test of the workspace,
+//!   tracked build output, fmt, clippy, docs, then every test of the workspace,
 //!   after preparing what the reference tests need (a Python venv with
 //!   Optuna and scikit-learn, one with torch and transformers, the MiniLM
 //!   model, libnvrtc, PostgreSQL's server binaries, headless Chromium),
@@ -59,8 +59,8 @@ fn main() -> ExitCode {
 const USAGE: &str =
     "usage: cargo xtask <test|tune|fetch-model minilm|python [torch|gp]|nvrtc|bench NAME|gpu-test>";
 
-/// No tracked build output, fmt, clippy, then the whole test suite with the
-/// reference resources.
+/// No tracked build output, fmt, clippy, the API docs, then the whole test
+/// suite with the reference resources.
 fn test(extra: &[String]) -> Result<()> {
     no_tracked_build_output()?;
     env::cargo(&["fmt", "--all", "--", "--check"], &[])?;
@@ -89,6 +89,12 @@ fn test(extra: &[String]) -> Result<()> {
             "warnings",
         ],
         &[],
+    )?;
+    // Every crate's API docs, links included (a broken intra-doc link is a
+    // reader's dead end).
+    env::cargo(
+        &["doc", "--no-deps", "--workspace"],
+        &[("RUSTDOCFLAGS", "-D warnings".to_string())],
     )?;
     let mut vars = env::reference_vars()?;
     // transformers for the round trips of `memtune train` / `predict`.

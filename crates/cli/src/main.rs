@@ -10,7 +10,7 @@ use std::process::ExitCode;
 #[command(name = "memtune", version, about)]
 struct Cli {
     /// Study storage in Optuna's URL form, e.g. sqlite:///study.db or
-    /// postgresql://user[:password]@host[:port]/db
+    /// postgresql://user:password@host:port/db (password and port optional)
     #[arg(long, global = true, env = "MEMTUNE_STORAGE")]
     storage: Option<String>,
 

@@ -1,7 +1,7 @@
 //! An in-memory study: the ask/report/tell loop over a sampler and a
 //! pruner, for callers that keep their trials in memory (tests, notebooks,
 //! a process that owns the whole study). Callers that persist trials build a
-//! [`StudyView`] from their own storage and call [`crate::ask`] and
+//! [`StudyView`] from their own storage and call [`crate::ask()`] and
 //! [`Pruner::prune`] directly, as this type does.
 
 use crate::{

@@ -1,7 +1,7 @@
 //! The device timeline: which trial held which worker process when, and
 //! how much device memory was leased against capacity. Drawn as a Gantt
 //! chart in the memory section and exported as a Chrome trace
-//! ([`super::trace`]).
+//! ([`super::trace()`]).
 
 use std::collections::BTreeMap;
 

@@ -258,7 +258,7 @@ pub trait Backend {
         dim: usize,
         dtable: &mut Self::Buf,
     );
-    /// `out[i] = x[i, 0]` for `x` of `[b, s, h]` (the [CLS] token).
+    /// `out[i] = x[i, 0]` for `x` of `[b, s, h]` (the `[CLS]` token).
     fn cls_forward(&self, x: &Self::Buf, out: &mut Self::Buf, b: usize, s: usize);
     /// Overwrites `dx` (`[b, s, h]`) with `dout` at token 0 and zeros elsewhere.
     fn cls_backward(&self, dout: &Self::Buf, dx: &mut Self::Buf, b: usize, s: usize);

@@ -32,7 +32,7 @@ use crate::config::BertConfig;
 use crate::memory::BufKind;
 use crate::rng::RngKey;
 
-/// The classifier head on top of the pooled [CLS] vector.
+/// The classifier head on top of the pooled `[CLS]` vector.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HeadConfig {
     pub num_labels: usize,

@@ -8,20 +8,20 @@
 //! made cheap by layout rather than by skipping kernels: per-kernel
 //! constants are computed once per estimator, each dimension's
 //! contribution is a contiguous per-kernel slice, and one branch-free,
-//! vectorised pass ([`rows`]) adds them and takes the log-sum-exp. The
+//! vectorised pass (`rows`) adds them and takes the log-sum-exp. The
 //! expensive part, discrete cell masses, comes from a [`CellCache`] that an
 //! estimator hands on to the next one of the same search space
 //! ([`Parzen::recycle`]), so a running study computes each (value,
 //! kernel) cell mass once rather than once per ask; the log weights are
 //! handed on too, and reused when the next estimator's weights are the
 //! same (a study of constant size). An estimator whose observations
-//! change by a few is updated in place instead ([`update`]), with the
+//! change by a few is updated in place instead (`update`), with the
 //! same result.
 //!
 //! [`Evaluator`] also gives single kernels' terms, with the same
 //! arithmetic, so that a caller can rule a sample out from a few kernels
 //! without its full density (the TPE's candidate screening), and cheap
-//! `f32` guesses of which kernels to try ([`screen`]).
+//! `f32` guesses of which kernels to try (`screen`).
 
 mod cells;
 mod kernels;

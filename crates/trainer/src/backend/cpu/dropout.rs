@@ -1,5 +1,5 @@
 //! Counter-based dropout: the Philox4x32-10 words of `crate::rng`, computed
-//! for [`LANES`] counter blocks at once, in AVX2 registers when the CPU has
+//! for `LANES` counter blocks at once, in AVX2 registers when the CPU has
 //! them (a portable loop otherwise). The words, and so the masks, are
 //! exactly `RngKey::block`'s: the same mask on any CPU and thread count, and
 //! on a CUDA kernel implementing `crate::rng`.

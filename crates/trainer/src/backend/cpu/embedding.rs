@@ -1,4 +1,4 @@
-//! Embedding gather and its deterministic scatter-add backward, [CLS]
+//! Embedding gather and its deterministic scatter-add backward, `[CLS]`
 //! selection and masked mean pooling.
 
 use rayon::prelude::*;

@@ -3,7 +3,7 @@
 //! A training step allocates and frees the same large buffers every step.
 //! Fresh large allocations come from the kernel as untouched pages, and
 //! first-touch page faults cost about as much as a whole elementwise pass, so
-//! the CPU backend keeps freed buffers of at least [`MIN_POOLED_BYTES`] here
+//! the CPU backend keeps freed buffers of at least `MIN_POOLED_BYTES` here
 //! and hands them out again for a request of exactly the same length.
 //!
 //! The tracker is never told: it still sees one allocation per logical
