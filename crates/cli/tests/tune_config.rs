@@ -573,6 +573,17 @@ fn shipped_studies_parse() {
         ModelSource::Sim(SimPreset::new("bert-large").unwrap())
     );
     assert!(seeds.sampler.tpe.group && seeds.sampler.tpe.multivariate);
+
+    // The GPU bundle's study (its run.sh puts the model's path in).
+    let bundle =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../xtask/src/gpu_bundle/study.toml");
+    let text = std::fs::read_to_string(&bundle).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let gpu_study = dir.path().join("study.toml");
+    std::fs::write(&gpu_study, text.replace("MODEL_DIR", "/models/minilm")).unwrap();
+    let gpu = StudyConfig::from_path(&gpu_study).unwrap();
+    assert_eq!(gpu.runner.device, DeviceKind::Cuda(0));
+    assert_eq!(gpu.study.n_trials, 20);
 }
 
 /// Runs `n` trials of `config` through `sampler` with a made-up objective,

@@ -12,8 +12,8 @@ OUT="${OUT:-$BUNDLE/out}"
 PY="${PYTHON:-python3}"
 export OUT PY
 ALL_STEPS=(ops determinism gpu-mem latency throughput memory-plan finetune study)
-# Seconds per step; their sum stays within 35 minutes.
-declare -A LIMIT=([ops]=480 [determinism]=240 [gpu-mem]=300 [latency]=300 [throughput]=300 [memory-plan]=240 [finetune]=240 [study]=480)
+# Seconds per step (at most 8 minutes each); their sum stays within 35 minutes.
+declare -A LIMIT=([ops]=360 [determinism]=180 [gpu-mem]=180 [latency]=180 [throughput]=300 [memory-plan]=240 [finetune]=300 [study]=360)
 
 usage() { sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; echo "steps: ${ALL_STEPS[*]}"; }
 
@@ -70,29 +70,46 @@ step_gpu-mem() { local t; t=$(one 'bin/gpu-*'); [ -n "$t" ] || { echo "gpu-mem t
 step_latency() { MEMTUNE_TORCH_LATENCY_SCRIPT=torch_latency.py ./bin/gpu_latency --python "$PY"; }
 step_throughput() { echo "not in this bundle: the BERT-base/MiniLM training-throughput comparison with HF is not built yet"; return 3; }
 step_memory-plan() { local t; t=$(one 'bin/cuda_memory_plan-*'); [ -n "$t" ] || { echo "cuda_memory_plan test binary missing"; return 1; }
-  "$t" --test-threads=1 --nocapture; }
+  MEMTUNE_TORCH_PYTHON="$PY" MEMTUNE_TORCH_MEMORY_SCRIPT=torch_memory_peak.py "$t" --test-threads=1 --nocapture; }
 step_finetune() { local t; t=$(one 'bin/cuda_finetune-*'); [ -n "$t" ] || { echo "cuda_finetune test binary missing"; return 1; }
-  "$t" --test-threads=1 --nocapture; }
-# `memtune tune` with device = "cuda": every trial COMPLETE, trained on cuda:0,
-# with its measured peak beside the plan's prediction.
+  MEMTUNE_MINILM_DIR="$PWD/minilm" "$t" --test-threads=1 --nocapture; }
+# `memtune tune` with device = "cuda": 20 MiniLM trials packed onto the
+# device, every one COMPLETE on cuda:0 (none lost to OOM), with trials/hour
+# and the measured peaks beside the plan's predictions.
 step_study() { local d="$OUT/study"; rm -rf "$d"; mkdir -p "$d"
-  "$PY" tiny_bert.py "$d/tiny" || return 1
-  sed "s#MODEL_DIR#$d/tiny#" study.toml >"$d/study.toml"
-  ./bin/memtune --storage "sqlite:///$d/study.db" tune --no-progress --config "$d/study.toml" || return 1
-  "$PY" - "$d/study.db" <<'PY'
-import json, sqlite3, sys
+  sed "s#MODEL_DIR#$PWD/minilm#" study.toml >"$d/study.toml"
+  local rc=0
+  ./bin/memtune --storage "sqlite:///$d/study.db" tune --no-progress --config "$d/study.toml" >"$d/tune.txt" 2>&1 || rc=$?
+  cat "$d/tune.txt"
+  [ $rc -eq 0 ] || return 1
+  "$PY" - "$d/study.db" "$d/tune.txt" "$OUT/study.figures.json" <<'PY'
+import json, re, sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 states = [s for (s,) in db.execute("SELECT state FROM trials")]
-print("trial states:", states)
 attrs = {}
 for tid, key, value in db.execute("SELECT trial_id, key, value_json FROM trial_user_attributes"):
     attrs.setdefault(tid, {})[key] = json.loads(value)
 for tid, a in sorted(attrs.items()):
     print(f"trial {tid}: device {a.get('device')}, precision {a.get('matmul_precision')}, "
-          f"skipped steps {a.get('skipped_steps')}, predicted peak {a.get('predicted_peak_bytes')}, "
-          f"measured peak {a.get('peak_bytes')}, requested peak {a.get('requested_peak_bytes')}, "
-          f"micro-batch {a.get('micro_batch')}")
-ok = len(states) == 4 and all(s == "COMPLETE" for s in states)
+          f"micro-batch {a.get('micro_batch')}, predicted peak {a.get('predicted_peak_bytes')}, "
+          f"requested peak {a.get('requested_peak_bytes')}, measured peak {a.get('peak_bytes')}")
+summary = open(sys.argv[2]).read()
+per_hour = re.search(r"trials/hour in this run\s+([0-9.]+)", summary)
+leased = re.search(r"peak memory leased\s+(.+)", summary)
+figures = {
+    "trials": len(states),
+    "complete": states.count("COMPLETE"),
+    "failed": states.count("FAIL"),
+    "failed_by_oom": sum(1 for a in attrs.values() if a.get("oom")),
+    "oom_retries": sum(len(a.get("oom_retries") or []) for a in attrs.values()),
+    "trials_per_hour": float(per_hour.group(1)) if per_hour else None,
+    "peak_memory_leased": leased.group(1).strip() if leased else None,
+    "max_trial_peak_bytes": max((a.get("peak_bytes") or 0 for a in attrs.values()), default=0),
+    "precisions": sorted({str(a.get("matmul_precision")) for a in attrs.values()}),
+}
+json.dump(figures, open(sys.argv[3], "w"))
+print(json.dumps(figures))
+ok = figures["trials"] == 20 and figures["complete"] == 20
 ok = ok and all(str(a.get("device", "")).startswith("cuda:") for a in attrs.values())
 ok = ok and all(a.get("matmul_precision") in ("bf16", "fp32") for a in attrs.values())
 sys.exit(0 if ok else 1)

@@ -37,6 +37,22 @@ pub fn python(test: &str) -> Option<PathBuf> {
     }
 }
 
+/// The Python of `MEMTUNE_TORCH_PYTHON` (torch and transformers, `cargo
+/// xtask python torch`), under the same rule as [`minilm_dir`].
+pub fn torch_python(test: &str) -> Option<PathBuf> {
+    match std::env::var_os("MEMTUNE_TORCH_PYTHON") {
+        Some(python) => Some(PathBuf::from(python)),
+        None if std::env::var_os("CI").is_some() => panic!(
+            "{test}: MEMTUNE_TORCH_PYTHON is not set but CI is: run `cargo xtask test`, or point \
+             it at a python with torch and transformers (`cargo xtask python torch`)"
+        ),
+        None => {
+            eprintln!("skipping {test}: set MEMTUNE_TORCH_PYTHON (`cargo xtask python torch`)");
+            None
+        }
+    }
+}
+
 /// A small BERT vocabulary: the five special tokens, then words and pieces.
 pub const TINY_VOCAB: &[&str] = &[
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "movie", "is", "great", "bad", "a",
