@@ -38,31 +38,9 @@ import torch
 import transformers
 from transformers import BertConfig, BertForSequenceClassification
 
-
-def adamw(model: torch.nn.Module, lr: float, fused: bool) -> torch.optim.AdamW:
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        (no_decay if name.endswith(".bias") or "LayerNorm" in name else decay).append(p)
-    return torch.optim.AdamW(
-        [
-            {"params": decay, "weight_decay": 0.01},
-            {"params": no_decay, "weight_decay": 0.0},
-        ],
-        lr=lr,
-        betas=(0.9, 0.999),
-        eps=1e-8,
-        fused=fused,
-    )
-
-
-def synthetic_batch(batch: int, seq: int, vocab: int, labels: int, device: str):
-    ids = (torch.arange(batch * seq) % vocab).reshape(batch, seq)
-    return {
-        "input_ids": ids.to(device),
-        "token_type_ids": torch.zeros(batch, seq, dtype=torch.long, device=device),
-        "attention_mask": torch.ones(batch, seq, dtype=torch.long, device=device),
-        "labels": (torch.arange(batch) % labels).to(device),
-    }
+# The CPU reference's optimiser (decay groups) and batch; its folder is on
+# the path, beside this script here and in the GPU bundle.
+from torch_throughput import adamw, synthetic_batch
 
 
 def step(model, optimizer, batch, device: str) -> float:

@@ -34,17 +34,21 @@ const CUDA_CRATES: &[(&str, &[&str])] = &[
 ];
 
 /// The examples `run.sh` runs, each built with its crate's `cuda` feature,
-/// and the PyTorch script it compares with (copied beside `run.sh`).
-const EXAMPLES: &[(&str, &str, &str)] = &[
+/// and the PyTorch scripts it compares with (copied beside `run.sh`; the
+/// throughput script imports the CPU reference's step).
+const EXAMPLES: &[(&str, &str, &[&str])] = &[
     (
         "gpu-mem",
         "gpu_latency",
-        "crates/gpu-mem/scripts/torch_latency.py",
+        &["crates/gpu-mem/scripts/torch_latency.py"],
     ),
     (
         "trainer",
         "gpu_throughput",
-        "benches/reference/torch_gpu_throughput.py",
+        &[
+            "benches/reference/torch_gpu_throughput.py",
+            "benches/reference/torch_throughput.py",
+        ],
     ),
 ];
 
@@ -98,7 +102,7 @@ pub fn run(args: &[String]) -> Result<()> {
                 .collect::<Result<Vec<_>>>()?,
         );
     }
-    for (krate, example, script) in EXAMPLES {
+    for (krate, example, scripts) in EXAMPLES {
         let feature = format!("{krate}/cuda");
         let built = build(
             &[
@@ -115,8 +119,9 @@ pub fn run(args: &[String]) -> Result<()> {
         for exe in &built {
             copy_into(exe, &bin)?;
         }
-        let script_src = env::root().join(script);
-        copy_into(&script_src, &bundle)?;
+        for script in *scripts {
+            copy_into(&env::root().join(script), &bundle)?;
+        }
     }
     for (name, text) in [("tiny_bert.py", TINY_BERT_PY), ("study.toml", STUDY_TOML)] {
         std::fs::write(bundle.join(name), text)
@@ -244,6 +249,7 @@ pub fn check_dry_run(out: &Path) -> Result<()> {
     for file in [
         "torch_latency.py",
         "torch_gpu_throughput.py",
+        "torch_throughput.py",
         "tiny_bert.py",
         "study.toml",
     ] {
