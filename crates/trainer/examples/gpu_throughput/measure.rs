@@ -47,10 +47,9 @@ fn time_steps<B: Backend>(
 ) -> Result<Timing, Error> {
     let req = w.request();
     req.check().map_err(|e| Error::Model(e.to_string()))?;
-    let head = req.head.clone();
     let mut model = req
         .config
-        .build_random(be, &head, 0)
+        .build_random(be, &req.head, 0)
         .map_err(|e| Error::Model(e.to_string()))?;
     let mut ctx = StepContext::new(
         be,
