@@ -44,7 +44,7 @@ def minilm_l6_config() -> BertConfig:
     )
 
 
-def adamw(model: torch.nn.Module, lr: float) -> torch.optim.AdamW:
+def adamw(model: torch.nn.Module, lr: float, fused: bool = False) -> torch.optim.AdamW:
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         (no_decay if name.endswith(".bias") or "LayerNorm" in name else decay).append(p)
@@ -56,17 +56,18 @@ def adamw(model: torch.nn.Module, lr: float) -> torch.optim.AdamW:
         lr=lr,
         betas=(0.9, 0.999),
         eps=1e-8,
+        fused=fused,
     )
 
 
-def synthetic_batch(batch: int, seq: int, vocab: int, labels: int):
+def synthetic_batch(batch: int, seq: int, vocab: int, labels: int, device: str = "cpu"):
     # Same contents as trainer::memory::plan::synthetic_batch.
     ids = (torch.arange(batch * seq) % vocab).reshape(batch, seq)
     return {
-        "input_ids": ids,
-        "token_type_ids": torch.zeros(batch, seq, dtype=torch.long),
-        "attention_mask": torch.ones(batch, seq, dtype=torch.long),
-        "labels": torch.arange(batch) % labels,
+        "input_ids": ids.to(device),
+        "token_type_ids": torch.zeros(batch, seq, dtype=torch.long, device=device),
+        "attention_mask": torch.ones(batch, seq, dtype=torch.long, device=device),
+        "labels": (torch.arange(batch) % labels).to(device),
     }
 
 

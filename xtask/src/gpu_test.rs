@@ -2,7 +2,8 @@
 //!
 //! The device machine has a GPU but no Rust toolchain, so this builds here
 //! (with each CUDA crate's `cuda` feature) and runs there: it copies the CUDA
-//! test binaries, the latency example and `memtune` into `.device/`
+//! test binaries, the latency and throughput examples with their PyTorch
+//! scripts, and `memtune` into `.device/`
 //! (git-ignored) with `run.sh` (`gpu_bundle/run.sh`). Carry `.device` to the
 //! device machine and run `bash .device/run.sh [STEP...]`; it writes
 //! `gpu-report.json` and `gpu-report.md` into `$OUT`. `run.sh --dry-run`
@@ -28,6 +29,25 @@ const CUDA_CRATES: &[(&str, &[&str])] = &[
             "cuda_finetune",
             "--test",
             "cuda_memory_plan",
+        ],
+    ),
+];
+
+/// The examples `run.sh` runs, each built with its crate's `cuda` feature,
+/// and the PyTorch scripts it compares with (copied beside `run.sh`; the
+/// throughput script imports the CPU reference's step).
+const EXAMPLES: &[(&str, &str, &[&str])] = &[
+    (
+        "gpu-mem",
+        "gpu_latency",
+        &["crates/gpu-mem/scripts/torch_latency.py"],
+    ),
+    (
+        "trainer",
+        "gpu_throughput",
+        &[
+            "benches/reference/torch_gpu_throughput.py",
+            "benches/reference/torch_throughput.py",
         ],
     ),
 ];
@@ -83,35 +103,32 @@ pub fn run(args: &[String]) -> Result<()> {
                 .collect::<Result<Vec<_>>>()?,
         );
     }
-    let latency = build(
-        &[
-            "build",
-            "--package",
-            "gpu-mem",
-            "--features",
-            "gpu-mem/cuda",
-            "--example",
-            "gpu_latency",
-        ],
-        false,
+    for (krate, example, scripts) in EXAMPLES {
+        let feature = format!("{krate}/cuda");
+        let built = build(
+            &[
+                "build",
+                "--package",
+                krate,
+                "--features",
+                &feature,
+                "--example",
+                example,
+            ],
+            false,
+        )?;
+        for exe in &built {
+            copy_into(exe, &bin)?;
+        }
+        for script in *scripts {
+            copy_into(&env::root().join(script), &bundle)?;
+        }
+    }
+    // The memory-plan step's PyTorch peer.
+    copy_into(
+        &env::root().join("benches/reference/torch_memory_peak.py"),
+        &bundle,
     )?;
-    for exe in &latency {
-        copy_into(exe, &bin)?;
-    }
-    for (src, name) in [
-        (
-            "crates/gpu-mem/scripts/torch_latency.py",
-            "torch_latency.py",
-        ),
-        (
-            "benches/reference/torch_memory_peak.py",
-            "torch_memory_peak.py",
-        ),
-    ] {
-        let src = env::root().join(src);
-        std::fs::copy(&src, bundle.join(name))
-            .map_err(|e| format!("cannot copy {}: {e}", src.display()))?;
-    }
     std::fs::write(bundle.join("study.toml"), STUDY_TOML)
         .map_err(|e| format!("cannot write study.toml into {}: {e}", bundle.display()))?;
     minilm_fp16(&bundle.join("minilm"))?;
@@ -245,6 +262,7 @@ pub fn check_dry_run(out: &Path) -> Result<()> {
         "cuda_memory_plan-",
         "gpu-",
         "gpu_latency",
+        "gpu_throughput",
         "memtune",
     ] {
         if !names.iter().any(|n| n.starts_with(prefix)) {
@@ -257,6 +275,8 @@ pub fn check_dry_run(out: &Path) -> Result<()> {
     for file in [
         "torch_latency.py",
         "torch_memory_peak.py",
+        "torch_gpu_throughput.py",
+        "torch_throughput.py",
         "study.toml",
         "minilm/config.json",
         "minilm/model.safetensors",
@@ -327,4 +347,77 @@ pub fn check_dry_run(out: &Path) -> Result<()> {
         STEPS.len()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A bundle whose `memtune devices` finds a GPU and whose throughput
+    /// example prints a table and writes `figures` (verbatim) as its figures.
+    fn fake_bundle(dir: &Path, figures: &str) {
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(dir.join("run.sh"), RUN_SH).unwrap();
+        let exe = |name: &str, body: &str| {
+            let path = bin.join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        exe("memtune", "echo 'cuda: 1 device'");
+        exe(
+            "gpu_throughput",
+            &format!(
+                "echo 'device: fake'\necho '| model | ours/HF |'\necho '| bert-base | 1.50x |'\n\
+                 cat >\"$OUT/throughput.figures.json\" <<'JSON'\n{figures}\nJSON"
+            ),
+        );
+    }
+
+    fn run_throughput(figures: &str) -> serde_json::Value {
+        let dir = std::env::temp_dir().join(format!(
+            "memtune-run-sh-{}-{}",
+            std::process::id(),
+            figures.len()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        fake_bundle(&dir, figures);
+        let out = Command::new("bash")
+            .arg(dir.join("run.sh"))
+            .arg("throughput")
+            .env("PYTHON", "python3")
+            .env_remove("OUT")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = std::fs::read_to_string(dir.join("out/gpu-report.json")).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+        report["steps"][0].clone()
+    }
+
+    #[test]
+    fn a_steps_figures_go_into_its_report_entry() {
+        let step = run_throughput(
+            "{\"models\": [{\"model\": \"bert-base\", \"speedup\": 1.5}],\n \"passed\": true}",
+        );
+        assert_eq!(step["name"], "throughput");
+        assert_eq!(step["status"], "passed");
+        assert_eq!(step["detail"], "| model | ours/HF |\n| bert-base | 1.50x |");
+        assert_eq!(step["figures"]["models"][0]["speedup"], 1.5);
+        assert_eq!(step["figures"]["passed"], true);
+    }
+
+    #[test]
+    fn figures_that_are_not_one_object_are_left_out_and_said_so() {
+        let step = run_throughput("[1, 2]");
+        assert_eq!(step["status"], "passed");
+        assert!(step.get("figures").is_none(), "{step}");
+        let detail = step["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("not one JSON object: not a JSON object"),
+            "{detail}"
+        );
+    }
 }

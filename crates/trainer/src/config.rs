@@ -251,6 +251,49 @@ impl BertConfig {
         })
     }
 
+    /// The `config.json` of this architecture: the fields this crate reads,
+    /// under their BERT names, which transformers' config classes take as
+    /// keyword arguments (so a reference script builds the same model).
+    /// [`Self::from_json`] reads it back to an equal config.
+    pub fn hf_config_json(&self) -> serde_json::Value {
+        let mut json = serde_json::json!({
+            "model_type": self.model_type,
+            "hidden_size": self.hidden_size,
+            "num_hidden_layers": self.num_hidden_layers,
+            "num_attention_heads": self.num_attention_heads,
+            "intermediate_size": self.intermediate_size,
+            "vocab_size": self.vocab_size,
+            "max_position_embeddings": self.max_position_embeddings,
+            "type_vocab_size": self.type_vocab_size,
+            "layer_norm_eps": self.layer_norm_eps,
+            "hidden_dropout_prob": self.hidden_dropout_prob,
+            "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
+            "pad_token_id": self.pad_token_id,
+            "hidden_act": self.hidden_act,
+        });
+        let optional = [
+            ("embedding_size", self.embedding_size.map(Into::into)),
+            (
+                "classifier_dropout",
+                self.classifier_dropout.map(Into::into),
+            ),
+            (
+                "position_embedding_type",
+                self.position_embedding_type.clone().map(Into::into),
+            ),
+            (
+                "sinusoidal_pos_embds",
+                self.sinusoidal_pos_embds.then_some(true.into()),
+            ),
+        ];
+        for (key, value) in optional {
+            if let Some(value) = value {
+                json[key] = value;
+            }
+        }
+        json
+    }
+
     pub fn head_dim(&self) -> usize {
         self.hidden_size / self.num_attention_heads
     }
@@ -469,6 +512,24 @@ mod tests {
         let r = BertConfig::roberta_base();
         assert_eq!((r.max_sequence(), r.vocab_size), (512, 50265));
         assert_eq!(BertConfig::bert_large().num_hidden_layers, 24);
+    }
+
+    #[test]
+    fn hf_config_json_reads_back_to_the_same_config() {
+        let with_options = BertConfig {
+            classifier_dropout: Some(0.2),
+            position_embedding_type: Some("absolute".into()),
+            ..BertConfig::bert_base()
+        };
+        let configs = BertConfig::PRESETS
+            .iter()
+            .map(|name| BertConfig::preset(name).unwrap())
+            .chain([with_options]);
+        for c in configs {
+            let text = c.hf_config_json().to_string();
+            let read = BertConfig::from_json(&text, Path::new("config.json")).unwrap();
+            assert_eq!(read, c, "{text}");
+        }
     }
 
     /// The simulated study's BERT-shaped presets equal the `config.json`

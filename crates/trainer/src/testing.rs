@@ -81,22 +81,8 @@ pub fn write_tiny_model(
         model_type: "bert".into(),
         ..config.clone()
     };
-    let json = serde_json::json!({
-        "architectures": ["BertModel"],
-        "model_type": config.model_type,
-        "hidden_size": config.hidden_size,
-        "num_hidden_layers": config.num_hidden_layers,
-        "num_attention_heads": config.num_attention_heads,
-        "intermediate_size": config.intermediate_size,
-        "vocab_size": config.vocab_size,
-        "max_position_embeddings": config.max_position_embeddings,
-        "type_vocab_size": config.type_vocab_size,
-        "layer_norm_eps": config.layer_norm_eps,
-        "hidden_dropout_prob": config.hidden_dropout_prob,
-        "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
-        "pad_token_id": config.pad_token_id,
-        "hidden_act": config.hidden_act,
-    });
+    let mut json = config.hf_config_json();
+    json["architectures"] = serde_json::json!(["BertModel"]);
     // Validate as a reader would, before writing anything.
     let text = serde_json::to_string_pretty(&json).expect("a JSON value serialises");
     BertConfig::from_json(&text, &dir.join("config.json"))

@@ -61,6 +61,8 @@ one() { ls $1 2>/dev/null | head -n 1; }
 
 # Each step prints what it ran; its exit status says passed (0) or failed.
 # A step that is not in this bundle prints why and returns 3 (skipped).
+# A step may also write one JSON object of measured figures to
+# $OUT/<step>.figures.json; the report puts it into the step's entry.
 step_ops() { local t; t=$(one 'bin/cuda_ops-*'); [ -n "$t" ] || { echo "cuda_ops test binary missing"; return 1; }
   "$t" --test-threads=1 --skip the_same_seed; }
 step_determinism() { local t; t=$(one 'bin/cuda_ops-*'); [ -n "$t" ] || { echo "cuda_ops test binary missing"; return 1; }
@@ -68,7 +70,10 @@ step_determinism() { local t; t=$(one 'bin/cuda_ops-*'); [ -n "$t" ] || { echo "
 step_gpu-mem() { local t; t=$(one 'bin/gpu-*'); [ -n "$t" ] || { echo "gpu-mem test binary missing"; return 1; }
   "$t" --test-threads=1; }
 step_latency() { MEMTUNE_TORCH_LATENCY_SCRIPT=torch_latency.py ./bin/gpu_latency --python "$PY"; }
-step_throughput() { echo "not in this bundle: the BERT-base/MiniLM training-throughput comparison with HF is not built yet"; return 3; }
+# Ours (bf16 products) beside HF eager (autocast bf16, fused AdamW), with MFU;
+# fails unless BERT-base trains at least 1.3x as fast as HF.
+step_throughput() { ./bin/gpu_throughput --device cuda --python "$PY" --script torch_gpu_throughput.py \
+    --json "$OUT/throughput.figures.json" --require-speedup bert-base=1.3; }
 step_memory-plan() { local t; t=$(one 'bin/cuda_memory_plan-*'); [ -n "$t" ] || { echo "cuda_memory_plan test binary missing"; return 1; }
   MEMTUNE_TORCH_PYTHON="$PY" MEMTUNE_TORCH_MEMORY_SCRIPT=torch_memory_peak.py "$t" --test-threads=1 --nocapture; }
 step_finetune() { local t; t=$(one 'bin/cuda_finetune-*'); [ -n "$t" ] || { echo "cuda_finetune test binary missing"; return 1; }
@@ -116,9 +121,21 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+# The figures file $1 as one line of JSON, or nothing when there is none;
+# fails when it is not one JSON object.
+figures_of() { [ -f "$1" ] || return 0
+  "$PY" -c 'import json, sys
+v = json.load(open(sys.argv[1]))
+if not isinstance(v, dict):
+    sys.exit("not a JSON object")
+print(json.dumps(v, allow_nan=False))' "$1"; }
+
 RESULTS=()
+declare -A FIGURES=()
 for step in "${STEPS[@]}"; do
   log="$OUT/$step.log"
+  figures="$OUT/$step.figures.json"
+  rm -f "$figures"
   start=$(date +%s.%N)
   if [ -n "$NO_GPU" ]; then
     status=skipped; detail="$NO_GPU"; : >"$log"
@@ -132,7 +149,11 @@ for step in "${STEPS[@]}"; do
       124|137) status=failed; detail="timed out after ${LIMIT[$step]} s; last lines: $(tail -n 5 "$log")" ;;
       *) status=failed; detail="exit status $rc; last lines: $(tail -n 15 "$log")" ;;
     esac
-    [ "$status" = passed ] && [ "$step" = latency ] && detail=$(grep -E '^\|' "$log" || echo ok)
+    case "$status/$step" in passed/latency|passed/throughput) detail=$(grep -E '^\|' "$log" || echo ok) ;; esac
+    if ! FIGURES[$step]=$(figures_of "$figures" 2>&1 | tail -n 1); then
+      detail="$detail (its figures in $figures are not one JSON object: ${FIGURES[$step]})"
+      FIGURES[$step]=""
+    fi
     echo "   $status"
   fi
   seconds=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
@@ -145,8 +166,10 @@ done
   for r in "${RESULTS[@]}"; do
     IFS=$'\t' read -r name status seconds detail <<<"${r//$'\n'/$'\x1f'}"
     detail=${detail//$'\x1f'/$'\n'}
-    printf '%s\n  {"name": "%s", "status": "%s", "seconds": %s, "detail": "%s"}' \
+    printf '%s\n  {"name": "%s", "status": "%s", "seconds": %s, "detail": "%s"' \
       "$sep" "$name" "$status" "$seconds" "$(json_escape "$detail")"
+    [ -n "${FIGURES[$name]:-}" ] && printf ', "figures": %s' "${FIGURES[$name]}"
+    printf '}'
     sep=","
   done
   printf '\n]}\n'

@@ -1,0 +1,122 @@
+"""Training throughput of Hugging Face's `BertForSequenceClassification` in
+eager PyTorch, the reference for the trainer's `gpu_throughput` example
+(`cargo run --release -p trainer --features cuda --example gpu_throughput --
+--python PY`), which runs this script and reads its output.
+
+The step is the one the Rust example times (and `torch_throughput.py`'s):
+a randomly initialised model (2 labels, HF's head), dropout on, one fixed
+batch (every token real: attention mask all ones, token ids `i % vocab`,
+labels `i % 2`, as `trainer::memory::plan::synthetic_batch`), and a step =
+zero grads, forward, cross-entropy, backward, global-norm clipping at 1.0,
+AdamW (lr 1e-5, weight decay 0.01 except biases and LayerNorm weights).
+The forward pass and loss run under `torch.autocast(dtype=torch.bfloat16)`
+(the usual mixed-precision recipe: fp32 weights, bf16 matrix products);
+no torch.compile. On CUDA, AdamW is the fused kernel (`fused=True`).
+Attention is HF's default implementation for the installed transformers
+(`sdpa`), reported as `attn_implementation`.
+
+    python torch_gpu_throughput.py [--steps N] [--warmup N] [--device cuda|cpu] MODEL...
+
+Each MODEL is one JSON object: `{"name": ..., "batch": B, "seq": S,
+"config": {config.json fields}}` (the Rust example passes its models'
+`BertConfig::hf_config_json`). For each, it runs `warmup` untimed steps,
+then `steps` timed ones (the loss is read after every step, which waits for
+the device, as the Rust example does), and prints one JSON line: model,
+batch, seq, ms_per_step, seqs_per_s, loss (the last step's; null when
+not finite), torch and
+transformers versions, attn_implementation, device name and, on CUDA,
+`torch.cuda.max_memory_allocated` during the timed model's run.
+"""
+
+import argparse
+import json
+import math
+import platform
+import time
+
+import torch
+import transformers
+from transformers import BertConfig, BertForSequenceClassification
+
+# The CPU reference's optimiser (decay groups) and batch; its folder is on
+# the path, beside this script here and in the GPU bundle.
+from torch_throughput import adamw, synthetic_batch
+
+
+def step(model, optimizer, batch, device: str) -> float:
+    optimizer.zero_grad(set_to_none=False)
+    with torch.autocast(device_type=device, dtype=torch.bfloat16):
+        loss = model(**batch).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    return loss.item()
+
+
+def device_name(device: str) -> str:
+    if device == "cuda":
+        return torch.cuda.get_device_name(0)
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def measure(spec: dict, steps: int, warmup: int, device: str) -> dict:
+    fields = dict(spec["config"])
+    # The class fixes the architecture; a `model_type` keyword would only
+    # shadow its class attribute.
+    fields.pop("model_type", None)
+    config = BertConfig(num_labels=2, **fields)
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(config).to(device)
+    model.train()
+    optimizer = adamw(model, 1e-5, fused=device == "cuda")
+    batch = synthetic_batch(spec["batch"], spec["seq"], config.vocab_size, 2, device)
+    for _ in range(warmup):
+        step(model, optimizer, batch, device)
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    loss = float("nan")
+    for _ in range(steps):
+        loss = step(model, optimizer, batch, device)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    secs = (time.perf_counter() - start) / steps
+    return {
+        "model": spec["name"],
+        "batch": spec["batch"],
+        "seq": spec["seq"],
+        "ms_per_step": secs * 1e3,
+        "seqs_per_s": spec["batch"] / secs,
+        # JSON has no NaN: a loss that is not finite is written as null.
+        "loss": loss if math.isfinite(loss) else None,
+        "attn_implementation": model.config._attn_implementation,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "device": device_name(device),
+        "max_memory_allocated": (
+            torch.cuda.max_memory_allocated() if device == "cuda" else None
+        ),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("models", nargs="+", type=json.loads, help="JSON model specs")
+    args = parser.parse_args()
+    if args.steps < 1:
+        parser.error("--steps must be at least 1")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device")
+    for spec in args.models:
+        result = measure(spec, args.steps, args.warmup, args.device)
+        print(json.dumps(result, allow_nan=False), flush=True)
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

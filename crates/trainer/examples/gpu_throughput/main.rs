@@ -1,0 +1,139 @@
+//! Training throughput of BERT-base (batch 32, sequence 128) and MiniLM-L6
+//! (batch 32, sequence 64) on this crate's backends with bf16 matrix
+//! products, beside Hugging Face's `BertForSequenceClassification` in eager
+//! PyTorch (autocast bf16, fused AdamW; `benches/reference/torch_gpu_throughput.py`),
+//! with the model FLOPs utilisation (MFU) of both.
+//!
+//! ```sh
+//! cargo run --release -p trainer --features cuda --example gpu_throughput -- --python python3
+//! cargo run --release -p trainer --example gpu_throughput -- --device cpu --models tiny --steps 2 --python PY
+//! ```
+//!
+//! Both sides train the same architecture from random weights on the same
+//! synthetic batch with the same step (zero grads, forward, cross-entropy,
+//! backward, clipping at 1.0, AdamW with decay groups, dropout on); only
+//! the steps after the warm-up are timed. MFU counts the trainer's model
+//! FLOPs (`ModelConfig::flops_per_token`) against the device's peak dense
+//! bf16 rate (`--peak-tflops`, else a table by device name, else n/a).
+//! Prints a markdown table and, with `--json`, writes the figures; exits
+//! 1 when a loss is not finite or a `--require-speedup` is missed.
+
+mod args;
+mod measure;
+mod peak;
+mod reference;
+mod report;
+mod workload;
+
+use std::process::ExitCode;
+
+use args::{Args, USAGE};
+use report::{Report, Row};
+
+/// Why a run produced no report.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "--device cuda needs the CUDA backend: build with `--features cuda`, or pass --device cpu"
+    )]
+    NoCuda,
+    #[error("CUDA backend: {0}")]
+    Backend(String),
+    #[error("model: {0}")]
+    Model(String),
+    #[error("Hugging Face reference: {0}")]
+    Reference(#[from] reference::ReferenceError),
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn run(args: &Args) -> Result<Report, Error> {
+    // The reference runs first, so our allocator's cache does not hold
+    // device memory while PyTorch's runs.
+    let hf = match &args.python {
+        Some(python) => Some(reference::run(
+            python,
+            &args.script,
+            args.device.name(),
+            &args.workloads,
+            args.steps,
+            args.warmup,
+        )?),
+        None => None,
+    };
+    let (device, ours) = measure::run(args.device, &args.workloads, args.steps, args.warmup)?;
+    let peak_flops = args
+        .peak_tflops
+        .map(|t| t * 1e12)
+        .or_else(|| peak::dense_bf16_flops(&device));
+    let rows = args
+        .workloads
+        .iter()
+        .zip(ours)
+        .enumerate()
+        .map(|(i, (w, ours))| Row {
+            workload: w.clone(),
+            ours,
+            hf: hf.as_ref().map(|hf| hf[i].clone()),
+        })
+        .collect();
+    Ok(Report {
+        backend: args.device.name().to_string(),
+        device,
+        peak_flops,
+        steps: args.steps,
+        warmup: args.warmup,
+        rows,
+        requirements: args.requirements.clone(),
+    })
+}
+
+fn main() -> ExitCode {
+    let args = match Args::parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("gpu_throughput: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let report = match run(&args) {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("gpu_throughput: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let peak = report.peak_flops.map_or("unknown (MFU n/a)".into(), |p| {
+        format!("{:.1} TFLOP/s", p / 1e12)
+    });
+    println!(
+        "device: {}; peak dense bf16: {peak}; {} timed steps after {} warm-up",
+        report.device, report.steps, report.warmup
+    );
+    print!("{}", report.table());
+    if let Some(path) = &args.json {
+        let text = format!("{:#}\n", report.json());
+        if let Err(source) = std::fs::write(path, text) {
+            eprintln!(
+                "gpu_throughput: {}",
+                Error::Write {
+                    path: path.clone(),
+                    source
+                }
+            );
+            return ExitCode::FAILURE;
+        }
+    }
+    let problems = report.problems();
+    for p in &problems {
+        println!("FAILED: {p}");
+    }
+    if problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
