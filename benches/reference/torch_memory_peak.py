@@ -6,12 +6,14 @@ with MODEL one of PRESETS: the shapes of the published Hugging Face
 `config.json`s that the trainer's presets copy. For each, a randomly
 initialised `*ForSequenceClassification` (2 labels, dropout on, fp32, no
 autocast) takes two steps like the trainer's: zero grads (kept, not freed),
-forward, cross-entropy, backward, clipping at 1.0, AdamW. The first step
+forward, cross-entropy, backward, clipping at 1.0, AdamW with decay groups
+(torch_throughput.py's). The first step
 creates AdamW's state; the figure is `torch.cuda.max_memory_allocated` over
 the second, so weights, gradients, optimizer state and the step's
 activations are all in it, as in the plan. RECOMPUTE turns on
 `gradient_checkpointing_enable()`. The batch is the trainer's synthetic one
-(token ids `i % vocab`, every token real, labels `i % 2`).
+(torch_throughput.py's: token ids `i % vocab`, every token real, labels
+`i % 2`).
 
     python torch_memory_peak.py [--device cuda|cpu|meta] CONFIG...
 
@@ -33,6 +35,10 @@ from transformers import (
     XLMRobertaConfig,
     AutoModelForSequenceClassification,
 )
+
+# The CPU throughput reference's optimiser (decay groups), batch and step,
+# beside this file here and in the GPU bundle.
+from torch_throughput import adamw, step, synthetic_batch
 
 
 def bert_like(cls, vocab, hidden, layers, heads, ffn, **extra):
@@ -88,16 +94,6 @@ def parse(spec):
         sys.exit(f"bad config {spec!r}: expected MODEL:BATCH:SEQ:true|false, MODEL one of {sorted(PRESETS)}")
 
 
-def adamw(model):
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        (no_decay if name.endswith(".bias") or "LayerNorm" in name else decay).append(p)
-    return torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=1e-5,
-    )
-
-
 def measure(spec, device):
     model_name, batch, seq, recompute = parse(spec)
     config = PRESETS[model_name]()
@@ -110,26 +106,14 @@ def measure(spec, device):
     params = sum(p.numel() for p in model.parameters())
     if device == "meta":
         return {"config": spec, "params": params, "peak_bytes": None, "loss": None}
-    optimizer = adamw(model)
-    ids = (torch.arange(batch * seq) % config.vocab_size).reshape(batch, seq)
-    inputs = {
-        "input_ids": ids.to(device),
-        "attention_mask": torch.ones(batch, seq, dtype=torch.long, device=device),
-        "labels": (torch.arange(batch) % 2).to(device),
-    }
-    if config.type_vocab_size > 0:
-        inputs["token_type_ids"] = torch.zeros(batch, seq, dtype=torch.long, device=device)
+    optimizer = adamw(model, 1e-5)
+    inputs = synthetic_batch(batch, seq, config.vocab_size, config.num_labels, device)
     peak = None
-    for step in range(2):
-        if step == 1 and device == "cuda":
+    for i in range(2):
+        if i == 1 and device == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        optimizer.zero_grad(set_to_none=False)
-        loss = model(**inputs).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        loss = loss.item()
+        loss = step(model, optimizer, inputs)
     if device == "cuda":
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated()
