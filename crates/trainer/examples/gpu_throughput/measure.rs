@@ -4,8 +4,8 @@
 use std::time::Instant;
 
 use trainer::backend::{Backend, MatmulPrecision};
-use trainer::memory::plan::synthetic_batch;
-use trainer::train::{StepContext, train_step};
+use trainer::memory::plan::{build_planned_model, synthetic_batch};
+use trainer::train::train_step;
 
 use crate::Error;
 use crate::report::Timing;
@@ -46,20 +46,8 @@ fn time_steps<B: Backend>(
     warmup: usize,
 ) -> Result<Timing, Error> {
     let req = w.request();
-    req.check().map_err(|e| Error::Model(e.to_string()))?;
-    let mut model = req
-        .config
-        .build_random(be, &req.head, 0)
-        .map_err(|e| Error::Model(e.to_string()))?;
-    let mut ctx = StepContext::new(
-        be,
-        &mut *model,
-        req.optimizer.config(),
-        None,
-        Some(1.0),
-        false,
-        0,
-    );
+    let (mut model, mut ctx) =
+        build_planned_model(be, &req).map_err(|e| Error::Model(e.to_string()))?;
     let batch = synthetic_batch(&req);
     let mut step = || -> Result<f64, Error> {
         let loss = train_step(be, &mut *model, &mut ctx, &[&batch], 1e-5)

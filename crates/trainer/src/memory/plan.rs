@@ -193,8 +193,10 @@ pub fn run_planned_step<'m, B: Backend + 'm>(
     Ok((model, ctx))
 }
 
-/// The model, gradients and optimiser state of `req`, before any step.
-fn build_planned_model<'m, B: Backend + 'm>(
+/// The model, gradients and optimiser state of `req`, before any step: what
+/// [`run_planned_step`] steps, for callers that time or count steps of
+/// their own.
+pub fn build_planned_model<'m, B: Backend + 'm>(
     be: &B,
     req: &PlanRequest,
 ) -> Result<PlannedStep<'m, B>, PlanError> {
