@@ -33,23 +33,17 @@ const CUDA_CRATES: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// The examples `run.sh` runs, each built with its crate's `cuda` feature,
-/// and the PyTorch scripts it compares with (copied beside `run.sh`; the
-/// throughput script imports the CPU reference's step).
-const EXAMPLES: &[(&str, &str, &[&str])] = &[
-    (
-        "gpu-mem",
-        "gpu_latency",
-        &["crates/gpu-mem/scripts/torch_latency.py"],
-    ),
-    (
-        "trainer",
-        "gpu_throughput",
-        &[
-            "benches/reference/torch_gpu_throughput.py",
-            "benches/reference/torch_throughput.py",
-        ],
-    ),
+/// The examples `run.sh` runs, each built with its crate's `cuda` feature.
+const EXAMPLES: &[(&str, &str)] = &[("gpu-mem", "gpu_latency"), ("trainer", "gpu_throughput")];
+
+/// The PyTorch peers the steps compare with, copied beside `run.sh`
+/// (`torch_gpu_throughput.py` and `torch_memory_peak.py` import the CPU
+/// reference's optimiser, batch and step from `torch_throughput.py`).
+const SCRIPTS: &[&str] = &[
+    "crates/gpu-mem/scripts/torch_latency.py",
+    "benches/reference/torch_gpu_throughput.py",
+    "benches/reference/torch_memory_peak.py",
+    "benches/reference/torch_throughput.py",
 ];
 
 /// The steps of `run.sh`, in order.
@@ -103,7 +97,7 @@ pub fn run(args: &[String]) -> Result<()> {
                 .collect::<Result<Vec<_>>>()?,
         );
     }
-    for (krate, example, scripts) in EXAMPLES {
+    for (krate, example) in EXAMPLES {
         let feature = format!("{krate}/cuda");
         let built = build(
             &[
@@ -120,15 +114,10 @@ pub fn run(args: &[String]) -> Result<()> {
         for exe in &built {
             copy_into(exe, &bin)?;
         }
-        for script in *scripts {
-            copy_into(&env::root().join(script), &bundle)?;
-        }
     }
-    // The memory-plan step's PyTorch peer.
-    copy_into(
-        &env::root().join("benches/reference/torch_memory_peak.py"),
-        &bundle,
-    )?;
+    for script in SCRIPTS {
+        copy_into(&env::root().join(script), &bundle)?;
+    }
     std::fs::write(bundle.join("study.toml"), STUDY_TOML)
         .map_err(|e| format!("cannot write study.toml into {}: {e}", bundle.display()))?;
     minilm_fp16(&bundle.join("minilm"))?;
@@ -256,15 +245,17 @@ pub fn check_dry_run(out: &Path) -> Result<()> {
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
+    let examples = EXAMPLES.iter().map(|(_, example)| *example);
     for prefix in [
         "cuda_ops-",
         "cuda_finetune-",
         "cuda_memory_plan-",
         "gpu-",
-        "gpu_latency",
-        "gpu_throughput",
         "memtune",
-    ] {
+    ]
+    .into_iter()
+    .chain(examples)
+    {
         if !names.iter().any(|n| n.starts_with(prefix)) {
             return Err(format!(
                 "the GPU bundle has no {prefix}* in {}",
@@ -272,17 +263,15 @@ pub fn check_dry_run(out: &Path) -> Result<()> {
             ));
         }
     }
-    for file in [
-        "torch_latency.py",
-        "torch_memory_peak.py",
-        "torch_gpu_throughput.py",
-        "torch_throughput.py",
+    let scripts = SCRIPTS.iter().map(|s| file_name(Path::new(s)));
+    let others = [
         "study.toml",
         "minilm/config.json",
         "minilm/model.safetensors",
         "minilm/tokenizer.json",
-    ] {
-        if !bundle.join(file).is_file() {
+    ];
+    for file in scripts.chain(others.map(String::from)) {
+        if !bundle.join(&file).is_file() {
             return Err(format!("the GPU bundle has no {file}"));
         }
     }
