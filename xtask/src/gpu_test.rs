@@ -194,12 +194,9 @@ fn minilm_fp16(out: &Path) -> Result<()> {
     if out.exists() {
         std::fs::remove_dir_all(out).map_err(|e| format!("cannot clear {}: {e}", out.display()))?;
     }
-    let script = env::root().join("target").join("minilm_fp16.py");
-    std::fs::write(&script, MINILM_FP16_PY)
-        .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
     env::run(
         Command::new(python)
-            .arg(&script)
+            .args(["-c", MINILM_FP16_PY])
             .arg(model)
             .arg(env::root().join("crates/trainer/data/sentiment-labelled-sentences"))
             .arg(out),
