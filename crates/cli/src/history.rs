@@ -13,10 +13,7 @@ use hpo_sampler::ParamValue;
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 
-/// Optuna's system attribute holding a trial's constraint values
-/// (`optuna.samplers._base._CONSTRAINTS_KEY`): a list of floats, feasible
-/// when all are `<= 0`.
-pub const CONSTRAINTS_KEY: &str = "constraints";
+pub use hpo_sampler::CONSTRAINTS_KEY;
 
 /// A stored trial that the sampler cannot read.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -214,39 +211,23 @@ pub fn frozen_trial(t: &store::FrozenTrial) -> Result<hpo_sampler::FrozenTrial, 
             },
         );
     }
-    let constraints = match t.system_attrs.get(CONSTRAINTS_KEY) {
-        None | Some(Json::Null) => BTreeMap::new(),
-        Some(Json::Array(items)) => items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| v.as_f64().map(|f| (i.to_string(), f)))
-            .collect::<Option<_>>()
-            .ok_or_else(|| HistoryError::Constraints {
-                number: t.number,
-                found: Json::Array(items.clone()).to_string(),
-            })?,
-        Some(other) => {
-            return Err(HistoryError::Constraints {
-                number: t.number,
-                found: other.to_string(),
-            });
-        }
-    };
-    let system_attrs = t
-        .system_attrs
-        .iter()
-        .filter(|(k, _)| k.as_str() != CONSTRAINTS_KEY)
-        .filter_map(|(k, v)| v.as_f64().map(|f| (k.clone(), f)))
-        .collect();
-    Ok(hpo_sampler::FrozenTrial {
+    let converted = hpo_sampler::FrozenTrial {
         number: t.number as u64,
+        trial_id: t.trial_id,
         state: state(t.state),
         params,
         values: t.values.clone(),
         intermediate_values: t.intermediate_values.clone(),
-        constraints,
-        system_attrs,
-    })
+        datetime_start: t.datetime_start.clone(),
+        datetime_complete: t.datetime_complete.clone(),
+        user_attrs: t.user_attrs.clone(),
+        system_attrs: t.system_attrs.clone(),
+    };
+    converted.check().map_err(|_| HistoryError::Constraints {
+        number: t.number,
+        found: t.system_attrs[CONSTRAINTS_KEY].to_string(),
+    })?;
+    Ok(converted)
 }
 
 /// Convert a whole study history (in number order, as the store returns it).
@@ -320,10 +301,7 @@ mod tests {
             hpo_sampler::ParamValue::Str("sgd".into())
         );
         assert_eq!(f.violation(), 0.5);
-        assert_eq!(
-            f.system_attrs,
-            BTreeMap::from([("completed_rung_0".to_string(), 0.7)])
-        );
+        assert_eq!(f.system_number("completed_rung_0"), Some(0.7));
     }
 
     #[test]

@@ -123,4 +123,6 @@ pub use sampler::{
     AutoConfig, AutoSampler, GpConfig, GpSampler, RandomSampler, Sampler, TpeConfig, TpeSampler,
 };
 pub use study::Study;
-pub use trial::{FrozenTrial, Param, SearchSpace, StudyDirection, StudyView, TrialState};
+pub use trial::{
+    CONSTRAINTS_KEY, FrozenTrial, Param, SearchSpace, StudyDirection, StudyView, TrialState,
+};

@@ -145,6 +145,7 @@ impl RunPlan {
             direction: match cfg.objective.direction {
                 hpo_sampler::StudyDirection::Maximize => store::StudyDirection::Maximize,
                 hpo_sampler::StudyDirection::Minimize => store::StudyDirection::Minimize,
+                hpo_sampler::StudyDirection::NotSet => store::StudyDirection::NotSet,
             },
             metric: cfg.objective.metric,
             data,
