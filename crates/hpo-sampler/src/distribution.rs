@@ -18,6 +18,36 @@ pub enum ParamValue {
     Str(String),
 }
 
+impl From<bool> for ParamValue {
+    fn from(b: bool) -> Self {
+        ParamValue::Bool(b)
+    }
+}
+
+impl From<i64> for ParamValue {
+    fn from(i: i64) -> Self {
+        ParamValue::Int(i)
+    }
+}
+
+impl From<f64> for ParamValue {
+    fn from(x: f64) -> Self {
+        ParamValue::Float(x)
+    }
+}
+
+impl From<&str> for ParamValue {
+    fn from(s: &str) -> Self {
+        ParamValue::Str(s.to_string())
+    }
+}
+
+impl From<String> for ParamValue {
+    fn from(s: String) -> Self {
+        ParamValue::Str(s)
+    }
+}
+
 /// A categorical choice: any external value.
 pub type CategoricalChoice = ParamValue;
 
