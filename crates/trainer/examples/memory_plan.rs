@@ -3,6 +3,7 @@
 //!
 //! `cargo run --release -p trainer --example memory_plan -- [batch] [seq] [recompute]`
 
+use trainer::backend::{Kernels, MatmulPrecision};
 use trainer::config::BertConfig;
 use trainer::memory::{BufKind, MemoryPlan, OptimizerKind, PlanRequest, Precision};
 use trainer::model::HeadConfig;
@@ -26,6 +27,8 @@ fn main() {
         optimizer: OptimizerKind::AdamW,
         class_weights: false,
         dropout: true,
+        matmul_precision: MatmulPrecision::Fp32,
+        kernels: Kernels::Reference,
     };
     let plan = match MemoryPlan::new(&req) {
         Ok(plan) => plan,

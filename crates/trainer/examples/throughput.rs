@@ -4,6 +4,7 @@
 //! `cargo run --release -p trainer --example throughput -- [steps] [threads]`
 
 use std::time::Instant;
+use trainer::backend::{Kernels, MatmulPrecision};
 
 use trainer::backend::cpu::CpuBackend;
 use trainer::config::BertConfig;
@@ -71,6 +72,8 @@ fn main() {
             optimizer: OptimizerKind::AdamW,
             class_weights: false,
             dropout: true,
+            matmul_precision: MatmulPrecision::Fp32,
+            kernels: Kernels::Reference,
         };
         let batch = synthetic_batch(&req);
         train_step(&be, &mut model, &mut ctx, &[&batch], 1e-5).unwrap(); // warm-up

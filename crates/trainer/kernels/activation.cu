@@ -15,14 +15,19 @@
 #define GELU_INV_SQRT_2PI 0.39894228040143267794f
 
 // `out = gelu(x + bias[i % cols])`; `bias` may be null (plain GELU). When
-// `pre` is not null the biased pre-activation is stored there for backward.
+// `pre` is not null the biased pre-activation is stored there for backward
+// (it may be `x` itself), and the GELU is taken of the stored value, as
+// backward will see it.
 template <typename T>
-__device__ void bias_gelu_forward_impl(const T *x, const T *bias, T *pre, T *out, u64 n,
+__device__ void bias_gelu_forward_impl(const T *x, const float *bias, T *pre, T *out, u64 n,
                                        u32 cols) {
     GRID_STRIDE(i, n) {
         float v = ld(x + i);
-        if (bias) v += ld(bias + (i % cols));
-        if (pre) st(pre + i, v);
+        if (bias) v += bias[i % cols];
+        if (pre) {
+            st(pre + i, v);
+            v = ld(pre + i);
+        }
         st(out + i, 0.5f * v * (1.0f + erff(v * GELU_FRAC_1_SQRT_2)));
     }
 }
@@ -68,7 +73,7 @@ __device__ void relu_backward_impl(const T *out, const T *dout, T *dx, u64 n) {
 }
 
 #define ACTIVATION(S, T)                                                                 \
-    extern "C" __global__ void bias_gelu_forward_##S(const T *x, const T *bias, T *pre,  \
+    extern "C" __global__ void bias_gelu_forward_##S(const T *x, const float *bias, T *pre, \
                                                      T *out, u64 n, u32 cols) {          \
         bias_gelu_forward_impl(x, bias, pre, out, n, cols);                              \
     }                                                                                    \

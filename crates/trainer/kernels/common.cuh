@@ -2,12 +2,15 @@
 // before NVRTC compiles it (see src/backend/cuda/kernels.rs), so no include
 // paths or CUDA headers are needed at run time.
 //
-// Element types: every kernel family is instantiated for `float` (suffix
-// `_f32`) and for bfloat16 storage (suffix `_bf16`). bf16 values are loaded
+// Element types: every kernel family is instantiated for the activations'
+// storage type, `float` (suffix `_f32`), bfloat16 (`_bf16`) or fp16
+// (`_f16`); parameters, their gradients and per-row statistics are always
+// `float` (the master copies of mixed precision). 16-bit values are loaded
 // into fp32 registers, computed on in fp32 and rounded to nearest even when
 // stored; reductions always accumulate in fp32 (or fp64 where the CPU
-// reference does). The bf16 type is our own 16-bit struct so the kernels do
-// not depend on cuda_bf16.h, which the NVRTC wheel does not ship.
+// reference does). The 16-bit types are our own structs, converted with
+// bit arithmetic (bf16) or PTX `cvt` (fp16), so the kernels need neither
+// cuda_bf16.h nor cuda_fp16.h, which the NVRTC wheel does not ship.
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -21,15 +24,45 @@ __device__ __forceinline__ float ld(const bf16 *p) {
     return __uint_as_float(((u32)p->bits) << 16);
 }
 __device__ __forceinline__ void st(float *p, float v) { *p = v; }
-__device__ __forceinline__ void st(bf16 *p, float v) {
+// bf16 bits of v, rounded to nearest even (NaN stays a quiet NaN).
+__device__ __forceinline__ unsigned short bf16_bits(float v) {
     u32 u = __float_as_uint(v);
-    if ((u & 0x7fffffffu) > 0x7f800000u) {
-        // NaN stays a (quiet) NaN.
-        p->bits = (unsigned short)((u >> 16) | 0x40u);
-        return;
-    }
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
     u += 0x7fffu + ((u >> 16) & 1u);
-    p->bits = (unsigned short)(u >> 16);
+    return (unsigned short)(u >> 16);
+}
+__device__ __forceinline__ void st(bf16 *p, float v) { p->bits = bf16_bits(v); }
+
+struct f16 {
+    unsigned short bits;
+};
+__device__ __forceinline__ float ld(const f16 *p) {
+    float v;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"(p->bits));
+    return v;
+}
+__device__ __forceinline__ unsigned short f16_bits(float v) {
+    unsigned short b;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(v));
+    return b;
+}
+__device__ __forceinline__ void st(f16 *p, float v) { p->bits = f16_bits(v); }
+
+// `v` as a buffer of T holds it.
+template <typename T> __device__ __forceinline__ float stored(float v) {
+    T t;
+    st(&t, v);
+    return ld(&t);
+}
+
+// Two values rounded to T and packed into one register, `lo` in the low half
+// (a pair's order in memory and in mma fragments).
+template <typename T> __device__ __forceinline__ u32 pack2(float lo, float hi);
+template <> __device__ __forceinline__ u32 pack2<bf16>(float lo, float hi) {
+    return (u32)bf16_bits(lo) | ((u32)bf16_bits(hi) << 16);
+}
+template <> __device__ __forceinline__ u32 pack2<f16>(float lo, float hi) {
+    return (u32)f16_bits(lo) | ((u32)f16_bits(hi) << 16);
 }
 
 // Grid-stride loop over [0, n).
@@ -37,8 +70,15 @@ __device__ __forceinline__ void st(bf16 *p, float v) {
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < (n);       \
          i += (u64)gridDim.x * blockDim.x)
 
-// Instantiate `M(suffix, type)` for every element type.
-#define FOR_EACH_TYPE(M) M(f32, float) M(bf16, bf16)
+// Instantiate `M(suffix, type)` for every storage type of activations.
+#define FOR_EACH_TYPE(M) M(f32, float) M(bf16, bf16) M(f16, f16)
+// `M(suffix, type)` for the 16-bit types only.
+#define FOR_EACH_HALF(M) M(bf16, bf16) M(f16, f16)
+// `M(s1, t1, s2, t2)` for every pair of storage types.
+#define FOR_EACH_PAIR(M)                                                                    \
+    M(f32, float, f32, float) M(f32, float, bf16, bf16) M(f32, float, f16, f16)            \
+    M(bf16, bf16, f32, float) M(bf16, bf16, bf16, bf16) M(f16, f16, f32, float)             \
+    M(f16, f16, f16, f16)
 
 // Sum over a warp in a fixed butterfly order (deterministic).
 __device__ __forceinline__ float warp_sum(float v) {
@@ -99,4 +139,31 @@ __device__ __forceinline__ philox_out philox4x32_10(u32 c0, u32 c1, u32 c2, u32 
     out.w[2] = c2;
     out.w[3] = c3;
     return out;
+}
+
+// Word i % 4 of the Philox block i / 4 of dropout's stream (see dropout.cu),
+// shifted to the 24 bits dropout compares with its threshold.
+__device__ __forceinline__ u32 dropout_word(u64 i, u32 seed_lo, u32 seed_hi, u32 step_lo,
+                                            u32 step_hi, u32 stream) {
+    const u64 blk = i >> 2;
+    const philox_out r =
+        philox4x32_10((u32)blk, (u32)(blk >> 32) ^ stream, step_lo, step_hi, seed_lo, seed_hi);
+    const u32 k = (u32)(i & 3);
+    const u32 w = k == 0 ? r.w[0] : k == 1 ? r.w[1] : k == 2 ? r.w[2] : r.w[3];
+    return w >> 8;
+}
+
+// A dropout mask as kernel arguments: element i is kept iff its word is at
+// least `threshold` (0: no dropout, every element kept unscaled).
+#define DROPOUT_PARAMS                                                                      \
+    u32 threshold, float keep_scale, u32 seed_lo, u32 seed_hi, u32 step_lo, u32 step_hi,   \
+        u32 stream
+#define DROPOUT_ARGS threshold, keep_scale, seed_lo, seed_hi, step_lo, step_hi, stream
+
+// Element i times its dropout factor (0 when dropped, keep_scale when kept).
+__device__ __forceinline__ float dropped(float v, u64 i, DROPOUT_PARAMS) {
+    if (threshold == 0) return v;
+    return dropout_word(i, seed_lo, seed_hi, step_lo, step_hi, stream) >= threshold
+               ? v * keep_scale
+               : 0.0f;
 }

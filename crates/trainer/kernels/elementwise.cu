@@ -1,13 +1,16 @@
 // Elementwise family: fill, residual add, add-assign, scale, bias add and
-// its deterministic column-sum backward. All are memory bound.
+// its deterministic column-sum backward, and casts between storage types.
+// All are memory bound.
 //
 // Counts per call (n elements, s = sizeof(T), rows x cols for bias ops):
 //   fill        0 FLOP,   n*s bytes written
 //   add         n FLOP,   3*n*s bytes
-//   add_assign  n FLOP,   3*n*s bytes
+//   add_assign  n FLOP,   (2*s_acc + s_x)*n bytes
 //   scale       n FLOP,   2*n*s bytes
-//   bias_add    n FLOP,   2*n*s + cols*s bytes
-//   bias_backward n FLOP, n*s + 2*cols*s bytes
+//   cast        0 FLOP,   (s_src + s_dst)*n bytes
+//   bias_add    n FLOP,   2*n*s + 4*cols bytes
+//   column_sums n FLOP,   n*s + 4*chunks*cols bytes (partials), then
+//               chunks*cols FLOP, 4*(chunks + 2)*cols bytes (finish)
 
 template <typename T>
 __device__ void fill_impl(T *out, float v, u64 n) {
@@ -17,24 +20,28 @@ template <typename T>
 __device__ void add_impl(const T *a, const T *b, T *out, u64 n) {
     GRID_STRIDE(i, n) st(out + i, ld(a + i) + ld(b + i));
 }
-template <typename T>
-__device__ void add_assign_impl(T *acc, const T *x, u64 n) {
+template <typename A, typename X>
+__device__ void add_assign_impl(A *acc, const X *x, u64 n) {
     GRID_STRIDE(i, n) st(acc + i, ld(acc + i) + ld(x + i));
 }
 template <typename T>
 __device__ void scale_impl(T *buf, float f, u64 n) {
     GRID_STRIDE(i, n) st(buf + i, ld(buf + i) * f);
 }
+template <typename S, typename D>
+__device__ void cast_impl(const S *src, D *dst, u64 n) {
+    GRID_STRIDE(i, n) st(dst + i, ld(src + i));
+}
 template <typename T>
-__device__ void bias_add_impl(T *out, const T *bias, u64 n, u32 cols) {
-    GRID_STRIDE(i, n) st(out + i, ld(out + i) + ld(bias + (i % cols)));
+__device__ void bias_add_impl(T *out, const float *bias, u64 n, u32 cols) {
+    GRID_STRIDE(i, n) st(out + i, ld(out + i) + bias[i % cols]);
 }
 
 // Block (32, 8): threadIdx.x picks a column of this block's 32, threadIdx.y
 // a row phase; each thread sums its rows in row order, then the 8 partial
 // sums are added in y order. Fixed order, so the result is deterministic.
 template <typename T>
-__device__ void bias_backward_impl(const T *dout, T *dbias, u64 rows, u32 cols) {
+__device__ void bias_backward_impl(const T *dout, float *dbias, u64 rows, u32 cols) {
     __shared__ float part[8][33];
     const u32 col = blockIdx.x * 32 + threadIdx.x;
     float acc = 0.0f;
@@ -45,7 +52,40 @@ __device__ void bias_backward_impl(const T *dout, T *dbias, u64 rows, u32 cols) 
     if (threadIdx.y == 0 && col < cols) {
         float total = 0.0f;
         for (int y = 0; y < 8; ++y) total += part[y][threadIdx.x];
-        st(dbias + col, ld(dbias + col) + total);
+        dbias[col] += total;
+    }
+}
+
+// The same column sums with the rows split into gridDim.y chunks, for the
+// whole machine: block (32, 8) sums its chunk of rows for 32 columns (rows
+// in order within a thread, the 8 row phases in order) into
+// partial[chunk * cols + col]; column_sums_finish adds the chunks in order
+// onto dbias. Fixed order for a given shape and chunk count.
+template <typename T>
+__device__ void column_sums_partial_impl(const T *dout, float *partial, u64 rows, u32 cols) {
+    __shared__ float part[8][33];
+    const u32 col = blockIdx.x * 32 + threadIdx.x;
+    const u64 per = (rows + gridDim.y - 1) / gridDim.y;
+    const u64 r0 = (u64)blockIdx.y * per;
+    const u64 r1 = r0 + per < rows ? r0 + per : rows;
+    float acc = 0.0f;
+    if (col < cols)
+        for (u64 r = r0 + threadIdx.y; r < r1; r += 8) acc += ld(dout + r * cols + col);
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < cols) {
+        float total = 0.0f;
+        for (int y = 0; y < 8; ++y) total += part[y][threadIdx.x];
+        partial[(u64)blockIdx.y * cols + col] = total;
+    }
+}
+
+extern "C" __global__ void column_sums_finish(const float *partial, float *dbias, u32 chunks,
+                                              u32 cols) {
+    GRID_STRIDE(col, cols) {
+        float total = 0.0f;
+        for (u32 c = 0; c < chunks; ++c) total += partial[(u64)c * cols + col];
+        dbias[col] += total;
     }
 }
 
@@ -54,15 +94,25 @@ __device__ void bias_backward_impl(const T *dout, T *dbias, u64 rows, u32 cols) 
     extern "C" __global__ void add_##S(const T *a, const T *b, T *out, u64 n) {             \
         add_impl(a, b, out, n);                                                             \
     }                                                                                       \
-    extern "C" __global__ void add_assign_##S(T *acc, const T *x, u64 n) {                  \
-        add_assign_impl(acc, x, n);                                                         \
-    }                                                                                       \
     extern "C" __global__ void scale_##S(T *buf, float f, u64 n) { scale_impl(buf, f, n); } \
-    extern "C" __global__ void bias_add_##S(T *out, const T *bias, u64 n, u32 cols) {       \
+    extern "C" __global__ void bias_add_##S(T *out, const float *bias, u64 n, u32 cols) {   \
         bias_add_impl(out, bias, n, cols);                                                  \
     }                                                                                       \
-    extern "C" __global__ void bias_backward_##S(const T *dout, T *dbias, u64 rows,         \
+    extern "C" __global__ void bias_backward_##S(const T *dout, float *dbias, u64 rows,     \
                                                  u32 cols) {                                \
         bias_backward_impl(dout, dbias, rows, cols);                                        \
+    }                                                                                       \
+    extern "C" __global__ void column_sums_partial_##S(const T *dout, float *partial,       \
+                                                       u64 rows, u32 cols) {                \
+        column_sums_partial_impl(dout, partial, rows, cols);                                \
     }
 FOR_EACH_TYPE(ELEMENTWISE)
+
+#define PAIRWISE(SA, TA, SB, TB)                                                            \
+    extern "C" __global__ void add_assign_##SA##_##SB(TA *acc, const TB *x, u64 n) {        \
+        add_assign_impl(acc, x, n);                                                         \
+    }                                                                                       \
+    extern "C" __global__ void cast_##SA##_##SB(const TA *src, TB *dst, u64 n) {            \
+        cast_impl(src, dst, n);                                                             \
+    }
+FOR_EACH_PAIR(PAIRWISE)

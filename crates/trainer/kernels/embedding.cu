@@ -9,7 +9,8 @@
 // rows in token order, onto the existing dtable row, exactly the order of the
 // CPU reference.
 //
-// Counts per call (T tokens, dim d, s = sizeof(T_), b*s_ tokens for pool):
+// Counts per call (T tokens, dim d, s = sizeof(T_) of the activations, tables
+// fp32 (4 bytes), b*s_ tokens for pool):
 //   embedding_forward   T*d FLOP if accumulating, (2 or 3)*T*d*s + 4T bytes
 //   embedding_backward  T*d FLOP, T*d*s + 2*U*d*s + 4*(T + 2U + 1) bytes
 //                       (U distinct ids)
@@ -20,21 +21,21 @@
 // Ids are validated on the host before launch; an id out of range is
 // skipped here (never read out of bounds) as a second line of defence.
 template <typename T>
-__device__ void embedding_forward_impl(const u32 *ids, const T *table, T *out, u64 tokens,
+__device__ void embedding_forward_impl(const u32 *ids, const float *table, T *out, u64 tokens,
                                        u32 dim, u32 rows, u32 accumulate) {
     GRID_STRIDE(i, tokens * dim) {
         const u64 t = i / dim;
         const u32 j = (u32)(i % dim);
         const u32 id = ids[t];
         if (id >= rows) continue;
-        const float v = ld(table + (u64)id * dim + j);
+        const float v = table[(u64)id * dim + j];
         st(out + i, accumulate ? ld(out + i) + v : v);
     }
 }
 
 // csr = [order (tokens) | starts (unique + 1) | unique ids (unique)].
 template <typename T>
-__device__ void embedding_backward_impl(const u32 *csr, const T *dout, T *dtable, u32 tokens,
+__device__ void embedding_backward_impl(const u32 *csr, const T *dout, float *dtable, u32 tokens,
                                         u32 unique, u32 dim) {
     const u32 *order = csr;
     const u32 *starts = csr + tokens;
@@ -42,10 +43,10 @@ __device__ void embedding_backward_impl(const u32 *csr, const T *dout, T *dtable
     for (u32 u = blockIdx.x; u < unique; u += gridDim.x) {
         const u64 row = (u64)ids[u] * dim;
         for (u32 j = threadIdx.x; j < dim; j += blockDim.x) {
-            float acc = ld(dtable + row + j);
+            float acc = dtable[row + j];
             for (u32 p = starts[u]; p < starts[u + 1]; ++p)
                 acc += ld(dout + (u64)order[p] * dim + j);
-            st(dtable + row + j, acc);
+            dtable[row + j] = acc;
         }
     }
 }
@@ -90,13 +91,13 @@ __device__ void mean_pool_impl(const T *x, const u32 *mask, T *out, u32 b, u32 s
 }
 
 #define EMBEDDING(S, T)                                                                    \
-    extern "C" __global__ void embedding_forward_##S(const u32 *ids, const T *table,       \
+    extern "C" __global__ void embedding_forward_##S(const u32 *ids, const float *table,   \
                                                      T *out, u64 tokens, u32 dim,          \
                                                      u32 rows, u32 accumulate) {           \
         embedding_forward_impl(ids, table, out, tokens, dim, rows, accumulate);            \
     }                                                                                      \
     extern "C" __global__ void embedding_backward_##S(const u32 *csr, const T *dout,       \
-                                                      T *dtable, u32 tokens, u32 unique,   \
+                                                      float *dtable, u32 tokens, u32 unique, \
                                                       u32 dim) {                           \
         embedding_backward_impl(csr, dout, dtable, tokens, unique, dim);                   \
     }                                                                                      \

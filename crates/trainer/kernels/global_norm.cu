@@ -1,10 +1,11 @@
 // Global gradient norm: per-block partial sums of squares in fp64 (as the
-// CPU reference accumulates), written to `partial[blockIdx.x]`. The host adds
-// the partials in block order, so with a fixed grid the result is
-// deterministic. Launch with 256 threads per block.
+// CPU reference accumulates), written to `partial[blockIdx.x]`. The host
+// adds the partials in block order (sum_squares), or adamw_multi does on the
+// device (sum_squares_multi, over every tensor of a table); with a fixed
+// grid the result is deterministic. Launch with 256 threads per block.
 //
-// Counts per call (n elements, s = sizeof(T)): 2n FLOP (fp64),
-// n*s bytes read + 8 bytes per block written.
+// Counts per call (n elements, s = sizeof(T)): 2n FLOP (fp64), n*s bytes
+// read + 8 bytes per block written.
 
 template <typename T>
 __device__ void sum_squares_impl(const T *x, u64 n, double *partial) {
@@ -23,3 +24,23 @@ __device__ void sum_squares_impl(const T *x, u64 n, double *partial) {
         sum_squares_impl(x, n, partial);                                              \
     }
 FOR_EACH_TYPE(GLOBAL_NORM)
+
+// The gradients of a multi-tensor table (see optim.cu), in table order.
+struct grad_entry {
+    u64 param, grad, m, v, len, decay;
+};
+
+extern "C" __global__ void sum_squares_multi(const grad_entry *table, u32 tensors,
+                                             double *partial) {
+    __shared__ double scratch[32];
+    double acc = 0.0;
+    for (u32 t = 0; t < tensors; ++t) {
+        const float *g = (const float *)table[t].grad;
+        GRID_STRIDE(i, table[t].len) {
+            const double v = (double)g[i];
+            acc += v * v;
+        }
+    }
+    const double total = block_sum(acc, scratch);
+    if (threadIdx.x == 0) partial[blockIdx.x] = total;
+}

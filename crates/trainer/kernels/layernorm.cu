@@ -1,93 +1,142 @@
-// LayerNorm over the last axis (rows of n), fused with the residual add
-// that precedes every LayerNorm in BERT: v = x + residual (residual may be
-// null; when `sum_out` is not null v is stored there, the residual stream
-// backward needs it), out = (v - mean) * rstd * gamma + beta. Two passes
-// over the row (mean, then the centred variance), as the CPU reference.
+// LayerNorm over the last axis (rows of n): out = (v - mean) * rstd * gamma
+// + beta, two passes over the row (mean, then the centred variance), as the
+// CPU reference; gamma, beta, mean and rstd are fp32 whatever the
+// activations' storage.
+//
+// residual_layernorm_forward fuses the block before every post-LN
+// LayerNorm: v = dropout(x + bias) + residual, stored in place of x (the
+// residual stream's backward needs it), then the LayerNorm of the stored v,
+// in one pass over the row instead of four launches. Its backward,
+// residual_layernorm_backward, writes the LayerNorm's dx and, when dropout
+// was on, dx through the dropout mask, in one pass.
 //
 // One block per row for forward and dx; dgamma/dbeta are column sums over
-// rows with a fixed (32, 8) block shape, so every sum is deterministic.
+// rows in a fixed order, so every sum is deterministic: one block per 32
+// columns with (32, 8) threads (backward_params), or split over row chunks
+// into partials that backward_params_finish adds in chunk order.
 //
 // Counts per call (R rows of n, s = sizeof(T)):
-//   forward            ~8*R*n FLOP, (2 reads + 1 write [+ residual read + sum
-//                      write])*R*n*s + 2n*s (gamma, beta) + 2R*s (mean, rstd)
-//   backward_dx       ~10*R*n FLOP, 3*R*n*s + n*s + 2R*s bytes
-//   backward_params    ~5*R*n FLOP, 2*R*n*s + 2R*s + 4n*s bytes
+//   forward                    ~8*R*n FLOP, 2*R*n*s + 8n + 8R bytes
+//   residual_layernorm_forward ~10*R*n FLOP, (3 + 1)*R*n*s + 12n + 8R bytes
+//                              (+ R*n/4 Philox calls with dropout)
+//   backward_dx                ~10*R*n FLOP, 3*R*n*s + 4n + 8R bytes
+//   residual_layernorm_backward ~11*R*n FLOP, (3 + 1)*R*n*s + 4n + 8R bytes
+//   backward_params             ~5*R*n FLOP, 2*R*n*s + 8R + 8n bytes
 
 template <typename T>
-__device__ __forceinline__ float ln_input(const T *x, const T *residual, u64 i) {
-    float v = ld(x + i);
-    if (residual) v += ld(residual + i);
-    return v;
-}
-
-template <typename T>
-__device__ void layernorm_forward_impl(const T *x, const T *residual, T *sum_out,
-                                       const T *gamma, const T *beta, T *out, T *mean,
-                                       T *rstd, u64 rows, u32 n, float eps) {
-    __shared__ float scratch[32];
-    for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
-        const u64 base = row * n;
-        float acc = 0.0f;
-        for (u32 j = threadIdx.x; j < n; j += blockDim.x) {
-            const float v = ln_input(x, residual, base + j);
-            if (sum_out) st(sum_out + base + j, v);
-            acc += v;
-        }
-        const float m = block_sum(acc, scratch) / (float)n;
-        float var = 0.0f;
-        for (u32 j = threadIdx.x; j < n; j += blockDim.x) {
-            const float d = ln_input(x, residual, base + j) - m;
-            var += d * d;
-        }
-        const float r = 1.0f / sqrtf(block_sum(var, scratch) / (float)n + eps);
-        for (u32 j = threadIdx.x; j < n; j += blockDim.x) {
-            const float v = ln_input(x, residual, base + j);
-            st(out + base + j, (v - m) * r * ld(gamma + j) + ld(beta + j));
-        }
-        if (threadIdx.x == 0) {
-            st(mean + row, m);
-            st(rstd + row, r);
-        }
+__device__ void layernorm_row(const T *x, const float *gamma, const float *beta, T *out,
+                              float *mean, float *rstd, u64 row, u32 n, float eps,
+                              float *scratch) {
+    const u64 base = row * n;
+    float acc = 0.0f;
+    for (u32 j = threadIdx.x; j < n; j += blockDim.x) acc += ld(x + base + j);
+    const float m = block_sum(acc, scratch) / (float)n;
+    float var = 0.0f;
+    for (u32 j = threadIdx.x; j < n; j += blockDim.x) {
+        const float d = ld(x + base + j) - m;
+        var += d * d;
+    }
+    const float r = 1.0f / sqrtf(block_sum(var, scratch) / (float)n + eps);
+    for (u32 j = threadIdx.x; j < n; j += blockDim.x)
+        st(out + base + j, (ld(x + base + j) - m) * r * gamma[j] + beta[j]);
+    if (threadIdx.x == 0) {
+        mean[row] = m;
+        rstd[row] = r;
     }
 }
 
-// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dout * gamma.
 template <typename T>
-__device__ void layernorm_backward_dx_impl(const T *dout, const T *x, const T *gamma,
-                                           const T *mean, const T *rstd, T *dx, u64 rows,
+__device__ void layernorm_forward_impl(const T *x, const float *gamma, const float *beta, T *out,
+                                       float *mean, float *rstd, u64 rows, u32 n, float eps) {
+    __shared__ float scratch[32];
+    for (u64 row = blockIdx.x; row < rows; row += gridDim.x)
+        layernorm_row(x, gamma, beta, out, mean, rstd, row, n, eps, scratch);
+}
+
+template <typename T>
+__device__ void residual_layernorm_forward_impl(T *sum, const float *bias, const T *residual,
+                                                const float *gamma, const float *beta, T *out,
+                                                float *mean, float *rstd, u64 rows, u32 n,
+                                                float eps, DROPOUT_PARAMS) {
+    __shared__ float scratch[32];
+    for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        const u64 base = row * n;
+        for (u32 j = threadIdx.x; j < n; j += blockDim.x) {
+            const u64 i = base + j;
+            const float v = dropped(ld(sum + i) + bias[j], i, DROPOUT_ARGS);
+            st(sum + i, v + ld(residual + i));
+        }
+        __syncthreads(); // the row's stored sums, read back by other threads
+        layernorm_row(sum, gamma, beta, out, mean, rstd, row, n, eps, scratch);
+    }
+}
+
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dout * gamma,
+// for one row; returns nothing, calls `put(j, dx_j)` for each column.
+template <typename T, typename Put>
+__device__ void layernorm_dx_row(const T *dout, const T *x, const float *gamma, float m,
+                                 float r, u64 base, u32 n, float *scratch, Put put) {
+    float sg = 0.0f, sgx = 0.0f;
+    for (u32 j = threadIdx.x; j < n; j += blockDim.x) {
+        const float g = ld(dout + base + j) * gamma[j];
+        sg += g;
+        sgx += g * (ld(x + base + j) - m) * r;
+    }
+    const float mg = block_sum(sg, scratch) / (float)n;
+    const float mgx = block_sum(sgx, scratch) / (float)n;
+    for (u32 j = threadIdx.x; j < n; j += blockDim.x) {
+        const float xhat = (ld(x + base + j) - m) * r;
+        put(j, r * (ld(dout + base + j) * gamma[j] - mg - xhat * mgx));
+    }
+}
+
+template <typename T>
+__device__ void layernorm_backward_dx_impl(const T *dout, const T *x, const float *gamma,
+                                           const float *mean, const float *rstd, T *dx, u64 rows,
                                            u32 n) {
     __shared__ float scratch[32];
     for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
         const u64 base = row * n;
-        const float m = ld(mean + row), r = ld(rstd + row);
-        float sg = 0.0f, sgx = 0.0f;
-        for (u32 j = threadIdx.x; j < n; j += blockDim.x) {
-            const float g = ld(dout + base + j) * ld(gamma + j);
-            sg += g;
-            sgx += g * (ld(x + base + j) - m) * r;
-        }
-        const float mg = block_sum(sg, scratch) / (float)n;
-        const float mgx = block_sum(sgx, scratch) / (float)n;
-        for (u32 j = threadIdx.x; j < n; j += blockDim.x) {
-            const float xhat = (ld(x + base + j) - m) * r;
-            st(dx + base + j, r * (ld(dout + base + j) * ld(gamma + j) - mg - xhat * mgx));
-        }
+        layernorm_dx_row(dout, x, gamma, mean[row], rstd[row], base, n, scratch,
+                         [&](u32 j, float v) { st(dx + base + j, v); });
+    }
+}
+
+// d_sum = dx (stored); d_branch = d_sum through the dropout mask, when not
+// null.
+template <typename T>
+__device__ void residual_layernorm_backward_impl(const T *dout, const T *sum, const float *gamma,
+                                                 const float *mean, const float *rstd, T *d_sum,
+                                                 T *d_branch, u64 rows, u32 n, DROPOUT_PARAMS) {
+    __shared__ float scratch[32];
+    for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        const u64 base = row * n;
+        layernorm_dx_row(dout, sum, gamma, mean[row], rstd[row], base, n, scratch,
+                         [&](u32 j, float v) {
+                             const u64 i = base + j;
+                             st(d_sum + i, v);
+                             if (d_branch) st(d_branch + i, dropped(ld(d_sum + i), i, DROPOUT_ARGS));
+                         });
     }
 }
 
 // dgamma += sum_rows dout * xhat, dbeta += sum_rows dout. Block (32, 8).
 template <typename T>
-__device__ void layernorm_backward_params_impl(const T *dout, const T *x, const T *mean,
-                                               const T *rstd, T *dgamma, T *dbeta, u64 rows,
-                                               u32 n) {
+__device__ void layernorm_backward_params_impl(const T *dout, const T *x, const float *mean,
+                                               const float *rstd, float *dgamma, float *dbeta,
+                                               u64 rows, u32 n) {
     __shared__ float pg[8][33];
     __shared__ float pb[8][33];
     const u32 col = blockIdx.x * 32 + threadIdx.x;
+    // Row chunk of this block (gridDim.y chunks; 1: every row).
+    const u64 per = (rows + gridDim.y - 1) / gridDim.y;
+    const u64 r0 = (u64)blockIdx.y * per;
+    const u64 r1 = r0 + per < rows ? r0 + per : rows;
     float ag = 0.0f, ab = 0.0f;
     if (col < n)
-        for (u64 r = threadIdx.y; r < rows; r += 8) {
+        for (u64 r = r0 + threadIdx.y; r < r1; r += 8) {
             const float d = ld(dout + r * n + col);
-            ag += d * (ld(x + r * n + col) - ld(mean + r)) * ld(rstd + r);
+            ag += d * (ld(x + r * n + col) - mean[r]) * rstd[r];
             ab += d;
         }
     pg[threadIdx.y][threadIdx.x] = ag;
@@ -99,27 +148,59 @@ __device__ void layernorm_backward_params_impl(const T *dout, const T *x, const 
             tg += pg[y][threadIdx.x];
             tb += pb[y][threadIdx.x];
         }
-        st(dgamma + col, ld(dgamma + col) + tg);
-        st(dbeta + col, ld(dbeta + col) + tb);
+        if (gridDim.y == 1) {
+            dgamma[col] += tg;
+            dbeta[col] += tb;
+        } else {
+            // Partials [chunk][2][n] for backward_params_finish.
+            dgamma[((u64)blockIdx.y * 2) * n + col] = tg;
+            dgamma[((u64)blockIdx.y * 2 + 1) * n + col] = tb;
+        }
     }
 }
 
-#define LAYERNORM(S, T)                                                                     \
-    extern "C" __global__ void layernorm_forward_##S(                                       \
-        const T *x, const T *residual, T *sum_out, const T *gamma, const T *beta, T *out,   \
-        T *mean, T *rstd, u64 rows, u32 n, float eps) {                                     \
-        layernorm_forward_impl(x, residual, sum_out, gamma, beta, out, mean, rstd, rows, n, \
-                               eps);                                                        \
-    }                                                                                       \
-    extern "C" __global__ void layernorm_backward_dx_##S(const T *dout, const T *x,         \
-                                                         const T *gamma, const T *mean,     \
-                                                         const T *rstd, T *dx, u64 rows,    \
-                                                         u32 n) {                           \
-        layernorm_backward_dx_impl(dout, x, gamma, mean, rstd, dx, rows, n);                \
-    }                                                                                       \
-    extern "C" __global__ void layernorm_backward_params_##S(                               \
-        const T *dout, const T *x, const T *mean, const T *rstd, T *dgamma, T *dbeta,       \
-        u64 rows, u32 n) {                                                                  \
-        layernorm_backward_params_impl(dout, x, mean, rstd, dgamma, dbeta, rows, n);        \
+extern "C" __global__ void layernorm_backward_params_finish(const float *partial, float *dgamma,
+                                                            float *dbeta, u32 chunks, u32 n) {
+    GRID_STRIDE(col, n) {
+        float tg = 0.0f, tb = 0.0f;
+        for (u32 c = 0; c < chunks; ++c) {
+            tg += partial[((u64)c * 2) * n + col];
+            tb += partial[((u64)c * 2 + 1) * n + col];
+        }
+        dgamma[col] += tg;
+        dbeta[col] += tb;
+    }
+}
+
+#define LAYERNORM(S, T)                                                                      \
+    extern "C" __global__ void layernorm_forward_##S(const T *x, const float *gamma,         \
+                                                     const float *beta, T *out, float *mean, \
+                                                     float *rstd, u64 rows, u32 n,           \
+                                                     float eps) {                            \
+        layernorm_forward_impl(x, gamma, beta, out, mean, rstd, rows, n, eps);               \
+    }                                                                                        \
+    extern "C" __global__ void residual_layernorm_forward_##S(                               \
+        T *sum, const float *bias, const T *residual, const float *gamma, const float *beta, \
+        T *out, float *mean, float *rstd, u64 rows, u32 n, float eps, DROPOUT_PARAMS) {      \
+        residual_layernorm_forward_impl(sum, bias, residual, gamma, beta, out, mean, rstd,   \
+                                        rows, n, eps, DROPOUT_ARGS);                         \
+    }                                                                                        \
+    extern "C" __global__ void layernorm_backward_dx_##S(const T *dout, const T *x,          \
+                                                         const float *gamma,                 \
+                                                         const float *mean,                  \
+                                                         const float *rstd, T *dx, u64 rows, \
+                                                         u32 n) {                            \
+        layernorm_backward_dx_impl(dout, x, gamma, mean, rstd, dx, rows, n);                 \
+    }                                                                                        \
+    extern "C" __global__ void residual_layernorm_backward_##S(                              \
+        const T *dout, const T *sum, const float *gamma, const float *mean,                  \
+        const float *rstd, T *d_sum, T *d_branch, u64 rows, u32 n, DROPOUT_PARAMS) {         \
+        residual_layernorm_backward_impl(dout, sum, gamma, mean, rstd, d_sum, d_branch,      \
+                                         rows, n, DROPOUT_ARGS);                             \
+    }                                                                                        \
+    extern "C" __global__ void layernorm_backward_params_##S(                                \
+        const T *dout, const T *x, const float *mean, const float *rstd, float *dgamma,      \
+        float *dbeta, u64 rows, u32 n) {                                                     \
+        layernorm_backward_params_impl(dout, x, mean, rstd, dgamma, dbeta, rows, n);         \
     }
 FOR_EACH_TYPE(LAYERNORM)

@@ -24,7 +24,7 @@ __device__ __forceinline__ void log_softmax_row(const T *row, u32 classes, float
 
 template <typename T>
 __device__ void cross_entropy_forward_impl(const T *logits, const u32 *labels,
-                                           const T *weights, double *row_loss, u32 rows,
+                                           const float *weights, double *row_loss, u32 rows,
                                            u32 classes) {
     GRID_STRIDE(i, rows) {
         const T *row = logits + i * classes;
@@ -38,14 +38,14 @@ __device__ void cross_entropy_forward_impl(const T *logits, const u32 *labels,
         float m, lse;
         log_softmax_row(row, classes, &m, &lse);
         const double nll = (double)(m + lse - ld(row + y));
-        const double w = weights ? (double)ld(weights + y) : 1.0;
+        const double w = weights ? (double)weights[y] : 1.0;
         row_loss[i] = w * nll;
     }
 }
 
 template <typename T>
 __device__ void cross_entropy_backward_impl(const T *logits, const u32 *labels,
-                                            const T *weights, T *dlogits, u32 rows,
+                                            const float *weights, T *dlogits, u32 rows,
                                             u32 classes, double denom, double dloss) {
     GRID_STRIDE(i, rows) {
         const T *row = logits + i * classes;
@@ -54,7 +54,7 @@ __device__ void cross_entropy_backward_impl(const T *logits, const u32 *labels,
         if (y >= classes) continue;
         float m, lse;
         log_softmax_row(row, classes, &m, &lse);
-        const double w = weights ? (double)ld(weights + y) : 1.0;
+        const double w = weights ? (double)weights[y] : 1.0;
         const float f = (float)(dloss * w / denom);
         for (u32 c = 0; c < classes; ++c) {
             const float p = expf(ld(row + c) - m - lse);
@@ -65,12 +65,13 @@ __device__ void cross_entropy_backward_impl(const T *logits, const u32 *labels,
 
 #define LOSS(S, T)                                                                          \
     extern "C" __global__ void cross_entropy_forward_##S(const T *logits, const u32 *labels, \
-                                                         const T *weights, double *row_loss, \
+                                                         const float *weights,              \
+                                                         double *row_loss,                  \
                                                          u32 rows, u32 classes) {           \
         cross_entropy_forward_impl(logits, labels, weights, row_loss, rows, classes);       \
     }                                                                                       \
     extern "C" __global__ void cross_entropy_backward_##S(                                  \
-        const T *logits, const u32 *labels, const T *weights, T *dlogits, u32 rows,         \
+        const T *logits, const u32 *labels, const float *weights, T *dlogits, u32 rows,     \
         u32 classes, double denom, double dloss) {                                          \
         cross_entropy_backward_impl(logits, labels, weights, dlogits, rows, classes, denom, \
                                     dloss);                                                 \

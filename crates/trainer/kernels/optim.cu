@@ -1,40 +1,78 @@
-// Optimiser updates: AdamW fused into one pass (moments, bias correction,
-// decoupled weight decay and the parameter update read and write each value
-// once) and plain SGD. The host folds the step's scalars exactly as the CPU
-// reference does: step = lr / (1 - beta1^t), inv_sqrt_bc2 = 1 / sqrt(1 -
-// beta2^t), decay = 1 - lr * weight_decay.
+// Optimiser updates on the fp32 master copies: AdamW fused into one pass
+// (moments, bias correction, decoupled weight decay and the parameter
+// update read and write each value once) and plain SGD. The host folds the
+// step's scalars exactly as the CPU reference does: step = lr / (1 -
+// beta1^t), inv_sqrt_bc2 = 1 / sqrt(1 - beta2^t), decay = 1 - lr *
+// weight_decay.
 //
-// Counts per call (n elements, s = sizeof(T)):
-//   adamw  ~13n FLOP + n sqrt, 7n*s bytes (read p, g, m, v; write p, m, v)
-//   sgd     2n FLOP,           3n*s bytes
+// adamw_multi updates every tensor of the model in one launch (a table of
+// tensors, as apex's multi_tensor_apply) with the gradient clip folded in:
+// each block adds the per-block partial sums of squares that
+// sum_squares_multi (global_norm.cu) left, in block order, so every block
+// derives the same clip factor without the host reading the norm.
+//
+// Counts per call (n elements):
+//   adamw        ~13n FLOP + n sqrt, 28n bytes (read p, g, m, v; write p, m, v)
+//   adamw_multi  ~14n FLOP + n sqrt, 28n bytes + 48 bytes per tensor + 8 per
+//                norm block per block
+//   sgd           2n FLOP,           12n bytes
 
-template <typename T>
-__device__ void adamw_impl(T *param, const T *grad, T *m, T *v, u64 n, float b1, float b2,
-                           float ob1, float ob2, float step, float inv_sqrt_bc2, float eps,
-                           float decay) {
-    GRID_STRIDE(i, n) {
-        const float g = ld(grad + i);
-        const float mi = b1 * ld(m + i) + ob1 * g;
-        const float vi = b2 * ld(v + i) + ob2 * g * g;
-        st(m + i, mi);
-        st(v + i, vi);
-        st(param + i, ld(param + i) * decay - step * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps));
-    }
+__device__ __forceinline__ void adamw_one(float *param, const float *grad, float *m, float *v,
+                                          u64 i, float g_scale, float b1, float b2, float ob1,
+                                          float ob2, float step, float inv_sqrt_bc2, float eps,
+                                          float decay) {
+    const float g = grad[i] * g_scale;
+    const float mi = b1 * m[i] + ob1 * g;
+    const float vi = b2 * v[i] + ob2 * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] = param[i] * decay - step * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps);
 }
 
-template <typename T>
-__device__ void sgd_impl(T *param, const T *grad, u64 n, float lr) {
-    GRID_STRIDE(i, n) st(param + i, ld(param + i) - lr * ld(grad + i));
+extern "C" __global__ void adamw_f32(float *param, const float *grad, float *m, float *v, u64 n,
+                                     float b1, float b2, float ob1, float ob2, float step,
+                                     float inv_sqrt_bc2, float eps, float decay) {
+    GRID_STRIDE(i, n)
+    adamw_one(param, grad, m, v, i, 1.0f, b1, b2, ob1, ob2, step, inv_sqrt_bc2, eps, decay);
 }
 
-#define OPTIM(S, T)                                                                         \
-    extern "C" __global__ void adamw_##S(T *param, const T *grad, T *m, T *v, u64 n,        \
-                                         float b1, float b2, float ob1, float ob2,          \
-                                         float step, float inv_sqrt_bc2, float eps,         \
-                                         float decay) {                                     \
-        adamw_impl(param, grad, m, v, n, b1, b2, ob1, ob2, step, inv_sqrt_bc2, eps, decay); \
-    }                                                                                       \
-    extern "C" __global__ void sgd_##S(T *param, const T *grad, u64 n, float lr) {          \
-        sgd_impl(param, grad, n, lr);                                                       \
+extern "C" __global__ void sgd_f32(float *param, const float *grad, u64 n, float lr) {
+    GRID_STRIDE(i, n) param[i] = param[i] - lr * grad[i];
+}
+
+// One tensor of a multi-tensor update: addresses, length, and whether
+// weight decay applies (as u64s, the layout the host writes).
+struct tensor_entry {
+    u64 param, grad, m, v, len, decay;
+};
+
+// The factor every gradient is multiplied by: grad_scale, times clip / norm
+// when the global norm of the scaled gradients exceeds `clip` (clip <= 0:
+// no clipping). `partials` are sum_squares_multi's per-block sums.
+__device__ float clip_factor(const double *partials, u32 blocks, float grad_scale, float clip) {
+    if (clip <= 0.0f) return grad_scale;
+    double total = 0.0;
+    for (u32 b = 0; b < blocks; ++b) total += partials[b];
+    const double norm = (double)grad_scale * sqrt(total);
+    if (norm > (double)clip && norm > 0.0) return (float)((double)grad_scale * (clip / norm));
+    return grad_scale;
+}
+
+// Grid-stride over the elements of every tensor in table order.
+extern "C" __global__ void adamw_multi(const tensor_entry *table, u32 tensors,
+                                       const double *partials, u32 blocks, float grad_scale,
+                                       float clip, float b1, float b2, float ob1, float ob2,
+                                       float step, float inv_sqrt_bc2, float eps,
+                                       float decay) {
+    __shared__ float factor;
+    if (threadIdx.x == 0) factor = clip_factor(partials, blocks, grad_scale, clip);
+    __syncthreads();
+    const float f = factor;
+    for (u32 t = 0; t < tensors; ++t) {
+        const tensor_entry e = table[t];
+        const float d = e.decay ? decay : 1.0f;
+        GRID_STRIDE(i, e.len)
+        adamw_one((float *)e.param, (const float *)e.grad, (float *)e.m, (float *)e.v, i, f, b1,
+                  b2, ob1, ob2, step, inv_sqrt_bc2, eps, d);
     }
-FOR_EACH_TYPE(OPTIM)
+}

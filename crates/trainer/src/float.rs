@@ -25,6 +25,8 @@ pub trait Float:
     const ZERO: Self;
     const ONE: Self;
     const NAME: &'static str;
+    /// The storage type of a buffer of this float.
+    const DTYPE: crate::backend::Dtype;
     fn from_f64(x: f64) -> Self;
     fn to_f64(self) -> f64;
     fn exp(self) -> Self;
@@ -60,11 +62,12 @@ pub trait Float:
 }
 
 macro_rules! impl_float {
-    ($t:ty, $name:expr, $erf:path, $gemm:path) => {
+    ($t:ty, $name:expr, $dtype:expr, $erf:path, $gemm:path) => {
         impl Float for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
             const NAME: &'static str = $name;
+            const DTYPE: crate::backend::Dtype = $dtype;
             #[inline]
             fn from_f64(x: f64) -> Self {
                 x as $t
@@ -120,5 +123,17 @@ macro_rules! impl_float {
     };
 }
 
-impl_float!(f32, "f32", libm::erff, matrixmultiply::sgemm);
-impl_float!(f64, "f64", libm::erf, matrixmultiply::dgemm);
+impl_float!(
+    f32,
+    "f32",
+    crate::backend::Dtype::F32,
+    libm::erff,
+    matrixmultiply::sgemm
+);
+impl_float!(
+    f64,
+    "f64",
+    crate::backend::Dtype::F64,
+    libm::erf,
+    matrixmultiply::dgemm
+);

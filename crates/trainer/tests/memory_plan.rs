@@ -3,6 +3,7 @@
 
 use trainer::backend::Backend;
 use trainer::backend::cpu::CpuBackend;
+use trainer::backend::{Kernels, MatmulPrecision};
 use trainer::config::BertConfig;
 use trainer::float::Float;
 use trainer::memory::plan::run_planned_step;
@@ -11,7 +12,8 @@ use trainer::model::HeadConfig;
 
 fn measure<T: Float>(req: &PlanRequest) -> (usize, Vec<trainer::memory::TrackedBuffer>) {
     let tracker = MemTracker::new(true);
-    let be = CpuBackend::<T>::with_tracker(tracker.clone());
+    let be =
+        CpuBackend::<T>::with_tracker(tracker.clone()).for_step(req.matmul_precision, req.kernels);
     let kept = run_planned_step(&be, req).unwrap();
     drop(kept);
     assert_eq!(tracker.live_bytes(), 0, "every buffer is freed");
@@ -52,6 +54,8 @@ fn configs() -> Vec<PlanRequest> {
                 },
                 class_weights: i % 2 == 1,
                 dropout: i % 5 != 4,
+                matmul_precision: MatmulPrecision::Fp32,
+                kernels: Kernels::Reference,
             });
         }
     }
@@ -72,6 +76,8 @@ fn configs() -> Vec<PlanRequest> {
                     optimizer,
                     class_weights: false,
                     dropout,
+                    matmul_precision: MatmulPrecision::Fp32,
+                    kernels: Kernels::Reference,
                 });
             }
         }
@@ -124,6 +130,8 @@ fn family_configs() -> Vec<PlanRequest> {
                 optimizer: OptimizerKind::AdamW,
                 class_weights: k % 2 == 0,
                 dropout,
+                matmul_precision: MatmulPrecision::Fp32,
+                kernels: Kernels::Reference,
             });
         }
     }
@@ -170,6 +178,8 @@ fn family_weights_match_a_count_by_hand() {
             optimizer: OptimizerKind::AdamW,
             class_weights: false,
             dropout: true,
+            matmul_precision: MatmulPrecision::Fp32,
+            kernels: Kernels::Reference,
         })
         .unwrap();
         let params = embeddings + l * per_layer + head;
@@ -227,6 +237,8 @@ fn persistent_buffers_match_a_count_by_hand() {
         optimizer: OptimizerKind::AdamW,
         class_weights: false,
         dropout: true,
+        matmul_precision: MatmulPrecision::Fp32,
+        kernels: Kernels::Reference,
     };
     let plan = MemoryPlan::new(&req).unwrap();
     let (h, i, v, p, t) = (32, 64, 50, 64, 2);

@@ -4,6 +4,7 @@
 //! below the weights fails at construction.
 
 use trainer::backend::faulty::Faults;
+use trainer::backend::{Kernels, MatmulPrecision};
 use trainer::config::BertConfig;
 use trainer::finetune::{
     FinetuneError, SimOutcome, SimSpec, finetune_sim, finetune_sim_with_faults,
@@ -55,6 +56,8 @@ fn sim_peak_is_the_memory_plan_peak_up_to_rounding() {
             optimizer: OptimizerKind::AdamW,
             class_weights: false,
             dropout: true,
+            matmul_precision: MatmulPrecision::Fp32,
+            kernels: Kernels::Reference,
         })
         .unwrap();
         let peak = plan.peak_bytes as u64;
@@ -171,6 +174,8 @@ fn step_peaks_equal_one_plan_per_micro_batch() {
             optimizer,
             class_weights: false,
             dropout,
+            matmul_precision: MatmulPrecision::Fp32,
+            kernels: Kernels::Reference,
         };
         let micros = [8, 1, 3, 16, 2];
         let peaks = step_peaks(&req, &micros).unwrap();

@@ -260,7 +260,7 @@ fn weight_decay_skips_biases_and_layernorm() {
     let before: Vec<Vec<f32>> = model.params.values.iter().map(|v| v.data.clone()).collect();
     model.alloc_grads(&be);
     let mut opt = trainer::train::Optimizer::new(&be, &model.params, OptimizerConfig::default());
-    opt.step(&be, &mut model.params, 0.5);
+    opt.step(&be, &mut model.params, 0.5, None);
     for (i, info) in model.params.info.iter().enumerate() {
         let factor = if info.decay { 1.0 - 0.5 * 0.01 } else { 1.0 };
         let want: Vec<f32> = before[i].iter().map(|v| v * factor).collect();

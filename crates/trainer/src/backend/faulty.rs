@@ -14,7 +14,8 @@ use super::cpu::CpuBackend;
 use super::plan::PlanBackend;
 use super::sim::SimBackend;
 use super::{
-    AdamWStep, Backend, DeviceFailure, Failure, MatmulPrecision, MatmulShape, RelPosShape,
+    AdamWStep, AttentionShape, Backend, DeviceFailure, Dtype, Failure, Kernels, MatmulPrecision,
+    MatmulShape, RelPosShape, Storage,
 };
 use crate::float::Float;
 use crate::memory::{BufKind, MemTracker};
@@ -157,8 +158,11 @@ impl<B: Tracked> Backend for FaultyBackend<B> {
     type Buf = B::Buf;
     type Ids = B::Ids;
 
-    fn float_bytes(&self) -> usize {
-        self.inner.float_bytes()
+    fn storage(&self) -> Storage {
+        self.inner.storage()
+    }
+    fn kernels(&self) -> Kernels {
+        self.inner.kernels()
     }
     fn holds_values(&self) -> bool {
         self.inner.holds_values()
@@ -198,6 +202,8 @@ impl<B: Tracked> Backend for FaultyBackend<B> {
     }
     forward! {
         fn len(&self, buf: &Self::Buf) -> usize;
+        fn dtype(&self, buf: &Self::Buf) -> Dtype;
+        fn cast(&self, src: &Self::Buf, dst: &mut Self::Buf);
         fn upload(&self, dst: &mut Self::Buf, src: &[f64]);
         fn upload_f32(&self, dst: &mut Self::Buf, src: &[f32]);
         fn upload_ids(&self, dst: &mut Self::Ids, src: &[u32]);
@@ -236,5 +242,11 @@ impl<B: Tracked> Backend for FaultyBackend<B> {
         fn cross_entropy_backward(&self, logits: &Self::Buf, labels: &Self::Ids, weights: Option<&Self::Buf>, classes: usize, denom: f64, dloss: f64, dlogits: &mut Self::Buf);
         fn adamw(&self, param: &mut Self::Buf, grad: &Self::Buf, m: &mut Self::Buf, v: &mut Self::Buf, step: &AdamWStep);
         fn sgd(&self, param: &mut Self::Buf, grad: &Self::Buf, lr: f64);
+        fn attention_forward(&self, shape: &AttentionShape, q: &Self::Buf, k: &Self::Buf, v: &Self::Buf, mask: &Self::Ids, key: Option<RngKey>, out: &mut Self::Buf, lse: &mut Self::Buf);
+        fn attention_backward(&self, shape: &AttentionShape, q: &Self::Buf, k: &Self::Buf, v: &Self::Buf, mask: &Self::Ids, key: Option<RngKey>, out: &Self::Buf, dout: &Self::Buf, lse: &Self::Buf, delta: &mut Self::Buf, dq: &mut Self::Buf, dk: &mut Self::Buf, dv: &mut Self::Buf);
+        fn bias_gelu_forward(&self, pre: &mut Self::Buf, bias: &Self::Buf, out: &mut Self::Buf);
+        fn residual_layernorm_forward(&self, sum: &mut Self::Buf, bias: &Self::Buf, residual: &Self::Buf, dropout: f64, key: Option<RngKey>, gamma: &Self::Buf, beta: &Self::Buf, eps: f64, out: &mut Self::Buf, mean: &mut Self::Buf, rstd: &mut Self::Buf);
+        fn residual_layernorm_backward(&self, dout: &Self::Buf, sum: &Self::Buf, gamma: &Self::Buf, mean: &Self::Buf, rstd: &Self::Buf, dropout: f64, key: Option<RngKey>, d_sum: &mut Self::Buf, d_branch: Option<&mut Self::Buf>, dgamma: &mut Self::Buf, dbeta: &mut Self::Buf);
+        fn adamw_all(&self, params: &mut [Self::Buf], grads: &[Self::Buf], m: &mut [Self::Buf], v: &mut [Self::Buf], decay: &[bool], step: &AdamWStep, grad_scale: f64, clip: Option<f64>);
     }
 }

@@ -20,12 +20,15 @@ pub mod cuda;
 #[cfg(feature = "testing")]
 pub mod faulty;
 pub mod matmul_precision;
+pub mod owned;
 pub mod plan;
 pub mod sim;
+pub mod storage;
 
 use crate::memory::{BufKind, OutOfMemory};
 use crate::rng::RngKey;
 pub use matmul_precision::MatmulPrecision;
+pub use storage::{Dtype, Kernels, Storage};
 
 /// A strided-batched matrix product in row-major terms:
 /// `C[i] (m x n) = alpha * op(A[i]) * op(B[i]) + beta * C[i]` for `i < batch`,
@@ -56,6 +59,35 @@ pub struct RelPosShape {
     pub s: usize,
     pub span2: usize,
     pub transpose: bool,
+}
+
+/// One fused attention call (see [`Backend::attention_forward`]): `q`, `k`,
+/// `v` and the output are `[b, s, heads * head_dim]`, the log-sum-exp
+/// `[b, heads, s]`; the probabilities `softmax(scale * q k^T)` over the keys
+/// the mask keeps are dropped out with probability `dropout`, element by
+/// element of the `[b, heads, s, s]` tensor the unfused path stores.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttentionShape {
+    pub b: usize,
+    pub s: usize,
+    pub heads: usize,
+    pub head_dim: usize,
+    pub scale: f64,
+    pub dropout: f64,
+}
+
+impl AttentionShape {
+    /// Elements of `q` (and of `k`, `v`, the output).
+    pub fn len(&self) -> usize {
+        self.b * self.s * self.heads * self.head_dim
+    }
+    /// Rows of the log-sum-exp (one per query and head).
+    pub fn rows(&self) -> usize {
+        self.b * self.heads * self.s
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Hyperparameters of one AdamW update of one tensor.
@@ -103,8 +135,20 @@ pub trait Backend {
     type Buf: Send + Sync;
     type Ids: Send + Sync;
 
-    /// Bytes per float element (what the memory plan charges).
-    fn float_bytes(&self) -> usize;
+    /// What each kind of buffer is stored as (see [`Storage`]).
+    fn storage(&self) -> Storage;
+
+    /// Bytes per element of the master type (weights, gradients, state).
+    fn float_bytes(&self) -> usize {
+        self.storage().master.bytes()
+    }
+
+    /// Which implementation of the step the model runs (see [`Kernels`]):
+    /// the model calls the fused operations below only when this is
+    /// [`Kernels::Fused`], and every backend implements both.
+    fn kernels(&self) -> Kernels {
+        Kernels::Reference
+    }
 
     /// Whether buffers hold values. A backend that only allocates (the
     /// memory plan's) returns false, so the model skips generating values
@@ -155,6 +199,10 @@ pub trait Backend {
     /// A zero-filled id buffer.
     fn alloc_ids(&self, name: &str, len: usize) -> Self::Ids;
     fn len(&self, buf: &Self::Buf) -> usize;
+    /// The element type of `buf` (its kind's, see [`Backend::storage`]).
+    fn dtype(&self, buf: &Self::Buf) -> Dtype;
+    /// `dst = src`, converted to `dst`'s type.
+    fn cast(&self, src: &Self::Buf, dst: &mut Self::Buf);
     fn upload(&self, dst: &mut Self::Buf, src: &[f64]);
     fn upload_f32(&self, dst: &mut Self::Buf, src: &[f32]);
     fn upload_ids(&self, dst: &mut Self::Ids, src: &[u32]);
@@ -165,7 +213,7 @@ pub trait Backend {
     /// `out = a + b` (residual connections). Backward: the gradient passes to
     /// both inputs unchanged.
     fn add(&self, a: &Self::Buf, b: &Self::Buf, out: &mut Self::Buf);
-    /// `acc += x`.
+    /// `acc += x` (`acc` may be of the master type, `x` of the activations').
     fn add_assign(&self, acc: &mut Self::Buf, x: &Self::Buf);
     /// `buf *= factor`.
     fn scale(&self, buf: &mut Self::Buf, factor: f64);
@@ -357,6 +405,101 @@ pub trait Backend {
     );
     /// Plain SGD: `param -= lr * grad` (a stateless optimiser, for the plan).
     fn sgd(&self, param: &mut Self::Buf, grad: &Self::Buf, lr: f64);
+
+    // ---- fused (Kernels::Fused) ------------------------------------------
+    /// Attention without stored probabilities (see [`AttentionShape`]):
+    /// `out = dropout(softmax(scale q k^T)) v` over the keys whose
+    /// `mask[b, key] != 0`, and per query row the log-sum-exp of the scaled
+    /// scores (`-inf` when every key is masked; that row's output is 0).
+    #[allow(clippy::too_many_arguments)]
+    fn attention_forward(
+        &self,
+        shape: &AttentionShape,
+        q: &Self::Buf,
+        k: &Self::Buf,
+        v: &Self::Buf,
+        mask: &Self::Ids,
+        key: Option<RngKey>,
+        out: &mut Self::Buf,
+        lse: &mut Self::Buf,
+    );
+    /// Backward of [`Backend::attention_forward`], recomputing the
+    /// probabilities from `lse`: overwrites `dq`, `dk`, `dv`, and `delta`
+    /// (`[b, heads, s]`, scratch: each row's `sum(dout * out)`).
+    #[allow(clippy::too_many_arguments)]
+    fn attention_backward(
+        &self,
+        shape: &AttentionShape,
+        q: &Self::Buf,
+        k: &Self::Buf,
+        v: &Self::Buf,
+        mask: &Self::Ids,
+        key: Option<RngKey>,
+        out: &Self::Buf,
+        dout: &Self::Buf,
+        lse: &Self::Buf,
+        delta: &mut Self::Buf,
+        dq: &mut Self::Buf,
+        dk: &mut Self::Buf,
+        dv: &mut Self::Buf,
+    );
+    /// `pre += bias` per row (rows of `bias`'s length), then `out =
+    /// gelu(pre)`; backward is [`Backend::gelu_backward`] on `pre`.
+    fn bias_gelu_forward(&self, pre: &mut Self::Buf, bias: &Self::Buf, out: &mut Self::Buf);
+    /// The residual block before a LayerNorm, in one pass: `sum =
+    /// dropout(sum + bias) + residual` in place (rows of `bias`'s length),
+    /// then `out = LayerNorm(sum)` with `mean` and `rstd` saved, as
+    /// [`Backend::layernorm_forward`].
+    #[allow(clippy::too_many_arguments)]
+    fn residual_layernorm_forward(
+        &self,
+        sum: &mut Self::Buf,
+        bias: &Self::Buf,
+        residual: &Self::Buf,
+        dropout: f64,
+        key: Option<RngKey>,
+        gamma: &Self::Buf,
+        beta: &Self::Buf,
+        eps: f64,
+        out: &mut Self::Buf,
+        mean: &mut Self::Buf,
+        rstd: &mut Self::Buf,
+    );
+    /// Backward of [`Backend::residual_layernorm_forward`] up to the bias:
+    /// overwrites `d_sum` with the LayerNorm's input gradient (the residual
+    /// branch's), and `d_branch`, when dropout was on, with its dropout
+    /// backward; accumulates `dgamma`, `dbeta`.
+    #[allow(clippy::too_many_arguments)]
+    fn residual_layernorm_backward(
+        &self,
+        dout: &Self::Buf,
+        sum: &Self::Buf,
+        gamma: &Self::Buf,
+        mean: &Self::Buf,
+        rstd: &Self::Buf,
+        dropout: f64,
+        key: Option<RngKey>,
+        d_sum: &mut Self::Buf,
+        d_branch: Option<&mut Self::Buf>,
+        dgamma: &mut Self::Buf,
+        dbeta: &mut Self::Buf,
+    );
+    /// One AdamW update of every tensor (`step.weight_decay` where `decay`
+    /// says so), with each gradient multiplied by `grad_scale` and, when
+    /// `clip` is given, by `clip / norm` where the global L2 norm of the
+    /// scaled gradients exceeds it, all without reading the norm back.
+    #[allow(clippy::too_many_arguments)]
+    fn adamw_all(
+        &self,
+        params: &mut [Self::Buf],
+        grads: &[Self::Buf],
+        m: &mut [Self::Buf],
+        v: &mut [Self::Buf],
+        decay: &[bool],
+        step: &AdamWStep,
+        grad_scale: f64,
+        clip: Option<f64>,
+    );
 }
 
 /// Clips gradients to `max_norm` by their global L2 norm; returns the norm

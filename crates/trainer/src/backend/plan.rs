@@ -4,17 +4,27 @@
 
 use std::sync::Arc;
 
-use super::{AdamWStep, Backend, Failure, MatmulShape, RelPosShape};
+use super::{
+    AdamWStep, AttentionShape, Backend, Dtype, Failure, Kernels, MatmulShape, RelPosShape, Storage,
+};
 use crate::memory::oom::RecordedOom;
 use crate::memory::{Allocation, BufKind, MemTracker};
 use crate::rng::RngKey;
 
 /// The operations of a backend that computes nothing (every one a no-op;
-/// `download` returns zeros, the loss is 0), over buffer type `$buf` with a
-/// `len` field. Shared by [`PlanBackend`] and [`super::sim::SimBackend`],
-/// which differ only in where their buffers' memory comes from.
+/// `download` returns zeros, the loss is 0), over buffer type `$buf` with
+/// `len` and `dtype` fields. Shared by [`PlanBackend`] and
+/// [`super::sim::SimBackend`], which differ only in where their buffers'
+/// memory comes from.
 macro_rules! compute_nothing {
     ($buf:ty) => {
+        fn len(&self, buf: &$buf) -> usize {
+            buf.len
+        }
+        fn dtype(&self, buf: &$buf) -> Dtype {
+            buf.dtype
+        }
+        fn cast(&self, _: &$buf, _: &mut $buf) {}
         fn upload(&self, _: &mut $buf, _: &[f64]) {}
         fn upload_f32(&self, _: &mut $buf, _: &[f32]) {}
         fn upload_ids(&self, _: &mut $buf, _: &[u32]) {}
@@ -109,6 +119,78 @@ macro_rules! compute_nothing {
         }
         fn adamw(&self, _: &mut $buf, _: &$buf, _: &mut $buf, _: &mut $buf, _: &AdamWStep) {}
         fn sgd(&self, _: &mut $buf, _: &$buf, _: f64) {}
+        fn attention_forward(
+            &self,
+            _: &AttentionShape,
+            _: &$buf,
+            _: &$buf,
+            _: &$buf,
+            _: &$buf,
+            _: Option<RngKey>,
+            _: &mut $buf,
+            _: &mut $buf,
+        ) {
+        }
+        fn attention_backward(
+            &self,
+            _: &AttentionShape,
+            _: &$buf,
+            _: &$buf,
+            _: &$buf,
+            _: &$buf,
+            _: Option<RngKey>,
+            _: &$buf,
+            _: &$buf,
+            _: &$buf,
+            _: &mut $buf,
+            _: &mut $buf,
+            _: &mut $buf,
+            _: &mut $buf,
+        ) {
+        }
+        fn bias_gelu_forward(&self, _: &mut $buf, _: &$buf, _: &mut $buf) {}
+        fn residual_layernorm_forward(
+            &self,
+            _: &mut $buf,
+            _: &$buf,
+            _: &$buf,
+            _: f64,
+            _: Option<RngKey>,
+            _: &$buf,
+            _: &$buf,
+            _: f64,
+            _: &mut $buf,
+            _: &mut $buf,
+            _: &mut $buf,
+        ) {
+        }
+        fn residual_layernorm_backward(
+            &self,
+            _: &$buf,
+            _: &$buf,
+            _: &$buf,
+            _: &$buf,
+            _: &$buf,
+            _: f64,
+            _: Option<RngKey>,
+            _: &mut $buf,
+            _: Option<&mut $buf>,
+            _: &mut $buf,
+            _: &mut $buf,
+        ) {
+        }
+        fn adamw_all(
+            &self,
+            _: &mut [$buf],
+            _: &[$buf],
+            _: &mut [$buf],
+            _: &mut [$buf],
+            _: &[bool],
+            _: &AdamWStep,
+            _: f64,
+            _: Option<f64>,
+        ) {
+        }
     };
 }
 pub(crate) use compute_nothing;
@@ -117,33 +199,56 @@ pub(crate) use compute_nothing;
 #[derive(Debug)]
 pub struct PlanBuf {
     len: usize,
+    dtype: Dtype,
     /// `None` when the tracker's limit refused it.
     _alloc: Option<Allocation>,
 }
 
 pub struct PlanBackend {
     tracker: Arc<MemTracker>,
-    float_bytes: usize,
+    storage: Storage,
+    kernels: Kernels,
     /// A refusal of the tracker's limit, when one is set.
     failure: RecordedOom,
 }
 
+/// The master type of `float_bytes` bytes: 8 is f64, anything else f32.
+fn master(float_bytes: usize) -> Dtype {
+    if float_bytes == 8 {
+        Dtype::F64
+    } else {
+        Dtype::F32
+    }
+}
+
 impl PlanBackend {
-    /// `float_bytes`: 4 for f32, 8 for f64.
+    /// The reference step with every buffer `float_bytes` wide (4 for f32,
+    /// 8 for f64).
     pub fn new(float_bytes: usize) -> Self {
-        Self {
-            tracker: MemTracker::new(true),
-            float_bytes,
-            failure: RecordedOom::default(),
-        }
+        Self::for_step(
+            Storage::uniform(master(float_bytes)),
+            Kernels::Reference,
+            true,
+        )
     }
 
     /// Like [`Self::new`] but only counting live and peak bytes, without a
     /// record of every buffer (for many steps in a row).
     pub fn counting(float_bytes: usize) -> Self {
+        Self::for_step(
+            Storage::uniform(master(float_bytes)),
+            Kernels::Reference,
+            false,
+        )
+    }
+
+    /// The step `kernels` runs with buffers stored as `storage`; `record`
+    /// keeps every buffer's life (else only live and peak bytes).
+    pub fn for_step(storage: Storage, kernels: Kernels, record: bool) -> Self {
         Self {
-            tracker: MemTracker::new(false),
-            float_bytes,
+            tracker: MemTracker::new(record),
+            storage,
+            kernels,
             failure: RecordedOom::default(),
         }
     }
@@ -152,16 +257,20 @@ impl PlanBackend {
         &self.tracker
     }
 
-    fn buffer(&self, name: &str, kind: BufKind, len: usize, bytes: usize) -> PlanBuf {
+    fn buffer(&self, name: &str, kind: BufKind, len: usize, dtype: Dtype) -> PlanBuf {
         let alloc = if self.failure.is_pending() {
             None
         } else {
             self.tracker
-                .allocate(name, kind, bytes)
+                .allocate(name, kind, len * dtype.bytes())
                 .map_err(|oom| self.failure.record(oom))
                 .ok()
         };
-        PlanBuf { len, _alloc: alloc }
+        PlanBuf {
+            len,
+            dtype,
+            _alloc: alloc,
+        }
     }
 }
 
@@ -169,8 +278,11 @@ impl Backend for PlanBackend {
     type Buf = PlanBuf;
     type Ids = PlanBuf;
 
-    fn float_bytes(&self) -> usize {
-        self.float_bytes
+    fn storage(&self) -> Storage {
+        self.storage
+    }
+    fn kernels(&self) -> Kernels {
+        self.kernels
     }
     fn holds_values(&self) -> bool {
         false
@@ -182,13 +294,11 @@ impl Backend for PlanBackend {
         self.failure.is_pending()
     }
     fn alloc(&self, name: &str, kind: BufKind, len: usize) -> PlanBuf {
-        self.buffer(name, kind, len, len * self.float_bytes)
+        self.buffer(name, kind, len, self.storage.of(kind))
     }
+    /// Ids are 4 bytes, as an f32.
     fn alloc_ids(&self, name: &str, len: usize) -> PlanBuf {
-        self.buffer(name, BufKind::Input, len, len * 4)
-    }
-    fn len(&self, buf: &PlanBuf) -> usize {
-        buf.len
+        self.buffer(name, BufKind::Input, len, Dtype::F32)
     }
     compute_nothing!(PlanBuf);
 }

@@ -16,7 +16,9 @@ use gpu_mem::{
 };
 
 use super::plan::compute_nothing;
-use super::{AdamWStep, Backend, Failure, MatmulShape, RelPosShape};
+use super::{
+    AdamWStep, AttentionShape, Backend, Dtype, Failure, Kernels, MatmulShape, RelPosShape, Storage,
+};
 use crate::memory::oom::RecordedOom;
 use crate::memory::{Allocation, BufKind, MemTracker, OutOfMemory};
 use crate::rng::RngKey;
@@ -29,13 +31,15 @@ pub const SIM_GRANULARITY: usize = 2 << 20;
 #[derive(Debug)]
 pub struct SimBuf {
     len: usize,
+    dtype: Dtype,
     _memory: Option<(DeviceBuffer<SimDevice>, Allocation)>,
 }
 
 pub struct SimBackend {
     allocator: Arc<CachingAllocator<SimDevice>>,
     tracker: Arc<MemTracker>,
-    float_bytes: usize,
+    storage: Storage,
+    kernels: Kernels,
     failure: RecordedOom,
 }
 
@@ -68,11 +72,26 @@ impl SimBackend {
     /// Buffers from an existing allocator (e.g. one shared by several
     /// simulated trials on one device).
     pub fn with_allocator(allocator: Arc<CachingAllocator<SimDevice>>, float_bytes: usize) -> Self {
+        let master = if float_bytes == 8 {
+            Dtype::F64
+        } else {
+            Dtype::F32
+        };
         Self {
             allocator,
             tracker: MemTracker::new(false),
-            float_bytes,
+            storage: Storage::uniform(master),
+            kernels: Kernels::Reference,
             failure: RecordedOom::default(),
+        }
+    }
+
+    /// The step `kernels` runs with buffers stored as `storage`.
+    pub fn for_step(self, storage: Storage, kernels: Kernels) -> Self {
+        Self {
+            storage,
+            kernels,
+            ..self
         }
     }
 
@@ -85,9 +104,14 @@ impl SimBackend {
         &self.tracker
     }
 
-    fn buffer(&self, name: &str, kind: BufKind, len: usize, bytes: usize) -> SimBuf {
+    fn buffer(&self, name: &str, kind: BufKind, len: usize, dtype: Dtype) -> SimBuf {
+        let bytes = len * dtype.bytes();
         if self.failure.is_pending() {
-            return SimBuf { len, _memory: None };
+            return SimBuf {
+                len,
+                dtype,
+                _memory: None,
+            };
         }
         let memory = self.tracker.allocate(name, kind, bytes).and_then(|alloc| {
             match self.allocator.allocate_buffer(bytes, StreamId(0)) {
@@ -102,6 +126,7 @@ impl SimBackend {
         });
         SimBuf {
             len,
+            dtype,
             _memory: memory.map_err(|oom| self.failure.record(oom)).ok(),
         }
     }
@@ -111,8 +136,11 @@ impl Backend for SimBackend {
     type Buf = SimBuf;
     type Ids = SimBuf;
 
-    fn float_bytes(&self) -> usize {
-        self.float_bytes
+    fn storage(&self) -> Storage {
+        self.storage
+    }
+    fn kernels(&self) -> Kernels {
+        self.kernels
     }
     fn holds_values(&self) -> bool {
         false
@@ -124,13 +152,11 @@ impl Backend for SimBackend {
         self.failure.is_pending()
     }
     fn alloc(&self, name: &str, kind: BufKind, len: usize) -> SimBuf {
-        self.buffer(name, kind, len, len * self.float_bytes)
+        self.buffer(name, kind, len, self.storage.of(kind))
     }
+    /// Ids are 4 bytes, as an f32.
     fn alloc_ids(&self, name: &str, len: usize) -> SimBuf {
-        self.buffer(name, BufKind::Input, len, len * 4)
-    }
-    fn len(&self, buf: &SimBuf) -> usize {
-        buf.len
+        self.buffer(name, BufKind::Input, len, Dtype::F32)
     }
     compute_nothing!(SimBuf);
 }

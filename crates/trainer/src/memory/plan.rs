@@ -11,8 +11,8 @@
 use std::collections::BTreeMap;
 
 use super::tracker::{BufKind, TrackedBuffer};
-use crate::backend::Backend;
 use crate::backend::plan::PlanBackend;
+use crate::backend::{Backend, Dtype, Kernels, MatmulPrecision, Storage};
 use crate::batch::Batch;
 use crate::model::{BatchError, BuildError, Classifier, HeadConfig, ModelConfig};
 use crate::train::{OptimizerConfig, StepContext, train_step};
@@ -28,6 +28,14 @@ impl Precision {
         match self {
             Precision::F32 => 4,
             Precision::F64 => 8,
+        }
+    }
+
+    /// The storage type of this master precision.
+    pub fn dtype(self) -> Dtype {
+        match self {
+            Precision::F32 => Dtype::F32,
+            Precision::F64 => Dtype::F64,
         }
     }
 }
@@ -61,11 +69,17 @@ pub struct PlanRequest {
     pub class_weights: bool,
     /// Dropout on (training); off makes dropout buffers disappear.
     pub dropout: bool,
+    /// The products' operand format: with [`Kernels::Fused`], 16 bits
+    /// stores the activations in 16 bits.
+    pub matmul_precision: MatmulPrecision,
+    /// Which implementation of the step runs (see [`Kernels`]).
+    pub kernels: Kernels,
 }
 
 impl PlanRequest {
     /// The usual fine-tuning step: fp32 weights and activations, AdamW,
-    /// dropout on, no recomputation, no class weights.
+    /// dropout on, no recomputation, no class weights, the reference
+    /// kernels.
     pub fn fp32_adamw(
         config: impl Into<ModelConfig>,
         head: &HeadConfig,
@@ -82,7 +96,23 @@ impl PlanRequest {
             optimizer: OptimizerKind::AdamW,
             class_weights: false,
             dropout: true,
+            matmul_precision: MatmulPrecision::Fp32,
+            kernels: Kernels::Reference,
         }
+    }
+
+    /// This step with products at `precision`, run by `kernels`.
+    pub fn with_step(self, precision: MatmulPrecision, kernels: Kernels) -> Self {
+        Self {
+            matmul_precision: precision,
+            kernels,
+            ..self
+        }
+    }
+
+    /// What the step stores each kind of buffer as.
+    pub fn storage(&self) -> Storage {
+        Storage::for_step(self.precision.dtype(), self.matmul_precision, self.kernels)
     }
 }
 
@@ -236,7 +266,7 @@ pub fn step_peaks(req: &PlanRequest, micro_batches: &[usize]) -> Result<Vec<usiz
     for r in &requests {
         r.check()?;
     }
-    let be = PlanBackend::counting(req.precision.bytes());
+    let be = PlanBackend::for_step(req.storage(), req.kernels, false);
     let (mut model, mut ctx) = build_planned_model(&be, req)?;
     requests
         .iter()
@@ -253,7 +283,7 @@ impl MemoryPlan {
     /// The plan of `req`'s step; an error for a request that cannot run
     /// (see [`run_planned_step`]).
     pub fn new(req: &PlanRequest) -> Result<Self, PlanError> {
-        let be = PlanBackend::new(req.precision.bytes());
+        let be = PlanBackend::for_step(req.storage(), req.kernels, true);
         let (model, ctx) = run_planned_step(&be, req)?;
         // Tear down too, so persistent buffers get a free event (the end of
         // the trial) like everything else.

@@ -21,6 +21,10 @@ pub enum BufKind {
     Activation,
     /// Temporaries: gradients of activations, scratch of one op.
     Workspace,
+    /// Per-row statistics saved for backward (LayerNorm's mean and rstd,
+    /// the attention's log-sum-exp): kept in the master type whatever the
+    /// activations are stored as.
+    Statistic,
 }
 
 /// One buffer's life as recorded by a tracker.

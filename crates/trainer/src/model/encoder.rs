@@ -10,13 +10,15 @@
 
 use super::head::HeadActs;
 use super::layer::{
-    BlockActs, LayerDims, LayerIdx, Qkv, attend, attend_backward, block_backward, block_forward,
-    layernorm_back, qkv_backward, qkv_forward, scores_backward, scores_forward,
+    Block, FusedAttention, LayerDims, LayerIdx, Qkv, attend, attend_backward,
+    attention_backward_fused, attention_forward_fused, block_backward, block_forward,
+    context_to_heads, layernorm_back, projections_backward, qkv_backward, qkv_forward,
+    scores_backward, scores_forward,
 };
 use super::linear::{dropout_back_owned, dropout_new};
 use super::{BertClassifier, DeviceBatch, Mode};
-use crate::backend::Backend;
-use crate::memory::BufKind::{Activation, Workspace};
+use crate::backend::{Backend, Kernels};
+use crate::memory::BufKind::{Activation, Statistic, Workspace};
 
 /// Dropout streams: 0 embeddings, then 3 per layer, then the head's.
 pub(crate) fn stream_layer(layer: usize, site: u32) -> u32 {
@@ -36,9 +38,18 @@ pub struct EmbActs<B: Backend> {
 /// What one encoder layer keeps for backward (its output is kept
 /// separately as the next layer's input).
 pub struct LayerActs<B: Backend> {
-    qkv: Qkv<B>,
-    probs: B::Buf,
-    block: BlockActs<B>,
+    attention: Attention<B>,
+    block: Block<B>,
+}
+
+/// The attention's saved state, by kernel set.
+enum Attention<B: Backend> {
+    /// Heads and the stored probabilities.
+    Reference {
+        qkv: Qkv<B>,
+        probs: B::Buf,
+    },
+    Fused(FusedAttention<B>),
 }
 
 /// Everything the forward pass saved, consumed by backward.
@@ -149,8 +160,8 @@ impl<B: Backend> BertClassifier<B> {
         if let Some(token_type) = self.idx.token_type {
             be.embedding_forward(&batch.token_type_ids, &v[token_type], e, &mut sum, true);
         }
-        let mut mean = be.alloc_overwritten("embeddings.ln_mean", Activation, n);
-        let mut rstd = be.alloc_overwritten("embeddings.ln_rstd", Activation, n);
+        let mut mean = be.alloc_overwritten("embeddings.ln_mean", Statistic, n);
+        let mut rstd = be.alloc_overwritten("embeddings.ln_rstd", Statistic, n);
         let mut out = be.alloc_overwritten("embeddings.ln_out", Activation, n * e);
         let ln = self.idx.emb_ln;
         let eps = self.config.layer_norm_eps;
@@ -261,12 +272,22 @@ impl<B: Backend> BertClassifier<B> {
     ) -> (LayerActs<B>, B::Buf) {
         let d = self.layer_dims(i, batch);
         let v = &self.params.values;
-        let qkv = qkv_forward(be, v, &d, l, x);
-        let scores = scores_forward(be, &d, 1.0, &qkv);
         let scale = self.score_scale();
-        let (probs, ctx) = attend(be, &d, scores, &batch.mask, scale, &qkv.vh, mode);
+        let (attention, ctx) = match be.kernels() {
+            Kernels::Reference => {
+                let qkv = qkv_forward(be, v, &d, l, x);
+                let scores = scores_forward(be, &d, 1.0, &qkv);
+                let (probs, ctx) = attend(be, &d, scores, &batch.mask, scale, &qkv.vh, mode);
+                (Attention::Reference { qkv, probs }, ctx)
+            }
+            Kernels::Fused => {
+                let (saved, ctx) =
+                    attention_forward_fused(be, v, &d, l, x, &batch.mask, scale, mode);
+                (Attention::Fused(saved), ctx)
+            }
+        };
         let (block, out) = block_forward(be, v, &d, l, x, ctx, mode);
-        (LayerActs { qkv, probs, block }, out)
+        (LayerActs { attention, block }, out)
     }
 
     /// Consumes the layer's activations and the gradient of its output;
@@ -286,13 +307,25 @@ impl<B: Backend> BertClassifier<B> {
         let d = self.layer_dims(i, batch);
         let scale = self.score_scale();
         let (v, g) = (&self.params.values, &mut self.params.grads);
-        let (mut d_x, d_ctx_heads) = block_backward(be, v, g, &d, l, &a.block, dout, mode);
-        let (d_scores, d_vh) =
-            attend_backward(be, &d, d_ctx_heads, &a.probs, &a.qkv.vh, scale, mode);
-        let (d_qh, d_kh) = scores_backward(be, &d, 1.0, &d_scores, &a.qkv);
-        drop(d_scores);
-        drop(a);
-        qkv_backward(be, v, g, &d, l, x, [d_qh, d_kh, d_vh], &mut d_x);
+        let (mut d_x, d_ctx) = block_backward(be, v, g, &d, l, &a.block, dout, mode);
+        match &a.attention {
+            Attention::Reference { qkv, probs } => {
+                let d_ctx_heads = context_to_heads(be, &d, d_ctx);
+                let (d_scores, d_vh) =
+                    attend_backward(be, &d, d_ctx_heads, probs, &qkv.vh, scale, mode);
+                let (d_qh, d_kh) = scores_backward(be, &d, 1.0, &d_scores, qkv);
+                drop(d_scores);
+                drop(a);
+                qkv_backward(be, v, g, &d, l, x, [d_qh, d_kh, d_vh], &mut d_x);
+            }
+            Attention::Fused(saved) => {
+                let ctx = a.block.context();
+                let grads =
+                    attention_backward_fused(be, &d, saved, ctx, d_ctx, &batch.mask, scale, mode);
+                drop(a);
+                projections_backward(be, v, g, &d, l, x, grads, &mut d_x);
+            }
+        }
         d_x
     }
 }

@@ -7,6 +7,14 @@
 //! DeBERTa's add relative-position terms. Each model writes that part and
 //! strings these pieces around it.
 //!
+//! With [`Kernels::Fused`] the block runs as two fused residual/LayerNorm
+//! passes and a fused bias/GELU, and keeps only the GELU's input (its
+//! output is recomputed in backward); BERT's attention becomes one fused
+//! call on the projections' own layout ([`attention_forward_fused`]), which
+//! keeps a log-sum-exp per row instead of the `s x s` probabilities. DeBERTa
+//! keeps its unfused attention (its relative-position terms are gathered
+//! from products the fused kernel does not make) with the fused block.
+//!
 //! Buffer lifetimes are the memory plan: `Activation` buffers live until
 //! the backward of their layer, `Workspace` buffers are dropped as soon as
 //! the op that reads them has run. Every buffer here is the output of an op
@@ -14,8 +22,8 @@
 
 use super::linear::{dropout_back_owned, dropout_new};
 use super::{Dense, LayerNormIdx, Mode};
-use crate::backend::{Backend, MatmulShape};
-use crate::memory::BufKind::{Activation, Workspace};
+use crate::backend::{AttentionShape, Backend, Kernels, MatmulShape};
+use crate::memory::BufKind::{Activation, Statistic, Workspace};
 use crate::rng::RngKey;
 
 /// A layer's parameters in the store.
@@ -70,6 +78,24 @@ impl LayerDims {
     /// The dropout key of the probabilities.
     pub fn probs_key(&self, mode: Mode) -> Option<RngKey> {
         mode.key(self.p_probs, self.streams[0])
+    }
+    /// The dropout keys of the attention output and the feed-forward output.
+    fn block_keys(&self, mode: Mode) -> [Option<RngKey>; 2] {
+        [
+            mode.key(self.p_attn_out, self.streams[1]),
+            mode.key(self.p_ffn, self.streams[2]),
+        ]
+    }
+    /// The fused attention call of this layer, at softmax scale `scale`.
+    pub fn attention(&self, scale: f64) -> AttentionShape {
+        AttentionShape {
+            b: self.b,
+            s: self.s,
+            heads: self.heads,
+            head_dim: self.head_dim(),
+            scale,
+            dropout: self.p_probs,
+        }
     }
     /// `[b * heads, s, s] = [b * heads, s, dh] . [b * heads, s, dh]^T`.
     fn scores_shape(&self) -> MatmulShape {
@@ -257,7 +283,67 @@ pub(crate) fn attend_backward<B: Backend>(
     (d_scores, d_vh)
 }
 
-/// What the block after attention keeps for backward.
+/// What the block after attention keeps for backward, by kernel set.
+pub(crate) enum Block<B: Backend> {
+    Reference(BlockActs<B>),
+    Fused(FusedBlockActs<B>),
+}
+
+/// `h1 = LN1(dropout(ctx W_o + b_o) + x)`, `out = LN2(dropout(FFN(h1)) +
+/// h1)` with the backend's kernels. Takes the context (kept for backward);
+/// returns the layer output.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn block_forward<B: Backend>(
+    be: &B,
+    v: &[B::Buf],
+    d: &LayerDims,
+    l: &LayerIdx,
+    x: &B::Buf,
+    ctx: B::Buf,
+    mode: Mode,
+) -> (Block<B>, B::Buf) {
+    match be.kernels() {
+        Kernels::Reference => {
+            let (acts, out) = block_forward_reference(be, v, d, l, x, ctx, mode);
+            (Block::Reference(acts), out)
+        }
+        Kernels::Fused => {
+            let (acts, out) = block_forward_fused(be, v, d, l, x, ctx, mode);
+            (Block::Fused(acts), out)
+        }
+    }
+}
+
+/// Backward of [`block_forward`] from the output's gradient (consumed):
+/// the residual part of the layer input's gradient (the Q/K/V part is
+/// added by [`qkv_backward`]) and the context's gradient `[b, s, hidden]`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn block_backward<B: Backend>(
+    be: &B,
+    v: &[B::Buf],
+    g: &mut [B::Buf],
+    d: &LayerDims,
+    l: &LayerIdx,
+    a: &Block<B>,
+    dout: B::Buf,
+    mode: Mode,
+) -> (B::Buf, B::Buf) {
+    match a {
+        Block::Reference(a) => block_backward_reference(be, v, g, d, l, a, dout, mode),
+        Block::Fused(a) => block_backward_fused(be, v, g, d, l, a, dout, mode),
+    }
+}
+
+/// The context's gradient in heads layout, for the unfused attention's
+/// backward (consumes the token-layout one).
+pub(crate) fn context_to_heads<B: Backend>(be: &B, d: &LayerDims, d_ctx: B::Buf) -> B::Buf {
+    let n_h = d.tokens() * d.hidden;
+    let mut d_ctx_heads = be.alloc_overwritten(&d.grad_name("ctx_heads"), Workspace, n_h);
+    be.permute_heads(&d_ctx, &mut d_ctx_heads, d.b, d.s, d.heads);
+    d_ctx_heads
+}
+
+/// What the reference block keeps for backward.
 pub(crate) struct BlockActs<B: Backend> {
     ctx: B::Buf,
     sum1: B::Buf,
@@ -271,10 +357,9 @@ pub(crate) struct BlockActs<B: Backend> {
     rstd2: B::Buf,
 }
 
-/// `h1 = LN1(dropout(ctx W_o + b_o) + x)`, `out = LN2(dropout(FFN(h1)) +
-/// h1)`. Takes the context (kept for backward); returns the layer output.
+/// [`block_forward`] one trait operation at a time.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn block_forward<B: Backend>(
+fn block_forward_reference<B: Backend>(
     be: &B,
     v: &[B::Buf],
     d: &LayerDims,
@@ -293,8 +378,8 @@ pub(crate) fn block_forward<B: Backend>(
     drop(attn_d);
     drop(attn);
     let mut h1 = be.alloc_overwritten(&d.name("ln1_out"), Activation, n * h);
-    let mut mean1 = be.alloc_overwritten(&d.name("ln1_mean"), Activation, n);
-    let mut rstd1 = be.alloc_overwritten(&d.name("ln1_rstd"), Activation, n);
+    let mut mean1 = be.alloc_overwritten(&d.name("ln1_mean"), Statistic, n);
+    let mut rstd1 = be.alloc_overwritten(&d.name("ln1_rstd"), Statistic, n);
     let (g1, b1) = (&v[l.ln1.gamma], &v[l.ln1.beta]);
     be.layernorm_forward(&sum1, g1, b1, h, eps, &mut h1, &mut mean1, &mut rstd1);
     let mut inter = be.alloc_overwritten(&d.name("ffn_in"), Activation, n * inter_dim);
@@ -310,8 +395,8 @@ pub(crate) fn block_forward<B: Backend>(
     drop(ffn_d);
     drop(ffn);
     let mut out = be.alloc_overwritten(&d.name("out"), Activation, n * h);
-    let mut mean2 = be.alloc_overwritten(&d.name("ln2_mean"), Activation, n);
-    let mut rstd2 = be.alloc_overwritten(&d.name("ln2_rstd"), Activation, n);
+    let mut mean2 = be.alloc_overwritten(&d.name("ln2_mean"), Statistic, n);
+    let mut rstd2 = be.alloc_overwritten(&d.name("ln2_rstd"), Statistic, n);
     let (g2, b2) = (&v[l.ln2.gamma], &v[l.ln2.beta]);
     be.layernorm_forward(&sum2, g2, b2, h, eps, &mut out, &mut mean2, &mut rstd2);
     let acts = BlockActs {
@@ -329,11 +414,9 @@ pub(crate) fn block_forward<B: Backend>(
     (acts, out)
 }
 
-/// Backward of [`block_forward`] from the output's gradient (consumed):
-/// the residual part of the layer input's gradient (the Q/K/V part is
-/// added by [`qkv_backward`]) and the context's gradient in heads layout.
+/// [`block_backward`] one trait operation at a time.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn block_backward<B: Backend>(
+fn block_backward_reference<B: Backend>(
     be: &B,
     v: &[B::Buf],
     g: &mut [B::Buf],
@@ -343,7 +426,6 @@ pub(crate) fn block_backward<B: Backend>(
     dout: B::Buf,
     mode: Mode,
 ) -> (B::Buf, B::Buf) {
-    let (b, s, nh) = (d.b, d.s, d.heads);
     let (n, h, inter_dim) = (d.tokens(), d.hidden, d.intermediate);
     // out = LN2(sum2), sum2 = dropout(ffn) + h1
     let mut d_sum2 = be.alloc_overwritten(&d.grad_name("sum2"), Workspace, n * h);
@@ -397,9 +479,285 @@ pub(crate) fn block_backward<B: Backend>(
     l.attn_out
         .backward(be, v, g, dy, &a.ctx, n, Some((&mut d_ctx, false)));
     drop(d_attn_d);
-    let mut d_ctx_heads = be.alloc_overwritten(&d.grad_name("ctx_heads"), Workspace, n * h);
-    be.permute_heads(&d_ctx, &mut d_ctx_heads, b, s, nh);
-    (d_x, d_ctx_heads)
+    (d_x, d_ctx)
+}
+
+/// What the fused block keeps for backward: the residual sums before each
+/// LayerNorm with their statistics, LN1's output, and the GELU's input.
+pub(crate) struct FusedBlockActs<B: Backend> {
+    ctx: B::Buf,
+    sum1: B::Buf,
+    mean1: B::Buf,
+    rstd1: B::Buf,
+    h1: B::Buf,
+    pre: B::Buf,
+    sum2: B::Buf,
+    mean2: B::Buf,
+    rstd2: B::Buf,
+}
+
+/// [`block_forward`] with the fused operations: each product writes the
+/// buffer its residual/LayerNorm pass finishes in place.
+#[allow(clippy::too_many_arguments)]
+fn block_forward_fused<B: Backend>(
+    be: &B,
+    v: &[B::Buf],
+    d: &LayerDims,
+    l: &LayerIdx,
+    x: &B::Buf,
+    ctx: B::Buf,
+    mode: Mode,
+) -> (FusedBlockActs<B>, B::Buf) {
+    let (n, h, inter_dim, eps) = (d.tokens(), d.hidden, d.intermediate, d.eps);
+    let [key1, key2] = d.block_keys(mode);
+    let mut sum1 = be.alloc_overwritten(&d.name("sum1"), Activation, n * h);
+    l.attn_out.project(be, v, &ctx, n, &mut sum1);
+    let mut h1 = be.alloc_overwritten(&d.name("ln1_out"), Activation, n * h);
+    let mut mean1 = be.alloc_overwritten(&d.name("ln1_mean"), Statistic, n);
+    let mut rstd1 = be.alloc_overwritten(&d.name("ln1_rstd"), Statistic, n);
+    let (g1, b1) = (&v[l.ln1.gamma], &v[l.ln1.beta]);
+    let (bias1, p1) = (&v[l.attn_out.b], d.p_attn_out);
+    be.residual_layernorm_forward(
+        &mut sum1, bias1, x, p1, key1, g1, b1, eps, &mut h1, &mut mean1, &mut rstd1,
+    );
+    let mut pre = be.alloc_overwritten(&d.name("ffn_in"), Activation, n * inter_dim);
+    l.inter.project(be, v, &h1, n, &mut pre);
+    let mut gelu = be.alloc_overwritten(&d.name("ffn_gelu"), Workspace, n * inter_dim);
+    be.bias_gelu_forward(&mut pre, &v[l.inter.b], &mut gelu);
+    let mut sum2 = be.alloc_overwritten(&d.name("sum2"), Activation, n * h);
+    l.out.project(be, v, &gelu, n, &mut sum2);
+    drop(gelu);
+    let mut out = be.alloc_overwritten(&d.name("out"), Activation, n * h);
+    let mut mean2 = be.alloc_overwritten(&d.name("ln2_mean"), Statistic, n);
+    let mut rstd2 = be.alloc_overwritten(&d.name("ln2_rstd"), Statistic, n);
+    let (g2, b2) = (&v[l.ln2.gamma], &v[l.ln2.beta]);
+    let (bias2, p2) = (&v[l.out.b], d.p_ffn);
+    be.residual_layernorm_forward(
+        &mut sum2, bias2, &h1, p2, key2, g2, b2, eps, &mut out, &mut mean2, &mut rstd2,
+    );
+    let acts = FusedBlockActs {
+        ctx,
+        sum1,
+        mean1,
+        rstd1,
+        h1,
+        pre,
+        sum2,
+        mean2,
+        rstd2,
+    };
+    (acts, out)
+}
+
+/// The fused LayerNorm backward with the parameters' gradients in the
+/// store: the residual sum's gradient, and the branch's (through its
+/// dropout) when dropout was on.
+#[allow(clippy::too_many_arguments)]
+fn residual_layernorm_back<B: Backend>(
+    be: &B,
+    v: &[B::Buf],
+    g: &mut [B::Buf],
+    d: &LayerDims,
+    ln: LayerNormIdx,
+    dout: &B::Buf,
+    (sum, mean, rstd): (&B::Buf, &B::Buf, &B::Buf),
+    (p, key): (f64, Option<RngKey>),
+    what: &str,
+) -> (B::Buf, Option<B::Buf>) {
+    let len = be.len(sum);
+    let mut d_sum = be.alloc_overwritten(&d.grad_name(what), Workspace, len);
+    let mut d_branch =
+        key.map(|_| be.alloc_overwritten(&d.grad_name(&format!("{what}_branch")), Workspace, len));
+    let (lo, hi) = g.split_at_mut(ln.beta);
+    let (dgamma, dbeta) = (&mut lo[ln.gamma], &mut hi[0]);
+    be.residual_layernorm_backward(
+        dout,
+        sum,
+        &v[ln.gamma],
+        mean,
+        rstd,
+        p,
+        key,
+        &mut d_sum,
+        d_branch.as_mut(),
+        dgamma,
+        dbeta,
+    );
+    (d_sum, d_branch)
+}
+
+/// [`block_backward`] with the fused operations; the GELU's output is
+/// recomputed from its input.
+#[allow(clippy::too_many_arguments)]
+fn block_backward_fused<B: Backend>(
+    be: &B,
+    v: &[B::Buf],
+    g: &mut [B::Buf],
+    d: &LayerDims,
+    l: &LayerIdx,
+    a: &FusedBlockActs<B>,
+    dout: B::Buf,
+    mode: Mode,
+) -> (B::Buf, B::Buf) {
+    let (n, h, inter_dim) = (d.tokens(), d.hidden, d.intermediate);
+    let [key1, key2] = d.block_keys(mode);
+    // out = LN2(sum2), sum2 = dropout(ffn + b) + h1
+    let saved2 = (&a.sum2, &a.mean2, &a.rstd2);
+    let (d_sum2, d_ffn) =
+        residual_layernorm_back(be, v, g, d, l.ln2, &dout, saved2, (d.p_ffn, key2), "sum2");
+    drop(dout);
+    let mut gelu = be.alloc_overwritten(&d.grad_name("ffn_gelu_out"), Workspace, n * inter_dim);
+    be.gelu_forward(&a.pre, &mut gelu);
+    let mut d_gelu = be.alloc_overwritten(&d.grad_name("ffn_gelu"), Workspace, n * inter_dim);
+    let dy = d_ffn.as_ref().unwrap_or(&d_sum2);
+    l.out
+        .backward(be, v, g, dy, &gelu, n, Some((&mut d_gelu, false)));
+    drop(gelu);
+    drop(d_ffn);
+    let mut d_pre = be.alloc_overwritten(&d.grad_name("ffn_in"), Workspace, n * inter_dim);
+    be.gelu_backward(&a.pre, &d_gelu, &mut d_pre);
+    drop(d_gelu);
+    let mut d_h1 = d_sum2;
+    l.inter
+        .backward(be, v, g, &d_pre, &a.h1, n, Some((&mut d_h1, true)));
+    drop(d_pre);
+    // h1 = LN1(sum1), sum1 = dropout(attn + b) + x
+    let saved1 = (&a.sum1, &a.mean1, &a.rstd1);
+    let (d_x, d_attn) = residual_layernorm_back(
+        be,
+        v,
+        g,
+        d,
+        l.ln1,
+        &d_h1,
+        saved1,
+        (d.p_attn_out, key1),
+        "input",
+    );
+    drop(d_h1);
+    let mut d_ctx = be.alloc_overwritten(&d.grad_name("ctx"), Workspace, n * h);
+    let dy = d_attn.as_ref().unwrap_or(&d_x);
+    l.attn_out
+        .backward(be, v, g, dy, &a.ctx, n, Some((&mut d_ctx, false)));
+    drop(d_attn);
+    (d_x, d_ctx)
+}
+
+/// The projections `[b, s, hidden]` the fused attention reads, kept for its
+/// backward.
+pub(crate) struct Projections<B: Backend> {
+    pub q: B::Buf,
+    pub k: B::Buf,
+    pub v: B::Buf,
+}
+
+/// What the fused attention keeps: the projections and one log-sum-exp per
+/// query row (its output, the context, is kept by the block).
+pub(crate) struct FusedAttention<B: Backend> {
+    proj: Projections<B>,
+    lse: B::Buf,
+}
+
+/// Q, K, V in the projections' own layout, then [`Backend::attention_forward`]:
+/// the saved state and the context `[b, s, hidden]`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn attention_forward_fused<B: Backend>(
+    be: &B,
+    v: &[B::Buf],
+    d: &LayerDims,
+    l: &LayerIdx,
+    x: &B::Buf,
+    mask: &B::Ids,
+    scale: f64,
+    mode: Mode,
+) -> (FusedAttention<B>, B::Buf) {
+    let n_h = d.tokens() * d.hidden;
+    let project = |dense: &Dense, what: &str| {
+        let mut out = be.alloc_overwritten(&d.name(what), Activation, n_h);
+        dense.forward(be, v, x, d.tokens(), &mut out);
+        out
+    };
+    let proj = Projections {
+        q: project(&l.query, "q"),
+        k: project(&l.key, "k"),
+        v: project(&l.value, "v"),
+    };
+    let shape = d.attention(scale);
+    let mut ctx = be.alloc_overwritten(&d.name("ctx"), Activation, n_h);
+    let mut lse = be.alloc_overwritten(&d.name("lse"), Statistic, shape.rows());
+    let key = d.probs_key(mode);
+    let Projections { q, k, v: vv } = &proj;
+    be.attention_forward(&shape, q, k, vv, mask, key, &mut ctx, &mut lse);
+    (FusedAttention { proj, lse }, ctx)
+}
+
+/// Backward of [`attention_forward_fused`] from the context's gradient
+/// (consumed; `ctx` is the forward's output): the projections' gradients,
+/// `[b, s, hidden]` each, ready for their dense layers.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn attention_backward_fused<B: Backend>(
+    be: &B,
+    d: &LayerDims,
+    a: &FusedAttention<B>,
+    ctx: &B::Buf,
+    d_ctx: B::Buf,
+    mask: &B::Ids,
+    scale: f64,
+    mode: Mode,
+) -> [B::Buf; 3] {
+    let n_h = d.tokens() * d.hidden;
+    let shape = d.attention(scale);
+    let mut delta = be.alloc_overwritten(&d.grad_name("attn_delta"), Statistic, shape.rows());
+    let grad = |what: &str| be.alloc_overwritten(&d.grad_name(what), Workspace, n_h);
+    let (mut dq, mut dk, mut dv) = (grad("q"), grad("k"), grad("v"));
+    let Projections { q, k, v } = &a.proj;
+    be.attention_backward(
+        &shape,
+        q,
+        k,
+        v,
+        mask,
+        d.probs_key(mode),
+        ctx,
+        &d_ctx,
+        &a.lse,
+        &mut delta,
+        &mut dq,
+        &mut dk,
+        &mut dv,
+    );
+    drop(delta);
+    drop(d_ctx);
+    [dq, dk, dv]
+}
+
+/// Adds the projections' input gradient to `d_x` (and their parameters'
+/// gradients to `g`), consuming the `[b, s, hidden]` gradients of Q, K, V.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn projections_backward<B: Backend>(
+    be: &B,
+    v: &[B::Buf],
+    g: &mut [B::Buf],
+    d: &LayerDims,
+    l: &LayerIdx,
+    x: &B::Buf,
+    grads: [B::Buf; 3],
+    d_x: &mut B::Buf,
+) {
+    let [dq, dk, dv] = grads;
+    for (dy, dense) in [(dq, &l.query), (dk, &l.key), (dv, &l.value)] {
+        dense.backward(be, v, g, &dy, x, d.tokens(), Some((&mut *d_x, true)));
+    }
+}
+
+impl<B: Backend> Block<B> {
+    /// The context the block read (the fused attention's output).
+    pub(crate) fn context(&self) -> &B::Buf {
+        match self {
+            Block::Reference(a) => &a.ctx,
+            Block::Fused(a) => &a.ctx,
+        }
+    }
 }
 
 /// Adds the Q/K/V projections' input gradient to `d_x` (and their

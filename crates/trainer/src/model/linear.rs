@@ -24,6 +24,20 @@ impl Dense {
         rows: usize,
         out: &mut B::Buf,
     ) {
+        self.project(be, values, x, rows, out);
+        be.bias_add(out, &values[self.b], self.out);
+    }
+
+    /// `out = x W^T`, the product without the bias (which a fused operation
+    /// adds).
+    pub fn project<B: Backend>(
+        &self,
+        be: &B,
+        values: &[B::Buf],
+        x: &B::Buf,
+        rows: usize,
+        out: &mut B::Buf,
+    ) {
         let shape = MatmulShape {
             batch: 1,
             m: rows,
@@ -32,8 +46,15 @@ impl Dense {
             trans_a: false,
             trans_b: true,
         };
-        be.matmul(&shape, 1.0, x, &values[self.w], 0.0, out);
-        be.bias_add(out, &values[self.b], self.out);
+        let copy = weight_operand(be, &values[self.w], x);
+        be.matmul(
+            &shape,
+            1.0,
+            x,
+            copy.as_ref().unwrap_or(&values[self.w]),
+            0.0,
+            out,
+        );
     }
 
     /// Accumulates `dW += dy^T x`, `db += colsum(dy)`; if `dx` is given,
@@ -68,16 +89,23 @@ impl Dense {
                 trans_a: false,
                 trans_b: false,
             };
-            be.matmul(
-                &shape,
-                1.0,
-                dy,
-                &values[self.w],
-                if accumulate { 1.0 } else { 0.0 },
-                dx,
-            );
+            let copy = weight_operand(be, &values[self.w], dy);
+            let w = copy.as_ref().unwrap_or(&values[self.w]);
+            be.matmul(&shape, 1.0, dy, w, if accumulate { 1.0 } else { 0.0 }, dx);
         }
     }
+}
+
+/// The weight `w` as a product with activations `x` reads it: `None` when
+/// they share a type (use `w`), else a copy in `x`'s 16-bit type (scratch;
+/// `w` stays the fp32 master copy, as mixed precision keeps it).
+pub fn weight_operand<B: Backend>(be: &B, w: &B::Buf, x: &B::Buf) -> Option<B::Buf> {
+    if be.dtype(w) == be.dtype(x) {
+        return None;
+    }
+    let mut copy = be.alloc_overwritten("weight_16bit", BufKind::Workspace, be.len(w));
+    be.cast(w, &mut copy);
+    Some(copy)
 }
 
 /// Dropout into a new buffer when `key` is active, else `None` (the caller

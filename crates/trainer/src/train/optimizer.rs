@@ -1,7 +1,7 @@
 //! AdamW (decoupled weight decay, bias correction, no decay on biases and
 //! LayerNorm) and stateless SGD over the parameter store.
 
-use crate::backend::{AdamWStep, Backend};
+use crate::backend::{AdamWStep, Backend, Kernels};
 use crate::memory::BufKind;
 use crate::model::Params;
 
@@ -68,8 +68,17 @@ impl<B: Backend> Optimizer<B> {
         Self { config, adam, t: 0 }
     }
 
-    /// One update of every parameter from its gradient at learning rate `lr`.
-    pub fn step(&mut self, be: &B, params: &mut Params<B>, lr: f64) {
+    /// Whether [`Optimizer::step`] clips the gradients itself, on the
+    /// device, in the same call (the fused AdamW of [`Kernels::Fused`]).
+    pub fn clips(&self, be: &B) -> bool {
+        be.kernels() == Kernels::Fused && self.adam.is_some()
+    }
+
+    /// One update of every parameter from its gradient at learning rate
+    /// `lr`, clipping the gradients to global norm `clip` first when
+    /// [`Optimizer::clips`] (otherwise the caller clips, and `clip` is
+    /// `None`).
+    pub fn step(&mut self, be: &B, params: &mut Params<B>, lr: f64, clip: Option<f64>) {
         self.t += 1;
         match (self.config, &mut self.adam) {
             (
@@ -80,7 +89,38 @@ impl<B: Backend> Optimizer<B> {
                     weight_decay,
                 },
                 Some(state),
+            ) if be.kernels() == Kernels::Fused => {
+                let decay: Vec<bool> = params.info.iter().map(|p| p.decay).collect();
+                let step = AdamWStep {
+                    lr,
+                    beta1,
+                    beta2,
+                    eps,
+                    weight_decay,
+                    t: self.t,
+                };
+                let (values, grads) = (&mut params.values, &params.grads);
+                be.adamw_all(
+                    values,
+                    grads,
+                    &mut state.m,
+                    &mut state.v,
+                    &decay,
+                    &step,
+                    1.0,
+                    clip,
+                );
+            }
+            (
+                OptimizerConfig::AdamW {
+                    beta1,
+                    beta2,
+                    eps,
+                    weight_decay,
+                },
+                Some(state),
             ) => {
+                debug_assert!(clip.is_none(), "the caller clips for this optimiser");
                 for (i, info) in params.info.iter().enumerate() {
                     let step = AdamWStep {
                         lr,

@@ -264,7 +264,12 @@ pub fn train_step<B: Backend, M: Classifier<B> + ?Sized>(
             }
         },
     };
-    if let Some(max) = ctx.max_grad_norm {
+    // The fused optimiser clips on the device, unless loss scaling has
+    // already read the norm back.
+    let device_clip = ctx.optimizer.clips(be) && norm.is_none();
+    if let Some(max) = ctx.max_grad_norm
+        && !device_clip
+    {
         match norm {
             Some(norm) => clip_to_norm(be, grads, norm, max),
             None => {
@@ -272,7 +277,8 @@ pub fn train_step<B: Backend, M: Classifier<B> + ?Sized>(
             }
         }
     }
-    ctx.optimizer.step(be, model.params_mut(), lr);
+    let clip = ctx.max_grad_norm.filter(|_| device_clip);
+    ctx.optimizer.step(be, model.params_mut(), lr, clip);
     Ok(StepLoss {
         loss,
         applied: true,

@@ -12,9 +12,19 @@
 //! An allocation the tracker's limit refuses is recorded as the backend's
 //! failure (see [`Backend::take_failure`]): the buffer holds no memory, and
 //! every operation is skipped until the failure is taken.
+//!
+//! 16-bit storage ([`CpuBackend::for_step`]) is emulated: a bf16 or fp16
+//! buffer holds `T` values that every operation rounds to its type when it
+//! writes them, as a device stores them, and the tracker charges the
+//! device's 2 bytes per element (the host holds `T`). It is the reference
+//! the CUDA backend's 16-bit step is checked against, not a way to save host
+//! memory. The fused operations ([`Kernels::Fused`]) compute what their
+//! unfused compositions compute, rounding once where the device kernels
+//! round once.
 
 pub mod activation;
 pub mod attention;
+pub mod attention_fused;
 pub mod dropout;
 pub mod elementwise;
 pub mod embedding;
@@ -27,9 +37,14 @@ pub mod pool;
 pub mod rel_pos;
 
 use std::marker::PhantomData;
+
+use rayon::prelude::*;
 use std::sync::Arc;
 
-use super::{AdamWStep, Backend, Failure, MatmulPrecision, MatmulShape, RelPosShape};
+use super::{
+    AdamWStep, AttentionShape, Backend, Dtype, Failure, Kernels, MatmulPrecision, MatmulShape,
+    RelPosShape, Storage,
+};
 use crate::float::Float;
 use crate::memory::oom::RecordedOom;
 use crate::memory::{Allocation, BufKind, MemTracker};
@@ -41,6 +56,8 @@ pub struct CpuBuf<T> {
     /// The values; empty when the allocation was refused.
     pub data: Vec<T>,
     len: usize,
+    /// What the buffer stands for (its values are exact in this type).
+    dtype: Dtype,
     /// `None` when the allocation was refused.
     _alloc: Option<Allocation>,
     /// Where `data` goes back when the buffer is dropped (float buffers).
@@ -49,19 +66,37 @@ pub struct CpuBuf<T> {
 
 impl<T> CpuBuf<T> {
     /// A buffer of `len` elements whose allocation was refused.
-    fn unbacked(len: usize) -> Self {
+    fn unbacked(len: usize, dtype: Dtype) -> Self {
         CpuBuf {
             data: Vec::new(),
             len,
+            dtype,
             _alloc: None,
             pool: None,
         }
     }
 }
 
+impl<T: Float> CpuBuf<T> {
+    /// Rounds every value to the buffer's type (a no-op for `T`'s own).
+    fn store(&mut self) {
+        if self.dtype != T::DTYPE {
+            let dtype = self.dtype;
+            self.data
+                .par_iter_mut()
+                .with_min_len(1 << 12)
+                .for_each(|v| *v = T::from_f64(dtype.round(v.to_f64())));
+        }
+    }
+}
+
 impl<T> std::fmt::Debug for CpuBuf<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CpuBuf({} elements, {:?})", self.len, self._alloc)
+        write!(
+            f,
+            "CpuBuf({} {} elements, {:?})",
+            self.len, self.dtype, self._alloc
+        )
     }
 }
 
@@ -79,6 +114,8 @@ pub struct CpuBackend<T: Float> {
     tracker: Arc<MemTracker>,
     pool: Arc<BufferPool<T>>,
     precision: MatmulPrecision,
+    storage: Storage,
+    kernels: Kernels,
     /// The refused allocation, until the training loop takes it.
     failure: RecordedOom,
     _t: PhantomData<T>,
@@ -100,6 +137,8 @@ impl<T: Float> CpuBackend<T> {
             tracker,
             pool: Arc::default(),
             precision: MatmulPrecision::Fp32,
+            storage: Storage::uniform(T::DTYPE),
+            kernels: Kernels::Reference,
             failure: RecordedOom::default(),
             _t: PhantomData,
         }
@@ -110,18 +149,30 @@ impl<T: Float> CpuBackend<T> {
     /// count, as it does not count cuBLAS's conversions), the product is
     /// the fp32 one. It is the reference the CUDA backend's 16-bit products
     /// are checked against, not a way to train faster.
-    pub fn with_matmul_precision(mut self, precision: MatmulPrecision) -> Self {
-        self.precision = precision;
-        self
+    pub fn with_matmul_precision(self, precision: MatmulPrecision) -> Self {
+        let kernels = self.kernels;
+        self.for_step(precision, kernels)
     }
 
-    /// Registers `len` elements of `E` with the tracker, or records the
-    /// refusal (nothing is registered while a failure is pending).
-    fn admit<E>(&self, name: &str, kind: BufKind, len: usize) -> Option<Allocation> {
+    /// The backend of a step with products at `precision` and `kernels`:
+    /// with [`Kernels::Fused`] and 16-bit products, activations stored in
+    /// 16 bits (emulated, see the module doc).
+    pub fn for_step(self, precision: MatmulPrecision, kernels: Kernels) -> Self {
+        Self {
+            precision,
+            kernels,
+            storage: Storage::for_step(T::DTYPE, precision, kernels),
+            ..self
+        }
+    }
+
+    /// Registers `bytes` with the tracker, or records the refusal (nothing
+    /// is registered while a failure is pending).
+    fn admit(&self, name: &str, kind: BufKind, bytes: usize) -> Option<Allocation> {
         if self.failed() {
             return None;
         }
-        match self.tracker.allocate(name, kind, len * size_of::<E>()) {
+        match self.tracker.allocate(name, kind, bytes) {
             Ok(alloc) => Some(alloc),
             Err(oom) => {
                 self.failure.record(oom);
@@ -133,13 +184,15 @@ impl<T: Float> CpuBackend<T> {
     /// A float buffer of `len`: recycled from the pool when one of exactly
     /// that length is free (zeroed only when `zeroed`), else fresh (zeros).
     fn alloc_from_pool(&self, name: &str, kind: BufKind, len: usize, zeroed: bool) -> CpuBuf<T> {
-        let Some(alloc) = self.admit::<T>(name, kind, len) else {
-            return CpuBuf::unbacked(len);
+        let dtype = self.storage.of(kind);
+        let Some(alloc) = self.admit(name, kind, len * dtype.bytes()) else {
+            return CpuBuf::unbacked(len, dtype);
         };
         if len * size_of::<T>() < pool::MIN_POOLED_BYTES {
             return CpuBuf {
                 data: vec![T::ZERO; len],
                 len,
+                dtype,
                 _alloc: Some(alloc),
                 pool: None,
             };
@@ -156,6 +209,7 @@ impl<T: Float> CpuBackend<T> {
         CpuBuf {
             data,
             len,
+            dtype,
             _alloc: Some(alloc),
             pool: Some((Arc::clone(&self.pool), Arc::clone(&self.tracker))),
         }
@@ -192,8 +246,11 @@ impl<T: Float> Backend for CpuBackend<T> {
     fn matmul_precision(&self) -> MatmulPrecision {
         self.precision
     }
-    fn float_bytes(&self) -> usize {
-        size_of::<T>()
+    fn storage(&self) -> Storage {
+        self.storage
+    }
+    fn kernels(&self) -> Kernels {
+        self.kernels
     }
 
     fn take_failure(&self) -> Result<(), Failure> {
@@ -216,18 +273,29 @@ impl<T: Float> Backend for CpuBackend<T> {
         buf
     }
     fn alloc_ids(&self, name: &str, len: usize) -> CpuBuf<u32> {
-        match self.admit::<u32>(name, BufKind::Input, len) {
+        // Ids are not floats: `dtype` only names them.
+        match self.admit(name, BufKind::Input, len * 4) {
             Some(alloc) => CpuBuf {
                 data: vec![0; len],
                 len,
+                dtype: Dtype::F32,
                 _alloc: Some(alloc),
                 pool: None,
             },
-            None => CpuBuf::unbacked(len),
+            None => CpuBuf::unbacked(len, Dtype::F32),
         }
     }
     fn len(&self, buf: &CpuBuf<T>) -> usize {
         buf.len
+    }
+    fn dtype(&self, buf: &CpuBuf<T>) -> Dtype {
+        buf.dtype
+    }
+    fn cast(&self, src: &CpuBuf<T>, dst: &mut CpuBuf<T>) {
+        skip_if_failed!(self);
+        assert_eq!(src.len, dst.len, "cast: length mismatch");
+        dst.data.copy_from_slice(&src.data);
+        dst.store();
     }
     fn upload(&self, dst: &mut CpuBuf<T>, src: &[f64]) {
         skip_if_failed!(self);
@@ -236,6 +304,7 @@ impl<T: Float> Backend for CpuBackend<T> {
             .iter_mut()
             .zip(src)
             .for_each(|(d, s)| *d = T::from_f64(*s));
+        dst.store();
     }
     fn upload_f32(&self, dst: &mut CpuBuf<T>, src: &[f32]) {
         skip_if_failed!(self);
@@ -244,6 +313,7 @@ impl<T: Float> Backend for CpuBackend<T> {
             .iter_mut()
             .zip(src)
             .for_each(|(d, s)| *d = T::from_f64(*s as f64));
+        dst.store();
     }
     fn upload_ids(&self, dst: &mut CpuBuf<u32>, src: &[u32]) {
         skip_if_failed!(self);
@@ -258,19 +328,23 @@ impl<T: Float> Backend for CpuBackend<T> {
         skip_if_failed!(self);
         let v = T::from_f64(value);
         dst.data.iter_mut().for_each(|d| *d = v);
+        dst.store();
     }
 
     fn add(&self, a: &CpuBuf<T>, b: &CpuBuf<T>, out: &mut CpuBuf<T>) {
         skip_if_failed!(self);
-        elementwise::add(&a.data, &b.data, &mut out.data)
+        elementwise::add(&a.data, &b.data, &mut out.data);
+        out.store();
     }
     fn add_assign(&self, acc: &mut CpuBuf<T>, x: &CpuBuf<T>) {
         skip_if_failed!(self);
-        elementwise::add_assign(&mut acc.data, &x.data)
+        elementwise::add_assign(&mut acc.data, &x.data);
+        acc.store();
     }
     fn scale(&self, buf: &mut CpuBuf<T>, factor: f64) {
         skip_if_failed!(self);
-        elementwise::scale(&mut buf.data, factor)
+        elementwise::scale(&mut buf.data, factor);
+        buf.store();
     }
     fn sum_squares(&self, buf: &CpuBuf<T>) -> f64 {
         skip_if_failed!(self, f64::NAN);
@@ -287,27 +361,34 @@ impl<T: Float> Backend for CpuBackend<T> {
         c: &mut CpuBuf<T>,
     ) {
         skip_if_failed!(self);
-        if self.precision == MatmulPrecision::Fp32 {
-            return matmul::matmul(shape, alpha, &a.data, &b.data, beta, &mut c.data);
+        check_matmul_types(a.dtype, b.dtype, c.dtype);
+        // 16-bit operands are already rounded; fp32 ones are rounded here
+        // as the products read them.
+        if self.precision == MatmulPrecision::Fp32 || a.dtype.is_half() {
+            matmul::matmul(shape, alpha, &a.data, &b.data, beta, &mut c.data);
+        } else {
+            let s = shape;
+            let a = matmul::rounded(
+                self.precision,
+                &a.data[..(s.batch * s.m * s.k).min(a.data.len())],
+            );
+            let b = matmul::rounded(
+                self.precision,
+                &b.data[..(s.batch * s.k * s.n).min(b.data.len())],
+            );
+            matmul::matmul(shape, alpha, &a, &b, beta, &mut c.data);
         }
-        let s = shape;
-        let a = matmul::rounded(
-            self.precision,
-            &a.data[..(s.batch * s.m * s.k).min(a.data.len())],
-        );
-        let b = matmul::rounded(
-            self.precision,
-            &b.data[..(s.batch * s.k * s.n).min(b.data.len())],
-        );
-        matmul::matmul(shape, alpha, &a, &b, beta, &mut c.data)
+        c.store();
     }
     fn bias_add(&self, out: &mut CpuBuf<T>, bias: &CpuBuf<T>, n: usize) {
         skip_if_failed!(self);
-        elementwise::bias_add(&mut out.data, &bias.data, n)
+        elementwise::bias_add(&mut out.data, &bias.data, n);
+        out.store();
     }
     fn bias_backward(&self, dout: &CpuBuf<T>, dbias: &mut CpuBuf<T>, n: usize) {
         skip_if_failed!(self);
-        elementwise::bias_backward(&dout.data, &mut dbias.data, n)
+        elementwise::bias_backward(&dout.data, &mut dbias.data, n);
+        dbias.store();
     }
 
     fn layernorm_forward(
@@ -331,7 +412,8 @@ impl<T: Float> Backend for CpuBackend<T> {
             &mut out.data,
             &mut mean.data,
             &mut rstd.data,
-        )
+        );
+        out.store();
     }
     fn layernorm_backward(
         &self,
@@ -356,12 +438,14 @@ impl<T: Float> Backend for CpuBackend<T> {
             &mut dx.data,
             &mut dgamma.data,
             &mut dbeta.data,
-        )
+        );
+        dx.store();
     }
 
     fn permute_heads(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>, b: usize, s: usize, heads: usize) {
         skip_if_failed!(self);
-        attention::permute_heads(&x.data, &mut out.data, b, s, heads)
+        attention::permute_heads(&x.data, &mut out.data, b, s, heads);
+        out.store();
     }
     fn unpermute_heads(
         &self,
@@ -372,7 +456,8 @@ impl<T: Float> Backend for CpuBackend<T> {
         heads: usize,
     ) {
         skip_if_failed!(self);
-        attention::unpermute_heads(&x.data, &mut out.data, b, s, heads)
+        attention::unpermute_heads(&x.data, &mut out.data, b, s, heads);
+        out.store();
     }
     fn softmax_forward(
         &self,
@@ -393,7 +478,8 @@ impl<T: Float> Backend for CpuBackend<T> {
             s,
             scale,
             &mut probs.data,
-        )
+        );
+        probs.store();
     }
     fn softmax_backward(
         &self,
@@ -404,40 +490,49 @@ impl<T: Float> Backend for CpuBackend<T> {
         dscores: &mut CpuBuf<T>,
     ) {
         skip_if_failed!(self);
-        attention::softmax_backward(&dprobs.data, &probs.data, s, scale, &mut dscores.data)
+        attention::softmax_backward(&dprobs.data, &probs.data, s, scale, &mut dscores.data);
+        dscores.store();
     }
 
     fn gelu_forward(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>) {
         skip_if_failed!(self);
-        activation::gelu_forward(&x.data, &mut out.data)
+        activation::gelu_forward(&x.data, &mut out.data);
+        out.store();
     }
     fn gelu_backward(&self, x: &CpuBuf<T>, dout: &CpuBuf<T>, dx: &mut CpuBuf<T>) {
         skip_if_failed!(self);
-        activation::gelu_backward(&x.data, &dout.data, &mut dx.data)
+        activation::gelu_backward(&x.data, &dout.data, &mut dx.data);
+        dx.store();
     }
     fn tanh_forward(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>) {
         skip_if_failed!(self);
-        activation::tanh_forward(&x.data, &mut out.data)
+        activation::tanh_forward(&x.data, &mut out.data);
+        out.store();
     }
     fn tanh_backward(&self, out: &CpuBuf<T>, dout: &CpuBuf<T>, dx: &mut CpuBuf<T>) {
         skip_if_failed!(self);
-        activation::tanh_backward(&out.data, &dout.data, &mut dx.data)
+        activation::tanh_backward(&out.data, &dout.data, &mut dx.data);
+        dx.store();
     }
     fn relu_forward(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>) {
         skip_if_failed!(self);
-        activation::relu_forward(&x.data, &mut out.data)
+        activation::relu_forward(&x.data, &mut out.data);
+        out.store();
     }
     fn relu_backward(&self, out: &CpuBuf<T>, dout: &CpuBuf<T>, dx: &mut CpuBuf<T>) {
         skip_if_failed!(self);
-        activation::relu_backward(&out.data, &dout.data, &mut dx.data)
+        activation::relu_backward(&out.data, &dout.data, &mut dx.data);
+        dx.store();
     }
     fn dropout_forward(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>, p: f64, key: RngKey) {
         skip_if_failed!(self);
-        activation::dropout_forward(&x.data, &mut out.data, p, key)
+        activation::dropout_forward(&x.data, &mut out.data, p, key);
+        out.store();
     }
     fn dropout_backward(&self, dout: &CpuBuf<T>, dx: &mut CpuBuf<T>, p: f64, key: RngKey) {
         skip_if_failed!(self);
-        activation::dropout_backward(&dout.data, &mut dx.data, p, key)
+        activation::dropout_backward(&dout.data, &mut dx.data, p, key);
+        dx.store();
     }
 
     fn embedding_forward(
@@ -449,7 +544,8 @@ impl<T: Float> Backend for CpuBackend<T> {
         accumulate: bool,
     ) {
         skip_if_failed!(self);
-        embedding::forward(&ids.data, &table.data, dim, &mut out.data, accumulate)
+        embedding::forward(&ids.data, &table.data, dim, &mut out.data, accumulate);
+        out.store();
     }
     fn embedding_backward(
         &self,
@@ -459,15 +555,18 @@ impl<T: Float> Backend for CpuBackend<T> {
         dtable: &mut CpuBuf<T>,
     ) {
         skip_if_failed!(self);
-        embedding::backward(&ids.data, &dout.data, dim, &mut dtable.data)
+        embedding::backward(&ids.data, &dout.data, dim, &mut dtable.data);
+        dtable.store();
     }
     fn cls_forward(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>, b: usize, s: usize) {
         skip_if_failed!(self);
-        embedding::cls_forward(&x.data, &mut out.data, b, s)
+        embedding::cls_forward(&x.data, &mut out.data, b, s);
+        out.store();
     }
     fn cls_backward(&self, dout: &CpuBuf<T>, dx: &mut CpuBuf<T>, b: usize, s: usize) {
         skip_if_failed!(self);
-        embedding::cls_backward(&dout.data, &mut dx.data, b, s)
+        embedding::cls_backward(&dout.data, &mut dx.data, b, s);
+        dx.store();
     }
     fn mean_pool(
         &self,
@@ -478,7 +577,8 @@ impl<T: Float> Backend for CpuBackend<T> {
         out: &mut CpuBuf<T>,
     ) {
         skip_if_failed!(self);
-        embedding::mean_pool(&x.data, &mask.data, b, s, &mut out.data)
+        embedding::mean_pool(&x.data, &mask.data, b, s, &mut out.data);
+        out.store();
     }
 
     fn rel_pos_gather(
@@ -490,7 +590,8 @@ impl<T: Float> Backend for CpuBackend<T> {
         scores: &mut CpuBuf<T>,
     ) {
         skip_if_failed!(self);
-        rel_pos::gather(shape, alpha, &rel.data, &idx.data, &mut scores.data)
+        rel_pos::gather(shape, alpha, &rel.data, &idx.data, &mut scores.data);
+        scores.store();
     }
     fn rel_pos_scatter(
         &self,
@@ -501,11 +602,13 @@ impl<T: Float> Backend for CpuBackend<T> {
         drel: &mut CpuBuf<T>,
     ) {
         skip_if_failed!(self);
-        rel_pos::scatter(shape, alpha, &dscores.data, &idx.data, &mut drel.data)
+        rel_pos::scatter(shape, alpha, &dscores.data, &idx.data, &mut drel.data);
+        drel.store();
     }
     fn mask_rows(&self, x: &mut CpuBuf<T>, mask: &CpuBuf<u32>, n: usize) {
         skip_if_failed!(self);
-        rel_pos::mask_rows(&mut x.data, &mask.data, n)
+        rel_pos::mask_rows(&mut x.data, &mask.data, n);
+        x.store();
     }
 
     fn cross_entropy_forward(
@@ -544,7 +647,8 @@ impl<T: Float> Backend for CpuBackend<T> {
             denom,
             dloss,
             &mut dlogits.data,
-        )
+        );
+        dlogits.store();
     }
 
     fn adamw(
@@ -556,10 +660,192 @@ impl<T: Float> Backend for CpuBackend<T> {
         step: &AdamWStep,
     ) {
         skip_if_failed!(self);
-        optim::adamw(&mut param.data, &grad.data, &mut m.data, &mut v.data, step)
+        optim::adamw(
+            &mut param.data,
+            &grad.data,
+            &mut m.data,
+            &mut v.data,
+            step,
+            1.0,
+        )
     }
     fn sgd(&self, param: &mut CpuBuf<T>, grad: &CpuBuf<T>, lr: f64) {
         skip_if_failed!(self);
         optim::sgd(&mut param.data, &grad.data, lr)
     }
+
+    fn attention_forward(
+        &self,
+        shape: &AttentionShape,
+        q: &CpuBuf<T>,
+        k: &CpuBuf<T>,
+        v: &CpuBuf<T>,
+        mask: &CpuBuf<u32>,
+        key: Option<RngKey>,
+        out: &mut CpuBuf<T>,
+        lse: &mut CpuBuf<T>,
+    ) {
+        skip_if_failed!(self);
+        let (q, k, v, m) = (&q.data, &k.data, &v.data, &mask.data);
+        attention_fused::forward(shape, q, k, v, m, key, &mut out.data, &mut lse.data);
+        out.store();
+    }
+    fn attention_backward(
+        &self,
+        shape: &AttentionShape,
+        q: &CpuBuf<T>,
+        k: &CpuBuf<T>,
+        v: &CpuBuf<T>,
+        mask: &CpuBuf<u32>,
+        key: Option<RngKey>,
+        out: &CpuBuf<T>,
+        dout: &CpuBuf<T>,
+        lse: &CpuBuf<T>,
+        delta: &mut CpuBuf<T>,
+        dq: &mut CpuBuf<T>,
+        dk: &mut CpuBuf<T>,
+        dv: &mut CpuBuf<T>,
+    ) {
+        skip_if_failed!(self);
+        attention_fused::backward(
+            shape,
+            attention_fused::Inputs {
+                q: &q.data,
+                k: &k.data,
+                v: &v.data,
+                mask: &mask.data,
+                out: &out.data,
+                dout: &dout.data,
+                lse: &lse.data,
+            },
+            key,
+            &mut delta.data,
+            [&mut dq.data, &mut dk.data, &mut dv.data],
+        );
+        dq.store();
+        dk.store();
+        dv.store();
+    }
+    fn bias_gelu_forward(&self, pre: &mut CpuBuf<T>, bias: &CpuBuf<T>, out: &mut CpuBuf<T>) {
+        skip_if_failed!(self);
+        elementwise::bias_add(&mut pre.data, &bias.data, bias.len);
+        pre.store();
+        activation::gelu_forward(&pre.data, &mut out.data);
+        out.store();
+    }
+    fn residual_layernorm_forward(
+        &self,
+        sum: &mut CpuBuf<T>,
+        bias: &CpuBuf<T>,
+        residual: &CpuBuf<T>,
+        dropout: f64,
+        key: Option<RngKey>,
+        gamma: &CpuBuf<T>,
+        beta: &CpuBuf<T>,
+        eps: f64,
+        out: &mut CpuBuf<T>,
+        mean: &mut CpuBuf<T>,
+        rstd: &mut CpuBuf<T>,
+    ) {
+        skip_if_failed!(self);
+        let n = bias.len;
+        // One rounding, at the end, as the device's one pass stores it.
+        elementwise::bias_add(&mut sum.data, &bias.data, n);
+        if let Some(key) = key {
+            let biased = sum.data.clone();
+            activation::dropout_forward(&biased, &mut sum.data, dropout, key);
+        }
+        elementwise::add_assign(&mut sum.data, &residual.data);
+        sum.store();
+        let (g, b) = (&gamma.data, &beta.data);
+        layernorm::forward(
+            &sum.data,
+            g,
+            b,
+            n,
+            eps,
+            &mut out.data,
+            &mut mean.data,
+            &mut rstd.data,
+        );
+        out.store();
+    }
+    fn residual_layernorm_backward(
+        &self,
+        dout: &CpuBuf<T>,
+        sum: &CpuBuf<T>,
+        gamma: &CpuBuf<T>,
+        mean: &CpuBuf<T>,
+        rstd: &CpuBuf<T>,
+        dropout: f64,
+        key: Option<RngKey>,
+        d_sum: &mut CpuBuf<T>,
+        d_branch: Option<&mut CpuBuf<T>>,
+        dgamma: &mut CpuBuf<T>,
+        dbeta: &mut CpuBuf<T>,
+    ) {
+        skip_if_failed!(self);
+        layernorm::backward(
+            &dout.data,
+            &sum.data,
+            &gamma.data,
+            &mean.data,
+            &rstd.data,
+            gamma.len,
+            &mut d_sum.data,
+            &mut dgamma.data,
+            &mut dbeta.data,
+        );
+        d_sum.store();
+        if let (Some(d_branch), Some(key)) = (d_branch, key) {
+            activation::dropout_backward(&d_sum.data, &mut d_branch.data, dropout, key);
+            d_branch.store();
+        }
+    }
+    fn adamw_all(
+        &self,
+        params: &mut [CpuBuf<T>],
+        grads: &[CpuBuf<T>],
+        m: &mut [CpuBuf<T>],
+        v: &mut [CpuBuf<T>],
+        decay: &[bool],
+        step: &AdamWStep,
+        grad_scale: f64,
+        clip: Option<f64>,
+    ) {
+        skip_if_failed!(self);
+        let norm = grad_scale
+            * grads
+                .iter()
+                .map(|g| elementwise::sum_squares(&g.data))
+                .sum::<f64>()
+                .sqrt();
+        let factor = match clip {
+            Some(max) if norm > max && norm > 0.0 => grad_scale * (max / norm),
+            _ => grad_scale,
+        };
+        for (i, p) in params.iter_mut().enumerate() {
+            let step = AdamWStep {
+                weight_decay: if decay[i] { step.weight_decay } else { 0.0 },
+                ..*step
+            };
+            let g = &grads[i].data;
+            optim::adamw(
+                &mut p.data,
+                g,
+                &mut m[i].data,
+                &mut v[i].data,
+                &step,
+                factor,
+            );
+        }
+    }
+}
+
+/// The operand types a product takes, as the device's: both 16-bit of one
+/// format (the result in it or in the master type), or both the master
+/// type. Anything else is a bug in the model code.
+fn check_matmul_types(a: Dtype, b: Dtype, c: Dtype) {
+    let ok = a == b && (c == a || (a.is_half() && !c.is_half()));
+    assert!(ok, "matmul of {a} by {b} into {c}: operands of one type");
 }

@@ -1,7 +1,7 @@
 //! Matrix products through cuBLAS, with its workspace from gpu-mem.
 
 use super::error::CudaError;
-use crate::backend::{MatmulPrecision, MatmulShape};
+use crate::backend::{Dtype, MatmulPrecision, MatmulShape};
 use cudarc::cublas::{result as blas, sys};
 use std::ffi::c_int;
 
@@ -71,18 +71,22 @@ impl Blas {
     }
 
     /// `C = alpha op(A) op(B) + beta C` for the row-major [`MatmulShape`]
-    /// (see [`column_major`]) on fp32 buffers, with operands read at
-    /// `precision` ([`compute_type`]).
+    /// (see [`column_major`]). `types` are the operands' and the result's
+    /// storage: fp32 operands are read at `precision` ([`compute_type`]) into
+    /// an fp32 result; 16-bit operands (both of one format) are multiplied
+    /// on the tensor cores with fp32 accumulation into a result of their
+    /// format or fp32.
     ///
     /// # Safety
     /// `a`, `b`, `c` are device buffers of at least `batch * m * k`,
-    /// `batch * k * n` and `batch * m * n` floats, live until the stream has
-    /// run the product.
+    /// `batch * k * n` and `batch * m * n` elements of their types, live
+    /// until the stream has run the product.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn gemm(
         &self,
         s: &MatmulShape,
         precision: MatmulPrecision,
+        types: (Dtype, Dtype),
         alpha: f32,
         a: u64,
         b: u64,
@@ -97,7 +101,24 @@ impl Blas {
                 sys::cublasOperation_t::CUBLAS_OP_N
             }
         };
-        let f32_type = sys::cudaDataType::CUDA_R_32F;
+        let (operand_type, c_type, compute) = match types {
+            (Dtype::F32, Dtype::F32) => (
+                data_type(Dtype::F32),
+                data_type(Dtype::F32),
+                compute_type(precision),
+            ),
+            (operands, result) if operands.is_half() => (
+                data_type(operands),
+                data_type(result),
+                sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            ),
+            (operands, result) => {
+                return Err(CudaError::Invalid {
+                    op: "matmul",
+                    message: format!("no product of {operands} operands into {result}"),
+                });
+            }
+        };
         // Column-major operand 1 is the row-major B, operand 2 the row-major A.
         // SAFETY: guaranteed by the caller; dimensions checked above; alpha
         // and beta are f32, as a 32F compute type reads them.
@@ -111,24 +132,34 @@ impl Blas {
                 g.k,
                 (&alpha as *const f32).cast(),
                 b as *const _,
-                f32_type,
+                operand_type,
                 g.ld1,
                 g.stride1,
                 a as *const _,
-                f32_type,
+                operand_type,
                 g.ld2,
                 g.stride2,
                 (&beta as *const f32).cast(),
                 c as *mut _,
-                f32_type,
+                c_type,
                 g.ldc,
                 g.stride_c,
                 g.batch,
-                compute_type(precision),
+                compute,
                 sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             )
         }
         .map_err(|e| cublas_err("cublasGemmStridedBatchedEx", e))
+    }
+}
+
+/// cuBLAS's type of a buffer of `dtype`.
+fn data_type(dtype: Dtype) -> sys::cudaDataType {
+    match dtype {
+        Dtype::F32 => sys::cudaDataType::CUDA_R_32F,
+        Dtype::F64 => sys::cudaDataType::CUDA_R_64F,
+        Dtype::Bf16 => sys::cudaDataType::CUDA_R_16BF,
+        Dtype::F16 => sys::cudaDataType::CUDA_R_16F,
     }
 }
 

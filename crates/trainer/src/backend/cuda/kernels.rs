@@ -13,27 +13,43 @@ use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// Element types every family is instantiated for, as kernel name suffixes.
-pub const TYPE_SUFFIXES: &[&str] = &["f32", "bf16"];
+/// The storage types of activations every typed kernel is instantiated
+/// for, as kernel name suffixes.
+pub const STORED: &[&str] = &["f32", "bf16", "f16"];
+/// The 16-bit storage types (the tensor-core kernels').
+pub const HALF: &[&str] = &["bf16", "f16"];
+/// The (first, second) storage type pairs of `add_assign` and `cast`.
+pub const PAIRS: &[&str] = &[
+    "f32_f32",
+    "f32_bf16",
+    "f32_f16",
+    "bf16_f32",
+    "bf16_bf16",
+    "f16_f32",
+    "f16_f16",
+];
+/// A kernel without a type suffix.
+pub const PLAIN: &[&str] = &[];
 
-/// One kernel family: its file, its source and the kernels it defines
-/// (without the element type suffix).
+/// One kernel family: its file, its source and the kernels it defines, each
+/// a base name with the suffixes it is instantiated for (`name_suffix`, or
+/// the bare name when there are none).
 #[derive(Debug)]
 pub struct KernelSource {
     pub file: &'static str,
     pub source: &'static str,
-    pub kernels: &'static [&'static str],
+    pub kernels: &'static [(&'static str, &'static [&'static str])],
 }
 
 /// Prepended to every family.
 pub const COMMON: &str = include_str!("../../../kernels/common.cuh");
 
 macro_rules! family {
-    ($file:literal, [$($kernel:literal),* $(,)?]) => {
+    ($file:literal, [$(($kernel:literal, $suffixes:expr)),* $(,)?]) => {
         KernelSource {
             file: $file,
             source: include_str!(concat!("../../../kernels/", $file)),
-            kernels: &[$($kernel),*],
+            kernels: &[$(($kernel, $suffixes)),*],
         }
     };
 }
@@ -43,62 +59,100 @@ pub const SOURCES: &[KernelSource] = &[
     family!(
         "elementwise.cu",
         [
-            "fill",
-            "add",
-            "add_assign",
-            "scale",
-            "bias_add",
-            "bias_backward"
+            ("fill", STORED),
+            ("add", STORED),
+            ("scale", STORED),
+            ("bias_add", STORED),
+            ("bias_backward", STORED),
+            ("column_sums_partial", STORED),
+            ("column_sums_finish", PLAIN),
+            ("add_assign", PAIRS),
+            ("cast", PAIRS),
         ]
     ),
-    family!("global_norm.cu", ["sum_squares"]),
+    family!(
+        "global_norm.cu",
+        [("sum_squares", STORED), ("sum_squares_multi", PLAIN)]
+    ),
     family!(
         "activation.cu",
         [
-            "bias_gelu_forward",
-            "gelu_backward",
-            "tanh_forward",
-            "tanh_backward",
-            "relu_forward",
-            "relu_backward"
+            ("bias_gelu_forward", STORED),
+            ("gelu_backward", STORED),
+            ("tanh_forward", STORED),
+            ("tanh_backward", STORED),
+            ("relu_forward", STORED),
+            ("relu_backward", STORED),
         ]
     ),
-    family!("dropout.cu", ["dropout"]),
+    family!("dropout.cu", [("dropout", STORED)]),
     family!(
         "layernorm.cu",
         [
-            "layernorm_forward",
-            "layernorm_backward_dx",
-            "layernorm_backward_params"
+            ("layernorm_forward", STORED),
+            ("residual_layernorm_forward", STORED),
+            ("layernorm_backward_dx", STORED),
+            ("residual_layernorm_backward", STORED),
+            ("layernorm_backward_params", STORED),
+            ("layernorm_backward_params_finish", PLAIN),
         ]
     ),
     family!(
         "attention.cu",
         [
-            "permute_heads",
-            "unpermute_heads",
-            "softmax_forward",
-            "softmax_backward"
+            ("permute_heads", STORED),
+            ("unpermute_heads", STORED),
+            ("softmax_forward", STORED),
+            ("softmax_backward", STORED),
+        ]
+    ),
+    family!(
+        "attention_fused.cu",
+        [
+            ("attention_forward_simt", STORED),
+            ("attention_backward_delta", STORED),
+            ("attention_backward_dkdv_simt", STORED),
+            ("attention_backward_dq_simt", STORED),
+            ("attention_forward_mma32", HALF),
+            ("attention_backward_dkdv_mma32", HALF),
+            ("attention_backward_dq_mma32", HALF),
+            ("attention_forward_mma64", HALF),
+            ("attention_backward_dkdv_mma64", HALF),
+            ("attention_backward_dq_mma64", HALF),
         ]
     ),
     family!(
         "embedding.cu",
         [
-            "embedding_forward",
-            "embedding_backward",
-            "cls_forward",
-            "cls_backward",
-            "mean_pool"
+            ("embedding_forward", STORED),
+            ("embedding_backward", STORED),
+            ("cls_forward", STORED),
+            ("cls_backward", STORED),
+            ("mean_pool", STORED),
         ]
     ),
     family!(
         "loss.cu",
-        ["cross_entropy_forward", "cross_entropy_backward"]
+        [
+            ("cross_entropy_forward", STORED),
+            ("cross_entropy_backward", STORED)
+        ]
     ),
-    family!("optim.cu", ["adamw", "sgd"]),
+    family!(
+        "optim.cu",
+        [
+            ("adamw_f32", PLAIN),
+            ("sgd_f32", PLAIN),
+            ("adamw_multi", PLAIN)
+        ]
+    ),
     family!(
         "rel_pos.cu",
-        ["rel_pos_gather", "rel_pos_scatter", "mask_rows"]
+        [
+            ("rel_pos_gather", STORED),
+            ("rel_pos_scatter", STORED),
+            ("mask_rows", STORED)
+        ]
     ),
 ];
 
@@ -169,7 +223,11 @@ pub fn kernel_names(family: &KernelSource) -> Vec<String> {
     family
         .kernels
         .iter()
-        .flat_map(|k| TYPE_SUFFIXES.iter().map(move |s| format!("{k}_{s}")))
+        .flat_map(|&(k, suffixes)| {
+            let bare = suffixes.is_empty().then(|| k.to_string());
+            bare.into_iter()
+                .chain(suffixes.iter().map(move |s| format!("{k}_{s}")))
+        })
         .collect()
 }
 
@@ -191,4 +249,98 @@ pub fn compiled(arch: &str) -> Result<Arc<Vec<Ptx>>, CudaError> {
     );
     map.insert(arch.to_string(), Arc::clone(&ptx));
     Ok(ptx)
+}
+
+/// What the assembler reports for one kernel compiled for a real
+/// architecture (`sm_XY`): registers per thread, static shared memory,
+/// stack frame and local-memory spills.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelResources {
+    pub name: String,
+    pub registers: u32,
+    pub shared_bytes: u32,
+    pub stack_bytes: u32,
+    pub spill_store_bytes: u32,
+    pub spill_load_bytes: u32,
+}
+
+/// Compiles `family` for the real architecture `arch` (`sm_80`, ...) with
+/// the assembler's verbose report and returns each kernel's resources:
+/// what costs no device time to read before a device run.
+pub fn resources(
+    family: &'static KernelSource,
+    arch: &str,
+) -> Result<Vec<KernelResources>, CudaError> {
+    use cudarc::nvrtc::result as nvrtc_api;
+    nvrtc::ensure_loaded()?;
+    let fail = |message: String, log: String| CudaError::Compile {
+        file: family.file,
+        arch: arch.to_string(),
+        message,
+        log,
+    };
+    let source =
+        std::ffi::CString::new(program(family)).map_err(|e| fail(e.to_string(), String::new()))?;
+    let name =
+        std::ffi::CString::new(family.file).map_err(|e| fail(e.to_string(), String::new()))?;
+    let prog = nvrtc_api::create_program(&source, Some(&name))
+        .map_err(|e| fail(format!("{e:?}"), String::new()))?;
+    let mut opts = vec![
+        format!("--gpu-architecture={arch}"),
+        "--std=c++17".to_string(),
+        "--prec-div=true".to_string(),
+        "--prec-sqrt=true".to_string(),
+        "--ftz=false".to_string(),
+        "--ptxas-options=-v".to_string(),
+    ];
+    opts.dedup();
+    // SAFETY: `prog` was created above and is destroyed once, below.
+    let compiled = unsafe { nvrtc_api::compile_program(prog, &opts) };
+    // SAFETY: as above.
+    let log = unsafe { nvrtc_api::get_program_log(prog) }
+        .map(|raw| {
+            let bytes: Vec<u8> = raw
+                .iter()
+                .map(|&c| c as u8)
+                .take_while(|&c| c != 0)
+                .collect();
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+        .unwrap_or_default();
+    // SAFETY: as above.
+    let _ = unsafe { nvrtc_api::destroy_program(prog) };
+    if let Err(e) = compiled {
+        return Err(fail(format!("{e:?}"), log));
+    }
+    Ok(parse_ptxas_report(&log))
+}
+
+/// The per-kernel figures of `ptxas -v` output.
+pub fn parse_ptxas_report(log: &str) -> Vec<KernelResources> {
+    let number_before = |line: &str, unit: &str| -> u32 {
+        line.split(',')
+            .find(|part| part.contains(unit))
+            .and_then(|part| part.split_whitespace().find_map(|w| w.parse().ok()))
+            .unwrap_or(0)
+    };
+    let mut out: Vec<KernelResources> = Vec::new();
+    for line in log.lines() {
+        if let Some(rest) = line.split("Compiling entry function '").nth(1) {
+            let name = rest.split('\'').next().unwrap_or_default().to_string();
+            out.push(KernelResources {
+                name,
+                ..KernelResources::default()
+            });
+        } else if let Some(k) = out.last_mut() {
+            if line.contains("bytes stack frame") {
+                k.stack_bytes = number_before(line, "stack frame");
+                k.spill_store_bytes = number_before(line, "spill stores");
+                k.spill_load_bytes = number_before(line, "spill loads");
+            } else if line.contains("Used ") && line.contains("registers") {
+                k.registers = number_before(line, "registers");
+                k.shared_bytes = number_before(line, "smem");
+            }
+        }
+    }
+    out
 }

@@ -40,7 +40,10 @@ mod ops;
 pub use buffer::{CudaBuf, CudaIds};
 pub use error::CudaError;
 
-use super::MatmulPrecision;
+use super::owned::{
+    BLAS_WORKSPACE_BYTES, COLUMN_PARTIALS, NORM_BLOCKS, TENSOR_ENTRY_BYTES, TENSOR_TABLE,
+};
+use super::{Dtype, Kernels, MatmulPrecision, Storage};
 use cudarc::driver::sys::{self, CUresult};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use error::{check, from_driver};
@@ -49,12 +52,6 @@ use gpu_mem::{CachingAllocator, Config};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// cuBLAS workspace: 32 MiB, NVIDIA's recommendation for Hopper (4 MiB
-/// suffices before it).
-const BLAS_WORKSPACE_BYTES: usize = 32 << 20;
-/// Blocks of the deterministic sum-of-squares reduction (fixed, so the
-/// order of additions never changes).
-const NORM_BLOCKS: u32 = 256;
 /// Threads per block of the elementwise kernels.
 const THREADS: u32 = 256;
 
@@ -124,10 +121,18 @@ pub struct CudaBackend {
     capability: (i32, i32),
     /// Operand format of matrix products.
     precision: MatmulPrecision,
+    storage: Storage,
+    kernels: Kernels,
     functions: HashMap<String, CudaFunction>,
     blas: Mutex<blas::Blas>,
     /// Partial sums of `sum_squares`, one fp64 per block.
     norm_partials: CudaBuffer<f64>,
+    /// Partial column sums of the split bias and LayerNorm reductions.
+    column_partials: CudaBuffer<f32>,
+    /// The multi-tensor optimiser's table, and what it holds (uploaded
+    /// again only when the tensors change).
+    tensor_table: CudaBuffer<u64>,
+    table_contents: Mutex<Vec<u64>>,
     /// Kept alive for the cuBLAS handle (dropped after it: field order).
     _blas_workspace: CudaBuffer<u8>,
     error: Mutex<Option<CudaError>>,
@@ -226,8 +231,15 @@ impl CudaBackend {
             .alloc_slice::<u8>(BLAS_WORKSPACE_BYTES, &stream)
             .map_err(|e| alloc("cublas workspace", BLAS_WORKSPACE_BYTES, e))?;
         let norm_partials = allocator
-            .alloc_slice::<f64>(NORM_BLOCKS as usize, &stream)
-            .map_err(|e| alloc("norm partials", NORM_BLOCKS as usize * 8, e))?;
+            .alloc_slice::<f64>(NORM_BLOCKS, &stream)
+            .map_err(|e| alloc("norm partials", NORM_BLOCKS * 8, e))?;
+        let column_partials = allocator
+            .alloc_slice::<f32>(COLUMN_PARTIALS, &stream)
+            .map_err(|e| alloc("column partials", COLUMN_PARTIALS * 4, e))?;
+        let table_words = TENSOR_TABLE * TENSOR_ENTRY_BYTES / 8;
+        let tensor_table = allocator
+            .alloc_slice::<u64>(table_words, &stream)
+            .map_err(|e| alloc("tensor table", table_words * 8, e))?;
         let blas = blas::Blas::new(Arc::clone(&stream), workspace.ptr(), BLAS_WORKSPACE_BYTES)?;
         Ok(CudaBackend {
             ctx,
@@ -236,9 +248,14 @@ impl CudaBackend {
             arch,
             capability: (major, minor),
             precision: MatmulPrecision::Fp32,
+            storage: Storage::uniform(Dtype::F32),
+            kernels: Kernels::Reference,
             functions,
             blas: Mutex::new(blas),
             norm_partials,
+            column_partials,
+            tensor_table,
+            table_contents: Mutex::new(Vec::new()),
             _blas_workspace: workspace,
             error: Mutex::new(None),
             lost: Mutex::new(None),
@@ -263,7 +280,16 @@ impl CudaBackend {
             });
         }
         self.precision = precision;
+        self.storage = Storage::for_step(Dtype::F32, precision, self.kernels);
         Ok(self)
+    }
+
+    /// The backend running `kernels` (see [`Kernels`]): with the fused ones
+    /// and 16-bit products, activations are stored in 16 bits.
+    pub fn with_kernels(mut self, kernels: Kernels) -> CudaBackend {
+        self.kernels = kernels;
+        self.storage = Storage::for_step(Dtype::F32, self.precision, kernels);
+        self
     }
 
     /// The device's compute capability (major, minor).
@@ -345,22 +371,18 @@ impl CudaBackend {
         self.record(result);
     }
 
-    /// Launches the fp32 instantiation of `kernel`.
+    /// Launches the kernel named `name` (with its type suffix).
     fn launch(
         &self,
-        kernel: &str,
+        name: &str,
         grid: (u32, u32, u32),
         block: (u32, u32, u32),
         args: &[Arg],
     ) -> Result<(), CudaError> {
-        let name = format!("{kernel}_f32");
-        let f = self
-            .functions
-            .get(&name)
-            .ok_or_else(|| CudaError::Invalid {
-                op: "launch",
-                message: format!("no kernel {name} was loaded"),
-            })?;
+        let f = self.functions.get(name).ok_or_else(|| CudaError::Invalid {
+            op: "launch",
+            message: format!("no kernel {name} was loaded"),
+        })?;
         let mut builder = self.stream.launch_builder(f);
         for arg in args {
             match arg {

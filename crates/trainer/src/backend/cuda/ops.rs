@@ -1,14 +1,19 @@
 //! The [`Backend`] operations as kernel launches and cuBLAS calls.
 //!
-//! Each operation checks its sizes on the host first (a mismatch is a
-//! recorded [`CudaError::Invalid`], never an out-of-bounds kernel), then
-//! queues its work on the backend's stream. See the kernel files for what
-//! each kernel computes and costs.
+//! Each operation checks its sizes and its buffers' types on the host first
+//! (a mismatch is a recorded [`CudaError::Invalid`], never an out-of-bounds
+//! kernel), then queues its work on the backend's stream. A kernel is
+//! instantiated per storage type of the activations it reads and writes
+//! (`layernorm_forward_bf16`); parameters, their gradients and statistics
+//! are fp32 in every instantiation. See the kernel files for what each
+//! kernel computes and costs.
 
-use super::buffer::embedding_csr;
-use super::{Arg, CudaBackend, CudaBuf, CudaError, CudaIds, KernelArg, NORM_BLOCKS, THREADS, args};
+use super::buffer::{decode, embedding_csr, encode};
+use super::{Arg, CudaBackend, CudaBuf, CudaError, CudaIds, KernelArg, THREADS, args};
+use crate::backend::owned::{COLUMN_CHUNKS, COLUMN_PARTIALS, NORM_BLOCKS, TENSOR_TABLE};
 use crate::backend::{
-    AdamWStep, Backend, DeviceFailure, Failure, MatmulPrecision, MatmulShape, RelPosShape,
+    AdamWStep, AttentionShape, Backend, DeviceFailure, Dtype, Failure, Kernels, MatmulPrecision,
+    MatmulShape, RelPosShape, Storage,
 };
 use crate::memory::{BufKind, OutOfMemory};
 use crate::rng::{RngKey, dropout_threshold};
@@ -68,6 +73,35 @@ fn all_len(op: &'static str, len: usize, bufs: &[&CudaBuf]) -> Result<(), CudaEr
     bufs.iter().try_for_each(|b| same_len(op, b.len, len))
 }
 
+/// The one storage type of an op's activation buffers (an error when they
+/// differ).
+fn act(op: &'static str, bufs: &[&CudaBuf]) -> Result<Dtype, CudaError> {
+    let dtype = bufs.first().map_or(Dtype::F32, |b| b.dtype);
+    match bufs.iter().find(|b| b.dtype != dtype) {
+        Some(other) => Err(CudaError::Invalid {
+            op,
+            message: format!("buffers of {dtype} and {} in one operation", other.dtype),
+        }),
+        None => Ok(dtype),
+    }
+}
+
+/// Checks that parameters, their gradients and statistics are fp32.
+fn master(op: &'static str, bufs: &[&CudaBuf]) -> Result<(), CudaError> {
+    match bufs.iter().find(|b| b.dtype != Dtype::F32) {
+        Some(b) => Err(CudaError::Invalid {
+            op,
+            message: format!("a parameter or statistic of {}, not f32", b.dtype),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// `base` instantiated for `dtype` (`layernorm_forward_bf16`).
+fn typed(base: &str, dtype: Dtype) -> String {
+    format!("{base}_{}", dtype.name())
+}
+
 /// Checks on the host that every id is a row of a table of `rows`.
 fn ids_below(op: &'static str, ids: &CudaIds, rows: usize) -> Result<(), CudaError> {
     match ids.host.iter().position(|&id| id as usize >= rows) {
@@ -78,6 +112,52 @@ fn ids_below(op: &'static str, ids: &CudaIds, rows: usize) -> Result<(), CudaErr
         None => Ok(()),
     }
 }
+
+/// A dropout mask as the kernels' `DROPOUT_PARAMS`: threshold 0 (and scale
+/// 1) without dropout.
+fn dropout_args(op: &'static str, p: f64, key: Option<RngKey>) -> Result<[Arg; 7], CudaError> {
+    need(op, (0.0..1.0).contains(&p), || {
+        format!("probability {p} not in [0, 1)")
+    })?;
+    Ok(match key {
+        Some(key) if p > 0.0 => [
+            U32(dropout_threshold(p)),
+            F32((1.0 / (1.0 - p)) as f32),
+            U32(key.seed as u32),
+            U32((key.seed >> 32) as u32),
+            U32(key.step as u32),
+            U32((key.step >> 32) as u32),
+            U32(key.stream),
+        ],
+        _ => [U32(0), F32(1.0), U32(0), U32(0), U32(0), U32(0), U32(0)],
+    })
+}
+
+/// The kernels' `ATTN_PARAMS` for a call.
+fn attention_args(
+    op: &'static str,
+    sh: &AttentionShape,
+    key: Option<RngKey>,
+) -> Result<Vec<Arg>, CudaError> {
+    let mut out = vec![
+        U32(u32_of(op, sh.b)?),
+        U32(u32_of(op, sh.heads)?),
+        U32(u32_of(op, sh.s)?),
+        U32(u32_of(op, sh.head_dim)?),
+        F32(sh.scale as f32),
+    ];
+    out.extend(dropout_args(op, sh.dropout, key)?);
+    Ok(out)
+}
+
+/// Head dims the tensor-core attention kernels take.
+const MMA_HEAD_DIMS: [usize; 2] = [32, 64];
+/// The SIMT attention kernels' largest head dim.
+const SIMT_MAX_HEAD_DIM: usize = 128;
+/// Rows one attention block owns: the tensor-core kernels' 4 warps x 16,
+/// the SIMT kernels' 8 warps x 1.
+const MMA_ROWS: usize = 64;
+const SIMT_ROWS: usize = 8;
 
 impl CudaBackend {
     /// A warp-per-row kernel over `rows` rows, 4 warps per block (grid-stride
@@ -100,36 +180,82 @@ impl CudaBackend {
         self.launch(kernel, (blocks, 1, 1), (THREADS, 1, 1), args)
     }
 
+    /// The grid-stride kernel `kernel_T(inputs..., out, n)` over buffers of
+    /// one length `n` and one type `T`.
+    fn map(&self, kernel: &'static str, inputs: &[&CudaBuf], out: &mut CudaBuf) {
+        self.run(|| {
+            let mut all: Vec<&CudaBuf> = inputs.to_vec();
+            all.push(out);
+            let dtype = act(kernel, &all)?;
+            let mut args = Vec::with_capacity(inputs.len() + 2);
+            for x in inputs {
+                same_len(kernel, x.len, out.len)?;
+                args.push(x.arg()?);
+            }
+            args.extend(args![out, U64(out.len as u64)]);
+            self.launch_1d(&typed(kernel, dtype), out.len as u64, &args)
+        })
+    }
+
     fn dropout(&self, x: &CudaBuf, out: &mut CudaBuf, p: f64, key: RngKey) {
         self.run(|| {
             same_len("dropout", x.len, out.len)?;
-            need("dropout", (0.0..1.0).contains(&p), || {
-                format!("probability {p} not in [0, 1)")
-            })?;
-            let keep_scale = (1.0 / (1.0 - p)) as f32;
-            let groups = (x.len as u64).div_ceil(4);
-            let blocks = groups.div_ceil(THREADS as u64).clamp(1, 1 << 16) as u32;
+            let dtype = act("dropout", &[x, out])?;
+            let mask = dropout_args("dropout", p, Some(key))?;
             if x.len == 0 {
                 return Ok(());
             }
+            let groups = (x.len as u64).div_ceil(4);
+            let blocks = groups.div_ceil(THREADS as u64).clamp(1, 1 << 16) as u32;
+            let args = [args![x, out, U64(x.len as u64)].as_slice(), &mask].concat();
             self.launch(
-                "dropout",
+                &typed("dropout", dtype),
                 (blocks, 1, 1),
                 (THREADS, 1, 1),
-                args![
-                    x,
-                    out,
-                    U64(x.len as u64),
-                    U32(dropout_threshold(p)),
-                    F32(keep_scale),
-                    U32(key.seed as u32),
-                    U32((key.seed >> 32) as u32),
-                    U32(key.step as u32),
-                    U32((key.step >> 32) as u32),
-                    U32(key.stream),
-                ],
+                &args,
             )
         })
+    }
+
+    /// Column sums of `dout` (`[rows, cols]`) added onto the fp32 `dbias`:
+    /// over row chunks into the backend's partials, then the chunks in
+    /// order (one kernel when the partials cannot hold two chunks).
+    fn column_sums(
+        &self,
+        op: &'static str,
+        dout: &CudaBuf,
+        dbias: &CudaBuf,
+        cols: usize,
+    ) -> Result<(), CudaError> {
+        let rows = rows_of(op, dout.len, cols)?;
+        let dtype = act(op, &[dout])?;
+        master(op, &[dbias])?;
+        same_len(op, dbias.len, cols)?;
+        let col_blocks = u32_of(op, cols)?.div_ceil(32);
+        let chunks = COLUMN_CHUNKS
+            .min(COLUMN_PARTIALS / cols)
+            .min(rows.div_ceil(8))
+            .max(1);
+        if chunks < 2 {
+            return self.launch(
+                &typed("bias_backward", dtype),
+                (col_blocks, 1, 1),
+                (32, 8, 1),
+                args![dout, dbias, U64(rows as u64), U32(cols as u32)],
+            );
+        }
+        let partials = self.column_partials.ptr();
+        self.launch(
+            &typed("column_sums_partial", dtype),
+            (col_blocks, chunks as u32, 1),
+            (32, 8, 1),
+            args![dout, Ptr(partials), U64(rows as u64), U32(cols as u32)],
+        )?;
+        self.launch_1d(
+            "column_sums_finish",
+            cols as u64,
+            args![Ptr(partials), dbias, U32(chunks as u32), U32(cols as u32)],
+        )
     }
 
     fn ce_weights(&self, weights: Option<&CudaBuf>, classes: usize) -> Result<u64, CudaError> {
@@ -137,6 +263,7 @@ impl CudaBackend {
             None => Ok(0),
             Some(w) => {
                 same_len("cross_entropy", w.len, classes)?;
+                master("cross_entropy", &[w])?;
                 Ok(w.ptr()?)
             }
         }
@@ -162,14 +289,79 @@ impl CudaBackend {
         }
         Ok(())
     }
+
+    /// Checks a fused attention call's buffers; returns their storage type.
+    fn attention_check(
+        op: &'static str,
+        sh: &AttentionShape,
+        bufs: &[&CudaBuf],
+        mask: &CudaIds,
+        stats: &[&CudaBuf],
+    ) -> Result<Dtype, CudaError> {
+        need(
+            op,
+            sh.head_dim > 0 && sh.head_dim <= SIMT_MAX_HEAD_DIM,
+            || format!("head dim {} is not in 1..={SIMT_MAX_HEAD_DIM}", sh.head_dim),
+        )?;
+        all_len(op, sh.len(), bufs)?;
+        all_len(op, sh.rows(), stats)?;
+        master(op, stats)?;
+        same_len(op, mask.len(), sh.b * sh.s)?;
+        act(op, bufs)
+    }
+
+    /// The attention kernels' grid, block and name suffix: the tensor-core
+    /// kernels for 16-bit storage, a head dim they take and a device that
+    /// has them (sm_80+), else the SIMT ones.
+    fn attention_kernel(
+        &self,
+        sh: &AttentionShape,
+        dtype: Dtype,
+        base: &str,
+    ) -> (String, (u32, u32, u32), (u32, u32, u32)) {
+        let bh = (sh.b * sh.heads) as u32;
+        let mma = dtype.is_half() && MMA_HEAD_DIMS.contains(&sh.head_dim) && self.capability.0 >= 8;
+        if mma {
+            let grid = (sh.s.div_ceil(MMA_ROWS) as u32, bh, 1);
+            (
+                format!("{base}_mma{}_{}", sh.head_dim, dtype.name()),
+                grid,
+                (128, 1, 1),
+            )
+        } else {
+            let grid = (sh.s.div_ceil(SIMT_ROWS) as u32, bh, 1);
+            (
+                format!("{base}_simt_{}", dtype.name()),
+                grid,
+                (32 * SIMT_ROWS as u32, 1, 1),
+            )
+        }
+    }
+
+    /// Writes the multi-tensor table of `entries` (six u64s per tensor)
+    /// unless it already holds them.
+    fn tensor_table_of(&self, entries: &[u64]) -> Result<u64, CudaError> {
+        let mut held = self
+            .table_contents
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if held.as_slice() != entries {
+            self.copy_in(self.tensor_table.ptr(), entries)?;
+            *held = entries.to_vec();
+        }
+        Ok(self.tensor_table.ptr())
+    }
 }
 
 impl Backend for CudaBackend {
     type Buf = CudaBuf;
     type Ids = CudaIds;
 
-    fn float_bytes(&self) -> usize {
-        4
+    fn storage(&self) -> Storage {
+        self.storage
+    }
+    fn kernels(&self) -> Kernels {
+        self.kernels
     }
     fn matmul_precision(&self) -> MatmulPrecision {
         self.precision
@@ -193,10 +385,12 @@ impl Backend for CudaBackend {
         self.pending().is_some()
     }
 
-    fn alloc(&self, name: &str, _kind: BufKind, len: usize) -> CudaBuf {
+    fn alloc(&self, name: &str, kind: BufKind, len: usize) -> CudaBuf {
+        let dtype = self.storage.of(kind);
         CudaBuf {
-            mem: self.alloc_recorded::<f32>(name, len),
+            mem: self.alloc_recorded::<u8>(name, len * dtype.bytes()),
             len,
+            dtype,
         }
     }
 
@@ -212,18 +406,33 @@ impl Backend for CudaBackend {
         buf.len
     }
 
+    fn dtype(&self, buf: &CudaBuf) -> Dtype {
+        buf.dtype
+    }
+
+    fn cast(&self, src: &CudaBuf, dst: &mut CudaBuf) {
+        self.run(|| {
+            same_len("cast", src.len, dst.len)?;
+            let name = format!("cast_{}_{}", src.dtype.name(), dst.dtype.name());
+            let n = dst.len as u64;
+            self.launch_1d(&name, n, args![src, dst, U64(n)])
+        })
+    }
+
     fn upload(&self, dst: &mut CudaBuf, src: &[f64]) {
         self.run(|| {
             same_len("upload", dst.len, src.len())?;
-            let host: Vec<f32> = src.iter().map(|&v| v as f32).collect();
-            self.copy_in(dst.ptr()?, &host)
+            self.copy_in(dst.ptr()?, &encode(dst.dtype, src.iter().copied()))
         })
     }
 
     fn upload_f32(&self, dst: &mut CudaBuf, src: &[f32]) {
         self.run(|| {
             same_len("upload", dst.len, src.len())?;
-            self.copy_in(dst.ptr()?, src)
+            match dst.dtype {
+                Dtype::F32 => self.copy_in(dst.ptr()?, src),
+                dtype => self.copy_in(dst.ptr()?, &encode(dtype, src.iter().map(|&v| v as f64))),
+            }
         })
     }
 
@@ -237,7 +446,7 @@ impl Backend for CudaBackend {
 
     /// NaNs when an error is pending (see [`CudaBackend::check`]).
     fn download(&self, src: &CudaBuf) -> Vec<f64> {
-        let mut host = vec![f32::NAN; src.len];
+        let mut host = vec![0u8; src.bytes()];
         let mut ok = false;
         self.run(|| {
             self.copy_out(&mut host, src.ptr()?)?;
@@ -245,14 +454,15 @@ impl Backend for CudaBackend {
             Ok(())
         });
         if !ok {
-            host.iter_mut().for_each(|v| *v = f32::NAN);
+            return vec![f64::NAN; src.len];
         }
-        host.into_iter().map(f64::from).collect()
+        decode(src.dtype, &host)
     }
 
     fn fill(&self, dst: &mut CudaBuf, value: f64) {
         let n = dst.len as u64;
-        self.run(|| self.launch_1d("fill", n, args![dst, F32(value as f32), U64(n)]))
+        let name = typed("fill", dst.dtype);
+        self.run(|| self.launch_1d(&name, n, args![dst, F32(value as f32), U64(n)]))
     }
 
     fn add(&self, a: &CudaBuf, b: &CudaBuf, out: &mut CudaBuf) {
@@ -262,17 +472,16 @@ impl Backend for CudaBackend {
     fn add_assign(&self, acc: &mut CudaBuf, x: &CudaBuf) {
         self.run(|| {
             same_len("add_assign", acc.len, x.len)?;
-            self.launch_1d(
-                "add_assign",
-                acc.len as u64,
-                args![acc, x, U64(acc.len as u64)],
-            )
+            let name = format!("add_assign_{}_{}", acc.dtype.name(), x.dtype.name());
+            let n = acc.len as u64;
+            self.launch_1d(&name, n, args![acc, x, U64(n)])
         })
     }
 
     fn scale(&self, buf: &mut CudaBuf, factor: f64) {
         let n = buf.len as u64;
-        self.run(|| self.launch_1d("scale", n, args![buf, F32(factor as f32), U64(n)]))
+        let name = typed("scale", buf.dtype);
+        self.run(|| self.launch_1d(&name, n, args![buf, F32(factor as f32), U64(n)]))
     }
 
     /// Per-block fp64 partials on the device, added on the host in block
@@ -286,12 +495,12 @@ impl Backend for CudaBackend {
             }
             let partials = self.norm_partials.ptr();
             self.launch(
-                "sum_squares",
-                (NORM_BLOCKS, 1, 1),
+                &typed("sum_squares", buf.dtype),
+                (NORM_BLOCKS as u32, 1, 1),
                 (THREADS, 1, 1),
                 args![buf, U64(buf.len as u64), Ptr(partials)],
             )?;
-            let mut host = vec![0f64; NORM_BLOCKS as usize];
+            let mut host = vec![0f64; NORM_BLOCKS];
             self.copy_out(&mut host, partials)?;
             total = host.iter().sum();
             Ok(())
@@ -319,6 +528,12 @@ impl Backend for CudaBackend {
             need("matmul", c.len >= s.batch * s.m * s.n, || {
                 "C too small".into()
             })?;
+            let operands = act("matmul", &[a, b])?;
+            need(
+                "matmul",
+                c.dtype == operands || (operands.is_half() && c.dtype == Dtype::F32),
+                || format!("{operands} operands into a {} result", c.dtype),
+            )?;
             if s.batch * s.m * s.n == 0 {
                 return Ok(());
             }
@@ -331,6 +546,7 @@ impl Backend for CudaBackend {
                 blas.gemm(
                     s,
                     self.precision,
+                    (operands, c.dtype),
                     alpha as f32,
                     a.ptr()?,
                     b.ptr()?,
@@ -345,26 +561,19 @@ impl Backend for CudaBackend {
         self.run(|| {
             same_len("bias_add", bias.len, n)?;
             rows_of("bias_add", out.len, n)?;
+            master("bias_add", &[bias])?;
+            let name = typed("bias_add", out.dtype);
+            let len = out.len as u64;
             self.launch_1d(
-                "bias_add",
-                out.len as u64,
-                args![out, bias, U64(out.len as u64), U32(u32_of("bias_add", n)?),],
+                &name,
+                len,
+                args![out, bias, U64(len), U32(u32_of("bias_add", n)?)],
             )
         })
     }
 
     fn bias_backward(&self, dout: &CudaBuf, dbias: &mut CudaBuf, n: usize) {
-        self.run(|| {
-            same_len("bias_backward", dbias.len, n)?;
-            rows_of("bias_backward", dout.len, n)?;
-            let cols = u32_of("bias_backward", n)?;
-            self.launch(
-                "bias_backward",
-                (cols.div_ceil(32), 1, 1),
-                (32, 8, 1),
-                args![dout, dbias, U64((dout.len / n) as u64), U32(cols),],
-            )
-        })
+        self.run(|| self.column_sums("bias_backward", dout, dbias, n))
     }
 
     fn layernorm_forward(
@@ -384,13 +593,13 @@ impl Backend for CudaBackend {
             all_len(op, x.len, &[out])?;
             all_len(op, n, &[gamma, beta])?;
             all_len(op, rows, &[mean, rstd])?;
+            master(op, &[gamma, beta, mean, rstd])?;
+            let dtype = act(op, &[x, out])?;
             self.launch_block_rows(
-                op,
+                &typed(op, dtype),
                 rows as u64,
                 args![
                     x,
-                    Ptr(0), // no residual: the trait adds it separately
-                    Ptr(0), // so there is no sum to store
                     gamma,
                     beta,
                     out,
@@ -422,30 +631,18 @@ impl Backend for CudaBackend {
             all_len(op, x.len, &[dout, dx])?;
             all_len(op, n, &[gamma, dgamma, dbeta])?;
             all_len(op, rows, &[mean, rstd])?;
+            master(op, &[gamma, mean, rstd, dgamma, dbeta])?;
+            let dtype = act(op, &[dout, x, dx])?;
             if rows == 0 {
                 return Ok(());
             }
             let cols = u32_of(op, n)?;
             self.launch_block_rows(
-                "layernorm_backward_dx",
+                &typed("layernorm_backward_dx", dtype),
                 rows as u64,
                 args![dout, x, gamma, mean, rstd, dx, U64(rows as u64), U32(cols)],
             )?;
-            self.launch(
-                "layernorm_backward_params",
-                (cols.div_ceil(32), 1, 1),
-                (32, 8, 1),
-                args![
-                    dout,
-                    x,
-                    mean,
-                    rstd,
-                    dgamma,
-                    dbeta,
-                    U64(rows as u64),
-                    U32(cols),
-                ],
-            )
+            self.layernorm_params(dout, x, mean, rstd, dgamma, dbeta, dtype)
         })
     }
 
@@ -472,8 +669,9 @@ impl Backend for CudaBackend {
             same_len(op, scores.len, b * heads * s * s)?;
             same_len(op, probs.len, scores.len)?;
             same_len(op, mask.len(), b * s)?;
+            let dtype = act(op, &[scores, probs])?;
             self.launch_rows(
-                op,
+                &typed(op, dtype),
                 (b * heads * s) as u64,
                 args![
                     scores,
@@ -500,9 +698,10 @@ impl Backend for CudaBackend {
             let op = "softmax_backward";
             same_len(op, dprobs.len, probs.len)?;
             same_len(op, dscores.len, probs.len)?;
+            let dtype = act(op, &[dprobs, probs, dscores])?;
             let rows = rows_of(op, probs.len, s)? as u64;
             self.launch_rows(
-                op,
+                &typed(op, dtype),
                 rows,
                 args![
                     dprobs,
@@ -519,12 +718,11 @@ impl Backend for CudaBackend {
     fn gelu_forward(&self, x: &CudaBuf, out: &mut CudaBuf) {
         self.run(|| {
             same_len("gelu_forward", x.len, out.len)?;
-            self.launch_1d(
-                "bias_gelu_forward",
-                x.len as u64,
-                // No bias (the trait adds it separately), nothing to save.
-                args![x, Ptr(0), Ptr(0), out, U64(x.len as u64), U32(1),],
-            )
+            let dtype = act("gelu_forward", &[x, out])?;
+            let n = x.len as u64;
+            // No bias (the trait adds it separately), nothing to save.
+            let args = args![x, Ptr(0), Ptr(0), out, U64(n), U32(1)];
+            self.launch_1d(&typed("bias_gelu_forward", dtype), n, args)
         })
     }
 
@@ -568,9 +766,10 @@ impl Backend for CudaBackend {
             let op = "embedding_forward";
             let rows = rows_of(op, table.len, dim)?;
             same_len(op, out.len, ids.len() * dim)?;
+            master(op, &[table])?;
             ids_below(op, ids, rows)?;
             self.launch_1d(
-                op,
+                &typed(op, out.dtype),
                 out.len as u64,
                 args![
                     ids,
@@ -590,6 +789,7 @@ impl Backend for CudaBackend {
             let op = "embedding_backward";
             let rows = rows_of(op, dtable.len, dim)?;
             same_len(op, dout.len, ids.len() * dim)?;
+            master(op, &[dtable])?;
             ids_below(op, ids, rows)?;
             if ids.is_empty() {
                 return Ok(());
@@ -603,7 +803,7 @@ impl Backend for CudaBackend {
             self.copy_in(scratch.ptr(), &csr)?;
             let threads = (dim as u32).clamp(32, THREADS).next_multiple_of(32);
             self.launch(
-                op,
+                &typed(op, dout.dtype),
                 ((unique as u32).min(1 << 16), 1, 1),
                 (threads, 1, 1),
                 args![
@@ -621,16 +821,18 @@ impl Backend for CudaBackend {
     fn cls_forward(&self, x: &CudaBuf, out: &mut CudaBuf, b: usize, s: usize) {
         self.run(|| {
             let shape = sequence_shape("cls_forward", out.len, x.len, b, s)?;
+            let dtype = act("cls_forward", &[x, out])?;
             let args = [args![x, out].as_slice(), &shape].concat();
-            self.launch_1d("cls_forward", out.len as u64, &args)
+            self.launch_1d(&typed("cls_forward", dtype), out.len as u64, &args)
         })
     }
 
     fn cls_backward(&self, dout: &CudaBuf, dx: &mut CudaBuf, b: usize, s: usize) {
         self.run(|| {
             let shape = sequence_shape("cls_backward", dout.len, dx.len, b, s)?;
+            let dtype = act("cls_backward", &[dout, dx])?;
             let args = [args![dout, dx].as_slice(), &shape].concat();
-            self.launch_1d("cls_backward", dx.len as u64, &args)
+            self.launch_1d(&typed("cls_backward", dtype), dx.len as u64, &args)
         })
     }
 
@@ -638,8 +840,9 @@ impl Backend for CudaBackend {
         self.run(|| {
             let shape = sequence_shape("mean_pool", out.len, x.len, b, s)?;
             same_len("mean_pool", mask.len(), b * s)?;
+            let dtype = act("mean_pool", &[x, out])?;
             let args = [args![x, mask, out].as_slice(), &shape].concat();
-            self.launch_1d("mean_pool", out.len as u64, &args)
+            self.launch_1d(&typed("mean_pool", dtype), out.len as u64, &args)
         })
     }
 
@@ -654,8 +857,9 @@ impl Backend for CudaBackend {
         self.run(|| {
             let op = "rel_pos_gather";
             rel_pos_check(op, shape, rel.len, idx, scores.len)?;
+            let dtype = act(op, &[rel, scores])?;
             self.launch_1d(
-                op,
+                &typed(op, dtype),
                 scores.len as u64,
                 &rel_pos_args(op, shape, alpha, rel, idx, scores)?,
             )
@@ -673,9 +877,10 @@ impl Backend for CudaBackend {
         self.run(|| {
             let op = "rel_pos_scatter";
             rel_pos_check(op, shape, drel.len, idx, dscores.len)?;
+            let dtype = act(op, &[dscores, drel])?;
             let rows = (shape.heads * shape.b * shape.s) as u64;
             self.launch_1d(
-                op,
+                &typed(op, dtype),
                 rows,
                 &rel_pos_args(op, shape, alpha, dscores, idx, drel)?,
             )
@@ -687,9 +892,9 @@ impl Backend for CudaBackend {
             let op = "mask_rows";
             same_len(op, x.len, mask.len() * n)?;
             self.launch_1d(
-                op,
+                &typed(op, x.dtype),
                 x.len as u64,
-                args![x, mask, U64(x.len as u64), U32(u32_of(op, n)?),],
+                args![x, mask, U64(x.len as u64), U32(u32_of(op, n)?)],
             )
         })
     }
@@ -718,7 +923,7 @@ impl Backend for CudaBackend {
                 .new_buf::<f64>("cross-entropy rows", rows)?
                 .expect("rows > 0");
             self.launch_1d(
-                op,
+                &typed(op, logits.dtype),
                 rows as u64,
                 args![
                     logits,
@@ -751,9 +956,10 @@ impl Backend for CudaBackend {
             let op = "cross_entropy_backward";
             Self::validate_labels(labels, logits, classes)?;
             same_len(op, dlogits.len, logits.len)?;
+            let dtype = act(op, &[logits, dlogits])?;
             let w = self.ce_weights(weights, classes)?;
             self.launch_1d(
-                op,
+                &typed(op, dtype),
                 labels.len() as u64,
                 args![
                     logits,
@@ -779,61 +985,284 @@ impl Backend for CudaBackend {
     ) {
         self.run(|| {
             let op = "adamw";
-            same_len(op, grad.len, param.len)?;
-            same_len(op, m.len, param.len)?;
-            same_len(op, v.len, param.len)?;
-            // The CPU reference's scalars, folded in f64 then rounded once.
-            let bc1 = 1.0 - step.beta1.powi(step.t as i32);
-            let bc2 = 1.0 - step.beta2.powi(step.t as i32);
-            self.launch_1d(
-                op,
-                param.len as u64,
-                args![
-                    param,
-                    grad,
-                    m,
-                    v,
-                    U64(param.len as u64),
-                    F32(step.beta1 as f32),
-                    F32(step.beta2 as f32),
-                    F32((1.0 - step.beta1) as f32),
-                    F32((1.0 - step.beta2) as f32),
-                    F32((step.lr / bc1) as f32),
-                    F32((1.0 / bc2.sqrt()) as f32),
-                    F32(step.eps as f32),
-                    F32((1.0 - step.lr * step.weight_decay) as f32),
-                ],
-            )
+            all_len(op, param.len, &[grad, m, v])?;
+            master(op, &[param, grad, m, v])?;
+            let h = adamw_scalars(step);
+            let n = param.len as u64;
+            let args = [args![param, grad, m, v, U64(n)].as_slice(), &h].concat();
+            self.launch_1d("adamw_f32", n, &args)
         })
     }
 
     fn sgd(&self, param: &mut CudaBuf, grad: &CudaBuf, lr: f64) {
         self.run(|| {
             same_len("sgd", grad.len, param.len)?;
-            self.launch_1d(
-                "sgd",
-                param.len as u64,
-                args![param, grad, U64(param.len as u64), F32(lr as f32),],
-            )
+            master("sgd", &[param, grad])?;
+            let n = param.len as u64;
+            self.launch_1d("sgd_f32", n, args![param, grad, U64(n), F32(lr as f32)])
+        })
+    }
+
+    fn attention_forward(
+        &self,
+        shape: &AttentionShape,
+        q: &CudaBuf,
+        k: &CudaBuf,
+        v: &CudaBuf,
+        mask: &CudaIds,
+        key: Option<RngKey>,
+        out: &mut CudaBuf,
+        lse: &mut CudaBuf,
+    ) {
+        self.run(|| {
+            let op = "attention_forward";
+            let dtype = Self::attention_check(op, shape, &[q, k, v, out], mask, &[lse])?;
+            if shape.is_empty() {
+                return Ok(());
+            }
+            let (name, grid, block) = self.attention_kernel(shape, dtype, op);
+            let tail = attention_args(op, shape, key)?;
+            let args = [args![q, k, v, mask, out, lse].as_slice(), &tail].concat();
+            self.launch(&name, grid, block, &args)
+        })
+    }
+
+    fn attention_backward(
+        &self,
+        shape: &AttentionShape,
+        q: &CudaBuf,
+        k: &CudaBuf,
+        v: &CudaBuf,
+        mask: &CudaIds,
+        key: Option<RngKey>,
+        out: &CudaBuf,
+        dout: &CudaBuf,
+        lse: &CudaBuf,
+        delta: &mut CudaBuf,
+        dq: &mut CudaBuf,
+        dk: &mut CudaBuf,
+        dv: &mut CudaBuf,
+    ) {
+        self.run(|| {
+            let op = "attention_backward";
+            let bufs = [q, k, v, out, dout, &*dq, &*dk, &*dv];
+            let dtype = Self::attention_check(op, shape, &bufs, mask, &[lse, delta])?;
+            if shape.is_empty() {
+                return Ok(());
+            }
+            let tail = attention_args(op, shape, key)?;
+            let delta_args = [args![out, dout, delta].as_slice(), &tail].concat();
+            self.launch_rows(
+                &typed("attention_backward_delta", dtype),
+                shape.rows() as u64,
+                &delta_args,
+            )?;
+            let (name, grid, block) =
+                self.attention_kernel(shape, dtype, "attention_backward_dkdv");
+            let kv = [
+                args![q, k, v, mask, dout, lse, delta, dk, dv].as_slice(),
+                &tail,
+            ]
+            .concat();
+            self.launch(&name, grid, block, &kv)?;
+            let (name, grid, block) = self.attention_kernel(shape, dtype, "attention_backward_dq");
+            let qa = [args![q, k, v, mask, dout, lse, delta, dq].as_slice(), &tail].concat();
+            self.launch(&name, grid, block, &qa)
+        })
+    }
+
+    fn bias_gelu_forward(&self, pre: &mut CudaBuf, bias: &CudaBuf, out: &mut CudaBuf) {
+        self.run(|| {
+            let op = "bias_gelu_forward";
+            same_len(op, pre.len, out.len)?;
+            rows_of(op, pre.len, bias.len)?;
+            master(op, &[bias])?;
+            let dtype = act(op, &[pre, out])?;
+            let n = pre.len as u64;
+            // `pre` is read and written in place, each element by one thread.
+            let cols = U32(u32_of(op, bias.len)?);
+            let args = args![Ptr(pre.ptr()?), bias, pre, out, U64(n), cols];
+            self.launch_1d(&typed(op, dtype), n, args)
+        })
+    }
+
+    fn residual_layernorm_forward(
+        &self,
+        sum: &mut CudaBuf,
+        bias: &CudaBuf,
+        residual: &CudaBuf,
+        dropout: f64,
+        key: Option<RngKey>,
+        gamma: &CudaBuf,
+        beta: &CudaBuf,
+        eps: f64,
+        out: &mut CudaBuf,
+        mean: &mut CudaBuf,
+        rstd: &mut CudaBuf,
+    ) {
+        self.run(|| {
+            let op = "residual_layernorm_forward";
+            let n = gamma.len;
+            let rows = rows_of(op, sum.len, n)?;
+            all_len(op, sum.len, &[residual, out])?;
+            all_len(op, n, &[bias, beta])?;
+            all_len(op, rows, &[mean, rstd])?;
+            master(op, &[bias, gamma, beta, mean, rstd])?;
+            let dtype = act(op, &[sum, residual, out])?;
+            let mask = dropout_args(op, dropout, key)?;
+            let head = args![
+                sum,
+                bias,
+                residual,
+                gamma,
+                beta,
+                out,
+                mean,
+                rstd,
+                U64(rows as u64),
+                U32(u32_of(op, n)?),
+                F32(eps as f32),
+            ];
+            let args = [head.as_slice(), &mask].concat();
+            self.launch_block_rows(&typed(op, dtype), rows as u64, &args)
+        })
+    }
+
+    fn residual_layernorm_backward(
+        &self,
+        dout: &CudaBuf,
+        sum: &CudaBuf,
+        gamma: &CudaBuf,
+        mean: &CudaBuf,
+        rstd: &CudaBuf,
+        dropout: f64,
+        key: Option<RngKey>,
+        d_sum: &mut CudaBuf,
+        d_branch: Option<&mut CudaBuf>,
+        dgamma: &mut CudaBuf,
+        dbeta: &mut CudaBuf,
+    ) {
+        self.run(|| {
+            let op = "residual_layernorm_backward";
+            let n = gamma.len;
+            let rows = rows_of(op, sum.len, n)?;
+            all_len(op, sum.len, &[dout, d_sum])?;
+            all_len(op, n, &[dgamma, dbeta])?;
+            all_len(op, rows, &[mean, rstd])?;
+            master(op, &[gamma, mean, rstd, dgamma, dbeta])?;
+            let dtype = act(op, &[dout, sum, d_sum])?;
+            let branch = match (&d_branch, key) {
+                (Some(b), Some(_)) => {
+                    same_len(op, b.len, sum.len)?;
+                    act(op, &[sum, b])?;
+                    b.ptr()?
+                }
+                _ => 0,
+            };
+            let mask = dropout_args(op, dropout, key)?;
+            let head = args![
+                dout,
+                sum,
+                gamma,
+                mean,
+                rstd,
+                d_sum,
+                Ptr(branch),
+                U64(rows as u64),
+                U32(u32_of(op, n)?),
+            ];
+            let args = [head.as_slice(), &mask].concat();
+            self.launch_block_rows(&typed(op, dtype), rows as u64, &args)?;
+            self.layernorm_params(dout, sum, mean, rstd, dgamma, dbeta, dtype)
+        })
+    }
+
+    fn adamw_all(
+        &self,
+        params: &mut [CudaBuf],
+        grads: &[CudaBuf],
+        m: &mut [CudaBuf],
+        v: &mut [CudaBuf],
+        decay: &[bool],
+        step: &AdamWStep,
+        grad_scale: f64,
+        clip: Option<f64>,
+    ) {
+        self.run(|| {
+            let op = "adamw_all";
+            let count = params.len();
+            need(
+                op,
+                grads.len() == count && m.len() == count && v.len() == count,
+                || "parameter, gradient and moment lists differ in length".into(),
+            )?;
+            need(op, decay.len() == count, || {
+                "one decay flag per tensor".into()
+            })?;
+            need(op, count <= TENSOR_TABLE, || {
+                format!("{count} tensors; one launch takes at most {TENSOR_TABLE}")
+            })?;
+            let mut entries = Vec::with_capacity(6 * count);
+            for i in 0..count {
+                let (p, g, mi, vi) = (&params[i], &grads[i], &m[i], &v[i]);
+                all_len(op, p.len, &[g, mi, vi])?;
+                master(op, &[p, g, mi, vi])?;
+                entries.extend([
+                    p.ptr()?,
+                    g.ptr()?,
+                    mi.ptr()?,
+                    vi.ptr()?,
+                    p.len as u64,
+                    decay[i] as u64,
+                ]);
+            }
+            let table = self.tensor_table_of(&entries)?;
+            let partials = self.norm_partials.ptr();
+            let blocks = NORM_BLOCKS as u32;
+            if clip.is_some() {
+                self.launch(
+                    "sum_squares_multi",
+                    (blocks, 1, 1),
+                    (THREADS, 1, 1),
+                    args![Ptr(table), U32(count as u32), Ptr(partials)],
+                )?;
+            }
+            // Decayed tensors take the step's decay; the others none (the
+            // kernel picks per tensor).
+            let h = adamw_scalars(step);
+            let head = args![
+                Ptr(table),
+                U32(count as u32),
+                Ptr(partials),
+                U32(blocks),
+                F32(grad_scale as f32),
+                F32(clip.unwrap_or(0.0) as f32),
+            ];
+            let args = [head.as_slice(), &h].concat();
+            self.launch("adamw_multi", (blocks, 1, 1), (THREADS, 1, 1), &args)
         })
     }
 }
 
-impl CudaBackend {
-    /// The grid-stride kernel `kernel(inputs..., out, n)` over buffers of
-    /// one length `n`.
-    fn map(&self, kernel: &'static str, inputs: &[&CudaBuf], out: &mut CudaBuf) {
-        self.run(|| {
-            let mut args = Vec::with_capacity(inputs.len() + 2);
-            for x in inputs {
-                same_len(kernel, x.len, out.len)?;
-                args.push(x.arg()?);
-            }
-            args.extend(args![out, U64(out.len as u64)]);
-            self.launch_1d(kernel, out.len as u64, &args)
-        })
-    }
+/// AdamW's scalars as the kernels take them: the CPU reference's, folded
+/// in f64 then rounded once (b1, b2, 1-b1, 1-b2, lr / bc1, 1 / sqrt(bc2),
+/// eps, 1 - lr * weight decay).
+fn adamw_scalars(step: &AdamWStep) -> [Arg; 8] {
+    let bc1 = 1.0 - step.beta1.powi(step.t as i32);
+    let bc2 = 1.0 - step.beta2.powi(step.t as i32);
+    [
+        F32(step.beta1 as f32),
+        F32(step.beta2 as f32),
+        F32((1.0 - step.beta1) as f32),
+        F32((1.0 - step.beta2) as f32),
+        F32((step.lr / bc1) as f32),
+        F32((1.0 / bc2.sqrt()) as f32),
+        F32(step.eps as f32),
+        F32((1.0 - step.lr * step.weight_decay) as f32),
+    ]
+}
 
+impl CudaBackend {
     fn permute(
         &self,
         kernel: &'static str,
@@ -845,9 +1274,10 @@ impl CudaBackend {
     ) {
         self.run(|| {
             same_len(kernel, x.len, out.len)?;
+            let dtype = act(kernel, &[x, out])?;
             let dh = rows_of(kernel, x.len, b * s * heads)?;
             self.launch_1d(
-                kernel,
+                &typed(kernel, dtype),
                 x.len as u64,
                 args![
                     x,
@@ -859,6 +1289,72 @@ impl CudaBackend {
                 ],
             )
         })
+    }
+
+    /// LayerNorm's parameter gradients (column sums over rows of `x`'s
+    /// width): one pass when few rows, else over row chunks into the
+    /// backend's partials and added in chunk order.
+    #[allow(clippy::too_many_arguments)]
+    fn layernorm_params(
+        &self,
+        dout: &CudaBuf,
+        x: &CudaBuf,
+        mean: &CudaBuf,
+        rstd: &CudaBuf,
+        dgamma: &CudaBuf,
+        dbeta: &CudaBuf,
+        dtype: Dtype,
+    ) -> Result<(), CudaError> {
+        let op = "layernorm_backward_params";
+        let n = dgamma.len;
+        let rows = x.len / n;
+        let cols = u32_of(op, n)?;
+        let chunks = COLUMN_CHUNKS
+            .min(COLUMN_PARTIALS / (2 * n))
+            .min(rows.div_ceil(8))
+            .max(1);
+        let name = typed(op, dtype);
+        let grid = (cols.div_ceil(32), chunks as u32, 1);
+        if chunks < 2 {
+            return self.launch(
+                &name,
+                grid,
+                (32, 8, 1),
+                args![
+                    dout,
+                    x,
+                    mean,
+                    rstd,
+                    dgamma,
+                    dbeta,
+                    U64(rows as u64),
+                    U32(cols)
+                ],
+            );
+        }
+        // Chunked: the kernel writes partials [chunk][2][n] through its
+        // dgamma argument.
+        let partials = self.column_partials.ptr();
+        self.launch(
+            &name,
+            grid,
+            (32, 8, 1),
+            args![
+                dout,
+                x,
+                mean,
+                rstd,
+                Ptr(partials),
+                Ptr(0),
+                U64(rows as u64),
+                U32(cols)
+            ],
+        )?;
+        self.launch_1d(
+            "layernorm_backward_params_finish",
+            n as u64,
+            args![Ptr(partials), dgamma, dbeta, U32(chunks as u32), U32(cols)],
+        )
     }
 }
 

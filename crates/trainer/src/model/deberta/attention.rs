@@ -1,11 +1,14 @@
 //! One DeBERTa encoder layer, forward and backward: disentangled
 //! self-attention scores (content-to-content, c2p and p2c), around the
-//! layer body every post-LN model shares ([`crate::model::layer`]).
+//! layer body every post-LN model shares ([`crate::model::layer`]). The
+//! attention stays unfused with every kernel set (the fused kernel does not
+//! make the relative-position products its scores gather from); the block
+//! after it is fused with [`crate::backend::Kernels::Fused`].
 
 use super::super::Mode;
 use super::super::layer::{
-    BlockActs, LayerDims, LayerIdx, Qkv, attend, attend_backward, block_backward, block_forward,
-    project_heads, qkv_backward, qkv_forward, scores_backward, scores_forward,
+    Block, LayerDims, LayerIdx, Qkv, attend, attend_backward, block_backward, block_forward,
+    context_to_heads, project_heads, qkv_backward, qkv_forward, scores_backward, scores_forward,
 };
 use super::super::linear::{dropout_back_owned, dropout_new};
 use super::{DebertaBatch, DebertaConfig};
@@ -45,7 +48,7 @@ pub struct LayerActs<B: Backend> {
     /// Query projection of the relative embeddings.
     pos_q: Option<B::Buf>,
     probs: B::Buf,
-    block: BlockActs<B>,
+    block: Block<B>,
 }
 
 fn rel_shape(c: &DebertaConfig, b: usize, s: usize, transpose: bool) -> RelPosShape {
@@ -171,7 +174,8 @@ pub(super) fn layer_backward<B: Backend>(
     let alpha = c.score_scale();
     let name = |what: &str| d.grad_name(what);
 
-    let (mut d_x, d_ctx_heads) = block_backward(be, v, g, &d, l, &a.block, dout, mode);
+    let (mut d_x, d_ctx) = block_backward(be, v, g, &d, l, &a.block, dout, mode);
+    let d_ctx_heads = context_to_heads(be, &d, d_ctx);
     let (d_scores, d_vh) = attend_backward(be, &d, d_ctx_heads, &a.probs, &a.qkv.vh, 1.0, mode);
     // scores = alpha (qh kh^T + c2p gathered + p2c gathered)
     let (mut d_qh, mut d_kh) = scores_backward(be, &d, alpha, &d_scores, &a.qkv);

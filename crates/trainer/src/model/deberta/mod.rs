@@ -66,7 +66,7 @@ use super::linear::{dropout_back_owned, dropout_new};
 use super::params::Kind;
 use super::{Dense, LayerIdx, LayerNormIdx, Mode, Params};
 use crate::backend::Backend;
-use crate::memory::BufKind::{Activation, Workspace};
+use crate::memory::BufKind::{self, Activation, Grad, Statistic, Workspace};
 use crate::weights::{NamedTensors, load_safetensors};
 
 #[derive(Clone, Debug)]
@@ -187,6 +187,9 @@ pub struct DebertaTape<B: Backend> {
     /// The normalised relative embeddings every layer reads (`None`: the
     /// table itself, when `norm_rel_ebd` has no LayerNorm).
     rel: Option<B::Buf>,
+    /// The relative-embedding table in the activations' type, when that is
+    /// not the master type.
+    rel_table: Option<B::Buf>,
     layers: Vec<attention::LayerActs<B>>,
     /// `outputs[0]` is the embedding output; `outputs[i + 1]` layer i's.
     outputs: Vec<B::Buf>,
@@ -388,8 +391,8 @@ impl<B: Backend> DebertaClassifier<B> {
         if let Some(t) = self.idx.token_type {
             be.embedding_forward(&batch.token_type_ids, &v[t], h, &mut emb_sum, true);
         }
-        let mut emb_mean = be.alloc_overwritten("embeddings.ln_mean", Activation, n);
-        let mut emb_rstd = be.alloc_overwritten("embeddings.ln_rstd", Activation, n);
+        let mut emb_mean = be.alloc_overwritten("embeddings.ln_mean", Statistic, n);
+        let mut emb_rstd = be.alloc_overwritten("embeddings.ln_rstd", Statistic, n);
         let mut x0 = be.alloc_overwritten("embeddings.ln_out", Activation, n * h);
         let ln = self.idx.emb_ln;
         be.layernorm_forward(
@@ -407,15 +410,18 @@ impl<B: Backend> DebertaClassifier<B> {
         if let Some(d) = dropout_new(be, &x0, ph, mode.key(ph, 0), "embeddings.out", Activation) {
             x0 = d;
         }
-        // Relative embeddings, shared by every layer.
+        // Relative embeddings, shared by every layer: the table (a copy in
+        // the activations' type when they are 16 bits), normalised when the
+        // model says so.
         let rows = 2 * c.span();
+        let rel_table = in_activation_type(be, &v[self.idx.rel], "encoder.rel_table", Activation);
         let (rel, rel_ln) = match self.idx.rel_ln {
             Some(ln) => {
                 let mut out = be.alloc_overwritten("encoder.rel_ln_out", Activation, rows * h);
-                let mut mean = be.alloc_overwritten("encoder.rel_ln_mean", Activation, rows);
-                let mut rstd = be.alloc_overwritten("encoder.rel_ln_rstd", Activation, rows);
+                let mut mean = be.alloc_overwritten("encoder.rel_ln_mean", Statistic, rows);
+                let mut rstd = be.alloc_overwritten("encoder.rel_ln_rstd", Statistic, rows);
                 be.layernorm_forward(
-                    &v[self.idx.rel],
+                    rel_table.as_ref().unwrap_or(&v[self.idx.rel]),
                     &v[ln.gamma],
                     &v[ln.beta],
                     h,
@@ -431,7 +437,8 @@ impl<B: Backend> DebertaClassifier<B> {
         let mut outputs = vec![x0];
         let mut layers = Vec::new();
         {
-            let rel_x = rel.as_ref().unwrap_or(&v[self.idx.rel]);
+            let table = rel_table.as_ref().unwrap_or(&v[self.idx.rel]);
+            let rel_x = rel.as_ref().unwrap_or(table);
             for (i, l) in self.idx.layers.iter().enumerate() {
                 let x = outputs.last().unwrap();
                 let (acts, out) = attention::layer_forward(c, v, be, i, l, x, rel_x, batch, mode);
@@ -464,6 +471,7 @@ impl<B: Backend> DebertaClassifier<B> {
             emb_rstd,
             rel_ln,
             rel,
+            rel_table,
             layers,
             outputs,
             cls,
@@ -490,6 +498,7 @@ impl<B: Backend> DebertaClassifier<B> {
             emb_rstd,
             rel_ln,
             rel,
+            rel_table,
             mut layers,
             mut outputs,
             cls,
@@ -540,13 +549,16 @@ impl<B: Backend> DebertaClassifier<B> {
         drop(d_cls);
         // Layers, accumulating the relative embeddings' gradient.
         let rows = 2 * c.span();
-        let mut d_rel = be.alloc("encoder.d_rel", Workspace, rows * h);
+        // The relative embeddings' gradient, summed over layers in the
+        // master type.
+        let mut d_rel = be.alloc("encoder.d_rel", Grad, rows * h);
         for i in (0..idx.layers.len()).rev() {
             drop(outputs.pop());
             let acts = layers.pop().unwrap();
             let x = outputs.last().unwrap();
             let (v, g) = (&self.params.values, &mut self.params.grads);
-            let rel_x = rel.as_ref().unwrap_or(&v[idx.rel]);
+            let table = rel_table.as_ref().unwrap_or(&v[idx.rel]);
+            let rel_x = rel.as_ref().unwrap_or(table);
             d = attention::layer_backward(
                 &c,
                 v,
@@ -568,19 +580,21 @@ impl<B: Backend> DebertaClassifier<B> {
         match (idx.rel_ln, rel_ln) {
             (Some(ln), Some((mean, rstd))) => {
                 drop(rel);
+                let d_in = in_activation_type(be, &d_rel, "encoder.d_rel_16bit", Workspace);
                 let mut d_table = be.alloc_overwritten("encoder.d_rel_table", Workspace, rows * h);
                 crate::model::layer::layernorm_back(
                     be,
                     v,
                     g,
                     ln,
-                    &d_rel,
-                    &v[idx.rel],
+                    d_in.as_ref().unwrap_or(&d_rel),
+                    rel_table.as_ref().unwrap_or(&v[idx.rel]),
                     &mean,
                     &rstd,
                     h,
                     &mut d_table,
                 );
+                drop(d_in);
                 be.add_assign(&mut g[idx.rel], &d_table);
             }
             _ => be.add_assign(&mut g[idx.rel], &d_rel),
@@ -604,4 +618,21 @@ impl<B: Backend> DebertaClassifier<B> {
             be.embedding_backward(&batch.token_type_ids, &d_sum, h, &mut g[t]);
         }
     }
+}
+
+/// `src` (of the master type) copied into a buffer of the activations'
+/// type, or `None` when activations are stored in the master type.
+fn in_activation_type<B: Backend>(
+    be: &B,
+    src: &B::Buf,
+    name: &str,
+    kind: BufKind,
+) -> Option<B::Buf> {
+    let storage = be.storage();
+    if storage.activations == storage.master {
+        return None;
+    }
+    let mut copy = be.alloc_overwritten(name, kind, be.len(src));
+    be.cast(src, &mut copy);
+    Some(copy)
 }

@@ -75,7 +75,11 @@ pub fn planned_step<B: Backend>(
         b as f64,
         Mode::Train { seed: 0, step: 1 },
     );
-    crate::backend::clip_global_norm(be, &mut model.params.grads, 1.0);
-    optimizer.step(be, &mut model.params, 1e-5);
+    if optimizer.clips(be) {
+        optimizer.step(be, &mut model.params, 1e-5, Some(1.0));
+    } else {
+        crate::backend::clip_global_norm(be, &mut model.params.grads, 1.0);
+        optimizer.step(be, &mut model.params, 1e-5, None);
+    }
     Ok(())
 }
