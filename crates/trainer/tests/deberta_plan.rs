@@ -166,3 +166,35 @@ fn bad_configs_name_the_field() {
     );
     bad("{\"model_type\": \"deberta-v2\"}", "config.json");
 }
+
+/// The same with the fused step (16-bit activations with 16-bit products):
+/// DeBERTa's attention stays unfused, its layer body and optimiser fused.
+#[test]
+fn fused_plan_equals_the_cpu_backend_buffer_by_buffer() {
+    use trainer::backend::{Dtype, Kernels, MatmulPrecision, Storage};
+    let precisions = [
+        MatmulPrecision::Bf16,
+        MatmulPrecision::Fp32,
+        MatmulPrecision::Fp16,
+    ];
+    for variant in 0..4 {
+        let c = tiny(variant);
+        let (b, s) = [(1, 5), (3, 9), (2, 17), (4, 12)][variant];
+        let dropout = variant != 2;
+        let precision = precisions[variant % 3];
+        let tracker = MemTracker::new(true);
+        let be =
+            CpuBackend::<f32>::with_tracker(tracker.clone()).for_step(precision, Kernels::Fused);
+        planned_step(&be, &c, 3, b, s, dropout).unwrap();
+        assert_eq!(tracker.live_bytes(), 0, "every buffer is freed");
+        let measured = tracker.buffers();
+        let storage = Storage::for_step(Dtype::F32, precision, Kernels::Fused);
+        let plan = PlanBackend::for_step(storage, Kernels::Fused, true);
+        planned_step(&plan, &c, 3, b, s, dropout).unwrap();
+        let planned = plan.tracker().buffers();
+        assert_eq!(planned.len(), measured.len(), "variant {variant}");
+        for (p, m) in planned.iter().zip(&measured) {
+            assert_eq!(p, m, "variant {variant}");
+        }
+    }
+}
