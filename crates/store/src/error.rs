@@ -138,9 +138,20 @@ pub enum StoreError {
         source: rusqlite::Error,
     },
 
+    /// The storage stopped answering (a PostgreSQL server unreachable, or
+    /// SQLite's I/O errors) and did not come back while we kept trying.
+    #[error("{path}: unavailable for {seconds:.0} s, gave up after {attempts} attempts ({cause})")]
+    Unavailable {
+        path: PathBuf,
+        seconds: f64,
+        attempts: u32,
+        cause: String,
+    },
+
     /// An error from the PostgreSQL server or the connection to it (the
-    /// path is the storage URL without its password).
-    #[error("{path}: {source}")]
+    /// path is the storage URL without its password), with the server's
+    /// SQLSTATE, message, detail and hint.
+    #[error("{path}: {}", crate::pg::describe(source))]
     Postgres {
         path: PathBuf,
         #[source]

@@ -76,6 +76,7 @@ mod stale;
 mod storage;
 mod study;
 pub mod time;
+mod tls;
 mod trial;
 
 pub use distribution::{Distribution, external_value};
