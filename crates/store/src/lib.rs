@@ -87,6 +87,6 @@ pub use model::{
 pub use optuna_json::search_space_from_json;
 pub use pg::PgUrl;
 pub use schema::{ALEMBIC_VERSION, LIBRARY_VERSION, SCHEMA_VERSION};
-pub use stale::{RetryPolicy, StaleTrial};
-pub use storage::{Durability, OpenOptions, Storage, StorageUrl, parse_sqlite_url};
+pub use stale::{OWNER_KEY, Owner, RetryPolicy, StaleTrial};
+pub use storage::{Durability, OpenOptions, Storage, StorageUrl, parse_sqlite_url, redact_url};
 pub use trial::{Claim, NewTrial};

@@ -428,7 +428,7 @@ const PG_EPOCH_DAYS: i64 = 10_957;
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 
 /// `YYYY-MM-DD HH:MM:SS[.ffffff]` (or with `T`) as PostgreSQL's microseconds.
-fn parse_timestamp(s: &str) -> Result<i64, BoxError> {
+pub(crate) fn parse_timestamp(s: &str) -> Result<i64, BoxError> {
     let bad = || -> BoxError { format!("bad timestamp `{s}` (want YYYY-MM-DD HH:MM:SS)").into() };
     let (date, time) = s.split_once([' ', 'T']).ok_or_else(bad)?;
     let num = |t: &str| t.parse::<i64>().map_err(|_| bad());
@@ -485,6 +485,32 @@ mod tests {
         );
         assert!(parse_timestamp("2000-01-01").is_err());
         assert!(parse_timestamp("2000-01-01 00:00:00.1234567").is_err());
+    }
+
+    #[test]
+    fn passwords_never_show() {
+        use crate::redact_url;
+        for (url, shown) in [
+            (
+                "postgresql://me:s3cret@db:5432/x?sslmode=require",
+                "postgresql://me:***@db:5432/x?sslmode=require",
+            ),
+            ("postgresql://me:p@ss:w@rd@db/x", "postgresql://me:***@db/x"),
+            (
+                "postgres://db/x?user=me&password=s3cret&sslmode=verify-full",
+                "postgres://db/x?user=me&password=***&sslmode=verify-full",
+            ),
+            ("sqlite:///study.db", "sqlite:///study.db"),
+            (
+                "host=db password=s3cret user=me",
+                "host=db password=*** user=me",
+            ),
+            ("postgresql://me@db/x", "postgresql://me@db/x"),
+        ] {
+            assert_eq!(redact_url(url), shown);
+        }
+        let e = crate::StorageUrl::parse("postgresql://me:s3cret@db").unwrap_err();
+        assert!(!e.to_string().contains("s3cret"), "{e}");
     }
 
     #[test]

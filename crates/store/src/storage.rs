@@ -145,7 +145,7 @@ impl StorageUrl {
         match crate::pg::parse_url(url) {
             Some(Ok(pg)) => Ok(StorageUrl::Postgres(Box::new(pg))),
             Some(Err(reason)) => Err(StoreError::InvalidUrl {
-                url: url.to_string(),
+                url: redact_url(url),
                 reason,
             }),
             None => parse_sqlite_url(url).map(StorageUrl::Sqlite),
@@ -153,11 +153,48 @@ impl StorageUrl {
     }
 }
 
+/// `url` fit to print or log: a password in it (`user:PASSWORD@host`, or a
+/// `password=` parameter) replaced by `***`, everything else as given.
+/// Works on any text, a URL that does not parse included.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return redact_params(url);
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None => format!("{userinfo}@{host}"),
+        },
+        None => authority.to_string(),
+    };
+    format!("{scheme}://{authority}{}", redact_params(tail))
+}
+
+/// `password=VALUE` (in a query string or a key=value connection string)
+/// with the value replaced.
+fn redact_params(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("password=") {
+        let start = at + "password=".len();
+        out.push_str(&rest[..start]);
+        out.push_str("***");
+        let end = rest[start..]
+            .find(['&', ' ', ';'])
+            .map_or(rest.len(), |e| start + e);
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Turn Optuna's URL form `sqlite:///relative.db` or `sqlite:////abs/x.db`
 /// into a path. Any other scheme is an error.
 pub fn parse_sqlite_url(url: &str) -> Result<PathBuf> {
     let bad = |reason: &str| StoreError::InvalidUrl {
-        url: url.to_string(),
+        url: redact_url(url),
         reason: reason.to_string(),
     };
     let Some(rest) = url.strip_prefix("sqlite:///") else {

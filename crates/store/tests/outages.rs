@@ -33,6 +33,13 @@ fn own_server(db: &str) -> Option<(PgServer, String)> {
     }
 }
 
+fn owner() -> store::Owner {
+    store::Owner {
+        id: "test".into(),
+        stale_after: Duration::from_secs(60),
+    }
+}
+
 fn quick_options() -> OpenOptions {
     OpenOptions {
         max_backoff: Duration::from_millis(200),
@@ -101,7 +108,7 @@ fn claims_cut_off_at_any_moment_land_exactly_once() {
     let deadline = Instant::now() + Duration::from_secs(3);
     while Instant::now() < deadline {
         let claim = storage
-            .claim_or_create_within(study.study_id, usize::MAX)
+            .claim_or_create_within(study.study_id, usize::MAX, &owner())
             .unwrap()
             .unwrap();
         assert!(

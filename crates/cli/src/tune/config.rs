@@ -79,6 +79,7 @@
 //! recycle_after = 50                  # trials per worker process
 //! heartbeat = "5s"
 //! stale_after = "60s"
+//! systematic_failures = 3             # stop when the first 3 trials fail alike (0: never)
 //! ```
 //!
 //! Hyperparameters (what `sets` and `[fixed]` name, with their defaults):
@@ -514,6 +515,9 @@ pub struct RunnerSection {
     pub heartbeat: Duration,
     /// A RUNNING trial without a heartbeat for this long is failed.
     pub stale_after: Duration,
+    /// The study stops when this run's first this-many trials all fail
+    /// with one and the same error (0: never).
+    pub systematic_failures: usize,
     /// `None`: the runner's default (resolved against the study file otherwise).
     pub log_file: Option<PathBuf>,
 }
@@ -1198,6 +1202,7 @@ impl Check<'_> {
             recycle_after,
             heartbeat,
             stale_after,
+            systematic_failures: r.systematic_failures.unwrap_or(3),
             log_file: r.log_file.clone().map(|p| self.path(p)),
         })
     }

@@ -6,20 +6,30 @@
 //!
 //! Counting toward `n_trials`: COMPLETE, PRUNED and FAIL trials of the
 //! study, except FAIL trials that were retried (their number is in some
-//! trial's `retry_history`): the retry stands for them.
+//! trial's `retry_history`): the retry stands for them. While the study
+//! runs, WAITING trials and RUNNING trials a runner claimed hold their
+//! place too; an ask/tell client's trial counts once it is told.
 //!
 //! Any number of runners, on any number of machines, may work one study;
 //! they cooperate through the store alone, by rules that need no runner to
 //! know of another:
 //! - a trial is claimed (a WAITING one first, else a new one while fewer
 //!   than `n_trials` count) in one transaction, with its first heartbeat;
-//! - a RUNNING trial is stale only when its own heartbeat is older than
-//!   `stale_after` (Optuna's rule); any runner then fails it and enqueues
-//!   its one retry, in one transaction; a trial that never beat (from
-//!   `memtune ask` or an Optuna client) is never failed by a runner;
+//! - a claimed trial carries its owner (this runner) and the owner's
+//!   `stale_after`; it is stale only when its heartbeat is older than that
+//!   (Optuna's rule, with the owner's grace). Any other runner then fails
+//!   it and enqueues its retry, in one transaction, and only after it has
+//!   itself been awake and connected for a whole `stale_after` (a runner
+//!   that was stopped, or cut off from the storage, first gives the
+//!   owners time to beat again). A runner never judges its own trials;
+//!   trials no runner claimed (`memtune ask`, Optuna clients, with or
+//!   without heartbeats) are left to their clients;
+//! - a trial interrupted (its runner killed, stopped, cut off, or told to
+//!   stop) is retried until it finishes on its own: COMPLETE, PRUNED, or
+//!   FAIL for its own reason. `n_trials` counts those;
 //! - a runner leaves when the budget is spent, nothing is WAITING and no
-//!   trial is still beating, so a trial whose runner dies is always retried
-//!   by a runner that is still there;
+//!   claimed trial is still RUNNING, so a trial whose runner dies is
+//!   always retried by a runner that is still there;
 //! - each runner packs its own device.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,8 +42,8 @@ use std::time::{Duration, Instant};
 use gpu_mem::human_bytes;
 use hpo_sampler::{Pruner, Sampler, StudyView};
 use serde_json::{Value as Json, json};
-use signal_hook::consts::{SIGINT, SIGTERM};
-use store::{Claim, RetryPolicy, Storage, TrialFilter, TrialRef, TrialState};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use store::{Claim, Owner, RetryPolicy, Storage, TrialFilter, TrialRef, TrialState};
 use trainer::memory::{PlanError, PlanPeaks};
 
 use super::config::{StudyConfig, TrialSettings};
@@ -82,7 +92,13 @@ pub struct Summary {
     pub worker_deaths: usize,
     pub cuda_errors: usize,
     pub errors: usize,
+    /// Trials of gone runners this one failed and re-enqueued.
     pub retried_from_before: usize,
+    /// Retries of interrupted trials that this run started.
+    pub reruns: usize,
+    /// This run's trials that another runner took over (this one was
+    /// stopped or cut off too long); their retries redo them.
+    pub taken_over: usize,
     pub best: Option<(i64, f64, String)>,
     pub wall: Duration,
     pub peak_leased: u64,
@@ -91,11 +107,16 @@ pub struct Summary {
     /// The run stopped because a trial could not read the data or model
     /// (its trial is re-enqueued, so it does not count).
     pub environment_error: Option<String>,
+    /// The run stopped because its first trials all failed with this one
+    /// error (`[runner] systematic_failures`).
+    pub systematic_error: Option<String>,
 }
 
 struct Candidate {
     trial: TrialRef,
     settings: TrialSettings,
+    /// A retry of an interrupted trial.
+    rerun: bool,
 }
 
 struct Running {
@@ -113,12 +134,16 @@ pub struct Runner<'a> {
     cfg: &'a StudyConfig,
     plan: RunPlan,
     opts: TuneOptions,
+    // Before `storage`: the heartbeat connection closes first, so the
+    // main one is the last to close (it restores a file's journal mode).
+    beats: super::heartbeat::Heartbeats,
     storage: Storage,
     study: store::Study,
+    /// This runner, as the owner of the trials it claims.
+    owner: Owner,
     sampler: Box<dyn Sampler + Send>,
     pruner: Box<dyn Pruner + Send>,
     packer: Packer,
-    beats: super::heartbeat::Heartbeats,
     events_tx: Sender<Event>,
     events: Receiver<Event>,
     workers: BTreeMap<usize, WorkerProc>,
@@ -132,13 +157,24 @@ pub struct Runner<'a> {
     progress: Progress,
     summary: Summary,
     dirty: bool,
+    /// How this run's first trials ended (`Some(error)` for a failure),
+    /// for `[runner] systematic_failures`.
+    first_outcomes: Vec<Option<String>>,
 }
 
 impl<'a> Runner<'a> {
     pub fn new(cfg: &'a StudyConfig, plan: RunPlan, opts: TuneOptions) -> Result<Self, TuneError> {
-        let storage = Storage::open_url(&plan.storage_url, &store::OpenOptions::default())?;
+        let open = store::OpenOptions {
+            max_backoff: plan.heartbeat,
+            ..store::OpenOptions::default()
+        };
+        let storage = Storage::open_url(&plan.storage_url, &open)?;
         let study = storage.create_or_load_study(&plan.study_name, &[plan.direction])?;
         let beats = super::heartbeat::Heartbeats::start(&plan.storage_url, plan.heartbeat)?;
+        let owner = Owner {
+            id: owner_id(),
+            stale_after: plan.stale_after,
+        };
         let (events_tx, events) = channel();
         let progress = Progress::new(plan.n_trials, opts.progress);
         let packer = Packer::new(plan.budget);
@@ -158,6 +194,7 @@ impl<'a> Runner<'a> {
             opts,
             storage,
             study,
+            owner,
             packer,
             beats,
             events_tx,
@@ -170,6 +207,7 @@ impl<'a> Runner<'a> {
             plans: BTreeMap::new(),
             progress,
             dirty: true,
+            first_outcomes: Vec::new(),
         })
     }
 
@@ -177,22 +215,29 @@ impl<'a> Runner<'a> {
     /// Ctrl-C.
     pub fn run(mut self) -> Result<Summary, TuneError> {
         let start = Instant::now();
-        // Ctrl-C and SIGTERM (`kill`, systemd, a batch scheduler's stop)
-        // mean the same: fail the trials in flight as interrupted, re-enqueue
-        // them, and exit with the summary.
+        // Ctrl-C, SIGTERM (`kill`, systemd, a batch scheduler's stop) and
+        // SIGHUP (the terminal or SSH session closed) mean the same: fail
+        // the trials in flight as interrupted, re-enqueue them, and exit
+        // with the summary.
         let interrupted = Arc::new(AtomicBool::new(false));
-        for signal in [SIGINT, SIGTERM] {
+        for signal in [SIGINT, SIGTERM, SIGHUP] {
             signal_hook::flag::register(signal, Arc::clone(&interrupted))
                 .map_err(|e| TuneError::Setup(format!("cannot handle signal {signal}: {e}")))?;
         }
+        let mut vigil = Vigil::new(self.plan.stale_after);
         self.fail_stale_trials()?;
         let mut last_stale_check = Instant::now();
         let mut stopping = false;
         loop {
-            if interrupted.load(Ordering::SeqCst) || self.summary.environment_error.is_some() {
+            vigil.tick();
+            if interrupted.load(Ordering::SeqCst)
+                || self.summary.environment_error.is_some()
+                || self.summary.systematic_error.is_some()
+            {
                 self.interrupt()?;
                 break;
             }
+            self.drop_lost_trials()?;
             if !stopping
                 && self
                     .plan
@@ -209,7 +254,9 @@ impl<'a> Runner<'a> {
             if !stopping && last_stale_check.elapsed() >= self.plan.heartbeat {
                 // Another runner may have died, or a trial been enqueued.
                 last_stale_check = Instant::now();
-                self.fail_stale_trials()?;
+                if vigil.may_judge() {
+                    self.fail_stale_trials()?;
+                }
                 self.dirty = true;
             }
             let refilled = !stopping && self.dirty;
@@ -244,50 +291,118 @@ impl<'a> Runner<'a> {
         Ok(self.summary)
     }
 
-    /// Trials whose heartbeat is older than `stale_after` (their runner
-    /// died, here or on another machine) are failed and retried once; the
-    /// WAITING copies are claimed before anything new is asked.
+    /// Trials of other runners whose heartbeat is older than their
+    /// owner's `stale_after` (the runner died, here or on another machine,
+    /// or was stopped or cut off that long) are failed and retried; so are
+    /// runners' trials that an Optuna client failed as stale without a
+    /// retry. The WAITING copies are claimed before anything new is asked.
     fn fail_stale_trials(&mut self) -> Result<(), TuneError> {
-        let policy = RetryPolicy {
-            max_retry: Some(1),
-            inherit_intermediate_values: false,
-        };
         let label = [
             ("error_kind", json!("stale")),
             (
                 "error_msg",
-                json!("the process running this trial stopped (no heartbeat)"),
+                json!(
+                    "the process running this trial stopped beating (killed, stopped or cut off)"
+                ),
             ),
         ];
-        let stale = self.storage.fail_stale_trials_marked(
+        let stale = self.storage.fail_abandoned_trials(
             self.study.study_id,
-            self.plan.stale_after,
-            Some(&policy),
+            &self.owner,
+            Some(&interruption_retry()),
             &label,
         )?;
         for s in &stale {
-            let retry = s
-                .retry
-                .map_or("not retried (already retried once)".to_string(), |r| {
-                    format!("retried as trial {}", r.number)
-                });
-            self.progress.line(&format!(
-                "trial {} stopped beating (its runner is gone): failed, {retry}",
-                s.failed.number
-            ));
+            let retry = s.retry.map_or("not retried".to_string(), |r| {
+                format!("retried as trial {}", r.number)
+            });
+            let how = if s.adopted {
+                "was failed as stale by another client"
+            } else {
+                "stopped beating (its runner is gone)"
+            };
+            self.progress
+                .line(&format!("trial {} {how}: failed, {retry}", s.failed.number));
         }
         self.summary.retried_from_before += stale.len();
         Ok(())
     }
 
+    /// Trials of this run that the heartbeat thread found taken over by
+    /// another runner (this one was stopped or cut off longer than
+    /// `stale_after`): their workers are stopped at once, so no trial runs
+    /// twice; their retries redo them.
+    fn drop_lost_trials(&mut self) -> Result<(), TuneError> {
+        for trial_id in self.beats.take_lost() {
+            if self
+                .pending
+                .as_ref()
+                .is_some_and(|c| c.trial.trial_id == trial_id)
+            {
+                let c = self.pending.take().expect("checked");
+                self.packer.release(trial_id as u64);
+                self.report_taken_over(c.trial.number);
+                continue;
+            }
+            let Some(worker) = self
+                .running
+                .iter()
+                .find(|(_, r)| r.trial.trial_id == trial_id)
+                .map(|(&w, _)| w)
+            else {
+                continue;
+            };
+            let r = self.running.remove(&worker).expect("found above");
+            self.idle.remove(&worker);
+            if let Some(w) = self.workers.remove(&worker) {
+                let _ = w.kill();
+            }
+            self.release(&r);
+            self.report_taken_over(r.trial.number);
+            self.dirty = true;
+        }
+        Ok(())
+    }
+
+    fn report_taken_over(&mut self, number: i64) {
+        self.summary.taken_over += 1;
+        self.progress.line(&format!(
+            "trial {number} was taken over by another runner (this one was stopped or cut off for longer than stale_after): stopped here, its retry redoes it"
+        ));
+    }
+
+    /// A trial of this run ended on its own (`error`: how it failed). When
+    /// the first `systematic_failures` trials all failed with one error,
+    /// the study stops: the data or a model is at fault, not a trial.
+    fn note_outcome(&mut self, error: Option<&str>) {
+        let k = self.cfg.runner.systematic_failures;
+        if k == 0 || self.first_outcomes.len() >= k {
+            return;
+        }
+        self.first_outcomes.push(error.map(str::to_string));
+        if self.first_outcomes.len() == k
+            && let Some(Some(first)) = self.first_outcomes.first()
+            && self
+                .first_outcomes
+                .iter()
+                .all(|o| o.as_deref() == Some(first.as_str()))
+        {
+            self.progress.line(&format!(
+                "the first {k} trials all failed with the same error; stopping: {first}"
+            ));
+            self.summary.systematic_error = Some(first.clone());
+        }
+    }
+
     /// Nothing left for any runner: the budget is spent, nothing is
-    /// WAITING, and no trial still beats (one that stops would be retried).
+    /// WAITING, and no runner's trial is still RUNNING (one whose runner
+    /// dies would be retried).
     fn study_done(&self) -> Result<bool, TuneError> {
         let counts = self.counts()?;
         Ok(
-            counts.finished() + counts.running + counts.waiting >= self.plan.n_trials
+            self.storage.counted_trials(self.study.study_id)? >= self.plan.n_trials
                 && counts.waiting == 0
-                && self.storage.beating_trials(self.study.study_id)? == 0,
+                && self.storage.owned_running_trials(self.study.study_id)? == 0,
         )
     }
 
@@ -309,9 +424,11 @@ impl<'a> Runner<'a> {
     fn refill(&mut self) -> Result<(), TuneError> {
         loop {
             if self.pending.is_none() {
-                let Some(claim) = self
-                    .storage
-                    .claim_or_create_within(self.study.study_id, self.plan.n_trials)?
+                let Some(claim) = self.storage.claim_or_create_within(
+                    self.study.study_id,
+                    self.plan.n_trials,
+                    &self.owner,
+                )?
                 else {
                     return Ok(());
                 };
@@ -328,6 +445,7 @@ impl<'a> Runner<'a> {
                     let message = format!("model `{}`: {e}", c.settings.model);
                     record::error(&self.storage, &c.trial, "config", &message, None)?;
                     self.beats.remove(c.trial.trial_id);
+                    self.note_outcome(Some(&message));
                     continue;
                 }
             };
@@ -339,6 +457,7 @@ impl<'a> Runner<'a> {
                 }
                 Admission::Infeasible { needed, capacity } => {
                     self.summary.infeasible += 1;
+                    self.note_outcome(None);
                     record::infeasible(
                         &self.storage,
                         &c.trial,
@@ -391,11 +510,16 @@ impl<'a> Runner<'a> {
             Some(Json::Object(map)) => map.clone(),
             _ => serde_json::Map::new(),
         };
+        let rerun = me.system_attrs.contains_key("failed_trial");
         if let Claim::Claimed(_) = claim
             && fixed.is_empty()
             && let Ok(settings) = self.cfg.settings(&values)
         {
-            return Ok(Some(Candidate { trial, settings }));
+            return Ok(Some(Candidate {
+                trial,
+                settings,
+                rerun,
+            }));
         }
         let view = StudyView {
             name: &self.study.name,
@@ -454,10 +578,15 @@ impl<'a> Runner<'a> {
             }
         });
         match checked {
-            Ok(settings) => Ok(Some(Candidate { trial, settings })),
+            Ok(settings) => Ok(Some(Candidate {
+                trial,
+                settings,
+                rerun,
+            })),
             Err(e) => {
                 record::error(&self.storage, &trial, "config", &e, None)?;
                 self.beats.remove(trial.trial_id);
+                self.note_outcome(Some(&e));
                 Ok(None)
             }
         }
@@ -571,6 +700,7 @@ impl<'a> Runner<'a> {
         let leased = self.packer.leased_bytes();
         self.summary.peak_leased = self.summary.peak_leased.max(leased);
         self.summary.started_here += 1;
+        self.summary.reruns += usize::from(c.rerun);
         tracing::info!(
             trial = c.trial.number,
             worker,
@@ -763,6 +893,7 @@ impl<'a> Runner<'a> {
                     self.recycle_or_idle(worker);
                     return Ok(());
                 }
+                self.note_outcome(None);
                 self.progress.line(&format!(
                     "trial {} {}: {value:.4} after {epochs_run} epoch(s) | {}",
                     r.trial.number,
@@ -837,6 +968,7 @@ impl<'a> Runner<'a> {
         match (&r.failure, died) {
             (Some((FailureKind::Oom, message, needed, limit)), _) => {
                 self.summary.infeasible += 1;
+                self.note_outcome(None);
                 record::infeasible(
                     &self.storage,
                     &r.trial,
@@ -870,6 +1002,7 @@ impl<'a> Runner<'a> {
                 record::error(&self.storage, &r.trial, "error", message, Some(&r.settings))?;
                 self.progress
                     .line(&format!("trial {number}: failed: {message}"));
+                self.note_outcome(Some(message));
             }
             (None, Some((exit, stderr))) => {
                 self.summary.worker_deaths += 1;
@@ -888,6 +1021,7 @@ impl<'a> Runner<'a> {
                 self.progress.line(&format!(
                     "trial {number}: worker died ({exit}); a fresh worker takes the next trial"
                 ));
+                self.note_outcome(Some(&message));
             }
             (None, None) => unreachable!("a failure is recorded with a reason"),
         }
@@ -943,7 +1077,8 @@ impl<'a> Runner<'a> {
     /// Ctrl-C: stop the workers, fail their trials and enqueue retries, so
     /// running the same command again continues where this one stopped.
     fn interrupt(&mut self) -> Result<(), TuneError> {
-        self.summary.interrupted = true;
+        self.summary.interrupted =
+            self.summary.environment_error.is_none() && self.summary.systematic_error.is_none();
         self.progress
             .line("interrupted: stopping workers; run the same command again to resume");
         let why = "the run was interrupted (Ctrl-C or SIGTERM)";
@@ -1012,6 +1147,14 @@ pub fn summary_table(s: &Summary, study: &str, storage: &str) -> String {
             s.retried_from_before.to_string(),
         ),
         (
+            "interrupted trials re-run in this run",
+            s.reruns.to_string(),
+        ),
+        (
+            "trials taken over by another runner",
+            s.taken_over.to_string(),
+        ),
+        (
             "peak memory leased",
             format!(
                 "{} of {}",
@@ -1033,6 +1176,78 @@ pub fn summary_table(s: &Summary, study: &str, storage: &str) -> String {
         out.push_str("interrupted: run the same command again to resume\n");
     }
     out
+}
+
+/// How interrupted work is retried: until it finishes on its own. The
+/// retry history grows with each interruption, and no limit applies to it:
+/// the trial's own failures end it (they are not retried).
+fn interruption_retry() -> RetryPolicy {
+    RetryPolicy {
+        max_retry: None,
+        inherit_intermediate_values: false,
+    }
+}
+
+/// This process as a trial owner: host, pid and start time, unique among
+/// every runner of a study on any machine.
+fn owner_id() -> String {
+    let mut host = [0u8; 256];
+    // SAFETY: the buffer and its length are valid; gethostname writes a
+    // NUL-terminated name into it (truncated if longer).
+    let ok = unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len()) } == 0;
+    let end = host.iter().position(|&b| b == 0).unwrap_or(0);
+    let host = if ok {
+        String::from_utf8_lossy(&host[..end]).into_owned()
+    } else {
+        "unknown".into()
+    };
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
+    format!("{host}:{}:{started}", std::process::id())
+}
+
+/// Whether this runner has watched long enough, awake and connected, to
+/// judge other runners' heartbeats: a runner that was stopped (SIGSTOP, a
+/// suspended machine, a starved process) resumes with every heartbeat
+/// looking old, its own machine's runners' included, and waits one
+/// `stale_after` before judging; the storage does the same after an
+/// outage (`Storage::fail_abandoned_trials`).
+struct Vigil {
+    since: Instant,
+    last: Instant,
+    watch: Duration,
+}
+
+impl Vigil {
+    fn new(watch: Duration) -> Vigil {
+        let now = Instant::now();
+        Vigil {
+            since: now.checked_sub(watch).unwrap_or(now),
+            last: now,
+            watch,
+        }
+    }
+
+    /// Called every turn of the loop, which turns at least every `TICK`
+    /// unless this process was stopped.
+    fn tick(&mut self) {
+        let now = Instant::now();
+        let gap = now.duration_since(self.last);
+        if gap > (self.watch / 2).max(4 * TICK) {
+            tracing::warn!(
+                "the runner's loop was stalled for {:.1} s; judging other runners' heartbeats again in {:.1} s",
+                gap.as_secs_f64(),
+                self.watch.as_secs_f64()
+            );
+            self.since = now;
+        }
+        self.last = now;
+    }
+
+    fn may_judge(&self) -> bool {
+        self.since.elapsed() >= self.watch
+    }
 }
 
 /// The process's own `memtune` binary, for spawning workers.

@@ -272,5 +272,6 @@ pub(crate) struct RawRunner {
     pub recycle_after: Option<usize>,
     pub heartbeat: Option<String>,
     pub stale_after: Option<String>,
+    pub systematic_failures: Option<usize>,
     pub log_file: Option<PathBuf>,
 }
