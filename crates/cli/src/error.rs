@@ -78,6 +78,15 @@ impl CliError {
     }
 }
 
+impl From<crate::tune::setup::SetupError> for CliError {
+    fn from(e: crate::tune::setup::SetupError) -> Self {
+        match e {
+            crate::tune::setup::SetupError::BadModel(m) => CliError::Usage(m),
+            crate::tune::setup::SetupError::Failed(m) => CliError::Failed(m),
+        }
+    }
+}
+
 pub type Result<T> = std::result::Result<T, CliError>;
 
 #[cfg(test)]

@@ -45,13 +45,13 @@ pub enum StoreError {
     #[error("bad storage URL `{url}`: {reason}")]
     InvalidUrl { url: String, reason: String },
 
-    #[error("study `{name}` not found")]
+    #[error("study `{}` not found", name.escape_debug())]
     StudyNotFound { name: String },
 
     #[error("study id {study_id} not found")]
     StudyIdNotFound { study_id: i64 },
 
-    #[error("study `{name}` already exists")]
+    #[error("study `{}` already exists", name.escape_debug())]
     StudyExists { name: String },
 
     /// A study needs at least one direction.
@@ -76,6 +76,12 @@ pub enum StoreError {
     /// `finish` was called with a state that does not end a trial.
     #[error("trial {number}: `{state}` is not a finished state (COMPLETE, PRUNED or FAIL)")]
     NotAFinishedState { number: i64, state: String },
+
+    /// A parameter name longer than Optuna's schema stores.
+    #[error(
+        "parameter name `{name}` is {chars} characters long; Optuna's schema stores at most 512"
+    )]
+    ParamNameTooLong { name: String, chars: usize },
 
     /// The same parameter set twice on one trial.
     #[error("trial {number}: parameter `{name}` is already set")]

@@ -123,7 +123,10 @@ pub fn search_space_from_json(text: &str) -> Result<BTreeMap<String, Distributio
         .as_object()
         .ok_or_else(|| bad("expected an object of distributions by name".into()))?;
     obj.iter()
-        .map(|(name, d)| Ok((name.clone(), Distribution::from_json_value(d, name)?)))
+        .map(|(name, d)| {
+            crate::trial::check_param_name(name)?;
+            Ok((name.clone(), Distribution::from_json_value(d, name)?))
+        })
         .collect()
 }
 

@@ -433,6 +433,24 @@ fn claim(tx: Tx<'_>, study_id: i64) -> Result<Option<TrialRef>, TxError> {
     Ok(None)
 }
 
+/// Optuna's schema stores a parameter's name in `VARCHAR(512)`.
+pub const MAX_PARAM_NAME_CHARS: usize = 512;
+
+/// A parameter name Optuna's schema can store: at most
+/// [`MAX_PARAM_NAME_CHARS`] characters (PostgreSQL enforces the column's
+/// length, SQLite does not; both are held to it).
+pub fn check_param_name(name: &str) -> Result<(), StoreError> {
+    let chars = name.chars().count();
+    if chars > MAX_PARAM_NAME_CHARS {
+        let shown: String = name.chars().take(40).collect();
+        return Err(StoreError::ParamNameTooLong {
+            name: format!("{}...", shown.escape_debug()),
+            chars,
+        });
+    }
+    Ok(())
+}
+
 fn insert_param(
     tx: Tx<'_>,
     trial_id: i64,
@@ -441,6 +459,7 @@ fn insert_param(
     internal_value: f64,
     distribution_json: &str,
 ) -> Result<(), TxError> {
+    check_param_name(name)?;
     if !internal_value.is_finite() {
         return Err(StoreError::InvalidValue {
             number,

@@ -117,6 +117,19 @@ pub enum FinetuneError {
     },
 }
 
+impl FinetuneError {
+    /// Whether the model's config holds a size beyond the limits or one
+    /// its checkpoint contradicts (`ConfigError::Size`): bad input, found
+    /// before anything of that size was allocated.
+    pub fn is_size_error(&self) -> bool {
+        match self {
+            FinetuneError::Config(e) => e.is_size(),
+            FinetuneError::Deberta(DebertaError::Size(e)) => e.is_size(),
+            _ => false,
+        }
+    }
+}
+
 impl From<TrainError> for FinetuneError {
     fn from(e: TrainError) -> Self {
         match e {
@@ -249,6 +262,7 @@ pub fn check_model_dir(dir: &Path, num_labels: usize) -> Result<ModelConfig, Fin
     open_model_dir(dir, None, config.max_sequence().min(512))?;
     let path = weights_path(dir);
     let tensors = load_safetensors(&path)?;
+    config.check_checkpoint(&tensors, &dir.join("config.json"))?;
     let be = SimBackend::with_limit(1 << 42, None, true, 4)?;
     let head = HeadConfig {
         num_labels,
@@ -411,6 +425,9 @@ fn build_and_train<B: Backend, M: Loaded<B>>(
 ) -> Result<(TrainReport, M), FinetuneError> {
     let path = weights_path(&spec.model_dir);
     let tensors = load_safetensors(&path)?;
+    prepared
+        .config
+        .check_checkpoint(&tensors, &spec.model_dir.join("config.json"))?;
     let head = HeadConfig {
         num_labels: prepared.num_classes,
         hidden: spec.head_hidden.clone(),

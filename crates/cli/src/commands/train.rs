@@ -69,7 +69,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         )));
     }
     check_output_dir(&args.output).map_err(usage)?;
-    let plan = RunPlan::new(&cfg, ctx.storage_url.as_deref()).map_err(CliError::failed)?;
+    let plan = RunPlan::new(&cfg, ctx.storage_url.as_deref())?;
     let storage = Storage::open_url(
         &plan.storage_url,
         &OpenOptions {

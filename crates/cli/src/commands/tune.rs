@@ -39,7 +39,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         return Err(CliError::Usage("--n-trials must be at least 1".into()));
     }
     let faults = Faults::from_env().map_err(CliError::Usage)?;
-    let mut plan = RunPlan::new(&cfg, ctx.storage_url.as_deref()).map_err(CliError::Failed)?;
+    let mut plan = RunPlan::new(&cfg, ctx.storage_url.as_deref())?;
     if let Some(n) = args.n_trials {
         plan.n_trials = n;
     }
@@ -53,6 +53,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         )?;
         storage.study(&plan.study_name)?;
     }
+    crate::tune::setup::check_lengths_against_models(&cfg, &plan).map_err(CliError::Usage)?;
     crate::tune::setup::check_space_against_stored(&cfg, &plan).map_err(CliError::Usage)?;
     let worker_exe = current_exe()?;
     if !worker_exe.is_file() {

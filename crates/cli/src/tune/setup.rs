@@ -29,6 +29,39 @@ const DEFAULT_SIM_MEMORY: u64 = 24 << 30;
 use super::config::Metric;
 use super::protocol::ModelSource;
 
+/// Why a run cannot be set up.
+#[derive(Debug)]
+pub enum SetupError {
+    /// A model's files hold a size no model has, or one its checkpoint
+    /// contradicts: bad input, like a wrong study file.
+    BadModel(String),
+    /// Anything else (unreadable data or model, no device).
+    Failed(String),
+}
+
+impl From<String> for SetupError {
+    fn from(message: String) -> Self {
+        SetupError::Failed(message)
+    }
+}
+
+impl std::fmt::Display for SetupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SetupError::BadModel(m) | SetupError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl SetupError {
+    fn map(self, f: impl FnOnce(String) -> String) -> SetupError {
+        match self {
+            SetupError::BadModel(m) => SetupError::BadModel(f(m)),
+            SetupError::Failed(m) => SetupError::Failed(f(m)),
+        }
+    }
+}
+
 /// A model a trial may name, resolved.
 #[derive(Clone, Debug)]
 pub struct ResolvedModel {
@@ -65,7 +98,7 @@ pub struct RunPlan {
 
 impl RunPlan {
     /// `storage` (the `--storage` flag) overrides the study file's.
-    pub fn new(cfg: &StudyConfig, storage: Option<&str>) -> Result<Self, String> {
+    pub fn new(cfg: &StudyConfig, storage: Option<&str>) -> Result<Self, SetupError> {
         let storage_url = storage.unwrap_or(&cfg.study.storage).to_string();
         let url = store::StorageUrl::parse(&storage_url).map_err(|e| e.to_string())?;
         let sim_device = match cfg.runner.device {
@@ -176,7 +209,7 @@ fn resolve(
     spec: &ModelSpec,
     sim_device: Option<u64>,
     num_classes: usize,
-) -> Result<ResolvedModel, String> {
+) -> Result<ResolvedModel, SetupError> {
     let in_key = |e: String| format!("models.{key}: {e}");
     match (spec, sim_device) {
         (ModelSpec::Sim(preset), Some(device_bytes)) => {
@@ -190,29 +223,39 @@ fn resolve(
                 },
             })
         }
-        (ModelSpec::Sim(_), None) => Err(in_key(
-            "a simulated model needs `[runner] device = \"sim\"`".into(),
-        )),
+        (ModelSpec::Sim(_), None) => {
+            Err(in_key("a simulated model needs `[runner] device = \"sim\"`".into()).into())
+        }
         (_, Some(_)) => Err(in_key(
             "on the simulated device every model must be `sim = \"<preset>\"`".into(),
-        )),
-        (ModelSpec::Dir(dir), None) => dir_model(dir.clone(), num_classes).map_err(in_key),
+        )
+        .into()),
+        (ModelSpec::Dir(dir), None) => {
+            dir_model(dir.clone(), num_classes).map_err(|e| e.map(in_key))
+        }
         (ModelSpec::Builtin(b), None) => dir_model(
             builtin_dir(match b {
                 BuiltinModel::MiniLmL6 => "minilm-l6",
-            })?,
+            })
+            .map_err(in_key)?,
             num_classes,
         )
-        .map_err(in_key),
+        .map_err(|e| e.map(in_key)),
     }
 }
 
 /// A model directory, checked whole as a worker will load it (config,
 /// tokenizer, every tensor's shape), so a broken model stops the study
 /// before its first trial instead of failing every trial.
-fn dir_model(path: PathBuf, num_classes: usize) -> Result<ResolvedModel, String> {
-    let config = trainer::finetune::check_model_dir(&path, num_classes)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+fn dir_model(path: PathBuf, num_classes: usize) -> Result<ResolvedModel, SetupError> {
+    let config = trainer::finetune::check_model_dir(&path, num_classes).map_err(|e| {
+        let message = format!("{}: {e}", path.display());
+        if e.is_size_error() {
+            SetupError::BadModel(message)
+        } else {
+            SetupError::Failed(message)
+        }
+    })?;
     Ok(ResolvedModel {
         source: ModelSource::Dir { path },
         config,
@@ -303,6 +346,34 @@ fn load_data(cfg: &StudyConfig) -> Result<(DataSource, usize), String> {
         }
     ));
     Ok((source, dataset.num_classes))
+}
+
+/// Every value `max_length` can take must fit each model directory's
+/// token positions (builtin and simulated models are checked when the
+/// study file is read); otherwise every trial would fail alike. The error
+/// names the study file, the line or key, and the model's `config.json`.
+pub fn check_lengths_against_models(cfg: &StudyConfig, plan: &RunPlan) -> Result<(), String> {
+    for (key, model) in &plan.models {
+        let ModelSource::Dir { path } = &model.source else {
+            continue;
+        };
+        let limit = model.config.max_sequence();
+        let Some((at, v)) = super::space::max_length_over(&cfg.params, &cfg.fixed, limit) else {
+            continue;
+        };
+        let location = match at {
+            super::space::LengthAt::Fixed => format!("{}: fixed.max_length", cfg.origin),
+            super::space::LengthAt::Param { i, key: field } => format!(
+                "{}:{}: param `{}` ({field})",
+                cfg.origin, cfg.params[i].line, cfg.params[i].name
+            ),
+        };
+        return Err(format!(
+            "{location}: max_length {v} is more than the {limit} token positions of model `{key}` ({}: max_position_embeddings)",
+            path.join("config.json").display()
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses to continue a stored study whose params contradict the study
