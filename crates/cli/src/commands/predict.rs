@@ -84,8 +84,15 @@ pub fn run(args: &Args, _ctx: &Context, out: &mut dyn Write) -> Result<()> {
         text_pair: Some(args.text_pair_field.clone()),
         ..FieldSpec::default()
     };
-    let records = load_texts(&args.data, &fields, args.format.map(Format::data_format))
-        .map_err(CliError::failed)?;
+    let records =
+        load_texts(&args.data, &fields, args.format.map(Format::data_format)).map_err(|e| {
+            match e {
+                trainer::data::DataError::UnknownFormat { file } => CliError::Usage(format!(
+                    "cannot tell the format of {file}: name it .csv, .jsonl or .json, or pass --format csv|json_lines|json_array"
+                )),
+                e => CliError::failed(e),
+            }
+        })?;
     let mut indices = Vec::with_capacity(records.len());
     let mut encoded = Vec::with_capacity(records.len());
     let mut bad = 0usize;
