@@ -38,6 +38,7 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
         let view = StudyView {
             name: &self.name,
             direction: self.direction,
+            directions: &[],
             trials: &self.trials,
         };
         let params = crate::ask(&mut self.sampler, view, number, space)?;
@@ -65,6 +66,7 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
         let view = StudyView {
             name: &self.name,
             direction: self.direction,
+            directions: &[],
             trials: &self.trials,
         };
         let decision = self.pruner.prune(&view, &self.trials[index]);

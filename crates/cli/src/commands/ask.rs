@@ -123,6 +123,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     let view = StudyView {
         name: &study.name,
         direction: history::direction(study.directions[0]),
+        directions: &[],
         trials: &trials,
     };
     let seed = choice.seed.map(|s| per_trial_seed(s, number));

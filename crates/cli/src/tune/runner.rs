@@ -400,6 +400,7 @@ impl<'a> Runner<'a> {
         let view = StudyView {
             name: &self.study.name,
             direction: history::direction(self.study.directions[0]),
+            directions: &[],
             trials: &frozen,
         };
         let mut t = hpo_sampler::Trial::new(self.sampler.as_mut(), view, trial.number as u64);
@@ -923,6 +924,7 @@ impl<'a> Runner<'a> {
         let view = StudyView {
             name: &self.study.name,
             direction: history::direction(self.study.directions[0]),
+            directions: &[],
             trials: &frozen,
         };
         let decision = self.pruner.prune(&view, me);
