@@ -27,9 +27,12 @@ pub fn loss_values(trial: &FrozenTrial, directions: &[StudyDirection]) -> Option
         values
             .iter()
             .zip(directions)
-            .map(|(&v, d)| match d {
-                StudyDirection::Minimize => v,
-                StudyDirection::Maximize => -v,
+            .map(|(&v, d)| {
+                if *d == StudyDirection::Maximize {
+                    -v
+                } else {
+                    v
+                }
             })
             .collect(),
     )
