@@ -15,9 +15,8 @@
 //!   answers `{"ok": true}`;
 //! - `{"cmd": "hypervolume", "reference": [..]}` answers `{"hypervolume":
 //!   H}` of the COMPLETE feasible trials' losses;
-//! - `{"cmd": "time", "n": 1000, "reps": 20}` answers `{"median_us": T}`:
-//!   one ask + tell of the current study at its current size, repeated on
-//!   copies of it.
+//! - `{"cmd": "time", "reps": 20}` answers `{"median_us": T}`: the median
+//!   of `reps` ask + tell pairs as the study grows from its current size.
 //!
 //! cargo run --release -p hpo-sampler --example ask_tell_server
 
@@ -180,23 +179,22 @@ fn main() {
                 json!({"hypervolume": hypervolume(&points, &reference)})
             }
             Some("time") => {
-                // One ask + tell on the study as it is, each repetition on
-                // a fresh copy of its history with a sampler that has seen it.
+                // One ask + tell at a time as the study grows from its
+                // current size (told the last trial's values again).
                 let s = session.as_mut().expect("a study first");
                 let reps = msg["reps"].as_u64().unwrap_or(20) as usize;
-                let mut times = Vec::with_capacity(reps);
-                let history = s.trials.clone();
-                let values = history
+                let values = s
+                    .trials
                     .iter()
                     .rev()
                     .find_map(|t| t.values.clone())
                     .unwrap_or_default();
+                let mut times = Vec::with_capacity(reps);
                 for _ in 0..reps {
                     let start = Instant::now();
                     let n = s.ask();
                     s.tell(n, values.clone(), Vec::new());
                     times.push(start.elapsed().as_secs_f64() * 1e6);
-                    s.trials.truncate(history.len());
                 }
                 times.sort_by(f64::total_cmp);
                 json!({"median_us": times[times.len() / 2]})
