@@ -21,6 +21,7 @@
 //! cargo run --release -p hpo-sampler --example ask_tell_server
 
 use hpo_sampler::multi::{hypervolume, loss_values};
+use hpo_sampler::trial::CONSTRAINTS_KEY;
 use hpo_sampler::{
     AutoConfig, AutoSampler, Distribution, FrozenTrial, GpConfig, GpSampler, NsgaIIConfig,
     NsgaIISampler, RandomSampler, Sampler, SearchSpace, StudyDirection, StudyView, TpeConfig,
@@ -77,7 +78,7 @@ impl Session {
         let attrs = self.sampler.system_attrs(&study, number);
         let mut t = FrozenTrial::new(number);
         t.params = params;
-        t.system_attrs = attrs;
+        t.system_attrs = attrs.into_iter().map(|(k, v)| (k, json!(v))).collect();
         self.trials.push(t);
         number
     }
@@ -86,8 +87,9 @@ impl Session {
         let t = &mut self.trials[number as usize];
         t.state = TrialState::Complete;
         t.values = Some(values);
-        for (i, c) in constraints.into_iter().enumerate() {
-            t.constraints.insert(format!("c{i}"), c);
+        if !constraints.is_empty() {
+            t.system_attrs
+                .insert(CONSTRAINTS_KEY.to_string(), json!(constraints));
         }
     }
 }
@@ -173,7 +175,7 @@ fn main() {
                     .trials
                     .iter()
                     .filter(|t| t.state == TrialState::Complete)
-                    .filter(|t| t.constraints.values().all(|c| *c <= 0.0))
+                    .filter(|t| t.constraints().iter().all(|c| *c <= 0.0))
                     .filter_map(|t| loss_values(t, &s.directions))
                     .collect();
                 json!({"hypervolume": hypervolume(&points, &reference)})

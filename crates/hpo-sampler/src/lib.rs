@@ -53,22 +53,31 @@
 //! # }
 //! ```
 //!
+//! It is also where Optuna's data model lives, once for the project:
+//! [`Distribution`], [`ParamValue`], [`Param`], [`TrialState`],
+//! [`StudyDirection`] and [`FrozenTrial`], as `optuna.distributions` and
+//! `optuna.trial` define them; the `store` crate reads and writes these.
+//!
 //! It deliberately does not persist anything (the caller stores trials), nor
-//! read or write Optuna's JSON (the `store` crate does), nor know about
-//! GPUs, memory or models: it depends on none of the other crates.
+//! read or write JSON text (Optuna's JSON forms are the `store` crate's),
+//! nor know about GPUs, memory or models: it depends on none of the other
+//! crates.
 //!
 //! # Seams
 //!
-//! - **History in**: [`FrozenTrial`] (number, state, params as
-//!   [`Param`]`{distribution, internal}`, values, intermediate values,
-//!   constraints, numeric system attrs) in a [`StudyView`] (study name,
-//!   direction, trials). Whoever persists trials (the `store` crate, via
-//!   `cli`) builds these; nothing here writes anywhere.
+//! - **History in**: [`FrozenTrial`], Optuna's (number, trial id, state,
+//!   params as [`Param`]`{distribution, internal}`, values, intermediate
+//!   values, times, user and system attributes as JSON values; constraint
+//!   values under the [`CONSTRAINTS_KEY`] system attribute) in a
+//!   [`StudyView`] (study name, direction, trials). The `store` crate
+//!   returns these; [`FrozenTrial::check`] holds a history written by
+//!   others to what a sampler relies on. Nothing here writes anywhere.
 //! - **Search spaces**: [`Distribution`] (Optuna's float, int and
-//!   categorical distributions, validated as Optuna validates them) and
-//!   internal `f64` values ([`Distribution::to_internal`] /
-//!   [`Distribution::to_external`]). Optuna's JSON for them is a storage
-//!   and interop matter, read and written by the `store` crate.
+//!   categorical distributions, validated as Optuna validates them and
+//!   equal as Optuna's `__eq__` says) and internal `f64` values
+//!   ([`Distribution::to_internal`] / [`Distribution::to_external`]).
+//!   Optuna's JSON for them is a storage and interop matter, read and
+//!   written by the `store` crate.
 //! - **Sampling**: the [`Sampler`] trait (Optuna's relative/independent
 //!   protocol), implemented by [`RandomSampler`], [`TpeSampler`], [`GpSampler`]
 //!   (Optuna's `GPSampler`, for short studies of expensive trials) and
@@ -132,4 +141,6 @@ pub use sampler::{
     Sampler, TpeConfig, TpeSampler,
 };
 pub use study::Study;
-pub use trial::{FrozenTrial, Param, SearchSpace, StudyDirection, StudyView, TrialState};
+pub use trial::{
+    CONSTRAINTS_KEY, FrozenTrial, Param, SearchSpace, StudyDirection, StudyView, TrialState,
+};

@@ -99,7 +99,10 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
         let system_attrs = self.sampler.system_attrs(&view, number);
         let mut trial = FrozenTrial::new(number);
         trial.params = params;
-        trial.system_attrs = system_attrs;
+        trial.system_attrs = system_attrs
+            .into_iter()
+            .map(|(k, v)| (k, v.into()))
+            .collect();
         self.trials.push(trial);
         Ok(number)
     }
@@ -127,7 +130,7 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
         };
         let decision = self.pruner.prune(&view, &self.trials[index]);
         for (key, value) in decision.system_attrs {
-            self.trials[index].system_attrs.insert(key, value);
+            self.trials[index].system_attrs.insert(key, value.into());
         }
         Ok(decision.prune)
     }
@@ -199,7 +202,7 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
     /// `study.best_trials`: only feasible trials when any trial has
     /// constraints), in number order.
     pub fn best_trials(&self) -> Vec<&FrozenTrial> {
-        let constrained = self.trials.iter().any(|t| !t.constraints.is_empty());
+        let constrained = self.trials.iter().any(|t| t.has_constraints());
         crate::multi::pareto_front(&self.trials, self.view().objectives(), constrained)
     }
 
@@ -218,7 +221,7 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
     /// The COMPLETE trial with the best value (the lowest number among equals).
     pub fn best_trial(&self) -> Option<&FrozenTrial> {
         let better = |a: f64, b: f64| match self.direction {
-            StudyDirection::Minimize => a < b,
+            StudyDirection::Minimize | StudyDirection::NotSet => a < b,
             StudyDirection::Maximize => a > b,
         };
         self.trials

@@ -8,6 +8,7 @@ use hpo_sampler::multi::{
     constrained_ranks, hypervolume, non_domination_ranks, pareto_front, select_by_hypervolume,
 };
 use hpo_sampler::sampler::split_trials;
+use hpo_sampler::trial::CONSTRAINTS_KEY;
 use hpo_sampler::{Distribution, FrozenTrial, Param, StudyDirection, StudyView, TrialState};
 use serde_json::Value;
 
@@ -56,12 +57,10 @@ fn trials(v: &Value) -> Vec<FrozenTrial> {
                     internal: t["x"].as_f64().unwrap(),
                 },
             );
-            if let Some(cs) = t["constraints"].as_array() {
-                for (i, c) in cs.iter().enumerate() {
-                    trial
-                        .constraints
-                        .insert(format!("c{i}"), c.as_f64().unwrap());
-                }
+            if t["constraints"].is_array() {
+                trial
+                    .system_attrs
+                    .insert(CONSTRAINTS_KEY.into(), t["constraints"].clone());
             }
             trial
         })
@@ -132,7 +131,7 @@ fn best_trials_match_optuna() {
     for (i, case) in f["best"].as_array().unwrap().iter().enumerate() {
         let dirs = directions(&case["directions"]);
         let ts = trials(&case["trials"]);
-        let constrained = ts.iter().any(|t| !t.constraints.is_empty());
+        let constrained = ts.iter().any(|t| t.has_constraints());
         let got: Vec<u64> = pareto_front(&ts, &dirs, constrained)
             .iter()
             .map(|t| t.number)

@@ -24,7 +24,7 @@ use trainer::train::Control;
 
 use super::Context;
 use crate::error::{CliError, Result};
-use crate::history;
+use crate::history::HistoryError;
 use crate::tune::config::StudyConfig;
 use crate::tune::protocol::{Job, ModelSource};
 use crate::tune::record::settings_text;
@@ -83,7 +83,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         Some(number) => storage
             .trials(study.study_id, &TrialFilter::default())?
             .into_iter()
-            .find(|t| t.number == number)
+            .find(|t| t.number as i64 == number)
             .ok_or_else(|| usage(format!("study `{}` has no trial {number}", study.name)))?,
         None => storage
             .best_trial(study.study_id)?
@@ -152,7 +152,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     .max(0) as usize;
 
     let job = Job {
-        trial_number: trial.number,
+        trial_number: trial.number as i64,
         model: model.source.clone(),
         data: plan.data.clone(),
         validation_fraction: plan.validation_fraction,
@@ -241,8 +241,8 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
 
 /// The trial's settings, from its stored params as the runner resolves them.
 fn trial_settings(cfg: &StudyConfig, trial: &store::FrozenTrial) -> Result<TrialSettings> {
-    let frozen = history::frozen_trials(std::slice::from_ref(trial))?;
-    let values = frozen[0]
+    trial.check().map_err(HistoryError::from)?;
+    let values = trial
         .params
         .iter()
         .map(|(name, p)| (name.clone(), p.value()))

@@ -80,7 +80,7 @@ fn importance_chart(imp: &[Importance]) -> String {
 fn slice(name: &str, axis: &ParamAxis<'_>, completed: &[(&FrozenTrial, f64)]) -> String {
     let points: Vec<(f64, f64)> = completed
         .iter()
-        .filter_map(|(t, v)| Some((axis.position(t.param(name)?.internal_value), *v)))
+        .filter_map(|(t, v)| Some((axis.position(t.params.get(name)?.internal), *v)))
         .collect();
     if points.is_empty() {
         return note(&format!("{name}: no COMPLETE trial has it."));

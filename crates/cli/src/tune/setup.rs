@@ -142,10 +142,7 @@ impl RunPlan {
             storage_url,
             n_trials: cfg.study.n_trials as usize,
             timeout: cfg.study.timeout,
-            direction: match cfg.objective.direction {
-                hpo_sampler::StudyDirection::Maximize => store::StudyDirection::Maximize,
-                hpo_sampler::StudyDirection::Minimize => store::StudyDirection::Minimize,
-            },
+            direction: cfg.objective.direction,
             metric: cfg.objective.metric,
             data,
             validation_fraction: cfg.data.validation_fraction,
@@ -328,10 +325,10 @@ pub fn check_space_against_stored(cfg: &StudyConfig, plan: &RunPlan) -> Result<(
         Err(store::StoreError::StudyNotFound { .. }) => return Ok(()),
         Err(e) => return Err(e.to_string()),
     };
-    let stored = storage
+    let trials = storage
         .trials(study.study_id, &store::TrialFilter::default())
         .map_err(|e| e.to_string())?;
-    let trials = crate::history::frozen_trials(&stored).map_err(|e| e.to_string())?;
+    let trials = crate::history::checked(trials).map_err(|e| e.to_string())?;
     for p in &cfg.params {
         let space = BTreeMap::from([(p.name.clone(), p.distribution.clone())]);
         hpo_sampler::check_against_history(&trials, &space).map_err(|e| {

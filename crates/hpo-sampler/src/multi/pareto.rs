@@ -67,7 +67,7 @@ pub fn constrained_dominates(
     if b.state != TrialState::Complete {
         return true;
     }
-    let feasible = |t: &FrozenTrial| t.constraints.values().all(|v| *v <= 0.0);
+    let feasible = |t: &FrozenTrial| t.constraints().iter().all(|v| *v <= 0.0);
     match (feasible(a), feasible(b)) {
         (true, true) => match (loss_values(a, directions), loss_values(b, directions)) {
             (Some(x), Some(y)) => dominates(&x, &y),
@@ -238,7 +238,7 @@ pub fn pareto_front<'a>(
     let candidates: Vec<(&FrozenTrial, Vec<f64>)> = trials
         .iter()
         .filter(|t| t.state == TrialState::Complete)
-        .filter(|t| !consider_constraints || t.constraints.values().all(|v| *v <= 0.0))
+        .filter(|t| !consider_constraints || t.constraints().iter().all(|v| *v <= 0.0))
         .filter_map(|t| loss_values(t, directions).map(|l| (t, l)))
         .collect();
     let points: Vec<Vec<f64>> = candidates.iter().map(|(_, l)| l.clone()).collect();
@@ -360,7 +360,10 @@ mod tests {
             let mut t = FrozenTrial::new(n as u64);
             t.state = state;
             t.values = values;
-            t.constraints.insert("c".into(), violation);
+            t.system_attrs.insert(
+                crate::trial::CONSTRAINTS_KEY.into(),
+                serde_json::json!([violation]),
+            );
             trials.push(t);
         }
         let numbers = |front: Vec<&FrozenTrial>| front.iter().map(|t| t.number).collect::<Vec<_>>();

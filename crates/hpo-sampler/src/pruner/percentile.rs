@@ -105,7 +105,7 @@ impl Pruner for PercentilePruner {
             .filter(|v| !v.is_nan());
         let best = match direction {
             StudyDirection::Maximize => own.fold(f64::NAN, f64::max),
-            StudyDirection::Minimize => own.fold(f64::NAN, f64::min),
+            StudyDirection::Minimize | StudyDirection::NotSet => own.fold(f64::NAN, f64::min),
         };
         if best.is_nan() {
             return PruneDecision::prune();
@@ -119,7 +119,7 @@ impl Pruner for PercentilePruner {
         }
         let q = match direction {
             StudyDirection::Maximize => 100.0 - self.percentile,
-            StudyDirection::Minimize => self.percentile,
+            StudyDirection::Minimize | StudyDirection::NotSet => self.percentile,
         };
         let p = nan_percentile(&at_step, q);
         if p.is_nan() {
@@ -127,7 +127,7 @@ impl Pruner for PercentilePruner {
         }
         let prune = match direction {
             StudyDirection::Maximize => best < p,
-            StudyDirection::Minimize => best > p,
+            StudyDirection::Minimize | StudyDirection::NotSet => best > p,
         };
         PruneDecision {
             prune,

@@ -80,9 +80,8 @@ impl NsgaIISampler {
     }
 
     fn generation_of(&self, t: &FrozenTrial) -> Option<i64> {
-        t.system_attrs
-            .get(GENERATION_KEY)
-            .map(|g| *g as i64)
+        t.system_number(GENERATION_KEY)
+            .map(|g| g as i64)
             .or_else(|| self.generations.get(&t.number).copied())
     }
 
@@ -150,9 +149,7 @@ impl NsgaIISampler {
     /// fit, then the last front by crowding distance, largest first.
     fn select_elite(&self, study: &StudyView<'_>, pool: Vec<usize>) -> Vec<usize> {
         let directions = study.objectives();
-        let constrained = pool
-            .iter()
-            .any(|&i| !study.trials[i].constraints.is_empty());
+        let constrained = pool.iter().any(|&i| study.trials[i].has_constraints());
         let losses: Vec<Vec<f64>> = pool
             .iter()
             .map(|&i| {
@@ -197,7 +194,7 @@ impl NsgaIISampler {
     ) -> BTreeMap<String, f64> {
         let trials = study.trials;
         let directions = study.objectives();
-        let constrained = parents.iter().any(|&i| !trials[i].constraints.is_empty());
+        let constrained = parents.iter().any(|&i| trials[i].has_constraints());
         let dominates = |a: &FrozenTrial, b: &FrozenTrial| {
             if constrained {
                 constrained_dominates(a, b, directions)
@@ -358,7 +355,7 @@ impl Sampler for NsgaIISampler {
 mod tests {
     use super::*;
     use crate::StudyDirection;
-    use crate::trial::Param;
+    use crate::trial::{CONSTRAINTS_KEY, Param};
 
     fn done(number: u64, x: f64, values: Vec<f64>) -> FrozenTrial {
         let mut t = FrozenTrial::new(number);
@@ -434,9 +431,10 @@ mod tests {
             .map(|i| done(i, 0.1 * i as f64, vec![i as f64, 6.0 - i as f64]))
             .collect();
         for (i, t) in trials.iter_mut().enumerate() {
-            t.constraints
-                .insert("m".into(), if i < 3 { 1.0 + i as f64 } else { 0.0 });
-            t.system_attrs.insert(GENERATION_KEY.into(), 0.0);
+            let violation = if i < 3 { 1.0 + i as f64 } else { 0.0 };
+            t.system_attrs
+                .insert(CONSTRAINTS_KEY.into(), serde_json::json!([violation]));
+            t.system_attrs.insert(GENERATION_KEY.into(), 0.0.into());
         }
         let sampler = NsgaIISampler::new(NsgaIIConfig {
             population_size: 4,

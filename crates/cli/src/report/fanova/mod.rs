@@ -55,7 +55,7 @@ pub fn importances(
     }
     let common: Vec<&String> = params
         .keys()
-        .filter(|name| trials.iter().all(|(t, _)| t.param(name).is_some()))
+        .filter(|name| trials.iter().all(|(t, _)| t.params.contains_key(*name)))
         .collect();
     let mut out = evaluate(trials, params, &common)?
         .into_iter()
@@ -69,7 +69,7 @@ pub fn importances(
     for name in params.keys().filter(|n| !common.contains(n)) {
         let subset: Vec<(&FrozenTrial, f64)> = trials
             .iter()
-            .filter(|(t, _)| t.param(name).is_some())
+            .filter(|(t, _)| t.params.contains_key(name))
             .copied()
             .collect();
         if subset.len() < 2 {
@@ -77,7 +77,7 @@ pub fn importances(
         }
         let shared: Vec<&String> = params
             .keys()
-            .filter(|n| subset.iter().all(|(t, _)| t.param(n).is_some()))
+            .filter(|n| subset.iter().all(|(t, _)| t.params.contains_key(*n)))
             .collect();
         // A subset whose values do not vary says nothing of this parameter.
         if let Ok(scores) = evaluate(&subset, params, &shared)
@@ -151,7 +151,7 @@ fn evaluate(
         .map(|(t, _)| {
             let mut row = Vec::with_capacity(bounds.len());
             for e in &encodings {
-                let v = t.param(e.name).map_or(f64::NAN, |p| p.internal_value);
+                let v = t.params.get(e.name).map_or(f64::NAN, |p| p.internal);
                 match e.dist {
                     Distribution::Categorical { choices } => {
                         row.extend((0..choices.len()).map(|c| f64::from(u8::from(v == c as f64))))
@@ -199,28 +199,20 @@ mod tests {
     use super::*;
     use store::{Param, TrialState};
 
-    fn trial(number: i64, params: &[(&str, f64, &Distribution)]) -> FrozenTrial {
-        FrozenTrial {
-            trial_id: number,
-            study_id: 1,
-            number,
-            state: TrialState::Complete,
-            values: None,
-            datetime_start: None,
-            datetime_complete: None,
-            params: params
-                .iter()
-                .map(|(n, v, d)| Param {
-                    name: n.to_string(),
-                    internal_value: *v,
-                    distribution_json: d.to_json(),
-                })
-                .collect(),
-            intermediate_values: Default::default(),
-            user_attrs: Default::default(),
-            system_attrs: Default::default(),
-            heartbeat: None,
-        }
+    fn trial(number: u64, params: &[(&str, f64, &Distribution)]) -> FrozenTrial {
+        let mut t = FrozenTrial::new(number);
+        t.state = TrialState::Complete;
+        t.params = params
+            .iter()
+            .map(|(n, v, d)| {
+                let p = Param {
+                    distribution: (*d).clone(),
+                    internal: *v,
+                };
+                (n.to_string(), p)
+            })
+            .collect();
+        t
     }
 
     #[test]
@@ -244,8 +236,8 @@ mod tests {
         let with_values: Vec<(&FrozenTrial, f64)> = trials
             .iter()
             .map(|t| {
-                let xi = t.param("x").unwrap().internal_value;
-                let ci = t.param("c").unwrap().internal_value;
+                let xi = t.params.get("x").unwrap().internal;
+                let ci = t.params.get("c").unwrap().internal;
                 (t, 10.0 * xi * xi + 0.3 * ci)
             })
             .collect();

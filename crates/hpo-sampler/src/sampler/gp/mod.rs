@@ -284,7 +284,7 @@ impl Sampler for GpSampler {
         let dims: Vec<Dim> = space.iter().map(|(_, d)| Dim::new(d)).collect();
         let categorical: Vec<bool> = dims.iter().map(Dim::is_categorical).collect();
         let sign = match study.direction {
-            StudyDirection::Minimize => -1.0,
+            StudyDirection::Minimize | StudyDirection::NotSet => -1.0,
             StudyDirection::Maximize => 1.0,
         };
         // Several objectives: one random scalarisation per ask (ParEGO),
@@ -296,17 +296,15 @@ impl Sampler for GpSampler {
         let mut x = Vec::new();
         let mut values = Vec::new();
         let mut constraint_rows: Vec<Vec<f64>> = Vec::new();
-        let names: Vec<&String> = {
-            let mut n: Vec<&String> = study
-                .trials
-                .iter()
-                .filter(|t| t.state == TrialState::Complete)
-                .flat_map(|t| t.constraints.keys())
-                .collect();
-            n.sort();
-            n.dedup();
-            n
-        };
+        // Optuna's constraints are a list per trial; a trial with fewer
+        // than the most counts as satisfying the missing ones.
+        let n_constraints = study
+            .trials
+            .iter()
+            .filter(|t| t.state == TrialState::Complete)
+            .map(|t| t.constraints().len())
+            .max()
+            .unwrap_or(0);
         let mut running = Vec::new();
         for t in study.trials {
             match t.state {
@@ -320,12 +318,9 @@ impl Sampler for GpSampler {
                     };
                     x.extend(row);
                     values.push(sign * v);
-                    constraint_rows.push(
-                        names
-                            .iter()
-                            .map(|n| t.constraints.get(*n).copied().unwrap_or(0.0))
-                            .collect(),
-                    );
+                    let mut constraints = t.constraints();
+                    constraints.resize(n_constraints, 0.0);
+                    constraint_rows.push(constraints);
                 }
                 TrialState::Running if t.number != trial_number => {
                     if let Some(row) = Self::row(t, &space, &dims) {
@@ -356,12 +351,12 @@ impl Sampler for GpSampler {
             .map(|r| r.iter().all(|c| *c <= 0.0))
             .collect();
         let mut constraints = Vec::new();
-        if !names.is_empty() {
-            if self.constraint_cache.len() != names.len() {
+        if n_constraints > 0 {
+            if self.constraint_cache.len() != n_constraints {
                 self.constraint_cache.clear();
             }
             let mut fits = Vec::new();
-            for c in 0..names.len() {
+            for c in 0..n_constraints {
                 let neg: Vec<f64> = constraint_rows.iter().map(|r| -r[c]).collect();
                 let (cy, mean, scale) = standardize(&neg);
                 let cgp = regressor::fit(
