@@ -239,6 +239,9 @@ def mixed(x):
     return [f0 * g, (1.0 - f0 ** 2) * g + 0.1 * abs(k - 4)]
 
 
+KEPT_SUITES: list = []
+
+
 def named_problems(args) -> list:
     unit = lambda n: [[f"x{i:02d}", "float", 0.0, 1.0] for i in range(n)]  # noqa: E731
     problems = [
@@ -254,16 +257,23 @@ def named_problems(args) -> list:
     if "biobj" in wanted:
         suite = cocoex.Suite("bbob-biobj", "", f"function_indices:{args.biobj_functions} "
                              f"dimensions:{args.dims} instance_indices:{args.instances}")
-        for problem in suite:
-            space = [[f"x{i:02d}", "float", -5.0, 5.0] for i in range(problem.dimension)]
-            reference = [float(v) for v in problem.largest_fvalues_of_interest]
-            problems.append((problem.id, problem, space, ["minimize"] * 2, reference))
+        # A suite frees its problems when it goes.
+        KEPT_SUITES.append(suite)
+        # The suite's iterator frees each problem when it moves on: keep
+        # ids, and get each problem again when it runs.
+        ids = [(p.id, p.dimension, [float(v) for v in p.largest_fvalues_of_interest])
+               for p in suite]
+        for pid, dim, reference in ids:
+            space = [[f"x{i:02d}", "float", -5.0, 5.0] for i in range(dim)]
+            problems.append((pid, (suite, pid), space, ["minimize"] * 2, reference))
     return problems
 
 
 def run_multi(args, samplers: list[str], ours: Ours | None) -> None:
     checkpoints = [int(c) for c in args.checkpoints.split(",")]
     for name, f, space, directions, reference in named_problems(args):
+        if isinstance(f, tuple):
+            f = f[0].get_problem(f[1])
         ref = np.asarray(reference)
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for label in samplers:
