@@ -2,7 +2,7 @@
 //! dimensions, the WFG algorithm beyond) and greedy hypervolume subset
 //! selection (`hssp.py`), on loss vectors.
 
-use super::pareto::pareto_front_indices;
+use super::pareto::{lex, pareto_front_indices};
 
 /// Optuna's `1e-12`: a reference coordinate of exactly 0 becomes this.
 const EPS: f64 = 1e-12;
@@ -45,14 +45,6 @@ pub fn hypervolume(points: &[Vec<f64>], reference: &[f64]) -> f64 {
         hv_sorted(&front, reference)
     };
     if hv.is_finite() { hv } else { f64::INFINITY }
-}
-
-fn lex(a: &[f64], b: &[f64]) -> std::cmp::Ordering {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| x.total_cmp(y))
-        .find(|o| o.is_ne())
-        .unwrap_or(std::cmp::Ordering::Equal)
 }
 
 /// Two objectives, a front sorted by the first loss (so the second

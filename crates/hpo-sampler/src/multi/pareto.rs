@@ -80,7 +80,7 @@ pub fn constrained_dominates(
 }
 
 /// Lexicographic order of loss vectors (numpy's `np.unique(axis=0)`).
-fn lex(a: &[f64], b: &[f64]) -> Ordering {
+pub(crate) fn lex(a: &[f64], b: &[f64]) -> Ordering {
     a.iter()
         .zip(b)
         .map(|(x, y)| x.total_cmp(y))
