@@ -88,7 +88,9 @@
 //! - **Pruning**: the [`Pruner`] trait returns a [`PruneDecision`]: whether to
 //!   prune plus the system attributes the caller must store on the trial
 //!   (successive halving records rung values there, as Optuna does).
-//!
+//! - **Importance**: [`importance::fanova_importances`], Optuna's default
+//!   `FanovaImportanceEvaluator` (a random forest and its fANOVA
+//!   decomposition) over finished trials.
 //! - **Several objectives**: a [`StudyView`] built with
 //!   [`StudyView::with_directions`]; [`TpeSampler`] is then Optuna's
 //!   multi-objective TPE, [`NsgaIISampler`] is Optuna's `NSGAIISampler`, and
@@ -120,14 +122,27 @@
 pub mod ask;
 pub mod distribution;
 pub mod error;
+pub mod importance;
 pub mod multi;
 pub mod pruner;
-pub mod rng;
+mod rng;
 pub mod sampler;
 pub mod search_space;
-pub mod special;
+mod special;
 pub mod study;
 pub mod trial;
+
+/// Internals that the crate's own fixture tests hold to Optuna's and
+/// numpy's numbers (the RNG, `erf`, the Parzen estimator, the GP
+/// regressor), behind the `testing` feature: not API.
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::rng::Rng;
+    pub use crate::sampler::gp::regressor::{GpRegressor, KernelParams, fit as fit_gp};
+    pub use crate::sampler::parzen::{Parzen, ParzenParams};
+    pub use crate::special::{erf, erfc};
+}
 
 pub use ask::{Trial, ask, check_against_history};
 pub use distribution::{CategoricalChoice, Distribution, ParamValue};

@@ -43,6 +43,8 @@
 //!   whose owner died.
 //! - Errors are [`StoreError`]; bad files and databases are rejected by
 //!   reading only, so nothing is ever written to a storage that is not ours.
+//!   It prints nothing: a warning (a file not in WAL mode) is a `tracing`
+//!   event for the application's subscriber.
 //! - `pg_server` (feature `testing`) starts a throwaway PostgreSQL server,
 //!   for tests and benchmarks.
 //!

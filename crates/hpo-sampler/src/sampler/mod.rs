@@ -6,12 +6,12 @@
 pub mod gp;
 pub mod nsga2;
 mod observations;
-pub mod parzen;
+pub(crate) mod parzen;
 mod random;
 mod tpe;
 mod transform;
 
-pub use gp::auto::{AutoConfig, AutoSampler};
+pub use gp::{AutoConfig, AutoSampler};
 pub use gp::{GpConfig, GpSampler};
 pub use nsga2::{NsgaIIConfig, NsgaIISampler};
 pub use random::RandomSampler;

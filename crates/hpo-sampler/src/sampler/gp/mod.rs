@@ -41,7 +41,7 @@
 //! Cholesky factorisation and triangular solves come from `nalgebra`
 //! (pure Rust, maintained by dimforge, no BLAS or system library, fast
 //! enough for the few hundred points a GP study has). The optimiser is a
-//! small projected L-BFGS ([`lbfgs`]) of our own: the maintained Rust
+//! small projected L-BFGS (`lbfgs.rs`) of our own: the maintained Rust
 //! optimisation crates either lack bounds (argmin's L-BFGS is
 //! unconstrained; the acquisition is maximised over a box) or wrap the
 //! Fortran L-BFGS-B, which would need a Fortran toolchain.
@@ -62,10 +62,10 @@
 //!   Optuna raises.
 
 mod acquisition;
-pub mod auto;
-pub mod lbfgs;
+pub(crate) mod auto;
+mod lbfgs;
 mod optimize;
-pub mod regressor;
+pub(crate) mod regressor;
 pub(crate) mod space;
 mod startup;
 
@@ -75,6 +75,7 @@ use crate::distribution::Distribution;
 use crate::rng::Rng;
 use crate::trial::{FrozenTrial, SearchSpace, StudyDirection, StudyView, TrialState};
 use acquisition::Acquisition;
+pub use auto::{AutoConfig, AutoSampler};
 pub use regressor::{GpRegressor, KernelParams};
 use space::Dim;
 use std::collections::BTreeMap;
