@@ -214,18 +214,20 @@ fn an_optuna_client_with_heartbeats_keeps_its_trials() {
         .unwrap();
     // The runner starts once the client's first trial runs.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline
-        && !stored(&url, "hb")
-            .iter()
-            .any(|t| t.state == TrialState::Running && t.heartbeat.is_some())
-    {
+    let beating = || {
+        let s = Storage::open_url(&url, &store::OpenOptions::default()).unwrap();
+        stored(&url, "hb").iter().any(|t| {
+            t.state == TrialState::Running && s.last_heartbeat(t.trial_id).unwrap().is_some()
+        })
+    };
+    while Instant::now() < deadline && !beating() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let runner = tune(&url, &cfg, dir.path()).output().unwrap();
     let client = client.wait_with_output().unwrap();
     assert!(client.status.success(), "Optuna client: {}", text(&client));
     assert!(runner.status.success(), "{}", text(&runner));
-    let told: Vec<i64> = String::from_utf8(client.stdout)
+    let told: Vec<u64> = String::from_utf8(client.stdout)
         .unwrap()
         .split_whitespace()
         .map(|n| n.parse().unwrap())

@@ -119,6 +119,7 @@ fn replay(path: &Path) -> usize {
         let study = StudyView {
             name,
             direction,
+            directions: &[],
             trials: &trials,
         };
         let decision = pruner.prune(&study, &current);
@@ -130,7 +131,7 @@ fn replay(path: &Path) -> usize {
             path.display()
         );
         for (k, v) in decision.system_attrs {
-            trials[idx].system_attrs.insert(k, v);
+            trials[idx].system_attrs.insert(k, v.into());
         }
         checked += 1;
     }

@@ -103,7 +103,10 @@ fn history(space: SearchSpace) -> impl Strategy<Value = (SearchSpace, Vec<Frozen
                     t.values = Some(vec![value]);
                 }
                 if i % 5 == 0 {
-                    t.constraints.insert("memory".into(), violation - 1.0);
+                    t.system_attrs.insert(
+                        hpo_sampler::CONSTRAINTS_KEY.into(),
+                        serde_json::json!([violation - 1.0]),
+                    );
                 }
                 for s in 0..n_steps {
                     t.intermediate_values.insert(s as i64, value + s as f64);
@@ -140,6 +143,7 @@ proptest! {
         let study = StudyView {
             name: "prop",
             direction: if maximize { StudyDirection::Maximize } else { StudyDirection::Minimize },
+            directions: &[],
             trials: &trials,
         };
         let params = ask(&mut tpe, study, trials.len() as u64, &space).unwrap();
@@ -166,6 +170,7 @@ fn optimise(
         let study = StudyView {
             name: "t",
             direction: StudyDirection::Minimize,
+            directions: &[],
             trials: &trials,
         };
         let mut trial = Trial::new(&mut *sampler, study, number);
@@ -270,6 +275,7 @@ fn suggesting_twice_returns_the_same_value_or_a_clear_error() {
     let study = StudyView {
         name: "t",
         direction: StudyDirection::Minimize,
+        directions: &[],
         trials: &trials,
     };
     let mut trial = Trial::new(&mut rs, study, 0);

@@ -123,7 +123,7 @@ fn claims_cut_off_at_any_moment_land_exactly_once() {
         .trials(study.study_id, &TrialFilter::default())
         .unwrap()
         .iter()
-        .map(|t| t.number)
+        .map(|t| i64::try_from(t.number).unwrap())
         .collect();
     eprintln!("{} claims, {cuts} connections terminated", claimed.len());
     assert!(cuts > 10, "the connection was hardly cut ({cuts})");
@@ -156,7 +156,7 @@ fn a_commit_whose_answer_is_lost_is_neither_lost_nor_repeated() {
         .trials(study.study_id, &TrialFilter::default())
         .unwrap()
         .iter()
-        .map(|t| t.number)
+        .map(|t| i64::try_from(t.number).unwrap())
         .collect();
     assert_eq!(
         numbers,

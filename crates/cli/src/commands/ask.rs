@@ -18,10 +18,10 @@
 
 use super::Context;
 use crate::error::{CliError, Result};
-use crate::history;
+use crate::history::{self, HistoryError};
 use hpo_sampler::{
-    AutoConfig, AutoSampler, GpConfig, GpSampler, Param, RandomSampler, Sampler, StudyView,
-    TpeConfig, TpeSampler,
+    AutoConfig, AutoSampler, GpConfig, GpSampler, NsgaIIConfig, NsgaIISampler, Param,
+    RandomSampler, Sampler, StudyView, TpeConfig, TpeSampler,
 };
 use serde_json::{Map, Value as Json};
 use std::collections::BTreeMap;
@@ -38,9 +38,11 @@ pub struct Args {
     /// e.g. '{"x": {"name": "FloatDistribution", "attributes": {"low": 0.0, "high": 1.0}}}'.
     #[arg(long, default_value = "{}")]
     pub search_space: String,
-    /// `tpe` (TPESampler, the default for one objective), `random`
-    /// (RandomSampler), `gp` (GPSampler) or `auto` (GP below 200 finished
-    /// trials while at most half the parameters are categorical, TPE beyond).
+    /// `tpe` (TPESampler, the default; multi-objective TPE on a study of
+    /// several objectives), `random` (RandomSampler), `gp` (GPSampler; a
+    /// random ParEGO scalarisation per ask on several objectives), `auto`
+    /// (GP below 200 finished trials while at most half the parameters are
+    /// categorical, TPE beyond) or `nsga2` (NSGAIISampler).
     #[arg(long)]
     pub sampler: Option<String>,
     /// Sampler options as JSON, as Optuna's: e.g. '{"seed": 1}' or
@@ -66,6 +68,7 @@ enum Kind {
     Tpe,
     Gp,
     Auto,
+    NsgaII,
 }
 
 /// The sampler asked for, with its options checked.
@@ -77,40 +80,17 @@ struct SamplerChoice {
 }
 
 pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
-    let space = history::search_space(&args.search_space)
+    let space = store::search_space_from_json(&args.search_space)
         .map_err(|e| CliError::Usage(format!("bad --search-space: {e}")))?;
     let choice = sampler_choice(args)?;
     let storage = ctx.open_existing()?;
     let study = storage.study(&args.study_name)?;
-    let kind = match (choice.kind, study.directions.len(), &args.sampler) {
-        (k, 1, _) => k,
-        (Kind::Random, _, _) => Kind::Random,
-        (Kind::Tpe, n, None) => {
-            eprintln!(
-                "memtune: study `{}` has {n} objectives; the TPE here is single-objective, sampling at random",
-                study.name
-            );
-            Kind::Random
-        }
-        (Kind::Gp | Kind::Auto, n, _) => {
-            return Err(CliError::Usage(format!(
-                "study `{}` has {n} objectives; the GP sampler here is single-objective: use --sampler random",
-                study.name
-            )));
-        }
-        (Kind::Tpe, n, Some(_)) => {
-            return Err(CliError::Usage(format!(
-                "study `{}` has {n} objectives; TPESampler here is single-objective: use --sampler random",
-                study.name
-            )));
-        }
-    };
+    let kind = choice.kind;
     // The history is read (and checked) once, before the trial exists, so
     // a stored row the sampler cannot read leaves nothing behind. A trial
     // another worker creates in the few milliseconds between this read and
     // `create_trial` has no params yet, so the constant liar loses nothing.
-    let stored = storage.trials(study.study_id, &TrialFilter::default())?;
-    let trials = history::frozen_trials(&stored)?;
+    let trials = history::checked(storage.trials(study.study_id, &TrialFilter::default())?)?;
     // As Optuna's storage: a distribution the study's history contradicts
     // is refused, here before anything is written.
     hpo_sampler::check_against_history(&trials, &space)
@@ -120,11 +100,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     let claim = storage.create_or_claim_trial(study.study_id)?;
     let trial = claim.trial();
     let number = trial.number as u64;
-    let view = StudyView {
-        name: &study.name,
-        direction: history::direction(study.directions[0]),
-        trials: &trials,
-    };
+    let view = StudyView::with_directions(&study.name, &study.directions, &trials);
     let seed = choice.seed.map(|s| per_trial_seed(s, number));
     let mut sampler: Box<dyn Sampler> = match kind {
         Kind::Random => Box::new(RandomSampler::new(seed)),
@@ -135,6 +111,10 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         Kind::Gp => Box::new(GpSampler::new(GpConfig {
             seed,
             ..choice.gp.clone()
+        })),
+        Kind::NsgaII => Box::new(NsgaIISampler::new(NsgaIIConfig {
+            seed,
+            ..NsgaIIConfig::default()
         })),
         Kind::Auto => Box::new(AutoSampler::new(
             AutoConfig::default(),
@@ -159,12 +139,11 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
                 .iter()
                 .filter(|(n, _)| !already_stored.contains_key(*n))
             {
-                storage.set_param(
-                    trial.trial_id,
-                    name,
-                    p.internal,
-                    &history::stored_distribution(&p.distribution).to_json(),
-                )?;
+                storage.set_param(trial.trial_id, name, p.internal, &p.distribution)?;
+            }
+            // What the sampler keeps on the trial (NSGA-II's generation).
+            for (key, value) in sampler.system_attrs(&view, number) {
+                storage.set_trial_system_attr(trial.trial_id, &key, &Json::from(value))?;
             }
             Ok(params)
         });
@@ -192,7 +171,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         .filter(|n| params.contains_key(*n))
         .chain(params.keys().filter(|n| !order.contains(n)));
     let values: Vec<(String, Json)> = names
-        .map(|name| (name.clone(), history::value_json(&params[name].value())))
+        .map(|name| (name.clone(), store::value_to_json(&params[name].value())))
         .collect();
     let number = ("number".to_string(), Json::from(trial.number));
     let line = if args.flatten {
@@ -260,11 +239,11 @@ fn enqueued_params(
     mut params: BTreeMap<String, Param>,
 ) -> Result<(BTreeMap<String, Param>, BTreeMap<String, Param>)> {
     let stored = storage.trial(trial_id)?;
-    let converted = history::frozen_trial(&stored)?;
+    stored.check().map_err(HistoryError::from)?;
     let fixed = stored.system_attrs.get(FIXED_PARAMS_KEY);
     let mut already = BTreeMap::new();
     for (name, distribution) in space {
-        if let Some(p) = converted.params.get(name) {
+        if let Some(p) = stored.params.get(name) {
             if !p.distribution.compatible_with(distribution) {
                 return Err(CliError::Usage(format!(
                     "enqueued trial {}: parameter `{name}` is stored with {} but the search space has {distribution}",
@@ -280,7 +259,7 @@ fn enqueued_params(
                     stored.number
                 ))
             };
-            let external = history::param_value(value).map_err(bad)?;
+            let external = store::value_from_json(value).map_err(bad)?;
             let internal = distribution.to_internal(&external).map_err(bad)?;
             if !distribution.contains(internal) {
                 return Err(bad(format!("outside {distribution}")));
@@ -305,10 +284,11 @@ fn sampler_choice(args: &Args) -> Result<SamplerChoice> {
             "random" | "randomsampler" => Kind::Random,
             "gp" | "gpsampler" => Kind::Gp,
             "auto" => Kind::Auto,
+            "nsga2" | "nsgaii" | "nsgaiisampler" => Kind::NsgaII,
             _ => {
                 return Err(CliError::Usage(format!(
                     "unknown --sampler `{s}`: use tpe (TPESampler), random (RandomSampler), \
-                     gp (GPSampler) or auto"
+                     gp (GPSampler), auto or nsga2 (NSGAIISampler)"
                 )));
             }
         },

@@ -71,14 +71,7 @@ pub fn run(args: &Args, _ctx: &Context, out: &mut dyn Write) -> Result<()> {
     if args.batch_size == 0 {
         return Err(CliError::Usage("--batch-size must be at least 1".into()));
     }
-    let classifier = HfClassifier::load(&args.model, args.max_length).map_err(|e| {
-        // A size no model has is bad input, refused before allocating it.
-        if e.is_size_error() {
-            CliError::Usage(e.to_string())
-        } else {
-            CliError::failed(e)
-        }
-    })?;
+    let classifier = HfClassifier::load(&args.model, args.max_length)?;
     let fields = FieldSpec {
         text: args.text_field.clone(),
         text_pair: Some(args.text_pair_field.clone()),
@@ -90,7 +83,7 @@ pub fn run(args: &Args, _ctx: &Context, out: &mut dyn Write) -> Result<()> {
                 trainer::data::DataError::UnknownFormat { file } => CliError::Usage(format!(
                     "cannot tell the format of {file}: name it .csv, .jsonl or .json, or pass --format csv|json_lines|json_array"
                 )),
-                e => CliError::failed(e),
+                e => e.into(),
             }
         })?;
     let mut indices = Vec::with_capacity(records.len());
@@ -118,9 +111,7 @@ pub fn run(args: &Args, _ctx: &Context, out: &mut dyn Write) -> Result<()> {
             }
         }
     }
-    let logits = classifier
-        .logits(encoded, args.batch_size)
-        .map_err(CliError::failed)?;
+    let logits = classifier.logits(encoded, args.batch_size)?;
     for (index, logits) in indices.into_iter().zip(logits) {
         // The first of equal maxima, as `argmax` does.
         let label =

@@ -23,44 +23,38 @@ use super::packing::{
     cpu_budget,
 };
 
+/// Why a run cannot start. A model directory or a data set that does not
+/// load is named with its trainer error, so the CLI can tell the study
+/// file's input at fault from the environment.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// `[models.KEY]`'s directory does not load as a classifier.
+    #[error("models.{key}: {}: {source}", path.display())]
+    Model {
+        key: String,
+        path: PathBuf,
+        #[source]
+        source: Box<trainer::finetune::FinetuneError>,
+    },
+    /// The study's data does not load.
+    #[error("data: {0}")]
+    Data(#[source] trainer::data::DataError),
+    /// Anything else (the storage URL, the device, the precision...).
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<String> for SetupError {
+    fn from(message: String) -> Self {
+        SetupError::Other(message)
+    }
+}
+
 /// The simulated device's memory when the study file does not say: the
 /// legacy setup's 24 GB card.
 const DEFAULT_SIM_MEMORY: u64 = 24 << 30;
 use super::config::Metric;
 use super::protocol::ModelSource;
-
-/// Why a run cannot be set up.
-#[derive(Debug)]
-pub enum SetupError {
-    /// A model's files hold a size no model has, or one its checkpoint
-    /// contradicts: bad input, like a wrong study file.
-    BadModel(String),
-    /// Anything else (unreadable data or model, no device).
-    Failed(String),
-}
-
-impl From<String> for SetupError {
-    fn from(message: String) -> Self {
-        SetupError::Failed(message)
-    }
-}
-
-impl std::fmt::Display for SetupError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SetupError::BadModel(m) | SetupError::Failed(m) => f.write_str(m),
-        }
-    }
-}
-
-impl SetupError {
-    fn map(self, f: impl FnOnce(String) -> String) -> SetupError {
-        match self {
-            SetupError::BadModel(m) => SetupError::BadModel(f(m)),
-            SetupError::Failed(m) => SetupError::Failed(f(m)),
-        }
-    }
-}
 
 /// A model a trial may name, resolved.
 #[derive(Clone, Debug)]
@@ -175,10 +169,7 @@ impl RunPlan {
             storage_url,
             n_trials: cfg.study.n_trials as usize,
             timeout: cfg.study.timeout,
-            direction: match cfg.objective.direction {
-                hpo_sampler::StudyDirection::Maximize => store::StudyDirection::Maximize,
-                hpo_sampler::StudyDirection::Minimize => store::StudyDirection::Minimize,
-            },
+            direction: cfg.objective.direction,
             metric: cfg.objective.metric,
             data,
             validation_fraction: cfg.data.validation_fraction,
@@ -210,7 +201,7 @@ fn resolve(
     sim_device: Option<u64>,
     num_classes: usize,
 ) -> Result<ResolvedModel, SetupError> {
-    let in_key = |e: String| format!("models.{key}: {e}");
+    let in_key = |e: String| SetupError::Other(format!("models.{key}: {e}"));
     match (spec, sim_device) {
         (ModelSpec::Sim(preset), Some(device_bytes)) => {
             let name = preset.name();
@@ -228,34 +219,33 @@ fn resolve(
         }
         (_, Some(_)) => Err(in_key(
             "on the simulated device every model must be `sim = \"<preset>\"`".into(),
-        )
-        .into()),
-        (ModelSpec::Dir(dir), None) => {
-            dir_model(dir.clone(), num_classes).map_err(|e| e.map(in_key))
-        }
+        )),
+        (ModelSpec::Dir(dir), None) => dir_model(key, dir.clone(), num_classes),
         (ModelSpec::Builtin(b), None) => dir_model(
+            key,
             builtin_dir(match b {
                 BuiltinModel::MiniLmL6 => "minilm-l6",
             })
             .map_err(in_key)?,
             num_classes,
-        )
-        .map_err(|e| e.map(in_key)),
+        ),
     }
 }
 
 /// A model directory, checked whole as a worker will load it (config,
 /// tokenizer, every tensor's shape), so a broken model stops the study
 /// before its first trial instead of failing every trial.
-fn dir_model(path: PathBuf, num_classes: usize) -> Result<ResolvedModel, SetupError> {
-    let config = trainer::finetune::check_model_dir(&path, num_classes).map_err(|e| {
-        let message = format!("{}: {e}", path.display());
-        if e.is_size_error() {
-            SetupError::BadModel(message)
-        } else {
-            SetupError::Failed(message)
+fn dir_model(key: &str, path: PathBuf, num_classes: usize) -> Result<ResolvedModel, SetupError> {
+    let config = match trainer::finetune::check_model_dir(&path, num_classes) {
+        Ok(config) => config,
+        Err(source) => {
+            return Err(SetupError::Model {
+                key: key.to_string(),
+                path,
+                source: Box::new(source),
+            });
         }
-    })?;
+    };
     Ok(ResolvedModel {
         source: ModelSource::Dir { path },
         config,
@@ -328,13 +318,13 @@ fn resolve_precision(
 
 /// Loads the data once to check it and count its classes; the workers load
 /// it again (each is a separate process).
-fn load_data(cfg: &StudyConfig) -> Result<(DataSource, usize), String> {
+fn load_data(cfg: &StudyConfig) -> Result<(DataSource, usize), SetupError> {
     let source = cfg.data.source.clone();
     if matches!(cfg.runner.device, DeviceKind::Sim) {
         // Simulated trials use synthetic batches of the right shape.
         return Ok((source, 2));
     }
-    let dataset = source.load().map_err(|e| format!("data: {e}"))?;
+    let dataset = source.load().map_err(SetupError::Data)?;
     let skipped = &dataset.report.skipped;
     crate::logging::note(&format!(
         "memtune: data: {} examples, {} classes{}",
@@ -399,10 +389,10 @@ pub fn check_space_against_stored(cfg: &StudyConfig, plan: &RunPlan) -> Result<(
         Err(store::StoreError::StudyNotFound { .. }) => return Ok(()),
         Err(e) => return Err(e.to_string()),
     };
-    let stored = storage
+    let trials = storage
         .trials(study.study_id, &store::TrialFilter::default())
         .map_err(|e| e.to_string())?;
-    let trials = crate::history::frozen_trials(&stored).map_err(|e| e.to_string())?;
+    let trials = crate::history::checked(trials).map_err(|e| e.to_string())?;
     for p in &cfg.params {
         let space = BTreeMap::from([(p.name.clone(), p.distribution.clone())]);
         hpo_sampler::check_against_history(&trials, &space).map_err(|e| {

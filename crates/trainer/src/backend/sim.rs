@@ -3,11 +3,11 @@
 //! real allocation sequence through the real allocator (rounding, pools,
 //! segments, the lease as a [`MemoryLimit`]), without a GPU.
 //!
-//! An allocator out-of-memory becomes the same [`OutOfMemory`] unwind as a
-//! tracker limit (see [`crate::memory::oom`]), so [`crate::train::train`]
-//! retries with smaller micro-batches exactly as it would on a device. The
-//! tracker still counts requested bytes (the memory plan's figure) and
-//! injects faults ([`MemTracker::fail_nth_allocation`]).
+//! An allocator out-of-memory is recorded as the backend's failure with
+//! gpu-mem's typed report (see [`crate::memory::oom`]), so
+//! [`crate::train::train`] retries with smaller micro-batches exactly as it
+//! would on a device. The tracker counts requested bytes (the memory plan's
+//! figure).
 
 use std::sync::Arc;
 
@@ -16,28 +16,27 @@ use gpu_mem::{
 };
 
 use super::plan::compute_nothing;
-use super::{AdamWStep, Backend, DeviceFailure, MatmulShape, RelPosShape};
+use super::{AdamWStep, Backend, Failure, MatmulShape, RelPosShape};
+use crate::memory::oom::RecordedOom;
 use crate::memory::{Allocation, BufKind, MemTracker, OutOfMemory};
 use crate::rng::RngKey;
 
 /// Page size of the simulated device (CUDA's usual granularity).
 pub const SIM_GRANULARITY: usize = 2 << 20;
 
-/// A buffer that is a block of simulated device memory and nothing else.
+/// A buffer that is a block of simulated device memory and nothing else
+/// (no block when the allocation was refused).
 #[derive(Debug)]
 pub struct SimBuf {
     len: usize,
-    _block: DeviceBuffer<SimDevice>,
-    _alloc: Allocation,
+    _memory: Option<(DeviceBuffer<SimDevice>, Allocation)>,
 }
 
 pub struct SimBackend {
     allocator: Arc<CachingAllocator<SimDevice>>,
     tracker: Arc<MemTracker>,
     float_bytes: usize,
-    /// Calls of `take_failure` so far, and the injected failure with the
-    /// call that reports it.
-    failure: std::sync::Mutex<(u64, Option<(u64, DeviceFailure)>)>,
+    failure: RecordedOom,
 }
 
 impl SimBackend {
@@ -73,43 +72,37 @@ impl SimBackend {
             allocator,
             tracker: MemTracker::new(false),
             float_bytes,
-            failure: std::sync::Mutex::new((0, None)),
+            failure: RecordedOom::default(),
         }
-    }
-
-    /// Fault injection: the `n`-th call of `take_failure` from now (1 = the
-    /// next) reports `failure`, as a device would after a failed launch.
-    pub fn fail_nth_check(&self, n: u64, failure: DeviceFailure) {
-        let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-        let at = f.0 + n.max(1);
-        f.1 = Some((at, failure));
     }
 
     pub fn allocator(&self) -> &Arc<CachingAllocator<SimDevice>> {
         &self.allocator
     }
 
-    /// Counts requested bytes (no limit: the allocator enforces the lease)
-    /// and holds the fault injection.
+    /// Counts requested bytes (no limit: the allocator enforces the lease).
     pub fn tracker(&self) -> &Arc<MemTracker> {
         &self.tracker
     }
 
     fn buffer(&self, name: &str, kind: BufKind, len: usize, bytes: usize) -> SimBuf {
-        let alloc = self.tracker.allocate(name, kind, bytes);
-        let block = match self.allocator.allocate_buffer(bytes, StreamId(0)) {
-            Ok(block) => block,
-            Err(AllocError::OutOfMemory(oom)) => {
-                OutOfMemory::from_allocator(name, bytes, &oom).raise()
+        if self.failure.is_pending() {
+            return SimBuf { len, _memory: None };
+        }
+        let memory = self.tracker.allocate(name, kind, bytes).and_then(|alloc| {
+            match self.allocator.allocate_buffer(bytes, StreamId(0)) {
+                Ok(block) => Ok((block, alloc)),
+                Err(AllocError::OutOfMemory(oom)) => {
+                    Err(OutOfMemory::from_allocator(name, bytes, &oom))
+                }
+                // The simulated device fails only by running out of memory;
+                // any other error is a bug in the allocator or in this backend.
+                Err(e) => panic!("simulated device allocation of `{name}` failed: {e}"),
             }
-            // The simulated device fails only by running out of memory; any
-            // other error is a bug in the allocator or in this backend.
-            Err(e) => panic!("simulated device allocation of `{name}` failed: {e}"),
-        };
+        });
         SimBuf {
             len,
-            _block: block,
-            _alloc: alloc,
+            _memory: memory.map_err(|oom| self.failure.record(oom)).ok(),
         }
     }
 }
@@ -124,16 +117,11 @@ impl Backend for SimBackend {
     fn holds_values(&self) -> bool {
         false
     }
-    fn take_failure(&self) -> Result<(), DeviceFailure> {
-        let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-        f.0 += 1;
-        match f.1.take() {
-            Some((at, failure)) if at == f.0 => Err(failure),
-            other => {
-                f.1 = other;
-                Ok(())
-            }
-        }
+    fn take_failure(&self) -> Result<(), Failure> {
+        self.failure.take()
+    }
+    fn failed(&self) -> bool {
+        self.failure.is_pending()
     }
     fn alloc(&self, name: &str, kind: BufKind, len: usize) -> SimBuf {
         self.buffer(name, kind, len, len * self.float_bytes)
