@@ -22,6 +22,7 @@ use super::packing::{
     CUDA_PROCESS_OVERHEAD, DeviceBudget, GPU_MEM_ALLOCATOR_FLOOR, GPU_MEM_ALLOCATOR_SLACK,
     cpu_budget,
 };
+use super::pricing::PricedDevice;
 
 /// The simulated device's memory when the study file does not say: the
 /// legacy setup's 24 GB card.
@@ -50,6 +51,8 @@ pub struct RunPlan {
     pub num_classes: usize,
     pub models: BTreeMap<String, ResolvedModel>,
     pub budget: DeviceBudget,
+    /// How the device allocates, for pricing trials.
+    pub priced_device: PricedDevice,
     pub device_name: String,
     /// The CUDA device trials train on; `None`: the CPU (or the simulated
     /// device).
@@ -126,6 +129,15 @@ impl RunPlan {
                 (b, "CPU".to_string())
             }
         };
+        let priced_device = match (sim_device, &cuda) {
+            (Some(_), _) => PricedDevice::Sim,
+            (None, Some(device)) => PricedDevice::Cuda {
+                // The worker's allocator falls back to classic segments
+                // where the device has no virtual memory management.
+                expandable_segments: device.virtual_memory,
+            },
+            (None, None) => PricedDevice::Cpu,
+        };
         if let Some(max) = cfg.runner.max_workers {
             budget.max_workers = budget.max_workers.min(max).max(1);
         }
@@ -153,6 +165,7 @@ impl RunPlan {
             num_classes,
             models,
             budget,
+            priced_device,
             device_name,
             cuda_device: cuda.as_ref().map(|d| d.ordinal),
             matmul_precision,

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{AdamWStep, Backend, MatmulShape, RelPosShape};
+use super::{AdamWStep, Backend, MatmulPrecision, MatmulShape, RelPosShape};
 use crate::memory::{Allocation, BufKind, MemTracker};
 use crate::rng::RngKey;
 
@@ -122,6 +122,7 @@ pub struct PlanBuf {
 pub struct PlanBackend {
     tracker: Arc<MemTracker>,
     float_bytes: usize,
+    matmul_precision: MatmulPrecision,
 }
 
 impl PlanBackend {
@@ -130,6 +131,7 @@ impl PlanBackend {
         Self {
             tracker: MemTracker::new(true),
             float_bytes,
+            matmul_precision: MatmulPrecision::Fp32,
         }
     }
 
@@ -139,6 +141,16 @@ impl PlanBackend {
         Self {
             tracker: MemTracker::new(false),
             float_bytes,
+            matmul_precision: MatmulPrecision::Fp32,
+        }
+    }
+
+    /// The backend reporting `precision` as its matrix products' operand
+    /// format, as the backend it plans for does.
+    pub fn with_matmul_precision(self, precision: MatmulPrecision) -> Self {
+        Self {
+            matmul_precision: precision,
+            ..self
         }
     }
 
@@ -156,6 +168,9 @@ impl Backend for PlanBackend {
     }
     fn holds_values(&self) -> bool {
         false
+    }
+    fn matmul_precision(&self) -> MatmulPrecision {
+        self.matmul_precision
     }
     fn alloc(&self, name: &str, kind: BufKind, len: usize) -> PlanBuf {
         PlanBuf {

@@ -16,8 +16,8 @@ use gpu_mem::{
 };
 
 use super::plan::compute_nothing;
-use super::{AdamWStep, Backend, DeviceFailure, MatmulShape, RelPosShape};
-use crate::memory::{Allocation, BufKind, MemTracker, OutOfMemory};
+use super::{AdamWStep, Backend, DeviceFailure, MatmulPrecision, MatmulShape, RelPosShape};
+use crate::memory::{Allocation, BufKind, MemTracker, OutOfMemory, StepBackend};
 use crate::rng::RngKey;
 
 /// Page size of the simulated device (CUDA's usual granularity).
@@ -35,9 +35,14 @@ pub struct SimBackend {
     allocator: Arc<CachingAllocator<SimDevice>>,
     tracker: Arc<MemTracker>,
     float_bytes: usize,
+    matmul_precision: MatmulPrecision,
+    /// The buffers of the backend this one stands for, held while it lives.
+    backend_buffers: Vec<SimBuf>,
     /// Calls of `take_failure` so far, and the injected failure with the
     /// call that reports it.
     failure: std::sync::Mutex<(u64, Option<(u64, DeviceFailure)>)>,
+    /// A failure every check reports from now on (a lost context).
+    sticky: std::sync::Mutex<Option<DeviceFailure>>,
 }
 
 impl SimBackend {
@@ -73,8 +78,42 @@ impl SimBackend {
             allocator,
             tracker: MemTracker::new(false),
             float_bytes,
+            matmul_precision: MatmulPrecision::Fp32,
+            backend_buffers: Vec::new(),
             failure: std::sync::Mutex::new((0, None)),
+            sticky: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The simulated device standing for `backend` with matrix products at
+    /// `precision`: `backend`'s own buffers (the CUDA backend's cuBLAS
+    /// workspace and kernel scratch) are allocated now, as that backend
+    /// allocates them when it starts, and held while this one lives. An
+    /// error when the lease cannot hold them.
+    pub fn standing_for(
+        mut self,
+        backend: StepBackend,
+        precision: MatmulPrecision,
+    ) -> Result<Self, OutOfMemory> {
+        self.matmul_precision = precision;
+        for b in backend.buffers() {
+            let buf = crate::memory::catch_oom(|| {
+                self.buffer(b.name, BufKind::Backend, b.bytes, b.bytes)
+            })?;
+            self.backend_buffers.push(buf);
+        }
+        Ok(self)
+    }
+
+    /// Makes the device lose its context, as a device-side assert or a
+    /// trapped kernel does on a GPU: every check from now on reports
+    /// `failure` (with `sticky` set), and nothing recovers in this
+    /// process.
+    pub fn lose_context(&self, failure: DeviceFailure) {
+        *self.sticky.lock().unwrap_or_else(|p| p.into_inner()) = Some(DeviceFailure {
+            sticky: true,
+            ..failure
+        });
     }
 
     /// Fault injection: the `n`-th call of `take_failure` from now (1 = the
@@ -124,7 +163,13 @@ impl Backend for SimBackend {
     fn holds_values(&self) -> bool {
         false
     }
+    fn matmul_precision(&self) -> MatmulPrecision {
+        self.matmul_precision
+    }
     fn take_failure(&self) -> Result<(), DeviceFailure> {
+        if let Some(lost) = &*self.sticky.lock().unwrap_or_else(|p| p.into_inner()) {
+            return Err(lost.clone());
+        }
         let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
         f.0 += 1;
         match f.1.take() {
