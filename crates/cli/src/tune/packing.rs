@@ -385,13 +385,14 @@ pub fn micro_cap_for_tokens(seq_len: usize, tokens_per_step: usize) -> usize {
 
 /// A budget for CPU workers: one worker per `threads_per_worker` cores (at
 /// least one) and the RAM that `/proc/meminfo` reports available (1 GiB per
-/// worker where it cannot be read), less a 10% margin. No per-process
-/// overhead: a worker's own heap is small next to a model, and the margin
-/// covers it.
-pub fn cpu_budget(threads_per_worker: usize) -> DeviceBudget {
+/// worker where it cannot be read; at most `memory_limit`), less a 10%
+/// margin. No per-process overhead: a worker's own heap is small next to a
+/// model, and the margin covers it.
+pub fn cpu_budget(threads_per_worker: usize, memory_limit: Option<u64>) -> DeviceBudget {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let max_workers = (cores / threads_per_worker.max(1)).max(1);
-    let capacity = mem_available().unwrap_or(max_workers as u64 * GIB);
+    let available = mem_available().unwrap_or(max_workers as u64 * GIB);
+    let capacity = memory_limit.map_or(available, |limit| available.min(limit));
     DeviceBudget {
         capacity,
         safety_margin: capacity / 10,
@@ -466,7 +467,8 @@ mod tests {
 
     #[test]
     fn cpu_budget_has_a_worker_and_memory() {
-        let b = cpu_budget(2);
+        let b = cpu_budget(2, None);
+        assert!(cpu_budget(2, Some(GIB)).capacity <= GIB);
         assert!(b.max_workers >= 1);
         assert!(b.usable() > 0);
     }

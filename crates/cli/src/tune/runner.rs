@@ -46,6 +46,10 @@ use super::setup::RunPlan;
 use super::workers::{Event, WorkerProc, describe_exit};
 use crate::history;
 
+/// The user attribute naming the preset of a trial that trained from
+/// random weights (`[models.NAME] preset = ...`).
+pub const RANDOM_WEIGHTS_KEY: &str = "random_weights_preset";
+
 /// How often the loop wakes without events (timeout, Ctrl-C/SIGTERM, display).
 const TICK: Duration = Duration::from_millis(200);
 
@@ -559,6 +563,23 @@ impl<'a> Runner<'a> {
             pid,
             threads,
         );
+        // A random-weight preset says so: its value measures the
+        // architecture's speed and memory, not what a checkpoint learns.
+        let started = match (
+            started,
+            &self
+                .plan
+                .model(&c.settings.model)
+                .map_err(TuneError::Setup)?
+                .random_weights,
+        ) {
+            (Ok(()), Some(preset)) => self.storage.set_trial_user_attr(
+                c.trial.trial_id,
+                RANDOM_WEIGHTS_KEY,
+                &json!(preset),
+            ),
+            (started, _) => started,
+        };
         if !taken_over(started, c.trial.number)? {
             self.packer.release(c.trial.trial_id as u64);
             self.beats.remove(c.trial.trial_id);
