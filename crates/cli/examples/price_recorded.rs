@@ -55,7 +55,7 @@ fn main() {
             .or_else(|| attr("micro_batch").as_u64())
             .unwrap_or(settings.batch_size as u64) as usize;
         let job = Job {
-            trial_number: t.number,
+            trial_number: i64::try_from(t.number).unwrap_or(i64::MAX),
             model: ModelSource::Dir {
                 path: PathBuf::from(model),
             },

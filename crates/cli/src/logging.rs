@@ -3,8 +3,10 @@
 //! Two audiences: a person at the terminal and the log file beside the
 //! study. [`install`] sets both up once per process:
 //! - stderr shows the command's own notes (start, device, per-trial lines)
-//!   unless `-q`; `-v` adds the structured events at info level, `-vv` at
-//!   debug (off by default: the runner's lines say what a person needs);
+//!   and the library crates' warnings (`store`, `gpu-mem`: a storage not
+//!   in WAL mode, expandable segments the device lacks) unless `-q`; `-v`
+//!   adds the structured events at info level, `-vv` at debug (off by
+//!   default: the runner's lines say what a person needs);
 //! - the log file ([`to_file`], opened once the study is known) gets the
 //!   structured events (every trial's settings, lease, worker, messages and
 //!   deaths, the workers' stderr) filtered by `MEMTUNE_LOG` (tracing's
@@ -22,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::Layer;
-use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -46,17 +48,20 @@ pub fn install(verbosity: Verbosity) -> Result<(), String> {
             .map_err(|e| format!("{FILTER_VAR}={text:?} is not a log filter: {e}"))?,
         Err(_) => EnvFilter::new("debug"),
     };
-    let stderr_level = match verbosity {
-        ..=0 => LevelFilter::OFF,
-        1 => LevelFilter::INFO,
-        _ => LevelFilter::DEBUG,
+    let stderr_filter = match verbosity {
+        ..0 => Targets::new(),
+        0 => Targets::new()
+            .with_target("store", LevelFilter::WARN)
+            .with_target("gpu_mem", LevelFilter::WARN),
+        1 => Targets::new().with_default(LevelFilter::INFO),
+        _ => Targets::new().with_default(LevelFilter::DEBUG),
     };
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
                 .with_ansi(std::io::stderr().is_terminal())
-                .with_filter(stderr_level),
+                .with_filter(stderr_filter),
         )
         .with(
             tracing_subscriber::fmt::layer()

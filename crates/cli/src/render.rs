@@ -5,7 +5,7 @@
 //! move the terminal's cursor.
 
 use serde_json::Value as Json;
-use store::{FrozenTrial, external_value};
+use store::FrozenTrial;
 
 /// A float as Optuna users read it (`inf`, `-inf`, `nan`, else shortest repr).
 pub fn float(v: f64) -> String {
@@ -35,10 +35,9 @@ pub fn values(t: &FrozenTrial) -> String {
     }
 }
 
-/// A parameter's external value; a distribution we cannot decode shows the
-/// raw internal value rather than failing the whole listing.
+/// A parameter's external value as JSON.
 pub fn param_json(p: &store::Param) -> Json {
-    external_value(p).unwrap_or_else(|_| float_json(p.internal_value))
+    store::value_to_json(&p.value())
 }
 
 /// A JSON value as one short token: strings bare, the rest compact JSON.
@@ -66,10 +65,10 @@ pub fn printable(s: &str) -> String {
 pub fn params(t: &FrozenTrial) -> String {
     t.params
         .iter()
-        .map(|p| {
+        .map(|(name, p)| {
             format!(
                 "{}={}",
-                printable(&p.name),
+                printable(name),
                 printable(&json_token(&param_json(p)))
             )
         })

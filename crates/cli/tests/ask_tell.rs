@@ -64,6 +64,25 @@ fn ask_tell_loop(db: &Path, space: &str, extra: &[&str], n: usize) -> Vec<f64> {
     values
 }
 
+/// A stored parameter's row in `trial_params`, as written.
+struct ParamRow {
+    distribution_json: String,
+}
+
+/// The row of the parameter `name` (of the study's only trial with it).
+fn stored_row(db: &Path, name: &str) -> ParamRow {
+    let s = Storage::open_existing(db).unwrap();
+    let rows = s
+        .query_text(&format!(
+            "SELECT distribution_json FROM trial_params WHERE param_name = '{name}'"
+        ))
+        .unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    ParamRow {
+        distribution_json: rows[0][0].clone().unwrap(),
+    }
+}
+
 fn trials(db: &Path) -> Vec<store::FrozenTrial> {
     let s = Storage::open_existing(db).unwrap();
     let st = s.study("s").unwrap();
@@ -118,10 +137,10 @@ fn ask_then_tell_round_trip() {
     let t = &trials(&db)[0];
     assert_eq!(t.state, TrialState::Running);
     assert_eq!(t.params.len(), 4);
-    for param in &t.params {
-        assert_eq!(store::external_value(param).unwrap(), p[&param.name]);
+    for (name, param) in &t.params {
+        assert_eq!(store::value_to_json(&param.value()), p[name]);
     }
-    let opt = t.param("opt").unwrap();
+    let opt = stored_row(&db, "opt");
     assert_eq!(
         opt.distribution_json,
         r#"{"name": "CategoricalDistribution", "attributes": {"choices": ["adamw", "sgd", 3, null]}}"#
@@ -418,11 +437,13 @@ fn ask_claims_enqueued_trials_first() {
             step: None,
         };
         let queued = store::NewTrial {
-            params: vec![store::Param {
-                name: "x".into(),
-                internal_value: 0.25,
-                distribution_json: x.to_json(),
-            }],
+            params: vec![(
+                "x".into(),
+                store::Param {
+                    distribution: x,
+                    internal: 0.25,
+                },
+            )],
             system_attrs: vec![("fixed_params".into(), json!({"lr": 0.01, "opt": "sgd"}))],
             ..Default::default()
         };

@@ -209,7 +209,27 @@ fn best_number(trials: &[FrozenTrial], direction: StudyDirection) -> Option<i64>
         StudyDirection::Maximize => complete.max_by(|a, b| value(a).total_cmp(&value(b))),
         _ => complete.min_by(|a, b| value(a).total_cmp(&value(b))),
     };
-    best.map(|t| t.number)
+    best.map(|t| t.number as i64)
+}
+
+/// A stored parameter as Optuna's `trial_params` row holds it.
+struct ParamRow {
+    name: String,
+    internal_value: f64,
+    distribution_json: String,
+}
+
+/// The trial's parameters by name, as rows.
+fn param_rows(trial: &FrozenTrial) -> Vec<ParamRow> {
+    trial
+        .params
+        .iter()
+        .map(|(name, p)| ParamRow {
+            name: name.clone(),
+            internal_value: p.internal,
+            distribution_json: store::distribution_to_json(&p.distribution),
+        })
+        .collect()
 }
 
 /// One trial of the dashboard's study detail against the stored trial.
@@ -236,7 +256,7 @@ fn assert_trial(trial: &FrozenTrial, shown: &Json, what: &str) {
 
     let params = shown["params"].as_array().unwrap();
     assert_eq!(params.len(), trial.params.len(), "{what}: {params:?}");
-    for (p, shown) in trial.params.iter().zip(params) {
+    for (p, shown) in param_rows(trial).iter().zip(params) {
         let what = format!("{what}: param {}", p.name);
         assert_eq!(shown["name"], p.name, "{what}");
         assert_eq!(
@@ -244,7 +264,7 @@ fn assert_trial(trial: &FrozenTrial, shown: &Json, what: &str) {
             Some(p.internal_value),
             "{what}"
         );
-        let external = store::external_value(p).unwrap();
+        let external = store::value_to_json(&trial.params[&p.name].value());
         assert_python_str(&external, &shown["param_external_value"], &what);
         let dist: Json = serde_json::from_str(&p.distribution_json).unwrap();
         assert_eq!(shown["distribution"]["type"], dist["name"], "{what}");

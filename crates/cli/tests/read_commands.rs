@@ -37,7 +37,7 @@ fn sample(dir: &Path) -> std::path::PathBuf {
         step: 1,
     };
     let opt = Distribution::Categorical {
-        choices: vec![json!("adamw"), json!("sgd")],
+        choices: vec!["adamw".into(), "sgd".into()],
     };
     let rows: [SampleTrial; 5] = [
         (16, "adamw", TrialState::Complete, None, &[0.91]),
@@ -60,11 +60,10 @@ fn sample(dir: &Path) -> std::path::PathBuf {
     ];
     for (batch, o, state, attr, values) in rows {
         let t = s.create_trial(st.study_id).unwrap();
-        s.set_param(t.trial_id, "batch_size", batch as f64, &bs.to_json())
+        s.set_param(t.trial_id, "batch_size", batch as f64, &bs)
             .unwrap();
-        let idx = opt.to_internal(&json!(o)).unwrap();
-        s.set_param(t.trial_id, "optimizer", idx, &opt.to_json())
-            .unwrap();
+        let idx = opt.to_internal(&o.into()).unwrap();
+        s.set_param(t.trial_id, "optimizer", idx, &opt).unwrap();
         s.report_intermediate(t.trial_id, 0, 0.25).unwrap();
         if let Some((k, v)) = attr {
             s.set_trial_user_attr(t.trial_id, k, &v).unwrap();

@@ -94,11 +94,12 @@ fn importances_agree_with_optunas_fanova() {
     let storage = store::Storage::open_existing(&db).unwrap();
     let input = cli::report::read(&storage, "dominant").unwrap();
     let completed: Vec<_> = input.completed().collect();
-    let ours: BTreeMap<String, f64> = cli::report::fanova::importances(&completed, &input.params)
-        .unwrap()
-        .into_iter()
-        .map(|i| (i.name, i.importance))
-        .collect();
+    let ours: BTreeMap<String, f64> =
+        hpo_sampler::importance::fanova_importances(&completed, &input.params)
+            .unwrap()
+            .into_iter()
+            .map(|i| (i.name, i.importance))
+            .collect();
 
     eprintln!("optuna: {theirs:?}\nmemtune: {ours:?}");
     let names: Vec<&String> = theirs.keys().collect();

@@ -68,9 +68,7 @@ fn make_study(db: &std::path::Path) {
             ("batch_size", x_b, &batch),
             ("max_length", x_len, &length),
         ] {
-            storage
-                .set_param(t.trial_id, name, v, &d.to_json())
-                .unwrap();
+            storage.set_param(t.trial_id, name, v, d).unwrap();
         }
         let value = 0.9 - (x_lr.log10() + 4.5).powi(2) * 0.05 - x_w * 0.1;
         let attrs = [

@@ -61,12 +61,12 @@ fn trials(db: &Path, study: &str) -> Vec<store::FrozenTrial> {
 /// Finished trials as counted toward n_trials: FAIL ones that were retried
 /// do not count.
 fn finished(ts: &[store::FrozenTrial]) -> usize {
-    let retried: Vec<i64> = ts
+    let retried: Vec<u64> = ts
         .iter()
         .filter_map(|t| t.system_attrs.get("retry_history"))
         .filter_map(Json::as_array)
         .flatten()
-        .filter_map(Json::as_i64)
+        .filter_map(Json::as_u64)
         .collect();
     ts.iter()
         .filter(|t| match t.state {
@@ -131,8 +131,8 @@ fn configurations_that_cannot_fit_are_infeasible_constraints_not_crashes() {
     for t in &ts {
         let large = t
             .params
-            .iter()
-            .any(|p| p.name == "model" && store::external_value(p).unwrap() == "bert-large");
+            .get("model")
+            .is_some_and(|p| p.value() == "bert-large".into());
         if large {
             assert_eq!(t.state, TrialState::Pruned, "trial {}", t.number);
             assert_eq!(attr(t, "oom"), Some(&Json::Bool(true)));
@@ -159,7 +159,7 @@ fn aborted_workers_sticky_errors_and_injected_ooms_cost_only_their_trial() {
     common::ok(tune(&db, &cfg, Some(&fault)));
     let ts = trials(&db, "faults");
     assert_eq!(ts.len(), 12);
-    let by_number: BTreeMap<i64, &store::FrozenTrial> = ts.iter().map(|t| (t.number, t)).collect();
+    let by_number: BTreeMap<u64, &store::FrozenTrial> = ts.iter().map(|t| (t.number, t)).collect();
     for n in [1, 9] {
         let t = by_number[&n];
         assert_eq!(t.state, TrialState::Fail);
@@ -222,7 +222,7 @@ fn runner_killed_twenty_times_then_resumed_loses_nothing() {
         rng ^= rng << 17;
         rng
     };
-    let mut completed_before: BTreeMap<i64, f64> = BTreeMap::new();
+    let mut completed_before: BTreeMap<u64, f64> = BTreeMap::new();
     let (mut kills, mut target) = (0, 2usize);
     while kills < 20 {
         let existing = if db.exists() {

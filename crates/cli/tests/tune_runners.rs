@@ -170,7 +170,7 @@ fn stored(url: &str) -> Vec<store::FrozenTrial> {
 
 /// One ask/tell client: `asks` trials, each told after a random pause.
 /// Returns the numbers it asked; panics if a `tell` is refused.
-fn client(url: &str, asks: usize, seed: u64) -> Vec<i64> {
+fn client(url: &str, asks: usize, seed: u64) -> Vec<u64> {
     let mut rng = Rng(seed | 1);
     (0..asks)
         .map(|_| {
@@ -199,7 +199,7 @@ fn client(url: &str, asks: usize, seed: u64) -> Vec<i64> {
                 "tell of trial {n} refused: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            asked["number"].as_i64().unwrap()
+            asked["number"].as_u64().unwrap()
         })
         .collect()
 }
@@ -288,8 +288,8 @@ fn chaos_round(round: u64, rng: &mut Rng, url: &str, dir: &Path) {
             std::thread::spawn(move || client(&url, 2, seed))
         })
         .collect();
-    let mut complete: BTreeMap<i64, Option<f64>> = BTreeMap::new();
-    let check_complete = |complete: &mut BTreeMap<i64, Option<f64>>| {
+    let mut complete: BTreeMap<u64, Option<f64>> = BTreeMap::new();
+    let check_complete = |complete: &mut BTreeMap<u64, Option<f64>>| {
         let ts = stored(url);
         for (n, v) in complete.iter() {
             let t = ts.iter().find(|t| t.number == *n).unwrap();
@@ -312,7 +312,7 @@ fn chaos_round(round: u64, rng: &mut Rng, url: &str, dir: &Path) {
         check_complete(&mut complete);
         runners[victim] = runner();
     }
-    let asked: BTreeSet<i64> = clients
+    let asked: BTreeSet<u64> = clients
         .into_iter()
         .flat_map(|c| c.join().unwrap())
         .collect();
@@ -408,8 +408,8 @@ fn a_runner_uses_fixed_params_and_never_fails_a_client_trial() {
     let t = s.trial(enqueued.trial_id).unwrap();
     assert_eq!(t.state, TrialState::Complete);
     let value = |name: &str| {
-        let p = t.params.iter().find(|p| p.name == name).unwrap();
-        store::external_value(p).unwrap()
+        let p = &t.params[name];
+        store::value_to_json(&p.value())
     };
     assert_eq!(value("learning_rate"), serde_json::json!(5e-5));
     assert_eq!(value("batch_size"), serde_json::json!(16));

@@ -90,12 +90,10 @@ fn attr(t: &store::FrozenTrial, key: &str) -> u64 {
 }
 
 fn model_of(t: &store::FrozenTrial) -> String {
-    let p = t.params.iter().find(|p| p.name == "model").unwrap();
-    store::external_value(p)
-        .unwrap()
-        .as_str()
-        .unwrap()
-        .to_string()
+    match t.params["model"].value() {
+        store::ParamValue::Str(s) => s,
+        other => panic!("model = {other}"),
+    }
 }
 
 #[test]
@@ -147,8 +145,7 @@ fn every_simulated_model_runs_its_largest_trial_at_the_predicted_peak() {
         let predicted = attr(t, "predicted_peak_bytes");
         assert_eq!(attr(t, "requested_peak_bytes"), predicted, "{model}");
         assert!(attr(t, "peak_bytes") <= attr(t, "lease_bytes"), "{model}");
-        let batch = t.params.iter().find(|p| p.name == "batch_size").unwrap();
-        let batch = store::external_value(batch).unwrap().as_u64().unwrap();
+        let batch = t.params["batch_size"].internal as u64;
         let (micro, accumulation) = (attr(t, "micro_batch"), attr(t, "accumulation_steps"));
         assert!(
             micro * accumulation >= batch,

@@ -82,7 +82,9 @@
 //! trainer and the study runner do, using these numbers). It does not share
 //! memory between processes (no IPC handles), does not unmap free pages in
 //! the middle of an expandable segment (only its free tail), and does not
-//! implement PyTorch's private memory pools for CUDA graphs.
+//! implement PyTorch's private memory pools for CUDA graphs. It prints
+//! nothing: expandable segments refused by the device are a `tracing`
+//! warning and [`CachingAllocator::expandable_fallback`].
 
 pub mod allocator;
 pub mod backend;

@@ -3,8 +3,8 @@
 //! It tracks address ranges only (no data): classic allocations, virtual
 //! reservations and mapped pages, against a capacity. Addresses come from a
 //! bump pointer and are never reused, so a stale pointer can never alias a
-//! new allocation in tests. Failures can be injected (fail the Nth `map` or
-//! `malloc`, shrink the capacity). Stream work is modelled as an epoch:
+//! new allocation in tests. Failures can be injected (with the `testing`
+//! feature, fail the Nth `map` or `malloc`; shrink the capacity). Stream work is modelled as an epoch:
 //! events recorded before [`SimDevice::complete_all_work`] (or any
 //! synchronisation) are done, later ones are pending.
 
@@ -97,12 +97,14 @@ impl SimDevice {
     }
 
     /// Make the `n`th `map` call from now fail with out-of-memory (1 = next).
+    #[cfg(feature = "testing")]
     pub fn fail_nth_map(&self, n: u64) {
         let mut s = self.lock();
         s.fail_map_at = Some(s.maps + n.max(1));
     }
 
     /// Make the `n`th `malloc` call from now fail with out-of-memory (1 = next).
+    #[cfg(feature = "testing")]
     pub fn fail_nth_malloc(&self, n: u64) {
         let mut s = self.lock();
         s.fail_malloc_at = Some(s.mallocs + n.max(1));

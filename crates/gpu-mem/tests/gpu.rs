@@ -1,7 +1,7 @@
-//! CUDA backend tests. They need feature `cuda`, a GPU and
-//! `MEMTUNE_GPU_TESTS=1` (`cargo xtask gpu-test` sets it); otherwise they
-//! print a skip message. The missing-driver test runs wherever libcuda is
-//! absent.
+//! CUDA backend tests. They need feature `cuda` and a GPU: they are
+//! `#[ignore]`d, so `cargo test` lists them as ignored, and `cargo xtask
+//! gpu-test` runs them with `--include-ignored`. The missing-driver test
+//! runs wherever libcuda is absent.
 
 #![cfg(feature = "cuda")]
 
@@ -11,14 +11,6 @@ use gpu_mem::{Backend, BackendError, CachingAllocator, Config, StreamId};
 use std::sync::Arc;
 
 const MIB: usize = 1 << 20;
-
-fn gpu_tests_enabled(name: &str) -> bool {
-    if std::env::var("MEMTUNE_GPU_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    eprintln!("skipping {name}: needs a GPU and MEMTUNE_GPU_TESTS=1 (run `cargo xtask gpu-test`)");
-    false
-}
 
 fn allocator(config: Config) -> Arc<CachingAllocator<CudaDevice>> {
     let device = CudaDevice::new(0).expect("CUDA device 0");
@@ -57,10 +49,8 @@ fn write_and_read_every_mapped_byte(a: &CachingAllocator<CudaDevice>) {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn classic_and_expandable_memory_is_really_usable() {
-    if !gpu_tests_enabled("classic_and_expandable_memory_is_really_usable") {
-        return;
-    }
     for config in [Config::default(), Config::expandable()] {
         let a = allocator(config.clone());
         let stream = a.backend().context().default_stream();
@@ -84,36 +74,68 @@ fn classic_and_expandable_memory_is_really_usable() {
     }
 }
 
-#[test]
-fn expandable_growth_and_unmap_show_in_mem_get_info() {
-    if !gpu_tests_enabled("expandable_growth_and_unmap_show_in_mem_get_info") {
-        return;
+/// The device's free bytes, read when no other process is allocating or
+/// freeing: two readings 20 ms apart within 2 MiB of each other. `None`
+/// when the device's free memory keeps moving for a second.
+fn quiet_free(a: &CachingAllocator<CudaDevice>) -> Option<usize> {
+    let mut previous = a.backend().mem_info().unwrap().free;
+    for _ in 0..50 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let now = a.backend().mem_info().unwrap().free;
+        if now.abs_diff(previous) <= 2 * MIB {
+            return Some(now);
+        }
+        previous = now;
     }
-    let a = allocator(Config::expandable());
-    let free0 = a.backend().mem_info().unwrap().free;
+    None
+}
+
+/// One grow / unmap cycle, checked against the device's free memory.
+fn grow_and_unmap(a: &CachingAllocator<CudaDevice>) -> Result<(), String> {
+    let quiet = || quiet_free(a).ok_or("the device's free memory kept moving".to_string());
+    let free0 = quiet()?;
     let x = a.allocate(512 * MIB, StreamId(0)).unwrap();
-    let free1 = a.backend().mem_info().unwrap().free;
-    assert!(
-        free0 - free1 >= 512 * MIB,
-        "growth: free {free0} -> {free1}"
-    );
+    let free1 = quiet()?;
+    if free0.saturating_sub(free1) < 512 * MIB {
+        return Err(format!("growth by 512 MiB: free {free0} -> {free1}"));
+    }
     let y = a.allocate(256 * MIB, StreamId(0)).unwrap();
     assert_eq!(y.ptr(), x.ptr() + 512 * MIB as u64, "grew in place");
-    write_and_read_every_mapped_byte(&a);
+    write_and_read_every_mapped_byte(a);
     a.free(y).unwrap();
     a.empty_cache().unwrap();
-    let free2 = a.backend().mem_info().unwrap().free;
-    assert!(
-        free2 >= free1 - 2 * MIB,
-        "unmapping the 256 MiB tail: {free1} -> {free2}"
-    );
+    let free2 = quiet()?;
     a.free(x).unwrap();
     a.empty_cache().unwrap();
-    let free3 = a.backend().mem_info().unwrap().free;
-    assert!(
-        free3 + 4 * MIB >= free0,
-        "everything back: {free0} -> {free3}"
-    );
+    if free2 + 2 * MIB < free1 {
+        return Err(format!(
+            "unmapping the 256 MiB tail: free {free1} -> {free2}"
+        ));
+    }
+    let free3 = quiet()?;
+    if free3 + 4 * MIB < free0 {
+        return Err(format!("everything back: free {free0} -> {free3}"));
+    }
+    Ok(())
+}
+
+/// Growth maps device memory and unmapping returns it, as the driver's
+/// device-wide free memory shows. Other processes on the GPU move that
+/// figure too: readings are taken only while it is still, and a cycle an
+/// other process disturbed is run again (five tries); a failure lists what
+/// every try saw.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn expandable_growth_and_unmap_show_in_mem_get_info() {
+    let a = allocator(Config::expandable());
+    let mut tries = Vec::new();
+    for _ in 0..5 {
+        match grow_and_unmap(&a) {
+            Ok(()) => return,
+            Err(why) => tries.push(why),
+        }
+    }
+    panic!("no grow/unmap cycle showed in cuMemGetInfo: {tries:#?}");
 }
 
 /// Set by the test thread to let [`block_until_released`] return.
@@ -128,10 +150,8 @@ unsafe extern "C" fn block_until_released(_: *mut std::ffi::c_void) {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn record_stream_waits_for_the_other_stream() {
-    if !gpu_tests_enabled("record_stream_waits_for_the_other_stream") {
-        return;
-    }
     let ctx = CudaContext::new(0).unwrap();
     let a = Arc::new(
         CachingAllocator::new(

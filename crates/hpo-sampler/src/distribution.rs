@@ -18,6 +18,36 @@ pub enum ParamValue {
     Str(String),
 }
 
+impl From<bool> for ParamValue {
+    fn from(b: bool) -> Self {
+        ParamValue::Bool(b)
+    }
+}
+
+impl From<i64> for ParamValue {
+    fn from(i: i64) -> Self {
+        ParamValue::Int(i)
+    }
+}
+
+impl From<f64> for ParamValue {
+    fn from(x: f64) -> Self {
+        ParamValue::Float(x)
+    }
+}
+
+impl From<&str> for ParamValue {
+    fn from(s: &str) -> Self {
+        ParamValue::Str(s.to_string())
+    }
+}
+
+impl From<String> for ParamValue {
+    fn from(s: String) -> Self {
+        ParamValue::Str(s)
+    }
+}
+
 /// A categorical choice: any external value.
 pub type CategoricalChoice = ParamValue;
 
@@ -32,16 +62,22 @@ impl ParamValue {
         }
     }
 
-    /// Optuna's choice equality: like Python's `==` (so `1 == 1.0 == True`),
-    /// and NaN equals NaN.
+    /// Optuna's choice equality (`_categorical_choice_equal`): Python's
+    /// `==`, so `1 == 1.0 == True` and an int equals a float only when the
+    /// float is exactly that integer, and NaN equals NaN.
     pub fn same_choice(&self, other: &ParamValue) -> bool {
+        use ParamValue::{Bool, Float, Int};
+        let int = |v: &ParamValue| match v {
+            Int(i) => Some(i128::from(*i)),
+            Bool(b) => Some(i128::from(*b)),
+            _ => None,
+        };
         match (self, other) {
             (ParamValue::None, ParamValue::None) => true,
             (ParamValue::Str(a), ParamValue::Str(b)) => a == b,
-            (a, b) => match (a.as_f64(), b.as_f64()) {
-                (Some(x), Some(y)) => x == y || (x.is_nan() && y.is_nan()),
-                _ => false,
-            },
+            (Float(x), Float(y)) => x == y || (x.is_nan() && y.is_nan()),
+            (Float(x), v) | (v, Float(x)) => int(v).is_some_and(|i| float_is_int(*x, i)),
+            (a, b) => matches!((int(a), int(b)), (Some(x), Some(y)) if x == y),
         }
     }
 }
@@ -61,9 +97,16 @@ impl fmt::Display for ParamValue {
     }
 }
 
+/// Whether a float is exactly the integer `i`, as Python compares them.
+fn float_is_int(x: f64, i: i128) -> bool {
+    x.fract() == 0.0 && x.abs() < 2f64.powi(100) && x as i128 == i
+}
+
 /// A parameter's distribution, as Optuna's `FloatDistribution`,
-/// `IntDistribution` and `CategoricalDistribution`.
-#[derive(Debug, Clone, PartialEq)]
+/// `IntDistribution` and `CategoricalDistribution`. Equality is Optuna's
+/// `__eq__`: same class and attributes, choices compared by
+/// [`ParamValue::same_choice`] (so `[1, nan]` equals `[1.0, nan]`).
+#[derive(Debug, Clone)]
 pub enum Distribution {
     Float {
         low: f64,
@@ -80,6 +123,46 @@ pub enum Distribution {
     Categorical {
         choices: Vec<CategoricalChoice>,
     },
+}
+
+impl PartialEq for Distribution {
+    fn eq(&self, other: &Distribution) -> bool {
+        match (self, other) {
+            (
+                Distribution::Float {
+                    low,
+                    high,
+                    log,
+                    step,
+                },
+                Distribution::Float {
+                    low: low2,
+                    high: high2,
+                    log: log2,
+                    step: step2,
+                },
+            ) => low == low2 && high == high2 && log == log2 && step == step2,
+            (
+                Distribution::Int {
+                    low,
+                    high,
+                    log,
+                    step,
+                },
+                Distribution::Int {
+                    low: low2,
+                    high: high2,
+                    log: log2,
+                    step: step2,
+                },
+            ) => low == low2 && high == high2 && log == log2 && step == step2,
+            (
+                Distribution::Categorical { choices: a },
+                Distribution::Categorical { choices: b },
+            ) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_choice(y)),
+            _ => false,
+        }
+    }
 }
 
 fn invalid(reason: impl Into<String>) -> Error {
@@ -273,10 +356,8 @@ impl Distribution {
             (Distribution::Float { log: a, .. }, Distribution::Float { log: b, .. })
             | (Distribution::Int { log: a, .. }, Distribution::Int { log: b, .. }) => (a != b)
                 .then_some("Cannot set different log configuration to the same parameter name."),
-            (
-                Distribution::Categorical { choices: a },
-                Distribution::Categorical { choices: b },
-            ) => (a.len() != b.len() || !a.iter().zip(b).all(|(x, y)| x.same_choice(y)))
+            (a @ Distribution::Categorical { .. }, b @ Distribution::Categorical { .. }) => (a
+                != b)
                 .then_some(
                     "CategoricalDistribution does not support dynamic value space (its choices changed).",
                 ),
@@ -393,6 +474,34 @@ mod tests {
         let i = Distribution::int(1, 9, false, 2).unwrap();
         assert_eq!(i.to_external(5.0), ParamValue::Int(5));
         assert!(i.contains(5.0) && !i.contains(4.0));
+    }
+
+    #[test]
+    fn equality_is_optunas() {
+        use ParamValue::{Bool, Float, Int, Str};
+        let cat = |c: Vec<ParamValue>| Distribution::categorical(c).unwrap();
+        // `_categorical_choice_equal`: Python's `==`, and NaN equals NaN.
+        assert_eq!(
+            cat(vec![Int(1), Float(f64::NAN), Bool(true)]),
+            cat(vec![Float(1.0), Float(f64::NAN), Int(1)])
+        );
+        assert_ne!(cat(vec![Int(1)]), cat(vec![Str("1".into())]));
+        assert_ne!(cat(vec![Int(1), Int(2)]), cat(vec![Int(1)]));
+        assert_ne!(cat(vec![ParamValue::None]), cat(vec![Int(0)]));
+        // 2**53 + 1 is not the float 2**53, in Python as here.
+        assert_ne!(
+            cat(vec![Int((1 << 53) + 1)]),
+            cat(vec![Float(9007199254740992.0)])
+        );
+        assert_eq!(cat(vec![Float(-0.0)]), cat(vec![Int(0)]));
+        // Ranges compare their attributes; kinds never equal each other.
+        let f = Distribution::float(0.0, 1.0, false, None).unwrap();
+        assert_eq!(f, Distribution::float(0.0, 1.0, false, None).unwrap());
+        assert_ne!(f, Distribution::float(0.0, 1.0, false, Some(0.5)).unwrap());
+        assert_ne!(
+            Distribution::int(0, 1, false, 1).unwrap(),
+            Distribution::float(0.0, 1.0, false, None).unwrap()
+        );
     }
 
     #[test]

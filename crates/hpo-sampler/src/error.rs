@@ -7,9 +7,6 @@ pub enum Error {
     /// with a non-positive `low`, a non-positive `step`, no choices...).
     #[error("invalid distribution for parameter '{param}': {reason}")]
     InvalidDistribution { param: String, reason: String },
-    /// Distribution JSON that does not match Optuna's format.
-    #[error("invalid distribution JSON at {path}: {reason}")]
-    InvalidJson { path: String, reason: String },
     /// A parameter suggested twice in one trial with different distributions.
     #[error(
         "parameter '{param}' was already suggested with {previous} and cannot now use {requested}"
@@ -36,6 +33,10 @@ pub enum Error {
     /// number, a trial already finished, a COMPLETE trial without a value).
     #[error("trial {number}: {reason}")]
     Trial { number: u64, reason: String },
+    /// Importances that cannot be computed (too few trials, a value that
+    /// does not vary); `reason` says which.
+    #[error("{reason}")]
+    Importance { reason: String },
     /// A pruner or sampler option out of its documented range.
     #[error("invalid option {option}: {reason}")]
     InvalidOption { option: String, reason: String },

@@ -53,22 +53,31 @@
 //! # }
 //! ```
 //!
+//! It is also where Optuna's data model lives, once for the project:
+//! [`Distribution`], [`ParamValue`], [`Param`], [`TrialState`],
+//! [`StudyDirection`] and [`FrozenTrial`], as `optuna.distributions` and
+//! `optuna.trial` define them; the `store` crate reads and writes these.
+//!
 //! It deliberately does not persist anything (the caller stores trials), nor
-//! read or write Optuna's JSON (the `store` crate does), nor know about
-//! GPUs, memory or models: it depends on none of the other crates.
+//! read or write JSON text (Optuna's JSON forms are the `store` crate's),
+//! nor know about GPUs, memory or models: it depends on none of the other
+//! crates.
 //!
 //! # Seams
 //!
-//! - **History in**: [`FrozenTrial`] (number, state, params as
-//!   [`Param`]`{distribution, internal}`, values, intermediate values,
-//!   constraints, numeric system attrs) in a [`StudyView`] (study name,
-//!   direction, trials). Whoever persists trials (the `store` crate, via
-//!   `cli`) builds these; nothing here writes anywhere.
+//! - **History in**: [`FrozenTrial`], Optuna's (number, trial id, state,
+//!   params as [`Param`]`{distribution, internal}`, values, intermediate
+//!   values, times, user and system attributes as JSON values; constraint
+//!   values under the [`CONSTRAINTS_KEY`] system attribute) in a
+//!   [`StudyView`] (study name, direction, trials). The `store` crate
+//!   returns these; [`FrozenTrial::check`] holds a history written by
+//!   others to what a sampler relies on. Nothing here writes anywhere.
 //! - **Search spaces**: [`Distribution`] (Optuna's float, int and
-//!   categorical distributions, validated as Optuna validates them) and
-//!   internal `f64` values ([`Distribution::to_internal`] /
-//!   [`Distribution::to_external`]). Optuna's JSON for them is a storage
-//!   and interop matter, read and written by the `store` crate.
+//!   categorical distributions, validated as Optuna validates them and
+//!   equal as Optuna's `__eq__` says) and internal `f64` values
+//!   ([`Distribution::to_internal`] / [`Distribution::to_external`]).
+//!   Optuna's JSON for them is a storage and interop matter, read and
+//!   written by the `store` crate.
 //! - **Sampling**: the [`Sampler`] trait (Optuna's relative/independent
 //!   protocol), implemented by [`RandomSampler`], [`TpeSampler`], [`GpSampler`]
 //!   (Optuna's `GPSampler`, for short studies of expensive trials) and
@@ -79,6 +88,9 @@
 //! - **Pruning**: the [`Pruner`] trait returns a [`PruneDecision`]: whether to
 //!   prune plus the system attributes the caller must store on the trial
 //!   (successive halving records rung values there, as Optuna does).
+//! - **Importance**: [`importance::fanova_importances`], Optuna's default
+//!   `FanovaImportanceEvaluator` (a random forest and its fANOVA
+//!   decomposition) over finished trials.
 //!
 //! Only single-objective studies are supported (`values[0]` is the objective).
 //!
@@ -104,13 +116,26 @@
 pub mod ask;
 pub mod distribution;
 pub mod error;
+pub mod importance;
 pub mod pruner;
-pub mod rng;
+mod rng;
 pub mod sampler;
 pub mod search_space;
-pub mod special;
+mod special;
 pub mod study;
 pub mod trial;
+
+/// Internals that the crate's own fixture tests hold to Optuna's and
+/// numpy's numbers (the RNG, `erf`, the Parzen estimator, the GP
+/// regressor), behind the `testing` feature: not API.
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::rng::Rng;
+    pub use crate::sampler::gp::regressor::{GpRegressor, KernelParams, fit as fit_gp};
+    pub use crate::sampler::parzen::{Parzen, ParzenParams};
+    pub use crate::special::{erf, erfc};
+}
 
 pub use ask::{Trial, ask, check_against_history};
 pub use distribution::{CategoricalChoice, Distribution, ParamValue};
@@ -123,4 +148,6 @@ pub use sampler::{
     AutoConfig, AutoSampler, GpConfig, GpSampler, RandomSampler, Sampler, TpeConfig, TpeSampler,
 };
 pub use study::Study;
-pub use trial::{FrozenTrial, Param, SearchSpace, StudyDirection, StudyView, TrialState};
+pub use trial::{
+    CONSTRAINTS_KEY, FrozenTrial, Param, SearchSpace, StudyDirection, StudyView, TrialState,
+};

@@ -53,6 +53,7 @@ impl Rng {
     }
 
     /// Uniform in `[low, high)`.
+    #[cfg(any(test, feature = "testing"))]
     pub fn uniform(&mut self, low: f64, high: f64) -> f64 {
         low + (high - low) * self.next_f64()
     }

@@ -12,6 +12,7 @@
 #![allow(clippy::excessive_precision)]
 
 const ERX: f64 = 8.450_629_115_104_675e-1;
+#[cfg(any(test, feature = "testing"))]
 const EFX: f64 = 1.283_791_670_955_125_9e-1;
 const PP: [f64; 5] = [
     1.283_791_670_955_125_6e-1,
@@ -110,6 +111,7 @@ fn tail(ax: f64) -> f64 {
 }
 
 /// The error function.
+#[cfg(any(test, feature = "testing"))]
 pub fn erf(x: f64) -> f64 {
     if x.is_nan() {
         return x;
@@ -319,6 +321,7 @@ pub fn ndtri(p: f64) -> f64 {
 
 /// Quantile `q` of the standard normal truncated to `[a, b]` (`a < b`).
 /// Works from whichever tail keeps the most precision.
+#[cfg(test)]
 pub fn truncnorm_ppf(q: f64, a: f64, b: f64) -> f64 {
     truncnorm_ppf_with_tails(q, a, b, truncnorm_tails(a, b))
 }

@@ -69,7 +69,7 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
         };
         let decision = self.pruner.prune(&view, &self.trials[index]);
         for (key, value) in decision.system_attrs {
-            self.trials[index].system_attrs.insert(key, value);
+            self.trials[index].system_attrs.insert(key, value.into());
         }
         Ok(decision.prune)
     }
@@ -115,7 +115,7 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
     /// The COMPLETE trial with the best value (the lowest number among equals).
     pub fn best_trial(&self) -> Option<&FrozenTrial> {
         let better = |a: f64, b: f64| match self.direction {
-            StudyDirection::Minimize => a < b,
+            StudyDirection::Minimize | StudyDirection::NotSet => a < b,
             StudyDirection::Maximize => a > b,
         };
         self.trials

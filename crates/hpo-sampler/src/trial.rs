@@ -1,25 +1,65 @@
-//! The in-memory history the samplers and pruners read: frozen trials with
-//! Optuna's fields, and a read-only view of a study.
+//! Optuna's trial model: states, directions, parameters and frozen trials,
+//! and a read-only view of a study. This is the one definition the
+//! project uses: `store` reads and writes these, the samplers and pruners
+//! read them.
 
 use crate::distribution::{Distribution, ParamValue};
+use crate::error::{Error, Result};
+use serde_json::Value as Json;
 use std::collections::BTreeMap;
+use std::fmt;
 
 /// A search space: distributions by parameter name (sorted by name, as
 /// Optuna's intersection search space is).
 pub type SearchSpace = BTreeMap<String, Distribution>;
 
-/// Optuna's trial states.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+/// Optuna's system attribute holding a trial's constraint values
+/// (`optuna.samplers._base._CONSTRAINTS_KEY`): a list of numbers, the
+/// trial feasible when all are `<= 0`.
+pub const CONSTRAINTS_KEY: &str = "constraints";
+
+/// Optuna's trial states. Ordered as listings show them (running and
+/// waiting first, then the finished states).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum TrialState {
     Running,
+    Waiting,
     Complete,
     Pruned,
     Fail,
-    Waiting,
 }
 
 impl TrialState {
+    pub const ALL: [TrialState; 5] = [
+        TrialState::Running,
+        TrialState::Waiting,
+        TrialState::Complete,
+        TrialState::Pruned,
+        TrialState::Fail,
+    ];
+
+    /// Optuna's name (`RUNNING`, `WAITING`, ...), as storages hold it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrialState::Running => "RUNNING",
+            TrialState::Waiting => "WAITING",
+            TrialState::Complete => "COMPLETE",
+            TrialState::Pruned => "PRUNED",
+            TrialState::Fail => "FAIL",
+        }
+    }
+
+    /// The state of Optuna's name, case-insensitively.
+    pub fn parse(s: &str) -> Option<TrialState> {
+        TrialState::ALL
+            .into_iter()
+            .find(|st| st.as_str().eq_ignore_ascii_case(s))
+    }
+
+    /// COMPLETE, PRUNED and FAIL end a trial; nothing may change it afterwards.
     pub fn is_finished(self) -> bool {
         matches!(
             self,
@@ -28,12 +68,55 @@ impl TrialState {
     }
 }
 
-/// Whether the study minimises or maximises its (single) objective.
+impl fmt::Display for TrialState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether an objective is minimised or maximised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StudyDirection {
+    /// Optuna's placeholder for a direction never set (old storages hold
+    /// it); samplers and pruners minimise such a study.
+    #[serde(skip)]
+    NotSet,
     Minimize,
     Maximize,
+}
+
+impl StudyDirection {
+    /// Optuna's name (`NOT_SET`, `MINIMIZE`, `MAXIMIZE`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StudyDirection::NotSet => "NOT_SET",
+            StudyDirection::Minimize => "MINIMIZE",
+            StudyDirection::Maximize => "MAXIMIZE",
+        }
+    }
+
+    /// The direction of Optuna's name, case-insensitively.
+    pub fn parse(s: &str) -> Option<StudyDirection> {
+        [
+            StudyDirection::NotSet,
+            StudyDirection::Minimize,
+            StudyDirection::Maximize,
+        ]
+        .into_iter()
+        .find(|d| d.as_str().eq_ignore_ascii_case(s))
+    }
+
+    /// Whether larger values are better (false for `NotSet`).
+    pub fn is_maximize(self) -> bool {
+        self == StudyDirection::Maximize
+    }
+}
+
+impl fmt::Display for StudyDirection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One parameter of a trial: its distribution and its internal value
@@ -51,24 +134,31 @@ impl Param {
     }
 }
 
-/// A trial as the samplers and pruners see it (Optuna's `FrozenTrial`,
-/// single-objective).
+/// A trial as Optuna's `FrozenTrial` holds it: what storages return and
+/// samplers and pruners read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FrozenTrial {
     /// 0-based, unique in the study, in creation order.
     pub number: u64,
+    /// The storage's key of the trial (unique across studies); the number
+    /// for a study held in memory.
+    pub trial_id: i64,
     pub state: TrialState,
+    /// By name.
     pub params: BTreeMap<String, Param>,
-    /// The objective values of a COMPLETE trial (only `values[0]` is used).
+    /// One value per objective, once the trial stored them.
     pub values: Option<Vec<f64>>,
     /// Reported learning-curve values by step.
     pub intermediate_values: BTreeMap<i64, f64>,
-    /// Constraint values by name; the trial is feasible when all are `<= 0`
-    /// (Optuna 5's `trial.set_constraint`).
-    pub constraints: BTreeMap<String, f64>,
-    /// Numeric system attributes the pruners keep per trial (the successive
-    /// halving rungs, `completed_rung_N`); the caller persists them.
-    pub system_attrs: BTreeMap<String, f64>,
+    /// Optuna's naive local time `YYYY-MM-DD HH:MM:SS[.ffffff]`, as stored.
+    pub datetime_start: Option<String>,
+    pub datetime_complete: Option<String>,
+    /// The user's attributes: any JSON value, as in Optuna.
+    pub user_attrs: BTreeMap<String, Json>,
+    /// Attributes samplers, pruners and runners keep per trial: constraint
+    /// values under [`CONSTRAINTS_KEY`], successive halving's
+    /// `completed_rung_N`, Optuna's `fixed_params`, ...
+    pub system_attrs: BTreeMap<String, Json>,
 }
 
 impl FrozenTrial {
@@ -76,16 +166,19 @@ impl FrozenTrial {
     pub fn new(number: u64) -> Self {
         FrozenTrial {
             number,
+            trial_id: number as i64,
             state: TrialState::Running,
             params: BTreeMap::new(),
             values: None,
             intermediate_values: BTreeMap::new(),
-            constraints: BTreeMap::new(),
+            datetime_start: None,
+            datetime_complete: None,
+            user_attrs: BTreeMap::new(),
             system_attrs: BTreeMap::new(),
         }
     }
 
-    /// The objective value of a COMPLETE trial.
+    /// The first objective's value.
     pub fn value(&self) -> Option<f64> {
         self.values.as_ref().and_then(|v| v.first().copied())
     }
@@ -95,9 +188,57 @@ impl FrozenTrial {
         self.intermediate_values.keys().next_back().copied()
     }
 
+    /// The constraint values (empty when the trial has none); an entry
+    /// that is not a number, which [`FrozenTrial::check`] refuses, is NaN.
+    pub fn constraints(&self) -> Vec<f64> {
+        match self.system_attrs.get(CONSTRAINTS_KEY) {
+            Some(Json::Array(items)) => items
+                .iter()
+                .map(|v| v.as_f64().unwrap_or(f64::NAN))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether the trial stored constraint values.
+    pub fn has_constraints(&self) -> bool {
+        matches!(self.system_attrs.get(CONSTRAINTS_KEY), Some(Json::Array(a)) if !a.is_empty())
+    }
+
     /// Total positive constraint violation (0 for a feasible trial).
     pub fn violation(&self) -> f64 {
-        self.constraints.values().filter(|v| **v > 0.0).sum()
+        self.constraints().into_iter().filter(|v| *v > 0.0).sum()
+    }
+
+    /// A numeric system attribute (successive halving's rungs).
+    pub fn system_number(&self, key: &str) -> Option<f64> {
+        self.system_attrs.get(key).and_then(Json::as_f64)
+    }
+
+    /// What a sampler may rely on and a storage cannot promise: every
+    /// parameter's internal value lies in its distribution, and the
+    /// constraints are a list of numbers. Errors name the trial and the
+    /// parameter or attribute.
+    pub fn check(&self) -> Result<()> {
+        let bad = |reason: String| Error::Trial {
+            number: self.number,
+            reason,
+        };
+        for (name, p) in &self.params {
+            if !p.distribution.contains(p.internal) {
+                return Err(bad(format!(
+                    "parameter `{name}`: stored value {} is outside {}",
+                    p.internal, p.distribution
+                )));
+            }
+        }
+        match self.system_attrs.get(CONSTRAINTS_KEY) {
+            None | Some(Json::Null) => Ok(()),
+            Some(Json::Array(items)) if items.iter().all(Json::is_number) => Ok(()),
+            Some(other) => Err(bad(format!(
+                "system attribute `{CONSTRAINTS_KEY}` must be a list of numbers, found {other}"
+            ))),
+        }
     }
 }
 
@@ -108,4 +249,56 @@ pub struct StudyView<'a> {
     pub name: &'a str,
     pub direction: StudyDirection,
     pub trials: &'a [FrozenTrial],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names_parse_back_as_optuna_spells_them() {
+        for s in TrialState::ALL {
+            assert_eq!(TrialState::parse(s.as_str()), Some(s));
+            assert_eq!(TrialState::parse(&s.as_str().to_lowercase()), Some(s));
+        }
+        assert_eq!(TrialState::parse("DONE"), None);
+        assert_eq!(
+            StudyDirection::parse("not_set"),
+            Some(StudyDirection::NotSet)
+        );
+        assert_eq!(StudyDirection::Maximize.to_string(), "MAXIMIZE");
+    }
+
+    #[test]
+    fn constraints_come_from_the_system_attribute() {
+        let mut t = FrozenTrial::new(3);
+        assert!(!t.has_constraints() && t.violation() == 0.0);
+        t.system_attrs
+            .insert(CONSTRAINTS_KEY.into(), json!([0.5, -1.0, 2]));
+        assert!(t.has_constraints());
+        assert_eq!(t.constraints(), vec![0.5, -1.0, 2.0]);
+        assert_eq!(t.violation(), 2.5);
+        assert!(t.check().is_ok());
+        t.system_attrs.insert(CONSTRAINTS_KEY.into(), json!("x"));
+        let e = t.check().unwrap_err().to_string();
+        assert!(e.contains("trial 3") && e.contains("\"x\""), "{e}");
+    }
+
+    #[test]
+    fn check_names_a_value_outside_its_distribution() {
+        let mut t = FrozenTrial::new(4);
+        t.params.insert(
+            "x".into(),
+            Param {
+                distribution: Distribution::int(0, 3, false, 1).unwrap(),
+                internal: 5.0,
+            },
+        );
+        let e = t.check().unwrap_err().to_string();
+        assert!(
+            e.contains("trial 4") && e.contains("`x`") && e.contains("outside"),
+            "{e}"
+        );
+    }
 }

@@ -10,7 +10,7 @@
 //! calls its own `exp` where the port calls the platform's. Replacing the
 //! port would move sampler output in its last bits.
 
-use hpo_sampler::special::{erf, erfc};
+use hpo_sampler::internals::{erf, erfc};
 
 /// Distance in units in the last place (0 for two NaNs).
 fn ulps(a: f64, b: f64) -> u64 {

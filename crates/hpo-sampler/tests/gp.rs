@@ -4,7 +4,7 @@
 //! written by benches/sampler/gp_fixtures.py); running trials push
 //! concurrent asks apart.
 
-use hpo_sampler::sampler::gp::regressor::{self, GpRegressor, KernelParams};
+use hpo_sampler::internals::{GpRegressor, KernelParams, fit_gp};
 use hpo_sampler::{
     Distribution, FrozenTrial, GpConfig, GpSampler, ParamValue, StudyDirection, StudyView,
     TrialState, ask,
@@ -89,9 +89,9 @@ proptest! {
         t0 in 0.05f64..20.0,
         t1 in 0.05f64..20.0,
     ) {
-        let mut r = hpo_sampler::rng::Rng::seed_from(seed);
+        let mut r = hpo_sampler::internals::Rng::seed_from(seed);
         let cat = vec![false, cat1];
-        let point = |r: &mut hpo_sampler::rng::Rng| {
+        let point = |r: &mut hpo_sampler::internals::Rng| {
             vec![r.next_f64(), if cat1 { r.below(3) as f64 } else { r.next_f64() }]
         };
         let x: Vec<Vec<f64>> = (0..n).map(|_| point(&mut r)).collect();
@@ -215,7 +215,7 @@ fn fitted_hyperparameters_match_optuna() {
             .map(|b| b.as_bool().unwrap())
             .collect();
         let deterministic = case["deterministic"].as_bool().unwrap();
-        let gp = regressor::fit(x, y, cat, None, deterministic);
+        let gp = fit_gp(x, y, cat, None, deterministic);
         let theirs = floats(&case["inverse_squared_lengthscales"]);
         // Both stop at a projected gradient of 1e-2 in log space, so the
         // fits agree to a few percent in log space, not to the last digit.
@@ -277,7 +277,7 @@ fn running_trials_push_concurrent_asks_apart() {
                 ..GpConfig::default()
             };
             let mut trials: Vec<FrozenTrial> = Vec::new();
-            let mut r = hpo_sampler::rng::Rng::seed_from(seed + 100);
+            let mut r = hpo_sampler::internals::Rng::seed_from(seed + 100);
             for number in 0..12u64 {
                 let (x, y) = (r.next_f64(), r.next_f64());
                 let mut t = FrozenTrial::new(number);

@@ -4,8 +4,8 @@
 //! in cases where equal observations make the result depend on numpy's
 //! unstable (machine-dependent) argsort; those only have to be finite.
 
+use hpo_sampler::internals::{Parzen, ParzenParams};
 use hpo_sampler::sampler::default_weights;
-use hpo_sampler::sampler::parzen::{Parzen, ParzenParams};
 use hpo_sampler::{Distribution, ParamValue};
 use serde_json::Value;
 

@@ -130,7 +130,7 @@ fn replay(path: &Path) -> usize {
             path.display()
         );
         for (k, v) in decision.system_attrs {
-            trials[idx].system_attrs.insert(k, v);
+            trials[idx].system_attrs.insert(k, v.into());
         }
         checked += 1;
     }

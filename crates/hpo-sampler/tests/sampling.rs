@@ -103,7 +103,10 @@ fn history(space: SearchSpace) -> impl Strategy<Value = (SearchSpace, Vec<Frozen
                     t.values = Some(vec![value]);
                 }
                 if i % 5 == 0 {
-                    t.constraints.insert("memory".into(), violation - 1.0);
+                    t.system_attrs.insert(
+                        hpo_sampler::CONSTRAINTS_KEY.into(),
+                        serde_json::json!([violation - 1.0]),
+                    );
                 }
                 for s in 0..n_steps {
                     t.intermediate_values.insert(s as i64, value + s as f64);

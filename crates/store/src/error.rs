@@ -110,9 +110,23 @@ pub enum StoreError {
         value: String,
     },
 
+    /// A stored parameter whose `distribution_json` does not read as a
+    /// distribution Optuna would make.
+    #[error("trial {number}, parameter `{name}`: {reason}")]
+    BadParam {
+        number: u64,
+        name: String,
+        reason: String,
+    },
+
     /// A `distribution_json` we cannot decode.
     #[error("bad distribution_json `{json}`: {reason}")]
     BadDistribution { json: String, reason: String },
+
+    /// A distribution in Optuna's JSON whose attributes Optuna's
+    /// constructors refuse (`low > high`, no choices...); names the parameter.
+    #[error(transparent)]
+    InvalidDistribution(hpo_sampler::Error),
 
     /// A distribution or search space in Optuna's JSON that does not read;
     /// `path` names the field (`lr.attributes.low`).

@@ -8,8 +8,11 @@
 //! and optuna-dashboard read what we write, and we read what they wrote. A
 //! PostgreSQL server lets runners on many machines share one study.
 //!
-//! It deliberately does not sample, prune, train or allocate: it knows nothing
-//! of `hpo-sampler`, `gpu-mem` or `trainer`, and is reusable alone.
+//! Its data model is `hpo-sampler`'s, Optuna's own (distributions, trial
+//! states, study directions, [`FrozenTrial`]), re-exported here, so what it
+//! returns goes to a sampler as it is. It deliberately does not sample,
+//! prune, train or allocate: it knows nothing of `gpu-mem` or `trainer`,
+//! and uses `hpo-sampler` for those types alone.
 //!
 //! # Seams
 //! - [`Storage`] is one connection to one file or database; open one per
@@ -22,15 +25,16 @@
 //!   dense and unique.
 //! - Parameters are stored as Optuna stores them: an internal `f64` (the value
 //!   for float/int distributions, the choice index for categorical ones) and
-//!   the distribution as an opaque JSON string. [`Distribution`] converts, so
-//!   the sampler crate's types never leak in here. Its JSON is the bytes
-//!   Optuna writes, through [`python_json`] (Python's `json.dumps` spelling);
-//!   [`Distribution::from_json`] reads every form Optuna's
-//!   `json_to_distribution` reads (pre-3.0 class names and the short
-//!   `{"type": "float", ...}` form included), and
-//!   [`search_space_from_json`] the search space `optuna ask
-//!   --search-space` takes. This is the project's one reader and writer of
-//!   Optuna's distribution JSON.
+//!   the distribution as Optuna's JSON, the bytes Optuna writes
+//!   ([`distribution_to_json`], through [`python_json`], Python's
+//!   `json.dumps` spelling). Reading decodes it as Optuna's
+//!   `json_to_distribution` does ([`json_to_distribution`]: pre-3.0 class
+//!   names and the short `{"type": "float", ...}` form included, checked
+//!   by Optuna's constructors' rules); a row that does not decode is an
+//!   error naming the trial and the parameter. [`search_space_from_json`]
+//!   reads the search space `optuna ask --search-space` takes, and
+//!   [`value_to_json`] / [`value_from_json`] a parameter value. This is the
+//!   project's one reader and writer of Optuna's JSON.
 //! - [`Storage::claim_or_create_within`] claims a WAITING trial or creates
 //!   one while a study's budget lasts, with its first heartbeat, in one
 //!   transaction: any number of processes can share one study.
@@ -39,6 +43,8 @@
 //!   whose owner died.
 //! - Errors are [`StoreError`]; bad files and databases are rejected by
 //!   reading only, so nothing is ever written to a storage that is not ours.
+//!   It prints nothing: a warning (a file not in WAL mode) is a `tracing`
+//!   event for the application's subscriber.
 //! - `pg_server` (feature `testing`) starts a throwaway PostgreSQL server,
 //!   for tests and benchmarks.
 //!
@@ -52,17 +58,18 @@
 //! let study = storage.create_or_load_study("bert", &[StudyDirection::Maximize])?;
 //! let trial = storage.create_or_claim_trial(study.study_id)?.trial();
 //! let lr = Distribution::Float { low: 1e-5, high: 1e-2, log: true, step: None };
-//! storage.set_param(trial.trial_id, "lr", 3e-4, &lr.to_json())?;
+//! storage.set_param(trial.trial_id, "lr", 3e-4, &lr)?;
 //! storage.heartbeat(trial.trial_id)?;
 //! storage.report_intermediate(trial.trial_id, 0, 0.71)?;
 //! storage.finish(trial.trial_id, TrialState::Complete, &[0.74])?;
-//! assert_eq!(storage.best_trial(study.study_id)?.unwrap().number, trial.number);
+//! let best = storage.best_trial(study.study_id)?.unwrap();
+//! assert_eq!(best.number as i64, trial.number);
+//! assert_eq!(best.params["lr"].value().as_f64(), Some(3e-4));
 //! # Ok::<(), store::StoreError>(())
 //! ```
 
 mod attrs;
 mod db;
-mod distribution;
 mod error;
 mod model;
 mod optuna_json;
@@ -78,12 +85,15 @@ mod study;
 pub mod time;
 mod trial;
 
-pub use distribution::{Distribution, external_value};
 pub use error::{Result, StoreError};
-pub use model::{
-    FrozenTrial, Param, Study, StudyDirection, StudySummary, TrialFilter, TrialRef, TrialState,
+pub use hpo_sampler::{
+    Distribution, FrozenTrial, Param, ParamValue, SearchSpace, StudyDirection, TrialState,
 };
-pub use optuna_json::search_space_from_json;
+pub use model::{Study, StudySummary, TrialFilter, TrialRef};
+pub use optuna_json::{
+    distribution_to_json, json_to_distribution, json_value_to_distribution, search_space_from_json,
+    value_from_json, value_to_json,
+};
 pub use pg::PgUrl;
 pub use schema::{ALEMBIC_VERSION, LIBRARY_VERSION, SCHEMA_VERSION};
 pub use stale::{RetryPolicy, StaleTrial};

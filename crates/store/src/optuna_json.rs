@@ -1,5 +1,5 @@
-//! Optuna's JSON for distributions and search spaces: the project's one
-//! reader and writer of it.
+//! Optuna's JSON for distributions, parameter values and search spaces:
+//! the project's one reader and writer of it.
 //!
 //! A distribution is written as `optuna.distributions.distribution_to_json`
 //! writes it, byte for byte (`{"name": "FloatDistribution", "attributes":
@@ -12,108 +12,153 @@
 //! object of distributions by name.
 //!
 //! Reading checks the JSON's shape (names, attributes and their types) and
-//! names the field at fault; whether the numbers make a valid range
-//! (`low <= high`, a positive step...) and the choices are scalars is the
-//! sampler's rule, checked where a sampler's distribution is built.
+//! names the field at fault, then builds the distribution as Optuna's
+//! constructors do (`hpo_sampler::Distribution::float` and its siblings:
+//! `low <= high`, a positive step, `high` lowered onto the step's grid,
+//! scalar choices).
 
-use crate::distribution::Distribution;
 use crate::error::StoreError;
 use crate::python_json;
+use hpo_sampler::{Distribution, ParamValue, SearchSpace};
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
-use std::collections::BTreeMap;
 use std::fmt;
 
-impl Distribution {
-    /// Optuna's JSON, the bytes `optuna.distributions.distribution_to_json`
-    /// writes: `{"name": "FloatDistribution", "attributes": {"step": null,
-    /// "low": 1e-05, "high": 0.01, "log": true}}`.
-    pub fn to_json(&self) -> String {
-        #[derive(Serialize)]
-        struct Named<A> {
-            name: &'static str,
-            attributes: A,
-        }
-        // Field order is the attribute order of Optuna's classes.
-        #[derive(Serialize)]
-        struct FloatAttrs {
-            step: Option<f64>,
-            low: f64,
-            high: f64,
-            log: bool,
-        }
-        #[derive(Serialize)]
-        struct IntAttrs {
-            log: bool,
-            step: i64,
-            low: i64,
-            high: i64,
-        }
-        #[derive(Serialize)]
-        struct CategoricalAttrs<'a> {
-            choices: &'a [Json],
-        }
-        match self {
-            &Distribution::Float {
-                low,
-                high,
-                log,
-                step,
-            } => python_json::to_string(&Named {
-                name: "FloatDistribution",
-                attributes: FloatAttrs {
-                    step,
-                    low,
-                    high,
-                    log,
-                },
-            }),
-            &Distribution::Int {
-                low,
-                high,
-                log,
-                step,
-            } => python_json::to_string(&Named {
-                name: "IntDistribution",
-                attributes: IntAttrs {
-                    log,
-                    step,
-                    low,
-                    high,
-                },
-            }),
-            Distribution::Categorical { choices } => python_json::to_string(&Named {
-                name: "CategoricalDistribution",
-                attributes: CategoricalAttrs { choices },
-            }),
-        }
+/// Optuna's JSON of a distribution, the bytes
+/// `optuna.distributions.distribution_to_json` writes: `{"name":
+/// "FloatDistribution", "attributes": {"step": null, "low": 1e-05, "high":
+/// 0.01, "log": true}}`.
+pub fn distribution_to_json(d: &Distribution) -> String {
+    #[derive(Serialize)]
+    struct Named<A> {
+        name: &'static str,
+        attributes: A,
     }
+    // Field order is the attribute order of Optuna's classes.
+    #[derive(Serialize)]
+    struct FloatAttrs {
+        step: Option<f64>,
+        low: f64,
+        high: f64,
+        log: bool,
+    }
+    #[derive(Serialize)]
+    struct IntAttrs {
+        log: bool,
+        step: i64,
+        low: i64,
+        high: i64,
+    }
+    #[derive(Serialize)]
+    struct CategoricalAttrs {
+        choices: Vec<Json>,
+    }
+    match d {
+        &Distribution::Float {
+            low,
+            high,
+            log,
+            step,
+        } => python_json::to_string(&Named {
+            name: "FloatDistribution",
+            attributes: FloatAttrs {
+                step,
+                low,
+                high,
+                log,
+            },
+        }),
+        &Distribution::Int {
+            low,
+            high,
+            log,
+            step,
+        } => python_json::to_string(&Named {
+            name: "IntDistribution",
+            attributes: IntAttrs {
+                log,
+                step,
+                low,
+                high,
+            },
+        }),
+        Distribution::Categorical { choices } => python_json::to_string(&Named {
+            name: "CategoricalDistribution",
+            attributes: CategoricalAttrs {
+                choices: choices.iter().map(value_to_json).collect(),
+            },
+        }),
+    }
+}
 
-    /// Parse a `distribution_json` (any form [`Distribution::from_json_value`]
-    /// reads); the error quotes the text and names the field at fault.
-    pub fn from_json(text: &str) -> Result<Distribution, StoreError> {
-        let bad = |reason: String| StoreError::BadDistribution {
-            json: text.to_string(),
+/// A `distribution_json` as Optuna's `json_to_distribution` reads it (any
+/// form [`json_value_to_distribution`] reads); the error quotes the text
+/// and names the field at fault.
+pub fn json_to_distribution(text: &str) -> Result<Distribution, StoreError> {
+    let bad = |reason: String| StoreError::BadDistribution {
+        json: text.to_string(),
+        reason,
+    };
+    let v: Json = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+    let read = parse(&v, "").map_err(|e| bad(e.to_string()))?;
+    validated(read).map_err(bad)
+}
+
+/// One distribution already read as JSON, as Optuna's
+/// `json_to_distribution` reads it: the current and the pre-3.0 class
+/// names, or the short `{"type": "float" | "int" | "categorical", ...}`
+/// form. `path` names the value in errors (for example `lr`, giving
+/// `lr.attributes.low`).
+pub fn json_value_to_distribution(v: &Json, path: &str) -> Result<Distribution, StoreError> {
+    let read = parse(v, path).map_err(FieldError::into_store_error)?;
+    validated(read).map_err(|reason| {
+        StoreError::InvalidDistribution(hpo_sampler::Error::InvalidDistribution {
+            param: path.to_string(),
             reason,
-        };
-        let v: Json = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
-        parse(&v, "").map_err(|e| bad(e.to_string()))
-    }
+        })
+    })
+}
 
-    /// Parse one distribution already read as JSON, as Optuna's
-    /// `json_to_distribution` does: the current and the pre-3.0 class
-    /// names, or the short `{"type": "float" | "int" | "categorical", ...}`
-    /// form. `path` names the value in errors (for example `lr`, giving
-    /// `lr.attributes.low`).
-    pub fn from_json_value(v: &Json, path: &str) -> Result<Distribution, StoreError> {
-        parse(v, path).map_err(FieldError::into_store_error)
+/// A parameter value as JSON (`null`, `true`, `3`, `0.5`, `"adam"`), as
+/// Optuna's rows and CLI lines hold it; a non-finite float, which JSON
+/// cannot hold, is `null`.
+pub fn value_to_json(v: &ParamValue) -> Json {
+    match v {
+        ParamValue::None => Json::Null,
+        ParamValue::Bool(b) => Json::Bool(*b),
+        ParamValue::Int(i) => Json::from(*i),
+        ParamValue::Float(f) => serde_json::Number::from_f64(*f)
+            .map(Json::Number)
+            .unwrap_or(Json::Null),
+        ParamValue::Str(s) => Json::String(s.clone()),
     }
+}
+
+/// A parameter value from JSON (a categorical choice, a fixed parameter's
+/// value), keeping its type (`3` an int, `3.0` a float); lists and objects
+/// are not parameter values.
+pub fn value_from_json(v: &Json) -> Result<ParamValue, String> {
+    Ok(match v {
+        Json::Null => ParamValue::None,
+        Json::Bool(b) => ParamValue::Bool(*b),
+        Json::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => ParamValue::Int(i),
+            (None, Some(f)) => ParamValue::Float(f),
+            (None, None) => return Err(format!("{n} is out of range")),
+        },
+        Json::String(s) => ParamValue::Str(s.clone()),
+        Json::Array(_) | Json::Object(_) => {
+            return Err(format!(
+                "{v} is not a parameter value (null, a bool, a number or a string)"
+            ));
+        }
+    })
 }
 
 /// A search space as `optuna ask --search-space` takes it: a JSON object of
 /// distributions by parameter name. Errors name the parameter and field
 /// (`lr.attributes.low`).
-pub fn search_space_from_json(text: &str) -> Result<BTreeMap<String, Distribution>, StoreError> {
+pub fn search_space_from_json(text: &str) -> Result<SearchSpace, StoreError> {
     let bad = |reason: String| StoreError::BadOptunaJson {
         path: "search space".into(),
         reason,
@@ -123,7 +168,7 @@ pub fn search_space_from_json(text: &str) -> Result<BTreeMap<String, Distributio
         .as_object()
         .ok_or_else(|| bad("expected an object of distributions by name".into()))?;
     obj.iter()
-        .map(|(name, d)| Ok((name.clone(), Distribution::from_json_value(d, name)?)))
+        .map(|(name, d)| Ok((name.clone(), json_value_to_distribution(d, name)?)))
         .collect()
 }
 
@@ -214,14 +259,19 @@ impl Fields<'_> {
         }
     }
 
-    /// Choices as stored. Optuna only warns about choices that are not
-    /// scalars, so a stored row may hold one; whoever samples refuses it.
-    fn choices(&self) -> Result<Vec<Json>, FieldError> {
-        self.map
+    /// The choices, each a parameter value. Optuna only warns about a
+    /// choice that is not a scalar (a list, a dict); memtune refuses it,
+    /// naming it.
+    fn choices(&self) -> Result<Vec<ParamValue>, FieldError> {
+        let list = self
+            .map
             .get("choices")
             .and_then(Json::as_array)
-            .cloned()
-            .ok_or_else(|| self.bad("choices", "missing or not a list"))
+            .ok_or_else(|| self.bad("choices", "missing or not a list"))?;
+        list.iter()
+            .enumerate()
+            .map(|(i, c)| value_from_json(c).map_err(|e| self.bad(&format!("choices[{i}]"), e)))
+            .collect()
     }
 }
 
@@ -242,6 +292,31 @@ fn parse(v: &Json, path: &str) -> Result<Distribution, FieldError> {
         }
         None => short(&top),
     }
+}
+
+/// The distribution as Optuna's constructor makes it from the attributes
+/// read: checked (`low <= high`, a positive step, some choices...) and with
+/// `high` on the step's grid; the error is the constructor's reason.
+fn validated(read: Distribution) -> Result<Distribution, String> {
+    match read {
+        Distribution::Float {
+            low,
+            high,
+            log,
+            step,
+        } => Distribution::float(low, high, log, step),
+        Distribution::Int {
+            low,
+            high,
+            log,
+            step,
+        } => Distribution::int(low, high, log, step),
+        Distribution::Categorical { choices } => Distribution::categorical(choices),
+    }
+    .map_err(|e| match e {
+        hpo_sampler::Error::InvalidDistribution { reason, .. } => reason,
+        other => other.to_string(),
+    })
 }
 
 /// `{"name": ..., "attributes": {...}}`: the class is checked first, so an
@@ -371,8 +446,16 @@ mod tests {
         }
     }
 
+    fn cat(choices: Vec<Json>) -> Distribution {
+        let choices = choices
+            .iter()
+            .map(|c| value_from_json(c).unwrap())
+            .collect();
+        Distribution::categorical(choices).unwrap()
+    }
+
     fn read(v: Json) -> Result<Distribution, String> {
-        Distribution::from_json_value(&v, "p").map_err(|e| e.to_string())
+        json_value_to_distribution(&v, "p").map_err(|e| e.to_string())
     }
 
     #[test]
@@ -396,27 +479,29 @@ mod tests {
                 r#"{"name": "IntDistribution", "attributes": {"log": false, "step": 16, "low": 16, "high": 256}}"#,
             ),
             (
-                Distribution::Categorical {
-                    choices: vec![json!("a"), json!(1), json!(2.5), json!(true), Json::Null],
-                },
+                cat(vec![
+                    json!("a"),
+                    json!(1),
+                    json!(2.5),
+                    json!(true),
+                    Json::Null,
+                ]),
                 r#"{"name": "CategoricalDistribution", "attributes": {"choices": ["a", 1, 2.5, true, null]}}"#,
             ),
             (
-                Distribution::Categorical {
-                    choices: vec![
-                        json!("adam"),
-                        json!("été"),
-                        Json::Null,
-                        json!(1.0),
-                        json!(2),
-                        json!(true),
-                    ],
-                },
+                cat(vec![
+                    json!("adam"),
+                    json!("été"),
+                    Json::Null,
+                    json!(1.0),
+                    json!(2),
+                    json!(true),
+                ]),
                 r#"{"name": "CategoricalDistribution", "attributes": {"choices": ["adam", "\u00e9t\u00e9", null, 1.0, 2, true]}}"#,
             ),
         ] {
-            assert_eq!(d.to_json(), optuna);
-            assert_eq!(Distribution::from_json(optuna).unwrap(), d);
+            assert_eq!(distribution_to_json(&d), optuna);
+            assert_eq!(json_to_distribution(optuna).unwrap(), d);
         }
     }
 
@@ -471,16 +556,12 @@ mod tests {
         );
         assert_eq!(
             read(json!({"type": "categorical", "choices": ["a", null]})),
-            Ok(Distribution::Categorical {
-                choices: vec![json!("a"), Json::Null]
-            })
+            Ok(cat(vec![json!("a"), Json::Null]))
         );
-        // Optuna stores a list choice with only a warning; it reads back.
+        // Optuna stores a list choice with only a warning; it is refused here.
         assert_eq!(
             read(json!({"name": "CategoricalDistribution", "attributes": {"choices": ["a", [1]]}})),
-            Ok(Distribution::Categorical {
-                choices: vec![json!("a"), json!([1])]
-            })
+            Err("invalid Optuna JSON at p.attributes.choices[1]: [1] is not a parameter value (null, a bool, a number or a string)".into())
         );
         // Omitted `log` and `step`, and integral floats where ints belong,
         // as Python's keyword defaults and `int()` allow.
@@ -560,12 +641,12 @@ mod tests {
     #[test]
     fn from_json_quotes_the_text_and_names_the_field() {
         let text = r#"{"name": "FloatDistribution", "attributes": {}}"#;
-        let err = Distribution::from_json(text).unwrap_err().to_string();
+        let err = json_to_distribution(text).unwrap_err().to_string();
         assert!(
             err.contains(text) && err.contains("attributes.low: missing"),
             "{err}"
         );
-        assert!(Distribution::from_json("{").is_err());
+        assert!(json_to_distribution("{").is_err());
     }
 
     #[test]
@@ -590,5 +671,107 @@ mod tests {
         );
         let err = search_space_from_json("[]").unwrap_err().to_string();
         assert!(err.contains("object of distributions"), "{err}");
+    }
+
+    #[test]
+    fn search_spaces_are_validated_as_optunas_constructors_validate() {
+        // Deprecated classes and the short form, `high` on the step's grid.
+        let space = search_space_from_json(
+            r#"{"q": {"name": "DiscreteUniformDistribution", "attributes": {"low": 0, "high": 0.95, "q": 0.1}},
+                "n": {"type": "int", "low": 16, "high": 250, "step": 16},
+                "c": {"name": "CategoricalDistribution", "attributes": {"choices": ["a", 1, 1.0, null]}}}"#,
+        )
+        .unwrap();
+        assert_eq!(space["q"], float(0.0, 0.9, false, Some(0.1)));
+        assert_eq!(space["n"], int(16, 240, false, 16));
+        let Distribution::Categorical { choices } = &space["c"] else {
+            panic!("{:?}", space["c"]);
+        };
+        assert_eq!(
+            choices,
+            &[
+                ParamValue::Str("a".into()),
+                ParamValue::Int(1),
+                ParamValue::Float(1.0),
+                ParamValue::None
+            ]
+        );
+        for (bad, words) in [
+            (
+                r#"{"x": {"name": "FloatDistribution", "attributes": {"low": 2.0, "high": 1.0}}}"#,
+                ["parameter 'x'", "`low <= high`"],
+            ),
+            (
+                r#"{"c": {"name": "CategoricalDistribution", "attributes": {"choices": []}}}"#,
+                ["parameter 'c'", "one or more"],
+            ),
+            (
+                r#"{"x": {"name": "IntDistribution", "attributes": {"low": 0, "high": 4, "log": true}}}"#,
+                ["parameter 'x'", "`low >= 1`"],
+            ),
+        ] {
+            let e = search_space_from_json(bad).unwrap_err().to_string();
+            assert!(words.iter().all(|w| e.contains(w)), "{e}");
+        }
+    }
+
+    #[test]
+    fn values_keep_their_json_type() {
+        for v in [json!(null), json!(true), json!(3), json!(3.0), json!("x")] {
+            assert_eq!(value_to_json(&value_from_json(&v).unwrap()), v);
+        }
+        assert_eq!(value_from_json(&json!(2.5)), Ok(ParamValue::Float(2.5)));
+        assert_eq!(value_to_json(&ParamValue::Float(f64::NAN)), Json::Null);
+        assert!(value_from_json(&json!([1])).unwrap_err().contains("[1]"));
+        assert!(value_from_json(&json!({"a": 1})).is_err());
+        // A stored choice index reads back as the value Optuna's
+        // `list.index` finds: the first equal choice, by Python's `==`.
+        let d = json_to_distribution(
+            r#"{"name": "CategoricalDistribution", "attributes": {"choices": [1, 2.0, true, "1"]}}"#,
+        )
+        .unwrap();
+        let index = |v: Json| d.to_internal(&value_from_json(&v).unwrap()).ok();
+        assert_eq!(index(json!(1.0)), Some(0.0));
+        assert_eq!(index(json!(2)), Some(1.0));
+        assert_eq!(index(json!("1")), Some(3.0));
+        assert_eq!(index(json!(null)), None);
+    }
+
+    /// Any valid distribution: ranges drawn freely and kept when Optuna's
+    /// rules accept them, choices of every scalar type.
+    fn distribution() -> impl proptest::strategy::Strategy<Value = Distribution> {
+        use proptest::prelude::*;
+        let choice = prop_oneof![
+            "[a-zé😀\"]{0,4}".prop_map(ParamValue::Str),
+            any::<i64>().prop_map(ParamValue::Int),
+            (-1e6f64..1e6).prop_map(ParamValue::Float),
+            any::<bool>().prop_map(ParamValue::Bool),
+            Just(ParamValue::None),
+        ];
+        let range = (-100.0f64..100.0, 0.0f64..1e4, any::<bool>(), 0.0f64..3.0);
+        prop_oneof![
+            range
+                .clone()
+                .prop_filter_map("not a float range", |(low, w, log, step)| {
+                    let step = (step > 0.01 && !log).then_some(step);
+                    Distribution::float(low, low + w, log, step).ok()
+                }),
+            range.prop_filter_map("not an int range", |(low, w, log, step)| {
+                let step = if log { 1 } else { 1 + step as i64 };
+                Distribution::int(low as i64, (low + w) as i64, log, step).ok()
+            }),
+            proptest::collection::vec(choice, 1..5)
+                .prop_map(|choices| Distribution::categorical(choices).unwrap()),
+        ]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn distributions_round_trip_through_optunas_json(d in distribution()) {
+            let read = json_to_distribution(&distribution_to_json(&d)).unwrap();
+            // Structurally equal, not only by Optuna's `==`: every choice
+            // keeps its JSON type.
+            proptest::prop_assert_eq!(format!("{read:?}"), format!("{d:?}"));
+        }
     }
 }

@@ -4,6 +4,7 @@ use crate::attrs::{AttrTable, parse_json};
 use crate::db::{Tx, Value, vals};
 use crate::error::{Result, StoreError};
 use crate::model::{FrozenTrial, Param, StudyDirection, TrialFilter, TrialState, decode_float};
+use crate::optuna_json::json_to_distribution;
 use crate::storage::{Storage, TxError};
 use crate::study::{load_by_id, state_counts};
 use serde_json::Value as Json;
@@ -149,33 +150,30 @@ pub(crate) fn load_trials(
     let mut trials: Vec<FrozenTrial> = Vec::new();
     let mut index: HashMap<i64, usize> = HashMap::new();
     let sql = format!(
-        "SELECT t.trial_id, t.study_id, t.number, t.state, t.datetime_start, t.datetime_complete, h.heartbeat \
-         FROM trials t LEFT JOIN trial_heartbeats h ON h.trial_id = t.trial_id WHERE {where_sql} ORDER BY t.number, t.trial_id"
+        "SELECT t.trial_id, t.number, t.state, t.datetime_start, t.datetime_complete \
+         FROM trials t WHERE {where_sql} ORDER BY t.number, t.trial_id"
     );
     for r in tx.query(&sql, &arg)? {
         let trial_id = r.i64(0)?;
-        let state = r.string(3)?;
-        let state = TrialState::parse(&state).ok_or_else(|| StoreError::BadRow {
+        let bad_row = |field: &'static str, value: String| StoreError::BadRow {
             table: "trials",
-            field: "state",
+            field,
             row_id: trial_id,
-            value: state.clone(),
-        })?;
+            value,
+        };
+        let number = r.opt_i64(1)?;
+        let number = number
+            .and_then(|n| u64::try_from(n).ok())
+            .ok_or_else(|| bad_row("number", format!("{number:?}")))?;
+        let state = r.string(2)?;
+        let state = TrialState::parse(&state).ok_or_else(|| bad_row("state", state.clone()))?;
         index.insert(trial_id, trials.len());
-        trials.push(FrozenTrial {
-            trial_id,
-            study_id: r.opt_i64(1)?.unwrap_or(-1),
-            number: r.opt_i64(2)?.unwrap_or(-1),
-            state,
-            values: None,
-            datetime_start: r.opt_string(4)?,
-            datetime_complete: r.opt_string(5)?,
-            params: Vec::new(),
-            intermediate_values: BTreeMap::new(),
-            user_attrs: BTreeMap::new(),
-            system_attrs: BTreeMap::new(),
-            heartbeat: r.opt_string(6)?,
-        });
+        let mut trial = FrozenTrial::new(number);
+        trial.trial_id = trial_id;
+        trial.state = state;
+        trial.datetime_start = r.opt_string(3)?;
+        trial.datetime_complete = r.opt_string(4)?;
+        trials.push(trial);
     }
     if trials.is_empty() {
         return Ok(trials);
@@ -193,16 +191,22 @@ pub(crate) fn load_trials(
     );
     for r in tx.query(&sql, &arg)? {
         if let Some(&i) = index.get(&r.i64(0)?) {
-            trials[i].params.push(Param {
-                name: r.opt_string(1)?.unwrap_or_default(),
-                internal_value: r.opt_f64(2)?.unwrap_or(f64::NAN),
-                distribution_json: r.opt_string(3)?.unwrap_or_default(),
-            });
+            let name = r.opt_string(1)?.unwrap_or_default();
+            let internal = r.opt_f64(2)?.unwrap_or(f64::NAN);
+            let json = r.opt_string(3)?.unwrap_or_default();
+            let distribution = json_to_distribution(&json).map_err(|e| StoreError::BadParam {
+                number: trials[i].number,
+                name: name.clone(),
+                reason: e.to_string(),
+            })?;
+            trials[i].params.insert(
+                name,
+                Param {
+                    distribution,
+                    internal,
+                },
+            );
         }
-    }
-    // By name in byte order: a PostgreSQL server sorts by its collation.
-    for t in &mut trials {
-        t.params.sort_by(|a, b| a.name.cmp(&b.name));
     }
 
     let sql = child(

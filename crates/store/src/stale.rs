@@ -3,7 +3,7 @@
 
 use crate::attrs::{AttrTable, set_attr};
 use crate::db::{Tx, Value, vals};
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::model::{TrialRef, TrialState};
 use crate::query::load_trials;
 use crate::storage::{Storage, TxError};
@@ -111,7 +111,16 @@ impl Storage {
         retry: &RetryPolicy,
         user_attrs: &[(&str, Json)],
     ) -> Result<Option<StaleTrial>> {
-        let study_id = self.trial(trial.trial_id)?.study_id;
+        let study_id = self.read(|tx| {
+            let row = tx.query_opt(
+                "SELECT study_id FROM trials WHERE trial_id = ?1",
+                vals![trial.trial_id],
+            )?;
+            let row = row.ok_or(StoreError::TrialNotFound {
+                trial_id: trial.trial_id,
+            })?;
+            Ok(row.opt_i64(0)?.unwrap_or(-1))
+        })?;
         Ok(self
             .fail_selected(
                 study_id,
@@ -164,7 +173,10 @@ impl Storage {
                     None => None,
                 };
                 out.push(StaleTrial {
-                    failed: t.trial_ref(),
+                    failed: TrialRef {
+                        trial_id: t.trial_id,
+                        number: t.number as i64,
+                    },
                     retry,
                 });
             }
@@ -197,7 +209,7 @@ fn retry_copy(
         return Ok(None);
     }
     let copy = NewTrial {
-        params: t.params.clone(),
+        params: t.params.clone().into_iter().collect(),
         user_attrs: t.user_attrs.clone().into_iter().collect(),
         system_attrs: system.into_iter().collect(),
         intermediate_values: if policy.inherit_intermediate_values {

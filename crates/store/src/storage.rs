@@ -324,7 +324,7 @@ impl Storage {
             let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
             if !mode.eq_ignore_ascii_case("wal") {
                 // e.g. a file system without shared memory; still correct, only slower.
-                tracing_free_warn(&self.path, &mode);
+                warn_not_wal(&self.path, &mode);
             }
             conn.execute_batch(&format!(
                 "PRAGMA synchronous={sync}; PRAGMA foreign_keys=ON;"
@@ -546,8 +546,8 @@ fn jitter(d: Duration) -> Duration {
     half + half * mix / 1024
 }
 
-fn tracing_free_warn(path: &Path, mode: &str) {
-    eprintln!(
+fn warn_not_wal(path: &Path, mode: &str) {
+    tracing::warn!(
         "store: {}: journal_mode is {mode}, not WAL; concurrent writers will wait longer",
         path.display()
     );

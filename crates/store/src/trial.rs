@@ -5,15 +5,18 @@ use crate::attrs::{AttrTable, set_attr};
 use crate::db::{Tx, vals};
 use crate::error::{Result, StoreError};
 use crate::model::{Param, TrialRef, TrialState, encode_float};
+use crate::optuna_json::distribution_to_json;
 use crate::storage::{Storage, TxError};
 use crate::study::{load_by_id, lock_study};
 use crate::time;
+use hpo_sampler::Distribution;
 use serde_json::Value as Json;
 
 /// A trial to enqueue: fixed parameters and attributes, claimed later by one worker.
 #[derive(Clone, Debug, Default)]
 pub struct NewTrial {
-    pub params: Vec<Param>,
+    /// By name; stored with Optuna's `distribution_json`.
+    pub params: Vec<(String, Param)>,
     pub user_attrs: Vec<(String, Json)>,
     pub system_attrs: Vec<(String, Json)>,
     pub intermediate_values: Vec<(i64, f64)>,
@@ -120,24 +123,18 @@ impl Storage {
         })
     }
 
-    /// Record one parameter: its internal value and distribution JSON.
+    /// Record one parameter as Optuna's `set_trial_param` does: its
+    /// internal value, and its distribution as Optuna's JSON.
     pub fn set_param(
         &self,
         trial_id: i64,
         name: &str,
         internal_value: f64,
-        distribution_json: &str,
+        distribution: &Distribution,
     ) -> Result<()> {
         self.write(|tx| {
             let t = writable(tx, trial_id)?;
-            insert_param(
-                tx,
-                trial_id,
-                t.number,
-                name,
-                internal_value,
-                distribution_json,
-            )
+            insert_param(tx, trial_id, t.number, name, internal_value, distribution)
         })
     }
 
@@ -218,6 +215,21 @@ impl Storage {
         self.write(|tx| {
             writable(tx, trial_id)?;
             beat(tx, trial_id)
+        })
+    }
+
+    /// The trial's last heartbeat (UTC, `YYYY-MM-DD HH:MM:SS[.ffffff]`), if
+    /// its owner ever sent one.
+    pub fn last_heartbeat(&self, trial_id: i64) -> Result<Option<String>> {
+        self.read(|tx| {
+            let row = tx.query_opt(
+                "SELECT heartbeat FROM trial_heartbeats WHERE trial_id = ?1",
+                vals![trial_id],
+            )?;
+            Ok(match row {
+                Some(r) => r.opt_string(0)?,
+                None => None,
+            })
         })
     }
 }
@@ -340,15 +352,8 @@ pub(crate) fn insert_full(
     trial: &NewTrial,
 ) -> Result<TrialRef, TxError> {
     let t = insert_trial(tx, study_id, TrialState::Waiting)?;
-    for p in &trial.params {
-        insert_param(
-            tx,
-            t.trial_id,
-            t.number,
-            &p.name,
-            p.internal_value,
-            &p.distribution_json,
-        )?;
+    for (name, p) in &trial.params {
+        insert_param(tx, t.trial_id, t.number, name, p.internal, &p.distribution)?;
     }
     for (k, v) in &trial.user_attrs {
         set_attr(tx, AttrTable::TrialUser, t.trial_id, k, v)?;
@@ -390,20 +395,13 @@ fn insert_param(
     number: i64,
     name: &str,
     internal_value: f64,
-    distribution_json: &str,
+    distribution: &Distribution,
 ) -> Result<(), TxError> {
     if !internal_value.is_finite() {
         return Err(StoreError::InvalidValue {
             number,
             what: format!("parameter `{name}`"),
             value: internal_value,
-        }
-        .into());
-    }
-    if let Err(e) = serde_json::from_str::<Json>(distribution_json) {
-        return Err(StoreError::BadDistribution {
-            json: distribution_json.to_string(),
-            reason: e.to_string(),
         }
         .into());
     }
@@ -420,7 +418,12 @@ fn insert_param(
     }
     tx.execute(
         "INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) VALUES (?1, ?2, ?3, ?4)",
-        vals![trial_id, name, internal_value, distribution_json],
+        vals![
+            trial_id,
+            name,
+            internal_value,
+            distribution_to_json(distribution)
+        ],
     )?;
     Ok(())
 }

@@ -10,8 +10,8 @@ use common::{Backend, TestDb};
 use serde_json::json;
 use std::time::Duration;
 use store::{
-    Claim, NewTrial, OpenOptions, Param, RetryPolicy, Storage, StoreError, StudyDirection,
-    TrialFilter, TrialState,
+    Claim, Distribution, NewTrial, OpenOptions, Param, RetryPolicy, Storage, StoreError,
+    StudyDirection, TrialFilter, TrialState,
 };
 
 backends!(
@@ -24,6 +24,11 @@ backends!(
     fail_trial_and_retry_fails_one_trial_and_enqueues_its_copy_at_once,
     best_trial_and_pareto_front,
 );
+
+/// A float parameter's distribution on `[low, high]`.
+fn float(low: f64, high: f64) -> Distribution {
+    Distribution::float(low, high, false, None).unwrap()
+}
 
 /// `None` when the backend is unavailable here (the test then returns).
 fn new_store(backend: Backend) -> Option<(TestDb, Storage)> {
@@ -42,7 +47,8 @@ fn finished_trials_are_frozen(backend: Backend) {
     for err in [
         s.report_intermediate(t.trial_id, 1, 2.0).unwrap_err(),
         s.finish(t.trial_id, TrialState::Fail, &[]).unwrap_err(),
-        s.set_param(t.trial_id, "x", 1.0, "{}").unwrap_err(),
+        s.set_param(t.trial_id, "x", 1.0, &float(0.0, 1.0))
+            .unwrap_err(),
         s.set_trial_user_attr(t.trial_id, "k", &json!(1))
             .unwrap_err(),
         s.heartbeat(t.trial_id).unwrap_err(),
@@ -81,12 +87,14 @@ fn value_rules(backend: Backend) {
         StoreError::NotAFinishedState { .. }
     ));
     assert!(matches!(
-        s.set_param(t.trial_id, "x", 0.5, "not json").unwrap_err(),
-        StoreError::BadDistribution { .. }
+        s.set_param(t.trial_id, "x", f64::NAN, &float(0.0, 1.0))
+            .unwrap_err(),
+        StoreError::InvalidValue { .. }
     ));
-    s.set_param(t.trial_id, "x", 0.5, "{}").unwrap();
+    s.set_param(t.trial_id, "x", 0.5, &float(0.0, 1.0)).unwrap();
     assert!(matches!(
-        s.set_param(t.trial_id, "x", 0.5, "{}").unwrap_err(),
+        s.set_param(t.trial_id, "x", 0.5, &float(0.0, 1.0))
+            .unwrap_err(),
         StoreError::ParamExists { .. }
     ));
     // Rejected calls wrote nothing; the trial is still open.
@@ -159,14 +167,13 @@ fn queue_hands_each_trial_to_one_worker(backend: Backend) {
     let n = 40;
     for i in 0..n {
         let p = Param {
-            name: "x".into(),
-            internal_value: i as f64,
-            distribution_json: r#"{"name": "FloatDistribution", "attributes": {"step": null, "low": 0.0, "high": 100.0, "log": false}}"#.into(),
+            distribution: float(0.0, 100.0),
+            internal: i as f64,
         };
         s.enqueue_trial(
             st.study_id,
             &NewTrial {
-                params: vec![p],
+                params: vec![("x".into(), p)],
                 ..NewTrial::default()
             },
         )
@@ -216,8 +223,7 @@ fn stale_trials_fail_and_retry_like_optuna(backend: Backend) {
     };
     let st = s.create_study("h", &[StudyDirection::Minimize]).unwrap();
     let t = s.create_trial(st.study_id).unwrap();
-    s.set_param(t.trial_id, "x", 0.5, r#"{"name": "FloatDistribution", "attributes": {"step": null, "low": 0.0, "high": 1.0, "log": false}}"#)
-        .unwrap();
+    s.set_param(t.trial_id, "x", 0.5, &float(0.0, 1.0)).unwrap();
     s.set_trial_user_attr(t.trial_id, "batch", &json!(32))
         .unwrap();
     s.report_intermediate(t.trial_id, 0, 0.1).unwrap();
@@ -332,7 +338,7 @@ fn fail_trial_and_retry_fails_one_trial_and_enqueues_its_copy_at_once(backend: B
     };
     let st = s.create_study("one", &[StudyDirection::Minimize]).unwrap();
     let mine = s.create_trial(st.study_id).unwrap();
-    s.set_param(mine.trial_id, "x", 0.5, r#"{"name": "FloatDistribution", "attributes": {"step": null, "low": 0.0, "high": 1.0, "log": false}}"#)
+    s.set_param(mine.trial_id, "x", 0.5, &float(0.0, 1.0))
         .unwrap();
     let other = s.create_trial(st.study_id).unwrap();
     let policy = RetryPolicy {
@@ -395,7 +401,7 @@ fn best_trial_and_pareto_front(backend: Backend) {
         let t = s.create_trial(m.study_id).unwrap();
         s.finish(t.trial_id, TrialState::Complete, &v).unwrap();
     }
-    let front: Vec<i64> = s
+    let front: Vec<u64> = s
         .best_trials(m.study_id)
         .unwrap()
         .iter()

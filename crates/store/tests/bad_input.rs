@@ -17,6 +17,7 @@ backends!(
     missing_storage_and_unknown_study,
     empty_database_without_leave_to_create,
     read_only_open_never_changes_the_storage,
+    unreadable_params_name_the_trial_and_parameter,
 );
 
 fn bytes(p: &Path) -> Vec<u8> {
@@ -200,6 +201,53 @@ fn missing_storage_and_unknown_study(backend: Backend) {
         s.trial(12345).unwrap_err(),
         StoreError::TrialNotFound { trial_id: 12345 }
     ));
+}
+
+/// A `distribution_json` that another writer left unreadable, or that no
+/// Optuna constructor accepts, fails the read with the trial and the
+/// parameter named; the row is kept as it was.
+fn unreadable_params_name_the_trial_and_parameter(backend: Backend) {
+    let Some(db) = sample(backend) else { return };
+    for (json, words) in [
+        (
+            r#"{"name": "Nope", "attributes": {}}"#,
+            "unknown distribution class 'Nope'",
+        ),
+        (
+            r#"{"name": "FloatDistribution", "attributes": {"low": 2.0, "high": 1.0}}"#,
+            "`low <= high` must hold",
+        ),
+        (
+            r#"{"name": "CategoricalDistribution", "attributes": {"choices": ["a", [1]]}}"#,
+            "choices[1]: [1] is not a parameter value",
+        ),
+    ] {
+        alter(
+            &db,
+            &format!(
+                "DELETE FROM trial_params; INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) \
+                 SELECT trial_id, 'lr', 0.0, '{json}' FROM trials WHERE number = 7"
+            ),
+        );
+        let s = db.open_existing().unwrap();
+        let study = s.study("s").unwrap();
+        let err = s
+            .trials(study.study_id, &store::TrialFilter::default())
+            .unwrap_err();
+        assert!(
+            matches!(&err, StoreError::BadParam { number: 7, name, .. } if name == "lr"),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.starts_with("trial 7, parameter `lr`: ") && text.contains(words),
+            "{text}"
+        );
+        let kept = s
+            .query_text("SELECT distribution_json FROM trial_params")
+            .unwrap();
+        assert_eq!(kept, vec![vec![Some(json.to_string())]]);
+    }
 }
 
 /// A database with no tables yet (as another process leaves it between

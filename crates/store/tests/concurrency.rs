@@ -54,14 +54,14 @@ fn eight_processes_lose_nothing(backend: Backend) {
         .trials(study.study_id, &TrialFilter::default())
         .unwrap();
     assert_eq!(trials.len(), WORKERS * TRIALS);
-    let numbers: BTreeSet<i64> = trials.iter().map(|t| t.number).collect();
+    let numbers: BTreeSet<i64> = trials.iter().map(|t| t.number as i64).collect();
     assert_eq!(numbers, (0..(WORKERS * TRIALS) as i64).collect());
     for t in &trials {
         assert_eq!(t.state, TrialState::Complete, "trial {}", t.number);
         assert_eq!(t.values, Some(vec![t.number as f64 + 0.25]));
         assert_eq!(t.params.len(), 1);
         let expected: Vec<(i64, f64)> = (0..STEPS)
-            .map(|s| (s, (t.number * 1000 + s) as f64))
+            .map(|s| (s, (t.number as i64 * 1000 + s) as f64))
             .collect();
         let got: Vec<(i64, f64)> = t
             .intermediate_values

@@ -82,7 +82,7 @@ fn sigkill_loses_no_finished_trial(backend: Backend) {
         let trials = storage
             .trials(study.study_id, &TrialFilter::default())
             .unwrap();
-        let numbers: Vec<i64> = trials.iter().map(|t| t.number).collect();
+        let numbers: Vec<i64> = trials.iter().map(|t| t.number as i64).collect();
         let dense: Vec<i64> = (0..trials.len() as i64).collect();
         assert_eq!(numbers, dense, "kill {kill}: numbers not dense");
         for n in done_numbers(&done) {
@@ -90,7 +90,7 @@ fn sigkill_loses_no_finished_trial(backend: Backend) {
             assert_eq!(t.state, TrialState::Complete, "kill {kill}: trial {n}");
             assert_eq!(t.values, Some(vec![n as f64 + 0.25]), "trial {n} value");
             assert_eq!(t.params.len(), 1, "trial {n} params");
-            assert_eq!(t.params[0].internal_value, (n % 97) as f64 / 97.0);
+            assert_eq!(t.params["x"].internal, (n % 97) as f64 / 97.0);
             let expected: Vec<(i64, f64)> = (0..5).map(|s| (s, (n * 1000 + s) as f64)).collect();
             let got: Vec<(i64, f64)> = t
                 .intermediate_values
@@ -113,7 +113,7 @@ fn sigkill_loses_no_finished_trial(backend: Backend) {
         // A trial killed before its first heartbeat is left alone, as in Optuna.
         let beaten: Vec<i64> = running
             .iter()
-            .filter(|t| t.heartbeat.is_some())
+            .filter(|t| storage.last_heartbeat(t.trial_id).unwrap().is_some())
             .map(|t| t.trial_id)
             .collect();
         let failed_ids: Vec<i64> = failed.iter().map(|f| f.failed.trial_id).collect();
@@ -123,7 +123,10 @@ fn sigkill_loses_no_finished_trial(backend: Backend) {
             failed_total += 1;
         }
         // Leave no unbeaten RUNNING trial behind for the next round's check.
-        for t in running.iter().filter(|t| t.heartbeat.is_none()) {
+        for t in running
+            .iter()
+            .filter(|t| storage.last_heartbeat(t.trial_id).unwrap().is_none())
+        {
             storage.finish(t.trial_id, TrialState::Fail, &[]).unwrap();
         }
     }

@@ -13,7 +13,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use store::{
-    Distribution, NewTrial, Param, Storage, StudyDirection, TrialFilter, TrialState, external_value,
+    Distribution, NewTrial, Param, ParamValue, Storage, StudyDirection, TrialFilter, TrialState,
+    distribution_to_json, json_to_distribution, value_from_json, value_to_json,
 };
 
 backends!(
@@ -90,14 +91,14 @@ fn our_view(storage: &Storage) -> Json {
                 let params: serde_json::Map<String, Json> = t
                     .params
                     .iter()
-                    .map(|p| (p.name.clone(), enc_json(&external_value(p).unwrap())))
+                    .map(|(name, p)| (name.clone(), enc_json(&value_to_json(&p.value()))))
                     .collect();
                 let dists: serde_json::Map<String, Json> = t
                     .params
                     .iter()
-                    .map(|p| {
-                        let d = Distribution::from_json(&p.distribution_json).unwrap();
-                        (p.name.clone(), serde_json::from_str(&d.to_json()).unwrap())
+                    .map(|(name, p)| {
+                        let d = distribution_to_json(&p.distribution);
+                        (name.clone(), serde_json::from_str(&d).unwrap())
                     })
                     .collect();
                 let inter: serde_json::Map<String, Json> = t
@@ -131,12 +132,16 @@ fn our_view(storage: &Storage) -> Json {
     Json::Object(out)
 }
 
-fn param(name: &str, d: &Distribution, external: Json) -> Param {
-    Param {
-        name: name.into(),
-        internal_value: d.to_internal(&external).unwrap(),
-        distribution_json: d.to_json(),
-    }
+fn param(name: &str, d: &Distribution, external: Json) -> (String, Param) {
+    let internal = d.to_internal(&value_from_json(&external).unwrap()).unwrap();
+    let distribution = d.clone();
+    (
+        name.into(),
+        Param {
+            distribution,
+            internal,
+        },
+    )
 }
 
 fn write_ours(storage: &Storage) {
@@ -153,7 +158,12 @@ fn write_ours(storage: &Storage) {
         step: 8,
     };
     let opt = Distribution::Categorical {
-        choices: vec![json!("adam"), json!("sgd"), Json::Null, json!(1.5)],
+        choices: vec![
+            ParamValue::Str("adam".into()),
+            ParamValue::Str("sgd".into()),
+            ParamValue::None,
+            ParamValue::Float(1.5),
+        ],
     };
     let s = storage
         .create_study("ours", &[StudyDirection::Minimize])
@@ -163,13 +173,13 @@ fn write_ours(storage: &Storage) {
         .unwrap();
 
     let t0 = storage.create_trial(s.study_id).unwrap();
-    for p in [
+    for (name, p) in [
         param("lr", &lr, json!(0.001)),
         param("batch_size", &bs, json!(32)),
         param("optimizer", &opt, json!("sgd")),
     ] {
         storage
-            .set_param(t0.trial_id, &p.name, p.internal_value, &p.distribution_json)
+            .set_param(t0.trial_id, &name, p.internal, &p.distribution)
             .unwrap();
     }
     for (step, v) in [
@@ -191,9 +201,9 @@ fn write_ours(storage: &Storage) {
         .unwrap();
 
     let t1 = storage.create_trial(s.study_id).unwrap();
-    let p = param("optimizer", &opt, Json::Null);
+    let (name, p) = param("optimizer", &opt, Json::Null);
     storage
-        .set_param(t1.trial_id, &p.name, p.internal_value, &p.distribution_json)
+        .set_param(t1.trial_id, &name, p.internal, &p.distribution)
         .unwrap();
     storage
         .set_trial_user_attr(t1.trial_id, "oom", &json!(true))
@@ -426,9 +436,9 @@ fn reads_distribution_json_as_optuna_does() {
     let theirs: Vec<&str> = theirs.lines().collect();
     assert_eq!(theirs.len(), forms.len());
     for (form, optuna) in forms.iter().zip(theirs) {
-        let ours = Distribution::from_json(form)
-            .unwrap_or_else(|e| panic!("{form}: {e}"))
-            .to_json();
+        let ours = distribution_to_json(
+            &json_to_distribution(form).unwrap_or_else(|e| panic!("{form}: {e}")),
+        );
         assert_eq!(ours, optuna, "{form}");
     }
 }

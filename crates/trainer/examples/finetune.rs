@@ -41,7 +41,6 @@ fn main() {
         dropout: None,
         memory_limit: None,
         matmul_precision: trainer::backend::MatmulPrecision::Fp32,
-        fail_nth_allocation: None,
         train: TrainConfig {
             epochs: arg(&args, 1, 3),
             lr: arg(&args, 2, 5e-5),

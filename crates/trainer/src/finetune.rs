@@ -8,9 +8,10 @@
 //! The memory a run may hold is a lease: [`FinetuneSpec::memory_limit`]
 //! caps the tensor bytes the backend's tracker allows; a step that would go
 //! over is retried with half the micro-batch (see [`crate::train`]), and a
-//! run that cannot fit at all is [`FinetuneError::OutOfMemory`]. Fault
-//! injection ([`FinetuneSpec::fail_nth_allocation`]) makes one allocation
-//! fail the same way, for tests of everything above.
+//! run that cannot fit at all is [`FinetuneError::OutOfMemory`]. With the
+//! `testing` feature, [`finetune_cpu_with_faults`] and
+//! [`finetune_sim_with_faults`] make one allocation fail the same way, or
+//! the device fail, for tests of everything above.
 
 use std::path::{Path, PathBuf};
 
@@ -20,12 +21,14 @@ mod cuda;
 pub use cuda::{CudaOutcome, finetune_cuda};
 
 use crate::backend::cpu::CpuBackend;
+#[cfg(feature = "testing")]
+use crate::backend::faulty::{Faults, FaultyBackend};
 use crate::backend::sim::SimBackend;
-use crate::backend::{Backend, MatmulPrecision};
+use crate::backend::{Backend, Failure, MatmulPrecision};
 use crate::batch::Batch;
 use crate::config::{BertConfig, ConfigError};
 use crate::data::{BatchOrder, DataError, DataSource, TokenizedDataset, stratified_split};
-use crate::memory::{OutOfMemory, StepBackend, catch_oom};
+use crate::memory::{MemTracker, OutOfMemory, StepBackend};
 use crate::model::deberta::{DebertaClassifier, DebertaConfig, DebertaError};
 use crate::model::{
     BertClassifier, BuildError, Classifier, HeadConfig, LoadError, ModelConfig, ModelError,
@@ -59,9 +62,6 @@ pub struct FinetuneSpec {
     /// On the CPU, 16-bit formats are emulated: the same numbers as a GPU's
     /// tensor cores, more slowly.
     pub matmul_precision: MatmulPrecision,
-    /// Fault injection: the n-th buffer allocation of the run (1 = the
-    /// first) fails as if out of memory, once.
-    pub fail_nth_allocation: Option<u64>,
     pub train: TrainConfig,
 }
 
@@ -75,8 +75,8 @@ pub struct FinetuneOutcome {
     pub skipped_records: Vec<String>,
     /// Peak tensor bytes the backend held (weights included).
     pub peak_bytes: usize,
-    /// Buffer allocations the run made (a range for
-    /// `fail_nth_allocation`).
+    /// Buffer allocations the run made (the range a test injects a fault
+    /// in).
     pub allocation_requests: u64,
 }
 
@@ -405,33 +405,96 @@ fn prepare(spec: &FinetuneSpec) -> Result<Prepared, FinetuneError> {
     })
 }
 
-/// Builds the model on a CPU backend under the spec's lease and trains it.
-fn run_cpu<M: Loaded<CpuBackend<f32>>>(
-    spec: &FinetuneSpec,
-    config: &M::Config,
-    prepared: Prepared,
-    observer: &mut dyn FnMut(&EpochMetrics) -> Control,
-) -> Result<TrainedCpu<M>, FinetuneError> {
+/// The CPU backend of a run: f32, the spec's products and lease.
+fn cpu_backend(spec: &FinetuneSpec) -> CpuBackend<f32> {
     let be = CpuBackend::<f32>::new().with_matmul_precision(spec.matmul_precision);
     be.tracker().set_limit(spec.memory_limit);
-    if let Some(n) = spec.fail_nth_allocation {
-        be.tracker().fail_nth_allocation(n);
-    }
-    let (report, model) = build_and_train::<_, M>(&be, spec, config, &prepared, observer)?;
-    let outcome = FinetuneOutcome {
+    be
+}
+
+/// What a run on a tracked backend produced.
+fn outcome(report: TrainReport, prepared: Prepared, tracker: &MemTracker) -> FinetuneOutcome {
+    FinetuneOutcome {
         report,
         train_examples: prepared.train_examples,
         validation_examples: prepared.validation_examples,
         skipped_records: prepared.dataset_report,
-        peak_bytes: be.tracker().peak_bytes(),
-        allocation_requests: be.tracker().allocation_requests(),
-    };
+        peak_bytes: tracker.peak_bytes(),
+        allocation_requests: tracker.allocation_requests(),
+    }
+}
+
+/// Builds the model on a CPU backend under the spec's lease and trains it.
+fn run_cpu<M: Loaded<CpuBackend<f32>>>(
+    spec: &FinetuneSpec,
+    config: &M::Config,
+    mut prepared: Prepared,
+    observer: &mut dyn FnMut(&EpochMetrics) -> Control,
+) -> Result<TrainedCpu<M>, FinetuneError> {
+    let be = cpu_backend(spec);
+    let (report, model) = build_and_train::<_, M>(&be, spec, config, &prepared, observer)?;
+    let label_names = prepared.label_names.take();
+    let outcome = outcome(report, prepared, be.tracker());
     Ok(TrainedCpu {
         outcome,
         backend: be,
         model,
-        label_names: prepared.label_names,
+        label_names,
     })
+}
+
+/// [`finetune_cpu`] with injected faults (feature `testing`): an
+/// allocation refused as out of memory, or a device failure reported, at
+/// the chosen moment, for tests of what runs trials.
+#[cfg(feature = "testing")]
+pub fn finetune_cpu_with_faults(
+    spec: &FinetuneSpec,
+    faults: &Faults,
+    observer: &mut dyn FnMut(&EpochMetrics) -> Control,
+) -> Result<FinetuneOutcome, FinetuneError> {
+    let prepared = prepare(spec)?;
+    let be = FaultyBackend::new(cpu_backend(spec));
+    faults.arm(&be);
+    let observer = &mut losing_context(faults, &be, observer);
+    let report = match prepared.config.clone() {
+        ModelConfig::Bert(c) => {
+            build_and_train::<_, BertClassifier<_>>(&be, spec, &c, &prepared, observer)?.0
+        }
+        ModelConfig::Deberta(c) => {
+            build_and_train::<_, DebertaClassifier<_>>(&be, spec, &c, &prepared, observer)?.0
+        }
+    };
+    Ok(outcome(report, prepared, be.inner().tracker()))
+}
+
+/// `observer`, after which `be` loses its context at the epoch `faults`
+/// name ([`Faults::lose_context_after_epoch`]).
+#[cfg(feature = "testing")]
+fn losing_context<'a, B: crate::backend::faulty::Tracked>(
+    faults: &'a Faults,
+    be: &'a FaultyBackend<B>,
+    observer: &'a mut dyn FnMut(&EpochMetrics) -> Control,
+) -> impl FnMut(&EpochMetrics) -> Control + 'a {
+    move |m| {
+        let control = observer(m);
+        if faults.lose_context_after_epoch == Some(m.epoch) {
+            be.lose_context();
+        }
+        control
+    }
+}
+
+/// `value`, built on `be`, unless `be` refused memory for it (micro-batch
+/// 0: the model, gradients or optimiser state did not fit) or failed.
+fn built<B: Backend, T>(be: &B, value: T) -> Result<T, FinetuneError> {
+    match be.take_failure() {
+        Ok(()) => Ok(value),
+        Err(Failure::OutOfMemory(error)) => Err(FinetuneError::OutOfMemory {
+            micro_batch: 0,
+            error,
+        }),
+        Err(Failure::Device(failure)) => Err(TrainError::Device(failure).into()),
+    }
 }
 
 /// Builds `M` on `be` from the checkpoint in `spec.model_dir` (out of
@@ -448,8 +511,8 @@ fn build_and_train<B: Backend, M: Loaded<B>>(
         num_labels: prepared.num_classes,
         hidden: spec.head_hidden.clone(),
     };
-    let built = if crate::preset::has_random_weights(&spec.model_dir) {
-        catch_oom(|| M::random(be, config, &head, spec.train.seed))
+    let model = if crate::preset::has_random_weights(&spec.model_dir) {
+        M::random(be, config, &head, spec.train.seed)
     } else {
         let path = weights_path(&spec.model_dir);
         let tensors = load_safetensors(&path)?;
@@ -459,12 +522,9 @@ fn build_and_train<B: Backend, M: Loaded<B>>(
             tensors: &tensors,
             path: &path,
         };
-        catch_oom(|| M::build(be, config, &from))
+        M::build(be, config, &from)
     };
-    let mut model = built.map_err(|error| FinetuneError::OutOfMemory {
-        micro_batch: 0,
-        error,
-    })??;
+    let mut model = built(be, model)??;
     let report = train(
         be,
         &mut model,
@@ -502,12 +562,6 @@ pub struct SimSpec {
     pub memory_limit: Option<usize>,
     /// Use `gpu-mem`'s expandable segments (what the study runner uses).
     pub expandable_segments: bool,
-    /// Fault injection, as [`FinetuneSpec::fail_nth_allocation`].
-    pub fail_nth_allocation: Option<u64>,
-    /// Fault injection: the device loses its context (as after a
-    /// device-side assert) once the observer has seen this epoch, so the
-    /// next step fails with a sticky [`crate::backend::DeviceFailure`].
-    pub lose_context_after_epoch: Option<usize>,
     pub seed: u64,
     /// The backend the simulated device stands for: its own buffers (the
     /// CUDA backend's cuBLAS workspace and kernel scratch) are allocated
@@ -538,8 +592,6 @@ impl Default for SimSpec {
             device_capacity: 24 << 30,
             memory_limit: None,
             expandable_segments: true,
-            fail_nth_allocation: None,
-            lose_context_after_epoch: None,
             seed: 0,
             backend: StepBackend::Host,
             matmul_precision: MatmulPrecision::Fp32,
@@ -592,6 +644,17 @@ fn synthetic_batches(
         .collect()
 }
 
+/// The simulated device of a trial.
+fn sim_backend(spec: &SimSpec) -> Result<SimBackend, FinetuneError> {
+    Ok(SimBackend::with_limit(
+        spec.device_capacity,
+        spec.memory_limit,
+        spec.expandable_segments,
+        4,
+    )?
+    .standing_for(spec.backend, spec.matmul_precision))
+}
+
 /// Runs a simulated trial (see [`SimSpec`]); out of memory is retried with
 /// half the micro-batch as on a device, and a run that cannot fit is
 /// [`FinetuneError::OutOfMemory`].
@@ -599,21 +662,45 @@ pub fn finetune_sim(
     spec: &SimSpec,
     observer: &mut dyn FnMut(&EpochMetrics) -> Control,
 ) -> Result<SimOutcome, FinetuneError> {
-    let config = with_dropout(spec.config.clone(), spec.dropout, PathBuf::from("<sim>"))?;
-    let be = SimBackend::with_limit(
-        spec.device_capacity,
-        spec.memory_limit,
-        spec.expandable_segments,
-        4,
-    )?
-    .standing_for(spec.backend, spec.matmul_precision)
-    .map_err(|error| FinetuneError::OutOfMemory {
-        micro_batch: 0,
-        error,
-    })?;
-    if let Some(n) = spec.fail_nth_allocation {
-        be.tracker().fail_nth_allocation(n);
+    let be = sim_backend(spec)?;
+    let report = train_sim(spec, &be, observer)?;
+    Ok(sim_outcome(report, &be))
+}
+
+/// [`finetune_sim`] with injected faults (feature `testing`), as
+/// [`finetune_cpu_with_faults`].
+#[cfg(feature = "testing")]
+pub fn finetune_sim_with_faults(
+    spec: &SimSpec,
+    faults: &Faults,
+    observer: &mut dyn FnMut(&EpochMetrics) -> Control,
+) -> Result<SimOutcome, FinetuneError> {
+    let be = FaultyBackend::new(sim_backend(spec)?);
+    faults.arm(&be);
+    let report = train_sim(spec, &be, &mut losing_context(faults, &be, observer))?;
+    Ok(sim_outcome(report, be.inner()))
+}
+
+fn sim_outcome(report: TrainReport, be: &SimBackend) -> SimOutcome {
+    let stats = be.allocator().stats();
+    SimOutcome {
+        peak_reserved: stats.reserved_bytes.all.peak,
+        peak_allocated: stats.allocated_bytes.all.peak,
+        peak_requested: stats.requested_bytes.all.peak,
+        oom_retries: report.oom_retries.clone(),
+        allocation_requests: be.tracker().allocation_requests(),
+        stats,
+        report,
     }
+}
+
+/// The simulated trial's model and synthetic batches, trained on `be`.
+fn train_sim<B: Backend>(
+    spec: &SimSpec,
+    be: &B,
+    observer: &mut dyn FnMut(&EpochMetrics) -> Control,
+) -> Result<TrainReport, FinetuneError> {
+    let config = with_dropout(spec.config.clone(), spec.dropout, PathBuf::from("<sim>"))?;
     let classes = spec.head.num_labels;
     let batches = |n| {
         synthetic_batches(
@@ -628,48 +715,21 @@ pub fn finetune_sim(
         batches(spec.train_examples),
         batches(spec.validation_examples),
     );
-    let mut model =
-        catch_oom(|| config.build_random(&be, &spec.head, spec.seed)).map_err(|error| {
-            FinetuneError::OutOfMemory {
-                micro_batch: 0,
-                error,
-            }
-        })??;
+    let mut model = built(be, config.build_random(be, &spec.head, spec.seed))??;
     let cfg = TrainConfig {
         epochs: spec.epochs,
         accumulation_steps: spec.accumulation_steps,
         seed: spec.seed,
         ..TrainConfig::default()
     };
-    let mut observe = |m: &EpochMetrics| {
-        let control = observer(m);
-        if spec.lose_context_after_epoch == Some(m.epoch) {
-            be.lose_context(crate::backend::DeviceFailure {
-                message: "CUDA_ERROR_ASSERT: device-side assert triggered (simulated device)"
-                    .into(),
-                sticky: true,
-            });
-        }
-        control
-    };
-    let report = train(
-        &be,
+    Ok(train(
+        be,
         &mut *model,
         &train_batches,
         &valid_batches,
         &cfg,
-        &mut observe,
-    )?;
-    let stats = be.allocator().stats();
-    Ok(SimOutcome {
-        peak_reserved: stats.reserved_bytes.all.peak,
-        peak_allocated: stats.allocated_bytes.all.peak,
-        peak_requested: stats.requested_bytes.all.peak,
-        oom_retries: report.oom_retries.clone(),
-        allocation_requests: be.tracker().allocation_requests(),
-        stats,
-        report,
-    })
+        observer,
+    )?)
 }
 
 /// What a run asks of its device, found by replaying it on a simulated one
@@ -713,20 +773,15 @@ pub fn replay_run(
         ..allocator
     };
     let be = SimBackend::new(REPLAY_DEVICE_BYTES, allocator, 4)?
-        .standing_for(backend, spec.matmul_precision)
-        .map_err(|error| FinetuneError::OutOfMemory {
-            micro_batch: 0,
-            error,
-        })?;
+        .standing_for(backend, spec.matmul_precision);
     let head = HeadConfig {
         num_labels: prepared.num_classes,
         hidden: spec.head_hidden.clone(),
     };
-    let mut model = catch_oom(|| prepared.config.build_random(&be, &head, spec.train.seed))
-        .map_err(|error| FinetuneError::OutOfMemory {
-            micro_batch: 0,
-            error,
-        })??;
+    let mut model = built(
+        &be,
+        prepared.config.build_random(&be, &head, spec.train.seed),
+    )??;
     let train_config = TrainConfig {
         patience: None,
         ..spec.train.clone()

@@ -35,14 +35,16 @@
 //!   [`weights::NamedTensors`].
 //! - [`train::train`]: trains on slices of [`batch::Batch`] and reports each
 //!   epoch's metrics to an observer that may stop the trial.
-//! - Out of memory is an unwind, not a `Result` on every operation: a
-//!   backend whose allocation is refused (a [`memory::MemTracker`] limit, an
-//!   injected fault, or `gpu-mem`'s allocator) raises
-//!   [`memory::OutOfMemory`] with `panic_any`; [`memory::catch_oom`] catches
-//!   it at step boundaries, and `train` retries the step with the
-//!   micro-batches split in half ([`batch::Batch::split`]), keeping the
-//!   smaller size; only micro-batch 1 failing is an error. Buffers are RAII,
-//!   so the unwind frees what the failed step held.
+//! - Out of memory is a value, not a `Result` on every operation: a
+//!   backend whose allocation is refused (a [`memory::MemTracker`] limit or
+//!   `gpu-mem`'s allocator) records [`memory::OutOfMemory`] in its
+//!   recorded-failure channel and skips the rest of the step;
+//!   [`backend::Backend::take_failure`] hands it to `train` at each step
+//!   and evaluation, which retries the step with the micro-batches split in
+//!   half ([`batch::Batch::split`]), keeping the smaller size; only
+//!   micro-batch 1 failing is an error. Buffers are RAII, so the failed
+//!   step's memory is freed when it returns. Fault injection
+//!   (`backend::faulty`, feature `testing`) goes through the same channel.
 //! - [`backend::sim::SimBackend`] computes nothing and takes every buffer
 //!   from `gpu-mem`'s `CachingAllocator` over a `SimDevice`:
 //!   [`finetune::finetune_sim`] runs the real loop's allocations through the
@@ -98,7 +100,6 @@
 //!     dropout: None,
 //!     memory_limit: Some(64 << 20), // the trial's lease: 64 MiB of tensors
 //!     matmul_precision: Default::default(), // fp32; bf16 or fp16 suit a GPU
-//!     fail_nth_allocation: None,
 //!     train: TrainConfig { epochs: 1, lr: 1e-3, ..TrainConfig::default() },
 //! };
 //! let outcome = finetune_cpu(&spec, &mut |m: &EpochMetrics| {

@@ -4,9 +4,10 @@
 //! tensor bytes, and a lease below the run's peak must be met by halving
 //! the micro-batch on the GPU as on the CPU.
 //!
-//! Needs feature `cuda`, a GPU and `MEMTUNE_GPU_TESTS=1` (`cargo xtask
-//! gpu-test` bundles it); `without_a_driver_the_run_is_a_clean_error` runs
-//! wherever libcuda is absent.
+//! Needs feature `cuda` and a GPU: the GPU tests are `#[ignore]`d (`cargo
+//! xtask gpu-test` bundles them and runs them with `--include-ignored`);
+//! `without_a_driver_the_run_is_a_clean_error` runs wherever libcuda is
+//! absent.
 
 #![cfg(feature = "cuda")]
 
@@ -28,14 +29,6 @@ fn tiny_model() -> tempfile::TempDir {
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
     write_tiny_model(dir.path(), &tiny_config(), &words, 5).unwrap();
     dir
-}
-
-fn gpu_tests_enabled(name: &str) -> bool {
-    if std::env::var("MEMTUNE_GPU_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    eprintln!("skipping {name}: needs a GPU and MEMTUNE_GPU_TESTS=1 (run `cargo xtask gpu-test`)");
-    false
 }
 
 #[test]
@@ -61,10 +54,8 @@ fn without_a_driver_the_run_is_a_clean_error() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn the_gpu_learns_as_the_cpu_does_and_requests_the_same_bytes() {
-    if !gpu_tests_enabled("the_gpu_learns_as_the_cpu_does_and_requests_the_same_bytes") {
-        return;
-    }
     for precision in MatmulPrecision::ALL {
         learns_as_the_cpu_does(precision);
     }
@@ -119,10 +110,8 @@ fn learns_as_the_cpu_does(precision: MatmulPrecision) {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn a_lease_below_the_peak_halves_the_micro_batch_on_the_gpu() {
-    if !gpu_tests_enabled("a_lease_below_the_peak_halves_the_micro_batch_on_the_gpu") {
-        return;
-    }
     let dir = tiny_model();
     let full = finetune_cuda(
         &spec(dir.path()),
@@ -155,10 +144,8 @@ fn a_lease_below_the_peak_halves_the_micro_batch_on_the_gpu() {
 /// point of the CPU's. `MEMTUNE_MINILM_DIR` names the model (the bundle's
 /// fp16 copy with the vocabulary cut to the data's word pieces).
 #[test]
+#[ignore = "needs a CUDA device"]
 fn minilm_on_the_gpu_is_within_a_point_of_the_cpu() {
-    if !gpu_tests_enabled("minilm_on_the_gpu_is_within_a_point_of_the_cpu") {
-        return;
-    }
     let dir = std::env::var_os("MEMTUNE_MINILM_DIR")
         .map(std::path::PathBuf::from)
         .expect(

@@ -35,7 +35,6 @@ fn spec(micro_batch: usize, epochs: usize) -> FinetuneSpec {
         dropout: None,
         memory_limit: None,
         matmul_precision: trainer::backend::MatmulPrecision::Fp32,
-        fail_nth_allocation: None,
         train: TrainConfig {
             epochs,
             lr: 3e-3,

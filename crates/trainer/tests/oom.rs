@@ -1,15 +1,18 @@
-//! Out-of-memory handling: the tracker's limit and fault injection unwind
-//! with `OutOfMemory`, `catch_oom` turns that (and only that) into an error,
-//! and `train` retries a step that ran out of memory with half the
-//! micro-batch, computing the same loss.
+//! Out-of-memory handling: the tracker's limit refuses with `OutOfMemory`,
+//! the backend records it and skips the rest of the step, `take_failure`
+//! hands it over with its figures, and `train` retries a step that ran out
+//! of memory with half the micro-batch, computing the same loss. Injected
+//! faults (`FaultyBackend`) take the same path.
 
 mod common;
 
 use common::{Rand, random_batch};
 use trainer::backend::cpu::CpuBackend;
+use trainer::backend::faulty::FaultyBackend;
+use trainer::backend::{Backend, Failure};
 use trainer::batch::Batch;
 use trainer::config::BertConfig;
-use trainer::memory::{BufKind, MemTracker, OutOfMemory, catch_oom};
+use trainer::memory::{BufKind, MemTracker, OutOfMemory};
 use trainer::model::{BertClassifier, HeadConfig};
 use trainer::train::{Control, TrainConfig, TrainError, TrainReport, train};
 
@@ -50,9 +53,11 @@ fn cfg() -> TrainConfig {
     }
 }
 
+type Faulty = FaultyBackend<CpuBackend<f64>>;
+
 /// Trains a fresh model on `be`; returns the report and the tracker's peak.
 fn run(
-    be: &CpuBackend<f64>,
+    be: &Faulty,
     train_set: &[Batch],
     valid: &[Batch],
     cfg: &TrainConfig,
@@ -61,25 +66,25 @@ fn run(
 ) -> Result<TrainReport, TrainError> {
     let (c, h) = tiny();
     let mut model = BertClassifier::new_random(be, &c, &h, 7).unwrap();
-    be.tracker().reset_peak();
-    be.tracker().set_limit(limit);
+    let tracker = be.inner().tracker();
+    tracker.reset_peak();
+    tracker.set_limit(limit);
     if let Some(n) = fail_nth {
-        be.tracker().fail_nth_allocation(n);
+        be.fail_nth_allocation(n);
     }
     let result = train(be, &mut model, train_set, valid, cfg, &mut |_| {
         Control::Continue
     });
-    be.tracker().set_limit(None);
-    be.tracker().clear_injected_fault();
+    tracker.set_limit(None);
     result
 }
 
 #[test]
-fn tracker_limit_and_injection_refuse_with_details() {
+fn the_tracker_limit_refuses_with_details() {
     let t = MemTracker::new(false);
     t.set_limit(Some(100));
-    let a = t.allocate("a", BufKind::Weight, 60);
-    let e = t.try_allocate("b", BufKind::Activation, 41).unwrap_err();
+    let a = t.allocate("a", BufKind::Weight, 60).unwrap();
+    let e = t.allocate("b", BufKind::Activation, 41).unwrap_err();
     assert_eq!(
         e,
         OutOfMemory {
@@ -87,36 +92,60 @@ fn tracker_limit_and_injection_refuse_with_details() {
             live: 60,
             limit: 100,
             buffer: "b".into(),
-            injected: false,
             allocator: None,
         }
     );
-    assert!(e.to_string().contains("`b`"), "{e}");
-    let b = t.try_allocate("b", BufKind::Activation, 40).unwrap();
+    assert_eq!(
+        e.to_string(),
+        "out of memory allocating `b` (41 bytes, 0.0 MiB) with 60 bytes (0.0 MiB) live of a \
+         100 byte (0.0 MiB) limit"
+    );
+    let b = t.allocate("b", BufKind::Activation, 40).unwrap();
     drop((a, b));
     assert_eq!(t.live_bytes(), 0);
-
-    t.set_limit(None);
-    t.fail_nth_allocation(2);
-    let _x = t.allocate("x", BufKind::Input, 1);
-    let e = t.try_allocate("y", BufKind::Input, 1).unwrap_err();
-    assert!(e.injected && e.buffer == "y", "{e:?}");
-    assert!(e.to_string().starts_with("injected"), "{e}");
-    // Once only.
-    assert!(t.try_allocate("y", BufKind::Input, 1).is_ok());
+    assert_eq!(t.allocation_requests(), 3);
 }
 
 #[test]
-fn catch_oom_catches_only_out_of_memory() {
-    let t = MemTracker::new(false);
-    t.set_limit(Some(10));
-    let err = catch_oom(|| t.allocate("big", BufKind::Workspace, 11)).unwrap_err();
-    assert_eq!(err.requested, 11);
-    assert_eq!(t.live_bytes(), 0);
-    assert_eq!(catch_oom(|| 5).unwrap(), 5);
-    let other = std::panic::catch_unwind(|| catch_oom(|| panic!("a real bug")));
-    let payload = other.unwrap_err();
-    assert_eq!(payload.downcast_ref::<&str>(), Some(&"a real bug"));
+fn a_refused_allocation_is_a_recorded_value_with_its_figures() {
+    let be = CpuBackend::<f32>::new();
+    be.tracker().set_limit(Some(4096));
+    let mut kept = be.alloc("kept", BufKind::Weight, 512);
+    be.fill(&mut kept, 1.5);
+    assert!(!be.failed());
+    // 512 floats live (2048 bytes); 600 more (2400 bytes) pass the limit.
+    let mut refused = be.alloc("too big", BufKind::Activation, 600);
+    assert!(be.failed());
+    assert_eq!(be.len(&refused), 600);
+    assert_eq!(be.tracker().live_bytes(), 2048, "nothing was charged");
+    // Every operation is skipped and reads back as NaN until it is taken,
+    // the buffer that fits included.
+    be.fill(&mut refused, 2.0);
+    be.scale(&mut kept, 2.0);
+    assert!(be.download(&refused).iter().all(|v| v.is_nan()));
+    assert!(be.sum_squares(&kept).is_nan());
+    let later = be.alloc("later", BufKind::Workspace, 1);
+    assert_eq!(be.tracker().allocation_requests(), 2, "not even tried");
+    drop(later);
+    match be.take_failure() {
+        Err(Failure::OutOfMemory(e)) => assert_eq!(
+            e,
+            OutOfMemory {
+                requested: 2400,
+                live: 2048,
+                limit: 4096,
+                buffer: "too big".into(),
+                allocator: None,
+            },
+            "{e}"
+        ),
+        other => panic!("expected the refusal, got {other:?}"),
+    }
+    // Taken: the backend works again, and the skipped scale never ran.
+    assert!(!be.failed() && be.take_failure().is_ok());
+    assert_eq!(be.download(&kept), vec![1.5; 512]);
+    drop(refused);
+    assert_eq!(be.tracker().live_bytes(), 2048);
 }
 
 #[test]
@@ -128,17 +157,16 @@ fn limit_below_the_weights_fails_at_construction() {
         be.tracker().live_bytes()
     };
     be.tracker().set_limit(Some(weights - 1));
-    let Err(e) = catch_oom(|| BertClassifier::new_random(&be, &c, &h, 0)) else {
+    let model = BertClassifier::new_random(&be, &c, &h, 0).unwrap();
+    drop(model);
+    let Err(Failure::OutOfMemory(e)) = be.take_failure() else {
         panic!("the weights fit a limit below them");
     };
-    assert!(!e.injected && e.limit == weights - 1, "{e:?}");
-    assert_eq!(
-        be.tracker().live_bytes(),
-        0,
-        "the unwind freed every weight"
-    );
+    assert_eq!(e.limit, weights - 1, "{e:?}");
+    assert_eq!(be.tracker().live_bytes(), 0, "every weight was freed");
     be.tracker().set_limit(Some(weights));
-    assert!(catch_oom(|| BertClassifier::new_random(&be, &c, &h, 0)).is_ok());
+    let _model = BertClassifier::new_random(&be, &c, &h, 0).unwrap();
+    assert!(be.take_failure().is_ok());
 }
 
 #[test]
@@ -151,11 +179,12 @@ fn oom_step_is_retried_with_half_the_micro_batch_and_same_loss() {
         ..cfg()
     };
 
-    let be = CpuBackend::<f64>::new();
+    let be = FaultyBackend::new(CpuBackend::<f64>::new());
+    let tracker = be.inner().tracker();
     let full = run(&be, &train_set, &valid, &cfg(), None, None).unwrap();
-    let peak8 = be.tracker().peak_bytes();
+    let peak8 = tracker.peak_bytes();
     let split = run(&be, &halves, &valid, &halves_cfg, None, None).unwrap();
-    let peak4 = be.tracker().peak_bytes();
+    let peak4 = tracker.peak_bytes();
     assert!(peak4 < peak8, "{peak4} vs {peak8}");
     assert!(full.oom_retries.is_empty() && full.micro_batch == 8);
 
@@ -175,8 +204,9 @@ fn oom_step_is_retried_with_half_the_micro_batch_and_same_loss() {
         (retry.step, retry.from_micro_batch, retry.to_micro_batch),
         (0, 8, 4)
     );
-    assert!(!retry.during_evaluation && !retry.error.injected);
-    assert!(be.tracker().peak_bytes() <= (peak4 + peak8) / 2);
+    assert!(!retry.during_evaluation);
+    assert_eq!(retry.error.limit, (peak4 + peak8) / 2);
+    assert!(tracker.peak_bytes() <= (peak4 + peak8) / 2);
     assert_eq!(limited.steps, full.steps);
     for (a, b) in limited.epochs.iter().zip(&full.epochs) {
         let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs().max(1.0);
@@ -192,7 +222,7 @@ fn oom_step_is_retried_with_half_the_micro_batch_and_same_loss() {
         &train_set,
         &valid,
         &cfg(),
-        Some(weights_and_state(&be)),
+        Some(weights_and_state(be.inner())),
         None,
     )
     .unwrap_err();
@@ -216,17 +246,17 @@ fn injected_oom_at_every_allocation_recovers_or_reports() {
     let train_set = batches(3, &[3, 1], 5);
     let valid = batches(4, &[2], 5);
     let cfg = TrainConfig { epochs: 1, ..cfg() };
-    let be = CpuBackend::<f64>::new();
+    let be = FaultyBackend::new(CpuBackend::<f64>::new());
     let clean = run(&be, &train_set, &valid, &cfg, None, None).unwrap();
     let (c, h) = tiny();
     let model = BertClassifier::new_random(&be, &c, &h, 7).unwrap();
-    let before = be.tracker().allocation_requests();
+    let before = be.allocation_requests();
     let mut model = model;
     train(&be, &mut model, &train_set, &valid, &cfg, &mut |_| {
         Control::Continue
     })
     .unwrap();
-    let per_run = be.tracker().allocation_requests() - before;
+    let per_run = be.allocation_requests() - before;
     drop(model);
     assert!(per_run > 50, "{per_run}");
 
@@ -235,7 +265,8 @@ fn injected_oom_at_every_allocation_recovers_or_reports() {
         match run(&be, &train_set, &valid, &cfg, None, Some(n)) {
             Ok(report) => {
                 assert_eq!(report.oom_retries.len(), 1, "fault {n}");
-                assert!(report.oom_retries[0].error.injected);
+                let e = &report.oom_retries[0].error;
+                assert_eq!(e.limit, e.live, "fault {n}: {e}");
                 assert_eq!(report.steps, clean.steps);
                 assert!(report.epochs[0].valid.loss.is_finite());
                 recovered += 1;
@@ -244,19 +275,20 @@ fn injected_oom_at_every_allocation_recovers_or_reports() {
                 micro_batch: 0,
                 error,
             }) => {
-                assert!(error.injected);
+                assert_eq!(error.limit, error.live, "fault {n}: {error}");
                 at_setup += 1;
             }
             Err(TrainError::OutOfMemory {
                 micro_batch: 1,
                 error,
             }) => {
-                assert!(error.injected);
+                assert_eq!(error.limit, error.live, "fault {n}: {error}");
                 at_one += 1;
             }
             Err(e) => panic!("fault {n}: {e}"),
         }
-        assert_eq!(be.tracker().live_bytes(), 0, "fault {n} leaked");
+        assert_eq!(be.inner().tracker().live_bytes(), 0, "fault {n} leaked");
+        assert!(!be.failed(), "fault {n} left the backend failed");
     }
     assert!(
         recovered > 0 && at_setup > 0 && at_one > 0,

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use trainer::backend::MatmulPrecision;
 use trainer::data::{DataSource, LoadOptions};
-use trainer::finetune::{FinetuneSpec, finetune_cpu, finetune_sim, replay_run};
+use trainer::finetune::{FinetuneSpec, finetune_cpu, replay_run};
 use trainer::memory::{MemoryPlan, PlanRequest, StepBackend};
 use trainer::model::{HeadConfig, ModelConfig};
 use trainer::preset;
@@ -27,7 +27,6 @@ fn spec(dir: &Path, micro_batch: usize, max_length: usize) -> FinetuneSpec {
         dropout: None,
         memory_limit: None,
         matmul_precision: MatmulPrecision::Fp32,
-        fail_nth_allocation: None,
         train: TrainConfig {
             epochs: 2,
             accumulation_steps: 2,
@@ -117,14 +116,24 @@ fn a_cuda_replay_prices_the_backends_own_buffers_and_reserves_at_least_that() {
 
 #[test]
 fn a_simulated_device_losing_its_context_fails_the_next_step_for_good() {
+    use trainer::backend::faulty::Faults;
     let spec = trainer::finetune::SimSpec {
         config: ModelConfig::from(tiny_config()),
         epochs: 3,
-        lose_context_after_epoch: Some(0),
         backend: StepBackend::Cuda,
         ..Default::default()
     };
-    let error = finetune_sim(&spec, &mut |_| Control::Continue).unwrap_err();
+    let faults = Faults {
+        lose_context_after_epoch: Some(0),
+        ..Faults::default()
+    };
+    let mut epochs = 0;
+    let error = trainer::finetune::finetune_sim_with_faults(&spec, &faults, &mut |_| {
+        epochs += 1;
+        Control::Continue
+    })
+    .unwrap_err();
+    assert_eq!(epochs, 1);
     let text = error.to_string();
     assert!(text.contains("CUDA_ERROR_ASSERT"), "{text}");
     match error {

@@ -5,9 +5,10 @@
 
 use std::time::Instant;
 
+use trainer::backend::faulty::Faults;
 use trainer::config::BertConfig;
 use trainer::data::{DataSource, LoadOptions};
-use trainer::finetune::{FinetuneError, FinetuneSpec, finetune_cpu};
+use trainer::finetune::{FinetuneError, FinetuneSpec, finetune_cpu, finetune_cpu_with_faults};
 use trainer::testing::{sentiment_words, tiny_config, write_tiny_model};
 use trainer::tokenize::TextTokenizer;
 use trainer::train::{Control, TrainConfig};
@@ -119,16 +120,14 @@ fn memory_limit_fault_injection_and_dropout_reach_the_run() {
     assert!(e.out_of_memory().is_some_and(|o| o.limit == 1000));
 
     // An injected fault late in the run is recovered by halving.
-    let out = finetune_cpu(
-        &FinetuneSpec {
-            fail_nth_allocation: Some(clean.allocation_requests * 3 / 4),
-            ..base.clone()
-        },
-        &mut |_| Control::Continue,
-    )
-    .unwrap();
+    let faults = Faults {
+        fail_nth_allocation: Some(clean.allocation_requests * 3 / 4),
+        ..Faults::default()
+    };
+    let out = finetune_cpu_with_faults(&base, &faults, &mut |_| Control::Continue).unwrap();
     assert_eq!(out.report.oom_retries.len(), 1, "{:?}", out.report);
-    assert!(out.report.oom_retries[0].error.injected);
+    let injected = &out.report.oom_retries[0].error;
+    assert_eq!(injected.limit, injected.live, "{injected}");
     assert_eq!(out.report.micro_batch, 4);
 
     // Dropout override: validated, and it changes the run.

@@ -46,7 +46,6 @@ else
     NO_GPU="no GPU: $(grep '^cuda: unavailable: ' "$OUT/devices.txt" | sed 's/^cuda: unavailable: //')"
   fi
 fi
-export MEMTUNE_GPU_TESTS=1
 
 json_escape() {
   local s=${1//\\/\\\\}
@@ -64,20 +63,20 @@ one() { ls $1 2>/dev/null | head -n 1; }
 # A step may also write one JSON object of measured figures to
 # $OUT/<step>.figures.json; the report puts it into the step's entry.
 step_ops() { local t; t=$(one 'bin/cuda_ops-*'); [ -n "$t" ] || { echo "cuda_ops test binary missing"; return 1; }
-  "$t" --test-threads=1 --skip the_same_seed; }
+  "$t" --include-ignored --test-threads=1 --skip the_same_seed; }
 step_determinism() { local t; t=$(one 'bin/cuda_ops-*'); [ -n "$t" ] || { echo "cuda_ops test binary missing"; return 1; }
-  "$t" --test-threads=1 the_same_seed; }
+  "$t" --include-ignored --test-threads=1 the_same_seed; }
 step_gpu-mem() { local t; t=$(one 'bin/gpu-*'); [ -n "$t" ] || { echo "gpu-mem test binary missing"; return 1; }
-  "$t" --test-threads=1; }
+  "$t" --include-ignored --test-threads=1; }
 step_latency() { MEMTUNE_TORCH_LATENCY_SCRIPT=torch_latency.py ./bin/gpu_latency --python "$PY"; }
 # Ours (bf16 products) beside HF eager (autocast bf16, fused AdamW), with MFU;
 # fails unless BERT-base trains at least 1.3x as fast as HF.
 step_throughput() { ./bin/gpu_throughput --device cuda --python "$PY" --script torch_gpu_throughput.py \
     --json "$OUT/throughput.figures.json" --require-speedup bert-base=1.3; }
 step_memory-plan() { local t; t=$(one 'bin/cuda_memory_plan-*'); [ -n "$t" ] || { echo "cuda_memory_plan test binary missing"; return 1; }
-  MEMTUNE_TORCH_PYTHON="$PY" MEMTUNE_TORCH_MEMORY_SCRIPT=torch_memory_peak.py "$t" --test-threads=1 --nocapture; }
+  MEMTUNE_TORCH_PYTHON="$PY" MEMTUNE_TORCH_MEMORY_SCRIPT=torch_memory_peak.py "$t" --include-ignored --test-threads=1 --nocapture; }
 step_finetune() { local t; t=$(one 'bin/cuda_finetune-*'); [ -n "$t" ] || { echo "cuda_finetune test binary missing"; return 1; }
-  MEMTUNE_MINILM_DIR="$PWD/minilm" "$t" --test-threads=1 --nocapture; }
+  MEMTUNE_MINILM_DIR="$PWD/minilm" "$t" --include-ignored --test-threads=1 --nocapture; }
 # `memtune tune` with device = "cuda": 20 MiniLM trials packed onto the
 # device, every one COMPLETE on cuda:0 (none lost to OOM), with trials/hour
 # and the measured peaks beside the plan's predictions.

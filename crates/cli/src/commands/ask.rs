@@ -18,7 +18,7 @@
 
 use super::Context;
 use crate::error::{CliError, Result};
-use crate::history;
+use crate::history::{self, HistoryError};
 use hpo_sampler::{
     AutoConfig, AutoSampler, GpConfig, GpSampler, Param, RandomSampler, Sampler, StudyView,
     TpeConfig, TpeSampler,
@@ -77,7 +77,7 @@ struct SamplerChoice {
 }
 
 pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
-    let space = history::search_space(&args.search_space)
+    let space = store::search_space_from_json(&args.search_space)
         .map_err(|e| CliError::Usage(format!("bad --search-space: {e}")))?;
     let choice = sampler_choice(args)?;
     let storage = ctx.open_existing()?;
@@ -109,8 +109,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     // a stored row the sampler cannot read leaves nothing behind. A trial
     // another worker creates in the few milliseconds between this read and
     // `create_trial` has no params yet, so the constant liar loses nothing.
-    let stored = storage.trials(study.study_id, &TrialFilter::default())?;
-    let trials = history::frozen_trials(&stored)?;
+    let trials = history::checked(storage.trials(study.study_id, &TrialFilter::default())?)?;
     // As Optuna's storage: a distribution the study's history contradicts
     // is refused, here before anything is written.
     hpo_sampler::check_against_history(&trials, &space)
@@ -122,7 +121,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     let number = trial.number as u64;
     let view = StudyView {
         name: &study.name,
-        direction: history::direction(study.directions[0]),
+        direction: study.directions[0],
         trials: &trials,
     };
     let seed = choice.seed.map(|s| per_trial_seed(s, number));
@@ -159,12 +158,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
                 .iter()
                 .filter(|(n, _)| !already_stored.contains_key(*n))
             {
-                storage.set_param(
-                    trial.trial_id,
-                    name,
-                    p.internal,
-                    &history::stored_distribution(&p.distribution).to_json(),
-                )?;
+                storage.set_param(trial.trial_id, name, p.internal, &p.distribution)?;
             }
             Ok(params)
         });
@@ -192,7 +186,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         .filter(|n| params.contains_key(*n))
         .chain(params.keys().filter(|n| !order.contains(n)));
     let values: Vec<(String, Json)> = names
-        .map(|name| (name.clone(), history::value_json(&params[name].value())))
+        .map(|name| (name.clone(), store::value_to_json(&params[name].value())))
         .collect();
     let number = ("number".to_string(), Json::from(trial.number));
     let line = if args.flatten {
@@ -260,11 +254,11 @@ fn enqueued_params(
     mut params: BTreeMap<String, Param>,
 ) -> Result<(BTreeMap<String, Param>, BTreeMap<String, Param>)> {
     let stored = storage.trial(trial_id)?;
-    let converted = history::frozen_trial(&stored)?;
+    stored.check().map_err(HistoryError::from)?;
     let fixed = stored.system_attrs.get(FIXED_PARAMS_KEY);
     let mut already = BTreeMap::new();
     for (name, distribution) in space {
-        if let Some(p) = converted.params.get(name) {
+        if let Some(p) = stored.params.get(name) {
             if !p.distribution.compatible_with(distribution) {
                 return Err(CliError::Usage(format!(
                     "enqueued trial {}: parameter `{name}` is stored with {} but the search space has {distribution}",
@@ -280,7 +274,7 @@ fn enqueued_params(
                     stored.number
                 ))
             };
-            let external = history::param_value(value).map_err(bad)?;
+            let external = store::value_from_json(value).map_err(bad)?;
             let internal = distribution.to_internal(&external).map_err(bad)?;
             if !distribution.contains(internal) {
                 return Err(bad(format!("outside {distribution}")));

@@ -31,11 +31,11 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     }
     for t in &best {
         writeln!(out, "trial {}: values {}", t.number, render::values(t))?;
-        for p in &t.params {
+        for (name, p) in &t.params {
             writeln!(
                 out,
                 "  {} = {}",
-                render::printable(&p.name),
+                render::printable(name),
                 render::printable(&render::json_token(&render::param_json(p)))
             )?;
         }

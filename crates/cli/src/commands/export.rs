@@ -53,7 +53,7 @@ fn trial_json(t: &FrozenTrial) -> Json {
     let params: Map<String, Json> = t
         .params
         .iter()
-        .map(|p| (p.name.clone(), render::param_json(p)))
+        .map(|(name, p)| (name.clone(), render::param_json(p)))
         .collect();
     let inter: Map<String, Json> = t
         .intermediate_values
@@ -76,7 +76,7 @@ fn trial_json(t: &FrozenTrial) -> Json {
 fn csv(trials: &[FrozenTrial], objectives: usize, out: &mut dyn Write) -> Result<()> {
     let params: BTreeSet<&str> = trials
         .iter()
-        .flat_map(|t| t.params.iter().map(|p| p.name.as_str()))
+        .flat_map(|t| t.params.keys().map(String::as_str))
         .collect();
     let attrs: BTreeSet<&str> = trials
         .iter()
@@ -109,7 +109,8 @@ fn csv(trials: &[FrozenTrial], objectives: usize, out: &mut dyn Write) -> Result
         row.push(t.datetime_complete.clone().unwrap_or_default());
         for name in &params {
             row.push(
-                t.param(name)
+                t.params
+                    .get(*name)
                     .map(|p| render::json_token(&render::param_json(p)))
                     .unwrap_or_default(),
             );

@@ -47,13 +47,13 @@ pub fn run(args: &Args, _ctx: &Context, out: &mut dyn Write) -> Result<()> {
     if args.batch_size == 0 {
         return Err(CliError::Usage("--batch-size must be at least 1".into()));
     }
-    let classifier = HfClassifier::load(&args.model, args.max_length).map_err(CliError::failed)?;
+    let classifier = HfClassifier::load(&args.model, args.max_length)?;
     let fields = FieldSpec {
         text: args.text_field.clone(),
         text_pair: Some(args.text_pair_field.clone()),
         ..FieldSpec::default()
     };
-    let records = load_texts(&args.data, &fields, None).map_err(CliError::failed)?;
+    let records = load_texts(&args.data, &fields, None)?;
     let mut indices = Vec::with_capacity(records.len());
     let mut encoded = Vec::with_capacity(records.len());
     let mut bad = 0usize;
@@ -74,9 +74,7 @@ pub fn run(args: &Args, _ctx: &Context, out: &mut dyn Write) -> Result<()> {
             }
         }
     }
-    let logits = classifier
-        .logits(encoded, args.batch_size)
-        .map_err(CliError::failed)?;
+    let logits = classifier.logits(encoded, args.batch_size)?;
     for (index, logits) in indices.into_iter().zip(logits) {
         // The first of equal maxima, as `argmax` does.
         let label =

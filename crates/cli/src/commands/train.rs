@@ -24,7 +24,7 @@ use trainer::train::Control;
 
 use super::Context;
 use crate::error::{CliError, Result};
-use crate::history;
+use crate::history::HistoryError;
 use crate::tune::config::StudyConfig;
 use crate::tune::protocol::{Job, ModelSource};
 use crate::tune::record::settings_text;
@@ -69,7 +69,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         )));
     }
     check_output_dir(&args.output).map_err(usage)?;
-    let plan = RunPlan::new(&cfg, ctx.storage_url.as_deref()).map_err(CliError::failed)?;
+    let plan = RunPlan::new(&cfg, ctx.storage_url.as_deref())?;
     let storage = Storage::open_url(
         &plan.storage_url,
         &OpenOptions {
@@ -83,7 +83,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         Some(number) => storage
             .trials(study.study_id, &TrialFilter::default())?
             .into_iter()
-            .find(|t| t.number == number)
+            .find(|t| t.number as i64 == number)
             .ok_or_else(|| usage(format!("study `{}` has no trial {number}", study.name)))?,
         None => storage
             .best_trial(study.study_id)?
@@ -102,7 +102,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         }
     };
     let settings = trial_settings(&cfg, &trial)?;
-    let model = plan.model(&settings.model).map_err(CliError::failed)?;
+    let model = plan.model(&settings.model).map_err(usage)?;
     let ModelSource::Dir { path: model_dir } = &model.source else {
         return Err(usage(
             "the trial ran on the simulated device, which computes nothing: there is no model to retrain",
@@ -152,7 +152,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     .max(0) as usize;
 
     let job = Job {
-        trial_number: trial.number,
+        trial_number: trial.number as i64,
         model: model.source.clone(),
         data: plan.data.clone(),
         validation_fraction: plan.validation_fraction,
@@ -196,7 +196,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             Control::Continue
         }
     })
-    .map_err(|e| CliError::failed(format!("retraining trial {}: {e}", trial.number)))?;
+    .map_err(|e| CliError::trainer(format!("retraining trial {}", trial.number), e))?;
     let report = &trained.outcome.report;
     let last = report
         .epochs
@@ -204,8 +204,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         .ok_or_else(|| CliError::failed("the retrain ran no epoch"))?;
     let value = metric.value(&last.valid);
 
-    let tokenizer =
-        TextTokenizer::from_model_dir(model_dir, settings.max_length).map_err(CliError::failed)?;
+    let tokenizer = TextTokenizer::from_model_dir(model_dir, settings.max_length)?;
     let labels = trained
         .label_names
         .clone()
@@ -217,8 +216,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         model_dir,
         &labels,
         &args.output,
-    )
-    .map_err(CliError::failed)?;
+    )?;
     writeln!(
         out,
         "trial {}: validation {} {value} at epoch {} (recorded {recorded}); accuracy {}; saved to {}",
@@ -241,14 +239,14 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
 
 /// The trial's settings, from its stored params as the runner resolves them.
 fn trial_settings(cfg: &StudyConfig, trial: &store::FrozenTrial) -> Result<TrialSettings> {
-    let frozen = history::frozen_trials(std::slice::from_ref(trial))?;
-    let values = frozen[0]
+    trial.check().map_err(HistoryError::from)?;
+    let values = trial
         .params
         .iter()
         .map(|(name, p)| (name.clone(), p.value()))
         .collect();
     cfg.settings(&values)
-        .map_err(|e| CliError::failed(format!("trial {}: {e}", trial.number)))
+        .map_err(|e| usage(format!("trial {}: {e}", trial.number)))
 }
 
 /// The last epoch whose recorded value is `value` (trials without a

@@ -39,7 +39,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         return Err(CliError::Usage("--n-trials must be at least 1".into()));
     }
     let faults = Faults::from_env().map_err(CliError::Usage)?;
-    let mut plan = RunPlan::new(&cfg, ctx.storage_url.as_deref()).map_err(CliError::Failed)?;
+    let mut plan = RunPlan::new(&cfg, ctx.storage_url.as_deref())?;
     if let Some(n) = args.n_trials {
         plan.n_trials = n;
     }

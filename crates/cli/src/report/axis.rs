@@ -62,7 +62,7 @@ impl ParamAxis<'_> {
                 if (position - i).abs() > 1e-6 || i < 0.0 || i as usize >= choices.len() {
                     return String::new();
                 }
-                render::json_token(&choices[i as usize])
+                render::json_token(&store::value_to_json(&choices[i as usize]))
             }
             _ if self.log() => short(10f64.powf(position)),
             _ => short(position),

@@ -1,12 +1,12 @@
 //! Section 3: hyperparameter importance (fANOVA), a slice plot per
 //! parameter and parallel coordinates.
 
+use hpo_sampler::importance::{self, Importance};
 use plotters::prelude::*;
 use store::FrozenTrial;
 
 use super::axis::ParamAxis;
 use super::chart::{self, COMPLETE, SMALL, WIDE};
-use super::fanova::{self, Importance};
 use super::html::{Section, note};
 use super::input::ReportInput;
 use super::parallel;
@@ -24,7 +24,7 @@ pub fn section(input: &ReportInput) -> Section {
         );
     }
     let mut html = String::from("<h3>Importance (fANOVA)</h3>");
-    match fanova::importances(&completed, &input.params) {
+    match importance::fanova_importances(&completed, &input.params) {
         Ok(imp) => html.push_str(&importance_chart(&imp)),
         Err(why) => html.push_str(&note(&format!("No importance: {why}."))),
     }
@@ -42,8 +42,8 @@ fn importance_chart(imp: &[Importance]) -> String {
     let height = (70 + 28 * n as u32).clamp(140, 800);
     let caption = format!(
         "Share of the objective's variance per parameter: fANOVA over a random forest of {} trees (depth <= {}), as Optuna's FanovaImportanceEvaluator; a conditional parameter is scored on the trials that have it",
-        fanova::N_TREES,
-        fanova::MAX_DEPTH
+        importance::N_TREES,
+        importance::MAX_DEPTH
     );
     chart::figure("importance", &caption, (WIDE.0, height), |root| {
         let mut c = chart::plane(root, 0.0..1.0, 0.0..n as f64, 12)?;
@@ -80,7 +80,7 @@ fn importance_chart(imp: &[Importance]) -> String {
 fn slice(name: &str, axis: &ParamAxis<'_>, completed: &[(&FrozenTrial, f64)]) -> String {
     let points: Vec<(f64, f64)> = completed
         .iter()
-        .filter_map(|(t, v)| Some((axis.position(t.param(name)?.internal_value), *v)))
+        .filter_map(|(t, v)| Some((axis.position(t.params.get(name)?.internal), *v)))
         .collect();
     if points.is_empty() {
         return note(&format!("{name}: no COMPLETE trial has it."));

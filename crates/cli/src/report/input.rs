@@ -26,12 +26,8 @@ impl ReportInput {
         trials.sort_by_key(|t| t.number);
         let mut params = BTreeMap::new();
         for t in &trials {
-            for p in &t.params {
-                // A distribution we cannot read leaves that param out of the
-                // charts; its trials still appear everywhere else.
-                if let Ok(d) = Distribution::from_json(&p.distribution_json) {
-                    params.insert(p.name.clone(), d);
-                }
+            for (name, p) in &t.params {
+                params.insert(name.clone(), p.distribution.clone());
             }
         }
         ReportInput {
@@ -79,7 +75,7 @@ impl ReportInput {
 /// A parameter's value on a numeric axis: the value itself for float and
 /// int distributions, the choice index for categorical ones.
 pub fn axis_value(t: &FrozenTrial, name: &str) -> Option<f64> {
-    t.param(name).map(|p| p.internal_value)
+    t.params.get(name).map(|p| p.internal)
 }
 
 /// What the runner records about a trial's memory (see `tune::record`).

@@ -3,7 +3,8 @@
 //! timeline as a Chrome trace.
 //!
 //! Sections, one file each: [`summary`], [`history`] (optimization history
-//! and learning curves), [`importance`] ([`fanova`] importances, slices,
+//! and learning curves), [`importance`] (fANOVA importances from
+//! `hpo_sampler::importance`, slices,
 //! [`parallel`] coordinates), [`memory`] (predicted against measured peaks,
 //! micro-batches, the configuration map, the [`timeline`], OOM retries) and
 //! [`failures`]. Charts are SVG drawn by `plotters` ([`chart`]). A section
@@ -16,7 +17,6 @@
 pub mod axis;
 pub mod chart;
 pub mod failures;
-pub mod fanova;
 pub mod history;
 pub mod html;
 pub mod importance;

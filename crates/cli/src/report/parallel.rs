@@ -64,11 +64,9 @@ pub fn chart(input: &ReportInput, completed: &[(&FrozenTrial, f64)]) -> String {
                 let color = shade(quality);
                 let mut segment: Vec<(f64, f64)> = Vec::new();
                 for (i, (name, axis)) in axes.iter().enumerate() {
-                    match t.param(name) {
-                        Some(p) => segment.push((
-                            i as f64,
-                            scale(axis.position(p.internal_value), axis.bounds()),
-                        )),
+                    match t.params.get(*name) {
+                        Some(p) => segment
+                            .push((i as f64, scale(axis.position(p.internal), axis.bounds()))),
                         None => {
                             if segment.len() > 1 {
                                 c.draw_series(LineSeries::new(segment.clone(), color))?;

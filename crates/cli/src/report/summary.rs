@@ -67,9 +67,9 @@ pub fn section(input: &ReportInput) -> Section {
                 vec!["trial".into(), t.number.to_string()],
                 vec!["value".into(), short(v)],
             ];
-            for p in &t.params {
+            for (name, p) in &t.params {
                 rows.push(vec![
-                    p.name.clone(),
+                    name.clone(),
                     render::json_token(&render::param_json(p)),
                 ]);
             }

@@ -14,7 +14,7 @@ use super::input::{MemoryAttrs, ReportInput, seconds};
 /// One trial's stay on a worker.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Bar {
-    pub trial: i64,
+    pub trial: u64,
     pub state: TrialState,
     /// Seconds since the timeline's origin.
     pub start: f64,

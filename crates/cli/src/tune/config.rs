@@ -1228,5 +1228,6 @@ fn direction_name(d: StudyDirection) -> &'static str {
     match d {
         StudyDirection::Minimize => "minimize",
         StudyDirection::Maximize => "maximize",
+        StudyDirection::NotSet => "not set",
     }
 }

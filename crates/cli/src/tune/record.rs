@@ -14,7 +14,7 @@ use store::{RetryPolicy, Storage, TrialRef, TrialState};
 use super::config::TrialSettings;
 use super::packing::Lease;
 use super::progress::Counts;
-use crate::history::CONSTRAINTS_KEY;
+use hpo_sampler::CONSTRAINTS_KEY;
 
 fn settings_json(s: &TrialSettings) -> Json {
     serde_json::to_value(s).expect("settings serialise")
@@ -43,18 +43,15 @@ pub fn settings_text(s: &TrialSettings) -> String {
 pub fn params_text(t: &store::FrozenTrial) -> String {
     t.params
         .iter()
-        .map(|p| {
-            let v = store::external_value(p).map_or_else(
-                |_| "?".to_string(),
-                |v| match v {
-                    Json::Number(n) => n
-                        .as_f64()
-                        .filter(|f| f.fract() != 0.0 && f.abs() < 1e-2)
-                        .map_or(n.to_string(), |f| format!("{f:.2e}")),
-                    other => other.to_string(),
-                },
-            );
-            format!("{}={v}", p.name)
+        .map(|(name, p)| {
+            let v = match store::value_to_json(&p.value()) {
+                Json::Number(n) => n
+                    .as_f64()
+                    .filter(|f| f.fract() != 0.0 && f.abs() < 1e-2)
+                    .map_or(n.to_string(), |f| format!("{f:.2e}")),
+                other => other.to_string(),
+            };
+            format!("{name}={v}")
         })
         .collect::<Vec<_>>()
         .join(" ")
@@ -215,12 +212,12 @@ pub fn fail_and_retry(
 
 /// Counts toward `n_trials` (see the runner's module doc).
 pub fn count(trials: &[store::FrozenTrial]) -> Counts {
-    let retried: BTreeSet<i64> = trials
+    let retried: BTreeSet<u64> = trials
         .iter()
         .filter_map(|t| t.system_attrs.get("retry_history"))
         .filter_map(Json::as_array)
         .flatten()
-        .filter_map(Json::as_i64)
+        .filter_map(Json::as_u64)
         .collect();
     let mut c = Counts::default();
     for t in trials {

@@ -303,10 +303,10 @@ impl<'a> Runner<'a> {
     }
 
     fn best(&self) -> Result<Option<(i64, f64, String)>, TuneError> {
-        Ok(self
-            .storage
-            .best_trial(self.study.study_id)?
-            .and_then(|t| t.value().map(|v| (t.number, v, record::params_text(&t)))))
+        Ok(self.storage.best_trial(self.study.study_id)?.and_then(|t| {
+            t.value()
+                .map(|v| (t.number as i64, v, record::params_text(&t)))
+        }))
     }
 
     /// Asks and admits trials while the study wants more and they fit.
@@ -372,24 +372,19 @@ impl<'a> Runner<'a> {
     fn next_candidate(&mut self, claim: Claim) -> Result<Option<Candidate>, TuneError> {
         let trial = claim.trial();
         // Read after the claim, so a retry enqueued a moment ago is here.
-        let stored = self
-            .storage
-            .trials(self.study.study_id, &TrialFilter::default())?;
-        let frozen = history::frozen_trials(&stored)?;
-        let me = stored
+        let frozen = history::checked(
+            self.storage
+                .trials(self.study.study_id, &TrialFilter::default())?,
+        )?;
+        let me = frozen
             .iter()
             .find(|t| t.trial_id == trial.trial_id)
             .expect("a claimed trial is stored");
-        let mut values: BTreeMap<String, hpo_sampler::ParamValue> = frozen
+        let mut values: BTreeMap<String, hpo_sampler::ParamValue> = me
+            .params
             .iter()
-            .find(|t| t.number == trial.number as u64)
-            .map(|t| {
-                t.params
-                    .iter()
-                    .map(|(k, p)| (k.clone(), p.value()))
-                    .collect()
-            })
-            .unwrap_or_default();
+            .map(|(k, p)| (k.clone(), p.value()))
+            .collect();
         let already: BTreeSet<String> = values.keys().cloned().collect();
         let fixed = match me.system_attrs.get("fixed_params") {
             Some(Json::Object(map)) => map.clone(),
@@ -403,7 +398,7 @@ impl<'a> Runner<'a> {
         }
         let view = StudyView {
             name: &self.study.name,
-            direction: history::direction(self.study.directions[0]),
+            direction: self.study.directions[0],
             trials: &frozen,
         };
         let mut t = hpo_sampler::Trial::new(self.sampler.as_mut(), view, trial.number as u64);
@@ -435,12 +430,8 @@ impl<'a> Runner<'a> {
                     }
                 }
             }
-            self.storage.set_param(
-                trial.trial_id,
-                &name,
-                p.internal,
-                &crate::history::stored_distribution(&p.distribution).to_json(),
-            )?;
+            self.storage
+                .set_param(trial.trial_id, &name, p.internal, &p.distribution)?;
             values.insert(name, p.value());
         }
         // A head the model cannot carry (DeBERTa has no hidden head layers)
@@ -958,16 +949,16 @@ impl<'a> Runner<'a> {
     }
 
     fn ask_pruner(&mut self, trial: &TrialRef) -> Result<bool, TuneError> {
-        let stored = self
-            .storage
-            .trials(self.study.study_id, &TrialFilter::default())?;
-        let frozen = history::frozen_trials(&stored)?;
+        let frozen = history::checked(
+            self.storage
+                .trials(self.study.study_id, &TrialFilter::default())?,
+        )?;
         let Some(me) = frozen.iter().find(|t| t.number == trial.number as u64) else {
             return Ok(false);
         };
         let view = StudyView {
             name: &self.study.name,
-            direction: history::direction(self.study.directions[0]),
+            direction: self.study.directions[0],
             trials: &frozen,
         };
         let decision = self.pruner.prune(&view, me);
@@ -1095,7 +1086,7 @@ fn fixed_internal(
     value: &Json,
 ) -> Result<f64, String> {
     let bad = |why: String| format!("fixed parameter `{name}` = {value}: {why}");
-    let external = crate::history::param_value(value).map_err(bad)?;
+    let external = store::value_from_json(value).map_err(bad)?;
     let internal = distribution.to_internal(&external).map_err(bad)?;
     if distribution.contains(internal) {
         Ok(internal)

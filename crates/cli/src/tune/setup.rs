@@ -24,6 +24,33 @@ use super::packing::{
 };
 use super::pricing::PricedDevice;
 
+/// Why a run cannot start. A model directory or a data set that does not
+/// load is named with its trainer error, so the CLI can tell the study
+/// file's input at fault from the environment.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// `[models.KEY]`'s directory does not load as a classifier.
+    #[error("models.{key}: {}: {source}", path.display())]
+    Model {
+        key: String,
+        path: PathBuf,
+        #[source]
+        source: Box<trainer::finetune::FinetuneError>,
+    },
+    /// The study's data does not load.
+    #[error("data: {0}")]
+    Data(#[source] trainer::data::DataError),
+    /// Anything else (the storage URL, the device, the precision...).
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<String> for SetupError {
+    fn from(message: String) -> Self {
+        SetupError::Other(message)
+    }
+}
+
 /// The simulated device's memory when the study file does not say: the
 /// legacy setup's 24 GB card.
 const DEFAULT_SIM_MEMORY: u64 = 24 << 30;
@@ -70,7 +97,7 @@ pub struct RunPlan {
 
 impl RunPlan {
     /// `storage` (the `--storage` flag) overrides the study file's.
-    pub fn new(cfg: &StudyConfig, storage: Option<&str>) -> Result<Self, String> {
+    pub fn new(cfg: &StudyConfig, storage: Option<&str>) -> Result<Self, SetupError> {
         let storage_url = storage.unwrap_or(&cfg.study.storage).to_string();
         let url = store::StorageUrl::parse(&storage_url).map_err(|e| e.to_string())?;
         let cap = cfg.runner.memory_limit.unwrap_or(u64::MAX);
@@ -168,10 +195,7 @@ impl RunPlan {
             storage_url,
             n_trials: cfg.study.n_trials as usize,
             timeout: cfg.study.timeout,
-            direction: match cfg.objective.direction {
-                hpo_sampler::StudyDirection::Maximize => store::StudyDirection::Maximize,
-                hpo_sampler::StudyDirection::Minimize => store::StudyDirection::Minimize,
-            },
+            direction: cfg.objective.direction,
             metric: cfg.objective.metric,
             data,
             validation_fraction: cfg.data.validation_fraction,
@@ -225,8 +249,8 @@ fn resolve(
     num_classes: usize,
     preset_dir: &Path,
     texts: &[String],
-) -> Result<ResolvedModel, String> {
-    let in_key = |e: String| format!("models.{key}: {e}");
+) -> Result<ResolvedModel, SetupError> {
+    let in_key = |e: String| SetupError::Other(format!("models.{key}: {e}"));
     match (spec, sim_device) {
         (ModelSpec::Sim(preset) | ModelSpec::Preset(preset), Some(device_bytes)) => {
             let name = preset.name();
@@ -258,23 +282,32 @@ fn resolve(
         (_, Some(_)) => Err(in_key(
             "on the simulated device every model must be a preset (`sim` or `preset`)".into(),
         )),
-        (ModelSpec::Dir(dir), None) => dir_model(dir.clone(), num_classes).map_err(in_key),
+        (ModelSpec::Dir(dir), None) => dir_model(key, dir.clone(), num_classes),
         (ModelSpec::Builtin(b), None) => dir_model(
+            key,
             builtin_dir(match b {
                 BuiltinModel::MiniLmL6 => "minilm-l6",
-            })?,
+            })
+            .map_err(in_key)?,
             num_classes,
-        )
-        .map_err(in_key),
+        ),
     }
 }
 
 /// A model directory, checked whole as a worker will load it (config,
 /// tokenizer, every tensor's shape), so a broken model stops the study
 /// before its first trial instead of failing every trial.
-fn dir_model(path: PathBuf, num_classes: usize) -> Result<ResolvedModel, String> {
-    let config = trainer::finetune::check_model_dir(&path, num_classes)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+fn dir_model(key: &str, path: PathBuf, num_classes: usize) -> Result<ResolvedModel, SetupError> {
+    let config = match trainer::finetune::check_model_dir(&path, num_classes) {
+        Ok(config) => config,
+        Err(source) => {
+            return Err(SetupError::Model {
+                key: key.to_string(),
+                path,
+                source: Box::new(source),
+            });
+        }
+    };
     Ok(ResolvedModel {
         source: ModelSource::Dir { path },
         config,
@@ -349,13 +382,13 @@ fn resolve_precision(
 /// Loads the data once to check it and count its classes, with its texts
 /// (what a preset's tokenizer is built from); the workers load it again
 /// (each is a separate process).
-fn load_data(cfg: &StudyConfig) -> Result<(DataSource, usize, Vec<String>), String> {
+fn load_data(cfg: &StudyConfig) -> Result<(DataSource, usize, Vec<String>), SetupError> {
     let source = cfg.data.source.clone();
     if matches!(cfg.runner.device, DeviceKind::Sim) {
         // Simulated trials use synthetic batches of the right shape.
         return Ok((source, 2, Vec::new()));
     }
-    let dataset = source.load().map_err(|e| format!("data: {e}"))?;
+    let dataset = source.load().map_err(SetupError::Data)?;
     let skipped = &dataset.report.skipped;
     crate::logging::note(&format!(
         "memtune: data: {} examples, {} classes{}",
@@ -398,10 +431,10 @@ pub fn check_space_against_stored(cfg: &StudyConfig, plan: &RunPlan) -> Result<(
         Err(store::StoreError::StudyNotFound { .. }) => return Ok(()),
         Err(e) => return Err(e.to_string()),
     };
-    let stored = storage
+    let trials = storage
         .trials(study.study_id, &store::TrialFilter::default())
         .map_err(|e| e.to_string())?;
-    let trials = crate::history::frozen_trials(&stored).map_err(|e| e.to_string())?;
+    let trials = crate::history::checked(trials).map_err(|e| e.to_string())?;
     for p in &cfg.params {
         let space = BTreeMap::from([(p.name.clone(), p.distribution.clone())]);
         hpo_sampler::check_against_history(&trials, &space).map_err(|e| {

@@ -7,7 +7,7 @@
 
 use std::io::{BufRead, Write};
 
-use trainer::finetune::{FinetuneError, FinetuneSpec, SimSpec, finetune_cpu, finetune_sim};
+use trainer::finetune::{FinetuneError, FinetuneSpec, SimSpec};
 use trainer::memory::{OutOfMemory, StepBackend};
 use trainer::model::{HeadConfig, ModelConfig};
 use trainer::train::{Control, EpochMetrics, TrainReport};
@@ -65,7 +65,6 @@ pub fn serve(
     input: &mut (dyn BufRead + Send),
     output: &mut (dyn Write + Send),
 ) -> Result<(), WorkerError> {
-    trainer::memory::quiet_oom_panics();
     send(
         output,
         &WorkerMsg::Ready {
@@ -113,17 +112,18 @@ fn run_job(
             let mut observe = |m: &EpochMetrics| observer(m, job.metric.value(&m.valid));
             match job.cuda_device {
                 Some(ordinal) => finetune_on_cuda(&spec, ordinal, &mut observe),
-                None => with_threads(job.threads, || finetune_cpu(&spec, &mut observe)).map(|o| {
-                    // The CPU backend allocates exactly what is requested.
-                    let peak = o.peak_bytes as u64;
-                    (o.report, peak, peak)
-                }),
+                None => with_threads(job.threads, || finetune_cpu_job(job, &spec, &mut observe))
+                    .map(|o| {
+                        // The CPU backend allocates exactly what is requested.
+                        let peak = o.peak_bytes as u64;
+                        (o.report, peak, peak)
+                    }),
             }
         }
         ModelSource::Sim { .. } => {
             let spec = sim_spec(job);
             match spec {
-                Ok(spec) => finetune_sim(&spec, &mut |m| {
+                Ok(spec) => finetune_sim_job(job, &spec, &mut |m| {
                     observer(m, synthetic::objective(job, m.epoch))
                 })
                 .map(|o| {
@@ -226,7 +226,8 @@ fn epoch_exchange(
     match &job.fault {
         Some(Fault::Abort { after_epoch }) if *after_epoch == m.epoch => std::process::abort(),
         Some(Fault::DeviceAssert { after_epoch }) if *after_epoch == m.epoch => {
-            // On the simulated device the trainer stages it (`sim_spec`).
+            // On the CPU and the simulated device the trainer stages it
+            // (`trainer_faults`).
             if let Some(ordinal) = job.cuda_device {
                 match trainer::backend::cuda::device_assert::trigger(ordinal) {
                     Ok(lost) => tracing::info!("device assert staged: {lost}"),
@@ -273,11 +274,55 @@ pub fn finetune_spec(job: &Job, model_dir: std::path::PathBuf) -> FinetuneSpec {
             .train_config(job.metric.monitor(), job.accumulation_steps),
         memory_limit: job.memory_limit.map(|b| b as usize),
         matmul_precision: job.matmul_precision,
+        dropout: job.settings.dropout,
+    }
+}
+
+/// The trainer's faults a job stages (`MEMTUNE_FAULT`'s `oom@N:alloc=K`).
+#[cfg(feature = "fault-injection")]
+fn trainer_faults(job: &Job) -> trainer::backend::faulty::Faults {
+    trainer::backend::faulty::Faults {
         fail_nth_allocation: match job.fault {
             Some(Fault::OomAtAllocation { n }) => Some(n),
             _ => None,
         },
-        dropout: job.settings.dropout,
+        fail_nth_check: None,
+        lose_context_after_epoch: match job.fault {
+            Some(Fault::DeviceAssert { after_epoch }) if job.cuda_device.is_none() => {
+                Some(after_epoch)
+            }
+            _ => None,
+        },
+    }
+}
+
+/// A CPU run of `job`, with its staged faults in builds that inject them.
+fn finetune_cpu_job(
+    job: &Job,
+    spec: &FinetuneSpec,
+    observer: &mut dyn FnMut(&EpochMetrics) -> Control,
+) -> Result<trainer::finetune::FinetuneOutcome, FinetuneError> {
+    #[cfg(feature = "fault-injection")]
+    return trainer::finetune::finetune_cpu_with_faults(spec, &trainer_faults(job), observer);
+    #[cfg(not(feature = "fault-injection"))]
+    {
+        let _ = job;
+        trainer::finetune::finetune_cpu(spec, observer)
+    }
+}
+
+/// A simulated run of `job`, as [`finetune_cpu_job`].
+fn finetune_sim_job(
+    job: &Job,
+    spec: &SimSpec,
+    observer: &mut dyn FnMut(&EpochMetrics) -> Control,
+) -> Result<trainer::finetune::SimOutcome, FinetuneError> {
+    #[cfg(feature = "fault-injection")]
+    return trainer::finetune::finetune_sim_with_faults(spec, &trainer_faults(job), observer);
+    #[cfg(not(feature = "fault-injection"))]
+    {
+        let _ = job;
+        trainer::finetune::finetune_sim(spec, observer)
     }
 }
 
@@ -314,14 +359,6 @@ pub(crate) fn sim_spec(job: &Job) -> Result<SimSpec, String> {
         epochs: job.settings.epochs,
         device_capacity: *device_bytes as usize,
         memory_limit: job.memory_limit.map(|b| b as usize),
-        fail_nth_allocation: match job.fault {
-            Some(Fault::OomAtAllocation { n }) => Some(n),
-            _ => None,
-        },
-        lose_context_after_epoch: match job.fault {
-            Some(Fault::DeviceAssert { after_epoch }) => Some(after_epoch),
-            _ => None,
-        },
         seed: job.settings.seed,
         backend: StepBackend::Cuda,
         matmul_precision: job.matmul_precision,

@@ -75,9 +75,9 @@ impl<B: Backend> CachingAllocator<B> {
         if config.expandable_segments
             && let Some(reason) = backend.virtual_memory_unsupported()
         {
-            // Stderr, since a library has no log of its own: the user asked
-            // for expandable segments and gets classic ones.
-            eprintln!(
+            // The user asked for expandable segments and gets classic ones:
+            // a warning for their log, and `expandable_fallback` for code.
+            tracing::warn!(
                 "gpu-mem: expandable segments are unavailable ({reason}); using classic segments"
             );
             config.expandable_segments = false;

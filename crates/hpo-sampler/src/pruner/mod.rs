@@ -58,23 +58,54 @@ impl Pruner for NopPruner {
     }
 }
 
-/// Optuna's `_is_first_in_interval_step`: whether `step` is the first
-/// report at or after the latest pruning point of the interval grid.
-pub(crate) fn is_first_in_interval_step(
-    step: i64,
-    trial: &FrozenTrial,
+/// The steps at which a step-based pruner (percentile, median, threshold)
+/// may decide: none before `n_warmup_steps`, then every `interval_steps`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StepGrid {
     n_warmup_steps: i64,
     interval_steps: i64,
-) -> bool {
-    let nearest_lower_pruning_step =
-        (step - n_warmup_steps).div_euclid(interval_steps) * interval_steps + n_warmup_steps;
-    let second_last_step = trial
-        .intermediate_values
-        .keys()
-        .copied()
-        .filter(|&s| s != step)
-        .fold(-1, i64::max);
-    second_last_step < nearest_lower_pruning_step
+}
+
+impl StepGrid {
+    /// The grid, with Optuna's checks of its two options.
+    pub(crate) fn new(n_warmup_steps: i64, interval_steps: i64) -> crate::error::Result<Self> {
+        if n_warmup_steps < 0 {
+            return Err(option_error(
+                "n_warmup_steps",
+                format!("cannot be negative, got {n_warmup_steps}"),
+            ));
+        }
+        if interval_steps < 1 {
+            return Err(option_error(
+                "interval_steps",
+                format!("must be at least 1, got {interval_steps}"),
+            ));
+        }
+        Ok(StepGrid {
+            n_warmup_steps,
+            interval_steps,
+        })
+    }
+
+    /// The step `trial` just reported, if a decision is due there: past
+    /// the warmup, and the first report at or after the latest point of
+    /// the interval grid (Optuna's `_is_first_in_interval_step`).
+    pub(crate) fn due_step(&self, trial: &FrozenTrial) -> Option<i64> {
+        let step = trial.last_step()?;
+        if step < self.n_warmup_steps {
+            return None;
+        }
+        let nearest_lower_pruning_step =
+            (step - self.n_warmup_steps).div_euclid(self.interval_steps) * self.interval_steps
+                + self.n_warmup_steps;
+        let second_last_step = trial
+            .intermediate_values
+            .keys()
+            .copied()
+            .filter(|&s| s != step)
+            .fold(-1, i64::max);
+        (second_last_step < nearest_lower_pruning_step).then_some(step)
+    }
 }
 
 pub(crate) fn option_error(option: &str, reason: String) -> crate::error::Error {

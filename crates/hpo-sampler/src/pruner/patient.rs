@@ -34,7 +34,7 @@ impl PatientPruner {
 fn nan_extreme(values: &[f64], direction: StudyDirection) -> f64 {
     let it = values.iter().copied().filter(|v| !v.is_nan());
     match direction {
-        StudyDirection::Minimize => it.fold(f64::NAN, f64::min),
+        StudyDirection::Minimize | StudyDirection::NotSet => it.fold(f64::NAN, f64::min),
         StudyDirection::Maximize => it.fold(f64::NAN, f64::max),
     }
 }
@@ -53,7 +53,7 @@ impl Pruner for PatientPruner {
         let before = nan_extreme(&values[..split], study.direction);
         let after = nan_extreme(&values[split..], study.direction);
         let maybe_prune = match study.direction {
-            StudyDirection::Minimize => before + self.min_delta < after,
+            StudyDirection::Minimize | StudyDirection::NotSet => before + self.min_delta < after,
             StudyDirection::Maximize => before - self.min_delta > after,
         };
         if !maybe_prune {

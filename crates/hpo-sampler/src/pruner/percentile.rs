@@ -1,6 +1,6 @@
 //! Optuna's `PercentilePruner` and `MedianPruner` (its 50th percentile).
 
-use super::{PruneDecision, Pruner, is_first_in_interval_step, option_error};
+use super::{PruneDecision, Pruner, StepGrid, option_error};
 use crate::error::Result;
 use crate::trial::{FrozenTrial, StudyDirection, StudyView, TrialState};
 
@@ -10,8 +10,7 @@ use crate::trial::{FrozenTrial, StudyDirection, StudyView, TrialState};
 pub struct PercentilePruner {
     percentile: f64,
     n_startup_trials: usize,
-    n_warmup_steps: i64,
-    interval_steps: i64,
+    grid: StepGrid,
     n_min_trials: usize,
 }
 
@@ -31,18 +30,7 @@ impl PercentilePruner {
                 format!("must be in [0, 100], got {percentile}"),
             ));
         }
-        if n_warmup_steps < 0 {
-            return Err(option_error(
-                "n_warmup_steps",
-                format!("cannot be negative, got {n_warmup_steps}"),
-            ));
-        }
-        if interval_steps < 1 {
-            return Err(option_error(
-                "interval_steps",
-                format!("must be at least 1, got {interval_steps}"),
-            ));
-        }
+        let grid = StepGrid::new(n_warmup_steps, interval_steps)?;
         if n_min_trials < 1 {
             return Err(option_error(
                 "n_min_trials",
@@ -52,8 +40,7 @@ impl PercentilePruner {
         Ok(PercentilePruner {
             percentile,
             n_startup_trials,
-            n_warmup_steps,
-            interval_steps,
+            grid,
             n_min_trials,
         })
     }
@@ -89,14 +76,9 @@ impl Pruner for PercentilePruner {
         if completed.is_empty() || completed.len() < self.n_startup_trials {
             return PruneDecision::keep();
         }
-        let Some(step) = trial.last_step() else {
+        let Some(step) = self.grid.due_step(trial) else {
             return PruneDecision::keep();
         };
-        if step < self.n_warmup_steps
-            || !is_first_in_interval_step(step, trial, self.n_warmup_steps, self.interval_steps)
-        {
-            return PruneDecision::keep();
-        }
         let direction = study.direction;
         let own = trial
             .intermediate_values
@@ -105,7 +87,7 @@ impl Pruner for PercentilePruner {
             .filter(|v| !v.is_nan());
         let best = match direction {
             StudyDirection::Maximize => own.fold(f64::NAN, f64::max),
-            StudyDirection::Minimize => own.fold(f64::NAN, f64::min),
+            StudyDirection::Minimize | StudyDirection::NotSet => own.fold(f64::NAN, f64::min),
         };
         if best.is_nan() {
             return PruneDecision::prune();
@@ -119,7 +101,7 @@ impl Pruner for PercentilePruner {
         }
         let q = match direction {
             StudyDirection::Maximize => 100.0 - self.percentile,
-            StudyDirection::Minimize => self.percentile,
+            StudyDirection::Minimize | StudyDirection::NotSet => self.percentile,
         };
         let p = nan_percentile(&at_step, q);
         if p.is_nan() {
@@ -127,7 +109,7 @@ impl Pruner for PercentilePruner {
         }
         let prune = match direction {
             StudyDirection::Maximize => best < p,
-            StudyDirection::Minimize => best > p,
+            StudyDirection::Minimize | StudyDirection::NotSet => best > p,
         };
         PruneDecision {
             prune,

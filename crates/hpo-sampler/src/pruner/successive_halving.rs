@@ -120,7 +120,7 @@ impl SuccessiveHalvingPruner {
             let mut competing: Vec<f64> = trials
                 .iter()
                 .filter(|t| t.number != trial.number)
-                .filter_map(|t| t.system_attrs.get(&key).copied())
+                .filter_map(|t| t.system_number(&key))
                 .collect();
             competing.push(value);
             if competing.len() <= self.bootstrap_count
@@ -153,7 +153,7 @@ fn promotable(
     competing.sort_by(f64::total_cmp);
     match direction {
         StudyDirection::Maximize => value >= competing[competing.len() - 1 - idx],
-        StudyDirection::Minimize => value <= competing[idx],
+        StudyDirection::Minimize | StudyDirection::NotSet => value <= competing[idx],
     }
 }
 

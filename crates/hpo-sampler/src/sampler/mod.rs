@@ -5,12 +5,12 @@
 
 pub mod gp;
 mod observations;
-pub mod parzen;
+pub(crate) mod parzen;
 mod random;
 mod tpe;
 mod transform;
 
-pub use gp::auto::{AutoConfig, AutoSampler};
+pub use gp::{AutoConfig, AutoSampler};
 pub use gp::{GpConfig, GpSampler};
 pub use random::RandomSampler;
 pub use tpe::{TpeConfig, TpeSampler, default_gamma, default_weights};

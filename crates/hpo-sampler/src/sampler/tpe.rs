@@ -203,7 +203,7 @@ fn considered<'a>(
     direction: StudyDirection,
 ) -> Vec<Row<'a>> {
     let sign = match direction {
-        StudyDirection::Minimize => 1.0,
+        StudyDirection::Minimize | StudyDirection::NotSet => 1.0,
         StudyDirection::Maximize => -1.0,
     };
     let mut rows = Vec::with_capacity(trials.len());
@@ -211,7 +211,7 @@ fn considered<'a>(
         let group = match t.state {
             TrialState::Running if liar && t.number != number => Group::Running,
             TrialState::Complete | TrialState::Pruned
-                if !t.constraints.is_empty() && t.violation() > 0.0 =>
+                if t.has_constraints() && t.violation() > 0.0 =>
             {
                 Group::Infeasible
             }
@@ -751,6 +751,7 @@ impl Sampler for TpeSampler {
 mod tests {
     use super::*;
     use crate::rng::Rng;
+    use crate::trial::CONSTRAINTS_KEY;
 
     /// Optuna's estimator options.
     fn optuna_params() -> ParzenParams {
@@ -803,9 +804,12 @@ mod tests {
         ts[3].intermediate_values.insert(1, 0.0);
         ts[3].intermediate_values.insert(3, 2.0);
         // 6 has the best value but violates a constraint by 0.5; 4 by 0.1.
-        ts[6].constraints.insert("memory".into(), 0.5);
-        ts[4].constraints.insert("memory".into(), 0.1);
-        ts[4].constraints.insert("other".into(), -3.0);
+        ts[6]
+            .system_attrs
+            .insert(CONSTRAINTS_KEY.into(), serde_json::json!([0.5]));
+        ts[4]
+            .system_attrs
+            .insert(CONSTRAINTS_KEY.into(), serde_json::json!([0.1, -3.0]));
         let refs: Vec<&FrozenTrial> = ts.iter().collect();
 
         let (below, above) = split_trials(&refs, 2, StudyDirection::Minimize);
@@ -1034,8 +1038,10 @@ mod tests {
                 _ => {}
             }
             if number % 17 == 0 {
-                t.constraints
-                    .insert("memory".into(), (number % 3) as f64 - 1.0);
+                t.system_attrs.insert(
+                    CONSTRAINTS_KEY.into(),
+                    serde_json::json!([(number % 3) as f64 - 1.0]),
+                );
             }
             history.push(t);
             // Running trials finish a few asks later.

@@ -77,14 +77,13 @@ fn pg_server(dbs: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-fn distribution() -> String {
+fn distribution() -> Distribution {
     Distribution::Float {
         low: 0.0,
         high: 1.0,
         log: false,
         step: None,
     }
-    .to_json()
 }
 
 /// One trial: param, heartbeat, `steps` intermediate values, COMPLETE.
@@ -175,7 +174,7 @@ fn check(db: &str, study: &str) -> Result<(), String> {
     let trials = storage
         .trials(study.study_id, &store::TrialFilter::default())
         .map_err(|e| e.to_string())?;
-    let dense = trials.iter().enumerate().all(|(i, t)| t.number == i as i64);
+    let dense = trials.iter().enumerate().all(|(i, t)| t.number == i as u64);
     let complete = trials
         .iter()
         .filter(|t| t.state == TrialState::Complete)

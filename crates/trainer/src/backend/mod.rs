@@ -17,11 +17,13 @@
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "testing")]
+pub mod faulty;
 pub mod matmul_precision;
 pub mod plan;
 pub mod sim;
 
-use crate::memory::BufKind;
+use crate::memory::{BufKind, OutOfMemory};
 use crate::rng::RngKey;
 pub use matmul_precision::MatmulPrecision;
 
@@ -82,6 +84,19 @@ pub struct DeviceFailure {
     pub sticky: bool,
 }
 
+/// What a backend recorded instead of returning it from an operation (see
+/// [`Backend::take_failure`]).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Failure {
+    /// An allocation was refused: the lease or the device is full. The
+    /// step can be retried with less memory.
+    #[error(transparent)]
+    OutOfMemory(#[from] OutOfMemory),
+    /// The device failed.
+    #[error(transparent)]
+    Device(#[from] DeviceFailure),
+}
+
 /// The operations a model needs. `Buf` holds floats of the backend's
 /// precision, `Ids` holds `u32` (token ids, masks, labels).
 pub trait Backend {
@@ -106,11 +121,23 @@ pub trait Backend {
     }
 
     /// Waits for queued work and reports the first failure since the last
-    /// call. Backends that queue work (CUDA) record failures instead of
-    /// returning them from every operation; the training loop calls this
-    /// after each step and evaluation. Host backends never fail.
-    fn take_failure(&self) -> Result<(), DeviceFailure> {
+    /// call, which ends the failed state (see [`Backend::failed`]). The
+    /// trait's operations cannot return errors, so a backend records the
+    /// first failure instead: a refused allocation (every backend with a
+    /// limit) or a failed launch (CUDA). The training loop calls this after
+    /// each step and evaluation.
+    fn take_failure(&self) -> Result<(), Failure> {
         Ok(())
+    }
+
+    /// Whether a failure is recorded and not yet taken. While it is, every
+    /// allocation returns a buffer that holds no memory, every operation is
+    /// skipped and every value read back is NaN, so the step runs to its
+    /// end without effect; the training loop checks this before it changes
+    /// host-side state (the optimiser's step count, the loss scale). Never
+    /// waits for the device.
+    fn failed(&self) -> bool {
+        false
     }
 
     // ---- buffers -------------------------------------------------------

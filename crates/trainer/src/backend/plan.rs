@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use super::{AdamWStep, Backend, MatmulPrecision, MatmulShape, RelPosShape};
+use super::{AdamWStep, Backend, Failure, MatmulPrecision, MatmulShape, RelPosShape};
+use crate::memory::oom::RecordedOom;
 use crate::memory::{Allocation, BufKind, MemTracker};
 use crate::rng::RngKey;
 
@@ -116,13 +117,16 @@ pub(crate) use compute_nothing;
 #[derive(Debug)]
 pub struct PlanBuf {
     len: usize,
-    _alloc: Allocation,
+    /// `None` when the tracker's limit refused it.
+    _alloc: Option<Allocation>,
 }
 
 pub struct PlanBackend {
     tracker: Arc<MemTracker>,
     float_bytes: usize,
     matmul_precision: MatmulPrecision,
+    /// A refusal of the tracker's limit, when one is set.
+    failure: RecordedOom,
 }
 
 impl PlanBackend {
@@ -132,6 +136,7 @@ impl PlanBackend {
             tracker: MemTracker::new(true),
             float_bytes,
             matmul_precision: MatmulPrecision::Fp32,
+            failure: RecordedOom::default(),
         }
     }
 
@@ -142,6 +147,7 @@ impl PlanBackend {
             tracker: MemTracker::new(false),
             float_bytes,
             matmul_precision: MatmulPrecision::Fp32,
+            failure: RecordedOom::default(),
         }
     }
 
@@ -156,6 +162,18 @@ impl PlanBackend {
 
     pub fn tracker(&self) -> &Arc<MemTracker> {
         &self.tracker
+    }
+
+    fn buffer(&self, name: &str, kind: BufKind, len: usize, bytes: usize) -> PlanBuf {
+        let alloc = if self.failure.is_pending() {
+            None
+        } else {
+            self.tracker
+                .allocate(name, kind, bytes)
+                .map_err(|oom| self.failure.record(oom))
+                .ok()
+        };
+        PlanBuf { len, _alloc: alloc }
     }
 }
 
@@ -172,17 +190,17 @@ impl Backend for PlanBackend {
     fn matmul_precision(&self) -> MatmulPrecision {
         self.matmul_precision
     }
+    fn take_failure(&self) -> Result<(), Failure> {
+        self.failure.take()
+    }
+    fn failed(&self) -> bool {
+        self.failure.is_pending()
+    }
     fn alloc(&self, name: &str, kind: BufKind, len: usize) -> PlanBuf {
-        PlanBuf {
-            len,
-            _alloc: self.tracker.allocate(name, kind, len * self.float_bytes),
-        }
+        self.buffer(name, kind, len, len * self.float_bytes)
     }
     fn alloc_ids(&self, name: &str, len: usize) -> PlanBuf {
-        PlanBuf {
-            len,
-            _alloc: self.tracker.allocate(name, BufKind::Input, len * 4),
-        }
+        self.buffer(name, BufKind::Input, len, len * 4)
     }
     fn len(&self, buf: &PlanBuf) -> usize {
         buf.len

@@ -3,11 +3,11 @@
 //! real allocation sequence through the real allocator (rounding, pools,
 //! segments, the lease as a [`MemoryLimit`]), without a GPU.
 //!
-//! An allocator out-of-memory becomes the same [`OutOfMemory`] unwind as a
-//! tracker limit (see [`crate::memory::oom`]), so [`crate::train::train`]
-//! retries with smaller micro-batches exactly as it would on a device. The
-//! tracker still counts requested bytes (the memory plan's figure) and
-//! injects faults ([`MemTracker::fail_nth_allocation`]).
+//! An allocator out-of-memory is recorded as the backend's failure with
+//! gpu-mem's typed report (see [`crate::memory::oom`]), so
+//! [`crate::train::train`] retries with smaller micro-batches exactly as it
+//! would on a device. The tracker counts requested bytes (the memory plan's
+//! figure).
 
 use std::sync::Arc;
 
@@ -16,19 +16,20 @@ use gpu_mem::{
 };
 
 use super::plan::compute_nothing;
-use super::{AdamWStep, Backend, DeviceFailure, MatmulPrecision, MatmulShape, RelPosShape};
+use super::{AdamWStep, Backend, Failure, MatmulPrecision, MatmulShape, RelPosShape};
+use crate::memory::oom::RecordedOom;
 use crate::memory::{Allocation, BufKind, MemTracker, OutOfMemory, StepBackend};
 use crate::rng::RngKey;
 
 /// Page size of the simulated device (CUDA's usual granularity).
 pub const SIM_GRANULARITY: usize = 2 << 20;
 
-/// A buffer that is a block of simulated device memory and nothing else.
+/// A buffer that is a block of simulated device memory and nothing else
+/// (no block when the allocation was refused).
 #[derive(Debug)]
 pub struct SimBuf {
     len: usize,
-    _block: DeviceBuffer<SimDevice>,
-    _alloc: Allocation,
+    _memory: Option<(DeviceBuffer<SimDevice>, Allocation)>,
 }
 
 pub struct SimBackend {
@@ -38,11 +39,7 @@ pub struct SimBackend {
     matmul_precision: MatmulPrecision,
     /// The buffers of the backend this one stands for, held while it lives.
     backend_buffers: Vec<SimBuf>,
-    /// Calls of `take_failure` so far, and the injected failure with the
-    /// call that reports it.
-    failure: std::sync::Mutex<(u64, Option<(u64, DeviceFailure)>)>,
-    /// A failure every check reports from now on (a lost context).
-    sticky: std::sync::Mutex<Option<DeviceFailure>>,
+    failure: RecordedOom,
 }
 
 impl SimBackend {
@@ -80,75 +77,52 @@ impl SimBackend {
             float_bytes,
             matmul_precision: MatmulPrecision::Fp32,
             backend_buffers: Vec::new(),
-            failure: std::sync::Mutex::new((0, None)),
-            sticky: std::sync::Mutex::new(None),
+            failure: RecordedOom::default(),
         }
     }
 
     /// The simulated device standing for `backend` with matrix products at
     /// `precision`: `backend`'s own buffers (the CUDA backend's cuBLAS
     /// workspace and kernel scratch) are allocated now, as that backend
-    /// allocates them when it starts, and held while this one lives. An
-    /// error when the lease cannot hold them.
-    pub fn standing_for(
-        mut self,
-        backend: StepBackend,
-        precision: MatmulPrecision,
-    ) -> Result<Self, OutOfMemory> {
+    /// allocates them when it starts, and held while this one lives. A
+    /// lease that cannot hold them is the backend's recorded
+    /// out-of-memory, as for any buffer.
+    pub fn standing_for(mut self, backend: StepBackend, precision: MatmulPrecision) -> Self {
         self.matmul_precision = precision;
         for b in backend.buffers() {
-            let buf = crate::memory::catch_oom(|| {
-                self.buffer(b.name, BufKind::Backend, b.bytes, b.bytes)
-            })?;
+            let buf = self.buffer(b.name, BufKind::Backend, b.bytes, b.bytes);
             self.backend_buffers.push(buf);
         }
-        Ok(self)
-    }
-
-    /// Makes the device lose its context, as a device-side assert or a
-    /// trapped kernel does on a GPU: every check from now on reports
-    /// `failure` (with `sticky` set), and nothing recovers in this
-    /// process.
-    pub fn lose_context(&self, failure: DeviceFailure) {
-        *self.sticky.lock().unwrap_or_else(|p| p.into_inner()) = Some(DeviceFailure {
-            sticky: true,
-            ..failure
-        });
-    }
-
-    /// Fault injection: the `n`-th call of `take_failure` from now (1 = the
-    /// next) reports `failure`, as a device would after a failed launch.
-    pub fn fail_nth_check(&self, n: u64, failure: DeviceFailure) {
-        let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-        let at = f.0 + n.max(1);
-        f.1 = Some((at, failure));
+        self
     }
 
     pub fn allocator(&self) -> &Arc<CachingAllocator<SimDevice>> {
         &self.allocator
     }
 
-    /// Counts requested bytes (no limit: the allocator enforces the lease)
-    /// and holds the fault injection.
+    /// Counts requested bytes (no limit: the allocator enforces the lease).
     pub fn tracker(&self) -> &Arc<MemTracker> {
         &self.tracker
     }
 
     fn buffer(&self, name: &str, kind: BufKind, len: usize, bytes: usize) -> SimBuf {
-        let alloc = self.tracker.allocate(name, kind, bytes);
-        let block = match self.allocator.allocate_buffer(bytes, StreamId(0)) {
-            Ok(block) => block,
-            Err(AllocError::OutOfMemory(oom)) => {
-                OutOfMemory::from_allocator(name, bytes, &oom).raise()
+        if self.failure.is_pending() {
+            return SimBuf { len, _memory: None };
+        }
+        let memory = self.tracker.allocate(name, kind, bytes).and_then(|alloc| {
+            match self.allocator.allocate_buffer(bytes, StreamId(0)) {
+                Ok(block) => Ok((block, alloc)),
+                Err(AllocError::OutOfMemory(oom)) => {
+                    Err(OutOfMemory::from_allocator(name, bytes, &oom))
+                }
+                // The simulated device fails only by running out of memory;
+                // any other error is a bug in the allocator or in this backend.
+                Err(e) => panic!("simulated device allocation of `{name}` failed: {e}"),
             }
-            // The simulated device fails only by running out of memory; any
-            // other error is a bug in the allocator or in this backend.
-            Err(e) => panic!("simulated device allocation of `{name}` failed: {e}"),
-        };
+        });
         SimBuf {
             len,
-            _block: block,
-            _alloc: alloc,
+            _memory: memory.map_err(|oom| self.failure.record(oom)).ok(),
         }
     }
 }
@@ -166,19 +140,11 @@ impl Backend for SimBackend {
     fn matmul_precision(&self) -> MatmulPrecision {
         self.matmul_precision
     }
-    fn take_failure(&self) -> Result<(), DeviceFailure> {
-        if let Some(lost) = &*self.sticky.lock().unwrap_or_else(|p| p.into_inner()) {
-            return Err(lost.clone());
-        }
-        let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-        f.0 += 1;
-        match f.1.take() {
-            Some((at, failure)) if at == f.0 => Err(failure),
-            other => {
-                f.1 = other;
-                Ok(())
-            }
-        }
+    fn take_failure(&self) -> Result<(), Failure> {
+        self.failure.take()
+    }
+    fn failed(&self) -> bool {
+        self.failure.is_pending()
     }
     fn alloc(&self, name: &str, kind: BufKind, len: usize) -> SimBuf {
         self.buffer(name, kind, len, len * self.float_bytes)

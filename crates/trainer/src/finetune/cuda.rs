@@ -32,20 +32,13 @@ pub struct CudaOutcome {
 /// reserved-bytes limit, the backend's own buffers included (a study runner
 /// prices them with the run: [`super::replay_run`]), so a step that would
 /// pass the lease is retried with half the micro-batch exactly as on the
-/// CPU. Fault injection
-/// (`fail_nth_allocation`) is a CPU and simulated-device feature and is
-/// refused here.
+/// CPU.
 pub fn finetune_cuda(
     spec: &FinetuneSpec,
     ordinal: usize,
     allocator: gpu_mem::Config,
     observer: &mut dyn FnMut(&EpochMetrics) -> Control,
 ) -> Result<CudaOutcome, FinetuneError> {
-    if spec.fail_nth_allocation.is_some() {
-        return Err(FinetuneError::Train(crate::train::TrainError::Config(
-            "fail_nth_allocation is not supported on a CUDA device".into(),
-        )));
-    }
     let prepared = prepare(spec)?;
     let be = CudaBackend::new(ordinal, allocator)?.with_matmul_precision(spec.matmul_precision)?;
     // The lease covers everything this allocator reserves, the backend's

@@ -1,8 +1,8 @@
 //! Memory accounting: a tracker every backend allocation goes through, and
 //! the memory plan built by running the real training step on a backend that
 //! only allocates; a step's peak at every micro-batch priced exactly from a
-//! few plans ([`peaks`], [`curve`]); out-of-memory raised as an unwind and
-//! caught at step boundaries ([`oom`]).
+//! few plans ([`peaks`], [`curve`]); out-of-memory as a recorded value the
+//! training loop takes at step boundaries ([`oom`]).
 //!
 //! [`Precision`] is the width of stored floats (f32, or f64 for gradient
 //! checks). A request also names the backend that runs the step
@@ -19,7 +19,7 @@ pub mod peaks;
 pub mod plan;
 pub mod tracker;
 
-pub use oom::{OutOfMemory, catch_oom, quiet_oom_panics};
+pub use oom::OutOfMemory;
 
 pub use backend_buffers::{BackendBuffer, StepBackend};
 pub use curve::{CurveError, PeakCurve};

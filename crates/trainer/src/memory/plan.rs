@@ -278,7 +278,12 @@ fn hold_backend_buffers(be: &PlanBackend, backend: StepBackend) -> Vec<Allocatio
     backend
         .buffers()
         .iter()
-        .map(|b| be.tracker().allocate(b.name, BufKind::Backend, b.bytes))
+        // A plan's tracker has no limit: nothing is refused.
+        .filter_map(|b| {
+            be.tracker()
+                .allocate(b.name, BufKind::Backend, b.bytes)
+                .ok()
+        })
         .collect()
 }
 

@@ -2,9 +2,8 @@
 //! lifetime (allocation and free event numbers).
 //!
 //! A tracker can also refuse allocations: with a limit on live bytes (the
-//! lease a trial gets on the CPU) or by fault injection (the n-th allocation
-//! from now fails). A refused [`MemTracker::allocate`] unwinds with
-//! [`OutOfMemory`] (see [`super::oom`]); [`MemTracker::try_allocate`] returns it.
+//! lease a trial gets on the CPU). A refused [`MemTracker::allocate`]
+//! returns [`OutOfMemory`], which the backend records (see [`super::oom`]).
 
 use std::sync::{Arc, Mutex};
 
@@ -52,8 +51,6 @@ struct State {
     limit: Option<usize>,
     /// Allocation requests so far (refused ones included).
     requests: u64,
-    /// The request number (1-based) that fails as if out of memory.
-    fail_at: Option<u64>,
 }
 
 /// Shared by a backend and all its buffers.
@@ -70,18 +67,8 @@ impl MemTracker {
     }
 
     /// Registers `bytes` as allocated; the returned handle frees on drop.
-    /// A refused request unwinds with [`OutOfMemory`] (caught by
-    /// [`super::catch_oom`]).
-    pub fn allocate(self: &Arc<Self>, name: &str, kind: BufKind, bytes: usize) -> Allocation {
-        match self.try_allocate(name, kind, bytes) {
-            Ok(allocation) => allocation,
-            Err(oom) => oom.raise(),
-        }
-    }
-
-    /// Like [`Self::allocate`], but a refusal (limit or injected fault) is
-    /// returned instead of unwinding.
-    pub fn try_allocate(
+    /// A request over the limit is refused with the figures of the refusal.
+    pub fn allocate(
         self: &Arc<Self>,
         name: &str,
         kind: BufKind,
@@ -89,18 +76,14 @@ impl MemTracker {
     ) -> Result<Allocation, OutOfMemory> {
         let mut s = self.state.lock().unwrap();
         s.requests += 1;
-        let injected = s.fail_at == Some(s.requests);
-        if injected {
-            s.fail_at = None;
-        }
-        let over_limit = s.limit.is_some_and(|l| s.live.saturating_add(bytes) > l);
-        if injected || over_limit {
+        if let Some(limit) = s.limit
+            && s.live.saturating_add(bytes) > limit
+        {
             return Err(OutOfMemory {
                 requested: bytes,
                 live: s.live,
-                limit: s.limit.unwrap_or(usize::MAX),
+                limit,
                 buffer: name.to_string(),
-                injected,
                 allocator: None,
             });
         }
@@ -139,20 +122,7 @@ impl MemTracker {
         self.state.lock().unwrap().limit
     }
 
-    /// Makes the `n`-th allocation request from now (1 = the next) fail as
-    /// if out of memory, once (`injected: true`).
-    pub fn fail_nth_allocation(&self, n: u64) {
-        let mut s = self.state.lock().unwrap();
-        s.fail_at = Some(s.requests + n.max(1));
-    }
-
-    /// Cancels a pending injected fault.
-    pub fn clear_injected_fault(&self) {
-        self.state.lock().unwrap().fail_at = None;
-    }
-
-    /// Allocation requests so far, refused ones included (for choosing
-    /// where to inject a fault).
+    /// Allocation requests so far, refused ones included.
     pub fn allocation_requests(&self) -> u64 {
         self.state.lock().unwrap().requests
     }

@@ -16,6 +16,7 @@ pub(crate) mod encoder;
 pub mod family;
 mod flops;
 mod head;
+pub(crate) mod layer;
 mod linear;
 mod load;
 mod params;
@@ -65,17 +66,7 @@ pub(crate) struct LayerNormIdx {
     pub beta: usize,
 }
 
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct LayerIdx {
-    pub query: Dense,
-    pub key: Dense,
-    pub value: Dense,
-    pub attn_out: Dense,
-    pub ln1: LayerNormIdx,
-    pub inter: Dense,
-    pub out: Dense,
-    pub ln2: LayerNormIdx,
-}
+pub(crate) use layer::LayerIdx;
 
 #[derive(Clone, Debug)]
 pub(crate) struct Indices {

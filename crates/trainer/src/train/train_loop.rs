@@ -3,8 +3,9 @@
 //! observer that may stop the trial.
 //!
 //! Out of memory: a step (or an evaluation) whose allocation is refused
-//! unwinds to [`train`] (see [`crate::memory::oom`]), which splits the
-//! step's micro-batches in half and runs the step again; the smaller
+//! ends without effect, and [`train`] takes the refusal from the backend
+//! (see [`crate::memory::oom`]), splits the step's micro-batches in half
+//! and runs the step again; the smaller
 //! micro-batch is kept for the rest of the run. Because the loss
 //! denominators count examples over the whole step, a split step computes
 //! the same loss and gradients up to rounding (dropout masks differ: they are
@@ -17,9 +18,9 @@ use super::loss_scale::{LossScaleConfig, LossScaler};
 use super::metrics::{EpochMetrics, Metrics, argmax_rows};
 use super::optimizer::{Optimizer, OptimizerConfig};
 use super::schedule::LinearSchedule;
-use crate::backend::{Backend, clip_global_norm, clip_to_norm};
+use crate::backend::{Backend, Failure, clip_global_norm, clip_to_norm};
 use crate::batch::Batch;
-use crate::memory::{BufKind, OutOfMemory, catch_oom};
+use crate::memory::{BufKind, OutOfMemory};
 use crate::model::{BatchError, Classifier, Mode};
 use crate::rng::RngKey;
 
@@ -200,6 +201,11 @@ impl<B: Backend> StepContext<B> {
 /// One optimiser step over already validated micro-batches: forward and
 /// backward of each (uploaded one at a time), loss unscaling, clipping, the
 /// update. This is the function the memory plan runs.
+///
+/// When the backend records a failure (an allocation refused), the step
+/// stops before anything outside it changes (optimiser state, step count,
+/// loss scale) and returns a NaN loss, not applied; the caller takes the
+/// failure with [`Backend::take_failure`].
 pub fn train_step<B: Backend, M: Classifier<B> + ?Sized>(
     be: &B,
     model: &mut M,
@@ -237,6 +243,12 @@ pub fn train_step<B: Backend, M: Classifier<B> + ?Sized>(
             mode,
             ctx.recompute,
         )?;
+        if be.failed() {
+            return Ok(StepLoss {
+                loss: f64::NAN,
+                applied: false,
+            });
+        }
     }
     let loss = loss / scale;
     let grads = &mut model.params_mut().grads;
@@ -300,6 +312,21 @@ pub fn evaluate<B: Backend, M: Classifier<B> + ?Sized>(
     ))
 }
 
+/// Runs `f` and takes the backend's failure: `Ok(Err(oom))` when an
+/// allocation was refused (the caller retries with less), an error when the
+/// device failed.
+fn attempt<B: Backend, T>(
+    be: &B,
+    f: impl FnOnce() -> T,
+) -> Result<Result<T, OutOfMemory>, TrainError> {
+    let value = f();
+    match be.take_failure() {
+        Ok(()) => Ok(Ok(value)),
+        Err(Failure::OutOfMemory(oom)) => Ok(Err(oom)),
+        Err(Failure::Device(failure)) => Err(TrainError::Device(failure)),
+    }
+}
+
 /// The micro-batch after an out-of-memory at `from` rows (half, rounded
 /// up), or the final error when `from` is already 1.
 fn halve(
@@ -349,11 +376,8 @@ fn evaluate_fitted<B: Backend, M: Classifier<B> + ?Sized>(
                 .collect();
             &fitted
         };
-        match catch_oom(|| evaluate(be, model, batches, class_weights)) {
-            Ok(metrics) => {
-                be.take_failure()?;
-                return metrics;
-            }
+        match attempt(be, || evaluate(be, model, batches, class_weights))? {
+            Ok(metrics) => return metrics,
             Err(error) => {
                 let from = largest.min(micro);
                 halve(from, error, report.steps, true, report)?;
@@ -416,7 +440,7 @@ pub fn train<B: Backend, M: Classifier<B> + ?Sized>(
         warmup_steps: (cfg.warmup_ratio * total as f64).ceil() as u64,
         total_steps: total,
     };
-    let mut ctx = catch_oom(|| {
+    let mut ctx = attempt(be, || {
         StepContext::new(
             be,
             model,
@@ -426,7 +450,7 @@ pub fn train<B: Backend, M: Classifier<B> + ?Sized>(
             cfg.recompute,
             cfg.seed,
         )
-    })
+    })?
     .map_err(|error| TrainError::OutOfMemory {
         micro_batch: 0,
         error,
@@ -467,23 +491,20 @@ pub fn train<B: Backend, M: Classifier<B> + ?Sized>(
                     .collect();
                 let micro: Vec<&Batch> = pieces.iter().flat_map(|p| p.iter()).collect();
                 let micro_steps = ctx.micro_steps;
-                match catch_oom(|| train_step(be, model, &mut ctx, &micro, lr)) {
+                match attempt(be, || train_step(be, model, &mut ctx, &micro, lr))? {
                     Ok(result) => {
-                        let step = result.map_err(|source| TrainError::TrainBatch {
+                        break result.map_err(|source| TrainError::TrainBatch {
                             index: group[0],
                             source,
                         })?;
-                        // A failure on the device means this loss (and
-                        // the update) came from skipped work.
-                        be.take_failure()?;
-                        break step;
                     }
                     Err(error) => {
                         // Nothing of the failed attempt survives: its
-                        // buffers were freed by the unwind, the parameters
-                        // and optimiser state change only after the last
-                        // allocation, and the retry zeroes the gradients.
-                        // Dropout keys restart where the step started.
+                        // buffers were freed when the step returned, it
+                        // stopped before the parameters, the optimiser state
+                        // and the loss scale, and the retry zeroes the
+                        // gradients. Dropout keys restart where the step
+                        // started.
                         ctx.micro_steps = micro_steps;
                         let largest = micro.iter().map(|b| b.batch).max().unwrap_or(1);
                         halve(largest, error, report.steps, false, &mut report)?;

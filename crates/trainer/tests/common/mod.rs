@@ -129,7 +129,6 @@ pub fn tiny_finetune_spec(
         dropout: None,
         memory_limit: None,
         matmul_precision: trainer::backend::MatmulPrecision::Fp32,
-        fail_nth_allocation: None,
         train: trainer::train::TrainConfig {
             epochs: 3,
             lr: 2e-3,

@@ -41,7 +41,7 @@
 //! Cholesky factorisation and triangular solves come from `nalgebra`
 //! (pure Rust, maintained by dimforge, no BLAS or system library, fast
 //! enough for the few hundred points a GP study has). The optimiser is a
-//! small projected L-BFGS ([`lbfgs`]) of our own: the maintained Rust
+//! small projected L-BFGS (`lbfgs.rs`) of our own: the maintained Rust
 //! optimisation crates either lack bounds (argmin's L-BFGS is
 //! unconstrained; the acquisition is maximised over a box) or wrap the
 //! Fortran L-BFGS-B, which would need a Fortran toolchain.
@@ -62,10 +62,10 @@
 //!   Optuna raises.
 
 mod acquisition;
-pub mod auto;
-pub mod lbfgs;
+pub(crate) mod auto;
+mod lbfgs;
 mod optimize;
-pub mod regressor;
+pub(crate) mod regressor;
 pub(crate) mod space;
 mod startup;
 
@@ -75,6 +75,7 @@ use crate::distribution::Distribution;
 use crate::rng::Rng;
 use crate::trial::{FrozenTrial, SearchSpace, StudyDirection, StudyView, TrialState};
 use acquisition::Acquisition;
+pub use auto::{AutoConfig, AutoSampler};
 pub use regressor::{GpRegressor, KernelParams};
 use space::Dim;
 use std::collections::BTreeMap;
@@ -241,23 +242,21 @@ impl Sampler for GpSampler {
         let dims: Vec<Dim> = space.iter().map(|(_, d)| Dim::new(d)).collect();
         let categorical: Vec<bool> = dims.iter().map(Dim::is_categorical).collect();
         let sign = match study.direction {
-            StudyDirection::Minimize => -1.0,
+            StudyDirection::Minimize | StudyDirection::NotSet => -1.0,
             StudyDirection::Maximize => 1.0,
         };
         let mut x = Vec::new();
         let mut values = Vec::new();
         let mut constraint_rows: Vec<Vec<f64>> = Vec::new();
-        let names: Vec<&String> = {
-            let mut n: Vec<&String> = study
-                .trials
-                .iter()
-                .filter(|t| t.state == TrialState::Complete)
-                .flat_map(|t| t.constraints.keys())
-                .collect();
-            n.sort();
-            n.dedup();
-            n
-        };
+        // Optuna's constraints are a list per trial; a trial with fewer
+        // than the most counts as satisfying the missing ones.
+        let n_constraints = study
+            .trials
+            .iter()
+            .filter(|t| t.state == TrialState::Complete)
+            .map(|t| t.constraints().len())
+            .max()
+            .unwrap_or(0);
         let mut running = Vec::new();
         for t in study.trials {
             match t.state {
@@ -267,12 +266,9 @@ impl Sampler for GpSampler {
                     };
                     x.extend(row);
                     values.push(sign * v);
-                    constraint_rows.push(
-                        names
-                            .iter()
-                            .map(|n| t.constraints.get(*n).copied().unwrap_or(0.0))
-                            .collect(),
-                    );
+                    let mut constraints = t.constraints();
+                    constraints.resize(n_constraints, 0.0);
+                    constraint_rows.push(constraints);
                 }
                 TrialState::Running if t.number != trial_number => {
                     if let Some(row) = Self::row(t, &space, &dims) {
@@ -303,12 +299,12 @@ impl Sampler for GpSampler {
             .map(|r| r.iter().all(|c| *c <= 0.0))
             .collect();
         let mut constraints = Vec::new();
-        if !names.is_empty() {
-            if self.constraint_cache.len() != names.len() {
+        if n_constraints > 0 {
+            if self.constraint_cache.len() != n_constraints {
                 self.constraint_cache.clear();
             }
             let mut fits = Vec::new();
-            for c in 0..names.len() {
+            for c in 0..n_constraints {
                 let neg: Vec<f64> = constraint_rows.iter().map(|r| -r[c]).collect();
                 let (cy, mean, scale) = standardize(&neg);
                 let cgp = regressor::fit(

@@ -184,6 +184,7 @@ impl Weights {
 impl Parzen {
     /// Build from observations (`obs[d][i]`: internal value of dimension `d`
     /// in observation `i`) with per-observation weights (before the prior).
+    #[cfg(any(test, feature = "testing"))]
     pub fn new(
         dists: &[&Distribution],
         obs: &[Vec<f64>],
@@ -261,6 +262,7 @@ impl Parzen {
         self.ids.len()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub fn n_kernels(&self) -> usize {
         self.w.weights.len()
     }
@@ -708,6 +710,7 @@ const FAR: f64 = 8.5 * (1.0 + 1e-12);
 /// [`kernel_centre`] of every observation (`obs[d][i]`), and
 /// [`centre_order`] of each numeric dimension's (empty for categoricals):
 /// what [`Parzen::from_centres`] takes.
+#[cfg(any(test, feature = "testing"))]
 pub fn centres_and_orders(
     dists: &[&Distribution],
     obs: &[Vec<f64>],

@@ -8,6 +8,10 @@
 //! through a [`pool::BufferPool`] that the tracker does not see (it still
 //! counts every logical buffer), which saves the page faults of fresh
 //! allocations.
+//!
+//! An allocation the tracker's limit refuses is recorded as the backend's
+//! failure (see [`Backend::take_failure`]): the buffer holds no memory, and
+//! every operation is skipped until the failure is taken.
 
 pub mod activation;
 pub mod attention;
@@ -25,23 +29,39 @@ pub mod rel_pos;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use super::{AdamWStep, Backend, MatmulPrecision, MatmulShape, RelPosShape};
+use super::{AdamWStep, Backend, Failure, MatmulPrecision, MatmulShape, RelPosShape};
 use crate::float::Float;
+use crate::memory::oom::RecordedOom;
 use crate::memory::{Allocation, BufKind, MemTracker};
 use crate::rng::RngKey;
 use pool::BufferPool;
 
 /// A host buffer with its tracked allocation.
 pub struct CpuBuf<T> {
+    /// The values; empty when the allocation was refused.
     pub data: Vec<T>,
-    _alloc: Allocation,
+    len: usize,
+    /// `None` when the allocation was refused.
+    _alloc: Option<Allocation>,
     /// Where `data` goes back when the buffer is dropped (float buffers).
     pool: Option<(Arc<BufferPool<T>>, Arc<MemTracker>)>,
 }
 
+impl<T> CpuBuf<T> {
+    /// A buffer of `len` elements whose allocation was refused.
+    fn unbacked(len: usize) -> Self {
+        CpuBuf {
+            data: Vec::new(),
+            len,
+            _alloc: None,
+            pool: None,
+        }
+    }
+}
+
 impl<T> std::fmt::Debug for CpuBuf<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CpuBuf({} elements, {:?})", self.data.len(), self._alloc)
+        write!(f, "CpuBuf({} elements, {:?})", self.len, self._alloc)
     }
 }
 
@@ -59,6 +79,8 @@ pub struct CpuBackend<T: Float> {
     tracker: Arc<MemTracker>,
     pool: Arc<BufferPool<T>>,
     precision: MatmulPrecision,
+    /// The refused allocation, until the training loop takes it.
+    failure: RecordedOom,
     _t: PhantomData<T>,
 }
 
@@ -78,6 +100,7 @@ impl<T: Float> CpuBackend<T> {
             tracker,
             pool: Arc::default(),
             precision: MatmulPrecision::Fp32,
+            failure: RecordedOom::default(),
             _t: PhantomData,
         }
     }
@@ -92,14 +115,32 @@ impl<T: Float> CpuBackend<T> {
         self
     }
 
+    /// Registers `len` elements of `E` with the tracker, or records the
+    /// refusal (nothing is registered while a failure is pending).
+    fn admit<E>(&self, name: &str, kind: BufKind, len: usize) -> Option<Allocation> {
+        if self.failed() {
+            return None;
+        }
+        match self.tracker.allocate(name, kind, len * size_of::<E>()) {
+            Ok(alloc) => Some(alloc),
+            Err(oom) => {
+                self.failure.record(oom);
+                None
+            }
+        }
+    }
+
     /// A float buffer of `len`: recycled from the pool when one of exactly
     /// that length is free (zeroed only when `zeroed`), else fresh (zeros).
     fn alloc_from_pool(&self, name: &str, kind: BufKind, len: usize, zeroed: bool) -> CpuBuf<T> {
+        let Some(alloc) = self.admit::<T>(name, kind, len) else {
+            return CpuBuf::unbacked(len);
+        };
         if len * size_of::<T>() < pool::MIN_POOLED_BYTES {
-            let (data, _alloc) = self.vec(name, kind, len);
             return CpuBuf {
-                data,
-                _alloc,
+                data: vec![T::ZERO; len],
+                len,
+                _alloc: Some(alloc),
                 pool: None,
             };
         }
@@ -112,12 +153,10 @@ impl<T: Float> CpuBackend<T> {
             }
             None => vec![T::ZERO; len],
         };
-        let _alloc = self
-            .tracker
-            .allocate(name, kind, data.capacity() * size_of::<T>());
         CpuBuf {
             data,
-            _alloc,
+            len,
+            _alloc: Some(alloc),
             pool: Some((Arc::clone(&self.pool), Arc::clone(&self.tracker))),
         }
     }
@@ -131,20 +170,19 @@ impl<T: Float> CpuBackend<T> {
     pub fn tracker(&self) -> &Arc<MemTracker> {
         &self.tracker
     }
+}
 
-    fn vec<E: Clone + Default>(
-        &self,
-        name: &str,
-        kind: BufKind,
-        len: usize,
-    ) -> (Vec<E>, Allocation) {
-        let data = vec![E::default(); len];
-        // Charge what the Vec really holds.
-        let alloc = self
-            .tracker
-            .allocate(name, kind, data.capacity() * size_of::<E>());
-        (data, alloc)
-    }
+/// Returns from a [`CpuBackend`] operation while a failure is pending: its
+/// buffers may hold no memory (see [`Backend::failed`]).
+macro_rules! skip_if_failed {
+    ($be:expr) => {
+        skip_if_failed!($be, ())
+    };
+    ($be:expr, $value:expr) => {
+        if $be.failed() {
+            return $value;
+        }
+    };
 }
 
 impl<T: Float> Backend for CpuBackend<T> {
@@ -156,6 +194,13 @@ impl<T: Float> Backend for CpuBackend<T> {
     }
     fn float_bytes(&self) -> usize {
         size_of::<T>()
+    }
+
+    fn take_failure(&self) -> Result<(), Failure> {
+        self.failure.take()
+    }
+    fn failed(&self) -> bool {
+        self.failure.is_pending()
     }
 
     fn alloc(&self, name: &str, kind: BufKind, len: usize) -> CpuBuf<T> {
@@ -171,17 +216,21 @@ impl<T: Float> Backend for CpuBackend<T> {
         buf
     }
     fn alloc_ids(&self, name: &str, len: usize) -> CpuBuf<u32> {
-        let (data, _alloc) = self.vec(name, BufKind::Input, len);
-        CpuBuf {
-            data,
-            _alloc,
-            pool: None,
+        match self.admit::<u32>(name, BufKind::Input, len) {
+            Some(alloc) => CpuBuf {
+                data: vec![0; len],
+                len,
+                _alloc: Some(alloc),
+                pool: None,
+            },
+            None => CpuBuf::unbacked(len),
         }
     }
     fn len(&self, buf: &CpuBuf<T>) -> usize {
-        buf.data.len()
+        buf.len
     }
     fn upload(&self, dst: &mut CpuBuf<T>, src: &[f64]) {
+        skip_if_failed!(self);
         assert_eq!(dst.data.len(), src.len(), "upload: length mismatch");
         dst.data
             .iter_mut()
@@ -189,6 +238,7 @@ impl<T: Float> Backend for CpuBackend<T> {
             .for_each(|(d, s)| *d = T::from_f64(*s));
     }
     fn upload_f32(&self, dst: &mut CpuBuf<T>, src: &[f32]) {
+        skip_if_failed!(self);
         assert_eq!(dst.data.len(), src.len(), "upload: length mismatch");
         dst.data
             .iter_mut()
@@ -196,26 +246,34 @@ impl<T: Float> Backend for CpuBackend<T> {
             .for_each(|(d, s)| *d = T::from_f64(*s as f64));
     }
     fn upload_ids(&self, dst: &mut CpuBuf<u32>, src: &[u32]) {
+        skip_if_failed!(self);
         dst.data.copy_from_slice(src);
     }
+    /// NaNs while a failure is pending.
     fn download(&self, src: &CpuBuf<T>) -> Vec<f64> {
+        skip_if_failed!(self, vec![f64::NAN; src.len]);
         src.data.iter().map(|v| v.to_f64()).collect()
     }
     fn fill(&self, dst: &mut CpuBuf<T>, value: f64) {
+        skip_if_failed!(self);
         let v = T::from_f64(value);
         dst.data.iter_mut().for_each(|d| *d = v);
     }
 
     fn add(&self, a: &CpuBuf<T>, b: &CpuBuf<T>, out: &mut CpuBuf<T>) {
+        skip_if_failed!(self);
         elementwise::add(&a.data, &b.data, &mut out.data)
     }
     fn add_assign(&self, acc: &mut CpuBuf<T>, x: &CpuBuf<T>) {
+        skip_if_failed!(self);
         elementwise::add_assign(&mut acc.data, &x.data)
     }
     fn scale(&self, buf: &mut CpuBuf<T>, factor: f64) {
+        skip_if_failed!(self);
         elementwise::scale(&mut buf.data, factor)
     }
     fn sum_squares(&self, buf: &CpuBuf<T>) -> f64 {
+        skip_if_failed!(self, f64::NAN);
         elementwise::sum_squares(&buf.data)
     }
 
@@ -228,6 +286,7 @@ impl<T: Float> Backend for CpuBackend<T> {
         beta: f64,
         c: &mut CpuBuf<T>,
     ) {
+        skip_if_failed!(self);
         if self.precision == MatmulPrecision::Fp32 {
             return matmul::matmul(shape, alpha, &a.data, &b.data, beta, &mut c.data);
         }
@@ -243,9 +302,11 @@ impl<T: Float> Backend for CpuBackend<T> {
         matmul::matmul(shape, alpha, &a, &b, beta, &mut c.data)
     }
     fn bias_add(&self, out: &mut CpuBuf<T>, bias: &CpuBuf<T>, n: usize) {
+        skip_if_failed!(self);
         elementwise::bias_add(&mut out.data, &bias.data, n)
     }
     fn bias_backward(&self, dout: &CpuBuf<T>, dbias: &mut CpuBuf<T>, n: usize) {
+        skip_if_failed!(self);
         elementwise::bias_backward(&dout.data, &mut dbias.data, n)
     }
 
@@ -260,6 +321,7 @@ impl<T: Float> Backend for CpuBackend<T> {
         mean: &mut CpuBuf<T>,
         rstd: &mut CpuBuf<T>,
     ) {
+        skip_if_failed!(self);
         layernorm::forward(
             &x.data,
             &gamma.data,
@@ -283,6 +345,7 @@ impl<T: Float> Backend for CpuBackend<T> {
         dgamma: &mut CpuBuf<T>,
         dbeta: &mut CpuBuf<T>,
     ) {
+        skip_if_failed!(self);
         layernorm::backward(
             &dout.data,
             &x.data,
@@ -297,6 +360,7 @@ impl<T: Float> Backend for CpuBackend<T> {
     }
 
     fn permute_heads(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>, b: usize, s: usize, heads: usize) {
+        skip_if_failed!(self);
         attention::permute_heads(&x.data, &mut out.data, b, s, heads)
     }
     fn unpermute_heads(
@@ -307,6 +371,7 @@ impl<T: Float> Backend for CpuBackend<T> {
         s: usize,
         heads: usize,
     ) {
+        skip_if_failed!(self);
         attention::unpermute_heads(&x.data, &mut out.data, b, s, heads)
     }
     fn softmax_forward(
@@ -319,6 +384,7 @@ impl<T: Float> Backend for CpuBackend<T> {
         scale: f64,
         probs: &mut CpuBuf<T>,
     ) {
+        skip_if_failed!(self);
         attention::softmax_forward(
             &scores.data,
             &mask.data,
@@ -337,31 +403,40 @@ impl<T: Float> Backend for CpuBackend<T> {
         scale: f64,
         dscores: &mut CpuBuf<T>,
     ) {
+        skip_if_failed!(self);
         attention::softmax_backward(&dprobs.data, &probs.data, s, scale, &mut dscores.data)
     }
 
     fn gelu_forward(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>) {
+        skip_if_failed!(self);
         activation::gelu_forward(&x.data, &mut out.data)
     }
     fn gelu_backward(&self, x: &CpuBuf<T>, dout: &CpuBuf<T>, dx: &mut CpuBuf<T>) {
+        skip_if_failed!(self);
         activation::gelu_backward(&x.data, &dout.data, &mut dx.data)
     }
     fn tanh_forward(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>) {
+        skip_if_failed!(self);
         activation::tanh_forward(&x.data, &mut out.data)
     }
     fn tanh_backward(&self, out: &CpuBuf<T>, dout: &CpuBuf<T>, dx: &mut CpuBuf<T>) {
+        skip_if_failed!(self);
         activation::tanh_backward(&out.data, &dout.data, &mut dx.data)
     }
     fn relu_forward(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>) {
+        skip_if_failed!(self);
         activation::relu_forward(&x.data, &mut out.data)
     }
     fn relu_backward(&self, out: &CpuBuf<T>, dout: &CpuBuf<T>, dx: &mut CpuBuf<T>) {
+        skip_if_failed!(self);
         activation::relu_backward(&out.data, &dout.data, &mut dx.data)
     }
     fn dropout_forward(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>, p: f64, key: RngKey) {
+        skip_if_failed!(self);
         activation::dropout_forward(&x.data, &mut out.data, p, key)
     }
     fn dropout_backward(&self, dout: &CpuBuf<T>, dx: &mut CpuBuf<T>, p: f64, key: RngKey) {
+        skip_if_failed!(self);
         activation::dropout_backward(&dout.data, &mut dx.data, p, key)
     }
 
@@ -373,6 +448,7 @@ impl<T: Float> Backend for CpuBackend<T> {
         out: &mut CpuBuf<T>,
         accumulate: bool,
     ) {
+        skip_if_failed!(self);
         embedding::forward(&ids.data, &table.data, dim, &mut out.data, accumulate)
     }
     fn embedding_backward(
@@ -382,12 +458,15 @@ impl<T: Float> Backend for CpuBackend<T> {
         dim: usize,
         dtable: &mut CpuBuf<T>,
     ) {
+        skip_if_failed!(self);
         embedding::backward(&ids.data, &dout.data, dim, &mut dtable.data)
     }
     fn cls_forward(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>, b: usize, s: usize) {
+        skip_if_failed!(self);
         embedding::cls_forward(&x.data, &mut out.data, b, s)
     }
     fn cls_backward(&self, dout: &CpuBuf<T>, dx: &mut CpuBuf<T>, b: usize, s: usize) {
+        skip_if_failed!(self);
         embedding::cls_backward(&dout.data, &mut dx.data, b, s)
     }
     fn mean_pool(
@@ -398,6 +477,7 @@ impl<T: Float> Backend for CpuBackend<T> {
         s: usize,
         out: &mut CpuBuf<T>,
     ) {
+        skip_if_failed!(self);
         embedding::mean_pool(&x.data, &mask.data, b, s, &mut out.data)
     }
 
@@ -409,6 +489,7 @@ impl<T: Float> Backend for CpuBackend<T> {
         idx: &CpuBuf<u32>,
         scores: &mut CpuBuf<T>,
     ) {
+        skip_if_failed!(self);
         rel_pos::gather(shape, alpha, &rel.data, &idx.data, &mut scores.data)
     }
     fn rel_pos_scatter(
@@ -419,9 +500,11 @@ impl<T: Float> Backend for CpuBackend<T> {
         idx: &CpuBuf<u32>,
         drel: &mut CpuBuf<T>,
     ) {
+        skip_if_failed!(self);
         rel_pos::scatter(shape, alpha, &dscores.data, &idx.data, &mut drel.data)
     }
     fn mask_rows(&self, x: &mut CpuBuf<T>, mask: &CpuBuf<u32>, n: usize) {
+        skip_if_failed!(self);
         rel_pos::mask_rows(&mut x.data, &mask.data, n)
     }
 
@@ -433,6 +516,7 @@ impl<T: Float> Backend for CpuBackend<T> {
         classes: usize,
         denom: f64,
     ) -> f64 {
+        skip_if_failed!(self, f64::NAN);
         loss::forward(
             &logits.data,
             &labels.data,
@@ -451,6 +535,7 @@ impl<T: Float> Backend for CpuBackend<T> {
         dloss: f64,
         dlogits: &mut CpuBuf<T>,
     ) {
+        skip_if_failed!(self);
         loss::backward(
             &logits.data,
             &labels.data,
@@ -470,9 +555,11 @@ impl<T: Float> Backend for CpuBackend<T> {
         v: &mut CpuBuf<T>,
         step: &AdamWStep,
     ) {
+        skip_if_failed!(self);
         optim::adamw(&mut param.data, &grad.data, &mut m.data, &mut v.data, step)
     }
     fn sgd(&self, param: &mut CpuBuf<T>, grad: &CpuBuf<T>, lr: f64) {
+        skip_if_failed!(self);
         optim::sgd(&mut param.data, &grad.data, lr)
     }
 }

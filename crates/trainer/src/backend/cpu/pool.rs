@@ -46,16 +46,16 @@ impl<T> Default for BufferPool<T> {
 impl<T> BufferPool<T> {
     /// A pooled buffer of exactly `len` elements, with stale contents; or
     /// `None` after making room (see the module doc) for a fresh one.
+    /// Called once `tracker` counts the new buffer (so its peak covers it).
     pub fn take(&self, len: usize, tracker: &MemTracker) -> Option<Vec<T>> {
         let mut s = self.state.lock().unwrap();
         if let Some(v) = s.free.get_mut(&len).and_then(Vec::pop) {
             s.bytes -= len * size_of::<T>();
             return Some(v);
         }
-        let new = len * size_of::<T>();
         let live = tracker.live_bytes();
-        let limit = tracker.peak_bytes().max(live + new);
-        while s.bytes > 0 && live + s.bytes + new > limit {
+        let limit = tracker.peak_bytes();
+        while s.bytes > 0 && live + s.bytes > limit {
             // Release the largest free buffers first: fewest releases.
             let Some(&cap) = s
                 .free

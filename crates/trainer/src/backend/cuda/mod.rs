@@ -18,7 +18,9 @@
 //!   `download` then returns NaNs) and reports it from [`CudaBackend::check`],
 //!   which the training loop calls once per step. A sticky CUDA error is
 //!   [`CudaError::Sticky`]: the process must be replaced. An allocation
-//!   failure is [`CudaError::Alloc`] carrying gpu-mem's typed error.
+//!   failure is [`CudaError::Alloc`] carrying gpu-mem's typed error; an
+//!   out-of-memory among them reaches the training loop as
+//!   [`crate::backend::Failure::OutOfMemory`].
 //!
 //! MatmulPrecision: matrix products may read their fp32 operands as bf16 or fp16
 //! on the tensor cores ([`CudaBackend::with_matmul_precision`], [`MatmulPrecision`]);
@@ -40,7 +42,6 @@ pub use buffer::{CudaBuf, CudaIds};
 pub use error::CudaError;
 
 use super::MatmulPrecision;
-use crate::memory::OutOfMemory;
 use cudarc::driver::sys::{self, CUresult};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use error::{check, from_driver};
@@ -66,6 +67,52 @@ pub(crate) enum Arg {
     F32(f32),
     F64(f64),
 }
+
+/// What a kernel takes as an argument: a buffer's device address (an error
+/// when its allocation failed, see [`CudaBuf::ptr`]) or a scalar [`Arg`].
+pub(crate) trait KernelArg {
+    fn arg(&self) -> Result<Arg, CudaError>;
+}
+
+impl<T: KernelArg + ?Sized> KernelArg for &T {
+    fn arg(&self) -> Result<Arg, CudaError> {
+        (**self).arg()
+    }
+}
+
+impl<T: KernelArg + ?Sized> KernelArg for &mut T {
+    fn arg(&self) -> Result<Arg, CudaError> {
+        (**self).arg()
+    }
+}
+
+impl KernelArg for Arg {
+    fn arg(&self) -> Result<Arg, CudaError> {
+        Ok(*self)
+    }
+}
+
+impl KernelArg for CudaBuf {
+    fn arg(&self) -> Result<Arg, CudaError> {
+        Ok(Arg::Ptr(self.ptr()?))
+    }
+}
+
+impl KernelArg for CudaIds {
+    fn arg(&self) -> Result<Arg, CudaError> {
+        Ok(Arg::Ptr(self.ptr()?))
+    }
+}
+
+/// A launch's argument list, `[Arg; N]`, from buffers and [`Arg`]s in the
+/// kernel's parameter order; returns early (`?`) when a buffer has no
+/// memory.
+macro_rules! args {
+    ($($arg:expr),* $(,)?) => {
+        &[$($crate::backend::cuda::KernelArg::arg(&$arg)?),*]
+    };
+}
+pub(crate) use args;
 
 /// The CUDA backend; see the module doc.
 pub struct CudaBackend {
@@ -369,36 +416,19 @@ impl CudaBackend {
     }
 
     /// A zeroed buffer, or none when an error is pending or the allocation
-    /// failed (recorded for [`CudaBackend::check`]). Out of memory is raised
-    /// as the trainer's [`OutOfMemory`] unwind, as on every backend, so the
-    /// training loop halves the micro-batch.
-    fn alloc_or_raise<T: cudarc::driver::DeviceRepr>(
+    /// failed (recorded for [`CudaBackend::check`]; out of memory reaches
+    /// the training loop as [`crate::backend::Failure::OutOfMemory`], which
+    /// halves the micro-batch).
+    fn alloc_recorded<T: cudarc::driver::DeviceRepr>(
         &self,
         name: &str,
         len: usize,
     ) -> Option<CudaBuffer<T>> {
         let mut mem = None;
-        let mut oom = None;
-        self.run(|| match self.new_buf::<T>(name, len) {
-            Ok(buf) => {
-                mem = buf;
-                Ok(())
-            }
-            Err(e) => match e.as_oom() {
-                Some(report) => {
-                    oom = Some(OutOfMemory::from_allocator(
-                        name,
-                        len * size_of::<T>(),
-                        report,
-                    ));
-                    Ok(())
-                }
-                None => Err(e),
-            },
+        self.run(|| {
+            mem = self.new_buf::<T>(name, len)?;
+            Ok(())
         });
-        if let Some(oom) = oom {
-            oom.raise();
-        }
         mem
     }
 

@@ -6,11 +6,11 @@
 //! each kernel computes and costs.
 
 use super::buffer::embedding_csr;
-use super::{Arg, CudaBackend, CudaBuf, CudaError, CudaIds, NORM_BLOCKS, THREADS};
+use super::{Arg, CudaBackend, CudaBuf, CudaError, CudaIds, KernelArg, NORM_BLOCKS, THREADS, args};
 use crate::backend::{
-    AdamWStep, Backend, DeviceFailure, MatmulPrecision, MatmulShape, RelPosShape,
+    AdamWStep, Backend, DeviceFailure, Failure, MatmulPrecision, MatmulShape, RelPosShape,
 };
-use crate::memory::BufKind;
+use crate::memory::{BufKind, OutOfMemory};
 use crate::rng::{RngKey, dropout_threshold};
 use Arg::{F32, F64, Ptr, U32, U64};
 
@@ -36,21 +36,68 @@ fn u32_of(op: &'static str, v: usize) -> Result<u32, CudaError> {
     })
 }
 
-/// Blocks of one warp-per-row kernel with 4 warps per block.
-fn warp_rows_grid(rows: u64) -> u32 {
-    rows.div_ceil(4).clamp(1, 1 << 16) as u32
+/// The rows of `n` elements a buffer of `len` holds, or an error naming
+/// `op`.
+fn rows_of(op: &'static str, len: usize, n: usize) -> Result<usize, CudaError> {
+    need(op, n > 0 && len.is_multiple_of(n), || {
+        format!("{len} elements are not rows of {n}")
+    })?;
+    Ok(len / n)
+}
+
+/// The kernel's `b, s, h` for a per-sequence `[b, h]` buffer of `rows_len`
+/// elements beside a per-token `[b, s, h]` one of `tokens_len`, checked.
+fn sequence_shape(
+    op: &'static str,
+    rows_len: usize,
+    tokens_len: usize,
+    b: usize,
+    s: usize,
+) -> Result<[Arg; 3], CudaError> {
+    let h = rows_of(op, rows_len, b)?;
+    same_len(op, tokens_len, b * s * h)?;
+    Ok([
+        U32(u32_of(op, b)?),
+        U32(u32_of(op, s)?),
+        U32(u32_of(op, h)?),
+    ])
+}
+
+/// Checks that every buffer in `bufs` holds `len` elements.
+fn all_len(op: &'static str, len: usize, bufs: &[&CudaBuf]) -> Result<(), CudaError> {
+    bufs.iter().try_for_each(|b| same_len(op, b.len, len))
+}
+
+/// Checks on the host that every id is a row of a table of `rows`.
+fn ids_below(op: &'static str, ids: &CudaIds, rows: usize) -> Result<(), CudaError> {
+    match ids.host.iter().position(|&id| id as usize >= rows) {
+        Some(t) => Err(CudaError::Invalid {
+            op,
+            message: format!("id {} of token {t} is not below {rows} rows", ids.host[t]),
+        }),
+        None => Ok(()),
+    }
 }
 
 impl CudaBackend {
-    /// A grid-stride kernel over `n` elements whose sizes need no check.
-    /// `args` is built inside the run, so a missing buffer is an error.
-    fn elementwise(
-        &self,
-        kernel: &'static str,
-        n: usize,
-        args: impl FnOnce() -> Result<Vec<Arg>, CudaError>,
-    ) {
-        self.run(|| self.launch_1d(kernel, n as u64, &args()?))
+    /// A warp-per-row kernel over `rows` rows, 4 warps per block (grid-stride
+    /// over rows); nothing for none.
+    fn launch_rows(&self, kernel: &str, rows: u64, args: &[Arg]) -> Result<(), CudaError> {
+        if rows == 0 {
+            return Ok(());
+        }
+        let blocks = rows.div_ceil(4).clamp(1, 1 << 16) as u32;
+        self.launch(kernel, (blocks, 1, 1), (128, 1, 1), args)
+    }
+
+    /// A block-per-row kernel over `rows` rows (grid-stride over rows);
+    /// nothing for none.
+    fn launch_block_rows(&self, kernel: &str, rows: u64, args: &[Arg]) -> Result<(), CudaError> {
+        if rows == 0 {
+            return Ok(());
+        }
+        let blocks = rows.min(1 << 16) as u32;
+        self.launch(kernel, (blocks, 1, 1), (THREADS, 1, 1), args)
     }
 
     fn dropout(&self, x: &CudaBuf, out: &mut CudaBuf, p: f64, key: RngKey) {
@@ -69,9 +116,9 @@ impl CudaBackend {
                 "dropout",
                 (blocks, 1, 1),
                 (THREADS, 1, 1),
-                &[
-                    Ptr(x.ptr()?),
-                    Ptr(out.ptr()?),
+                args![
+                    x,
+                    out,
                     U64(x.len as u64),
                     U32(dropout_threshold(p)),
                     F32(keep_scale),
@@ -128,22 +175,33 @@ impl Backend for CudaBackend {
         self.precision
     }
 
-    fn take_failure(&self) -> Result<(), DeviceFailure> {
-        self.check().map_err(|e| DeviceFailure {
-            sticky: e.is_sticky(),
-            message: e.to_string(),
+    fn take_failure(&self) -> Result<(), Failure> {
+        self.check().map_err(|e| match e {
+            CudaError::Alloc {
+                name,
+                bytes,
+                source: gpu_mem::AllocError::OutOfMemory(report),
+            } => Failure::OutOfMemory(OutOfMemory::from_allocator(&name, bytes, &report)),
+            e => Failure::Device(DeviceFailure {
+                sticky: e.is_sticky(),
+                message: e.to_string(),
+            }),
         })
+    }
+
+    fn failed(&self) -> bool {
+        self.pending().is_some()
     }
 
     fn alloc(&self, name: &str, _kind: BufKind, len: usize) -> CudaBuf {
         CudaBuf {
-            mem: self.alloc_or_raise::<f32>(name, len),
+            mem: self.alloc_recorded::<f32>(name, len),
             len,
         }
     }
 
     fn alloc_ids(&self, name: &str, len: usize) -> CudaIds {
-        let mem = self.alloc_or_raise::<u32>(name, len);
+        let mem = self.alloc_recorded::<u32>(name, len);
         CudaIds {
             mem,
             host: vec![0; len],
@@ -194,26 +252,11 @@ impl Backend for CudaBackend {
 
     fn fill(&self, dst: &mut CudaBuf, value: f64) {
         let n = dst.len as u64;
-        self.elementwise("fill", dst.len, || {
-            Ok(vec![Ptr(dst.ptr()?), F32(value as f32), U64(n)])
-        })
+        self.run(|| self.launch_1d("fill", n, args![dst, F32(value as f32), U64(n)]))
     }
 
     fn add(&self, a: &CudaBuf, b: &CudaBuf, out: &mut CudaBuf) {
-        self.run(|| {
-            same_len("add", a.len, out.len)?;
-            same_len("add", b.len, out.len)?;
-            self.launch_1d(
-                "add",
-                out.len as u64,
-                &[
-                    Ptr(a.ptr()?),
-                    Ptr(b.ptr()?),
-                    Ptr(out.ptr()?),
-                    U64(out.len as u64),
-                ],
-            )
-        })
+        self.map("add", &[a, b], out)
     }
 
     fn add_assign(&self, acc: &mut CudaBuf, x: &CudaBuf) {
@@ -222,16 +265,14 @@ impl Backend for CudaBackend {
             self.launch_1d(
                 "add_assign",
                 acc.len as u64,
-                &[Ptr(acc.ptr()?), Ptr(x.ptr()?), U64(acc.len as u64)],
+                args![acc, x, U64(acc.len as u64)],
             )
         })
     }
 
     fn scale(&self, buf: &mut CudaBuf, factor: f64) {
         let n = buf.len as u64;
-        self.elementwise("scale", buf.len, || {
-            Ok(vec![Ptr(buf.ptr()?), F32(factor as f32), U64(n)])
-        })
+        self.run(|| self.launch_1d("scale", n, args![buf, F32(factor as f32), U64(n)]))
     }
 
     /// Per-block fp64 partials on the device, added on the host in block
@@ -248,7 +289,7 @@ impl Backend for CudaBackend {
                 "sum_squares",
                 (NORM_BLOCKS, 1, 1),
                 (THREADS, 1, 1),
-                &[Ptr(buf.ptr()?), U64(buf.len as u64), Ptr(partials)],
+                args![buf, U64(buf.len as u64), Ptr(partials)],
             )?;
             let mut host = vec![0f64; NORM_BLOCKS as usize];
             self.copy_out(&mut host, partials)?;
@@ -303,18 +344,11 @@ impl Backend for CudaBackend {
     fn bias_add(&self, out: &mut CudaBuf, bias: &CudaBuf, n: usize) {
         self.run(|| {
             same_len("bias_add", bias.len, n)?;
-            need("bias_add", n > 0 && out.len.is_multiple_of(n), || {
-                format!("{} elements are not rows of {n}", out.len)
-            })?;
+            rows_of("bias_add", out.len, n)?;
             self.launch_1d(
                 "bias_add",
                 out.len as u64,
-                &[
-                    Ptr(out.ptr()?),
-                    Ptr(bias.ptr()?),
-                    U64(out.len as u64),
-                    U32(u32_of("bias_add", n)?),
-                ],
+                args![out, bias, U64(out.len as u64), U32(u32_of("bias_add", n)?),],
             )
         })
     }
@@ -322,20 +356,13 @@ impl Backend for CudaBackend {
     fn bias_backward(&self, dout: &CudaBuf, dbias: &mut CudaBuf, n: usize) {
         self.run(|| {
             same_len("bias_backward", dbias.len, n)?;
-            need("bias_backward", n > 0 && dout.len.is_multiple_of(n), || {
-                format!("{} elements are not rows of {n}", dout.len)
-            })?;
+            rows_of("bias_backward", dout.len, n)?;
             let cols = u32_of("bias_backward", n)?;
             self.launch(
                 "bias_backward",
                 (cols.div_ceil(32), 1, 1),
                 (32, 8, 1),
-                &[
-                    Ptr(dout.ptr()?),
-                    Ptr(dbias.ptr()?),
-                    U64((dout.len / n) as u64),
-                    U32(cols),
-                ],
+                args![dout, dbias, U64((dout.len / n) as u64), U32(cols),],
             )
         })
     }
@@ -352,35 +379,25 @@ impl Backend for CudaBackend {
         rstd: &mut CudaBuf,
     ) {
         self.run(|| {
-            need(
-                "layernorm_forward",
-                n > 0 && x.len.is_multiple_of(n),
-                || format!("{} elements are not rows of {n}", x.len),
-            )?;
-            let rows = x.len / n;
-            same_len("layernorm_forward", out.len, x.len)?;
-            same_len("layernorm_forward", gamma.len, n)?;
-            same_len("layernorm_forward", beta.len, n)?;
-            same_len("layernorm_forward", mean.len, rows)?;
-            same_len("layernorm_forward", rstd.len, rows)?;
-            if rows == 0 {
-                return Ok(());
-            }
-            self.launch(
-                "layernorm_forward",
-                (rows.min(1 << 16) as u32, 1, 1),
-                (THREADS, 1, 1),
-                &[
-                    Ptr(x.ptr()?),
+            let op = "layernorm_forward";
+            let rows = rows_of(op, x.len, n)?;
+            all_len(op, x.len, &[out])?;
+            all_len(op, n, &[gamma, beta])?;
+            all_len(op, rows, &[mean, rstd])?;
+            self.launch_block_rows(
+                op,
+                rows as u64,
+                args![
+                    x,
                     Ptr(0), // no residual: the trait adds it separately
                     Ptr(0), // so there is no sum to store
-                    Ptr(gamma.ptr()?),
-                    Ptr(beta.ptr()?),
-                    Ptr(out.ptr()?),
-                    Ptr(mean.ptr()?),
-                    Ptr(rstd.ptr()?),
+                    gamma,
+                    beta,
+                    out,
+                    mean,
+                    rstd,
                     U64(rows as u64),
-                    U32(u32_of("layernorm_forward", n)?),
+                    U32(u32_of(op, n)?),
                     F32(eps as f32),
                 ],
             )
@@ -400,49 +417,31 @@ impl Backend for CudaBackend {
         dbeta: &mut CudaBuf,
     ) {
         self.run(|| {
-            need(
-                "layernorm_backward",
-                n > 0 && x.len.is_multiple_of(n),
-                || format!("{} elements are not rows of {n}", x.len),
-            )?;
-            let rows = x.len / n;
-            same_len("layernorm_backward", dout.len, x.len)?;
-            same_len("layernorm_backward", dx.len, x.len)?;
-            same_len("layernorm_backward", gamma.len, n)?;
-            same_len("layernorm_backward", dgamma.len, n)?;
-            same_len("layernorm_backward", dbeta.len, n)?;
-            same_len("layernorm_backward", mean.len, rows)?;
-            same_len("layernorm_backward", rstd.len, rows)?;
+            let op = "layernorm_backward";
+            let rows = rows_of(op, x.len, n)?;
+            all_len(op, x.len, &[dout, dx])?;
+            all_len(op, n, &[gamma, dgamma, dbeta])?;
+            all_len(op, rows, &[mean, rstd])?;
             if rows == 0 {
                 return Ok(());
             }
-            let cols = u32_of("layernorm_backward", n)?;
-            self.launch(
+            let cols = u32_of(op, n)?;
+            self.launch_block_rows(
                 "layernorm_backward_dx",
-                (rows.min(1 << 16) as u32, 1, 1),
-                (THREADS, 1, 1),
-                &[
-                    Ptr(dout.ptr()?),
-                    Ptr(x.ptr()?),
-                    Ptr(gamma.ptr()?),
-                    Ptr(mean.ptr()?),
-                    Ptr(rstd.ptr()?),
-                    Ptr(dx.ptr()?),
-                    U64(rows as u64),
-                    U32(cols),
-                ],
+                rows as u64,
+                args![dout, x, gamma, mean, rstd, dx, U64(rows as u64), U32(cols)],
             )?;
             self.launch(
                 "layernorm_backward_params",
                 (cols.div_ceil(32), 1, 1),
                 (32, 8, 1),
-                &[
-                    Ptr(dout.ptr()?),
-                    Ptr(x.ptr()?),
-                    Ptr(mean.ptr()?),
-                    Ptr(rstd.ptr()?),
-                    Ptr(dgamma.ptr()?),
-                    Ptr(dbeta.ptr()?),
+                args![
+                    dout,
+                    x,
+                    mean,
+                    rstd,
+                    dgamma,
+                    dbeta,
                     U64(rows as u64),
                     U32(cols),
                 ],
@@ -473,18 +472,13 @@ impl Backend for CudaBackend {
             same_len(op, scores.len, b * heads * s * s)?;
             same_len(op, probs.len, scores.len)?;
             same_len(op, mask.len(), b * s)?;
-            let rows = (b * heads * s) as u64;
-            if rows == 0 {
-                return Ok(());
-            }
-            self.launch(
+            self.launch_rows(
                 op,
-                (warp_rows_grid(rows), 1, 1),
-                (128, 1, 1),
-                &[
-                    Ptr(scores.ptr()?),
-                    Ptr(mask.ptr()?),
-                    Ptr(probs.ptr()?),
+                (b * heads * s) as u64,
+                args![
+                    scores,
+                    mask,
+                    probs,
                     U32(u32_of(op, b)?),
                     U32(u32_of(op, heads)?),
                     U32(u32_of(op, s)?),
@@ -506,21 +500,14 @@ impl Backend for CudaBackend {
             let op = "softmax_backward";
             same_len(op, dprobs.len, probs.len)?;
             same_len(op, dscores.len, probs.len)?;
-            need(op, s > 0 && probs.len.is_multiple_of(s), || {
-                format!("{} elements are not rows of {s}", probs.len)
-            })?;
-            let rows = (probs.len / s) as u64;
-            if rows == 0 {
-                return Ok(());
-            }
-            self.launch(
+            let rows = rows_of(op, probs.len, s)? as u64;
+            self.launch_rows(
                 op,
-                (warp_rows_grid(rows), 1, 1),
-                (128, 1, 1),
-                &[
-                    Ptr(dprobs.ptr()?),
-                    Ptr(probs.ptr()?),
-                    Ptr(dscores.ptr()?),
+                rows,
+                args![
+                    dprobs,
+                    probs,
+                    dscores,
                     U64(rows),
                     U32(u32_of(op, s)?),
                     F32(scale as f32),
@@ -536,50 +523,29 @@ impl Backend for CudaBackend {
                 "bias_gelu_forward",
                 x.len as u64,
                 // No bias (the trait adds it separately), nothing to save.
-                &[
-                    Ptr(x.ptr()?),
-                    Ptr(0),
-                    Ptr(0),
-                    Ptr(out.ptr()?),
-                    U64(x.len as u64),
-                    U32(1),
-                ],
+                args![x, Ptr(0), Ptr(0), out, U64(x.len as u64), U32(1),],
             )
         })
     }
 
     fn gelu_backward(&self, x: &CudaBuf, dout: &CudaBuf, dx: &mut CudaBuf) {
-        self.binary("gelu_backward", x, dout, dx)
+        self.map("gelu_backward", &[x, dout], dx)
     }
 
     fn tanh_forward(&self, x: &CudaBuf, out: &mut CudaBuf) {
-        self.run(|| {
-            same_len("tanh_forward", x.len, out.len)?;
-            self.launch_1d(
-                "tanh_forward",
-                x.len as u64,
-                &[Ptr(x.ptr()?), Ptr(out.ptr()?), U64(x.len as u64)],
-            )
-        })
+        self.map("tanh_forward", &[x], out)
     }
 
     fn tanh_backward(&self, out: &CudaBuf, dout: &CudaBuf, dx: &mut CudaBuf) {
-        self.binary("tanh_backward", out, dout, dx)
+        self.map("tanh_backward", &[out, dout], dx)
     }
 
     fn relu_forward(&self, x: &CudaBuf, out: &mut CudaBuf) {
-        self.run(|| {
-            same_len("relu_forward", x.len, out.len)?;
-            self.launch_1d(
-                "relu_forward",
-                x.len as u64,
-                &[Ptr(x.ptr()?), Ptr(out.ptr()?), U64(x.len as u64)],
-            )
-        })
+        self.map("relu_forward", &[x], out)
     }
 
     fn relu_backward(&self, out: &CudaBuf, dout: &CudaBuf, dx: &mut CudaBuf) {
-        self.binary("relu_backward", out, dout, dx)
+        self.map("relu_backward", &[out, dout], dx)
     }
 
     fn dropout_forward(&self, x: &CudaBuf, out: &mut CudaBuf, p: f64, key: RngKey) {
@@ -600,29 +566,16 @@ impl Backend for CudaBackend {
     ) {
         self.run(|| {
             let op = "embedding_forward";
-            need(op, dim > 0 && table.len.is_multiple_of(dim), || {
-                format!("table of {} is not rows of {dim}", table.len)
-            })?;
+            let rows = rows_of(op, table.len, dim)?;
             same_len(op, out.len, ids.len() * dim)?;
-            let rows = table.len / dim;
-            if let Some((t, id)) = ids
-                .host
-                .iter()
-                .enumerate()
-                .find(|&(_, &id)| id as usize >= rows)
-            {
-                return Err(CudaError::Invalid {
-                    op,
-                    message: format!("id {id} of token {t} is not below {rows} rows"),
-                });
-            }
+            ids_below(op, ids, rows)?;
             self.launch_1d(
                 op,
                 out.len as u64,
-                &[
-                    Ptr(ids.ptr()?),
-                    Ptr(table.ptr()?),
-                    Ptr(out.ptr()?),
+                args![
+                    ids,
+                    table,
+                    out,
                     U64(ids.len() as u64),
                     U32(u32_of(op, dim)?),
                     U32(u32_of(op, rows)?),
@@ -635,17 +588,9 @@ impl Backend for CudaBackend {
     fn embedding_backward(&self, ids: &CudaIds, dout: &CudaBuf, dim: usize, dtable: &mut CudaBuf) {
         self.run(|| {
             let op = "embedding_backward";
-            need(op, dim > 0 && dtable.len.is_multiple_of(dim), || {
-                format!("table of {} is not rows of {dim}", dtable.len)
-            })?;
+            let rows = rows_of(op, dtable.len, dim)?;
             same_len(op, dout.len, ids.len() * dim)?;
-            let rows = dtable.len / dim;
-            if let Some(&id) = ids.host.iter().find(|&&id| id as usize >= rows) {
-                return Err(CudaError::Invalid {
-                    op,
-                    message: format!("id {id} is not below {rows} rows"),
-                });
-            }
+            ids_below(op, ids, rows)?;
             if ids.is_empty() {
                 return Ok(());
             }
@@ -661,10 +606,10 @@ impl Backend for CudaBackend {
                 op,
                 ((unique as u32).min(1 << 16), 1, 1),
                 (threads, 1, 1),
-                &[
+                args![
                     Ptr(scratch.ptr()),
-                    Ptr(dout.ptr()?),
-                    Ptr(dtable.ptr()?),
+                    dout,
+                    dtable,
                     U32(u32_of(op, ids.len())?),
                     U32(u32_of(op, unique)?),
                     U32(u32_of(op, dim)?),
@@ -675,69 +620,26 @@ impl Backend for CudaBackend {
 
     fn cls_forward(&self, x: &CudaBuf, out: &mut CudaBuf, b: usize, s: usize) {
         self.run(|| {
-            let op = "cls_forward";
-            need(op, b > 0 && out.len.is_multiple_of(b), || {
-                "output is not b rows".into()
-            })?;
-            let h = out.len / b;
-            same_len(op, x.len, b * s * h)?;
-            self.launch_1d(
-                op,
-                out.len as u64,
-                &[
-                    Ptr(x.ptr()?),
-                    Ptr(out.ptr()?),
-                    U32(u32_of(op, b)?),
-                    U32(u32_of(op, s)?),
-                    U32(u32_of(op, h)?),
-                ],
-            )
+            let shape = sequence_shape("cls_forward", out.len, x.len, b, s)?;
+            let args = [args![x, out].as_slice(), &shape].concat();
+            self.launch_1d("cls_forward", out.len as u64, &args)
         })
     }
 
     fn cls_backward(&self, dout: &CudaBuf, dx: &mut CudaBuf, b: usize, s: usize) {
         self.run(|| {
-            let op = "cls_backward";
-            need(op, b > 0 && dout.len.is_multiple_of(b), || {
-                "gradient is not b rows".into()
-            })?;
-            let h = dout.len / b;
-            same_len(op, dx.len, b * s * h)?;
-            self.launch_1d(
-                op,
-                dx.len as u64,
-                &[
-                    Ptr(dout.ptr()?),
-                    Ptr(dx.ptr()?),
-                    U32(u32_of(op, b)?),
-                    U32(u32_of(op, s)?),
-                    U32(u32_of(op, h)?),
-                ],
-            )
+            let shape = sequence_shape("cls_backward", dout.len, dx.len, b, s)?;
+            let args = [args![dout, dx].as_slice(), &shape].concat();
+            self.launch_1d("cls_backward", dx.len as u64, &args)
         })
     }
 
     fn mean_pool(&self, x: &CudaBuf, mask: &CudaIds, b: usize, s: usize, out: &mut CudaBuf) {
         self.run(|| {
-            let op = "mean_pool";
-            need(op, b > 0 && out.len.is_multiple_of(b), || {
-                "output is not b rows".into()
-            })?;
-            let h = out.len / b;
-            same_len(op, x.len, b * s * h)?;
-            same_len(op, mask.len(), b * s)?;
-            self.launch_1d(
-                op,
-                out.len as u64,
-                &[
-                    Ptr(x.ptr()?),
-                    Ptr(mask.ptr()?),
-                    Ptr(out.ptr()?),
-                    U32(u32_of(op, b)?),
-                    U32(u32_of(op, s)?),
-                    U32(u32_of(op, h)?),
-                ],
-            )
+            let shape = sequence_shape("mean_pool", out.len, x.len, b, s)?;
+            same_len("mean_pool", mask.len(), b * s)?;
+            let args = [args![x, mask, out].as_slice(), &shape].concat();
+            self.launch_1d("mean_pool", out.len as u64, &args)
         })
     }
 
@@ -787,12 +689,7 @@ impl Backend for CudaBackend {
             self.launch_1d(
                 op,
                 x.len as u64,
-                &[
-                    Ptr(x.ptr()?),
-                    Ptr(mask.ptr()?),
-                    U64(x.len as u64),
-                    U32(u32_of(op, n)?),
-                ],
+                args![x, mask, U64(x.len as u64), U32(u32_of(op, n)?),],
             )
         })
     }
@@ -823,9 +720,9 @@ impl Backend for CudaBackend {
             self.launch_1d(
                 op,
                 rows as u64,
-                &[
-                    Ptr(logits.ptr()?),
-                    Ptr(labels.ptr()?),
+                args![
+                    logits,
+                    labels,
                     Ptr(w),
                     Ptr(row_loss.ptr()),
                     U32(u32_of(op, rows)?),
@@ -858,11 +755,11 @@ impl Backend for CudaBackend {
             self.launch_1d(
                 op,
                 labels.len() as u64,
-                &[
-                    Ptr(logits.ptr()?),
-                    Ptr(labels.ptr()?),
+                args![
+                    logits,
+                    labels,
                     Ptr(w),
-                    Ptr(dlogits.ptr()?),
+                    dlogits,
                     U32(u32_of(op, labels.len())?),
                     U32(u32_of(op, classes)?),
                     F64(denom),
@@ -891,11 +788,11 @@ impl Backend for CudaBackend {
             self.launch_1d(
                 op,
                 param.len as u64,
-                &[
-                    Ptr(param.ptr()?),
-                    Ptr(grad.ptr()?),
-                    Ptr(m.ptr()?),
-                    Ptr(v.ptr()?),
+                args![
+                    param,
+                    grad,
+                    m,
+                    v,
                     U64(param.len as u64),
                     F32(step.beta1 as f32),
                     F32(step.beta2 as f32),
@@ -916,32 +813,24 @@ impl Backend for CudaBackend {
             self.launch_1d(
                 "sgd",
                 param.len as u64,
-                &[
-                    Ptr(param.ptr()?),
-                    Ptr(grad.ptr()?),
-                    U64(param.len as u64),
-                    F32(lr as f32),
-                ],
+                args![param, grad, U64(param.len as u64), F32(lr as f32),],
             )
         })
     }
 }
 
 impl CudaBackend {
-    fn binary(&self, kernel: &'static str, x: &CudaBuf, y: &CudaBuf, out: &mut CudaBuf) {
+    /// The grid-stride kernel `kernel(inputs..., out, n)` over buffers of
+    /// one length `n`.
+    fn map(&self, kernel: &'static str, inputs: &[&CudaBuf], out: &mut CudaBuf) {
         self.run(|| {
-            same_len(kernel, x.len, out.len)?;
-            same_len(kernel, y.len, out.len)?;
-            self.launch_1d(
-                kernel,
-                out.len as u64,
-                &[
-                    Ptr(x.ptr()?),
-                    Ptr(y.ptr()?),
-                    Ptr(out.ptr()?),
-                    U64(out.len as u64),
-                ],
-            )
+            let mut args = Vec::with_capacity(inputs.len() + 2);
+            for x in inputs {
+                same_len(kernel, x.len, out.len)?;
+                args.push(x.arg()?);
+            }
+            args.extend(args![out, U64(out.len as u64)]);
+            self.launch_1d(kernel, out.len as u64, &args)
         })
     }
 
@@ -956,17 +845,13 @@ impl CudaBackend {
     ) {
         self.run(|| {
             same_len(kernel, x.len, out.len)?;
-            let rows = b * s * heads;
-            need(kernel, rows > 0 && x.len.is_multiple_of(rows), || {
-                format!("{} elements are not [{b}, {s}, {heads}, dh]", x.len)
-            })?;
-            let dh = x.len / rows;
+            let dh = rows_of(kernel, x.len, b * s * heads)?;
             self.launch_1d(
                 kernel,
                 x.len as u64,
-                &[
-                    Ptr(x.ptr()?),
-                    Ptr(out.ptr()?),
+                args![
+                    x,
+                    out,
                     U32(u32_of(kernel, b)?),
                     U32(u32_of(kernel, s)?),
                     U32(u32_of(kernel, heads)?),
@@ -1010,15 +895,16 @@ fn rel_pos_args(
     idx: &CudaIds,
     dst: &CudaBuf,
 ) -> Result<Vec<Arg>, CudaError> {
-    Ok(vec![
-        Ptr(src.ptr()?),
-        Ptr(idx.ptr()?),
-        Ptr(dst.ptr()?),
+    Ok(args![
+        src,
+        idx,
+        dst,
         U32(u32_of(op, shape.b)?),
         U32(u32_of(op, shape.heads)?),
         U32(u32_of(op, shape.s)?),
         U32(u32_of(op, shape.span2)?),
         U32(shape.transpose as u32),
         F32(alpha as f32),
-    ])
+    ]
+    .to_vec())
 }

@@ -64,22 +64,10 @@ pub use plan::{plan_peak, planned_step};
 
 use super::linear::{dropout_back_owned, dropout_new};
 use super::params::Kind;
-use super::{Dense, LayerNormIdx, Mode, Params};
+use super::{Dense, LayerIdx, LayerNormIdx, Mode, Params};
 use crate::backend::Backend;
 use crate::memory::BufKind::{Activation, Workspace};
 use crate::weights::{NamedTensors, load_safetensors};
-
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct DebertaLayerIdx {
-    pub query: Dense,
-    pub key: Dense,
-    pub value: Dense,
-    pub attn_out: Dense,
-    pub ln1: LayerNormIdx,
-    pub inter: Dense,
-    pub out: Dense,
-    pub ln2: LayerNormIdx,
-}
 
 #[derive(Clone, Debug)]
 pub(crate) struct DebertaIndices {
@@ -87,7 +75,7 @@ pub(crate) struct DebertaIndices {
     position: Option<usize>,
     token_type: Option<usize>,
     emb_ln: LayerNormIdx,
-    layers: Vec<DebertaLayerIdx>,
+    layers: Vec<LayerIdx>,
     rel: usize,
     rel_ln: Option<LayerNormIdx>,
     pooler: Dense,
@@ -147,7 +135,7 @@ fn declare<B: Backend>(be: &B, c: &DebertaConfig, labels: usize) -> (Params<B>, 
     let layers = (0..c.num_hidden_layers)
         .map(|i| {
             let pre = format!("deberta.encoder.layer.{i}");
-            DebertaLayerIdx {
+            LayerIdx {
                 query: dense(&mut p, &format!("{pre}.attention.self.query_proj"), h, h),
                 key: dense(&mut p, &format!("{pre}.attention.self.key_proj"), h, h),
                 value: dense(&mut p, &format!("{pre}.attention.self.value_proj"), h, h),
@@ -581,7 +569,7 @@ impl<B: Backend> DebertaClassifier<B> {
             (Some(ln), Some((mean, rstd))) => {
                 drop(rel);
                 let mut d_table = be.alloc_overwritten("encoder.d_rel_table", Workspace, rows * h);
-                crate::model::encoder::layernorm_back(
+                crate::model::layer::layernorm_back(
                     be,
                     v,
                     g,
@@ -603,7 +591,7 @@ impl<B: Backend> DebertaClassifier<B> {
         let mut d = dropout_back_owned(be, d, ph, mode.key(ph, 0), "embeddings.d_out");
         be.mask_rows(&mut d, &batch.mask, h);
         let mut d_sum = be.alloc_overwritten("embeddings.d_sum", Workspace, n * h);
-        crate::model::encoder::layernorm_back(
+        crate::model::layer::layernorm_back(
             be, v, g, idx.emb_ln, &d, &emb_sum, &emb_mean, &emb_rstd, h, &mut d_sum,
         );
         drop(d);

@@ -14,13 +14,43 @@
 //! conditional parameter (present in some trials only) is scored here on
 //! the trials that have it, against the parameters all of those share, and
 //! reported beside the others with its trial count.
+//!
+//! The forest is grown as scikit-learn grows its `RandomForestRegressor`
+//! (`forest.rs`) and each tree's variance decomposed over its leaves' boxes
+//! (`tree.rs`), Optuna's `_FanovaTree`; a fixed seed gives the same
+//! importances for the same trials.
+//!
+//! ```
+//! use hpo_sampler::importance::fanova_importances;
+//! use hpo_sampler::{Distribution, FrozenTrial, Param, SearchSpace};
+//!
+//! let x = Distribution::float(0.0, 1.0, false, None).unwrap();
+//! let noise = Distribution::float(0.0, 1.0, false, None).unwrap();
+//! let trials: Vec<(FrozenTrial, f64)> = (0..40u64)
+//!     .map(|i| {
+//!         let (xi, ni) = ((i as f64 * 0.618).fract(), (i as f64 * 0.377).fract());
+//!         let mut t = FrozenTrial::new(i);
+//!         for (name, d, v) in [("x", &x, xi), ("noise", &noise, ni)] {
+//!             t.params.insert(name.into(), Param { distribution: d.clone(), internal: v });
+//!         }
+//!         (t, (xi - 0.3).powi(2) + 0.01 * ni) // the value depends on x
+//!     })
+//!     .collect();
+//! let space = SearchSpace::from([("x".into(), x), ("noise".into(), noise)]);
+//! let scored: Vec<(&FrozenTrial, f64)> = trials.iter().map(|(t, v)| (t, *v)).collect();
+//! let importances = fanova_importances(&scored, &space)?;
+//! assert_eq!(importances[0].name, "x");
+//! assert!(importances[0].importance > 0.9, "{importances:?}");
+//! # Ok::<(), hpo_sampler::Error>(())
+//! ```
 
-pub mod forest;
-pub mod tree;
+mod forest;
+mod tree;
 
 use std::collections::BTreeMap;
 
-use store::{Distribution, FrozenTrial};
+use crate::error::Error;
+use crate::{Distribution, FrozenTrial};
 
 use self::tree::FanovaTree;
 
@@ -41,23 +71,27 @@ pub struct Importance {
     pub conditional: bool,
 }
 
-/// Importances of every parameter of `trials` (finished trials with a
-/// finite value), most important first; an error says why there are none.
-pub fn importances(
+/// Importances of every parameter of `params` over `trials` (finished
+/// trials with a finite value, each with its value), most important first;
+/// an [`Error::Importance`] says why there are none.
+pub fn fanova_importances(
     trials: &[(&FrozenTrial, f64)],
     params: &BTreeMap<String, Distribution>,
-) -> Result<Vec<Importance>, String> {
+) -> Result<Vec<Importance>, Error> {
     if trials.len() < 2 {
-        return Err(format!(
-            "fANOVA needs at least 2 COMPLETE trials with a value; the study has {}",
-            trials.len()
-        ));
+        return Err(Error::Importance {
+            reason: format!(
+                "fANOVA needs at least 2 COMPLETE trials with a value; the study has {}",
+                trials.len()
+            ),
+        });
     }
     let common: Vec<&String> = params
         .keys()
-        .filter(|name| trials.iter().all(|(t, _)| t.param(name).is_some()))
+        .filter(|name| trials.iter().all(|(t, _)| t.params.contains_key(*name)))
         .collect();
-    let mut out = evaluate(trials, params, &common)?
+    let mut out = evaluate(trials, params, &common)
+        .map_err(|reason| Error::Importance { reason })?
         .into_iter()
         .map(|(name, importance)| Importance {
             name,
@@ -69,7 +103,7 @@ pub fn importances(
     for name in params.keys().filter(|n| !common.contains(n)) {
         let subset: Vec<(&FrozenTrial, f64)> = trials
             .iter()
-            .filter(|(t, _)| t.param(name).is_some())
+            .filter(|(t, _)| t.params.contains_key(name))
             .copied()
             .collect();
         if subset.len() < 2 {
@@ -77,7 +111,7 @@ pub fn importances(
         }
         let shared: Vec<&String> = params
             .keys()
-            .filter(|n| subset.iter().all(|(t, _)| t.param(n).is_some()))
+            .filter(|n| subset.iter().all(|(t, _)| t.params.contains_key(*n)))
             .collect();
         // A subset whose values do not vary says nothing of this parameter.
         if let Ok(scores) = evaluate(&subset, params, &shared)
@@ -151,7 +185,7 @@ fn evaluate(
         .map(|(t, _)| {
             let mut row = Vec::with_capacity(bounds.len());
             for e in &encodings {
-                let v = t.param(e.name).map_or(f64::NAN, |p| p.internal_value);
+                let v = t.params.get(e.name).map_or(f64::NAN, |p| p.internal);
                 match e.dist {
                     Distribution::Categorical { choices } => {
                         row.extend((0..choices.len()).map(|c| f64::from(u8::from(v == c as f64))))
@@ -197,30 +231,22 @@ fn evaluate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use store::{Param, TrialState};
+    use crate::{Param, TrialState};
 
-    fn trial(number: i64, params: &[(&str, f64, &Distribution)]) -> FrozenTrial {
-        FrozenTrial {
-            trial_id: number,
-            study_id: 1,
-            number,
-            state: TrialState::Complete,
-            values: None,
-            datetime_start: None,
-            datetime_complete: None,
-            params: params
-                .iter()
-                .map(|(n, v, d)| Param {
-                    name: n.to_string(),
-                    internal_value: *v,
-                    distribution_json: d.to_json(),
-                })
-                .collect(),
-            intermediate_values: Default::default(),
-            user_attrs: Default::default(),
-            system_attrs: Default::default(),
-            heartbeat: None,
-        }
+    fn trial(number: u64, params: &[(&str, f64, &Distribution)]) -> FrozenTrial {
+        let mut t = FrozenTrial::new(number);
+        t.state = TrialState::Complete;
+        t.params = params
+            .iter()
+            .map(|(n, v, d)| {
+                let p = Param {
+                    distribution: (*d).clone(),
+                    internal: *v,
+                };
+                (n.to_string(), p)
+            })
+            .collect();
+        t
     }
 
     #[test]
@@ -244,13 +270,13 @@ mod tests {
         let with_values: Vec<(&FrozenTrial, f64)> = trials
             .iter()
             .map(|t| {
-                let xi = t.param("x").unwrap().internal_value;
-                let ci = t.param("c").unwrap().internal_value;
+                let xi = t.params.get("x").unwrap().internal;
+                let ci = t.params.get("c").unwrap().internal;
                 (t, 10.0 * xi * xi + 0.3 * ci)
             })
             .collect();
         let params = BTreeMap::from([("x".to_string(), x), ("c".to_string(), c)]);
-        let imp = importances(&with_values, &params).unwrap();
+        let imp = fanova_importances(&with_values, &params).unwrap();
         assert_eq!(imp[0].name, "x", "{imp:?}");
         assert!(imp[0].importance > 0.8, "{imp:?}");
         let sum: f64 = imp.iter().map(|i| i.importance).sum();
@@ -271,14 +297,16 @@ mod tests {
             .collect();
         let one = [(&trials[0], 1.0)];
         assert!(
-            importances(&one, &params)
+            fanova_importances(&one, &params)
                 .unwrap_err()
+                .to_string()
                 .contains("at least 2")
         );
         let flat: Vec<(&FrozenTrial, f64)> = trials.iter().map(|t| (t, 1.0)).collect();
         assert!(
-            importances(&flat, &params)
+            fanova_importances(&flat, &params)
                 .unwrap_err()
+                .to_string()
                 .contains("does not vary")
         );
     }

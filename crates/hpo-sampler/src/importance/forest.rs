@@ -31,6 +31,7 @@ pub struct Tree {
 }
 
 impl Tree {
+    #[cfg(test)]
     pub fn predict(&self, x: &[f64]) -> f64 {
         let mut i = 0;
         loop {

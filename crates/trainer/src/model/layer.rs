@@ -1,0 +1,449 @@
+//! The body every post-LN transformer layer shares, BERT's families and
+//! DeBERTa alike: the Q/K/V projections into heads, the masked softmax over
+//! the scores with dropout and the product with the values, and the block
+//! after attention (output projection, dropout, residual, LayerNorm, GELU
+//! feed-forward, dropout, residual, LayerNorm), each with its backward.
+//! What differs is how the attention scores are made: BERT's are `q . k`,
+//! DeBERTa's add relative-position terms. Each model writes that part and
+//! strings these pieces around it.
+//!
+//! Buffer lifetimes are the memory plan: `Activation` buffers live until
+//! the backward of their layer, `Workspace` buffers are dropped as soon as
+//! the op that reads them has run. Every buffer here is the output of an op
+//! that overwrites it whole, so all come from `alloc_overwritten`.
+
+use super::linear::{dropout_back_owned, dropout_new};
+use super::{Dense, LayerNormIdx, Mode};
+use crate::backend::{Backend, MatmulShape};
+use crate::memory::BufKind::{Activation, Workspace};
+use crate::rng::RngKey;
+
+/// A layer's parameters in the store.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LayerIdx {
+    pub query: Dense,
+    pub key: Dense,
+    pub value: Dense,
+    pub attn_out: Dense,
+    pub ln1: LayerNormIdx,
+    pub inter: Dense,
+    pub out: Dense,
+    pub ln2: LayerNormIdx,
+}
+
+/// One layer's sizes and dropout.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LayerDims {
+    /// Layer index (names its buffers).
+    pub layer: usize,
+    pub b: usize,
+    pub s: usize,
+    pub hidden: usize,
+    pub heads: usize,
+    pub intermediate: usize,
+    pub eps: f64,
+    pub p_probs: f64,
+    /// Dropout on the attention output projection (0 for DistilBERT).
+    pub p_attn_out: f64,
+    /// Dropout on the feed-forward output.
+    pub p_ffn: f64,
+    /// Dropout streams of the probabilities, the attention output and the
+    /// feed-forward output.
+    pub streams: [u32; 3],
+}
+
+impl LayerDims {
+    pub fn tokens(&self) -> usize {
+        self.b * self.s
+    }
+    pub fn head_dim(&self) -> usize {
+        self.hidden / self.heads
+    }
+    /// `layer{i}.{what}`: a forward buffer's name.
+    pub fn name(&self, what: &str) -> String {
+        format!("layer{}.{what}", self.layer)
+    }
+    /// `layer{i}.d_{what}`: a gradient's name.
+    pub fn grad_name(&self, what: &str) -> String {
+        format!("layer{}.d_{what}", self.layer)
+    }
+    /// The dropout key of the probabilities.
+    pub fn probs_key(&self, mode: Mode) -> Option<RngKey> {
+        mode.key(self.p_probs, self.streams[0])
+    }
+    /// `[b * heads, s, s] = [b * heads, s, dh] . [b * heads, s, dh]^T`.
+    fn scores_shape(&self) -> MatmulShape {
+        MatmulShape {
+            batch: self.b * self.heads,
+            m: self.s,
+            n: self.s,
+            k: self.head_dim(),
+            trans_a: false,
+            trans_b: true,
+        }
+    }
+    /// `[b * heads, s, dh] = [b * heads, s, s] . [b * heads, s, dh]`, with
+    /// the first operand transposed when `trans_a`.
+    fn context_shape(&self, trans_a: bool) -> MatmulShape {
+        MatmulShape {
+            batch: self.b * self.heads,
+            m: self.s,
+            n: self.head_dim(),
+            k: self.s,
+            trans_a,
+            trans_b: false,
+        }
+    }
+}
+
+/// `input W^T + b` for `rows` rows (`bb` sequences), permuted to
+/// `[bb, heads, rows / bb, dh]`; the unpermuted product is scratch.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn project_heads<B: Backend>(
+    be: &B,
+    v: &[B::Buf],
+    d: &LayerDims,
+    dense: &Dense,
+    input: &B::Buf,
+    rows: usize,
+    bb: usize,
+    what: &str,
+) -> B::Buf {
+    let mut flat = be.alloc_overwritten(&d.name(what), Workspace, rows * d.hidden);
+    dense.forward(be, v, input, rows, &mut flat);
+    let mut permuted = be.alloc_overwritten(
+        &d.name(&format!("{what}_heads")),
+        Activation,
+        rows * d.hidden,
+    );
+    be.permute_heads(&flat, &mut permuted, bb, rows / bb, d.heads);
+    permuted
+}
+
+/// The layer input's queries, keys and values, `[b, heads, s, dh]` each.
+pub(crate) struct Qkv<B: Backend> {
+    pub qh: B::Buf,
+    pub kh: B::Buf,
+    pub vh: B::Buf,
+}
+
+pub(crate) fn qkv_forward<B: Backend>(
+    be: &B,
+    v: &[B::Buf],
+    d: &LayerDims,
+    l: &LayerIdx,
+    x: &B::Buf,
+) -> Qkv<B> {
+    let (n, b) = (d.tokens(), d.b);
+    Qkv {
+        qh: project_heads(be, v, d, &l.query, x, n, b, "q"),
+        kh: project_heads(be, v, d, &l.key, x, n, b, "k"),
+        vh: project_heads(be, v, d, &l.value, x, n, b, "v"),
+    }
+}
+
+/// `alpha q . k^T`, `[b, heads, s, s]`: the scores before any extra term.
+pub(crate) fn scores_forward<B: Backend>(
+    be: &B,
+    d: &LayerDims,
+    alpha: f64,
+    qkv: &Qkv<B>,
+) -> B::Buf {
+    let (b, s, nh) = (d.b, d.s, d.heads);
+    let mut scores = be.alloc_overwritten(&d.name("scores"), Workspace, b * nh * s * s);
+    be.matmul(&d.scores_shape(), alpha, &qkv.qh, &qkv.kh, 0.0, &mut scores);
+    scores
+}
+
+/// The gradients of the queries and keys from the scores' gradient, for
+/// scores `alpha q . k^T`.
+pub(crate) fn scores_backward<B: Backend>(
+    be: &B,
+    d: &LayerDims,
+    alpha: f64,
+    d_scores: &B::Buf,
+    qkv: &Qkv<B>,
+) -> (B::Buf, B::Buf) {
+    let n_h = d.tokens() * d.hidden;
+    let mut d_qh = be.alloc_overwritten(&d.grad_name("q_heads"), Workspace, n_h);
+    be.matmul(
+        &d.context_shape(false),
+        alpha,
+        d_scores,
+        &qkv.kh,
+        0.0,
+        &mut d_qh,
+    );
+    let mut d_kh = be.alloc_overwritten(&d.grad_name("k_heads"), Workspace, n_h);
+    be.matmul(
+        &d.context_shape(true),
+        alpha,
+        d_scores,
+        &qkv.qh,
+        0.0,
+        &mut d_kh,
+    );
+    (d_qh, d_kh)
+}
+
+/// `softmax(scale * scores)` over the keys the mask keeps, dropped out, times
+/// the values, unpermuted: returns the probabilities (kept for backward)
+/// and the context `[b, s, hidden]`. Consumes the scores.
+pub(crate) fn attend<B: Backend>(
+    be: &B,
+    d: &LayerDims,
+    scores: B::Buf,
+    mask: &B::Ids,
+    scale: f64,
+    vh: &B::Buf,
+    mode: Mode,
+) -> (B::Buf, B::Buf) {
+    let (b, s, nh) = (d.b, d.s, d.heads);
+    let n_h = d.tokens() * d.hidden;
+    let mut probs = be.alloc_overwritten(&d.name("probs"), Activation, b * nh * s * s);
+    be.softmax_forward(&scores, mask, b, nh, s, scale, &mut probs);
+    drop(scores);
+    let key = d.probs_key(mode);
+    let probs_d = dropout_new(
+        be,
+        &probs,
+        d.p_probs,
+        key,
+        &d.name("probs_dropped"),
+        Workspace,
+    );
+    let mut ctx_heads = be.alloc_overwritten(&d.name("ctx_heads"), Workspace, n_h);
+    let p = probs_d.as_ref().unwrap_or(&probs);
+    be.matmul(&d.context_shape(false), 1.0, p, vh, 0.0, &mut ctx_heads);
+    drop(probs_d);
+    let mut ctx = be.alloc_overwritten(&d.name("ctx"), Activation, n_h);
+    be.unpermute_heads(&ctx_heads, &mut ctx, b, s, nh);
+    (probs, ctx)
+}
+
+/// Backward of [`attend`] from the context's gradient in heads layout:
+/// the scores' gradient and the values'. Consumes `d_ctx_heads`.
+pub(crate) fn attend_backward<B: Backend>(
+    be: &B,
+    d: &LayerDims,
+    d_ctx_heads: B::Buf,
+    probs: &B::Buf,
+    vh: &B::Buf,
+    scale: f64,
+    mode: Mode,
+) -> (B::Buf, B::Buf) {
+    let (b, s, nh) = (d.b, d.s, d.heads);
+    let (pa, key) = (d.p_probs, d.probs_key(mode));
+    // The dropped probabilities, regenerated from their key.
+    let probs_d = dropout_new(be, probs, pa, key, &d.name("probs_dropped"), Workspace);
+    let mut d_vh = be.alloc_overwritten(&d.grad_name("v_heads"), Workspace, d.tokens() * d.hidden);
+    let p = probs_d.as_ref().unwrap_or(probs);
+    be.matmul(&d.context_shape(true), 1.0, p, &d_ctx_heads, 0.0, &mut d_vh);
+    drop(probs_d);
+    let mut d_probs_d =
+        be.alloc_overwritten(&d.grad_name("probs_dropped"), Workspace, b * nh * s * s);
+    be.matmul(
+        &d.scores_shape(),
+        1.0,
+        &d_ctx_heads,
+        vh,
+        0.0,
+        &mut d_probs_d,
+    );
+    drop(d_ctx_heads);
+    let d_probs = dropout_back_owned(be, d_probs_d, pa, key, &d.grad_name("probs"));
+    let mut d_scores = be.alloc_overwritten(&d.grad_name("scores"), Workspace, b * nh * s * s);
+    be.softmax_backward(&d_probs, probs, s, scale, &mut d_scores);
+    (d_scores, d_vh)
+}
+
+/// What the block after attention keeps for backward.
+pub(crate) struct BlockActs<B: Backend> {
+    ctx: B::Buf,
+    sum1: B::Buf,
+    mean1: B::Buf,
+    rstd1: B::Buf,
+    h1: B::Buf,
+    inter: B::Buf,
+    gelu: B::Buf,
+    sum2: B::Buf,
+    mean2: B::Buf,
+    rstd2: B::Buf,
+}
+
+/// `h1 = LN1(dropout(ctx W_o + b_o) + x)`, `out = LN2(dropout(FFN(h1)) +
+/// h1)`. Takes the context (kept for backward); returns the layer output.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn block_forward<B: Backend>(
+    be: &B,
+    v: &[B::Buf],
+    d: &LayerDims,
+    l: &LayerIdx,
+    x: &B::Buf,
+    ctx: B::Buf,
+    mode: Mode,
+) -> (BlockActs<B>, B::Buf) {
+    let (n, h, inter_dim, eps) = (d.tokens(), d.hidden, d.intermediate, d.eps);
+    let mut attn = be.alloc_overwritten(&d.name("attn_out"), Workspace, n * h);
+    l.attn_out.forward(be, v, &ctx, n, &mut attn);
+    let (pa, key) = (d.p_attn_out, mode.key(d.p_attn_out, d.streams[1]));
+    let attn_d = dropout_new(be, &attn, pa, key, &d.name("attn_out_dropped"), Workspace);
+    let mut sum1 = be.alloc_overwritten(&d.name("sum1"), Activation, n * h);
+    be.add(attn_d.as_ref().unwrap_or(&attn), x, &mut sum1);
+    drop(attn_d);
+    drop(attn);
+    let mut h1 = be.alloc_overwritten(&d.name("ln1_out"), Activation, n * h);
+    let mut mean1 = be.alloc_overwritten(&d.name("ln1_mean"), Activation, n);
+    let mut rstd1 = be.alloc_overwritten(&d.name("ln1_rstd"), Activation, n);
+    let (g1, b1) = (&v[l.ln1.gamma], &v[l.ln1.beta]);
+    be.layernorm_forward(&sum1, g1, b1, h, eps, &mut h1, &mut mean1, &mut rstd1);
+    let mut inter = be.alloc_overwritten(&d.name("ffn_in"), Activation, n * inter_dim);
+    l.inter.forward(be, v, &h1, n, &mut inter);
+    let mut gelu = be.alloc_overwritten(&d.name("ffn_gelu"), Activation, n * inter_dim);
+    be.gelu_forward(&inter, &mut gelu);
+    let mut ffn = be.alloc_overwritten(&d.name("ffn_out"), Workspace, n * h);
+    l.out.forward(be, v, &gelu, n, &mut ffn);
+    let (ph, key) = (d.p_ffn, mode.key(d.p_ffn, d.streams[2]));
+    let ffn_d = dropout_new(be, &ffn, ph, key, &d.name("ffn_out_dropped"), Workspace);
+    let mut sum2 = be.alloc_overwritten(&d.name("sum2"), Activation, n * h);
+    be.add(ffn_d.as_ref().unwrap_or(&ffn), &h1, &mut sum2);
+    drop(ffn_d);
+    drop(ffn);
+    let mut out = be.alloc_overwritten(&d.name("out"), Activation, n * h);
+    let mut mean2 = be.alloc_overwritten(&d.name("ln2_mean"), Activation, n);
+    let mut rstd2 = be.alloc_overwritten(&d.name("ln2_rstd"), Activation, n);
+    let (g2, b2) = (&v[l.ln2.gamma], &v[l.ln2.beta]);
+    be.layernorm_forward(&sum2, g2, b2, h, eps, &mut out, &mut mean2, &mut rstd2);
+    let acts = BlockActs {
+        ctx,
+        sum1,
+        mean1,
+        rstd1,
+        h1,
+        inter,
+        gelu,
+        sum2,
+        mean2,
+        rstd2,
+    };
+    (acts, out)
+}
+
+/// Backward of [`block_forward`] from the output's gradient (consumed):
+/// the residual part of the layer input's gradient (the Q/K/V part is
+/// added by [`qkv_backward`]) and the context's gradient in heads layout.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn block_backward<B: Backend>(
+    be: &B,
+    v: &[B::Buf],
+    g: &mut [B::Buf],
+    d: &LayerDims,
+    l: &LayerIdx,
+    a: &BlockActs<B>,
+    dout: B::Buf,
+    mode: Mode,
+) -> (B::Buf, B::Buf) {
+    let (b, s, nh) = (d.b, d.s, d.heads);
+    let (n, h, inter_dim) = (d.tokens(), d.hidden, d.intermediate);
+    // out = LN2(sum2), sum2 = dropout(ffn) + h1
+    let mut d_sum2 = be.alloc_overwritten(&d.grad_name("sum2"), Workspace, n * h);
+    layernorm_back(
+        be,
+        v,
+        g,
+        l.ln2,
+        &dout,
+        &a.sum2,
+        &a.mean2,
+        &a.rstd2,
+        h,
+        &mut d_sum2,
+    );
+    drop(dout);
+    let (ph, key) = (d.p_ffn, mode.key(d.p_ffn, d.streams[2]));
+    let d_ffn_d = key.map(|key| {
+        let mut dd = be.alloc_overwritten(&d.grad_name("ffn_out"), Workspace, n * h);
+        be.dropout_backward(&d_sum2, &mut dd, ph, key);
+        dd
+    });
+    let mut d_gelu = be.alloc_overwritten(&d.grad_name("ffn_gelu"), Workspace, n * inter_dim);
+    let dy = d_ffn_d.as_ref().unwrap_or(&d_sum2);
+    l.out
+        .backward(be, v, g, dy, &a.gelu, n, Some((&mut d_gelu, false)));
+    drop(d_ffn_d);
+    let mut d_inter = be.alloc_overwritten(&d.grad_name("ffn_in"), Workspace, n * inter_dim);
+    be.gelu_backward(&a.inter, &d_gelu, &mut d_inter);
+    drop(d_gelu);
+    // d_h1 = d_sum2 (residual) + d_inter W_i: accumulate in place.
+    let mut d_h1 = d_sum2;
+    l.inter
+        .backward(be, v, g, &d_inter, &a.h1, n, Some((&mut d_h1, true)));
+    drop(d_inter);
+
+    // h1 = LN1(sum1), sum1 = dropout(attn) + x
+    let mut d_x = be.alloc_overwritten(&d.grad_name("input"), Workspace, n * h);
+    layernorm_back(
+        be, v, g, l.ln1, &d_h1, &a.sum1, &a.mean1, &a.rstd1, h, &mut d_x,
+    );
+    drop(d_h1);
+    let (pa, key) = (d.p_attn_out, mode.key(d.p_attn_out, d.streams[1]));
+    let d_attn_d = key.map(|key| {
+        let mut dd = be.alloc_overwritten(&d.grad_name("attn_out"), Workspace, n * h);
+        be.dropout_backward(&d_x, &mut dd, pa, key);
+        dd
+    });
+    let mut d_ctx = be.alloc_overwritten(&d.grad_name("ctx"), Workspace, n * h);
+    let dy = d_attn_d.as_ref().unwrap_or(&d_x);
+    l.attn_out
+        .backward(be, v, g, dy, &a.ctx, n, Some((&mut d_ctx, false)));
+    drop(d_attn_d);
+    let mut d_ctx_heads = be.alloc_overwritten(&d.grad_name("ctx_heads"), Workspace, n * h);
+    be.permute_heads(&d_ctx, &mut d_ctx_heads, b, s, nh);
+    (d_x, d_ctx_heads)
+}
+
+/// Adds the Q/K/V projections' input gradient to `d_x` (and their
+/// parameters' gradients to `g`), consuming the heads' gradients.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn qkv_backward<B: Backend>(
+    be: &B,
+    v: &[B::Buf],
+    g: &mut [B::Buf],
+    d: &LayerDims,
+    l: &LayerIdx,
+    x: &B::Buf,
+    grads: [B::Buf; 3],
+    d_x: &mut B::Buf,
+) {
+    let (n, h) = (d.tokens(), d.hidden);
+    let [d_qh, d_kh, d_vh] = grads;
+    for (d_heads, dense, what) in [
+        (d_qh, &l.query, "q"),
+        (d_kh, &l.key, "k"),
+        (d_vh, &l.value, "v"),
+    ] {
+        let mut d_flat = be.alloc_overwritten(&d.grad_name(what), Workspace, n * h);
+        be.unpermute_heads(&d_heads, &mut d_flat, d.b, d.s, d.heads);
+        drop(d_heads);
+        dense.backward(be, v, g, &d_flat, x, n, Some((&mut *d_x, true)));
+    }
+}
+
+/// LayerNorm's backward with the parameters' gradients in the store.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn layernorm_back<B: Backend>(
+    be: &B,
+    v: &[B::Buf],
+    g: &mut [B::Buf],
+    ln: LayerNormIdx,
+    dout: &B::Buf,
+    x: &B::Buf,
+    mean: &B::Buf,
+    rstd: &B::Buf,
+    h: usize,
+    dx: &mut B::Buf,
+) {
+    let (lo, hi) = g.split_at_mut(ln.beta);
+    let (dgamma, dbeta) = (&mut lo[ln.gamma], &mut hi[0]);
+    be.layernorm_backward(dout, x, &v[ln.gamma], mean, rstd, h, dx, dgamma, dbeta);
+}
