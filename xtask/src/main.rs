@@ -18,6 +18,7 @@
 //!   the GPU machine (`--dry-run`: check its script and report here;
 //!   `--run`: run it here too).
 
+mod bench_coco;
 mod bench_packing;
 mod bench_sampler;
 mod bench_store;

@@ -612,6 +612,7 @@ fn run_trials(config: &StudyConfig, sampler: &mut dyn Sampler, n: u64) -> Vec<Fr
         let study = StudyView {
             name: "t",
             direction: StudyDirection::Maximize,
+            directions: &[],
             trials: &history,
         };
         let mut trial = hpo_sampler::Trial::new(sampler, study, number);

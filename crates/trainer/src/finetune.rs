@@ -9,8 +9,8 @@
 //! caps the tensor bytes the backend's tracker allows; a step that would go
 //! over is retried with half the micro-batch (see [`crate::train`]), and a
 //! run that cannot fit at all is [`FinetuneError::OutOfMemory`]. With the
-//! `testing` feature, [`finetune_cpu_with_faults`] and
-//! [`finetune_sim_with_faults`] make one allocation fail the same way, or
+//! `testing` feature, `finetune_cpu_with_faults` and
+//! `finetune_sim_with_faults` make one allocation fail the same way, or
 //! the device fail, for tests of everything above.
 
 use std::path::{Path, PathBuf};

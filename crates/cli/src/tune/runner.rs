@@ -396,11 +396,7 @@ impl<'a> Runner<'a> {
         {
             return Ok(Some(Candidate { trial, settings }));
         }
-        let view = StudyView {
-            name: &self.study.name,
-            direction: self.study.directions[0],
-            trials: &frozen,
-        };
+        let view = StudyView::with_directions(&self.study.name, &self.study.directions, &frozen);
         let mut t = hpo_sampler::Trial::new(self.sampler.as_mut(), view, trial.number as u64);
         let sampled = self
             .cfg
@@ -956,11 +952,7 @@ impl<'a> Runner<'a> {
         let Some(me) = frozen.iter().find(|t| t.number == trial.number as u64) else {
             return Ok(false);
         };
-        let view = StudyView {
-            name: &self.study.name,
-            direction: self.study.directions[0],
-            trials: &frozen,
-        };
+        let view = StudyView::with_directions(&self.study.name, &self.study.directions, &frozen);
         let decision = self.pruner.prune(&view, me);
         for (key, value) in &decision.system_attrs {
             self.storage
