@@ -26,6 +26,8 @@ fn main() {
         optimizer: OptimizerKind::AdamW,
         class_weights: false,
         dropout: true,
+        backend: Default::default(),
+        matmul_precision: Default::default(),
     };
     let plan = match MemoryPlan::new(&req) {
         Ok(plan) => plan,

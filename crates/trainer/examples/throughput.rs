@@ -71,6 +71,8 @@ fn main() {
             optimizer: OptimizerKind::AdamW,
             class_weights: false,
             dropout: true,
+            backend: Default::default(),
+            matmul_precision: Default::default(),
         };
         let batch = synthetic_batch(&req);
         train_step(&be, &mut model, &mut ctx, &[&batch], 1e-5).unwrap(); // warm-up

@@ -52,6 +52,8 @@ fn configs() -> Vec<PlanRequest> {
                 },
                 class_weights: i % 2 == 1,
                 dropout: i % 5 != 4,
+                backend: Default::default(),
+                matmul_precision: Default::default(),
             });
         }
     }
@@ -72,6 +74,8 @@ fn configs() -> Vec<PlanRequest> {
                     optimizer,
                     class_weights: false,
                     dropout,
+                    backend: Default::default(),
+                    matmul_precision: Default::default(),
                 });
             }
         }
@@ -124,6 +128,8 @@ fn family_configs() -> Vec<PlanRequest> {
                 optimizer: OptimizerKind::AdamW,
                 class_weights: k % 2 == 0,
                 dropout,
+                backend: Default::default(),
+                matmul_precision: Default::default(),
             });
         }
     }
@@ -170,6 +176,8 @@ fn family_weights_match_a_count_by_hand() {
             optimizer: OptimizerKind::AdamW,
             class_weights: false,
             dropout: true,
+            backend: Default::default(),
+            matmul_precision: Default::default(),
         })
         .unwrap();
         let params = embeddings + l * per_layer + head;
@@ -227,6 +235,8 @@ fn persistent_buffers_match_a_count_by_hand() {
         optimizer: OptimizerKind::AdamW,
         class_weights: false,
         dropout: true,
+        backend: Default::default(),
+        matmul_precision: Default::default(),
     };
     let plan = MemoryPlan::new(&req).unwrap();
     let (h, i, v, p, t) = (32, 64, 50, 64, 2);

@@ -55,6 +55,8 @@ fn sim_peak_is_the_memory_plan_peak_up_to_rounding() {
             optimizer: OptimizerKind::AdamW,
             class_weights: false,
             dropout: true,
+            backend: Default::default(),
+            matmul_precision: Default::default(),
         })
         .unwrap();
         let peak = plan.peak_bytes as u64;
@@ -171,6 +173,8 @@ fn step_peaks_equal_one_plan_per_micro_batch() {
             optimizer,
             class_weights: false,
             dropout,
+            backend: Default::default(),
+            matmul_precision: Default::default(),
         };
         let micros = [8, 1, 3, 16, 2];
         let peaks = step_peaks(&req, &micros).unwrap();

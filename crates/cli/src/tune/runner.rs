@@ -44,17 +44,21 @@ use hpo_sampler::{Pruner, Sampler, StudyView};
 use serde_json::{Value as Json, json};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use store::{Claim, Owner, RetryPolicy, Storage, TrialFilter, TrialRef, TrialState};
-use trainer::memory::{PlanError, PlanPeaks};
 
 use super::config::{StudyConfig, TrialSettings};
 use super::fault::Faults;
-use super::packing::{Admission, Lease, Packer};
+use super::packing::{Admission, Lease, Packer, Price};
+use super::pricing::Pricer;
 use super::progress::{Counts, Progress};
 use super::protocol::{FailureKind, Job, RunnerMsg, WorkerMsg};
 use super::record;
 use super::setup::RunPlan;
 use super::workers::{Event, WorkerProc, describe_exit};
 use crate::history;
+
+/// The user attribute naming the preset of a trial that trained from
+/// random weights (`[models.NAME] preset = ...`).
+pub const RANDOM_WEIGHTS_KEY: &str = "random_weights_preset";
 
 /// How often the loop wakes without events (timeout, Ctrl-C/SIGTERM, display).
 const TICK: Duration = Duration::from_millis(200);
@@ -151,9 +155,8 @@ pub struct Runner<'a> {
     running: BTreeMap<usize, Running>,
     next_worker_id: usize,
     pending: Option<Candidate>,
-    /// Memory plans per (model, head, sequence length), cached per
-    /// micro-batch: a plan runs the model's construction.
-    plans: BTreeMap<(String, Vec<usize>, usize), PlanPeaks>,
+    /// Prices runs as the trainer would run them (cached per job).
+    pricer: Pricer,
     progress: Progress,
     summary: Summary,
     dirty: bool,
@@ -178,6 +181,7 @@ impl<'a> Runner<'a> {
         let (events_tx, events) = channel();
         let progress = Progress::new(plan.n_trials, opts.progress);
         let packer = Packer::new(plan.budget);
+        let pricer = Pricer::new(plan.priced_device);
         // A resumed seeded study continues with fresh random draws.
         let existing = storage
             .trials(study.study_id, &TrialFilter::default())?
@@ -204,7 +208,7 @@ impl<'a> Runner<'a> {
             running: BTreeMap::new(),
             next_worker_id: 0,
             pending: None,
-            plans: BTreeMap::new(),
+            pricer,
             progress,
             dirty: true,
             first_outcomes: Vec::new(),
@@ -579,50 +583,28 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// The packer's answer for `c`, or why its step cannot be planned
-    /// (the trial is then recorded as failed, not admitted).
-    fn admit(&mut self, c: &Candidate) -> Result<Result<Admission, PlanError>, TuneError> {
-        let model = self
-            .plan
-            .model(&c.settings.model)
-            .map_err(TuneError::Setup)?;
-        let seq = c.settings.max_length.min(model.config.max_sequence());
-        let key = (
-            c.settings.model.clone(),
-            c.settings.head_hidden.clone(),
-            seq,
-        );
-        let peaks = match self.plans.entry(key) {
-            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::btree_map::Entry::Vacant(e) => {
-                let head = trainer::model::HeadConfig {
-                    num_labels: self.plan.num_classes,
-                    hidden: c.settings.head_hidden.clone(),
-                };
-                let peaks = match PlanPeaks::new(model.config.clone(), &head, seq) {
-                    Ok(peaks) => peaks,
-                    Err(e) => return Ok(Err(e)),
-                };
-                if let Some(why) = peaks.unpriced() {
-                    tracing::warn!(
-                        "{} at length {seq}: {why}; planning each micro-batch in full",
-                        model.config.model_type()
-                    );
-                }
-                e.insert(peaks)
-            }
-        };
-        // The packer asks for peaks it compares; a micro-batch the step
-        // cannot run at reads as one that never fits, and the first such
-        // error fails the trial instead of its admission.
+    /// The packer's answer for `c`, or why its run cannot be priced (the
+    /// trial is then recorded as failed, not admitted).
+    fn admit(&mut self, c: &Candidate) -> Result<Result<Admission, String>, TuneError> {
+        let job = self.job(c, 1, 1, None, 0)?;
+        let batch = c.settings.batch_size;
+        // The packer asks for prices it compares; a micro-batch whose run
+        // cannot be replayed reads as one that never fits, and the first
+        // such error fails the trial instead of its admission.
         let mut refused = None;
         let id = c.trial.trial_id as u64;
+        let pricer = &mut self.pricer;
         let admission = self
             .packer
-            .try_admit(id, c.settings.batch_size, &mut |micro| {
-                peaks.peak(micro).unwrap_or_else(|e| {
+            .try_admit_priced(id, batch, batch, &mut |micro| {
+                let job = Job {
+                    micro_batch: micro,
+                    accumulation_steps: batch.div_ceil(micro),
+                    ..job.clone()
+                };
+                pricer.price(&job).unwrap_or_else(|e| {
                     refused.get_or_insert(e);
-                    u64::MAX
+                    Price::NEVER
                 })
             });
         match refused {
@@ -634,17 +616,21 @@ impl<'a> Runner<'a> {
         }
     }
 
-    fn start(&mut self, c: Candidate, lease: Lease) -> Result<(), TuneError> {
-        let worker = match self.idle.pop_first() {
-            Some(id) => id,
-            None => self.spawn_worker()?,
-        };
+    /// The job a worker runs for `c` at `micro_batch` rows and
+    /// `accumulation` passes per step, under `memory_limit`.
+    fn job(
+        &self,
+        c: &Candidate,
+        micro_batch: usize,
+        accumulation: usize,
+        memory_limit: Option<u64>,
+        threads: usize,
+    ) -> Result<Job, TuneError> {
         let model = self
             .plan
             .model(&c.settings.model)
             .map_err(TuneError::Setup)?;
-        let threads = self.threads_for_next_trial()?;
-        let job = Job {
+        Ok(Job {
             trial_number: c.trial.number,
             model: model.source.clone(),
             data: self.plan.data.clone(),
@@ -652,16 +638,31 @@ impl<'a> Runner<'a> {
             split_seed: self.plan.split_seed,
             metric: self.plan.metric,
             settings: c.settings.clone(),
-            micro_batch: lease.micro_batch,
-            accumulation_steps: lease.accumulation,
-            // The tensors' share of the lease (the plan's peak plus the
-            // allocator's allowance); the process overhead is outside it.
-            memory_limit: Some(lease.limit),
+            micro_batch,
+            accumulation_steps: accumulation,
+            memory_limit,
             fault: self.opts.faults.per_trial.get(&c.trial.number).cloned(),
             threads,
             cuda_device: self.plan.cuda_device,
             matmul_precision: self.plan.matmul_precision,
+        })
+    }
+
+    fn start(&mut self, c: Candidate, lease: Lease) -> Result<(), TuneError> {
+        let worker = match self.idle.pop_first() {
+            Some(id) => id,
+            None => self.spawn_worker()?,
         };
+        let threads = self.threads_for_next_trial()?;
+        // The allocator's share of the lease (what the run reserves); the
+        // process overhead is outside it.
+        let job = self.job(
+            &c,
+            lease.micro_batch,
+            lease.accumulation,
+            Some(lease.limit),
+            threads,
+        )?;
         let pid = self.workers[&worker].pid;
         let device = record::DeviceRecord {
             name: &self.plan.device_name,
@@ -678,6 +679,23 @@ impl<'a> Runner<'a> {
             pid,
             threads,
         );
+        // A random-weight preset says so: its value measures the
+        // architecture's speed and memory, not what a checkpoint learns.
+        let started = match (
+            started,
+            &self
+                .plan
+                .model(&c.settings.model)
+                .map_err(TuneError::Setup)?
+                .random_weights,
+        ) {
+            (Ok(()), Some(preset)) => self.storage.set_trial_user_attr(
+                c.trial.trial_id,
+                RANDOM_WEIGHTS_KEY,
+                &json!(preset),
+            ),
+            (started, _) => started,
+        };
         if !taken_over(started, c.trial.number)? {
             self.packer.release(c.trial.trial_id as u64);
             self.beats.remove(c.trial.trial_id);
@@ -840,7 +858,7 @@ impl<'a> Runner<'a> {
                         "to_micro_batch": to_micro_batch, "error": message,
                     }));
                 }
-                Ok(())
+                self.now_runs_at(worker, to_micro_batch)
             }
             WorkerMsg::Finished {
                 value,
@@ -864,17 +882,20 @@ impl<'a> Runner<'a> {
                 } else {
                     value
                 };
-                let recorded = record::finished(
-                    &self.storage,
-                    &r.trial,
-                    state,
-                    value,
-                    &json!({
-                        "best_epoch": best_epoch, "epochs_run": epochs_run,
-                        "peak_bytes": peak_bytes, "requested_peak_bytes": requested_peak_bytes,
-                        "oom_retries": r.oom_retries, "skipped_steps": skipped_steps,
-                    }),
-                );
+                let mut details = json!({
+                    "best_epoch": best_epoch, "epochs_run": epochs_run,
+                    "peak_bytes": peak_bytes, "requested_peak_bytes": requested_peak_bytes,
+                    "oom_retries": r.oom_retries, "skipped_steps": skipped_steps,
+                });
+                if !r.oom_retries.is_empty() {
+                    // The record says what ran last: the smaller micro-batch,
+                    // its price, under the lease the trial kept.
+                    details["micro_batch"] = json!(r.lease.micro_batch);
+                    details["accumulation_steps"] = json!(r.lease.accumulation);
+                    details["predicted_peak_bytes"] = json!(r.lease.predicted_peak);
+                    details["lease_bytes"] = json!(r.lease.bytes);
+                }
+                let recorded = record::finished(&self.storage, &r.trial, state, value, &details);
                 if !taken_over(recorded, r.trial.number)? {
                     self.release(&r);
                     self.recycle_or_idle(worker);
@@ -913,6 +934,31 @@ impl<'a> Runner<'a> {
                 self.update_display()
             }
         }
+    }
+
+    /// The trial on `worker` runs at `micro_batch` rows from now on (the
+    /// trainer halved it after an out-of-memory): its lease keeps its
+    /// bytes, and says what runs and its price.
+    fn now_runs_at(&mut self, worker: usize, micro_batch: usize) -> Result<(), TuneError> {
+        let Some(r) = self.running.get(&worker) else {
+            return Ok(());
+        };
+        let c = Candidate {
+            trial: r.trial,
+            settings: r.settings.clone(),
+            rerun: false,
+        };
+        let accumulation = c.settings.batch_size.div_ceil(micro_batch);
+        let job = self.job(&c, micro_batch, accumulation, None, 0)?;
+        let peak = self.pricer.price(&job).map(|p| p.peak);
+        let r = self.running.get_mut(&worker).expect("looked up above");
+        r.lease.micro_batch = micro_batch;
+        r.lease.accumulation = accumulation;
+        match peak {
+            Ok(peak) => r.lease.predicted_peak = peak,
+            Err(e) => tracing::warn!("cannot price micro-batch {micro_batch}: {e}"),
+        }
+        Ok(())
     }
 
     /// A worker's output closed: it exited. A trial still on it died with it.

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{AdamWStep, Backend, Failure, MatmulShape, RelPosShape};
+use super::{AdamWStep, Backend, Failure, MatmulPrecision, MatmulShape, RelPosShape};
 use crate::memory::oom::RecordedOom;
 use crate::memory::{Allocation, BufKind, MemTracker};
 use crate::rng::RngKey;
@@ -124,6 +124,7 @@ pub struct PlanBuf {
 pub struct PlanBackend {
     tracker: Arc<MemTracker>,
     float_bytes: usize,
+    matmul_precision: MatmulPrecision,
     /// A refusal of the tracker's limit, when one is set.
     failure: RecordedOom,
 }
@@ -134,6 +135,7 @@ impl PlanBackend {
         Self {
             tracker: MemTracker::new(true),
             float_bytes,
+            matmul_precision: MatmulPrecision::Fp32,
             failure: RecordedOom::default(),
         }
     }
@@ -144,7 +146,17 @@ impl PlanBackend {
         Self {
             tracker: MemTracker::new(false),
             float_bytes,
+            matmul_precision: MatmulPrecision::Fp32,
             failure: RecordedOom::default(),
+        }
+    }
+
+    /// The backend reporting `precision` as its matrix products' operand
+    /// format, as the backend it plans for does.
+    pub fn with_matmul_precision(self, precision: MatmulPrecision) -> Self {
+        Self {
+            matmul_precision: precision,
+            ..self
         }
     }
 
@@ -174,6 +186,9 @@ impl Backend for PlanBackend {
     }
     fn holds_values(&self) -> bool {
         false
+    }
+    fn matmul_precision(&self) -> MatmulPrecision {
+        self.matmul_precision
     }
     fn take_failure(&self) -> Result<(), Failure> {
         self.failure.take()

@@ -16,9 +16,9 @@ use gpu_mem::{
 };
 
 use super::plan::compute_nothing;
-use super::{AdamWStep, Backend, Failure, MatmulShape, RelPosShape};
+use super::{AdamWStep, Backend, Failure, MatmulPrecision, MatmulShape, RelPosShape};
 use crate::memory::oom::RecordedOom;
-use crate::memory::{Allocation, BufKind, MemTracker, OutOfMemory};
+use crate::memory::{Allocation, BufKind, MemTracker, OutOfMemory, StepBackend};
 use crate::rng::RngKey;
 
 /// Page size of the simulated device (CUDA's usual granularity).
@@ -36,6 +36,9 @@ pub struct SimBackend {
     allocator: Arc<CachingAllocator<SimDevice>>,
     tracker: Arc<MemTracker>,
     float_bytes: usize,
+    matmul_precision: MatmulPrecision,
+    /// The buffers of the backend this one stands for, held while it lives.
+    backend_buffers: Vec<SimBuf>,
     failure: RecordedOom,
 }
 
@@ -72,8 +75,25 @@ impl SimBackend {
             allocator,
             tracker: MemTracker::new(false),
             float_bytes,
+            matmul_precision: MatmulPrecision::Fp32,
+            backend_buffers: Vec::new(),
             failure: RecordedOom::default(),
         }
+    }
+
+    /// The simulated device standing for `backend` with matrix products at
+    /// `precision`: `backend`'s own buffers (the CUDA backend's cuBLAS
+    /// workspace and kernel scratch) are allocated now, as that backend
+    /// allocates them when it starts, and held while this one lives. A
+    /// lease that cannot hold them is the backend's recorded
+    /// out-of-memory, as for any buffer.
+    pub fn standing_for(mut self, backend: StepBackend, precision: MatmulPrecision) -> Self {
+        self.matmul_precision = precision;
+        for b in backend.buffers() {
+            let buf = self.buffer(b.name, BufKind::Backend, b.bytes, b.bytes);
+            self.backend_buffers.push(buf);
+        }
+        self
     }
 
     pub fn allocator(&self) -> &Arc<CachingAllocator<SimDevice>> {
@@ -116,6 +136,9 @@ impl Backend for SimBackend {
     }
     fn holds_values(&self) -> bool {
         false
+    }
+    fn matmul_precision(&self) -> MatmulPrecision {
+        self.matmul_precision
     }
     fn take_failure(&self) -> Result<(), Failure> {
         self.failure.take()

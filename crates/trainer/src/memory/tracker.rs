@@ -21,6 +21,9 @@ pub enum BufKind {
     Activation,
     /// Temporaries: gradients of activations, scratch of one op.
     Workspace,
+    /// The backend's own buffers (cuBLAS workspace, kernel scratch), held
+    /// for as long as the backend lives: [`super::StepBackend::buffers`].
+    Backend,
 }
 
 /// One buffer's life as recorded by a tracker.

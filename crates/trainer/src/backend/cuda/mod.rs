@@ -32,6 +32,7 @@
 
 pub mod blas;
 pub mod buffer;
+pub mod device_assert;
 pub mod error;
 pub mod kernels;
 pub mod nvrtc;
@@ -49,12 +50,11 @@ use gpu_mem::{CachingAllocator, Config};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// cuBLAS workspace: 32 MiB, NVIDIA's recommendation for Hopper (4 MiB
-/// suffices before it).
-const BLAS_WORKSPACE_BYTES: usize = 32 << 20;
-/// Blocks of the deterministic sum-of-squares reduction (fixed, so the
-/// order of additions never changes).
-const NORM_BLOCKS: u32 = 256;
+/// cuBLAS workspace and the blocks of the deterministic sum-of-squares
+/// reduction: the backend's own buffers, listed (and priced in every plan
+/// of a CUDA step) in [`crate::memory::backend_buffers`].
+const BLAS_WORKSPACE_BYTES: usize = crate::memory::backend_buffers::CUDA_BLAS_WORKSPACE_BYTES;
+const NORM_BLOCKS: u32 = crate::memory::backend_buffers::CUDA_NORM_BLOCKS as u32;
 /// Threads per block of the elementwise kernels.
 const THREADS: u32 = 256;
 
