@@ -289,7 +289,38 @@ impl Storage {
     /// transactions for up to `max_wait`; `read_only` makes every
     /// transaction read-only; [`Durability::Normal`] turns off
     /// `synchronous_commit` (a server crash may lose the last commits).
+    ///
+    /// A server that is restarting or cuts the new connection off is waited
+    /// for as a lost connection is (`reconnect_for`, logged backoff).
     pub fn open_postgres(url: &PgUrl, opts: &OpenOptions) -> Result<Storage> {
+        let mut outage: Option<Outage> = None;
+        loop {
+            match Storage::try_open_postgres(url, opts) {
+                Err(StoreError::Postgres { path, source })
+                    if crate::pg::is_connection_lost(&source) =>
+                {
+                    let o = outage.get_or_insert_with(Outage::new);
+                    o.attempts += 1;
+                    if o.since.elapsed() >= opts.reconnect_for {
+                        return Err(StoreError::Postgres { path, source });
+                    }
+                    let wait = jitter(o.backoff);
+                    tracing::warn!(
+                        storage = %path.display(),
+                        attempt = o.attempts,
+                        "cannot open the storage ({}); retrying in {:.2} s",
+                        crate::pg::describe(&source),
+                        wait.as_secs_f64()
+                    );
+                    std::thread::sleep(wait);
+                    o.backoff = (o.backoff * 2).min(opts.max_backoff.max(Duration::from_millis(1)));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn try_open_postgres(url: &PgUrl, opts: &OpenOptions) -> Result<Storage> {
         let path = PathBuf::from(url.shown());
         let conn = PgConn::connect(url).map_err(|source| StoreError::Postgres {
             path: path.clone(),
@@ -342,7 +373,6 @@ impl Storage {
         if len.is_none() && !opts.read_only {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
         }
-        let restore_rollback = !opts.read_only && journal_mode_byte(&path) == Some(1);
         let conn = if opts.read_only && wal_at_rest(&path) {
             // A WAL file needs its `-shm` index to be read, and SQLite
             // creates it (and `-wal`) beside the file: impossible in a
@@ -357,6 +387,15 @@ impl Storage {
         .map_err(|e| from_sqlite(&path, e))?;
         conn.busy_timeout(opts.busy_timeout)
             .map_err(|e| from_sqlite(&path, e))?;
+        // Asked of SQLite, not read from the file: closing a descriptor of
+        // the file would drop every POSIX lock this process holds on it,
+        // its other connections' included (see `wal_at_rest`).
+        let restore_rollback = !opts.read_only
+            && !fresh
+            && conn
+                .query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0))
+                .map_err(|e| from_sqlite(&path, e))?
+                != "wal";
         let storage = Storage::new(
             Backend::Sqlite(SqliteConn {
                 conn,
@@ -711,13 +750,19 @@ impl From<StoreError> for TxError {
 
 /// Whether `path` is an SQLite file in WAL mode (header bytes 18 and 19 are
 /// 2) with no `-wal` or `-shm` beside it: at rest, no connection open.
+///
+/// The header is read only once the side files are known to be absent: a
+/// file descriptor of the database closed by this process releases every
+/// POSIX lock the process holds on it, so reading it while one of our
+/// WAL connections is open would let other processes checkpoint under
+/// that connection's readers (they then see a "malformed" database).
 fn wal_at_rest(path: &Path) -> bool {
     let side = |ext: &str| {
         let mut p = path.as_os_str().to_owned();
         p.push(ext);
         Path::new(&p).exists()
     };
-    journal_mode_byte(path) == Some(2) && !side("-wal") && !side("-shm")
+    !side("-wal") && !side("-shm") && journal_mode_byte(path) == Some(2)
 }
 
 /// The SQLite header's file-format byte (offset 18): 1 in rollback-journal
