@@ -238,7 +238,8 @@ impl<'a> Runner<'a> {
                 || self.summary.environment_error.is_some()
                 || self.summary.systematic_error.is_some()
             {
-                self.interrupt()?;
+                let interrupted = self.interrupt();
+                self.taken_over_meanwhile(interrupted)?;
                 break;
             }
             self.drop_lost_trials()?;
@@ -266,7 +267,8 @@ impl<'a> Runner<'a> {
             let refilled = !stopping && self.dirty;
             if refilled {
                 self.dirty = false;
-                self.refill()?;
+                let refill = self.refill();
+                self.taken_over_meanwhile(refill)?;
             }
             // Judged after a refill only (an event or a stale check), not on
             // every tick: it reads the whole study.
@@ -278,7 +280,8 @@ impl<'a> Runner<'a> {
             }
             match self.events.recv_timeout(TICK) {
                 Ok(event) => {
-                    self.handle(event)?;
+                    let handled = self.handle(event);
+                    self.taken_over_meanwhile(handled)?;
                     self.dirty = true;
                 }
                 Err(RecvTimeoutError::Timeout) => {}
@@ -365,6 +368,45 @@ impl<'a> Runner<'a> {
             self.report_taken_over(r.trial.number);
             self.dirty = true;
         }
+        Ok(())
+    }
+
+    /// `done`, unless it failed because another runner took one of this
+    /// runner's trials over between the heartbeat thread's last look and a
+    /// write (this process was stopped or cut off): that trial is dropped
+    /// here as [`Runner::drop_lost_trials`] drops it, and the run goes on.
+    fn taken_over_meanwhile(&mut self, done: Result<(), TuneError>) -> Result<(), TuneError> {
+        let Err(TuneError::Store(store::StoreError::TrialFinished { number, state })) = done else {
+            return done;
+        };
+        tracing::warn!(
+            trial = number,
+            "the trial was already {state} (taken over by another runner); dropped here"
+        );
+        if self
+            .pending
+            .as_ref()
+            .is_some_and(|c| c.trial.number == number)
+        {
+            let c = self.pending.take().expect("checked");
+            self.packer.release(c.trial.trial_id as u64);
+            self.beats.remove(c.trial.trial_id);
+        }
+        let worker = self
+            .running
+            .iter()
+            .find(|(_, r)| r.trial.number == number)
+            .map(|(&w, _)| w);
+        if let Some(worker) = worker {
+            let r = self.running.remove(&worker).expect("found above");
+            self.idle.remove(&worker);
+            if let Some(w) = self.workers.remove(&worker) {
+                let _ = w.kill();
+            }
+            self.release(&r);
+        }
+        self.report_taken_over(number);
+        self.dirty = true;
         Ok(())
     }
 
