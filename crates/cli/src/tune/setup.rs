@@ -276,9 +276,9 @@ fn resolve(
                 random_weights: Some(preset.name().to_string()),
             })
         }
-        (ModelSpec::Sim(_), None) => {
-            Err(in_key("a simulated model needs `[runner] device = \"sim\"`".into()).into())
-        }
+        (ModelSpec::Sim(_), None) => Err(in_key(
+            "a simulated model needs `[runner] device = \"sim\"`".into(),
+        )),
         (_, Some(_)) => Err(in_key(
             "on the simulated device every model must be a preset (`sim` or `preset`)".into(),
         )),
