@@ -13,7 +13,8 @@
 //!   4 finalists; and the default, Optuna's configuration: 24 candidates
 //!   that all compete), Optuna's `TPESampler()` and random sampling.
 //!
-//! `--gp` runs the Gaussian-process comparison instead (see [`run_gp`]).
+//! `--gp` runs the Gaussian-process comparison instead (see [`run_gp`]);
+//! `--suite coco` and `--multi` the standard suites (`bench_coco.rs`).
 //!
 //! Options: `--seeds N` (default 50, every function and sampler),
 //! `--optuna-seeds N` (default: same), `--reps N` (timing repetitions).
@@ -96,6 +97,12 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 pub fn run(args: &[String]) -> Result<()> {
     if args.iter().any(|a| a == "--gp") {
         return run_gp(args);
+    }
+    if args.windows(2).any(|w| w[0] == "--suite" && w[1] == "coco") {
+        return crate::bench_coco::run_suite(args);
+    }
+    if args.iter().any(|a| a == "--multi") {
+        return crate::bench_coco::run_multi(args);
     }
     let seeds = opt(args, "--seeds", 50)?;
     let optuna_seeds = opt(args, "--optuna-seeds", seeds)?;

@@ -13,11 +13,15 @@
 //! - `cargo xtask nvrtc`: install libnvrtc (pip wheel) and print its directory.
 //! - `cargo xtask bench NAME`: the cross-crate benchmarks that print a table
 //!   (`sampler`, `store`, `packing`).
+//! - `cargo xtask chaos [--hours H | --secs S]`: the unattended-study
+//!   chaos test (runners killed, paused and hung up on, PostgreSQL cut off
+//!   and restarted) for that long; CI runs it for 90 seconds.
 //! - `cargo xtask gpu-test [--run]`: build the GPU bundle `.device/` (CUDA
 //!   tests, latency table, `memtune`, `run.sh` with its steps and report) for
 //!   the GPU machine (`--dry-run`: check its script and report here;
 //!   `--run`: run it here too).
 
+mod bench_coco;
 mod bench_packing;
 mod bench_sampler;
 mod bench_store;
@@ -45,6 +49,7 @@ fn main() -> ExitCode {
         Some("nvrtc") => nvrtc::lib_dir().map(|dir| println!("{}", dir.display())),
         Some("bench") => bench(&args[1..]),
         Some("gpu-test") => gpu_test::run(&args[1..]),
+        Some("chaos") => chaos(&args[1..]),
         _ => Err(USAGE.to_string()),
     };
     match result {
@@ -56,8 +61,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str =
-    "usage: cargo xtask <test|tune|fetch-model minilm|python [torch|gp]|nvrtc|bench NAME|gpu-test>";
+const USAGE: &str = "usage: cargo xtask <test|tune|chaos|fetch-model minilm|python [torch|gp]|nvrtc|bench NAME|gpu-test>";
 
 /// No tracked build output, fmt, clippy, the API docs, then the whole test
 /// suite with the reference resources.
@@ -204,6 +208,32 @@ fn tune(extra: &[String]) -> Result<()> {
     let mut cmd = vec!["run", "--release", "--package", "cli", "--", "tune"];
     cmd.extend(extra.iter().map(String::as_str));
     env::cargo(&cmd, &vars)
+}
+
+/// The chaos test of `crates/cli/tests/chaos.rs` for `--hours H` or
+/// `--secs S` (default 2 hours), with Optuna's Python and PostgreSQL's
+/// server binaries.
+fn chaos(args: &[String]) -> Result<()> {
+    let secs = match args {
+        [] => 7200.0,
+        [flag, n] if flag == "--hours" || flag == "--secs" => {
+            let n: f64 = n
+                .parse()
+                .ok()
+                .filter(|n: &f64| *n > 0.0 && n.is_finite())
+                .ok_or_else(|| format!("{flag}: expected a positive number, got '{n}'"))?;
+            if flag == "--hours" { n * 3600.0 } else { n }
+        }
+        _ => return Err("usage: cargo xtask chaos [--hours H | --secs S]".into()),
+    };
+    let mut vars = env::reference_vars()?;
+    vars.push(("MEMTUNE_PG_BIN", postgres::bin_dir()?.display().to_string()));
+    vars.push(("MEMTUNE_CHAOS_SECS", format!("{}", secs.round() as u64)));
+    let vars: Vec<(&str, String)> = vars.iter().map(|(k, v)| (*k, v.clone())).collect();
+    env::cargo(
+        &["test", "-p", "cli", "--test", "chaos", "--", "--nocapture"],
+        &vars,
+    )
 }
 
 fn bench(args: &[String]) -> Result<()> {

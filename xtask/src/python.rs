@@ -9,8 +9,9 @@
 //!   round trips through transformers (`cargo xtask test` passes it as
 //!   `MEMTUNE_TORCH_PYTHON`).
 //! - `gp-venv` (`benches/sampler/requirements-gp.txt`: Optuna with torch
-//!   and scipy): only for Optuna's GPSampler in `cargo xtask bench
-//!   sampler --gp`, never for CI.
+//!   and scipy, and COCO's `coco-experiment`): only for the sampler
+//!   benchmarks (`cargo xtask bench sampler --gp`, `--suite coco`,
+//!   `--multi`), never for CI.
 //!
 //! A venv is rebuilt when its pinned requirements change, so every run
 //! compares against the same peers.

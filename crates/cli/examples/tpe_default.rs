@@ -180,6 +180,7 @@ fn ask(
     let view = StudyView {
         name: &cfg.study.name,
         direction: hpo_sampler::StudyDirection::Maximize,
+        directions: &[],
         trials,
     };
     let mut t = hpo_sampler::Trial::new(sampler, view, number);

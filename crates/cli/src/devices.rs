@@ -74,10 +74,12 @@ pub fn probe_cuda() -> CudaReport {
     }
 }
 
-/// Device memory one trial's process holds outside its tensors (the CUDA
-/// context, cuBLAS and its workspace, the loaded kernels), measured rather
-/// than assumed: the device's free memory before, and while, `memtune
-/// worker --hold-cuda N` holds a started backend. Another process
+/// Device memory one trial's process holds outside its allocator (the CUDA
+/// context, cuBLAS's own state, the loaded kernels), measured rather than
+/// assumed: the device's free memory before, and while, `memtune worker
+/// --hold-cuda N` holds a started backend, less what that backend's
+/// allocator reserved (its cuBLAS workspace and scratch, which every
+/// trial's lease prices). Another process
 /// allocating on the device in between would skew it; studies on shared
 /// devices can set `[runner] process_overhead`.
 pub fn measure_process_overhead(ordinal: usize) -> Result<u64, String> {
@@ -96,8 +98,14 @@ pub fn measure_process_overhead(ordinal: usize) -> Result<u64, String> {
         .map_err(|e| format!("cannot start a worker to measure cuda:{ordinal}: {e}"))?;
     let mut line = String::new();
     let stdout = child.stdout.take().expect("stdout is piped");
-    let ready =
-        std::io::BufReader::new(stdout).read_line(&mut line).is_ok() && line.trim() == "ready";
+    // `ready BYTES`: the bytes the backend's allocator holds, which a
+    // trial's lease prices (its own buffers), so they are not overhead.
+    let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+    let allocated: Option<u64> = line
+        .trim()
+        .strip_prefix("ready")
+        .and_then(|rest| rest.trim().parse().ok());
+    let ready = allocated.is_some();
     let during = if ready { free() } else { Ok(before) };
     drop(child.stdin.take());
     let mut stderr = String::new();
@@ -111,7 +119,9 @@ pub fn measure_process_overhead(ordinal: usize) -> Result<u64, String> {
             stderr.trim()
         ));
     }
-    let overhead = before.saturating_sub(during?);
+    let overhead = before
+        .saturating_sub(during?)
+        .saturating_sub(allocated.unwrap_or(0));
     crate::logging::note(&format!(
         "memtune: cuda:{ordinal}: a trial's process holds {} outside its tensors (measured)",
         human_bytes(overhead)

@@ -3,8 +3,8 @@
 //! | code | meaning |
 //! |---:|---|
 //! | 0 | the command did what was asked |
-//! | 1 | it failed while working: storage, data, model, workers, trials |
-//! | 2 | the command line or a file it names is wrong (clap's own errors too) |
+//! | 1 | it failed while working: storage, training, workers, trials |
+//! | 2 | the command line or a file it names is wrong: a study file, a model directory or data file that does not load (clap's own errors too) |
 //! | 130 | interrupted (Ctrl-C or SIGTERM); run the same command to resume |
 //!
 //! A script can tell "fix the command" (2) from "look at the run" (1) from
@@ -13,6 +13,11 @@
 use crate::history::HistoryError;
 use crate::tune::config::ConfigError;
 use crate::tune::runner::TuneError;
+use crate::tune::setup::SetupError;
+use trainer::data::DataError;
+use trainer::export::ExportError;
+use trainer::finetune::FinetuneError;
+use trainer::tokenize::TokenizerError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
@@ -28,6 +33,17 @@ pub enum CliError {
     History(#[from] HistoryError),
     #[error(transparent)]
     Tune(#[from] TuneError),
+    /// A run that cannot start (its models and data are checked first).
+    #[error(transparent)]
+    Setup(Box<SetupError>),
+    /// The trainer's error, typed, after what the command was doing
+    /// (`context` ends with ": " when there is one).
+    #[error("{context}{source}")]
+    Trainer {
+        context: String,
+        #[source]
+        source: Box<TrainerError>,
+    },
     /// A failure while working that has no type of its own (a model or
     /// data set that does not load, a retrain that did not repeat).
     #[error("{0}")]
@@ -41,7 +57,93 @@ pub enum CliError {
     Csv(#[from] csv::Error),
 }
 
+/// The trainer errors the commands meet, kept typed.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainerError {
+    #[error(transparent)]
+    Finetune(#[from] FinetuneError),
+    #[error(transparent)]
+    Export(#[from] ExportError),
+    #[error(transparent)]
+    Data(#[from] DataError),
+    #[error(transparent)]
+    Tokenizer(#[from] TokenizerError),
+}
+
+impl TrainerError {
+    /// Whether the model directory or data file the user gave is at fault
+    /// (it does not load, or cannot be used as asked), rather than
+    /// something that failed while working.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            TrainerError::Data(_) | TrainerError::Tokenizer(_) => true,
+            TrainerError::Finetune(e) => finetune_input(e),
+            TrainerError::Export(e) => match e {
+                ExportError::ModelConfig(e) => finetune_input(e),
+                ExportError::HiddenHeadLayers { .. }
+                | ExportError::NotAClassifier { .. }
+                | ExportError::Labels { .. }
+                | ExportError::OutputExists { .. }
+                | ExportError::Json { .. }
+                | ExportError::Config(_)
+                | ExportError::Weights(_)
+                | ExportError::Tokenizer(_)
+                | ExportError::Model(_)
+                | ExportError::Load(_)
+                | ExportError::Data(_) => true,
+                _ => false,
+            },
+        }
+    }
+}
+
+/// A fine-tune's errors that say its model directory or data do not load.
+fn finetune_input(e: &FinetuneError) -> bool {
+    matches!(
+        e,
+        FinetuneError::Data(_)
+            | FinetuneError::Config(_)
+            | FinetuneError::Tokenizer(_)
+            | FinetuneError::Weights(_)
+            | FinetuneError::Model(_)
+            | FinetuneError::Load(_)
+            | FinetuneError::Deberta(_)
+    )
+}
+
+/// `?` on a trainer call: the error, typed, without context.
+macro_rules! from_trainer {
+    ($($t:ty),*) => {$(
+        impl From<$t> for CliError {
+            fn from(e: $t) -> Self {
+                CliError::trainer("", e)
+            }
+        }
+    )*};
+}
+from_trainer!(FinetuneError, ExportError, DataError, TokenizerError);
+
+impl From<SetupError> for CliError {
+    fn from(e: SetupError) -> Self {
+        CliError::Setup(Box::new(e))
+    }
+}
+
 impl CliError {
+    /// A trainer error after what the command was doing (`context`, empty
+    /// for none).
+    pub fn trainer(context: impl std::fmt::Display, e: impl Into<TrainerError>) -> Self {
+        let context = context.to_string();
+        CliError::Trainer {
+            context: if context.is_empty() {
+                context
+            } else {
+                format!("{context}: ")
+            },
+            source: Box::new(e.into()),
+        }
+    }
+
     /// A [`CliError::Failed`] from any message (an error of another crate
     /// that the CLI reports as it is).
     pub fn failed(message: impl std::fmt::Display) -> Self {
@@ -52,10 +154,16 @@ impl CliError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Usage(_) | CliError::Config(_) => 2,
+            CliError::Setup(e) if matches!(**e, SetupError::Model { .. } | SetupError::Data(_)) => {
+                2
+            }
+            CliError::Trainer { source, .. } if source.is_bad_input() => 2,
             CliError::Interrupted => 130,
             CliError::Store(_)
             | CliError::History(_)
             | CliError::Tune(_)
+            | CliError::Setup(_)
+            | CliError::Trainer { .. }
             | CliError::Failed(_)
             | CliError::Io(_)
             | CliError::Csv(_) => 1,
@@ -106,5 +214,43 @@ mod tests {
         assert_eq!(CliError::Usage("x".into()).exit_code(), 2);
         assert_eq!(CliError::Failed("x".into()).exit_code(), 1);
         assert_eq!(CliError::Interrupted.exit_code(), 130);
+    }
+
+    /// Trainer errors keep their type up to here: the input's fault (a
+    /// model directory or data file that does not load, an output that
+    /// exists) exits 2, a failure while working 1.
+    #[test]
+    fn trainer_errors_exit_by_their_kind() {
+        use crate::tune::setup::SetupError;
+        use trainer::data::DataError;
+        use trainer::export::ExportError;
+        let data = || DataError::Read {
+            path: "/nowhere/d.csv".into(),
+            source: std::io::Error::other("gone"),
+        };
+        let e = CliError::trainer("reading texts", data());
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(
+            e.to_string(),
+            "reading texts: cannot read data file /nowhere/d.csv: gone"
+        );
+        assert_eq!(
+            CliError::from(data()).to_string(),
+            "cannot read data file /nowhere/d.csv: gone"
+        );
+        let exists = ExportError::OutputExists {
+            path: "/nowhere/out".into(),
+        };
+        assert_eq!(CliError::from(exists).exit_code(), 2);
+        let writing = ExportError::Io {
+            path: "/full/disk".into(),
+            source: std::io::Error::other("no space left"),
+        };
+        assert_eq!(CliError::from(writing).exit_code(), 1);
+        assert_eq!(CliError::from(SetupError::Data(data())).exit_code(), 2);
+        assert_eq!(
+            CliError::from(SetupError::Other("no device".into())).exit_code(),
+            1
+        );
     }
 }

@@ -69,6 +69,11 @@ fn main() -> ExitCode {
     // pool's thread.
     match cli::commands::run(command, &ctx, &mut std::io::stdout()) {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader left (`memtune trials | head -1`): it has what it
+        // wanted, so this is no failure, as for any Unix filter.
+        Err(cli::error::CliError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("{}", e.report());
             ExitCode::from(e.exit_code())

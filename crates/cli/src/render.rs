@@ -7,14 +7,25 @@
 use serde_json::Value as Json;
 use store::FrozenTrial;
 
-/// A float as Optuna users read it (`inf`, `-inf`, `nan`, else shortest repr).
+/// A float as Optuna users read it: `inf`, `-inf`, `nan`, else the
+/// shortest digits that read back as `v`, in scientific notation where
+/// Python's `repr` uses it (exponent below -4 or from 16: `1e+300`,
+/// `1e-05`), so no number prints as hundreds of digits.
 pub fn float(v: f64) -> String {
     if v.is_nan() {
-        "nan".into()
-    } else if v.is_infinite() {
-        if v > 0.0 { "inf".into() } else { "-inf".into() }
-    } else {
+        return "nan".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    let sci = format!("{v:e}");
+    let (mantissa, exp) = sci.split_once('e').expect("`{:e}` has an exponent");
+    let exp: i32 = exp.parse().expect("`{:e}` has an integer exponent");
+    if v == 0.0 || (-4..16).contains(&exp) {
         format!("{v}")
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.abs())
     }
 }
 
@@ -79,4 +90,27 @@ pub fn params(t: &FrozenTrial) -> String {
 /// A user attribute, or else a system attribute, of this key.
 pub fn attr<'a>(t: &'a FrozenTrial, key: &str) -> Option<&'a Json> {
     t.user_attrs.get(key).or_else(|| t.system_attrs.get(key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::float;
+
+    #[test]
+    fn floats_read_as_python_prints_them() {
+        for (v, shown) in [
+            (1e300, "1e+300"),
+            (-2.5e-7, "-2.5e-07"),
+            (1e-5, "1e-05"),
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000"),
+            (0.0001, "0.0001"),
+            (0.5, "0.5"),
+            (0.0, "0"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (f64::NEG_INFINITY, "-inf"),
+        ] {
+            assert_eq!(float(v), shown, "{v}");
+        }
+    }
 }

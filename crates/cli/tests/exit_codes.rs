@@ -1,5 +1,6 @@
 //! The exit-code table (`cli::error`): 0 ok, 1 a failure while working,
-//! 2 a wrong command line or study file, 130 interrupted. 130 is checked
+//! 2 a wrong command line, study file, model directory or data file, 130
+//! interrupted. 130 is checked
 //! where a run is interrupted (`tune_faults.rs` for Ctrl-C, `misuse.rs` for
 //! SIGTERM); this file covers the rest, and `-q`, `MEMTUNE_LOG` and the
 //! shell completions.
@@ -89,6 +90,18 @@ fn each_kind_of_outcome_has_its_exit_code() {
                 "[models.bert-base]\ndir = \"/nowhere/model\"",
             ),
     );
+    let missing_file = write(
+        dir.path(),
+        "missing-file.toml",
+        &SIM_STUDY
+            .replace("device = \"sim\"", "device = \"cpu\"")
+            .replace(
+                "[models.bert-base]\nsim = \"bert-base\"",
+                "[data]\nfiles = [\"/nowhere/data.csv\"]\nnum_classes = 2\n\n[models.bert-base]\ndir = \"/nowhere/model\"",
+            ),
+    );
+    let texts = write(dir.path(), "texts.jsonl", "{\"text\": \"fine\"}\n");
+    let out_dir = dir.path().join("retrained").display().to_string();
     let missing_db = dir.path().join("missing.db");
     let missing_url = common::url(&missing_db);
 
@@ -180,7 +193,45 @@ fn each_kind_of_outcome_has_its_exit_code() {
                 &missing_data,
             ],
             &[],
-            1,
+            2,
+            "/nowhere/model",
+        ),
+        (
+            "a data file that cannot be read",
+            vec![
+                "--storage",
+                &url,
+                "tune",
+                "--no-progress",
+                "--config",
+                &missing_file,
+            ],
+            &[],
+            2,
+            "/nowhere/data.csv",
+        ),
+        (
+            "predicting with a model directory that cannot be read",
+            vec!["predict", "--model", "/nowhere/model", "--data", &texts],
+            &[],
+            2,
+            "/nowhere/model",
+        ),
+        (
+            "retraining with a study file whose model cannot be read",
+            vec![
+                "--storage",
+                &url,
+                "train",
+                "--study",
+                "codes",
+                "--config",
+                &missing_data,
+                "--output",
+                &out_dir,
+            ],
+            &[],
+            2,
             "/nowhere/model",
         ),
     ];

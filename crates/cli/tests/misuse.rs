@@ -413,8 +413,17 @@ fn a_broken_model_stops_the_study_before_any_trial() {
 
 // ---- 4. SIGTERM is Ctrl-C --------------------------------------------------
 
+/// SIGTERM (a scheduler's stop) and SIGHUP (the terminal or SSH session
+/// closed) both stop the study cleanly: exit 130, the trials in flight
+/// failed as interrupted and re-enqueued, nothing left RUNNING.
 #[test]
-fn sigterm_fails_and_requeues_the_trials_in_flight() {
+fn sigterm_and_sighup_fail_and_requeue_the_trials_in_flight() {
+    for signal in [libc::SIGTERM, libc::SIGHUP] {
+        a_signal_fails_and_requeues_the_trials_in_flight(signal);
+    }
+}
+
+fn a_signal_fails_and_requeues_the_trials_in_flight(signal: i32) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.db");
     let n_trials = 40;
@@ -426,7 +435,7 @@ fn sigterm_fails_and_requeues_the_trials_in_flight() {
     let child = start_until_a_trial_runs(&db, &cfg, "term");
     // SAFETY: signalling our own child.
     unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
+        libc::kill(child.id() as i32, signal);
     }
     let out = child.wait_with_output().unwrap();
     let ts = trials(&db, "term");
@@ -440,7 +449,7 @@ fn sigterm_fails_and_requeues_the_trials_in_flight() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     // Exited by itself (not killed by the signal) as interrupted, with its
     // summary.
-    assert_eq!(out.status.code(), Some(130), "{stdout}");
+    assert_eq!(out.status.code(), Some(130), "signal {signal}: {stdout}");
     assert!(stdout.contains("interrupted"), "{stdout}");
     assert!(!ts.iter().any(|t| t.state == TrialState::Running));
     let interrupted = ts
@@ -843,4 +852,324 @@ fn a_model_broken_mid_study_stops_it_without_consuming_trials() {
         .filter(|t| t.state == TrialState::Complete)
         .count();
     assert_eq!(done, 3);
+}
+
+// ---- 9. a long study left alone ------------------------------------------------
+
+/// The families' BERT classifier fixture (96 positions, 3 labels).
+fn bert_classifier(dir: &Path) -> PathBuf {
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../trainer/tests/fixtures/families/bert");
+    let model = dir.join("bert");
+    std::fs::create_dir_all(&model).unwrap();
+    for f in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(fixture.join(f), model.join(f)).unwrap();
+    }
+    model
+}
+
+fn edit_json(path: &Path, edit: impl FnOnce(&mut Json)) {
+    let mut json: Json = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    edit(&mut json);
+    std::fs::write(path, json.to_string()).unwrap();
+}
+
+/// A trial a `memtune tune` runner claimed is its runner's to tell: a
+/// client's `tell` is refused (the runner would find it finished and drop
+/// its real result) and changes nothing.
+#[test]
+fn tell_refuses_a_trial_a_runner_is_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    create(&db, "s");
+    let s = Storage::open_existing(&db).unwrap();
+    let study = s.study("s").unwrap();
+    let owner = store::Owner {
+        id: "host:1234:1".into(),
+        stale_after: Duration::from_secs(60),
+    };
+    let t = s
+        .claim_or_create_within(study.study_id, 10, &owner)
+        .unwrap()
+        .unwrap()
+        .trial();
+    let out = memtune(
+        &db,
+        &[
+            "tell",
+            "--study",
+            "s",
+            "--trial-number",
+            &t.number.to_string(),
+            "--values",
+            "1",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("runner (host:1234:1) is running it"), "{err}");
+    assert_eq!(s.trial(t.trial_id).unwrap().state, TrialState::Running);
+}
+
+/// A study name with a newline and a terminal escape is printed escaped.
+#[test]
+fn study_not_found_shows_the_name_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    create(&db, "s");
+    let err = fails(memtune(&db, &["trials", "--study", "x\n\u{1b}[2Jy"]));
+    assert!(err.contains(r"study `x\n\u{1b}[2Jy` not found"), "{err}");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err:?}");
+}
+
+/// `memtune trials | head -1`: the reader leaves early; memtune ends
+/// quietly with 0.
+#[test]
+fn a_reader_that_leaves_early_is_no_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    create(&db, "s");
+    // Enough trials to overflow a pipe's buffer (64 KiB), in one transaction.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch("BEGIN").unwrap();
+    for n in 0..3000 {
+        conn.execute(
+            "INSERT INTO trials (number, study_id, state, datetime_start, datetime_complete) \
+             VALUES (?1, 1, 'COMPLETE', '2026-11-26 10:00:00', '2026-11-26 10:00:01')",
+            [n],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO trial_values (trial_id, objective, value, value_type) \
+             VALUES (last_insert_rowid(), 0, 0.5, 'FINITE')",
+            [],
+        )
+        .unwrap();
+    }
+    conn.execute_batch("COMMIT").unwrap();
+    drop(conn);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memtune"))
+        .arg("--storage")
+        .arg(common::url(&db))
+        .args(["trials", "--study", "s"])
+        .env_remove("MEMTUNE_STORAGE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(!first.is_empty());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{:?}: {err}", out.status);
+    assert!(!err.contains("Broken pipe"), "{err}");
+}
+
+/// Numbers print as Python prints them: 1e+300, not 301 digits.
+#[test]
+fn huge_values_print_in_scientific_notation() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    create(&db, "s");
+    ok(ask(&db, "s", X));
+    ok(memtune(
+        &db,
+        &[
+            "tell",
+            "--study",
+            "s",
+            "--trial-number",
+            "0",
+            "--values",
+            "1e300",
+        ],
+    ));
+    let out = ok(memtune(&db, &["trials", "--study", "s"]));
+    assert!(out.contains("1e+300"), "{out}");
+    assert!(!out.contains("10000000000"), "{out}");
+}
+
+/// A parameter name longer than Optuna's schema stores (512 characters) is
+/// refused before anything is written, on SQLite and PostgreSQL, naming
+/// the limit; PostgreSQL's own errors carry the server's reason.
+#[test]
+fn a_600_character_parameter_name_is_refused_before_anything_is_stored() {
+    let name = "p".repeat(600);
+    let space = format!(
+        r#"{{"{name}": {{"name": "FloatDistribution", "attributes": {{"low": 0.0, "high": 1.0}}}}}}"#
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut urls = vec![common::url(&dir.path().join("s.db"))];
+    urls.extend(store::pg_server::test_database("longname"));
+    for url in urls {
+        ok(common::memtune_on(
+            &url,
+            &["create-study", "--study-name", "s"],
+        ));
+        let out = common::memtune_on(
+            &url,
+            &[
+                "ask",
+                "--study-name",
+                "s",
+                "--sampler",
+                "random",
+                "--search-space",
+                &space,
+            ],
+        );
+        let err = fails(out);
+        assert!(
+            err.contains("600 characters long") && err.contains("at most 512"),
+            "{err}"
+        );
+        let s = Storage::open_url(&url, &store::OpenOptions::default()).unwrap();
+        let study = s.study("s").unwrap();
+        assert!(
+            s.trials(study.study_id, &TrialFilter::default())
+                .unwrap()
+                .is_empty(),
+            "{url}: a trial was left behind"
+        );
+    }
+}
+
+/// `predict --format` reads a file whose name does not say its format,
+/// and a bad record of a JSON array is named once.
+#[test]
+fn predict_takes_a_format_and_names_a_bad_record_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = bert_classifier(dir.path());
+    let texts = write(
+        dir.path(),
+        "texts.txt",
+        r#"[{"text": "good"}, {"txt": "bad"}]"#,
+    );
+    let predict = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_memtune"))
+            .args(["predict", "--model"])
+            .arg(&model)
+            .arg("--data")
+            .arg(&texts)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let err = fails(predict(&[]));
+    assert!(err.contains("--format"), "{err}");
+    let out = predict(&["--format", "json_array"]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 1);
+    let line = err.lines().find(|l| l.contains("texts.txt")).unwrap();
+    assert_eq!(line.matches("(record 1)").count(), 1, "{err}");
+}
+
+/// Sizes no model has in a model's config.json: exit 2 naming the file
+/// and the field, from `predict` and from `tune`, before allocating them.
+#[test]
+fn absurd_model_sizes_are_refused_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let texts = write(dir.path(), "texts.jsonl", "{\"text\": \"good\"}\n");
+    for (field, value) in [
+        ("num_labels", 1_000_000_000u64),
+        ("max_position_embeddings", 1_000_000_000),
+    ] {
+        let model = bert_classifier(&dir.path().join(field));
+        edit_json(&model.join("config.json"), |c| {
+            c.as_object_mut().unwrap().remove("id2label");
+            c[field] = Json::from(value);
+        });
+        let out = Command::new(env!("CARGO_BIN_EXE_memtune"))
+            .args(["predict", "--model"])
+            .arg(&model)
+            .arg("--data")
+            .arg(&texts)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{field}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.contains("config.json") && err.contains(&format!("`{field}` = {value}")),
+            "{err}"
+        );
+    }
+    let model = bert_classifier(&dir.path().join("hidden"));
+    edit_json(&model.join("config.json"), |c| {
+        c["hidden_size"] = Json::from(1_000_000_000u64)
+    });
+    let cfg = write(dir.path(), "s.toml", &cpu_study("big", &model, ""));
+    let out = tune(&dir.path().join("s.db"), &cfg, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("config.json") && err.contains("`hidden_size` = 1000000000"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+/// A `max_length` beyond a model directory's positions is refused before
+/// any trial (exit 2, naming the study file and the model's config), as it
+/// is for simulated and builtin models: otherwise every trial fails alike.
+#[test]
+fn max_length_beyond_a_model_directorys_positions_is_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = bert_classifier(dir.path());
+    let cfg = write(
+        dir.path(),
+        "s.toml",
+        &cpu_study("long", &model, "").replace("max_length = 32", "max_length = 4096"),
+    );
+    let db = dir.path().join("s.db");
+    let out = tune(&db, &cfg, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("s.toml")
+            && err.contains("max_length 4096 is more than the 96 token positions")
+            && err.contains("config.json"),
+        "{err}"
+    );
+    assert!(trials(&db, "long").is_empty());
+}
+
+/// Every trial failing with the same data error (all-duplicate data: the
+/// split leaves no training set) stops the study after the first 3, with
+/// exit 1 and that error, instead of burning the budget.
+#[test]
+fn the_same_error_on_the_first_trials_stops_the_study() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let rows: String = (0..40)
+        .map(|i| format!("the same words,{}\n", i % 2))
+        .collect();
+    write(dir.path(), "dup.csv", &format!("text,label\n{rows}"));
+    let data = "[data]\nsource = \"files\"\nfiles = [\"dup.csv\"]\nnum_classes = 2";
+    let cfg = write(
+        dir.path(),
+        "s.toml",
+        &cpu_study("dup", &model, data).replace("n_trials = 2", "n_trials = 12"),
+    );
+    let db = dir.path().join("s.db");
+    let out = tune(&db, &cfg, &[]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the first 3 trials all failed with the same error"),
+        "{err}"
+    );
+    let ts = trials(&db, "dup");
+    let failed = ts.iter().filter(|t| t.state == TrialState::Fail).count();
+    assert!(ts.iter().all(|t| t.state != TrialState::Running), "{ts:?}");
+    assert!(
+        failed >= 3 && ts.len() < 12,
+        "{} trials, {failed} failed",
+        ts.len()
+    );
 }

@@ -411,7 +411,13 @@ fn model_choices_must_be_model_keys() {
         ),
         "models.small",
         "[models.small]",
-        "only one of dir, builtin or sim",
+        "only one of dir, builtin, preset or sim",
+    );
+    expect_error(
+        &replace("builtin = \"minilm-l6\"", "preset = \"bert-huge\""),
+        "models.small.preset",
+        "preset = \"bert-huge\"",
+        "unknown preset `bert-huge`",
     );
     expect_error(
         &replace("builtin = \"minilm-l6\"", "builtin = \"bert-base\""),
@@ -429,7 +435,7 @@ fn model_choices_must_be_model_keys() {
         &replace("builtin = \"minilm-l6\"", "sim = \"gpt-2\""),
         "models.small.sim",
         "sim = \"gpt-2\"",
-        "unknown simulated model `gpt-2`, expected one of minilm-l6, bert-base",
+        "unknown preset `gpt-2`, expected one of minilm-l6, bert-base",
     );
 }
 
@@ -501,6 +507,18 @@ fn other_sections_are_checked() {
         "pruner.wrapped.n_min_trials",
         "wrapped",
         "must be at least 1",
+    );
+    expect_error(
+        &format!("{BASE}\n[runner]\nmemory_limit = 0\n"),
+        "runner.memory_limit",
+        "memory_limit",
+        "must be larger than 0",
+    );
+    expect_error(
+        &format!("{BASE}\n[runner]\nmemory_limit = \"24 gigs\"\n"),
+        "runner.memory_limit",
+        "24 gigs",
+        "not a size",
     );
     expect_error(
         &format!("{BASE}\n[runner]\ndevice = \"sim\"\nsim_memory = \"24 gigs\"\n"),
@@ -594,6 +612,7 @@ fn run_trials(config: &StudyConfig, sampler: &mut dyn Sampler, n: u64) -> Vec<Fr
         let study = StudyView {
             name: "t",
             direction: StudyDirection::Maximize,
+            directions: &[],
             trials: &history,
         };
         let mut trial = hpo_sampler::Trial::new(sampler, study, number);

@@ -363,3 +363,36 @@ fn ctrl_c_fails_and_requeues_the_trials_in_flight_then_the_same_command_resumes(
             .any(|t| matches!(t.state, TrialState::Running | TrialState::Waiting))
     );
 }
+
+#[test]
+fn a_device_assert_fails_its_trial_alone_and_the_study_finishes() {
+    // The legacy setup's worst failure, on the simulated device: after
+    // trial 2's first epoch its device loses the context, as after a
+    // device-side assert; its next step fails with the sticky error.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let cfg = write(
+        dir.path(),
+        "s.toml",
+        &common::sim_study("assert", 6, "24GiB", ""),
+    );
+    let summary = common::ok(tune(&db, &cfg, Some("assert@2:epoch=0")));
+    let ts = trials(&db, "assert");
+    assert_eq!(ts.len(), 6);
+    for t in &ts {
+        if t.number == 2 {
+            assert_eq!(t.state, TrialState::Fail);
+            assert_eq!(attr(t, "cuda_error"), Some(&Json::Bool(true)));
+            let msg = attr(t, "cuda_error_msg").unwrap().as_str().unwrap();
+            assert!(msg.contains("CUDA_ERROR_ASSERT"), "{msg}");
+            assert_eq!(t.intermediate_values.len(), 1, "it ran one epoch");
+        } else {
+            assert_eq!(t.state, TrialState::Complete, "trial {}", t.number);
+        }
+    }
+    let device_errors = summary
+        .lines()
+        .find(|l| l.trim_start().starts_with("device errors"))
+        .unwrap();
+    assert!(device_errors.trim_end().ends_with(" 1"), "{summary}");
+}

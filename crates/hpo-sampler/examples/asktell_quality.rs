@@ -113,6 +113,7 @@ fn main() {
             let study = StudyView {
                 name: "h6",
                 direction: StudyDirection::Minimize,
+                directions: &[],
                 trials: &trials,
             };
             let mut fresh;

@@ -105,6 +105,7 @@ fn run(sampler: &mut dyn Sampler, f: &str, trials: usize, parallel: usize) -> (V
             let study = StudyView {
                 name: "bench",
                 direction: StudyDirection::Minimize,
+                directions: &[],
                 trials: &history,
             };
             let mut trial = Trial::new(sampler, study, number);

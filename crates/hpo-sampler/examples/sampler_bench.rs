@@ -100,6 +100,7 @@ fn optimise(
         let study = StudyView {
             name: "quality",
             direction: StudyDirection::Minimize,
+            directions: &[],
             trials: &trials,
         };
         let mut trial = Trial::new(&mut *sampler, study, number);

@@ -91,8 +91,14 @@
 //! - **Importance**: [`importance::fanova_importances`], Optuna's default
 //!   `FanovaImportanceEvaluator` (a random forest and its fANOVA
 //!   decomposition) over finished trials.
-//!
-//! Only single-objective studies are supported (`values[0]` is the objective).
+//! - **Several objectives**: a [`StudyView`] built with
+//!   [`StudyView::with_directions`]; [`TpeSampler`] is then Optuna's
+//!   multi-objective TPE, [`NsgaIISampler`] is Optuna's `NSGAIISampler`, and
+//!   [`GpSampler`] fits one random (ParEGO) scalarisation per ask instead of
+//!   Optuna's expected hypervolume improvement. [`multi`] has the Pareto
+//!   front (`study.best_trials`), non-dominated sorting and hypervolume.
+//!   Constraints (`FrozenTrial::constraints`, Optuna's `constraints` system
+//!   attribute) are honoured by every sampler.
 //!
 //! # Where we differ from Optuna 5.0, deliberately
 //!
@@ -117,6 +123,7 @@ pub mod ask;
 pub mod distribution;
 pub mod error;
 pub mod importance;
+pub mod multi;
 pub mod pruner;
 mod rng;
 pub mod sampler;
@@ -145,7 +152,8 @@ pub use pruner::{
     Pruner, SuccessiveHalvingPruner, ThresholdPruner,
 };
 pub use sampler::{
-    AutoConfig, AutoSampler, GpConfig, GpSampler, RandomSampler, Sampler, TpeConfig, TpeSampler,
+    AutoConfig, AutoSampler, GpConfig, GpSampler, NsgaIIConfig, NsgaIISampler, RandomSampler,
+    Sampler, TpeConfig, TpeSampler,
 };
 pub use study::Study;
 pub use trial::{

@@ -10,10 +10,12 @@ use crate::{
 };
 use std::collections::BTreeMap;
 
-/// A single-objective study held in memory, trials numbered from 0.
+/// A study held in memory, trials numbered from 0.
 pub struct Study<S, P> {
     name: String,
     direction: StudyDirection,
+    /// Every objective's direction when there are several (else empty).
+    directions: Vec<StudyDirection>,
     sampler: S,
     pruner: P,
     trials: Vec<FrozenTrial>,
@@ -24,9 +26,61 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
         Study {
             name: name.into(),
             direction,
+            directions: Vec::new(),
             sampler,
             pruner,
             trials: Vec::new(),
+        }
+    }
+
+    /// A study of several objectives (Optuna's `create_study(directions=...)`),
+    /// told with [`Study::tell_values`].
+    ///
+    /// ```
+    /// use hpo_sampler::study::space_of;
+    /// use hpo_sampler::{Distribution, NopPruner, Study, StudyDirection, TpeSampler, TrialState};
+    ///
+    /// # fn main() -> hpo_sampler::Result<()> {
+    /// let directions = vec![StudyDirection::Minimize; 2];
+    /// let mut study = Study::with_directions("front", directions, TpeSampler::with_seed(1), NopPruner);
+    /// let space = space_of("x", Distribution::float(0.0, 1.0, false, None)?);
+    /// for _ in 0..30 {
+    ///     let n = study.ask(&space)?;
+    ///     let x = study.param(n, "x")?.as_f64().unwrap();
+    ///     study.tell_values(n, TrialState::Complete, Some(vec![x, (1.0 - x).powi(2)]))?;
+    /// }
+    /// // Every trial lies on this problem's front.
+    /// assert_eq!(study.best_trials().len(), 30);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_directions(
+        name: impl Into<String>,
+        directions: Vec<StudyDirection>,
+        sampler: S,
+        pruner: P,
+    ) -> Self {
+        let mut study = Study::new(
+            name,
+            directions
+                .first()
+                .copied()
+                .unwrap_or(StudyDirection::Minimize),
+            sampler,
+            pruner,
+        );
+        if directions.len() > 1 {
+            study.directions = directions;
+        }
+        study
+    }
+
+    fn view(&self) -> StudyView<'_> {
+        StudyView {
+            name: &self.name,
+            direction: self.direction,
+            directions: &self.directions,
+            trials: &self.trials,
         }
     }
 
@@ -38,11 +92,17 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
         let view = StudyView {
             name: &self.name,
             direction: self.direction,
+            directions: &self.directions,
             trials: &self.trials,
         };
         let params = crate::ask(&mut self.sampler, view, number, space)?;
+        let system_attrs = self.sampler.system_attrs(&view, number);
         let mut trial = FrozenTrial::new(number);
         trial.params = params;
+        trial.system_attrs = system_attrs
+            .into_iter()
+            .map(|(k, v)| (k, v.into()))
+            .collect();
         self.trials.push(trial);
         Ok(number)
     }
@@ -65,6 +125,7 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
         let view = StudyView {
             name: &self.name,
             direction: self.direction,
+            directions: &self.directions,
             trials: &self.trials,
         };
         let decision = self.pruner.prune(&view, &self.trials[index]);
@@ -78,6 +139,9 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
     /// a PRUNED one without a value keeps its last reported value, as
     /// Optuna does.
     pub fn tell(&mut self, number: u64, state: TrialState, value: Option<f64>) -> Result<()> {
+        if !self.directions.is_empty() {
+            return Err(told(number, "a study of several objectives is told values"));
+        }
         let index = self.running(number)?;
         let trial = &mut self.trials[index];
         let value = match (state, value) {
@@ -98,6 +162,48 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
         trial.state = state;
         trial.values = value.map(|v| vec![v]);
         Ok(())
+    }
+
+    /// Finish a RUNNING trial of any study with one value per objective
+    /// (a COMPLETE trial needs them, finite).
+    pub fn tell_values(
+        &mut self,
+        number: u64,
+        state: TrialState,
+        values: Option<Vec<f64>>,
+    ) -> Result<()> {
+        let index = self.running(number)?;
+        let objectives = self.view().objectives().len();
+        match (state, &values) {
+            (TrialState::Running | TrialState::Waiting, _) => {
+                return Err(told(number, "a trial can only be told a finished state"));
+            }
+            (TrialState::Complete, None) => {
+                return Err(told(number, "a COMPLETE trial needs its values"));
+            }
+            (_, Some(v)) if v.len() != objectives => {
+                return Err(told(
+                    number,
+                    &format!("{} values for {objectives} objectives", v.len()),
+                ));
+            }
+            (TrialState::Complete, Some(v)) if v.iter().any(|x| !x.is_finite()) => {
+                return Err(told(number, "a COMPLETE trial's values must be finite"));
+            }
+            _ => {}
+        }
+        let trial = &mut self.trials[index];
+        trial.state = state;
+        trial.values = values;
+        Ok(())
+    }
+
+    /// The Pareto front of the COMPLETE trials (Optuna's
+    /// `study.best_trials`: only feasible trials when any trial has
+    /// constraints), in number order.
+    pub fn best_trials(&self) -> Vec<&FrozenTrial> {
+        let constrained = self.trials.iter().any(|t| t.has_constraints());
+        crate::multi::pareto_front(&self.trials, self.view().objectives(), constrained)
     }
 
     /// Every trial, in number order.

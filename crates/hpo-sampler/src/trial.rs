@@ -243,12 +243,65 @@ impl FrozenTrial {
 }
 
 /// What samplers and pruners are given: the study's name (Hyperband hashes
-/// it), its direction and its trials in number order.
+/// it), its direction(s) and its trials in number order.
 #[derive(Debug, Clone, Copy)]
 pub struct StudyView<'a> {
     pub name: &'a str,
+    /// The (first) objective's direction: what pruners and single-objective
+    /// samplers use.
     pub direction: StudyDirection,
+    /// Every objective's direction, for a study of several objectives
+    /// (Optuna's `study.directions`); empty for a single objective, whose
+    /// direction is `direction`.
+    pub directions: &'a [StudyDirection],
     pub trials: &'a [FrozenTrial],
+}
+
+impl<'a> StudyView<'a> {
+    /// A single-objective study.
+    pub fn new(name: &'a str, direction: StudyDirection, trials: &'a [FrozenTrial]) -> Self {
+        StudyView {
+            name,
+            direction,
+            directions: &[],
+            trials,
+        }
+    }
+
+    /// A study of one or more objectives (at least one direction).
+    pub fn with_directions(
+        name: &'a str,
+        directions: &'a [StudyDirection],
+        trials: &'a [FrozenTrial],
+    ) -> Self {
+        StudyView {
+            name,
+            direction: directions
+                .first()
+                .copied()
+                .unwrap_or(StudyDirection::Minimize),
+            directions: if directions.len() > 1 {
+                directions
+            } else {
+                &[]
+            },
+            trials,
+        }
+    }
+
+    /// Every objective's direction (one for a single-objective study).
+    pub fn objectives(&self) -> &[StudyDirection] {
+        if self.directions.is_empty() {
+            std::slice::from_ref(&self.direction)
+        } else {
+            self.directions
+        }
+    }
+
+    /// Whether the study has several objectives.
+    pub fn is_multi_objective(&self) -> bool {
+        self.directions.len() > 1
+    }
 }
 
 #[cfg(test)]

@@ -148,6 +148,7 @@ fn run_study(
         let study = StudyView {
             name: "s",
             direction: StudyDirection::Minimize,
+            directions: &[],
             trials: &trials,
         };
         let params = ask(sampler, study, number, &space).unwrap();
@@ -306,6 +307,7 @@ fn running_trials_push_concurrent_asks_apart() {
                 StudyView {
                     name: "s",
                     direction: StudyDirection::Minimize,
+                    directions: &[],
                     trials: &trials,
                 },
                 12,
@@ -320,6 +322,7 @@ fn running_trials_push_concurrent_asks_apart() {
                 StudyView {
                     name: "s",
                     direction: StudyDirection::Minimize,
+                    directions: &[],
                     trials: &trials,
                 },
                 13,

@@ -119,6 +119,7 @@ fn replay(path: &Path) -> usize {
         let study = StudyView {
             name,
             direction,
+            directions: &[],
             trials: &trials,
         };
         let decision = pruner.prune(&study, &current);

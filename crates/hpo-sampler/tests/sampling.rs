@@ -143,6 +143,7 @@ proptest! {
         let study = StudyView {
             name: "prop",
             direction: if maximize { StudyDirection::Maximize } else { StudyDirection::Minimize },
+            directions: &[],
             trials: &trials,
         };
         let params = ask(&mut tpe, study, trials.len() as u64, &space).unwrap();
@@ -169,6 +170,7 @@ fn optimise(
         let study = StudyView {
             name: "t",
             direction: StudyDirection::Minimize,
+            directions: &[],
             trials: &trials,
         };
         let mut trial = Trial::new(&mut *sampler, study, number);
@@ -273,6 +275,7 @@ fn suggesting_twice_returns_the_same_value_or_a_clear_error() {
     let study = StudyView {
         name: "t",
         direction: StudyDirection::Minimize,
+        directions: &[],
         trials: &trials,
     };
     let mut trial = Trial::new(&mut rs, study, 0);

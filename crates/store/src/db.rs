@@ -111,6 +111,38 @@ impl DbError {
             DbError::Decode(_) => false,
         }
     }
+
+    /// Whether the connection to the server is gone (PostgreSQL), so a
+    /// new one may carry on.
+    pub(crate) fn is_connection_lost(&self) -> bool {
+        match self {
+            DbError::Pg(e) => crate::pg::is_connection_lost(e),
+            _ => false,
+        }
+    }
+
+    /// Whether SQLite met an I/O error (a storage hiccup: a network file
+    /// system's blip, a full journal device that frees up): the
+    /// transaction was rolled back and running it again may succeed.
+    pub(crate) fn is_io_error(&self) -> bool {
+        match self {
+            DbError::Sqlite(e) => matches!(
+                crate::error::sqlite_code(e),
+                Some(rusqlite::ErrorCode::SystemIoFailure)
+            ),
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for DbError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DbError::Sqlite(e) => write!(f, "{e}"),
+            DbError::Pg(e) => write!(f, "{}", crate::pg::describe(e)),
+            DbError::Decode(d) => write!(f, "{d}"),
+        }
+    }
 }
 
 /// One result row.
@@ -177,6 +209,18 @@ pub(crate) enum Tx<'a> {
 impl Tx<'_> {
     pub(crate) fn is_postgres(&self) -> bool {
         matches!(self, Tx::Pg(_))
+    }
+
+    /// Start a transaction with `begin`; on PostgreSQL, also its id (see
+    /// `PgConn::begin`).
+    pub(crate) fn begin(&self, begin: &str) -> Result<Option<i64>, DbError> {
+        match self {
+            Tx::Sqlite(conn) => {
+                conn.execute_batch(begin)?;
+                Ok(None)
+            }
+            Tx::Pg(conn) => conn.borrow_mut().begin(begin).map(Some),
+        }
     }
 
     /// Every row `sql` returns.

@@ -45,13 +45,13 @@ pub enum StoreError {
     #[error("bad storage URL `{url}`: {reason}")]
     InvalidUrl { url: String, reason: String },
 
-    #[error("study `{name}` not found")]
+    #[error("study `{}` not found", name.escape_debug())]
     StudyNotFound { name: String },
 
     #[error("study id {study_id} not found")]
     StudyIdNotFound { study_id: i64 },
 
-    #[error("study `{name}` already exists")]
+    #[error("study `{}` already exists", name.escape_debug())]
     StudyExists { name: String },
 
     /// A study needs at least one direction.
@@ -76,6 +76,12 @@ pub enum StoreError {
     /// `finish` was called with a state that does not end a trial.
     #[error("trial {number}: `{state}` is not a finished state (COMPLETE, PRUNED or FAIL)")]
     NotAFinishedState { number: i64, state: String },
+
+    /// A parameter name longer than Optuna's schema stores.
+    #[error(
+        "parameter name `{name}` is {chars} characters long; Optuna's schema stores at most 512"
+    )]
+    ParamNameTooLong { name: String, chars: usize },
 
     /// The same parameter set twice on one trial.
     #[error("trial {number}: parameter `{name}` is already set")]
@@ -152,9 +158,20 @@ pub enum StoreError {
         source: rusqlite::Error,
     },
 
+    /// The storage stopped answering (a PostgreSQL server unreachable, or
+    /// SQLite's I/O errors) and did not come back while we kept trying.
+    #[error("{path}: unavailable for {seconds:.0} s, gave up after {attempts} attempts ({cause})")]
+    Unavailable {
+        path: PathBuf,
+        seconds: f64,
+        attempts: u32,
+        cause: String,
+    },
+
     /// An error from the PostgreSQL server or the connection to it (the
-    /// path is the storage URL without its password).
-    #[error("{path}: {source}")]
+    /// path is the storage URL without its password), with the server's
+    /// SQLSTATE, message, detail and hint.
+    #[error("{path}: {}", crate::pg::describe(source))]
     Postgres {
         path: PathBuf,
         #[source]

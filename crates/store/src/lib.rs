@@ -83,6 +83,7 @@ mod stale;
 mod storage;
 mod study;
 pub mod time;
+mod tls;
 mod trial;
 
 pub use error::{Result, StoreError};
@@ -96,6 +97,6 @@ pub use optuna_json::{
 };
 pub use pg::PgUrl;
 pub use schema::{ALEMBIC_VERSION, LIBRARY_VERSION, SCHEMA_VERSION};
-pub use stale::{RetryPolicy, StaleTrial};
-pub use storage::{Durability, OpenOptions, Storage, StorageUrl, parse_sqlite_url};
-pub use trial::{Claim, NewTrial};
+pub use stale::{OWNER_KEY, Owner, RetryPolicy, StaleTrial};
+pub use storage::{Durability, OpenOptions, Storage, StorageUrl, parse_sqlite_url, redact_url};
+pub use trial::{Claim, MAX_PARAM_NAME_CHARS, NewTrial, check_param_name};

@@ -168,7 +168,10 @@ pub fn search_space_from_json(text: &str) -> Result<SearchSpace, StoreError> {
         .as_object()
         .ok_or_else(|| bad("expected an object of distributions by name".into()))?;
     obj.iter()
-        .map(|(name, d)| Ok((name.clone(), json_value_to_distribution(d, name)?)))
+        .map(|(name, d)| {
+            crate::trial::check_param_name(name)?;
+            Ok((name.clone(), json_value_to_distribution(d, name)?))
+        })
         .collect()
 }
 

@@ -4,10 +4,12 @@
 //! `timestamp without time zone`, `text`/`varchar` and its native ENUM types).
 
 use crate::db::{DbError, Row, Value};
+use crate::tls::{SslMode, TlsSettings};
 use bytes::BytesMut;
 use postgres::types::{FromSql, IsNull, Kind, ToSql, Type, to_sql_checked};
 use std::collections::HashMap;
 use std::error::Error;
+use std::sync::Arc;
 use std::time::Duration;
 
 type BoxError = Box<dyn Error + Sync + Send>;
@@ -18,6 +20,8 @@ pub struct PgUrl {
     pub(crate) config: postgres::Config,
     /// The URL without its password, for messages.
     pub(crate) shown: String,
+    /// The TLS client configuration; `None`: `sslmode=disable`.
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl PgUrl {
@@ -31,42 +35,112 @@ impl PgUrl {
 /// Parse `postgresql://user[:password]@host[:port]/db[?k=v...]`, also in
 /// SQLAlchemy's spellings `postgres://` and `postgresql+DRIVER://`
 /// (`+psycopg2`, `+psycopg`, ...): the driver names a Python library and
-/// means nothing here. Without a user, `$PGUSER` or `$USER` (as libpq).
-/// `None` when the URL is not a PostgreSQL one.
+/// means nothing here. Without a user, `$PGUSER` or `$USER` (as libpq);
+/// without a password, `$PGPASSWORD`. `sslmode` and `sslrootcert` mean
+/// what they mean to libpq (see [`crate::tls`]). `None` when the URL is
+/// not a PostgreSQL one.
 pub(crate) fn parse_url(url: &str) -> Option<Result<PgUrl, String>> {
     let (scheme, rest) = url.split_once("://")?;
     let base = scheme.split('+').next().unwrap_or(scheme);
     if base != "postgresql" && base != "postgres" {
         return None;
     }
-    let plain = format!("postgresql://{rest}");
-    Some(
-        plain
-            .parse::<postgres::Config>()
-            .map_err(|e| e.to_string())
-            .and_then(|mut config| {
-                if config.get_hosts().is_empty() {
-                    return Err("no host (write postgresql://USER@HOST[:PORT]/DB)".into());
-                }
-                if config.get_dbname().is_none() {
-                    return Err("no database name after the host (…/DB)".into());
-                }
-                if config.get_user().is_none() {
-                    // libpq's default, which Optuna's drivers use too.
-                    match std::env::var("PGUSER").or_else(|_| std::env::var("USER")) {
-                        Ok(user) => {
-                            config.user(&user);
-                        }
-                        Err(_) => return Err("no user (write postgresql://USER@HOST/DB)".into()),
-                    }
-                }
-                if config.get_connect_timeout().is_none() {
-                    config.connect_timeout(Duration::from_secs(10));
-                }
-                let shown = shown_url(&config);
-                Ok(PgUrl { config, shown })
-            }),
-    )
+    Some(parse_rest(rest))
+}
+
+fn parse_rest(rest: &str) -> Result<PgUrl, String> {
+    let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let mut tls = TlsSettings {
+        mode: SslMode::Prefer,
+        root_cert: None,
+    };
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "sslmode" => tls.mode = SslMode::parse(&percent_decode(value)?)?,
+            "sslrootcert" => tls.root_cert = Some(percent_decode(value)?.into()),
+            "sslcert" | "sslkey" | "sslpassword" | "sslcrl" | "sslcrldir" => {
+                return Err(format!(
+                    "{key} is not supported (client certificates and revocation lists); \
+                     authenticate with a password"
+                ));
+            }
+            _ => kept.push(pair),
+        }
+    }
+    let plain = if kept.is_empty() {
+        format!("postgresql://{location}")
+    } else {
+        format!("postgresql://{location}?{}", kept.join("&"))
+    };
+    let mut config = plain
+        .parse::<postgres::Config>()
+        .map_err(|e| e.to_string())?;
+    if config.get_hosts().is_empty() {
+        return Err("no host (write postgresql://USER@HOST[:PORT]/DB)".into());
+    }
+    if config.get_dbname().is_none() {
+        return Err("no database name after the host (…/DB)".into());
+    }
+    if config.get_user().is_none() {
+        // libpq's default, which Optuna's drivers use too.
+        match std::env::var("PGUSER").or_else(|_| std::env::var("USER")) {
+            Ok(user) => {
+                config.user(&user);
+            }
+            Err(_) => return Err("no user (write postgresql://USER@HOST/DB)".into()),
+        }
+    }
+    if config.get_password().is_none()
+        && let Ok(password) = std::env::var("PGPASSWORD")
+    {
+        // Keeps the password out of command lines and study files.
+        config.password(password);
+    }
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(10));
+    }
+    // A server that vanishes without closing the connection (a network
+    // partition, a powered-off host) is noticed within a minute instead
+    // of the system's two hours, so the connection is re-established.
+    if config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
+        config.keepalives_idle(Duration::from_secs(30));
+    }
+    config.ssl_mode(match tls.mode {
+        SslMode::Disable => postgres::config::SslMode::Disable,
+        SslMode::Prefer => postgres::config::SslMode::Prefer,
+        SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => {
+            postgres::config::SslMode::Require
+        }
+    });
+    let tls = match tls.mode {
+        SslMode::Disable => None,
+        _ => Some(Arc::new(tls.client_config()?)),
+    };
+    let shown = shown_url(&config);
+    Ok(PgUrl { config, shown, tls })
+}
+
+/// `%XX` escapes in a URL's query value.
+fn percent_decode(text: &str) -> Result<String, String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("bad %-escape in `{text}`"))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("`{text}` is not UTF-8"))
 }
 
 fn shown_url(config: &postgres::Config) -> String {
@@ -94,14 +168,76 @@ fn shown_url(config: &postgres::Config) -> String {
 pub(crate) struct PgConn {
     pub(crate) client: postgres::Client,
     statements: HashMap<String, postgres::Statement>,
+    url: PgUrl,
+    /// Session settings (`SET ...`), run again on every new connection.
+    session: String,
 }
 
 impl PgConn {
     pub(crate) fn connect(url: &PgUrl) -> Result<PgConn, postgres::Error> {
-        let client = url.config.connect(postgres::NoTls)?;
         Ok(PgConn {
-            client,
+            client: Self::client(url)?,
             statements: HashMap::new(),
+            url: url.clone(),
+            session: String::new(),
+        })
+    }
+
+    fn client(url: &PgUrl) -> Result<postgres::Client, postgres::Error> {
+        match &url.tls {
+            None => url.config.connect(postgres::NoTls),
+            Some(tls) => url
+                .config
+                .connect(tokio_postgres_rustls::MakeRustlsConnect::new(
+                    (**tls).clone(),
+                )),
+        }
+    }
+
+    /// Run `sql` now and after every reconnection.
+    pub(crate) fn set_session(&mut self, sql: &str) -> Result<(), postgres::Error> {
+        self.client.batch_execute(sql)?;
+        self.session = sql.to_string();
+        Ok(())
+    }
+
+    /// A new connection in place of a lost one, with the session's
+    /// settings; prepared statements are prepared again as they are used.
+    pub(crate) fn reconnect(&mut self) -> Result<(), postgres::Error> {
+        let mut client = Self::client(&self.url)?;
+        if !self.session.is_empty() {
+            client.batch_execute(&self.session)?;
+        }
+        self.client = client;
+        self.statements.clear();
+        Ok(())
+    }
+
+    /// `BEGIN` and the transaction's id, in one round trip: after a
+    /// connection is lost during `COMMIT`, the id tells whether it
+    /// committed ([`PgConn::commit_status`]).
+    pub(crate) fn begin(&mut self, begin: &str) -> Result<i64, DbError> {
+        let messages = self
+            .client
+            .simple_query(&format!("{begin}; SELECT txid_current()"))?;
+        messages
+            .iter()
+            .find_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(row) => row.get(0)?.parse().ok(),
+                _ => None,
+            })
+            .ok_or_else(|| DbError::Decode("txid_current() returned no id".into()))
+    }
+
+    /// What became of transaction `txid`: `Some(true)` committed,
+    /// `Some(false)` rolled back (or forgotten), `None` still in progress.
+    pub(crate) fn commit_status(&mut self, txid: i64) -> Result<Option<bool>, DbError> {
+        let rows = self.query("SELECT txid_status(?1)::text", &[Value::Int(txid)])?;
+        let status = rows.first().map(|r| r.opt_string(0)).transpose()?.flatten();
+        Ok(match status.as_deref() {
+            Some("committed") => Some(true),
+            Some("in progress") => None,
+            _ => Some(false),
         })
     }
 
@@ -133,6 +269,61 @@ impl PgConn {
         let stmt = self.statement(sql)?;
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|v| v as _).collect();
         Ok(self.client.execute(&stmt, &refs)?)
+    }
+}
+
+/// Whether a connection error is the connection's end (terminated by an
+/// administrator, a server restart or crash, a broken socket), after
+/// which a new connection may succeed; not a refused statement.
+pub(crate) fn is_connection_lost(e: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(code) = e.code() {
+        return code.code().starts_with("08")
+            || [
+                SqlState::ADMIN_SHUTDOWN,
+                SqlState::CRASH_SHUTDOWN,
+                SqlState::CANNOT_CONNECT_NOW,
+                SqlState::TOO_MANY_CONNECTIONS,
+            ]
+            .contains(code);
+    }
+    // No server code: the socket failed, or the connection could not be made.
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.downcast_ref::<std::io::Error>().is_some() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
+/// A server error with what the server said (severity, SQLSTATE, message,
+/// detail, hint); the driver's own text for anything else.
+pub(crate) fn describe(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => {
+            let mut text = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+            if let Some(detail) = db.detail() {
+                text.push_str(&format!(" ({detail})"));
+            }
+            if let Some(hint) = db.hint() {
+                text.push_str(&format!("; hint: {hint}"));
+            }
+            text
+        }
+        None => {
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(s) = source {
+                text.push_str(&format!(": {s}"));
+                source = s.source();
+            }
+            text
+        }
     }
 }
 
@@ -237,7 +428,7 @@ const PG_EPOCH_DAYS: i64 = 10_957;
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 
 /// `YYYY-MM-DD HH:MM:SS[.ffffff]` (or with `T`) as PostgreSQL's microseconds.
-fn parse_timestamp(s: &str) -> Result<i64, BoxError> {
+pub(crate) fn parse_timestamp(s: &str) -> Result<i64, BoxError> {
     let bad = || -> BoxError { format!("bad timestamp `{s}` (want YYYY-MM-DD HH:MM:SS)").into() };
     let (date, time) = s.split_once([' ', 'T']).ok_or_else(bad)?;
     let num = |t: &str| t.parse::<i64>().map_err(|_| bad());
@@ -294,6 +485,32 @@ mod tests {
         );
         assert!(parse_timestamp("2000-01-01").is_err());
         assert!(parse_timestamp("2000-01-01 00:00:00.1234567").is_err());
+    }
+
+    #[test]
+    fn passwords_never_show() {
+        use crate::redact_url;
+        for (url, shown) in [
+            (
+                "postgresql://me:s3cret@db:5432/x?sslmode=require",
+                "postgresql://me:***@db:5432/x?sslmode=require",
+            ),
+            ("postgresql://me:p@ss:w@rd@db/x", "postgresql://me:***@db/x"),
+            (
+                "postgres://db/x?user=me&password=s3cret&sslmode=verify-full",
+                "postgres://db/x?user=me&password=***&sslmode=verify-full",
+            ),
+            ("sqlite:///study.db", "sqlite:///study.db"),
+            (
+                "host=db password=s3cret user=me",
+                "host=db password=*** user=me",
+            ),
+            ("postgresql://me@db/x", "postgresql://me@db/x"),
+        ] {
+            assert_eq!(redact_url(url), shown);
+        }
+        let e = crate::StorageUrl::parse("postgresql://me:s3cret@db").unwrap_err();
+        assert!(!e.to_string().contains("s3cret"), "{e}");
     }
 
     #[test]

@@ -21,6 +21,119 @@ pub struct PgServer {
     bin: PathBuf,
     port: u16,
     run_as: Option<String>,
+    /// The server's options (`pg_ctl -o`), kept for restarts.
+    options: String,
+}
+
+/// A certificate and its private key, PEM files.
+#[derive(Clone, Debug)]
+pub struct CertPair {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// A self-signed certificate for `names` (DNS names or IP addresses) made
+/// with the `openssl` command in `dir`, as `NAME.crt` and `NAME.key`: a
+/// server's certificate that is its own certificate authority.
+pub fn self_signed_cert(dir: &Path, name: &str, names: &[&str]) -> Result<CertPair, String> {
+    let pair = CertPair {
+        cert: dir.join(format!("{name}.crt")),
+        key: dir.join(format!("{name}.key")),
+    };
+    let san = names
+        .iter()
+        .map(|n| {
+            if n.parse::<std::net::IpAddr>().is_ok() {
+                format!("IP:{n}")
+            } else {
+                format!("DNS:{n}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    let out = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .arg("-keyout")
+        .arg(&pair.key)
+        .arg("-out")
+        .arg(&pair.cert)
+        .args(["-subj", &format!("/CN={}", names.first().unwrap_or(&name))])
+        .args(["-addext", &format!("subjectAltName={san}")])
+        .stdin(Stdio::null())
+        .output();
+    openssl_done(out)?;
+    Ok(pair)
+}
+
+/// A certificate for `names` signed by the certificate authority `ca`, as
+/// `NAME.crt` and `NAME.key` in `dir`.
+pub fn ca_signed_cert(
+    dir: &Path,
+    ca: &CertPair,
+    name: &str,
+    names: &[&str],
+) -> Result<CertPair, String> {
+    let pair = CertPair {
+        cert: dir.join(format!("{name}.crt")),
+        key: dir.join(format!("{name}.key")),
+    };
+    let csr = dir.join(format!("{name}.csr"));
+    let ext = dir.join(format!("{name}.ext"));
+    let san = names
+        .iter()
+        .map(|n| match n.parse::<std::net::IpAddr>() {
+            Ok(_) => format!("IP:{n}"),
+            Err(_) => format!("DNS:{n}"),
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    std::fs::write(
+        &ext,
+        format!("basicConstraints=CA:FALSE\nsubjectAltName={san}\n"),
+    )
+    .map_err(|e| format!("{}: {e}", ext.display()))?;
+    openssl_done(
+        Command::new("openssl")
+            .args(["req", "-new", "-newkey", "rsa:2048", "-nodes", "-subj"])
+            .arg(format!("/CN={}", names.first().unwrap_or(&name)))
+            .arg("-keyout")
+            .arg(&pair.key)
+            .arg("-out")
+            .arg(&csr)
+            .stdin(Stdio::null())
+            .output(),
+    )?;
+    openssl_done(
+        Command::new("openssl")
+            .args(["x509", "-req", "-days", "2", "-CAcreateserial"])
+            .arg("-in")
+            .arg(&csr)
+            .arg("-CA")
+            .arg(&ca.cert)
+            .arg("-CAkey")
+            .arg(&ca.key)
+            .arg("-extfile")
+            .arg(&ext)
+            .arg("-out")
+            .arg(&pair.cert)
+            .stdin(Stdio::null())
+            .output(),
+    )?;
+    Ok(pair)
+}
+
+fn openssl_done(out: std::io::Result<std::process::Output>) -> Result<(), String> {
+    let out = out.map_err(|e| format!("cannot run openssl: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "openssl failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
 }
 
 /// Where the server binaries are, or why none were found.
@@ -71,6 +184,16 @@ pub fn find_bin_dir() -> Result<PathBuf, String> {
 impl PgServer {
     /// Start a fresh server, or say why it cannot be started.
     pub fn start() -> Result<PgServer, String> {
+        PgServer::start_with(None)
+    }
+
+    /// Start a fresh server that accepts only TLS connections, with
+    /// `tls`'s certificate and key.
+    pub fn start_tls(tls: &CertPair) -> Result<PgServer, String> {
+        PgServer::start_with(Some(tls))
+    }
+
+    fn start_with(tls: Option<&CertPair>) -> Result<PgServer, String> {
         let bin = find_bin_dir()?;
         // SAFETY: geteuid has no preconditions.
         let run_as = (unsafe { libc::geteuid() } == 0).then(|| "postgres".to_string());
@@ -87,6 +210,7 @@ impl PgServer {
             bin,
             port: 0,
             run_as,
+            options: String::new(),
         };
         if let Some(user) = &server.run_as {
             chown(&server.dir, user)?;
@@ -106,30 +230,91 @@ impl PgServer {
                 "--no-sync",
             ],
         )?;
+        let mut tls_options = String::new();
+        if let Some(tls) = tls {
+            tls_options = server.install_tls(tls)?;
+        }
         // A free port can be taken between our probe and the server's bind:
         // try a few.
         let mut last = String::new();
         for _ in 0..3 {
             server.port = free_port()?;
-            let opts = format!(
-                "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200",
+            server.options = format!(
+                "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200{tls_options}",
                 server.port,
                 server.dir.display()
             );
-            let log = server.dir.join("server.log").display().to_string();
-            let data = server.data().display().to_string();
-            match server.run(
-                "pg_ctl",
-                &["-D", &data, "-o", &opts, "-l", &log, "-w", "start"],
-            ) {
+            match server.pg_ctl_start() {
                 Ok(()) => return Ok(server),
                 Err(e) => {
-                    let tail = std::fs::read_to_string(&log).unwrap_or_default();
+                    let tail =
+                        std::fs::read_to_string(server.dir.join("server.log")).unwrap_or_default();
                     last = format!("{e}\n{tail}");
                 }
             }
         }
         Err(last)
+    }
+
+    fn pg_ctl_start(&self) -> Result<(), String> {
+        let log = self.dir.join("server.log").display().to_string();
+        let data = self.data().display().to_string();
+        self.run(
+            "pg_ctl",
+            &["-D", &data, "-o", &self.options, "-l", &log, "-w", "start"],
+        )
+    }
+
+    /// The certificate and key copied into the data directory (owned by
+    /// the server's user, the key private to it, as the server demands),
+    /// `pg_hba.conf` refusing connections without TLS; the server options
+    /// that turn TLS on.
+    fn install_tls(&self, tls: &CertPair) -> Result<String, String> {
+        let data = self.data();
+        let (cert, key) = (data.join("server.crt"), data.join("server.key"));
+        for (from, to) in [(&tls.cert, &cert), (&tls.key, &key)] {
+            std::fs::copy(from, to).map_err(|e| format!("{}: {e}", from.display()))?;
+        }
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| format!("{}: {e}", key.display()))?;
+        if let Some(user) = &self.run_as {
+            chown(&cert, user)?;
+            chown(&key, user)?;
+        }
+        let hba = "local all all trust\n\
+                   hostssl all all 127.0.0.1/32 trust\n\
+                   hostnossl all all 127.0.0.1/32 reject\n";
+        std::fs::write(data.join("pg_hba.conf"), hba).map_err(|e| format!("pg_hba.conf: {e}"))?;
+        Ok(format!(
+            " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+            cert.display(),
+            key.display()
+        ))
+    }
+
+    /// Stop the server (`pg_ctl stop -m fast`: every connection is cut)
+    /// and, after `down`, start it again on the same port; clients must
+    /// connect again.
+    pub fn restart(&self, down: std::time::Duration) -> Result<(), String> {
+        let data = self.data().display().to_string();
+        self.run("pg_ctl", &["-D", &data, "-m", "fast", "-w", "stop"])?;
+        std::thread::sleep(down);
+        self.pg_ctl_start()
+    }
+
+    /// End every other connection to database `db`, as an administrator's
+    /// `pg_terminate_backend` does; how many were ended.
+    pub fn terminate_connections(&self, db: &str) -> Result<u64, String> {
+        let mut client = self.admin()?;
+        let rows = client
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE datname = $1 AND pid <> pg_backend_pid()",
+                &[&db],
+            )
+            .map_err(|e| format!("pg_terminate_backend: {e}"))?;
+        Ok(rows.len() as u64)
     }
 
     /// The port the server listens on (127.0.0.1 only).
@@ -147,10 +332,21 @@ impl PgServer {
         &self.bin
     }
 
+    /// A connection to the `postgres` database through the server's Unix
+    /// socket (which needs no TLS, whatever the server demands on TCP).
+    fn admin(&self) -> Result<postgres::Client, String> {
+        let conninfo = format!(
+            "host={} port={} user=postgres dbname=postgres",
+            self.dir.display(),
+            self.port
+        );
+        postgres::Client::connect(&conninfo, postgres::NoTls)
+            .map_err(|e| format!("{}: {e}", self.url("postgres")))
+    }
+
     /// Create an empty database and return its URL.
     pub fn create_database(&self, db: &str) -> Result<String, String> {
-        let mut client = postgres::Client::connect(&self.url("postgres"), postgres::NoTls)
-            .map_err(|e| format!("{}: {e}", self.url("postgres")))?;
+        let mut client = self.admin()?;
         client
             .batch_execute(&format!("CREATE DATABASE \"{db}\""))
             .map_err(|e| format!("CREATE DATABASE {db}: {e}"))?;

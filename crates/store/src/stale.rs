@@ -27,6 +27,43 @@ pub struct RetryPolicy {
 pub struct StaleTrial {
     pub failed: TrialRef,
     pub retry: Option<TrialRef>,
+    /// The trial had already been failed by another client (Optuna's own
+    /// stale check fails trials without retrying them); only its retry is
+    /// new.
+    pub adopted: bool,
+}
+
+/// The system attribute that names a claimed trial's owner (see
+/// [`Owner`]).
+pub const OWNER_KEY: &str = "memtune:owner";
+
+/// The process that claimed a trial (with
+/// [`Storage::claim_or_create_within`]) and beats for it, and how late its
+/// heartbeat may be before another process takes the trial over. It is
+/// stored with the trial (system attribute [`OWNER_KEY`]), so every
+/// process judges a trial by its own owner's promise, and trials that no
+/// owner claimed (Optuna clients', `ask`'s) are told apart.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Owner {
+    /// Unique among the study's processes, e.g. host, pid and start time.
+    pub id: String,
+    /// A heartbeat older than this means the owner is gone.
+    pub stale_after: Duration,
+}
+
+impl Owner {
+    pub(crate) fn to_json(&self) -> Json {
+        serde_json::json!({"id": self.id, "stale_after": self.stale_after.as_secs_f64()})
+    }
+
+    /// The owner a stored attribute names, if it reads.
+    pub(crate) fn from_json(value: &str) -> Option<Owner> {
+        let v: Json = serde_json::from_str(value).ok()?;
+        Some(Owner {
+            id: v.get("id")?.as_str()?.to_string(),
+            stale_after: Duration::try_from_secs_f64(v.get("stale_after")?.as_f64()?).ok()?,
+        })
+    }
 }
 
 impl Storage {
@@ -77,6 +114,93 @@ impl Storage {
             retry,
             user_attrs,
         )
+    }
+
+    /// Take over the trials of owners that are gone, as `judge`: move to
+    /// FAIL every RUNNING trial claimed by another owner whose heartbeat
+    /// is older than that owner's `stale_after`, setting `user_attrs`, and
+    /// retry each as [`Storage::fail_stale_trials`] does. Trials that no
+    /// owner claimed (Optuna clients' and `ask`'s) are left to their
+    /// clients, and the judge's own trials are alive by definition.
+    ///
+    /// Also adopts owned trials that another client already failed for a
+    /// stale heartbeat without retrying them (Optuna's `fail_stale_trials`
+    /// run by an Optuna client beside us): FAIL with no `error_kind`, not
+    /// yet retried; they get `user_attrs` and their retry.
+    ///
+    /// Judging needs a storage that answered throughout: within the
+    /// judge's `stale_after` after this connection came back from an
+    /// outage, nothing is judged (the owners' heartbeats were cut off too,
+    /// and they need that long to beat again).
+    pub fn fail_abandoned_trials(
+        &self,
+        study_id: i64,
+        judge: &Owner,
+        retry: Option<&RetryPolicy>,
+        user_attrs: &[(&str, Json)],
+    ) -> Result<Vec<StaleTrial>> {
+        let now_sql = if self.is_postgres() {
+            "LOCALTIMESTAMP"
+        } else {
+            "?2"
+        };
+        let select = format!(
+            "SELECT t.trial_id, a.value_json, h.heartbeat, {now_sql} FROM trials t \
+             JOIN trial_heartbeats h ON h.trial_id = t.trial_id \
+             JOIN trial_system_attributes a ON a.trial_id = t.trial_id AND a.key = '{OWNER_KEY}' \
+             WHERE t.study_id = ?1 AND t.state = 'RUNNING' ORDER BY t.trial_id"
+        );
+        self.write(|tx| {
+            if self
+                .recovered_at()
+                .is_some_and(|at| at.elapsed() < judge.stale_after)
+            {
+                return Ok(Vec::new());
+            }
+            lock_study(tx, study_id)?;
+            let params = if tx.is_postgres() {
+                vec![Value::Int(study_id)]
+            } else {
+                vec![Value::Int(study_id), Value::Text(time::now_utc())]
+            };
+            let mut abandoned = Vec::new();
+            for row in tx.query(&select, &params)? {
+                let trial_id = row.i64(0)?;
+                let owner = row.opt_string(1)?.as_deref().and_then(Owner::from_json);
+                let age = match (row.opt_string(2)?, row.opt_string(3)?) {
+                    (Some(beat), Some(now)) => time::seconds_between(&beat, &now),
+                    _ => None,
+                };
+                let (Some(owner), Some(age)) = (owner, age) else {
+                    continue;
+                };
+                if owner.id != judge.id && age > owner.stale_after.as_secs_f64() {
+                    abandoned.push(trial_id);
+                }
+            }
+            let mut out = fail_ids(tx, study_id, &abandoned, retry, user_attrs)?;
+            for trial_id in orphans(tx, study_id)? {
+                for (key, value) in user_attrs {
+                    set_attr(tx, AttrTable::TrialUser, trial_id, key, value)?;
+                }
+                let Some(t) = load_trials(tx, "t.trial_id = ?1", trial_id)?.pop() else {
+                    continue;
+                };
+                let retry = match retry {
+                    Some(policy) => retry_copy(tx, study_id, &t, policy)?,
+                    None => None,
+                };
+                out.push(StaleTrial {
+                    failed: TrialRef {
+                        trial_id: t.trial_id,
+                        number: t.number as i64,
+                    },
+                    retry,
+                    adopted: true,
+                });
+            }
+            Ok(out)
+        })
     }
 
     /// Move every RUNNING trial of the study to FAIL, heartbeat or not,
@@ -153,36 +277,73 @@ impl Storage {
                 .iter()
                 .map(|r| r.i64(0))
                 .collect::<Result<_, _>>()?;
-            let mut out = Vec::with_capacity(stale.len());
-            for trial_id in stale {
-                let Some(t) = load_trials(tx, "t.trial_id = ?1", trial_id)?.pop() else {
-                    continue;
-                };
-                let changed = tx.execute(
-                    "UPDATE trials SET state = ?1, datetime_complete = ?2 WHERE trial_id = ?3 AND state = 'RUNNING'",
-                    vals![TrialState::Fail.as_str(), time::now_local(), trial_id],
-                )?;
-                if changed == 0 {
-                    continue;
-                }
-                for (key, value) in user_attrs {
-                    set_attr(tx, AttrTable::TrialUser, trial_id, key, value)?;
-                }
-                let retry = match retry {
-                    Some(policy) => retry_copy(tx, study_id, &t, policy)?,
-                    None => None,
-                };
-                out.push(StaleTrial {
-                    failed: TrialRef {
-                        trial_id: t.trial_id,
-                        number: t.number as i64,
-                    },
-                    retry,
-                });
-            }
-            Ok(out)
+            fail_ids(tx, study_id, &stale, retry, user_attrs)
         })
     }
+}
+
+/// Fail the trials `ids` that are still RUNNING (an Optuna client may have
+/// finished one since), with `user_attrs`, and retry each per `retry`.
+/// The caller holds the study's lock.
+fn fail_ids(
+    tx: Tx<'_>,
+    study_id: i64,
+    ids: &[i64],
+    retry: Option<&RetryPolicy>,
+    user_attrs: &[(&str, Json)],
+) -> Result<Vec<StaleTrial>, TxError> {
+    let mut out = Vec::with_capacity(ids.len());
+    for &trial_id in ids {
+        let Some(t) = load_trials(tx, "t.trial_id = ?1", trial_id)?.pop() else {
+            continue;
+        };
+        let changed = tx.execute(
+            "UPDATE trials SET state = ?1, datetime_complete = ?2 WHERE trial_id = ?3 AND state = 'RUNNING'",
+            vals![TrialState::Fail.as_str(), time::now_local(), trial_id],
+        )?;
+        if changed == 0 {
+            continue;
+        }
+        for (key, value) in user_attrs {
+            set_attr(tx, AttrTable::TrialUser, trial_id, key, value)?;
+        }
+        let retry = match retry {
+            Some(policy) => retry_copy(tx, study_id, &t, policy)?,
+            None => None,
+        };
+        out.push(StaleTrial {
+            failed: TrialRef {
+                trial_id: t.trial_id,
+                number: t.number as i64,
+            },
+            retry,
+            adopted: false,
+        });
+    }
+    Ok(out)
+}
+
+/// Owned FAIL trials that someone else failed without saying why (no
+/// `error_kind`; Optuna's stale check) and that nothing retries yet.
+fn orphans(tx: Tx<'_>, study_id: i64) -> Result<Vec<i64>, TxError> {
+    let retried = crate::trial::retried_numbers(tx, study_id)?;
+    let rows = tx.query(
+        &format!(
+            "SELECT t.trial_id, t.number FROM trials t \
+             JOIN trial_system_attributes a ON a.trial_id = t.trial_id AND a.key = '{OWNER_KEY}' \
+             WHERE t.study_id = ?1 AND t.state = 'FAIL' AND NOT EXISTS \
+             (SELECT 1 FROM trial_user_attributes u WHERE u.trial_id = t.trial_id AND u.key = 'error_kind') \
+             ORDER BY t.trial_id"
+        ),
+        vals![study_id],
+    )?;
+    let mut out = Vec::new();
+    for row in rows {
+        if !retried.contains(&row.opt_i64(1)?.unwrap_or(-1)) {
+            out.push(row.i64(0)?);
+        }
+    }
+    Ok(out)
 }
 
 fn retry_copy(
@@ -193,6 +354,8 @@ fn retry_copy(
 ) -> Result<Option<TrialRef>, TxError> {
     // Exactly Optuna's dict merge: defaults first, the trial's own attrs win.
     let mut system = t.system_attrs.clone();
+    // The copy is claimed afresh, by whoever takes it.
+    system.remove(OWNER_KEY);
     system
         .entry("failed_trial".to_string())
         .or_insert(Json::from(t.number));

@@ -21,7 +21,7 @@ use crate::error::{Result, StoreError, from_db, from_sqlite};
 use crate::pg::{PgConn, PgUrl};
 use crate::schema;
 use rusqlite::{Connection, OpenFlags};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -50,6 +50,14 @@ pub struct OpenOptions {
     pub busy_timeout: Duration,
     /// Total time one operation keeps retrying SQLITE_BUSY before `Busy`.
     pub max_wait: Duration,
+    /// How long an operation keeps trying after the storage stopped
+    /// answering (PostgreSQL: the connection was lost, and new ones are
+    /// refused while the server restarts; SQLite: I/O errors) before it
+    /// fails with [`StoreError::Unavailable`]. Every attempt is logged.
+    pub reconnect_for: Duration,
+    /// The longest pause between two such attempts (they start at 50 ms
+    /// and double).
+    pub max_backoff: Duration,
 }
 
 impl Default for OpenOptions {
@@ -60,6 +68,8 @@ impl Default for OpenOptions {
             durability: Durability::Full,
             busy_timeout: Duration::from_secs(5),
             max_wait: Duration::from_secs(120),
+            reconnect_for: Duration::from_secs(15 * 60),
+            max_backoff: Duration::from_secs(5),
         }
     }
 }
@@ -72,6 +82,13 @@ pub struct Storage {
     /// every error.
     pub(crate) path: PathBuf,
     max_wait: Duration,
+    reconnect_for: Duration,
+    max_backoff: Duration,
+    /// When the storage last came back after an outage.
+    recovered_at: Cell<Option<Instant>>,
+    /// I/O errors still to stage (see [`Storage::inject_io_errors`]).
+    #[cfg(feature = "testing")]
+    injected_io_errors: Cell<u32>,
 }
 
 enum Backend {
@@ -128,7 +145,7 @@ impl StorageUrl {
         match crate::pg::parse_url(url) {
             Some(Ok(pg)) => Ok(StorageUrl::Postgres(Box::new(pg))),
             Some(Err(reason)) => Err(StoreError::InvalidUrl {
-                url: url.to_string(),
+                url: redact_url(url),
                 reason,
             }),
             None => parse_sqlite_url(url).map(StorageUrl::Sqlite),
@@ -136,11 +153,48 @@ impl StorageUrl {
     }
 }
 
+/// `url` fit to print or log: a password in it (`user:PASSWORD@host`, or a
+/// `password=` parameter) replaced by `***`, everything else as given.
+/// Works on any text, a URL that does not parse included.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return redact_params(url);
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None => format!("{userinfo}@{host}"),
+        },
+        None => authority.to_string(),
+    };
+    format!("{scheme}://{authority}{}", redact_params(tail))
+}
+
+/// `password=VALUE` (in a query string or a key=value connection string)
+/// with the value replaced.
+fn redact_params(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("password=") {
+        let start = at + "password=".len();
+        out.push_str(&rest[..start]);
+        out.push_str("***");
+        let end = rest[start..]
+            .find(['&', ' ', ';'])
+            .map_or(rest.len(), |e| start + e);
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Turn Optuna's URL form `sqlite:///relative.db` or `sqlite:////abs/x.db`
 /// into a path. Any other scheme is an error.
 pub fn parse_sqlite_url(url: &str) -> Result<PathBuf> {
     let bad = |reason: &str| StoreError::InvalidUrl {
-        url: url.to_string(),
+        url: redact_url(url),
         reason: reason.to_string(),
     };
     let Some(rest) = url.strip_prefix("sqlite:///") else {
@@ -163,6 +217,49 @@ pub fn parse_sqlite_url(url: &str) -> Result<PathBuf> {
 }
 
 impl Storage {
+    fn new(backend: Backend, path: PathBuf, opts: &OpenOptions) -> Storage {
+        Storage {
+            backend,
+            path,
+            max_wait: opts.max_wait,
+            reconnect_for: opts.reconnect_for,
+            max_backoff: opts.max_backoff,
+            recovered_at: Cell::new(None),
+            #[cfg(feature = "testing")]
+            injected_io_errors: Cell::new(0),
+        }
+    }
+
+    /// For tests (feature `testing`): the next `n` write transactions on
+    /// an SQLite storage fail with SQLITE_IOERR before they begin, as a
+    /// storage hiccup would make them fail.
+    #[cfg(feature = "testing")]
+    pub fn inject_io_errors(&self, n: u32) {
+        self.injected_io_errors.set(n);
+    }
+
+    fn staged_io_error(&self) -> Result<(), DbError> {
+        #[cfg(feature = "testing")]
+        if self.injected_io_errors.get() > 0 && !self.is_postgres() {
+            self.injected_io_errors
+                .set(self.injected_io_errors.get() - 1);
+            return Err(DbError::Sqlite(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR),
+                Some("disk I/O error (injected)".into()),
+            )));
+        }
+        Ok(())
+    }
+
+    /// When the storage last answered again after an outage (a lost
+    /// PostgreSQL connection re-established, SQLite's I/O errors over);
+    /// `None` if it never failed. Someone judging other processes'
+    /// heartbeats waits a grace period after this: their writers were cut
+    /// off too.
+    pub fn recovered_at(&self) -> Option<Instant> {
+        self.recovered_at.get()
+    }
+
     /// Open `path`, creating the file and schema if it is missing or empty.
     pub fn open(path: impl AsRef<Path>) -> Result<Storage> {
         Storage::open_with(path, &OpenOptions::default())
@@ -192,17 +289,44 @@ impl Storage {
     /// transactions for up to `max_wait`; `read_only` makes every
     /// transaction read-only; [`Durability::Normal`] turns off
     /// `synchronous_commit` (a server crash may lose the last commits).
+    ///
+    /// A server that is restarting or cuts the new connection off is waited
+    /// for as a lost connection is (`reconnect_for`, logged backoff).
     pub fn open_postgres(url: &PgUrl, opts: &OpenOptions) -> Result<Storage> {
+        let mut outage: Option<Outage> = None;
+        loop {
+            match Storage::try_open_postgres(url, opts) {
+                Err(StoreError::Postgres { path, source })
+                    if crate::pg::is_connection_lost(&source) =>
+                {
+                    let o = outage.get_or_insert_with(Outage::new);
+                    o.attempts += 1;
+                    if o.since.elapsed() >= opts.reconnect_for {
+                        return Err(StoreError::Postgres { path, source });
+                    }
+                    let wait = jitter(o.backoff);
+                    tracing::warn!(
+                        storage = %path.display(),
+                        attempt = o.attempts,
+                        "cannot open the storage ({}); retrying in {:.2} s",
+                        crate::pg::describe(&source),
+                        wait.as_secs_f64()
+                    );
+                    std::thread::sleep(wait);
+                    o.backoff = (o.backoff * 2).min(opts.max_backoff.max(Duration::from_millis(1)));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn try_open_postgres(url: &PgUrl, opts: &OpenOptions) -> Result<Storage> {
         let path = PathBuf::from(url.shown());
         let conn = PgConn::connect(url).map_err(|source| StoreError::Postgres {
             path: path.clone(),
             source,
         })?;
-        let storage = Storage {
-            backend: Backend::Pg(Box::new(RefCell::new(conn))),
-            path,
-            max_wait: opts.max_wait,
-        };
+        let storage = Storage::new(Backend::Pg(Box::new(RefCell::new(conn))), path, opts);
         let mut session = format!(
             "SET lock_timeout = {}; ",
             opts.busy_timeout.as_millis().max(1)
@@ -213,10 +337,11 @@ impl Storage {
         if opts.durability == Durability::Normal {
             session.push_str("SET synchronous_commit = off; ");
         }
-        storage
-            .tx()
-            .batch(&session)
-            .map_err(|e| from_db(&storage.path, e))?;
+        if let Backend::Pg(conn) = &storage.backend {
+            conn.borrow_mut()
+                .set_session(&session)
+                .map_err(|e| from_db(&storage.path, e.into()))?;
+        }
         if storage.check_existing(opts)? {
             storage.create_schema()?;
         }
@@ -248,7 +373,6 @@ impl Storage {
         if len.is_none() && !opts.read_only {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
         }
-        let restore_rollback = !opts.read_only && journal_mode_byte(&path) == Some(1);
         let conn = if opts.read_only && wal_at_rest(&path) {
             // A WAL file needs its `-shm` index to be read, and SQLite
             // creates it (and `-wal`) beside the file: impossible in a
@@ -263,14 +387,23 @@ impl Storage {
         .map_err(|e| from_sqlite(&path, e))?;
         conn.busy_timeout(opts.busy_timeout)
             .map_err(|e| from_sqlite(&path, e))?;
-        let storage = Storage {
-            backend: Backend::Sqlite(SqliteConn {
+        // Asked of SQLite, not read from the file: closing a descriptor of
+        // the file would drop every POSIX lock this process holds on it,
+        // its other connections' included (see `wal_at_rest`).
+        let restore_rollback = !opts.read_only
+            && !fresh
+            && conn
+                .query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0))
+                .map_err(|e| from_sqlite(&path, e))?
+                != "wal";
+        let storage = Storage::new(
+            Backend::Sqlite(SqliteConn {
                 conn,
                 restore_rollback,
             }),
             path,
-            max_wait: opts.max_wait,
-        };
+            opts,
+        );
         // Read-only checks first, so a file that is not ours is left
         // byte-for-byte unchanged. An empty SQLite file has no tables.
         let empty = storage.check_existing(opts)?;
@@ -395,6 +528,11 @@ impl Storage {
     /// COMMITTED transaction in which the callers lock the rows they decide
     /// on (`SELECT ... FOR UPDATE`, as Optuna does). `f` may run more than
     /// once, so it must not have effects outside the database.
+    ///
+    /// A connection lost before `COMMIT` rolled the transaction back, so it
+    /// runs again on a new one. Lost during `COMMIT`, the transaction may
+    /// or may not have committed: the server is asked (`txid_status`), so
+    /// a committed one is neither lost nor applied twice.
     pub(crate) fn write<T>(&self, mut f: impl FnMut(Tx<'_>) -> Result<T, TxError>) -> Result<T> {
         let tx = self.tx();
         let begin = if tx.is_postgres() {
@@ -403,10 +541,19 @@ impl Storage {
             "BEGIN IMMEDIATE"
         };
         self.retry_tx(|| {
-            tx.batch(begin)?;
+            self.staged_io_error()?;
+            let txid = tx.begin(begin)?;
             match f(tx) {
                 Ok(v) => match tx.batch("COMMIT") {
                     Ok(()) => Ok(v),
+                    Err(e) if e.is_connection_lost() && txid.is_some() => {
+                        let txid = txid.expect("checked");
+                        if self.committed(txid, &e)? {
+                            Ok(v)
+                        } else {
+                            Err(TxError::Db(e))
+                        }
+                    }
                     Err(e) => {
                         let _ = tx.batch("ROLLBACK");
                         Err(TxError::Db(e))
@@ -440,11 +587,21 @@ impl Storage {
         let start = Instant::now();
         let mut attempts = 0u32;
         let mut backoff = Duration::from_millis(1);
+        let mut outage: Option<Outage> = None;
         loop {
             attempts += 1;
             match f() {
-                Ok(v) => return Ok(v),
+                Ok(v) => {
+                    if let Some(o) = outage {
+                        self.recovered(&o);
+                    }
+                    return Ok(v);
+                }
                 Err(TxError::Store(e)) => return Err(e),
+                Err(TxError::Db(e)) if e.is_connection_lost() || e.is_io_error() => {
+                    let o = outage.get_or_insert_with(Outage::new);
+                    self.recover(o, &e)?;
+                }
                 Err(TxError::Db(e)) => {
                     if !e.is_retryable() {
                         return Err(from_db(&self.path, e));
@@ -459,6 +616,108 @@ impl Storage {
                     backoff = (backoff * 2).min(Duration::from_millis(100));
                 }
             }
+        }
+    }
+
+    /// After `cause` (a lost connection or an I/O error): wait the
+    /// outage's next backoff, then, on PostgreSQL, connect again, until a
+    /// connection is made or `reconnect_for` has passed since the outage
+    /// began. Each attempt is logged.
+    fn recover(&self, o: &mut Outage, cause: &DbError) -> Result<()> {
+        loop {
+            o.attempts += 1;
+            if o.attempts == 1 {
+                tracing::warn!(
+                    storage = %self.path.display(),
+                    "storage unavailable ({cause}); retrying for up to {:?}",
+                    self.reconnect_for
+                );
+            }
+            if o.since.elapsed() >= self.reconnect_for {
+                return Err(StoreError::Unavailable {
+                    path: self.path.clone(),
+                    seconds: o.since.elapsed().as_secs_f64(),
+                    attempts: o.attempts,
+                    cause: cause.to_string(),
+                });
+            }
+            let wait = jitter(o.backoff);
+            tracing::info!(
+                storage = %self.path.display(),
+                attempt = o.attempts,
+                "retrying in {:.2} s",
+                wait.as_secs_f64()
+            );
+            std::thread::sleep(wait);
+            o.backoff = (o.backoff * 2).min(self.max_backoff.max(Duration::from_millis(1)));
+            let Backend::Pg(conn) = &self.backend else {
+                return Ok(());
+            };
+            match conn.borrow_mut().reconnect() {
+                Ok(()) => return Ok(()),
+                Err(e) if crate::pg::is_connection_lost(&e) => {
+                    tracing::info!(storage = %self.path.display(), "reconnecting failed: {}", crate::pg::describe(&e));
+                }
+                // The server answers but refuses us (a changed password, a
+                // dropped database): waiting will not help.
+                Err(e) => return Err(from_db(&self.path, e.into())),
+            }
+        }
+    }
+
+    fn recovered(&self, o: &Outage) {
+        self.recovered_at.set(Some(Instant::now()));
+        tracing::warn!(
+            storage = %self.path.display(),
+            "storage available again after {:.1} s ({} attempt(s))",
+            o.since.elapsed().as_secs_f64(),
+            o.attempts
+        );
+    }
+
+    /// Whether transaction `txid`, whose `COMMIT` met a lost connection,
+    /// committed: asked on a new connection once the old one's server
+    /// process has finished with it.
+    fn committed(&self, txid: i64, cause: &DbError) -> Result<bool, TxError> {
+        let Backend::Pg(conn) = &self.backend else {
+            return Ok(false);
+        };
+        let mut outage = Outage::new();
+        self.recover(&mut outage, cause)?;
+        loop {
+            let status = conn.borrow_mut().commit_status(txid);
+            match status {
+                Ok(Some(done)) => {
+                    self.recovered(&outage);
+                    tracing::info!(
+                        storage = %self.path.display(),
+                        "the transaction cut off at COMMIT {}",
+                        if done { "had committed" } else { "had not committed; running it again" }
+                    );
+                    return Ok(done);
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) if e.is_connection_lost() => self.recover(&mut outage, &e)?,
+                Err(e) => return Err(TxError::Db(e)),
+            }
+        }
+    }
+}
+
+/// A storage outage in progress: when it began, attempts so far, the next
+/// pause.
+struct Outage {
+    since: Instant,
+    attempts: u32,
+    backoff: Duration,
+}
+
+impl Outage {
+    fn new() -> Outage {
+        Outage {
+            since: Instant::now(),
+            attempts: 0,
+            backoff: Duration::from_millis(50),
         }
     }
 }
@@ -491,13 +750,19 @@ impl From<StoreError> for TxError {
 
 /// Whether `path` is an SQLite file in WAL mode (header bytes 18 and 19 are
 /// 2) with no `-wal` or `-shm` beside it: at rest, no connection open.
+///
+/// The header is read only once the side files are known to be absent: a
+/// file descriptor of the database closed by this process releases every
+/// POSIX lock the process holds on it, so reading it while one of our
+/// WAL connections is open would let other processes checkpoint under
+/// that connection's readers (they then see a "malformed" database).
 fn wal_at_rest(path: &Path) -> bool {
     let side = |ext: &str| {
         let mut p = path.as_os_str().to_owned();
         p.push(ext);
         Path::new(&p).exists()
     };
-    journal_mode_byte(path) == Some(2) && !side("-wal") && !side("-shm")
+    !side("-wal") && !side("-shm") && journal_mode_byte(path) == Some(2)
 }
 
 /// The SQLite header's file-format byte (offset 18): 1 in rollback-journal

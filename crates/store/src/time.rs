@@ -24,6 +24,14 @@ pub fn utc_before_now(ago: Duration) -> String {
     format_at(t, false)
 }
 
+/// Seconds from timestamp `from` to timestamp `to` (both
+/// `YYYY-MM-DD HH:MM:SS[.ffffff]`), or `None` if either does not read.
+pub(crate) fn seconds_between(from: &str, to: &str) -> Option<f64> {
+    let from = crate::pg::parse_timestamp(from).ok()?;
+    let to = crate::pg::parse_timestamp(to).ok()?;
+    Some((to - from) as f64 / 1e6)
+}
+
 fn format_at(t: SystemTime, local: bool) -> String {
     let zone = if local {
         // The system zone (TZ, else /etc/localtime), as Python's naive

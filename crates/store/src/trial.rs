@@ -6,6 +6,7 @@ use crate::db::{Tx, vals};
 use crate::error::{Result, StoreError};
 use crate::model::{Param, TrialRef, TrialState, encode_float};
 use crate::optuna_json::distribution_to_json;
+use crate::stale::{OWNER_KEY, Owner};
 use crate::storage::{Storage, TxError};
 use crate::study::{load_by_id, lock_study};
 use crate::time;
@@ -80,12 +81,18 @@ impl Storage {
     /// Claim a WAITING trial if there is one, else create a new RUNNING one
     /// if the study holds fewer than `budget` trials that count (see
     /// [`Storage::counted_trials`]); `None` when the budget is spent. The
-    /// trial gets its first heartbeat in the same transaction, so a process
-    /// killed right after claiming leaves a trial that goes stale instead of
-    /// one that looks like an ask/tell client's (which never beats and is
-    /// never failed for it). One transaction: any number of processes
-    /// sharing a study never overshoot the budget nor claim one trial twice.
-    pub fn claim_or_create_within(&self, study_id: i64, budget: usize) -> Result<Option<Claim>> {
+    /// trial is marked as `owner`'s and gets its first heartbeat in the
+    /// same transaction, so a process killed right after claiming leaves a
+    /// trial that goes stale instead of one that looks like an ask/tell
+    /// client's (which never beats and is never failed for it). One
+    /// transaction: any number of processes sharing a study never
+    /// overshoot the budget nor claim one trial twice.
+    pub fn claim_or_create_within(
+        &self,
+        study_id: i64,
+        budget: usize,
+        owner: &Owner,
+    ) -> Result<Option<Claim>> {
         self.write(|tx| {
             lock_study(tx, study_id)?;
             let claim = match claim(tx, study_id)? {
@@ -95,31 +102,53 @@ impl Storage {
                 }
                 None => return Ok(None),
             };
-            beat(tx, claim.trial().trial_id)?;
+            let id = claim.trial().trial_id;
+            set_attr(tx, AttrTable::TrialSystem, id, OWNER_KEY, &owner.to_json())?;
+            beat(tx, id)?;
             Ok(Some(claim))
         })
     }
 
-    /// Trials that count toward a study's budget: all of them, except FAIL
-    /// trials that were retried (their number is in some trial's
-    /// `retry_history` system attribute, as Optuna's
-    /// `RetryFailedTrialCallback` writes it): the retry stands for them.
+    /// Trials that count toward a study's budget: those that finished,
+    /// except FAIL trials that were retried (their number is in some
+    /// trial's `retry_history` system attribute, as Optuna's
+    /// `RetryFailedTrialCallback` writes it: the retry stands for them),
+    /// and those on their way: WAITING trials, and RUNNING trials an
+    /// [`Owner`] claimed. A RUNNING trial of an Optuna client or of `ask`
+    /// counts once it is told: one that never is holds no place.
     pub fn counted_trials(&self, study_id: i64) -> Result<usize> {
         self.read(|tx| counted(tx, study_id))
     }
 
-    /// RUNNING trials of the study that have a heartbeat: their owner is
-    /// alive, or they go stale after the grace period.
-    pub fn beating_trials(&self, study_id: i64) -> Result<usize> {
+    /// RUNNING trials of the study that an [`Owner`] claimed: their owner
+    /// is alive, or they are taken over once its heartbeat is late.
+    pub fn owned_running_trials(&self, study_id: i64) -> Result<usize> {
         self.read(|tx| {
             let n = tx
                 .query_one(
-                    "SELECT count(*) FROM trials t JOIN trial_heartbeats h ON h.trial_id = t.trial_id \
-                     WHERE t.study_id = ?1 AND t.state = 'RUNNING'",
+                    &format!(
+                        "SELECT count(*) FROM trials t JOIN trial_system_attributes a \
+                         ON a.trial_id = t.trial_id AND a.key = '{OWNER_KEY}' \
+                         WHERE t.study_id = ?1 AND t.state = 'RUNNING'"
+                    ),
                     vals![study_id],
                 )?
                 .i64(0)?;
             Ok(n as usize)
+        })
+    }
+
+    /// The owner that claimed a trial, if one did.
+    pub fn trial_owner(&self, trial_id: i64) -> Result<Option<Owner>> {
+        self.read(|tx| {
+            let row = tx.query_opt(
+                "SELECT value_json FROM trial_system_attributes WHERE trial_id = ?1 AND key = ?2",
+                vals![trial_id, OWNER_KEY],
+            )?;
+            Ok(match row {
+                Some(r) => r.opt_string(0)?.as_deref().and_then(Owner::from_json),
+                None => None,
+            })
         })
     }
 
@@ -255,7 +284,12 @@ fn beat(tx: Tx<'_>, trial_id: i64) -> Result<(), TxError> {
     Ok(())
 }
 
-fn counted(tx: Tx<'_>, study_id: i64) -> Result<usize, TxError> {
+/// The numbers of the study's trials that some trial's `retry_history`
+/// names: retried, so their retry stands for them.
+pub(crate) fn retried_numbers(
+    tx: Tx<'_>,
+    study_id: i64,
+) -> Result<std::collections::BTreeSet<i64>, TxError> {
     let mut retried = std::collections::BTreeSet::new();
     let histories = tx.query(
         "SELECT a.value_json FROM trial_system_attributes a JOIN trials t ON t.trial_id = a.trial_id \
@@ -269,6 +303,11 @@ fn counted(tx: Tx<'_>, study_id: i64) -> Result<usize, TxError> {
             retried.extend(list.iter().filter_map(Json::as_i64));
         }
     }
+    Ok(retried)
+}
+
+fn counted(tx: Tx<'_>, study_id: i64) -> Result<usize, TxError> {
+    let retried = retried_numbers(tx, study_id)?;
     let failed: Vec<i64> = tx
         .query(
             "SELECT number FROM trials WHERE study_id = ?1 AND state = 'FAIL'",
@@ -283,8 +322,18 @@ fn counted(tx: Tx<'_>, study_id: i64) -> Result<usize, TxError> {
             vals![study_id],
         )?
         .i64(0)?;
+    let unowned_running = tx
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM trials t WHERE t.study_id = ?1 AND t.state = 'RUNNING' \
+                 AND NOT EXISTS (SELECT 1 FROM trial_system_attributes a \
+                 WHERE a.trial_id = t.trial_id AND a.key = '{OWNER_KEY}')"
+            ),
+            vals![study_id],
+        )?
+        .i64(0)?;
     let retried_failures = failed.iter().filter(|n| retried.contains(n)).count();
-    Ok(total as usize - retried_failures)
+    Ok(total as usize - retried_failures - unowned_running as usize)
 }
 
 pub(crate) struct TrialRow {
@@ -389,6 +438,24 @@ fn claim(tx: Tx<'_>, study_id: i64) -> Result<Option<TrialRef>, TxError> {
     Ok(None)
 }
 
+/// Optuna's schema stores a parameter's name in `VARCHAR(512)`.
+pub const MAX_PARAM_NAME_CHARS: usize = 512;
+
+/// A parameter name Optuna's schema can store: at most
+/// [`MAX_PARAM_NAME_CHARS`] characters (PostgreSQL enforces the column's
+/// length, SQLite does not; both are held to it).
+pub fn check_param_name(name: &str) -> Result<(), StoreError> {
+    let chars = name.chars().count();
+    if chars > MAX_PARAM_NAME_CHARS {
+        let shown: String = name.chars().take(40).collect();
+        return Err(StoreError::ParamNameTooLong {
+            name: format!("{}...", shown.escape_debug()),
+            chars,
+        });
+    }
+    Ok(())
+}
+
 fn insert_param(
     tx: Tx<'_>,
     trial_id: i64,
@@ -397,6 +464,7 @@ fn insert_param(
     internal_value: f64,
     distribution: &Distribution,
 ) -> Result<(), TxError> {
+    check_param_name(name)?;
     if !internal_value.is_finite() {
         return Err(StoreError::InvalidValue {
             number,

@@ -10,9 +10,16 @@ use common::{Backend, TestDb};
 use serde_json::json;
 use std::time::Duration;
 use store::{
-    Claim, Distribution, NewTrial, OpenOptions, Param, RetryPolicy, Storage, StoreError,
+    Claim, Distribution, NewTrial, OpenOptions, Owner, Param, RetryPolicy, Storage, StoreError,
     StudyDirection, TrialFilter, TrialState,
 };
+
+fn owner(id: &str, stale_after_ms: u64) -> Owner {
+    Owner {
+        id: id.to_string(),
+        stale_after: Duration::from_millis(stale_after_ms),
+    }
+}
 
 backends!(
     finished_trials_are_frozen,
@@ -23,6 +30,8 @@ backends!(
     fail_running_trials_takes_every_running_trial_heartbeat_or_not,
     fail_trial_and_retry_fails_one_trial_and_enqueues_its_copy_at_once,
     best_trial_and_pareto_front,
+    owners_judge_each_trial_by_its_own_owners_promise,
+    unowned_running_trials_hold_no_place_in_the_budget,
 );
 
 /// A float parameter's distribution on `[low, high]`.
@@ -408,4 +417,127 @@ fn best_trial_and_pareto_front(backend: Backend) {
         .map(|t| t.number)
         .collect();
     assert_eq!(front, vec![0, 1, 3]);
+}
+
+/// A trial is taken over when its heartbeat is older than its own
+/// owner's `stale_after`, by any judge but its owner; a trial no owner
+/// claimed (an Optuna client that beats, `ask`) is never taken over; an
+/// owned trial that an Optuna client failed as stale (FAIL, no
+/// `error_kind`) is adopted: labelled and retried.
+fn owners_judge_each_trial_by_its_own_owners_promise(backend: Backend) {
+    let Some((_d, s)) = new_store(backend) else {
+        return;
+    };
+    let st = s.create_study("o", &[StudyDirection::Minimize]).unwrap();
+    let patient = owner("patient", 60_000);
+    let hasty = owner("hasty", 50);
+    let judge = owner("judge", 50);
+    let a = s
+        .claim_or_create_within(st.study_id, 10, &patient)
+        .unwrap()
+        .unwrap()
+        .trial();
+    let b = s
+        .claim_or_create_within(st.study_id, 10, &hasty)
+        .unwrap()
+        .unwrap()
+        .trial();
+    let mine = s
+        .claim_or_create_within(st.study_id, 10, &judge)
+        .unwrap()
+        .unwrap()
+        .trial();
+    let optuna = s.create_trial(st.study_id).unwrap();
+    s.heartbeat(optuna.trial_id).unwrap();
+    assert_eq!(s.trial_owner(a.trial_id).unwrap(), Some(patient.clone()));
+    assert_eq!(s.trial_owner(optuna.trial_id).unwrap(), None);
+    assert_eq!(s.owned_running_trials(st.study_id).unwrap(), 3);
+    std::thread::sleep(Duration::from_millis(150));
+    let policy = RetryPolicy::default();
+    let label = [("error_kind", json!("stale"))];
+    let out = s
+        .fail_abandoned_trials(st.study_id, &judge, Some(&policy), &label)
+        .unwrap();
+    // Only the hasty owner's: the patient one is within its promise, the
+    // judge's own is alive, the Optuna client's is its client's business.
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!((out[0].failed, out[0].adopted), (b, false));
+    let retry = s.trial(out[0].retry.unwrap().trial_id).unwrap();
+    assert_eq!(retry.state, TrialState::Waiting);
+    assert!(
+        !retry.system_attrs.contains_key(store::OWNER_KEY),
+        "a retry is claimed afresh"
+    );
+    for t in [a, mine, optuna] {
+        assert_eq!(s.trial(t.trial_id).unwrap().state, TrialState::Running);
+    }
+    // Its own owner never judges its trial stale, however late its beat.
+    let late = s
+        .claim_or_create_within(st.study_id, 10, &hasty)
+        .unwrap()
+        .unwrap()
+        .trial();
+    std::thread::sleep(Duration::from_millis(150));
+    let out = s
+        .fail_abandoned_trials(st.study_id, &hasty, Some(&policy), &label)
+        .unwrap();
+    assert!(out.iter().all(|o| o.failed != late), "{out:?}");
+    assert_eq!(s.trial(late.trial_id).unwrap().state, TrialState::Running);
+
+    // An Optuna client fails the patient owner's trial as stale (its own
+    // rule), without a retry: adopted once (beside the late trial, which
+    // any other judge takes over).
+    s.finish(a.trial_id, TrialState::Fail, &[]).unwrap();
+    let out = s
+        .fail_abandoned_trials(st.study_id, &judge, Some(&policy), &label)
+        .unwrap();
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert_eq!((out[0].failed, out[0].adopted), (late, false));
+    assert_eq!((out[1].failed, out[1].adopted), (a, true));
+    assert!(out[1].retry.is_some());
+    assert_eq!(
+        s.trial(a.trial_id).unwrap().user_attrs["error_kind"],
+        json!("stale")
+    );
+    assert!(
+        s.fail_abandoned_trials(st.study_id, &judge, Some(&policy), &label)
+            .unwrap()
+            .is_empty(),
+        "adopted twice"
+    );
+}
+
+/// Trials an owner claimed count toward the budget while they run; an
+/// ask/tell client's RUNNING trial counts only once it is told, so one
+/// never told holds no place.
+fn unowned_running_trials_hold_no_place_in_the_budget(backend: Backend) {
+    let Some((_d, s)) = new_store(backend) else {
+        return;
+    };
+    let st = s.create_study("b", &[StudyDirection::Minimize]).unwrap();
+    let me = owner("me", 60_000);
+    let asked = s.create_trial(st.study_id).unwrap();
+    assert_eq!(s.counted_trials(st.study_id).unwrap(), 0);
+    let claimed = s
+        .claim_or_create_within(st.study_id, 2, &me)
+        .unwrap()
+        .unwrap();
+    let second = s
+        .claim_or_create_within(st.study_id, 2, &me)
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.counted_trials(st.study_id).unwrap(), 2);
+    assert!(
+        s.claim_or_create_within(st.study_id, 2, &me)
+            .unwrap()
+            .is_none()
+    );
+    for c in [claimed, second] {
+        s.finish(c.trial().trial_id, TrialState::Complete, &[1.0])
+            .unwrap();
+    }
+    assert_eq!(s.counted_trials(st.study_id).unwrap(), 2);
+    s.finish(asked.trial_id, TrialState::Complete, &[1.0])
+        .unwrap();
+    assert_eq!(s.counted_trials(st.study_id).unwrap(), 3);
 }

@@ -124,8 +124,15 @@ fn claims_within_a_budget_never_overshoot(backend: Backend) {
                 let url = &db.url;
                 scope.spawn(move || {
                     let s = Storage::open_url(url, &OpenOptions::default()).unwrap();
+                    let owner = store::Owner {
+                        id: format!("{:?}", std::thread::current().id()),
+                        stale_after: std::time::Duration::from_secs(60),
+                    };
                     let mut mine = Vec::new();
-                    while let Some(c) = s.claim_or_create_within(study.study_id, BUDGET).unwrap() {
+                    while let Some(c) = s
+                        .claim_or_create_within(study.study_id, BUDGET, &owner)
+                        .unwrap()
+                    {
                         s.finish(c.trial().trial_id, TrialState::Complete, &[1.0])
                             .unwrap();
                         mine.push(c);
@@ -145,7 +152,7 @@ fn claims_within_a_budget_never_overshoot(backend: Backend) {
     // The retried FAIL does not count; its WAITING retry does.
     assert_eq!(all.len(), BUDGET);
     assert_eq!(storage.counted_trials(study.study_id).unwrap(), BUDGET);
-    assert_eq!(storage.beating_trials(study.study_id).unwrap(), 0);
+    assert_eq!(storage.owned_running_trials(study.study_id).unwrap(), 0);
     let trials = storage
         .trials(study.study_id, &TrialFilter::default())
         .unwrap();

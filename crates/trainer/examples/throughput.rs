@@ -72,6 +72,7 @@ fn main() {
             optimizer: OptimizerKind::AdamW,
             class_weights: false,
             dropout: true,
+            backend: Default::default(),
             matmul_precision: MatmulPrecision::Fp32,
             kernels: Kernels::Reference,
         };

@@ -29,6 +29,52 @@ pub enum ConfigError {
         field: &'static str,
         problem: String,
     },
+    /// A size beyond any real model's, or one the checkpoint's tensors
+    /// contradict: refused before anything of that size is allocated.
+    #[error("model config {path}: field `{field}` = {value}: {problem}")]
+    Size {
+        path: PathBuf,
+        field: &'static str,
+        value: u64,
+        problem: String,
+    },
+}
+
+impl ConfigError {
+    /// Whether this is a size the config may not have ([`ConfigError::Size`]).
+    pub fn is_size(&self) -> bool {
+        matches!(self, ConfigError::Size { .. })
+    }
+}
+
+/// The largest value each size field of a model's `config.json` may hold:
+/// several times the largest published encoder of these families (hidden
+/// 1536, 48 layers, vocabulary 250k, 4096 positions), far below what would
+/// exhaust a machine's memory by one field alone.
+pub const SIZE_LIMITS: &[(&str, u64)] = &[
+    ("hidden_size", 16_384),
+    ("embedding_size", 16_384),
+    ("num_hidden_layers", 256),
+    ("num_attention_heads", 1_024),
+    ("intermediate_size", 131_072),
+    ("vocab_size", 2_000_000),
+    ("max_position_embeddings", 131_072),
+    ("type_vocab_size", 1_024),
+    ("num_labels", 100_000),
+];
+
+/// `value` of `field` within [`SIZE_LIMITS`] (a field not listed has no
+/// limit), else a [`ConfigError::Size`] naming `path` and the field.
+pub fn check_size(path: &Path, field: &'static str, value: u64) -> Result<(), ConfigError> {
+    match SIZE_LIMITS.iter().find(|(f, _)| *f == field) {
+        Some(&(_, limit)) if value > limit => Err(ConfigError::Size {
+            path: path.to_path_buf(),
+            field,
+            value,
+            problem: format!("more than the limit of {limit}"),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// The fields of HF `BertConfig` / `RobertaConfig` / `XLMRobertaConfig` /
@@ -407,6 +453,18 @@ impl BertConfig {
             ));
         }
         let embedding_size = self.embedding_size.unwrap_or(1);
+        for (field, v) in [
+            ("hidden_size", self.hidden_size),
+            ("embedding_size", embedding_size),
+            ("num_hidden_layers", self.num_hidden_layers),
+            ("num_attention_heads", self.num_attention_heads),
+            ("intermediate_size", self.intermediate_size),
+            ("vocab_size", self.vocab_size),
+            ("max_position_embeddings", self.max_position_embeddings),
+            ("type_vocab_size", self.type_vocab_size),
+        ] {
+            check_size(path, field, v as u64)?;
+        }
         for (field, v) in [
             ("hidden_size", self.hidden_size),
             ("embedding_size", embedding_size),

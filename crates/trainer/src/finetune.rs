@@ -9,8 +9,8 @@
 //! caps the tensor bytes the backend's tracker allows; a step that would go
 //! over is retried with half the micro-batch (see [`crate::train`]), and a
 //! run that cannot fit at all is [`FinetuneError::OutOfMemory`]. With the
-//! `testing` feature, [`finetune_cpu_with_faults`] and
-//! [`finetune_sim_with_faults`] make one allocation fail the same way, or
+//! `testing` feature, `finetune_cpu_with_faults` and
+//! `finetune_sim_with_faults` make one allocation fail the same way, or
 //! the device fail, for tests of everything above.
 
 use std::path::{Path, PathBuf};
@@ -28,7 +28,7 @@ use crate::backend::{Backend, Failure, MatmulPrecision};
 use crate::batch::Batch;
 use crate::config::{BertConfig, ConfigError};
 use crate::data::{BatchOrder, DataError, DataSource, TokenizedDataset, stratified_split};
-use crate::memory::{MemTracker, OutOfMemory};
+use crate::memory::{MemTracker, OutOfMemory, StepBackend};
 use crate::model::deberta::{DebertaClassifier, DebertaConfig, DebertaError};
 use crate::model::{
     BertClassifier, BuildError, Classifier, HeadConfig, LoadError, ModelConfig, ModelError,
@@ -115,6 +115,19 @@ pub enum FinetuneError {
         #[source]
         error: OutOfMemory,
     },
+}
+
+impl FinetuneError {
+    /// Whether the model's config holds a size beyond the limits or one
+    /// its checkpoint contradicts (`ConfigError::Size`): bad input, found
+    /// before anything of that size was allocated.
+    pub fn is_size_error(&self) -> bool {
+        match self {
+            FinetuneError::Config(e) => e.is_size(),
+            FinetuneError::Deberta(DebertaError::Size(e)) => e.is_size(),
+            _ => false,
+        }
+    }
 }
 
 impl From<TrainError> for FinetuneError {
@@ -210,29 +223,61 @@ struct Checkpoint<'a> {
     path: &'a Path,
 }
 
-/// A classifier built with random weights and loaded from a checkpoint:
-/// one builder per architecture; the run around it is the same.
+/// A classifier built with random weights and loaded from a checkpoint
+/// (or left random, for a [`crate::preset`] directory): one builder per
+/// architecture; the run around it is the same.
 trait Loaded<B: Backend>: Classifier<B> + Sized {
     type Config;
-    fn build(be: &B, config: &Self::Config, from: &Checkpoint) -> Result<Self, FinetuneError>;
+    fn random(
+        be: &B,
+        config: &Self::Config,
+        head: &HeadConfig,
+        seed: u64,
+    ) -> Result<Self, FinetuneError>;
+    fn load_into(&mut self, be: &B, from: &Checkpoint) -> Result<(), FinetuneError>;
+
+    fn build(be: &B, config: &Self::Config, from: &Checkpoint) -> Result<Self, FinetuneError> {
+        let mut model = Self::random(be, config, from.head, from.seed)?;
+        model.load_into(be, from)?;
+        Ok(model)
+    }
 }
 
 impl<B: Backend> Loaded<B> for BertClassifier<B> {
     type Config = BertConfig;
-    fn build(be: &B, config: &BertConfig, from: &Checkpoint) -> Result<Self, FinetuneError> {
-        let mut model = BertClassifier::new_random(be, config, from.head, from.seed)?;
-        model.load(be, from.tensors)?;
-        Ok(model)
+    fn random(
+        be: &B,
+        config: &BertConfig,
+        head: &HeadConfig,
+        seed: u64,
+    ) -> Result<Self, FinetuneError> {
+        Ok(BertClassifier::new_random(be, config, head, seed)?)
+    }
+    fn load_into(&mut self, be: &B, from: &Checkpoint) -> Result<(), FinetuneError> {
+        self.load(be, from.tensors)?;
+        Ok(())
     }
 }
 
 impl<B: Backend> Loaded<B> for DebertaClassifier<B> {
     type Config = DebertaConfig;
-    fn build(be: &B, config: &DebertaConfig, from: &Checkpoint) -> Result<Self, FinetuneError> {
-        ModelConfig::from(config).check_head(from.head)?;
-        let mut model = DebertaClassifier::new_random(be, config, from.head.num_labels, from.seed)?;
-        model.load(be, from.tensors, from.path)?;
-        Ok(model)
+    fn random(
+        be: &B,
+        config: &DebertaConfig,
+        head: &HeadConfig,
+        seed: u64,
+    ) -> Result<Self, FinetuneError> {
+        ModelConfig::from(config).check_head(head)?;
+        Ok(DebertaClassifier::new_random(
+            be,
+            config,
+            head.num_labels,
+            seed,
+        )?)
+    }
+    fn load_into(&mut self, be: &B, from: &Checkpoint) -> Result<(), FinetuneError> {
+        self.load(be, from.tensors, from.path)?;
+        Ok(())
     }
 }
 
@@ -247,8 +292,12 @@ impl<B: Backend> Loaded<B> for DebertaClassifier<B> {
 pub fn check_model_dir(dir: &Path, num_labels: usize) -> Result<ModelConfig, FinetuneError> {
     let config = read_model_config(&dir.join("config.json"))?;
     open_model_dir(dir, None, config.max_sequence().min(512))?;
+    if crate::preset::has_random_weights(dir) {
+        return Ok(config);
+    }
     let path = weights_path(dir);
     let tensors = load_safetensors(&path)?;
+    config.check_checkpoint(&tensors, &dir.join("config.json"))?;
     let be = SimBackend::with_limit(1 << 42, None, true, 4)?;
     let head = HeadConfig {
         num_labels,
@@ -420,6 +469,7 @@ pub fn finetune_cpu_with_faults(
     let prepared = prepare(spec)?;
     let be = FaultyBackend::new(cpu_backend(spec));
     faults.arm(&be);
+    let observer = &mut losing_context(faults, &be, observer);
     let report = match prepared.config.clone() {
         ModelConfig::Bert(c) => {
             build_and_train::<_, BertClassifier<_>>(&be, spec, &c, &prepared, observer)?.0
@@ -429,6 +479,23 @@ pub fn finetune_cpu_with_faults(
         }
     };
     Ok(outcome(report, prepared, be.inner().tracker()))
+}
+
+/// `observer`, after which `be` loses its context at the epoch `faults`
+/// name ([`Faults::lose_context_after_epoch`]).
+#[cfg(feature = "testing")]
+fn losing_context<'a, B: crate::backend::faulty::Tracked>(
+    faults: &'a Faults,
+    be: &'a FaultyBackend<B>,
+    observer: &'a mut dyn FnMut(&EpochMetrics) -> Control,
+) -> impl FnMut(&EpochMetrics) -> Control + 'a {
+    move |m| {
+        let control = observer(m);
+        if faults.lose_context_after_epoch == Some(m.epoch) {
+            be.lose_context();
+        }
+        control
+    }
 }
 
 /// `value`, built on `be`, unless `be` refused memory for it (micro-batch
@@ -454,20 +521,27 @@ fn build_and_train<B: Backend, M: Loaded<B>>(
     prepared: &Prepared,
     observer: &mut dyn FnMut(&EpochMetrics) -> Control,
 ) -> Result<(TrainReport, M), FinetuneError> {
-    let path = weights_path(&spec.model_dir);
-    let tensors = load_safetensors(&path)?;
     let head = HeadConfig {
         num_labels: prepared.num_classes,
         hidden: spec.head_hidden.clone(),
     };
-    let from = Checkpoint {
-        head: &head,
-        seed: spec.train.seed,
-        tensors: &tensors,
-        path: &path,
+    let model = if crate::preset::has_random_weights(&spec.model_dir) {
+        M::random(be, config, &head, spec.train.seed)
+    } else {
+        let path = weights_path(&spec.model_dir);
+        let tensors = load_safetensors(&path)?;
+        prepared
+            .config
+            .check_checkpoint(&tensors, &spec.model_dir.join("config.json"))?;
+        let from = Checkpoint {
+            head: &head,
+            seed: spec.train.seed,
+            tensors: &tensors,
+            path: &path,
+        };
+        M::build(be, config, &from)
     };
-    let mut model = built(be, M::build(be, config, &from))??;
-    drop(tensors);
+    let mut model = built(be, model)??;
     let report = train(
         be,
         &mut model,
@@ -506,6 +580,13 @@ pub struct SimSpec {
     /// Use `gpu-mem`'s expandable segments (what the study runner uses).
     pub expandable_segments: bool,
     pub seed: u64,
+    /// The backend the simulated device stands for: its own buffers (the
+    /// CUDA backend's cuBLAS workspace and kernel scratch) are allocated
+    /// first and held for the run, under the lease.
+    pub backend: StepBackend,
+    /// The operand format of matrix products the simulated backend
+    /// reports.
+    pub matmul_precision: MatmulPrecision,
 }
 
 impl Default for SimSpec {
@@ -529,6 +610,8 @@ impl Default for SimSpec {
             memory_limit: None,
             expandable_segments: true,
             seed: 0,
+            backend: StepBackend::Host,
+            matmul_precision: MatmulPrecision::Fp32,
         }
     }
 }
@@ -585,7 +668,8 @@ fn sim_backend(spec: &SimSpec) -> Result<SimBackend, FinetuneError> {
         spec.memory_limit,
         spec.expandable_segments,
         4,
-    )?)
+    )?
+    .standing_for(spec.backend, spec.matmul_precision))
 }
 
 /// Runs a simulated trial (see [`SimSpec`]); out of memory is retried with
@@ -610,7 +694,7 @@ pub fn finetune_sim_with_faults(
 ) -> Result<SimOutcome, FinetuneError> {
     let be = FaultyBackend::new(sim_backend(spec)?);
     faults.arm(&be);
-    let report = train_sim(spec, &be, observer)?;
+    let report = train_sim(spec, &be, &mut losing_context(faults, &be, observer))?;
     Ok(sim_outcome(report, be.inner()))
 }
 
@@ -664,3 +748,79 @@ fn train_sim<B: Backend>(
         observer,
     )?)
 }
+
+/// What a run asks of its device, found by replaying it on a simulated one
+/// ([`replay_run`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplayedRun {
+    /// Peak bytes the run asks its allocator for: the memory plan of its
+    /// largest step (its longest batch at its micro-batch), the backend's
+    /// own buffers included. What the run's `requested` peak will be.
+    pub peak_requested: u64,
+    /// Peak bytes the allocator reserves from the device over the whole
+    /// run (its rounding, and the fragmentation that batches of changing
+    /// lengths leave): the lease the run needs.
+    pub peak_reserved: u64,
+    /// Tokens per row of the longest training batch.
+    pub longest_train_batch: usize,
+    /// Tokens per row of the longest validation batch.
+    pub longest_validation_batch: usize,
+}
+
+/// Replays the run `spec` describes (its data, split, tokenizer, batches
+/// and their order, epochs, head, dropout and matrix-product precision) on
+/// a simulated device standing for `backend`, allocating through `gpu-mem`
+/// configured by `allocator` (its limit ignored): the allocation sequence
+/// of the run on that backend, byte for byte, without computing anything
+/// or reading the weights. Every epoch runs (no pruning, no early stop), so
+/// the peaks bound any shorter run.
+///
+/// A study runner prices a trial with it: a CUDA run's requested peak is
+/// `peak_requested`, and a lease of `peak_reserved` bytes is never short,
+/// on a device whose virtual-memory page is
+/// [`crate::backend::sim::SIM_GRANULARITY`] (2 MiB on NVIDIA GPUs).
+pub fn replay_run(
+    spec: &FinetuneSpec,
+    backend: StepBackend,
+    allocator: gpu_mem::Config,
+) -> Result<ReplayedRun, FinetuneError> {
+    let prepared = prepare(spec)?;
+    let allocator = gpu_mem::Config {
+        limit: None,
+        ..allocator
+    };
+    let be = SimBackend::new(REPLAY_DEVICE_BYTES, allocator, 4)?
+        .standing_for(backend, spec.matmul_precision);
+    let head = HeadConfig {
+        num_labels: prepared.num_classes,
+        hidden: spec.head_hidden.clone(),
+    };
+    let mut model = built(
+        &be,
+        prepared.config.build_random(&be, &head, spec.train.seed),
+    )??;
+    let train_config = TrainConfig {
+        patience: None,
+        ..spec.train.clone()
+    };
+    train(
+        &be,
+        &mut *model,
+        &prepared.train_batches,
+        &prepared.valid_batches,
+        &train_config,
+        &mut |_| Control::Continue,
+    )?;
+    let stats = be.allocator().stats();
+    let longest = |batches: &[Batch]| batches.iter().map(|b| b.seq).max().unwrap_or(0);
+    Ok(ReplayedRun {
+        peak_requested: stats.requested_bytes.all.peak,
+        peak_reserved: stats.reserved_bytes.all.peak,
+        longest_train_batch: longest(&prepared.train_batches),
+        longest_validation_batch: longest(&prepared.valid_batches),
+    })
+}
+
+/// The simulated device a replay runs on: larger than any GPU, so nothing
+/// is refused.
+const REPLAY_DEVICE_BYTES: usize = 1 << 42;

@@ -133,6 +133,7 @@ pub mod finetune;
 pub mod float;
 pub mod memory;
 pub mod model;
+pub mod preset;
 pub mod rng;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

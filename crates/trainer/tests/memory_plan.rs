@@ -54,6 +54,7 @@ fn configs() -> Vec<PlanRequest> {
                 },
                 class_weights: i % 2 == 1,
                 dropout: i % 5 != 4,
+                backend: Default::default(),
                 matmul_precision: MatmulPrecision::Fp32,
                 kernels: Kernels::Reference,
             });
@@ -76,6 +77,7 @@ fn configs() -> Vec<PlanRequest> {
                     optimizer,
                     class_weights: false,
                     dropout,
+                    backend: Default::default(),
                     matmul_precision: MatmulPrecision::Fp32,
                     kernels: Kernels::Reference,
                 });
@@ -130,6 +132,7 @@ fn family_configs() -> Vec<PlanRequest> {
                 optimizer: OptimizerKind::AdamW,
                 class_weights: k % 2 == 0,
                 dropout,
+                backend: Default::default(),
                 matmul_precision: MatmulPrecision::Fp32,
                 kernels: Kernels::Reference,
             });
@@ -238,6 +241,7 @@ fn family_weights_match_a_count_by_hand() {
             optimizer: OptimizerKind::AdamW,
             class_weights: false,
             dropout: true,
+            backend: Default::default(),
             matmul_precision: MatmulPrecision::Fp32,
             kernels: Kernels::Reference,
         })
@@ -297,6 +301,7 @@ fn persistent_buffers_match_a_count_by_hand() {
         optimizer: OptimizerKind::AdamW,
         class_weights: false,
         dropout: true,
+        backend: Default::default(),
         matmul_precision: MatmulPrecision::Fp32,
         kernels: Kernels::Reference,
     };

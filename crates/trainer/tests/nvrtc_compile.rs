@@ -77,6 +77,22 @@ fn every_kernel_file_is_listed() {
     assert_eq!(on_disk, listed);
 }
 
+#[test]
+fn the_device_assert_kernel_compiles_to_an_assert() {
+    if !nvrtc_configured("the_device_assert_kernel_compiles_to_an_assert") {
+        return;
+    }
+    for arch in VIRTUAL_ARCHS.iter().chain(REAL_ARCHS) {
+        let ptx = trainer::backend::cuda::device_assert::compile(arch).unwrap();
+        // The driver links `__assertfail`, the system call a failed assert
+        // makes: the kernel fails with CUDA_ERROR_ASSERT, not a trap.
+        assert!(
+            ptx.to_src().contains(".extern .func __assertfail"),
+            "{arch}: no assert in the PTX"
+        );
+    }
+}
+
 static BROKEN: KernelSource = KernelSource {
     file: "broken.cu",
     source: "extern \"C\" __global__ void broken_f32(float *x) {\n    x[0] = undeclared;\n}\n",

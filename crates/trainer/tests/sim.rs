@@ -56,6 +56,7 @@ fn sim_peak_is_the_memory_plan_peak_up_to_rounding() {
             optimizer: OptimizerKind::AdamW,
             class_weights: false,
             dropout: true,
+            backend: Default::default(),
             matmul_precision: MatmulPrecision::Fp32,
             kernels: Kernels::Reference,
         })
@@ -174,6 +175,7 @@ fn step_peaks_equal_one_plan_per_micro_batch() {
             optimizer,
             class_weights: false,
             dropout,
+            backend: Default::default(),
             matmul_precision: MatmulPrecision::Fp32,
             kernels: Kernels::Reference,
         };

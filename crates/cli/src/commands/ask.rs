@@ -20,8 +20,8 @@ use super::Context;
 use crate::error::{CliError, Result};
 use crate::history::{self, HistoryError};
 use hpo_sampler::{
-    AutoConfig, AutoSampler, GpConfig, GpSampler, Param, RandomSampler, Sampler, StudyView,
-    TpeConfig, TpeSampler,
+    AutoConfig, AutoSampler, GpConfig, GpSampler, NsgaIIConfig, NsgaIISampler, Param,
+    RandomSampler, Sampler, StudyView, TpeConfig, TpeSampler,
 };
 use serde_json::{Map, Value as Json};
 use std::collections::BTreeMap;
@@ -38,9 +38,11 @@ pub struct Args {
     /// e.g. '{"x": {"name": "FloatDistribution", "attributes": {"low": 0.0, "high": 1.0}}}'.
     #[arg(long, default_value = "{}")]
     pub search_space: String,
-    /// `tpe` (TPESampler, the default for one objective), `random`
-    /// (RandomSampler), `gp` (GPSampler) or `auto` (GP below 200 finished
-    /// trials while at most half the parameters are categorical, TPE beyond).
+    /// `tpe` (TPESampler, the default; multi-objective TPE on a study of
+    /// several objectives), `random` (RandomSampler), `gp` (GPSampler; a
+    /// random ParEGO scalarisation per ask on several objectives), `auto`
+    /// (GP below 200 finished trials while at most half the parameters are
+    /// categorical, TPE beyond) or `nsga2` (NSGAIISampler).
     #[arg(long)]
     pub sampler: Option<String>,
     /// Sampler options as JSON, as Optuna's: e.g. '{"seed": 1}' or
@@ -66,6 +68,7 @@ enum Kind {
     Tpe,
     Gp,
     Auto,
+    NsgaII,
 }
 
 /// The sampler asked for, with its options checked.
@@ -82,29 +85,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     let choice = sampler_choice(args)?;
     let storage = ctx.open_existing()?;
     let study = storage.study(&args.study_name)?;
-    let kind = match (choice.kind, study.directions.len(), &args.sampler) {
-        (k, 1, _) => k,
-        (Kind::Random, _, _) => Kind::Random,
-        (Kind::Tpe, n, None) => {
-            eprintln!(
-                "memtune: study `{}` has {n} objectives; the TPE here is single-objective, sampling at random",
-                study.name
-            );
-            Kind::Random
-        }
-        (Kind::Gp | Kind::Auto, n, _) => {
-            return Err(CliError::Usage(format!(
-                "study `{}` has {n} objectives; the GP sampler here is single-objective: use --sampler random",
-                study.name
-            )));
-        }
-        (Kind::Tpe, n, Some(_)) => {
-            return Err(CliError::Usage(format!(
-                "study `{}` has {n} objectives; TPESampler here is single-objective: use --sampler random",
-                study.name
-            )));
-        }
-    };
+    let kind = choice.kind;
     // The history is read (and checked) once, before the trial exists, so
     // a stored row the sampler cannot read leaves nothing behind. A trial
     // another worker creates in the few milliseconds between this read and
@@ -119,11 +100,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     let claim = storage.create_or_claim_trial(study.study_id)?;
     let trial = claim.trial();
     let number = trial.number as u64;
-    let view = StudyView {
-        name: &study.name,
-        direction: study.directions[0],
-        trials: &trials,
-    };
+    let view = StudyView::with_directions(&study.name, &study.directions, &trials);
     let seed = choice.seed.map(|s| per_trial_seed(s, number));
     let mut sampler: Box<dyn Sampler> = match kind {
         Kind::Random => Box::new(RandomSampler::new(seed)),
@@ -134,6 +111,10 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         Kind::Gp => Box::new(GpSampler::new(GpConfig {
             seed,
             ..choice.gp.clone()
+        })),
+        Kind::NsgaII => Box::new(NsgaIISampler::new(NsgaIIConfig {
+            seed,
+            ..NsgaIIConfig::default()
         })),
         Kind::Auto => Box::new(AutoSampler::new(
             AutoConfig::default(),
@@ -159,6 +140,10 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
                 .filter(|(n, _)| !already_stored.contains_key(*n))
             {
                 storage.set_param(trial.trial_id, name, p.internal, &p.distribution)?;
+            }
+            // What the sampler keeps on the trial (NSGA-II's generation).
+            for (key, value) in sampler.system_attrs(&view, number) {
+                storage.set_trial_system_attr(trial.trial_id, &key, &Json::from(value))?;
             }
             Ok(params)
         });
@@ -299,10 +284,11 @@ fn sampler_choice(args: &Args) -> Result<SamplerChoice> {
             "random" | "randomsampler" => Kind::Random,
             "gp" | "gpsampler" => Kind::Gp,
             "auto" => Kind::Auto,
+            "nsga2" | "nsgaii" | "nsgaiisampler" => Kind::NsgaII,
             _ => {
                 return Err(CliError::Usage(format!(
                     "unknown --sampler `{s}`: use tpe (TPESampler), random (RandomSampler), \
-                     gp (GPSampler) or auto"
+                     gp (GPSampler), auto or nsga2 (NSGAIISampler)"
                 )));
             }
         },

@@ -25,9 +25,13 @@ pub struct Args {
     #[arg(long)]
     model: PathBuf,
     /// The texts: CSV (header row), JSON Lines or a JSON array of objects,
-    /// by extension.
+    /// by extension (`.csv`, `.jsonl`/`.ndjson`, `.json`) unless `--format`
+    /// (`csv`, `json_lines`, `json_array`) says.
     #[arg(long)]
     data: PathBuf,
+    /// The data file's format, for a file whose name does not say it.
+    #[arg(long, value_enum)]
+    format: Option<Format>,
     /// Truncate texts to this many tokens (default: the smaller of 512 and
     /// the model's positions).
     #[arg(long)]
@@ -43,17 +47,45 @@ pub struct Args {
     text_pair_field: String,
 }
 
+/// `--format`'s names, as the study file's data `format` spells them.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Format {
+    Csv,
+    #[value(name = "json_lines")]
+    JsonLines,
+    #[value(name = "json_array")]
+    JsonArray,
+}
+
+impl Format {
+    fn data_format(self) -> trainer::data::DataFormat {
+        match self {
+            Format::Csv => trainer::data::DataFormat::Csv,
+            Format::JsonLines => trainer::data::DataFormat::JsonLines,
+            Format::JsonArray => trainer::data::DataFormat::JsonArray,
+        }
+    }
+}
+
 pub fn run(args: &Args, _ctx: &Context, out: &mut dyn Write) -> Result<()> {
     if args.batch_size == 0 {
         return Err(CliError::Usage("--batch-size must be at least 1".into()));
     }
-    let classifier = HfClassifier::load(&args.model, args.max_length).map_err(CliError::failed)?;
+    let classifier = HfClassifier::load(&args.model, args.max_length)?;
     let fields = FieldSpec {
         text: args.text_field.clone(),
         text_pair: Some(args.text_pair_field.clone()),
         ..FieldSpec::default()
     };
-    let records = load_texts(&args.data, &fields, None).map_err(CliError::failed)?;
+    let records =
+        load_texts(&args.data, &fields, args.format.map(Format::data_format)).map_err(|e| {
+            match e {
+                trainer::data::DataError::UnknownFormat { file } => CliError::Usage(format!(
+                    "cannot tell the format of {file}: name it .csv, .jsonl or .json, or pass --format csv|json_lines|json_array"
+                )),
+                e => e.into(),
+            }
+        })?;
     let mut indices = Vec::with_capacity(records.len());
     let mut encoded = Vec::with_capacity(records.len());
     let mut bad = 0usize;
@@ -70,13 +102,16 @@ pub fn run(args: &Args, _ctx: &Context, out: &mut dyn Write) -> Result<()> {
             }
             Err(reason) => {
                 bad += 1;
-                eprintln!("memtune: {location} (record {index}): {reason}");
+                // A JSON array's location names its record already.
+                if location.index.is_some() {
+                    eprintln!("memtune: {location}: {reason}");
+                } else {
+                    eprintln!("memtune: {location} (record {index}): {reason}");
+                }
             }
         }
     }
-    let logits = classifier
-        .logits(encoded, args.batch_size)
-        .map_err(CliError::failed)?;
+    let logits = classifier.logits(encoded, args.batch_size)?;
     for (index, logits) in indices.into_iter().zip(logits) {
         // The first of equal maxima, as `argmax` does.
         let label =

@@ -83,6 +83,14 @@ pub fn run(args: &Args, ctx: &Context, _out: &mut dyn Write) -> Result<()> {
             trial.number, trial.state
         )));
     }
+    // A runner's trial gets its result from its runner, which would
+    // otherwise find it finished and drop the real one.
+    if let Some(owner) = storage.trial_owner(trial.trial_id)? {
+        return Err(CliError::Usage(format!(
+            "cannot tell trial {}: a `memtune tune` runner ({}) is running it and records its result; tell only trials that `ask` gave you",
+            trial.number, owner.id
+        )));
+    }
     let n_objectives = study.directions.len();
     let usable = |values: &[f64]| -> std::result::Result<(), String> {
         if let Some(v) = values.iter().find(|v| v.is_nan()) {

@@ -69,7 +69,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         )));
     }
     check_output_dir(&args.output).map_err(usage)?;
-    let plan = RunPlan::new(&cfg, ctx.storage_url.as_deref()).map_err(CliError::failed)?;
+    let plan = RunPlan::new(&cfg, ctx.storage_url.as_deref())?;
     let storage = Storage::open_url(
         &plan.storage_url,
         &OpenOptions {
@@ -102,7 +102,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         }
     };
     let settings = trial_settings(&cfg, &trial)?;
-    let model = plan.model(&settings.model).map_err(CliError::failed)?;
+    let model = plan.model(&settings.model).map_err(usage)?;
     let ModelSource::Dir { path: model_dir } = &model.source else {
         return Err(usage(
             "the trial ran on the simulated device, which computes nothing: there is no model to retrain",
@@ -196,7 +196,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             Control::Continue
         }
     })
-    .map_err(|e| CliError::failed(format!("retraining trial {}: {e}", trial.number)))?;
+    .map_err(|e| CliError::trainer(format!("retraining trial {}", trial.number), e))?;
     let report = &trained.outcome.report;
     let last = report
         .epochs
@@ -204,8 +204,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         .ok_or_else(|| CliError::failed("the retrain ran no epoch"))?;
     let value = metric.value(&last.valid);
 
-    let tokenizer =
-        TextTokenizer::from_model_dir(model_dir, settings.max_length).map_err(CliError::failed)?;
+    let tokenizer = TextTokenizer::from_model_dir(model_dir, settings.max_length)?;
     let labels = trained
         .label_names
         .clone()
@@ -217,8 +216,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         model_dir,
         &labels,
         &args.output,
-    )
-    .map_err(CliError::failed)?;
+    )?;
     writeln!(
         out,
         "trial {}: validation {} {value} at epoch {} (recorded {recorded}); accuracy {}; saved to {}",
@@ -248,7 +246,7 @@ fn trial_settings(cfg: &StudyConfig, trial: &store::FrozenTrial) -> Result<Trial
         .map(|(name, p)| (name.clone(), p.value()))
         .collect();
     cfg.settings(&values)
-        .map_err(|e| CliError::failed(format!("trial {}: {e}", trial.number)))
+        .map_err(|e| usage(format!("trial {}: {e}", trial.number)))
 }
 
 /// The last epoch whose recorded value is `value` (trials without a

@@ -39,7 +39,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         return Err(CliError::Usage("--n-trials must be at least 1".into()));
     }
     let faults = Faults::from_env().map_err(CliError::Usage)?;
-    let mut plan = RunPlan::new(&cfg, ctx.storage_url.as_deref()).map_err(CliError::Failed)?;
+    let mut plan = RunPlan::new(&cfg, ctx.storage_url.as_deref())?;
     if let Some(n) = args.n_trials {
         plan.n_trials = n;
     }
@@ -53,6 +53,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         )?;
         storage.study(&plan.study_name)?;
     }
+    crate::tune::setup::check_lengths_against_models(&cfg, &plan).map_err(CliError::Usage)?;
     crate::tune::setup::check_space_against_stored(&cfg, &plan).map_err(CliError::Usage)?;
     let worker_exe = current_exe()?;
     if !worker_exe.is_file() {
@@ -63,8 +64,10 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     }
     crate::logging::to_file(&plan.log_file).map_err(CliError::Failed)?;
     let (study, storage) = (plan.study_name.clone(), plan.storage_url.clone());
+    // The URL may hold a password: never printed nor logged.
+    let shown = store::redact_url(&storage);
     crate::logging::note(&format!(
-        "memtune: study `{study}` in {storage}: {} trials on {}; log in {}",
+        "memtune: study `{study}` in {shown}: {} trials on {}; log in {}",
         plan.n_trials,
         plan.device_name,
         plan.log_file.display()
@@ -79,7 +82,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         },
     )?;
     let summary = runner.run()?;
-    write!(out, "{}", summary_table(&summary, &study, &storage))?;
+    write!(out, "{}", summary_table(&summary, &study, &shown))?;
     if cfg.study.report {
         // The study is stored whatever happens here: a report that cannot
         // be written is a warning, not a failed run.
@@ -93,10 +96,28 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             "stopped: a trial could not read the data or model ({e}); its trial and those in flight are re-enqueued, so fix it and run the same command again"
         )));
     }
+    if let Some(e) = &summary.systematic_error {
+        return Err(CliError::Failed(format!(
+            "stopped: the first {} trials all failed with the same error, so the data or a model is at fault, not a trial: {e} (the trials in flight are re-enqueued; fix it and run the same command again)",
+            cfg.runner.systematic_failures
+        )));
+    }
     if summary.interrupted {
         return Err(CliError::Interrupted);
     }
+    let counts = &summary.counts;
+    if counts.complete == 0 && counts.infeasible > 0 && counts.infeasible == counts.finished() {
+        return Err(CliError::Failed(format!(
+            "no trial fitted the device: all {} finished trials are infeasible (they need more memory than {} has at micro-batch 1); see `memtune trials --attr oom`",
+            counts.infeasible,
+            summary_device(&summary)
+        )));
+    }
     Ok(())
+}
+
+fn summary_device(s: &crate::tune::runner::Summary) -> String {
+    gpu_mem::human_bytes(s.capacity)
 }
 
 fn write_report(storage_url: &str, study: &str) -> Result<PathBuf> {

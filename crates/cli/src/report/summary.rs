@@ -28,6 +28,18 @@ pub fn section(input: &ReportInput) -> Section {
         vec!["trials".into(), input.trials.len().to_string()],
         vec!["devices".into(), devices(input)],
     ];
+    let random = random_weight_presets(input);
+    if !random.is_empty() {
+        rows.push(vec![
+            "random weights".into(),
+            format!(
+                "{} trials trained preset architectures from random weights ({}): their values \
+                 measure speed and memory, not what a checkpoint would learn",
+                random.values().sum::<usize>(),
+                random.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        ]);
+    }
     match wall {
         Some(w) if w > 0.0 => {
             rows.push(vec!["wall time".into(), duration(w)]);
@@ -145,4 +157,19 @@ pub fn duration(seconds: f64) -> String {
     } else {
         format!("{m}m {sec:02}s")
     }
+}
+
+/// Trials per preset that trained from random weights.
+fn random_weight_presets(input: &ReportInput) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for t in &input.trials {
+        if let Some(preset) = t
+            .user_attrs
+            .get(crate::tune::runner::RANDOM_WEIGHTS_KEY)
+            .and_then(|v| v.as_str())
+        {
+            *out.entry(preset.to_string()).or_insert(0) += 1;
+        }
+    }
+    out
 }

@@ -40,6 +40,7 @@
 //! [models.minilm]                     # one table per model; exactly one of:
 //! builtin = "minilm-l6"               #   a model the runner provides,
 //! # dir = "models/bert"               #   a Hugging Face directory (relative to this file),
+//! # preset = "roberta-large"          #   a preset architecture with random weights,
 //! # sim = "bert-base"                 #   a simulated preset for device = "sim"
 //!
 //! [[param]]                           # one per searched parameter, in order
@@ -76,9 +77,11 @@
 //! precision = "auto"                  # matrix products: auto | fp32 | bf16 | fp16 (auto: bf16
 //!                                     # on a CUDA device that has it, else fp32)
 //! safety_margin = 0.05                # fraction of the device, or a size such as "1GiB"
+//! # memory_limit = "24GiB"            # use the device as a card of this size
 //! recycle_after = 50                  # trials per worker process
 //! heartbeat = "5s"
 //! stale_after = "60s"
+//! systematic_failures = 3             # stop when the first 3 trials fail alike (0: never)
 //! ```
 //!
 //! Hyperparameters (what `sets` and `[fixed]` name, with their defaults):
@@ -233,10 +236,11 @@ pub enum BuiltinModel {
     MiniLmL6,
 }
 
-/// An architecture for the simulated device (no weights: memory and time
-/// only): one of the trainer's presets of any family
-/// ([`ModelConfig::PRESETS`]: BERT-shaped and DeBERTa-v3), so a new
-/// preset is usable here without a change.
+/// A preset architecture: one of the trainer's presets of any family
+/// ([`ModelConfig::PRESETS`]: BERT-shaped and DeBERTa-v3), so a new preset
+/// is usable here without a change. `sim = ...` runs it on the simulated
+/// device (memory and time only), `preset = ...` trains it from random
+/// weights on any device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SimPreset(&'static str);
 
@@ -259,7 +263,7 @@ impl<'de> Deserialize<'de> for SimPreset {
         let name = String::deserialize(d)?;
         SimPreset::new(&name).ok_or_else(|| {
             serde::de::Error::custom(format!(
-                "unknown simulated model `{name}`, expected one of {}",
+                "unknown preset `{name}`, expected one of {}",
                 ModelConfig::PRESETS.join(", ")
             ))
         })
@@ -272,6 +276,10 @@ pub enum ModelSource {
     /// A Hugging Face directory (resolved against the study file).
     Dir(PathBuf),
     Builtin(BuiltinModel),
+    /// A preset architecture with random weights and a tokenizer the runner
+    /// builds from the data (`trainer::preset`); on the simulated device,
+    /// the same as `Sim`.
+    Preset(SimPreset),
     Sim(SimPreset),
 }
 
@@ -502,9 +510,12 @@ pub struct RunnerSection {
     /// Capacity of the simulated device (`device = "sim"`; default 24 GiB).
     pub sim_memory: Option<u64>,
     pub safety_margin: SafetyMargin,
-    /// Per-process overhead (CUDA context, cuBLAS workspace) to assume
-    /// instead of measuring it; `None`: measured (0 on the CPU).
+    /// Per-process overhead (the CUDA context) to assume instead of
+    /// measuring it; `None`: measured (0 on the CPU).
     pub process_overhead: Option<u64>,
+    /// The device as a card of this many bytes: what trials may lease (a
+    /// share of a larger or shared device). `None`: the whole device.
+    pub memory_limit: Option<u64>,
     /// `None`: as many as memory and cores allow.
     pub max_workers: Option<usize>,
     /// `None`: the runner divides the cores.
@@ -514,6 +525,9 @@ pub struct RunnerSection {
     pub heartbeat: Duration,
     /// A RUNNING trial without a heartbeat for this long is failed.
     pub stale_after: Duration,
+    /// The study stops when this run's first this-many trials all fail
+    /// with one and the same error (0: never).
+    pub systematic_failures: usize,
     /// `None`: the runner's default (resolved against the study file otherwise).
     pub log_file: Option<PathBuf>,
 }
@@ -845,14 +859,17 @@ impl Check<'_> {
         let mut out = BTreeMap::new();
         for (key, m) in &raw.models {
             let at = join("models", key);
-            let source = match (&m.dir, m.builtin, m.sim) {
-                (Some(dir), None, None) => ModelSource::Dir(self.path(dir.clone())),
-                (None, Some(b), None) => ModelSource::Builtin(b),
-                (None, None, Some(s)) => ModelSource::Sim(s),
-                (None, None, None) => {
-                    return Err(self.err(&at, "give one of dir, builtin or sim"));
+            let source = match (&m.dir, m.builtin, m.preset, m.sim) {
+                (Some(dir), None, None, None) => ModelSource::Dir(self.path(dir.clone())),
+                (None, Some(b), None, None) => ModelSource::Builtin(b),
+                (None, None, Some(p), None) => ModelSource::Preset(p),
+                (None, None, None, Some(s)) => ModelSource::Sim(s),
+                (None, None, None, None) => {
+                    return Err(self.err(&at, "give one of dir, builtin, preset or sim"));
                 }
-                _ => return Err(self.err(&at, "give only one of dir, builtin or sim")),
+                _ => {
+                    return Err(self.err(&at, "give only one of dir, builtin, preset or sim"));
+                }
             };
             out.insert(key.clone(), source);
         }
@@ -1166,6 +1183,13 @@ impl Check<'_> {
             None => None,
             Some(v) => Some(self.size("runner.process_overhead", v)?),
         };
+        let memory_limit = match &r.memory_limit {
+            None => None,
+            Some(v) => match self.size("runner.memory_limit", v)? {
+                0 => return Err(self.err("runner.memory_limit", "must be larger than 0")),
+                bytes => Some(bytes),
+            },
+        };
         let at_least_one = |key: &str, v: Option<usize>| match v {
             Some(0) => Err(self.err(key, "must be at least 1")),
             _ => Ok(v),
@@ -1193,11 +1217,13 @@ impl Check<'_> {
             sim_memory,
             safety_margin,
             process_overhead,
+            memory_limit,
             max_workers,
             threads_per_worker,
             recycle_after,
             heartbeat,
             stale_after,
+            systematic_failures: r.systematic_failures.unwrap_or(3),
             log_file: r.log_file.clone().map(|p| self.path(p)),
         })
     }

@@ -1,6 +1,7 @@
 //! Fault injection for the runner's tests: `MEMTUNE_FAULT` names which
 //! trial numbers fail and how, e.g.
-//! `abort@3:epoch=0; sticky@5:epoch=1; oom@7:alloc=120; kill-runner@4`.
+//! `abort@3:epoch=0; sticky@5:epoch=1; oom@7:alloc=120; assert@8:epoch=0;
+//! kill-runner@4`.
 //!
 //! `kill-runner@N` makes the runner `SIGKILL` itself right after trial `N`
 //! is handed to a worker (the resume tests' kill -9 at a known moment); the
@@ -56,6 +57,9 @@ impl Faults {
                     after_epoch: value("epoch")? as usize,
                 },
                 "oom" => Fault::OomAtAllocation { n: value("alloc")? },
+                "assert" => Fault::DeviceAssert {
+                    after_epoch: value("epoch")? as usize,
+                },
                 "kill-runner" => {
                     faults.kill_runner_after_start_of = Some(trial);
                     continue;
@@ -74,8 +78,11 @@ mod tests {
 
     #[test]
     fn parses_every_kind_and_rejects_garbage() {
-        let f = Faults::parse("abort@3:epoch=0; sticky@5:epoch=1;oom@7:alloc=120; kill-runner@4")
-            .unwrap();
+        let f = Faults::parse(
+            "abort@3:epoch=0; sticky@5:epoch=1;oom@7:alloc=120; assert@8:epoch=2; kill-runner@4",
+        )
+        .unwrap();
+        assert_eq!(f.per_trial[&8], Fault::DeviceAssert { after_epoch: 2 });
         assert_eq!(f.per_trial[&3], Fault::Abort { after_epoch: 0 });
         assert_eq!(f.per_trial[&5], Fault::StickyError { after_epoch: 1 });
         assert_eq!(f.per_trial[&7], Fault::OomAtAllocation { n: 120 });

@@ -4,11 +4,11 @@
 //!
 //! The legacy setup fixed the number of parallel trials (4, then 3, then 2) and lost
 //! trials whenever the sum of their peaks crossed the device's memory. Here
-//! every trial gets a *lease* before it starts: its predicted peak (the
-//! trainer's [`trainer::memory::MemoryPlan`], which runs the real training
-//! step on a backend that only allocates) with an allowance for the
-//! allocator's rounding, plus the per-process overhead (CUDA context and
-//! cuBLAS workspace, which the plan does not see). The [`Packer`] admits a
+//! every trial gets a *lease* before it starts: the [`Price`] of its run
+//! (its peak of requested bytes, and the limit its allocator needs to reach
+//! it; the study runner asks the trainer, `super::pricing`), plus the
+//! per-process overhead (the CUDA context, which no allocator sees). The
+//! [`Packer`] admits a
 //! trial only while the sum of the leases fits the device minus a safety
 //! margin, and the runner hands [`Lease::limit`] to the worker as its
 //! `gpu-mem` limit, so a trial can never take memory another trial was
@@ -36,16 +36,18 @@ pub const MIB: u64 = 1 << 20;
 /// One GiB in bytes.
 pub const GIB: u64 = 1 << 30;
 
-/// Per-process memory outside the trainer's allocations on a CUDA device:
-/// the CUDA context (with lazy module loading, CUDA >= 11.7) and the cuBLAS
-/// workspace. Typical values on Ampere/Hopper are 300-600 MiB; we take the
-/// upper end until the CUDA backend measures its own (`cuMemGetInfo`
-/// before and after context creation).
+/// Per-process memory outside the trainer's allocator on a CUDA device:
+/// the CUDA context with its loaded modules (lazy loading, CUDA >= 11.7).
+/// Typical values on Ampere/Hopper are 300-600 MiB; the simulated device
+/// assumes the upper end, and a CUDA device's is measured
+/// (`crate::devices::measure_process_overhead`).
 pub const CUDA_PROCESS_OVERHEAD: u64 = 550 * MIB;
 
-/// Allocator allowance for a worker allocating through `gpu-mem` with
-/// expandable segments: its peak reserved was 0.4% over the peak requested
-/// on a multi-trial BERT trace (docs/benchmarks.md); 1% leaves room.
+/// Allocator allowance of the packing simulation (`super::simulate`), which
+/// prices a step rather than a whole run: its peak reserved was 0.4% over
+/// the peak requested on a multi-trial BERT trace (docs/benchmarks.md); 1%
+/// leaves room. The study runner prices whole runs instead, reserved bytes
+/// included (`super::pricing`).
 pub const GPU_MEM_ALLOCATOR_SLACK: f64 = 0.01;
 
 /// The allocator allowance's floor in bytes: what a small model's 1% cannot
@@ -89,6 +91,23 @@ impl DeviceBudget {
     }
 }
 
+/// What a trial at one micro-batch costs: the peak bytes it asks its
+/// allocator for, and the limit that allocator needs to give them (its
+/// rounding and fragmentation on a device; the peak itself on the CPU).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Price {
+    pub peak: u64,
+    pub limit: u64,
+}
+
+impl Price {
+    /// A micro-batch that can never run.
+    pub const NEVER: Price = Price {
+        peak: u64::MAX,
+        limit: u64::MAX,
+    };
+}
+
 /// What one admitted trial may use: the worker's memory limit and the
 /// micro-batch it trains with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,7 +123,8 @@ pub struct Lease {
     /// the effective batch; the trainer splits the step as evenly as
     /// possible).
     pub accumulation: usize,
-    /// The memory plan's peak for `micro_batch` (trainer allocations only).
+    /// The run's predicted peak of requested bytes at `micro_batch`
+    /// ([`Price::peak`]).
     pub predicted_peak: u64,
 }
 
@@ -233,7 +253,9 @@ impl Packer {
 
     /// [`Packer::try_admit`] with micro-batches above `max_micro` never
     /// chosen (e.g. [`micro_cap_for_tokens`]: beyond some tokens per step a
-    /// larger micro-batch buys no speed, only memory).
+    /// larger micro-batch buys no speed, only memory). Micro-batch 1 is
+    /// priced first: a trial it does not fit on the empty device is
+    /// infeasible whatever else is running.
     pub fn try_admit_within(
         &mut self,
         id: u64,
@@ -241,55 +263,91 @@ impl Packer {
         max_micro: usize,
         peak_of: &mut dyn FnMut(usize) -> u64,
     ) -> Admission {
+        let budget = self.budget;
+        let mut price_of = |micro: usize| {
+            let peak = peak_of(micro);
+            Price {
+                peak,
+                limit: budget.limit_for(peak),
+            }
+        };
+        let smallest = price_of(1).limit.saturating_add(budget.process_overhead);
+        if effective_batch == 0 || smallest > budget.usable() {
+            self.release(id);
+            return Admission::Infeasible {
+                needed: smallest,
+                capacity: budget.usable(),
+            };
+        }
+        self.try_admit_priced(id, effective_batch, max_micro, &mut price_of)
+    }
+
+    /// Admits trial `id` at the largest micro-batch (at most `max_micro`)
+    /// whose [`Price`] limit fits what is free now (or, under
+    /// [`FitPolicy::Alone`], the empty device), with the accumulation that
+    /// covers `effective_batch`. `price_of` may be costly (the study
+    /// runner replays the run): it is asked about the few micro-batches of
+    /// a binary search, and about micro-batch 1 only when nothing fits the
+    /// empty device, which makes the trial infeasible. Admitting an `id`
+    /// that holds a lease replaces that lease.
+    pub fn try_admit_priced(
+        &mut self,
+        id: u64,
+        effective_batch: usize,
+        max_micro: usize,
+        price_of: &mut dyn FnMut(usize) -> Price,
+    ) -> Admission {
         self.release(id);
         let budget = self.budget;
         let usable = budget.usable();
         let overhead = budget.process_overhead;
-        // Fitting compares limits (peak plus allowance) with free bytes.
-        let mut limit_of = |micro: usize| budget.limit_for(peak_of(micro));
-        let smallest = limit_of(1).saturating_add(overhead);
-        if effective_batch == 0 || smallest > usable {
+        if effective_batch == 0 {
             return Admission::Infeasible {
-                needed: smallest,
+                needed: overhead,
                 capacity: usable,
             };
         }
         if self.leases.len() >= budget.max_workers.max(1) {
             return Admission::Wait;
         }
+        let mut limit_of = |micro: usize| price_of(micro).limit;
         let max_micro = max_micro.clamp(1, effective_batch);
         // Fit within the capped batch, then the accumulation that covers the
         // whole effective batch.
-        let mut fit = |available: u64| {
-            fit_micro_batch(max_micro, available, &mut limit_of)
+        let fit = |available: u64, limit_of: &mut dyn FnMut(usize) -> u64| {
+            fit_micro_batch(max_micro, available, limit_of)
                 .map(|(micro, _, _)| (micro, effective_batch.div_ceil(micro)))
         };
-        let free = usable.saturating_sub(self.leased);
-        let Some(available) = free.checked_sub(overhead) else {
-            return Admission::Wait;
-        };
-        let chosen = match self.policy {
-            FitPolicy::FreeNow => fit(available),
-            FitPolicy::Alone => {
-                // `smallest <= usable` above, so this always finds one.
-                let alone = fit(usable - overhead);
-                alone.filter(|&(micro, _)| limit_of(micro) <= available)
-            }
+        let alone = usable.checked_sub(overhead);
+        let free = usable.saturating_sub(self.leased).checked_sub(overhead);
+        let chosen = match (self.policy, free) {
+            (FitPolicy::FreeNow, Some(available)) => fit(available, &mut limit_of),
+            (FitPolicy::Alone, Some(available)) => alone
+                .and_then(|a| fit(a, &mut limit_of))
+                .filter(|&(micro, _)| limit_of(micro) <= available),
+            (_, None) => None,
         };
         let Some((micro, accumulation)) = chosen else {
-            return Admission::Wait;
+            // Nothing fits now: wait, unless nothing would fit the empty
+            // device either.
+            if alone.and_then(|a| fit(a, &mut limit_of)).is_some() {
+                return Admission::Wait;
+            }
+            return Admission::Infeasible {
+                needed: limit_of(1).saturating_add(overhead),
+                capacity: usable,
+            };
         };
         // Even sizes: `accumulation` micro-batches of at most
         // ceil(effective / accumulation) rows (never more than fitted).
         let micro_batch = micro.min(effective_batch.div_ceil(accumulation));
-        let predicted_peak = peak_of(micro_batch);
-        let limit = budget.limit_for(predicted_peak);
+        let price = price_of(micro_batch);
         let lease = Lease {
-            bytes: limit + overhead,
-            limit,
+            bytes: price.limit + overhead,
+            limit: price.limit,
             micro_batch,
             accumulation,
-            predicted_peak,
+            predicted_peak: price.peak,
         };
         self.leases.insert(id, lease);
         self.leased += lease.bytes;
@@ -327,13 +385,14 @@ pub fn micro_cap_for_tokens(seq_len: usize, tokens_per_step: usize) -> usize {
 
 /// A budget for CPU workers: one worker per `threads_per_worker` cores (at
 /// least one) and the RAM that `/proc/meminfo` reports available (1 GiB per
-/// worker where it cannot be read), less a 10% margin. No per-process
-/// overhead: a worker's own heap is small next to a model, and the margin
-/// covers it.
-pub fn cpu_budget(threads_per_worker: usize) -> DeviceBudget {
+/// worker where it cannot be read; at most `memory_limit`), less a 10%
+/// margin. No per-process overhead: a worker's own heap is small next to a
+/// model, and the margin covers it.
+pub fn cpu_budget(threads_per_worker: usize, memory_limit: Option<u64>) -> DeviceBudget {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let max_workers = (cores / threads_per_worker.max(1)).max(1);
-    let capacity = mem_available().unwrap_or(max_workers as u64 * GIB);
+    let available = mem_available().unwrap_or(max_workers as u64 * GIB);
+    let capacity = memory_limit.map_or(available, |limit| available.min(limit));
     DeviceBudget {
         capacity,
         safety_margin: capacity / 10,
@@ -408,7 +467,8 @@ mod tests {
 
     #[test]
     fn cpu_budget_has_a_worker_and_memory() {
-        let b = cpu_budget(2);
+        let b = cpu_budget(2, None);
+        assert!(cpu_budget(2, Some(GIB)).capacity <= GIB);
         assert!(b.max_workers >= 1);
         assert!(b.usable() > 0);
     }

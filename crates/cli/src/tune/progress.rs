@@ -18,6 +18,8 @@ pub struct Counts {
     pub failed: usize,
     pub running: usize,
     pub waiting: usize,
+    /// Of the PRUNED trials, those that did not fit the device.
+    pub infeasible: usize,
 }
 
 impl Counts {

@@ -47,6 +47,12 @@ pub enum Fault {
     StickyError { after_epoch: usize },
     /// The n-th tensor allocation of the trial fails as out of memory.
     OomAtAllocation { n: u64 },
+    /// A real device-side assert after this epoch's report: on a CUDA
+    /// device a kernel asserts on the trial's context
+    /// (`trainer::backend::cuda::device_assert`), on the simulated device
+    /// the trainer loses its context; the trial's next step fails with the
+    /// sticky error, and the worker must be replaced.
+    DeviceAssert { after_epoch: usize },
 }
 
 /// One trial for a worker to run: everything resolved, nothing to look up.

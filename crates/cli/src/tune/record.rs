@@ -223,7 +223,10 @@ pub fn count(trials: &[store::FrozenTrial]) -> Counts {
     for t in trials {
         match t.state {
             TrialState::Complete => c.complete += 1,
-            TrialState::Pruned => c.pruned += 1,
+            TrialState::Pruned => {
+                c.pruned += 1;
+                c.infeasible += usize::from(t.user_attrs.get("oom") == Some(&json!(true)));
+            }
             TrialState::Fail if !retried.contains(&t.number) => c.failed += 1,
             TrialState::Fail => {}
             TrialState::Running => c.running += 1,

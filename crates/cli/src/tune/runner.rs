@@ -6,20 +6,30 @@
 //!
 //! Counting toward `n_trials`: COMPLETE, PRUNED and FAIL trials of the
 //! study, except FAIL trials that were retried (their number is in some
-//! trial's `retry_history`): the retry stands for them.
+//! trial's `retry_history`): the retry stands for them. While the study
+//! runs, WAITING trials and RUNNING trials a runner claimed hold their
+//! place too; an ask/tell client's trial counts once it is told.
 //!
 //! Any number of runners, on any number of machines, may work one study;
 //! they cooperate through the store alone, by rules that need no runner to
 //! know of another:
 //! - a trial is claimed (a WAITING one first, else a new one while fewer
 //!   than `n_trials` count) in one transaction, with its first heartbeat;
-//! - a RUNNING trial is stale only when its own heartbeat is older than
-//!   `stale_after` (Optuna's rule); any runner then fails it and enqueues
-//!   its one retry, in one transaction; a trial that never beat (from
-//!   `memtune ask` or an Optuna client) is never failed by a runner;
+//! - a claimed trial carries its owner (this runner) and the owner's
+//!   `stale_after`; it is stale only when its heartbeat is older than that
+//!   (Optuna's rule, with the owner's grace). Any other runner then fails
+//!   it and enqueues its retry, in one transaction, and only after it has
+//!   itself been awake and connected for a whole `stale_after` (a runner
+//!   that was stopped, or cut off from the storage, first gives the
+//!   owners time to beat again). A runner never judges its own trials;
+//!   trials no runner claimed (`memtune ask`, Optuna clients, with or
+//!   without heartbeats) are left to their clients;
+//! - a trial interrupted (its runner killed, stopped, cut off, or told to
+//!   stop) is retried until it finishes on its own: COMPLETE, PRUNED, or
+//!   FAIL for its own reason. `n_trials` counts those;
 //! - a runner leaves when the budget is spent, nothing is WAITING and no
-//!   trial is still beating, so a trial whose runner dies is always retried
-//!   by a runner that is still there;
+//!   claimed trial is still RUNNING, so a trial whose runner dies is
+//!   always retried by a runner that is still there;
 //! - each runner packs its own device.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,19 +42,23 @@ use std::time::{Duration, Instant};
 use gpu_mem::human_bytes;
 use hpo_sampler::{Pruner, Sampler, StudyView};
 use serde_json::{Value as Json, json};
-use signal_hook::consts::{SIGINT, SIGTERM};
-use store::{Claim, RetryPolicy, Storage, TrialFilter, TrialRef, TrialState};
-use trainer::memory::{PlanError, PlanPeaks};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use store::{Claim, Owner, RetryPolicy, Storage, TrialFilter, TrialRef, TrialState};
 
 use super::config::{StudyConfig, TrialSettings};
 use super::fault::Faults;
-use super::packing::{Admission, Lease, Packer};
+use super::packing::{Admission, Lease, Packer, Price};
+use super::pricing::Pricer;
 use super::progress::{Counts, Progress};
 use super::protocol::{FailureKind, Job, RunnerMsg, WorkerMsg};
 use super::record;
 use super::setup::RunPlan;
 use super::workers::{Event, WorkerProc, describe_exit};
 use crate::history;
+
+/// The user attribute naming the preset of a trial that trained from
+/// random weights (`[models.NAME] preset = ...`).
+pub const RANDOM_WEIGHTS_KEY: &str = "random_weights_preset";
 
 /// How often the loop wakes without events (timeout, Ctrl-C/SIGTERM, display).
 const TICK: Duration = Duration::from_millis(200);
@@ -82,7 +96,13 @@ pub struct Summary {
     pub worker_deaths: usize,
     pub cuda_errors: usize,
     pub errors: usize,
+    /// Trials of gone runners this one failed and re-enqueued.
     pub retried_from_before: usize,
+    /// Retries of interrupted trials that this run started.
+    pub reruns: usize,
+    /// This run's trials that another runner took over (this one was
+    /// stopped or cut off too long); their retries redo them.
+    pub taken_over: usize,
     pub best: Option<(i64, f64, String)>,
     pub wall: Duration,
     pub peak_leased: u64,
@@ -91,11 +111,16 @@ pub struct Summary {
     /// The run stopped because a trial could not read the data or model
     /// (its trial is re-enqueued, so it does not count).
     pub environment_error: Option<String>,
+    /// The run stopped because its first trials all failed with this one
+    /// error (`[runner] systematic_failures`).
+    pub systematic_error: Option<String>,
 }
 
 struct Candidate {
     trial: TrialRef,
     settings: TrialSettings,
+    /// A retry of an interrupted trial.
+    rerun: bool,
 }
 
 struct Running {
@@ -113,12 +138,16 @@ pub struct Runner<'a> {
     cfg: &'a StudyConfig,
     plan: RunPlan,
     opts: TuneOptions,
+    // Before `storage`: the heartbeat connection closes first, so the
+    // main one is the last to close (it restores a file's journal mode).
+    beats: super::heartbeat::Heartbeats,
     storage: Storage,
     study: store::Study,
+    /// This runner, as the owner of the trials it claims.
+    owner: Owner,
     sampler: Box<dyn Sampler + Send>,
     pruner: Box<dyn Pruner + Send>,
     packer: Packer,
-    beats: super::heartbeat::Heartbeats,
     events_tx: Sender<Event>,
     events: Receiver<Event>,
     workers: BTreeMap<usize, WorkerProc>,
@@ -126,22 +155,33 @@ pub struct Runner<'a> {
     running: BTreeMap<usize, Running>,
     next_worker_id: usize,
     pending: Option<Candidate>,
-    /// Memory plans per (model, head, sequence length), cached per
-    /// micro-batch: a plan runs the model's construction.
-    plans: BTreeMap<(String, Vec<usize>, usize), PlanPeaks>,
+    /// Prices runs as the trainer would run them (cached per job).
+    pricer: Pricer,
     progress: Progress,
     summary: Summary,
     dirty: bool,
+    /// How this run's first trials ended (`Some(error)` for a failure),
+    /// for `[runner] systematic_failures`.
+    first_outcomes: Vec<Option<String>>,
 }
 
 impl<'a> Runner<'a> {
     pub fn new(cfg: &'a StudyConfig, plan: RunPlan, opts: TuneOptions) -> Result<Self, TuneError> {
-        let storage = Storage::open_url(&plan.storage_url, &store::OpenOptions::default())?;
+        let open = store::OpenOptions {
+            max_backoff: plan.heartbeat,
+            ..store::OpenOptions::default()
+        };
+        let storage = Storage::open_url(&plan.storage_url, &open)?;
         let study = storage.create_or_load_study(&plan.study_name, &[plan.direction])?;
         let beats = super::heartbeat::Heartbeats::start(&plan.storage_url, plan.heartbeat)?;
+        let owner = Owner {
+            id: owner_id(),
+            stale_after: plan.stale_after,
+        };
         let (events_tx, events) = channel();
         let progress = Progress::new(plan.n_trials, opts.progress);
         let packer = Packer::new(plan.budget);
+        let pricer = Pricer::new(plan.priced_device);
         // A resumed seeded study continues with fresh random draws.
         let existing = storage
             .trials(study.study_id, &TrialFilter::default())?
@@ -158,6 +198,7 @@ impl<'a> Runner<'a> {
             opts,
             storage,
             study,
+            owner,
             packer,
             beats,
             events_tx,
@@ -167,9 +208,10 @@ impl<'a> Runner<'a> {
             running: BTreeMap::new(),
             next_worker_id: 0,
             pending: None,
-            plans: BTreeMap::new(),
+            pricer,
             progress,
             dirty: true,
+            first_outcomes: Vec::new(),
         })
     }
 
@@ -177,22 +219,30 @@ impl<'a> Runner<'a> {
     /// Ctrl-C.
     pub fn run(mut self) -> Result<Summary, TuneError> {
         let start = Instant::now();
-        // Ctrl-C and SIGTERM (`kill`, systemd, a batch scheduler's stop)
-        // mean the same: fail the trials in flight as interrupted, re-enqueue
-        // them, and exit with the summary.
+        // Ctrl-C, SIGTERM (`kill`, systemd, a batch scheduler's stop) and
+        // SIGHUP (the terminal or SSH session closed) mean the same: fail
+        // the trials in flight as interrupted, re-enqueue them, and exit
+        // with the summary.
         let interrupted = Arc::new(AtomicBool::new(false));
-        for signal in [SIGINT, SIGTERM] {
+        for signal in [SIGINT, SIGTERM, SIGHUP] {
             signal_hook::flag::register(signal, Arc::clone(&interrupted))
                 .map_err(|e| TuneError::Setup(format!("cannot handle signal {signal}: {e}")))?;
         }
+        let mut vigil = Vigil::new(self.plan.stale_after);
         self.fail_stale_trials()?;
         let mut last_stale_check = Instant::now();
         let mut stopping = false;
         loop {
-            if interrupted.load(Ordering::SeqCst) || self.summary.environment_error.is_some() {
-                self.interrupt()?;
+            vigil.tick();
+            if interrupted.load(Ordering::SeqCst)
+                || self.summary.environment_error.is_some()
+                || self.summary.systematic_error.is_some()
+            {
+                let interrupted = self.interrupt();
+                self.taken_over_meanwhile(interrupted)?;
                 break;
             }
+            self.drop_lost_trials()?;
             if !stopping
                 && self
                     .plan
@@ -209,13 +259,16 @@ impl<'a> Runner<'a> {
             if !stopping && last_stale_check.elapsed() >= self.plan.heartbeat {
                 // Another runner may have died, or a trial been enqueued.
                 last_stale_check = Instant::now();
-                self.fail_stale_trials()?;
+                if vigil.may_judge() {
+                    self.fail_stale_trials()?;
+                }
                 self.dirty = true;
             }
             let refilled = !stopping && self.dirty;
             if refilled {
                 self.dirty = false;
-                self.refill()?;
+                let refill = self.refill();
+                self.taken_over_meanwhile(refill)?;
             }
             // Judged after a refill only (an event or a stale check), not on
             // every tick: it reads the whole study.
@@ -227,7 +280,8 @@ impl<'a> Runner<'a> {
             }
             match self.events.recv_timeout(TICK) {
                 Ok(event) => {
-                    self.handle(event)?;
+                    let handled = self.handle(event);
+                    self.taken_over_meanwhile(handled)?;
                     self.dirty = true;
                 }
                 Err(RecvTimeoutError::Timeout) => {}
@@ -244,50 +298,157 @@ impl<'a> Runner<'a> {
         Ok(self.summary)
     }
 
-    /// Trials whose heartbeat is older than `stale_after` (their runner
-    /// died, here or on another machine) are failed and retried once; the
-    /// WAITING copies are claimed before anything new is asked.
+    /// Trials of other runners whose heartbeat is older than their
+    /// owner's `stale_after` (the runner died, here or on another machine,
+    /// or was stopped or cut off that long) are failed and retried; so are
+    /// runners' trials that an Optuna client failed as stale without a
+    /// retry. The WAITING copies are claimed before anything new is asked.
     fn fail_stale_trials(&mut self) -> Result<(), TuneError> {
-        let policy = RetryPolicy {
-            max_retry: Some(1),
-            inherit_intermediate_values: false,
-        };
         let label = [
             ("error_kind", json!("stale")),
             (
                 "error_msg",
-                json!("the process running this trial stopped (no heartbeat)"),
+                json!(
+                    "the process running this trial stopped beating (killed, stopped or cut off)"
+                ),
             ),
         ];
-        let stale = self.storage.fail_stale_trials_marked(
+        let stale = self.storage.fail_abandoned_trials(
             self.study.study_id,
-            self.plan.stale_after,
-            Some(&policy),
+            &self.owner,
+            Some(&interruption_retry()),
             &label,
         )?;
         for s in &stale {
-            let retry = s
-                .retry
-                .map_or("not retried (already retried once)".to_string(), |r| {
-                    format!("retried as trial {}", r.number)
-                });
-            self.progress.line(&format!(
-                "trial {} stopped beating (its runner is gone): failed, {retry}",
-                s.failed.number
-            ));
+            let retry = s.retry.map_or("not retried".to_string(), |r| {
+                format!("retried as trial {}", r.number)
+            });
+            let how = if s.adopted {
+                "was failed as stale by another client"
+            } else {
+                "stopped beating (its runner is gone)"
+            };
+            self.progress
+                .line(&format!("trial {} {how}: failed, {retry}", s.failed.number));
         }
         self.summary.retried_from_before += stale.len();
         Ok(())
     }
 
+    /// Trials of this run that the heartbeat thread found taken over by
+    /// another runner (this one was stopped or cut off longer than
+    /// `stale_after`): their workers are stopped at once, so no trial runs
+    /// twice; their retries redo them.
+    fn drop_lost_trials(&mut self) -> Result<(), TuneError> {
+        for trial_id in self.beats.take_lost() {
+            if self
+                .pending
+                .as_ref()
+                .is_some_and(|c| c.trial.trial_id == trial_id)
+            {
+                let c = self.pending.take().expect("checked");
+                self.packer.release(trial_id as u64);
+                self.report_taken_over(c.trial.number);
+                continue;
+            }
+            let Some(worker) = self
+                .running
+                .iter()
+                .find(|(_, r)| r.trial.trial_id == trial_id)
+                .map(|(&w, _)| w)
+            else {
+                continue;
+            };
+            let r = self.running.remove(&worker).expect("found above");
+            self.idle.remove(&worker);
+            if let Some(w) = self.workers.remove(&worker) {
+                let _ = w.kill();
+            }
+            self.release(&r);
+            self.report_taken_over(r.trial.number);
+            self.dirty = true;
+        }
+        Ok(())
+    }
+
+    /// `done`, unless it failed because another runner took one of this
+    /// runner's trials over between the heartbeat thread's last look and a
+    /// write (this process was stopped or cut off): that trial is dropped
+    /// here as [`Runner::drop_lost_trials`] drops it, and the run goes on.
+    fn taken_over_meanwhile(&mut self, done: Result<(), TuneError>) -> Result<(), TuneError> {
+        let Err(TuneError::Store(store::StoreError::TrialFinished { number, state })) = done else {
+            return done;
+        };
+        tracing::warn!(
+            trial = number,
+            "the trial was already {state} (taken over by another runner); dropped here"
+        );
+        if self
+            .pending
+            .as_ref()
+            .is_some_and(|c| c.trial.number == number)
+        {
+            let c = self.pending.take().expect("checked");
+            self.packer.release(c.trial.trial_id as u64);
+            self.beats.remove(c.trial.trial_id);
+        }
+        let worker = self
+            .running
+            .iter()
+            .find(|(_, r)| r.trial.number == number)
+            .map(|(&w, _)| w);
+        if let Some(worker) = worker {
+            let r = self.running.remove(&worker).expect("found above");
+            self.idle.remove(&worker);
+            if let Some(w) = self.workers.remove(&worker) {
+                let _ = w.kill();
+            }
+            self.release(&r);
+        }
+        self.report_taken_over(number);
+        self.dirty = true;
+        Ok(())
+    }
+
+    fn report_taken_over(&mut self, number: i64) {
+        self.summary.taken_over += 1;
+        self.progress.line(&format!(
+            "trial {number} was taken over by another runner (this one was stopped or cut off for longer than stale_after): stopped here, its retry redoes it"
+        ));
+    }
+
+    /// A trial of this run ended on its own (`error`: how it failed). When
+    /// the first `systematic_failures` trials all failed with one error,
+    /// the study stops: the data or a model is at fault, not a trial.
+    fn note_outcome(&mut self, error: Option<&str>) {
+        let k = self.cfg.runner.systematic_failures;
+        if k == 0 || self.first_outcomes.len() >= k {
+            return;
+        }
+        self.first_outcomes.push(error.map(str::to_string));
+        if self.first_outcomes.len() == k
+            && let Some(Some(first)) = self.first_outcomes.first()
+            && self
+                .first_outcomes
+                .iter()
+                .all(|o| o.as_deref() == Some(first.as_str()))
+        {
+            self.progress.line(&format!(
+                "the first {k} trials all failed with the same error; stopping: {first}"
+            ));
+            self.summary.systematic_error = Some(first.clone());
+        }
+    }
+
     /// Nothing left for any runner: the budget is spent, nothing is
-    /// WAITING, and no trial still beats (one that stops would be retried).
+    /// WAITING, and no runner's trial is still RUNNING (one whose runner
+    /// dies would be retried).
     fn study_done(&self) -> Result<bool, TuneError> {
         let counts = self.counts()?;
         Ok(
-            counts.finished() + counts.running + counts.waiting >= self.plan.n_trials
+            self.storage.counted_trials(self.study.study_id)? >= self.plan.n_trials
                 && counts.waiting == 0
-                && self.storage.beating_trials(self.study.study_id)? == 0,
+                && self.storage.owned_running_trials(self.study.study_id)? == 0,
         )
     }
 
@@ -309,9 +470,11 @@ impl<'a> Runner<'a> {
     fn refill(&mut self) -> Result<(), TuneError> {
         loop {
             if self.pending.is_none() {
-                let Some(claim) = self
-                    .storage
-                    .claim_or_create_within(self.study.study_id, self.plan.n_trials)?
+                let Some(claim) = self.storage.claim_or_create_within(
+                    self.study.study_id,
+                    self.plan.n_trials,
+                    &self.owner,
+                )?
                 else {
                     return Ok(());
                 };
@@ -328,6 +491,7 @@ impl<'a> Runner<'a> {
                     let message = format!("model `{}`: {e}", c.settings.model);
                     record::error(&self.storage, &c.trial, "config", &message, None)?;
                     self.beats.remove(c.trial.trial_id);
+                    self.note_outcome(Some(&message));
                     continue;
                 }
             };
@@ -339,6 +503,7 @@ impl<'a> Runner<'a> {
                 }
                 Admission::Infeasible { needed, capacity } => {
                     self.summary.infeasible += 1;
+                    self.note_outcome(None);
                     record::infeasible(
                         &self.storage,
                         &c.trial,
@@ -386,17 +551,18 @@ impl<'a> Runner<'a> {
             Some(Json::Object(map)) => map.clone(),
             _ => serde_json::Map::new(),
         };
+        let rerun = me.system_attrs.contains_key("failed_trial");
         if let Claim::Claimed(_) = claim
             && fixed.is_empty()
             && let Ok(settings) = self.cfg.settings(&values)
         {
-            return Ok(Some(Candidate { trial, settings }));
+            return Ok(Some(Candidate {
+                trial,
+                settings,
+                rerun,
+            }));
         }
-        let view = StudyView {
-            name: &self.study.name,
-            direction: self.study.directions[0],
-            trials: &frozen,
-        };
+        let view = StudyView::with_directions(&self.study.name, &self.study.directions, &frozen);
         let mut t = hpo_sampler::Trial::new(self.sampler.as_mut(), view, trial.number as u64);
         let sampled = self
             .cfg
@@ -445,59 +611,42 @@ impl<'a> Runner<'a> {
             }
         });
         match checked {
-            Ok(settings) => Ok(Some(Candidate { trial, settings })),
+            Ok(settings) => Ok(Some(Candidate {
+                trial,
+                settings,
+                rerun,
+            })),
             Err(e) => {
                 record::error(&self.storage, &trial, "config", &e, None)?;
                 self.beats.remove(trial.trial_id);
+                self.note_outcome(Some(&e));
                 Ok(None)
             }
         }
     }
 
-    /// The packer's answer for `c`, or why its step cannot be planned
-    /// (the trial is then recorded as failed, not admitted).
-    fn admit(&mut self, c: &Candidate) -> Result<Result<Admission, PlanError>, TuneError> {
-        let model = self
-            .plan
-            .model(&c.settings.model)
-            .map_err(TuneError::Setup)?;
-        let seq = c.settings.max_length.min(model.config.max_sequence());
-        let key = (
-            c.settings.model.clone(),
-            c.settings.head_hidden.clone(),
-            seq,
-        );
-        let peaks = match self.plans.entry(key) {
-            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::btree_map::Entry::Vacant(e) => {
-                let head = trainer::model::HeadConfig {
-                    num_labels: self.plan.num_classes,
-                    hidden: c.settings.head_hidden.clone(),
-                };
-                let peaks = match PlanPeaks::new(model.config.clone(), &head, seq) {
-                    Ok(peaks) => peaks,
-                    Err(e) => return Ok(Err(e)),
-                };
-                if let Some(why) = peaks.unpriced() {
-                    tracing::warn!(
-                        "{} at length {seq}: {why}; planning each micro-batch in full",
-                        model.config.model_type()
-                    );
-                }
-                e.insert(peaks)
-            }
-        };
-        // The packer asks for peaks it compares; a micro-batch the step
-        // cannot run at reads as one that never fits, and the first such
-        // error fails the trial instead of its admission.
+    /// The packer's answer for `c`, or why its run cannot be priced (the
+    /// trial is then recorded as failed, not admitted).
+    fn admit(&mut self, c: &Candidate) -> Result<Result<Admission, String>, TuneError> {
+        let job = self.job(c, 1, 1, None, 0)?;
+        let batch = c.settings.batch_size;
+        // The packer asks for prices it compares; a micro-batch whose run
+        // cannot be replayed reads as one that never fits, and the first
+        // such error fails the trial instead of its admission.
         let mut refused = None;
         let id = c.trial.trial_id as u64;
+        let pricer = &mut self.pricer;
         let admission = self
             .packer
-            .try_admit(id, c.settings.batch_size, &mut |micro| {
-                peaks.peak(micro).unwrap_or_else(|e| {
+            .try_admit_priced(id, batch, batch, &mut |micro| {
+                let job = Job {
+                    micro_batch: micro,
+                    accumulation_steps: batch.div_ceil(micro),
+                    ..job.clone()
+                };
+                pricer.price(&job).unwrap_or_else(|e| {
                     refused.get_or_insert(e);
-                    u64::MAX
+                    Price::NEVER
                 })
             });
         match refused {
@@ -509,17 +658,21 @@ impl<'a> Runner<'a> {
         }
     }
 
-    fn start(&mut self, c: Candidate, lease: Lease) -> Result<(), TuneError> {
-        let worker = match self.idle.pop_first() {
-            Some(id) => id,
-            None => self.spawn_worker()?,
-        };
+    /// The job a worker runs for `c` at `micro_batch` rows and
+    /// `accumulation` passes per step, under `memory_limit`.
+    fn job(
+        &self,
+        c: &Candidate,
+        micro_batch: usize,
+        accumulation: usize,
+        memory_limit: Option<u64>,
+        threads: usize,
+    ) -> Result<Job, TuneError> {
         let model = self
             .plan
             .model(&c.settings.model)
             .map_err(TuneError::Setup)?;
-        let threads = self.threads_for_next_trial()?;
-        let job = Job {
+        Ok(Job {
             trial_number: c.trial.number,
             model: model.source.clone(),
             data: self.plan.data.clone(),
@@ -527,16 +680,31 @@ impl<'a> Runner<'a> {
             split_seed: self.plan.split_seed,
             metric: self.plan.metric,
             settings: c.settings.clone(),
-            micro_batch: lease.micro_batch,
-            accumulation_steps: lease.accumulation,
-            // The tensors' share of the lease (the plan's peak plus the
-            // allocator's allowance); the process overhead is outside it.
-            memory_limit: Some(lease.limit),
+            micro_batch,
+            accumulation_steps: accumulation,
+            memory_limit,
             fault: self.opts.faults.per_trial.get(&c.trial.number).cloned(),
             threads,
             cuda_device: self.plan.cuda_device,
             matmul_precision: self.plan.matmul_precision,
+        })
+    }
+
+    fn start(&mut self, c: Candidate, lease: Lease) -> Result<(), TuneError> {
+        let worker = match self.idle.pop_first() {
+            Some(id) => id,
+            None => self.spawn_worker()?,
         };
+        let threads = self.threads_for_next_trial()?;
+        // The allocator's share of the lease (what the run reserves); the
+        // process overhead is outside it.
+        let job = self.job(
+            &c,
+            lease.micro_batch,
+            lease.accumulation,
+            Some(lease.limit),
+            threads,
+        )?;
         let pid = self.workers[&worker].pid;
         let device = record::DeviceRecord {
             name: &self.plan.device_name,
@@ -553,6 +721,23 @@ impl<'a> Runner<'a> {
             pid,
             threads,
         );
+        // A random-weight preset says so: its value measures the
+        // architecture's speed and memory, not what a checkpoint learns.
+        let started = match (
+            started,
+            &self
+                .plan
+                .model(&c.settings.model)
+                .map_err(TuneError::Setup)?
+                .random_weights,
+        ) {
+            (Ok(()), Some(preset)) => self.storage.set_trial_user_attr(
+                c.trial.trial_id,
+                RANDOM_WEIGHTS_KEY,
+                &json!(preset),
+            ),
+            (started, _) => started,
+        };
         if !taken_over(started, c.trial.number)? {
             self.packer.release(c.trial.trial_id as u64);
             self.beats.remove(c.trial.trial_id);
@@ -562,6 +747,7 @@ impl<'a> Runner<'a> {
         let leased = self.packer.leased_bytes();
         self.summary.peak_leased = self.summary.peak_leased.max(leased);
         self.summary.started_here += 1;
+        self.summary.reruns += usize::from(c.rerun);
         tracing::info!(
             trial = c.trial.number,
             worker,
@@ -714,7 +900,7 @@ impl<'a> Runner<'a> {
                         "to_micro_batch": to_micro_batch, "error": message,
                     }));
                 }
-                Ok(())
+                self.now_runs_at(worker, to_micro_batch)
             }
             WorkerMsg::Finished {
                 value,
@@ -738,22 +924,26 @@ impl<'a> Runner<'a> {
                 } else {
                     value
                 };
-                let recorded = record::finished(
-                    &self.storage,
-                    &r.trial,
-                    state,
-                    value,
-                    &json!({
-                        "best_epoch": best_epoch, "epochs_run": epochs_run,
-                        "peak_bytes": peak_bytes, "requested_peak_bytes": requested_peak_bytes,
-                        "oom_retries": r.oom_retries, "skipped_steps": skipped_steps,
-                    }),
-                );
+                let mut details = json!({
+                    "best_epoch": best_epoch, "epochs_run": epochs_run,
+                    "peak_bytes": peak_bytes, "requested_peak_bytes": requested_peak_bytes,
+                    "oom_retries": r.oom_retries, "skipped_steps": skipped_steps,
+                });
+                if !r.oom_retries.is_empty() {
+                    // The record says what ran last: the smaller micro-batch,
+                    // its price, under the lease the trial kept.
+                    details["micro_batch"] = json!(r.lease.micro_batch);
+                    details["accumulation_steps"] = json!(r.lease.accumulation);
+                    details["predicted_peak_bytes"] = json!(r.lease.predicted_peak);
+                    details["lease_bytes"] = json!(r.lease.bytes);
+                }
+                let recorded = record::finished(&self.storage, &r.trial, state, value, &details);
                 if !taken_over(recorded, r.trial.number)? {
                     self.release(&r);
                     self.recycle_or_idle(worker);
                     return Ok(());
                 }
+                self.note_outcome(None);
                 self.progress.line(&format!(
                     "trial {} {}: {value:.4} after {epochs_run} epoch(s) | {}",
                     r.trial.number,
@@ -786,6 +976,31 @@ impl<'a> Runner<'a> {
                 self.update_display()
             }
         }
+    }
+
+    /// The trial on `worker` runs at `micro_batch` rows from now on (the
+    /// trainer halved it after an out-of-memory): its lease keeps its
+    /// bytes, and says what runs and its price.
+    fn now_runs_at(&mut self, worker: usize, micro_batch: usize) -> Result<(), TuneError> {
+        let Some(r) = self.running.get(&worker) else {
+            return Ok(());
+        };
+        let c = Candidate {
+            trial: r.trial,
+            settings: r.settings.clone(),
+            rerun: false,
+        };
+        let accumulation = c.settings.batch_size.div_ceil(micro_batch);
+        let job = self.job(&c, micro_batch, accumulation, None, 0)?;
+        let peak = self.pricer.price(&job).map(|p| p.peak);
+        let r = self.running.get_mut(&worker).expect("looked up above");
+        r.lease.micro_batch = micro_batch;
+        r.lease.accumulation = accumulation;
+        match peak {
+            Ok(peak) => r.lease.predicted_peak = peak,
+            Err(e) => tracing::warn!("cannot price micro-batch {micro_batch}: {e}"),
+        }
+        Ok(())
     }
 
     /// A worker's output closed: it exited. A trial still on it died with it.
@@ -828,6 +1043,7 @@ impl<'a> Runner<'a> {
         match (&r.failure, died) {
             (Some((FailureKind::Oom, message, needed, limit)), _) => {
                 self.summary.infeasible += 1;
+                self.note_outcome(None);
                 record::infeasible(
                     &self.storage,
                     &r.trial,
@@ -861,6 +1077,7 @@ impl<'a> Runner<'a> {
                 record::error(&self.storage, &r.trial, "error", message, Some(&r.settings))?;
                 self.progress
                     .line(&format!("trial {number}: failed: {message}"));
+                self.note_outcome(Some(message));
             }
             (None, Some((exit, stderr))) => {
                 self.summary.worker_deaths += 1;
@@ -879,6 +1096,7 @@ impl<'a> Runner<'a> {
                 self.progress.line(&format!(
                     "trial {number}: worker died ({exit}); a fresh worker takes the next trial"
                 ));
+                self.note_outcome(Some(&message));
             }
             (None, None) => unreachable!("a failure is recorded with a reason"),
         }
@@ -911,11 +1129,7 @@ impl<'a> Runner<'a> {
         let Some(me) = frozen.iter().find(|t| t.number == trial.number as u64) else {
             return Ok(false);
         };
-        let view = StudyView {
-            name: &self.study.name,
-            direction: self.study.directions[0],
-            trials: &frozen,
-        };
+        let view = StudyView::with_directions(&self.study.name, &self.study.directions, &frozen);
         let decision = self.pruner.prune(&view, me);
         for (key, value) in &decision.system_attrs {
             self.storage
@@ -934,7 +1148,8 @@ impl<'a> Runner<'a> {
     /// Ctrl-C: stop the workers, fail their trials and enqueue retries, so
     /// running the same command again continues where this one stopped.
     fn interrupt(&mut self) -> Result<(), TuneError> {
-        self.summary.interrupted = true;
+        self.summary.interrupted =
+            self.summary.environment_error.is_none() && self.summary.systematic_error.is_none();
         self.progress
             .line("interrupted: stopping workers; run the same command again to resume");
         let why = "the run was interrupted (Ctrl-C or SIGTERM)";
@@ -1003,6 +1218,14 @@ pub fn summary_table(s: &Summary, study: &str, storage: &str) -> String {
             s.retried_from_before.to_string(),
         ),
         (
+            "interrupted trials re-run in this run",
+            s.reruns.to_string(),
+        ),
+        (
+            "trials taken over by another runner",
+            s.taken_over.to_string(),
+        ),
+        (
             "peak memory leased",
             format!(
                 "{} of {}",
@@ -1024,6 +1247,78 @@ pub fn summary_table(s: &Summary, study: &str, storage: &str) -> String {
         out.push_str("interrupted: run the same command again to resume\n");
     }
     out
+}
+
+/// How interrupted work is retried: until it finishes on its own. The
+/// retry history grows with each interruption, and no limit applies to it:
+/// the trial's own failures end it (they are not retried).
+fn interruption_retry() -> RetryPolicy {
+    RetryPolicy {
+        max_retry: None,
+        inherit_intermediate_values: false,
+    }
+}
+
+/// This process as a trial owner: host, pid and start time, unique among
+/// every runner of a study on any machine.
+fn owner_id() -> String {
+    let mut host = [0u8; 256];
+    // SAFETY: the buffer and its length are valid; gethostname writes a
+    // NUL-terminated name into it (truncated if longer).
+    let ok = unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len()) } == 0;
+    let end = host.iter().position(|&b| b == 0).unwrap_or(0);
+    let host = if ok {
+        String::from_utf8_lossy(&host[..end]).into_owned()
+    } else {
+        "unknown".into()
+    };
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
+    format!("{host}:{}:{started}", std::process::id())
+}
+
+/// Whether this runner has watched long enough, awake and connected, to
+/// judge other runners' heartbeats: a runner that was stopped (SIGSTOP, a
+/// suspended machine, a starved process) resumes with every heartbeat
+/// looking old, its own machine's runners' included, and waits one
+/// `stale_after` before judging; the storage does the same after an
+/// outage (`Storage::fail_abandoned_trials`).
+struct Vigil {
+    since: Instant,
+    last: Instant,
+    watch: Duration,
+}
+
+impl Vigil {
+    fn new(watch: Duration) -> Vigil {
+        let now = Instant::now();
+        Vigil {
+            since: now.checked_sub(watch).unwrap_or(now),
+            last: now,
+            watch,
+        }
+    }
+
+    /// Called every turn of the loop, which turns at least every `TICK`
+    /// unless this process was stopped.
+    fn tick(&mut self) {
+        let now = Instant::now();
+        let gap = now.duration_since(self.last);
+        if gap > (self.watch / 2).max(4 * TICK) {
+            tracing::warn!(
+                "the runner's loop was stalled for {:.1} s; judging other runners' heartbeats again in {:.1} s",
+                gap.as_secs_f64(),
+                self.watch.as_secs_f64()
+            );
+            self.since = now;
+        }
+        self.last = now;
+    }
+
+    fn may_judge(&self) -> bool {
+        self.since.elapsed() >= self.watch
+    }
 }
 
 /// The process's own `memtune` binary, for spawning workers.

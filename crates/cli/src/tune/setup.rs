@@ -9,7 +9,7 @@
 //! trial's, and must stop the study without consuming trials.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use trainer::backend::MatmulPrecision;
@@ -22,6 +22,34 @@ use super::packing::{
     CUDA_PROCESS_OVERHEAD, DeviceBudget, GPU_MEM_ALLOCATOR_FLOOR, GPU_MEM_ALLOCATOR_SLACK,
     cpu_budget,
 };
+use super::pricing::PricedDevice;
+
+/// Why a run cannot start. A model directory or a data set that does not
+/// load is named with its trainer error, so the CLI can tell the study
+/// file's input at fault from the environment.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// `[models.KEY]`'s directory does not load as a classifier.
+    #[error("models.{key}: {}: {source}", path.display())]
+    Model {
+        key: String,
+        path: PathBuf,
+        #[source]
+        source: Box<trainer::finetune::FinetuneError>,
+    },
+    /// The study's data does not load.
+    #[error("data: {0}")]
+    Data(#[source] trainer::data::DataError),
+    /// Anything else (the storage URL, the device, the precision...).
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<String> for SetupError {
+    fn from(message: String) -> Self {
+        SetupError::Other(message)
+    }
+}
 
 /// The simulated device's memory when the study file does not say: the
 /// legacy setup's 24 GB card.
@@ -34,6 +62,8 @@ use super::protocol::ModelSource;
 pub struct ResolvedModel {
     pub source: ModelSource,
     pub config: ModelConfig,
+    /// The preset's name when the model trains from random weights.
+    pub random_weights: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -50,6 +80,8 @@ pub struct RunPlan {
     pub num_classes: usize,
     pub models: BTreeMap<String, ResolvedModel>,
     pub budget: DeviceBudget,
+    /// How the device allocates, for pricing trials.
+    pub priced_device: PricedDevice,
     pub device_name: String,
     /// The CUDA device trials train on; `None`: the CPU (or the simulated
     /// device).
@@ -65,11 +97,13 @@ pub struct RunPlan {
 
 impl RunPlan {
     /// `storage` (the `--storage` flag) overrides the study file's.
-    pub fn new(cfg: &StudyConfig, storage: Option<&str>) -> Result<Self, String> {
+    pub fn new(cfg: &StudyConfig, storage: Option<&str>) -> Result<Self, SetupError> {
         let storage_url = storage.unwrap_or(&cfg.study.storage).to_string();
         let url = store::StorageUrl::parse(&storage_url).map_err(|e| e.to_string())?;
+        let cap = cfg.runner.memory_limit.unwrap_or(u64::MAX);
+        // A simulated card of the limit's size when that is smaller.
         let sim_device = match cfg.runner.device {
-            DeviceKind::Sim => Some(cfg.runner.sim_memory.unwrap_or(DEFAULT_SIM_MEMORY)),
+            DeviceKind::Sim => Some(cfg.runner.sim_memory.unwrap_or(DEFAULT_SIM_MEMORY).min(cap)),
             DeviceKind::Cpu | DeviceKind::Auto | DeviceKind::Cuda(_) => None,
         };
         let cuda = resolve_device(cfg.runner.device)?;
@@ -77,11 +111,26 @@ impl RunPlan {
             cfg.runner.precision,
             cuda.as_ref().map(|d| d.compute_capability),
         )?;
-        // The data first: a checkpoint's classifier must fit its classes.
-        let (data, num_classes) = load_data(cfg)?;
+        // Beside the storage file; a server's study logs where it runs.
+        let log_file = cfg.runner.log_file.clone().unwrap_or_else(|| {
+            let dir = match &url {
+                store::StorageUrl::Sqlite(db) => db.parent().map(PathBuf::from).unwrap_or_default(),
+                store::StorageUrl::Postgres(_) => PathBuf::new(),
+            };
+            dir.join(crate::logging::file_name(&cfg.study.name))
+        });
+        // The data first: a checkpoint's classifier must fit its classes,
+        // and a preset's tokenizer is built from its texts.
+        let (data, num_classes, texts) = load_data(cfg)?;
+        let presets_dir = log_file
+            .parent()
+            .unwrap_or(Path::new(""))
+            .join(format!("{}-presets", cfg.study.name));
         let mut models = BTreeMap::new();
         for (key, spec) in &cfg.models {
-            models.insert(key.clone(), resolve(key, spec, sim_device, num_classes)?);
+            let preset_dir = presets_dir.join(key);
+            let model = resolve(key, spec, sim_device, num_classes, &preset_dir, &texts)?;
+            models.insert(key.clone(), model);
         }
         let threads_per_worker = cfg.runner.threads_per_worker.unwrap_or(1).max(1);
         let (mut budget, device_name) = match (sim_device, &cuda) {
@@ -101,8 +150,9 @@ impl RunPlan {
                     Some(o) => o,
                     None => crate::devices::measure_process_overhead(device.ordinal)?,
                 };
-                // What others hold when the study starts is not ours to lease.
-                let capacity = device.free_bytes;
+                // What others hold when the study starts is not ours to
+                // lease; a memory limit makes it a card of that size.
+                let capacity = capped(device.free_bytes, cfg.runner.memory_limit, "free");
                 (
                     DeviceBudget {
                         capacity,
@@ -116,7 +166,9 @@ impl RunPlan {
                 )
             }
             (None, None) => {
-                let mut b = cpu_budget(threads_per_worker);
+                let available = cpu_budget(threads_per_worker, None).capacity;
+                let limit = capped(available, cfg.runner.memory_limit, "available");
+                let mut b = cpu_budget(threads_per_worker, Some(limit));
                 b.safety_margin = b
                     .safety_margin
                     .max(cfg.runner.safety_margin.bytes(b.capacity));
@@ -126,17 +178,18 @@ impl RunPlan {
                 (b, "CPU".to_string())
             }
         };
+        let priced_device = match (sim_device, &cuda) {
+            (Some(_), _) => PricedDevice::Sim,
+            (None, Some(device)) => PricedDevice::Cuda {
+                // The worker's allocator falls back to classic segments
+                // where the device has no virtual memory management.
+                expandable_segments: device.virtual_memory,
+            },
+            (None, None) => PricedDevice::Cpu,
+        };
         if let Some(max) = cfg.runner.max_workers {
             budget.max_workers = budget.max_workers.min(max).max(1);
         }
-        // Beside the storage file; a server's study logs where it runs.
-        let log_file = cfg.runner.log_file.clone().unwrap_or_else(|| {
-            let dir = match &url {
-                store::StorageUrl::Sqlite(db) => db.parent().map(PathBuf::from).unwrap_or_default(),
-                store::StorageUrl::Postgres(_) => PathBuf::new(),
-            };
-            dir.join(crate::logging::file_name(&cfg.study.name))
-        });
         Ok(Self {
             study_name: cfg.study.name.clone(),
             storage_url,
@@ -150,6 +203,7 @@ impl RunPlan {
             num_classes,
             models,
             budget,
+            priced_device,
             device_name,
             cuda_device: cuda.as_ref().map(|d| d.ordinal),
             matmul_precision,
@@ -168,15 +222,37 @@ impl RunPlan {
     }
 }
 
+/// `bytes` of a device, or `limit` when that is smaller (said once when
+/// the limit is the larger: the device is what there is).
+fn capped(bytes: u64, limit: Option<u64>, what: &str) -> u64 {
+    match limit {
+        Some(limit) if limit <= bytes => limit,
+        Some(limit) => {
+            crate::logging::note(&format!(
+                "memtune: [runner] memory_limit = {} is more than the {} {what}: using that",
+                gpu_mem::human_bytes(limit),
+                gpu_mem::human_bytes(bytes)
+            ));
+            bytes
+        }
+        None => bytes,
+    }
+}
+
+/// A model of the study file, resolved: a random-weight preset becomes a
+/// directory the runner writes to `preset_dir` (its tokenizer built from
+/// `texts`), or on the simulated device a simulated preset.
 fn resolve(
     key: &str,
     spec: &ModelSpec,
     sim_device: Option<u64>,
     num_classes: usize,
-) -> Result<ResolvedModel, String> {
-    let in_key = |e: String| format!("models.{key}: {e}");
+    preset_dir: &Path,
+    texts: &[String],
+) -> Result<ResolvedModel, SetupError> {
+    let in_key = |e: String| SetupError::Other(format!("models.{key}: {e}"));
     match (spec, sim_device) {
-        (ModelSpec::Sim(preset), Some(device_bytes)) => {
+        (ModelSpec::Sim(preset) | ModelSpec::Preset(preset), Some(device_bytes)) => {
             let name = preset.name();
             Ok(ResolvedModel {
                 config: ModelConfig::preset(name)
@@ -185,34 +261,57 @@ fn resolve(
                     preset: name.to_string(),
                     device_bytes,
                 },
+                random_weights: matches!(spec, ModelSpec::Preset(_)).then(|| name.to_string()),
+            })
+        }
+        (ModelSpec::Preset(preset), None) => {
+            let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let config = trainer::preset::write_dir(preset_dir, preset.name(), &texts)
+                .map_err(|e| in_key(e.to_string()))?;
+            Ok(ResolvedModel {
+                config,
+                source: ModelSource::Dir {
+                    path: preset_dir.to_path_buf(),
+                },
+                random_weights: Some(preset.name().to_string()),
             })
         }
         (ModelSpec::Sim(_), None) => Err(in_key(
             "a simulated model needs `[runner] device = \"sim\"`".into(),
         )),
         (_, Some(_)) => Err(in_key(
-            "on the simulated device every model must be `sim = \"<preset>\"`".into(),
+            "on the simulated device every model must be a preset (`sim` or `preset`)".into(),
         )),
-        (ModelSpec::Dir(dir), None) => dir_model(dir.clone(), num_classes).map_err(in_key),
+        (ModelSpec::Dir(dir), None) => dir_model(key, dir.clone(), num_classes),
         (ModelSpec::Builtin(b), None) => dir_model(
+            key,
             builtin_dir(match b {
                 BuiltinModel::MiniLmL6 => "minilm-l6",
-            })?,
+            })
+            .map_err(in_key)?,
             num_classes,
-        )
-        .map_err(in_key),
+        ),
     }
 }
 
 /// A model directory, checked whole as a worker will load it (config,
 /// tokenizer, every tensor's shape), so a broken model stops the study
 /// before its first trial instead of failing every trial.
-fn dir_model(path: PathBuf, num_classes: usize) -> Result<ResolvedModel, String> {
-    let config = trainer::finetune::check_model_dir(&path, num_classes)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+fn dir_model(key: &str, path: PathBuf, num_classes: usize) -> Result<ResolvedModel, SetupError> {
+    let config = match trainer::finetune::check_model_dir(&path, num_classes) {
+        Ok(config) => config,
+        Err(source) => {
+            return Err(SetupError::Model {
+                key: key.to_string(),
+                path,
+                source: Box::new(source),
+            });
+        }
+    };
     Ok(ResolvedModel {
         source: ModelSource::Dir { path },
         config,
+        random_weights: None,
     })
 }
 
@@ -280,15 +379,16 @@ fn resolve_precision(
     }
 }
 
-/// Loads the data once to check it and count its classes; the workers load
-/// it again (each is a separate process).
-fn load_data(cfg: &StudyConfig) -> Result<(DataSource, usize), String> {
+/// Loads the data once to check it and count its classes, with its texts
+/// (what a preset's tokenizer is built from); the workers load it again
+/// (each is a separate process).
+fn load_data(cfg: &StudyConfig) -> Result<(DataSource, usize, Vec<String>), SetupError> {
     let source = cfg.data.source.clone();
     if matches!(cfg.runner.device, DeviceKind::Sim) {
         // Simulated trials use synthetic batches of the right shape.
-        return Ok((source, 2));
+        return Ok((source, 2, Vec::new()));
     }
-    let dataset = source.load().map_err(|e| format!("data: {e}"))?;
+    let dataset = source.load().map_err(SetupError::Data)?;
     let skipped = &dataset.report.skipped;
     crate::logging::note(&format!(
         "memtune: data: {} examples, {} classes{}",
@@ -299,7 +399,41 @@ fn load_data(cfg: &StudyConfig) -> Result<(DataSource, usize), String> {
             Some(first) => format!(" ({} bad records skipped, e.g. {first})", skipped.len()),
         }
     ));
-    Ok((source, dataset.num_classes))
+    let texts = dataset
+        .examples
+        .iter()
+        .flat_map(|e| std::iter::once(&e.text).chain(&e.text_pair))
+        .cloned()
+        .collect();
+    Ok((source, dataset.num_classes, texts))
+}
+
+/// Every value `max_length` can take must fit each model directory's
+/// token positions (builtin and simulated models are checked when the
+/// study file is read); otherwise every trial would fail alike. The error
+/// names the study file, the line or key, and the model's `config.json`.
+pub fn check_lengths_against_models(cfg: &StudyConfig, plan: &RunPlan) -> Result<(), String> {
+    for (key, model) in &plan.models {
+        let ModelSource::Dir { path } = &model.source else {
+            continue;
+        };
+        let limit = model.config.max_sequence();
+        let Some((at, v)) = super::space::max_length_over(&cfg.params, &cfg.fixed, limit) else {
+            continue;
+        };
+        let location = match at {
+            super::space::LengthAt::Fixed => format!("{}: fixed.max_length", cfg.origin),
+            super::space::LengthAt::Param { i, key: field } => format!(
+                "{}:{}: param `{}` ({field})",
+                cfg.origin, cfg.params[i].line, cfg.params[i].name
+            ),
+        };
+        return Err(format!(
+            "{location}: max_length {v} is more than the {limit} token positions of model `{key}` ({}: max_position_embeddings)",
+            path.join("config.json").display()
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses to continue a stored study whose params contradict the study

@@ -384,6 +384,48 @@ pub(crate) fn build(
     Ok((params, fixed))
 }
 
+/// Where a `max_length` too long for a model is set.
+pub(crate) enum LengthAt {
+    Fixed,
+    /// The `i`-th param, at its field `key` (`high`, `choices[j]`).
+    Param {
+        i: usize,
+        key: String,
+    },
+}
+
+/// The first value `max_length` can take above `limit`, and where it is
+/// set, if any.
+pub(crate) fn max_length_over(
+    params: &[ParamSpec],
+    fixed: &BTreeMap<Hyperparameter, ParamValue>,
+    limit: usize,
+) -> Option<(LengthAt, ParamValue)> {
+    let too_long = |v: &ParamValue| matches!(v, ParamValue::Int(i) if *i > limit as i64);
+    if let Some(v) = fixed
+        .get(&Hyperparameter::MaxLength)
+        .filter(|v| too_long(v))
+    {
+        return Some((LengthAt::Fixed, v.clone()));
+    }
+    params.iter().enumerate().find_map(|(i, p)| {
+        if p.sets != Hyperparameter::MaxLength {
+            return None;
+        }
+        let (key, v) = match &p.distribution {
+            Distribution::Int { high, .. } if too_long(&ParamValue::Int(*high)) => {
+                ("high".to_string(), ParamValue::Int(*high))
+            }
+            Distribution::Categorical { choices } => {
+                let j = choices.iter().position(too_long)?;
+                (format!("choices[{j}]"), choices[j].clone())
+            }
+            _ => return None,
+        };
+        Some((LengthAt::Param { i, key }, v))
+    })
+}
+
 /// Every value `max_length` can take must fit the model with the fewest
 /// positions.
 fn check_max_length(
@@ -393,38 +435,17 @@ fn check_max_length(
     model: &str,
     index: &SpanIndex<'_>,
 ) -> Result<(), ConfigError> {
-    let too_long = |v: &ParamValue| matches!(v, ParamValue::Int(i) if *i > limit as i64);
     let message = |v: &ParamValue| {
         format!("max_length {v} is more than the {limit} token positions of model `{model}`")
     };
-    if let Some(v) = fixed
-        .get(&Hyperparameter::MaxLength)
-        .filter(|v| too_long(v))
-    {
-        return Err(index.error_at("fixed.max_length", message(v)));
+    match max_length_over(params, fixed, limit) {
+        None => Ok(()),
+        Some((LengthAt::Fixed, v)) => Err(index.error_at("fixed.max_length", message(&v))),
+        Some((LengthAt::Param { i, key }, v)) => Err(index.error_at(
+            &format!("param[{i}].{key}"),
+            format!("param `{}`: {}", params[i].name, message(&v)),
+        )),
     }
-    for (i, p) in params.iter().enumerate() {
-        if p.sets != Hyperparameter::MaxLength {
-            continue;
-        }
-        let at = match &p.distribution {
-            Distribution::Int { high, .. } if too_long(&ParamValue::Int(*high)) => {
-                Some(("high".to_string(), ParamValue::Int(*high)))
-            }
-            Distribution::Categorical { choices } => choices
-                .iter()
-                .position(too_long)
-                .map(|j| (format!("choices[{j}]"), choices[j].clone())),
-            _ => None,
-        };
-        if let Some((key, v)) = at {
-            return Err(index.error_at(
-                &format!("param[{i}].{key}"),
-                format!("param `{}`: {}", p.name, message(&v)),
-            ));
-        }
-    }
-    Ok(())
 }
 
 fn domain_text(h: Hyperparameter, models: &BTreeSet<String>) -> String {
@@ -454,6 +475,9 @@ fn build_param(
     };
     if p.name.is_empty() {
         return Err(index.error_at(&format!("{at}.name"), "a param needs a non-empty name"));
+    }
+    if let Err(e) = store::check_param_name(&p.name) {
+        return Err(index.error_at(&format!("{at}.name"), e.to_string()));
     }
     if let Some(other) = earlier.iter().find(|e| e.name == p.name) {
         return Err(err(

@@ -8,7 +8,7 @@
 use std::io::{BufRead, Write};
 
 use trainer::finetune::{FinetuneError, FinetuneSpec, SimSpec};
-use trainer::memory::OutOfMemory;
+use trainer::memory::{OutOfMemory, StepBackend};
 use trainer::model::{HeadConfig, ModelConfig};
 use trainer::train::{Control, EpochMetrics, TrainReport};
 
@@ -120,11 +120,8 @@ fn run_job(
                     }),
             }
         }
-        ModelSource::Sim {
-            preset,
-            device_bytes,
-        } => {
-            let spec = sim_spec(job, preset, *device_bytes);
+        ModelSource::Sim { .. } => {
+            let spec = sim_spec(job);
             match spec {
                 Ok(spec) => finetune_sim_job(job, &spec, &mut |m| {
                     observer(m, synthetic::objective(job, m.epoch))
@@ -228,6 +225,16 @@ fn epoch_exchange(
         serde_json::from_str(line.trim()).map_err(|_| WorkerError::BadAnswer(line.clone()))?;
     match &job.fault {
         Some(Fault::Abort { after_epoch }) if *after_epoch == m.epoch => std::process::abort(),
+        Some(Fault::DeviceAssert { after_epoch }) if *after_epoch == m.epoch => {
+            // On the CPU and the simulated device the trainer stages it
+            // (`trainer_faults`).
+            if let Some(ordinal) = job.cuda_device {
+                match trainer::backend::cuda::device_assert::trigger(ordinal) {
+                    Ok(lost) => tracing::info!("device assert staged: {lost}"),
+                    Err(e) => tracing::warn!("the device assert could not be staged: {e}"),
+                }
+            }
+        }
         Some(Fault::StickyError { after_epoch }) if *after_epoch == m.epoch => {
             send(
                 output,
@@ -280,6 +287,12 @@ fn trainer_faults(job: &Job) -> trainer::backend::faulty::Faults {
             _ => None,
         },
         fail_nth_check: None,
+        lose_context_after_epoch: match job.fault {
+            Some(Fault::DeviceAssert { after_epoch }) if job.cuda_device.is_none() => {
+                Some(after_epoch)
+            }
+            _ => None,
+        },
     }
 }
 
@@ -313,9 +326,19 @@ fn finetune_sim_job(
     }
 }
 
-/// The simulated trial of `job` on preset `preset` of any family (the
-/// trainer's own dispatch by model type), on a device of `device_bytes`.
-fn sim_spec(job: &Job, preset: &str, device_bytes: u64) -> Result<SimSpec, String> {
+/// The simulated trial of `job` (a [`ModelSource::Sim`] preset of any
+/// family: the trainer's own dispatch by model type) on its simulated
+/// device, which stands for a CUDA device: the CUDA backend's own buffers
+/// are allocated under the lease, and a staged device assert loses its
+/// context.
+pub(crate) fn sim_spec(job: &Job) -> Result<SimSpec, String> {
+    let ModelSource::Sim {
+        preset,
+        device_bytes,
+    } = &job.model
+    else {
+        return Err("not a simulated model".into());
+    };
     let config =
         ModelConfig::preset(preset).ok_or_else(|| format!("unknown simulated model `{preset}`"))?;
     Ok(SimSpec {
@@ -334,9 +357,11 @@ fn sim_spec(job: &Job, preset: &str, device_bytes: u64) -> Result<SimSpec, Strin
         // segments (no fragmentation to budget for).
         expandable_segments: true,
         epochs: job.settings.epochs,
-        device_capacity: device_bytes as usize,
+        device_capacity: *device_bytes as usize,
         memory_limit: job.memory_limit.map(|b| b as usize),
         seed: job.settings.seed,
+        backend: StepBackend::Cuda,
+        matmul_precision: job.matmul_precision,
     })
 }
 
@@ -388,11 +413,15 @@ fn finetune_on_cuda(
 }
 
 /// `memtune worker --hold-cuda N`: start the CUDA backend as a trial's
-/// process does, say so on stdout, and keep it until stdin closes.
+/// process does, say so on stdout (`ready BYTES`, the bytes its allocator
+/// reserved for the backend's own buffers), and keep it until stdin closes.
 pub fn hold_cuda(ordinal: usize) -> Result<(), WorkerError> {
     let backend = trainer::backend::cuda::CudaBackend::new(ordinal, trial_allocator())
         .map_err(|e| WorkerError::Cuda(e.to_string()))?;
-    println!("ready");
+    // What the backend's allocator holds (its own buffers): a trial's lease
+    // prices those, so the process overhead is what is left.
+    let reserved = backend.allocator().stats().reserved_bytes.all.current;
+    println!("ready {reserved}");
     std::io::stdout().flush()?;
     let mut sink = Vec::new();
     std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink)?;

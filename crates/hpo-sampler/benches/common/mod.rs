@@ -148,6 +148,7 @@ impl SlidingHistory {
         let study = StudyView {
             name: "bench",
             direction: StudyDirection::Minimize,
+            directions: &[],
             trials: self.view(),
         };
         let params = ask(sampler, study, number, space).expect("valid space");

@@ -4,6 +4,7 @@
 //! *independently* when the trial asks for it.
 
 pub mod gp;
+pub mod nsga2;
 mod observations;
 pub(crate) mod parzen;
 mod random;
@@ -12,8 +13,12 @@ mod transform;
 
 pub use gp::{AutoConfig, AutoSampler};
 pub use gp::{GpConfig, GpSampler};
+pub use nsga2::{NsgaIIConfig, NsgaIISampler};
 pub use random::RandomSampler;
-pub use tpe::{TpeConfig, TpeSampler, default_gamma, default_weights};
+pub use tpe::{
+    TpeConfig, TpeSampler, default_gamma, default_gamma_multi_objective, default_weights,
+    split_trials,
+};
 
 use crate::distribution::Distribution;
 use crate::trial::{SearchSpace, StudyView};
@@ -54,4 +59,14 @@ pub trait Sampler {
         name: &str,
         distribution: &Distribution,
     ) -> f64;
+
+    /// System attributes the caller should store on trial `trial_number`
+    /// once it is asked (NSGA-II's generation); default none.
+    fn system_attrs(
+        &mut self,
+        _study: &StudyView<'_>,
+        _trial_number: u64,
+    ) -> BTreeMap<String, f64> {
+        BTreeMap::new()
+    }
 }

@@ -1,5 +1,5 @@
-//! Optuna 5.0's `TPESampler`, single-objective: split the history into the
-//! best `gamma(n)` trials and the rest, fit a Parzen estimator to each, draw
+//! Optuna 5.0's `TPESampler`: split the history into the best `gamma(n)`
+//! trials and the rest, fit a Parzen estimator to each, draw
 //! `n_ei_candidates` from the "below" estimator and keep the one maximising
 //! `log l(x) - log g(x)` (by default among the few of highest `l(x)`:
 //! [`TpeConfig::ei_finalists`]).
@@ -8,12 +8,20 @@
 //! PRUNED trials by (last step descending, last value), then infeasible
 //! trials by total constraint violation; RUNNING trials (constant liar) are
 //! always "above"; FAIL trials are ignored.
+//!
+//! On a study of several objectives (Optuna's multi-objective TPE), the
+//! COMPLETE trials are ranked by non-domination (`multi::non_domination_ranks`)
+//! and the last front that does not fit is cut by greedy hypervolume subset
+//! selection; "below" trials all weigh 1, `gamma` is
+//! [`TpeConfig::gamma_multi_objective`], and parameters are sampled
+//! independently unless [`TpeConfig::multivariate_multi_objective`].
 
 use super::Sampler;
 use super::observations::SpaceCache;
 use super::parzen::{Evaluator, Parzen, ParzenParams, total_key};
 use super::random::sample_uniform;
 use crate::distribution::Distribution;
+use crate::multi::{loss_values, non_domination_ranks, reference_point, select_by_hypervolume};
 use crate::rng::Rng;
 use crate::search_space;
 use crate::trial::{FrozenTrial, SearchSpace, StudyDirection, StudyView, TrialState};
@@ -23,6 +31,12 @@ use std::collections::{BTreeMap, HashMap};
 /// `min(ceil(0.1 n), 25)`: how many trials count as "below" (good).
 pub fn default_gamma(n: usize) -> usize {
     n.div_ceil(10).min(25)
+}
+
+/// `ceil(0.1 n)`: how many trials count as "below" on a study of several
+/// objectives (Optuna's `default_gamma_multiobjective`).
+pub fn default_gamma_multi_objective(n: usize) -> usize {
+    n.div_ceil(10)
 }
 
 /// Weights of the "above" observations in trial-number order: 1 for up to
@@ -82,6 +96,12 @@ pub struct TpeConfig {
     pub constant_liar: bool,
     pub gamma: fn(usize) -> usize,
     pub weights: fn(usize) -> Vec<f64>,
+    /// `gamma` on a study of several objectives (Optuna's
+    /// `default_gamma_multiobjective`: `ceil(0.1 n)`, no cap).
+    pub gamma_multi_objective: fn(usize) -> usize,
+    /// Model the relative search space jointly on a study of several
+    /// objectives (Optuna 5: independent, `false`).
+    pub multivariate_multi_objective: bool,
     pub seed: Option<u64>,
 }
 
@@ -116,6 +136,8 @@ impl Default for TpeConfig {
             constant_liar: true,
             gamma: default_gamma,
             weights: default_weights,
+            gamma_multi_objective: default_gamma_multi_objective,
+            multivariate_multi_objective: false,
             seed: None,
         }
     }
@@ -144,6 +166,20 @@ pub struct TpeSampler {
     split_cut: Option<u64>,
     /// The last observation weights made, with their count.
     weights_memo: Option<(usize, Vec<f64>)>,
+    /// The last multi-objective split, reused while the considered trials
+    /// and `n_below` are the same (independent sampling splits once per
+    /// parameter).
+    multi_split: Option<MultiSplit>,
+    /// [`obs_weights`]' memo for uniform weights.
+    ones_memo: Option<(usize, Vec<f64>)>,
+}
+
+/// A multi-objective split and what it was made from.
+struct MultiSplit {
+    keys: Vec<(u64, u64, u64)>,
+    n_below: usize,
+    below: Vec<u32>,
+    above: Vec<u32>,
 }
 
 /// Per search space: the finished trials' observations and the last
@@ -225,11 +261,15 @@ fn considered<'a>(
             _ => u64::MAX,
         };
         let shape = ((t.state as u64) << 32) | t.params.len() as u64;
+        // The value's bits (every value's, folded, for several objectives).
+        let bits = t.values.as_deref().map_or(0, |vs| {
+            vs.iter().fold(0u64, |h, v| h.rotate_left(17) ^ v.to_bits())
+        });
         rows.push(Row {
             trial: t,
             group,
             rank,
-            key: (t.number, value.unwrap_or(0.0).to_bits(), shape),
+            key: (t.number, bits, shape),
         });
     }
     rows
@@ -295,6 +335,8 @@ impl TpeSampler {
             last_space: None,
             split_cut: None,
             weights_memo: None,
+            multi_split: None,
+            ones_memo: None,
         }
     }
 
@@ -353,8 +395,29 @@ impl TpeSampler {
             study.direction,
         );
         let n = rows.iter().filter(|r| r.group != Group::Running).count();
-        let n_below = (self.config.gamma)(n);
-        let (below, above) = split_rows(&rows, n_below, study.direction, &mut self.split_cut);
+        let multi = study.is_multi_objective();
+        let (below, above) = if multi {
+            let n_below = (self.config.gamma_multi_objective)(n);
+            let keys: Vec<(u64, u64, u64)> = rows.iter().map(|r| r.key).collect();
+            match &self.multi_split {
+                Some(m) if m.n_below == n_below && m.keys == keys => {
+                    (m.below.clone(), m.above.clone())
+                }
+                _ => {
+                    let (below, above) = split_rows_multi(&rows, n_below, study.objectives());
+                    self.multi_split = Some(MultiSplit {
+                        keys,
+                        n_below,
+                        below: below.clone(),
+                        above: above.clone(),
+                    });
+                    (below, above)
+                }
+            }
+        } else {
+            let n_below = (self.config.gamma)(n);
+            split_rows(&rows, n_below, study.direction, &mut self.split_cut)
+        };
 
         // Whether a RUNNING trial with this space's values is lied about in
         // `g` (asked only when finalists are configured). RUNNING trials
@@ -382,7 +445,17 @@ impl TpeSampler {
         cached.observations.fit_history(study.trials.len());
         let weights = self.config.weights;
         let memo = &mut self.weights_memo;
-        for (slot, set) in [(&mut cached.below, &below), (&mut cached.above, &above)] {
+        let ones_memo = &mut self.ones_memo;
+        for (slot, set, is_below) in [
+            (&mut cached.below, &below, true),
+            (&mut cached.above, &above, false),
+        ] {
+            // Multi-objective TPE weighs its "below" trials alike.
+            let (memo, weights) = if multi && is_below {
+                (&mut *ones_memo, uniform_weights as fn(usize) -> Vec<f64>)
+            } else {
+                (&mut *memo, weights)
+            };
             let key: Vec<(u64, u64, u64)> = set.iter().map(|&r| rows[r as usize].key).collect();
             if let Some(e) = slot.as_mut() {
                 if e.key == key {
@@ -474,6 +547,11 @@ fn best_by_scan(l: &[f64], above: &mut Evaluator<'_>) -> usize {
         }
     }
     best.0
+}
+
+/// Equal weights (multi-objective TPE's "below" trials).
+fn uniform_weights(n: usize) -> Vec<f64> {
+    vec![1.0; n]
 }
 
 /// The weights of `n` observations (the configured ramp, one per
@@ -660,13 +738,156 @@ fn split_rows(
     (below, above)
 }
 
+/// Which trials TPE models as good: Optuna's `_split_trials(study,
+/// trials, n_below)` over every COMPLETE, PRUNED and RUNNING trial of
+/// `study` (RUNNING ones always "above"), as trial numbers in order:
+/// `(below, above)`. One objective ranks by value; several by
+/// non-domination and hypervolume (see the module doc).
+///
+/// ```
+/// use hpo_sampler::sampler::split_trials;
+/// use hpo_sampler::{FrozenTrial, StudyDirection, StudyView, TrialState};
+///
+/// let trials: Vec<FrozenTrial> = [[1.0, 4.0], [2.0, 2.0], [3.0, 3.0], [4.0, 1.0]]
+///     .iter()
+///     .enumerate()
+///     .map(|(i, v)| {
+///         let mut t = FrozenTrial::new(i as u64);
+///         t.state = TrialState::Complete;
+///         t.values = Some(v.to_vec());
+///         t
+///     })
+///     .collect();
+/// let directions = [StudyDirection::Minimize; 2];
+/// let study = StudyView::with_directions("s", &directions, &trials);
+/// // The front is trials 0, 1 and 3; of those, two by hypervolume.
+/// let (below, above) = split_trials(&study, 2);
+/// assert_eq!((below.len(), above.len()), (2, 2));
+/// assert!(above.contains(&2));
+/// ```
+pub fn split_trials(study: &StudyView<'_>, n_below: usize) -> (Vec<u64>, Vec<u64>) {
+    let rows = considered(study.trials.iter(), u64::MAX, true, study.direction);
+    let (below, above) = if study.is_multi_objective() {
+        split_rows_multi(&rows, n_below, study.objectives())
+    } else {
+        split_rows(&rows, n_below, study.direction, &mut None)
+    };
+    let numbers = |side: Vec<u32>| {
+        side.iter()
+            .map(|&i| rows[i as usize].trial.number)
+            .collect()
+    };
+    (numbers(below), numbers(above))
+}
+
+/// Optuna's `_split_trials` on a study of several objectives: the COMPLETE
+/// trials by non-domination rank, the last front that does not fit whole cut
+/// by greedy hypervolume subset selection (reference: that front's worst
+/// losses pushed 10% out); then PRUNED trials (by last step, then the first
+/// objective's last value: Optuna raises here), then infeasible ones by
+/// violation. Returns positions in `rows`, each side in trial-number order.
+fn split_rows_multi(
+    rows: &[Row<'_>],
+    n_below: usize,
+    directions: &[StudyDirection],
+) -> (Vec<u32>, Vec<u32>) {
+    let (mut complete, mut losses) = (Vec::new(), Vec::new());
+    let (mut pruned, mut infeasible) = (Vec::new(), Vec::new());
+    for (i, r) in rows.iter().enumerate() {
+        match r.group {
+            Group::Complete => {
+                if let Some(l) =
+                    loss_values(r.trial, directions).filter(|l| l.iter().all(|v| !v.is_nan()))
+                {
+                    complete.push(i as u32);
+                    losses.push(l);
+                }
+            }
+            Group::Pruned => pruned.push(i as u32),
+            Group::Infeasible => infeasible.push(i as u32),
+            Group::Running => {}
+        }
+    }
+    let mut is_below = vec![false; rows.len()];
+    let k = n_below.min(complete.len());
+    if k == complete.len() {
+        complete.iter().for_each(|&i| is_below[i as usize] = true);
+    } else if k > 0 {
+        let ranks = non_domination_ranks(&losses, Some(k));
+        let max_rank = ranks.iter().copied().max().unwrap_or(0);
+        let mut count = vec![0usize; max_rank + 1];
+        ranks.iter().for_each(|&r| count[r] += 1);
+        // The fronts that fit whole.
+        let (mut fit, mut total) = (0, 0);
+        while fit <= max_rank && total + count[fit] <= k {
+            total += count[fit];
+            fit += 1;
+        }
+        for (j, &r) in ranks.iter().enumerate() {
+            if r < fit {
+                is_below[complete[j] as usize] = true;
+            }
+        }
+        if total < k {
+            let tie: Vec<usize> = (0..ranks.len()).filter(|&j| ranks[j] == fit).collect();
+            let front: Vec<Vec<f64>> = tie.iter().map(|&j| losses[j].clone()).collect();
+            let reference = reference_point(&front);
+            for s in select_by_hypervolume(&front, k - total, &reference) {
+                is_below[complete[tie[s]] as usize] = true;
+            }
+        }
+    }
+    let mut left = n_below - k;
+    let trial = |i: &u32| rows[*i as usize].trial;
+    let first = directions
+        .first()
+        .copied()
+        .unwrap_or(StudyDirection::Minimize);
+    if left > 0 {
+        pruned.sort_by(|a, b| {
+            let (sa, va) = pruned_score(trial(a), first);
+            let (sb, vb) = pruned_score(trial(b), first);
+            cmp_f64(sa, sb).then(cmp_f64(va, vb))
+        });
+        let take = left.min(pruned.len());
+        pruned[..take]
+            .iter()
+            .for_each(|&i| is_below[i as usize] = true);
+        left -= take;
+    }
+    if left > 0 {
+        infeasible.sort_by(|a, b| cmp_f64(trial(a).violation(), trial(b).violation()));
+        let take = left.min(infeasible.len());
+        infeasible[..take]
+            .iter()
+            .for_each(|&i| is_below[i as usize] = true);
+    }
+    let (mut below, mut above) = (Vec::new(), Vec::new());
+    for (i, &b) in is_below.iter().enumerate() {
+        if b {
+            below.push(i as u32)
+        } else {
+            above.push(i as u32)
+        }
+    }
+    for side in [&mut below, &mut above] {
+        side.sort_by_key(|&i| rows[i as usize].key.0);
+    }
+    (below, above)
+}
+
 impl Sampler for TpeSampler {
     fn infer_relative_search_space(
         &mut self,
         study: &StudyView<'_>,
         _trial_number: u64,
     ) -> SearchSpace {
-        if !self.config.multivariate {
+        let multivariate = if study.is_multi_objective() {
+            self.config.multivariate_multi_objective
+        } else {
+            self.config.multivariate
+        };
+        if !multivariate {
             return SearchSpace::new();
         }
         if self.config.group {
@@ -919,6 +1140,7 @@ mod tests {
         let study = StudyView {
             name: "s",
             direction: StudyDirection::Minimize,
+            directions: &[],
             trials: &ts,
         };
         let mut a = TpeSampler::with_seed(0);
@@ -945,6 +1167,7 @@ mod tests {
         let study = StudyView {
             name: "s",
             direction: StudyDirection::Minimize,
+            directions: &[],
             trials: &ts,
         };
         let mut d = TpeSampler::with_seed(0);
@@ -1013,6 +1236,7 @@ mod tests {
             let study = StudyView {
                 name: "s",
                 direction: StudyDirection::Minimize,
+                directions: &[],
                 trials: &history[start..],
             };
             let a = crate::ask(&mut kept, study, number, &space).unwrap();
@@ -1244,6 +1468,7 @@ mod tests {
             let study = StudyView {
                 name: "s",
                 direction: StudyDirection::Minimize,
+                directions: &[],
                 trials,
             };
             TpeSampler::new(config(finalists)).sample_relative(&study, 99, &space)

@@ -54,6 +54,11 @@ pub struct Faults {
     /// model is built, and after every step and evaluation) reports this
     /// failure.
     pub fail_nth_check: Option<(u64, DeviceFailure)>,
+    /// The device loses its context once the observer has seen this epoch,
+    /// as after a device-side assert: every later check reports
+    /// [`FaultyBackend::CONTEXT_LOST`], sticky (the runs with faults of
+    /// `crate::finetune` stage it).
+    pub lose_context_after_epoch: Option<usize>,
 }
 
 impl Faults {
@@ -77,6 +82,8 @@ struct State {
     checks: u64,
     /// The call of `take_failure` (1-based) that reports this failure.
     fail_check: Option<(u64, DeviceFailure)>,
+    /// A lost context: every check from now on reports it.
+    lost: Option<DeviceFailure>,
 }
 
 /// Methods of [`Backend`] that [`FaultyBackend`] hands to its inner backend
@@ -123,6 +130,21 @@ impl<B: Tracked> FaultyBackend<B> {
     pub fn fail_nth_check(&self, n: u64, failure: DeviceFailure) {
         let mut f = self.faults();
         f.fail_check = Some((f.checks + n.max(1), failure));
+    }
+
+    /// What a lost context reports: the sticky failure a device-side
+    /// assert leaves.
+    pub const CONTEXT_LOST: &'static str =
+        "CUDA_ERROR_ASSERT: device-side assert triggered (injected); the context is lost";
+
+    /// The device loses its context now: every check from now on reports
+    /// [`Self::CONTEXT_LOST`] as a sticky failure, and nothing recovers in
+    /// this process.
+    pub fn lose_context(&self) {
+        self.faults().lost = Some(DeviceFailure {
+            message: Self::CONTEXT_LOST.into(),
+            sticky: true,
+        });
     }
 
     /// Allocation requests through this wrapper so far.
@@ -174,6 +196,9 @@ impl<B: Tracked> Backend for FaultyBackend<B> {
         let injected = {
             let mut f = self.faults();
             f.checks += 1;
+            if let Some(lost) = &f.lost {
+                return Err(Failure::Device(lost.clone()));
+            }
             match f.fail_check.take() {
                 Some((at, failure)) if at == f.checks => Some(failure),
                 other => {
@@ -189,7 +214,7 @@ impl<B: Tracked> Backend for FaultyBackend<B> {
         }
     }
     fn failed(&self) -> bool {
-        self.inner.failed()
+        self.faults().lost.is_some() || self.inner.failed()
     }
     fn alloc(&self, name: &str, kind: BufKind, len: usize) -> Self::Buf {
         self.allocating(|b| b.alloc(name, kind, len))

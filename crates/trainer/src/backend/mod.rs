@@ -20,7 +20,6 @@ pub mod cuda;
 #[cfg(feature = "testing")]
 pub mod faulty;
 pub mod matmul_precision;
-pub mod owned;
 pub mod plan;
 pub mod sim;
 pub mod storage;

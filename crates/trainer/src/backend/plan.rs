@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use super::{
-    AdamWStep, AttentionShape, Backend, Dtype, Failure, Kernels, MatmulShape, RelPosShape, Storage,
+    AdamWStep, AttentionShape, Backend, Dtype, Failure, Kernels, MatmulPrecision, MatmulShape,
+    RelPosShape, Storage,
 };
 use crate::memory::oom::RecordedOom;
 use crate::memory::{Allocation, BufKind, MemTracker};
@@ -208,6 +209,7 @@ pub struct PlanBackend {
     tracker: Arc<MemTracker>,
     storage: Storage,
     kernels: Kernels,
+    matmul_precision: MatmulPrecision,
     /// A refusal of the tracker's limit, when one is set.
     failure: RecordedOom,
 }
@@ -249,7 +251,17 @@ impl PlanBackend {
             tracker: MemTracker::new(record),
             storage,
             kernels,
+            matmul_precision: MatmulPrecision::Fp32,
             failure: RecordedOom::default(),
+        }
+    }
+
+    /// The backend reporting `precision` as its matrix products' operand
+    /// format, as the backend it plans for does.
+    pub fn with_matmul_precision(self, precision: MatmulPrecision) -> Self {
+        Self {
+            matmul_precision: precision,
+            ..self
         }
     }
 
@@ -286,6 +298,9 @@ impl Backend for PlanBackend {
     }
     fn holds_values(&self) -> bool {
         false
+    }
+    fn matmul_precision(&self) -> MatmulPrecision {
+        self.matmul_precision
     }
     fn take_failure(&self) -> Result<(), Failure> {
         self.failure.take()

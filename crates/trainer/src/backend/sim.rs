@@ -17,10 +17,11 @@ use gpu_mem::{
 
 use super::plan::compute_nothing;
 use super::{
-    AdamWStep, AttentionShape, Backend, Dtype, Failure, Kernels, MatmulShape, RelPosShape, Storage,
+    AdamWStep, AttentionShape, Backend, Dtype, Failure, Kernels, MatmulPrecision, MatmulShape,
+    RelPosShape, Storage,
 };
 use crate::memory::oom::RecordedOom;
-use crate::memory::{Allocation, BufKind, MemTracker, OutOfMemory};
+use crate::memory::{Allocation, BufKind, MemTracker, OutOfMemory, StepBackend};
 use crate::rng::RngKey;
 
 /// Page size of the simulated device (CUDA's usual granularity).
@@ -40,6 +41,9 @@ pub struct SimBackend {
     tracker: Arc<MemTracker>,
     storage: Storage,
     kernels: Kernels,
+    matmul_precision: MatmulPrecision,
+    /// The buffers of the backend this one stands for, held while it lives.
+    backend_buffers: Vec<SimBuf>,
     failure: RecordedOom,
 }
 
@@ -82,6 +86,8 @@ impl SimBackend {
             tracker: MemTracker::new(false),
             storage: Storage::uniform(master),
             kernels: Kernels::Reference,
+            matmul_precision: MatmulPrecision::Fp32,
+            backend_buffers: Vec::new(),
             failure: RecordedOom::default(),
         }
     }
@@ -95,6 +101,22 @@ impl SimBackend {
         }
     }
 
+    /// The simulated device standing for `backend` with matrix products at
+    /// `precision`: `backend`'s own buffers (the CUDA backend's cuBLAS
+    /// workspace and kernel scratch) are allocated now, as that backend
+    /// allocates them when it starts, and held while this one lives. A
+    /// lease that cannot hold them is the backend's recorded
+    /// out-of-memory, as for any buffer.
+    pub fn standing_for(mut self, backend: StepBackend, precision: MatmulPrecision) -> Self {
+        self.matmul_precision = precision;
+        for b in backend.buffers() {
+            // Raw bytes: the element type is nominal.
+            let buf = self.buffer(b.name, BufKind::Backend, b.bytes, Dtype::F32, b.bytes);
+            self.backend_buffers.push(buf);
+        }
+        self
+    }
+
     pub fn allocator(&self) -> &Arc<CachingAllocator<SimDevice>> {
         &self.allocator
     }
@@ -104,8 +126,7 @@ impl SimBackend {
         &self.tracker
     }
 
-    fn buffer(&self, name: &str, kind: BufKind, len: usize, dtype: Dtype) -> SimBuf {
-        let bytes = len * dtype.bytes();
+    fn buffer(&self, name: &str, kind: BufKind, len: usize, dtype: Dtype, bytes: usize) -> SimBuf {
         if self.failure.is_pending() {
             return SimBuf {
                 len,
@@ -145,6 +166,9 @@ impl Backend for SimBackend {
     fn holds_values(&self) -> bool {
         false
     }
+    fn matmul_precision(&self) -> MatmulPrecision {
+        self.matmul_precision
+    }
     fn take_failure(&self) -> Result<(), Failure> {
         self.failure.take()
     }
@@ -152,11 +176,12 @@ impl Backend for SimBackend {
         self.failure.is_pending()
     }
     fn alloc(&self, name: &str, kind: BufKind, len: usize) -> SimBuf {
-        self.buffer(name, kind, len, self.storage.of(kind))
+        let dtype = self.storage.of(kind);
+        self.buffer(name, kind, len, dtype, len * dtype.bytes())
     }
     /// Ids are 4 bytes, as an f32.
     fn alloc_ids(&self, name: &str, len: usize) -> SimBuf {
-        self.buffer(name, BufKind::Input, len, Dtype::F32)
+        self.buffer(name, BufKind::Input, len, Dtype::F32, len * 4)
     }
     compute_nothing!(SimBuf);
 }

@@ -108,7 +108,8 @@ impl Storage {
             | BufKind::Grad
             | BufKind::OptimizerState
             | BufKind::Input
-            | BufKind::Statistic => self.master,
+            | BufKind::Statistic
+            | BufKind::Backend => self.master,
         }
     }
 }

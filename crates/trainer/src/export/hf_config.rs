@@ -101,6 +101,7 @@ pub(super) fn label_names(
         let Json::Object(map) = id2label else {
             return Err(bad("`id2label` is not an object".into()));
         };
+        crate::config::check_size(path, "num_labels", map.len() as u64)?;
         let mut names = vec![None; map.len()];
         for (id, name) in map {
             let index = id
@@ -126,9 +127,12 @@ pub(super) fn label_names(
     }
     match fields.get("num_labels") {
         None => Ok(default_label_names(2)),
-        Some(n) => n
-            .as_u64()
-            .map(|n| default_label_names(n as usize))
-            .ok_or_else(|| bad(format!("`num_labels` {n} is not a count"))),
+        Some(n) => {
+            let n = n
+                .as_u64()
+                .ok_or_else(|| bad(format!("`num_labels` {n} is not a count")))?;
+            crate::config::check_size(path, "num_labels", n)?;
+            Ok(default_label_names(n as usize))
+        }
     }
 }

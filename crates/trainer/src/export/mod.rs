@@ -116,6 +116,18 @@ pub enum ExportError {
     Batch(#[from] BatchError),
 }
 
+impl ExportError {
+    /// Whether the model's config holds a size beyond the limits or one
+    /// its checkpoint contradicts (see [`FinetuneError::is_size_error`]).
+    pub fn is_size_error(&self) -> bool {
+        match self {
+            ExportError::Config(e) => e.is_size(),
+            ExportError::ModelConfig(e) => e.is_size_error(),
+            _ => false,
+        }
+    }
+}
+
 impl From<FinetuneError> for ExportError {
     fn from(e: FinetuneError) -> Self {
         ExportError::ModelConfig(Box::new(e))

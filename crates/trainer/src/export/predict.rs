@@ -38,6 +38,7 @@ pub(super) fn load_classifier(
 ) -> Result<(CpuClassifier, Vec<String>), ExportError> {
     let path = dir.join("model.safetensors");
     let tensors = load_safetensors(&path)?;
+    config.check_checkpoint(&tensors, &dir.join("config.json"))?;
     let head = HeadConfig {
         num_labels,
         hidden: Vec::new(),

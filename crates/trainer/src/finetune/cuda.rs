@@ -18,7 +18,8 @@ pub struct CudaOutcome {
     /// Peak bytes the model asked for (before the allocator's rounding).
     pub peak_requested: u64,
     /// Bytes the backend reserved for itself before the model existed
-    /// (cuBLAS workspace, norm partials): outside the lease.
+    /// (its own buffers, [`crate::memory::StepBackend::Cuda`]: cuBLAS
+    /// workspace, norm partials), inside the lease.
     pub backend_reserved: u64,
     /// The allocator's counters at the end (before teardown).
     pub stats: gpu_mem::MemoryStats,
@@ -28,9 +29,10 @@ pub struct CudaOutcome {
 /// `spec.matmul_precision`), the model chosen by
 /// `config.json`'s `model_type`. `allocator` configures the caching
 /// allocator; [`FinetuneSpec::memory_limit`], when set, becomes its
-/// reserved-bytes limit above what the backend holds for itself, so a step
-/// that would pass the lease is retried with half the micro-batch exactly
-/// as on the CPU.
+/// reserved-bytes limit, the backend's own buffers included (a study runner
+/// prices them with the run: [`super::replay_run`]), so a step that would
+/// pass the lease is retried with half the micro-batch exactly as on the
+/// CPU.
 pub fn finetune_cuda(
     spec: &FinetuneSpec,
     ordinal: usize,
@@ -39,12 +41,10 @@ pub fn finetune_cuda(
 ) -> Result<CudaOutcome, FinetuneError> {
     let prepared = prepare(spec)?;
     let be = CudaBackend::new(ordinal, allocator)?.with_matmul_precision(spec.matmul_precision)?;
-    // The lease covers the model's tensors; the backend's own buffers
-    // (cuBLAS workspace, norm partials) are part of the process overhead
-    // the runner charged separately, so they sit on top of the limit.
+    // The lease covers everything this allocator reserves, the backend's
+    // own buffers (already allocated) included.
     let backend_reserved = be.allocator().stats().reserved_bytes.all.current;
-    if let Some(lease) = spec.memory_limit {
-        let limit = lease.saturating_add(backend_reserved as usize);
+    if let Some(limit) = spec.memory_limit {
         be.allocator()
             .set_limit(Some(gpu_mem::MemoryLimit::Bytes(limit)))
             .map_err(|source| crate::backend::cuda::CudaError::Alloc {

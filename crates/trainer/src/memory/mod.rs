@@ -5,11 +5,14 @@
 //! training loop takes at step boundaries ([`oom`]).
 //!
 //! [`Precision`] is the width of stored floats (f32, or f64 for gradient
-//! checks). The operand format of matrix products
-//! ([`crate::backend::MatmulPrecision`]) is not part of a plan: buffers are
-//! fp32 at every matmul precision and loss scaling allocates nothing, so a
-//! bf16 or fp16 step holds exactly the bytes of an fp32 one.
+//! checks). A request also names the backend that runs the step
+//! ([`StepBackend`]: the buffers it holds for itself are part of the plan)
+//! and the operand format of its matrix products
+//! ([`crate::backend::MatmulPrecision`]), which the plan's backend reports
+//! to the model code as the real backend does, so whatever the model
+//! stores differently at a precision is planned as it runs.
 
+pub mod backend_buffers;
 pub mod curve;
 pub mod oom;
 pub mod peaks;
@@ -18,6 +21,7 @@ pub mod tracker;
 
 pub use oom::OutOfMemory;
 
+pub use backend_buffers::{BackendBuffer, StepBackend};
 pub use curve::{CurveError, PeakCurve};
 pub use peaks::{AffinePeak, PlanPeaks, plan_peak, step_curve};
 pub use plan::{

@@ -10,7 +10,8 @@
 
 use std::collections::BTreeMap;
 
-use super::tracker::{BufKind, TrackedBuffer};
+use super::backend_buffers::StepBackend;
+use super::tracker::{Allocation, BufKind, TrackedBuffer};
 use crate::backend::plan::PlanBackend;
 use crate::backend::{Backend, Dtype, Kernels, MatmulPrecision, Storage};
 use crate::batch::Batch;
@@ -69,8 +70,13 @@ pub struct PlanRequest {
     pub class_weights: bool,
     /// Dropout on (training); off makes dropout buffers disappear.
     pub dropout: bool,
-    /// The products' operand format: with [`Kernels::Fused`], 16 bits
-    /// stores the activations in 16 bits.
+    /// The backend that runs the step: the buffers it holds for itself
+    /// (the CUDA backend's cuBLAS workspace and kernel scratch) are
+    /// allocated before the model and live through the step.
+    pub backend: StepBackend,
+    /// The operand format of the step's matrix products, reported to the
+    /// model code by the plan's backend as the real backend reports it;
+    /// with [`Kernels::Fused`], 16 bits stores the activations in 16 bits.
     pub matmul_precision: MatmulPrecision,
     /// Which implementation of the step runs (see [`Kernels`]).
     pub kernels: Kernels,
@@ -78,8 +84,8 @@ pub struct PlanRequest {
 
 impl PlanRequest {
     /// The usual fine-tuning step: fp32 weights and activations, AdamW,
-    /// dropout on, no recomputation, no class weights, the reference
-    /// kernels.
+    /// dropout on, no recomputation, no class weights, on the host (no
+    /// backend buffers) with fp32 matrix products, the reference kernels.
     pub fn fp32_adamw(
         config: impl Into<ModelConfig>,
         head: &HeadConfig,
@@ -96,8 +102,19 @@ impl PlanRequest {
             optimizer: OptimizerKind::AdamW,
             class_weights: false,
             dropout: true,
+            backend: StepBackend::Host,
             matmul_precision: MatmulPrecision::Fp32,
             kernels: Kernels::Reference,
+        }
+    }
+
+    /// This request's step on `backend` with matrix products at
+    /// `matmul_precision`.
+    pub fn on(self, backend: StepBackend, matmul_precision: MatmulPrecision) -> Self {
+        Self {
+            backend,
+            matmul_precision,
+            ..self
         }
     }
 
@@ -266,7 +283,8 @@ pub fn step_peaks(req: &PlanRequest, micro_batches: &[usize]) -> Result<Vec<usiz
     for r in &requests {
         r.check()?;
     }
-    let be = PlanBackend::for_step(req.storage(), req.kernels, false);
+    let be = planning_backend(req, false);
+    let _backend = hold_backend_buffers(&be, req.backend);
     let (mut model, mut ctx) = build_planned_model(&be, req)?;
     requests
         .iter()
@@ -279,15 +297,41 @@ pub fn step_peaks(req: &PlanRequest, micro_batches: &[usize]) -> Result<Vec<usiz
         .collect()
 }
 
+/// The allocation-only backend of `req`'s step: its storage, kernels and
+/// products' format; `record` keeps every buffer's life.
+fn planning_backend(req: &PlanRequest, record: bool) -> PlanBackend {
+    PlanBackend::for_step(req.storage(), req.kernels, record)
+        .with_matmul_precision(req.matmul_precision)
+}
+
+/// Allocates `backend`'s own buffers on the plan's backend, as the real
+/// backend does before the model exists; they are freed when dropped.
+fn hold_backend_buffers(be: &PlanBackend, backend: StepBackend) -> Vec<Allocation> {
+    backend
+        .buffers()
+        .iter()
+        // A plan's tracker has no limit: nothing is refused.
+        .filter_map(|b| {
+            be.tracker()
+                .allocate(b.name, BufKind::Backend, b.bytes)
+                .ok()
+        })
+        .collect()
+}
+
 impl MemoryPlan {
     /// The plan of `req`'s step; an error for a request that cannot run
     /// (see [`run_planned_step`]).
     pub fn new(req: &PlanRequest) -> Result<Self, PlanError> {
-        let be = PlanBackend::for_step(req.storage(), req.kernels, true);
+        req.check()?;
+        let be = planning_backend(req, true);
+        let backend = hold_backend_buffers(&be, req.backend);
         let (model, ctx) = run_planned_step(&be, req)?;
         // Tear down too, so persistent buffers get a free event (the end of
-        // the trial) like everything else.
+        // the trial) like everything else; the backend's own go last, as
+        // the backend outlives its model.
         drop((model, ctx));
+        drop(backend);
         let buffers = be.tracker().buffers();
         let peak_bytes = be.tracker().peak_bytes();
         let peak_event = buffers

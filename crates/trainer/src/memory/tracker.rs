@@ -25,6 +25,9 @@ pub enum BufKind {
     /// the attention's log-sum-exp): kept in the master type whatever the
     /// activations are stored as.
     Statistic,
+    /// The backend's own buffers (cuBLAS workspace, kernel scratch), held
+    /// for as long as the backend lives: [`super::StepBackend::buffers`].
+    Backend,
 }
 
 /// One buffer's life as recorded by a tracker.

@@ -9,7 +9,9 @@ use super::family::{BERT, DEBERTA_V2, ModelType};
 use super::{BatchError, BertClassifier, DeviceBatch, HeadConfig, Mode, ModelError, Params};
 use crate::backend::Backend;
 use crate::batch::Batch;
-use crate::config::BertConfig;
+use crate::config::{BertConfig, ConfigError};
+use crate::weights::NamedTensors;
+use std::path::Path;
 
 /// A sequence classifier the training loop can train (see the module doc).
 pub trait Classifier<B: Backend> {
@@ -351,6 +353,92 @@ impl ModelConfig {
             ))
             .into()),
         }
+    }
+
+    /// The config's sizes against a checkpoint's tensors (`tensors`, read
+    /// from the safetensors header and data), before a model of the
+    /// config's sizes is allocated: the word embeddings must be
+    /// `[vocab_size, width]`, the position embeddings (where the model has
+    /// them) `[max_position_embeddings, width]`, and the encoder must have
+    /// `num_hidden_layers` layers. A contradiction is a
+    /// [`ConfigError::Size`] naming `config_path` and the field.
+    pub fn check_checkpoint(
+        &self,
+        tensors: &NamedTensors,
+        config_path: &Path,
+    ) -> Result<(), ConfigError> {
+        let (vocab, width, positions, layers) = match self {
+            ModelConfig::Bert(c) => (
+                c.vocab_size,
+                c.embedding_size(),
+                Some(c.max_position_embeddings),
+                c.num_hidden_layers,
+            ),
+            ModelConfig::Deberta(c) => (
+                c.vocab_size,
+                c.hidden_size,
+                c.position_biased_input.then_some(c.max_position_embeddings),
+                c.num_hidden_layers,
+            ),
+        };
+        let size = |field: &'static str, value: usize, problem: String| ConfigError::Size {
+            path: config_path.to_path_buf(),
+            field,
+            value: value as u64,
+            problem,
+        };
+        let shape_of = |name: &str| tensors.get(name).map(|t| t.shape.as_slice());
+        if let Some(shape) = shape_of("embeddings.word_embeddings.weight") {
+            let contradiction = |what: &str| {
+                format!(
+                    "model.safetensors's embeddings.word_embeddings.weight is {shape:?} ({what})"
+                )
+            };
+            if shape.first() != Some(&vocab) {
+                return Err(size(
+                    "vocab_size",
+                    vocab,
+                    contradiction("rows: the vocabulary"),
+                ));
+            }
+            if shape.get(1) != Some(&width) {
+                let field = match self {
+                    ModelConfig::Bert(c) if c.embedding_size.is_some() => "embedding_size",
+                    _ => "hidden_size",
+                };
+                return Err(size(field, width, contradiction("columns: the width")));
+            }
+        }
+        if let (Some(positions), Some(shape)) =
+            (positions, shape_of("embeddings.position_embeddings.weight"))
+            && shape.first() != Some(&positions)
+        {
+            return Err(size(
+                "max_position_embeddings",
+                positions,
+                format!("model.safetensors's embeddings.position_embeddings.weight is {shape:?}"),
+            ));
+        }
+        // `encoder.layer.N.` (`transformer.layer.N.` for DistilBERT).
+        let stored_layers = tensors
+            .keys()
+            .filter_map(|name| {
+                let parts: Vec<&str> = name.split('.').collect();
+                let at = parts.iter().position(|&p| p == "layer")?;
+                parts.get(at + 1)?.parse::<usize>().ok()
+            })
+            .max()
+            .map(|last| last + 1);
+        if let Some(stored) = stored_layers
+            && stored != layers
+        {
+            return Err(size(
+                "num_hidden_layers",
+                layers,
+                format!("model.safetensors has {stored} encoder layers"),
+            ));
+        }
+        Ok(())
     }
 
     /// A classifier with random weights (HF's initialisation) on `be`.

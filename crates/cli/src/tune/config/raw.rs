@@ -141,6 +141,7 @@ pub(crate) struct RawObjective {
 pub(crate) struct RawModel {
     pub dir: Option<PathBuf>,
     pub builtin: Option<BuiltinModel>,
+    pub preset: Option<SimPreset>,
     pub sim: Option<SimPreset>,
 }
 
@@ -267,10 +268,12 @@ pub(crate) struct RawRunner {
     pub sim_memory: Option<Scalar>,
     pub safety_margin: Option<Scalar>,
     pub process_overhead: Option<Scalar>,
+    pub memory_limit: Option<Scalar>,
     pub max_workers: Option<usize>,
     pub threads_per_worker: Option<usize>,
     pub recycle_after: Option<usize>,
     pub heartbeat: Option<String>,
     pub stale_after: Option<String>,
+    pub systematic_failures: Option<usize>,
     pub log_file: Option<PathBuf>,
 }

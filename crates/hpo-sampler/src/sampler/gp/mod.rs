@@ -126,7 +126,7 @@ impl Default for GpConfig {
 /// let mut sampler = GpSampler::new(GpConfig { seed: Some(1), ..GpConfig::default() });
 /// let mut trials: Vec<FrozenTrial> = Vec::new();
 /// for number in 0..15u64 {
-///     let study = StudyView { name: "s", direction: StudyDirection::Minimize, trials: &trials };
+///     let study = StudyView::new("s", StudyDirection::Minimize, &trials);
 ///     let mut trial = Trial::new(&mut sampler, study, number);
 ///     let x = trial.suggest_float("x", -3.0, 3.0).unwrap();
 ///     let mut done = FrozenTrial::new(number);
@@ -146,6 +146,49 @@ pub struct GpSampler {
 }
 
 /// Values clipped into their finite range, standardised (population std).
+/// ParEGO's augmented Chebyshev scalarisation of the COMPLETE trials'
+/// losses, each objective normalised onto `[0, 1]` over them, under
+/// weights drawn uniformly from the simplex: `max_k w_k f_k + 0.05 sum_k
+/// w_k f_k` by trial number (smaller is better).
+fn parego(study: &StudyView<'_>, rng: &mut Rng) -> std::collections::HashMap<u64, f64> {
+    let directions = study.objectives();
+    let losses: Vec<(u64, Vec<f64>)> = study
+        .trials
+        .iter()
+        .filter(|t| t.state == TrialState::Complete)
+        .filter_map(|t| crate::multi::loss_values(t, directions).map(|l| (t.number, l)))
+        .filter(|(_, l)| l.iter().all(|v| v.is_finite()))
+        .collect();
+    let m = directions.len();
+    let mut w: Vec<f64> = (0..m).map(|_| -(1.0 - rng.next_f64()).ln()).collect();
+    let total: f64 = w.iter().sum();
+    w.iter_mut().for_each(|x| *x /= total);
+    let (mut lo, mut hi) = (vec![f64::INFINITY; m], vec![f64::NEG_INFINITY; m]);
+    for (_, l) in &losses {
+        for k in 0..m {
+            lo[k] = lo[k].min(l[k]);
+            hi[k] = hi[k].max(l[k]);
+        }
+    }
+    losses
+        .into_iter()
+        .map(|(n, l)| {
+            let f: Vec<f64> = (0..m)
+                .map(|k| {
+                    let span = hi[k] - lo[k];
+                    if span > 0.0 {
+                        w[k] * (l[k] - lo[k]) / span
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            let max = f.iter().copied().fold(0.0, f64::max);
+            (n, max + 0.05 * f.iter().sum::<f64>())
+        })
+        .collect()
+}
+
 fn standardize(values: &[f64]) -> (Vec<f64>, f64, f64) {
     let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
     let (lo, hi) = finite
@@ -245,6 +288,12 @@ impl Sampler for GpSampler {
             StudyDirection::Minimize | StudyDirection::NotSet => -1.0,
             StudyDirection::Maximize => 1.0,
         };
+        // Several objectives: one random scalarisation per ask (ParEGO),
+        // minimised, in place of Optuna's expected hypervolume improvement.
+        let scalarised = study
+            .is_multi_objective()
+            .then(|| parego(study, &mut self.rng));
+        let sign = if scalarised.is_some() { -1.0 } else { sign };
         let mut x = Vec::new();
         let mut values = Vec::new();
         let mut constraint_rows: Vec<Vec<f64>> = Vec::new();
@@ -261,7 +310,11 @@ impl Sampler for GpSampler {
         for t in study.trials {
             match t.state {
                 TrialState::Complete => {
-                    let (Some(row), Some(v)) = (Self::row(t, &space, &dims), t.value()) else {
+                    let v = match &scalarised {
+                        Some(by_number) => by_number.get(&t.number).copied(),
+                        None => t.value(),
+                    };
+                    let (Some(row), Some(v)) = (Self::row(t, &space, &dims), v) else {
                         continue;
                     };
                     x.extend(row);

@@ -95,6 +95,7 @@ mod tests {
             let study = StudyView {
                 name: "s",
                 direction: StudyDirection::Minimize,
+                directions: &[],
                 trials: &trials,
             };
             let mut t = FrozenTrial::new(number);

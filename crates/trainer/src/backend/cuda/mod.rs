@@ -32,6 +32,7 @@
 
 pub mod blas;
 pub mod buffer;
+pub mod device_assert;
 pub mod error;
 pub mod kernels;
 pub mod nvrtc;
@@ -40,9 +41,6 @@ mod ops;
 pub use buffer::{CudaBuf, CudaIds};
 pub use error::CudaError;
 
-use super::owned::{
-    BLAS_WORKSPACE_BYTES, COLUMN_PARTIALS, NORM_BLOCKS, TENSOR_ENTRY_BYTES, TENSOR_TABLE,
-};
 use super::{Dtype, Kernels, MatmulPrecision, Storage};
 use cudarc::driver::sys::{self, CUresult};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
@@ -52,6 +50,13 @@ use gpu_mem::{CachingAllocator, Config};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+/// The backend's own buffers, listed (and priced in every plan of a CUDA
+/// step) in [`crate::memory::backend_buffers`].
+use crate::memory::backend_buffers::{
+    CUDA_BLAS_WORKSPACE_BYTES as BLAS_WORKSPACE_BYTES, CUDA_COLUMN_PARTIALS as COLUMN_PARTIALS,
+    CUDA_NORM_BLOCKS as NORM_BLOCKS, CUDA_TENSOR_ENTRY_BYTES as TENSOR_ENTRY_BYTES,
+    CUDA_TENSOR_TABLE as TENSOR_TABLE,
+};
 /// Threads per block of the elementwise kernels.
 const THREADS: u32 = 256;
 

@@ -10,10 +10,13 @@
 
 use super::buffer::{decode, embedding_csr, encode};
 use super::{Arg, CudaBackend, CudaBuf, CudaError, CudaIds, KernelArg, THREADS, args};
-use crate::backend::owned::{COLUMN_CHUNKS, COLUMN_PARTIALS, NORM_BLOCKS, TENSOR_TABLE};
 use crate::backend::{
     AdamWStep, AttentionShape, Backend, DeviceFailure, Dtype, Failure, Kernels, MatmulPrecision,
     MatmulShape, RelPosShape, Storage,
+};
+use crate::memory::backend_buffers::{
+    CUDA_COLUMN_CHUNKS as COLUMN_CHUNKS, CUDA_COLUMN_PARTIALS as COLUMN_PARTIALS,
+    CUDA_NORM_BLOCKS as NORM_BLOCKS, CUDA_TENSOR_TABLE as TENSOR_TABLE,
 };
 use crate::memory::{BufKind, OutOfMemory};
 use crate::rng::{RngKey, dropout_threshold};

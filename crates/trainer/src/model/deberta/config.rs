@@ -129,6 +129,9 @@ pub enum DebertaError {
     },
     #[error(transparent)]
     Weights(#[from] WeightsError),
+    /// A size beyond the limits (`crate::config::SIZE_LIMITS`).
+    #[error(transparent)]
+    Size(#[from] crate::config::ConfigError),
     #[error(
         "{}: checkpoint does not fit the model: missing {missing:?}; shape mismatches {mismatched:?}",
         path.display()
@@ -200,6 +203,17 @@ impl DebertaConfig {
             field,
             problem,
         };
+        for (field, v) in [
+            ("hidden_size", raw.hidden_size),
+            ("num_hidden_layers", raw.num_hidden_layers),
+            ("num_attention_heads", raw.num_attention_heads),
+            ("intermediate_size", raw.intermediate_size),
+            ("vocab_size", raw.vocab_size),
+            ("max_position_embeddings", raw.max_position_embeddings),
+            ("type_vocab_size", raw.type_vocab_size),
+        ] {
+            crate::config::check_size(path, field, v as u64)?;
+        }
         if raw.model_type != "deberta-v2" {
             return Err(bad(
                 "model_type",

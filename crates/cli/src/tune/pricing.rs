@@ -1,0 +1,147 @@
+//! What a trial costs on the runner's device, asked of the trainer: the
+//! [`Job`] a worker would run, replayed without computing anything.
+//!
+//! A trial's memory is decided by what its worker runs: the model, its
+//! head and dropout, the data's batches (each padded to its own longest
+//! sequence, so the longest example of the training split, not
+//! `max_length`, sets the largest step), the micro-batch and accumulation,
+//! the epochs and their batch orders, the backend's own buffers (the CUDA
+//! backend's cuBLAS workspace and kernel scratch) and the allocator's
+//! rounding and fragmentation as batches change length. The trainer's
+//! [`replay_run`] runs exactly that allocation sequence through `gpu-mem`
+//! on a simulated device, so the price is the run's own figures:
+//! - [`Price::peak`]: the peak of requested bytes (the memory plan of the
+//!   run's largest step with the backend's buffers), which a CUDA run's
+//!   allocator reports as its requested peak;
+//! - [`Price::limit`]: the peak the allocator reserves over the run, the
+//!   lease a CUDA worker's allocator gets (on the CPU, which allocates
+//!   exactly, the peak itself).
+//!
+//! On the simulated device the worker's run *is* such a simulation
+//! ([`finetune_sim`]), so its price is that run without a limit. Replays
+//! are cached per job (less what does not change memory: learning rate,
+//! warmup, weight decay, patience).
+
+use std::collections::HashMap;
+
+use trainer::finetune::{SimSpec, finetune_sim, replay_run};
+use trainer::memory::StepBackend;
+use trainer::train::Control;
+
+use super::packing::Price;
+use super::protocol::{Job, ModelSource};
+use super::worker::{finetune_spec, sim_spec};
+
+/// How the runner's device allocates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PricedDevice {
+    /// The CPU backend: exactly what is requested.
+    Cpu,
+    /// A CUDA device through `gpu-mem`, with expandable segments where it
+    /// has virtual memory management (the worker's allocator).
+    Cuda { expandable_segments: bool },
+    /// `gpu-mem`'s simulated device (its trials say so in their job).
+    Sim,
+}
+
+/// Prices jobs, remembering each.
+#[derive(Debug)]
+pub struct Pricer {
+    device: PricedDevice,
+    known: HashMap<String, Result<Price, String>>,
+}
+
+impl Pricer {
+    pub fn new(device: PricedDevice) -> Self {
+        Self {
+            device,
+            known: HashMap::new(),
+        }
+    }
+
+    pub fn device(&self) -> PricedDevice {
+        self.device
+    }
+
+    /// The price of running `job`; an error says why the run cannot be
+    /// replayed (the trainer's error: a head the model refuses, a sequence
+    /// it cannot take, ...), which is the trial's own failure.
+    pub fn price(&mut self, job: &Job) -> Result<Price, String> {
+        let device = self.device;
+        self.known
+            .entry(memory_key(job))
+            .or_insert_with(|| price_of(job, device))
+            .clone()
+    }
+}
+
+/// The price of `job` on `device`, replayed now.
+fn price_of(job: &Job, device: PricedDevice) -> Result<Price, String> {
+    let job = Job {
+        memory_limit: None,
+        fault: None,
+        ..job.clone()
+    };
+    match &job.model {
+        ModelSource::Dir { path } => {
+            let spec = finetune_spec(&job, path.clone());
+            let (backend, allocator) = match device {
+                PricedDevice::Cuda {
+                    expandable_segments,
+                } => (
+                    StepBackend::Cuda,
+                    gpu_mem::Config {
+                        expandable_segments,
+                        ..gpu_mem::Config::default()
+                    },
+                ),
+                PricedDevice::Cpu | PricedDevice::Sim => {
+                    (StepBackend::Host, gpu_mem::Config::default())
+                }
+            };
+            let run = replay_run(&spec, backend, allocator).map_err(|e| e.to_string())?;
+            Ok(match backend {
+                StepBackend::Cuda => Price {
+                    peak: run.peak_requested,
+                    limit: run.peak_reserved,
+                },
+                // The CPU's tracker counts requested bytes, and its limit
+                // is on them.
+                StepBackend::Host => Price {
+                    peak: run.peak_requested,
+                    limit: run.peak_requested,
+                },
+            })
+        }
+        ModelSource::Sim { .. } => {
+            // On a device larger than any, so nothing is refused.
+            let spec = SimSpec {
+                device_capacity: 1 << 42,
+                ..sim_spec(&job)?
+            };
+            let run = finetune_sim(&spec, &mut |_| Control::Continue).map_err(|e| e.to_string())?;
+            Ok(Price {
+                peak: run.peak_requested,
+                limit: run.peak_reserved,
+            })
+        }
+    }
+}
+
+/// `job` less what does not change its memory, as a cache key.
+fn memory_key(job: &Job) -> String {
+    let mut settings = job.settings.clone();
+    settings.learning_rate = 0.0;
+    settings.warmup_ratio = 0.0;
+    settings.weight_decay = 0.0;
+    settings.patience = None;
+    let key = Job {
+        trial_number: 0,
+        settings,
+        memory_limit: None,
+        fault: None,
+        threads: 0,
+        ..job.clone()
+    };
+    serde_json::to_string(&key).expect("a job serialises")
+}

@@ -1,0 +1,342 @@
+//! Exact hypervolume (`optuna/_hypervolume/wfg.py`: a sweep in two
+//! dimensions, the WFG algorithm beyond) and greedy hypervolume subset
+//! selection (`hssp.py`), on loss vectors.
+
+use super::pareto::{lex, pareto_front_indices};
+
+/// Optuna's `1e-12`: a reference coordinate of exactly 0 becomes this.
+const EPS: f64 = 1e-12;
+
+/// The volume of the region dominated by `points` (loss vectors) and
+/// bounded by `reference`: Optuna's `compute_hypervolume`. Points that do
+/// not dominate the reference in every coordinate bound nothing and are
+/// ignored (Optuna refuses them), as are points with a NaN. A reference
+/// with an infinite coordinate gives infinity when any point counts.
+///
+/// ```
+/// use hpo_sampler::multi::hypervolume;
+/// // Three objectives: two unit boxes overlapping in half a unit.
+/// let points = [vec![0.0, 0.0, 0.5], vec![0.0, 0.5, 0.0]];
+/// assert_eq!(hypervolume(&points, &[1.0, 1.0, 1.0]), 0.75);
+/// // Outside the reference box: nothing.
+/// assert_eq!(hypervolume(&[vec![2.0, 0.0, 0.0]], &[1.0, 1.0, 1.0]), 0.0);
+/// ```
+pub fn hypervolume(points: &[Vec<f64>], reference: &[f64]) -> f64 {
+    let inside: Vec<Vec<f64>> = points
+        .iter()
+        .filter(|p| p.len() == reference.len() && p.iter().zip(reference).all(|(x, r)| x <= r))
+        .cloned()
+        .collect();
+    if inside.is_empty() {
+        return 0.0;
+    }
+    if reference.iter().any(|r| !r.is_finite()) {
+        return f64::INFINITY;
+    }
+    let mut front: Vec<Vec<f64>> = pareto_front_indices(&inside)
+        .into_iter()
+        .map(|i| inside[i].clone())
+        .collect();
+    front.sort_by(|a, b| lex(a, b));
+    front.dedup();
+    let hv = if reference.len() == 2 {
+        hv_2d(&front, reference)
+    } else {
+        hv_sorted(&front, reference)
+    };
+    if hv.is_finite() { hv } else { f64::INFINITY }
+}
+
+/// Two objectives, a front sorted by the first loss (so the second
+/// decreases): a sum of rectangles (`_compute_2d`).
+fn hv_2d(front: &[Vec<f64>], reference: &[f64]) -> f64 {
+    let mut top = reference[1];
+    let mut hv = 0.0;
+    for p in front {
+        hv += (reference[0] - p[0]) * (top - p[1]);
+        top = p[1];
+    }
+    hv
+}
+
+/// The product of `reference - p`.
+fn inclusive(p: &[f64], reference: &[f64]) -> f64 {
+    p.iter().zip(reference).map(|(x, r)| r - x).product()
+}
+
+/// WFG (`_compute_hv`) on points sorted by their first loss: each point's
+/// box minus what the later points cover of it.
+fn hv_sorted(sorted: &[Vec<f64>], reference: &[f64]) -> f64 {
+    match sorted {
+        [] => 0.0,
+        [a] => inclusive(a, reference),
+        [a, b] => {
+            let meet: Vec<f64> = a.iter().zip(b).map(|(x, y)| x.max(*y)).collect();
+            inclusive(a, reference) + inclusive(b, reference) - inclusive(&meet, reference)
+        }
+        _ => {
+            let last = sorted.len() - 1;
+            let mut hv = inclusive(&sorted[last], reference);
+            for i in 0..last {
+                // The later points limited to point i's box.
+                let limited: Vec<Vec<f64>> = sorted[i + 1..]
+                    .iter()
+                    .map(|q| q.iter().zip(&sorted[i]).map(|(x, y)| x.max(*y)).collect())
+                    .collect();
+                hv += exclusive(&limited, inclusive(&sorted[i], reference), reference);
+            }
+            hv
+        }
+    }
+}
+
+/// A box's volume minus the part the (first-loss sorted) `limited`
+/// points cover; dominated points are dropped first, which changes nothing
+/// but the cost (`_compute_exclusive_hv`).
+fn exclusive(limited: &[Vec<f64>], inclusive_hv: f64, reference: &[f64]) -> f64 {
+    if limited.len() <= 3 {
+        return inclusive_hv - hv_sorted(limited, reference);
+    }
+    // Sorted by the first loss, a point cannot be dominated by a later
+    // one; the first remaining point removes every point it weakly
+    // dominates (duplicates included).
+    let mut kept: Vec<Vec<f64>> = Vec::new();
+    let mut remaining: Vec<usize> = (0..limited.len()).collect();
+    while let Some(&top) = remaining.first() {
+        let p = &limited[top];
+        kept.push(p.clone());
+        remaining.retain(|&k| limited[k].iter().zip(p).skip(1).any(|(x, y)| x < y));
+    }
+    inclusive_hv - hv_sorted(&kept, reference)
+}
+
+/// Optuna's `_get_reference_point` for multi-objective TPE: the worst loss
+/// of each objective pushed 10% further out (away from zero), a
+/// coordinate of exactly 0 made `1e-12`.
+///
+/// ```
+/// use hpo_sampler::multi::reference_point;
+/// let r = reference_point(&[vec![1.0, -2.0], vec![3.0, -4.0]]);
+/// assert!((r[0] - 3.3).abs() < 1e-12 && (r[1] + 1.8).abs() < 1e-12);
+/// ```
+pub fn reference_point(points: &[Vec<f64>]) -> Vec<f64> {
+    let m = points.first().map_or(0, Vec::len);
+    (0..m)
+        .map(|k| {
+            let worst = points
+                .iter()
+                .map(|p| p[k])
+                .fold(f64::NEG_INFINITY, f64::max);
+            let r = (1.1 * worst).max(0.9 * worst);
+            if r == 0.0 { EPS } else { r }
+        })
+        .collect()
+}
+
+/// Greedy hypervolume subset selection (Optuna's `_solve_hssp`): the
+/// indices (into `points`) of `k` points chosen one at a time by largest
+/// hypervolume contribution (ties to the lexicographically first),
+/// distinct points first; when fewer than `k` are distinct, every distinct
+/// point and then the earliest duplicates, in index order. `points` are
+/// mutually non-dominated loss vectors (one non-domination rank).
+///
+/// ```
+/// use hpo_sampler::multi::select_by_hypervolume;
+/// let front = [vec![0.0, 3.0], vec![1.0, 1.0], vec![3.0, 0.0], vec![0.9, 1.2]];
+/// // (1, 1) adds the most volume under (4, 4), then an extreme.
+/// assert_eq!(select_by_hypervolume(&front, 2, &[4.0, 4.0]), vec![1, 0]);
+/// ```
+pub fn select_by_hypervolume(points: &[Vec<f64>], k: usize, reference: &[f64]) -> Vec<usize> {
+    let n = points.len();
+    if k >= n {
+        return (0..n).collect();
+    }
+    // The first occurrence of each distinct point, in lexicographic order.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| lex(&points[a], &points[b]).then(a.cmp(&b)));
+    let mut unique: Vec<usize> = Vec::with_capacity(n);
+    for &i in &order {
+        if unique
+            .last()
+            .is_none_or(|&u| lex(&points[u], &points[i]).is_ne())
+        {
+            unique.push(i);
+        }
+    }
+    if unique.len() < k {
+        let mut chosen = vec![false; n];
+        unique.iter().for_each(|&i| chosen[i] = true);
+        let mut extra = k - unique.len();
+        for c in chosen.iter_mut() {
+            if extra > 0 && !*c {
+                *c = true;
+                extra -= 1;
+            }
+        }
+        return (0..n).filter(|&i| chosen[i]).collect();
+    }
+    if unique.len() == k || reference.iter().any(|r| !r.is_finite()) {
+        return unique[..k].to_vec();
+    }
+    if reference.len() == 2 {
+        return hssp_2d(points, &unique, k, reference);
+    }
+    // Contributions H(S + {i}) - H(S), recomputed after each choice.
+    let mut left = unique;
+    let mut selected: Vec<Vec<f64>> = Vec::with_capacity(k);
+    let mut chosen = Vec::with_capacity(k);
+    let mut hv = 0.0;
+    for _ in 0..k {
+        let mut best: Option<(usize, f64)> = None;
+        for (pos, &i) in left.iter().enumerate() {
+            selected.push(points[i].clone());
+            let c = hypervolume(&selected, reference) - hv;
+            selected.pop();
+            if best.is_none_or(|(_, b)| c > b) {
+                best = Some((pos, c));
+            }
+        }
+        let (pos, c) = best.expect("fewer chosen than distinct points");
+        hv += c;
+        let i = left.remove(pos);
+        selected.push(points[i].clone());
+        chosen.push(i);
+    }
+    chosen
+}
+
+/// `_solve_hssp_2d`: on a two-objective front sorted by the first loss,
+/// each point's contribution is a rectangle up to its nearest chosen
+/// neighbours, updated in place after each choice.
+fn hssp_2d(points: &[Vec<f64>], sorted: &[usize], k: usize, reference: &[f64]) -> Vec<usize> {
+    let mut left: Vec<usize> = sorted.to_vec();
+    let mut diag: Vec<[f64; 2]> = vec![[reference[0], reference[1]]; left.len()];
+    let mut chosen = Vec::with_capacity(k);
+    for _ in 0..k {
+        let mut best = (0, f64::NEG_INFINITY);
+        for (pos, (&i, d)) in left.iter().zip(&diag).enumerate() {
+            let c = (d[0] - points[i][0]) * (d[1] - points[i][1]);
+            if c > best.1 {
+                best = (pos, c);
+            }
+        }
+        let pos = best.0;
+        let p = &points[left[pos]];
+        chosen.push(left.remove(pos));
+        diag.remove(pos);
+        for d in &mut diag[..pos] {
+            d[0] = d[0].min(p[0]);
+        }
+        for d in &mut diag[pos..] {
+            d[1] = d[1].min(p[1]);
+        }
+    }
+    chosen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    /// The dominated volume by inclusion-exclusion over every subset.
+    fn brute(points: &[Vec<f64>], reference: &[f64]) -> f64 {
+        let n = points.len();
+        let mut hv = 0.0;
+        for mask in 1u32..(1 << n) {
+            let mut corner = vec![f64::NEG_INFINITY; reference.len()];
+            for (i, p) in points.iter().enumerate() {
+                if mask & (1 << i) != 0 {
+                    for (c, x) in corner.iter_mut().zip(p) {
+                        *c = c.max(*x);
+                    }
+                }
+            }
+            let sign = if mask.count_ones() % 2 == 1 {
+                1.0
+            } else {
+                -1.0
+            };
+            hv += sign * inclusive(&corner, reference);
+        }
+        hv
+    }
+
+    #[test]
+    fn hypervolume_is_inclusion_exclusion_on_random_points() {
+        let mut rng = Rng::seed_from(9);
+        for case in 0..400 {
+            let m = 2 + case % 4;
+            let n = 1 + case % 9;
+            let points: Vec<Vec<f64>> = (0..n)
+                .map(|_| {
+                    (0..m)
+                        .map(|_| (rng.below(6) as f64 + rng.next_f64()) / 6.0)
+                        .collect()
+                })
+                .collect();
+            let reference = vec![1.0; m];
+            let got = hypervolume(&points, &reference);
+            let want = brute(&points, &reference);
+            assert!((got - want).abs() < 1e-12, "case {case}: {got} vs {want}");
+        }
+    }
+
+    #[test]
+    fn subset_selection_is_greedy_by_contribution() {
+        let mut rng = Rng::seed_from(4);
+        for case in 0..200 {
+            let m = 2 + case % 2;
+            // A non-dominated set: points on a simplex-like surface.
+            let n = 3 + case % 12;
+            let points: Vec<Vec<f64>> = (0..n)
+                .map(|_| {
+                    let raw: Vec<f64> = (0..m).map(|_| rng.next_f64() + 0.01).collect();
+                    let s: f64 = raw.iter().sum();
+                    raw.iter().map(|x| x / s).collect()
+                })
+                .collect();
+            let reference = reference_point(&points);
+            let k = 1 + case % (n - 1);
+            let got = select_by_hypervolume(&points, k, &reference);
+            // Greedy by recomputing every contribution from scratch.
+            let mut chosen: Vec<usize> = Vec::new();
+            for _ in 0..k {
+                let base: Vec<Vec<f64>> = chosen.iter().map(|&i| points[i].clone()).collect();
+                let hv0 = hypervolume(&base, &reference);
+                let best = (0..n)
+                    .filter(|i| !chosen.contains(i))
+                    .map(|i| {
+                        let mut s = base.clone();
+                        s.push(points[i].clone());
+                        (i, hypervolume(&s, &reference) - hv0)
+                    })
+                    .fold(None, |b: Option<(usize, f64)>, (i, c)| match b {
+                        Some((_, bc)) if bc >= c - 1e-12 => b,
+                        _ => Some((i, c)),
+                    })
+                    .unwrap();
+                chosen.push(best.0);
+            }
+            let hv = |s: &[usize]| {
+                let pts: Vec<Vec<f64>> = s.iter().map(|&i| points[i].clone()).collect();
+                hypervolume(&pts, &reference)
+            };
+            assert!(
+                (hv(&got) - hv(&chosen)).abs() < 1e-9,
+                "case {case}: {got:?} vs {chosen:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn duplicates_fill_the_subset_last() {
+        let points = [vec![1.0, 1.0], vec![1.0, 1.0], vec![0.0, 2.0]];
+        assert_eq!(
+            select_by_hypervolume(&points, 3, &[3.0, 3.0]),
+            vec![0, 1, 2]
+        );
+        let dup = [vec![1.0, 1.0], vec![1.0, 1.0], vec![1.0, 1.0]];
+        assert_eq!(select_by_hypervolume(&dup, 2, &[3.0, 3.0]), vec![0, 1]);
+    }
+}

@@ -1,0 +1,377 @@
+//! Dominance, non-dominated sorting and the Pareto front
+//! (`optuna/study/_multi_objective.py` and NSGA-II's
+//! `_constraints_evaluation.py`).
+
+use crate::trial::{FrozenTrial, StudyDirection, TrialState};
+use std::cmp::Ordering;
+
+/// A trial's values as losses (smaller is better): maximised objectives
+/// negated. `None` unless the trial has one value per direction.
+///
+/// ```
+/// use hpo_sampler::multi::loss_values;
+/// use hpo_sampler::{FrozenTrial, StudyDirection, TrialState};
+///
+/// let mut t = FrozenTrial::new(0);
+/// t.state = TrialState::Complete;
+/// t.values = Some(vec![0.9, 3.0]);
+/// let directions = [StudyDirection::Maximize, StudyDirection::Minimize];
+/// assert_eq!(loss_values(&t, &directions), Some(vec![-0.9, 3.0]));
+/// ```
+pub fn loss_values(trial: &FrozenTrial, directions: &[StudyDirection]) -> Option<Vec<f64>> {
+    let values = trial.values.as_ref()?;
+    if values.len() != directions.len() {
+        return None;
+    }
+    Some(
+        values
+            .iter()
+            .zip(directions)
+            .map(|(&v, d)| {
+                if *d == StudyDirection::Maximize {
+                    -v
+                } else {
+                    v
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Whether loss vector `a` dominates `b`: no worse in every objective and
+/// not equal (Optuna's `_dominates` on COMPLETE trials).
+///
+/// ```
+/// use hpo_sampler::multi::dominates;
+/// assert!(dominates(&[1.0, 2.0], &[1.0, 3.0]));
+/// assert!(!dominates(&[1.0, 2.0], &[1.0, 2.0]));
+/// assert!(!dominates(&[1.0, 4.0], &[2.0, 3.0]));
+/// ```
+pub fn dominates(a: &[f64], b: &[f64]) -> bool {
+    a != b && a.iter().zip(b).all(|(x, y)| x <= y)
+}
+
+/// Optuna's `_constrained_dominates` between two trials: a COMPLETE trial
+/// dominates one that is not; a feasible trial (every constraint `<= 0`)
+/// dominates an infeasible one; of two infeasible trials the one of
+/// smaller total violation dominates; two feasible ones compare by
+/// [`dominates`].
+pub fn constrained_dominates(
+    a: &FrozenTrial,
+    b: &FrozenTrial,
+    directions: &[StudyDirection],
+) -> bool {
+    if a.state != TrialState::Complete {
+        return false;
+    }
+    if b.state != TrialState::Complete {
+        return true;
+    }
+    let feasible = |t: &FrozenTrial| t.constraints().iter().all(|v| *v <= 0.0);
+    match (feasible(a), feasible(b)) {
+        (true, true) => match (loss_values(a, directions), loss_values(b, directions)) {
+            (Some(x), Some(y)) => dominates(&x, &y),
+            _ => false,
+        },
+        (true, false) => true,
+        (false, true) => false,
+        (false, false) => a.violation() < b.violation(),
+    }
+}
+
+/// Lexicographic order of loss vectors (numpy's `np.unique(axis=0)`).
+pub(crate) fn lex(a: &[f64], b: &[f64]) -> Ordering {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| x.total_cmp(y))
+        .find(|o| o.is_ne())
+        .unwrap_or(Ordering::Equal)
+}
+
+/// The distinct rows of `points` in lexicographic order, and for each
+/// point the position of its row.
+fn unique_lexsorted(points: &[Vec<f64>]) -> (Vec<usize>, Vec<usize>) {
+    let mut order: Vec<usize> = (0..points.len()).collect();
+    order.sort_by(|&a, &b| lex(&points[a], &points[b]).then(a.cmp(&b)));
+    let mut unique: Vec<usize> = Vec::with_capacity(points.len());
+    let mut row_of = vec![0; points.len()];
+    for &i in &order {
+        match unique.last() {
+            Some(&u) if lex(&points[u], &points[i]).is_eq() => {}
+            _ => unique.push(i),
+        }
+        row_of[i] = unique.len() - 1;
+    }
+    (unique, row_of)
+}
+
+/// Which of the distinct, lexicographically sorted rows `rows` (indices into
+/// `points`) are on their Pareto front (`_is_pareto_front_for_unique_sorted`).
+fn front_of_sorted(points: &[Vec<f64>], rows: &[usize]) -> Vec<bool> {
+    let mut on = vec![false; rows.len()];
+    let Some(&first) = rows.first() else {
+        return on;
+    };
+    match points[first].len() {
+        0 | 1 => on[0] = true,
+        2 => {
+            // Sorted by the first loss: a row is on the front when its
+            // second loss is a new minimum.
+            let mut best = f64::INFINITY;
+            for (k, &r) in rows.iter().enumerate() {
+                let y = points[r][1];
+                if k == 0 || y < best {
+                    on[k] = true;
+                    best = y;
+                }
+            }
+        }
+        _ => {
+            // A row cannot be dominated by a later one; the first remaining
+            // row is on the front, and removes every row it weakly dominates.
+            let mut remaining: Vec<usize> = (0..rows.len()).collect();
+            while let Some(&top) = remaining.first() {
+                on[top] = true;
+                let p = &points[rows[top]];
+                remaining.retain(|&k| points[rows[k]].iter().zip(p).skip(1).any(|(x, y)| x < y));
+            }
+        }
+    }
+    on
+}
+
+/// The indices of the points on the Pareto front of loss vectors `points`,
+/// in index order; equal points are all on it or all off it.
+///
+/// ```
+/// use hpo_sampler::multi::pareto_front_indices;
+/// let points = [vec![2.0, 2.0], vec![1.0, 3.0], vec![2.0, 2.0], vec![3.0, 3.0]];
+/// assert_eq!(pareto_front_indices(&points), vec![0, 1, 2]);
+/// ```
+pub fn pareto_front_indices(points: &[Vec<f64>]) -> Vec<usize> {
+    let (unique, row_of) = unique_lexsorted(points);
+    let on = front_of_sorted(points, &unique);
+    (0..points.len()).filter(|&i| on[row_of[i]]).collect()
+}
+
+/// Non-domination ranks of loss vectors (0: the Pareto front), Optuna's
+/// `_calculate_nondomination_rank`. With `n_below`, fronts are peeled only
+/// until at least that many distinct points are ranked; every point after
+/// shares the next rank.
+///
+/// ```
+/// use hpo_sampler::multi::non_domination_ranks;
+/// let points = [vec![3.0, 3.0], vec![1.0, 1.0], vec![2.0, 2.0], vec![1.0, 1.0]];
+/// assert_eq!(non_domination_ranks(&points, None), vec![2, 0, 1, 0]);
+/// assert_eq!(non_domination_ranks(&points, Some(1)), vec![1, 0, 1, 0]);
+/// ```
+pub fn non_domination_ranks(points: &[Vec<f64>], n_below: Option<usize>) -> Vec<usize> {
+    if points.is_empty() || n_below == Some(0) {
+        return vec![0; points.len()];
+    }
+    let (unique, row_of) = unique_lexsorted(points);
+    if points[0].len() == 1 {
+        // Ranks by distinct value.
+        return row_of;
+    }
+    let n_below = n_below.unwrap_or(unique.len()).min(unique.len());
+    let mut rank_of_row = vec![0; unique.len()];
+    let mut left: Vec<usize> = (0..unique.len()).collect();
+    let mut rank = 0;
+    while unique.len() - left.len() < n_below {
+        let rows: Vec<usize> = left.iter().map(|&k| unique[k]).collect();
+        let on = front_of_sorted(points, &rows);
+        let mut rest = Vec::with_capacity(left.len());
+        for (k, &row) in left.iter().enumerate() {
+            if on[k] {
+                rank_of_row[row] = rank;
+            } else {
+                rest.push(row);
+            }
+        }
+        left = rest;
+        rank += 1;
+    }
+    for &row in &left {
+        rank_of_row[row] = rank;
+    }
+    row_of.iter().map(|&r| rank_of_row[r]).collect()
+}
+
+/// Optuna's `_fast_non_domination_rank` with penalties: feasible points
+/// (penalty `<= 0`) ranked by [`non_domination_ranks`], then infeasible
+/// ones after them by their penalty (the total violation).
+pub fn constrained_ranks(
+    points: &[Vec<f64>],
+    penalty: &[f64],
+    n_below: Option<usize>,
+) -> Vec<usize> {
+    assert_eq!(points.len(), penalty.len(), "one penalty per point");
+    let n_below = n_below.unwrap_or(points.len());
+    let feasible: Vec<usize> = (0..points.len()).filter(|&i| penalty[i] <= 0.0).collect();
+    let infeasible: Vec<usize> = (0..points.len()).filter(|&i| penalty[i] > 0.0).collect();
+    let mut ranks = vec![0; points.len()];
+    let f_points: Vec<Vec<f64>> = feasible.iter().map(|&i| points[i].clone()).collect();
+    let f_ranks = non_domination_ranks(&f_points, Some(n_below));
+    for (&i, &r) in feasible.iter().zip(&f_ranks) {
+        ranks[i] = r;
+    }
+    let top = f_ranks.iter().max().map_or(0, |r| r + 1);
+    let left = n_below.saturating_sub(feasible.len());
+    let i_points: Vec<Vec<f64>> = infeasible.iter().map(|&i| vec![penalty[i]]).collect();
+    let i_ranks = non_domination_ranks(&i_points, Some(left));
+    for (&i, &r) in infeasible.iter().zip(&i_ranks) {
+        ranks[i] = top + r;
+    }
+    ranks
+}
+
+/// The Pareto front of a study's COMPLETE trials, in trial order (Optuna's
+/// `study.best_trials`: with `consider_constraints`, only feasible trials
+/// compete, as Optuna does for a study whose trials carry constraints).
+/// Trials without one value per direction are skipped.
+pub fn pareto_front<'a>(
+    trials: &'a [FrozenTrial],
+    directions: &[StudyDirection],
+    consider_constraints: bool,
+) -> Vec<&'a FrozenTrial> {
+    let candidates: Vec<(&FrozenTrial, Vec<f64>)> = trials
+        .iter()
+        .filter(|t| t.state == TrialState::Complete)
+        .filter(|t| !consider_constraints || t.constraints().iter().all(|v| *v <= 0.0))
+        .filter_map(|t| loss_values(t, directions).map(|l| (t, l)))
+        .collect();
+    let points: Vec<Vec<f64>> = candidates.iter().map(|(_, l)| l.clone()).collect();
+    pareto_front_indices(&points)
+        .into_iter()
+        .map(|i| candidates[i].0)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    /// Ranks from the definition: a point's rank is the length of the
+    /// longest chain of points dominating it.
+    fn brute_ranks(points: &[Vec<f64>]) -> Vec<usize> {
+        let n = points.len();
+        let mut rank = vec![usize::MAX; n];
+        let mut assigned = 0;
+        let mut r = 0;
+        while assigned < n {
+            let front: Vec<usize> = (0..n)
+                .filter(|&i| rank[i] == usize::MAX)
+                .filter(|&i| {
+                    !(0..n).any(|j| rank[j] == usize::MAX && dominates(&points[j], &points[i]))
+                })
+                .collect();
+            for i in front {
+                rank[i] = r;
+                assigned += 1;
+            }
+            r += 1;
+        }
+        rank
+    }
+
+    #[test]
+    fn ranks_match_the_definition_on_random_points() {
+        let mut rng = Rng::seed_from(3);
+        for case in 0..300 {
+            let m = 2 + case % 3;
+            let n = 1 + case % 40;
+            // Coarse grids, so ties and duplicates are common.
+            let points: Vec<Vec<f64>> = (0..n)
+                .map(|_| (0..m).map(|_| rng.below(5) as f64).collect())
+                .collect();
+            let want = brute_ranks(&points);
+            assert_eq!(non_domination_ranks(&points, None), want, "case {case}");
+            let front: Vec<usize> = (0..n).filter(|&i| want[i] == 0).collect();
+            assert_eq!(pareto_front_indices(&points), front, "case {case}");
+            // Peeled only until `k` distinct points are ranked: the ranks
+            // below the cut are exact, the rest share one larger rank.
+            let partial = non_domination_ranks(&points, Some(1 + case % n));
+            // `n_below` counts distinct points, at most all of them.
+            let mut distinct = points.clone();
+            distinct.sort_by(|a, b| lex(a, b));
+            distinct.dedup();
+            let k = (1 + case % n).min(distinct.len());
+            let cut = {
+                // The smallest rank whose fronts hold at least k distinct points.
+                let mut count = 0;
+                let mut r = 0;
+                loop {
+                    let mut seen: Vec<&Vec<f64>> = (0..n)
+                        .filter(|&i| want[i] == r)
+                        .map(|i| &points[i])
+                        .collect();
+                    seen.sort_by(|a, b| lex(a, b));
+                    seen.dedup();
+                    count += seen.len();
+                    if count >= k {
+                        break r;
+                    }
+                    r += 1;
+                }
+            };
+            for i in 0..n {
+                if want[i] <= cut {
+                    assert_eq!(partial[i], want[i], "case {case} point {i}");
+                } else {
+                    assert_eq!(partial[i], cut + 1, "case {case} point {i}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn infeasible_points_rank_after_feasible_ones_by_violation() {
+        let points = [
+            vec![0.0, 0.0],
+            vec![1.0, 1.0],
+            vec![5.0, 0.0],
+            vec![-1.0, -1.0],
+            vec![-2.0, -2.0],
+        ];
+        let penalty = [0.0, 0.0, 0.0, 2.0, 1.0];
+        assert_eq!(
+            constrained_ranks(&points, &penalty, None),
+            vec![0, 1, 1, 3, 2]
+        );
+    }
+
+    #[test]
+    fn the_front_of_a_study_skips_what_optuna_skips() {
+        let dirs = [StudyDirection::Maximize, StudyDirection::Minimize];
+        let mut trials = Vec::new();
+        for (n, (state, values, violation)) in [
+            (TrialState::Complete, Some(vec![0.9, 8.0]), 0.0),
+            (TrialState::Complete, Some(vec![0.8, 4.0]), 0.0),
+            (TrialState::Complete, Some(vec![0.7, 6.0]), 0.0), // dominated by 1
+            (TrialState::Complete, Some(vec![0.95, 1.0]), 1.0), // infeasible
+            (TrialState::Pruned, Some(vec![1.0, 0.0]), 0.0),
+            (TrialState::Complete, Some(vec![0.5]), 0.0), // wrong length
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut t = FrozenTrial::new(n as u64);
+            t.state = state;
+            t.values = values;
+            t.system_attrs.insert(
+                crate::trial::CONSTRAINTS_KEY.into(),
+                serde_json::json!([violation]),
+            );
+            trials.push(t);
+        }
+        let numbers = |front: Vec<&FrozenTrial>| front.iter().map(|t| t.number).collect::<Vec<_>>();
+        assert_eq!(numbers(pareto_front(&trials, &dirs, true)), vec![0, 1]);
+        assert_eq!(numbers(pareto_front(&trials, &dirs, false)), vec![3]);
+        assert!(constrained_dominates(&trials[0], &trials[3], &dirs));
+        assert!(!constrained_dominates(&trials[2], &trials[0], &dirs));
+        assert!(constrained_dominates(&trials[1], &trials[2], &dirs));
+        assert!(!constrained_dominates(&trials[4], &trials[2], &dirs));
+    }
+}
