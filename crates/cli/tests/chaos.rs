@@ -35,48 +35,12 @@ const RUNNERS_PER_BACKEND: usize = 3;
 const STALE_AFTER_SECS: f64 = 3.0;
 
 fn study_file(n_trials: usize, epochs: usize) -> String {
-    format!(
-        r#"
-[study]
-name = "{STUDY}"
-n_trials = {n_trials}
-
-[objective]
-metric = "accuracy"
-
-[models.bert-base]
-sim = "bert-base"
-
-[[param]]
-name = "learning_rate"
-type = "float"
-low = 1e-5
-high = 1e-4
-log = true
-
-[[param]]
-name = "batch_size"
-type = "categorical"
-choices = [8, 16, 32]
-
-[fixed]
-model = "bert-base"
-max_length = 128
-epochs = {epochs}
-
-[sampler]
-kind = "random"
-seed = 5
-
-[pruner]
-kind = "none"
-
-[runner]
-device = "sim"
-max_workers = 2
-heartbeat = "200ms"
-stale_after = "{STALE_AFTER_SECS}s"
-"#
+    common::bert_base_sim_study(
+        STUDY,
+        n_trials,
+        epochs,
+        "kind = \"random\"\nseed = 5",
+        &format!("max_workers = 2\nheartbeat = \"200ms\"\nstale_after = \"{STALE_AFTER_SECS}s\""),
     )
 }
 
@@ -187,6 +151,16 @@ impl Backend {
         }
         let pick = live[rng.random_range(0..live.len())];
         Some(&mut self.runners[pick])
+    }
+}
+
+/// A failed test leaves no runner behind.
+impl Drop for Backend {
+    fn drop(&mut self) {
+        for r in &mut self.runners {
+            let _ = r.child.kill();
+            let _ = r.child.wait();
+        }
     }
 }
 
@@ -429,11 +403,16 @@ fn a_study_left_alone_through_kills_pauses_hangups_and_database_blips() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stop_shells = Arc::new(AtomicBool::new(false));
+    // Per backend: its shells stop asking once most of its budget is
+    // spent, so that every told trial is told before its runners end.
+    let stop_shells = [
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    ];
     let shells: Vec<_> = (0..4)
         .map(|i| {
             let url = backends[i % 2].url.clone();
-            let stop = Arc::clone(&stop_shells);
+            let stop = Arc::clone(&stop_shells[i % 2]);
             (
                 i % 2,
                 std::thread::spawn(move || ask_tell_shell(url, i as u64, stop)),
@@ -464,15 +443,11 @@ fn a_study_left_alone_through_kills_pauses_hangups_and_database_blips() {
         for b in &mut backends {
             b.reap();
         }
-        // Asks stop once most of the budget is spent, so that every told
-        // trial is told before the runners end the study.
-        if !stop_shells.load(Ordering::Relaxed) {
-            let spent = backends.iter().all(|b| {
+        for (b, stop) in backends.iter().zip(&stop_shells) {
+            if !stop.load(Ordering::Relaxed) {
                 let s = storage(&b.url);
-                s.counted_trials(s.study(STUDY).unwrap().study_id).unwrap() * 10 >= n_trials * 6
-            });
-            if spent {
-                stop_shells.store(true, Ordering::Relaxed);
+                let counted = s.counted_trials(s.study(STUDY).unwrap().study_id).unwrap();
+                stop.store(counted * 10 >= n_trials * 6, Ordering::Relaxed);
             }
         }
         if backends.iter().all(done) {
@@ -535,7 +510,6 @@ fn a_study_left_alone_through_kills_pauses_hangups_and_database_blips() {
             b.start_runner();
         }
     }
-    stop_shells.store(true, Ordering::Relaxed);
     eprintln!(
         "chaos events in {:.0} s: {events:?}",
         start.elapsed().as_secs_f64()

@@ -18,46 +18,12 @@ use store::pg_server::PgServer;
 use store::{Storage, TrialFilter, TrialState};
 
 fn study(name: &str, n_trials: usize, runner_extra: &str) -> String {
-    format!(
-        r#"
-[study]
-name = "{name}"
-n_trials = {n_trials}
-
-[objective]
-metric = "accuracy"
-
-[models.bert-base]
-sim = "bert-base"
-
-[[param]]
-name = "learning_rate"
-type = "float"
-low = 1e-5
-high = 1e-4
-log = true
-
-[[param]]
-name = "batch_size"
-type = "categorical"
-choices = [8, 16, 32]
-
-[fixed]
-model = "bert-base"
-max_length = 128
-epochs = 2
-
-[sampler]
-kind = "random"
-seed = 3
-
-[pruner]
-kind = "none"
-
-[runner]
-device = "sim"
-{runner_extra}
-"#
+    common::bert_base_sim_study(
+        name,
+        n_trials,
+        2,
+        "kind = \"random\"\nseed = 3",
+        runner_extra,
     )
 }
 

@@ -153,6 +153,60 @@ max_workers = 3
     )
 }
 
+/// A study of bert-base on the simulated device: learning rate and batch
+/// size (8, 16, 32) searched, length 128 and `epochs` fixed, no pruner;
+/// `sampler` and `runner` are the bodies of `[sampler]` and `[runner]`
+/// (`device = "sim"` is set). A trial takes a fraction of a second.
+pub fn bert_base_sim_study(
+    name: &str,
+    n_trials: usize,
+    epochs: usize,
+    sampler: &str,
+    runner: &str,
+) -> String {
+    format!(
+        r#"
+[study]
+name = "{name}"
+n_trials = {n_trials}
+
+[objective]
+metric = "accuracy"
+
+[models.bert-base]
+sim = "bert-base"
+
+[[param]]
+name = "learning_rate"
+type = "float"
+low = 1e-5
+high = 1e-4
+log = true
+
+[[param]]
+name = "batch_size"
+type = "categorical"
+choices = [8, 16, 32]
+
+[fixed]
+model = "bert-base"
+max_length = 128
+epochs = {epochs}
+warmup_ratio = 0.1
+
+[sampler]
+{sampler}
+
+[pruner]
+kind = "none"
+
+[runner]
+device = "sim"
+{runner}
+"#
+    )
+}
+
 /// Runs `python -c SCRIPT ARGS...`; its stdout, or a panic with its stderr.
 pub fn run_python(py: &Path, script: &str, args: &[&str]) -> String {
     let out = Command::new(py)
