@@ -231,13 +231,28 @@ print(" ".join(map(str, numbers)))
 
 const SPACE: &str = r#"{"learning_rate": {"name": "FloatDistribution", "attributes": {"low": 1e-05, "high": 0.0001, "log": true}}, "batch_size": {"name": "CategoricalDistribution", "attributes": {"choices": [8, 16, 32]}}}"#;
 
+/// `memtune ARGS` on `url`, run again while the server is down (nothing
+/// listens during a restart, and memtune then fails at once, as libpq
+/// does), as a user's script would.
+fn memtune_while_down(url: &str, args: &[&str]) -> std::process::Output {
+    let start = Instant::now();
+    loop {
+        let out = common::memtune_on(url, args);
+        let refused = String::from_utf8_lossy(&out.stderr).contains("Connection refused");
+        if out.status.success() || !refused || start.elapsed() > Duration::from_secs(120) {
+            return out;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 /// A shell that asks, waits a little and tells, until `stop`; the
 /// numbers it told, or the first command that failed.
 fn ask_tell_shell(url: String, seed: u64, stop: Arc<AtomicBool>) -> Result<Vec<u64>, String> {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut told = Vec::new();
     while !stop.load(Ordering::Relaxed) {
-        let out = common::memtune_on(
+        let out = memtune_while_down(
             &url,
             &["ask", "--study-name", STUDY, "--search-space", SPACE],
         );
@@ -250,7 +265,7 @@ fn ask_tell_shell(url: String, seed: u64, stop: Arc<AtomicBool>) -> Result<Vec<u
         std::thread::sleep(Duration::from_millis(rng.random_range(100..1500)));
         let n = number.to_string();
         let value = format!("{:.3}", rng.random_range(0.0..1.0));
-        let out = common::memtune_on(
+        let out = memtune_while_down(
             &url,
             &[
                 "tell",
