@@ -387,7 +387,7 @@ def run(args):
         "device": torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu",
         "memory_limit_bytes": args.memory_limit if args.device.startswith("cuda") else None,
         "parallel_trials": args.n_jobs,
-        "seconds": round(wall, 3),
+        "seconds": wall,
         "train_examples": len(train),
         "validation_examples": len(valid),
         "epochs": args.epochs,
@@ -443,6 +443,8 @@ def main():
         return
     if len(args.lengths) != 3 or args.lengths[0] < 3 or args.lengths[1] < args.lengths[0]:
         sys.exit(f"--lengths: expected LOW:HIGH:STEP with 3 <= LOW <= HIGH, got {args.lengths}")
+    for name in args.models:
+        model_config(name)  # an unknown name stops here, not in a trial's thread
     figures = run(args)
     text = json.dumps(figures, indent=1)
     if args.json:
