@@ -89,6 +89,17 @@ pub fn reference_python() -> Option<PathBuf> {
     py
 }
 
+/// `MEMTUNE_TORCH_PYTHON`, the torch venv's Python (torch, transformers and
+/// Optuna 5.0, `benches/reference/requirements-torch.txt`), or `None` after
+/// [`skip_or_fail`].
+pub fn torch_python() -> Option<PathBuf> {
+    let py = std::env::var_os("MEMTUNE_TORCH_PYTHON").map(PathBuf::from);
+    if py.is_none() {
+        skip_or_fail("MEMTUNE_TORCH_PYTHON (`cargo xtask python torch`)");
+    }
+    py
+}
+
 /// A `memtune tune` study of the legacy setup's kind of space (bert-base
 /// or bert-large, learning rate, batch size, max length; two epochs) on a
 /// simulated device of `device` bytes, three workers; `extra` goes at the
