@@ -209,26 +209,6 @@ fn seconds_per_trial(dir: &Path, epochs: usize) -> f64 {
     start.elapsed().as_secs_f64() / n as f64
 }
 
-/// An Optuna client with heartbeats every second: `study.optimize` over
-/// the study's space, each trial `SLEEP` seconds; prints its numbers.
-const OPTUNA_CLIENT: &str = r#"
-import sys, time, optuna
-url, name, n, sleep = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-optuna.logging.set_verbosity(optuna.logging.WARNING)
-storage = optuna.storages.RDBStorage(url, heartbeat_interval=1, grace_period=4)
-study = optuna.load_study(study_name=name, storage=storage,
-                          sampler=optuna.samplers.RandomSampler(seed=2))
-numbers = []
-def objective(trial):
-    trial.suggest_float("learning_rate", 1e-5, 1e-4, log=True)
-    trial.suggest_categorical("batch_size", [8, 16, 32])
-    numbers.append(trial.number)
-    time.sleep(sleep)
-    return 0.5
-study.optimize(objective, n_trials=n)
-print(" ".join(map(str, numbers)))
-"#;
-
 const SPACE: &str = r#"{"learning_rate": {"name": "FloatDistribution", "attributes": {"low": 1e-05, "high": 0.0001, "log": true}}, "batch_size": {"name": "CategoricalDistribution", "attributes": {"choices": [8, 16, 32]}}}"#;
 
 /// `memtune ARGS` on `url`, run again while the server is down (nothing
@@ -413,11 +393,13 @@ fn a_study_left_alone_through_kills_pauses_hangups_and_database_blips() {
     let mut client = Command::new(&py)
         .args([
             "-c",
-            OPTUNA_CLIENT,
+            common::OPTUNA_HEARTBEAT_CLIENT,
             &backends[1].url,
             STUDY,
             &client_trials.to_string(),
             "1.5",
+            "1",
+            "4",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

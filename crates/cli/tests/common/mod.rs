@@ -218,6 +218,30 @@ device = "sim"
     )
 }
 
+/// An Optuna client for `python -c`, with args URL STUDY N SLEEP
+/// HEARTBEAT GRACE: `study.optimize` of N trials over
+/// [`bert_base_sim_study`]'s space, each sleeping SLEEP seconds, with
+/// `RDBStorage(heartbeat_interval=HEARTBEAT, grace_period=GRACE)`; prints
+/// the numbers of its trials.
+pub const OPTUNA_HEARTBEAT_CLIENT: &str = r#"
+import sys, time, optuna
+url, name, n, sleep = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+heartbeat, grace = int(sys.argv[5]), int(sys.argv[6])
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+storage = optuna.storages.RDBStorage(url, heartbeat_interval=heartbeat, grace_period=grace)
+study = optuna.load_study(study_name=name, storage=storage,
+                          sampler=optuna.samplers.RandomSampler(seed=1))
+numbers = []
+def objective(trial):
+    trial.suggest_float("learning_rate", 1e-5, 1e-4, log=True)
+    trial.suggest_categorical("batch_size", [8, 16, 32])
+    numbers.append(trial.number)
+    time.sleep(sleep)
+    return 0.5
+study.optimize(objective, n_trials=n)
+print(" ".join(map(str, numbers)))
+"#;
+
 /// Runs `python -c SCRIPT ARGS...`; its stdout, or a panic with its stderr.
 pub fn run_python(py: &Path, script: &str, args: &[&str]) -> String {
     let out = Command::new(py)
