@@ -3,7 +3,9 @@
 //! The device machine has a GPU but no Rust toolchain, so this builds here
 //! (with each CUDA crate's `cuda` feature) and runs there: it copies the CUDA
 //! test binaries, the latency and throughput examples with their PyTorch
-//! scripts, and `memtune` into `.device/`
+//! scripts, `memtune` (built with fault injection, for the poisoned-context
+//! step), the study files, the legacy baseline with the embedded data and
+//! Optuna's wheels into `.device/`
 //! (git-ignored) with `run.sh` (`gpu_bundle/run.sh`). Carry `.device` to the
 //! device machine and run `bash .device/run.sh [STEP...]`; it writes
 //! `gpu-report.json` and `gpu-report.md` into `$OUT`. `run.sh --dry-run`
@@ -44,7 +46,13 @@ const SCRIPTS: &[&str] = &[
     "benches/reference/torch_gpu_throughput.py",
     "benches/reference/torch_memory_peak.py",
     "benches/reference/torch_throughput.py",
+    "benches/reference/legacy_study.py",
 ];
+
+/// The embedded data set, from which `legacy_study.py` makes the `legacy`
+/// step's documents (into the bundle's `sentiment-labelled-sentences/`).
+const DATA_DIR: &str = "crates/trainer/data/sentiment-labelled-sentences";
+const DATA_FILES: &[&str] = &["amazon.json", "imdb.json", "yelp.json"];
 
 /// The steps of `run.sh`, in order.
 pub const STEPS: &[&str] = &[
@@ -56,6 +64,8 @@ pub const STEPS: &[&str] = &[
     "memory-plan",
     "finetune",
     "study",
+    "poison",
+    "legacy",
 ];
 
 /// The bundle must fit the device machine's carry limit with room to spare.
@@ -66,6 +76,11 @@ const RUN_SH: &str = include_str!("gpu_bundle/run.sh");
 const STUDY_TOML: &str = include_str!("gpu_bundle/study.toml");
 /// Makes the bundle's `minilm/`: fp16, the vocabulary cut to the data's.
 const MINILM_FP16_PY: &str = include_str!("gpu_bundle/minilm_fp16.py");
+/// The `legacy` step's study file (memtune's side) and its verdict.
+const LEGACY_TOML: &str = include_str!("gpu_bundle/legacy.toml");
+const LEGACY_FIGURES_PY: &str = include_str!("gpu_bundle/legacy_figures.py");
+/// The baseline's Optuna, as wheels for the device machine (no index there).
+const LEGACY_WHEELS: &str = include_str!("gpu_bundle/requirements-legacy.txt");
 
 pub fn run(args: &[String]) -> Result<()> {
     let run_here = args.iter().any(|a| a == "--run");
@@ -118,11 +133,37 @@ pub fn run(args: &[String]) -> Result<()> {
     for script in SCRIPTS {
         copy_into(&env::root().join(script), &bundle)?;
     }
-    std::fs::write(bundle.join("study.toml"), STUDY_TOML)
-        .map_err(|e| format!("cannot write study.toml into {}: {e}", bundle.display()))?;
+    for (name, text) in [
+        ("study.toml", STUDY_TOML),
+        ("legacy.toml", LEGACY_TOML),
+        ("legacy_figures.py", LEGACY_FIGURES_PY),
+    ] {
+        std::fs::write(bundle.join(name), text)
+            .map_err(|e| format!("cannot write {name} into {}: {e}", bundle.display()))?;
+    }
+    let data = bundle.join("sentiment-labelled-sentences");
+    std::fs::create_dir_all(&data).map_err(|e| format!("cannot create {}: {e}", data.display()))?;
+    for file in DATA_FILES {
+        copy_into(&env::root().join(DATA_DIR).join(file), &data)?;
+    }
+    legacy_wheels(&bundle.join("wheels"))?;
     minilm_fp16(&bundle.join("minilm"))?;
 
-    let memtune = build(&["build", "--package", "cli", "--bin", "memtune"], false)?;
+    // With fault injection: the poison step stages a real device-side
+    // assert through `MEMTUNE_FAULT` (without the variable it changes
+    // nothing).
+    let memtune = build(
+        &[
+            "build",
+            "--package",
+            "cli",
+            "--bin",
+            "memtune",
+            "--features",
+            "fault-injection",
+        ],
+        false,
+    )?;
     for exe in &memtune {
         copy_into(exe, &bin)?;
     }
@@ -203,6 +244,71 @@ fn minilm_fp16(out: &Path) -> Result<()> {
     )
 }
 
+/// The wheels of `gpu_bundle/requirements-legacy.txt` into `out`, from a
+/// cache under `$MEMTUNE_CACHE` refreshed when the pins change.
+fn legacy_wheels(out: &Path) -> Result<()> {
+    let cache = env::cache_dir().join("legacy-wheels");
+    let stamp = cache.join("requirements.downloaded");
+    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(LEGACY_WHEELS) {
+        if cache.exists() {
+            std::fs::remove_dir_all(&cache)
+                .map_err(|e| format!("cannot clear {}: {e}", cache.display()))?;
+        }
+        std::fs::create_dir_all(&cache)
+            .map_err(|e| format!("cannot create {}: {e}", cache.display()))?;
+        let reqs = cache.join("requirements.txt");
+        std::fs::write(&reqs, LEGACY_WHEELS)
+            .map_err(|e| format!("cannot write {}: {e}", reqs.display()))?;
+        env::run(
+            Command::new(crate::python::venv()?)
+                .args([
+                    "-m",
+                    "pip",
+                    "download",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "--no-deps",
+                    "--only-binary=:all:",
+                    "--platform",
+                    "any",
+                    "--implementation",
+                    "py",
+                    "-d",
+                ])
+                .arg(&cache)
+                .arg("-r")
+                .arg(&reqs),
+        )?;
+        std::fs::write(&stamp, LEGACY_WHEELS)
+            .map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
+    }
+    if out.exists() {
+        std::fs::remove_dir_all(out).map_err(|e| format!("cannot clear {}: {e}", out.display()))?;
+    }
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let wheels = std::fs::read_dir(&cache)
+        .map_err(|e| format!("cannot read {}: {e}", cache.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "whl"));
+    let mut copied = 0;
+    for wheel in wheels {
+        copy_into(&wheel, out)?;
+        copied += 1;
+    }
+    let wanted = LEGACY_WHEELS
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .count();
+    if copied != wanted {
+        return Err(format!(
+            "{}: {copied} wheels for the {wanted} pins of gpu_bundle/requirements-legacy.txt",
+            cache.display()
+        ));
+    }
+    Ok(())
+}
+
 fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -263,11 +369,25 @@ pub fn check_dry_run(out: &Path) -> Result<()> {
     let scripts = SCRIPTS.iter().map(|s| file_name(Path::new(s)));
     let others = [
         "study.toml",
+        "legacy.toml",
+        "legacy_figures.py",
         "minilm/config.json",
         "minilm/model.safetensors",
         "minilm/tokenizer.json",
     ];
-    for file in scripts.chain(others.map(String::from)) {
+    let data = DATA_FILES
+        .iter()
+        .map(|f| format!("sentiment-labelled-sentences/{f}"));
+    let wheels = LEGACY_WHEELS
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.trim().split_once("=="))
+        .map(|(name, version)| format!("wheels/{name}-{version}-py3-none-any.whl"));
+    for file in scripts
+        .chain(others.map(String::from))
+        .chain(data)
+        .chain(wheels)
+    {
         if !bundle.join(&file).is_file() {
             return Err(format!("the GPU bundle has no {file}"));
         }

@@ -3,10 +3,11 @@
 //! - `venv` (`benches/requirements.txt`: Optuna, numpy, tokenizers,
 //!   optuna-dashboard): what the test suite and the store/sampler benches
 //!   use.
-//! - `torch-venv` (`benches/reference/requirements-torch.txt`: torch and
-//!   transformers, 5.6 GB, about 2 minutes to install from PyPI): the
-//!   PyTorch comparisons under `benches/reference/`, and the test suite's
-//!   round trips through transformers (`cargo xtask test` passes it as
+//! - `torch-venv` (`benches/reference/requirements-torch.txt`: torch,
+//!   transformers and Optuna, 5.6 GB, about 2 minutes to install from
+//!   PyPI): the PyTorch comparisons under `benches/reference/` (the legacy
+//!   baseline `legacy_study.py` among them), and the test suite's round
+//!   trips through transformers (`cargo xtask test` passes it as
 //!   `MEMTUNE_TORCH_PYTHON`).
 //! - `gp-venv` (`benches/sampler/requirements-gp.txt`: Optuna with torch
 //!   and scipy, and COCO's `coco-experiment`): only for the sampler

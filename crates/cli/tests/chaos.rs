@@ -35,48 +35,12 @@ const RUNNERS_PER_BACKEND: usize = 3;
 const STALE_AFTER_SECS: f64 = 3.0;
 
 fn study_file(n_trials: usize, epochs: usize) -> String {
-    format!(
-        r#"
-[study]
-name = "{STUDY}"
-n_trials = {n_trials}
-
-[objective]
-metric = "accuracy"
-
-[models.bert-base]
-sim = "bert-base"
-
-[[param]]
-name = "learning_rate"
-type = "float"
-low = 1e-5
-high = 1e-4
-log = true
-
-[[param]]
-name = "batch_size"
-type = "categorical"
-choices = [8, 16, 32]
-
-[fixed]
-model = "bert-base"
-max_length = 128
-epochs = {epochs}
-
-[sampler]
-kind = "random"
-seed = 5
-
-[pruner]
-kind = "none"
-
-[runner]
-device = "sim"
-max_workers = 2
-heartbeat = "200ms"
-stale_after = "{STALE_AFTER_SECS}s"
-"#
+    common::bert_base_sim_study(
+        STUDY,
+        n_trials,
+        epochs,
+        "kind = \"random\"\nseed = 5",
+        &format!("max_workers = 2\nheartbeat = \"200ms\"\nstale_after = \"{STALE_AFTER_SECS}s\""),
     )
 }
 
@@ -190,6 +154,16 @@ impl Backend {
     }
 }
 
+/// A failed test leaves no runner behind.
+impl Drop for Backend {
+    fn drop(&mut self) {
+        for r in &mut self.runners {
+            let _ = r.child.kill();
+            let _ = r.child.wait();
+        }
+    }
+}
+
 fn signal(child: &Child, sig: libc::c_int) {
     // SAFETY: kill(2) on a child we have not reaped: the pid is ours.
     unsafe {
@@ -235,27 +209,22 @@ fn seconds_per_trial(dir: &Path, epochs: usize) -> f64 {
     start.elapsed().as_secs_f64() / n as f64
 }
 
-/// An Optuna client with heartbeats every second: `study.optimize` over
-/// the study's space, each trial `SLEEP` seconds; prints its numbers.
-const OPTUNA_CLIENT: &str = r#"
-import sys, time, optuna
-url, name, n, sleep = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-optuna.logging.set_verbosity(optuna.logging.WARNING)
-storage = optuna.storages.RDBStorage(url, heartbeat_interval=1, grace_period=4)
-study = optuna.load_study(study_name=name, storage=storage,
-                          sampler=optuna.samplers.RandomSampler(seed=2))
-numbers = []
-def objective(trial):
-    trial.suggest_float("learning_rate", 1e-5, 1e-4, log=True)
-    trial.suggest_categorical("batch_size", [8, 16, 32])
-    numbers.append(trial.number)
-    time.sleep(sleep)
-    return 0.5
-study.optimize(objective, n_trials=n)
-print(" ".join(map(str, numbers)))
-"#;
-
 const SPACE: &str = r#"{"learning_rate": {"name": "FloatDistribution", "attributes": {"low": 1e-05, "high": 0.0001, "log": true}}, "batch_size": {"name": "CategoricalDistribution", "attributes": {"choices": [8, 16, 32]}}}"#;
+
+/// `memtune ARGS` on `url`, run again while the server is down (nothing
+/// listens during a restart, and memtune then fails at once, as libpq
+/// does), as a user's script would.
+fn memtune_while_down(url: &str, args: &[&str]) -> std::process::Output {
+    let start = Instant::now();
+    loop {
+        let out = common::memtune_on(url, args);
+        let refused = String::from_utf8_lossy(&out.stderr).contains("Connection refused");
+        if out.status.success() || !refused || start.elapsed() > Duration::from_secs(120) {
+            return out;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
 
 /// A shell that asks, waits a little and tells, until `stop`; the
 /// numbers it told, or the first command that failed.
@@ -263,7 +232,7 @@ fn ask_tell_shell(url: String, seed: u64, stop: Arc<AtomicBool>) -> Result<Vec<u
     let mut rng = StdRng::seed_from_u64(seed);
     let mut told = Vec::new();
     while !stop.load(Ordering::Relaxed) {
-        let out = common::memtune_on(
+        let out = memtune_while_down(
             &url,
             &["ask", "--study-name", STUDY, "--search-space", SPACE],
         );
@@ -276,7 +245,7 @@ fn ask_tell_shell(url: String, seed: u64, stop: Arc<AtomicBool>) -> Result<Vec<u
         std::thread::sleep(Duration::from_millis(rng.random_range(100..1500)));
         let n = number.to_string();
         let value = format!("{:.3}", rng.random_range(0.0..1.0));
-        let out = common::memtune_on(
+        let out = memtune_while_down(
             &url,
             &[
                 "tell",
@@ -416,24 +385,36 @@ fn a_study_left_alone_through_kills_pauses_hangups_and_database_blips() {
             errors: Vec::new(),
         });
     }
-    let client = Command::new(&py)
+    // The Optuna client works beside the runners and shells before the
+    // chaos starts: Optuna on SQLite pops a WAITING trial (such as a
+    // retry of an interrupted one) with a `SELECT ... FOR UPDATE` that
+    // locks nothing there, so it can take a trial a runner claims at the
+    // same moment, whatever the runner does.
+    let mut client = Command::new(&py)
         .args([
             "-c",
-            OPTUNA_CLIENT,
+            common::OPTUNA_HEARTBEAT_CLIENT,
             &backends[1].url,
             STUDY,
             &client_trials.to_string(),
             "1.5",
+            "1",
+            "4",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stop_shells = Arc::new(AtomicBool::new(false));
+    // Per backend: its shells stop asking once most of its budget is
+    // spent, so that every told trial is told before its runners end.
+    let stop_shells = [
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    ];
     let shells: Vec<_> = (0..4)
         .map(|i| {
             let url = backends[i % 2].url.clone();
-            let stop = Arc::clone(&stop_shells);
+            let stop = Arc::clone(&stop_shells[i % 2]);
             (
                 i % 2,
                 std::thread::spawn(move || ask_tell_shell(url, i as u64, stop)),
@@ -464,15 +445,11 @@ fn a_study_left_alone_through_kills_pauses_hangups_and_database_blips() {
         for b in &mut backends {
             b.reap();
         }
-        // Asks stop once most of the budget is spent, so that every told
-        // trial is told before the runners end the study.
-        if !stop_shells.load(Ordering::Relaxed) {
-            let spent = backends.iter().all(|b| {
+        for (b, stop) in backends.iter().zip(&stop_shells) {
+            if !stop.load(Ordering::Relaxed) {
                 let s = storage(&b.url);
-                s.counted_trials(s.study(STUDY).unwrap().study_id).unwrap() * 10 >= n_trials * 6
-            });
-            if spent {
-                stop_shells.store(true, Ordering::Relaxed);
+                let counted = s.counted_trials(s.study(STUDY).unwrap().study_id).unwrap();
+                stop.store(counted * 10 >= n_trials * 6, Ordering::Relaxed);
             }
         }
         if backends.iter().all(done) {
@@ -482,8 +459,9 @@ fn a_study_left_alone_through_kills_pauses_hangups_and_database_blips() {
             start.elapsed() < hard_deadline,
             "the studies did not finish in {hard_deadline:?}: {events:?}"
         );
+        let calm = client.try_wait().unwrap().is_none();
         let chaos = start.elapsed() < Duration::from_secs(secs);
-        if !chaos || Instant::now() < next_event {
+        if calm || !chaos || Instant::now() < next_event {
             continue;
         }
         next_event =
@@ -535,7 +513,6 @@ fn a_study_left_alone_through_kills_pauses_hangups_and_database_blips() {
             b.start_runner();
         }
     }
-    stop_shells.store(true, Ordering::Relaxed);
     eprintln!(
         "chaos events in {:.0} s: {events:?}",
         start.elapsed().as_secs_f64()

@@ -18,50 +18,14 @@ fn study_toml(name: &str, n_trials: usize) -> String {
 }
 
 fn study_toml_beating(name: &str, n_trials: usize, heartbeat: &str, stale: &str) -> String {
-    format!(
-        r#"
-[study]
-name = "{name}"
-n_trials = {n_trials}
-
-[objective]
-metric = "accuracy"
-
-[models.bert-base]
-sim = "bert-base"
-
-[[param]]
-name = "learning_rate"
-type = "float"
-low = 1e-5
-high = 1e-4
-log = true
-
-[[param]]
-name = "batch_size"
-type = "categorical"
-choices = [8, 16, 32]
-
-[fixed]
-model = "bert-base"
-max_length = 128
-epochs = 2
-warmup_ratio = 0.1
-
-[sampler]
-kind = "tpe"
-seed = 7
-
-[pruner]
-kind = "none"
-
-[runner]
-device = "sim"
-sim_memory = "24GiB"
-heartbeat = "{heartbeat}"
-stale_after = "{stale}"
-max_workers = 2
-"#
+    common::bert_base_sim_study(
+        name,
+        n_trials,
+        2,
+        "kind = \"tpe\"\nseed = 7",
+        &format!(
+            "sim_memory = \"24GiB\"\nheartbeat = \"{heartbeat}\"\nstale_after = \"{stale}\"\nmax_workers = 2"
+        ),
     )
 }
 

@@ -18,46 +18,12 @@ use store::pg_server::PgServer;
 use store::{Storage, TrialFilter, TrialState};
 
 fn study(name: &str, n_trials: usize, runner_extra: &str) -> String {
-    format!(
-        r#"
-[study]
-name = "{name}"
-n_trials = {n_trials}
-
-[objective]
-metric = "accuracy"
-
-[models.bert-base]
-sim = "bert-base"
-
-[[param]]
-name = "learning_rate"
-type = "float"
-low = 1e-5
-high = 1e-4
-log = true
-
-[[param]]
-name = "batch_size"
-type = "categorical"
-choices = [8, 16, 32]
-
-[fixed]
-model = "bert-base"
-max_length = 128
-epochs = 2
-
-[sampler]
-kind = "random"
-seed = 3
-
-[pruner]
-kind = "none"
-
-[runner]
-device = "sim"
-{runner_extra}
-"#
+    common::bert_base_sim_study(
+        name,
+        n_trials,
+        2,
+        "kind = \"random\"\nseed = 3",
+        runner_extra,
     )
 }
 
@@ -207,7 +173,16 @@ fn an_optuna_client_with_heartbeats_keeps_its_trials() {
         ],
     ));
     let client = Command::new(py)
-        .args(["-c", OPTUNA_CLIENT, &url, "hb", "2"])
+        .args([
+            "-c",
+            common::OPTUNA_HEARTBEAT_CLIENT,
+            &url,
+            "hb",
+            "2",
+            "4",
+            "10",
+            "30",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -241,26 +216,6 @@ fn an_optuna_client_with_heartbeats_keeps_its_trials() {
     }
     assert!(ts.iter().all(|t| t.state != TrialState::Fail));
 }
-
-/// An Optuna client: `study.optimize` with heartbeats every 10 s and the
-/// study's space, each trial 4 s; prints the numbers of its trials.
-const OPTUNA_CLIENT: &str = r#"
-import sys, time, optuna
-url, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-optuna.logging.set_verbosity(optuna.logging.WARNING)
-storage = optuna.storages.RDBStorage(url, heartbeat_interval=10, grace_period=30)
-study = optuna.load_study(study_name=name, storage=storage,
-                          sampler=optuna.samplers.RandomSampler(seed=1))
-numbers = []
-def objective(trial):
-    trial.suggest_float("learning_rate", 1e-5, 1e-4, log=True)
-    trial.suggest_categorical("batch_size", [8, 16, 32])
-    numbers.append(trial.number)
-    time.sleep(4)
-    return 0.5
-study.optimize(objective, n_trials=n)
-print(" ".join(map(str, numbers)))
-"#;
 
 /// One trial's runner killed (SIGKILL) three times over, each time right
 /// after it started the trial's latest retry, then resumed: the trial is

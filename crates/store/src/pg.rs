@@ -272,6 +272,38 @@ impl PgConn {
     }
 }
 
+/// Whether opening a connection met a server that is going down or
+/// coming up, or that cut the new connection off (a restart, an
+/// administrator's `pg_terminate_backend`): worth waiting for. Not a
+/// refused TCP connection (nothing listens: more often a wrong URL), nor
+/// a TLS or authentication failure.
+pub(crate) fn is_cut_while_opening(e: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(code) = e.code() {
+        return [
+            SqlState::ADMIN_SHUTDOWN,
+            SqlState::CRASH_SHUTDOWN,
+            SqlState::CANNOT_CONNECT_NOW,
+        ]
+        .contains(code);
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            return matches!(
+                io.kind(),
+                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+            );
+        }
+        source = s.source();
+    }
+    false
+}
+
 /// Whether a connection error is the connection's end (terminated by an
 /// administrator, a server restart or crash, a broken socket), after
 /// which a new connection may succeed; not a refused statement.

@@ -290,14 +290,16 @@ impl Storage {
     /// transaction read-only; [`Durability::Normal`] turns off
     /// `synchronous_commit` (a server crash may lose the last commits).
     ///
-    /// A server that is restarting or cuts the new connection off is waited
-    /// for as a lost connection is (`reconnect_for`, logged backoff).
+    /// A server that answers but is starting up or shutting down, or that
+    /// cuts the new connection off, is waited for as a lost connection is
+    /// (`reconnect_for`, logged backoff). Where nothing listens, or TLS or
+    /// authentication fails, the error is immediate, as libpq's is.
     pub fn open_postgres(url: &PgUrl, opts: &OpenOptions) -> Result<Storage> {
         let mut outage: Option<Outage> = None;
         loop {
             match Storage::try_open_postgres(url, opts) {
                 Err(StoreError::Postgres { path, source })
-                    if crate::pg::is_connection_lost(&source) =>
+                    if crate::pg::is_cut_while_opening(&source) =>
                 {
                     let o = outage.get_or_insert_with(Outage::new);
                     o.attempts += 1;

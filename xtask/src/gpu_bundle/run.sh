@@ -11,9 +11,9 @@ BUNDLE=$PWD
 OUT="${OUT:-$BUNDLE/out}"
 PY="${PYTHON:-python3}"
 export OUT PY
-ALL_STEPS=(ops determinism gpu-mem latency throughput memory-plan finetune study)
-# Seconds per step (at most 8 minutes each); their sum stays within 35 minutes.
-declare -A LIMIT=([ops]=360 [determinism]=180 [gpu-mem]=180 [latency]=180 [throughput]=300 [memory-plan]=240 [finetune]=300 [study]=360)
+ALL_STEPS=(ops determinism gpu-mem latency throughput memory-plan finetune study poison legacy)
+# Seconds per step (at most 8 minutes each); their sum stays within 46 minutes.
+declare -A LIMIT=([ops]=360 [determinism]=180 [gpu-mem]=180 [latency]=180 [throughput]=300 [memory-plan]=240 [finetune]=300 [study]=360 [poison]=180 [legacy]=480)
 
 usage() { sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; echo "steps: ${ALL_STEPS[*]}"; }
 
@@ -78,8 +78,9 @@ step_memory-plan() { local t; t=$(one 'bin/cuda_memory_plan-*'); [ -n "$t" ] || 
 step_finetune() { local t; t=$(one 'bin/cuda_finetune-*'); [ -n "$t" ] || { echo "cuda_finetune test binary missing"; return 1; }
   MEMTUNE_MINILM_DIR="$PWD/minilm" "$t" --include-ignored --test-threads=1 --nocapture; }
 # `memtune tune` with device = "cuda": 20 MiniLM trials packed onto the
-# device, every one COMPLETE on cuda:0 (none lost to OOM), with trials/hour
-# and the measured peaks beside the plan's predictions.
+# device, every one COMPLETE on cuda:0 (none lost to OOM, no OOM step
+# retried), with trials/hour and the measured peaks beside the plan's
+# predictions.
 step_study() { local d="$OUT/study"; rm -rf "$d"; mkdir -p "$d"
   sed "s#MODEL_DIR#$PWD/minilm#" study.toml >"$d/study.toml"
   local rc=0
@@ -113,12 +114,98 @@ figures = {
 }
 json.dump(figures, open(sys.argv[3], "w"))
 print(json.dumps(figures))
-ok = figures["trials"] == 20 and figures["complete"] == 20
+ok = figures["trials"] == 20 and figures["complete"] == 20 and figures["oom_retries"] == 0
 ok = ok and all(str(a.get("device", "")).startswith("cuda:") for a in attrs.values())
 ok = ok and all(a.get("matmul_precision") in ("bf16", "fp32") for a in attrs.values())
 sys.exit(0 if ok else 1)
 PY
 }
+
+# A poisoned context, for real: the study step's study cut to 8 trials on 2
+# workers, and after trial 2's first epoch its worker launches a kernel
+# whose assert fails (MEMTUNE_FAULT, read by the bundle's fault-injection
+# build), which leaves that process's CUDA context unusable. Trial 2 must be
+# FAIL with CUDA_ERROR_ASSERT, no trial leased after it in its process, a
+# third worker started in its place, and the other 7 COMPLETE on cuda:0.
+step_poison() { local d="$OUT/poison"; rm -rf "$d"; mkdir -p "$d"
+  { sed "s#MODEL_DIR#$PWD/minilm#" study.toml; echo "max_workers = 2"; } >"$d/study.toml"
+  local rc=0
+  MEMTUNE_FAULT="assert@2:epoch=0" ./bin/memtune --storage "sqlite:///$d/study.db" tune --no-progress \
+    --config "$d/study.toml" --n-trials 8 >"$d/tune.txt" 2>&1 || rc=$?
+  cat "$d/tune.txt"
+  [ $rc -eq 0 ] || return 1
+  "$PY" - "$d/study.db" "$OUT/poison.figures.json" <<'PY'
+import json, sqlite3, sys
+from datetime import datetime
+db = sqlite3.connect(sys.argv[1])
+trials = {tid: {"number": n, "state": s, "start": a, "end": b} for tid, n, s, a, b in
+          db.execute("SELECT trial_id, number, state, datetime_start, datetime_complete FROM trials")}
+for tid, key, value in db.execute("SELECT trial_id, key, value_json FROM trial_user_attributes"):
+    trials[tid].setdefault("attrs", {})[key] = json.loads(value)
+by_number = {t["number"]: t for t in trials.values()}
+poisoned = by_number.get(2, {})
+pa = poisoned.get("attrs", {})
+others = [t for n, t in by_number.items() if n != 2]
+failed_at = poisoned.get("end")
+later = [t for t in others if failed_at and t.get("attrs", {}).get("lease_start", "") > failed_at]
+figures = {
+    "trials": len(trials),
+    "complete": sum(1 for t in others if t["state"] == "COMPLETE"),
+    "poisoned_state": poisoned.get("state"),
+    "cuda_error_msg": pa.get("cuda_error_msg"),
+    "poisoned_worker_pid": pa.get("worker_pid"),
+    "trials_leased_after_the_failure": len(later),
+    "later_trials_in_the_poisoned_process": sum(1 for t in later if t["attrs"].get("worker_pid") == pa.get("worker_pid")),
+    "devices": sorted({str(t.get("attrs", {}).get("device")) for t in others}),
+    "worker_processes": len({t.get("attrs", {}).get("worker_pid") for t in trials.values()} - {None}),
+}
+json.dump(figures, open(sys.argv[2], "w"))
+print(json.dumps(figures))
+ok = figures["trials"] == 8 and figures["complete"] == 7 and figures["poisoned_state"] == "FAIL"
+ok = ok and pa.get("cuda_error") is True and "CUDA_ERROR_ASSERT" in str(pa.get("cuda_error_msg"))
+ok = ok and pa.get("worker_pid") is not None and figures["trials_leased_after_the_failure"] > 0
+ok = ok and figures["later_trials_in_the_poisoned_process"] == 0 and figures["worker_processes"] >= 3
+ok = ok and all(d.startswith("cuda:") for d in figures["devices"])
+sys.exit(0 if ok else 1)
+PY
+}
+
+# The legacy setup against memtune (legacy.toml's timeout each, on the same
+# device and documents, under the same 24 GiB cap): memtune packs the
+# seven-model space by predicted memory, the baseline (legacy_study.py:
+# Optuna + PyTorch, 2 trials at a time, OOM pruned) runs as its users do.
+# nvidia-smi samples the device's memory during each. legacy_figures.py
+# writes the figures and fails unless memtune lost nothing to OOM, retried
+# no OOM step, priced every trial within 1% above its requested peak, and
+# trained at least 1.5x the baseline's useful tokens per hour.
+step_legacy() { local d="$OUT/legacy"; rm -rf "$d"; mkdir -p "$d/site"
+  local seconds; seconds=$(sed -n 's/^timeout = "\([0-9]*\)s".*/\1/p' legacy.toml)
+  [ -n "$seconds" ] || { echo "legacy.toml has no timeout in seconds"; return 1; }
+  # Optuna for the baseline, from the bundle's wheels (the device has no index).
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check \
+    --target "$d/site" wheels/*.whl || { echo "cannot install the baseline's Optuna from wheels/"; return 1; }
+  "$PY" legacy_study.py --write-data "$d/docs.jsonl" --data-dir sentiment-labelled-sentences || return 1
+  cp legacy.toml "$d/legacy.toml"
+  sample() { while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 2>/dev/null | head -n 1; sleep 0.5; done; }
+  local smi t0 t1 rc=0
+  sample >"$d/memtune.smi" & smi=$!
+  t0=$(date +%s.%N)
+  ./bin/memtune --storage "sqlite:///$d/legacy.db" tune --no-progress --config "$d/legacy.toml" >"$d/tune.txt" 2>&1 || rc=$?
+  t1=$(date +%s.%N); kill $smi 2>/dev/null; wait $smi 2>/dev/null
+  cat "$d/tune.txt"
+  [ $rc -eq 0 ] || { echo "memtune tune failed (exit status $rc)"; return 1; }
+  local memtune_s; memtune_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+  sample >"$d/baseline.smi" & smi=$!
+  t0=$(date +%s.%N)
+  PYTHONPATH="$d/site" PYTHONUNBUFFERED=1 "$PY" legacy_study.py --device cuda --seconds "$seconds" --memory-limit 24GiB \
+    --data "$d/docs.jsonl" --json "$d/baseline.json" >"$d/baseline.txt" 2>&1 || rc=$?
+  t1=$(date +%s.%N); kill $smi 2>/dev/null; wait $smi 2>/dev/null
+  tail -n 20 "$d/baseline.txt"
+  [ $rc -eq 0 ] || { echo "legacy_study.py failed (exit status $rc)"; return 1; }
+  "$PY" legacy_figures.py --docs "$d/docs.jsonl" \
+    --memtune-db "$d/legacy.db" --memtune-seconds "$memtune_s" --memtune-smi "$d/memtune.smi" \
+    --baseline-json "$d/baseline.json" --baseline-seconds "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')" \
+    --baseline-smi "$d/baseline.smi" --out "$OUT/legacy.figures.json"; }
 
 # The figures file $1 as one line of JSON, or nothing when there is none;
 # fails when it is not one JSON object.

@@ -469,6 +469,11 @@ impl<'a> Runner<'a> {
     /// Asks and admits trials while the study wants more and they fit.
     fn refill(&mut self) -> Result<(), TuneError> {
         loop {
+            // Trials that fail before a worker gets them (a price that
+            // cannot be planned) count toward a systematic failure too.
+            if self.summary.systematic_error.is_some() {
+                return Ok(());
+            }
             if self.pending.is_none() {
                 let Some(claim) = self.storage.claim_or_create_within(
                     self.study.study_id,

@@ -89,6 +89,17 @@ pub fn reference_python() -> Option<PathBuf> {
     py
 }
 
+/// `MEMTUNE_TORCH_PYTHON`, the torch venv's Python (torch, transformers and
+/// Optuna 5.0, `benches/reference/requirements-torch.txt`), or `None` after
+/// [`skip_or_fail`].
+pub fn torch_python() -> Option<PathBuf> {
+    let py = std::env::var_os("MEMTUNE_TORCH_PYTHON").map(PathBuf::from);
+    if py.is_none() {
+        skip_or_fail("MEMTUNE_TORCH_PYTHON (`cargo xtask python torch`)");
+    }
+    py
+}
+
 /// A `memtune tune` study of the legacy setup's kind of space (bert-base
 /// or bert-large, learning rate, batch size, max length; two epochs) on a
 /// simulated device of `device` bytes, three workers; `extra` goes at the
@@ -152,6 +163,84 @@ max_workers = 3
 "#
     )
 }
+
+/// A study of bert-base on the simulated device: learning rate and batch
+/// size (8, 16, 32) searched, length 128 and `epochs` fixed, no pruner;
+/// `sampler` and `runner` are the bodies of `[sampler]` and `[runner]`
+/// (`device = "sim"` is set). A trial takes a fraction of a second.
+pub fn bert_base_sim_study(
+    name: &str,
+    n_trials: usize,
+    epochs: usize,
+    sampler: &str,
+    runner: &str,
+) -> String {
+    format!(
+        r#"
+[study]
+name = "{name}"
+n_trials = {n_trials}
+
+[objective]
+metric = "accuracy"
+
+[models.bert-base]
+sim = "bert-base"
+
+[[param]]
+name = "learning_rate"
+type = "float"
+low = 1e-5
+high = 1e-4
+log = true
+
+[[param]]
+name = "batch_size"
+type = "categorical"
+choices = [8, 16, 32]
+
+[fixed]
+model = "bert-base"
+max_length = 128
+epochs = {epochs}
+warmup_ratio = 0.1
+
+[sampler]
+{sampler}
+
+[pruner]
+kind = "none"
+
+[runner]
+device = "sim"
+{runner}
+"#
+    )
+}
+
+/// An Optuna client for `python -c`, with args URL STUDY N SLEEP
+/// HEARTBEAT GRACE: `study.optimize` of N trials over
+/// [`bert_base_sim_study`]'s space, each sleeping SLEEP seconds, with
+/// `RDBStorage(heartbeat_interval=HEARTBEAT, grace_period=GRACE)`; prints
+/// the numbers of its trials.
+pub const OPTUNA_HEARTBEAT_CLIENT: &str = r#"
+import sys, time, optuna
+url, name, n, sleep = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+heartbeat, grace = int(sys.argv[5]), int(sys.argv[6])
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+storage = optuna.storages.RDBStorage(url, heartbeat_interval=heartbeat, grace_period=grace)
+study = optuna.load_study(study_name=name, storage=storage,
+                          sampler=optuna.samplers.RandomSampler(seed=1))
+numbers = []
+def objective(trial):
+    trial.suggest_float("learning_rate", 1e-5, 1e-4, log=True)
+    trial.suggest_categorical("batch_size", [8, 16, 32])
+    numbers.append(trial.number)
+    time.sleep(sleep)
+    return 0.5
+study.optimize(objective, n_trials=n)
+print(" ".join(map(str, numbers)))
+"#;
 
 /// Runs `python -c SCRIPT ARGS...`; its stdout, or a panic with its stderr.
 pub fn run_python(py: &Path, script: &str, args: &[&str]) -> String {
