@@ -11,11 +11,12 @@ zero grads, forward, cross-entropy, backward, global-norm clipping at 1.0,
 AdamW (lr 1e-5, weight decay 0.01 except biases and LayerNorm weights).
 The forward pass and loss run under `torch.autocast(dtype=torch.bfloat16)`
 (the usual mixed-precision recipe: fp32 weights, bf16 matrix products);
-no torch.compile. On CUDA, AdamW is the fused kernel (`fused=True`).
+with `--compile` the model runs through `torch.compile` (default mode),
+whose compilation falls in the warm-up steps. On CUDA, AdamW is the fused kernel (`fused=True`).
 Attention is HF's default implementation for the installed transformers
 (`sdpa`), reported as `attn_implementation`.
 
-    python torch_gpu_throughput.py [--steps N] [--warmup N] [--device cuda|cpu] MODEL...
+    python torch_gpu_throughput.py [--steps N] [--warmup N] [--device cuda|cpu] [--compile] MODEL...
 
 Each MODEL is one JSON object: `{"name": ..., "batch": B, "seq": S,
 "config": {config.json fields}}` (the Rust example passes its models'
@@ -59,7 +60,7 @@ def device_name(device: str) -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-def measure(spec: dict, steps: int, warmup: int, device: str) -> dict:
+def measure(spec: dict, steps: int, warmup: int, device: str, compile: bool) -> dict:
     fields = dict(spec["config"])
     # The class fixes the architecture; a `model_type` keyword would only
     # shadow its class attribute.
@@ -69,6 +70,8 @@ def measure(spec: dict, steps: int, warmup: int, device: str) -> dict:
     model = BertForSequenceClassification(config).to(device)
     model.train()
     optimizer = adamw(model, 1e-5, fused=device == "cuda")
+    if compile:
+        model = torch.compile(model)
     batch = synthetic_batch(spec["batch"], spec["seq"], config.vocab_size, 2, device)
     for _ in range(warmup):
         step(model, optimizer, batch, device)
@@ -91,6 +94,7 @@ def measure(spec: dict, steps: int, warmup: int, device: str) -> dict:
         # JSON has no NaN: a loss that is not finite is written as null.
         "loss": loss if math.isfinite(loss) else None,
         "attn_implementation": model.config._attn_implementation,
+        "compiled": compile,
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "device": device_name(device),
@@ -105,6 +109,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--compile", action="store_true", help="run the model through torch.compile")
     parser.add_argument("models", nargs="+", type=json.loads, help="JSON model specs")
     args = parser.parse_args()
     if args.steps < 1:
@@ -112,7 +117,7 @@ def main() -> None:
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: torch sees no CUDA device")
     for spec in args.models:
-        result = measure(spec, args.steps, args.warmup, args.device)
+        result = measure(spec, args.steps, args.warmup, args.device, args.compile)
         print(json.dumps(result, allow_nan=False), flush=True)
         if args.device == "cuda":
             torch.cuda.empty_cache()

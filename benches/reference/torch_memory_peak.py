@@ -1,11 +1,14 @@
 """PyTorch's peak GPU memory for the training steps of the memory-plan check
 (crates/trainer/tests/cuda_memory_plan.rs), the peer of our plan.
 
-Each CONFIG is `MODEL:BATCH:SEQ:RECOMPUTE` (e.g. `bert-base:32:128:false`)
-with MODEL one of PRESETS: the shapes of the published Hugging Face
+Each CONFIG is `MODEL:BATCH:SEQ:RECOMPUTE[:PRECISION]` (e.g.
+`bert-base:32:128:false` or `bert-base:8:512:false:bf16`) with MODEL one of
+PRESETS: the shapes of the published Hugging Face
 `config.json`s that the trainer's presets copy. For each, a randomly
-initialised `*ForSequenceClassification` (2 labels, dropout on, fp32, no
-autocast) takes two steps like the trainer's: zero grads (kept, not freed),
+initialised `*ForSequenceClassification` (2 labels, dropout on, fp32
+weights; PRECISION `fp32`, the default, runs without autocast, `bf16` runs
+forward and loss under `torch.autocast(dtype=torch.bfloat16)`, the mixed
+precision recipe users run) takes two steps like the trainer's: zero grads (kept, not freed),
 forward, cross-entropy, backward, clipping at 1.0, AdamW with decay groups
 (torch_throughput.py's). The first step
 creates AdamW's state; the figure is `torch.cuda.max_memory_allocated` over
@@ -86,16 +89,22 @@ PRESETS = {
 
 def parse(spec):
     try:
-        model, batch, seq, recompute = spec.split(":")
-        if model not in PRESETS or recompute not in ("true", "false"):
+        fields = spec.split(":")
+        if len(fields) == 4:
+            fields.append("fp32")
+        model, batch, seq, recompute, precision = fields
+        if model not in PRESETS or recompute not in ("true", "false") or precision not in ("fp32", "bf16"):
             raise ValueError
-        return model, int(batch), int(seq), recompute == "true"
+        return model, int(batch), int(seq), recompute == "true", precision == "bf16"
     except ValueError:
-        sys.exit(f"bad config {spec!r}: expected MODEL:BATCH:SEQ:true|false, MODEL one of {sorted(PRESETS)}")
+        sys.exit(
+            f"bad config {spec!r}: expected MODEL:BATCH:SEQ:true|false[:fp32|bf16], "
+            f"MODEL one of {sorted(PRESETS)}"
+        )
 
 
 def measure(spec, device):
-    model_name, batch, seq, recompute = parse(spec)
+    model_name, batch, seq, recompute, bf16 = parse(spec)
     config = PRESETS[model_name]()
     torch.manual_seed(0)
     with torch.device(device):
@@ -113,7 +122,8 @@ def measure(spec, device):
         if i == 1 and device == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        loss = step(model, optimizer, inputs)
+        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=bf16):
+            loss = step(model, optimizer, inputs)
     if device == "cuda":
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated()

@@ -56,7 +56,9 @@ pub struct FinetuneSpec {
     /// Overrides the model config's hidden and attention dropout (in
     /// `[0, 1)`). Weight decay is `train.optimizer`'s.
     pub dropout: Option<f64>,
-    /// Tensor bytes the backend may hold at once (the trial's lease).
+    /// Bytes the backend may hold at once (the trial's lease): its
+    /// tensors, and on CUDA everything its allocator reserves, the
+    /// backend's own buffers (cuBLAS workspace) included.
     pub memory_limit: Option<usize>,
     /// The operand format of matrix products (fp16 turns on loss scaling).
     /// On the CPU, 16-bit formats are emulated: the same numbers as a GPU's

@@ -9,15 +9,17 @@ use crate::workload::{NAMES, Workload};
 pub const USAGE: &str =
     "usage: gpu_throughput [--device cpu|cuda] [--models NAME,...] [--steps N] [--warmup N]
                       [--python PY [--script PATH]] [--peak-tflops X] [--json PATH]
-                      [--require-speedup MODEL=X]...
+                      [--require-speedup MODEL=X]... [--compile]
   --device           where our steps run (default cuda; cuda needs the `cuda` feature)
-  --models           bert-base, minilm-l6, tiny (default bert-base,minilm-l6)
+  --models           bert-base, bert-base-s512, minilm-l6, tiny (default bert-base,minilm-l6)
   --steps, --warmup  timed and untimed steps per model (default 30 and 5)
   --python           also run the Hugging Face reference with this Python (torch, transformers)
   --script           the reference script (default benches/reference/torch_gpu_throughput.py)
   --peak-tflops      the device's peak dense bf16 TFLOP/s, for MFU (default: by device name)
   --json             write the figures there as one JSON object
-  --require-speedup  fail unless ours is at least X times HF's speed for MODEL";
+  --require-speedup  fail unless ours is at least X times HF's speed for MODEL
+  --compile          the reference runs its model through torch.compile (default mode)
+Our kernels: MEMTUNE_CUDA_KERNELS=reference|fused (default reference).";
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Args {
@@ -30,6 +32,8 @@ pub struct Args {
     pub peak_tflops: Option<f64>,
     pub json: Option<PathBuf>,
     pub requirements: Vec<Requirement>,
+    /// The reference compiles its model (`torch.compile`).
+    pub compile: bool,
 }
 
 impl Args {
@@ -50,6 +54,7 @@ impl Args {
             peak_tflops: None,
             json: None,
             requirements: Vec::new(),
+            compile: false,
         };
         let mut args = args.into_iter();
         while let Some(flag) = args.next() {
@@ -85,6 +90,7 @@ impl Args {
                         .ok_or_else(|| format!("--peak-tflops {v}: not a positive number"))?;
                     parsed.peak_tflops = Some(tflops);
                 }
+                "--compile" => parsed.compile = true,
                 "--json" => parsed.json = Some(PathBuf::from(value()?)),
                 "--require-speedup" => {
                     let r: Requirement = value()?

@@ -29,6 +29,7 @@ use std::process::ExitCode;
 
 use args::{Args, USAGE};
 use report::{Report, Row};
+use trainer::backend::Kernels;
 
 /// Why a run produced no report.
 #[derive(Debug, thiserror::Error)]
@@ -61,10 +62,18 @@ fn run(args: &Args) -> Result<Report, Error> {
             &args.workloads,
             args.steps,
             args.warmup,
+            args.compile,
         )?),
         None => None,
     };
-    let (device, ours) = measure::run(args.device, &args.workloads, args.steps, args.warmup)?;
+    let kernels = Kernels::from_env().map_err(|e| Error::Backend(e.to_string()))?;
+    let (device, ours) = measure::run(
+        args.device,
+        kernels,
+        &args.workloads,
+        args.steps,
+        args.warmup,
+    )?;
     let peak_flops = args
         .peak_tflops
         .map(|t| t * 1e12)
@@ -82,6 +91,8 @@ fn run(args: &Args) -> Result<Report, Error> {
         .collect();
     Ok(Report {
         backend: args.device.name().to_string(),
+        kernels,
+        hf_compiled: args.compile,
         device,
         peak_flops,
         steps: args.steps,

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use trainer::backend::{Backend, MatmulPrecision};
+use trainer::backend::{Backend, Kernels, MatmulPrecision};
 use trainer::memory::plan::{build_planned_model, synthetic_batch};
 use trainer::train::train_step;
 
@@ -77,13 +77,14 @@ fn time_steps<B: Backend>(
 /// timings, in the workloads' order.
 pub fn run(
     device: Device,
+    kernels: Kernels,
     workloads: &[Workload],
     steps: usize,
     warmup: usize,
 ) -> Result<(String, Vec<Timing>), Error> {
     match device {
-        Device::Cpu => cpu(workloads, steps, warmup),
-        Device::Cuda => cuda::run(workloads, steps, warmup),
+        Device::Cpu => cpu(kernels, workloads, steps, warmup),
+        Device::Cuda => cuda::run(kernels, workloads, steps, warmup),
     }
 }
 
@@ -100,12 +101,13 @@ impl<B> Probe<B> for CpuProbe {
 }
 
 fn cpu(
+    kernels: Kernels,
     workloads: &[Workload],
     steps: usize,
     warmup: usize,
 ) -> Result<(String, Vec<Timing>), Error> {
-    let be = trainer::backend::cpu::CpuBackend::<f32>::new()
-        .with_matmul_precision(MatmulPrecision::Bf16);
+    let be =
+        trainer::backend::cpu::CpuBackend::<f32>::new().for_step(MatmulPrecision::Bf16, kernels);
     let timings = workloads
         .iter()
         .map(|w| time_steps(&be, &CpuProbe, w, steps, warmup))
@@ -135,6 +137,7 @@ mod cuda {
     }
 
     pub fn run(
+        kernels: Kernels,
         workloads: &[Workload],
         steps: usize,
         warmup: usize,
@@ -142,7 +145,8 @@ mod cuda {
         let backend = |e: &dyn std::fmt::Display| Error::Backend(e.to_string());
         let be = CudaBackend::new(0, gpu_mem::Config::default())
             .and_then(|be| be.with_matmul_precision(MatmulPrecision::Bf16))
-            .map_err(|e| backend(&e))?;
+            .map_err(|e| backend(&e))?
+            .with_kernels(kernels);
         let name = CudaContext::new(0)
             .and_then(|ctx| ctx.name())
             .map_err(|e| backend(&format!("cuDeviceGetName: {e:?}")))?;
@@ -158,7 +162,12 @@ mod cuda {
 mod cuda {
     use super::*;
 
-    pub fn run(_: &[Workload], _: usize, _: usize) -> Result<(String, Vec<Timing>), Error> {
+    pub fn run(
+        _: Kernels,
+        _: &[Workload],
+        _: usize,
+        _: usize,
+    ) -> Result<(String, Vec<Timing>), Error> {
         Err(Error::NoCuda)
     }
 }
@@ -172,7 +181,7 @@ mod tests {
     #[test]
     fn the_tiny_model_trains_on_the_cpu() {
         let w = Workload::named("tiny").unwrap();
-        let (name, timings) = run(Device::Cpu, &[w], 2, 1).unwrap();
+        let (name, timings) = run(Device::Cpu, Kernels::Reference, &[w], 2, 1).unwrap();
         assert!(name.starts_with("cpu"));
         let t = &timings[0];
         assert!(t.seconds_per_step > 0.0);
@@ -184,7 +193,7 @@ mod tests {
     #[test]
     fn cuda_without_the_feature_is_a_clear_error() {
         let w = Workload::named("tiny").unwrap();
-        let e = run(Device::Cuda, &[w], 1, 0).unwrap_err();
+        let e = run(Device::Cuda, Kernels::Reference, &[w], 1, 0).unwrap_err();
         assert!(matches!(e, Error::NoCuda));
         assert!(e.to_string().contains("--features cuda"));
     }

@@ -76,9 +76,11 @@ pub fn run(
     workloads: &[Workload],
     steps: usize,
     warmup: usize,
+    compile: bool,
 ) -> Result<Vec<Reference>, ReferenceError> {
     let out = Command::new(python)
         .arg(script)
+        .args(compile.then_some("--compile"))
         .args(["--steps", &steps.to_string()])
         .args(["--warmup", &warmup.to_string()])
         .args(["--device", device])

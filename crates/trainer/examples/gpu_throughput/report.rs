@@ -76,6 +76,10 @@ impl Row {
 pub struct Report {
     /// What ran our side: `cuda`/`cpu` and the device's name.
     pub backend: String,
+    /// Which of our kernel sets ran.
+    pub kernels: trainer::backend::Kernels,
+    /// Whether the reference ran through `torch.compile`.
+    pub hf_compiled: bool,
     pub device: String,
     pub peak_flops: Option<f64>,
     pub steps: usize,
@@ -93,12 +97,20 @@ impl Report {
         );
         for row in &self.rows {
             let w = &row.workload;
-            let ours_label = format!("ours ({}, bf16 products)", self.backend);
+            let ours_label = format!(
+                "ours ({}, {} kernels, bf16 products)",
+                self.backend, self.kernels
+            );
             let speedup = row.speedup().map_or("n/a".into(), |s| format!("{s:.2}x"));
             self.line(&mut out, w, &ours_label, &row.ours, &speedup);
             if let Some(hf) = &row.hf {
+                let mode = if self.hf_compiled {
+                    "HF + torch.compile"
+                } else {
+                    "HF eager"
+                };
                 let label = format!(
-                    "HF eager, autocast bf16, {}, torch {}",
+                    "{mode}, autocast bf16, {}, torch {}",
                     hf.attn_implementation, hf.torch
                 );
                 self.line(&mut out, w, &label, &hf.timing(), "");
@@ -167,6 +179,8 @@ impl Report {
         let problems = self.problems();
         serde_json::json!({
             "backend": self.backend,
+            "kernels": self.kernels.name(),
+            "hf_compiled": self.hf_compiled,
             "device": self.device,
             "matmul_precision": "bf16",
             "peak_tflops": self.peak_flops.map(|p| p / 1e12),
@@ -237,6 +251,8 @@ mod tests {
     fn report(ours_secs: f64, hf: Option<Reference>, min: Option<f64>) -> Report {
         Report {
             backend: "cuda".into(),
+            kernels: trainer::backend::Kernels::Reference,
+            hf_compiled: false,
             device: "NVIDIA H100 80GB HBM3".into(),
             peak_flops: Some(989.4e12),
             steps: 30,
@@ -309,7 +325,7 @@ mod tests {
         let flops = Workload::named("bert-base").unwrap().train_flops_per_step();
         let mfu = format!("{:.1}%", flops / 0.05 / 989.4e12 * 100.0);
         assert!(lines[2].starts_with(
-            "| bert-base | 32 x 128 | ours (cuda, bf16 products) | 50.0 | 640.0 | 81920 |"
+            "| bert-base | 32 x 128 | ours (cuda, reference kernels, bf16 products) | 50.0 | 640.0 | 81920 |"
         ));
         assert!(lines[2].contains(&format!("| {mfu} | 0.6900 | 2048 | 1.50x |")));
         assert!(lines[3].contains("| HF eager, autocast bf16, sdpa, torch 2.11.0 | 75.0 |"));

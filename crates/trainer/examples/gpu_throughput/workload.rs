@@ -6,7 +6,7 @@ use trainer::memory::PlanRequest;
 use trainer::model::{HeadConfig, ModelConfig};
 
 /// Names `--models` accepts.
-pub const NAMES: [&str; 3] = ["bert-base", "minilm-l6", "tiny"];
+pub const NAMES: [&str; 4] = ["bert-base", "bert-base-s512", "minilm-l6", "tiny"];
 
 /// One model and the batch it trains on.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,6 +24,7 @@ impl Workload {
     pub fn named(name: &str) -> Option<Workload> {
         let (name, config, batch, seq) = match name {
             "bert-base" => ("bert-base", BertConfig::bert_base(), 32, 128),
+            "bert-base-s512" => ("bert-base-s512", BertConfig::bert_base(), 8, 512),
             "minilm-l6" => ("minilm-l6", BertConfig::minilm_l6(), 32, 64),
             "tiny" => ("tiny", BertConfig::tiny(32, 2, 4, 64, 512), 8, 32),
             _ => return None,

@@ -22,13 +22,13 @@
 //!   out-of-memory among them reaches the training loop as
 //!   [`crate::backend::Failure::OutOfMemory`].
 //!
-//! MatmulPrecision: matrix products may read their fp32 operands as bf16 or fp16
-//! on the tensor cores ([`CudaBackend::with_matmul_precision`], [`MatmulPrecision`]);
-//! every buffer is stored in fp32 (the kernels' bf16 instantiations,
-//! `*_bf16`, are not used yet).
-//! Nor does it fuse across trait operations (the fused bias+GELU and
-//! residual+LayerNorm kernels are called in their unfused form until the
-//! trait grows fused operations).
+//! Precision and kernel sets: matrix products may read fp32 operands as
+//! bf16 or fp16 on the tensor cores ([`CudaBackend::with_matmul_precision`],
+//! [`MatmulPrecision`]). With [`Kernels::Reference`] (the default) every
+//! buffer is fp32 and each trait operation is its own launch; with
+//! [`Kernels::Fused`] ([`CudaBackend::with_kernels`]) attention, the layer
+//! body and AdamW run fused, and with 16-bit products the activations are
+//! stored in 16 bits ([`Storage`]).
 
 pub mod blas;
 pub mod buffer;
