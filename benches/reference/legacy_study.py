@@ -354,6 +354,9 @@ def run(args):
     train, valid = split(docs, VALIDATION_FRACTION, SPLIT_SEED)
     if args.device.startswith("cuda"):
         device = torch.device(args.device)
+        if device.index is None:
+            # `set_per_process_memory_fraction` wants an index, not "cuda".
+            device = torch.device("cuda", torch.cuda.current_device())
         total = torch.cuda.get_device_properties(device).total_memory
         if args.memory_limit:
             if args.memory_limit > total:
