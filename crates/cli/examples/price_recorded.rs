@@ -71,6 +71,12 @@ fn main() {
             threads: 0,
             cuda_device: Some(0),
             matmul_precision: Default::default(),
+            // Recorded since the kernel sets are selectable; the reference
+            // set before.
+            kernels: attr("kernels")
+                .as_str()
+                .and_then(|k| k.parse().ok())
+                .unwrap_or_default(),
         };
         let price = pricer.price(&job).unwrap_or_else(|e| fail(&e));
         // The allocator limit such a trial had when the runner priced a

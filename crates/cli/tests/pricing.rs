@@ -1,7 +1,7 @@
 //! What the runner prices a trial at: on a CUDA device, the memory plan of
 //! the trial's largest step with the CUDA backend's own buffers, for every
-//! family of the legacy setup's space, every matrix-product precision and
-//! every length; and random-weight presets and `[runner] memory_limit` on
+//! family of the legacy setup's space, every matrix-product precision, both
+//! kernel sets (their stored types) and every length; and random-weight presets and `[runner] memory_limit` on
 //! the CPU and the simulated device.
 
 mod common;
@@ -14,7 +14,7 @@ use cli::tune::protocol::{Job, ModelSource};
 use cli::tune::simulate::space;
 use serde_json::Value as Json;
 use store::{Storage, TrialFilter, TrialState};
-use trainer::backend::MatmulPrecision;
+use trainer::backend::{Kernels, MatmulPrecision};
 use trainer::data::{DataSource, LoadOptions};
 use trainer::memory::{MemoryPlan, PlanRequest, StepBackend};
 use trainer::model::{HeadConfig, ModelConfig};
@@ -76,11 +76,13 @@ fn job(model: &Path, data: &DataSource, max_length: usize, precision: MatmulPrec
         threads: 0,
         cuda_device: Some(0),
         matmul_precision: precision,
+        kernels: Kernels::Reference,
     }
 }
 
 #[test]
-fn a_cuda_trial_is_priced_at_the_plan_of_its_longest_step_for_every_family_precision_and_length() {
+fn a_cuda_trial_is_priced_at_the_plan_of_its_longest_step_for_every_family_precision_kernel_set_and_length()
+ {
     let dir = tempfile::tempdir().unwrap();
     let (data, texts) = long_texts(dir.path());
     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
@@ -96,20 +98,25 @@ fn a_cuda_trial_is_priced_at_the_plan_of_its_longest_step_for_every_family_preci
         let config = trainer::preset::write_dir(&model_dir, model, &texts).unwrap();
         assert_eq!(Some(&config), ModelConfig::preset(model).as_ref());
         for precision in MatmulPrecision::ALL {
-            for length in [64, 128, 256, 512] {
-                let price = pricer
-                    .price(&job(&model_dir, &data, length, precision))
+            for kernels in [Kernels::Reference, Kernels::Fused] {
+                for length in [64, 128, 256, 512] {
+                    let job = Job {
+                        kernels,
+                        ..job(&model_dir, &data, length, precision)
+                    };
+                    let price = pricer.price(&job).unwrap();
+                    // Every text is longer than `length`: the largest step
+                    // is a full micro-batch at `length`.
+                    let plan = MemoryPlan::new(
+                        &PlanRequest::fp32_adamw(config.clone(), &head, 4, length)
+                            .on(StepBackend::Cuda, precision)
+                            .with_step(precision, kernels),
+                    )
                     .unwrap();
-                // Every text is longer than `length`: the largest step is
-                // a full micro-batch at `length`.
-                let plan = MemoryPlan::new(
-                    &PlanRequest::fp32_adamw(config.clone(), &head, 4, length)
-                        .on(StepBackend::Cuda, precision),
-                )
-                .unwrap();
-                let at = format!("{model} {precision} length {length}");
-                assert_eq!(price.peak, plan.peak_bytes as u64, "{at}");
-                assert!(price.limit >= price.peak, "{at}");
+                    let at = format!("{model} {precision} {kernels} length {length}");
+                    assert_eq!(price.peak, plan.peak_bytes as u64, "{at}");
+                    assert!(price.limit >= price.peak, "{at}");
+                }
             }
         }
     }
@@ -224,6 +231,87 @@ max_workers = 1
     assert!(
         report.contains("random weights"),
         "the report does not say so"
+    );
+}
+
+/// The same one-trial study of a random MiniLM with the reference and the
+/// fused kernels, bf16 products (emulated on the CPU): each trial records
+/// its kernel set and holds exactly its price, and the fused one (16-bit
+/// activations, no stored attention probabilities) is priced lower.
+#[test]
+fn the_kernel_set_of_the_study_file_runs_the_trials_at_its_own_price() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("text,label\n");
+    for i in 0..24 {
+        let word = if i % 2 == 0 { "great" } else { "awful" };
+        csv.push_str(&format!(
+            "\"the film was {word} and the plot was {word} number {i}\",{}\n",
+            i % 2
+        ));
+    }
+    std::fs::write(dir.path().join("d.csv"), csv).unwrap();
+    let mut peaks = Vec::new();
+    for kernels in ["reference", "fused"] {
+        let study = format!(
+            r#"
+[study]
+name = "{kernels}"
+n_trials = 1
+seed = 1
+
+[data]
+source = "files"
+files = ["d.csv"]
+num_classes = 2
+
+[objective]
+metric = "accuracy"
+
+[models.minilm]
+preset = "minilm-l6"
+
+[fixed]
+epochs = 1
+batch_size = 8
+max_length = 16
+
+[runner]
+device = "cpu"
+precision = "bf16"
+kernels = "{kernels}"
+max_workers = 1
+"#
+        );
+        let config = dir.path().join(format!("{kernels}.toml"));
+        std::fs::write(&config, study).unwrap();
+        let db = dir.path().join("s.db");
+        common::ok(common::memtune(
+            &db,
+            &[
+                "tune",
+                "--no-progress",
+                "--config",
+                config.to_str().unwrap(),
+            ],
+        ));
+        let ts = trials(&db, kernels);
+        assert_eq!(ts.len(), 1);
+        let t = &ts[0];
+        assert_eq!(t.state, TrialState::Complete, "{:?}", t.user_attrs);
+        assert_eq!(attr(t, "kernels"), kernels);
+        assert_eq!(attr(t, "matmul_precision"), "bf16");
+        assert_eq!(
+            attr(t, "requested_peak_bytes"),
+            attr(t, "predicted_peak_bytes"),
+            "{kernels}"
+        );
+        peaks.push(attr(t, "predicted_peak_bytes").as_u64().unwrap());
+    }
+    assert!(
+        peaks[1] < peaks[0],
+        "fused {} vs reference {}",
+        peaks[1],
+        peaks[0]
     );
 }
 

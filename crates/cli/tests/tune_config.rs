@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use trainer::backend::MatmulPrecision;
+use trainer::backend::{Kernels, MatmulPrecision};
 
 use cli::tune::config::{
     ConfigError, DeviceKind, Hyperparameter, Metric, ModelSource, PrunerSpec, SafetyMargin,
@@ -938,4 +938,26 @@ fn precision_is_auto_fp32_bf16_or_fp16() {
     );
     let text = format!("{BASE}\n[runner]\nprecision = 16\n");
     expect_error(&text, "runner.precision", "precision =", "invalid type");
+}
+
+#[test]
+fn kernels_are_reference_by_default_or_fused() {
+    let kernels = |v: &str| {
+        StudyConfig::parse(
+            &format!("{BASE}\n[runner]\nkernels = \"{v}\"\n"),
+            "study.toml",
+        )
+        .map(|c| c.runner.kernels)
+    };
+    let base = StudyConfig::parse(BASE, "study.toml").unwrap();
+    assert_eq!(base.runner.kernels, Kernels::Reference);
+    assert_eq!(kernels("reference").unwrap(), Kernels::Reference);
+    assert_eq!(kernels("fused").unwrap(), Kernels::Fused);
+    let text = format!("{BASE}\n[runner]\nkernels = \"flash\"\n");
+    expect_error(
+        &text,
+        "runner.kernels",
+        "kernels =",
+        "`flash`: expected \"reference\" or \"fused\"",
+    );
 }

@@ -29,6 +29,7 @@ fn main() {
         std::process::exit(2)
     };
     let spec = FinetuneSpec {
+        kernels: trainer::backend::Kernels::Reference,
         model_dir,
         data: DataSource::EmbeddedSentiment {
             bad_records: BadRecordPolicy::Skip,

@@ -24,7 +24,7 @@ use crate::backend::cpu::CpuBackend;
 #[cfg(feature = "testing")]
 use crate::backend::faulty::{Faults, FaultyBackend};
 use crate::backend::sim::SimBackend;
-use crate::backend::{Backend, Failure, MatmulPrecision};
+use crate::backend::{Backend, Failure, Kernels, MatmulPrecision};
 use crate::batch::Batch;
 use crate::config::{BertConfig, ConfigError};
 use crate::data::{BatchOrder, DataError, DataSource, TokenizedDataset, stratified_split};
@@ -64,6 +64,9 @@ pub struct FinetuneSpec {
     /// On the CPU, 16-bit formats are emulated: the same numbers as a GPU's
     /// tensor cores, more slowly.
     pub matmul_precision: MatmulPrecision,
+    /// Which implementation runs the step ([`Kernels`]): the fused one
+    /// stores activations in 16 bits when the products are.
+    pub kernels: Kernels,
     pub train: TrainConfig,
 }
 
@@ -423,7 +426,7 @@ fn prepare(spec: &FinetuneSpec) -> Result<Prepared, FinetuneError> {
 
 /// The CPU backend of a run: f32, the spec's products and lease.
 fn cpu_backend(spec: &FinetuneSpec) -> CpuBackend<f32> {
-    let be = CpuBackend::<f32>::new().with_matmul_precision(spec.matmul_precision);
+    let be = CpuBackend::<f32>::new().for_step(spec.matmul_precision, spec.kernels);
     be.tracker().set_limit(spec.memory_limit);
     be
 }
@@ -589,6 +592,8 @@ pub struct SimSpec {
     /// The operand format of matrix products the simulated backend
     /// reports.
     pub matmul_precision: MatmulPrecision,
+    /// The kernel set the simulated backend stands for (its stored types).
+    pub kernels: Kernels,
 }
 
 impl Default for SimSpec {
@@ -614,6 +619,7 @@ impl Default for SimSpec {
             seed: 0,
             backend: StepBackend::Host,
             matmul_precision: MatmulPrecision::Fp32,
+            kernels: Kernels::Reference,
         }
     }
 }
@@ -671,7 +677,7 @@ fn sim_backend(spec: &SimSpec) -> Result<SimBackend, FinetuneError> {
         spec.expandable_segments,
         4,
     )?
-    .standing_for(spec.backend, spec.matmul_precision))
+    .standing_for(spec.backend, spec.matmul_precision, spec.kernels))
 }
 
 /// Runs a simulated trial (see [`SimSpec`]); out of memory is retried with
@@ -791,8 +797,11 @@ pub fn replay_run(
         limit: None,
         ..allocator
     };
-    let be = SimBackend::new(REPLAY_DEVICE_BYTES, allocator, 4)?
-        .standing_for(backend, spec.matmul_precision);
+    let be = SimBackend::new(REPLAY_DEVICE_BYTES, allocator, 4)?.standing_for(
+        backend,
+        spec.matmul_precision,
+        spec.kernels,
+    );
     let head = HeadConfig {
         num_labels: prepared.num_classes,
         hidden: spec.head_hidden.clone(),

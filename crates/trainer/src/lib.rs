@@ -100,6 +100,7 @@
 //!     dropout: None,
 //!     memory_limit: Some(64 << 20), // the trial's lease: 64 MiB of tensors
 //!     matmul_precision: Default::default(), // fp32; bf16 or fp16 suit a GPU
+//!     kernels: Default::default(), // the reference step; Kernels::Fused is lighter
 //!     train: TrainConfig { epochs: 1, lr: 1e-3, ..TrainConfig::default() },
 //! };
 //! let outcome = finetune_cpu(&spec, &mut |m: &EpochMetrics| {

@@ -25,6 +25,7 @@ fn config() -> DebertaConfig {
 
 fn spec(micro_batch: usize, epochs: usize) -> FinetuneSpec {
     FinetuneSpec {
+        kernels: trainer::backend::Kernels::Reference,
         model_dir: dir(),
         data: Default::default(),
         validation_fraction: 0.2,

@@ -17,6 +17,7 @@ use trainer::train::{Control, TrainConfig};
 
 fn spec(dir: &Path, micro_batch: usize, max_length: usize) -> FinetuneSpec {
     FinetuneSpec {
+        kernels: trainer::backend::Kernels::Reference,
         model_dir: dir.to_path_buf(),
         data: DataSource::default(),
         validation_fraction: 0.2,

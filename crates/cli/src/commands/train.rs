@@ -168,6 +168,9 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         // in its own arithmetic (16-bit products would only be emulated).
         cuda_device: None,
         matmul_precision: trainer::backend::MatmulPrecision::Fp32,
+        // In fp32 both kernel sets compute the same function (they differ
+        // by rounding only); the reference one is the CPU's plain path.
+        kernels: trainer::backend::Kernels::Reference,
     };
     let spec = finetune_spec(&job, model_dir.clone());
     crate::logging::note(&format!(

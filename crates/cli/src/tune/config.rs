@@ -76,6 +76,8 @@
 //! device = "auto"                     # auto | cpu | cuda | cuda:N | sim
 //! precision = "auto"                  # matrix products: auto | fp32 | bf16 | fp16 (auto: bf16
 //!                                     # on a CUDA device that has it, else fp32)
+//! kernels = "reference"               # reference | fused (fused attention, layer body and
+//!                                     # AdamW; 16-bit activations with 16-bit products)
 //! safety_margin = 0.05                # fraction of the device, or a size such as "1GiB"
 //! # memory_limit = "24GiB"            # use the device as a card of this size
 //! recycle_after = 50                  # trials per worker process
@@ -123,7 +125,7 @@ use hpo_sampler::{
     SuccessiveHalvingPruner, ThresholdPruner, TpeConfig, TpeSampler, Trial,
 };
 use serde::Deserialize;
-use trainer::backend::MatmulPrecision;
+use trainer::backend::{Kernels, MatmulPrecision};
 use trainer::data::{BadRecordPolicy, DataSource, FieldSpec, LabelSpec, LoadOptions};
 use trainer::model::ModelConfig;
 use trainer::train::{Metrics, Monitor};
@@ -507,6 +509,9 @@ pub struct RunnerSection {
     /// The operand format of matrix products; `None` ("auto"): bf16 on a
     /// CUDA device whose tensor cores take it, else fp32.
     pub precision: Option<MatmulPrecision>,
+    /// Which implementation of the training step runs (the memory plan and
+    /// every price follow it).
+    pub kernels: Kernels,
     /// Capacity of the simulated device (`device = "sim"`; default 24 GiB).
     pub sim_memory: Option<u64>,
     pub safety_margin: SafetyMargin,
@@ -1179,6 +1184,15 @@ impl Check<'_> {
                     .map_err(|e| self.err("runner.precision", format!("{e}, or \"auto\"")))?,
             ),
         };
+        let kernels = match r.kernels.as_deref() {
+            None => Kernels::Reference,
+            Some(name) => name.parse::<Kernels>().map_err(|_| {
+                self.err(
+                    "runner.kernels",
+                    format!("`{name}`: expected \"reference\" or \"fused\""),
+                )
+            })?,
+        };
         let process_overhead = match &r.process_overhead {
             None => None,
             Some(v) => Some(self.size("runner.process_overhead", v)?),
@@ -1214,6 +1228,7 @@ impl Check<'_> {
         Ok(RunnerSection {
             device,
             precision,
+            kernels,
             sim_memory,
             safety_margin,
             process_overhead,

@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use trainer::backend::MatmulPrecision;
+use trainer::backend::{Kernels, MatmulPrecision};
 use trainer::data::DataSource;
 
 use super::config::{Metric, TrialSettings};
@@ -82,6 +82,9 @@ pub struct Job {
     /// The operand format of matrix products (resolved: never "auto").
     #[serde(default)]
     pub matmul_precision: MatmulPrecision,
+    /// Which implementation of the training step runs.
+    #[serde(default)]
+    pub kernels: Kernels,
 }
 
 /// Worker to runner.

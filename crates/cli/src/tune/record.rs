@@ -69,6 +69,7 @@ fn set_user(storage: &Storage, trial: &TrialRef, attrs: &[(&str, Json)]) -> stor
 pub struct DeviceRecord<'a> {
     pub name: &'a str,
     pub matmul_precision: trainer::backend::MatmulPrecision,
+    pub kernels: trainer::backend::Kernels,
     pub capacity: u64,
     /// What leases may sum to (capacity less the safety margin).
     pub usable: u64,
@@ -93,6 +94,7 @@ pub fn started(
             ("config", settings_json(settings)),
             ("device", json!(device.name)),
             ("matmul_precision", json!(device.matmul_precision.name())),
+            ("kernels", json!(device.kernels.name())),
             ("device_capacity_bytes", json!(device.capacity)),
             ("device_usable_bytes", json!(device.usable)),
             ("micro_batch", json!(lease.micro_batch)),

@@ -692,6 +692,7 @@ impl<'a> Runner<'a> {
             threads,
             cuda_device: self.plan.cuda_device,
             matmul_precision: self.plan.matmul_precision,
+            kernels: self.plan.kernels,
         })
     }
 
@@ -714,6 +715,7 @@ impl<'a> Runner<'a> {
         let device = record::DeviceRecord {
             name: &self.plan.device_name,
             matmul_precision: self.plan.matmul_precision,
+            kernels: self.plan.kernels,
             capacity: self.plan.budget.capacity,
             usable: self.plan.budget.usable(),
         };

@@ -88,6 +88,8 @@ pub struct RunPlan {
     pub cuda_device: Option<usize>,
     /// The operand format of matrix products, resolved for the device.
     pub matmul_precision: MatmulPrecision,
+    /// Which implementation of the training step trials run.
+    pub kernels: trainer::backend::Kernels,
     pub threads_per_worker: usize,
     pub recycle_after: usize,
     pub heartbeat: Duration,
@@ -207,6 +209,7 @@ impl RunPlan {
             device_name,
             cuda_device: cuda.as_ref().map(|d| d.ordinal),
             matmul_precision,
+            kernels: cfg.runner.kernels,
             threads_per_worker,
             recycle_after: cfg.runner.recycle_after.max(1),
             heartbeat: cfg.runner.heartbeat,

@@ -274,6 +274,7 @@ pub fn finetune_spec(job: &Job, model_dir: std::path::PathBuf) -> FinetuneSpec {
             .train_config(job.metric.monitor(), job.accumulation_steps),
         memory_limit: job.memory_limit.map(|b| b as usize),
         matmul_precision: job.matmul_precision,
+        kernels: job.kernels,
         dropout: job.settings.dropout,
     }
 }
@@ -362,6 +363,7 @@ pub(crate) fn sim_spec(job: &Job) -> Result<SimSpec, String> {
         seed: job.settings.seed,
         backend: StepBackend::Cuda,
         matmul_precision: job.matmul_precision,
+        kernels: job.kernels,
     })
 }
 

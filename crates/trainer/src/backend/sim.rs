@@ -101,14 +101,22 @@ impl SimBackend {
         }
     }
 
-    /// The simulated device standing for `backend` with matrix products at
-    /// `precision`: `backend`'s own buffers (the CUDA backend's cuBLAS
+    /// The simulated device standing for `backend` running `kernels` with
+    /// matrix products at `precision` (and the stored types those imply,
+    /// [`Storage::for_step`]): `backend`'s own buffers (the CUDA backend's cuBLAS
     /// workspace and kernel scratch) are allocated now, as that backend
     /// allocates them when it starts, and held while this one lives. A
     /// lease that cannot hold them is the backend's recorded
     /// out-of-memory, as for any buffer.
-    pub fn standing_for(mut self, backend: StepBackend, precision: MatmulPrecision) -> Self {
+    pub fn standing_for(
+        mut self,
+        backend: StepBackend,
+        precision: MatmulPrecision,
+        kernels: Kernels,
+    ) -> Self {
         self.matmul_precision = precision;
+        self.kernels = kernels;
+        self.storage = Storage::for_step(self.storage.master, precision, kernels);
         for b in backend.buffers() {
             // Raw bytes: the element type is nominal.
             let buf = self.buffer(b.name, BufKind::Backend, b.bytes, Dtype::F32, b.bytes);

@@ -40,7 +40,9 @@ pub fn finetune_cuda(
     observer: &mut dyn FnMut(&EpochMetrics) -> Control,
 ) -> Result<CudaOutcome, FinetuneError> {
     let prepared = prepare(spec)?;
-    let be = CudaBackend::new(ordinal, allocator)?.with_matmul_precision(spec.matmul_precision)?;
+    let be = CudaBackend::new(ordinal, allocator)?
+        .with_matmul_precision(spec.matmul_precision)?
+        .with_kernels(spec.kernels);
     // The lease covers everything this allocator reserves, the backend's
     // own buffers (already allocated) included.
     let backend_reserved = be.allocator().stats().reserved_bytes.all.current;

@@ -128,6 +128,7 @@ pub fn tiny_finetune_spec(
         head_hidden: vec![],
         dropout: None,
         memory_limit: None,
+        kernels: trainer::backend::Kernels::Reference,
         matmul_precision: trainer::backend::MatmulPrecision::Fp32,
         train: trainer::train::TrainConfig {
             epochs: 3,

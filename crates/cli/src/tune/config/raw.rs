@@ -265,6 +265,7 @@ impl RawPruner {
 pub(crate) struct RawRunner {
     pub device: Option<DeviceKind>,
     pub precision: Option<String>,
+    pub kernels: Option<String>,
     pub sim_memory: Option<Scalar>,
     pub safety_margin: Option<Scalar>,
     pub process_overhead: Option<Scalar>,
