@@ -3,6 +3,7 @@
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha12Rng;
+use rayon::prelude::*;
 
 use super::error::DataError;
 use super::record::Example;
@@ -37,8 +38,11 @@ impl TokenizedDataset {
         num_classes: usize,
     ) -> Result<Self, DataError> {
         validate_labels(examples.iter().map(|e| e.label), num_classes)?;
+        // On every core, in order: a trial's long documents take seconds
+        // to tokenize on one, and the runner's price and the worker's run
+        // both wait for it.
         let encoded = examples
-            .iter()
+            .par_iter()
             .map(|e| tokenizer.encode(&e.text, e.text_pair.as_deref()))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
