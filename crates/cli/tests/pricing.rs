@@ -154,16 +154,21 @@ fn trials(db: &Path, study: &str) -> Vec<store::FrozenTrial> {
     s.trials(st.study_id, &TrialFilter::default()).unwrap()
 }
 
-#[test]
-fn random_weight_presets_train_on_the_cpu_under_a_memory_limit_and_are_marked() {
-    let dir = tempfile::tempdir().unwrap();
-    // Forty short texts: a few steps of a random MiniLM per trial.
+/// Forty short labelled texts in `dir/d.csv`: a few steps of a random
+/// MiniLM per trial.
+fn short_reviews_csv(dir: &Path) {
     let mut csv = String::from("text,label\n");
     for i in 0..40 {
         let word = if i % 2 == 0 { "great" } else { "awful" };
         csv.push_str(&format!("\"the film was {word} number {i}\",{}\n", i % 2));
     }
-    std::fs::write(dir.path().join("d.csv"), csv).unwrap();
+    std::fs::write(dir.join("d.csv"), csv).unwrap();
+}
+
+#[test]
+fn random_weight_presets_train_on_the_cpu_under_a_memory_limit_and_are_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    short_reviews_csv(dir.path());
     let study = r#"
 [study]
 name = "presets"
@@ -241,15 +246,7 @@ max_workers = 1
 #[test]
 fn the_kernel_set_of_the_study_file_runs_the_trials_at_its_own_price() {
     let dir = tempfile::tempdir().unwrap();
-    let mut csv = String::from("text,label\n");
-    for i in 0..24 {
-        let word = if i % 2 == 0 { "great" } else { "awful" };
-        csv.push_str(&format!(
-            "\"the film was {word} and the plot was {word} number {i}\",{}\n",
-            i % 2
-        ));
-    }
-    std::fs::write(dir.path().join("d.csv"), csv).unwrap();
+    short_reviews_csv(dir.path());
     let mut peaks = Vec::new();
     for kernels in ["reference", "fused"] {
         let study = format!(
