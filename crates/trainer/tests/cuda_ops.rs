@@ -379,6 +379,40 @@ fn dropout_masks_are_the_cpus() {
 
 #[test]
 #[ignore = "needs a CUDA device"]
+fn random_weights_are_the_cpus() {
+    let p = Pair::new();
+    let n = 1_000_003; // odd: the grid's last block is partial
+    let key = RngKey {
+        seed: p.seed,
+        step: u64::MAX,
+        stream: 3,
+    };
+    let zeroed = 1_024..1_792;
+    let mut w = p.out(n);
+    p.cpu.fill_normal(&mut w.0, &key, 0.02, zeroed.clone());
+    p.gpu.fill_normal(&mut w.1, &key, 0.02, zeroed.clone());
+    let (c, g) = (p.cpu.download(&w.0), p.gpu.download(&w.1));
+    let mut differing = 0;
+    for (i, (c, g)) in c.iter().zip(&g).enumerate() {
+        if zeroed.contains(&i) {
+            assert_eq!((*c, *g), (0.0, 0.0), "element {i} of the zeroed row");
+        } else if c != g {
+            // CUDA's double log/cos against the host's libm: an ulp of a
+            // double, so at most one ulp of the stored f32.
+            assert!(
+                (c - g).abs() <= c.abs() * f32::EPSILON as f64,
+                "element {i}: cpu {c} gpu {g}; seed {}",
+                p.seed
+            );
+            differing += 1;
+        }
+    }
+    assert!(differing < 10, "{differing} of {n} differ; seed {}", p.seed);
+    p.gpu.check().unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
 fn embeddings_cls_and_pooling_match_cpu() {
     let mut p = Pair::new();
     let (vocab, dim, b, s) = (50, 40, 3, 9);

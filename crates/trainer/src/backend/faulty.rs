@@ -234,6 +234,7 @@ impl<B: Tracked> Backend for FaultyBackend<B> {
         fn upload_ids(&self, dst: &mut Self::Ids, src: &[u32]);
         fn download(&self, src: &Self::Buf) -> Vec<f64>;
         fn fill(&self, dst: &mut Self::Buf, value: f64);
+        fn fill_normal(&self, dst: &mut Self::Buf, key: &RngKey, scale: f64, zeroed: std::ops::Range<usize>);
         fn add(&self, a: &Self::Buf, b: &Self::Buf, out: &mut Self::Buf);
         fn add_assign(&self, acc: &mut Self::Buf, x: &Self::Buf);
         fn scale(&self, buf: &mut Self::Buf, factor: f64);

@@ -27,6 +27,7 @@ pub mod storage;
 use crate::memory::{BufKind, OutOfMemory};
 use crate::rng::RngKey;
 pub use matmul_precision::MatmulPrecision;
+use std::ops::Range;
 pub use storage::{Dtype, Kernels, Storage};
 
 /// A strided-batched matrix product in row-major terms:
@@ -207,6 +208,25 @@ pub trait Backend {
     fn upload_ids(&self, dst: &mut Self::Ids, src: &[u32]);
     fn download(&self, src: &Self::Buf) -> Vec<f64>;
     fn fill(&self, dst: &mut Self::Buf, value: f64);
+    /// Random initialisation: element `i` of `dst` becomes
+    /// `scale * key.normal(i)` ([`RngKey::normal`]), except the elements in
+    /// `zeroed` (a padding row), which become 0. A backend draws where the
+    /// buffer lives; this default draws on the host, on every core, and
+    /// uploads.
+    fn fill_normal(&self, dst: &mut Self::Buf, key: &RngKey, scale: f64, zeroed: Range<usize>) {
+        use rayon::prelude::*;
+        let data: Vec<f64> = (0..self.len(dst))
+            .into_par_iter()
+            .map(|i| {
+                if zeroed.contains(&i) {
+                    0.0
+                } else {
+                    scale * key.normal(i as u64)
+                }
+            })
+            .collect();
+        self.upload(dst, &data);
+    }
 
     // ---- elementwise -----------------------------------------------------
     /// `out = a + b` (residual connections). Backward: the gradient passes to

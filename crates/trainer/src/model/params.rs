@@ -6,7 +6,6 @@ use crate::config::BertConfig;
 use crate::memory::BufKind;
 use crate::model::family::TokenTypes;
 use crate::rng::RngKey;
-use rayon::prelude::*;
 
 /// A parameter's HF name, shape, and whether weight decay applies.
 #[derive(Clone, Debug, PartialEq)]
@@ -63,38 +62,27 @@ impl<B: Backend> Params<B> {
         }
     }
 
-    /// Initialises parameter `i` as HF does (see `BertClassifier::new_random`).
+    /// Initialises parameter `i` as HF does (see `BertClassifier::new_random`):
+    /// on the backend, which draws where the values live.
     pub(crate) fn init_one(&mut self, be: &B, i: usize, seed: u64, zero_row: Option<usize>) {
         if !be.holds_values() {
             return;
         }
         let info = &self.info[i];
-        let n = info.numel();
-        let data: Vec<f64> = if info.ones {
-            vec![1.0; n]
-        } else if info.zeros {
-            vec![0.0; n]
-        } else {
-            let key = RngKey {
-                seed,
-                step: u64::MAX,
-                stream: i as u32,
-            };
-            // Each element has its own counter block, so the values do not
-            // depend on how the range is split: drawn in parallel, because
-            // a large model's initialisation (335M values for BERT-large)
-            // otherwise costs a trial tens of seconds.
-            let mut d: Vec<f64> = (0..n as u64)
-                .into_par_iter()
-                .map(|j| 0.02 * key.normal(j))
-                .collect();
-            if let Some(r) = zero_row {
-                let w = info.shape[1];
-                d[r * w..(r + 1) * w].iter_mut().for_each(|v| *v = 0.0);
-            }
-            d
+        if info.ones || info.zeros {
+            be.fill(&mut self.values[i], if info.ones { 1.0 } else { 0.0 });
+            return;
+        }
+        let key = RngKey {
+            seed,
+            step: u64::MAX,
+            stream: i as u32,
         };
-        be.upload(&mut self.values[i], &data);
+        let zeroed = match zero_row {
+            Some(r) => r * info.shape[1]..(r + 1) * info.shape[1],
+            None => 0..0,
+        };
+        be.fill_normal(&mut self.values[i], &key, 0.02, zeroed);
     }
 
     pub(crate) fn init_random(&mut self, be: &B, seed: u64, pad: usize, word: usize) {
@@ -193,5 +181,42 @@ impl<B: Backend> BertClassifier<B> {
         self.config
             .family()
             .is_head_param(&self.params.info[i].name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::backend::Backend;
+    use crate::backend::cpu::CpuBackend;
+    use crate::memory::BufKind;
+    use crate::rng::RngKey;
+
+    #[test]
+    fn the_cpu_draws_each_element_from_its_own_counter_and_zeroes_the_padding_row() {
+        let be = CpuBackend::<f32>::new();
+        let key = RngKey {
+            seed: 7,
+            step: u64::MAX,
+            stream: 2,
+        };
+        let n = 50_001;
+        let mut w = be.alloc("w", BufKind::Weight, n);
+        be.fill(&mut w, 9.0);
+        be.fill_normal(&mut w, &key, 0.02, 100..200);
+        let values = be.download(&w);
+        for (i, v) in values.iter().enumerate() {
+            let expected = if (100..200).contains(&i) {
+                0.0
+            } else {
+                (0.02 * key.normal(i as u64)) as f32 as f64
+            };
+            assert_eq!(*v, expected, "element {i}");
+        }
+        let spread = values.iter().map(|v| v * v).sum::<f64>() / n as f64;
+        assert!(
+            (spread.sqrt() - 0.02).abs() < 0.001,
+            "std {}",
+            spread.sqrt()
+        );
     }
 }

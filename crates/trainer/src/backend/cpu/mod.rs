@@ -331,6 +331,30 @@ impl<T: Float> Backend for CpuBackend<T> {
         dst.store();
     }
 
+    fn fill_normal(
+        &self,
+        dst: &mut CpuBuf<T>,
+        key: &RngKey,
+        scale: f64,
+        zeroed: std::ops::Range<usize>,
+    ) {
+        skip_if_failed!(self);
+        // Each element has its own counter block, so the values do not
+        // depend on how the range is split across threads.
+        dst.data
+            .par_iter_mut()
+            .with_min_len(1 << 12)
+            .enumerate()
+            .for_each(|(i, d)| {
+                *d = if zeroed.contains(&i) {
+                    T::from_f64(0.0)
+                } else {
+                    T::from_f64(scale * key.normal(i as u64))
+                }
+            });
+        dst.store();
+    }
+
     fn add(&self, a: &CpuBuf<T>, b: &CpuBuf<T>, out: &mut CpuBuf<T>) {
         skip_if_failed!(self);
         elementwise::add(&a.data, &b.data, &mut out.data);

@@ -86,6 +86,7 @@ pub const SOURCES: &[KernelSource] = &[
         ]
     ),
     family!("dropout.cu", [("dropout", STORED)]),
+    family!("init.cu", [("init_normal", STORED)]),
     family!(
         "layernorm.cu",
         [

@@ -21,6 +21,7 @@ use crate::memory::backend_buffers::{
 use crate::memory::{BufKind, OutOfMemory};
 use crate::rng::{RngKey, dropout_threshold};
 use Arg::{F32, F64, Ptr, U32, U64};
+use std::ops::Range;
 
 fn need(op: &'static str, ok: bool, message: impl FnOnce() -> String) -> Result<(), CudaError> {
     if ok {
@@ -466,6 +467,31 @@ impl Backend for CudaBackend {
         let n = dst.len as u64;
         let name = typed("fill", dst.dtype);
         self.run(|| self.launch_1d(&name, n, args![dst, F32(value as f32), U64(n)]))
+    }
+
+    /// Drawn on the device (`init.cu`): a model's weights never cross the
+    /// bus.
+    fn fill_normal(&self, dst: &mut CudaBuf, key: &RngKey, scale: f64, zeroed: Range<usize>) {
+        let n = dst.len as u64;
+        let name = typed("init_normal", dst.dtype);
+        self.run(|| {
+            self.launch_1d(
+                &name,
+                n,
+                args![
+                    dst,
+                    U64(n),
+                    F64(scale),
+                    U64(zeroed.start as u64),
+                    U64(zeroed.end as u64),
+                    U32(key.seed as u32),
+                    U32((key.seed >> 32) as u32),
+                    U32(key.step as u32),
+                    U32((key.step >> 32) as u32),
+                    U32(key.stream)
+                ],
+            )
+        })
     }
 
     fn add(&self, a: &CudaBuf, b: &CudaBuf, out: &mut CudaBuf) {
