@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 #[cfg(feature = "cuda")]
 mod cuda;
+mod tokenized;
 #[cfg(feature = "cuda")]
 pub use cuda::{CudaOutcome, finetune_cuda};
 
@@ -387,38 +388,47 @@ struct Prepared {
 }
 
 fn prepare(spec: &FinetuneSpec) -> Result<Prepared, FinetuneError> {
-    let dataset = spec.data.load()?;
-    let num_classes = dataset.num_classes;
-    let split = stratified_split(
-        &dataset.examples,
-        num_classes,
-        spec.validation_fraction,
-        spec.split_seed,
-    )?;
-
-    let (config, tokenizer) = open_model_dir(&spec.model_dir, spec.dropout, spec.max_length)?;
-    let train_set = TokenizedDataset::new(&tokenizer, &split.train, num_classes)?;
-    let valid_set = TokenizedDataset::new(&tokenizer, &split.validation, num_classes)?;
+    let splits = tokenized::splits(spec, || {
+        let dataset = spec.data.load()?;
+        let num_classes = dataset.num_classes;
+        let split = stratified_split(
+            &dataset.examples,
+            num_classes,
+            spec.validation_fraction,
+            spec.split_seed,
+        )?;
+        let (_, tokenizer) = open_model_dir(&spec.model_dir, spec.dropout, spec.max_length)?;
+        Ok(tokenized::Splits {
+            train: TokenizedDataset::new(&tokenizer, &split.train, num_classes)?,
+            valid: TokenizedDataset::new(&tokenizer, &split.validation, num_classes)?,
+            dataset_report: dataset
+                .report
+                .skipped
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            label_names: dataset.label_names,
+            num_classes,
+        })
+    })?;
+    let config_path = spec.model_dir.join("config.json");
+    let config = with_dropout(read_model_config(&config_path)?, spec.dropout, config_path)?;
     let order = BatchOrder::Shuffled {
         seed: spec.train.seed,
         epoch: 0,
     };
-    let train_batches: Vec<_> = train_set.batches(spec.micro_batch, order)?.collect();
-    let valid_batches: Vec<_> = valid_set
+    let train_batches: Vec<_> = splits.train.batches(spec.micro_batch, order)?.collect();
+    let valid_batches: Vec<_> = splits
+        .valid
         .batches(spec.micro_batch, BatchOrder::Sequential)?
         .collect();
     Ok(Prepared {
         config,
-        dataset_report: dataset
-            .report
-            .skipped
-            .iter()
-            .map(ToString::to_string)
-            .collect(),
-        label_names: dataset.label_names,
-        num_classes,
-        train_examples: train_set.len(),
-        validation_examples: valid_set.len(),
+        dataset_report: splits.dataset_report.clone(),
+        label_names: splits.label_names.clone(),
+        num_classes: splits.num_classes,
+        train_examples: splits.train.len(),
+        validation_examples: splits.valid.len(),
         train_batches,
         valid_batches,
     })
