@@ -9,7 +9,8 @@
 //!
 //! Three recipes: fp32 products with the reference kernels, and the fused
 //! kernels with fp32 and with bf16 activations (PyTorch under autocast bf16
-//! beside the latter).
+//! beside the latter). `MEMTUNE_MEMORY_PLAN_RECIPES` (names, comma
+//! separated, e.g. `bf16 fused`) runs only those.
 //!
 //! Needs feature `cuda` and a GPU: `#[ignore]`d, so `cargo test` lists it
 //! as ignored; `cargo xtask gpu-test` bundles it as the `memory-plan` step
@@ -66,8 +67,23 @@ fn configs() -> Vec<(String, String, PlanRequest, &'static Recipe)> {
         num_labels: 2,
         hidden: vec![],
     };
+    let chosen = std::env::var("MEMTUNE_MEMORY_PLAN_RECIPES").ok();
+    let chosen: Option<Vec<&str>> = chosen
+        .as_deref()
+        .map(|names| names.split(',').map(str::trim).collect());
+    if let Some(names) = &chosen {
+        for name in names {
+            assert!(
+                RECIPES.iter().any(|r| r.name == *name),
+                "MEMTUNE_MEMORY_PLAN_RECIPES: no recipe `{name}`"
+            );
+        }
+    }
     let mut out = Vec::new();
-    for recipe in RECIPES {
+    for recipe in RECIPES
+        .iter()
+        .filter(|r| chosen.as_ref().is_none_or(|names| names.contains(&r.name)))
+    {
         for (model, batch, seq, recompute) in [
             ("bert-base", 32, 128, false),
             ("bert-base", 32, 128, true),
