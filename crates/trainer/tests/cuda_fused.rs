@@ -17,7 +17,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{Rand, assert_close, random_batch, rel_err, time_seed};
+use common::{Rand, assert_grads_close, random_batch, rel_err, time_seed};
 use gpu_mem::Config;
 use trainer::backend::cpu::{CpuBackend, CpuBuf};
 use trainer::backend::cuda::{CudaBackend, CudaBuf};
@@ -456,9 +456,7 @@ fn compare_step(config: &ModelConfig, family: &str, precision: MatmulPrecision, 
         "{what}: loss {lg} vs {lc}; seed {}",
         p.seed
     );
-    for (i, (a, b)) in gc.iter().zip(&gg).enumerate() {
-        assert_close(&format!("{what}: grad {i}"), b, a, 5.0 * tol, p.seed);
-    }
+    assert_grads_close(&what, &gc, &gg, 5.0 * tol, p.seed);
 }
 
 #[test]
