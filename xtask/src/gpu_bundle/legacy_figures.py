@@ -57,6 +57,10 @@ def memtune_side(db_path, seconds, docs_path):
     for tid, key, value in db.execute("SELECT trial_id, key, value_json FROM trial_user_attributes"):
         if tid in trials:
             trials[tid].setdefault("attrs", {})[key] = json.loads(value)
+    # A trial the timeout caught before it was admitted never ran (FAIL with
+    # error_kind "not_started", its retry WAITING for the next run).
+    trials = {tid: t for tid, t in trials.items()
+              if t["state"] != "WAITING" and t.get("attrs", {}).get("error_kind") != "not_started"}
     n_train = train_examples(docs_path)
     useful, busy, pricing = 0, 0.0, []
     for t in trials.values():

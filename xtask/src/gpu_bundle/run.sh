@@ -217,9 +217,10 @@ step_legacy() { local d="$OUT/legacy"; rm -rf "$d"; mkdir -p "$d/site"
     --target "$d/site" wheels/*.whl || { echo "cannot install the baseline's Optuna from wheels/"; return 1; }
   "$PY" legacy_study.py --write-data "$d/docs.jsonl" --data-dir sentiment-labelled-sentences || return 1
   cp legacy.toml "$d/legacy.toml"
-  # MEMTUNE_LEGACY_KERNELS=fused runs memtune's side on the fused kernels.
+  # MEMTUNE_LEGACY_KERNELS=reference runs memtune's side on the reference
+  # kernels instead of legacy.toml's.
   if [ -n "${MEMTUNE_LEGACY_KERNELS:-}" ]; then
-    sed -i "/^\[runner\]/a kernels = \"$MEMTUNE_LEGACY_KERNELS\"" "$d/legacy.toml"
+    sed -i "s/^kernels = .*/kernels = \"$MEMTUNE_LEGACY_KERNELS\"/" "$d/legacy.toml"
   fi
   sample() { while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 2>/dev/null | head -n 1; sleep 0.5; done; }
   local smi t0 t1 rc=0
