@@ -178,16 +178,34 @@ pub fn ask<S: Sampler + ?Sized>(
 /// ([`Distribution::incompatibility`]) with the one the study's first trial
 /// (lowest number) holding that param stored.
 pub fn check_against_history(trials: &[FrozenTrial], space: &SearchSpace) -> Result<()> {
-    for (name, requested) in space {
-        let first = trials
-            .iter()
-            .filter_map(|t| t.params.get(name).map(|p| (t.number, &p.distribution)))
-            .min_by_key(|(number, _)| *number);
-        if let Some((trial, stored)) = first
+    let names: Vec<(&String, &Distribution)> = space.iter().collect();
+    let mut first: Vec<Option<(u64, &Distribution)>> = vec![None; names.len()];
+    // Histories come in number order, where the first trial holding every
+    // param ends the scan (often trial 0); any order gives the same answer.
+    let in_order = trials.windows(2).all(|w| w[0].number < w[1].number);
+    let mut missing = names.len();
+    for t in trials {
+        for ((name, _), slot) in names.iter().zip(first.iter_mut()) {
+            if in_order && slot.is_some() {
+                continue;
+            }
+            if let Some(p) = t.params.get(*name)
+                && slot.is_none_or(|(number, _)| t.number < number)
+            {
+                missing -= usize::from(slot.is_none());
+                *slot = Some((t.number, &p.distribution));
+            }
+        }
+        if in_order && missing == 0 {
+            break;
+        }
+    }
+    for ((name, requested), slot) in names.iter().zip(&first) {
+        if let Some((trial, stored)) = slot
             && let Some(reason) = stored.incompatibility(requested)
         {
             return Err(Error::ConflictsWithHistory {
-                param: name.clone(),
+                param: (*name).clone(),
                 conflict: format!(
                     "is stored with {stored} (trial {trial}) and cannot now use {requested}: {reason}"
                 ),
@@ -195,4 +213,52 @@ pub fn check_against_history(trials: &[FrozenTrial], space: &SearchSpace) -> Res
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holding(number: u64, name: &str, d: &Distribution) -> FrozenTrial {
+        let mut t = FrozenTrial::new(number);
+        t.params.insert(
+            name.into(),
+            Param {
+                distribution: d.clone(),
+                internal: 0.0,
+            },
+        );
+        t
+    }
+
+    #[test]
+    fn a_conflict_names_the_first_trial_holding_the_param_in_any_history_order() {
+        let narrow = Distribution::float(0.0, 1.0, false, None).unwrap();
+        let int = Distribution::int(0, 3, false, 1).unwrap();
+        let mut trials = vec![
+            FrozenTrial::new(0),
+            holding(1, "x", &int),
+            holding(2, "x", &narrow),
+            holding(3, "y", &narrow),
+        ];
+        let mut space = SearchSpace::new();
+        space.insert("x".into(), narrow.clone());
+        space.insert("y".into(), narrow.clone());
+        for reversed in [false, true] {
+            if reversed {
+                trials.reverse();
+            }
+            match check_against_history(&trials, &space) {
+                Err(Error::ConflictsWithHistory { param, conflict }) => {
+                    assert_eq!(param, "x");
+                    assert!(conflict.contains("(trial 1)"), "{conflict}");
+                }
+                other => panic!("reversed {reversed}: {other:?}"),
+            }
+        }
+        // Compatible with every first holder: accepted; an unseen param too.
+        space.insert("x".into(), int);
+        space.insert("z".into(), narrow);
+        assert!(check_against_history(&trials, &space).is_ok());
+    }
 }
