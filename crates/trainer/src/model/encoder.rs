@@ -10,15 +10,15 @@
 
 use super::head::HeadActs;
 use super::layer::{
-    Block, FusedAttention, LayerDims, LayerIdx, Qkv, attend, attend_backward,
+    Block, FusedAttention, LayerDims, LayerIdx, Normed, Qkv, attend, attend_backward,
     attention_backward_fused, attention_forward_fused, block_backward, block_forward,
-    context_to_heads, layernorm_back, projections_backward, qkv_backward, qkv_forward,
-    scores_backward, scores_forward,
+    context_to_heads, layernorm_back, layernorm_new, projections_backward, qkv_backward,
+    qkv_forward, scores_backward, scores_forward,
 };
 use super::linear::{dropout_back_owned, dropout_new};
 use super::{BertClassifier, DeviceBatch, Mode};
 use crate::backend::{Backend, Kernels};
-use crate::memory::BufKind::{Activation, Statistic, Workspace};
+use crate::memory::BufKind::{Activation, Workspace};
 
 /// Dropout streams: 0 embeddings, then 3 per layer, then the head's.
 pub(crate) fn stream_layer(layer: usize, site: u32) -> u32 {
@@ -160,21 +160,9 @@ impl<B: Backend> BertClassifier<B> {
         if let Some(token_type) = self.idx.token_type {
             be.embedding_forward(&batch.token_type_ids, &v[token_type], e, &mut sum, true);
         }
-        let mut mean = be.alloc_overwritten("embeddings.ln_mean", Statistic, n);
-        let mut rstd = be.alloc_overwritten("embeddings.ln_rstd", Statistic, n);
-        let mut out = be.alloc_overwritten("embeddings.ln_out", Activation, n * e);
-        let ln = self.idx.emb_ln;
         let eps = self.config.layer_norm_eps;
-        be.layernorm_forward(
-            &sum,
-            &v[ln.gamma],
-            &v[ln.beta],
-            e,
-            eps,
-            &mut out,
-            &mut mean,
-            &mut rstd,
-        );
+        let Normed { out, mean, rstd } =
+            layernorm_new(be, v, self.idx.emb_ln, &sum, (e, eps), "embeddings.ln");
         let p = self.config.hidden_dropout_prob;
         let dropped = match dropout_new(be, &out, p, mode.key(p, 0), "embeddings.out", Activation) {
             Some(d) => d,

@@ -217,3 +217,27 @@ impl<B: Backend> BertClassifier<B> {
         dx
     }
 }
+
+/// The weighted cross-entropy of `logits` (`[rows, classes]`) divided by
+/// `denom`, and its gradient: where every classifier's backward starts.
+pub(crate) fn loss_and_dlogits<B: Backend>(
+    be: &B,
+    logits: &B::Buf,
+    labels: &B::Ids,
+    class_weights: Option<&B::Buf>,
+    (rows, classes): (usize, usize),
+    denom: f64,
+) -> (f64, B::Buf) {
+    let loss = be.cross_entropy_forward(logits, labels, class_weights, classes, denom);
+    let mut dlogits = be.alloc("dlogits", Workspace, rows * classes);
+    be.cross_entropy_backward(
+        logits,
+        labels,
+        class_weights,
+        classes,
+        denom,
+        1.0,
+        &mut dlogits,
+    );
+    (loss, dlogits)
+}

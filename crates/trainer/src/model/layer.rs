@@ -787,6 +787,41 @@ pub(crate) fn qkv_backward<B: Backend>(
     }
 }
 
+/// A LayerNorm's output and saved statistics, in new buffers.
+pub(crate) struct Normed<B: Backend> {
+    pub out: B::Buf,
+    pub mean: B::Buf,
+    pub rstd: B::Buf,
+}
+
+/// LayerNorm `ln` of the store over `x`'s rows of `h`, into buffers named
+/// `{name}_out`, `{name}_mean` and `{name}_rstd` (the statistics allocated
+/// first).
+pub(crate) fn layernorm_new<B: Backend>(
+    be: &B,
+    v: &[B::Buf],
+    ln: LayerNormIdx,
+    x: &B::Buf,
+    (h, eps): (usize, f64),
+    name: &str,
+) -> Normed<B> {
+    let rows = be.len(x) / h;
+    let mut mean = be.alloc_overwritten(&format!("{name}_mean"), Statistic, rows);
+    let mut rstd = be.alloc_overwritten(&format!("{name}_rstd"), Statistic, rows);
+    let mut out = be.alloc_overwritten(&format!("{name}_out"), Activation, rows * h);
+    be.layernorm_forward(
+        x,
+        &v[ln.gamma],
+        &v[ln.beta],
+        h,
+        eps,
+        &mut out,
+        &mut mean,
+        &mut rstd,
+    );
+    Normed { out, mean, rstd }
+}
+
 /// LayerNorm's backward with the parameters' gradients in the store.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn layernorm_back<B: Backend>(

@@ -158,18 +158,14 @@ impl<B: Backend> BertClassifier<B> {
             "forward_backward needs alloc_grads first"
         );
         let tape = self.forward(be, batch, mode, recompute);
-        let classes = self.head.num_labels;
-        let loss =
-            be.cross_entropy_forward(tape.logits(), &batch.labels, class_weights, classes, denom);
-        let mut dlogits = be.alloc("dlogits", BufKind::Workspace, batch.batch * classes);
-        be.cross_entropy_backward(
+        let shape = (batch.batch, self.head.num_labels);
+        let (loss, dlogits) = head::loss_and_dlogits(
+            be,
             tape.logits(),
             &batch.labels,
             class_weights,
-            classes,
+            shape,
             denom,
-            1.0,
-            &mut dlogits,
         );
         self.backward(be, batch, tape, dlogits, mode);
         loss

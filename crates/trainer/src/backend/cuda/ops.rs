@@ -90,6 +90,30 @@ fn act(op: &'static str, bufs: &[&CudaBuf]) -> Result<Dtype, CudaError> {
     }
 }
 
+/// Checks the operands of a LayerNorm over rows of `n` columns: `x` and
+/// the buffers `like_x` of its shape and type (`[rows, n]` activations),
+/// the fp32 `[n]` parameters and their gradients `per_column`, and the fp32
+/// `[rows]` statistics `mean` and `rstd`. Returns the rows and the
+/// activations' type.
+fn layernorm_operands(
+    op: &'static str,
+    x: &CudaBuf,
+    like_x: &[&CudaBuf],
+    n: usize,
+    per_column: &[&CudaBuf],
+    mean: &CudaBuf,
+    rstd: &CudaBuf,
+) -> Result<(usize, Dtype), CudaError> {
+    let rows = rows_of(op, x.len, n)?;
+    all_len(op, x.len, like_x)?;
+    all_len(op, n, per_column)?;
+    all_len(op, rows, &[mean, rstd])?;
+    master(op, per_column)?;
+    master(op, &[mean, rstd])?;
+    let activations: Vec<&CudaBuf> = std::iter::once(x).chain(like_x.iter().copied()).collect();
+    Ok((rows, act(op, &activations)?))
+}
+
 /// Checks that parameters, their gradients and statistics are fp32.
 fn master(op: &'static str, bufs: &[&CudaBuf]) -> Result<(), CudaError> {
     match bufs.iter().find(|b| b.dtype != Dtype::F32) {
@@ -618,12 +642,7 @@ impl Backend for CudaBackend {
     ) {
         self.run(|| {
             let op = "layernorm_forward";
-            let rows = rows_of(op, x.len, n)?;
-            all_len(op, x.len, &[out])?;
-            all_len(op, n, &[gamma, beta])?;
-            all_len(op, rows, &[mean, rstd])?;
-            master(op, &[gamma, beta, mean, rstd])?;
-            let dtype = act(op, &[x, out])?;
+            let (rows, dtype) = layernorm_operands(op, x, &[out], n, &[gamma, beta], mean, rstd)?;
             self.launch_block_rows(
                 &typed(op, dtype),
                 rows as u64,
@@ -656,12 +675,8 @@ impl Backend for CudaBackend {
     ) {
         self.run(|| {
             let op = "layernorm_backward";
-            let rows = rows_of(op, x.len, n)?;
-            all_len(op, x.len, &[dout, dx])?;
-            all_len(op, n, &[gamma, dgamma, dbeta])?;
-            all_len(op, rows, &[mean, rstd])?;
-            master(op, &[gamma, mean, rstd, dgamma, dbeta])?;
-            let dtype = act(op, &[dout, x, dx])?;
+            let (rows, dtype) =
+                layernorm_operands(op, x, &[dout, dx], n, &[gamma, dgamma, dbeta], mean, rstd)?;
             if rows == 0 {
                 return Ok(());
             }
@@ -1132,12 +1147,15 @@ impl Backend for CudaBackend {
         self.run(|| {
             let op = "residual_layernorm_forward";
             let n = gamma.len;
-            let rows = rows_of(op, sum.len, n)?;
-            all_len(op, sum.len, &[residual, out])?;
-            all_len(op, n, &[bias, beta])?;
-            all_len(op, rows, &[mean, rstd])?;
-            master(op, &[bias, gamma, beta, mean, rstd])?;
-            let dtype = act(op, &[sum, residual, out])?;
+            let (rows, dtype) = layernorm_operands(
+                op,
+                sum,
+                &[residual, out],
+                n,
+                &[bias, gamma, beta],
+                mean,
+                rstd,
+            )?;
             let mask = dropout_args(op, dropout, key)?;
             let head = args![
                 sum,
@@ -1174,12 +1192,15 @@ impl Backend for CudaBackend {
         self.run(|| {
             let op = "residual_layernorm_backward";
             let n = gamma.len;
-            let rows = rows_of(op, sum.len, n)?;
-            all_len(op, sum.len, &[dout, d_sum])?;
-            all_len(op, n, &[dgamma, dbeta])?;
-            all_len(op, rows, &[mean, rstd])?;
-            master(op, &[gamma, mean, rstd, dgamma, dbeta])?;
-            let dtype = act(op, &[dout, sum, d_sum])?;
+            let (rows, dtype) = layernorm_operands(
+                op,
+                sum,
+                &[dout, d_sum],
+                n,
+                &[gamma, dgamma, dbeta],
+                mean,
+                rstd,
+            )?;
             let branch = match (&d_branch, key) {
                 (Some(b), Some(_)) => {
                     same_len(op, b.len, sum.len)?;
@@ -1432,4 +1453,63 @@ fn rel_pos_args(
         F32(alpha as f32),
     ]
     .to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buf(len: usize, dtype: Dtype) -> CudaBuf {
+        CudaBuf {
+            mem: None,
+            len,
+            dtype,
+        }
+    }
+
+    #[test]
+    fn layernorm_operands_give_rows_and_type_and_name_what_is_wrong() {
+        let (x, out) = (buf(12, Dtype::Bf16), buf(12, Dtype::Bf16));
+        let (gamma, beta) = (buf(4, Dtype::F32), buf(4, Dtype::F32));
+        let (mean, rstd) = (buf(3, Dtype::F32), buf(3, Dtype::F32));
+        let ok = layernorm_operands("ln", &x, &[&out], 4, &[&gamma, &beta], &mean, &rstd);
+        assert_eq!(ok.unwrap(), (3, Dtype::Bf16));
+        let message = |r: Result<(usize, Dtype), CudaError>| r.unwrap_err().to_string();
+        // Not rows of n; an output of another length; a parameter of
+        // another width; statistics of another height; 16-bit statistics;
+        // activations of two types.
+        let wide = buf(5, Dtype::F32);
+        let short = buf(2, Dtype::F32);
+        let half = buf(3, Dtype::Bf16);
+        let f32_out = buf(12, Dtype::F32);
+        for (case, r) in [
+            (
+                "rows",
+                layernorm_operands("ln", &x, &[&out], 5, &[], &mean, &rstd),
+            ),
+            (
+                "out",
+                layernorm_operands("ln", &x, &[&wide], 4, &[&gamma], &mean, &rstd),
+            ),
+            (
+                "param",
+                layernorm_operands("ln", &x, &[&out], 4, &[&wide], &mean, &rstd),
+            ),
+            (
+                "stats",
+                layernorm_operands("ln", &x, &[&out], 4, &[&gamma], &short, &rstd),
+            ),
+            (
+                "f32",
+                layernorm_operands("ln", &x, &[&out], 4, &[&gamma], &half, &rstd),
+            ),
+            (
+                "types",
+                layernorm_operands("ln", &x, &[&f32_out], 4, &[&gamma], &mean, &rstd),
+            ),
+        ] {
+            let m = message(r);
+            assert!(m.contains("ln"), "{case}: {m}");
+        }
+    }
 }

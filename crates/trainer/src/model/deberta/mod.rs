@@ -62,11 +62,13 @@ pub use batch::DebertaBatch;
 pub use config::{DebertaConfig, DebertaError};
 pub use plan::{plan_peak, planned_step};
 
+use super::head::loss_and_dlogits;
+use super::layer::{Normed, layernorm_new};
 use super::linear::{dropout_back_owned, dropout_new};
 use super::params::Kind;
 use super::{Dense, LayerIdx, LayerNormIdx, Mode, Params};
 use crate::backend::Backend;
-use crate::memory::BufKind::{self, Activation, Grad, Statistic, Workspace};
+use crate::memory::BufKind::{self, Activation, Grad, Workspace};
 use crate::weights::{NamedTensors, load_safetensors};
 
 #[derive(Clone, Debug)]
@@ -334,19 +336,9 @@ impl<B: Backend> DebertaClassifier<B> {
             "forward_backward needs alloc_grads first"
         );
         let tape = self.forward(be, batch, mode);
-        let classes = self.num_labels;
-        let loss =
-            be.cross_entropy_forward(&tape.logits, &batch.labels, class_weights, classes, denom);
-        let mut dlogits = be.alloc("dlogits", Workspace, batch.batch * classes);
-        be.cross_entropy_backward(
-            &tape.logits,
-            &batch.labels,
-            class_weights,
-            classes,
-            denom,
-            1.0,
-            &mut dlogits,
-        );
+        let shape = (batch.batch, self.num_labels);
+        let (loss, dlogits) =
+            loss_and_dlogits(be, &tape.logits, &batch.labels, class_weights, shape, denom);
         self.backward(be, batch, tape, dlogits, mode);
         loss
     }
@@ -391,20 +383,11 @@ impl<B: Backend> DebertaClassifier<B> {
         if let Some(t) = self.idx.token_type {
             be.embedding_forward(&batch.token_type_ids, &v[t], h, &mut emb_sum, true);
         }
-        let mut emb_mean = be.alloc_overwritten("embeddings.ln_mean", Statistic, n);
-        let mut emb_rstd = be.alloc_overwritten("embeddings.ln_rstd", Statistic, n);
-        let mut x0 = be.alloc_overwritten("embeddings.ln_out", Activation, n * h);
-        let ln = self.idx.emb_ln;
-        be.layernorm_forward(
-            &emb_sum,
-            &v[ln.gamma],
-            &v[ln.beta],
-            h,
-            eps,
-            &mut x0,
-            &mut emb_mean,
-            &mut emb_rstd,
-        );
+        let Normed {
+            out: mut x0,
+            mean: emb_mean,
+            rstd: emb_rstd,
+        } = layernorm_new(be, v, self.idx.emb_ln, &emb_sum, (h, eps), "embeddings.ln");
         be.mask_rows(&mut x0, &batch.mask, h);
         let ph = c.hidden_dropout_prob;
         if let Some(d) = dropout_new(be, &x0, ph, mode.key(ph, 0), "embeddings.out", Activation) {
@@ -413,23 +396,12 @@ impl<B: Backend> DebertaClassifier<B> {
         // Relative embeddings, shared by every layer: the table (a copy in
         // the activations' type when they are 16 bits), normalised when the
         // model says so.
-        let rows = 2 * c.span();
         let rel_table = in_activation_type(be, &v[self.idx.rel], "encoder.rel_table", Activation);
         let (rel, rel_ln) = match self.idx.rel_ln {
             Some(ln) => {
-                let mut out = be.alloc_overwritten("encoder.rel_ln_out", Activation, rows * h);
-                let mut mean = be.alloc_overwritten("encoder.rel_ln_mean", Statistic, rows);
-                let mut rstd = be.alloc_overwritten("encoder.rel_ln_rstd", Statistic, rows);
-                be.layernorm_forward(
-                    rel_table.as_ref().unwrap_or(&v[self.idx.rel]),
-                    &v[ln.gamma],
-                    &v[ln.beta],
-                    h,
-                    eps,
-                    &mut out,
-                    &mut mean,
-                    &mut rstd,
-                );
+                let table = rel_table.as_ref().unwrap_or(&v[self.idx.rel]);
+                let Normed { out, mean, rstd } =
+                    layernorm_new(be, v, ln, table, (h, eps), "encoder.rel_ln");
                 (Some(out), Some((mean, rstd)))
             }
             None => (None, None),
