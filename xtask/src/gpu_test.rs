@@ -63,6 +63,7 @@ pub const STEPS: &[&str] = &[
     "gpu-mem",
     "latency",
     "throughput",
+    "profile",
     "memory-plan",
     "finetune",
     "study",

@@ -11,9 +11,9 @@ BUNDLE=$PWD
 OUT="${OUT:-$BUNDLE/out}"
 PY="${PYTHON:-python3}"
 export OUT PY
-ALL_STEPS=(ops determinism gpu-mem latency throughput memory-plan finetune study poison legacy)
-# Seconds per step (at most 8 minutes each); their sum stays within 50 minutes.
-declare -A LIMIT=([ops]=360 [determinism]=180 [gpu-mem]=180 [latency]=180 [throughput]=360 [memory-plan]=360 [finetune]=300 [study]=360 [poison]=180 [legacy]=480)
+ALL_STEPS=(ops determinism gpu-mem latency throughput profile memory-plan finetune study poison legacy)
+# Seconds per step (at most 8 minutes each); their sum stays within 55 minutes.
+declare -A LIMIT=([ops]=360 [determinism]=180 [gpu-mem]=180 [latency]=180 [throughput]=360 [profile]=180 [memory-plan]=360 [finetune]=300 [study]=360 [poison]=180 [legacy]=480)
 
 usage() { sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; echo "steps: ${ALL_STEPS[*]}"; }
 
@@ -104,6 +104,40 @@ step_throughput() { local rc=0 models=bert-base,bert-base-s512,minilm-l6
   MEMTUNE_CUDA_KERNELS=reference ./bin/gpu_throughput --device cuda --models $models --steps 40 --warmup 8 \
     --json "$OUT/throughput-reference.json" || rc=1
   return $rc; }
+# Where the fused BERT-base step's time goes (b32 s128, bf16 products):
+# Nsight Compute's duration of every kernel of one warm-up and two timed
+# steps (the model's initialisation too), summed per kernel into
+# profile.figures.json, the largest first. Skipped where ncu is missing.
+step_profile() { command -v ncu >/dev/null || { echo "skipped: ncu is not on the PATH"; return 3; }
+  MEMTUNE_CUDA_KERNELS=fused ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+    --log-file "$OUT/profile.ncu.csv" ./bin/gpu_throughput --device cuda --models bert-base --steps 2 --warmup 1 \
+    || { tail -n 20 "$OUT/profile.ncu.csv"; return 1; }
+  "$PY" - "$OUT/profile.ncu.csv" "$OUT/profile.figures.json" <<'PY'
+import csv, json, sys
+scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}
+lines = [l for l in open(sys.argv[1]) if l.startswith('"')]
+kernels = {}
+for row in csv.DictReader(lines):
+    if row.get("Metric Name") != "gpu__time_duration.sum":
+        continue
+    ms = float(row["Metric Value"].replace(",", "")) * scale[row["Metric Unit"]]
+    name = row["Kernel Name"].split("(")[0]
+    k = kernels.setdefault(name, {"kernel": name, "launches": 0, "ms": 0.0})
+    k["launches"] += 1
+    k["ms"] += ms
+total = sum(k["ms"] for k in kernels.values())
+if not kernels:
+    sys.exit("ncu reported no kernel durations")
+top = sorted(kernels.values(), key=lambda k: -k["ms"])
+for k in top:
+    k["share"] = k["ms"] / total
+print(f"{sum(k['launches'] for k in top)} launches, {total:.2f} ms of kernel time")
+print("| kernel | launches | ms | share |\n| --- | ---: | ---: | ---: |")
+for k in top[:30]:
+    print(f"| {k['kernel'][:80]} | {k['launches']} | {k['ms']:.3f} | {100 * k['share']:.1f}% |")
+json.dump({"total_ms": total, "kernels": top}, open(sys.argv[2], "w"), indent=1)
+PY
+}
 step_memory-plan() { local t; t=$(one 'bin/cuda_memory_plan-*'); [ -n "$t" ] || { echo "cuda_memory_plan test binary missing"; return 1; }
   MEMTUNE_TORCH_PYTHON="$PY" MEMTUNE_TORCH_MEMORY_SCRIPT=torch_memory_peak.py "$t" --include-ignored --test-threads=1 --nocapture; }
 step_finetune() { local t; t=$(one 'bin/cuda_finetune-*'); [ -n "$t" ] || { echo "cuda_finetune test binary missing"; return 1; }
@@ -271,7 +305,7 @@ for step in "${STEPS[@]}"; do
       124|137) status=failed; detail="timed out after ${LIMIT[$step]} s; last lines: $(tail -n 5 "$log")" ;;
       *) status=failed; detail="exit status $rc; last lines: $(tail -n 15 "$log")" ;;
     esac
-    case "$status/$step" in passed/latency|passed/throughput) detail=$(grep -E '^\|' "$log" || echo ok) ;; esac
+    case "$status/$step" in passed/latency|passed/throughput|passed/profile) detail=$(grep -E '^\|' "$log" || echo ok) ;; esac
     if ! FIGURES[$step]=$(figures_of "$figures" 2>&1 | tail -n 1); then
       detail="$detail (its figures in $figures are not one JSON object: ${FIGURES[$step]})"
       FIGURES[$step]=""
