@@ -60,6 +60,27 @@ fn every_kernel_family_compiles_for_every_architecture() {
 }
 
 #[test]
+fn every_kernel_declares_the_parameters_its_launches_pass() {
+    if !nvrtc_configured("every_kernel_declares_the_parameters_its_launches_pass") {
+        return;
+    }
+    let mut counts = std::collections::HashMap::new();
+    for family in kernels::SOURCES {
+        let ptx = kernels::compile(family, "compute_80").unwrap().to_src();
+        for name in kernels::kernel_names(family) {
+            let n = kernels::parameter_count(&ptx, &name)
+                .unwrap_or_else(|| panic!("{}: no parameter list for {name}", family.file));
+            assert!(n > 0, "{name}: no parameters");
+            counts.insert(name, n);
+        }
+    }
+    // What ops.rs passes: `fill` (buffer, value, n) and `init_normal`
+    // (buffer, n, scale, the zeroed range, seed, step and stream words).
+    assert_eq!(counts["fill_f32"], 3);
+    assert_eq!(counts["init_normal_bf16"], 10);
+}
+
+#[test]
 fn every_kernel_file_is_listed() {
     // A new .cu file must be added to SOURCES, or CI would not compile it.
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels");

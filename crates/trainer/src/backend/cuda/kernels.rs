@@ -219,6 +219,19 @@ pub fn compile(family: &'static KernelSource, arch: &str) -> Result<Ptx, CudaErr
     Ok(ptx)
 }
 
+/// How many parameters kernel `name` takes, as its PTX declares them
+/// (`.entry NAME(` up to the closing parenthesis, one `.param` each);
+/// `None` when the PTX has no such entry. The backend checks each launch's
+/// argument list against it: a list of another length would make the
+/// driver read arguments that are not there.
+pub fn parameter_count(ptx: &str, name: &str) -> Option<usize> {
+    let entry = format!(".entry {name}(");
+    let start = ptx.find(&entry)? + entry.len();
+    let declared = &ptx[start..];
+    let end = declared.find(')')?;
+    Some(declared[..end].matches(".param").count())
+}
+
 /// The full names (`add_f32`, `add_bf16`, ...) of a family's kernels.
 pub fn kernel_names(family: &KernelSource) -> Vec<String> {
     family
@@ -344,4 +357,29 @@ pub fn parse_ptxas_report(log: &str) -> Vec<KernelResources> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parameter_count;
+
+    #[test]
+    fn parameters_are_counted_from_the_ptx_entry() {
+        let ptx = "\
+.visible .entry fill_f32(
+\t.param .u64 fill_f32_param_0,
+\t.param .f32 fill_f32_param_1,
+\t.param .align 8 .b8 fill_f32_param_2[16]
+)
+{
+\tld.param.u64 %rd1, [fill_f32_param_0];
+}
+.visible .entry nothing()
+{
+}
+";
+        assert_eq!(parameter_count(ptx, "fill_f32"), Some(3));
+        assert_eq!(parameter_count(ptx, "nothing"), Some(0));
+        assert_eq!(parameter_count(ptx, "fill"), None);
+    }
 }

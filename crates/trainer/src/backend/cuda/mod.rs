@@ -128,7 +128,8 @@ pub struct CudaBackend {
     precision: MatmulPrecision,
     storage: Storage,
     kernels: Kernels,
-    functions: HashMap<String, CudaFunction>,
+    /// Each kernel with the number of parameters its PTX declares.
+    functions: HashMap<String, (CudaFunction, usize)>,
     blas: Mutex<blas::Blas>,
     /// Partial sums of `sum_squares`, one fp64 per block.
     norm_partials: CudaBuffer<f64>,
@@ -216,7 +217,15 @@ impl CudaBackend {
             let module = ctx
                 .load_module(ptx.clone())
                 .map_err(|e| from_driver("cuModuleLoadData", e))?;
+            let text = ptx.to_src();
             for name in kernels::kernel_names(family) {
+                let params = kernels::parameter_count(&text, &name).ok_or_else(|| {
+                    CudaError::MissingKernel {
+                        file: family.file,
+                        name: name.clone(),
+                        message: "no `.entry` with a parameter list in the PTX".into(),
+                    }
+                })?;
                 let f = module
                     .load_function(&name)
                     .map_err(|e| CudaError::MissingKernel {
@@ -224,7 +233,7 @@ impl CudaBackend {
                         name: name.clone(),
                         message: format!("{e:?}"),
                     })?;
-                functions.insert(name, f);
+                functions.insert(name, (f, params));
             }
         }
         let alloc = |name: &str, bytes: usize, e| CudaError::Alloc {
@@ -384,10 +393,21 @@ impl CudaBackend {
         block: (u32, u32, u32),
         args: &[Arg],
     ) -> Result<(), CudaError> {
-        let f = self.functions.get(name).ok_or_else(|| CudaError::Invalid {
+        let (f, params) = self.functions.get(name).ok_or_else(|| CudaError::Invalid {
             op: "launch",
             message: format!("no kernel {name} was loaded"),
         })?;
+        // The driver reads as many arguments as the kernel declares: a
+        // shorter list would make it read past ours.
+        if args.len() != *params {
+            return Err(CudaError::Invalid {
+                op: "launch",
+                message: format!(
+                    "kernel {name} takes {params} parameters, {} given",
+                    args.len()
+                ),
+            });
+        }
         let mut builder = self.stream.launch_builder(f);
         for arg in args {
             match arg {
