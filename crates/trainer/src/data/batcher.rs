@@ -30,6 +30,22 @@ pub struct TokenizedDataset {
 }
 
 impl TokenizedDataset {
+    /// `rows` examples of `tokens` ids each, all of class 0 (for tests of
+    /// what holds data sets).
+    #[cfg(test)]
+    pub(crate) fn filler(rows: usize, tokens: usize) -> Self {
+        let row = Encoded {
+            ids: vec![1; tokens],
+            type_ids: vec![0; tokens],
+        };
+        Self {
+            encoded: vec![row; rows],
+            labels: vec![0; rows],
+            num_classes: 2,
+            pad_id: 0,
+        }
+    }
+
     /// Tokenizes every example. Labels are checked against `num_classes`
     /// here, on the host, so a batch can never carry an invalid class index.
     pub fn new(

@@ -17,8 +17,14 @@ use super::{FinetuneError, FinetuneSpec};
 use crate::data::{DataSource, TokenizedDataset};
 
 /// Entries kept: a study's search space over models and lengths needs
-/// one per (model, length) in flight; each holds token ids only.
+/// one per (model, length) in flight.
 const CAPACITY: usize = 16;
+
+/// Bytes of token ids the entries may hold together (the newest is kept
+/// whatever its size): a large data set is then tokenised again for
+/// another key rather than held many times over in the runner, whose
+/// memory the CPU backend's trials lease.
+const CAPACITY_BYTES: usize = 512 << 20;
 
 /// The tokenised train and validation splits of a spec's data.
 pub(super) struct Splits {
@@ -29,31 +35,77 @@ pub(super) struct Splits {
     pub valid: TokenizedDataset,
 }
 
-static CACHE: Mutex<VecDeque<(String, Arc<Splits>)>> = Mutex::new(VecDeque::new());
+impl Splits {
+    /// Bytes of the token ids (and token type ids) held.
+    fn bytes(&self) -> usize {
+        [&self.train, &self.valid]
+            .iter()
+            .flat_map(|set| set.encoded())
+            .map(|e| (e.ids.len() + e.type_ids.len()) * std::mem::size_of::<u32>())
+            .sum()
+    }
+}
 
-/// `spec`'s splits: remembered, or made by `make` and remembered (the most
-/// recently used [`CAPACITY`]). An error is not remembered.
+/// The most recently used splits, within a count and a byte budget.
+struct Cache {
+    /// The most recent first, with each one's bytes.
+    entries: VecDeque<(String, Arc<Splits>, usize)>,
+    max_entries: usize,
+    max_bytes: usize,
+}
+
+impl Cache {
+    const fn new(max_entries: usize, max_bytes: usize) -> Self {
+        Cache {
+            entries: VecDeque::new(),
+            max_entries,
+            max_bytes,
+        }
+    }
+
+    fn get(&mut self, key: &str) -> Option<Arc<Splits>> {
+        let i = self.entries.iter().position(|(k, _, _)| k == key)?;
+        let entry = self.entries.remove(i)?;
+        let splits = Arc::clone(&entry.1);
+        self.entries.push_front(entry);
+        Some(splits)
+    }
+
+    /// Keeps `splits` as the most recent, dropping the oldest entries
+    /// past the count or the bytes (never the newest).
+    fn insert(&mut self, key: String, splits: Arc<Splits>) {
+        self.entries.retain(|(k, _, _)| *k != key);
+        let bytes = splits.bytes();
+        self.entries.push_front((key, splits, bytes));
+        self.entries.truncate(self.max_entries.max(1));
+        while self.entries.len() > 1
+            && self.entries.iter().map(|(_, _, b)| b).sum::<usize>() > self.max_bytes
+        {
+            self.entries.pop_back();
+        }
+    }
+}
+
+static CACHE: Mutex<Cache> = Mutex::new(Cache::new(CAPACITY, CAPACITY_BYTES));
+
+/// `spec`'s splits: remembered, or made by `make` and remembered (see
+/// [`CAPACITY`] and [`CAPACITY_BYTES`]). An error is not remembered.
 pub(super) fn splits(
     spec: &FinetuneSpec,
     make: impl FnOnce() -> Result<Splits, FinetuneError>,
 ) -> Result<Arc<Splits>, FinetuneError> {
     let key = key(spec);
-    {
-        let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(i) = cache.iter().position(|(k, _)| *k == key) {
-            let entry = cache.remove(i).expect("the position is in range");
-            let splits = Arc::clone(&entry.1);
-            cache.push_front(entry);
-            return Ok(splits);
-        }
+    let cached = CACHE.lock().unwrap_or_else(|p| p.into_inner()).get(&key);
+    if let Some(splits) = cached {
+        return Ok(splits);
     }
     // Made without the lock: another thread's run is not held up by this
     // one's tokenisation (two runs of one key may both make it).
     let splits = Arc::new(make()?);
-    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
-    cache.retain(|(k, _)| *k != key);
-    cache.push_front((key, Arc::clone(&splits)));
-    cache.truncate(CAPACITY);
+    CACHE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key, Arc::clone(&splits));
     Ok(splits)
 }
 
@@ -82,4 +134,77 @@ fn key(spec: &FinetuneSpec) -> String {
 fn stamp(path: &Path) -> Option<(u64, std::time::SystemTime)> {
     let meta = std::fs::metadata(path).ok()?;
     Some((meta.len(), meta.modified().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::LoadOptions;
+
+    fn spec(dir: &Path, max_length: usize) -> FinetuneSpec {
+        FinetuneSpec {
+            model_dir: dir.join("model"),
+            data: DataSource::Files {
+                paths: vec![dir.join("data.csv")],
+                options: LoadOptions::new(2),
+            },
+            validation_fraction: 0.2,
+            split_seed: 1,
+            max_length,
+            micro_batch: 8,
+            head_hidden: vec![],
+            dropout: None,
+            memory_limit: None,
+            matmul_precision: Default::default(),
+            kernels: Default::default(),
+            train: Default::default(),
+        }
+    }
+
+    /// Splits holding `rows` x `tokens` ids and as many type ids.
+    fn made(rows: usize, tokens: usize) -> Arc<Splits> {
+        Arc::new(Splits {
+            dataset_report: vec![],
+            label_names: None,
+            num_classes: 2,
+            train: TokenizedDataset::filler(rows, tokens),
+            valid: TokenizedDataset::filler(0, 0),
+        })
+    }
+
+    #[test]
+    fn the_key_changes_with_the_length_and_with_a_rewritten_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data.csv");
+        std::fs::write(&data, "text,label\na,0\n").unwrap();
+        let first = key(&spec(dir.path(), 64));
+        assert_eq!(first, key(&spec(dir.path(), 64)));
+        assert_ne!(first, key(&spec(dir.path(), 128)));
+        std::fs::write(&data, "text,label\nab,0\n").unwrap();
+        assert_ne!(first, key(&spec(dir.path(), 64)));
+    }
+
+    #[test]
+    fn the_cache_keeps_the_most_recent_within_its_count_and_bytes() {
+        // 2 x 10 ids of 4 bytes and as many type ids: 160 bytes each.
+        let mut cache = Cache::new(3, 400);
+        let a = made(2, 10);
+        cache.insert("a".into(), Arc::clone(&a));
+        cache.insert("b".into(), made(2, 10));
+        assert!(Arc::ptr_eq(&cache.get("a").unwrap(), &a));
+        // 480 bytes: the least recently used ("b") goes.
+        cache.insert("c".into(), made(2, 10));
+        assert!(cache.get("b").is_none());
+        assert!(cache.get("a").is_some() && cache.get("c").is_some());
+        // Larger than the budget alone: kept, and everything else goes.
+        cache.insert("big".into(), made(10, 10));
+        let keys: Vec<&str> = cache.entries.iter().map(|(k, _, _)| k.as_str()).collect();
+        assert_eq!(keys, ["big"]);
+        // The count: three small ones at most.
+        let mut cache = Cache::new(3, usize::MAX);
+        for k in ["1", "2", "3", "4"] {
+            cache.insert(k.into(), made(1, 1));
+        }
+        assert!(cache.get("1").is_none() && cache.get("4").is_some());
+    }
 }
