@@ -5,7 +5,7 @@
 //! competes against its own trials.
 
 use super::successive_halving::{MinResource, SuccessiveHalvingPruner};
-use super::{PruneDecision, Pruner, option_error};
+use super::{PruneDecision, Pruner, require};
 use crate::error::Result;
 use crate::trial::{FrozenTrial, StudyView, TrialState};
 
@@ -37,32 +37,21 @@ impl HyperbandPruner {
         reduction_factor: i64,
         bootstrap_count: usize,
     ) -> Result<Self> {
-        if min_resource < 1 {
-            return Err(option_error(
-                "min_resource",
-                format!("must be >= 1, got {min_resource}"),
-            ));
-        }
-        if reduction_factor < 2 {
-            return Err(option_error(
-                "reduction_factor",
-                format!("must be >= 2, got {reduction_factor}"),
-            ));
-        }
-        if bootstrap_count > 0 && max_resource.is_none() {
-            return Err(option_error(
-                "bootstrap_count",
-                "bootstrap_count > 0 and max_resource auto are incompatible".into(),
-            ));
-        }
-        if let Some(m) = max_resource
-            && m < min_resource
-        {
-            return Err(option_error(
-                "max_resource",
-                format!("must be >= min_resource, got {m}"),
-            ));
-        }
+        require(min_resource >= 1, "min_resource", || {
+            format!("must be >= 1, got {min_resource}")
+        })?;
+        require(reduction_factor >= 2, "reduction_factor", || {
+            format!("must be >= 2, got {reduction_factor}")
+        })?;
+        require(
+            bootstrap_count == 0 || max_resource.is_some(),
+            "bootstrap_count",
+            || "bootstrap_count > 0 and max_resource auto are incompatible".to_string(),
+        )?;
+        let max = max_resource.unwrap_or(min_resource);
+        require(max >= min_resource, "max_resource", || {
+            format!("must be >= min_resource, got {max}")
+        })?;
         Ok(HyperbandPruner {
             min_resource,
             max_resource,

@@ -69,18 +69,12 @@ pub(crate) struct StepGrid {
 impl StepGrid {
     /// The grid, with Optuna's checks of its two options.
     pub(crate) fn new(n_warmup_steps: i64, interval_steps: i64) -> crate::error::Result<Self> {
-        if n_warmup_steps < 0 {
-            return Err(option_error(
-                "n_warmup_steps",
-                format!("cannot be negative, got {n_warmup_steps}"),
-            ));
-        }
-        if interval_steps < 1 {
-            return Err(option_error(
-                "interval_steps",
-                format!("must be at least 1, got {interval_steps}"),
-            ));
-        }
+        require(n_warmup_steps >= 0, "n_warmup_steps", || {
+            format!("cannot be negative, got {n_warmup_steps}")
+        })?;
+        require(interval_steps >= 1, "interval_steps", || {
+            format!("must be at least 1, got {interval_steps}")
+        })?;
         Ok(StepGrid {
             n_warmup_steps,
             interval_steps,
@@ -108,9 +102,18 @@ impl StepGrid {
     }
 }
 
-pub(crate) fn option_error(option: &str, reason: String) -> crate::error::Error {
-    crate::error::Error::InvalidOption {
-        option: option.to_string(),
-        reason,
+/// A pruner option's check: `Ok` when `ok`, else Optuna's error for
+/// `option` with the reason.
+pub(crate) fn require(
+    ok: bool,
+    option: &str,
+    reason: impl FnOnce() -> String,
+) -> crate::error::Result<()> {
+    match ok {
+        true => Ok(()),
+        false => Err(crate::error::Error::InvalidOption {
+            option: option.to_string(),
+            reason: reason(),
+        }),
     }
 }

@@ -1,7 +1,7 @@
 //! Optuna's `PatientPruner`: only lets the wrapped pruner (or, with none,
 //! itself) prune once the trial has not improved for `patience` steps.
 
-use super::{PruneDecision, Pruner, option_error};
+use super::{PruneDecision, Pruner, require};
 use crate::error::Result;
 use crate::trial::{FrozenTrial, StudyDirection, StudyView};
 
@@ -17,12 +17,9 @@ impl PatientPruner {
         patience: usize,
         min_delta: f64,
     ) -> Result<Self> {
-        if min_delta.is_nan() || min_delta < 0.0 {
-            return Err(option_error(
-                "min_delta",
-                format!("cannot be negative, got {min_delta}"),
-            ));
-        }
+        require(min_delta >= 0.0, "min_delta", || {
+            format!("cannot be negative, got {min_delta}")
+        })?;
         Ok(PatientPruner {
             wrapped,
             patience,

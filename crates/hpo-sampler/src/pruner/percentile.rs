@@ -1,6 +1,6 @@
 //! Optuna's `PercentilePruner` and `MedianPruner` (its 50th percentile).
 
-use super::{PruneDecision, Pruner, StepGrid, option_error};
+use super::{PruneDecision, Pruner, StepGrid, require};
 use crate::error::Result;
 use crate::trial::{FrozenTrial, StudyDirection, StudyView, TrialState};
 
@@ -24,19 +24,13 @@ impl PercentilePruner {
         interval_steps: i64,
         n_min_trials: usize,
     ) -> Result<Self> {
-        if !(0.0..=100.0).contains(&percentile) {
-            return Err(option_error(
-                "percentile",
-                format!("must be in [0, 100], got {percentile}"),
-            ));
-        }
+        require((0.0..=100.0).contains(&percentile), "percentile", || {
+            format!("must be in [0, 100], got {percentile}")
+        })?;
         let grid = StepGrid::new(n_warmup_steps, interval_steps)?;
-        if n_min_trials < 1 {
-            return Err(option_error(
-                "n_min_trials",
-                format!("must be at least 1, got {n_min_trials}"),
-            ));
-        }
+        require(n_min_trials >= 1, "n_min_trials", || {
+            format!("must be at least 1, got {n_min_trials}")
+        })?;
         Ok(PercentilePruner {
             percentile,
             n_startup_trials,

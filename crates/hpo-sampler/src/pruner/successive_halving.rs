@@ -3,7 +3,7 @@
 //! records its value there and continues only if it is in the top
 //! `1 / reduction_factor` of all values recorded at that rung.
 
-use super::{PruneDecision, Pruner, option_error};
+use super::{PruneDecision, Pruner, require};
 use crate::error::Result;
 use crate::trial::{FrozenTrial, StudyDirection, StudyView, TrialState};
 
@@ -44,32 +44,26 @@ impl SuccessiveHalvingPruner {
     ) -> Result<Self> {
         let min_resource = match min_resource {
             MinResource::Auto => None,
-            MinResource::Fixed(r) if r >= 1 => Some(r),
             MinResource::Fixed(r) => {
-                return Err(option_error(
-                    "min_resource",
-                    format!("must be >= 1 or auto, got {r}"),
-                ));
+                require(r >= 1, "min_resource", || {
+                    format!("must be >= 1 or auto, got {r}")
+                })?;
+                Some(r)
             }
         };
-        if reduction_factor < 2 {
-            return Err(option_error(
-                "reduction_factor",
-                format!("must be >= 2, got {reduction_factor}"),
-            ));
-        }
-        if min_early_stopping_rate < 0 {
-            return Err(option_error(
-                "min_early_stopping_rate",
-                format!("must be >= 0, got {min_early_stopping_rate}"),
-            ));
-        }
-        if bootstrap_count > 0 && min_resource.is_none() {
-            return Err(option_error(
-                "bootstrap_count",
-                "bootstrap_count > 0 and min_resource auto are incompatible".into(),
-            ));
-        }
+        require(reduction_factor >= 2, "reduction_factor", || {
+            format!("must be >= 2, got {reduction_factor}")
+        })?;
+        require(
+            min_early_stopping_rate >= 0,
+            "min_early_stopping_rate",
+            || format!("must be >= 0, got {min_early_stopping_rate}"),
+        )?;
+        require(
+            bootstrap_count == 0 || min_resource.is_some(),
+            "bootstrap_count",
+            || "bootstrap_count > 0 and min_resource auto are incompatible".to_string(),
+        )?;
         Ok(SuccessiveHalvingPruner {
             min_resource,
             reduction_factor,

@@ -1,7 +1,7 @@
 //! Optuna's `ThresholdPruner`: prunes when the latest value leaves
 //! `[lower, upper]` (or is NaN), on the warmup/interval grid.
 
-use super::{PruneDecision, Pruner, StepGrid, option_error};
+use super::{PruneDecision, Pruner, StepGrid, require};
 use crate::error::Result;
 use crate::trial::{FrozenTrial, StudyView};
 
@@ -21,17 +21,14 @@ impl ThresholdPruner {
         n_warmup_steps: i64,
         interval_steps: i64,
     ) -> Result<Self> {
-        if lower.is_none() && upper.is_none() {
-            return Err(option_error("lower/upper", "give at least one".into()));
-        }
+        require(lower.is_some() || upper.is_some(), "lower/upper", || {
+            "give at least one".to_string()
+        })?;
         let lower = lower.unwrap_or(f64::NEG_INFINITY);
         let upper = upper.unwrap_or(f64::INFINITY);
-        if lower > upper {
-            return Err(option_error(
-                "lower",
-                format!("must be <= upper, got {lower} > {upper}"),
-            ));
-        }
+        require(lower <= upper, "lower", || {
+            format!("must be <= upper, got {lower} > {upper}")
+        })?;
         Ok(ThresholdPruner {
             lower,
             upper,
