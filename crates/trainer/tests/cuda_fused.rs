@@ -21,7 +21,9 @@ use common::{Rand, assert_grads_close, random_batch, rel_err, time_seed};
 use gpu_mem::Config;
 use trainer::backend::cpu::{CpuBackend, CpuBuf};
 use trainer::backend::cuda::{CudaBackend, CudaBuf};
-use trainer::backend::{AdamWStep, AttentionShape, Backend, Kernels, MatmulPrecision};
+use trainer::backend::{
+    AdamWStep, AttentionInputs, AttentionShape, Backend, Kernels, MatmulPrecision,
+};
 use trainer::batch::Batch;
 use trainer::config::BertConfig;
 use trainer::memory::BufKind;
@@ -147,10 +149,22 @@ fn fused_attention_matches_cpu_forward_and_backward() {
             let v = p.random(BufKind::Activation, n);
             let mut out = p.out(BufKind::Activation, n);
             let mut lse = p.out(BufKind::Statistic, shape.rows());
-            p.cpu
-                .attention_forward(&shape, &q.0, &k.0, &v.0, &cm, key, &mut out.0, &mut lse.0);
-            p.gpu
-                .attention_forward(&shape, &q.1, &k.1, &v.1, &gm, key, &mut out.1, &mut lse.1);
+            let cx = AttentionInputs {
+                q: &q.0,
+                k: &k.0,
+                v: &v.0,
+                mask: &cm,
+                key,
+            };
+            let gx = AttentionInputs {
+                q: &q.1,
+                k: &k.1,
+                v: &v.1,
+                mask: &gm,
+                key,
+            };
+            p.cpu.attention_forward(&shape, &cx, &mut out.0, &mut lse.0);
+            p.gpu.attention_forward(&shape, &gx, &mut out.1, &mut lse.1);
             p.close(&format!("{what}: out"), &out, TOL);
             p.close(&format!("{what}: lse"), &lse, TOL);
             let dout = p.random(BufKind::Workspace, n);
@@ -160,11 +174,7 @@ fn fused_attention_matches_cpu_forward_and_backward() {
             let mut dv = p.out(BufKind::Workspace, n);
             p.cpu.attention_backward(
                 &shape,
-                &q.0,
-                &k.0,
-                &v.0,
-                &cm,
-                key,
+                &cx,
                 &out.0,
                 &dout.0,
                 &lse.0,
@@ -175,11 +185,7 @@ fn fused_attention_matches_cpu_forward_and_backward() {
             );
             p.gpu.attention_backward(
                 &shape,
-                &q.1,
-                &k.1,
-                &v.1,
-                &gm,
-                key,
+                &gx,
                 &out.1,
                 &dout.1,
                 &lse.1,

@@ -17,7 +17,9 @@ use common::{Rand, assert_close, assert_grads_close, random_batch, rel_err, time
 use gpu_mem::{Config, MemoryLimit};
 use trainer::backend::cpu::{CpuBackend, CpuBuf};
 use trainer::backend::cuda::{CudaBackend, CudaBuf, CudaError, CudaIds};
-use trainer::backend::{AdamWStep, Backend, Failure, MatmulPrecision, MatmulShape, RelPosShape};
+use trainer::backend::{
+    AdamWStep, Backend, Failure, LossTargets, MatmulPrecision, MatmulShape, RelPosShape,
+};
 use trainer::config::BertConfig;
 use trainer::memory::BufKind;
 use trainer::model::{BertClassifier, DeviceBatch, HeadConfig, Mode};
@@ -466,19 +468,14 @@ fn cross_entropy_matches_cpu_with_and_without_weights() {
     let labels = p.ids(&labels);
     let weights = p.from(&[0.7, 1.9, 1.2]);
     for w in [None, Some(&weights)] {
-        let (wc, wg) = (w.map(|w| &w.0), w.map(|w| &w.1));
-        let lc = p
-            .cpu
-            .cross_entropy_forward(&logits.0, &labels.0, wc, classes, 2.5);
-        let lg = p
-            .gpu
-            .cross_entropy_forward(&logits.1, &labels.1, wg, classes, 2.5);
+        let tc = LossTargets::new(&labels.0, w.map(|w| &w.0), classes, 2.5);
+        let tg = LossTargets::new(&labels.1, w.map(|w| &w.1), classes, 2.5);
+        let lc = p.cpu.cross_entropy_forward(&logits.0, &tc);
+        let lg = p.gpu.cross_entropy_forward(&logits.1, &tg);
         assert!((lc - lg).abs() <= TOL * lc.abs(), "loss {lc} vs {lg}");
         let mut d = p.out(rows * classes);
-        p.cpu
-            .cross_entropy_backward(&logits.0, &labels.0, wc, classes, 2.5, 0.5, &mut d.0);
-        p.gpu
-            .cross_entropy_backward(&logits.1, &labels.1, wg, classes, 2.5, 0.5, &mut d.1);
+        p.cpu.cross_entropy_backward(&logits.0, &tc, 0.5, &mut d.0);
+        p.gpu.cross_entropy_backward(&logits.1, &tg, 0.5, &mut d.1);
         p.close("cross_entropy_backward", &d, TOL);
     }
 }
@@ -491,7 +488,7 @@ fn a_bad_label_is_a_typed_error_and_the_backend_recovers() {
     let (_, labels) = p.ids(&[0, 1, 2, 1]);
     let loss = p
         .gpu
-        .cross_entropy_forward(&logits.1, &labels, None, 2, 4.0);
+        .cross_entropy_forward(&logits.1, &LossTargets::new(&labels, None, 2, 4.0));
     assert!(loss.is_nan());
     match p.gpu.check() {
         Err(CudaError::Invalid { message, .. }) => {
@@ -501,7 +498,9 @@ fn a_bad_label_is_a_typed_error_and_the_backend_recovers() {
     }
     // Not sticky: the next operations run.
     let (_, ok) = p.ids(&[0, 1, 1, 1]);
-    let loss = p.gpu.cross_entropy_forward(&logits.1, &ok, None, 2, 4.0);
+    let loss = p
+        .gpu
+        .cross_entropy_forward(&logits.1, &LossTargets::new(&ok, None, 2, 4.0));
     assert!(loss.is_finite());
     p.gpu.check().unwrap();
 }

@@ -8,8 +8,8 @@ mod common;
 use std::path::Path;
 
 use common::{Rand, assert_close, time_seed};
-use trainer::backend::Backend;
 use trainer::backend::cpu::CpuBackend;
+use trainer::backend::{Backend, LossTargets};
 use trainer::batch::Batch;
 use trainer::model::Mode;
 use trainer::model::deberta::{DebertaBatch, DebertaClassifier, DebertaConfig};
@@ -73,7 +73,7 @@ fn model_gradients_match_central_differences_with_dropout() {
                 v[j] = x;
                 be.upload(&mut model.params.values[i], &v);
                 let tape = model.forward(&be, &db, mode);
-                be.cross_entropy_forward(tape.logits(), &db.labels, None, 3, 2.0)
+                be.cross_entropy_forward(tape.logits(), &LossTargets::new(&db.labels, None, 3, 2.0))
             };
             let h = 1e-6;
             let numeric: Vec<f64> = picks

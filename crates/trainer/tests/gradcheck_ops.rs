@@ -5,7 +5,7 @@ mod common;
 
 use common::{Rand, assert_close, time_seed};
 use trainer::backend::cpu::{CpuBackend, CpuBuf};
-use trainer::backend::{AdamWStep, Backend, MatmulShape};
+use trainer::backend::{AdamWStep, Backend, LossTargets, MatmulShape};
 use trainer::memory::BufKind;
 use trainer::rng::RngKey;
 
@@ -438,18 +438,10 @@ fn weighted_cross_entropy_backward() {
         .sum::<f64>();
     let inputs = vec![r.normals(rows * classes)];
     for wopt in [None, Some(&weights)] {
-        let f =
-            |x: &[Vec<f64>]| be.cross_entropy_forward(&buf(&be, &x[0]), &lb, wopt, classes, denom);
+        let targets = LossTargets::new(&lb, wopt, classes, denom);
+        let f = |x: &[Vec<f64>]| be.cross_entropy_forward(&buf(&be, &x[0]), &targets);
         let mut d = buf(&be, &vec![0.0; rows * classes]);
-        be.cross_entropy_backward(
-            &buf(&be, &inputs[0]),
-            &lb,
-            wopt,
-            classes,
-            denom,
-            1.0,
-            &mut d,
-        );
+        be.cross_entropy_backward(&buf(&be, &inputs[0]), &targets, 1.0, &mut d);
         assert_close(
             "cross entropy",
             &d.data,
@@ -460,7 +452,10 @@ fn weighted_cross_entropy_backward() {
     }
     // Uniform logits: loss = ln(classes) per unit weight.
     let zero = buf(&be, &vec![0.0; rows * classes]);
-    let l = be.cross_entropy_forward(&zero, &lb, Some(&weights), classes, denom);
+    let l = be.cross_entropy_forward(
+        &zero,
+        &LossTargets::new(&lb, Some(&weights), classes, denom),
+    );
     assert!((l - (classes as f64).ln()).abs() < 1e-12);
 }
 

@@ -14,8 +14,8 @@ use super::cpu::CpuBackend;
 use super::plan::PlanBackend;
 use super::sim::SimBackend;
 use super::{
-    AdamWStep, AttentionShape, Backend, DeviceFailure, Dtype, Failure, Kernels, MatmulPrecision,
-    MatmulShape, RelPosShape, Storage,
+    AdamWStep, AttentionInputs, AttentionShape, Backend, DeviceFailure, Dtype, Failure, Kernels,
+    LossTargets, MatmulPrecision, MatmulShape, RelPosShape, Storage,
 };
 use crate::float::Float;
 use crate::memory::{BufKind, MemTracker};
@@ -264,12 +264,12 @@ impl<B: Tracked> Backend for FaultyBackend<B> {
         fn rel_pos_gather(&self, shape: &RelPosShape, alpha: f64, rel: &Self::Buf, idx: &Self::Ids, scores: &mut Self::Buf);
         fn rel_pos_scatter(&self, shape: &RelPosShape, alpha: f64, dscores: &Self::Buf, idx: &Self::Ids, drel: &mut Self::Buf);
         fn mask_rows(&self, x: &mut Self::Buf, mask: &Self::Ids, n: usize);
-        fn cross_entropy_forward(&self, logits: &Self::Buf, labels: &Self::Ids, weights: Option<&Self::Buf>, classes: usize, denom: f64) -> f64;
-        fn cross_entropy_backward(&self, logits: &Self::Buf, labels: &Self::Ids, weights: Option<&Self::Buf>, classes: usize, denom: f64, dloss: f64, dlogits: &mut Self::Buf);
+        fn cross_entropy_forward(&self, logits: &Self::Buf, targets: &LossTargets<'_, Self::Buf, Self::Ids>) -> f64;
+        fn cross_entropy_backward(&self, logits: &Self::Buf, targets: &LossTargets<'_, Self::Buf, Self::Ids>, dloss: f64, dlogits: &mut Self::Buf);
         fn adamw(&self, param: &mut Self::Buf, grad: &Self::Buf, m: &mut Self::Buf, v: &mut Self::Buf, step: &AdamWStep);
         fn sgd(&self, param: &mut Self::Buf, grad: &Self::Buf, lr: f64);
-        fn attention_forward(&self, shape: &AttentionShape, q: &Self::Buf, k: &Self::Buf, v: &Self::Buf, mask: &Self::Ids, key: Option<RngKey>, out: &mut Self::Buf, lse: &mut Self::Buf);
-        fn attention_backward(&self, shape: &AttentionShape, q: &Self::Buf, k: &Self::Buf, v: &Self::Buf, mask: &Self::Ids, key: Option<RngKey>, out: &Self::Buf, dout: &Self::Buf, lse: &Self::Buf, delta: &mut Self::Buf, dq: &mut Self::Buf, dk: &mut Self::Buf, dv: &mut Self::Buf);
+        fn attention_forward(&self, shape: &AttentionShape, x: &AttentionInputs<'_, Self::Buf, Self::Ids>, out: &mut Self::Buf, lse: &mut Self::Buf);
+        fn attention_backward(&self, shape: &AttentionShape, x: &AttentionInputs<'_, Self::Buf, Self::Ids>, out: &Self::Buf, dout: &Self::Buf, lse: &Self::Buf, delta: &mut Self::Buf, dq: &mut Self::Buf, dk: &mut Self::Buf, dv: &mut Self::Buf);
         fn bias_gelu_forward(&self, pre: &mut Self::Buf, bias: &Self::Buf, out: &mut Self::Buf);
         fn residual_layernorm_forward(&self, sum: &mut Self::Buf, bias: &Self::Buf, residual: &Self::Buf, dropout: f64, key: Option<RngKey>, gamma: &Self::Buf, beta: &Self::Buf, eps: f64, out: &mut Self::Buf, mean: &mut Self::Buf, rstd: &mut Self::Buf);
         fn residual_layernorm_backward(&self, dout: &Self::Buf, sum: &Self::Buf, gamma: &Self::Buf, mean: &Self::Buf, rstd: &Self::Buf, dropout: f64, key: Option<RngKey>, d_sum: &mut Self::Buf, d_branch: Option<&mut Self::Buf>, dgamma: &mut Self::Buf, dbeta: &mut Self::Buf);

@@ -76,6 +76,38 @@ pub struct AttentionShape {
     pub dropout: f64,
 }
 
+/// What a weighted cross-entropy compares logits `[rows, classes]` with:
+/// one label per row (each below `classes`), per-class `weights` (`None`:
+/// all 1) and `denom`, the divisor of the summed loss.
+pub struct LossTargets<'a, Buf, Ids> {
+    pub labels: &'a Ids,
+    pub weights: Option<&'a Buf>,
+    pub classes: usize,
+    pub denom: f64,
+}
+
+impl<'a, Buf, Ids> LossTargets<'a, Buf, Ids> {
+    pub fn new(labels: &'a Ids, weights: Option<&'a Buf>, classes: usize, denom: f64) -> Self {
+        LossTargets {
+            labels,
+            weights,
+            classes,
+            denom,
+        }
+    }
+}
+
+/// What [`Backend::attention_forward`] and its backward both read: `q`,
+/// `k`, `v` (`[b, s, heads * head_dim]`), the key mask (`[b, s]`, nonzero
+/// keeps the key) and the dropout's key (`None`: no dropout).
+pub struct AttentionInputs<'a, Buf, Ids> {
+    pub q: &'a Buf,
+    pub k: &'a Buf,
+    pub v: &'a Buf,
+    pub mask: &'a Ids,
+    pub key: Option<RngKey>,
+}
+
 impl AttentionShape {
     /// Elements of `q` (and of `k`, `v`, the output).
     pub fn len(&self) -> usize {
@@ -388,26 +420,20 @@ pub trait Backend {
 
     // ---- loss ------------------------------------------------------------
     /// Weighted cross-entropy summed over rows and divided by `denom`:
-    /// `sum_i w[y_i] * -log softmax(logits_i)[y_i] / denom` (`w = 1` when
-    /// `weights` is `None`). Labels must already be validated (`< classes`).
+    /// `sum_i w[y_i] * -log softmax(logits_i)[y_i] / denom` (see
+    /// [`LossTargets`]). NaN, with the failure recorded, when a label is
+    /// not below `classes`.
     fn cross_entropy_forward(
         &self,
         logits: &Self::Buf,
-        labels: &Self::Ids,
-        weights: Option<&Self::Buf>,
-        classes: usize,
-        denom: f64,
+        targets: &LossTargets<'_, Self::Buf, Self::Ids>,
     ) -> f64;
     /// `dlogits_i = dloss * w[y_i] / denom * (softmax(logits_i) - onehot(y_i))`;
     /// overwrites `dlogits`.
-    #[allow(clippy::too_many_arguments)]
     fn cross_entropy_backward(
         &self,
         logits: &Self::Buf,
-        labels: &Self::Ids,
-        weights: Option<&Self::Buf>,
-        classes: usize,
-        denom: f64,
+        targets: &LossTargets<'_, Self::Buf, Self::Ids>,
         dloss: f64,
         dlogits: &mut Self::Buf,
     );
@@ -430,15 +456,10 @@ pub trait Backend {
     /// `out = dropout(softmax(scale q k^T)) v` over the keys whose
     /// `mask[b, key] != 0`, and per query row the log-sum-exp of the scaled
     /// scores (`-inf` when every key is masked; that row's output is 0).
-    #[allow(clippy::too_many_arguments)]
     fn attention_forward(
         &self,
         shape: &AttentionShape,
-        q: &Self::Buf,
-        k: &Self::Buf,
-        v: &Self::Buf,
-        mask: &Self::Ids,
-        key: Option<RngKey>,
+        x: &AttentionInputs<'_, Self::Buf, Self::Ids>,
         out: &mut Self::Buf,
         lse: &mut Self::Buf,
     );
@@ -449,11 +470,7 @@ pub trait Backend {
     fn attention_backward(
         &self,
         shape: &AttentionShape,
-        q: &Self::Buf,
-        k: &Self::Buf,
-        v: &Self::Buf,
-        mask: &Self::Ids,
-        key: Option<RngKey>,
+        x: &AttentionInputs<'_, Self::Buf, Self::Ids>,
         out: &Self::Buf,
         dout: &Self::Buf,
         lse: &Self::Buf,

@@ -100,20 +100,14 @@ macro_rules! compute_nothing {
         fn cross_entropy_forward(
             &self,
             _: &$buf,
-            _: &$buf,
-            _: Option<&$buf>,
-            _: usize,
-            _: f64,
+            _: &$crate::backend::LossTargets<'_, $buf, $buf>,
         ) -> f64 {
             0.0
         }
         fn cross_entropy_backward(
             &self,
             _: &$buf,
-            _: &$buf,
-            _: Option<&$buf>,
-            _: usize,
-            _: f64,
+            _: &$crate::backend::LossTargets<'_, $buf, $buf>,
             _: f64,
             _: &mut $buf,
         ) {
@@ -123,11 +117,7 @@ macro_rules! compute_nothing {
         fn attention_forward(
             &self,
             _: &AttentionShape,
-            _: &$buf,
-            _: &$buf,
-            _: &$buf,
-            _: &$buf,
-            _: Option<RngKey>,
+            _: &$crate::backend::AttentionInputs<'_, $buf, $buf>,
             _: &mut $buf,
             _: &mut $buf,
         ) {
@@ -135,11 +125,7 @@ macro_rules! compute_nothing {
         fn attention_backward(
             &self,
             _: &AttentionShape,
-            _: &$buf,
-            _: &$buf,
-            _: &$buf,
-            _: &$buf,
-            _: Option<RngKey>,
+            _: &$crate::backend::AttentionInputs<'_, $buf, $buf>,
             _: &$buf,
             _: &$buf,
             _: &$buf,

@@ -7,7 +7,7 @@
 use super::family::HeadActivation;
 use super::linear::{dropout_back_owned, dropout_new};
 use super::{BertClassifier, DeviceBatch, Mode};
-use crate::backend::Backend;
+use crate::backend::{Backend, LossTargets};
 use crate::memory::BufKind::{Activation, Workspace};
 
 /// Dropout stream of the head's j-th dropout (after the encoder's): 0 after
@@ -223,21 +223,11 @@ impl<B: Backend> BertClassifier<B> {
 pub(crate) fn loss_and_dlogits<B: Backend>(
     be: &B,
     logits: &B::Buf,
-    labels: &B::Ids,
-    class_weights: Option<&B::Buf>,
-    (rows, classes): (usize, usize),
-    denom: f64,
+    targets: &LossTargets<'_, B::Buf, B::Ids>,
+    rows: usize,
 ) -> (f64, B::Buf) {
-    let loss = be.cross_entropy_forward(logits, labels, class_weights, classes, denom);
-    let mut dlogits = be.alloc("dlogits", Workspace, rows * classes);
-    be.cross_entropy_backward(
-        logits,
-        labels,
-        class_weights,
-        classes,
-        denom,
-        1.0,
-        &mut dlogits,
-    );
+    let loss = be.cross_entropy_forward(logits, targets);
+    let mut dlogits = be.alloc("dlogits", Workspace, rows * targets.classes);
+    be.cross_entropy_backward(logits, targets, 1.0, &mut dlogits);
     (loss, dlogits)
 }

@@ -22,7 +22,7 @@
 
 use super::linear::{dropout_back_owned, dropout_new};
 use super::{Dense, LayerNormIdx, Mode};
-use crate::backend::{AttentionShape, Backend, Kernels, MatmulShape};
+use crate::backend::{AttentionInputs, AttentionShape, Backend, Kernels, MatmulShape};
 use crate::memory::BufKind::{Activation, Statistic, Workspace};
 use crate::rng::RngKey;
 
@@ -687,7 +687,14 @@ pub(crate) fn attention_forward_fused<B: Backend>(
     let mut lse = be.alloc_overwritten(&d.name("lse"), Statistic, shape.rows());
     let key = d.probs_key(mode);
     let Projections { q, k, v: vv } = &proj;
-    be.attention_forward(&shape, q, k, vv, mask, key, &mut ctx, &mut lse);
+    let inputs = AttentionInputs {
+        q,
+        k,
+        v: vv,
+        mask,
+        key,
+    };
+    be.attention_forward(&shape, &inputs, &mut ctx, &mut lse);
     (FusedAttention { proj, lse }, ctx)
 }
 
@@ -711,20 +718,15 @@ pub(crate) fn attention_backward_fused<B: Backend>(
     let grad = |what: &str| be.alloc_overwritten(&d.grad_name(what), Workspace, n_h);
     let (mut dq, mut dk, mut dv) = (grad("q"), grad("k"), grad("v"));
     let Projections { q, k, v } = &a.proj;
-    be.attention_backward(
-        &shape,
+    let inputs = AttentionInputs {
         q,
         k,
         v,
         mask,
-        d.probs_key(mode),
-        ctx,
-        &d_ctx,
-        &a.lse,
-        &mut delta,
-        &mut dq,
-        &mut dk,
-        &mut dv,
+        key: d.probs_key(mode),
+    };
+    be.attention_backward(
+        &shape, &inputs, ctx, &d_ctx, &a.lse, &mut delta, &mut dq, &mut dk, &mut dv,
     );
     drop(delta);
     drop(d_ctx);

@@ -30,7 +30,7 @@ pub use linear::Dense;
 pub use load::{LoadError, LoadReport};
 pub use params::{ParamInfo, Params};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, LossTargets};
 use crate::config::BertConfig;
 use crate::memory::BufKind;
 use crate::rng::RngKey;
@@ -158,15 +158,8 @@ impl<B: Backend> BertClassifier<B> {
             "forward_backward needs alloc_grads first"
         );
         let tape = self.forward(be, batch, mode, recompute);
-        let shape = (batch.batch, self.head.num_labels);
-        let (loss, dlogits) = head::loss_and_dlogits(
-            be,
-            tape.logits(),
-            &batch.labels,
-            class_weights,
-            shape,
-            denom,
-        );
+        let targets = LossTargets::new(&batch.labels, class_weights, self.head.num_labels, denom);
+        let (loss, dlogits) = head::loss_and_dlogits(be, tape.logits(), &targets, batch.batch);
         self.backward(be, batch, tape, dlogits, mode);
         loss
     }
@@ -187,13 +180,8 @@ impl<B: Backend> BertClassifier<B> {
         denom: f64,
     ) -> (Vec<f64>, f64) {
         let tape = self.forward(be, batch, Mode::Eval, true);
-        let loss = be.cross_entropy_forward(
-            tape.logits(),
-            &batch.labels,
-            class_weights,
-            self.head.num_labels,
-            denom,
-        );
+        let targets = LossTargets::new(&batch.labels, class_weights, self.head.num_labels, denom);
+        let loss = be.cross_entropy_forward(tape.logits(), &targets);
         (be.download(tape.logits()), loss)
     }
 
@@ -208,13 +196,8 @@ impl<B: Backend> BertClassifier<B> {
         mode: Mode,
     ) -> f64 {
         let tape = self.forward(be, batch, mode, true);
-        be.cross_entropy_forward(
-            tape.logits(),
-            &batch.labels,
-            class_weights,
-            self.head.num_labels,
-            denom,
-        )
+        let targets = LossTargets::new(&batch.labels, class_weights, self.head.num_labels, denom);
+        be.cross_entropy_forward(tape.logits(), &targets)
     }
 
     /// Mean-pooled last hidden states `[batch, hidden]` (sentence-transformers

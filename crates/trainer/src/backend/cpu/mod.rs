@@ -42,8 +42,8 @@ use rayon::prelude::*;
 use std::sync::Arc;
 
 use super::{
-    AdamWStep, AttentionShape, Backend, Dtype, Failure, Kernels, MatmulPrecision, MatmulShape,
-    RelPosShape, Storage,
+    AdamWStep, AttentionInputs, AttentionShape, Backend, Dtype, Failure, Kernels, LossTargets,
+    MatmulPrecision, MatmulShape, RelPosShape, Storage,
 };
 use crate::float::Float;
 use crate::memory::oom::RecordedOom;
@@ -638,39 +638,30 @@ impl<T: Float> Backend for CpuBackend<T> {
     fn cross_entropy_forward(
         &self,
         logits: &CpuBuf<T>,
-        labels: &CpuBuf<u32>,
-        weights: Option<&CpuBuf<T>>,
-        classes: usize,
-        denom: f64,
+        t: &LossTargets<'_, CpuBuf<T>, CpuBuf<u32>>,
     ) -> f64 {
         skip_if_failed!(self, f64::NAN);
-        loss::forward(
-            &logits.data,
-            &labels.data,
-            weights.map(|w| &w.data[..]),
-            classes,
-            denom,
-        )
+        let weights = t.weights.map(|w| &w.data[..]);
+        loss::forward(&logits.data, &t.labels.data, weights, t.classes, t.denom)
     }
     fn cross_entropy_backward(
         &self,
         logits: &CpuBuf<T>,
-        labels: &CpuBuf<u32>,
-        weights: Option<&CpuBuf<T>>,
-        classes: usize,
-        denom: f64,
+        t: &LossTargets<'_, CpuBuf<T>, CpuBuf<u32>>,
         dloss: f64,
         dlogits: &mut CpuBuf<T>,
     ) {
         skip_if_failed!(self);
+        let weights = t.weights.map(|w| &w.data[..]);
+        let (labels, out) = (&t.labels.data, &mut dlogits.data);
         loss::backward(
             &logits.data,
-            &labels.data,
-            weights.map(|w| &w.data[..]),
-            classes,
-            denom,
+            labels,
+            weights,
+            t.classes,
+            t.denom,
             dloss,
-            &mut dlogits.data,
+            out,
         );
         dlogits.store();
     }
@@ -701,27 +692,19 @@ impl<T: Float> Backend for CpuBackend<T> {
     fn attention_forward(
         &self,
         shape: &AttentionShape,
-        q: &CpuBuf<T>,
-        k: &CpuBuf<T>,
-        v: &CpuBuf<T>,
-        mask: &CpuBuf<u32>,
-        key: Option<RngKey>,
+        x: &AttentionInputs<'_, CpuBuf<T>, CpuBuf<u32>>,
         out: &mut CpuBuf<T>,
         lse: &mut CpuBuf<T>,
     ) {
         skip_if_failed!(self);
-        let (q, k, v, m) = (&q.data, &k.data, &v.data, &mask.data);
-        attention_fused::forward(shape, q, k, v, m, key, &mut out.data, &mut lse.data);
+        let (q, k, v, m) = (&x.q.data, &x.k.data, &x.v.data, &x.mask.data);
+        attention_fused::forward(shape, q, k, v, m, x.key, &mut out.data, &mut lse.data);
         out.store();
     }
     fn attention_backward(
         &self,
         shape: &AttentionShape,
-        q: &CpuBuf<T>,
-        k: &CpuBuf<T>,
-        v: &CpuBuf<T>,
-        mask: &CpuBuf<u32>,
-        key: Option<RngKey>,
+        x: &AttentionInputs<'_, CpuBuf<T>, CpuBuf<u32>>,
         out: &CpuBuf<T>,
         dout: &CpuBuf<T>,
         lse: &CpuBuf<T>,
@@ -734,15 +717,15 @@ impl<T: Float> Backend for CpuBackend<T> {
         attention_fused::backward(
             shape,
             attention_fused::Inputs {
-                q: &q.data,
-                k: &k.data,
-                v: &v.data,
-                mask: &mask.data,
+                q: &x.q.data,
+                k: &x.k.data,
+                v: &x.v.data,
+                mask: &x.mask.data,
                 out: &out.data,
                 dout: &dout.data,
                 lse: &lse.data,
             },
-            key,
+            x.key,
             &mut delta.data,
             [&mut dq.data, &mut dk.data, &mut dv.data],
         );

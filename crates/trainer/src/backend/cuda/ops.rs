@@ -11,8 +11,8 @@
 use super::buffer::{decode, embedding_csr, encode};
 use super::{Arg, CudaBackend, CudaBuf, CudaError, CudaIds, KernelArg, THREADS, args};
 use crate::backend::{
-    AdamWStep, AttentionShape, Backend, DeviceFailure, Dtype, Failure, Kernels, MatmulPrecision,
-    MatmulShape, RelPosShape, Storage,
+    AdamWStep, AttentionInputs, AttentionShape, Backend, DeviceFailure, Dtype, Failure, Kernels,
+    LossTargets, MatmulPrecision, MatmulShape, RelPosShape, Storage,
 };
 use crate::memory::backend_buffers::{
     CUDA_COLUMN_CHUNKS as COLUMN_CHUNKS, CUDA_COLUMN_PARTIALS as COLUMN_PARTIALS,
@@ -52,24 +52,6 @@ fn rows_of(op: &'static str, len: usize, n: usize) -> Result<usize, CudaError> {
         format!("{len} elements are not rows of {n}")
     })?;
     Ok(len / n)
-}
-
-/// The kernel's `b, s, h` for a per-sequence `[b, h]` buffer of `rows_len`
-/// elements beside a per-token `[b, s, h]` one of `tokens_len`, checked.
-fn sequence_shape(
-    op: &'static str,
-    rows_len: usize,
-    tokens_len: usize,
-    b: usize,
-    s: usize,
-) -> Result<[Arg; 3], CudaError> {
-    let h = rows_of(op, rows_len, b)?;
-    same_len(op, tokens_len, b * s * h)?;
-    Ok([
-        U32(u32_of(op, b)?),
-        U32(u32_of(op, s)?),
-        U32(u32_of(op, h)?),
-    ])
 }
 
 /// Checks that every buffer in `bufs` holds `len` elements.
@@ -141,6 +123,23 @@ fn ids_below(op: &'static str, ids: &CudaIds, rows: usize) -> Result<(), CudaErr
     }
 }
 
+/// Checks an embedding lookup's operands: the fp32 `table` (or its
+/// gradient) of rows of `dim`, every id one of its rows, and `per_token`
+/// (the output or its gradient) `dim` wide for each id. Returns the rows.
+fn embedding_operands(
+    op: &'static str,
+    ids: &CudaIds,
+    table: &CudaBuf,
+    dim: usize,
+    per_token: &CudaBuf,
+) -> Result<usize, CudaError> {
+    let rows = rows_of(op, table.len, dim)?;
+    same_len(op, per_token.len, ids.len() * dim)?;
+    master(op, &[table])?;
+    ids_below(op, ids, rows)?;
+    Ok(rows)
+}
+
 /// A dropout mask as the kernels' `DROPOUT_PARAMS`: threshold 0 (and scale
 /// 1) without dropout.
 fn dropout_args(op: &'static str, p: f64, key: Option<RngKey>) -> Result<[Arg; 7], CudaError> {
@@ -206,6 +205,45 @@ impl CudaBackend {
         }
         let blocks = rows.min(1 << 16) as u32;
         self.launch(kernel, (blocks, 1, 1), (THREADS, 1, 1), args)
+    }
+
+    /// The block-per-row LayerNorm kernel `base` for `dtype` over `rows`
+    /// rows of `n` columns; it takes `buffers`, then the rows and `n`, then
+    /// `tail`.
+    fn launch_layernorm(
+        &self,
+        base: &'static str,
+        dtype: Dtype,
+        rows: usize,
+        n: usize,
+        buffers: &[Arg],
+        tail: &[Arg],
+    ) -> Result<(), CudaError> {
+        let sizes = [U64(rows as u64), U32(u32_of(base, n)?)];
+        let args = [buffers, &sizes, tail].concat();
+        self.launch_block_rows(&typed(base, dtype), rows as u64, &args)
+    }
+
+    /// A kernel `op` between a per-sequence buffer `rows` (`[b, h]`) and a
+    /// per-token one `tokens` (`[b, s, h]`) of one type, checked: it takes
+    /// `buffers`, then `b`, `s` and `h`; a thread per element of `threads`.
+    fn per_sequence(
+        &self,
+        op: &'static str,
+        rows: &CudaBuf,
+        tokens: &CudaBuf,
+        (b, s): (usize, usize),
+        buffers: &[Arg],
+        threads: usize,
+    ) -> Result<(), CudaError> {
+        let h = rows_of(op, rows.len, b)?;
+        same_len(op, tokens.len, b * s * h)?;
+        let dtype = act(op, &[rows, tokens])?;
+        let mut args = buffers.to_vec();
+        for v in [b, s, h] {
+            args.push(U32(u32_of(op, v)?));
+        }
+        self.launch_1d(&typed(op, dtype), threads as u64, &args)
     }
 
     /// The grid-stride kernel `kernel_T(inputs..., out, n)` over buffers of
@@ -286,36 +324,32 @@ impl CudaBackend {
         )
     }
 
-    fn ce_weights(&self, weights: Option<&CudaBuf>, classes: usize) -> Result<u64, CudaError> {
-        match weights {
-            None => Ok(0),
-            Some(w) => {
-                same_len("cross_entropy", w.len, classes)?;
-                master("cross_entropy", &[w])?;
-                Ok(w.ptr()?)
-            }
-        }
-    }
-
-    fn validate_labels(
-        labels: &CudaIds,
+    /// Checks a cross-entropy's operands: `logits` hold `classes` per
+    /// label, every label (on the host copy) is below `classes`, and the
+    /// weights are fp32, one per class. Returns the weights' address (0:
+    /// none).
+    fn loss_operands(
         logits: &CudaBuf,
-        classes: usize,
-    ) -> Result<(), CudaError> {
-        need("cross_entropy", classes > 0, || "zero classes".into())?;
-        same_len("cross_entropy", logits.len, labels.len() * classes)?;
-        if let Some((row, &y)) = labels
-            .host
-            .iter()
-            .enumerate()
-            .find(|&(_, &y)| y as usize >= classes)
-        {
+        t: &LossTargets<'_, CudaBuf, CudaIds>,
+    ) -> Result<u64, CudaError> {
+        let (op, classes) = ("cross_entropy", t.classes);
+        need(op, classes > 0, || "zero classes".into())?;
+        same_len(op, logits.len, t.labels.len() * classes)?;
+        let labels = t.labels.host.iter().enumerate();
+        if let Some((row, &y)) = labels.clone().find(|&(_, &y)| y as usize >= classes) {
             return Err(CudaError::Invalid {
-                op: "cross_entropy",
+                op,
                 message: format!("label {y} of row {row} is not below {classes} classes"),
             });
         }
-        Ok(())
+        match t.weights {
+            None => Ok(0),
+            Some(w) => {
+                same_len(op, w.len, classes)?;
+                master(op, &[w])?;
+                Ok(w.ptr()?)
+            }
+        }
     }
 
     /// Checks a fused attention call's buffers; returns their storage type.
@@ -643,21 +677,8 @@ impl Backend for CudaBackend {
         self.run(|| {
             let op = "layernorm_forward";
             let (rows, dtype) = layernorm_operands(op, x, &[out], n, &[gamma, beta], mean, rstd)?;
-            self.launch_block_rows(
-                &typed(op, dtype),
-                rows as u64,
-                args![
-                    x,
-                    gamma,
-                    beta,
-                    out,
-                    mean,
-                    rstd,
-                    U64(rows as u64),
-                    U32(u32_of(op, n)?),
-                    F32(eps as f32),
-                ],
-            )
+            let buffers = args![x, gamma, beta, out, mean, rstd];
+            self.launch_layernorm(op, dtype, rows, n, buffers, &[F32(eps as f32)])
         })
     }
 
@@ -680,12 +701,8 @@ impl Backend for CudaBackend {
             if rows == 0 {
                 return Ok(());
             }
-            let cols = u32_of(op, n)?;
-            self.launch_block_rows(
-                &typed("layernorm_backward_dx", dtype),
-                rows as u64,
-                args![dout, x, gamma, mean, rstd, dx, U64(rows as u64), U32(cols)],
-            )?;
+            let buffers = args![dout, x, gamma, mean, rstd, dx];
+            self.launch_layernorm("layernorm_backward_dx", dtype, rows, n, buffers, &[])?;
             self.layernorm_params(dout, x, mean, rstd, dgamma, dbeta, dtype)
         })
     }
@@ -808,10 +825,7 @@ impl Backend for CudaBackend {
     ) {
         self.run(|| {
             let op = "embedding_forward";
-            let rows = rows_of(op, table.len, dim)?;
-            same_len(op, out.len, ids.len() * dim)?;
-            master(op, &[table])?;
-            ids_below(op, ids, rows)?;
+            let rows = embedding_operands(op, ids, table, dim, out)?;
             self.launch_1d(
                 &typed(op, out.dtype),
                 out.len as u64,
@@ -831,10 +845,7 @@ impl Backend for CudaBackend {
     fn embedding_backward(&self, ids: &CudaIds, dout: &CudaBuf, dim: usize, dtable: &mut CudaBuf) {
         self.run(|| {
             let op = "embedding_backward";
-            let rows = rows_of(op, dtable.len, dim)?;
-            same_len(op, dout.len, ids.len() * dim)?;
-            master(op, &[dtable])?;
-            ids_below(op, ids, rows)?;
+            embedding_operands(op, ids, dtable, dim, dout)?;
             if ids.is_empty() {
                 return Ok(());
             }
@@ -863,30 +874,18 @@ impl Backend for CudaBackend {
     }
 
     fn cls_forward(&self, x: &CudaBuf, out: &mut CudaBuf, b: usize, s: usize) {
-        self.run(|| {
-            let shape = sequence_shape("cls_forward", out.len, x.len, b, s)?;
-            let dtype = act("cls_forward", &[x, out])?;
-            let args = [args![x, out].as_slice(), &shape].concat();
-            self.launch_1d(&typed("cls_forward", dtype), out.len as u64, &args)
-        })
+        self.run(|| self.per_sequence("cls_forward", out, x, (b, s), args![x, out], out.len))
     }
 
     fn cls_backward(&self, dout: &CudaBuf, dx: &mut CudaBuf, b: usize, s: usize) {
-        self.run(|| {
-            let shape = sequence_shape("cls_backward", dout.len, dx.len, b, s)?;
-            let dtype = act("cls_backward", &[dout, dx])?;
-            let args = [args![dout, dx].as_slice(), &shape].concat();
-            self.launch_1d(&typed("cls_backward", dtype), dx.len as u64, &args)
-        })
+        self.run(|| self.per_sequence("cls_backward", dout, dx, (b, s), args![dout, dx], dx.len))
     }
 
     fn mean_pool(&self, x: &CudaBuf, mask: &CudaIds, b: usize, s: usize, out: &mut CudaBuf) {
         self.run(|| {
-            let shape = sequence_shape("mean_pool", out.len, x.len, b, s)?;
             same_len("mean_pool", mask.len(), b * s)?;
-            let dtype = act("mean_pool", &[x, out])?;
-            let args = [args![x, mask, out].as_slice(), &shape].concat();
-            self.launch_1d(&typed("mean_pool", dtype), out.len as u64, &args)
+            let args = args![x, mask, out];
+            self.per_sequence("mean_pool", out, x, (b, s), args, out.len)
         })
     }
 
@@ -898,16 +897,7 @@ impl Backend for CudaBackend {
         idx: &CudaIds,
         scores: &mut CudaBuf,
     ) {
-        self.run(|| {
-            let op = "rel_pos_gather";
-            rel_pos_check(op, shape, rel.len, idx, scores.len)?;
-            let dtype = act(op, &[rel, scores])?;
-            self.launch_1d(
-                &typed(op, dtype),
-                scores.len as u64,
-                &rel_pos_args(op, shape, alpha, rel, idx, scores)?,
-            )
-        })
+        self.run(|| self.rel_pos(RelPosWay::Gather, shape, alpha, rel, idx, scores))
     }
 
     fn rel_pos_scatter(
@@ -918,17 +908,7 @@ impl Backend for CudaBackend {
         idx: &CudaIds,
         drel: &mut CudaBuf,
     ) {
-        self.run(|| {
-            let op = "rel_pos_scatter";
-            rel_pos_check(op, shape, drel.len, idx, dscores.len)?;
-            let dtype = act(op, &[dscores, drel])?;
-            let rows = (shape.heads * shape.b * shape.s) as u64;
-            self.launch_1d(
-                &typed(op, dtype),
-                rows,
-                &rel_pos_args(op, shape, alpha, dscores, idx, drel)?,
-            )
-        })
+        self.run(|| self.rel_pos(RelPosWay::Scatter, shape, alpha, drel, idx, dscores))
     }
 
     fn mask_rows(&self, x: &mut CudaBuf, mask: &CudaIds, n: usize) {
@@ -948,39 +928,30 @@ impl Backend for CudaBackend {
     fn cross_entropy_forward(
         &self,
         logits: &CudaBuf,
-        labels: &CudaIds,
-        weights: Option<&CudaBuf>,
-        classes: usize,
-        denom: f64,
+        t: &LossTargets<'_, CudaBuf, CudaIds>,
     ) -> f64 {
         let mut loss = f64::NAN;
         self.run(|| {
             let op = "cross_entropy_forward";
-            Self::validate_labels(labels, logits, classes)?;
-            let w = self.ce_weights(weights, classes)?;
-            let rows = labels.len();
+            let w = Self::loss_operands(logits, t)?;
+            let rows = t.labels.len();
             if rows == 0 {
-                loss = 0.0 / denom;
+                loss = 0.0 / t.denom;
                 return Ok(());
             }
             let row_loss = self
                 .new_buf::<f64>("cross-entropy rows", rows)?
                 .expect("rows > 0");
-            self.launch_1d(
-                &typed(op, logits.dtype),
-                rows as u64,
-                args![
-                    logits,
-                    labels,
-                    Ptr(w),
-                    Ptr(row_loss.ptr()),
-                    U32(u32_of(op, rows)?),
-                    U32(u32_of(op, classes)?),
-                ],
-            )?;
+            let sizes = [U32(u32_of(op, rows)?), U32(u32_of(op, t.classes)?)];
+            let args = [
+                args![logits, t.labels, Ptr(w), Ptr(row_loss.ptr())].as_slice(),
+                &sizes,
+            ]
+            .concat();
+            self.launch_1d(&typed(op, logits.dtype), rows as u64, &args)?;
             let mut host = vec![0f64; rows];
             self.copy_out(&mut host, row_loss.ptr())?;
-            loss = host.iter().sum::<f64>() / denom;
+            loss = host.iter().sum::<f64>() / t.denom;
             Ok(())
         });
         loss
@@ -989,33 +960,25 @@ impl Backend for CudaBackend {
     fn cross_entropy_backward(
         &self,
         logits: &CudaBuf,
-        labels: &CudaIds,
-        weights: Option<&CudaBuf>,
-        classes: usize,
-        denom: f64,
+        t: &LossTargets<'_, CudaBuf, CudaIds>,
         dloss: f64,
         dlogits: &mut CudaBuf,
     ) {
         self.run(|| {
             let op = "cross_entropy_backward";
-            Self::validate_labels(labels, logits, classes)?;
+            let w = Self::loss_operands(logits, t)?;
             same_len(op, dlogits.len, logits.len)?;
             let dtype = act(op, &[logits, dlogits])?;
-            let w = self.ce_weights(weights, classes)?;
-            self.launch_1d(
-                &typed(op, dtype),
-                labels.len() as u64,
-                args![
-                    logits,
-                    labels,
-                    Ptr(w),
-                    dlogits,
-                    U32(u32_of(op, labels.len())?),
-                    U32(u32_of(op, classes)?),
-                    F64(denom),
-                    F64(dloss),
-                ],
-            )
+            let rows = t.labels.len();
+            let sizes = [U32(u32_of(op, rows)?), U32(u32_of(op, t.classes)?)];
+            let scale = [F64(t.denom), F64(dloss)];
+            let args = [
+                args![logits, t.labels, Ptr(w), dlogits].as_slice(),
+                &sizes,
+                &scale,
+            ]
+            .concat();
+            self.launch_1d(&typed(op, dtype), rows as u64, &args)
         })
     }
 
@@ -1050,16 +1013,13 @@ impl Backend for CudaBackend {
     fn attention_forward(
         &self,
         shape: &AttentionShape,
-        q: &CudaBuf,
-        k: &CudaBuf,
-        v: &CudaBuf,
-        mask: &CudaIds,
-        key: Option<RngKey>,
+        x: &AttentionInputs<'_, CudaBuf, CudaIds>,
         out: &mut CudaBuf,
         lse: &mut CudaBuf,
     ) {
         self.run(|| {
             let op = "attention_forward";
+            let &AttentionInputs { q, k, v, mask, key } = x;
             let dtype = Self::attention_check(op, shape, &[q, k, v, out], mask, &[lse])?;
             if shape.is_empty() {
                 return Ok(());
@@ -1074,11 +1034,7 @@ impl Backend for CudaBackend {
     fn attention_backward(
         &self,
         shape: &AttentionShape,
-        q: &CudaBuf,
-        k: &CudaBuf,
-        v: &CudaBuf,
-        mask: &CudaIds,
-        key: Option<RngKey>,
+        x: &AttentionInputs<'_, CudaBuf, CudaIds>,
         out: &CudaBuf,
         dout: &CudaBuf,
         lse: &CudaBuf,
@@ -1089,6 +1045,7 @@ impl Backend for CudaBackend {
     ) {
         self.run(|| {
             let op = "attention_backward";
+            let &AttentionInputs { q, k, v, mask, key } = x;
             let bufs = [q, k, v, out, dout, &*dq, &*dk, &*dv];
             let dtype = Self::attention_check(op, shape, &bufs, mask, &[lse, delta])?;
             if shape.is_empty() {
@@ -1147,31 +1104,12 @@ impl Backend for CudaBackend {
         self.run(|| {
             let op = "residual_layernorm_forward";
             let n = gamma.len;
-            let (rows, dtype) = layernorm_operands(
-                op,
-                sum,
-                &[residual, out],
-                n,
-                &[bias, gamma, beta],
-                mean,
-                rstd,
-            )?;
-            let mask = dropout_args(op, dropout, key)?;
-            let head = args![
-                sum,
-                bias,
-                residual,
-                gamma,
-                beta,
-                out,
-                mean,
-                rstd,
-                U64(rows as u64),
-                U32(u32_of(op, n)?),
-                F32(eps as f32),
-            ];
-            let args = [head.as_slice(), &mask].concat();
-            self.launch_block_rows(&typed(op, dtype), rows as u64, &args)
+            let per_column = [bias, gamma, beta];
+            let (rows, dtype) =
+                layernorm_operands(op, sum, &[residual, out], n, &per_column, mean, rstd)?;
+            let buffers = args![sum, bias, residual, gamma, beta, out, mean, rstd];
+            let tail = [&[F32(eps as f32)][..], &dropout_args(op, dropout, key)?].concat();
+            self.launch_layernorm(op, dtype, rows, n, buffers, &tail)
         })
     }
 
@@ -1192,15 +1130,9 @@ impl Backend for CudaBackend {
         self.run(|| {
             let op = "residual_layernorm_backward";
             let n = gamma.len;
-            let (rows, dtype) = layernorm_operands(
-                op,
-                sum,
-                &[dout, d_sum],
-                n,
-                &[gamma, dgamma, dbeta],
-                mean,
-                rstd,
-            )?;
+            let per_column = [gamma, &*dgamma, &*dbeta];
+            let (rows, dtype) =
+                layernorm_operands(op, sum, &[dout, d_sum], n, &per_column, mean, rstd)?;
             let branch = match (&d_branch, key) {
                 (Some(b), Some(_)) => {
                     same_len(op, b.len, sum.len)?;
@@ -1209,20 +1141,9 @@ impl Backend for CudaBackend {
                 }
                 _ => 0,
             };
+            let buffers = args![dout, sum, gamma, mean, rstd, d_sum, Ptr(branch)];
             let mask = dropout_args(op, dropout, key)?;
-            let head = args![
-                dout,
-                sum,
-                gamma,
-                mean,
-                rstd,
-                d_sum,
-                Ptr(branch),
-                U64(rows as u64),
-                U32(u32_of(op, n)?),
-            ];
-            let args = [head.as_slice(), &mask].concat();
-            self.launch_block_rows(&typed(op, dtype), rows as u64, &args)?;
+            self.launch_layernorm(op, dtype, rows, n, buffers, &mask)?;
             self.layernorm_params(dout, sum, mean, rstd, dgamma, dbeta, dtype)
         })
     }
@@ -1363,43 +1284,28 @@ impl CudaBackend {
             .min(COLUMN_PARTIALS / (2 * n))
             .min(rows.div_ceil(8))
             .max(1);
-        let name = typed(op, dtype);
         let grid = (cols.div_ceil(32), chunks as u32, 1);
-        if chunks < 2 {
-            return self.launch(
-                &name,
-                grid,
-                (32, 8, 1),
-                args![
-                    dout,
-                    x,
-                    mean,
-                    rstd,
-                    dgamma,
-                    dbeta,
-                    U64(rows as u64),
-                    U32(cols)
-                ],
-            );
-        }
-        // Chunked: the kernel writes partials [chunk][2][n] through its
+        // Chunked, the kernel writes partials [chunk][2][n] through its
         // dgamma argument.
         let partials = self.column_partials.ptr();
-        self.launch(
-            &name,
-            grid,
-            (32, 8, 1),
-            args![
-                dout,
-                x,
-                mean,
-                rstd,
-                Ptr(partials),
-                Ptr(0),
-                U64(rows as u64),
-                U32(cols)
-            ],
-        )?;
+        let (to_gamma, to_beta) = match chunks {
+            1 => (dgamma.arg()?, dbeta.arg()?),
+            _ => (Ptr(partials), Ptr(0)),
+        };
+        let args = args![
+            dout,
+            x,
+            mean,
+            rstd,
+            to_gamma,
+            to_beta,
+            U64(rows as u64),
+            U32(cols)
+        ];
+        self.launch(&typed(op, dtype), grid, (32, 8, 1), args)?;
+        if chunks == 1 {
+            return Ok(());
+        }
         self.launch_1d(
             "layernorm_backward_params_finish",
             n as u64,
@@ -1408,51 +1314,56 @@ impl CudaBackend {
     }
 }
 
-/// Sizes and the bucket table (its host copy) of a relative-position op.
-fn rel_pos_check(
-    op: &'static str,
-    shape: &RelPosShape,
-    rel_len: usize,
-    idx: &CudaIds,
-    scores_len: usize,
-) -> Result<(), CudaError> {
-    let RelPosShape {
-        b, heads, s, span2, ..
-    } = *shape;
-    same_len(op, rel_len, heads * b * s * span2)?;
-    same_len(op, scores_len, b * heads * s * s)?;
-    same_len(op, idx.len(), s * s)?;
-    match idx.host.iter().find(|&&k| k as usize >= span2) {
-        Some(k) => Err(CudaError::Invalid {
-            op,
-            message: format!("bucket {k} is not below {span2}"),
-        }),
-        None => Ok(()),
-    }
+/// Which way a relative-position op moves values between the
+/// relative-embedding scores `rel` `[heads * b, s, span2]` and the
+/// attention scores `[b * heads, s, s]`.
+#[derive(Clone, Copy)]
+enum RelPosWay {
+    /// `rel` into the scores, a thread per score.
+    Gather,
+    /// Score gradients into `rel`'s, a thread per row of `rel`: each
+    /// thread adds its row's buckets in order, so the sums are
+    /// deterministic.
+    Scatter,
 }
 
-/// The kernel arguments shared by the gather and the scatter: source,
-/// table, destination, then the shape.
-fn rel_pos_args(
-    op: &'static str,
-    shape: &RelPosShape,
-    alpha: f64,
-    src: &CudaBuf,
-    idx: &CudaIds,
-    dst: &CudaBuf,
-) -> Result<Vec<Arg>, CudaError> {
-    Ok(args![
-        src,
-        idx,
-        dst,
-        U32(u32_of(op, shape.b)?),
-        U32(u32_of(op, shape.heads)?),
-        U32(u32_of(op, shape.s)?),
-        U32(u32_of(op, shape.span2)?),
-        U32(shape.transpose as u32),
-        F32(alpha as f32),
-    ]
-    .to_vec())
+impl CudaBackend {
+    /// `rel_pos_gather` or `rel_pos_scatter` after checking the sizes and,
+    /// on the host copy of the bucket table `idx` (`[s, s]`), that every
+    /// bucket is below `span2`.
+    fn rel_pos(
+        &self,
+        way: RelPosWay,
+        shape: &RelPosShape,
+        alpha: f64,
+        rel: &CudaBuf,
+        idx: &CudaIds,
+        scores: &CudaBuf,
+    ) -> Result<(), CudaError> {
+        let RelPosShape {
+            b, heads, s, span2, ..
+        } = *shape;
+        let (op, src, dst, threads) = match way {
+            RelPosWay::Gather => ("rel_pos_gather", rel, scores, scores.len),
+            RelPosWay::Scatter => ("rel_pos_scatter", scores, rel, heads * b * s),
+        };
+        same_len(op, rel.len, heads * b * s * span2)?;
+        same_len(op, scores.len, b * heads * s * s)?;
+        same_len(op, idx.len(), s * s)?;
+        if let Some(k) = idx.host.iter().find(|&&k| k as usize >= span2) {
+            return Err(CudaError::Invalid {
+                op,
+                message: format!("bucket {k} is not below {span2}"),
+            });
+        }
+        let dtype = act(op, &[rel, scores])?;
+        let mut args = args![src, idx, dst].to_vec();
+        for v in [b, heads, s, span2] {
+            args.push(U32(u32_of(op, v)?));
+        }
+        args.extend([U32(shape.transpose as u32), F32(alpha as f32)]);
+        self.launch_1d(&typed(op, dtype), threads as u64, &args)
+    }
 }
 
 #[cfg(test)]

@@ -67,7 +67,7 @@ use super::layer::{Normed, layernorm_new};
 use super::linear::{dropout_back_owned, dropout_new};
 use super::params::Kind;
 use super::{Dense, LayerIdx, LayerNormIdx, Mode, Params};
-use crate::backend::Backend;
+use crate::backend::{Backend, LossTargets};
 use crate::memory::BufKind::{self, Activation, Grad, Workspace};
 use crate::weights::{NamedTensors, load_safetensors};
 
@@ -336,9 +336,8 @@ impl<B: Backend> DebertaClassifier<B> {
             "forward_backward needs alloc_grads first"
         );
         let tape = self.forward(be, batch, mode);
-        let shape = (batch.batch, self.num_labels);
-        let (loss, dlogits) =
-            loss_and_dlogits(be, &tape.logits, &batch.labels, class_weights, shape, denom);
+        let targets = LossTargets::new(&batch.labels, class_weights, self.num_labels, denom);
+        let (loss, dlogits) = loss_and_dlogits(be, &tape.logits, &targets, batch.batch);
         self.backward(be, batch, tape, dlogits, mode);
         loss
     }
@@ -353,13 +352,8 @@ impl<B: Backend> DebertaClassifier<B> {
         denom: f64,
     ) -> (Vec<f64>, f64) {
         let tape = self.forward(be, batch, Mode::Eval);
-        let loss = be.cross_entropy_forward(
-            &tape.logits,
-            &batch.labels,
-            class_weights,
-            self.num_labels,
-            denom,
-        );
+        let targets = LossTargets::new(&batch.labels, class_weights, self.num_labels, denom);
+        let loss = be.cross_entropy_forward(&tape.logits, &targets);
         (be.download(&tape.logits), loss)
     }
 
@@ -489,10 +483,27 @@ impl<B: Backend> DebertaClassifier<B> {
         let pc = c.cls_dropout;
         let key = mode.key(pc, head_stream(&c, 1));
         let classifier_in = dropout_new(be, &pooled, pc, key, "head.pooled_dropped", Workspace);
-        let mut d_pooled = be.alloc_overwritten("head.d_pooled", Workspace, b * h);
-        let x = classifier_in.as_ref().unwrap_or(&pooled);
-        idx.classifier
-            .backward(be, v, g, &dlogits, x, b, Some((&mut d_pooled, false)));
+        // A dense layer's backward at its input, or at the input's dropped
+        // copy where dropout ran: the input's gradient in a new buffer.
+        let dense_back = |dense: &Dense,
+                          g: &mut [B::Buf],
+                          dy: &B::Buf,
+                          x: &B::Buf,
+                          dropped: &Option<B::Buf>,
+                          name: &str| {
+            let mut dx = be.alloc_overwritten(name, Workspace, b * dense.inp);
+            let x = dropped.as_ref().unwrap_or(x);
+            dense.backward(be, v, g, dy, x, b, Some((&mut dx, false)));
+            dx
+        };
+        let d_pooled = dense_back(
+            &idx.classifier,
+            g,
+            &dlogits,
+            &pooled,
+            &classifier_in,
+            "head.d_pooled",
+        );
         drop(classifier_in);
         drop(pooled);
         drop(dlogits);
@@ -501,10 +512,7 @@ impl<B: Backend> DebertaClassifier<B> {
         be.gelu_backward(&dense_out, &d_pooled, &mut d_dense);
         drop(d_pooled);
         drop(dense_out);
-        let mut d_cls = be.alloc_overwritten("head.d_cls", Workspace, b * h);
-        let x = cls_dropped.as_ref().unwrap_or(&cls);
-        idx.pooler
-            .backward(be, v, g, &d_dense, x, b, Some((&mut d_cls, false)));
+        let d_cls = dense_back(&idx.pooler, g, &d_dense, &cls, &cls_dropped, "head.d_cls");
         drop(d_dense);
         drop(cls_dropped);
         drop(cls);
