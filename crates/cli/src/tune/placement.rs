@@ -35,13 +35,18 @@
 
 use std::collections::BTreeMap;
 
-use super::packing::{Admission, DeviceBudget, FitPolicy, Lease, Packer};
+use super::packing::{Admission, DeviceBudget, FitPolicy, Lease, Packer, Price};
 
 /// Device errors in a row (no trial ending normally on the device between
 /// them) after which a device is drained. One sticky error poisons its
 /// worker's context, not the device: it costs its trial, as on a single
 /// device. A second in a row says the device itself is failing.
 pub const DEVICE_ERRORS_TO_DRAIN: usize = 2;
+
+/// How a device that can take a trial now ranks (smaller is better): the
+/// larger micro-batch, then fewer trials already there, then less memory
+/// left free after the lease.
+type ChoiceKey = (std::cmp::Reverse<usize>, usize, u64);
 
 /// Where a trial goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,6 +179,35 @@ impl DeviceSet {
         max_micro: usize,
         peak_of: &mut dyn FnMut(usize, usize) -> u64,
     ) -> Placement {
+        self.place_with(id, &mut |packer, device| {
+            packer.try_admit_within(id, effective_batch, max_micro, &mut |m| peak_of(device, m))
+        })
+    }
+
+    /// [`DeviceSet::place`] with each micro-batch's [`Price`] on a device
+    /// (`price_of(device, micro)`: the study runner's replayed runs, whose
+    /// limit is the allocator's reserved peak) instead of a peak and the
+    /// budget's allowance; see [`Packer::try_admit_priced`].
+    pub fn place_priced(
+        &mut self,
+        id: u64,
+        effective_batch: usize,
+        max_micro: usize,
+        price_of: &mut dyn FnMut(usize, usize) -> Price,
+    ) -> Placement {
+        self.place_with(id, &mut |packer, device| {
+            packer.try_admit_priced(id, effective_batch, max_micro, &mut |m| price_of(device, m))
+        })
+    }
+
+    /// The placement rules of the module doc, with `admit(packer, device)`
+    /// asking one device's packer for trial `id` (it may be asked twice
+    /// for the chosen device: once to compare, once to lease).
+    fn place_with(
+        &mut self,
+        id: u64,
+        admit: &mut dyn FnMut(&mut Packer, usize) -> Admission,
+    ) -> Placement {
         self.release(id);
         let position = self
             .waiting
@@ -187,17 +221,14 @@ impl DeviceSet {
             }
         }
         let mut fits = Vec::new();
-        let mut best: Option<((std::cmp::Reverse<usize>, usize, u64), usize)> = None;
+        let mut best: Option<(ChoiceKey, usize)> = None;
         // (needed, usable) on the largest live device, for an infeasible trial.
         let mut largest: Option<(u64, u64)> = None;
-        for device in 0..self.slots.len() {
-            let slot = &mut self.slots[device];
+        for (device, slot) in self.slots.iter_mut().enumerate() {
             if slot.drained.is_some() {
                 continue;
             }
-            let answer = slot
-                .packer
-                .try_admit_within(id, effective_batch, max_micro, &mut |m| peak_of(device, m));
+            let answer = admit(&mut slot.packer, device);
             match answer {
                 Admission::Admit(lease) => {
                     fits.push(device);
@@ -221,12 +252,7 @@ impl DeviceSet {
             }
         }
         if let Some((_, device)) = best {
-            let answer = self.slots[device].packer.try_admit_within(
-                id,
-                effective_batch,
-                max_micro,
-                &mut |m| peak_of(device, m),
-            );
+            let answer = admit(&mut self.slots[device].packer, device);
             let Admission::Admit(lease) = answer else {
                 unreachable!("the same offer to the same packer is admitted again")
             };
@@ -391,7 +417,10 @@ mod tests {
         ));
         set.release(1);
         // 45 GiB free: trial 3 goes first.
-        assert!(matches!(set.place(3, 1, 1, big), Placement::Admit { device: 2, .. }));
+        assert!(matches!(
+            set.place(3, 1, 1, big),
+            Placement::Admit { device: 2, .. }
+        ));
         assert_eq!(set.waiting().count(), 0);
     }
 
@@ -429,7 +458,10 @@ mod tests {
         let mut set = DeviceSet::new([budget(24 * GIB), budget(24 * GIB)], FitPolicy::FreeNow);
         let small = &mut peak(1, 1);
         for id in 1..=4 {
-            assert!(matches!(set.place(id, 1, 1, small), Placement::Admit { .. }));
+            assert!(matches!(
+                set.place(id, 1, 1, small),
+                Placement::Admit { .. }
+            ));
         }
         assert!(!set.device_error(1), "one error is its trial's");
         set.device_ok(1);
