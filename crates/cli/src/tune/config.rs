@@ -537,7 +537,8 @@ pub struct RunnerSection {
     /// The device as a card of this many bytes: what trials may lease (a
     /// share of a larger or shared device). `None`: the whole device.
     pub memory_limit: Option<u64>,
-    /// `None`: as many as memory and cores allow.
+    /// Trials at once on each device; `None`: as many as memory and cores
+    /// allow.
     pub max_workers: Option<usize>,
     /// `None`: the runner divides the cores.
     pub threads_per_worker: Option<usize>,
