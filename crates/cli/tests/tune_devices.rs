@@ -64,6 +64,7 @@ fn trials_are_placed_over_the_devices_and_large_ones_on_the_large_card() {
     let names = ["simulated GPU 0", "simulated GPU 1", "simulated GPU 2"];
     let sizes = [6u64 << 30, 6 << 30, 24 << 30];
     let mut used = BTreeSet::new();
+    let mut large = 0;
     for t in &ts {
         assert_eq!(t.state, TrialState::Complete, "{:?}", t.user_attrs);
         let device = text(t, "device").expect("each trial records its device");
@@ -78,8 +79,10 @@ fn trials_are_placed_over_the_devices_and_large_ones_on_the_large_card() {
         // worker's context leave no room on a 6 GiB card.
         if t.params["model"].value() == store::ParamValue::Str("bert-large".into()) {
             assert_eq!(d, 2, "trial {} ran bert-large on {device}", t.number);
+            large += 1;
         }
     }
+    assert!(large > 0, "no bert-large trial was sampled");
     assert!(used.len() >= 2, "one device took every trial: {used:?}");
     // The report's memory timeline has a row per device used.
     let html = std::fs::read_to_string(dir.path().join("placed-report.html")).unwrap();

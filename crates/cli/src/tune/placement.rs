@@ -454,6 +454,36 @@ mod tests {
     }
 
     #[test]
+    fn a_priced_placement_leases_the_price_limit_on_the_device_it_names() {
+        let mut set = DeviceSet::new([budget(8 * GIB), budget(16 * GIB)], FitPolicy::FreeNow);
+        // The allocator reserves 2 GiB over the requested peak: 8 rows
+        // need 12 GiB, which only the 16 GiB device has.
+        let mut price = |device: usize, m: usize| {
+            assert!(device < 2);
+            let peak = 2 * GIB + GIB * m as u64;
+            Price {
+                peak,
+                limit: peak + 2 * GIB,
+            }
+        };
+        let Placement::Admit { device, lease } = set.place_priced(1, 8, 8, &mut price) else {
+            panic!("fits")
+        };
+        assert_eq!((device, lease.micro_batch, lease.accumulation), (1, 8, 1));
+        assert_eq!(
+            (lease.predicted_peak, lease.limit, lease.bytes),
+            (10 * GIB, 12 * GIB, 12 * GIB)
+        );
+        assert_eq!(set.leased_bytes(1), 12 * GIB);
+        // The next one: the 4 GiB left there fit no row (one needs 5);
+        // the 8 GiB device fits 4 rows, twice a step.
+        let Placement::Admit { device, lease } = set.place_priced(2, 8, 8, &mut price) else {
+            panic!("fits")
+        };
+        assert_eq!((device, lease.micro_batch, lease.accumulation), (0, 4, 2));
+    }
+
+    #[test]
     fn a_drained_device_gives_back_its_trials_and_takes_no_more() {
         let mut set = DeviceSet::new([budget(24 * GIB), budget(24 * GIB)], FitPolicy::FreeNow);
         let small = &mut peak(1, 1);
