@@ -24,6 +24,15 @@ fn study(name: &str, n_trials: usize, sizes: &[&str]) -> String {
 }
 
 fn tune(dir: &Path, text: &str, fault: Option<&str>) -> (std::path::PathBuf, String) {
+    let (db, out) = tune_output(dir, text, fault);
+    (db, common::ok(out))
+}
+
+fn tune_output(
+    dir: &Path,
+    text: &str,
+    fault: Option<&str>,
+) -> (std::path::PathBuf, std::process::Output) {
     let cfg = dir.join("s.toml");
     std::fs::write(&cfg, text).unwrap();
     let db = dir.join("s.db");
@@ -37,8 +46,7 @@ fn tune(dir: &Path, text: &str, fault: Option<&str>) -> (std::path::PathBuf, Str
     if let Some(f) = fault {
         cmd.env("MEMTUNE_FAULT", f);
     }
-    let out = common::ok(cmd.output().unwrap());
-    (db, out)
+    (db, cmd.output().unwrap())
 }
 
 fn trials(db: &Path, study: &str) -> Vec<store::FrozenTrial> {
@@ -162,4 +170,50 @@ fn a_device_failing_twice_in_a_row_is_drained_and_its_trials_run_elsewhere() {
         .filter(|t| t.user_attrs.get("cuda_error") == Some(&Json::Bool(true)))
         .count();
     assert!((2..=4).contains(&errors), "{errors} device errors");
+}
+
+#[test]
+fn memtune_devices_shows_what_running_trials_lease_on_each_device() {
+    let dir = tempfile::tempdir().unwrap();
+    // The runner kills itself right after handing trial 3 to a worker: its
+    // trials stay RUNNING in the store with their leases recorded.
+    let (db, out) = tune_output(
+        dir.path(),
+        &study("leases", 12, &["24GiB", "24GiB"]),
+        Some("kill-runner@3"),
+    );
+    assert!(!out.status.success());
+    let running: Vec<store::FrozenTrial> = trials(&db, "leases")
+        .into_iter()
+        .filter(|t| t.state == TrialState::Running && t.user_attrs.contains_key("lease_bytes"))
+        .collect();
+    assert!(!running.is_empty());
+    let shown = common::ok(common::memtune(&db, &["devices"]));
+    for name in ["simulated GPU 0", "simulated GPU 1"] {
+        let mine: Vec<&store::FrozenTrial> = running
+            .iter()
+            .filter(|t| text(t, "device") == Some(name))
+            .collect();
+        let line = shown
+            .lines()
+            .find(|l| l.starts_with(&format!("lease {name}:")));
+        if mine.is_empty() {
+            assert!(line.is_none(), "{shown}");
+            continue;
+        }
+        let leased: u64 = mine
+            .iter()
+            .map(|t| t.user_attrs["lease_bytes"].as_u64().unwrap())
+            .sum();
+        let line = line.unwrap_or_else(|| panic!("no lease line for {name}: {shown}"));
+        assert!(
+            line.contains(&format!(
+                "{} leased by {} running trial(s)",
+                gpu_mem::human_bytes(leased),
+                mine.len()
+            )),
+            "{line}"
+        );
+        assert!(line.contains("free of"), "{line}");
+    }
 }
