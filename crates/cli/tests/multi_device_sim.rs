@@ -78,13 +78,28 @@ fn three_devices_lose_nothing_stay_busy_and_keep_big_trials_on_the_big_card() {
             );
             assert!((device.live_s - params.horizon_s).abs() < 1e-6);
         }
+        // Trials whose whole batch fits only the big card: there they run
+        // unsplit; elsewhere (when it is full) split.
+        let (mut whole_batch_big, mut on_big) = (0, 0);
         for start in &r.starts {
             let fits = fitting_devices(&params, &space, start.trial, seed);
             assert!(fits.contains(&start.device), "{start:?} fits only {fits:?}");
             if fits == [2] {
                 big_only += 1;
             }
+            let trial = space::sample_trial(seed, start.trial);
+            let whole = |d: usize| {
+                let b = params.budget(d);
+                b.limit_for(space.peak(&trial, trial.batch_size)) + b.process_overhead <= b.usable()
+            };
+            if whole(2) && !whole(0) {
+                whole_batch_big += 1;
+                on_big += usize::from(start.device == 2);
+            }
         }
+        eprintln!(
+            "seed {seed}: {whole_batch_big} starts whose whole batch fits only the 80 GiB card, {on_big} of them there"
+        );
         // Every device took trials, the big card the most memory.
         let mut per_device = BTreeMap::new();
         for s in &r.starts {
