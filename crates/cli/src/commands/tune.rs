@@ -117,7 +117,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
 }
 
 fn summary_device(s: &crate::tune::runner::Summary) -> String {
-    gpu_mem::human_bytes(s.capacity)
+    gpu_mem::human_bytes(s.largest_device)
 }
 
 fn write_report(storage_url: &str, study: &str) -> Result<PathBuf> {

@@ -116,6 +116,8 @@ pub struct Summary {
     pub peak_leased: u64,
     /// Every device's bytes together.
     pub capacity: u64,
+    /// The largest device's bytes (what an infeasible trial did not fit).
+    pub largest_device: u64,
     /// Devices drained, each with why.
     pub drained: Vec<String>,
     /// Trials stopped by a drained device and re-enqueued.
@@ -225,6 +227,12 @@ impl<'a> Runner<'a> {
             pruner: cfg.make_pruner(),
             summary: Summary {
                 capacity: plan.total_capacity(),
+                largest_device: plan
+                    .devices
+                    .iter()
+                    .map(|d| d.budget.capacity)
+                    .max()
+                    .unwrap_or(0),
                 ..Summary::default()
             },
             cfg,
