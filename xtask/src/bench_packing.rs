@@ -2,10 +2,11 @@
 //!
 //! Runs `crates/cli/examples/packing_sim.rs` with the cli's `sim` feature
 //! (see the example's doc for ARGS:
-//! `--seeds N --hours H --slack F --threads T --check-plans --sensitivity`):
-//! memory-aware packing with micro-batch fitting against the legacy setup's fixed
-//! PAR=2 on their search space, with the trainer's memory plans, on a
-//! simulated 24 GB GPU. The plans' coefficients are cached in
+//! `--seeds N --hours H --slack F --threads T --check-plans --sensitivity
+//! --devices N`): memory-aware packing with micro-batch fitting against the
+//! legacy setup's fixed PAR=2 on their search space, with the trainer's
+//! memory plans, on a simulated 24 GB GPU; `--devices N` adds packing over
+//! N such GPUs against N times one. The plans' coefficients are cached in
 //! `target/bench-packing/plans.json` (keyed by a fingerprint of the models
 //! and the trainer's plan); plans only count allocations, so building
 //! them takes well under a second.

@@ -1,7 +1,7 @@
 //! The packing simulation's table (run by `cargo xtask bench packing`).
 //!
 //! `packing_sim [--seeds N] [--hours H] [--slack F] [--threads T]
-//! [--plan-cache FILE] [--check-plans] [--sensitivity]`
+//! [--plan-cache FILE] [--check-plans] [--sensitivity] [--devices N]`
 //!
 //! `--plan-cache`: the plans' coefficients are kept in FILE (JSON), keyed by
 //! a fingerprint of the models and of the trainer's plan (full plans of a
@@ -13,7 +13,8 @@
 //! ratio. `--check-plans` first compares the runner's pricing
 //! (`trainer::memory::step_curve`) with full memory plans of every model of the
 //! space, with the time each takes; `--sensitivity` adds the ratio under
-//! other assumptions.
+//! other assumptions; `--devices N` adds packing on N such devices (one
+//! runner placing trials over all of them) against N times one device.
 
 use std::time::Instant;
 
@@ -37,6 +38,7 @@ struct Args {
     check_plans: bool,
     sensitivity: bool,
     plan_cache: Option<std::path::PathBuf>,
+    devices: Option<usize>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -48,6 +50,7 @@ fn parse() -> Result<Args, String> {
         check_plans: false,
         sensitivity: false,
         plan_cache: None,
+        devices: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -60,11 +63,12 @@ fn parse() -> Result<Args, String> {
             "--plan-cache" => a.plan_cache = Some(value("--plan-cache")?.into()),
             "--check-plans" => a.check_plans = true,
             "--sensitivity" => a.sensitivity = true,
+            "--devices" => a.devices = Some(num(&value("--devices")?)?),
             other => return Err(format!("unknown argument '{other}'")),
         }
     }
-    if a.seeds == 0 || a.hours <= 0.0 || a.slack < 0.0 {
-        return Err("--seeds and --hours must be positive, --slack not negative".into());
+    if a.seeds == 0 || a.hours <= 0.0 || a.slack < 0.0 || a.devices == Some(0) {
+        return Err("--seeds, --hours and --devices must be positive, --slack not negative".into());
     }
     Ok(a)
 }
@@ -203,7 +207,58 @@ fn run() -> Result<(), String> {
     if args.sensitivity {
         sensitivity(&space, &params, &seeds);
     }
+    if let Some(n) = args.devices {
+        devices_table(&space, &params, &seeds, n);
+    }
     Ok(())
+}
+
+/// Packing on one device and on `n` copies of it, driven as the runner
+/// drives them (one queue, trials placed over every device): the useful
+/// work of `n` devices against `n` times that of one.
+fn devices_table(space: &SimSpace, params: &SimParams, seeds: &[u64], n: usize) {
+    let one = params.devices[0];
+    let on = |devices: Vec<u64>| -> (Summary, f64, f64) {
+        let p = SimParams {
+            devices,
+            ..params.clone()
+        };
+        let rs: Vec<SimReport> = seeds
+            .iter()
+            .map(|&s| simulate(&p, space, Policy::Packing, s))
+            .collect();
+        let busy = rs
+            .iter()
+            .flat_map(|r| r.devices.iter().map(|d| d.compute_utilisation));
+        let (lo, hi) = busy.fold((f64::INFINITY, 0.0f64), |(lo, hi), u| {
+            (lo.min(u), hi.max(u))
+        });
+        let refs: Vec<&SimReport> = rs.iter().collect();
+        (summary(&refs, p.device_flops), lo, hi)
+    };
+    let single = on(vec![one]);
+    let many = on(vec![one; n]);
+    println!();
+    println!(
+        "Packing on {n} devices of {:.2} GiB (one runner, one queue) against one device, {} seeds:",
+        one as f64 / GIB as f64,
+        seeds.len()
+    );
+    println!(
+        "| devices | completed/h | lost to OOM | useful work (device-h/h) | compute util per device (min, max) | useful work / (devices x one device's) |"
+    );
+    println!("| ---: | ---: | ---: | ---: | --- | ---: |");
+    for (count, (s, lo, hi)) in [(1, &single), (n, &many)] {
+        println!(
+            "| {count} | {:.2} | {} | {:.3} | {:.1}%, {:.1}% | {:.3} |",
+            s.per_hour,
+            s.lost,
+            s.useful,
+            100.0 * lo,
+            100.0 * hi,
+            s.useful / (count as f64 * single.0.useful),
+        );
+    }
 }
 
 /// Prints the summaries and the ratios of the last (packing) to the others.
@@ -253,10 +308,13 @@ fn summary(rs: &[&SimReport], device_flops: f64) -> Summary {
 
 fn print_params(p: &SimParams) {
     println!(
-        "device {:.2} GiB, {:.0} TFLOP/s achieved, half utilisation at {} tokens/step, start-up {} s, \
+        "device(s) {:?} GiB, {:.0} TFLOP/s achieved, half utilisation at {} tokens/step, start-up {} s, \
          process overhead {} MiB; packing: margin {} MiB, <= {} workers, {:?}, token cap {:?}; \
          baseline: PAR={}, fragmentation slack {}",
-        p.capacity as f64 / GIB as f64,
+        p.devices
+            .iter()
+            .map(|&c| (c as f64 / GIB as f64 * 100.0).round() / 100.0)
+            .collect::<Vec<_>>(),
         p.device_flops / 1e12,
         p.half_tokens,
         p.startup_s,
@@ -312,8 +370,8 @@ fn sensitivity(space: &SimSpace, base: &SimParams, seeds: &[u64]) {
     add("baseline PAR=3", &|p| p.baseline_parallel = 3);
     add("baseline PAR=1", &|p| p.baseline_parallel = 1);
     add("overhead 300 MiB", &|p| p.process_overhead = 300 << 20);
-    add("device 32 GiB", &|p| p.capacity = 32 * GIB);
-    add("device 80 GiB", &|p| p.capacity = 80 * GIB);
+    add("device 32 GiB", &|p| p.devices = vec![32 * GIB]);
+    add("device 80 GiB", &|p| p.devices = vec![80 * GIB]);
     add("only trials fitting alone", &|p| {
         p.only_fitting_alone = true
     });

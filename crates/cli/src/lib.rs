@@ -25,6 +25,7 @@ pub mod commands;
 pub mod devices;
 pub mod error;
 pub mod history;
+pub mod leases;
 pub mod logging;
 pub mod render;
 pub mod report;

@@ -312,7 +312,7 @@ fn simulation_is_deterministic_and_packing_loses_nothing() {
         assert_eq!(ours, simulate(&params, &space, Policy::Packing, seed));
         assert_eq!(ours.lost_oom, 0);
         assert!(ours.completed > 0);
-        assert!(ours.max_memory <= params.capacity - params.safety_margin);
+        assert!(ours.max_memory <= params.devices[0] - params.safety_margin);
         let base = simulate(&params, &space, Policy::Baseline, seed);
         assert_eq!(base, simulate(&params, &space, Policy::Baseline, seed));
         assert!(base.mean_concurrency <= params.baseline_parallel as f64 + 1e-9);
@@ -330,7 +330,7 @@ fn baseline_loses_trials_that_do_not_fit_and_packing_runs_them() {
     // On a 12 GiB device many trials do not fit alone at their batch size:
     // the baseline loses them, the packer splits their batches.
     let params = SimParams {
-        capacity: 12 * GIB,
+        devices: vec![12 * GIB],
         horizon_s: 3600.0,
         ..SimParams::default()
     };

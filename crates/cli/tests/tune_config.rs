@@ -600,7 +600,7 @@ fn shipped_studies_parse() {
     let gpu_study = dir.path().join("study.toml");
     std::fs::write(&gpu_study, text.replace("MODEL_DIR", "/models/minilm")).unwrap();
     let gpu = StudyConfig::from_path(&gpu_study).unwrap();
-    assert_eq!(gpu.runner.device, DeviceKind::Cuda(0));
+    assert_eq!(gpu.runner.device, DeviceKind::CudaAll);
     assert_eq!(gpu.study.n_trials, 20);
 }
 
@@ -959,5 +959,100 @@ fn kernels_are_reference_by_default_or_fused() {
         "runner.kernels",
         "kernels =",
         "`flash`: expected \"reference\" or \"fused\"",
+    );
+}
+
+#[test]
+fn several_devices_are_read_and_checked() {
+    let parse = |runner: &str| StudyConfig::parse(&format!("{BASE}\n[runner]\n{runner}"), "s.toml");
+    let all = parse("device = \"cuda:*\"\n").unwrap();
+    assert_eq!(all.runner.device, DeviceKind::CudaAll);
+    assert_eq!(all.runner.cuda_devices, None);
+    let listed = parse("devices = [\"cuda:0\", \"cuda:2\"]\n").unwrap();
+    assert_eq!(listed.runner.device, DeviceKind::CudaAll);
+    assert_eq!(listed.runner.cuda_devices, Some(vec![0, 2]));
+    let sim = StudyConfig::parse(
+        &format!(
+            "{BASE}\n[runner]\ndevice = \"sim\"\nsim_devices = [\"24GiB\", \"24GiB\", \"80GiB\"]\n"
+        )
+        .replace("builtin = \"minilm-l6\"", "sim = \"bert-base\"")
+        .replace("dir = \"models/large\"", "sim = \"bert-large\""),
+        "s.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        sim.runner.sim_devices,
+        Some(vec![24 << 30, 24 << 30, 80 << 30])
+    );
+    assert_eq!(sim.runner.sim_memory, None);
+
+    let runner = |body: &str| format!("{BASE}\n[runner]\n{body}");
+    expect_error(
+        &runner("device = \"cuda:0\"\ndevices = [\"cuda:1\"]\n"),
+        "runner.devices",
+        "devices =",
+        "either device or devices",
+    );
+    expect_error(
+        &runner("devices = []\n"),
+        "runner.devices",
+        "devices =",
+        "at least one",
+    );
+    expect_error(
+        &runner("devices = [\"cuda:0\", \"sim\"]\n"),
+        "runner.devices[1]",
+        "devices =",
+        "expected a CUDA device",
+    );
+    expect_error(
+        &runner("devices = [\"cuda:1\", \"cuda:1\"]\n"),
+        "runner.devices[1]",
+        "devices =",
+        "listed twice",
+    );
+    expect_error(
+        &runner("device = \"cuda:x\"\n"),
+        "runner.device",
+        "device =",
+        "\"cuda:*\"",
+    );
+    expect_error(
+        &runner("sim_devices = [\"24GiB\"]\n"),
+        "runner.sim_devices",
+        "sim_devices",
+        "only used with device = \"sim\"",
+    );
+    expect_error(
+        &runner("device = \"sim\"\nsim_memory = \"24GiB\"\nsim_devices = [\"24GiB\"]\n"),
+        "runner.sim_devices",
+        "sim_devices",
+        "not both",
+    );
+    expect_error(
+        &runner("device = \"sim\"\nsim_devices = []\n"),
+        "runner.sim_devices",
+        "sim_devices",
+        "at least one size",
+    );
+    expect_error(
+        &runner("device = \"sim\"\nsim_devices = [\"24GiB\", \"24 gigs\"]\n"),
+        "runner.sim_devices[1]",
+        "sim_devices",
+        "not a size",
+    );
+    expect_error(
+        &runner("device = \"sim\"\nsim_devices = [\"24GiB\", 0]\n"),
+        "runner.sim_devices[1]",
+        "sim_devices",
+        "larger than 0",
+    );
+    expect_error(
+        &runner(
+            "device = \"sim\"\nsafety_margin = \"8GiB\"\nsim_devices = [\"24GiB\", \"8GiB\"]\n",
+        ),
+        "runner.safety_margin",
+        "safety_margin",
+        "leaves nothing",
     );
 }

@@ -142,7 +142,8 @@ step_memory-plan() { local t; t=$(one 'bin/cuda_memory_plan-*'); [ -n "$t" ] || 
   MEMTUNE_TORCH_PYTHON="$PY" MEMTUNE_TORCH_MEMORY_SCRIPT=torch_memory_peak.py "$t" --include-ignored --test-threads=1 --nocapture; }
 step_finetune() { local t; t=$(one 'bin/cuda_finetune-*'); [ -n "$t" ] || { echo "cuda_finetune test binary missing"; return 1; }
   MEMTUNE_MINILM_DIR="$PWD/minilm" "$t" --include-ignored --test-threads=1 --nocapture; }
-# `memtune tune` with device = "cuda": 20 MiniLM trials packed onto the
+# `memtune tune` with device = "cuda:*" (every visible device; one on the
+# bundle's machine): 20 MiniLM trials packed onto the
 # device, every one COMPLETE on cuda:0 (none lost to OOM, no OOM step
 # retried), with trials/hour and the measured peaks beside the plan's
 # predictions.

@@ -41,7 +41,8 @@ pub enum Command {
     Tell(tell::Args),
     /// What memtune can train on: CPU cores and RAM, each CUDA device
     /// (memory, compute capability, virtual memory), or why CUDA is
-    /// unavailable, and the CUDA libraries found.
+    /// unavailable, and the CUDA libraries found; with a storage, what its
+    /// running trials lease on each device, and what is left free there.
     Devices(devices::Args),
     /// Run a study: trials in worker processes, packed onto the device by
     /// predicted memory, recorded as they go; the same command resumes it.
@@ -114,7 +115,7 @@ pub fn run(command: Command, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         Command::CreateStudy(args) => create_study::run(&args, ctx, out),
         Command::Ask(args) => ask::run(&args, ctx, out),
         Command::Tell(args) => tell::run(&args, ctx, out),
-        Command::Devices(args) => devices::run(&args, out),
+        Command::Devices(args) => devices::run(&args, ctx, out),
         Command::Tune(args) => tune::run(&args, ctx, out),
         Command::Train(args) => train::run(&args, ctx, out),
         Command::Predict(args) => predict::run(&args, ctx, out),

@@ -69,7 +69,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     crate::logging::note(&format!(
         "memtune: study `{study}` in {shown}: {} trials on {}; log in {}",
         plan.n_trials,
-        plan.device_name,
+        plan.device_names(),
         plan.log_file.display()
     ));
     let runner = Runner::new(
@@ -117,7 +117,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
 }
 
 fn summary_device(s: &crate::tune::runner::Summary) -> String {
-    gpu_mem::human_bytes(s.capacity)
+    gpu_mem::human_bytes(s.largest_device)
 }
 
 fn write_report(storage_url: &str, study: &str) -> Result<PathBuf> {

@@ -73,7 +73,11 @@
 //!                                     # hyperband | patient | threshold; Optuna's defaults
 //!
 //! [runner]
-//! device = "auto"                     # auto | cpu | cuda | cuda:N | sim
+//! device = "auto"                     # auto | cpu | cuda | cuda:N | cuda:* (every visible
+//!                                     # device) | sim
+//! # devices = ["cuda:0", "cuda:2"]    # instead of device: these CUDA devices (numbered as
+//!                                     # CUDA_VISIBLE_DEVICES leaves them)
+//! # sim_devices = ["24GiB", "80GiB"]  # device = "sim": one simulated device per size
 //! precision = "auto"                  # matrix products: auto | fp32 | bf16 | fp16 (auto: bf16
 //!                                     # on a CUDA device that has it, else fp32)
 //! kernels = "reference"               # reference | fused (fused attention, layer body and
@@ -451,6 +455,10 @@ pub enum DeviceKind {
     Cpu,
     /// CUDA device N (`"cuda"` is `"cuda:0"`); an error without one.
     Cuda(usize),
+    /// Every CUDA device the driver shows (`"cuda:*"`: those that
+    /// `CUDA_VISIBLE_DEVICES` leaves), or the list of `[runner] devices`;
+    /// trials are placed over them ([`super::placement`]).
+    CudaAll,
     /// `gpu-mem`'s simulated device of `sim_memory` bytes.
     Sim,
 }
@@ -463,13 +471,14 @@ impl TryFrom<String> for DeviceKind {
             "cpu" => Ok(DeviceKind::Cpu),
             "sim" => Ok(DeviceKind::Sim),
             "cuda" => Ok(DeviceKind::Cuda(0)),
+            "cuda:*" => Ok(DeviceKind::CudaAll),
             other => other
                 .strip_prefix("cuda:")
                 .and_then(|n| n.parse().ok())
                 .map(DeviceKind::Cuda)
                 .ok_or_else(|| {
                     format!(
-                        "unknown device `{other}`: expected \"auto\", \"cpu\", \"cuda\", \"cuda:N\" or \"sim\""
+                        "unknown device `{other}`: expected \"auto\", \"cpu\", \"cuda\", \"cuda:N\", \"cuda:*\" or \"sim\""
                     )
                 }),
         }
@@ -482,6 +491,7 @@ impl std::fmt::Display for DeviceKind {
             DeviceKind::Auto => write!(f, "auto"),
             DeviceKind::Cpu => write!(f, "cpu"),
             DeviceKind::Cuda(n) => write!(f, "cuda:{n}"),
+            DeviceKind::CudaAll => write!(f, "cuda:*"),
             DeviceKind::Sim => write!(f, "sim"),
         }
     }
@@ -512,8 +522,14 @@ pub struct RunnerSection {
     /// Which implementation of the training step runs (the memory plan and
     /// every price follow it).
     pub kernels: Kernels,
-    /// Capacity of the simulated device (`device = "sim"`; default 24 GiB).
+    /// Capacity of the simulated device (`device = "sim"`; default 24 GiB;
+    /// `None` with `sim_devices`).
     pub sim_memory: Option<u64>,
+    /// `device = "sim"` with several simulated devices: one per size.
+    pub sim_devices: Option<Vec<u64>>,
+    /// `[runner] devices`: the CUDA ordinals trials are placed over
+    /// (`device` is then [`DeviceKind::CudaAll`]); `None`: as `device` says.
+    pub cuda_devices: Option<Vec<usize>>,
     pub safety_margin: SafetyMargin,
     /// Per-process overhead (the CUDA context) to assume instead of
     /// measuring it; `None`: measured (0 on the CPU).
@@ -521,7 +537,8 @@ pub struct RunnerSection {
     /// The device as a card of this many bytes: what trials may lease (a
     /// share of a larger or shared device). `None`: the whole device.
     pub memory_limit: Option<u64>,
-    /// `None`: as many as memory and cores allow.
+    /// Trials at once on each device; `None`: as many as memory and cores
+    /// allow.
     pub max_workers: Option<usize>,
     /// `None`: the runner divides the cores.
     pub threads_per_worker: Option<usize>,
@@ -1131,7 +1148,11 @@ impl Check<'_> {
         models: &BTreeMap<String, ModelSource>,
     ) -> Result<RunnerSection, ConfigError> {
         let r = &raw.runner;
-        let device = r.device.unwrap_or(DeviceKind::Auto);
+        let cuda_devices = self.cuda_devices(r.devices.as_deref(), r.device.is_some())?;
+        let device = match cuda_devices {
+            Some(_) => DeviceKind::CudaAll,
+            None => r.device.unwrap_or(DeviceKind::Auto),
+        };
         if let Some((key, _)) = models
             .iter()
             .find(|(_, m)| matches!(m, ModelSource::Sim(_)))
@@ -1153,8 +1174,34 @@ impl Check<'_> {
                 }
                 Some(bytes)
             }
-            (None, DeviceKind::Sim) => Some(24 << 30),
+            (None, DeviceKind::Sim) if r.sim_devices.is_none() => Some(24 << 30),
             (None, _) => None,
+        };
+        let sim_devices = match (&r.sim_devices, device) {
+            (None, _) => None,
+            (Some(_), d) if d != DeviceKind::Sim => {
+                return Err(self.err("runner.sim_devices", "only used with device = \"sim\""));
+            }
+            (Some(_), _) if sim_memory.is_some() => {
+                return Err(self.err(
+                    "runner.sim_devices",
+                    "give either sim_memory (one device) or sim_devices, not both",
+                ));
+            }
+            (Some(sizes), _) if sizes.is_empty() => {
+                return Err(self.err("runner.sim_devices", "needs at least one size"));
+            }
+            (Some(sizes), _) => {
+                let mut bytes = Vec::with_capacity(sizes.len());
+                for (i, v) in sizes.iter().enumerate() {
+                    let key = format!("runner.sim_devices[{i}]");
+                    match self.size(&key, v)? {
+                        0 => return Err(self.err(&key, "must be larger than 0")),
+                        b => bytes.push(b),
+                    }
+                }
+                Some(bytes)
+            }
         };
         let safety_margin = match &r.safety_margin {
             None => SafetyMargin::Fraction(0.05),
@@ -1169,7 +1216,8 @@ impl Check<'_> {
             }
             Some(v) => SafetyMargin::Bytes(self.size("runner.safety_margin", v)?),
         };
-        if let (SafetyMargin::Bytes(b), Some(cap)) = (safety_margin, sim_memory)
+        let smallest = sim_memory.or(sim_devices.as_ref().and_then(|d| d.iter().copied().min()));
+        if let (SafetyMargin::Bytes(b), Some(cap)) = (safety_margin, smallest)
             && b >= cap
         {
             return Err(self.err(
@@ -1230,6 +1278,8 @@ impl Check<'_> {
             precision,
             kernels,
             sim_memory,
+            sim_devices,
+            cuda_devices,
             safety_margin,
             process_overhead,
             memory_limit,
@@ -1241,6 +1291,44 @@ impl Check<'_> {
             systematic_failures: r.systematic_failures.unwrap_or(3),
             log_file: r.log_file.clone().map(|p| self.path(p)),
         })
+    }
+}
+
+impl Check<'_> {
+    /// `[runner] devices`: each entry `"cuda"` or `"cuda:N"`, at least one,
+    /// none twice, and not beside `device` (`has_device`).
+    fn cuda_devices(
+        &self,
+        devices: Option<&[String]>,
+        has_device: bool,
+    ) -> Result<Option<Vec<usize>>, ConfigError> {
+        let Some(devices) = devices else {
+            return Ok(None);
+        };
+        if has_device {
+            return Err(self.err("runner.devices", "give either device or devices, not both"));
+        }
+        if devices.is_empty() {
+            return Err(self.err("runner.devices", "needs at least one device"));
+        }
+        let mut ordinals = Vec::with_capacity(devices.len());
+        for (i, name) in devices.iter().enumerate() {
+            let key = format!("runner.devices[{i}]");
+            let ordinal = match DeviceKind::try_from(name.clone()) {
+                Ok(DeviceKind::Cuda(n)) => n,
+                _ => {
+                    return Err(self.err(
+                        &key,
+                        format!("`{name}`: expected a CUDA device, \"cuda:N\""),
+                    ));
+                }
+            };
+            if ordinals.contains(&ordinal) {
+                return Err(self.err(&key, format!("cuda:{ordinal} is listed twice")));
+            }
+            ordinals.push(ordinal);
+        }
+        Ok(Some(ordinals))
     }
 }
 

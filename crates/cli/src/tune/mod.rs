@@ -8,6 +8,7 @@ pub mod fault;
 pub mod heartbeat;
 pub mod models;
 pub mod packing;
+pub mod placement;
 pub mod pricing;
 pub mod progress;
 pub mod protocol;

@@ -20,7 +20,7 @@
 //! On the simulated device the worker's run *is* such a simulation
 //! ([`finetune_sim`]), so its price is that run without a limit. Replays
 //! are cached per job (less what does not change memory: learning rate,
-//! warmup, weight decay, patience).
+//! warmup, weight decay, patience, the CUDA device's ordinal).
 
 use std::collections::HashMap;
 
@@ -135,12 +135,15 @@ fn memory_key(job: &Job) -> String {
     settings.warmup_ratio = 0.0;
     settings.weight_decay = 0.0;
     settings.patience = None;
+    // Which device of the pricer's kind runs it changes nothing either: a
+    // runner with several devices prices a trial once per kind.
     let key = Job {
         trial_number: 0,
         settings,
         memory_limit: None,
         fault: None,
         threads: 0,
+        cuda_device: None,
         ..job.clone()
     };
     serde_json::to_string(&key).expect("a job serialises")

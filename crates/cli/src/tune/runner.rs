@@ -1,5 +1,7 @@
-//! The study runner's loop: one thread that asks the sampler, admits trials
-//! onto the device by predicted memory, hands them to worker processes,
+//! The study runner's loop: one thread that asks the sampler, places trials
+//! onto its devices by predicted memory (`super::placement`; one device is
+//! the case N = 1), hands them to worker processes (each bound to one
+//! device),
 //! reacts to what the workers say (epochs for the pruner, results, deaths),
 //! and records everything in the store as it happens, so a kill at any
 //! moment loses at most the trials in flight, which the next run retries.
@@ -30,7 +32,12 @@
 //! - a runner leaves when the budget is spent, nothing is WAITING and no
 //!   claimed trial is still RUNNING, so a trial whose runner dies is
 //!   always retried by a runner that is still there;
-//! - each runner packs its own device.
+//! - each runner packs its own devices.
+//!
+//! A device whose trials fail with device errors twice in a row is drained
+//! while another device is left: its running trials are failed and
+//! re-enqueued (retried on the devices left, counted in the summary), and
+//! it takes no more. The last device is never drained.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -47,10 +54,11 @@ use store::{Claim, Owner, RetryPolicy, Storage, TrialFilter, TrialRef, TrialStat
 
 use super::config::{StudyConfig, TrialSettings};
 use super::fault::Faults;
-use super::packing::{Admission, Lease, Packer, Price};
+use super::packing::{FitPolicy, Lease, Price};
+use super::placement::{DeviceSet, Placement};
 use super::pricing::Pricer;
 use super::progress::{Counts, Progress};
-use super::protocol::{FailureKind, Job, RunnerMsg, WorkerMsg};
+use super::protocol::{FailureKind, Job, ModelSource, RunnerMsg, WorkerMsg};
 use super::record;
 use super::setup::RunPlan;
 use super::workers::{Event, WorkerProc, describe_exit};
@@ -106,7 +114,14 @@ pub struct Summary {
     pub best: Option<(i64, f64, String)>,
     pub wall: Duration,
     pub peak_leased: u64,
+    /// Every device's bytes together.
     pub capacity: u64,
+    /// The largest device's bytes (what an infeasible trial did not fit).
+    pub largest_device: u64,
+    /// Devices drained, each with why.
+    pub drained: Vec<String>,
+    /// Trials stopped by a drained device and re-enqueued.
+    pub device_retries: usize,
     pub interrupted: bool,
     /// The run stopped because a trial could not read the data or model
     /// (its trial is re-enqueued, so it does not count).
@@ -126,6 +141,8 @@ struct Candidate {
 struct Running {
     trial: TrialRef,
     settings: TrialSettings,
+    /// Index of its device in the plan.
+    device: usize,
     lease: Lease,
     /// Compute threads the trial was given (0: its worker's default).
     threads: usize,
@@ -147,16 +164,25 @@ pub struct Runner<'a> {
     owner: Owner,
     sampler: Box<dyn Sampler + Send>,
     pruner: Box<dyn Pruner + Send>,
-    packer: Packer,
+    /// The leases on every device, and the trials waiting for one.
+    devices: DeviceSet,
     events_tx: Sender<Event>,
     events: Receiver<Event>,
     workers: BTreeMap<usize, WorkerProc>,
+    /// The device each worker serves: a CUDA worker holds a context there,
+    /// so it only ever takes that device's trials.
+    bound: BTreeMap<usize, usize>,
     idle: BTreeSet<usize>,
     running: BTreeMap<usize, Running>,
     next_worker_id: usize,
-    pending: Option<Candidate>,
-    /// Prices runs as the trainer would run them (cached per job).
-    pricer: Pricer,
+    /// Trials claimed that wait for a device, in the order they came.
+    pending: Vec<Candidate>,
+    /// Prices runs as the trainer would run them (cached per job), one
+    /// per kind of device (a CUDA device with or without virtual memory,
+    /// the CPU, the simulated device).
+    pricers: Vec<Pricer>,
+    /// Per device: its pricer in `pricers`.
+    pricer_of: Vec<usize>,
     progress: Progress,
     summary: Summary,
     dirty: bool,
@@ -180,8 +206,18 @@ impl<'a> Runner<'a> {
         };
         let (events_tx, events) = channel();
         let progress = Progress::new(plan.n_trials, opts.progress);
-        let packer = Packer::new(plan.budget);
-        let pricer = Pricer::new(plan.priced_device);
+        let devices = DeviceSet::new(plan.devices.iter().map(|d| d.budget), FitPolicy::default());
+        let mut pricers: Vec<Pricer> = Vec::new();
+        let mut pricer_of = Vec::with_capacity(plan.devices.len());
+        for d in &plan.devices {
+            match pricers.iter().position(|p| p.device() == d.priced_device) {
+                Some(i) => pricer_of.push(i),
+                None => {
+                    pricer_of.push(pricers.len());
+                    pricers.push(Pricer::new(d.priced_device));
+                }
+            }
+        }
         // A resumed seeded study continues with fresh random draws.
         let existing = storage
             .trials(study.study_id, &TrialFilter::default())?
@@ -190,7 +226,13 @@ impl<'a> Runner<'a> {
             sampler: cfg.make_sampler_at(existing),
             pruner: cfg.make_pruner(),
             summary: Summary {
-                capacity: plan.budget.capacity,
+                capacity: plan.total_capacity(),
+                largest_device: plan
+                    .devices
+                    .iter()
+                    .map(|d| d.budget.capacity)
+                    .max()
+                    .unwrap_or(0),
                 ..Summary::default()
             },
             cfg,
@@ -199,16 +241,18 @@ impl<'a> Runner<'a> {
             storage,
             study,
             owner,
-            packer,
+            devices,
             beats,
             events_tx,
             events,
             workers: BTreeMap::new(),
+            bound: BTreeMap::new(),
             idle: BTreeSet::new(),
             running: BTreeMap::new(),
             next_worker_id: 0,
-            pending: None,
-            pricer,
+            pending: Vec::new(),
+            pricers,
+            pricer_of,
             progress,
             dirty: true,
             first_outcomes: Vec::new(),
@@ -252,7 +296,8 @@ impl<'a> Runner<'a> {
                 self.progress
                     .line("timeout reached: finishing the trials in flight");
                 stopping = true;
-                if let Some(c) = self.pending.take() {
+                for c in std::mem::take(&mut self.pending) {
+                    self.devices.withdraw(c.trial.trial_id as u64);
                     self.requeue(&c.trial, "timeout before the trial could start")?;
                 }
             }
@@ -273,7 +318,7 @@ impl<'a> Runner<'a> {
             // Judged after a refill only (an event or a stale check), not on
             // every tick: it reads the whole study.
             if self.running.is_empty()
-                && self.pending.is_none()
+                && self.pending.is_empty()
                 && (stopping || (refilled && self.study_done()?))
             {
                 break;
@@ -341,13 +386,13 @@ impl<'a> Runner<'a> {
     /// twice; their retries redo them.
     fn drop_lost_trials(&mut self) -> Result<(), TuneError> {
         for trial_id in self.beats.take_lost() {
-            if self
+            if let Some(i) = self
                 .pending
-                .as_ref()
-                .is_some_and(|c| c.trial.trial_id == trial_id)
+                .iter()
+                .position(|c| c.trial.trial_id == trial_id)
             {
-                let c = self.pending.take().expect("checked");
-                self.packer.release(trial_id as u64);
+                let c = self.pending.remove(i);
+                self.devices.withdraw(trial_id as u64);
                 self.report_taken_over(c.trial.number);
                 continue;
             }
@@ -383,13 +428,9 @@ impl<'a> Runner<'a> {
             trial = number,
             "the trial was already {state} (taken over by another runner); dropped here"
         );
-        if self
-            .pending
-            .as_ref()
-            .is_some_and(|c| c.trial.number == number)
-        {
-            let c = self.pending.take().expect("checked");
-            self.packer.release(c.trial.trial_id as u64);
+        if let Some(i) = self.pending.iter().position(|c| c.trial.number == number) {
+            let c = self.pending.remove(i);
+            self.devices.withdraw(c.trial.trial_id as u64);
             self.beats.remove(c.trial.trial_id);
         }
         let worker = self
@@ -466,66 +507,74 @@ impl<'a> Runner<'a> {
         }))
     }
 
-    /// Asks and admits trials while the study wants more and they fit.
+    /// Asks and places trials while the study wants more and they fit:
+    /// the trials waiting for a device first, in order, then new ones while
+    /// one could start somewhere ([`DeviceSet::may_offer_more`]).
     fn refill(&mut self) -> Result<(), TuneError> {
-        loop {
+        for c in std::mem::take(&mut self.pending) {
             // Trials that fail before a worker gets them (a price that
             // cannot be planned) count toward a systematic failure too.
             if self.summary.systematic_error.is_some() {
+                self.pending.push(c);
+                continue;
+            }
+            self.offer(c)?;
+        }
+        while self.summary.systematic_error.is_none() && self.devices.may_offer_more() {
+            let Some(claim) = self.storage.claim_or_create_within(
+                self.study.study_id,
+                self.plan.n_trials,
+                &self.owner,
+            )?
+            else {
+                return Ok(());
+            };
+            self.beats.add(claim.trial().trial_id);
+            if let Some(c) = self.next_candidate(claim)? {
+                self.offer(c)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Places `c`: it starts, waits in `pending`, or is recorded
+    /// (infeasible on every device, or a run that cannot be priced).
+    fn offer(&mut self, c: Candidate) -> Result<(), TuneError> {
+        let placement = match self.admit(&c)? {
+            Ok(placement) => placement,
+            Err(e) => {
+                let message = format!("model `{}`: {e}", c.settings.model);
+                record::error(&self.storage, &c.trial, "config", &message, None)?;
+                self.beats.remove(c.trial.trial_id);
+                self.note_outcome(Some(&message));
                 return Ok(());
             }
-            if self.pending.is_none() {
-                let Some(claim) = self.storage.claim_or_create_within(
-                    self.study.study_id,
-                    self.plan.n_trials,
-                    &self.owner,
-                )?
-                else {
-                    return Ok(());
-                };
-                self.beats.add(claim.trial().trial_id);
-                match self.next_candidate(claim)? {
-                    Some(c) => self.pending = Some(c),
-                    None => continue,
-                }
+        };
+        match placement {
+            Placement::Admit { device, lease } => self.start(c, device, lease),
+            Placement::Wait => {
+                self.pending.push(c);
+                Ok(())
             }
-            let c = self.pending.take().expect("set above");
-            let admission = match self.admit(&c)? {
-                Ok(admission) => admission,
-                Err(e) => {
-                    let message = format!("model `{}`: {e}", c.settings.model);
-                    record::error(&self.storage, &c.trial, "config", &message, None)?;
-                    self.beats.remove(c.trial.trial_id);
-                    self.note_outcome(Some(&message));
-                    continue;
-                }
-            };
-            match admission {
-                Admission::Admit(lease) => self.start(c, lease)?,
-                Admission::Wait => {
-                    self.pending = Some(c);
-                    return Ok(());
-                }
-                Admission::Infeasible { needed, capacity } => {
-                    self.summary.infeasible += 1;
-                    self.note_outcome(None);
-                    record::infeasible(
-                        &self.storage,
-                        &c.trial,
-                        &c.settings,
-                        needed,
-                        capacity,
-                        "predicted by the memory plan before starting",
-                    )?;
-                    self.beats.remove(c.trial.trial_id);
-                    self.progress.line(&format!(
-                        "trial {}: infeasible, needs {} at micro-batch 1, device has {} (pruned, constraint recorded)",
-                        c.trial.number,
-                        human_bytes(needed),
-                        human_bytes(capacity)
-                    ));
-                    self.update_display()?;
-                }
+            Placement::Infeasible { needed, capacity } => {
+                self.summary.infeasible += 1;
+                self.note_outcome(None);
+                record::infeasible(
+                    &self.storage,
+                    &c.trial,
+                    &c.settings,
+                    needed,
+                    capacity,
+                    "predicted by the memory plan before starting",
+                )?;
+                self.beats.remove(c.trial.trial_id);
+                self.progress.line(&format!(
+                    "trial {}: infeasible, needs {} at micro-batch 1, device has {} (pruned, constraint recorded)",
+                    c.trial.number,
+                    human_bytes(needed),
+                    human_bytes(capacity)
+                ));
+                self.update_display()
             }
         }
     }
@@ -630,44 +679,48 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// The packer's answer for `c`, or why its run cannot be priced (the
-    /// trial is then recorded as failed, not admitted).
-    fn admit(&mut self, c: &Candidate) -> Result<Result<Admission, String>, TuneError> {
-        let job = self.job(c, 1, 1, None, 0)?;
+    /// Where `c` goes, or why its run cannot be priced (the trial is then
+    /// recorded as failed, not placed).
+    fn admit(&mut self, c: &Candidate) -> Result<Result<Placement, String>, TuneError> {
+        let jobs = (0..self.plan.devices.len())
+            .map(|d| self.job(c, d, 1, 1, None, 0))
+            .collect::<Result<Vec<Job>, TuneError>>()?;
         let batch = c.settings.batch_size;
-        // The packer asks for prices it compares; a micro-batch whose run
+        // The packers ask for prices they compare; a micro-batch whose run
         // cannot be replayed reads as one that never fits, and the first
-        // such error fails the trial instead of its admission.
+        // such error fails the trial instead of its placement.
         let mut refused = None;
         let id = c.trial.trial_id as u64;
-        let pricer = &mut self.pricer;
-        let admission = self
-            .packer
-            .try_admit_priced(id, batch, batch, &mut |micro| {
+        let (pricers, pricer_of) = (&mut self.pricers, &self.pricer_of);
+        let placement = self
+            .devices
+            .place_priced(id, batch, batch, &mut |device, micro| {
                 let job = Job {
                     micro_batch: micro,
                     accumulation_steps: batch.div_ceil(micro),
-                    ..job.clone()
+                    ..jobs[device].clone()
                 };
-                pricer.price(&job).unwrap_or_else(|e| {
+                pricers[pricer_of[device]].price(&job).unwrap_or_else(|e| {
                     refused.get_or_insert(e);
                     Price::NEVER
                 })
             });
         match refused {
-            None => Ok(Ok(admission)),
+            None => Ok(Ok(placement)),
             Some(e) => {
-                self.packer.release(id);
+                self.devices.release(id);
+                self.devices.withdraw(id);
                 Ok(Err(e))
             }
         }
     }
 
-    /// The job a worker runs for `c` at `micro_batch` rows and
+    /// The job a worker runs for `c` on `device` at `micro_batch` rows and
     /// `accumulation` passes per step, under `memory_limit`.
     fn job(
         &self,
         c: &Candidate,
+        device: usize,
         micro_batch: usize,
         accumulation: usize,
         memory_limit: Option<u64>,
@@ -677,9 +730,18 @@ impl<'a> Runner<'a> {
             .plan
             .model(&c.settings.model)
             .map_err(TuneError::Setup)?;
+        let on = &self.plan.devices[device];
+        // A simulated model runs on its own device's simulated memory.
+        let source = match (&model.source, on.sim_bytes) {
+            (ModelSource::Sim { preset, .. }, Some(device_bytes)) => ModelSource::Sim {
+                preset: preset.clone(),
+                device_bytes,
+            },
+            (source, _) => source.clone(),
+        };
         Ok(Job {
             trial_number: c.trial.number,
-            model: model.source.clone(),
+            model: source,
             data: self.plan.data.clone(),
             validation_fraction: self.plan.validation_fraction,
             split_seed: self.plan.split_seed,
@@ -690,41 +752,51 @@ impl<'a> Runner<'a> {
             memory_limit,
             fault: self.opts.faults.per_trial.get(&c.trial.number).cloned(),
             threads,
-            cuda_device: self.plan.cuda_device,
+            cuda_device: on.cuda_device,
             matmul_precision: self.plan.matmul_precision,
             kernels: self.plan.kernels,
         })
     }
 
-    fn start(&mut self, c: Candidate, lease: Lease) -> Result<(), TuneError> {
-        let worker = match self.idle.pop_first() {
-            Some(id) => id,
-            None => self.spawn_worker()?,
+    fn start(&mut self, c: Candidate, device: usize, lease: Lease) -> Result<(), TuneError> {
+        let idle = self
+            .idle
+            .iter()
+            .copied()
+            .find(|w| self.bound.get(w) == Some(&device));
+        let worker = match idle {
+            Some(id) => {
+                self.idle.remove(&id);
+                id
+            }
+            None => self.spawn_worker(device)?,
         };
         let threads = self.threads_for_next_trial()?;
         // The allocator's share of the lease (what the run reserves); the
         // process overhead is outside it.
         let job = self.job(
             &c,
+            device,
             lease.micro_batch,
             lease.accumulation,
             Some(lease.limit),
             threads,
         )?;
         let pid = self.workers[&worker].pid;
-        let device = record::DeviceRecord {
-            name: &self.plan.device_name,
+        let on = &self.plan.devices[device];
+        let record = record::DeviceRecord {
+            name: &on.name,
             matmul_precision: self.plan.matmul_precision,
             kernels: self.plan.kernels,
-            capacity: self.plan.budget.capacity,
-            usable: self.plan.budget.usable(),
+            capacity: on.budget.capacity,
+            usable: on.budget.usable(),
         };
         let started = record::started(
             &self.storage,
             &c.trial,
             &c.settings,
             &lease,
-            &device,
+            &record,
             pid,
             threads,
         );
@@ -746,18 +818,19 @@ impl<'a> Runner<'a> {
             (started, _) => started,
         };
         if !taken_over(started, c.trial.number)? {
-            self.packer.release(c.trial.trial_id as u64);
+            self.devices.release(c.trial.trial_id as u64);
             self.beats.remove(c.trial.trial_id);
             self.idle.insert(worker);
             return Ok(());
         }
-        let leased = self.packer.leased_bytes();
+        let leased = self.devices.total_leased();
         self.summary.peak_leased = self.summary.peak_leased.max(leased);
         self.summary.started_here += 1;
         self.summary.reruns += usize::from(c.rerun);
         tracing::info!(
             trial = c.trial.number,
             worker,
+            device = self.plan.devices[device].name,
             micro_batch = lease.micro_batch,
             accumulation = lease.accumulation,
             lease_bytes = lease.bytes,
@@ -774,6 +847,7 @@ impl<'a> Runner<'a> {
             Running {
                 trial: c.trial,
                 settings: c.settings,
+                device,
                 lease,
                 threads,
                 oom_retries: Vec::new(),
@@ -820,11 +894,10 @@ impl<'a> Runner<'a> {
             .plan
             .n_trials
             .saturating_sub(counts.finished() + counts.running);
-        let free_workers = self
-            .packer
-            .budget()
-            .max_workers
-            .saturating_sub(self.running.len());
+        let slots = self.devices.live().fold(0usize, |n, d| {
+            n.saturating_add(self.devices.budget(d).max_workers)
+        });
+        let free_workers = slots.saturating_sub(self.running.len());
         Ok(share_cores(
             cores,
             held,
@@ -834,7 +907,8 @@ impl<'a> Runner<'a> {
         ))
     }
 
-    fn spawn_worker(&mut self) -> Result<usize, TuneError> {
+    /// A new worker process, bound to `device`.
+    fn spawn_worker(&mut self, device: usize) -> Result<usize, TuneError> {
         let id = self.next_worker_id;
         self.next_worker_id += 1;
         let w = WorkerProc::spawn(
@@ -847,8 +921,9 @@ impl<'a> Runner<'a> {
             exe: self.opts.worker_exe.clone(),
             source,
         })?;
-        tracing::info!(worker = id, pid = w.pid, "worker started");
+        tracing::info!(worker = id, pid = w.pid, device, "worker started");
         self.workers.insert(id, w);
+        self.bound.insert(id, device);
         Ok(id)
     }
 
@@ -951,6 +1026,7 @@ impl<'a> Runner<'a> {
                     return Ok(());
                 }
                 self.note_outcome(None);
+                self.devices.device_ok(r.device);
                 self.progress.line(&format!(
                     "trial {} {}: {value:.4} after {epochs_run} epoch(s) | {}",
                     r.trial.number,
@@ -997,9 +1073,12 @@ impl<'a> Runner<'a> {
             settings: r.settings.clone(),
             rerun: false,
         };
+        let device = r.device;
         let accumulation = c.settings.batch_size.div_ceil(micro_batch);
-        let job = self.job(&c, micro_batch, accumulation, None, 0)?;
-        let peak = self.pricer.price(&job).map(|p| p.peak);
+        let job = self.job(&c, device, micro_batch, accumulation, None, 0)?;
+        let peak = self.pricers[self.pricer_of[device]]
+            .price(&job)
+            .map(|p| p.peak);
         let r = self.running.get_mut(&worker).expect("looked up above");
         r.lease.micro_batch = micro_batch;
         r.lease.accumulation = accumulation;
@@ -1013,6 +1092,7 @@ impl<'a> Runner<'a> {
     /// A worker's output closed: it exited. A trial still on it died with it.
     fn on_closed(&mut self, worker: usize) -> Result<(), TuneError> {
         self.idle.remove(&worker);
+        self.bound.remove(&worker);
         let Some(w) = self.workers.remove(&worker) else {
             return Ok(());
         };
@@ -1070,6 +1150,11 @@ impl<'a> Runner<'a> {
                 self.progress.line(&format!(
                     "trial {number}: device error, worker replaced: {message}"
                 ));
+                // The last device is never drained: a run goes on there
+                // as on one device, each device error costing its trial.
+                if self.devices.device_error(r.device) && self.devices.live().count() > 1 {
+                    self.drain(r.device, message)?;
+                }
             }
             (Some((FailureKind::Environment, message, _, _)), _) => {
                 // Not the trial's fault: re-enqueued, and the study stops.
@@ -1110,8 +1195,46 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
+    /// Takes `device` out of service (device errors in a row: the device,
+    /// not a trial, is failing): its running trials are stopped, failed
+    /// and re-enqueued, so they run again on the devices left; its workers
+    /// are stopped.
+    fn drain(&mut self, device: usize, why: &str) -> Result<(), TuneError> {
+        let name = self.plan.devices[device].name.clone();
+        self.devices.drain(device, why);
+        let workers: Vec<usize> = self
+            .bound
+            .iter()
+            .filter(|&(_, &d)| d == device)
+            .map(|(&w, _)| w)
+            .collect();
+        let mut retried = 0;
+        for w in workers {
+            self.bound.remove(&w);
+            self.idle.remove(&w);
+            if let Some(p) = self.workers.remove(&w) {
+                let _ = p.kill();
+            }
+            if let Some(r) = self.running.remove(&w) {
+                let message = format!("its device {name} was drained: {why}");
+                let recorded =
+                    record::fail_and_retry(&self.storage, &r.trial, "device_lost", &message);
+                taken_over(recorded, r.trial.number)?;
+                self.beats.remove(r.trial.trial_id);
+                retried += 1;
+            }
+        }
+        self.summary.device_retries += retried;
+        self.summary.drained.push(format!("{name}: {why}"));
+        self.progress.line(&format!(
+            "{name}: drained after device errors in a row ({why}); {retried} trial(s) retried on the other devices"
+        ));
+        self.dirty = true;
+        Ok(())
+    }
+
     fn release(&mut self, r: &Running) {
-        self.packer.release(r.trial.trial_id as u64);
+        self.devices.release(r.trial.trial_id as u64);
         self.beats.remove(r.trial.trial_id);
     }
 
@@ -1121,6 +1244,7 @@ impl<'a> Runner<'a> {
         };
         if w.served >= self.plan.recycle_after {
             let w = self.workers.remove(&worker).expect("present");
+            self.bound.remove(&worker);
             tracing::info!(worker, served = w.served, "recycling worker");
             let _ = w.retire();
         } else {
@@ -1164,10 +1288,11 @@ impl<'a> Runner<'a> {
             let _ = w.kill();
             if let Some(r) = self.running.remove(&id) {
                 record::fail_and_retry(&self.storage, &r.trial, "interrupted", why)?;
-                self.packer.release(r.trial.trial_id as u64);
+                self.devices.release(r.trial.trial_id as u64);
             }
         }
-        if let Some(c) = self.pending.take() {
+        for c in std::mem::take(&mut self.pending) {
+            self.devices.withdraw(c.trial.trial_id as u64);
             self.requeue(&c.trial, why)?;
         }
         Ok(())
@@ -1178,12 +1303,28 @@ impl<'a> Runner<'a> {
         let best = self
             .best()?
             .map(|(n, v, p)| format!("{v:.4} (trial {n}: {p})"));
-        let memory = format!(
-            "{} {} leased of {}",
-            self.plan.device_name,
-            human_bytes(self.packer.leased_bytes()),
-            human_bytes(self.plan.budget.capacity)
-        );
+        // Each device: what is leased there, and what is free to lease.
+        let memory: Vec<String> = self
+            .plan
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(d, on)| match self.devices.drained(d) {
+                Some(_) => format!("{} drained", on.name),
+                None => format!(
+                    "{} {} leased, {} free of {}",
+                    on.name,
+                    human_bytes(self.devices.leased_bytes(d)),
+                    human_bytes(
+                        on.budget
+                            .usable()
+                            .saturating_sub(self.devices.leased_bytes(d))
+                    ),
+                    human_bytes(on.budget.capacity)
+                ),
+            })
+            .collect();
+        let memory = memory.join("; ");
         self.progress.update(&counts, best.as_deref(), &memory);
         Ok(())
     }
@@ -1249,6 +1390,16 @@ pub fn summary_table(s: &Summary, study: &str, storage: &str) -> String {
     match &s.best {
         Some((n, v, p)) => out.push_str(&format!("best: trial {n}, value {v:.4}\n  {p}\n")),
         None => out.push_str("best: none (no trial completed)\n"),
+    }
+    // Only a run with a failing device has these lines.
+    for d in &s.drained {
+        out.push_str(&format!("device drained: {d}\n"));
+    }
+    if s.device_retries > 0 {
+        out.push_str(&format!(
+            "trials retried after their device was drained: {}\n",
+            s.device_retries
+        ));
     }
     if s.interrupted {
         out.push_str("interrupted: run the same command again to resume\n");

@@ -1,7 +1,7 @@
 //! From a validated study file to what the runner needs: the storage URL,
 //! the resolved models (directory or simulated architecture, with their
 //! architecture for the memory plan), the data (loaded once here, so bad
-//! data is reported before any trial starts), and the device budget.
+//! data is reported before any trial starts), and each device's budget.
 //!
 //! Everything a trial needs from its environment (the data, each model
 //! directory loaded whole, the stored study's space) is checked here, once,
@@ -79,14 +79,11 @@ pub struct RunPlan {
     pub split_seed: u64,
     pub num_classes: usize,
     pub models: BTreeMap<String, ResolvedModel>,
-    pub budget: DeviceBudget,
-    /// How the device allocates, for pricing trials.
-    pub priced_device: PricedDevice,
-    pub device_name: String,
-    /// The CUDA device trials train on; `None`: the CPU (or the simulated
-    /// device).
-    pub cuda_device: Option<usize>,
-    /// The operand format of matrix products, resolved for the device.
+    /// The devices trials are placed on (at least one), in the order of
+    /// the study file (CUDA: by ordinal).
+    pub devices: Vec<PlanDevice>,
+    /// The operand format of matrix products, resolved for the devices
+    /// (one that every device runs).
     pub matmul_precision: MatmulPrecision,
     /// Which implementation of the training step trials run.
     pub kernels: trainer::backend::Kernels,
@@ -97,21 +94,53 @@ pub struct RunPlan {
     pub log_file: PathBuf,
 }
 
+/// One device of a run: what trials may lease there and how they run.
+#[derive(Clone, Debug)]
+pub struct PlanDevice {
+    /// As progress lines, logs and each trial's `device` attribute name it.
+    pub name: String,
+    pub budget: DeviceBudget,
+    /// How the device allocates, for pricing trials.
+    pub priced_device: PricedDevice,
+    /// The CUDA device's ordinal; `None`: the CPU or a simulated device.
+    pub cuda_device: Option<usize>,
+    /// A simulated device's bytes (what its trials' workers simulate).
+    pub sim_bytes: Option<u64>,
+}
+
 impl RunPlan {
+    /// Every device's name, for one line.
+    pub fn device_names(&self) -> String {
+        let names: Vec<&str> = self.devices.iter().map(|d| d.name.as_str()).collect();
+        names.join(", ")
+    }
+
+    /// Bytes of every device together.
+    pub fn total_capacity(&self) -> u64 {
+        self.devices.iter().map(|d| d.budget.capacity).sum()
+    }
+
     /// `storage` (the `--storage` flag) overrides the study file's.
     pub fn new(cfg: &StudyConfig, storage: Option<&str>) -> Result<Self, SetupError> {
         let storage_url = storage.unwrap_or(&cfg.study.storage).to_string();
         let url = store::StorageUrl::parse(&storage_url).map_err(|e| e.to_string())?;
         let cap = cfg.runner.memory_limit.unwrap_or(u64::MAX);
-        // A simulated card of the limit's size when that is smaller.
-        let sim_device = match cfg.runner.device {
-            DeviceKind::Sim => Some(cfg.runner.sim_memory.unwrap_or(DEFAULT_SIM_MEMORY).min(cap)),
-            DeviceKind::Cpu | DeviceKind::Auto | DeviceKind::Cuda(_) => None,
+        // Simulated cards of the limit's size when that is smaller.
+        let sim_sizes: Option<Vec<u64>> = match cfg.runner.device {
+            DeviceKind::Sim => Some(match &cfg.runner.sim_devices {
+                Some(sizes) => sizes.iter().map(|&b| b.min(cap)).collect(),
+                None => vec![cfg.runner.sim_memory.unwrap_or(DEFAULT_SIM_MEMORY).min(cap)],
+            }),
+            DeviceKind::Cpu | DeviceKind::Auto | DeviceKind::Cuda(_) | DeviceKind::CudaAll => None,
         };
-        let cuda = resolve_device(cfg.runner.device)?;
+        // What a simulated model's source names; each job carries its own
+        // device's size.
+        let sim_device = sim_sizes.as_ref().and_then(|s| s.iter().copied().max());
+        let cuda = resolve_devices(cfg.runner.device, cfg.runner.cuda_devices.as_deref())?;
+        // One precision for every device: the oldest decides.
         let matmul_precision = resolve_precision(
             cfg.runner.precision,
-            cuda.as_ref().map(|d| d.compute_capability),
+            cuda.iter().map(|d| d.compute_capability).min(),
         )?;
         // Beside the storage file; a server's study logs where it runs.
         let log_file = cfg.runner.log_file.clone().unwrap_or_else(|| {
@@ -135,39 +164,64 @@ impl RunPlan {
             models.insert(key.clone(), model);
         }
         let threads_per_worker = cfg.runner.threads_per_worker.unwrap_or(1).max(1);
-        let (mut budget, device_name) = match (sim_device, &cuda) {
-            (Some(bytes), _) => (
-                DeviceBudget {
-                    capacity: bytes,
-                    safety_margin: cfg.runner.safety_margin.bytes(bytes),
-                    process_overhead: cfg.runner.process_overhead.unwrap_or(CUDA_PROCESS_OVERHEAD),
-                    max_workers: usize::MAX,
-                    allocator_slack: GPU_MEM_ALLOCATOR_SLACK,
-                    allocator_floor: GPU_MEM_ALLOCATOR_FLOOR,
-                },
-                "simulated GPU".to_string(),
-            ),
-            (None, Some(device)) => {
-                let process_overhead = match cfg.runner.process_overhead {
-                    Some(o) => o,
-                    None => crate::devices::measure_process_overhead(device.ordinal)?,
-                };
-                // What others hold when the study starts is not ours to
-                // lease; a memory limit makes it a card of that size.
-                let capacity = capped(device.free_bytes, cfg.runner.memory_limit, "free");
-                (
-                    DeviceBudget {
-                        capacity,
-                        safety_margin: cfg.runner.safety_margin.bytes(capacity),
-                        process_overhead,
+        let mut devices: Vec<PlanDevice> = match (&sim_sizes, cuda.is_empty()) {
+            (Some(sizes), _) => sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &bytes)| PlanDevice {
+                    name: match sizes.len() {
+                        1 => "simulated GPU".to_string(),
+                        _ => format!("simulated GPU {i}"),
+                    },
+                    budget: DeviceBudget {
+                        capacity: bytes,
+                        safety_margin: cfg.runner.safety_margin.bytes(bytes),
+                        process_overhead: cfg
+                            .runner
+                            .process_overhead
+                            .unwrap_or(CUDA_PROCESS_OVERHEAD),
                         max_workers: usize::MAX,
                         allocator_slack: GPU_MEM_ALLOCATOR_SLACK,
                         allocator_floor: GPU_MEM_ALLOCATOR_FLOOR,
                     },
-                    format!("cuda:{} ({})", device.ordinal, device.name),
-                )
+                    priced_device: PricedDevice::Sim,
+                    cuda_device: None,
+                    sim_bytes: Some(bytes),
+                })
+                .collect(),
+            (None, false) => {
+                let mut devices = Vec::with_capacity(cuda.len());
+                for device in &cuda {
+                    let process_overhead = match cfg.runner.process_overhead {
+                        Some(o) => o,
+                        None => crate::devices::measure_process_overhead(device.ordinal)?,
+                    };
+                    // What others hold when the study starts is not ours
+                    // to lease; a memory limit makes it a card of that size.
+                    let capacity = capped(device.free_bytes, cfg.runner.memory_limit, "free");
+                    devices.push(PlanDevice {
+                        name: format!("cuda:{} ({})", device.ordinal, device.name),
+                        budget: DeviceBudget {
+                            capacity,
+                            safety_margin: cfg.runner.safety_margin.bytes(capacity),
+                            process_overhead,
+                            max_workers: usize::MAX,
+                            allocator_slack: GPU_MEM_ALLOCATOR_SLACK,
+                            allocator_floor: GPU_MEM_ALLOCATOR_FLOOR,
+                        },
+                        // The worker's allocator falls back to classic
+                        // segments where the device has no virtual memory
+                        // management.
+                        priced_device: PricedDevice::Cuda {
+                            expandable_segments: device.virtual_memory,
+                        },
+                        cuda_device: Some(device.ordinal),
+                        sim_bytes: None,
+                    });
+                }
+                devices
             }
-            (None, None) => {
+            (None, true) => {
                 let available = cpu_budget(threads_per_worker, None).capacity;
                 let limit = capped(available, cfg.runner.memory_limit, "available");
                 let mut b = cpu_budget(threads_per_worker, Some(limit));
@@ -177,20 +231,19 @@ impl RunPlan {
                 if let Some(o) = cfg.runner.process_overhead {
                     b.process_overhead = o;
                 }
-                (b, "CPU".to_string())
+                vec![PlanDevice {
+                    name: "CPU".to_string(),
+                    budget: b,
+                    priced_device: PricedDevice::Cpu,
+                    cuda_device: None,
+                    sim_bytes: None,
+                }]
             }
         };
-        let priced_device = match (sim_device, &cuda) {
-            (Some(_), _) => PricedDevice::Sim,
-            (None, Some(device)) => PricedDevice::Cuda {
-                // The worker's allocator falls back to classic segments
-                // where the device has no virtual memory management.
-                expandable_segments: device.virtual_memory,
-            },
-            (None, None) => PricedDevice::Cpu,
-        };
         if let Some(max) = cfg.runner.max_workers {
-            budget.max_workers = budget.max_workers.min(max).max(1);
+            for d in &mut devices {
+                d.budget.max_workers = d.budget.max_workers.min(max).max(1);
+            }
         }
         Ok(Self {
             study_name: cfg.study.name.clone(),
@@ -204,10 +257,7 @@ impl RunPlan {
             split_seed: cfg.data.split_seed,
             num_classes,
             models,
-            budget,
-            priced_device,
-            device_name,
-            cuda_device: cuda.as_ref().map(|d| d.ordinal),
+            devices,
             matmul_precision,
             kernels: cfg.runner.kernels,
             threads_per_worker,
@@ -318,15 +368,21 @@ fn dir_model(key: &str, path: PathBuf, num_classes: usize) -> Result<ResolvedMod
     })
 }
 
-/// Checks the `[runner] device` against this machine: the CUDA device
-/// trials will train on, or `None` for the CPU and the simulated device.
-/// `auto` takes CUDA device 0 when the driver and a device are there, else
-/// the CPU with a one-line notice saying why; an explicit `cuda`/`cuda:N`
-/// without that device fails with the reason.
-fn resolve_device(device: DeviceKind) -> Result<Option<crate::devices::CudaDeviceInfo>, String> {
-    match device {
-        DeviceKind::Cpu | DeviceKind::Sim => Ok(None),
-        DeviceKind::Auto => {
+/// Checks the `[runner] device` (or the `devices` list, `cuda_list`)
+/// against this machine: the CUDA devices trials will train on, none for
+/// the CPU and the simulated devices. `auto` takes CUDA device 0 when the
+/// driver and a device are there, else the CPU with a one-line notice
+/// saying why; an explicit `cuda`/`cuda:N` without that device fails with
+/// the reason; `cuda:*` takes every device the driver shows, which are
+/// those `CUDA_VISIBLE_DEVICES` leaves, numbered as it leaves them (the
+/// workers inherit the variable, so an ordinal names the same device there).
+fn resolve_devices(
+    device: DeviceKind,
+    cuda_list: Option<&[usize]>,
+) -> Result<Vec<crate::devices::CudaDeviceInfo>, String> {
+    match (device, cuda_list) {
+        (DeviceKind::Cpu | DeviceKind::Sim, _) => Ok(Vec::new()),
+        (DeviceKind::Auto, _) => {
             let report = crate::devices::probe_cuda();
             match report.device(0) {
                 Ok(d) => {
@@ -335,26 +391,47 @@ fn resolve_device(device: DeviceKind) -> Result<Option<crate::devices::CudaDevic
                         d.name,
                         gpu_mem::human_bytes(d.free_bytes)
                     ));
-                    Ok(Some(d.clone()))
+                    Ok(vec![d.clone()])
                 }
                 Err(reason) => {
                     crate::logging::note(&format!(
                         "memtune: device = \"auto\": using the CPU (no CUDA: {reason})"
                     ));
-                    Ok(None)
+                    Ok(Vec::new())
                 }
             }
         }
-        DeviceKind::Cuda(n) => {
-            let report = crate::devices::probe_cuda();
-            match report.device(n) {
-                Ok(d) => Ok(Some(d.clone())),
-                Err(reason) => Err(format!(
-                    "[runner] device = \"cuda:{n}\": CUDA is unavailable: {reason} \
-                     (`memtune devices` shows what was found)"
-                )),
+        (DeviceKind::Cuda(n), _) => cuda_device(n, &format!("device = \"cuda:{n}\"")),
+        (DeviceKind::CudaAll, Some(list)) => {
+            let mut out = Vec::with_capacity(list.len());
+            for &n in list {
+                out.extend(cuda_device(n, &format!("devices: \"cuda:{n}\""))?);
             }
+            Ok(out)
         }
+        (DeviceKind::CudaAll, None) => match crate::devices::probe_cuda().devices {
+            Ok(all) if !all.is_empty() => Ok(all),
+            Ok(_) => Err(
+                "[runner] device = \"cuda:*\": the driver shows no CUDA device \
+                 (CUDA_VISIBLE_DEVICES may hide them; `memtune devices` shows what was found)"
+                    .to_string(),
+            ),
+            Err(reason) => Err(format!(
+                "[runner] device = \"cuda:*\": CUDA is unavailable: {reason} \
+                 (`memtune devices` shows what was found)"
+            )),
+        },
+    }
+}
+
+/// CUDA device `n`, or why it cannot be used (`what` names the setting).
+fn cuda_device(n: usize, what: &str) -> Result<Vec<crate::devices::CudaDeviceInfo>, String> {
+    match crate::devices::probe_cuda().device(n) {
+        Ok(d) => Ok(vec![d.clone()]),
+        Err(reason) => Err(format!(
+            "[runner] {what}: CUDA is unavailable: {reason} \
+             (`memtune devices` shows what was found)"
+        )),
     }
 }
 

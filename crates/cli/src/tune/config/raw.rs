@@ -267,6 +267,8 @@ pub(crate) struct RawRunner {
     pub precision: Option<String>,
     pub kernels: Option<String>,
     pub sim_memory: Option<Scalar>,
+    pub sim_devices: Option<Vec<Scalar>>,
+    pub devices: Option<Vec<String>>,
     pub safety_margin: Option<Scalar>,
     pub process_overhead: Option<Scalar>,
     pub memory_limit: Option<Scalar>,

@@ -1,6 +1,7 @@
-//! A simulation of a study on one GPU: memory-aware packing with micro-batch
-//! fitting against the legacy setup's fixed parallelism, on its search space
-//! with the trainer's real memory plan. `cargo xtask bench packing` runs it.
+//! A simulation of a study on one GPU or several: memory-aware packing with
+//! micro-batch fitting against the legacy setup's fixed parallelism, on its
+//! search space with the trainer's real memory plan. `cargo xtask bench
+//! packing` runs it.
 //!
 //! The model, every number a parameter of [`SimParams`]:
 //! - Trials come from [`space::sample_trial`]: a pure function of (seed,
@@ -24,10 +25,18 @@
 //!   memory (its first step, or fragmentation growing) and the sum of what
 //!   the running trials hold exceeds the device, it dies of OOM: lost
 //!   (pruned), the time it ran wasted.
-//! - Packing: a [`crate::tune::packing::Packer`] admits the trials in order
-//!   (a trial that must wait blocks the ones behind it), with the lease's
-//!   micro-batch and accumulation. Its lease is what it holds, so nothing is
-//!   ever lost; the simulation checks the device is never over-committed.
+//! - Packing: a [`crate::tune::placement::DeviceSet`] (one
+//!   [`crate::tune::packing::Packer`] per device, as the runner uses it)
+//!   places the trials in order (on one device a trial that must wait
+//!   blocks the ones behind it), with the lease's micro-batch and
+//!   accumulation. Its lease is what it holds, so nothing is ever lost; the
+//!   simulation checks no device is ever over-committed.
+//! - Several devices ([`SimParams::devices`]): each shares its compute among
+//!   its own trials only. The baseline runs its fixed parallelism on each
+//!   (one legacy process per card). A device can be drained at a chosen
+//!   time ([`SimParams::drain`], packing only): its trials are stopped,
+//!   counted in [`SimReport::retried`] and placed again, from the start, on
+//!   the devices left.
 //!
 //! Deliberately not modelled: the sampler learning to avoid OOM regions,
 //! pruning, CPU-side data loading, and PyTorch's device-side asserts taking
@@ -35,23 +44,30 @@
 
 pub mod cost;
 pub mod plans;
+mod report;
 pub mod space;
+
+pub use report::{DeviceReport, SimReport, Start};
 
 use trainer::model::{HeadConfig, ModelConfig};
 
+use std::collections::VecDeque;
+
 use crate::tune::packing::{
-    Admission, DeviceBudget, FitPolicy, GIB, GPU_MEM_ALLOCATOR_FLOOR, GPU_MEM_ALLOCATOR_SLACK, MIB,
-    Packer, micro_cap_for_tokens,
+    DeviceBudget, FitPolicy, GIB, GPU_MEM_ALLOCATOR_FLOOR, GPU_MEM_ALLOCATOR_SLACK, MIB,
+    micro_cap_for_tokens,
 };
+use crate::tune::placement::{DeviceSet, Placement};
 use plans::PeakTable;
 use space::{SimTrial, model_config, sample_trial};
 
 /// Everything the simulation assumes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimParams {
-    /// Device memory in bytes: 23.56 GiB, what PyTorch reported for the
-    /// legacy setup's 24 GB card.
-    pub capacity: u64,
+    /// Each device's memory in bytes, one entry per device (at least one).
+    /// Default: one card of 23.56 GiB, what PyTorch reported for the legacy
+    /// setup's 24 GB card.
+    pub devices: Vec<u64>,
     /// CUDA context + cuBLAS workspace per process (both policies).
     pub process_overhead: u64,
     /// Packing: bytes never leased.
@@ -79,15 +95,33 @@ pub struct SimParams {
     /// Simulated wall-clock seconds.
     pub horizon_s: f64,
     /// Skip (for both policies) the sampled trials that do not fit the
-    /// device alone at their batch size: compares the policies on the work
-    /// the baseline can do at all.
+    /// largest device alone at their batch size: compares the policies on
+    /// the work the baseline can do at all.
     pub only_fitting_alone: bool,
+    /// Packing: take device `.0` out of service at `.1` simulated seconds,
+    /// as the runner drains a failing device. `None`: every device works
+    /// throughout.
+    pub drain: Option<(usize, f64)>,
+}
+
+impl SimParams {
+    /// What the packer may lease on `device`.
+    pub fn budget(&self, device: usize) -> DeviceBudget {
+        DeviceBudget {
+            capacity: self.devices[device],
+            safety_margin: self.safety_margin,
+            process_overhead: self.process_overhead,
+            max_workers: self.max_workers,
+            allocator_slack: self.allocator_slack,
+            allocator_floor: GPU_MEM_ALLOCATOR_FLOOR,
+        }
+    }
 }
 
 impl Default for SimParams {
     fn default() -> Self {
         Self {
-            capacity: (23.56 * GIB as f64) as u64,
+            devices: vec![(23.56 * GIB as f64) as u64],
             process_overhead: 550 * MIB,
             safety_margin: GIB / 2,
             allocator_slack: GPU_MEM_ALLOCATOR_SLACK,
@@ -101,6 +135,7 @@ impl Default for SimParams {
             startup_s: 20.0,
             horizon_s: 6.0 * 3600.0,
             only_fitting_alone: false,
+            drain: None,
         }
     }
 }
@@ -120,47 +155,6 @@ impl Policy {
             Policy::Baseline => "fixed PAR (seeds)",
             Policy::Packing => "packing",
         }
-    }
-}
-
-/// What one simulated run produced.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SimReport {
-    pub policy: Policy,
-    pub seed: u64,
-    pub horizon_s: f64,
-    /// Trials that ran to the end within the horizon.
-    pub completed: usize,
-    /// Trials killed by an OOM.
-    pub lost_oom: usize,
-    /// Trials whose micro-batch 1 cannot fit the device (never started).
-    pub infeasible: usize,
-    /// Trials started (lost or completed or still running at the end).
-    pub started: usize,
-    /// FLOPs of the completed trials.
-    pub completed_flops: f64,
-    /// Trial-seconds spent on trials that were then lost.
-    pub wasted_s: f64,
-    /// Time-average of the memory held by running trials over capacity.
-    pub mean_memory_utilisation: f64,
-    /// Time-average of the number of running trials.
-    pub mean_concurrency: f64,
-    /// Most memory ever held at once, in bytes.
-    pub max_memory: u64,
-    /// Time-average of the device's compute in use (sum of utilisations,
-    /// at most 1).
-    pub mean_compute_utilisation: f64,
-}
-
-impl SimReport {
-    pub fn completed_per_hour(&self) -> f64 {
-        self.completed as f64 / (self.horizon_s / 3600.0)
-    }
-
-    /// Useful work per hour: the completed trials' FLOPs in hours of the
-    /// fully used device (so 1.0 is the device's ceiling).
-    pub fn useful_device_hours_per_hour(&self, device_flops: f64) -> f64 {
-        self.completed_flops / device_flops / self.horizon_s
     }
 }
 
@@ -217,9 +211,10 @@ pub fn sim_head() -> HeadConfig {
     }
 }
 
-/// A trial on the simulated device.
+/// A trial on a simulated device.
 struct Running {
     trial: SimTrial,
+    device: usize,
     start: f64,
     startup_end: f64,
     /// FLOPs left (counted from the end of start-up).
@@ -244,11 +239,21 @@ enum Event {
     FirstStep,
     Fragments,
     Finishes,
+    /// The drained device ([`SimParams::drain`]) fails.
+    Drain,
 }
 
 /// Runs `policy` for `params.horizon_s` simulated seconds on trial sequence
 /// `seed`. Deterministic.
+///
+/// # Panics
+/// With no device, or a drain of a device that does not exist.
 pub fn simulate(params: &SimParams, space: &SimSpace, policy: Policy, seed: u64) -> SimReport {
+    let n = params.devices.len();
+    assert!(n > 0, "the simulation needs a device");
+    if let Some((device, _)) = params.drain {
+        assert!(device < n, "drain of device {device}, which does not exist");
+    }
     let mut sim = Sim {
         params,
         space,
@@ -256,19 +261,10 @@ pub fn simulate(params: &SimParams, space: &SimSpace, policy: Policy, seed: u64)
         seed,
         now: 0.0,
         next_number: 0,
-        pending: None,
+        queue: VecDeque::new(),
         running: Vec::new(),
-        packer: Packer::with_policy(
-            DeviceBudget {
-                capacity: params.capacity,
-                safety_margin: params.safety_margin,
-                process_overhead: params.process_overhead,
-                max_workers: params.max_workers,
-                allocator_slack: params.allocator_slack,
-                allocator_floor: GPU_MEM_ALLOCATOR_FLOOR,
-            },
-            params.fit_policy,
-        ),
+        devices: DeviceSet::new((0..n).map(|d| params.budget(d)), params.fit_policy),
+        drain: params.drain.filter(|_| policy == Policy::Packing),
         report: SimReport {
             policy,
             seed,
@@ -277,12 +273,24 @@ pub fn simulate(params: &SimParams, space: &SimSpace, policy: Policy, seed: u64)
             lost_oom: 0,
             infeasible: 0,
             started: 0,
+            running_at_end: 0,
+            retried: 0,
             completed_flops: 0.0,
             wasted_s: 0.0,
             mean_memory_utilisation: 0.0,
             mean_concurrency: 0.0,
             max_memory: 0,
             mean_compute_utilisation: 0.0,
+            devices: vec![
+                DeviceReport {
+                    live_s: 0.0,
+                    compute_utilisation: 0.0,
+                    occupied: 0.0,
+                    max_memory: 0,
+                };
+                n
+            ],
+            starts: Vec::new(),
         },
     };
     sim.run();
@@ -296,31 +304,39 @@ struct Sim<'a> {
     seed: u64,
     now: f64,
     next_number: u64,
-    pending: Option<SimTrial>,
+    /// Packing: trials offered that wait for a device, or were stopped by a
+    /// drain, in the order they are offered again.
+    queue: VecDeque<SimTrial>,
     running: Vec<Running>,
-    packer: Packer,
+    devices: DeviceSet,
+    /// The drain still to come.
+    drain: Option<(usize, f64)>,
     report: SimReport,
 }
 
 impl Sim<'_> {
     fn run(&mut self) {
         let horizon = self.params.horizon_s;
-        let (mut memory_area, mut count_area, mut compute_area) = (0.0, 0.0, 0.0);
+        let n = self.params.devices.len();
+        let (mut memory_area, mut count_area) = (0.0, 0.0);
+        // Per device: compute in use, occupied and live seconds.
+        let mut compute_area = vec![0.0; n];
+        let mut occupied_area = vec![0.0; n];
+        let mut live = vec![0.0; n];
         self.fill();
         while self.now < horizon && !self.running.is_empty() {
-            let total_util: f64 = self
-                .running
+            let mut total_util = vec![0.0; n];
+            for r in self.running.iter().filter(|r| r.training) {
+                total_util[r.device] += r.utilisation;
+            }
+            // Each device is shared by its own trials, never more than
+            // fully busy.
+            let share: Vec<f64> = total_util
                 .iter()
-                .filter(|r| r.training)
-                .map(|r| r.utilisation)
-                .sum();
-            let share = if total_util > 1.0 {
-                1.0 / total_util
-            } else {
-                1.0
-            };
-            let rate = |r: &Running| self.params.device_flops * r.utilisation * share;
-            let (next, event, dt) = self
+                .map(|&u| if u > 1.0 { 1.0 / u } else { 1.0 })
+                .collect();
+            let rate = |r: &Running| self.params.device_flops * r.utilisation * share[r.device];
+            let (next, mut event, mut dt) = self
                 .running
                 .iter()
                 .enumerate()
@@ -331,14 +347,25 @@ impl Sim<'_> {
                 })
                 .min_by(|a, b| a.2.total_cmp(&b.2).then(a.0.cmp(&b.0)))
                 .expect("running is not empty");
+            if let Some((_, at)) = self.drain
+                && at - self.now <= dt
+            {
+                (event, dt) = (Event::Drain, at - self.now);
+            }
             let dt = dt.max(0.0).min(horizon - self.now);
             let held: u64 = self.running.iter().map(|r| r.held).sum();
             memory_area += held as f64 * dt;
             count_area += self.running.len() as f64 * dt;
-            compute_area += total_util.min(1.0) * dt;
+            for d in self.devices.live() {
+                live[d] += dt;
+                compute_area[d] += total_util[d].min(1.0) * dt;
+                if self.running.iter().any(|r| r.device == d) {
+                    occupied_area[d] += dt;
+                }
+            }
             for r in &mut self.running {
                 if r.training {
-                    r.remaining -= self.params.device_flops * r.utilisation * share * dt;
+                    r.remaining -= self.params.device_flops * r.utilisation * share[r.device] * dt;
                 }
             }
             self.now += dt;
@@ -359,24 +386,32 @@ impl Sim<'_> {
                     self.check_memory(next);
                 }
                 Event::Finishes => self.finish(next),
+                Event::Drain => self.drain_device(),
             }
             self.fill();
         }
         let h = horizon.max(f64::MIN_POSITIVE);
-        self.report.mean_memory_utilisation = memory_area / (self.params.capacity as f64 * h);
+        let capacity: u64 = self.params.devices.iter().sum();
+        self.report.mean_memory_utilisation = memory_area / (capacity as f64 * h);
         self.report.mean_concurrency = count_area / h;
-        self.report.mean_compute_utilisation = compute_area / h;
+        self.report.mean_compute_utilisation = compute_area.iter().sum::<f64>() / (n as f64 * h);
+        self.report.running_at_end = self.running.len();
+        for (d, device) in self.report.devices.iter_mut().enumerate() {
+            device.live_s = live[d];
+            let l = live[d].max(f64::MIN_POSITIVE);
+            device.compute_utilisation = compute_area[d] / l;
+            device.occupied = occupied_area[d] / l;
+        }
     }
 
+    /// The next trial of the sampled sequence.
     fn next_trial(&mut self) -> SimTrial {
-        if let Some(t) = self.pending.take() {
-            return t;
-        }
+        let largest = self.params.devices.iter().copied().max().unwrap_or(0);
         loop {
             let t = sample_trial(self.seed, self.next_number);
             self.next_number += 1;
             let alone = self.space.peak(&t, t.batch_size) + self.params.process_overhead;
-            if !self.params.only_fitting_alone || alone <= self.params.capacity {
+            if !self.params.only_fitting_alone || alone <= largest {
                 return t;
             }
         }
@@ -386,57 +421,85 @@ impl Sim<'_> {
     fn fill(&mut self) {
         match self.policy {
             Policy::Baseline => {
-                while self.running.len() < self.params.baseline_parallel.max(1) {
-                    let trial = self.next_trial();
-                    let peak = self.space.peak(&trial, trial.batch_size);
-                    let overhead = self.params.process_overhead;
-                    let slack = (peak as f64 * self.params.fragmentation_slack) as u64;
-                    let onset = space::unit_draw(self.seed, trial.number);
-                    let tokens = trial.batch_size * trial.seq_len;
-                    let r = self.running_trial(trial, tokens, overhead + peak);
-                    let grow_at = (slack > 0).then_some(r.remaining * (1.0 - onset));
-                    self.running.push(Running {
-                        fragmented: overhead + peak + slack,
-                        grow_at,
-                        ..r
-                    });
+                for device in 0..self.params.devices.len() {
+                    let on =
+                        |running: &[Running]| running.iter().filter(|r| r.device == device).count();
+                    while on(&self.running) < self.params.baseline_parallel.max(1) {
+                        let trial = self.next_trial();
+                        let peak = self.space.peak(&trial, trial.batch_size);
+                        let overhead = self.params.process_overhead;
+                        let slack = (peak as f64 * self.params.fragmentation_slack) as u64;
+                        let onset = space::unit_draw(self.seed, trial.number);
+                        let micro = trial.batch_size;
+                        let tokens = micro * trial.seq_len;
+                        let r = self.running_trial(trial, device, micro, tokens, overhead + peak);
+                        let grow_at = (slack > 0).then_some(r.remaining * (1.0 - onset));
+                        self.running.push(Running {
+                            fragmented: overhead + peak + slack,
+                            grow_at,
+                            ..r
+                        });
+                    }
                 }
             }
-            Policy::Packing => loop {
-                let trial = self.next_trial();
-                let space = self.space;
-                let mut peak_of = |micro: usize| space.peak(&trial, micro);
-                let cap = self
-                    .params
-                    .micro_token_cap
-                    .map_or(trial.batch_size, |t| micro_cap_for_tokens(trial.seq_len, t));
-                match self.packer.try_admit_within(
-                    trial.number,
-                    trial.batch_size,
-                    cap,
-                    &mut peak_of,
-                ) {
-                    Admission::Admit(lease) => {
-                        let tokens = lease.micro_batch * trial.seq_len;
-                        let r = self.running_trial(trial, tokens, lease.bytes);
-                        self.running.push(r);
-                    }
-                    Admission::Wait => {
-                        self.pending = Some(trial);
-                        break;
-                    }
-                    Admission::Infeasible { .. } => self.report.infeasible += 1,
+            Policy::Packing => {
+                // The trials already offered keep their order; new ones
+                // are sampled while one could start somewhere.
+                for trial in std::mem::take(&mut self.queue) {
+                    self.offer(trial);
                 }
-            },
+                while self.devices.may_offer_more() {
+                    let trial = self.next_trial();
+                    self.offer(trial);
+                }
+            }
         }
         self.note_memory();
     }
 
-    /// A trial starting now, holding the process overhead until its first
-    /// step, then `reserved` bytes.
-    fn running_trial(&mut self, trial: SimTrial, tokens_per_step: usize, reserved: u64) -> Running {
+    /// Packing: places `trial`, which starts, waits in the queue, or is
+    /// counted infeasible.
+    fn offer(&mut self, trial: SimTrial) {
+        let space = self.space;
+        let cap = self
+            .params
+            .micro_token_cap
+            .map_or(trial.batch_size, |t| micro_cap_for_tokens(trial.seq_len, t));
+        // The simulated devices differ only in size: a trial's peak is the
+        // same on each.
+        let mut peak_of = |_device: usize, micro: usize| space.peak(&trial, micro);
+        match self
+            .devices
+            .place(trial.number, trial.batch_size, cap, &mut peak_of)
+        {
+            Placement::Admit { device, lease } => {
+                let tokens = lease.micro_batch * trial.seq_len;
+                let r = self.running_trial(trial, device, lease.micro_batch, tokens, lease.bytes);
+                self.running.push(r);
+            }
+            Placement::Wait => self.queue.push_back(trial),
+            Placement::Infeasible { .. } => self.report.infeasible += 1,
+        }
+    }
+
+    /// A trial starting now on `device`, holding the process overhead until
+    /// its first step, then `reserved` bytes.
+    fn running_trial(
+        &mut self,
+        trial: SimTrial,
+        device: usize,
+        micro_batch: usize,
+        tokens_per_step: usize,
+        reserved: u64,
+    ) -> Running {
         let config = self.space.config(trial.model);
         self.report.started += 1;
+        self.report.starts.push(Start {
+            trial: trial.number,
+            device,
+            micro_batch,
+            at_s: self.now as u64,
+        });
         Running {
             start: self.now,
             startup_end: self.now + self.params.startup_s,
@@ -448,14 +511,15 @@ impl Sim<'_> {
             held: self.params.process_overhead,
             training: false,
             trial,
+            device,
         }
     }
 
     /// Trial `i` has just taken more memory: in the baseline it dies of OOM
-    /// if the device cannot give it (it is the one allocating).
+    /// if its device cannot give it (it is the one allocating).
     fn check_memory(&mut self, i: usize) {
-        let held: u64 = self.running.iter().map(|r| r.held).sum();
-        if self.policy == Policy::Baseline && held > self.params.capacity {
+        let device = self.running[i].device;
+        if self.policy == Policy::Baseline && self.held_on(device) > self.params.devices[device] {
             let r = self.running.swap_remove(i);
             self.report.lost_oom += 1;
             self.report.wasted_s += self.now - r.start;
@@ -466,20 +530,53 @@ impl Sim<'_> {
 
     fn finish(&mut self, i: usize) {
         let r = self.running.swap_remove(i);
-        self.packer.release(r.trial.number);
+        self.devices.release(r.trial.number);
         self.report.completed += 1;
         self.report.completed_flops +=
             cost::trial_flops(self.space.config(r.trial.model), &r.trial);
     }
 
+    /// The drained device fails: its trials stop, their time is wasted,
+    /// and they are offered again ahead of every other trial.
+    fn drain_device(&mut self) {
+        let Some((device, _)) = self.drain.take() else {
+            return;
+        };
+        let stopped = self.devices.drain(device, "drained by the simulation");
+        for &id in stopped.iter().rev() {
+            let i = self
+                .running
+                .iter()
+                .position(|r| r.trial.number == id)
+                .expect("a leased trial is running");
+            let r = self.running.swap_remove(i);
+            self.report.retried += 1;
+            self.report.wasted_s += self.now - r.start;
+            self.queue.push_front(r.trial);
+        }
+    }
+
+    /// Bytes held on `device` now.
+    fn held_on(&self, device: usize) -> u64 {
+        self.running
+            .iter()
+            .filter(|r| r.device == device)
+            .map(|r| r.held)
+            .sum()
+    }
+
     fn note_memory(&mut self) {
-        let held: u64 = self.running.iter().map(|r| r.held).sum();
-        self.report.max_memory = self.report.max_memory.max(held);
-        if self.policy == Policy::Packing {
-            assert!(
-                held <= self.packer.budget().usable(),
-                "packing over-committed the device: {held} bytes held"
-            );
+        for device in 0..self.params.devices.len() {
+            let held = self.held_on(device);
+            let max = &mut self.report.devices[device].max_memory;
+            *max = (*max).max(held);
+            self.report.max_memory = self.report.max_memory.max(held);
+            if self.policy == Policy::Packing {
+                assert!(
+                    held <= self.devices.budget(device).usable(),
+                    "packing over-committed device {device}: {held} bytes held"
+                );
+            }
         }
     }
 }
