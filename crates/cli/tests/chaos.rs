@@ -188,42 +188,25 @@ fn chaos_secs() -> u64 {
         .unwrap_or(90)
 }
 
-/// Seconds a trial of this study takes on one backend while the other
-/// runs beside it, as in the chaos: every runner of both backends (same
-/// epochs) works one calibration study at once, and each backend gets
-/// half of the machine. The chaos study's size is set from it; a lone
-/// runner's time per trial underestimates it several times over on a
-/// machine with fewer cores than runners.
+/// Seconds one lone runner takes per trial of this study on this machine,
+/// with the same epochs: the chaos study's size is set from it.
 fn seconds_per_trial(dir: &Path, epochs: usize) -> f64 {
     let url = common::url(&dir.join("calibrate.db"));
     let config = dir.join("calibrate.toml");
-    let runners = 2 * RUNNERS_PER_BACKEND;
-    let n = 10 * runners;
+    let n = 6;
     std::fs::write(&config, study_file(n, epochs)).unwrap();
-    let args = [
-        "tune",
-        "--no-progress",
-        "--config",
-        config.to_str().unwrap(),
-    ];
-    let create = [
-        "create-study",
-        "--study-name",
-        STUDY,
-        "--direction",
-        "maximize",
-    ];
-    common::ok(common::memtune_in(dir, &url, &create));
     let start = Instant::now();
-    std::thread::scope(|scope| {
-        let runs: Vec<_> = (0..runners)
-            .map(|_| scope.spawn(|| common::memtune_in(dir, &url, &args)))
-            .collect();
-        for run in runs {
-            common::ok(run.join().unwrap());
-        }
-    });
-    2.0 * start.elapsed().as_secs_f64() / n as f64
+    common::ok(common::memtune_in(
+        dir,
+        &url,
+        &[
+            "tune",
+            "--no-progress",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    ));
+    start.elapsed().as_secs_f64() / n as f64
 }
 
 const SPACE: &str = r#"{"learning_rate": {"name": "FloatDistribution", "attributes": {"low": 1e-05, "high": 0.0001, "log": true}}, "batch_size": {"name": "CategoricalDistribution", "attributes": {"choices": [8, 16, 32]}}}"#;
@@ -367,11 +350,11 @@ fn a_study_left_alone_through_kills_pauses_hangups_and_database_blips() {
     }
     let epochs = 4;
     let per_trial = seconds_per_trial(tmp.path(), epochs);
-    // The chaos costs retries and restarts: the study lasts roughly
-    // `secs`.
+    // Two backends share the machine and the chaos costs retries: the
+    // study lasts roughly `secs`.
     let n_trials = ((secs as f64 / per_trial) * 0.6).clamp(20.0, 20_000.0) as usize;
     let client_trials = (secs / 20).clamp(2, 200) as usize;
-    eprintln!("chaos for ~{secs} s: {per_trial:.2} s a trial a backend, n_trials = {n_trials}");
+    eprintln!("chaos for ~{secs} s: {per_trial:.2} s a trial alone, n_trials = {n_trials}");
 
     let mut backends = Vec::new();
     for (name, url) in [
