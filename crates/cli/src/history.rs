@@ -18,3 +18,116 @@ pub fn checked(trials: Vec<FrozenTrial>) -> Result<Vec<FrozenTrial>, HistoryErro
     }
     Ok(trials)
 }
+
+/// A study's trials kept between reads, so a long-running reader (the
+/// `tune` runner asks for them on every claim, refill and intermediate
+/// report) reads each trial's rows about once rather than the whole
+/// history every time: finished trials never change, so only new trials
+/// and those last seen RUNNING or WAITING are read again
+/// ([`store::Storage::trials_since`]).
+#[derive(Debug, Default)]
+pub struct Cache {
+    /// Ordered by number, as [`store::Storage::trials`] returns them.
+    trials: Vec<FrozenTrial>,
+    /// Position of each trial id in `trials`.
+    index: std::collections::HashMap<i64, usize>,
+    /// The largest trial id read so far; `None` before the first read.
+    seen_up_to: Option<i64>,
+}
+
+impl Cache {
+    /// Every trial of the study, as stored now, each [`checked`] once.
+    pub fn refresh<E>(
+        &mut self,
+        storage: &store::Storage,
+        study_id: i64,
+    ) -> Result<&[FrozenTrial], E>
+    where
+        E: From<store::StoreError> + From<HistoryError>,
+    {
+        let unfinished: Vec<i64> = self
+            .trials
+            .iter()
+            .filter(|t| !t.state.is_finished())
+            .map(|t| t.trial_id)
+            .collect();
+        let fresh = checked(storage.trials_since(study_id, self.seen_up_to, &unfinished)?)?;
+        self.merge(fresh);
+        Ok(&self.trials)
+    }
+
+    /// The trials as of the last [`Cache::refresh`], ordered by number.
+    pub fn trials(&self) -> &[FrozenTrial] {
+        &self.trials
+    }
+
+    /// Replaces the trials read again and appends the new ones.
+    fn merge(&mut self, fresh: Vec<FrozenTrial>) {
+        let mut appended = false;
+        for t in fresh {
+            self.seen_up_to = self.seen_up_to.max(Some(t.trial_id));
+            match self.index.get(&t.trial_id) {
+                Some(&i) => self.trials[i] = t,
+                None => {
+                    appended = true;
+                    self.index.insert(t.trial_id, self.trials.len());
+                    self.trials.push(t);
+                }
+            }
+        }
+        // Numbers follow ids within a study, so this is rarely a real sort.
+        if appended && !self.trials.is_sorted_by_key(|t| (t.number, t.trial_id)) {
+            self.trials.sort_by_key(|t| (t.number, t.trial_id));
+            self.index = (self.trials.iter().enumerate())
+                .map(|(i, t)| (t.trial_id, i))
+                .collect();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hpo_sampler::TrialState;
+
+    fn trial(trial_id: i64, number: u64, state: TrialState) -> FrozenTrial {
+        let mut t = FrozenTrial::new(number);
+        t.trial_id = trial_id;
+        t.state = state;
+        t
+    }
+
+    #[test]
+    fn merge_replaces_reread_trials_and_keeps_number_order() {
+        let mut c = Cache::default();
+        c.merge(vec![
+            trial(1, 0, TrialState::Complete),
+            trial(2, 1, TrialState::Running),
+        ]);
+        assert_eq!(c.seen_up_to, Some(2));
+        // Trial 2 finished; 4 arrived before 3 (numbered out of id order).
+        c.merge(vec![
+            trial(2, 1, TrialState::Complete),
+            trial(4, 2, TrialState::Waiting),
+            trial(3, 3, TrialState::Running),
+        ]);
+        let got: Vec<(i64, u64, TrialState)> = c
+            .trials
+            .iter()
+            .map(|t| (t.trial_id, t.number, t.state))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (1, 0, TrialState::Complete),
+                (2, 1, TrialState::Complete),
+                (4, 2, TrialState::Waiting),
+                (3, 3, TrialState::Running),
+            ]
+        );
+        assert_eq!(c.seen_up_to, Some(4));
+        c.merge(vec![trial(3, 3, TrialState::Pruned)]);
+        assert_eq!(c.trials[3].state, TrialState::Pruned);
+        assert_eq!(c.index[&3], 3);
+    }
+}

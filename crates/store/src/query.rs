@@ -65,6 +65,39 @@ impl Storage {
         })
     }
 
+    /// The study's trials that a reader holding its finished trials up to
+    /// id `seen_up_to` must read again: those with a larger id and those
+    /// in `unfinished` (the ones it last saw RUNNING or WAITING), ordered
+    /// by number; every trial when `seen_up_to` is `None`. A finished
+    /// trial never changes (the store refuses writes to it), so a reader
+    /// that keeps them reads each trial's rows about once however long the
+    /// study grows, as Optuna's `_CachedStorage` does.
+    pub fn trials_since(
+        &self,
+        study_id: i64,
+        seen_up_to: Option<i64>,
+        unfinished: &[i64],
+    ) -> Result<Vec<FrozenTrial>> {
+        let cond = match seen_up_to {
+            None => "t.study_id = ?1".to_string(),
+            // Ids are integers formatted here, never text from outside.
+            Some(seen) if unfinished.is_empty() => {
+                format!("t.study_id = ?1 AND t.trial_id > {seen}")
+            }
+            Some(seen) => {
+                let ids: Vec<String> = unfinished.iter().map(i64::to_string).collect();
+                format!(
+                    "t.study_id = ?1 AND (t.trial_id > {seen} OR t.trial_id IN ({}))",
+                    ids.join(",")
+                )
+            }
+        };
+        self.read(|tx| {
+            load_by_id(tx, study_id)?;
+            load_trials(tx, &cond, study_id)
+        })
+    }
+
     /// The best COMPLETE trial of a single-objective study (`None` if no
     /// trial is complete); ties go to the lowest number.
     pub fn best_trial(&self, study_id: i64) -> Result<Option<FrozenTrial>> {

@@ -32,6 +32,7 @@ backends!(
     best_trial_and_pareto_front,
     owners_judge_each_trial_by_its_own_owners_promise,
     unowned_running_trials_hold_no_place_in_the_budget,
+    trials_since_reads_new_and_unfinished_trials_only,
 );
 
 /// A float parameter's distribution on `[low, high]`.
@@ -540,4 +541,38 @@ fn unowned_running_trials_hold_no_place_in_the_budget(backend: Backend) {
     s.finish(asked.trial_id, TrialState::Complete, &[1.0])
         .unwrap();
     assert_eq!(s.counted_trials(st.study_id).unwrap(), 3);
+}
+
+/// What a reader that keeps finished trials must read again: new trials
+/// and the ones it saw unfinished, whatever happened to them since.
+fn trials_since_reads_new_and_unfinished_trials_only(backend: Backend) {
+    let Some((_d, s)) = new_store(backend) else {
+        return;
+    };
+    let st = s.create_study("a", &[StudyDirection::Minimize]).unwrap();
+    let other = s.create_study("b", &[StudyDirection::Minimize]).unwrap();
+    let done = s.create_trial(st.study_id).unwrap();
+    s.finish(done.trial_id, TrialState::Complete, &[1.0])
+        .unwrap();
+    let open = s.create_trial(st.study_id).unwrap();
+    s.set_param(open.trial_id, "x", 0.5, &float(0.0, 1.0))
+        .unwrap();
+    let ids = |v: &[store::FrozenTrial]| v.iter().map(|t| t.trial_id).collect::<Vec<_>>();
+
+    let all = s.trials_since(st.study_id, None, &[]).unwrap();
+    assert_eq!(ids(&all), [done.trial_id, open.trial_id]);
+    let seen = Some(open.trial_id);
+    assert!(s.trials_since(st.study_id, seen, &[]).unwrap().is_empty());
+
+    // The open trial finishes, another study gets a trial, this one a new one.
+    s.finish(open.trial_id, TrialState::Complete, &[0.25])
+        .unwrap();
+    s.create_trial(other.study_id).unwrap();
+    let new = s.create_trial(st.study_id).unwrap();
+    let again = s.trials_since(st.study_id, seen, &[open.trial_id]).unwrap();
+    assert_eq!(ids(&again), [open.trial_id, new.trial_id]);
+    assert_eq!(again[0].state, TrialState::Complete);
+    assert_eq!(again[0].values, Some(vec![0.25]));
+    assert_eq!(again[0].params["x"].internal, 0.5);
+    assert_eq!(again[1].state, TrialState::Running);
 }

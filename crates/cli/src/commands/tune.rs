@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use crate::error::{CliError, Result};
 use crate::tune::config::StudyConfig;
 use crate::tune::fault::Faults;
-use crate::tune::runner::{Runner, TuneOptions, current_exe, summary_table};
+use crate::tune::runner::{Runner, TuneOptions, current_exe, handle_stop_signals, summary_table};
 use crate::tune::setup::RunPlan;
 
 use super::Context;
@@ -63,6 +63,9 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         )));
     }
     crate::logging::to_file(&plan.log_file).map_err(CliError::Failed)?;
+    // From here the run writes to the study; before, a signal ends the
+    // process at once (nothing is stored yet), as a user expects.
+    let interrupted = handle_stop_signals()?;
     let (study, storage) = (plan.study_name.clone(), plan.storage_url.clone());
     // The URL may hold a password: never printed nor logged.
     let shown = store::redact_url(&storage);
@@ -79,6 +82,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             worker_exe,
             faults,
             progress: !args.no_progress,
+            interrupted,
         },
     )?;
     let summary = runner.run()?;

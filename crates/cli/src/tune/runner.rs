@@ -50,7 +50,7 @@ use gpu_mem::human_bytes;
 use hpo_sampler::{Pruner, Sampler, StudyView};
 use serde_json::{Value as Json, json};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-use store::{Claim, Owner, RetryPolicy, Storage, TrialFilter, TrialRef, TrialState};
+use store::{Claim, Owner, RetryPolicy, Storage, StudyDirection, TrialRef, TrialState};
 
 use super::config::{StudyConfig, TrialSettings};
 use super::fault::Faults;
@@ -92,6 +92,23 @@ pub struct TuneOptions {
     pub faults: Faults,
     /// Draw the live display (on a terminal).
     pub progress: bool,
+    /// Set by SIGINT, SIGTERM or SIGHUP ([`handle_stop_signals`]).
+    pub interrupted: Arc<AtomicBool>,
+}
+
+/// Ctrl-C, SIGTERM (`kill`, systemd, a batch scheduler's stop) and SIGHUP
+/// (the terminal or SSH session closed) mean the same: fail the trials in
+/// flight as interrupted, re-enqueue them, and exit with the summary. Set
+/// up before the run opens its storage, so a signal while it is still
+/// starting (connecting to a database that is restarting, say) ends it the
+/// same way rather than killing the process.
+pub fn handle_stop_signals() -> Result<Arc<AtomicBool>, TuneError> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [SIGINT, SIGTERM, SIGHUP] {
+        signal_hook::flag::register(signal, Arc::clone(&interrupted))
+            .map_err(|e| TuneError::Setup(format!("cannot handle signal {signal}: {e}")))?;
+    }
+    Ok(interrupted)
 }
 
 /// What a run did, for the summary table.
@@ -160,6 +177,8 @@ pub struct Runner<'a> {
     beats: super::heartbeat::Heartbeats,
     storage: Storage,
     study: store::Study,
+    /// The study's trials as last read; see [`history::Cache`].
+    history: history::Cache,
     /// This runner, as the owner of the trials it claims.
     owner: Owner,
     sampler: Box<dyn Sampler + Send>,
@@ -219,9 +238,7 @@ impl<'a> Runner<'a> {
             }
         }
         // A resumed seeded study continues with fresh random draws.
-        let existing = storage
-            .trials(study.study_id, &TrialFilter::default())?
-            .len() as u64;
+        let existing = storage.count_trials(study.study_id, &[])? as u64;
         Ok(Self {
             sampler: cfg.make_sampler_at(existing),
             pruner: cfg.make_pruner(),
@@ -240,6 +257,7 @@ impl<'a> Runner<'a> {
             opts,
             storage,
             study,
+            history: history::Cache::default(),
             owner,
             devices,
             beats,
@@ -263,15 +281,7 @@ impl<'a> Runner<'a> {
     /// Ctrl-C.
     pub fn run(mut self) -> Result<Summary, TuneError> {
         let start = Instant::now();
-        // Ctrl-C, SIGTERM (`kill`, systemd, a batch scheduler's stop) and
-        // SIGHUP (the terminal or SSH session closed) mean the same: fail
-        // the trials in flight as interrupted, re-enqueue them, and exit
-        // with the summary.
-        let interrupted = Arc::new(AtomicBool::new(false));
-        for signal in [SIGINT, SIGTERM, SIGHUP] {
-            signal_hook::flag::register(signal, Arc::clone(&interrupted))
-                .map_err(|e| TuneError::Setup(format!("cannot handle signal {signal}: {e}")))?;
-        }
+        let interrupted = Arc::clone(&self.opts.interrupted);
         let mut vigil = Vigil::new(self.plan.stale_after);
         self.fail_stale_trials()?;
         let mut last_stale_check = Instant::now();
@@ -338,7 +348,7 @@ impl<'a> Runner<'a> {
         }
         self.progress.finish();
         self.summary.counts = self.counts()?;
-        self.summary.best = self.best()?;
+        self.summary.best = self.best();
         self.summary.wall = start.elapsed();
         Ok(self.summary)
     }
@@ -484,7 +494,7 @@ impl<'a> Runner<'a> {
     /// Nothing left for any runner: the budget is spent, nothing is
     /// WAITING, and no runner's trial is still RUNNING (one whose runner
     /// dies would be retried).
-    fn study_done(&self) -> Result<bool, TuneError> {
+    fn study_done(&mut self) -> Result<bool, TuneError> {
         let counts = self.counts()?;
         Ok(
             self.storage.counted_trials(self.study.study_id)? >= self.plan.n_trials
@@ -493,18 +503,31 @@ impl<'a> Runner<'a> {
         )
     }
 
-    fn counts(&self) -> Result<Counts, TuneError> {
-        let trials = self
-            .storage
-            .trials(self.study.study_id, &TrialFilter::default())?;
-        Ok(record::count(&trials))
+    /// The study's trials, read again where they may have changed.
+    fn trials(&mut self) -> Result<&[store::FrozenTrial], TuneError> {
+        self.history.refresh(&self.storage, self.study.study_id)
     }
 
-    fn best(&self) -> Result<Option<(i64, f64, String)>, TuneError> {
-        Ok(self.storage.best_trial(self.study.study_id)?.and_then(|t| {
-            t.value()
-                .map(|v| (t.number as i64, v, record::params_text(&t)))
-        }))
+    fn counts(&mut self) -> Result<Counts, TuneError> {
+        Ok(record::count(self.trials()?))
+    }
+
+    /// The best COMPLETE trial as of the last read of the trials: the
+    /// lowest number among ties, as [`Storage::best_trial`] picks it.
+    fn best(&self) -> Option<(i64, f64, String)> {
+        let maximize = self.study.directions.first() == Some(&StudyDirection::Maximize);
+        let best = (self.history.trials().iter())
+            .filter(|t| t.state == TrialState::Complete)
+            .filter_map(|t| t.value().map(|v| (t, v)))
+            .reduce(|best, next| {
+                let better = if maximize {
+                    next.1 > best.1
+                } else {
+                    next.1 < best.1
+                };
+                if better { next } else { best }
+            });
+        best.map(|(t, v)| (t.number as i64, v, record::params_text(t)))
     }
 
     /// Asks and places trials while the study wants more and they fit:
@@ -587,10 +610,9 @@ impl<'a> Runner<'a> {
     fn next_candidate(&mut self, claim: Claim) -> Result<Option<Candidate>, TuneError> {
         let trial = claim.trial();
         // Read after the claim, so a retry enqueued a moment ago is here.
-        let frozen = history::checked(
-            self.storage
-                .trials(self.study.study_id, &TrialFilter::default())?,
-        )?;
+        let frozen = self
+            .history
+            .refresh::<TuneError>(&self.storage, self.study.study_id)?;
         let me = frozen
             .iter()
             .find(|t| t.trial_id == trial.trial_id)
@@ -616,7 +638,7 @@ impl<'a> Runner<'a> {
                 rerun,
             }));
         }
-        let view = StudyView::with_directions(&self.study.name, &self.study.directions, &frozen);
+        let view = StudyView::with_directions(&self.study.name, &self.study.directions, frozen);
         let mut t = hpo_sampler::Trial::new(self.sampler.as_mut(), view, trial.number as u64);
         let sampled = self
             .cfg
@@ -875,7 +897,7 @@ impl<'a> Runner<'a> {
     /// `threads_per_worker` each. An explicit `[runner]
     /// threads_per_worker`, and the simulated device, keep the workers'
     /// own count (0).
-    fn threads_for_next_trial(&self) -> Result<usize, TuneError> {
+    fn threads_for_next_trial(&mut self) -> Result<usize, TuneError> {
         if self.cfg.runner.threads_per_worker.is_some()
             || matches!(self.cfg.runner.device, super::config::DeviceKind::Sim)
         {
@@ -1253,14 +1275,13 @@ impl<'a> Runner<'a> {
     }
 
     fn ask_pruner(&mut self, trial: &TrialRef) -> Result<bool, TuneError> {
-        let frozen = history::checked(
-            self.storage
-                .trials(self.study.study_id, &TrialFilter::default())?,
-        )?;
+        let frozen = self
+            .history
+            .refresh::<TuneError>(&self.storage, self.study.study_id)?;
         let Some(me) = frozen.iter().find(|t| t.number == trial.number as u64) else {
             return Ok(false);
         };
-        let view = StudyView::with_directions(&self.study.name, &self.study.directions, &frozen);
+        let view = StudyView::with_directions(&self.study.name, &self.study.directions, frozen);
         let decision = self.pruner.prune(&view, me);
         for (key, value) in &decision.system_attrs {
             self.storage
@@ -1301,7 +1322,7 @@ impl<'a> Runner<'a> {
     fn update_display(&mut self) -> Result<(), TuneError> {
         let counts = self.counts()?;
         let best = self
-            .best()?
+            .best()
             .map(|(n, v, p)| format!("{v:.4} (trial {n}: {p})"));
         // Each device: what is leased there, and what is free to lease.
         let memory: Vec<String> = self
