@@ -1,6 +1,7 @@
 //! A study's stored trials as a sampler or pruner gets them: the store
 //! returns `hpo_sampler::FrozenTrial`s, and this holds them to what a
-//! sampler relies on and a storage written by others cannot promise.
+//! sampler relies on and a storage written by others cannot promise, and
+//! keeps them between reads for a reader that asks often ([`Cache`]).
 
 use hpo_sampler::FrozenTrial;
 
