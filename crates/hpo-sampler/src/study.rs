@@ -220,22 +220,7 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
 
     /// The COMPLETE trial with the best value (the lowest number among equals).
     pub fn best_trial(&self) -> Option<&FrozenTrial> {
-        let better = |a: f64, b: f64| match self.direction {
-            StudyDirection::Minimize | StudyDirection::NotSet => a < b,
-            StudyDirection::Maximize => a > b,
-        };
-        self.trials
-            .iter()
-            .filter(|t| t.state == TrialState::Complete)
-            .filter_map(|t| t.value().map(|v| (t, v)))
-            .fold(
-                None,
-                |best: Option<(&FrozenTrial, f64)>, (t, v)| match best {
-                    Some((_, b)) if !better(v, b) => best,
-                    _ => Some((t, v)),
-                },
-            )
-            .map(|(t, _)| t)
+        self.direction.best_trial(&self.trials)
     }
 
     fn running(&self, number: u64) -> Result<usize> {

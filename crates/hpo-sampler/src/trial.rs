@@ -111,6 +111,40 @@ impl StudyDirection {
     pub fn is_maximize(self) -> bool {
         self == StudyDirection::Maximize
     }
+
+    /// The COMPLETE trial with the best single value in this direction:
+    /// the first among equals, so the lowest number when `trials` are in
+    /// number order (Optuna's `study.best_trial`).
+    ///
+    /// ```
+    /// use hpo_sampler::{FrozenTrial, StudyDirection, TrialState};
+    ///
+    /// let trials: Vec<FrozenTrial> = [0.3, 0.9, 0.9]
+    ///     .into_iter()
+    ///     .enumerate()
+    ///     .map(|(n, v)| {
+    ///         let mut t = FrozenTrial::new(n as u64);
+    ///         t.state = TrialState::Complete;
+    ///         t.values = Some(vec![v]);
+    ///         t
+    ///     })
+    ///     .collect();
+    /// let best = StudyDirection::Maximize.best_trial(&trials).unwrap();
+    /// assert_eq!(best.number, 1);
+    /// assert_eq!(StudyDirection::Minimize.best_trial(&trials).unwrap().number, 0);
+    /// ```
+    pub fn best_trial<'a>(
+        self,
+        trials: impl IntoIterator<Item = &'a FrozenTrial>,
+    ) -> Option<&'a FrozenTrial> {
+        let better = |a: f64, b: f64| if self.is_maximize() { a > b } else { a < b };
+        trials
+            .into_iter()
+            .filter(|t| t.state == TrialState::Complete)
+            .filter_map(|t| t.value().map(|v| (t, v)))
+            .reduce(|best, next| if better(next.1, best.1) { next } else { best })
+            .map(|(t, _)| t)
+    }
 }
 
 impl fmt::Display for StudyDirection {

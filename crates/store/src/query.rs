@@ -108,24 +108,12 @@ impl Storage {
                 objectives: study.directions.len(),
             });
         }
-        let maximize = study.directions[0] == StudyDirection::Maximize;
         let filter = TrialFilter {
             states: vec![TrialState::Complete],
             attr_key: None,
         };
-        let mut best: Option<FrozenTrial> = None;
-        for t in self.trials(study_id, &filter)? {
-            let Some(v) = t.value() else { continue };
-            let better = match best.as_ref().and_then(FrozenTrial::value) {
-                None => true,
-                Some(b) if maximize => v > b,
-                Some(b) => v < b,
-            };
-            if better {
-                best = Some(t);
-            }
-        }
-        Ok(best)
+        let trials = self.trials(study_id, &filter)?;
+        Ok(study.directions[0].best_trial(&trials).cloned())
     }
 
     /// The Pareto front of COMPLETE trials (for one objective: every trial

@@ -50,7 +50,7 @@ use gpu_mem::human_bytes;
 use hpo_sampler::{Pruner, Sampler, StudyView};
 use serde_json::{Value as Json, json};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-use store::{Claim, Owner, RetryPolicy, Storage, StudyDirection, TrialRef, TrialState};
+use store::{Claim, Owner, RetryPolicy, Storage, TrialRef, TrialState};
 
 use super::config::{StudyConfig, TrialSettings};
 use super::fault::Faults;
@@ -515,19 +515,9 @@ impl<'a> Runner<'a> {
     /// The best COMPLETE trial as of the last read of the trials: the
     /// lowest number among ties, as [`Storage::best_trial`] picks it.
     fn best(&self) -> Option<(i64, f64, String)> {
-        let maximize = self.study.directions.first() == Some(&StudyDirection::Maximize);
-        let best = (self.history.trials().iter())
-            .filter(|t| t.state == TrialState::Complete)
-            .filter_map(|t| t.value().map(|v| (t, v)))
-            .reduce(|best, next| {
-                let better = if maximize {
-                    next.1 > best.1
-                } else {
-                    next.1 < best.1
-                };
-                if better { next } else { best }
-            });
-        best.map(|(t, v)| (t.number as i64, v, record::params_text(t)))
+        let direction = *self.study.directions.first()?;
+        let best = direction.best_trial(self.history.trials());
+        best.and_then(|t| Some((t.number as i64, t.value()?, record::params_text(t))))
     }
 
     /// Asks and places trials while the study wants more and they fit:
