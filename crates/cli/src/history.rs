@@ -34,6 +34,8 @@ pub struct Cache {
     index: std::collections::HashMap<i64, usize>,
     /// The largest trial id read so far; `None` before the first read.
     seen_up_to: Option<i64>,
+    /// Ids of the trials last read RUNNING or WAITING, to read again.
+    unfinished: std::collections::BTreeSet<i64>,
 }
 
 impl Cache {
@@ -46,12 +48,7 @@ impl Cache {
     where
         E: From<store::StoreError> + From<HistoryError>,
     {
-        let unfinished: Vec<i64> = self
-            .trials
-            .iter()
-            .filter(|t| !t.state.is_finished())
-            .map(|t| t.trial_id)
-            .collect();
+        let unfinished: Vec<i64> = self.unfinished.iter().copied().collect();
         let fresh = checked(storage.trials_since(study_id, self.seen_up_to, &unfinished)?)?;
         self.merge(fresh);
         Ok(&self.trials)
@@ -67,6 +64,11 @@ impl Cache {
         let mut appended = false;
         for t in fresh {
             self.seen_up_to = self.seen_up_to.max(Some(t.trial_id));
+            if t.state.is_finished() {
+                self.unfinished.remove(&t.trial_id);
+            } else {
+                self.unfinished.insert(t.trial_id);
+            }
             match self.index.get(&t.trial_id) {
                 Some(&i) => self.trials[i] = t,
                 None => {
@@ -127,8 +129,10 @@ mod tests {
             ]
         );
         assert_eq!(c.seen_up_to, Some(4));
+        assert_eq!(c.unfinished.iter().copied().collect::<Vec<_>>(), [3, 4]);
         c.merge(vec![trial(3, 3, TrialState::Pruned)]);
         assert_eq!(c.trials[3].state, TrialState::Pruned);
         assert_eq!(c.index[&3], 3);
+        assert_eq!(c.unfinished.iter().copied().collect::<Vec<_>>(), [4]);
     }
 }
