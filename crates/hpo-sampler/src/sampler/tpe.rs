@@ -513,6 +513,11 @@ impl TpeSampler {
                 keep_finalists(&mut samples, &mut l, k);
                 best_by_scan(&l, &mut above.parzen.evaluator(&samples))
             }
+            // One dimension (independent sampling): a full density is a
+            // single row of kernel terms, cheaper than the screening's
+            // guesses (ZDT1, 2 objectives, 1,000 trials: 2.6 -> 1.45 ms
+            // an ask + tell).
+            _ if space.len() == 1 => best_by_scan(&l, &mut above.parzen.evaluator(&samples)),
             _ => best_candidate(&l, &mut above.parzen.evaluator(&samples)),
         };
         samples.iter().map(|column| column[best]).collect()
