@@ -217,7 +217,7 @@ impl<'a> Runner<'a> {
             ..store::OpenOptions::default()
         };
         let storage = Storage::open_url(&plan.storage_url, &open)?;
-        let study = storage.create_or_load_study(&plan.study_name, &[plan.direction])?;
+        let study = storage.create_or_load_study(&plan.study_name, &plan.directions)?;
         let beats = super::heartbeat::Heartbeats::start(&plan.storage_url, plan.heartbeat)?;
         let owner = Owner {
             id: owner_id(),
