@@ -142,7 +142,10 @@
 //! values in `constraints` and `error_kind = "constraint"`. A trial that
 //! fits trains with the largest micro-batch whose peak stays within the
 //! max (gradient accumulation does the rest). `train_seconds` is measured
-//! after training; a trial that never trained records 0 for it.
+//! after training; a trial that never trained records 0 for it (not
+//! known: neither violated nor with room). A study of `[[constraint]]`s
+//! records them in place of the single device-fit value a trial that fits
+//! no device gets otherwise.
 //!
 //! Durations are written with a unit (`"250ms"`, `"5s"`, `"15m"`,
 //! `"1h30m"`); sizes as `"24GiB"`, `"512MiB"`, `"1.5GB"` or an integer of
