@@ -101,6 +101,32 @@ fn names(charts: &[(String, bool)]) -> Vec<&str> {
     charts.iter().map(|(n, _)| n.as_str()).collect()
 }
 
+/// Every chart of `expected` is on the page.
+fn assert_has(charts: &[(String, bool)], expected: &[&str]) {
+    for chart in expected {
+        assert!(
+            names(charts).contains(chart),
+            "no {chart} chart: {:?}",
+            names(charts)
+        );
+    }
+}
+
+/// `memtune tune` of `study` (written as `study.toml` in `dir`) into `db`.
+fn tune(dir: &Path, db: &Path, study: &str) {
+    let config = dir.join("study.toml");
+    std::fs::write(&config, study).unwrap();
+    ok(memtune(
+        db,
+        &[
+            "tune",
+            "--no-progress",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    ));
+}
+
 fn assert_all_drawn(charts: &[(String, bool)]) {
     let empty: Vec<&String> = charts.iter().filter(|c| !c.1).map(|c| &c.0).collect();
     assert!(empty.is_empty(), "charts without a drawn SVG: {empty:?}");
@@ -175,17 +201,7 @@ fn a_simulated_study_shows_every_section() {
     let Some(chromium) = chromium() else { return };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("sim.db");
-    let config = dir.path().join("study.toml");
-    std::fs::write(&config, SIM_STUDY).unwrap();
-    ok(memtune(
-        &db,
-        &[
-            "tune",
-            "--no-progress",
-            "--config",
-            config.to_str().unwrap(),
-        ],
-    ));
+    tune(dir.path(), &db, SIM_STUDY);
     // `tune` wrote the page beside the storage.
     let beside = dir.path().join("sim-report-report.html");
     assert!(beside.is_file(), "tune wrote no report beside the study");
@@ -203,25 +219,22 @@ fn a_simulated_study_shows_every_section() {
     assert!(printed.contains("page.html"), "{printed}");
     let (dom, charts) = render(&chromium, &page);
     assert_all_drawn(&charts);
-    for chart in [
-        "history",
-        "intermediate",
-        "importance",
-        "slice-learning_rate",
-        "slice-model",
-        "parallel",
-        "predicted-measured",
-        "micro-batch",
-        "config-map",
-        "timeline",
-        "leased",
-    ] {
-        assert!(
-            names(&charts).contains(&chart),
-            "no {chart} chart: {:?}",
-            names(&charts)
-        );
-    }
+    assert_has(
+        &charts,
+        &[
+            "history",
+            "intermediate",
+            "importance",
+            "slice-learning_rate",
+            "slice-model",
+            "parallel",
+            "predicted-measured",
+            "micro-batch",
+            "config-map",
+            "timeline",
+            "leased",
+        ],
+    );
     assert!(!dom.contains("Not shown"), "a section was left out");
     assert!(
         dom.contains("infeasible"),
@@ -263,6 +276,42 @@ fn a_simulated_study_shows_every_section() {
     assert!(events.iter().any(|e| e["ph"] == "C"), "no memory counter");
 }
 
+#[test]
+fn a_study_of_two_objectives_shows_its_front_and_hypervolume() {
+    let Some(chromium) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("mo.db");
+    let study = SIM_STUDY
+        .replace(
+            "name = \"sim-report\"\nn_trials = 14",
+            "name = \"mo\"\nn_trials = 8",
+        )
+        .replace(
+            "metric = \"accuracy\"",
+            "metrics = [\"accuracy\", \"peak_memory\"]",
+        )
+        .replace(
+            "kind = \"median\"\nn_startup_trials = 2\nn_warmup_steps = 0",
+            "kind = \"none\"",
+        );
+    assert!(study.contains("peak_memory") && study.contains("n_trials = 8"));
+    tune(dir.path(), &db, &study);
+    let page = dir.path().join("mo-report.html");
+    assert!(page.is_file(), "tune wrote no report beside the study");
+    let (dom, charts) = render(&chromium, &page);
+    assert_all_drawn(&charts);
+    assert_has(
+        &charts,
+        &["pareto", "hypervolume", "history", "parallel", "config-map"],
+    );
+    assert!(dom.contains("Best trials (Pareto front)"), "no front table");
+    assert!(dom.contains("peak_memory (GiB)"), "objective names missing");
+    assert!(
+        dom.contains("accuracy (maximize), peak_memory (minimize)"),
+        "directions missing from the summary"
+    );
+}
+
 const OPTUNA_STUDY: &str = r#"
 import sys, warnings
 warnings.simplefilter("ignore")
@@ -301,20 +350,17 @@ fn an_optuna_study_has_no_memory_section_and_says_why() {
     assert!(printed.contains(page.to_str().unwrap()), "{printed}");
     let (dom, charts) = render(&chromium, &page);
     assert_all_drawn(&charts);
-    for chart in [
-        "history",
-        "intermediate",
-        "importance",
-        "slice-x",
-        "slice-opt",
-        "parallel",
-    ] {
-        assert!(
-            names(&charts).contains(&chart),
-            "no {chart} chart: {:?}",
-            names(&charts)
-        );
-    }
+    assert_has(
+        &charts,
+        &[
+            "history",
+            "intermediate",
+            "importance",
+            "slice-x",
+            "slice-opt",
+            "parallel",
+        ],
+    );
     assert!(!names(&charts).contains(&"timeline"));
     assert!(
         dom.contains("Not shown: no trial carries memtune"),

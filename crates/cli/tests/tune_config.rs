@@ -7,8 +7,8 @@ use std::path::Path;
 use trainer::backend::{Kernels, MatmulPrecision};
 
 use cli::tune::config::{
-    ConfigError, DeviceKind, Hyperparameter, Metric, ModelSource, PrunerSpec, SafetyMargin,
-    SamplerKind, SimPreset, StudyConfig, TrialSettings,
+    ConfigError, Constraint, DeviceKind, Hyperparameter, Metric, ModelSource, PrunerSpec,
+    SafetyMargin, SamplerKind, SimPreset, StudyConfig, TrialMetric, TrialSettings,
 };
 use hpo_sampler::{
     FrozenTrial, ParamValue, RandomSampler, Sampler, StudyDirection, StudyView, TpeSampler,
@@ -127,7 +127,7 @@ fn base_study_parses() {
     assert_eq!(c.params[1].sets, Hyperparameter::LearningRate);
     assert_eq!(c.params[1].line, line_of(BASE, "lr_small") - 1);
     assert_eq!(c.objective.metric, Metric::Accuracy);
-    assert_eq!(c.objective.direction, StudyDirection::Maximize);
+    assert_eq!(c.objective.directions, [StudyDirection::Maximize]);
     assert_eq!(
         c.models["large"],
         ModelSource::Dir("models/large".into()),
@@ -1054,5 +1054,289 @@ fn several_devices_are_read_and_checked() {
         "runner.safety_margin",
         "safety_margin",
         "leaves nothing",
+    );
+}
+
+/// BASE with `extra` appended (an `[objective]`, `[[constraint]]`s, ...).
+fn with(extra: &str) -> String {
+    format!("{BASE}\n{extra}\n")
+}
+
+#[test]
+fn several_objectives_take_their_directions_from_their_metrics() {
+    let c = StudyConfig::parse(
+        &with("[objective]\nmetrics = [\"accuracy\", \"peak_memory\", \"train_seconds\"]"),
+        "study.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        c.objective.metrics,
+        [
+            TrialMetric::Accuracy,
+            TrialMetric::PeakMemory,
+            TrialMetric::TrainSeconds
+        ]
+    );
+    use StudyDirection::{Maximize, Minimize};
+    assert_eq!(c.objective.directions, [Maximize, Minimize, Minimize]);
+    assert!(c.objective.is_multi());
+    // No pruner on several objectives, as in Optuna.
+    assert_eq!(c.pruner, PrunerSpec::None);
+    // The best epoch follows the first validation metric listed.
+    let c = StudyConfig::parse(
+        &with("[objective]\nmetrics = [\"params\", \"loss\", \"f1_macro\"]\ndirections = [\"minimize\", \"minimize\", \"maximize\"]"),
+        "study.toml",
+    )
+    .unwrap();
+    assert_eq!(c.objective.metric, Metric::Loss);
+    assert_eq!(c.objective.directions, [Minimize, Minimize, Maximize]);
+    let c = StudyConfig::parse(
+        &with("[objective]\nmetrics = [\"params\", \"peak_memory\"]"),
+        "study.toml",
+    )
+    .unwrap();
+    assert_eq!(c.objective.metric, Metric::Accuracy);
+    // One metric is one objective, as before.
+    let c = StudyConfig::parse(&with("[objective]\nmetric = \"f1_macro\""), "study.toml").unwrap();
+    assert_eq!(c.objective.metrics, [TrialMetric::F1Macro]);
+    assert!(!c.objective.is_multi());
+    assert!(c.constraints.is_empty());
+}
+
+#[test]
+fn objective_mistakes_name_their_field() {
+    expect_error(
+        &with("[objective]\nmetric = \"accuracy\"\nmetrics = [\"accuracy\", \"params\"]"),
+        "objective.metrics",
+        "metrics =",
+        "either metric (one objective) or metrics",
+    );
+    expect_error(
+        &with("[objective]\nmetrics = [\"accuracy\"]"),
+        "objective.metrics",
+        "metrics =",
+        "two or more",
+    );
+    expect_error(
+        &with("[objective]\nmetrics = [\"accuracy\", \"params\", \"accuracy\"]"),
+        "objective.metrics[2]",
+        "metrics =",
+        "accuracy is listed twice",
+    );
+    expect_error(
+        &with("[objective]\nmetrics = [\"accuracy\", \"memory\"]"),
+        "objective.metrics[1]",
+        "metrics =",
+        "unknown variant `memory`",
+    );
+    expect_error(
+        &with(
+            "[objective]\nmetrics = [\"accuracy\", \"peak_memory\"]\ndirections = [\"maximize\", \"maximize\"]",
+        ),
+        "objective.directions[1]",
+        "directions",
+        "peak_memory should be minimized, not maximized",
+    );
+    expect_error(
+        &with(
+            "[objective]\nmetrics = [\"accuracy\", \"peak_memory\"]\ndirections = [\"maximize\"]",
+        ),
+        "objective.directions",
+        "directions",
+        "1 directions for 2 metrics",
+    );
+    expect_error(
+        &with("[objective]\nmetrics = [\"accuracy\", \"peak_memory\"]\ndirection = \"maximize\""),
+        "objective.direction",
+        "direction =",
+        "directions = [...]",
+    );
+    expect_error(
+        &with("[objective]\nmetric = \"accuracy\"\ndirections = [\"maximize\"]"),
+        "objective.directions",
+        "directions",
+        "one metric takes `direction`",
+    );
+    // A single objective is a validation metric; costs need `metrics`.
+    expect_error(
+        &with("[objective]\nmetric = \"peak_memory\""),
+        "objective.metric",
+        "peak_memory",
+        "unknown variant",
+    );
+    // Pruning is refused on several objectives; kind = "none" is fine.
+    let mo = "[objective]\nmetrics = [\"accuracy\", \"peak_memory\"]\n";
+    expect_error(
+        &with(&format!("{mo}[pruner]\nkind = \"median\"")),
+        "pruner.kind",
+        "median",
+        "several objectives cannot be pruned",
+    );
+    expect_error(
+        &with(&format!("{mo}[pruner]\nn_startup_trials = 3")),
+        "pruner",
+        "[pruner]",
+        "several objectives cannot be pruned",
+    );
+    let c = StudyConfig::parse(
+        &with(&format!("{mo}[pruner]\nkind = \"none\"")),
+        "study.toml",
+    )
+    .unwrap();
+    assert_eq!(c.pruner, PrunerSpec::None);
+}
+
+#[test]
+fn constraints_are_read_in_their_units_and_mistakes_name_their_field() {
+    let c = StudyConfig::parse(
+        &with(
+            "[[constraint]]\nmetric = \"peak_memory\"\nmax = \"8GiB\"\n\n\
+             [[constraint]]\nmetric = \"train_seconds\"\nmax = \"1h30m\"\n\n\
+             [[constraint]]\nmetric = \"params\"\nmax = 110000000",
+        ),
+        "study.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        c.constraints,
+        [
+            Constraint {
+                metric: TrialMetric::PeakMemory,
+                max: (8u64 << 30) as f64
+            },
+            Constraint {
+                metric: TrialMetric::TrainSeconds,
+                max: 5400.0
+            },
+            Constraint {
+                metric: TrialMetric::Params,
+                max: 1.1e8
+            },
+        ]
+    );
+    // A single objective may be constrained too; bytes may be an integer.
+    let c = StudyConfig::parse(
+        &with("[[constraint]]\nmetric = \"peak_memory\"\nmax = 4096"),
+        "study.toml",
+    )
+    .unwrap();
+    assert_eq!(c.constraints[0].max, 4096.0);
+    expect_error(
+        &with("[[constraint]]\nmetric = \"peak_memory\"\nmax = \"8 gigs\""),
+        "constraint[0].max",
+        "8 gigs",
+        "not a size",
+    );
+    expect_error(
+        &with(
+            "[[constraint]]\nmetric = \"params\"\nmax = 1\n\n[[constraint]]\nmetric = \"train_seconds\"\nmax = 60",
+        ),
+        "constraint[1].max",
+        "max = 60",
+        "must be a duration",
+    );
+    expect_error(
+        &with("[[constraint]]\nmetric = \"train_seconds\"\nmax = \"soon\""),
+        "constraint[0].max",
+        "soon",
+        "not a duration",
+    );
+    expect_error(
+        &with("[[constraint]]\nmetric = \"params\"\nmax = \"110M\""),
+        "constraint[0].max",
+        "110M",
+        "number of parameters",
+    );
+    expect_error(
+        &with("[[constraint]]\nmetric = \"params\"\nmax = 0"),
+        "constraint[0].max",
+        "max = 0",
+        "larger than 0",
+    );
+    expect_error(
+        &with("[[constraint]]\nmetric = \"accuracy\"\nmax = 0.5"),
+        "constraint[0].metric",
+        "metric = \"accuracy\"",
+        "accuracy cannot be constrained",
+    );
+    let twice = with(
+        "[[constraint]]\nmetric = \"params\"\nmax = 5\n\n[[constraint]]\nmetric = \"params\"\nmax = 6",
+    );
+    expect_error_on(
+        &twice,
+        "constraint[1].metric",
+        line_of(&twice, "max = 6") - 1,
+        "already constrained by constraint[0]",
+    );
+    expect_error(
+        &with("[[constraint]]\nmetric = \"params\"\nmin = 5"),
+        "constraint[0].min",
+        "min = 5",
+        "unknown field `min`",
+    );
+    expect_error(
+        &with("[[constraint]]\nmax = 5"),
+        "constraint[0]",
+        "[[constraint]]",
+        "missing field `metric`",
+    );
+}
+
+#[test]
+fn several_objectives_pick_their_sampler_and_nsga2_is_one() {
+    let mo = "[objective]\nmetrics = [\"accuracy\", \"peak_memory\"]\n";
+    for kind in ["tpe", "random", "gp", "auto", "nsga2"] {
+        let c = StudyConfig::parse(
+            &with(&format!("{mo}[sampler]\nkind = \"{kind}\"\nseed = 1")),
+            "study.toml",
+        )
+        .unwrap_or_else(|e| panic!("{kind}: {e}"));
+        // Each builds and samples past its startup trials on a history of
+        // two objectives.
+        let mut sampler = c.make_sampler();
+        let mut history: Vec<FrozenTrial> = Vec::new();
+        for number in 0..12 {
+            let view = StudyView::with_directions("t", &c.objective.directions, &history);
+            let mut trial = hpo_sampler::Trial::new(sampler.as_mut(), view, number);
+            c.sample(&mut trial).unwrap();
+            let params = trial.into_params();
+            let settings = c.settings_of_params(&params).unwrap();
+            let mut t = FrozenTrial::new(number);
+            t.state = TrialState::Complete;
+            t.values = Some(vec![
+                settings.learning_rate.ln(),
+                settings.head_hidden.len() as f64,
+            ]);
+            t.params = params;
+            history.push(t);
+        }
+        assert_eq!(history.len(), 12, "{kind}");
+    }
+    let c = StudyConfig::parse(
+        &with(&format!(
+            "{mo}[sampler]\nkind = \"nsga2\"\npopulation_size = 8"
+        )),
+        "study.toml",
+    )
+    .unwrap();
+    assert_eq!(c.sampler.kind, SamplerKind::Nsga2);
+    assert_eq!(c.sampler.nsga2.population_size, 8);
+    expect_error(
+        &with("[sampler]\nkind = \"tpe\"\npopulation_size = 8"),
+        "sampler.population_size",
+        "population_size",
+        "only used with kind = \"nsga2\"",
+    );
+    expect_error(
+        &with("[sampler]\nkind = \"nsga2\"\npopulation_size = 1"),
+        "sampler.population_size",
+        "population_size",
+        "at least 2",
+    );
+    expect_error(
+        &with("[sampler]\nkind = \"nsga2\"\nn_ei_candidates = 8"),
+        "sampler.n_ei_candidates",
+        "n_ei_candidates",
+        "only used with kind = \"tpe\"",
     );
 }

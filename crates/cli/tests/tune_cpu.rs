@@ -182,6 +182,50 @@ fn a_cpu_study_trains_records_and_survives_faults() {
     assert!(printed.contains("learning_rate"), "{printed}");
 }
 
+/// Several objectives on real fine-tunes: each COMPLETE trial stores the
+/// best epoch's accuracy, its measured peak, its epochs' seconds and its
+/// model's parameters (more with a hidden head layer), and no
+/// intermediate value; the best accuracy beats the majority class.
+#[test]
+fn a_cpu_study_of_several_objectives_records_real_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let db = dir.path().join("mo.db");
+    let cfg = dir.path().join("study.toml");
+    let text = study("mo", &model, 4, "")
+        .replace(
+            "metric = \"accuracy\"",
+            "metrics = [\"accuracy\", \"peak_memory\", \"train_seconds\", \"params\"]",
+        )
+        .replace("kind = \"median\"\nn_startup_trials = 2", "kind = \"none\"");
+    assert!(text.contains("params\"]") && text.contains("kind = \"none\""));
+    std::fs::write(&cfg, text).unwrap();
+    let summary = common::ok(run(&db, &cfg, None));
+    assert!(summary.contains("Pareto front:"), "{summary}");
+    let ts = trials(&db, "mo");
+    assert_eq!(ts.len(), 4);
+    let mut params_by_head = std::collections::BTreeMap::new();
+    for t in &ts {
+        assert_eq!(t.state, TrialState::Complete, "{:?}", t.user_attrs);
+        assert!(t.intermediate_values.is_empty());
+        let v = t.values.as_deref().unwrap();
+        assert_eq!(v.len(), 4);
+        assert!((0.0..=1.0).contains(&v[0]), "accuracy {v:?}");
+        assert_eq!(Some(v[1]), t.user_attrs["requested_peak_bytes"].as_f64());
+        assert!(v[2] > 0.0, "train_seconds {v:?}");
+        assert_eq!(Some(v[2]), t.user_attrs["train_seconds"].as_f64());
+        let head = t.params["head_layers"].internal;
+        let count = *params_by_head.entry(head as u64).or_insert(v[3]);
+        assert_eq!(v[3], count, "one count per head");
+    }
+    // The tiny model learns something: better than the majority class.
+    let best = ts.iter().filter_map(|t| t.value()).fold(0.0, f64::max);
+    assert!(best > 0.55, "best accuracy {best}");
+    if let (Some(linear), Some(hidden)) = (params_by_head.get(&0), params_by_head.get(&1)) {
+        assert!(hidden > linear, "{params_by_head:?}");
+    }
+}
+
 #[test]
 fn a_bad_study_file_is_refused_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();

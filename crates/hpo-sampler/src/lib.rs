@@ -81,7 +81,8 @@
 //! - **Sampling**: the [`Sampler`] trait (Optuna's relative/independent
 //!   protocol), implemented by [`RandomSampler`], [`TpeSampler`], [`GpSampler`]
 //!   (Optuna's `GPSampler`, for short studies of expensive trials) and
-//!   [`AutoSampler`] (GP while the study is small, TPE beyond); use it
+//!   [`AutoSampler`] (GP while the study is small, TPE beyond; TPE then
+//!   NSGA-II on several objectives); use it
 //!   through a define-by-run [`Trial`] (`suggest_float`, `suggest_int`,
 //!   `suggest_categorical`) or [`ask()`] for a fixed space. A seeded sampler
 //!   is deterministic.
@@ -152,8 +153,8 @@ pub use pruner::{
     Pruner, SuccessiveHalvingPruner, ThresholdPruner,
 };
 pub use sampler::{
-    AutoConfig, AutoSampler, GpConfig, GpSampler, NsgaIIConfig, NsgaIISampler, RandomSampler,
-    Sampler, TpeConfig, TpeSampler,
+    AutoConfig, AutoPick, AutoSampler, GpConfig, GpSampler, NsgaIIConfig, NsgaIISampler,
+    RandomSampler, Sampler, TpeConfig, TpeSampler,
 };
 pub use study::Study;
 pub use trial::{

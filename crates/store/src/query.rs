@@ -99,7 +99,10 @@ impl Storage {
     }
 
     /// The best COMPLETE trial of a single-objective study (`None` if no
-    /// trial is complete); ties go to the lowest number.
+    /// trial is complete); ties go to the lowest number. As Optuna's
+    /// `best_trial`, a trial that violates a constraint (a value above 0
+    /// in its `constraints` system attribute) is passed over for the best
+    /// feasible one (`None` if there is none).
     pub fn best_trial(&self, study_id: i64) -> Result<Option<FrozenTrial>> {
         let study = self.study_by_id(study_id)?;
         if study.directions.len() != 1 {
@@ -113,11 +116,14 @@ impl Storage {
             attr_key: None,
         };
         let trials = self.trials(study_id, &filter)?;
-        Ok(study.directions[0].best_trial(&trials).cloned())
+        let feasible = trials.iter().filter(|t| feasible(t));
+        Ok(study.directions[0].best_trial(feasible).cloned())
     }
 
     /// The Pareto front of COMPLETE trials (for one objective: every trial
-    /// tied at the best value), ordered by number.
+    /// tied at the best value), ordered by number. As Optuna's
+    /// `best_trials`, only feasible trials (no constraint value above 0)
+    /// compete.
     pub fn best_trials(&self, study_id: i64) -> Result<Vec<FrozenTrial>> {
         let study = self.study_by_id(study_id)?;
         let filter = TrialFilter {
@@ -132,6 +138,7 @@ impl Storage {
                     .as_ref()
                     .is_some_and(|v| v.len() == study.directions.len())
             })
+            .filter(feasible)
             .collect();
         // Turn every objective into "smaller is better".
         let key = |t: &FrozenTrial| -> Vec<f64> {
@@ -158,6 +165,12 @@ impl Storage {
             .map(|(_, t)| t)
             .collect())
     }
+}
+
+/// No constraint of the trial is violated (a trial without constraints
+/// is feasible), as Optuna's `_get_feasible_trials` decides.
+fn feasible(t: &FrozenTrial) -> bool {
+    t.constraints().iter().all(|c| *c <= 0.0)
 }
 
 /// Load every trial matching `where_sql` (a condition on `t`, one parameter)

@@ -411,13 +411,47 @@ fn best_trial_and_pareto_front(backend: Backend) {
         let t = s.create_trial(m.study_id).unwrap();
         s.finish(t.trial_id, TrialState::Complete, &v).unwrap();
     }
-    let front: Vec<u64> = s
-        .best_trials(m.study_id)
-        .unwrap()
-        .iter()
-        .map(|t| t.number)
-        .collect();
-    assert_eq!(front, vec![0, 1, 3]);
+    let front = |id| -> Vec<u64> {
+        s.best_trials(id)
+            .unwrap()
+            .iter()
+            .map(|t| t.number)
+            .collect()
+    };
+    assert_eq!(front(m.study_id), vec![0, 1, 3]);
+
+    // As Optuna's `best_trial(s)`: a trial that violates a constraint is
+    // passed over; one without constraints, or with all <= 0, is feasible.
+    let c = s
+        .create_study("c", &[StudyDirection::Minimize, StudyDirection::Maximize])
+        .unwrap();
+    for (v, constraints) in [
+        ([1.0, 1.0], Some(json!([0.0, -1.0]))),
+        ([0.5, 3.0], Some(json!([-2.0, 0.5]))),
+        ([2.0, 0.5], None),
+        ([3.0, 3.0], Some(json!([-1.0, -1.0]))),
+    ] {
+        let t = s.create_trial(c.study_id).unwrap();
+        if let Some(constraints) = constraints {
+            s.set_trial_system_attr(t.trial_id, "constraints", &constraints)
+                .unwrap();
+        }
+        s.finish(t.trial_id, TrialState::Complete, &v).unwrap();
+    }
+    assert_eq!(
+        front(c.study_id),
+        vec![0, 3],
+        "trial 1 dominates but violates"
+    );
+    let one = s.create_study("c1", &[StudyDirection::Minimize]).unwrap();
+    for (v, violation) in [(1.0, 0.0), (0.5, 0.25), (0.8, -1.0)] {
+        let t = s.create_trial(one.study_id).unwrap();
+        s.set_trial_system_attr(t.trial_id, "constraints", &json!([violation]))
+            .unwrap();
+        s.finish(t.trial_id, TrialState::Complete, &[v]).unwrap();
+    }
+    assert_eq!(s.best_trial(one.study_id).unwrap().unwrap().number, 2);
+    assert_eq!(front(one.study_id), vec![2]);
 }
 
 /// A trial is taken over when its heartbeat is older than its own

@@ -24,7 +24,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     if best.is_empty() {
         writeln!(
             out,
-            "study `{}` has no COMPLETE trial yet",
+            "study `{}` has no COMPLETE trial that meets its constraints yet",
             render::printable(&study.name)
         )?;
         return Ok(());

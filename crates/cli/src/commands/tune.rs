@@ -110,6 +110,15 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         return Err(CliError::Interrupted);
     }
     let counts = &summary.counts;
+    let ruled_out = counts.infeasible + counts.over_constraint;
+    if counts.complete == 0 && counts.over_constraint > 0 && ruled_out == counts.finished() {
+        return Err(CliError::Failed(format!(
+            "no trial met the study's constraints: {} of {} finished trials are over a [[constraint]] max before training ({} did not fit the device); raise the max or narrow the search space (see `memtune trials --attr error_kind`)",
+            counts.over_constraint,
+            counts.finished(),
+            counts.infeasible
+        )));
+    }
     if counts.complete == 0 && counts.infeasible > 0 && counts.infeasible == counts.finished() {
         return Err(CliError::Failed(format!(
             "no trial fitted the device: all {} finished trials are infeasible (they need more memory than {} has at micro-batch 1); see `memtune trials --attr oom`",

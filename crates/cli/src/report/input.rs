@@ -13,6 +13,11 @@ pub struct ReportInput {
     /// The first objective's direction (charts show the first objective).
     pub direction: StudyDirection,
     pub n_objectives: usize,
+    /// Every objective's direction.
+    pub directions: Vec<StudyDirection>,
+    /// Every objective's name: the study's own (Optuna's
+    /// `study:metric_names`, which `memtune tune` sets), else `objective N`.
+    pub objective_names: Vec<String>,
     /// The storage as the user named it.
     pub storage: String,
     /// Sorted by number.
@@ -22,7 +27,13 @@ pub struct ReportInput {
 }
 
 impl ReportInput {
-    pub fn new(study: store::Study, storage: String, mut trials: Vec<FrozenTrial>) -> Self {
+    /// `metric_names`: the study's `study:metric_names`, when it has them.
+    pub fn new(
+        study: store::Study,
+        storage: String,
+        mut trials: Vec<FrozenTrial>,
+        metric_names: Option<&Json>,
+    ) -> Self {
         trials.sort_by_key(|t| t.number);
         let mut params = BTreeMap::new();
         for t in &trials {
@@ -30,7 +41,18 @@ impl ReportInput {
                 params.insert(name.clone(), p.distribution.clone());
             }
         }
+        let n = study.directions.len();
+        let objective_names = match metric_names.and_then(Json::as_array) {
+            Some(names) if names.len() == n => names
+                .iter()
+                .enumerate()
+                .map(|(k, v)| v.as_str().map_or(format!("objective {k}"), String::from))
+                .collect(),
+            _ => (0..n).map(|k| format!("objective {k}")).collect(),
+        };
         ReportInput {
+            directions: study.directions.clone(),
+            objective_names,
             study_name: study.name,
             direction: study
                 .directions
@@ -53,6 +75,13 @@ impl ReportInput {
                 .filter(|v| v.is_finite())
                 .map(|v| (t, v))
         })
+    }
+
+    /// The best trials: Optuna's `best_trials` (COMPLETE, feasible when
+    /// any trial has constraints, dominated by no other), in number order.
+    pub fn front(&self) -> Vec<&FrozenTrial> {
+        let constrained = self.trials.iter().any(|t| t.has_constraints());
+        hpo_sampler::multi::pareto_front(&self.trials, &self.directions, constrained)
     }
 
     /// Whether `a` is a better objective value than `b`.

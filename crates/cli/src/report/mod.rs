@@ -2,7 +2,8 @@
 //! glance (no scripts, nothing fetched, printable), and the device
 //! timeline as a Chrome trace.
 //!
-//! Sections, one file each: [`summary`], [`history`] (optimization history
+//! Sections, one file each: [`summary`], [`pareto`] (a study of several
+//! objectives: its front and hypervolume), [`history`] (optimization history
 //! and learning curves), [`importance`] (fANOVA importances from
 //! `hpo_sampler::importance`, slices,
 //! [`parallel`] coordinates), [`memory`] (predicted against measured peaks,
@@ -23,6 +24,7 @@ pub mod importance;
 pub mod input;
 pub mod memory;
 pub mod parallel;
+pub mod pareto;
 pub mod summary;
 pub mod timeline;
 pub mod trace;
@@ -39,19 +41,26 @@ use self::timeline::Timeline;
 pub fn read(storage: &Storage, name: &str) -> store::Result<ReportInput> {
     let study = storage.study(name)?;
     let trials = storage.trials(study.study_id, &TrialFilter::default())?;
+    let attrs = storage.study_system_attrs(study.study_id)?;
     let label = storage.path().display().to_string();
-    Ok(ReportInput::new(study, label, trials))
+    Ok(ReportInput::new(
+        study,
+        label,
+        trials,
+        attrs.get(crate::tune::record::METRIC_NAMES_KEY),
+    ))
 }
 
 /// The page.
 pub fn html(input: &ReportInput) -> String {
-    let sections = [
-        summary::section(input),
+    let mut sections = vec![summary::section(input)];
+    sections.extend(pareto::section(input));
+    sections.extend([
         history::section(input),
         importance::section(input),
         memory::section(input),
         failures::section(input),
-    ];
+    ]);
     page(input, &sections)
 }
 

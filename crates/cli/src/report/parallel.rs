@@ -7,7 +7,7 @@ use plotters::prelude::*;
 use store::FrozenTrial;
 
 use super::axis::ParamAxis;
-use super::chart::{self, WIDE, short};
+use super::chart::{self, DrawResult, Plane, Root, WIDE, short};
 use super::html::note;
 use super::input::ReportInput;
 
@@ -50,11 +50,7 @@ pub fn chart(input: &ReportInput, completed: &[(&FrozenTrial, f64)]) -> String {
         "Parallel coordinates: each COMPLETE trial across every parameter's range and the objective (darker is better)",
         (WIDE.0, 420),
         |root| {
-            let mut c = ChartBuilder::on(root)
-                .margin(16)
-                .margin_left(40)
-                .margin_right(60)
-                .build_cartesian_2d(-0.05..(n_axes - 1) as f64 + 0.05, -0.12..1.08)?;
+            let mut c = frame(root, n_axes)?;
             for (rank, (t, v)) in order.iter().enumerate() {
                 let quality = if order.len() > 1 {
                     rank as f64 / (order.len() - 1) as f64
@@ -80,7 +76,6 @@ pub fn chart(input: &ReportInput, completed: &[(&FrozenTrial, f64)]) -> String {
                     c.draw_series(LineSeries::new(segment, color))?;
                 }
             }
-            let font = ("sans-serif", 12).into_font();
             let labels = axes
                 .iter()
                 .map(|(name, axis)| {
@@ -88,16 +83,38 @@ pub fn chart(input: &ReportInput, completed: &[(&FrozenTrial, f64)]) -> String {
                     (name.to_string(), axis.label(lo), axis.label(hi))
                 })
                 .chain([("objective".to_string(), short(vmin), short(vmax))]);
-            for (i, (name, lo, hi)) in labels.enumerate() {
-                let x = i as f64;
-                c.draw_series(LineSeries::new([(x, 0.0), (x, 1.0)], BLACK.stroke_width(1)))?;
-                c.draw_series([
-                    Text::new(name, (x, -0.06), font.clone()),
-                    Text::new(lo, (x, -0.0), font.clone()),
-                    Text::new(hi, (x, 1.06), font.clone()),
-                ])?;
-            }
-            Ok(())
+            draw_axes(&mut c, labels)
         },
     )
+}
+
+/// The plane of parallel coordinates with `n_axes` vertical axes at x =
+/// 0, 1, ...; each axis' values are drawn scaled to 0..1.
+pub fn frame<'a, 'b>(
+    root: &'a Root<'b>,
+    n_axes: usize,
+) -> Result<Plane<'a, 'b>, Box<dyn std::error::Error>> {
+    Ok(ChartBuilder::on(root)
+        .margin(16)
+        .margin_left(40)
+        .margin_right(60)
+        .build_cartesian_2d(-0.05..n_axes.saturating_sub(1) as f64 + 0.05, -0.12..1.08)?)
+}
+
+/// Draws each axis of [`frame`] with its (name, low end, high end) labels.
+pub fn draw_axes(
+    c: &mut Plane<'_, '_>,
+    labels: impl Iterator<Item = (String, String, String)>,
+) -> DrawResult {
+    let font = ("sans-serif", 12).into_font();
+    for (i, (name, lo, hi)) in labels.enumerate() {
+        let x = i as f64;
+        c.draw_series(LineSeries::new([(x, 0.0), (x, 1.0)], BLACK.stroke_width(1)))?;
+        c.draw_series([
+            Text::new(name, (x, -0.06), font.clone()),
+            Text::new(lo, (x, -0.0), font.clone()),
+            Text::new(hi, (x, 1.06), font.clone()),
+        ])?;
+    }
+    Ok(())
 }

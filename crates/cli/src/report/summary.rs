@@ -13,9 +13,16 @@ use crate::render;
 pub fn section(input: &ReportInput) -> Section {
     let mut html = String::new();
     let objective = if input.n_objectives > 1 {
+        let each: Vec<String> = input
+            .objective_names
+            .iter()
+            .zip(&input.directions)
+            .map(|(name, d)| format!("{name} ({})", d.as_str().to_lowercase()))
+            .collect();
         format!(
-            "{} objectives (charts show the first, {})",
-            input.n_objectives, input.direction
+            "{} objectives: {} (history, importance and parameter charts show the first)",
+            input.n_objectives,
+            each.join(", ")
         )
     } else {
         input.direction.to_string()
@@ -52,7 +59,33 @@ pub fn section(input: &ReportInput) -> Section {
     }
     html.push_str(&table(&["", ""], &rows));
 
-    html.push_str("<h3>Best trial</h3>");
+    if input.n_objectives > 1 {
+        html.push_str(&front_table(input));
+    } else {
+        html.push_str(&best_trial(input));
+    }
+
+    html.push_str("<h3>Trials by state</h3>");
+    let mut counts: BTreeMap<TrialState, usize> = BTreeMap::new();
+    for t in &input.trials {
+        *counts.entry(t.state).or_default() += 1;
+    }
+    let rows: Vec<Vec<String>> = TrialState::ALL
+        .iter()
+        .map(|s| {
+            vec![
+                s.to_string(),
+                counts.get(s).copied().unwrap_or(0).to_string(),
+            ]
+        })
+        .collect();
+    html.push_str(&table(&["state", "trials"], &rows));
+    Section::shown("summary", "Summary", html)
+}
+
+/// The best trial of a single-objective study, with its params.
+fn best_trial(input: &ReportInput) -> String {
+    let mut html = String::from("<h3>Best trial</h3>");
     let best =
         input.completed().fold(
             None,
@@ -80,23 +113,43 @@ pub fn section(input: &ReportInput) -> Section {
             escape("No COMPLETE trial with a finite value yet.")
         )),
     }
+    html
+}
 
-    html.push_str("<h3>Trials by state</h3>");
-    let mut counts: BTreeMap<TrialState, usize> = BTreeMap::new();
-    for t in &input.trials {
-        *counts.entry(t.state).or_default() += 1;
+/// The Pareto front of a study of several objectives: each trial's
+/// values and params.
+fn front_table(input: &ReportInput) -> String {
+    let mut html = String::from("<h3>Best trials (Pareto front)</h3>");
+    let front = input.front();
+    if front.is_empty() {
+        html.push_str(&format!(
+            "<p>{}</p>",
+            escape("No feasible COMPLETE trial yet.")
+        ));
+        return html;
     }
-    let rows: Vec<Vec<String>> = TrialState::ALL
+    let mut header: Vec<&str> = vec!["trial"];
+    header.extend(input.objective_names.iter().map(String::as_str));
+    header.push("params");
+    let rows: Vec<Vec<String>> = front
         .iter()
-        .map(|s| {
-            vec![
-                s.to_string(),
-                counts.get(s).copied().unwrap_or(0).to_string(),
-            ]
+        .map(|t| {
+            let mut row = vec![t.number.to_string()];
+            row.extend(t.values.iter().flatten().map(|&v| short(v)));
+            row.push(
+                t.params
+                    .iter()
+                    .map(|(name, p)| {
+                        format!("{name}={}", render::json_token(&render::param_json(p)))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            );
+            row
         })
         .collect();
-    html.push_str(&table(&["state", "trials"], &rows));
-    Section::shown("summary", "Summary", html)
+    html.push_str(&table(&header, &rows));
+    html
 }
 
 /// Seconds from the first trial's start to the last trial's end, and the

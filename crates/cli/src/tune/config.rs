@@ -36,6 +36,12 @@
 //! [objective]
 //! metric = "accuracy"                 # accuracy | f1_macro | loss (validation set, best epoch)
 //! direction = "maximize"              # default from the metric; a contradiction is an error
+//! # metrics = ["accuracy", "peak_memory"]   # instead of metric: several objectives (below)
+//! # directions = ["maximize", "minimize"]   #   optional, one per metric, as each metric says
+//!
+//! # [[constraint]]                    # optional, any number: a trial is feasible while
+//! # metric = "peak_memory"            #   metric <= max; peak_memory (a size), params (a
+//! # max = "8GiB"                      #   number) or train_seconds (a duration, "30m")
 //!
 //! [models.minilm]                     # one table per model; exactly one of:
 //! builtin = "minilm-l6"               #   a model the runner provides,
@@ -63,14 +69,16 @@
 //! epochs = 2
 //!
 //! [sampler]
-//! kind = "tpe"                        # tpe | random | gp | auto; options default to Optuna 5.0's
-//!                                     # (gp: GPSampler; auto: gp below 200 finished trials
-//!                                     # while at most half the parameters are categorical, tpe beyond)
+//! kind = "tpe"                        # tpe | random | gp | auto | nsga2; options default to
+//!                                     # Optuna 5.0's (gp: GPSampler; auto: gp below 200 finished
+//!                                     # trials while at most half the parameters are categorical,
+//!                                     # tpe beyond; nsga2: NSGAIISampler, population_size = 50)
 //! n_startup_trials = 10
 //!
 //! [pruner]
 //! kind = "median"                     # none | median | percentile | successive_halving |
 //!                                     # hyperband | patient | threshold; Optuna's defaults
+//!                                     # (several objectives: none, the only kind allowed)
 //!
 //! [runner]
 //! device = "auto"                     # auto | cpu | cuda | cuda:N | cuda:* (every visible
@@ -104,6 +112,41 @@
 //! sampled and not stored. Two params setting the same hyperparameter must
 //! both have a `when` on the same param with disjoint values.
 //!
+//! # Several objectives and constraints
+//!
+//! `metrics = [...]` lists two or more of: `accuracy`, `f1_macro`, `loss`
+//! (validation set, maximised, maximised, minimised) and the trial's costs,
+//! all minimised: `peak_memory` (bytes its training step peaks at: the
+//! peak of requested bytes its worker measured, which the memory plan
+//! predicts before it starts), `train_seconds` (the wall time of its
+//! epochs, training and evaluation; on the simulated device, the
+//! simulation's own) and `params` (the model's parameters, head
+//! included). The study then has one value per metric and a Pareto front
+//! (`memtune best`); the validation metrics are those of the best epoch by
+//! the first validation metric listed (accuracy when none is). There is no
+//! pruner, as Optuna has none for such studies; `kind = "tpe"` is Optuna's
+//! multi-objective TPE, `"gp"` fits one random scalarisation per trial,
+//! `"auto"` is TPE until 1,000 trials are COMPLETE and NSGA-II after.
+//! With `peak_memory` among the objectives a trial waits for the
+//! micro-batch that fits its device empty rather than start smaller on a
+//! busy one, so its peak depends on its configuration, not on what else
+//! runs.
+//!
+//! Each `[[constraint]]` adds one entry to every COMPLETE or PRUNED
+//! trial's `constraints` system attribute, in file order: `measured - max`
+//! in the metric's unit (bytes, seconds, parameters), so above 0 is
+//! violated, as Optuna's samplers and `best_trials` read it. `peak_memory`
+//! and `params` are known before a trial trains: one whose micro-batch 1
+//! would peak above the `peak_memory` max, or whose model is larger than
+//! the `params` max, is never trained; it is PRUNED with its predicted
+//! values in `constraints` and `error_kind = "constraint"`. A trial that
+//! fits trains with the largest micro-batch whose peak stays within the
+//! max (gradient accumulation does the rest). `train_seconds` is measured
+//! after training; a trial that never trained records 0 for it (not
+//! known: neither violated nor with room). A study of `[[constraint]]`s
+//! records them in place of the single device-fit value a trial that fits
+//! no device gets otherwise.
+//!
 //! Durations are written with a unit (`"250ms"`, `"5s"`, `"15m"`,
 //! `"1h30m"`); sizes as `"24GiB"`, `"512MiB"`, `"1.5GB"` or an integer of
 //! bytes.
@@ -115,6 +158,7 @@
 //! it only says what to run. `builtin` models are resolved by the runner.
 
 pub mod error;
+pub mod objective;
 pub(crate) mod raw;
 pub mod units;
 
@@ -125,8 +169,9 @@ use std::time::Duration;
 use hpo_sampler::pruner::MinResource;
 use hpo_sampler::{
     AutoConfig, AutoSampler, GpConfig, GpSampler, HyperbandPruner, MedianPruner, NopPruner,
-    ParamValue, PatientPruner, PercentilePruner, Pruner, RandomSampler, Sampler, StudyDirection,
-    SuccessiveHalvingPruner, ThresholdPruner, TpeConfig, TpeSampler, Trial,
+    NsgaIIConfig, NsgaIISampler, ParamValue, PatientPruner, PercentilePruner, Pruner,
+    RandomSampler, Sampler, StudyDirection, SuccessiveHalvingPruner, ThresholdPruner, TpeConfig,
+    TpeSampler, Trial,
 };
 use serde::Deserialize;
 use trainer::backend::{Kernels, MatmulPrecision};
@@ -136,6 +181,7 @@ use trainer::train::{Metrics, Monitor};
 
 pub use self::error::ConfigError;
 use self::error::{SpanIndex, join};
+pub use self::objective::{Constraint, Objective, TrialMetric};
 use self::raw::{DataSourceKind, RawFile, RawPruner, Scalar};
 use self::units::{parse_duration, parse_size};
 use super::space::{self, Resolve};
@@ -150,6 +196,9 @@ pub struct StudyConfig {
     pub study: StudySection,
     pub data: DataSection,
     pub objective: Objective,
+    /// `[[constraint]]`s, in file order (the order of a trial's
+    /// `constraints` system attribute).
+    pub constraints: Vec<Constraint>,
     /// Models by key (the values a `model` param chooses from).
     pub models: BTreeMap<String, ModelSource>,
     /// The searched params, in file order (a `when` names an earlier one).
@@ -227,12 +276,6 @@ impl Metric {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Objective {
-    pub metric: Metric,
-    pub direction: StudyDirection,
-}
-
 /// A model the runner provides by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 pub enum BuiltinModel {
@@ -296,8 +339,12 @@ pub enum SamplerKind {
     Random,
     /// Optuna's GPSampler ([`GpConfig`]).
     Gp,
-    /// GP while the study is small and mostly numeric, TPE beyond ([`AutoConfig`]).
+    /// One objective: GP while the study is small and mostly numeric, TPE
+    /// beyond; several: TPE, then NSGA-II from 1,000 COMPLETE trials
+    /// ([`AutoConfig`]).
     Auto,
+    /// Optuna's NSGAIISampler ([`NsgaIIConfig`]).
+    Nsga2,
 }
 
 /// The sampler to build: its kind, seed and (for TPE) options, which
@@ -311,6 +358,8 @@ pub struct SamplerSpec {
     pub tpe: TpeConfig,
     /// The GP options (`seed` unset), for kind = "gp" and "auto".
     pub gp: GpConfig,
+    /// The NSGA-II options (`seed` unset), for kind = "nsga2" and "auto".
+    pub nsga2: NsgaIIConfig,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -664,6 +713,10 @@ impl StudyConfig {
                     ..self.sampler.tpe.clone()
                 },
             )),
+            SamplerKind::Nsga2 => Box::new(NsgaIISampler::new(NsgaIIConfig {
+                seed,
+                ..self.sampler.nsga2.clone()
+            })),
         }
     }
 
@@ -697,7 +750,8 @@ impl Check<'_> {
     fn study(&self, raw: RawFile, origin: &str) -> Result<StudyConfig, ConfigError> {
         let study = self.study_section(&raw)?;
         let data = self.data(&raw.data)?;
-        let objective = self.objective(&raw)?;
+        let objective = self.objective(&raw.objective)?;
+        let constraints = self.constraints(&raw.constraint)?;
         let models = self.models(&raw)?;
         let keys: BTreeSet<String> = models.keys().cloned().collect();
         // Builtin and simulated models all have 512 token positions.
@@ -708,12 +762,17 @@ impl Check<'_> {
         let (params, fixed) =
             space::build(&raw.param, &raw.fixed, &keys, max_positions, self.index)?;
         let sampler = self.sampler(&raw, &study)?;
-        let pruner = self.pruner(&raw.pruner, "pruner")?;
+        let pruner = if objective.is_multi() {
+            self.no_pruner(&raw.pruner)?
+        } else {
+            self.pruner(&raw.pruner, "pruner")?
+        };
         let runner = self.runner(&raw, &models)?;
         Ok(StudyConfig {
             study,
             data,
             objective,
+            constraints,
             models,
             params,
             fixed,
@@ -853,24 +912,6 @@ impl Check<'_> {
         })
     }
 
-    fn objective(&self, raw: &RawFile) -> Result<Objective, ConfigError> {
-        let metric = raw.objective.metric.unwrap_or(Metric::Accuracy);
-        let natural = metric.natural_direction();
-        let direction = raw.objective.direction.unwrap_or(natural);
-        if direction != natural {
-            return Err(self.err(
-                "objective.direction",
-                format!(
-                    "{} should be {}d, not {}d",
-                    metric.name(),
-                    direction_name(natural),
-                    direction_name(direction)
-                ),
-            ));
-        }
-        Ok(Objective { metric, direction })
-    }
-
     fn models(&self, raw: &RawFile) -> Result<BTreeMap<String, ModelSource>, ConfigError> {
         if raw.models.is_empty() {
             return Err(self.err(
@@ -901,7 +942,7 @@ impl Check<'_> {
     fn sampler(&self, raw: &RawFile, study: &StudySection) -> Result<SamplerSpec, ConfigError> {
         let s = &raw.sampler;
         let kind = s.kind.unwrap_or(SamplerKind::Tpe);
-        if kind == SamplerKind::Random
+        if matches!(kind, SamplerKind::Random | SamplerKind::Nsga2)
             && let Some(key) = s.tpe_keys().first()
         {
             return Err(self.err(&join("sampler", key), "only used with kind = \"tpe\""));
@@ -914,14 +955,35 @@ impl Check<'_> {
                 "only used with kind = \"tpe\" or \"auto\"",
             ));
         }
-        if matches!(kind, SamplerKind::Tpe | SamplerKind::Random)
-            && s.deterministic_objective.is_some()
+        if matches!(
+            kind,
+            SamplerKind::Tpe | SamplerKind::Random | SamplerKind::Nsga2
+        ) && s.deterministic_objective.is_some()
         {
             return Err(self.err(
                 "sampler.deterministic_objective",
                 "only used with kind = \"gp\" or \"auto\"",
             ));
         }
+        let nsga2_base = NsgaIIConfig::default();
+        let population_size = match (s.population_size, kind) {
+            (None, _) => nsga2_base.population_size,
+            (Some(_), k) if k != SamplerKind::Nsga2 => {
+                return Err(self.err("sampler.population_size", "only used with kind = \"nsga2\""));
+            }
+            (Some(n), _) if n < 2 => {
+                return Err(self.err(
+                    "sampler.population_size",
+                    format!("must be at least 2, got {n}"),
+                ));
+            }
+            (Some(n), _) => n,
+        };
+        let nsga2 = NsgaIIConfig {
+            population_size,
+            seed: None,
+            ..nsga2_base
+        };
         let gp_base = GpConfig::default();
         let gp = GpConfig {
             n_startup_trials: s.n_startup_trials.unwrap_or(gp_base.n_startup_trials),
@@ -960,6 +1022,7 @@ impl Check<'_> {
             gp,
             seed: s.seed.or(study.seed),
             tpe,
+            nsga2,
         })
     }
 
@@ -1108,6 +1171,31 @@ impl Check<'_> {
             return Err(self.err(&key, e.to_string()));
         }
         Ok(spec)
+    }
+
+    /// A study of several objectives has no pruner: Optuna's
+    /// `Trial.report` and `should_prune` refuse such studies, so a
+    /// `[pruner]` other than kind = "none" is an error.
+    fn no_pruner(&self, p: &RawPruner) -> Result<PrunerSpec, ConfigError> {
+        let written = p.kind.is_some() || !p.set_keys().is_empty();
+        if written && p.kind != Some(PrunerKind::None) {
+            let key = if p.kind.is_some() {
+                "pruner.kind"
+            } else {
+                "pruner"
+            };
+            return Err(self.err(
+                key,
+                "a study of several objectives cannot be pruned (Optuna refuses Trial.report \
+                 and should_prune there): remove [pruner] or set kind = \"none\"",
+            ));
+        }
+        if written {
+            // kind = "none": its options are refused as for one objective.
+            self.pruner(p, "pruner")
+        } else {
+            Ok(PrunerSpec::None)
+        }
     }
 
     fn size(&self, key: &str, value: &Scalar) -> Result<u64, ConfigError> {

@@ -3,6 +3,7 @@
 //! loop that asks, runs, records and recovers. The packing policy's
 //! simulation (`simulate`) is research, behind the `sim` feature.
 
+pub mod best;
 pub mod config;
 pub mod fault;
 pub mod heartbeat;
@@ -14,6 +15,7 @@ pub mod progress;
 pub mod protocol;
 pub mod record;
 pub mod runner;
+pub mod scoring;
 pub mod setup;
 #[cfg(feature = "sim")]
 pub mod simulate;

@@ -20,6 +20,9 @@ pub struct Counts {
     pub waiting: usize,
     /// Of the PRUNED trials, those that did not fit the device.
     pub infeasible: usize,
+    /// Of the PRUNED trials, those a `[[constraint]]` ruled out before
+    /// they trained.
+    pub over_constraint: usize,
 }
 
 impl Counts {

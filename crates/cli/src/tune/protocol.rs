@@ -125,6 +125,17 @@ pub enum WorkerMsg {
         /// Optimiser steps loss scaling skipped (fp16 only).
         #[serde(default)]
         skipped_steps: u64,
+        /// The validation metrics of the best epoch (on the simulated
+        /// device, the synthetic ones).
+        #[serde(default)]
+        accuracy: f64,
+        #[serde(default)]
+        f1_macro: f64,
+        #[serde(default)]
+        valid_loss: f64,
+        /// Seconds the epochs took, training and evaluation.
+        #[serde(default)]
+        train_seconds: f64,
     },
     /// The trial could not run; `kind` is one of [`FailureKind`].
     Failed {

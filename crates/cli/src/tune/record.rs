@@ -108,25 +108,55 @@ pub fn started(
     )
 }
 
+/// A trial that trained: its values (one per objective), what it ran
+/// with, and its constraint values when the study has constraints.
 pub fn finished(
     storage: &Storage,
     trial: &TrialRef,
     state: TrialState,
-    value: f64,
+    values: &[f64],
     details: &Json,
+    constraints: Option<&[f64]>,
 ) -> store::Result<()> {
     if let Json::Object(map) = details {
         for (k, v) in map {
             storage.set_trial_user_attr(trial.trial_id, k, v)?;
         }
     }
-    storage.finish(trial.trial_id, state, &[value])
+    if let Some(c) = constraints {
+        storage.set_trial_system_attr(trial.trial_id, CONSTRAINTS_KEY, &json!(c))?;
+    }
+    storage.finish(trial.trial_id, state, values)
+}
+
+/// A trial that a `[[constraint]]` rules out before it trains: PRUNED (no
+/// value) without running, with its predicted constraint values (one
+/// above 0), why, and the configuration it would have run.
+pub fn over_constraint(
+    storage: &Storage,
+    trial: &TrialRef,
+    settings: &TrialSettings,
+    constraints: &[f64],
+    why: &str,
+) -> store::Result<()> {
+    set_user(
+        storage,
+        trial,
+        &[
+            ("error_kind", json!("constraint")),
+            ("error_msg", json!(why)),
+            ("config", settings_json(settings)),
+        ],
+    )?;
+    storage.set_trial_system_attr(trial.trial_id, CONSTRAINTS_KEY, &json!(constraints))?;
+    storage.finish(trial.trial_id, TrialState::Pruned, &[])
 }
 
 /// A configuration that does not fit at micro-batch 1: PRUNED (no value),
 /// with the memory it needs and had, and a positive constraint violation
 /// (the fraction by which it overshoots), so TPE ranks it below every
-/// feasible trial and learns the memory boundary.
+/// feasible trial and learns the memory boundary. A study with
+/// `[[constraint]]`s stores `constraints` (one per constraint) instead.
 pub fn infeasible(
     storage: &Storage,
     trial: &TrialRef,
@@ -134,8 +164,9 @@ pub fn infeasible(
     needed: u64,
     available: u64,
     why: &str,
+    constraints: Option<&[f64]>,
 ) -> store::Result<()> {
-    let violation = (needed as f64 - available as f64).max(1.0) / available.max(1) as f64;
+    let violation = [(needed as f64 - available as f64).max(1.0) / available.max(1) as f64];
     set_user(
         storage,
         trial,
@@ -148,7 +179,8 @@ pub fn infeasible(
             ("available_bytes", json!(available)),
         ],
     )?;
-    storage.set_trial_system_attr(trial.trial_id, CONSTRAINTS_KEY, &json!([violation]))?;
+    let constraints = constraints.unwrap_or(&violation);
+    storage.set_trial_system_attr(trial.trial_id, CONSTRAINTS_KEY, &json!(constraints))?;
     storage.finish(trial.trial_id, TrialState::Pruned, &[])
 }
 
@@ -212,6 +244,31 @@ pub fn fail_and_retry(
     Ok(())
 }
 
+/// Optuna's study system attribute naming each objective
+/// (`Study.set_metric_names`).
+pub const METRIC_NAMES_KEY: &str = "study:metric_names";
+
+/// Names the study's objectives as Optuna's `Study.set_metric_names`
+/// does, unless it names them already; returns the names it has when they
+/// are others (its values then mean other things than `names`).
+pub fn name_metrics(
+    storage: &Storage,
+    study_id: i64,
+    names: &[&str],
+) -> store::Result<Option<Json>> {
+    match storage
+        .study_system_attrs(study_id)?
+        .remove(METRIC_NAMES_KEY)
+    {
+        None => {
+            storage.set_study_system_attr(study_id, METRIC_NAMES_KEY, &json!(names))?;
+            Ok(None)
+        }
+        Some(stored) if stored == json!(names) => Ok(None),
+        Some(stored) => Ok(Some(stored)),
+    }
+}
+
 /// Counts toward `n_trials` (see the runner's module doc).
 pub fn count(trials: &[store::FrozenTrial]) -> Counts {
     let retried: BTreeSet<u64> = trials
@@ -228,6 +285,8 @@ pub fn count(trials: &[store::FrozenTrial]) -> Counts {
             TrialState::Pruned => {
                 c.pruned += 1;
                 c.infeasible += usize::from(t.user_attrs.get("oom") == Some(&json!(true)));
+                c.over_constraint +=
+                    usize::from(t.user_attrs.get("error_kind") == Some(&json!("constraint")));
             }
             TrialState::Fail if !retried.contains(&t.number) => c.failed += 1,
             TrialState::Fail => {}

@@ -39,7 +39,7 @@
 //! re-enqueued (retried on the devices left, counted in the summary), and
 //! it takes no more. The last device is never drained.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,7 +52,8 @@ use serde_json::{Value as Json, json};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use store::{Claim, Owner, RetryPolicy, Storage, TrialRef, TrialState};
 
-use super::config::{StudyConfig, TrialSettings};
+use super::best::{self, Best};
+use super::config::{StudyConfig, TrialMetric, TrialSettings};
 use super::fault::Faults;
 use super::packing::{FitPolicy, Lease, Price};
 use super::placement::{DeviceSet, Placement};
@@ -60,6 +61,7 @@ use super::pricing::Pricer;
 use super::progress::{Counts, Progress};
 use super::protocol::{FailureKind, Job, ModelSource, RunnerMsg, WorkerMsg};
 use super::record;
+use super::scoring::{self, Figures};
 use super::setup::RunPlan;
 use super::workers::{Event, WorkerProc, describe_exit};
 use crate::history;
@@ -118,6 +120,8 @@ pub struct Summary {
     pub started_here: usize,
     pub oom_retries: usize,
     pub infeasible: usize,
+    /// Trials a `[[constraint]]` ruled out before they trained.
+    pub over_constraint: usize,
     pub worker_deaths: usize,
     pub cuda_errors: usize,
     pub errors: usize,
@@ -128,7 +132,10 @@ pub struct Summary {
     /// This run's trials that another runner took over (this one was
     /// stopped or cut off too long); their retries redo them.
     pub taken_over: usize,
-    pub best: Option<(i64, f64, String)>,
+    /// The best trial (one objective) or the Pareto front (several).
+    pub best: Vec<Best>,
+    /// What each objective is (`accuracy`, `peak_memory`, ...).
+    pub metrics: Vec<TrialMetric>,
     pub wall: Duration,
     pub peak_leased: u64,
     /// Every device's bytes together.
@@ -153,6 +160,8 @@ struct Candidate {
     settings: TrialSettings,
     /// A retry of an interrupted trial.
     rerun: bool,
+    /// What is known before it trains (for its constraints and objectives).
+    known: Figures,
 }
 
 struct Running {
@@ -166,6 +175,7 @@ struct Running {
     oom_retries: Vec<Json>,
     failure: Option<(FailureKind, String, Option<u64>, Option<u64>)>,
     last_value: Option<f64>,
+    known: Figures,
 }
 
 pub struct Runner<'a> {
@@ -202,6 +212,8 @@ pub struct Runner<'a> {
     pricers: Vec<Pricer>,
     /// Per device: its pricer in `pricers`.
     pricer_of: Vec<usize>,
+    /// Parameters of each (model, head) the trials asked for.
+    param_counts: HashMap<(String, Vec<usize>), Result<u64, String>>,
     progress: Progress,
     summary: Summary,
     dirty: bool,
@@ -217,7 +229,17 @@ impl<'a> Runner<'a> {
             ..store::OpenOptions::default()
         };
         let storage = Storage::open_url(&plan.storage_url, &open)?;
-        let study = storage.create_or_load_study(&plan.study_name, &[plan.direction])?;
+        let study = storage.create_or_load_study(&plan.study_name, &plan.directions)?;
+        if cfg.objective.is_multi() {
+            let names: Vec<&str> = cfg.objective.metrics.iter().map(|m| m.name()).collect();
+            if let Some(stored) = record::name_metrics(&storage, study.study_id, &names)? {
+                return Err(TuneError::Setup(format!(
+                    "study `{}` optimises {stored}, but the study file lists {}: use another study name",
+                    study.name,
+                    json!(names)
+                )));
+            }
+        }
         let beats = super::heartbeat::Heartbeats::start(&plan.storage_url, plan.heartbeat)?;
         let owner = Owner {
             id: owner_id(),
@@ -225,7 +247,14 @@ impl<'a> Runner<'a> {
         };
         let (events_tx, events) = channel();
         let progress = Progress::new(plan.n_trials, opts.progress);
-        let devices = DeviceSet::new(plan.devices.iter().map(|d| d.budget), FitPolicy::default());
+        // A trial's peak as an objective must not depend on what else
+        // runs: it waits for the micro-batch that fits the empty device.
+        let policy = if cfg.objective.metrics.contains(&TrialMetric::PeakMemory) {
+            FitPolicy::Alone
+        } else {
+            FitPolicy::default()
+        };
+        let devices = DeviceSet::new(plan.devices.iter().map(|d| d.budget), policy);
         let mut pricers: Vec<Pricer> = Vec::new();
         let mut pricer_of = Vec::with_capacity(plan.devices.len());
         for d in &plan.devices {
@@ -243,6 +272,7 @@ impl<'a> Runner<'a> {
             sampler: cfg.make_sampler_at(existing),
             pruner: cfg.make_pruner(),
             summary: Summary {
+                metrics: cfg.objective.metrics.clone(),
                 capacity: plan.total_capacity(),
                 largest_device: plan
                     .devices
@@ -271,6 +301,7 @@ impl<'a> Runner<'a> {
             pending: Vec::new(),
             pricers,
             pricer_of,
+            param_counts: HashMap::new(),
             progress,
             dirty: true,
             first_outcomes: Vec::new(),
@@ -512,12 +543,97 @@ impl<'a> Runner<'a> {
         Ok(record::count(self.trials()?))
     }
 
-    /// The best COMPLETE trial as of the last read of the trials: the
-    /// lowest number among ties, as [`Storage::best_trial`] picks it.
-    fn best(&self) -> Option<(i64, f64, String)> {
-        let direction = *self.study.directions.first()?;
-        let best = direction.best_trial(self.history.trials());
-        best.and_then(|t| Some((t.number as i64, t.value()?, record::params_text(t))))
+    /// The best trials as of the last read of the trials.
+    fn best(&self) -> Vec<Best> {
+        best::best_trials(self.history.trials(), &self.study.directions)
+    }
+
+    /// One value per `[[constraint]]` from `figures`; `None` for a study
+    /// without constraints.
+    fn constraint_values(&self, figures: &Figures) -> Option<Vec<f64>> {
+        (!self.cfg.constraints.is_empty())
+            .then(|| scoring::constraint_values(&self.cfg.constraints, figures))
+    }
+
+    /// Whether the study needs `metric` as an objective or a constraint.
+    fn needs(&self, metric: TrialMetric) -> bool {
+        self.cfg.objective.metrics.contains(&metric)
+            || self.cfg.constraints.iter().any(|c| c.metric == metric)
+    }
+
+    /// `c` with what is known of it before it trains (its model's
+    /// parameters, its peak at micro-batch 1, where the study needs them),
+    /// or `None` when a constraint rules it out: it is then recorded
+    /// PRUNED, never trained (Optuna's constraint values on it, one above
+    /// 0), and counts toward `n_trials` as an infeasible trial does.
+    fn within_constraints(&mut self, mut c: Candidate) -> Result<Option<Candidate>, TuneError> {
+        if self.needs(TrialMetric::Params) {
+            match self.param_count(&c.settings) {
+                Ok(n) => c.known.params = Some(n),
+                Err(e) => {
+                    let message = format!("model `{}`: {e}", c.settings.model);
+                    record::error(&self.storage, &c.trial, "config", &message, None)?;
+                    self.beats.remove(c.trial.trial_id);
+                    self.note_outcome(Some(&message));
+                    return Ok(None);
+                }
+            }
+        }
+        if scoring::peak_cap(&self.cfg.constraints).is_some() {
+            c.known.peak_memory = self.peak_at_one(&c)?;
+        }
+        let Some((constraint, figure)) = scoring::violated(&self.cfg.constraints, &c.known) else {
+            return Ok(Some(c));
+        };
+        let why = format!(
+            "{}, predicted before training: not trained",
+            constraint.describe(figure)
+        );
+        let values = scoring::constraint_values(&self.cfg.constraints, &c.known);
+        self.summary.over_constraint += 1;
+        self.note_outcome(None);
+        record::over_constraint(&self.storage, &c.trial, &c.settings, &values, &why)?;
+        self.beats.remove(c.trial.trial_id);
+        self.progress.line(&format!(
+            "trial {}: {why} (pruned, constraint recorded)",
+            c.trial.number
+        ));
+        self.update_display()?;
+        Ok(None)
+    }
+
+    /// Parameters of the model and head `settings` train (cached).
+    fn param_count(&mut self, settings: &TrialSettings) -> Result<u64, String> {
+        let key = (settings.model.clone(), settings.head_hidden.clone());
+        if let Some(known) = self.param_counts.get(&key) {
+            return known.clone();
+        }
+        let head = trainer::model::HeadConfig {
+            num_labels: self.plan.num_classes,
+            hidden: settings.head_hidden.clone(),
+        };
+        let counted = self.plan.model(&settings.model).and_then(|m| {
+            m.config
+                .parameter_count(&head)
+                .map(|n| n as u64)
+                .map_err(|e| e.to_string())
+        });
+        self.param_counts.insert(key, counted.clone());
+        counted
+    }
+
+    /// The smallest peak `c` can train at: its micro-batch 1's predicted
+    /// peak on the live device where that is least (`None` when it cannot
+    /// be priced: placing it then records why).
+    fn peak_at_one(&mut self, c: &Candidate) -> Result<Option<u64>, TuneError> {
+        let mut least: Option<u64> = None;
+        for device in self.devices.live().collect::<Vec<_>>() {
+            let job = self.job(c, device, 1, c.settings.batch_size, None, 0)?;
+            if let Ok(price) = self.pricers[self.pricer_of[device]].price(&job) {
+                least = Some(least.map_or(price.peak, |l| l.min(price.peak)));
+            }
+        }
+        Ok(least)
     }
 
     /// Asks and places trials while the study wants more and they fit:
@@ -543,7 +659,10 @@ impl<'a> Runner<'a> {
                 return Ok(());
             };
             self.beats.add(claim.trial().trial_id);
-            if let Some(c) = self.next_candidate(claim)? {
+            let Some(c) = self.next_candidate(claim)? else {
+                continue;
+            };
+            if let Some(c) = self.within_constraints(c)? {
                 self.offer(c)?;
             }
         }
@@ -579,6 +698,7 @@ impl<'a> Runner<'a> {
                     needed,
                     capacity,
                     "predicted by the memory plan before starting",
+                    self.constraint_values(&c.known).as_deref(),
                 )?;
                 self.beats.remove(c.trial.trial_id);
                 self.progress.line(&format!(
@@ -626,6 +746,7 @@ impl<'a> Runner<'a> {
                 trial,
                 settings,
                 rerun,
+                known: Figures::default(),
             }));
         }
         let view = StudyView::with_directions(&self.study.name, &self.study.directions, frozen);
@@ -635,6 +756,9 @@ impl<'a> Runner<'a> {
             .sample(&mut t)
             .map_err(|e| e.to_string())
             .map(|()| t.into_params());
+        // What the sampler keeps on the trial (NSGA-II's generation), so
+        // a resumed run or another runner reads it.
+        let kept = self.sampler.system_attrs(&view, trial.number as u64);
         let sampled = match sampled {
             Ok(p) => p,
             Err(message) => {
@@ -643,6 +767,10 @@ impl<'a> Runner<'a> {
                 return Ok(None);
             }
         };
+        for (key, value) in kept {
+            self.storage
+                .set_trial_system_attr(trial.trial_id, &key, &Json::from(value))?;
+        }
         for (name, mut p) in sampled {
             if already.contains(&name) {
                 continue;
@@ -681,6 +809,7 @@ impl<'a> Runner<'a> {
                 trial,
                 settings,
                 rerun,
+                known: Figures::default(),
             })),
             Err(e) => {
                 record::error(&self.storage, &trial, "config", &e, None)?;
@@ -703,6 +832,9 @@ impl<'a> Runner<'a> {
         // such error fails the trial instead of its placement.
         let mut refused = None;
         let id = c.trial.trial_id as u64;
+        // A `peak_memory` constraint caps the micro-batch: a larger one
+        // reads as one that never fits.
+        let cap = scoring::peak_cap(&self.cfg.constraints).unwrap_or(u64::MAX);
         let (pricers, pricer_of) = (&mut self.pricers, &self.pricer_of);
         let placement = self
             .devices
@@ -712,10 +844,14 @@ impl<'a> Runner<'a> {
                     accumulation_steps: batch.div_ceil(micro),
                     ..jobs[device].clone()
                 };
-                pricers[pricer_of[device]].price(&job).unwrap_or_else(|e| {
-                    refused.get_or_insert(e);
-                    Price::NEVER
-                })
+                match pricers[pricer_of[device]].price(&job) {
+                    Ok(price) if price.peak <= cap => price,
+                    Ok(_) => Price::NEVER,
+                    Err(e) => {
+                        refused.get_or_insert(e);
+                        Price::NEVER
+                    }
+                }
             });
         match refused {
             None => Ok(Ok(placement)),
@@ -865,6 +1001,7 @@ impl<'a> Runner<'a> {
                 oom_retries: Vec::new(),
                 failure: None,
                 last_value: None,
+                known: c.known,
             },
         );
         if let Err(e) = sent {
@@ -960,11 +1097,17 @@ impl<'a> Runner<'a> {
                 };
                 r.last_value = Some(value);
                 let trial = r.trial;
-                let reported =
-                    self.storage
-                        .report_intermediate(trial.trial_id, epoch as i64, value);
-                // Failed as stale by another runner: stop training it.
-                let prune = !taken_over(reported, trial.number)? || self.ask_pruner(&trial)?;
+                // Several objectives: no intermediate values and no pruner,
+                // as Optuna's `Trial.report` refuses such studies.
+                let prune = if self.cfg.objective.is_multi() {
+                    false
+                } else {
+                    let reported =
+                        self.storage
+                            .report_intermediate(trial.trial_id, epoch as i64, value);
+                    // Failed as stale by another runner: stop training it.
+                    !taken_over(reported, trial.number)? || self.ask_pruner(&trial)?
+                };
                 let answer = if prune {
                     RunnerMsg::Prune
                 } else {
@@ -1004,9 +1147,21 @@ impl<'a> Runner<'a> {
                 peak_bytes,
                 requested_peak_bytes,
                 skipped_steps,
+                accuracy,
+                f1_macro,
+                valid_loss,
+                train_seconds,
             } => {
                 let Some(r) = self.running.remove(&worker) else {
                     return Ok(());
+                };
+                let figures = Figures {
+                    accuracy: Some(accuracy),
+                    f1_macro: Some(f1_macro),
+                    loss: Some(valid_loss),
+                    peak_memory: Some(requested_peak_bytes),
+                    train_seconds: Some(train_seconds),
+                    params: r.known.params,
                 };
                 let state = if pruned {
                     TrialState::Pruned
@@ -1018,10 +1173,28 @@ impl<'a> Runner<'a> {
                 } else {
                     value
                 };
+                let values = if self.cfg.objective.is_multi() {
+                    match scoring::values(&self.cfg.objective, &figures) {
+                        Ok(values) => values,
+                        Err(missing) => {
+                            let message = format!("{} was not measured", missing.name());
+                            let recorded =
+                                record::error(&self.storage, &r.trial, "error", &message, None);
+                            taken_over(recorded, r.trial.number)?;
+                            self.release(&r);
+                            self.recycle_or_idle(worker);
+                            return self.update_display();
+                        }
+                    }
+                } else {
+                    vec![value]
+                };
+                let constraints = self.constraint_values(&figures);
                 let mut details = json!({
                     "best_epoch": best_epoch, "epochs_run": epochs_run,
                     "peak_bytes": peak_bytes, "requested_peak_bytes": requested_peak_bytes,
                     "oom_retries": r.oom_retries, "skipped_steps": skipped_steps,
+                    "train_seconds": train_seconds,
                 });
                 if !r.oom_retries.is_empty() {
                     // The record says what ran last: the smaller micro-batch,
@@ -1031,7 +1204,14 @@ impl<'a> Runner<'a> {
                     details["predicted_peak_bytes"] = json!(r.lease.predicted_peak);
                     details["lease_bytes"] = json!(r.lease.bytes);
                 }
-                let recorded = record::finished(&self.storage, &r.trial, state, value, &details);
+                let recorded = record::finished(
+                    &self.storage,
+                    &r.trial,
+                    state,
+                    &values,
+                    &details,
+                    constraints.as_deref(),
+                );
                 if !taken_over(recorded, r.trial.number)? {
                     self.release(&r);
                     self.recycle_or_idle(worker);
@@ -1039,10 +1219,14 @@ impl<'a> Runner<'a> {
                 }
                 self.note_outcome(None);
                 self.devices.device_ok(r.device);
+                let over = scoring::violated(&self.cfg.constraints, &figures)
+                    .map(|(c, v)| format!(" (infeasible: {})", c.describe(v)))
+                    .unwrap_or_default();
                 self.progress.line(&format!(
-                    "trial {} {}: {value:.4} after {epochs_run} epoch(s) | {}",
+                    "trial {} {}: {}{over} after {epochs_run} epoch(s) | {}",
                     r.trial.number,
                     if pruned { "pruned" } else { "complete" },
+                    best::values_text(&self.cfg.objective.metrics, &values),
                     record::settings_text(&r.settings)
                 ));
                 self.release(&r);
@@ -1084,6 +1268,7 @@ impl<'a> Runner<'a> {
             trial: r.trial,
             settings: r.settings.clone(),
             rerun: false,
+            known: r.known,
         };
         let device = r.device;
         let accumulation = c.settings.batch_size.div_ceil(micro_batch);
@@ -1150,6 +1335,7 @@ impl<'a> Runner<'a> {
                     needed.unwrap_or(r.lease.predicted_peak),
                     limit.unwrap_or(r.lease.bytes),
                     message,
+                    self.constraint_values(&r.known).as_deref(),
                 )?;
                 self.progress.line(&format!(
                     "trial {number}: out of memory at micro-batch 1 ({message}): pruned as infeasible"
@@ -1311,9 +1497,7 @@ impl<'a> Runner<'a> {
 
     fn update_display(&mut self) -> Result<(), TuneError> {
         let counts = self.counts()?;
-        let best = self
-            .best()
-            .map(|(n, v, p)| format!("{v:.4} (trial {n}: {p})"));
+        let best = best::display_text(&self.best(), &self.cfg.objective.metrics);
         // Each device: what is leased there, and what is free to lease.
         let memory: Vec<String> = self
             .plan
@@ -1369,6 +1553,10 @@ pub fn summary_table(s: &Summary, study: &str, storage: &str) -> String {
             "infeasible (do not fit at micro-batch 1)",
             s.infeasible.to_string(),
         ),
+        (
+            "over a [[constraint]] (never trained)",
+            s.over_constraint.to_string(),
+        ),
         ("worker deaths", s.worker_deaths.to_string()),
         ("device errors", s.cuda_errors.to_string()),
         ("other errors", s.errors.to_string()),
@@ -1398,10 +1586,7 @@ pub fn summary_table(s: &Summary, study: &str, storage: &str) -> String {
     for (k, v) in rows {
         out.push_str(&format!("  {k:<width$}  {v}\n"));
     }
-    match &s.best {
-        Some((n, v, p)) => out.push_str(&format!("best: trial {n}, value {v:.4}\n  {p}\n")),
-        None => out.push_str("best: none (no trial completed)\n"),
-    }
+    out.push_str(&best::summary_text(&s.best, &s.metrics));
     // Only a run with a failing device has these lines.
     for d in &s.drained {
         out.push_str(&format!("device drained: {d}\n"));

@@ -72,7 +72,9 @@ pub struct RunPlan {
     pub storage_url: String,
     pub n_trials: usize,
     pub timeout: Option<Duration>,
-    pub direction: store::StudyDirection,
+    /// One per objective.
+    pub directions: Vec<store::StudyDirection>,
+    /// The validation metric that picks a trial's best epoch.
     pub metric: Metric,
     pub data: DataSource,
     pub validation_fraction: f64,
@@ -250,7 +252,7 @@ impl RunPlan {
             storage_url,
             n_trials: cfg.study.n_trials as usize,
             timeout: cfg.study.timeout,
-            direction: cfg.objective.direction,
+            directions: cfg.objective.directions.clone(),
             metric: cfg.objective.metric,
             data,
             validation_fraction: cfg.data.validation_fraction,

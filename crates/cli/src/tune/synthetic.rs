@@ -3,6 +3,7 @@
 //! optimum inside the usual ranges, rising with epochs, so the sampler and
 //! the pruner have something real to work on in tests and simulations.
 
+use super::config::Metric;
 use super::protocol::Job;
 use super::space::TrialSettings;
 
@@ -18,6 +19,24 @@ pub fn objective(job: &Job, epoch: usize) -> f64 {
         job.micro_batch * job.accumulation_steps,
         epoch,
     )
+}
+
+/// The validation metrics of `epoch` of a simulated job: accuracy and
+/// macro F1 are [`objective`], the loss its complement, so every metric
+/// improves together.
+pub fn validation(job: &Job, epoch: usize) -> (f64, f64, f64) {
+    let score = objective(job, epoch);
+    (score, score, 1.0 - score)
+}
+
+/// The value of `job`'s metric at `epoch` (what a simulated trial reports).
+pub fn metric_value(job: &Job, epoch: usize) -> f64 {
+    let (accuracy, f1_macro, loss) = validation(job, epoch);
+    match job.metric {
+        Metric::Accuracy => accuracy,
+        Metric::F1Macro => f1_macro,
+        Metric::Loss => loss,
+    }
 }
 
 /// [`objective`] of `settings` trained with `effective_batch` examples per

@@ -124,7 +124,7 @@ fn run_job(
             let spec = sim_spec(job);
             match spec {
                 Ok(spec) => finetune_sim_job(job, &spec, &mut |m| {
-                    observer(m, synthetic::objective(job, m.epoch))
+                    observer(m, synthetic::metric_value(job, m.epoch))
                 })
                 .map(|o| {
                     let (peak, requested) = (o.peak_reserved, o.peak_requested);
@@ -169,9 +169,15 @@ fn run_job(
                 )?;
             }
             let best = &report.epochs[report.best_epoch];
-            let value = match &job.model {
-                ModelSource::Sim { .. } => synthetic::objective(job, best.epoch),
-                ModelSource::Dir { .. } => job.metric.value(&best.valid),
+            let (value, (accuracy, f1_macro, valid_loss)) = match &job.model {
+                ModelSource::Sim { .. } => (
+                    synthetic::metric_value(job, best.epoch),
+                    synthetic::validation(job, best.epoch),
+                ),
+                ModelSource::Dir { .. } => (
+                    job.metric.value(&best.valid),
+                    (best.valid.accuracy, best.valid.f1_macro, best.valid.loss),
+                ),
             };
             send(
                 output,
@@ -183,6 +189,10 @@ fn run_job(
                     peak_bytes,
                     requested_peak_bytes,
                     skipped_steps: report.skipped_steps,
+                    accuracy,
+                    f1_macro,
+                    valid_loss,
+                    train_seconds: report.epochs.iter().map(|e| e.seconds).sum(),
                 },
             )
         }

@@ -11,7 +11,7 @@ mod random;
 mod tpe;
 mod transform;
 
-pub use gp::{AutoConfig, AutoSampler};
+pub use gp::{AutoConfig, AutoPick, AutoSampler};
 pub use gp::{GpConfig, GpSampler};
 pub use nsga2::{NsgaIIConfig, NsgaIISampler};
 pub use random::RandomSampler;

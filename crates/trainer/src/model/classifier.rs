@@ -456,4 +456,13 @@ impl ModelConfig {
             }
         })
     }
+
+    /// The number of scalar parameters of this architecture with `head`
+    /// (encoder, embeddings and classification head), counted on the
+    /// memory plan's backend, which allocates and computes nothing.
+    pub fn parameter_count(&self, head: &HeadConfig) -> Result<usize, BuildError> {
+        let be = crate::backend::plan::PlanBackend::counting(4);
+        let model = self.build_random(&be, head, 0)?;
+        Ok(model.params().info.iter().map(|p| p.numel()).sum())
+    }
 }

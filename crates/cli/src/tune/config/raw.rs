@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 use trainer::data::{BadRecordPolicy, DataFormat};
 
+use super::objective::TrialMetric;
 use super::{BuiltinModel, DeviceKind, Metric, PrunerKind, SamplerKind, SimPreset};
 use crate::tune::space::ParamType;
 
@@ -82,6 +83,8 @@ pub(crate) struct RawFile {
     pub data: RawData,
     #[serde(default)]
     pub objective: RawObjective,
+    #[serde(default)]
+    pub constraint: Vec<RawConstraint>,
     pub models: BTreeMap<String, RawModel>,
     #[serde(default)]
     pub param: Vec<RawParam>,
@@ -133,7 +136,16 @@ pub(crate) enum DataSourceKind {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawObjective {
     pub metric: Option<Metric>,
+    pub metrics: Option<Vec<TrialMetric>>,
     pub direction: Option<StudyDirection>,
+    pub directions: Option<Vec<StudyDirection>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConstraint {
+    pub metric: TrialMetric,
+    pub max: Scalar,
 }
 
 #[derive(Deserialize, Debug)]
@@ -184,6 +196,8 @@ pub(crate) struct RawSampler {
     pub multivariate: Option<bool>,
     pub group: Option<bool>,
     pub constant_liar: Option<bool>,
+    /// NSGA-II only.
+    pub population_size: Option<usize>,
 }
 
 impl RawSampler {

@@ -1,17 +1,27 @@
 //! `AutoSampler`: the GP sampler while a study is small and its space
-//! mostly numeric, TPE beyond.
+//! mostly numeric, TPE beyond; on several objectives, TPE and then
+//! NSGA-II.
 //!
-//! The rule, per ask: GP when the study has fewer than
+//! The rule, per ask, for one objective: GP when the study has fewer than
 //! [`AutoConfig::max_gp_trials`] finished trials (200) and at most half of
 //! the parameters seen in them are categorical; TPE otherwise. Below 200
 //! trials a GP ask costs milliseconds and finds better optima than TPE on
 //! numeric spaces; its cost grows with the cube of the trials, TPE's
 //! linearly, and TPE models categoricals directly (docs/benchmarks.md).
+//!
+//! For several objectives, as OptunaHub's `AutoSampler` (the one Optuna's
+//! documentation points to): (multi-objective) TPE until
+//! [`AutoConfig::nsga2_after`] trials are COMPLETE (1,000), NSGA-II from
+//! then on. Every trial TPE samples is stored as NSGA-II's generation 0
+//! ([`Sampler::system_attrs`]), so NSGA-II's first parents are the elite
+//! of everything TPE found. OptunaHub's picks NSGA-III from 4 objectives
+//! on, which this crate does not have; NSGA-II serves there too.
 
 use super::{GpConfig, GpSampler};
 use crate::distribution::Distribution;
-use crate::sampler::{Sampler, TpeConfig, TpeSampler};
-use crate::trial::{SearchSpace, StudyView};
+use crate::sampler::nsga2::GENERATION_KEY;
+use crate::sampler::{NsgaIIConfig, NsgaIISampler, Sampler, TpeConfig, TpeSampler};
+use crate::trial::{SearchSpace, StudyView, TrialState};
 use std::collections::BTreeMap;
 
 /// When [`AutoSampler`] switches from GP to TPE.
@@ -20,6 +30,9 @@ pub struct AutoConfig {
     pub max_gp_trials: usize,
     /// Largest share of categorical parameters for the GP.
     pub max_categorical_share: f64,
+    /// Several objectives: COMPLETE trials from which NSGA-II takes over
+    /// from TPE.
+    pub nsga2_after: usize,
 }
 
 impl Default for AutoConfig {
@@ -27,25 +40,63 @@ impl Default for AutoConfig {
         AutoConfig {
             max_gp_trials: 200,
             max_categorical_share: 0.5,
+            nsga2_after: 1000,
         }
     }
 }
 
-/// GP or TPE by [`AutoConfig`]'s rule, decided at each trial's start.
+/// Which sampler an [`AutoSampler`] uses for the trial being asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AutoPick {
+    Gp,
+    Tpe,
+    NsgaII,
+}
+
+/// GP, TPE or NSGA-II by [`AutoConfig`]'s rule, decided at each trial's
+/// start.
 pub struct AutoSampler {
     rule: AutoConfig,
     gp: GpSampler,
     tpe: TpeSampler,
-    use_gp: bool,
+    nsga2: NsgaIISampler,
+    pick: AutoPick,
 }
 
 impl AutoSampler {
+    /// NSGA-II (several objectives only) takes Optuna's defaults and a
+    /// seed derived from the TPE's.
     pub fn new(rule: AutoConfig, gp: GpConfig, tpe: TpeConfig) -> Self {
+        let nsga2 = NsgaIIConfig {
+            seed: tpe.seed.map(|s| s ^ 0x0a57_0a5a_2000_0002),
+            ..NsgaIIConfig::default()
+        };
         AutoSampler {
             rule,
             gp: GpSampler::new(gp),
             tpe: TpeSampler::new(tpe),
-            use_gp: true,
+            nsga2: NsgaIISampler::new(nsga2),
+            pick: AutoPick::Gp,
+        }
+    }
+
+    /// The rule's pick for the next trial of `study`.
+    pub fn picks(rule: &AutoConfig, study: &StudyView<'_>) -> AutoPick {
+        if study.is_multi_objective() {
+            let complete = study
+                .trials
+                .iter()
+                .filter(|t| t.state == TrialState::Complete)
+                .count();
+            if complete >= rule.nsga2_after {
+                AutoPick::NsgaII
+            } else {
+                AutoPick::Tpe
+            }
+        } else if Self::picks_gp(rule, study) {
+            AutoPick::Gp
+        } else {
+            AutoPick::Tpe
         }
     }
 
@@ -73,8 +124,21 @@ impl AutoSampler {
     }
 
     /// Which sampler the last trial used.
+    pub fn last_pick(&self) -> AutoPick {
+        self.pick
+    }
+
+    /// Whether the last trial used the GP.
     pub fn last_was_gp(&self) -> bool {
-        self.use_gp
+        self.pick == AutoPick::Gp
+    }
+
+    fn current(&mut self) -> &mut dyn Sampler {
+        match self.pick {
+            AutoPick::Gp => &mut self.gp,
+            AutoPick::Tpe => &mut self.tpe,
+            AutoPick::NsgaII => &mut self.nsga2,
+        }
     }
 }
 
@@ -84,12 +148,9 @@ impl Sampler for AutoSampler {
         study: &StudyView<'_>,
         trial_number: u64,
     ) -> SearchSpace {
-        self.use_gp = Self::picks_gp(&self.rule, study);
-        if self.use_gp {
-            self.gp.infer_relative_search_space(study, trial_number)
-        } else {
-            self.tpe.infer_relative_search_space(study, trial_number)
-        }
+        self.pick = Self::picks(&self.rule, study);
+        self.current()
+            .infer_relative_search_space(study, trial_number)
     }
 
     fn sample_relative(
@@ -98,11 +159,7 @@ impl Sampler for AutoSampler {
         trial_number: u64,
         space: &SearchSpace,
     ) -> BTreeMap<String, f64> {
-        if self.use_gp {
-            self.gp.sample_relative(study, trial_number, space)
-        } else {
-            self.tpe.sample_relative(study, trial_number, space)
-        }
+        self.current().sample_relative(study, trial_number, space)
     }
 
     fn sample_independent(
@@ -112,12 +169,64 @@ impl Sampler for AutoSampler {
         name: &str,
         distribution: &Distribution,
     ) -> f64 {
-        if self.use_gp {
-            self.gp
-                .sample_independent(study, trial_number, name, distribution)
-        } else {
-            self.tpe
-                .sample_independent(study, trial_number, name, distribution)
+        self.current()
+            .sample_independent(study, trial_number, name, distribution)
+    }
+
+    /// NSGA-II's generation: its own while it samples, 0 for every trial
+    /// TPE samples on several objectives (so NSGA-II starts from them).
+    fn system_attrs(&mut self, study: &StudyView<'_>, trial_number: u64) -> BTreeMap<String, f64> {
+        match self.pick {
+            AutoPick::NsgaII => self.nsga2.system_attrs(study, trial_number),
+            AutoPick::Tpe if study.is_multi_objective() => {
+                BTreeMap::from([(GENERATION_KEY.to_string(), 0.0)])
+            }
+            _ => BTreeMap::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trial::{FrozenTrial, StudyDirection};
+
+    fn complete(n: u64) -> Vec<FrozenTrial> {
+        (0..n)
+            .map(|i| {
+                let mut t = FrozenTrial::new(i);
+                t.state = TrialState::Complete;
+                t.values = Some(vec![i as f64, -(i as f64)]);
+                t
+            })
+            .collect()
+    }
+
+    #[test]
+    fn several_objectives_use_tpe_then_nsga2() {
+        let rule = AutoConfig {
+            nsga2_after: 5,
+            ..AutoConfig::default()
+        };
+        let two = [StudyDirection::Minimize, StudyDirection::Maximize];
+        let trials = complete(4);
+        let view = StudyView::with_directions("s", &two, &trials);
+        assert_eq!(AutoSampler::picks(&rule, &view), AutoPick::Tpe);
+        let mut sampler = AutoSampler::new(rule, GpConfig::default(), TpeConfig::default());
+        sampler.infer_relative_search_space(&view, 4);
+        assert_eq!(
+            sampler.system_attrs(&view, 4),
+            BTreeMap::from([(GENERATION_KEY.to_string(), 0.0)]),
+            "a TPE trial is NSGA-II's generation 0"
+        );
+        let trials = complete(5);
+        let view = StudyView::with_directions("s", &two, &trials);
+        assert_eq!(AutoSampler::picks(&rule, &view), AutoPick::NsgaII);
+        // One objective never leaves GP/TPE, however many trials.
+        let one = [StudyDirection::Minimize];
+        let view = StudyView::with_directions("s", &one, &trials);
+        assert_eq!(AutoSampler::picks(&rule, &view), AutoPick::Gp);
+        sampler.infer_relative_search_space(&view, 5);
+        assert!(sampler.system_attrs(&view, 5).is_empty());
     }
 }

@@ -75,7 +75,7 @@ use crate::distribution::Distribution;
 use crate::rng::Rng;
 use crate::trial::{FrozenTrial, SearchSpace, StudyDirection, StudyView, TrialState};
 use acquisition::Acquisition;
-pub use auto::{AutoConfig, AutoSampler};
+pub use auto::{AutoConfig, AutoPick, AutoSampler};
 pub use regressor::{GpRegressor, KernelParams};
 use space::Dim;
 use std::collections::BTreeMap;
