@@ -72,6 +72,10 @@ struct Runner {
 struct Backend {
     name: &'static str,
     url: String,
+    /// The supervisor's own connection, kept (it reconnects after the
+    /// server restarts or terminates it, as the runners' do).
+    storage: Storage,
+    study_id: i64,
     config: PathBuf,
     /// The study's budget in `config` now; runners started earlier may
     /// hold a smaller one (they end once it is spent).
@@ -159,8 +163,7 @@ impl Backend {
 
     /// Trials that count toward the budget now.
     fn counted(&self) -> usize {
-        let s = storage(&self.url);
-        s.counted_trials(s.study(STUDY).unwrap().study_id).unwrap()
+        self.storage.counted_trials(self.study_id).unwrap()
     }
 
     /// The budget of the runners started from now on.
@@ -422,9 +425,13 @@ fn a_study_left_alone_through_kills_pauses_hangups_and_database_blips() {
                 "maximize",
             ],
         ));
+        let storage = storage(&url);
+        let study_id = storage.study(STUDY).unwrap().study_id;
         let mut b = Backend {
             name,
             url,
+            storage,
+            study_id,
             config,
             n_trials,
             epochs,
