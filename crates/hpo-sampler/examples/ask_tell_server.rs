@@ -175,7 +175,7 @@ fn main() {
                     .trials
                     .iter()
                     .filter(|t| t.state == TrialState::Complete)
-                    .filter(|t| t.constraints().iter().all(|c| *c <= 0.0))
+                    .filter(|t| t.is_feasible())
                     .filter_map(|t| loss_values(t, &s.directions))
                     .collect();
                 json!({"hypervolume": hypervolume(&points, &reference)})

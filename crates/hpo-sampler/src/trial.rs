@@ -239,6 +239,13 @@ impl FrozenTrial {
         matches!(self.system_attrs.get(CONSTRAINTS_KEY), Some(Json::Array(a)) if !a.is_empty())
     }
 
+    /// No constraint value above 0 (a trial without constraints is
+    /// feasible), as Optuna's `_get_feasible_trials` decides; a NaN value
+    /// is not feasible.
+    pub fn is_feasible(&self) -> bool {
+        self.constraints().iter().all(|v| *v <= 0.0)
+    }
+
     /// Total positive constraint violation (0 for a feasible trial).
     pub fn violation(&self) -> f64 {
         self.constraints().into_iter().filter(|v| *v > 0.0).sum()

@@ -116,7 +116,7 @@ impl Storage {
             attr_key: None,
         };
         let trials = self.trials(study_id, &filter)?;
-        let feasible = trials.iter().filter(|t| feasible(t));
+        let feasible = trials.iter().filter(|t| t.is_feasible());
         Ok(study.directions[0].best_trial(feasible).cloned())
     }
 
@@ -138,7 +138,7 @@ impl Storage {
                     .as_ref()
                     .is_some_and(|v| v.len() == study.directions.len())
             })
-            .filter(feasible)
+            .filter(FrozenTrial::is_feasible)
             .collect();
         // Turn every objective into "smaller is better".
         let key = |t: &FrozenTrial| -> Vec<f64> {
@@ -165,12 +165,6 @@ impl Storage {
             .map(|(_, t)| t)
             .collect())
     }
-}
-
-/// No constraint of the trial is violated (a trial without constraints
-/// is feasible), as Optuna's `_get_feasible_trials` decides.
-fn feasible(t: &FrozenTrial) -> bool {
-    t.constraints().iter().all(|c| *c <= 0.0)
 }
 
 /// Load every trial matching `where_sql` (a condition on `t`, one parameter)

@@ -156,7 +156,7 @@ fn objectives_parallel(
 pub fn history(input: &ReportInput, complete: &[&FrozenTrial]) -> Vec<(u64, f64)> {
     let feasible: Vec<(u64, Vec<f64>)> = complete
         .iter()
-        .filter(|t| t.constraints().iter().all(|c| *c <= 0.0))
+        .filter(|t| t.is_feasible())
         .filter_map(|t| loss_values(t, &input.directions).map(|l| (t.number, l)))
         .collect();
     let all: Vec<Vec<f64>> = feasible.iter().map(|(_, l)| l.clone()).collect();

@@ -18,17 +18,21 @@ pub struct Best {
 }
 
 /// The best trials of `trials` (in number order) for `directions`.
+/// One objective is a scan of the trials, without the front's sort: the
+/// runner asks on every display update.
 pub fn best_trials(trials: &[FrozenTrial], directions: &[StudyDirection]) -> Vec<Best> {
-    let constrained = trials.iter().any(|t| t.has_constraints());
-    let front = hpo_sampler::multi::pareto_front(trials, directions, constrained);
-    let keep = if directions.len() == 1 {
-        1
-    } else {
-        front.len()
+    let front = match directions {
+        [direction] => {
+            let feasible = trials.iter().filter(|t| t.is_feasible());
+            direction.best_trial(feasible).into_iter().collect()
+        }
+        _ => {
+            let constrained = trials.iter().any(|t| t.has_constraints());
+            hpo_sampler::multi::pareto_front(trials, directions, constrained)
+        }
     };
     front
         .into_iter()
-        .take(keep)
         .map(|t| Best {
             number: t.number as i64,
             values: t.values.clone().unwrap_or_default(),

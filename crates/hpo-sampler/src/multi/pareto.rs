@@ -67,8 +67,7 @@ pub fn constrained_dominates(
     if b.state != TrialState::Complete {
         return true;
     }
-    let feasible = |t: &FrozenTrial| t.constraints().iter().all(|v| *v <= 0.0);
-    match (feasible(a), feasible(b)) {
+    match (a.is_feasible(), b.is_feasible()) {
         (true, true) => match (loss_values(a, directions), loss_values(b, directions)) {
             (Some(x), Some(y)) => dominates(&x, &y),
             _ => false,
@@ -238,7 +237,7 @@ pub fn pareto_front<'a>(
     let candidates: Vec<(&FrozenTrial, Vec<f64>)> = trials
         .iter()
         .filter(|t| t.state == TrialState::Complete)
-        .filter(|t| !consider_constraints || t.constraints().iter().all(|v| *v <= 0.0))
+        .filter(|t| !consider_constraints || t.is_feasible())
         .filter_map(|t| loss_values(t, directions).map(|l| (t, l)))
         .collect();
     let points: Vec<Vec<f64>> = candidates.iter().map(|(_, l)| l.clone()).collect();
