@@ -23,7 +23,7 @@ __device__ void bias_gelu_forward_impl(const T *x, const float *bias, T *pre, T 
                                        u32 cols) {
     GRID_STRIDE(i, n) {
         float v = ld(x + i);
-        if (bias) v += bias[i % cols];
+        if (bias) v += bias[col_of(i, cols)];
         if (pre) {
             st(pre + i, v);
             v = ld(pre + i);

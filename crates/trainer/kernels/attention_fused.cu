@@ -51,6 +51,75 @@ __device__ __forceinline__ bool attn_keep(const attn_args &a, u32 bh, u32 i, u32
            a.threshold;
 }
 
+// One Philox block of the attention dropout stream (words idx & ~3 ..
+// idx | 3) as 4 keep bits, bit w for word w.
+__device__ __forceinline__ u32 attn_keep_block(const attn_args &a, u64 idx) {
+    const u64 blk = idx >> 2;
+    const philox_out r = philox4x32_10((u32)blk, (u32)(blk >> 32) ^ a.stream, a.step_lo,
+                                       a.step_hi, a.seed_lo, a.seed_hi);
+    u32 bits = 0;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) bits |= (u32)((r.w[w] >> 8) >= a.threshold) << w;
+    return bits;
+}
+
+// The tensor-core kernels' keep bits of one thread's 4 accumulator
+// elements of a column group, bit e for element e = 2 * r + c: query rows
+// i0 and i0 + 8 (r), key columns j and j + 1 (c, j even). Philox makes 4
+// words a block, each block one per 4 consecutive elements of a row; when
+// s % 4 == 0 the lanes t and t ^ 1 (same g) hold the same two blocks, so
+// each computes one and they swap: a quarter of the Philox rounds of one
+// block per element. Every lane of the warp must call it.
+__device__ __forceinline__ u32 attn_keep_rows(const attn_args &a, u32 bh, u32 i0, u32 j) {
+    if (a.threshold == 0) return 0xfu;
+    if (a.s % 4 != 0) {
+        u32 bits = 0;
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            bits |= (u32)attn_keep(a, bh, i0 + 8 * (e >> 1), j + (e & 1)) << e;
+        return bits;
+    }
+    const u32 odd = threadIdx.x & 1; // t & 1: this lane computes row i0 + 8 * odd's block
+    const u32 mine =
+        attn_keep_block(a, ((u64)bh * a.s + i0 + 8 * odd) * a.s + (j & ~3u));
+    const u32 other = __shfl_xor_sync(0xffffffffu, mine, 1);
+    const u32 row0 = odd ? other : mine, row1 = odd ? mine : other, sh = j & 2u;
+    return ((row0 >> sh) & 3u) | (((row1 >> sh) & 3u) << 2);
+}
+
+// The same with keys as rows (the dk/dv kernel): element e = 2 * r + c is
+// key j0 + 8 * r, query i + c, where j0 is this lane's first key (j0 % 4 ==
+// g % 4) and i is even. The 4 keys of a block are held by the 4 lanes whose g
+// differ in the low two bits (k = g % 4), each with its own word of 4
+// blocks (query i or i + 1, key group of j0 or j0 + 8): lane k computes
+// block k and the four exchange words in 4 rounds. Every lane of the warp
+// must call it.
+__device__ __forceinline__ u32 attn_keep_cols(const attn_args &a, u32 bh, u32 j0, u32 i) {
+    if (a.threshold == 0) return 0xfu;
+    if (a.s % 4 != 0) {
+        u32 bits = 0;
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            bits |= (u32)attn_keep(a, bh, i + (e & 1), j0 + 8 * (e >> 1)) << e;
+        return bits;
+    }
+    const u32 lane = threadIdx.x & 31, k = (lane >> 2) & 3;
+    const u64 blk = (((u64)bh * a.s + i + (k & 1)) * a.s + (j0 & ~3u) + 8 * (k >> 1)) >> 2;
+    const philox_out r = philox4x32_10((u32)blk, (u32)(blk >> 32) ^ a.stream, a.step_lo,
+                                       a.step_hi, a.seed_lo, a.seed_hi);
+    u32 bits = 0;
+#pragma unroll
+    for (u32 round = 0; round < 4; ++round) {
+        // Receive word k of block (k + round) % 4 from the lane that made
+        // it; send word (k - round) % 4 of ours to the lane that wants it.
+        const u32 from = (k + round) & 3, word = (k - round) & 3;
+        const u32 w = word == 0 ? r.w[0] : word == 1 ? r.w[1] : word == 2 ? r.w[2] : r.w[3];
+        const u32 got = __shfl_sync(0xffffffffu, w, (lane & ~12u) | (from << 2));
+        bits |= (u32)((got >> 8) >= a.threshold) << from;
+    }
+    return bits;
+}
+
 // Element offset of row `t` of sequence `bi`, head `h`, in a [b, s, heads*dh] tensor.
 __device__ __forceinline__ u64 attn_row(const attn_args &a, u32 bi, u32 t, u32 h) {
     return ((u64)bi * a.s + t) * ((u64)a.heads * a.dh) + (u64)h * a.dh;
@@ -452,15 +521,16 @@ __device__ void attention_forward_mma_impl(const T *q, const T *k, const T *v, c
         }
         // Probabilities (l sums them undropped), then dropout.
 #pragma unroll
-        for (int n = 0; n < MMA_TILE / 8; ++n)
+        for (int n = 0; n < MMA_TILE / 8; ++n) {
+            const u32 keep = attn_keep_rows(a, bh, r0 + g, j0 + n * 8 + 2 * t);
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int r = e >> 1;
                 const float p = sc[n][e] == NEG_INF ? 0.0f : expf(sc[n][e] - m[r]);
                 l[r] += p;
-                const u32 i = r0 + g + 8 * r, j = j0 + n * 8 + 2 * t + (e & 1);
-                sc[n][e] = (p != 0.0f && attn_keep(a, bh, i, j)) ? p * a.keep_scale : 0.0f;
+                sc[n][e] = (p != 0.0f && ((keep >> e) & 1u)) ? p * a.keep_scale : 0.0f;
             }
+        }
 #pragma unroll
         for (int n = 0; n < D / 8; ++n) {
             o[n][0] *= corr[0];
@@ -556,16 +626,16 @@ __device__ void attention_backward_dkdv_mma_impl(const T *q, const T *k, const T
         // Element (key row, query col): p, the dropped pd (into p) and ds
         // (into dp).
 #pragma unroll
-        for (int n = 0; n < MMA_TILE / 8; ++n)
+        for (int n = 0; n < MMA_TILE / 8; ++n) {
+            const u32 keeps = attn_keep_cols(a, bh, j0 + g, i0 + n * 8 + 2 * t);
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int r = e >> 1;
                 const u32 col = n * 8 + 2 * t + (e & 1);
-                const u32 i = i0 + col, j = j0 + g + 8 * r;
                 float pe = 0.0f, pd = 0.0f, ds = 0.0f;
                 if (key_on[r] && ls[col] != NEG_INF) {
                     pe = expf(p[n][e] * a.scale - ls[col]);
-                    const bool keep = attn_keep(a, bh, i, j);
+                    const bool keep = (keeps >> e) & 1u;
                     pd = keep ? pe * a.keep_scale : 0.0f;
                     const float dpe = keep ? dp[n][e] * a.keep_scale : 0.0f;
                     ds = pe * (dpe - dls[col]);
@@ -573,6 +643,7 @@ __device__ void attention_backward_dkdv_mma_impl(const T *q, const T *k, const T
                 p[n][e] = pd;
                 dp[n][e] = ds;
             }
+        }
         // dv += pd^T dout, dk += ds^T q: k runs over the tile's queries.
 #pragma unroll
         for (int kc = 0; kc < MMA_TILE / 16; ++kc) {
@@ -658,20 +729,21 @@ __device__ void attention_backward_dq_mma_impl(const T *q, const T *k, const T *
             }
         }
 #pragma unroll
-        for (int n = 0; n < MMA_TILE / 8; ++n)
+        for (int n = 0; n < MMA_TILE / 8; ++n) {
+            const u32 keep = attn_keep_rows(a, bh, r0 + g, j0 + n * 8 + 2 * t);
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int r = e >> 1;
                 const u32 col = n * 8 + 2 * t + (e & 1);
-                const u32 i = r0 + g + 8 * r, j = j0 + col;
                 float ds = 0.0f;
                 if (ms[col] != 0 && li[r] != NEG_INF) {
                     const float pe = expf(p[n][e] * a.scale - li[r]);
-                    const float dpe = attn_keep(a, bh, i, j) ? dp[n][e] * a.keep_scale : 0.0f;
+                    const float dpe = ((keep >> e) & 1u) ? dp[n][e] * a.keep_scale : 0.0f;
                     ds = pe * (dpe - di[r]);
                 }
                 p[n][e] = ds;
             }
+        }
 #pragma unroll
         for (int kc = 0; kc < MMA_TILE / 16; ++kc) {
             u32 sf[4];

@@ -65,6 +65,13 @@ template <> __device__ __forceinline__ u32 pack2<f16>(float lo, float hi) {
     return (u32)f16_bits(lo) | ((u32)f16_bits(hi) << 16);
 }
 
+// i % cols in 32-bit arithmetic when i fits: a 64-bit remainder is a long
+// software routine on the GPU, which bound the bias and GELU kernels over
+// activations (more instructions than their bytes take to move).
+__device__ __forceinline__ u32 col_of(u64 i, u32 cols) {
+    return i <= 0xffffffffull ? (u32)i % cols : (u32)(i % cols);
+}
+
 // Grid-stride loop over [0, n).
 #define GRID_STRIDE(i, n)                                                   \
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < (n);       \
@@ -166,4 +173,33 @@ __device__ __forceinline__ float dropped(float v, u64 i, DROPOUT_PARAMS) {
     return dropout_word(i, seed_lo, seed_hi, step_lo, step_hi, stream) >= threshold
                ? v * keep_scale
                : 0.0f;
+}
+
+// A dropout decision: -1 without dropout (the value passes unscaled), 1
+// kept (scaled), 0 dropped; `drop_apply` is `dropped` given the decision.
+__device__ __forceinline__ float drop_apply(float v, int keep, float keep_scale) {
+    return keep < 0 ? v : keep ? v * keep_scale : 0.0f;
+}
+
+// Calls f(j, keep) for every column j of a row of n elements starting at
+// element `base` of the dropout stream, with element base + j's decision.
+// When n % 4 == 0 each thread takes 4 adjacent columns, one Philox block
+// (rather than 4 blocks for one word each).
+template <typename F>
+__device__ __forceinline__ void for_row_dropout(u64 base, u32 n, DROPOUT_PARAMS, F f) {
+    if (threshold == 0 || n % 4 != 0) {
+        for (u32 j = threadIdx.x; j < n; j += blockDim.x)
+            f(j, threshold == 0
+                     ? -1
+                     : (int)(dropout_word(base + j, seed_lo, seed_hi, step_lo, step_hi, stream) >=
+                             threshold));
+        return;
+    }
+    for (u32 j = 4 * threadIdx.x; j < n; j += 4 * blockDim.x) {
+        const u64 blk = (base + j) >> 2;
+        const philox_out r =
+            philox4x32_10((u32)blk, (u32)(blk >> 32) ^ stream, step_lo, step_hi, seed_lo, seed_hi);
+#pragma unroll
+        for (int w = 0; w < 4; ++w) f(j + w, (int)((r.w[w] >> 8) >= threshold));
+    }
 }

@@ -34,7 +34,7 @@ __device__ void cast_impl(const S *src, D *dst, u64 n) {
 }
 template <typename T>
 __device__ void bias_add_impl(T *out, const float *bias, u64 n, u32 cols) {
-    GRID_STRIDE(i, n) st(out + i, ld(out + i) + bias[i % cols]);
+    GRID_STRIDE(i, n) st(out + i, ld(out + i) + bias[col_of(i, cols)]);
 }
 
 // Block (32, 8): threadIdx.x picks a column of this block's 32, threadIdx.y

@@ -3,11 +3,10 @@
 // masked mean pooling.
 //
 // The backward is deterministic without atomics: the host sorts the batch's
-// token positions by id (a stable counting sort of at most a few thousand
-// ids, which it already holds because ids are uploaded from the host) and
-// passes the CSR lists; one block per distinct id adds that id's gradient
-// rows in token order, onto the existing dtable row, exactly the order of the
-// CPU reference.
+// token positions by id (a stable sort of at most a few thousand ids, which
+// it already holds because ids are uploaded from the host) and passes the
+// CSR lists; blocks own (32 columns, distinct id) and add that id's gradient
+// rows in a fixed order onto the existing dtable row.
 //
 // Counts per call (T tokens, dim d, s = sizeof(T_) of the activations, tables
 // fp32 (4 bytes), b*s_ tokens for pool):
@@ -24,8 +23,8 @@ template <typename T>
 __device__ void embedding_forward_impl(const u32 *ids, const float *table, T *out, u64 tokens,
                                        u32 dim, u32 rows, u32 accumulate) {
     GRID_STRIDE(i, tokens * dim) {
-        const u64 t = i / dim;
-        const u32 j = (u32)(i % dim);
+        const u32 j = col_of(i, dim);
+        const u64 t = i <= 0xffffffffull ? (u64)((u32)i / dim) : i / dim;
         const u32 id = ids[t];
         if (id >= rows) continue;
         const float v = table[(u64)id * dim + j];
@@ -34,20 +33,33 @@ __device__ void embedding_forward_impl(const u32 *ids, const float *table, T *ou
 }
 
 // csr = [order (tokens) | starts (unique + 1) | unique ids (unique)].
+// Block (32, 8) per (32 columns, distinct id): thread (x, y) sums column x
+// of the id's gradient rows y, y + 8, ... in token order, then the 8 phases
+// are added in order onto the table row. A fixed order for a given batch,
+// and every multiprocessor busy even when one id holds every token (BERT's
+// token types), which one block per id left to a single one.
 template <typename T>
 __device__ void embedding_backward_impl(const u32 *csr, const T *dout, float *dtable, u32 tokens,
                                         u32 unique, u32 dim) {
+    __shared__ float part[8][33];
     const u32 *order = csr;
     const u32 *starts = csr + tokens;
     const u32 *ids = starts + unique + 1;
-    for (u32 u = blockIdx.x; u < unique; u += gridDim.x) {
-        const u64 row = (u64)ids[u] * dim;
-        for (u32 j = threadIdx.x; j < dim; j += blockDim.x) {
-            float acc = dtable[row + j];
-            for (u32 p = starts[u]; p < starts[u + 1]; ++p)
-                acc += ld(dout + (u64)order[p] * dim + j);
-            dtable[row + j] = acc;
+    const u32 col = blockIdx.x * 32 + threadIdx.x;
+    for (u32 u = blockIdx.y; u < unique; u += gridDim.y) {
+        float acc = 0.0f;
+        if (col < dim)
+            for (u32 p = starts[u] + threadIdx.y; p < starts[u + 1]; p += 8)
+                acc += ld(dout + (u64)order[p] * dim + col);
+        part[threadIdx.y][threadIdx.x] = acc;
+        __syncthreads();
+        if (threadIdx.y == 0 && col < dim) {
+            const u64 at = (u64)ids[u] * dim + col;
+            float total = dtable[at];
+            for (int y = 0; y < 8; ++y) total += part[y][threadIdx.x];
+            dtable[at] = total;
         }
+        __syncthreads();
     }
 }
 

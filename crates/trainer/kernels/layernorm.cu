@@ -61,11 +61,11 @@ __device__ void residual_layernorm_forward_impl(T *sum, const float *bias, const
     __shared__ float scratch[32];
     for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
         const u64 base = row * n;
-        for (u32 j = threadIdx.x; j < n; j += blockDim.x) {
+        for_row_dropout(base, n, DROPOUT_ARGS, [&](u32 j, int keep) {
             const u64 i = base + j;
-            const float v = dropped(ld(sum + i) + bias[j], i, DROPOUT_ARGS);
+            const float v = drop_apply(ld(sum + i) + bias[j], keep, keep_scale);
             st(sum + i, v + ld(residual + i));
-        }
+        });
         __syncthreads(); // the row's stored sums, read back by other threads
         layernorm_row(sum, gamma, beta, out, mean, rstd, row, n, eps, scratch);
     }
@@ -112,11 +112,13 @@ __device__ void residual_layernorm_backward_impl(const T *dout, const T *sum, co
     for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
         const u64 base = row * n;
         layernorm_dx_row(dout, sum, gamma, mean[row], rstd[row], base, n, scratch,
-                         [&](u32 j, float v) {
-                             const u64 i = base + j;
-                             st(d_sum + i, v);
-                             if (d_branch) st(d_branch + i, dropped(ld(d_sum + i), i, DROPOUT_ARGS));
-                         });
+                         [&](u32 j, float v) { st(d_sum + base + j, v); });
+        if (!d_branch) continue;
+        __syncthreads(); // the row's stored d_sum, read back by other threads
+        for_row_dropout(base, n, DROPOUT_ARGS, [&](u32 j, int keep) {
+            const u64 i = base + j;
+            st(d_branch + i, drop_apply(ld(d_sum + i), keep, keep_scale));
+        });
     }
 }
 

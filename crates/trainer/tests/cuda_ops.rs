@@ -440,6 +440,20 @@ fn embeddings_cls_and_pooling_match_cpu() {
     p.gpu
         .embedding_backward(&ids.1, &dout.1, dim, &mut dtable.1);
     p.close("embedding_backward", &dtable, TOL);
+    // One id in most rows (BERT's token types), over a width that is not a
+    // multiple of the kernel's 32 columns: every row phase and column block.
+    let (tokens, wide) = (300, 72);
+    let most: Vec<u32> = (0..tokens)
+        .map(|t| if t % 10 == 0 { 4 } else { 1 })
+        .collect();
+    let most = p.ids(&most);
+    let dout = p.random(tokens * wide);
+    let mut dtable = p.random(5 * wide);
+    p.cpu
+        .embedding_backward(&most.0, &dout.0, wide, &mut dtable.0);
+    p.gpu
+        .embedding_backward(&most.1, &dout.1, wide, &mut dtable.1);
+    p.close("embedding_backward, one id in most rows", &dtable, TOL);
 
     let x = p.random(b * s * dim);
     let mut cls = p.out(b * dim);

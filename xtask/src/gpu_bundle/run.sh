@@ -114,7 +114,9 @@ step_profile() { command -v ncu >/dev/null || { echo "skipped: ncu is not on the
     || { tail -n 20 "$OUT/profile.ncu.csv"; return 1; }
   "$PY" - "$OUT/profile.ncu.csv" "$OUT/profile.figures.json" <<'PY'
 import csv, json, sys
-scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}
+# ncu names the unit in either form ("ns" or "nsecond").
+scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0,
+         "s": 1e3, "second": 1e3}
 lines = [l for l in open(sys.argv[1]) if l.startswith('"')]
 kernels = {}
 for row in csv.DictReader(lines):
