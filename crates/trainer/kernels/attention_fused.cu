@@ -63,6 +63,22 @@ __device__ __forceinline__ u32 attn_keep_block(const attn_args &a, u64 idx) {
     return bits;
 }
 
+// The keep bits of 4 elements one decision each (rows of the stream that
+// do not start on a Philox block): element e = 2 * r + c is query i + c,
+// key j + 8 * r when keys are the accumulator's rows, else query i + 8 * r,
+// key j + c.
+__device__ __forceinline__ u32 attn_keep_each(const attn_args &a, u32 bh, u32 i, u32 j,
+                                              bool keys_as_rows) {
+    u32 bits = 0;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const u32 r = 8 * (e >> 1), c = e & 1;
+        bits |= (u32)attn_keep(a, bh, keys_as_rows ? i + c : i + r, keys_as_rows ? j + r : j + c)
+                << e;
+    }
+    return bits;
+}
+
 // The tensor-core kernels' keep bits of one thread's 4 accumulator
 // elements of a column group, bit e for element e = 2 * r + c: query rows
 // i0 and i0 + 8 (r), key columns j and j + 1 (c, j even). Philox makes 4
@@ -72,13 +88,7 @@ __device__ __forceinline__ u32 attn_keep_block(const attn_args &a, u64 idx) {
 // block per element. Every lane of the warp must call it.
 __device__ __forceinline__ u32 attn_keep_rows(const attn_args &a, u32 bh, u32 i0, u32 j) {
     if (a.threshold == 0) return 0xfu;
-    if (a.s % 4 != 0) {
-        u32 bits = 0;
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-            bits |= (u32)attn_keep(a, bh, i0 + 8 * (e >> 1), j + (e & 1)) << e;
-        return bits;
-    }
+    if (a.s % 4 != 0) return attn_keep_each(a, bh, i0, j, false);
     const u32 odd = threadIdx.x & 1; // t & 1: this lane computes row i0 + 8 * odd's block
     const u32 mine =
         attn_keep_block(a, ((u64)bh * a.s + i0 + 8 * odd) * a.s + (j & ~3u));
@@ -96,13 +106,7 @@ __device__ __forceinline__ u32 attn_keep_rows(const attn_args &a, u32 bh, u32 i0
 // must call it.
 __device__ __forceinline__ u32 attn_keep_cols(const attn_args &a, u32 bh, u32 j0, u32 i) {
     if (a.threshold == 0) return 0xfu;
-    if (a.s % 4 != 0) {
-        u32 bits = 0;
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-            bits |= (u32)attn_keep(a, bh, i + (e & 1), j0 + 8 * (e >> 1)) << e;
-        return bits;
-    }
+    if (a.s % 4 != 0) return attn_keep_each(a, bh, i, j0, true);
     const u32 lane = threadIdx.x & 31, k = (lane >> 2) & 3;
     const u64 blk = (((u64)bh * a.s + i + (k & 1)) * a.s + (j0 & ~3u) + 8 * (k >> 1)) >> 2;
     const philox_out r = philox4x32_10((u32)blk, (u32)(blk >> 32) ^ a.stream, a.step_lo,
