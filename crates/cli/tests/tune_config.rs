@@ -941,7 +941,7 @@ fn precision_is_auto_fp32_bf16_or_fp16() {
 }
 
 #[test]
-fn kernels_are_reference_by_default_or_fused() {
+fn kernels_are_auto_by_default_or_named() {
     let kernels = |v: &str| {
         StudyConfig::parse(
             &format!("{BASE}\n[runner]\nkernels = \"{v}\"\n"),
@@ -950,15 +950,16 @@ fn kernels_are_reference_by_default_or_fused() {
         .map(|c| c.runner.kernels)
     };
     let base = StudyConfig::parse(BASE, "study.toml").unwrap();
-    assert_eq!(base.runner.kernels, Kernels::Reference);
-    assert_eq!(kernels("reference").unwrap(), Kernels::Reference);
-    assert_eq!(kernels("fused").unwrap(), Kernels::Fused);
+    assert_eq!(base.runner.kernels, None);
+    assert_eq!(kernels("auto").unwrap(), None);
+    assert_eq!(kernels("reference").unwrap(), Some(Kernels::Reference));
+    assert_eq!(kernels("fused").unwrap(), Some(Kernels::Fused));
     let text = format!("{BASE}\n[runner]\nkernels = \"flash\"\n");
     expect_error(
         &text,
         "runner.kernels",
         "kernels =",
-        "`flash`: expected \"reference\" or \"fused\"",
+        "`flash`: expected \"auto\", \"reference\" or \"fused\"",
     );
 }
 

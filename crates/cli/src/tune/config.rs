@@ -88,8 +88,9 @@
 //! # sim_devices = ["24GiB", "80GiB"]  # device = "sim": one simulated device per size
 //! precision = "auto"                  # matrix products: auto | fp32 | bf16 | fp16 (auto: bf16
 //!                                     # on a CUDA device that has it, else fp32)
-//! kernels = "reference"               # reference | fused (fused attention, layer body and
-//!                                     # AdamW; 16-bit activations with 16-bit products)
+//! kernels = "auto"                    # auto | reference | fused (fused attention, layer body
+//!                                     # and AdamW; 16-bit activations with 16-bit products;
+//!                                     # auto: fused on a CUDA device, reference elsewhere)
 //! safety_margin = 0.05                # fraction of the device, or a size such as "1GiB"
 //! # memory_limit = "24GiB"            # use the device as a card of this size
 //! recycle_after = 50                  # trials per worker process
@@ -569,8 +570,9 @@ pub struct RunnerSection {
     /// CUDA device whose tensor cores take it, else fp32.
     pub precision: Option<MatmulPrecision>,
     /// Which implementation of the training step runs (the memory plan and
-    /// every price follow it).
-    pub kernels: Kernels,
+    /// every price follow it); `None` ("auto"): the fused kernels on a CUDA
+    /// device, the reference ones elsewhere.
+    pub kernels: Option<Kernels>,
     /// Capacity of the simulated device (`device = "sim"`; default 24 GiB;
     /// `None` with `sim_devices`).
     pub sim_memory: Option<u64>,
@@ -1321,13 +1323,13 @@ impl Check<'_> {
             ),
         };
         let kernels = match r.kernels.as_deref() {
-            None => Kernels::Reference,
-            Some(name) => name.parse::<Kernels>().map_err(|_| {
+            None | Some("auto") => None,
+            Some(name) => Some(name.parse::<Kernels>().map_err(|_| {
                 self.err(
                     "runner.kernels",
-                    format!("`{name}`: expected \"reference\" or \"fused\""),
+                    format!("`{name}`: expected \"auto\", \"reference\" or \"fused\""),
                 )
-            })?,
+            })?),
         };
         let process_overhead = match &r.process_overhead {
             None => None,

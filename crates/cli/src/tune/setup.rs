@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use trainer::backend::MatmulPrecision;
+use trainer::backend::{Kernels, MatmulPrecision};
 use trainer::data::DataSource;
 use trainer::model::ModelConfig;
 
@@ -88,7 +88,7 @@ pub struct RunPlan {
     /// (one that every device runs).
     pub matmul_precision: MatmulPrecision,
     /// Which implementation of the training step trials run.
-    pub kernels: trainer::backend::Kernels,
+    pub kernels: Kernels,
     pub threads_per_worker: usize,
     pub recycle_after: usize,
     pub heartbeat: Duration,
@@ -261,7 +261,7 @@ impl RunPlan {
             models,
             devices,
             matmul_precision,
-            kernels: cfg.runner.kernels,
+            kernels: resolve_kernels(cfg.runner.kernels, !cuda.is_empty()),
             threads_per_worker,
             recycle_after: cfg.runner.recycle_after.max(1),
             heartbeat: cfg.runner.heartbeat,
@@ -461,6 +461,18 @@ fn resolve_precision(
     }
 }
 
+/// `[runner] kernels` for the devices: "auto" is the fused step on CUDA
+/// devices (verified there against the CPU and measured about twice the
+/// reference step's speed in 40-50% less memory, `docs/benchmarks.md`) and
+/// the reference step on the CPU and the simulated device.
+fn resolve_kernels(asked: Option<Kernels>, on_cuda: bool) -> Kernels {
+    match asked {
+        Some(k) => k,
+        None if on_cuda => Kernels::Fused,
+        None => Kernels::Reference,
+    }
+}
+
 /// Loads the data once to check it and count its classes, with its texts
 /// (what a preset's tokenizer is built from); the workers load it again
 /// (each is a separate process).
@@ -561,6 +573,16 @@ pub fn check_space_against_stored(cfg: &StudyConfig, plan: &RunPlan) -> Result<(
 mod tests {
     use super::*;
     use MatmulPrecision::{Bf16, Fp16, Fp32};
+
+    #[test]
+    fn auto_kernels_are_fused_on_cuda_and_the_reference_elsewhere() {
+        assert_eq!(resolve_kernels(None, true), Kernels::Fused);
+        assert_eq!(resolve_kernels(None, false), Kernels::Reference);
+        for k in [Kernels::Reference, Kernels::Fused] {
+            assert_eq!(resolve_kernels(Some(k), true), k);
+            assert_eq!(resolve_kernels(Some(k), false), k);
+        }
+    }
 
     #[test]
     fn auto_precision_is_bf16_from_ampere_on_and_fp32_elsewhere() {
