@@ -54,9 +54,8 @@ __device__ __forceinline__ bool attn_keep(const attn_args &a, u32 bh, u32 i, u32
 // One Philox block of the attention dropout stream (words idx & ~3 ..
 // idx | 3) as 4 keep bits, bit w for word w.
 __device__ __forceinline__ u32 attn_keep_block(const attn_args &a, u64 idx) {
-    const u64 blk = idx >> 2;
-    const philox_out r = philox4x32_10((u32)blk, (u32)(blk >> 32) ^ a.stream, a.step_lo,
-                                       a.step_hi, a.seed_lo, a.seed_hi);
+    const philox_out r =
+        dropout_block(idx >> 2, a.seed_lo, a.seed_hi, a.step_lo, a.step_hi, a.stream);
     u32 bits = 0;
 #pragma unroll
     for (int w = 0; w < 4; ++w) bits |= (u32)((r.w[w] >> 8) >= a.threshold) << w;
@@ -108,9 +107,9 @@ __device__ __forceinline__ u32 attn_keep_cols(const attn_args &a, u32 bh, u32 j0
     if (a.threshold == 0) return 0xfu;
     if (a.s % 4 != 0) return attn_keep_each(a, bh, i, j0, true);
     const u32 lane = threadIdx.x & 31, k = (lane >> 2) & 3;
-    const u64 blk = (((u64)bh * a.s + i + (k & 1)) * a.s + (j0 & ~3u) + 8 * (k >> 1)) >> 2;
-    const philox_out r = philox4x32_10((u32)blk, (u32)(blk >> 32) ^ a.stream, a.step_lo,
-                                       a.step_hi, a.seed_lo, a.seed_hi);
+    const u64 idx = ((u64)bh * a.s + i + (k & 1)) * a.s + (j0 & ~3u) + 8 * (k >> 1);
+    const philox_out r =
+        dropout_block(idx >> 2, a.seed_lo, a.seed_hi, a.step_lo, a.step_hi, a.stream);
     u32 bits = 0;
 #pragma unroll
     for (u32 round = 0; round < 4; ++round) {

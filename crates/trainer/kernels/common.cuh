@@ -72,6 +72,11 @@ __device__ __forceinline__ u32 col_of(u64 i, u32 cols) {
     return i <= 0xffffffffull ? (u32)i % cols : (u32)(i % cols);
 }
 
+// i / cols, likewise in 32 bits when i fits.
+__device__ __forceinline__ u64 row_of(u64 i, u32 cols) {
+    return i <= 0xffffffffull ? (u64)((u32)i / cols) : i / cols;
+}
+
 // Grid-stride loop over [0, n).
 #define GRID_STRIDE(i, n)                                                   \
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < (n);       \
@@ -148,13 +153,18 @@ __device__ __forceinline__ philox_out philox4x32_10(u32 c0, u32 c1, u32 c2, u32 
     return out;
 }
 
-// Word i % 4 of the Philox block i / 4 of dropout's stream (see dropout.cu),
-// shifted to the 24 bits dropout compares with its threshold.
+// Philox block `blk` of dropout's stream (see dropout.cu): the words of
+// elements 4 * blk .. 4 * blk + 3.
+__device__ __forceinline__ philox_out dropout_block(u64 blk, u32 seed_lo, u32 seed_hi,
+                                                    u32 step_lo, u32 step_hi, u32 stream) {
+    return philox4x32_10((u32)blk, (u32)(blk >> 32) ^ stream, step_lo, step_hi, seed_lo, seed_hi);
+}
+
+// Word i % 4 of the Philox block i / 4 of dropout's stream, shifted to the
+// 24 bits dropout compares with its threshold.
 __device__ __forceinline__ u32 dropout_word(u64 i, u32 seed_lo, u32 seed_hi, u32 step_lo,
                                             u32 step_hi, u32 stream) {
-    const u64 blk = i >> 2;
-    const philox_out r =
-        philox4x32_10((u32)blk, (u32)(blk >> 32) ^ stream, step_lo, step_hi, seed_lo, seed_hi);
+    const philox_out r = dropout_block(i >> 2, seed_lo, seed_hi, step_lo, step_hi, stream);
     const u32 k = (u32)(i & 3);
     const u32 w = k == 0 ? r.w[0] : k == 1 ? r.w[1] : k == 2 ? r.w[2] : r.w[3];
     return w >> 8;
@@ -196,9 +206,8 @@ __device__ __forceinline__ void for_row_dropout(u64 base, u32 n, DROPOUT_PARAMS,
         return;
     }
     for (u32 j = 4 * threadIdx.x; j < n; j += 4 * blockDim.x) {
-        const u64 blk = (base + j) >> 2;
         const philox_out r =
-            philox4x32_10((u32)blk, (u32)(blk >> 32) ^ stream, step_lo, step_hi, seed_lo, seed_hi);
+            dropout_block((base + j) >> 2, seed_lo, seed_hi, step_lo, step_hi, stream);
 #pragma unroll
         for (int w = 0; w < 4; ++w) f(j + w, (int)((r.w[w] >> 8) >= threshold));
     }

@@ -15,8 +15,7 @@ __device__ void dropout_impl(const T *x, T *out, u64 n, u32 threshold, float kee
                              u32 stream) {
     const u64 blocks = (n + 3) / 4;
     GRID_STRIDE(b, blocks) {
-        const philox_out r =
-            philox4x32_10((u32)b, (u32)(b >> 32) ^ stream, step_lo, step_hi, seed_lo, seed_hi);
+        const philox_out r = dropout_block(b, seed_lo, seed_hi, step_lo, step_hi, stream);
         for (int j = 0; j < 4; ++j) {
             const u64 i = 4 * b + j;
             if (i >= n) break;

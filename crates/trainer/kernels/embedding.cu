@@ -24,7 +24,7 @@ __device__ void embedding_forward_impl(const u32 *ids, const float *table, T *ou
                                        u32 dim, u32 rows, u32 accumulate) {
     GRID_STRIDE(i, tokens * dim) {
         const u32 j = col_of(i, dim);
-        const u64 t = i <= 0xffffffffull ? (u64)((u32)i / dim) : i / dim;
+        const u64 t = row_of(i, dim);
         const u32 id = ids[t];
         if (id >= rows) continue;
         const float v = table[(u64)id * dim + j];

@@ -31,8 +31,8 @@ struct grad_entry {
     u64 param, grad, m, v, len, decay;
 };
 
-extern "C" __global__ void __launch_bounds__(1024) sum_squares_multi(const grad_entry *table, u32 tensors,
-                                             double *partial) {
+extern "C" __global__ void __launch_bounds__(1024)
+    sum_squares_multi(const grad_entry *table, u32 tensors, double *partial) {
     __shared__ double scratch[32];
     double acc = 0.0;
     for (u32 t = 0; t < tensors; ++t) {

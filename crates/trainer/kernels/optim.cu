@@ -61,11 +61,10 @@ __device__ float clip_factor(const double *partials, u32 blocks, float grad_scal
 // Grid-stride over the elements of every tensor in table order. Launched
 // with 1024 threads a block (the bound keeps registers within what that
 // takes).
-extern "C" __global__ void __launch_bounds__(1024) adamw_multi(const tensor_entry *table, u32 tensors,
-                                       const double *partials, u32 blocks, float grad_scale,
-                                       float clip, float b1, float b2, float ob1, float ob2,
-                                       float step, float inv_sqrt_bc2, float eps,
-                                       float decay) {
+extern "C" __global__ void __launch_bounds__(1024)
+    adamw_multi(const tensor_entry *table, u32 tensors, const double *partials, u32 blocks,
+                float grad_scale, float clip, float b1, float b2, float ob1, float ob2,
+                float step, float inv_sqrt_bc2, float eps, float decay) {
     __shared__ float factor;
     if (threadIdx.x == 0) factor = clip_factor(partials, blocks, grad_scale, clip);
     __syncthreads();
