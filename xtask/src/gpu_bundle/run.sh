@@ -79,10 +79,11 @@ one() { ls $1 2>/dev/null | head -n 1; }
 # A step may also write one JSON object of measured figures to
 # $OUT/<step>.figures.json; the report puts it into the step's entry.
 # The reference kernels' tests (cuda_ops) and the fused kernels' (cuda_fused),
-# each binary in full even when the other fails.
+# each binary in full even when the other fails; what passing tests print
+# (the typed out-of-memory error, measured errors) goes into the log too.
 step_ops() { local t rc=0
   for t in cuda_ops cuda_fused; do local b; b=$(one "bin/$t-*"); [ -n "$b" ] || { echo "$t test binary missing"; rc=1; continue; }
-    "$b" --include-ignored --test-threads=1 --skip the_same_seed || rc=1; done; return $rc; }
+    "$b" --include-ignored --test-threads=1 --nocapture --skip the_same_seed || rc=1; done; return $rc; }
 step_determinism() { local t rc=0
   for t in cuda_ops cuda_fused; do local b; b=$(one "bin/$t-*"); [ -n "$b" ] || { echo "$t test binary missing"; rc=1; continue; }
     "$b" --include-ignored --test-threads=1 the_same_seed || rc=1; done; return $rc; }

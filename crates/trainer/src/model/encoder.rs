@@ -10,7 +10,7 @@
 
 use super::head::HeadActs;
 use super::layer::{
-    Block, FusedAttention, LayerDims, LayerIdx, Normed, Qkv, attend, attend_backward,
+    Block, FusedAttention, LayerConfig, LayerDims, LayerIdx, Normed, Qkv, attend, attend_backward,
     attention_backward_fused, attention_forward_fused, block_backward, block_forward,
     context_to_heads, layernorm_back, layernorm_new, projections_backward, qkv_backward,
     qkv_forward, scores_backward, scores_forward,
@@ -225,24 +225,6 @@ impl<B: Backend> BertClassifier<B> {
         }
     }
 
-    /// Layer `i`'s sizes and dropout for `batch`.
-    fn layer_dims(&self, i: usize, batch: &DeviceBatch<B>) -> LayerDims {
-        let c = &self.config;
-        LayerDims {
-            layer: i,
-            b: batch.batch,
-            s: batch.seq,
-            hidden: c.hidden_size,
-            heads: c.num_attention_heads,
-            intermediate: c.intermediate_size,
-            eps: c.layer_norm_eps,
-            p_probs: c.attention_probs_dropout_prob,
-            p_attn_out: attention_output_dropout(c),
-            p_ffn: c.hidden_dropout_prob,
-            streams: [0, 1, 2].map(|site| stream_layer(i, site)),
-        }
-    }
-
     /// The softmax's scale of BERT's scores.
     fn score_scale(&self) -> f64 {
         1.0 / (self.config.head_dim() as f64).sqrt()
@@ -258,7 +240,7 @@ impl<B: Backend> BertClassifier<B> {
         batch: &DeviceBatch<B>,
         mode: Mode,
     ) -> (LayerActs<B>, B::Buf) {
-        let d = self.layer_dims(i, batch);
+        let d = LayerDims::new(&self.config, (i, l), (batch.batch, batch.seq));
         let v = &self.params.values;
         let scale = self.score_scale();
         let (attention, ctx) = match be.kernels() {
@@ -292,7 +274,7 @@ impl<B: Backend> BertClassifier<B> {
         batch: &DeviceBatch<B>,
         mode: Mode,
     ) -> B::Buf {
-        let d = self.layer_dims(i, batch);
+        let d = LayerDims::new(&self.config, (i, l), (batch.batch, batch.seq));
         let scale = self.score_scale();
         let (v, g) = (&self.params.values, &mut self.params.grads);
         let (mut d_x, d_ctx) = block_backward(be, v, g, &d, l, &a.block, dout, mode);
@@ -315,6 +297,23 @@ impl<B: Backend> BertClassifier<B> {
             }
         }
         d_x
+    }
+}
+
+impl LayerConfig for crate::config::BertConfig {
+    fn heads_and_eps(&self) -> (usize, f64) {
+        (self.num_attention_heads, self.layer_norm_eps)
+    }
+    fn layer_dropout(&self) -> [f64; 3] {
+        let p_attn_out = attention_output_dropout(self);
+        [
+            self.attention_probs_dropout_prob,
+            p_attn_out,
+            self.hidden_dropout_prob,
+        ]
+    }
+    fn layer_stream(&self, layer: usize, site: u32) -> u32 {
+        stream_layer(layer, site)
     }
 }
 

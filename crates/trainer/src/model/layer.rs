@@ -39,6 +39,20 @@ pub(crate) struct LayerIdx {
     pub ln2: LayerNormIdx,
 }
 
+/// What a layer reads of its model's config. Both families' configs use
+/// Hugging Face's names for the sizes; they differ in which outputs are
+/// dropped and in how dropout streams are numbered.
+pub(crate) trait LayerConfig {
+    /// Attention heads and LayerNorm epsilon (the widths are the weights').
+    fn heads_and_eps(&self) -> (usize, f64);
+    /// Dropout of the probabilities, the attention output and the
+    /// feed-forward output.
+    fn layer_dropout(&self) -> [f64; 3];
+    /// The dropout stream of `layer`'s site `site` (0, 1, 2 in the order of
+    /// [`LayerConfig::layer_dropout`]).
+    fn layer_stream(&self, layer: usize, site: u32) -> u32;
+}
+
 /// One layer's sizes and dropout.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LayerDims {
@@ -61,6 +75,30 @@ pub(crate) struct LayerDims {
 }
 
 impl LayerDims {
+    /// Layer `layer`, whose weights are `idx`, of a batch of `b` sequences
+    /// of `s` tokens.
+    pub fn new(
+        config: &impl LayerConfig,
+        (layer, idx): (usize, &LayerIdx),
+        (b, s): (usize, usize),
+    ) -> Self {
+        let (hidden, intermediate) = (idx.inter.inp, idx.inter.out);
+        let (heads, eps) = config.heads_and_eps();
+        let [p_probs, p_attn_out, p_ffn] = config.layer_dropout();
+        LayerDims {
+            layer,
+            b,
+            s,
+            hidden,
+            heads,
+            intermediate,
+            eps,
+            p_probs,
+            p_attn_out,
+            p_ffn,
+            streams: [0, 1, 2].map(|site| config.layer_stream(layer, site)),
+        }
+    }
     pub fn tokens(&self) -> usize {
         self.b * self.s
     }

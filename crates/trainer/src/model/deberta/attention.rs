@@ -7,8 +7,9 @@
 
 use super::super::Mode;
 use super::super::layer::{
-    Block, LayerDims, LayerIdx, Qkv, attend, attend_backward, block_backward, block_forward,
-    context_to_heads, project_heads, qkv_backward, qkv_forward, scores_backward, scores_forward,
+    Block, LayerConfig, LayerDims, LayerIdx, Qkv, attend, attend_backward, block_backward,
+    block_forward, context_to_heads, project_heads, qkv_backward, qkv_forward, scores_backward,
+    scores_forward,
 };
 use super::super::linear::{dropout_back_owned, dropout_new};
 use super::{DebertaBatch, DebertaConfig};
@@ -23,20 +24,18 @@ fn stream(layer: usize, site: u32) -> u32 {
     1 + SITES * layer as u32 + site
 }
 
-/// Layer `i`'s sizes and dropout for `batch`.
-fn layer_dims<B: Backend>(c: &DebertaConfig, i: usize, batch: &DebertaBatch<B>) -> LayerDims {
-    LayerDims {
-        layer: i,
-        b: batch.batch,
-        s: batch.seq,
-        hidden: c.hidden_size,
-        heads: c.num_attention_heads,
-        intermediate: c.intermediate_size,
-        eps: c.layer_norm_eps,
-        p_probs: c.attention_probs_dropout_prob,
-        p_attn_out: c.hidden_dropout_prob,
-        p_ffn: c.hidden_dropout_prob,
-        streams: [0, 1, 2].map(|site| stream(i, site)),
+/// DeBERTa drops the attention output as BERT does, and numbers a fourth
+/// stream per layer for the relative embeddings.
+impl LayerConfig for DebertaConfig {
+    fn heads_and_eps(&self) -> (usize, f64) {
+        (self.num_attention_heads, self.layer_norm_eps)
+    }
+    fn layer_dropout(&self) -> [f64; 3] {
+        let p = self.hidden_dropout_prob;
+        [self.attention_probs_dropout_prob, p, p]
+    }
+    fn layer_stream(&self, layer: usize, site: u32) -> u32 {
+        stream(layer, site)
     }
 }
 
@@ -105,7 +104,7 @@ pub(super) fn layer_forward<B: Backend>(
     batch: &DebertaBatch<B>,
     mode: Mode,
 ) -> (LayerActs<B>, B::Buf) {
-    let d = layer_dims(c, i, batch);
+    let d = LayerDims::new(c, (i, l), (batch.batch, batch.seq));
     let (b, s, nh, n, span2) = (d.b, d.s, d.heads, d.tokens(), 2 * c.span());
     let alpha = c.score_scale();
     let qkv = qkv_forward(be, v, &d, l, x);
@@ -167,7 +166,7 @@ pub(super) fn layer_backward<B: Backend>(
     batch: &DebertaBatch<B>,
     mode: Mode,
 ) -> B::Buf {
-    let d = layer_dims(c, i, batch);
+    let d = LayerDims::new(c, (i, l), (batch.batch, batch.seq));
     let (b, s, h, nh) = (d.b, d.s, d.hidden, d.heads);
     let (n, dh, span2) = (d.tokens(), d.head_dim(), 2 * c.span());
     let ph = c.hidden_dropout_prob;

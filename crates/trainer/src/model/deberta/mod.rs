@@ -200,6 +200,9 @@ pub struct DebertaTape<B: Backend> {
     dense_out: B::Buf,
     pooled: B::Buf,
     logits: B::Buf,
+    /// The mode the forward ran in, which its backward must redraw the
+    /// dropout masks of.
+    mode: Mode,
 }
 
 impl<B: Backend> DebertaTape<B> {
@@ -338,7 +341,7 @@ impl<B: Backend> DebertaClassifier<B> {
         let tape = self.forward(be, batch, mode);
         let targets = LossTargets::new(&batch.labels, class_weights, self.num_labels, denom);
         let (loss, dlogits) = loss_and_dlogits(be, &tape.logits, &targets, batch.batch);
-        self.backward(be, batch, tape, dlogits, mode);
+        self.backward(be, batch, tape, dlogits);
         loss
     }
 
@@ -445,19 +448,13 @@ impl<B: Backend> DebertaClassifier<B> {
             dense_out,
             pooled,
             logits,
+            mode,
         }
     }
 }
 
 impl<B: Backend> DebertaClassifier<B> {
-    fn backward(
-        &mut self,
-        be: &B,
-        batch: &DebertaBatch<B>,
-        tape: DebertaTape<B>,
-        dlogits: B::Buf,
-        mode: Mode,
-    ) {
+    fn backward(&mut self, be: &B, batch: &DebertaBatch<B>, tape: DebertaTape<B>, dlogits: B::Buf) {
         let DebertaTape {
             emb_sum,
             emb_mean,
@@ -472,6 +469,7 @@ impl<B: Backend> DebertaClassifier<B> {
             dense_out,
             pooled,
             logits,
+            mode,
         } = tape;
         drop(logits);
         let c = self.config.clone();
