@@ -77,7 +77,10 @@ fn model_gradients_match_central_differences_with_dropout() {
                 v[j] = x;
                 be.upload(&mut model.params.values[i], &v);
                 let tape = model.forward(&be, &db, mode);
-                be.cross_entropy_forward(tape.logits(), &LossTargets::new(&db.labels, None, 3, 2.0))
+                be.cross_entropy_forward(
+                    tape.logits(),
+                    &LossTargets::new(&db.ids.labels, None, 3, 2.0),
+                )
             };
             let h = 1e-6;
             let numeric: Vec<f64> = picks

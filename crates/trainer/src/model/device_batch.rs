@@ -64,12 +64,6 @@ impl<B: Backend> DeviceBatch<B> {
             .chunks(s)
             .flat_map(|m| config.position_ids(m))
             .collect();
-        let mask: Vec<u32> = batch
-            .attention_mask
-            .iter()
-            .map(|&m| (m != 0) as u32)
-            .collect();
-        let labels: Vec<u32> = batch.labels.iter().map(|&l| l as u32).collect();
         // RoBERTa's tokenizers mark a pair's second segment, but its model
         // (one token type) is given zeros, as HF's tokenizers do not return
         // token types for it; DistilBERT has no token type table.
@@ -80,21 +74,29 @@ impl<B: Backend> DeviceBatch<B> {
             zeros = vec![0; batch.token_type_ids.len()];
             &zeros
         };
-        let up = |name: &str, data: &[u32]| {
-            let mut ids = be.alloc_ids(name, data.len());
-            be.upload_ids(&mut ids, data);
-            ids
-        };
-        Ok(Self {
+        Ok(Self::from_host(be, batch, &positions, token_types))
+    }
+
+    /// Uploads a validated `batch` with the model's own position ids and
+    /// token types.
+    pub(crate) fn from_host(be: &B, batch: &Batch, positions: &[u32], token_types: &[u32]) -> Self {
+        let mask: Vec<u32> = batch
+            .attention_mask
+            .iter()
+            .map(|&m| (m != 0) as u32)
+            .collect();
+        let labels: Vec<u32> = batch.labels.iter().map(|&l| l as u32).collect();
+        let up = |name: &str, data: &[u32]| upload_new(be, name, data);
+        Self {
             batch: batch.batch,
-            seq: s,
+            seq: batch.seq,
             input_ids: up("batch.input_ids", &batch.input_ids),
-            position_ids: up("batch.position_ids", &positions),
+            position_ids: up("batch.position_ids", positions),
             token_type_ids: up("batch.token_type_ids", token_types),
             mask: up("batch.attention_mask", &mask),
             labels: up("batch.labels", &labels),
             host_labels: batch.labels.clone(),
-        })
+        }
     }
 }
 
@@ -174,4 +176,11 @@ pub fn validate_against(limits: &Limits, batch: &Batch) -> Result<(), BatchError
         });
     }
     Ok(())
+}
+
+/// New device ids holding `data`.
+pub(crate) fn upload_new<B: Backend>(be: &B, name: &str, data: &[u32]) -> B::Ids {
+    let mut ids = be.alloc_ids(name, data.len());
+    be.upload_ids(&mut ids, data);
+    ids
 }

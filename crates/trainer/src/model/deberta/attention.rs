@@ -104,7 +104,7 @@ pub(super) fn layer_forward<B: Backend>(
     batch: &DebertaBatch<B>,
     mode: Mode,
 ) -> (LayerActs<B>, B::Buf) {
-    let d = LayerDims::new(c, (i, l), (batch.batch, batch.seq));
+    let d = LayerDims::new(c, (i, l), (batch.ids.batch, batch.ids.seq));
     let (b, s, nh, n, span2) = (d.b, d.s, d.heads, d.tokens(), 2 * c.span());
     let alpha = c.score_scale();
     let qkv = qkv_forward(be, v, &d, l, x);
@@ -136,7 +136,7 @@ pub(super) fn layer_forward<B: Backend>(
         be.rel_pos_gather(&shape, alpha, &p2c, &batch.p2c_idx, &mut scores);
     }
 
-    let (probs, ctx) = attend(be, &d, scores, &batch.mask, 1.0, &qkv.vh, mode);
+    let (probs, ctx) = attend(be, &d, scores, &batch.ids.mask, 1.0, &qkv.vh, mode);
     let (block, out) = block_forward(be, v, &d, l, x, ctx, mode);
     let acts = LayerActs {
         qkv,
@@ -166,7 +166,7 @@ pub(super) fn layer_backward<B: Backend>(
     batch: &DebertaBatch<B>,
     mode: Mode,
 ) -> B::Buf {
-    let d = LayerDims::new(c, (i, l), (batch.batch, batch.seq));
+    let d = LayerDims::new(c, (i, l), (batch.ids.batch, batch.ids.seq));
     let (b, s, h, nh) = (d.b, d.s, d.hidden, d.heads);
     let (n, dh, span2) = (d.tokens(), d.head_dim(), 2 * c.span());
     let ph = c.hidden_dropout_prob;

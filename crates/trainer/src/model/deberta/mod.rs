@@ -339,8 +339,8 @@ impl<B: Backend> DebertaClassifier<B> {
             "forward_backward needs alloc_grads first"
         );
         let tape = self.forward(be, batch, mode);
-        let targets = LossTargets::new(&batch.labels, class_weights, self.num_labels, denom);
-        let (loss, dlogits) = loss_and_dlogits(be, &tape.logits, &targets, batch.batch);
+        let targets = LossTargets::new(&batch.ids.labels, class_weights, self.num_labels, denom);
+        let (loss, dlogits) = loss_and_dlogits(be, &tape.logits, &targets, batch.ids.batch);
         self.backward(be, batch, tape, dlogits);
         loss
     }
@@ -355,7 +355,7 @@ impl<B: Backend> DebertaClassifier<B> {
         denom: f64,
     ) -> (Vec<f64>, f64) {
         let tape = self.forward(be, batch, Mode::Eval);
-        let targets = LossTargets::new(&batch.labels, class_weights, self.num_labels, denom);
+        let targets = LossTargets::new(&batch.ids.labels, class_weights, self.num_labels, denom);
         let loss = be.cross_entropy_forward(&tape.logits, &targets);
         (be.download(&tape.logits), loss)
     }
@@ -367,25 +367,31 @@ impl<B: Backend> DebertaClassifier<B> {
 
     pub fn forward(&self, be: &B, batch: &DebertaBatch<B>, mode: Mode) -> DebertaTape<B> {
         let c = &self.config;
-        let (b, s, h) = (batch.batch, batch.seq, c.hidden_size);
+        let (b, s, h) = (batch.ids.batch, batch.ids.seq, c.hidden_size);
         let n = b * s;
         let v = &self.params.values;
         let eps = c.layer_norm_eps;
         // Embeddings.
         let mut emb_sum = be.alloc_overwritten("embeddings.sum", Activation, n * h);
-        be.embedding_forward(&batch.input_ids, &v[self.idx.word], h, &mut emb_sum, false);
+        be.embedding_forward(
+            &batch.ids.input_ids,
+            &v[self.idx.word],
+            h,
+            &mut emb_sum,
+            false,
+        );
         if let Some(p) = self.idx.position {
-            be.embedding_forward(&batch.position_ids, &v[p], h, &mut emb_sum, true);
+            be.embedding_forward(&batch.ids.position_ids, &v[p], h, &mut emb_sum, true);
         }
         if let Some(t) = self.idx.token_type {
-            be.embedding_forward(&batch.token_type_ids, &v[t], h, &mut emb_sum, true);
+            be.embedding_forward(&batch.ids.token_type_ids, &v[t], h, &mut emb_sum, true);
         }
         let Normed {
             out: mut x0,
             mean: emb_mean,
             rstd: emb_rstd,
         } = layernorm_new(be, v, self.idx.emb_ln, &emb_sum, (h, eps), "embeddings.ln");
-        be.mask_rows(&mut x0, &batch.mask, h);
+        be.mask_rows(&mut x0, &batch.ids.mask, h);
         let ph = c.hidden_dropout_prob;
         if let Some(d) = dropout_new(be, &x0, ph, mode.key(ph, 0), "embeddings.out", Activation) {
             x0 = d;
@@ -473,7 +479,7 @@ impl<B: Backend> DebertaClassifier<B> {
         } = tape;
         drop(logits);
         let c = self.config.clone();
-        let (b, s, h) = (batch.batch, batch.seq, c.hidden_size);
+        let (b, s, h) = (batch.ids.batch, batch.ids.seq, c.hidden_size);
         let n = b * s;
         let idx = self.idx.clone();
         // Head.
@@ -581,19 +587,19 @@ impl<B: Backend> DebertaClassifier<B> {
         // Embeddings: dropout, mask, LayerNorm, tables.
         let ph = c.hidden_dropout_prob;
         let mut d = dropout_back_owned(be, d, ph, mode.key(ph, 0), "embeddings.d_out");
-        be.mask_rows(&mut d, &batch.mask, h);
+        be.mask_rows(&mut d, &batch.ids.mask, h);
         let mut d_sum = be.alloc_overwritten("embeddings.d_sum", Workspace, n * h);
         crate::model::layer::layernorm_back(
             be, v, g, idx.emb_ln, &d, &emb_sum, &emb_mean, &emb_rstd, h, &mut d_sum,
         );
         drop(d);
         drop((emb_sum, emb_mean, emb_rstd));
-        be.embedding_backward(&batch.input_ids, &d_sum, h, &mut g[idx.word]);
+        be.embedding_backward(&batch.ids.input_ids, &d_sum, h, &mut g[idx.word]);
         if let Some(p) = idx.position {
-            be.embedding_backward(&batch.position_ids, &d_sum, h, &mut g[p]);
+            be.embedding_backward(&batch.ids.position_ids, &d_sum, h, &mut g[p]);
         }
         if let Some(t) = idx.token_type {
-            be.embedding_backward(&batch.token_type_ids, &d_sum, h, &mut g[t]);
+            be.embedding_backward(&batch.ids.token_type_ids, &d_sum, h, &mut g[t]);
         }
     }
 }
