@@ -25,3 +25,4 @@ pub use pareto::{
     constrained_dominates, constrained_ranks, dominates, loss_values, non_domination_ranks,
     pareto_front, pareto_front_indices,
 };
+pub(crate) use pareto::{losses, ranks_of_pairs};

@@ -2,6 +2,7 @@
 //! (`optuna/study/_multi_objective.py` and NSGA-II's
 //! `_constraints_evaluation.py`).
 
+use crate::sampler::parzen::total_key;
 use crate::trial::{FrozenTrial, StudyDirection, TrialState};
 use std::cmp::Ordering;
 
@@ -19,23 +20,25 @@ use std::cmp::Ordering;
 /// assert_eq!(loss_values(&t, &directions), Some(vec![-0.9, 3.0]));
 /// ```
 pub fn loss_values(trial: &FrozenTrial, directions: &[StudyDirection]) -> Option<Vec<f64>> {
+    Some(losses(trial, directions)?.collect())
+}
+
+/// [`loss_values`] without a vector of its own.
+pub(crate) fn losses<'a>(
+    trial: &'a FrozenTrial,
+    directions: &'a [StudyDirection],
+) -> Option<impl Iterator<Item = f64> + 'a> {
     let values = trial.values.as_ref()?;
     if values.len() != directions.len() {
         return None;
     }
-    Some(
-        values
-            .iter()
-            .zip(directions)
-            .map(|(&v, d)| {
-                if *d == StudyDirection::Maximize {
-                    -v
-                } else {
-                    v
-                }
-            })
-            .collect(),
-    )
+    Some(values.iter().zip(directions).map(|(&v, d)| {
+        if *d == StudyDirection::Maximize {
+            -v
+        } else {
+            v
+        }
+    }))
 }
 
 /// Whether loss vector `a` dominates `b`: no worse in every objective and
@@ -90,6 +93,10 @@ pub(crate) fn lex(a: &[f64], b: &[f64]) -> Ordering {
 /// The distinct rows of `points` in lexicographic order, and for each
 /// point the position of its row.
 fn unique_lexsorted(points: &[Vec<f64>]) -> (Vec<usize>, Vec<usize>) {
+    if points.iter().all(|p| p.len() == 2) {
+        let pairs: Vec<(f64, f64)> = points.iter().map(|p| (p[0], p[1])).collect();
+        return unique_lexsorted_pairs(&pairs);
+    }
     let mut order: Vec<usize> = (0..points.len()).collect();
     order.sort_by(|&a, &b| lex(&points[a], &points[b]).then(a.cmp(&b)));
     let mut unique: Vec<usize> = Vec::with_capacity(points.len());
@@ -98,6 +105,29 @@ fn unique_lexsorted(points: &[Vec<f64>]) -> (Vec<usize>, Vec<usize>) {
         match unique.last() {
             Some(&u) if lex(&points[u], &points[i]).is_eq() => {}
             _ => unique.push(i),
+        }
+        row_of[i] = unique.len() - 1;
+    }
+    (unique, row_of)
+}
+
+/// [`unique_lexsorted`] of 2-D points (the common case): they sort as
+/// integer keys in `total_cmp`'s order, ties by index, which is the same
+/// order without comparing through slices.
+fn unique_lexsorted_pairs(pairs: &[(f64, f64)]) -> (Vec<usize>, Vec<usize>) {
+    let mut keyed: Vec<(u64, u64, usize)> = pairs
+        .iter()
+        .enumerate()
+        .map(|(i, &(x, y))| (total_key(x), total_key(y), i))
+        .collect();
+    keyed.sort_unstable();
+    let mut unique: Vec<usize> = Vec::with_capacity(pairs.len());
+    let mut row_of = vec![0; pairs.len()];
+    let mut last = None;
+    for (x, y, i) in keyed {
+        if last != Some((x, y)) {
+            unique.push(i);
+            last = Some((x, y));
         }
         row_of[i] = unique.len() - 1;
     }
@@ -168,6 +198,10 @@ pub fn non_domination_ranks(points: &[Vec<f64>], n_below: Option<usize>) -> Vec<
     if points.is_empty() || n_below == Some(0) {
         return vec![0; points.len()];
     }
+    if points.iter().all(|p| p.len() == 2 && !p[1].is_nan()) {
+        let pairs: Vec<(f64, f64)> = points.iter().map(|p| (p[0], p[1])).collect();
+        return ranks_of_pairs(&pairs, n_below);
+    }
     let (unique, row_of) = unique_lexsorted(points);
     if points[0].len() == 1 {
         // Ranks by distinct value.
@@ -194,6 +228,45 @@ pub fn non_domination_ranks(points: &[Vec<f64>], n_below: Option<usize>) -> Vec<
     for &row in &left {
         rank_of_row[row] = rank;
     }
+    row_of.iter().map(|&r| rank_of_row[r]).collect()
+}
+
+/// [`non_domination_ranks`] of 2-D points with no NaN second loss, in one
+/// pass over their distinct rows instead of a pass per front. An earlier
+/// row (in lexicographic order) is never dominated by a later one, and it
+/// dominates a later row exactly when its second loss is not larger; so a
+/// row joins the first front whose smallest second loss so far is larger
+/// than its own, and those smallest losses rise from front to front (a
+/// binary search finds it). Fronts after the one that brings the ranked
+/// rows to `n_below` merge into the next rank, as the peeling stops there.
+pub(crate) fn ranks_of_pairs(pairs: &[(f64, f64)], n_below: Option<usize>) -> Vec<usize> {
+    if pairs.is_empty() || n_below == Some(0) {
+        return vec![0; pairs.len()];
+    }
+    let (unique, row_of) = unique_lexsorted_pairs(pairs);
+    let n_below = n_below.unwrap_or(unique.len()).min(unique.len());
+    let mut smallest: Vec<f64> = Vec::new();
+    let mut rank_of_row: Vec<usize> = unique
+        .iter()
+        .map(|&i| {
+            let y = pairs[i].1;
+            let k = smallest.partition_point(|&s| s <= y);
+            if k == smallest.len() {
+                smallest.push(y);
+            } else {
+                smallest[k] = y;
+            }
+            k
+        })
+        .collect();
+    let mut count = vec![0usize; smallest.len()];
+    rank_of_row.iter().for_each(|&r| count[r] += 1);
+    let (mut last, mut ranked) = (0, count[0]);
+    while ranked < n_below {
+        last += 1;
+        ranked += count[last];
+    }
+    rank_of_row.iter_mut().for_each(|r| *r = (*r).min(last + 1));
     row_of.iter().map(|&r| rank_of_row[r]).collect()
 }
 
