@@ -24,6 +24,7 @@ impl<'s, S: Sampler + ?Sized> Trial<'s, S> {
     /// Trial `number` of `study` (its history excludes or includes this
     /// trial as RUNNING; the sampler skips it either way).
     pub fn new(sampler: &'s mut S, study: StudyView<'s>, number: u64) -> Self {
+        sampler.before_trial(&study, number);
         Trial {
             sampler,
             study,

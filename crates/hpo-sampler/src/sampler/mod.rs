@@ -30,6 +30,11 @@ use std::collections::BTreeMap;
 /// Implementations keep their own seeded RNG, so a seeded sampler replayed
 /// on the same history proposes the same values.
 pub trait Sampler {
+    /// Trial `trial_number` is about to be asked (Optuna's `before_trial`):
+    /// what a sampler kept for one trial's parameters is dropped here
+    /// (default: nothing kept). [`crate::Trial::new`] calls it.
+    fn before_trial(&mut self, _study: &StudyView<'_>, _trial_number: u64) {}
+
     /// The parameters to sample jointly for trial `trial_number`
     /// (default: none).
     fn infer_relative_search_space(

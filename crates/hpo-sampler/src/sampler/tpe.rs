@@ -21,7 +21,9 @@ use super::observations::SpaceCache;
 use super::parzen::{Evaluator, Parzen, ParzenParams, total_key};
 use super::random::sample_uniform;
 use crate::distribution::Distribution;
-use crate::multi::{loss_values, non_domination_ranks, reference_point, select_by_hypervolume};
+use crate::multi::{
+    losses, non_domination_ranks, ranks_of_pairs, reference_point, select_by_hypervolume,
+};
 use crate::rng::Rng;
 use crate::search_space;
 use crate::trial::{FrozenTrial, SearchSpace, StudyDirection, StudyView, TrialState};
@@ -172,7 +174,23 @@ pub struct TpeSampler {
     multi_split: Option<MultiSplit>,
     /// [`obs_weights`]' memo for uniform weights.
     ones_memo: Option<(usize, Vec<f64>)>,
+    /// The rows of the trial being asked (see [`ConsideredMemo`]).
+    considered: Option<ConsideredMemo>,
 }
+
+/// The rows [`considered`] made for the trial being asked, by position in
+/// its history. Every parameter of one trial reads the same history (a
+/// [`crate::Trial`] holds its `StudyView` while it lives), so independent
+/// sampling reads the history once a trial instead of once a parameter.
+/// Kept for the trial number, the history's address and its length, and
+/// dropped by [`Sampler::before_trial`].
+struct ConsideredMemo {
+    asked: (u64, usize, usize),
+    rows: Vec<(u32, Group, u64, TrialKey)>,
+}
+
+/// [`Row::key`].
+type TrialKey = (u64, u64, u64);
 
 /// A multi-objective split and what it was made from.
 struct MultiSplit {
@@ -219,6 +237,8 @@ enum Group {
 /// compact rows instead of each following a trial's heap blocks again.
 struct Row<'a> {
     trial: &'a FrozenTrial,
+    /// The trial's position in the history.
+    position: u32,
     group: Group,
     /// A COMPLETE trial's rank by value ([`total_key`] of its value signed
     /// for minimisation, `-0` as `0`, NaN last).
@@ -243,7 +263,7 @@ fn considered<'a>(
         StudyDirection::Maximize => -1.0,
     };
     let mut rows = Vec::with_capacity(trials.len());
-    for t in trials {
+    for (position, t) in trials.enumerate() {
         let group = match t.state {
             TrialState::Running if liar && t.number != number => Group::Running,
             TrialState::Complete | TrialState::Pruned
@@ -267,6 +287,7 @@ fn considered<'a>(
         });
         rows.push(Row {
             trial: t,
+            position: position as u32,
             group,
             rank,
             key: (t.number, bits, shape),
@@ -337,6 +358,7 @@ impl TpeSampler {
             weights_memo: None,
             multi_split: None,
             ones_memo: None,
+            considered: None,
         }
     }
 
@@ -382,31 +404,67 @@ impl TpeSampler {
     }
 
     /// Optuna's `_sample`: TPE over `space`, returning internal values.
-    fn sample_space(
-        &mut self,
-        study: &StudyView<'_>,
-        trial_number: u64,
-        space: &[(&String, &Distribution)],
-    ) -> Vec<f64> {
+    /// [`considered`]'s rows of `study` for an ask of `trial_number`, read
+    /// from the history once per trial.
+    fn considered_rows<'a>(&mut self, study: &StudyView<'a>, trial_number: u64) -> Vec<Row<'a>> {
+        let asked = (
+            trial_number,
+            study.trials.as_ptr() as usize,
+            study.trials.len(),
+        );
+        if let Some(memo) = self.considered.as_ref().filter(|m| m.asked == asked) {
+            return memo
+                .rows
+                .iter()
+                .map(|&(position, group, rank, key)| Row {
+                    trial: &study.trials[position as usize],
+                    position,
+                    group,
+                    rank,
+                    key,
+                })
+                .collect();
+        }
         let rows = considered(
             study.trials.iter(),
             trial_number,
             self.config.constant_liar,
             study.direction,
         );
+        self.considered = Some(ConsideredMemo {
+            asked,
+            rows: rows
+                .iter()
+                .map(|r| (r.position, r.group, r.rank, r.key))
+                .collect(),
+        });
+        rows
+    }
+
+    fn sample_space(
+        &mut self,
+        study: &StudyView<'_>,
+        trial_number: u64,
+        space: &[(&String, &Distribution)],
+    ) -> Vec<f64> {
+        let rows = self.considered_rows(study, trial_number);
         let n = rows.iter().filter(|r| r.group != Group::Running).count();
         let multi = study.is_multi_objective();
         let (below, above) = if multi {
             let n_below = (self.config.gamma_multi_objective)(n);
-            let keys: Vec<(u64, u64, u64)> = rows.iter().map(|r| r.key).collect();
+            // Compared in place: every parameter of an ask finds the split
+            // of the same history.
+            let same_rows = |keys: &[(u64, u64, u64)]| {
+                keys.len() == rows.len() && keys.iter().zip(&rows).all(|(k, r)| *k == r.key)
+            };
             match &self.multi_split {
-                Some(m) if m.n_below == n_below && m.keys == keys => {
+                Some(m) if m.n_below == n_below && same_rows(&m.keys) => {
                     (m.below.clone(), m.above.clone())
                 }
                 _ => {
                     let (below, above) = split_rows_multi(&rows, n_below, study.objectives());
                     self.multi_split = Some(MultiSplit {
-                        keys,
+                        keys: rows.iter().map(|r| r.key).collect(),
                         n_below,
                         below: below.clone(),
                         above: above.clone(),
@@ -456,11 +514,15 @@ impl TpeSampler {
             } else {
                 (&mut *memo, weights)
             };
-            let key: Vec<(u64, u64, u64)> = set.iter().map(|&r| rows[r as usize].key).collect();
+            let key_of = |&r: &u32| rows[r as usize].key;
+            if let Some(e) = slot.as_ref()
+                && e.key.len() == set.len()
+                && e.key.iter().zip(set).all(|(k, r)| *k == key_of(r))
+            {
+                continue;
+            }
+            let key: Vec<(u64, u64, u64)> = set.iter().map(key_of).collect();
             if let Some(e) = slot.as_mut() {
-                if e.key == key {
-                    continue;
-                }
                 // A few trials left or joined: update the estimator in
                 // place (the same result as rebuilding it).
                 if let Some((gone, joined)) = key_change(&e.key, &key)
@@ -796,16 +858,19 @@ fn split_rows_multi(
     n_below: usize,
     directions: &[StudyDirection],
 ) -> (Vec<u32>, Vec<u32>) {
-    let (mut complete, mut losses) = (Vec::new(), Vec::new());
+    // The COMPLETE trials' loss vectors, one after another (`m` each).
+    let m = directions.len();
+    let (mut complete, mut flat) = (Vec::new(), Vec::new());
     let (mut pruned, mut infeasible) = (Vec::new(), Vec::new());
     for (i, r) in rows.iter().enumerate() {
         match r.group {
             Group::Complete => {
-                if let Some(l) =
-                    loss_values(r.trial, directions).filter(|l| l.iter().all(|v| !v.is_nan()))
+                let finite = |v: &Vec<f64>| v.iter().all(|x| !x.is_nan());
+                if r.trial.values.as_ref().is_some_and(finite)
+                    && let Some(l) = losses(r.trial, directions)
                 {
                     complete.push(i as u32);
-                    losses.push(l);
+                    flat.extend(l);
                 }
             }
             Group::Pruned => pruned.push(i as u32),
@@ -818,7 +883,13 @@ fn split_rows_multi(
     if k == complete.len() {
         complete.iter().for_each(|&i| is_below[i as usize] = true);
     } else if k > 0 {
-        let ranks = non_domination_ranks(&losses, Some(k));
+        let ranks = if m == 2 {
+            let pairs: Vec<(f64, f64)> = flat.chunks_exact(2).map(|l| (l[0], l[1])).collect();
+            ranks_of_pairs(&pairs, Some(k))
+        } else {
+            let losses: Vec<Vec<f64>> = flat.chunks_exact(m).map(<[f64]>::to_vec).collect();
+            non_domination_ranks(&losses, Some(k))
+        };
         let max_rank = ranks.iter().copied().max().unwrap_or(0);
         let mut count = vec![0usize; max_rank + 1];
         ranks.iter().for_each(|&r| count[r] += 1);
@@ -835,7 +906,7 @@ fn split_rows_multi(
         }
         if total < k {
             let tie: Vec<usize> = (0..ranks.len()).filter(|&j| ranks[j] == fit).collect();
-            let front: Vec<Vec<f64>> = tie.iter().map(|&j| losses[j].clone()).collect();
+            let front: Vec<Vec<f64>> = tie.iter().map(|&j| flat[j * m..][..m].to_vec()).collect();
             let reference = reference_point(&front);
             for s in select_by_hypervolume(&front, k - total, &reference) {
                 is_below[complete[tie[s]] as usize] = true;
@@ -882,6 +953,10 @@ fn split_rows_multi(
 }
 
 impl Sampler for TpeSampler {
+    fn before_trial(&mut self, _study: &StudyView<'_>, _trial_number: u64) {
+        self.considered = None;
+    }
+
     fn infer_relative_search_space(
         &mut self,
         study: &StudyView<'_>,

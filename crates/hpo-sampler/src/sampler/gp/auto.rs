@@ -143,6 +143,12 @@ impl AutoSampler {
 }
 
 impl Sampler for AutoSampler {
+    fn before_trial(&mut self, study: &StudyView<'_>, trial_number: u64) {
+        self.gp.before_trial(study, trial_number);
+        self.tpe.before_trial(study, trial_number);
+        self.nsga2.before_trial(study, trial_number);
+    }
+
     fn infer_relative_search_space(
         &mut self,
         study: &StudyView<'_>,
