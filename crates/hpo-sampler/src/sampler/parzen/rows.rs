@@ -327,9 +327,11 @@ pub(super) fn log_sum_exp(row: &[f64]) -> f64 {
     sum.ln() + max
 }
 
-/// `exp(x)` for `x` in `[-50, 0]`, accurate to ~2 ulp: `x = n ln2 + r` with
-/// `|r| <= ln2 / 2`, a degree-12 Taylor polynomial for `exp(r)` (truncation
-/// below 2e-16) and `2^n` built from its bits. No branches, so it vectorises.
+/// `exp(x)` for `x` in `[-50, 0]`, accurate to ~2 ulp (4.5e-16 relative at
+/// worst): `x = n ln2 + r` with `|r| <= ln2 / 2`, a degree-10 polynomial
+/// for `exp(r)` (Chebyshev-fitted on that interval: as accurate as the
+/// degree-12 Taylor polynomial, in four operations less) and `2^n` built
+/// from its bits. No branches, so it vectorises.
 #[inline(always)]
 #[allow(clippy::excessive_precision)]
 pub(super) fn fast_exp(x: f64) -> f64 {
@@ -340,19 +342,17 @@ pub(super) fn fast_exp(x: f64) -> f64 {
     let t = x * LOG2E + SHIFT;
     let n = t - SHIFT;
     let r = x - n * LN2_HI - n * LN2_LO;
-    let mut p = 1.0 / 479_001_600.0;
+    let mut p = 2.762_635_724_144_722_3e-7;
     for k in [
-        1.0 / 39_916_800.0,
-        1.0 / 3_628_800.0,
-        1.0 / 362_880.0,
-        1.0 / 40_320.0,
-        1.0 / 5_040.0,
-        1.0 / 720.0,
-        1.0 / 120.0,
-        1.0 / 24.0,
-        1.0 / 6.0,
-        0.5,
-        1.0,
+        2.764_018_079_620_985e-6,
+        2.480_150_434_699_768_6e-5,
+        1.984_117_027_044_006_7e-4,
+        1.388_888_893_248_859_9e-3,
+        8.333_333_385_667_782e-3,
+        4.166_666_666_657_314e-2,
+        1.666_666_666_655_440_6e-1,
+        5.000_000_000_000_006e-1,
+        1.000_000_000_000_006_7,
         1.0,
     ] {
         p = p * r + k;
