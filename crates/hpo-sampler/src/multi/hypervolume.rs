@@ -2,7 +2,7 @@
 //! dimensions, the WFG algorithm beyond) and greedy hypervolume subset
 //! selection (`hssp.py`), on loss vectors.
 
-use super::pareto::{lex, pareto_front_indices};
+use super::pareto::{lex, pareto_front_indices, unique_lexsorted};
 
 /// Optuna's `1e-12`: a reference coordinate of exactly 0 becomes this.
 const EPS: f64 = 1e-12;
@@ -152,17 +152,7 @@ pub fn select_by_hypervolume(points: &[Vec<f64>], k: usize, reference: &[f64]) -
         return (0..n).collect();
     }
     // The first occurrence of each distinct point, in lexicographic order.
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|&a, &b| lex(&points[a], &points[b]).then(a.cmp(&b)));
-    let mut unique: Vec<usize> = Vec::with_capacity(n);
-    for &i in &order {
-        if unique
-            .last()
-            .is_none_or(|&u| lex(&points[u], &points[i]).is_ne())
-        {
-            unique.push(i);
-        }
-    }
+    let (unique, _) = unique_lexsorted(points);
     if unique.len() < k {
         let mut chosen = vec![false; n];
         unique.iter().for_each(|&i| chosen[i] = true);

@@ -90,9 +90,9 @@ pub(crate) fn lex(a: &[f64], b: &[f64]) -> Ordering {
         .unwrap_or(Ordering::Equal)
 }
 
-/// The distinct rows of `points` in lexicographic order, and for each
-/// point the position of its row.
-fn unique_lexsorted(points: &[Vec<f64>]) -> (Vec<usize>, Vec<usize>) {
+/// The distinct rows of `points` in lexicographic order (each row is its
+/// points' first), and for each point the position of its row.
+pub(super) fn unique_lexsorted(points: &[Vec<f64>]) -> (Vec<usize>, Vec<usize>) {
     if points.iter().all(|p| p.len() == 2) {
         let pairs: Vec<(f64, f64)> = points.iter().map(|p| (p[0], p[1])).collect();
         return unique_lexsorted_pairs(&pairs);
