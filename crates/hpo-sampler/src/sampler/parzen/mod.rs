@@ -428,15 +428,26 @@ impl Evaluator<'_> {
                 }
             }
         }
-        let parts: Vec<Part<'_>> = self
+        let parts = self
             .dims
             .iter()
             .zip(&self.discrete)
             .zip(self.samples)
             .zip(&self.transformed)
-            .map(|(((dim, rows), xs), ts)| part(dim, rows, xs[i], ts, i, self.log_weights.len()))
-            .collect();
-        log_density_row(self.log_weights, &parts, &mut self.row)
+            .map(|(((dim, rows), xs), ts)| part(dim, rows, xs[i], ts, i, self.log_weights.len()));
+        // A few dimensions' parts on the stack: this runs for every
+        // candidate, and independent sampling has one dimension.
+        const ON_STACK: usize = 8;
+        let mut stack = [Part::Terms(&[]); ON_STACK];
+        let heap: Vec<Part<'_>>;
+        let parts: &[Part<'_>] = if self.dims.len() <= ON_STACK {
+            stack.iter_mut().zip(parts).for_each(|(slot, p)| *slot = p);
+            &stack[..self.dims.len()]
+        } else {
+            heap = parts.collect();
+            &heap
+        };
+        log_density_row(self.log_weights, parts, &mut self.row)
     }
 
     /// Whether the exact terms of `kernels` at sample `i` prove its

@@ -34,6 +34,7 @@ impl Lane for f64 {
 }
 
 /// One dimension's contribution to a density row.
+#[derive(Clone, Copy)]
 pub(super) enum Part<'a> {
     /// `konst[k] - ((x - mu[k]) * inv_sigma[k])^2 / 2`.
     Continuous {
@@ -214,31 +215,62 @@ fn fill_guesses<M: MulAdd>(g: &GuessParts<'_>, row: &mut Vec<f32>) {
     }
 }
 
-/// `row[k]` = `log_weights[k]` plus each part's term, added in order.
+/// `row[k]` = `log_weights[k]` plus each part's term, added in order. The
+/// first part's terms are added as the weights are copied in (one pass
+/// fewer over the row, the same sums).
 #[inline(always)]
 fn fill_row(log_weights: &[f64], parts: &[Part<'_>], row: &mut Vec<f64>) {
-    row.clear();
-    row.extend_from_slice(log_weights);
+    // Whatever `row` held is overwritten by the first pass.
+    row.resize(log_weights.len(), 0.0);
+    match parts.split_first() {
+        None => row.copy_from_slice(log_weights),
+        Some((first, rest)) => {
+            add_part(first, row, Some(log_weights));
+            for part in rest {
+                add_part(part, row, None);
+            }
+        }
+    }
+}
+
+/// `row[k] = base[k] + part.term(k)`, or `row[k] += part.term(k)` without
+/// a base. Each loop runs over slices of exactly the row's length, so it
+/// has no bounds checks and vectorises.
+#[inline(always)]
+fn add_part(part: &Part<'_>, row: &mut [f64], base: Option<&[f64]>) {
     let n = row.len();
-    for part in parts {
-        // Each arm is `row[k] += part.term(k)` spelled over slices of
-        // exactly `n`, so the loop has no bounds checks and vectorises.
-        match *part {
+    match (*part, base) {
+        (
             Part::Continuous {
                 x,
                 mu,
                 inv_sigma,
                 konst,
-            } => {
-                let (mu, inv_sigma, konst) = (&mu[..n], &inv_sigma[..n], &konst[..n]);
-                for (((r, &m), &is), &k) in row.iter_mut().zip(mu).zip(inv_sigma).zip(konst) {
-                    *r += normal_term(x, m, is, k);
+            },
+            base,
+        ) => {
+            let kernels = mu[..n].iter().zip(&inv_sigma[..n]).zip(&konst[..n]);
+            match base {
+                Some(base) => {
+                    for ((r, &b), ((&m, &is), &k)) in row.iter_mut().zip(&base[..n]).zip(kernels) {
+                        *r = b + normal_term(x, m, is, k);
+                    }
+                }
+                None => {
+                    for (r, ((&m, &is), &k)) in row.iter_mut().zip(kernels) {
+                        *r += normal_term(x, m, is, k);
+                    }
                 }
             }
-            Part::Terms(t) => {
-                for (r, &t) in row.iter_mut().zip(&t[..n]) {
-                    *r += t;
-                }
+        }
+        (Part::Terms(t), Some(base)) => {
+            for ((r, &b), &t) in row.iter_mut().zip(&base[..n]).zip(&t[..n]) {
+                *r = b + t;
+            }
+        }
+        (Part::Terms(t), None) => {
+            for (r, &t) in row.iter_mut().zip(&t[..n]) {
+                *r += t;
             }
         }
     }
