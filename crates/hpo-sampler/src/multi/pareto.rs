@@ -81,11 +81,12 @@ pub fn constrained_dominates(
     }
 }
 
-/// Lexicographic order of loss vectors (numpy's `np.unique(axis=0)`).
+/// Lexicographic order of loss vectors (numpy's `np.unique(axis=0)`,
+/// which holds `-0.0` and `0.0` equal: adding `0.0` makes them one).
 pub(crate) fn lex(a: &[f64], b: &[f64]) -> Ordering {
     a.iter()
         .zip(b)
-        .map(|(x, y)| x.total_cmp(y))
+        .map(|(x, y)| (x + 0.0).total_cmp(&(y + 0.0)))
         .find(|o| o.is_ne())
         .unwrap_or(Ordering::Equal)
 }
@@ -112,13 +113,13 @@ pub(super) fn unique_lexsorted(points: &[Vec<f64>]) -> (Vec<usize>, Vec<usize>) 
 }
 
 /// [`unique_lexsorted`] of 2-D points (the common case): they sort as
-/// integer keys in `total_cmp`'s order, ties by index, which is the same
-/// order without comparing through slices.
+/// integer keys in [`lex`]'s order, ties by index, which is the same order
+/// without comparing through slices.
 fn unique_lexsorted_pairs(pairs: &[(f64, f64)]) -> (Vec<usize>, Vec<usize>) {
     let mut keyed: Vec<(u64, u64, usize)> = pairs
         .iter()
         .enumerate()
-        .map(|(i, &(x, y))| (total_key(x), total_key(y), i))
+        .map(|(i, &(x, y))| (total_key(x + 0.0), total_key(y + 0.0), i))
         .collect();
     keyed.sort_unstable();
     let mut unique: Vec<usize> = Vec::with_capacity(pairs.len());
@@ -395,6 +396,29 @@ mod tests {
                     assert_eq!(partial[i], cut + 1, "case {case} point {i}");
                 }
             }
+        }
+    }
+
+    /// `-0.0` and `0.0` are one point, as numpy's `unique` holds them:
+    /// neither dominates the other.
+    #[test]
+    fn negative_zero_is_zero() {
+        for m in [2, 3] {
+            let a = [vec![-0.0; m - 1], vec![1.0]].concat();
+            let b = [vec![0.0; m - 1], vec![1.0]].concat();
+            let points = [a.clone(), b.clone(), vec![2.0; m]];
+            assert_eq!(
+                non_domination_ranks(&points, None),
+                vec![0, 0, 1],
+                "m = {m}"
+            );
+            assert_eq!(pareto_front_indices(&points), vec![0, 1], "m = {m}");
+            let swapped = [b, a, vec![2.0; m]];
+            assert_eq!(
+                non_domination_ranks(&swapped, None),
+                vec![0, 0, 1],
+                "m = {m}"
+            );
         }
     }
 

@@ -32,7 +32,10 @@ use std::collections::BTreeMap;
 pub trait Sampler {
     /// Trial `trial_number` is about to be asked (Optuna's `before_trial`):
     /// what a sampler kept for one trial's parameters is dropped here
-    /// (default: nothing kept). [`crate::Trial::new`] calls it.
+    /// (default: nothing kept). [`crate::Trial::new`] calls it; a caller
+    /// that samples without a `Trial` calls it before each trial's first
+    /// parameter, since a sampler may read the history once for all of a
+    /// trial's parameters ([`TpeSampler`] does), and a wrapper forwards it.
     fn before_trial(&mut self, _study: &StudyView<'_>, _trial_number: u64) {}
 
     /// The parameters to sample jointly for trial `trial_number`

@@ -441,8 +441,12 @@ impl Evaluator<'_> {
         let mut stack = [Part::Terms(&[]); ON_STACK];
         let heap: Vec<Part<'_>>;
         let parts: &[Part<'_>] = if self.dims.len() <= ON_STACK {
-            stack.iter_mut().zip(parts).for_each(|(slot, p)| *slot = p);
-            &stack[..self.dims.len()]
+            let mut filled = 0;
+            for (slot, p) in stack.iter_mut().zip(parts) {
+                *slot = p;
+                filled += 1;
+            }
+            &stack[..filled]
         } else {
             heap = parts.collect();
             &heap
