@@ -194,7 +194,7 @@ type TrialKey = (u64, u64, u64);
 
 /// A multi-objective split and what it was made from.
 struct MultiSplit {
-    keys: Vec<(u64, u64, u64)>,
+    keys: Vec<TrialKey>,
     n_below: usize,
     below: Vec<u32>,
     above: Vec<u32>,
@@ -215,7 +215,7 @@ struct SpaceState {
 
 struct Estimator {
     /// The trials it was built from (each [`Row::key`]).
-    key: Vec<(u64, u64, u64)>,
+    key: Vec<TrialKey>,
     parzen: Parzen,
 }
 
@@ -246,7 +246,7 @@ struct Row<'a> {
     /// What identifies the trial for reusing an estimator: its number with
     /// its state, value and number of parameters (as the observation cache
     /// checks them; a RUNNING trial's parameters only grow).
-    key: (u64, u64, u64),
+    key: TrialKey,
 }
 
 /// The trials of a history that an ask of trial `number` considers, in
@@ -305,7 +305,7 @@ const MAX_UPDATE: usize = 16;
 /// of the trials not in `old` (a trial whose value, state or parameters
 /// changed is both), if there are at most [`MAX_UPDATE`] of them. Both keys
 /// are in trial-number order.
-fn key_change(old: &[(u64, u64, u64)], new: &[(u64, u64, u64)]) -> Option<(Vec<u64>, Vec<usize>)> {
+fn key_change(old: &[TrialKey], new: &[TrialKey]) -> Option<(Vec<u64>, Vec<usize>)> {
     if old.len().abs_diff(new.len()) > MAX_UPDATE {
         return None;
     }
@@ -403,7 +403,6 @@ impl TpeSampler {
         }
     }
 
-    /// Optuna's `_sample`: TPE over `space`, returning internal values.
     /// [`considered`]'s rows of `study` for an ask of `trial_number`, read
     /// from the history once per trial.
     fn considered_rows<'a>(&mut self, study: &StudyView<'a>, trial_number: u64) -> Vec<Row<'a>> {
@@ -441,6 +440,7 @@ impl TpeSampler {
         rows
     }
 
+    /// Optuna's `_sample`: TPE over `space`, returning internal values.
     fn sample_space(
         &mut self,
         study: &StudyView<'_>,
@@ -454,7 +454,7 @@ impl TpeSampler {
             let n_below = (self.config.gamma_multi_objective)(n);
             // Compared in place: every parameter of an ask finds the split
             // of the same history.
-            let same_rows = |keys: &[(u64, u64, u64)]| {
+            let same_rows = |keys: &[TrialKey]| {
                 keys.len() == rows.len() && keys.iter().zip(&rows).all(|(k, r)| *k == r.key)
             };
             match &self.multi_split {
@@ -521,7 +521,7 @@ impl TpeSampler {
             {
                 continue;
             }
-            let key: Vec<(u64, u64, u64)> = set.iter().map(key_of).collect();
+            let key: Vec<TrialKey> = set.iter().map(key_of).collect();
             if let Some(e) = slot.as_mut() {
                 // A few trials left or joined: update the estimator in
                 // place (the same result as rebuilding it).

@@ -239,16 +239,13 @@ fn fill_row(log_weights: &[f64], parts: &[Part<'_>], row: &mut Vec<f64>) {
 #[inline(always)]
 fn add_part(part: &Part<'_>, row: &mut [f64], base: Option<&[f64]>) {
     let n = row.len();
-    match (*part, base) {
-        (
-            Part::Continuous {
-                x,
-                mu,
-                inv_sigma,
-                konst,
-            },
-            base,
-        ) => {
+    match *part {
+        Part::Continuous {
+            x,
+            mu,
+            inv_sigma,
+            konst,
+        } => {
             let kernels = mu[..n].iter().zip(&inv_sigma[..n]).zip(&konst[..n]);
             match base {
                 Some(base) => {
@@ -263,16 +260,18 @@ fn add_part(part: &Part<'_>, row: &mut [f64], base: Option<&[f64]>) {
                 }
             }
         }
-        (Part::Terms(t), Some(base)) => {
-            for ((r, &b), &t) in row.iter_mut().zip(&base[..n]).zip(&t[..n]) {
-                *r = b + t;
+        Part::Terms(t) => match base {
+            Some(base) => {
+                for ((r, &b), &t) in row.iter_mut().zip(&base[..n]).zip(&t[..n]) {
+                    *r = b + t;
+                }
             }
-        }
-        (Part::Terms(t), None) => {
-            for (r, &t) in row.iter_mut().zip(&t[..n]) {
-                *r += t;
+            None => {
+                for (r, &t) in row.iter_mut().zip(&t[..n]) {
+                    *r += t;
+                }
             }
-        }
+        },
     }
 }
 
