@@ -81,8 +81,8 @@
 //! - **Sampling**: the [`Sampler`] trait (Optuna's relative/independent
 //!   protocol), implemented by [`RandomSampler`], [`TpeSampler`], [`GpSampler`]
 //!   (Optuna's `GPSampler`, for short studies of expensive trials) and
-//!   [`AutoSampler`] (GP while the study is small, TPE beyond; TPE then
-//!   NSGA-II on several objectives); use it
+//!   [`AutoSampler`] (GP while the study is small, TPE beyond; NSGA-II
+//!   once a study of several objectives is large); use it
 //!   through a define-by-run [`Trial`] (`suggest_float`, `suggest_int`,
 //!   `suggest_categorical`) or [`ask()`] for a fixed space. A seeded sampler
 //!   is deterministic.

@@ -127,7 +127,8 @@
 //! the first validation metric listed (accuracy when none is). There is no
 //! pruner, as Optuna has none for such studies; `kind = "tpe"` is Optuna's
 //! multi-objective TPE, `"gp"` fits one random scalarisation per trial,
-//! `"auto"` is TPE until 1,000 trials are COMPLETE and NSGA-II after.
+//! `"auto"` is the GP below 100 finished trials of a mostly numeric space,
+//! TPE beyond, NSGA-II from 1,000 COMPLETE trials on.
 //! With `peak_memory` among the objectives a trial waits for the
 //! micro-batch that fits its device empty rather than start smaller on a
 //! busy one, so its peak depends on its configuration, not on what else
@@ -340,8 +341,8 @@ pub enum SamplerKind {
     Random,
     /// Optuna's GPSampler ([`GpConfig`]).
     Gp,
-    /// One objective: GP while the study is small and mostly numeric, TPE
-    /// beyond; several: TPE, then NSGA-II from 1,000 COMPLETE trials
+    /// GP while the study is small and mostly numeric, TPE beyond; on
+    /// several objectives NSGA-II from 1,000 COMPLETE trials on
     /// ([`AutoConfig`]).
     Auto,
     /// Optuna's NSGAIISampler ([`NsgaIIConfig`]).
