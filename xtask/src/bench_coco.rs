@@ -16,12 +16,13 @@
 //!
 //! `--multi`: ZDT1-3, DTLZ2, a mixed problem and COCO `bbob-biobj`,
 //! hypervolume after 100 and 300 trials (median and IQR over seeds), ours
-//! (TPE, NSGA-II) against Optuna's (TPE, NSGA-II), and one ask + tell at
-//! 1,000 trials of a 2-objective study.
+//! (`auto`, TPE, NSGA-II) against Optuna's (TPE, NSGA-II), and one ask +
+//! tell at 1,000 trials of a 2-objective study.
 //!
 //! Options pass through to the script (`--functions 1-24 --dims 2,5,10
-//! --instances 1-5 --seeds N --samplers ...`); `--results FILE,FILE` reads
-//! lines the script already printed instead of running it.
+//! --instances 1-5 --seeds N --samplers ...`); `--suites bbob` runs one of
+//! the two; `--results FILE,FILE` reads lines the script already printed
+//! instead of running it.
 
 use crate::{Result, env, python};
 use std::collections::BTreeMap;
@@ -124,7 +125,12 @@ type Cells = BTreeMap<(String, u32, u32, u32), BTreeMap<String, Vec<f64>>>;
 pub fn run_suite(args: &[String]) -> Result<()> {
     let default = "ours-auto,ours-tpe,ours-gp,optuna-tpe,optuna-gp";
     let samplers = value(args, "--samplers").unwrap_or(default);
-    let text = lines(args, &[("bbob", samplers), ("bbob-mixint", samplers)], &[])?;
+    let suites: Vec<(&str, &str)> = value(args, "--suites")
+        .unwrap_or("bbob,bbob-mixint")
+        .split(',')
+        .map(|suite| (suite, samplers))
+        .collect();
+    let text = lines(args, &suites, &[])?;
     let mut cells: Cells = BTreeMap::new();
     for line in text.lines() {
         let p: Vec<&str> = line.split_whitespace().collect();
@@ -264,7 +270,7 @@ fn compare(
 }
 
 pub fn run_multi(args: &[String]) -> Result<()> {
-    let default = "ours-tpe,ours-nsga2,optuna-tpe,optuna-nsga2";
+    let default = "ours-auto,ours-tpe,ours-nsga2,optuna-tpe,optuna-nsga2";
     let samplers = value(args, "--samplers").unwrap_or(default);
     let timing = value(args, "--timing").unwrap_or("1000");
     let text = lines(

@@ -15,6 +15,10 @@
 //!     [--checkpoints 100,200,300]
 //!     [--first-seed 0] [--samplers gp,tpe] [--functions hartmann6,branin,mixed6]
 //!     [--reps 30] [--skip-timing] [--timing-at 100] [--parallel P]
+//!
+//! Samplers: `gp` (`GpConfig::default()`), `gp-nobeliever` (running
+//! trials ignored), `gp-nowarp` (the objective not warped), `tpe`
+//! (`TpeConfig::many_candidates()`).
 
 #[path = "../benches/common/mod.rs"]
 mod common;
@@ -56,6 +60,11 @@ fn make(label: &str, seed: u64) -> Box<dyn Sampler> {
         "gp-nobeliever" => Box::new(GpSampler::new(GpConfig {
             seed: Some(seed),
             kriging_believer: false,
+            ..GpConfig::default()
+        })),
+        "gp-nowarp" => Box::new(GpSampler::new(GpConfig {
+            seed: Some(seed),
+            warp_objective: false,
             ..GpConfig::default()
         })),
         "tpe" => Box::new(TpeSampler::new(TpeConfig {
