@@ -10,19 +10,18 @@
 //! linearly, and TPE models categoricals directly (docs/benchmarks.md).
 //!
 //! Several objectives follow the same rule with TPE from 100 finished
-//! trials ([`AutoConfig::max_gp_trials_multi_objective`]), and NSGA-II
-//! from [`AutoConfig::nsga2_after`] COMPLETE trials (1,000) on, as
-//! OptunaHub's `AutoSampler` (the one Optuna's documentation points to)
-//! does. The GP fits one random ParEGO scalarisation per ask: its first
-//! 100 trials find a larger hypervolume than Optuna's multi-objective TPE
-//! and NSGA-II on each named problem of `cargo xtask bench sampler
-//! --multi` and in three of four bbob-biobj cells, and TPE's split by
-//! non-domination rank then fills the front in more than the GP would
-//! (docs/benchmarks.md). Every trial the GP or TPE samples is stored as NSGA-II's
-//! generation 0 ([`Sampler::system_attrs`]), so NSGA-II's first parents
-//! are the elite of everything found before it. OptunaHub's picks NSGA-III
-//! from 4 objectives on, which this crate does not have; NSGA-II serves
-//! there too.
+//! trials ([`AutoConfig::max_gp_trials_multi_objective`]), and NSGA-II from
+//! [`AutoConfig::nsga2_after`] COMPLETE trials (1,000) on, as OptunaHub's
+//! `AutoSampler` (the one Optuna's documentation points to) does. The GP
+//! fits one random ParEGO scalarisation per ask: its first 100 trials find
+//! a larger hypervolume than Optuna's multi-objective TPE and NSGA-II on
+//! each named problem of `cargo xtask bench sampler --multi` and in three
+//! of four bbob-biobj cells, and TPE's split by non-domination rank then
+//! fills the front in more than the GP would (docs/benchmarks.md). Every
+//! trial the GP or TPE samples is stored as NSGA-II's generation 0
+//! ([`Sampler::system_attrs`]), so NSGA-II's first parents are the elite of
+//! everything found before it. OptunaHub's picks NSGA-III from 4 objectives
+//! on, which this crate does not have; NSGA-II serves there too.
 
 use super::{GpConfig, GpSampler};
 use crate::distribution::Distribution;
