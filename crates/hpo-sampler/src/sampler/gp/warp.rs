@@ -24,37 +24,39 @@ fn yeo_johnson(y: f64, lambda: f64) -> f64 {
 }
 
 /// Profile log-likelihood of `lambda` for standardised `z` (scipy's
-/// `yeojohnson_llf`).
-fn log_likelihood(z: &[f64], lambda: f64) -> f64 {
+/// `yeojohnson_llf`); `jacobian` is `sum sign(z) ln(1 + |z|)`, which does
+/// not depend on `lambda`.
+fn log_likelihood(z: &[f64], jacobian: f64, lambda: f64) -> f64 {
     let n = z.len() as f64;
     let t: Vec<f64> = z.iter().map(|v| yeo_johnson(*v, lambda)).collect();
     let mean = t.iter().sum::<f64>() / n;
     let var = t.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
-    let jacobian: f64 = z.iter().map(|v| v.signum() * v.abs().ln_1p()).sum();
     -0.5 * n * var.max(1e-300).ln() + (lambda - 1.0) * jacobian
 }
 
 /// `z` (finite, standardised) under the Yeo-Johnson exponent in
 /// `[-2, 4]` of largest likelihood (golden-section search).
 pub(super) fn power_warp(z: &[f64]) -> Vec<f64> {
+    let jacobian: f64 = z.iter().map(|v| v.signum() * v.abs().ln_1p()).sum();
+    let log_likelihood = |lambda| log_likelihood(z, jacobian, lambda);
     let phi = (5f64.sqrt() - 1.0) / 2.0;
     let (mut a, mut b) = (-2.0f64, 4.0f64);
     let mut c = b - phi * (b - a);
     let mut d = a + phi * (b - a);
-    let (mut fc, mut fd) = (log_likelihood(z, c), log_likelihood(z, d));
+    let (mut fc, mut fd) = (log_likelihood(c), log_likelihood(d));
     while b - a > 1e-3 {
         if fc > fd {
             b = d;
             d = c;
             fd = fc;
             c = b - phi * (b - a);
-            fc = log_likelihood(z, c);
+            fc = log_likelihood(c);
         } else {
             a = c;
             c = d;
             fc = fd;
             d = a + phi * (b - a);
-            fd = log_likelihood(z, d);
+            fd = log_likelihood(d);
         }
     }
     let lambda = (a + b) / 2.0;
