@@ -198,3 +198,54 @@ fn a_kernel_missing_from_its_file_is_an_error() {
         other => panic!("expected a missing kernel, got {other:?}"),
     }
 }
+
+/// The on-disk PTX cache: the first compilation writes each family's file,
+/// the next reads it (the same PTX, without NVRTC's seconds), and a file
+/// that lacks the family's kernels is compiled and written again. Prints
+/// both times.
+#[test]
+fn compiled_ptx_is_kept_on_disk_and_a_bad_file_is_compiled_again() {
+    if !nvrtc_configured("compiled_ptx_is_kept_on_disk_and_a_bad_file_is_compiled_again") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("memtune-ptx-cache-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let arch = "compute_90";
+    let all = |what: &str| -> Vec<String> {
+        let start = std::time::Instant::now();
+        let ptx: Vec<String> = kernels::SOURCES
+            .iter()
+            .map(|f| kernels::compile_cached_in(&dir, f, arch).unwrap().to_src())
+            .collect();
+        println!("{what}: {:.3} s", start.elapsed().as_secs_f64());
+        ptx
+    };
+    let cold = all("every family compiled");
+    let files = || {
+        let mut names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(files().len(), kernels::SOURCES.len(), "{:?}", files());
+    let warm = all("every family read from the cache");
+    assert_eq!(cold, warm);
+    // A file cut short (no kernel in it) is compiled again and replaced.
+    let victim = files()
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains("elementwise-compute_90-"))
+        .expect("elementwise's file");
+    std::fs::write(&victim, ".version 8.0\n").unwrap();
+    let family = kernels::SOURCES
+        .iter()
+        .find(|f| f.file == "elementwise.cu")
+        .unwrap();
+    let again = kernels::compile_cached_in(&dir, family, arch)
+        .unwrap()
+        .to_src();
+    assert!(again.contains(".entry fill_f32("));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), again);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

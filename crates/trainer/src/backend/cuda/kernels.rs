@@ -5,10 +5,11 @@
 //! `common.cuh`, compiles with NVRTC for the device's compute capability and
 //! [`compiled`] caches the result per process and architecture, so a second
 //! backend (the next trial in the same worker) loads modules without
-//! compiling again.
+//! compiling again, and on disk ([`kernel_cache`]), so the next process
+//! does not compile either.
 
 use super::error::CudaError;
-use super::nvrtc;
+use super::{kernel_cache, nvrtc};
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -205,17 +206,52 @@ pub fn compile(family: &'static KernelSource, arch: &str) -> Result<Ptx, CudaErr
             log,
         }
     })?;
-    let text = ptx.to_src();
-    for name in kernel_names(family) {
-        // PTX declares each kernel as `.entry NAME(`.
-        if !text.contains(&format!(".entry {name}(")) {
-            return Err(CudaError::MissingKernel {
-                file: family.file,
-                name,
-                message: format!("no `.entry` in the PTX compiled for {arch}"),
-            });
-        }
+    match missing_kernel(family, &ptx.to_src()) {
+        Some(name) => Err(CudaError::MissingKernel {
+            file: family.file,
+            name,
+            message: format!("no `.entry` in the PTX compiled for {arch}"),
+        }),
+        None => Ok(ptx),
     }
+}
+
+/// The first kernel of `family` that the PTX `text` does not declare (PTX
+/// declares each as `.entry NAME(`).
+fn missing_kernel(family: &KernelSource, text: &str) -> Option<String> {
+    kernel_names(family)
+        .into_iter()
+        .find(|name| !text.contains(&format!(".entry {name}(")))
+}
+
+/// [`compile`] through the PTX cache on disk ([`kernel_cache`]): a file
+/// keyed by the program, the options and NVRTC's version, read when it
+/// declares every kernel of the family, else compiled and written.
+pub fn compile_cached(family: &'static KernelSource, arch: &str) -> Result<Ptx, CudaError> {
+    match kernel_cache::dir() {
+        Some(dir) => compile_cached_in(&dir, family, arch),
+        None => compile(family, arch),
+    }
+}
+
+/// [`compile_cached`] with the cache in `dir`.
+pub fn compile_cached_in(
+    dir: &std::path::Path,
+    family: &'static KernelSource,
+    arch: &str,
+) -> Result<Ptx, CudaError> {
+    nvrtc::ensure_loaded()?;
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: NVRTC is loaded (above); the pointers are to live integers.
+    unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    let (program, options) = (program(family), format!("{:?}", options(arch)));
+    let version = format!("nvrtc {major}.{minor}");
+    let file = kernel_cache::path(dir, family.file, arch, &[&program, &options, &version]);
+    if let Some(ptx) = kernel_cache::load(&file, |text| missing_kernel(family, text).is_none()) {
+        return Ok(ptx);
+    }
+    let ptx = compile(family, arch)?;
+    kernel_cache::store(&file, &ptx);
     Ok(ptx)
 }
 
@@ -258,7 +294,7 @@ pub fn compiled(arch: &str) -> Result<Arc<Vec<Ptx>>, CudaError> {
     let ptx = Arc::new(
         SOURCES
             .iter()
-            .map(|family| compile(family, arch))
+            .map(|family| compile_cached(family, arch))
             .collect::<Result<Vec<_>, _>>()?,
     );
     map.insert(arch.to_string(), Arc::clone(&ptx));

@@ -34,6 +34,7 @@ pub mod blas;
 pub mod buffer;
 pub mod device_assert;
 pub mod error;
+pub mod kernel_cache;
 pub mod kernels;
 pub mod nvrtc;
 mod ops;
