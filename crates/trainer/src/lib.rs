@@ -127,6 +127,7 @@
 
 pub mod backend;
 pub mod batch;
+pub mod cache_dir;
 pub mod config;
 pub mod data;
 pub mod export;

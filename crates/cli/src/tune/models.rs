@@ -2,13 +2,12 @@
 //!
 //! In order: `$MEMTUNE_MINILM_DIR` (a directory given outright), then the
 //! model cache `models/minilm` that `cargo xtask fetch-model minilm`
-//! fills. The cache is `$MEMTUNE_CACHE` when set, else
-//! `$XDG_CACHE_HOME/memtune`, else `~/.cache/memtune` (the XDG default), so
-//! an installed `memtune` finds a model fetched once for the user. A cached
+//! fills, in memtune's cache directory ([`trainer::cache_dir`]). A cached
 //! model counts only when its download finished (`.complete`).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use trainer::cache_dir::cache_dir_in;
 
 /// The directory of a built-in model.
 pub fn builtin_dir(name: &str) -> Result<PathBuf, String> {
@@ -25,7 +24,7 @@ fn builtin_dir_in(name: &str, env: impl Fn(&str) -> Option<OsString>) -> Result<
     if let Some(dir) = env("MEMTUNE_MINILM_DIR") {
         return Ok(PathBuf::from(dir));
     }
-    let cached = cache_dir(&env).map(|c| c.join("models").join("minilm"));
+    let cached = cache_dir_in(&env).map(|c| c.join("models").join("minilm"));
     match cached {
         Some(dir) if dir.join(".complete").is_file() => Ok(dir),
         _ => Err(format!(
@@ -36,15 +35,6 @@ fn builtin_dir_in(name: &str, env: impl Fn(&str) -> Option<OsString>) -> Result<
                 .to_string())
         )),
     }
-}
-
-/// The model cache: `$MEMTUNE_CACHE`, `$XDG_CACHE_HOME/memtune` or
-/// `$HOME/.cache/memtune` (empty variables count as unset, as XDG says).
-fn cache_dir(env: &impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    let set = |var: &str| env(var).filter(|v| !v.is_empty()).map(PathBuf::from);
-    set("MEMTUNE_CACHE")
-        .or_else(|| set("XDG_CACHE_HOME").map(|d| d.join("memtune")))
-        .or_else(|| set("HOME").map(|h| h.join(".cache").join("memtune")))
 }
 
 #[cfg(test)]
@@ -58,28 +48,6 @@ mod tests {
             .map(|(k, v)| (k.to_string(), OsString::from(v)))
             .collect();
         move |k| map.get(k).cloned()
-    }
-
-    #[test]
-    fn the_cache_follows_memtune_cache_then_xdg_then_home() {
-        let dir = |pairs: &[(&str, &str)]| cache_dir(&env_of(pairs));
-        assert_eq!(
-            dir(&[
-                ("MEMTUNE_CACHE", "/m"),
-                ("XDG_CACHE_HOME", "/x"),
-                ("HOME", "/h")
-            ]),
-            Some("/m".into())
-        );
-        assert_eq!(
-            dir(&[("XDG_CACHE_HOME", "/x"), ("HOME", "/h")]),
-            Some("/x/memtune".into())
-        );
-        assert_eq!(
-            dir(&[("XDG_CACHE_HOME", ""), ("HOME", "/h")]),
-            Some("/h/.cache/memtune".into())
-        );
-        assert_eq!(dir(&[]), None);
     }
 
     #[test]

@@ -12,8 +12,8 @@
 //! so processes compiling at once never read half a file.
 //!
 //! The directory is `$MEMTUNE_KERNEL_CACHE`, else `kernels/` in memtune's
-//! cache (`$MEMTUNE_CACHE`, `$XDG_CACHE_HOME/memtune` or
-//! `~/.cache/memtune`); `MEMTUNE_KERNEL_CACHE=off` turns it off.
+//! cache directory ([`crate::cache_dir`]); `MEMTUNE_KERNEL_CACHE=off`
+//! turns it off.
 
 use cudarc::nvrtc::Ptx;
 use std::ffi::OsString;
@@ -28,17 +28,12 @@ pub fn dir() -> Option<PathBuf> {
     dir_in(|var| std::env::var_os(var))
 }
 
-/// [`dir`] with the environment given (tests). Empty variables count as
-/// unset, as XDG says.
+/// [`dir`] with the environment given (tests).
 fn dir_in(env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    let set = |var: &str| env(var).filter(|v| !v.is_empty()).map(PathBuf::from);
-    if let Some(dir) = set(KERNEL_CACHE_VAR) {
-        return (dir.as_os_str() != "off").then_some(dir);
+    match env(KERNEL_CACHE_VAR).filter(|v| !v.is_empty()) {
+        Some(dir) => (dir != "off").then(|| dir.into()),
+        None => crate::cache_dir::cache_dir_in(&env).map(|d| d.join("kernels")),
     }
-    set("MEMTUNE_CACHE")
-        .or_else(|| set("XDG_CACHE_HOME").map(|d| d.join("memtune")))
-        .or_else(|| set("HOME").map(|h| h.join(".cache").join("memtune")))
-        .map(|d| d.join("kernels"))
 }
 
 /// The file holding the PTX of `program` compiled for `arch` with
@@ -90,32 +85,20 @@ fn fnv1a(parts: &[&str]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-
-    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> + use<> {
-        let map: HashMap<String, OsString> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), OsString::from(v)))
-            .collect();
-        move |k| map.get(k).cloned()
-    }
 
     #[test]
-    fn the_directory_follows_memtunes_cache_and_can_be_turned_off() {
-        let dir = |pairs: &[(&str, &str)]| dir_in(env_of(pairs));
-        assert_eq!(
-            dir(&[(KERNEL_CACHE_VAR, "/k"), ("MEMTUNE_CACHE", "/m")]),
-            Some("/k".into())
-        );
+    fn the_directory_is_the_variables_or_kernels_in_memtunes_cache() {
+        let dir = |pairs: &'static [(&'static str, &'static str)]| {
+            dir_in(move |var: &str| {
+                let value = pairs.iter().find(|(name, _)| *name == var);
+                value.map(|(_, v)| OsString::from(v))
+            })
+        };
+        let both = &[(KERNEL_CACHE_VAR, "/k"), ("MEMTUNE_CACHE", "/m")];
+        assert_eq!(dir(both), Some("/k".into()));
         assert_eq!(dir(&[(KERNEL_CACHE_VAR, "off"), ("HOME", "/h")]), None);
-        assert_eq!(
-            dir(&[(KERNEL_CACHE_VAR, ""), ("MEMTUNE_CACHE", "/m")]),
-            Some("/m/kernels".into())
-        );
-        assert_eq!(
-            dir(&[("XDG_CACHE_HOME", "/x"), ("HOME", "/h")]),
-            Some("/x/memtune/kernels".into())
-        );
+        let empty = &[(KERNEL_CACHE_VAR, ""), ("MEMTUNE_CACHE", "/m")];
+        assert_eq!(dir(empty), Some("/m/kernels".into()));
         assert_eq!(
             dir(&[("HOME", "/h")]),
             Some("/h/.cache/memtune/kernels".into())
