@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The GPU check, made by `cargo xtask gpu-test` into .device/.
-#   bash .device/run.sh [--dry-run] [STEP...]
+#   bash .device/run.sh [--dry-run] [--together] [STEP...]
 # Runs each step (all when none is named) under its own time limit, never
 # stopping at a failure, and writes gpu-report.json and gpu-report.md into
 # $OUT (default .device/out). --dry-run runs nothing on a GPU: every step is
 # reported skipped with the reason (CI checks the script and report this way).
+# --together starts the named steps at once, each its own process (for the
+# functional steps, which share a device without changing each other's
+# results; timed steps belong alone), and reports them in order.
 set -uo pipefail
 cd "$(dirname "$0")"
 BUNDLE=$PWD
@@ -18,10 +21,12 @@ declare -A LIMIT=([ops]=360 [determinism]=180 [gpu-mem]=180 [latency]=180 [throu
 usage() { sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; echo "steps: ${ALL_STEPS[*]}"; }
 
 DRY=0
+TOGETHER=0
 STEPS=()
 for arg in "$@"; do
   case "$arg" in
     --dry-run) DRY=1 ;;
+    --together) TOGETHER=1 ;;
     -h|--help) usage; exit 0 ;;
     *)
       if [[ " ${ALL_STEPS[*]} " == *" $arg "* ]]; then STEPS+=("$arg")
@@ -315,19 +320,47 @@ if not isinstance(v, dict):
     sys.exit("not a JSON object")
 print(json.dumps(v, allow_nan=False))' "$1"; }
 
+# Step $1 under its limit, its output into its log; the exit status is the
+# step's (124 or 137 when the limit stopped it).
+run_step() {
+  timeout --kill-after=10 "${LIMIT[$1]}" bash -c "$(declare -f "step_$1" one); step_$1" >"$OUT/$1.log" 2>&1
+}
+
+# --together: every step started now; the loop below waits for each in turn.
+declare -A PIDS=() STARTED=()
+if [ $TOGETHER -eq 1 ] && [ -z "$NO_GPU" ]; then
+  for step in "${STEPS[@]}"; do
+    rm -f "$OUT/$step.figures.json" "$OUT/.$step.end"
+    echo "== $step (limit ${LIMIT[$step]} s, started with the others)"
+    STARTED[$step]=$(date +%s.%N)
+    ( run_step "$step"; rc=$?; date +%s.%N >"$OUT/.$step.end"; exit $rc ) &
+    PIDS[$step]=$!
+  done
+fi
+
 RESULTS=()
 declare -A FIGURES=()
 for step in "${STEPS[@]}"; do
   log="$OUT/$step.log"
   figures="$OUT/$step.figures.json"
-  rm -f "$figures"
   start=$(date +%s.%N)
+  end=""
   if [ -n "$NO_GPU" ]; then
+    rm -f "$figures"
     status=skipped; detail="$NO_GPU"; : >"$log"
   else
-    echo "== $step (limit ${LIMIT[$step]} s)"
-    timeout --kill-after=10 "${LIMIT[$step]}" bash -c "$(declare -f "step_$step" one); step_$step" >"$log" 2>&1
-    rc=$?
+    if [ -n "${PIDS[$step]:-}" ]; then
+      wait "${PIDS[$step]}"
+      rc=$?
+      start=${STARTED[$step]}
+      end=$(cat "$OUT/.$step.end" 2>/dev/null)
+      rm -f "$OUT/.$step.end"
+    else
+      rm -f "$figures"
+      echo "== $step (limit ${LIMIT[$step]} s)"
+      run_step "$step"
+      rc=$?
+    fi
     case $rc in
       0) status=passed; detail="ok" ;;
       3) status=skipped; detail=$(tail -n 1 "$log") ;;
@@ -341,7 +374,7 @@ for step in "${STEPS[@]}"; do
     fi
     echo "   $status"
   fi
-  seconds=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  seconds=$(awk -v a="$start" -v b="${end:-$(date +%s.%N)}" 'BEGIN { printf "%.1f", b - a }')
   RESULTS+=("$step"$'\t'"$status"$'\t'"$seconds"$'\t'"$detail")
 done
 
