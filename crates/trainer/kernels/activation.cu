@@ -14,33 +14,59 @@
 #define GELU_FRAC_1_SQRT_2 0.70710678118654752440f
 #define GELU_INV_SQRT_2PI 0.39894228040143267794f
 
+__device__ __forceinline__ float gelu(float v) {
+    return 0.5f * v * (1.0f + erff(v * GELU_FRAC_1_SQRT_2));
+}
+
+// d/dx x Phi(x) = Phi(x) + x phi(x), times dout.
+__device__ __forceinline__ float gelu_grad(float v, float dout) {
+    const float cdf = 0.5f * (1.0f + erff(v * GELU_FRAC_1_SQRT_2));
+    const float pdf = GELU_INV_SQRT_2PI * expf(-0.5f * v * v);
+    return dout * (cdf + v * pdf);
+}
+
 // `out = gelu(x + bias[i % cols])`; `bias` may be null (plain GELU). When
 // `pre` is not null the biased pre-activation is stored there for backward
 // (it may be `x` itself), and the GELU is taken of the stored value, as
-// backward will see it.
+// backward will see it. 8 elements a thread (GRID_STRIDE_VEC).
 template <typename T>
 __device__ void bias_gelu_forward_impl(const T *x, const float *bias, T *pre, T *out, u64 n,
                                        u32 cols) {
-    GRID_STRIDE(i, n) {
+    GRID_STRIDE_VEC(i, n) {
+        float v[8];
+        ld8(x + i, v);
+        if (bias) add_bias8(v, bias, i, cols);
+        if (pre) {
+            st8(pre + i, v);
+#pragma unroll
+            for (int k = 0; k < 8; ++k) v[k] = stored<T>(v[k]);
+        }
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = gelu(v[k]);
+        st8(out + i, v);
+    }
+    GRID_STRIDE_TAIL(i, n) {
         float v = ld(x + i);
         if (bias) v += bias[col_of(i, cols)];
         if (pre) {
             st(pre + i, v);
-            v = ld(pre + i);
+            v = stored<T>(v);
         }
-        st(out + i, 0.5f * v * (1.0f + erff(v * GELU_FRAC_1_SQRT_2)));
+        st(out + i, gelu(v));
     }
 }
 
-// d/dx x Phi(x) = Phi(x) + x phi(x).
 template <typename T>
 __device__ void gelu_backward_impl(const T *x, const T *dout, T *dx, u64 n) {
-    GRID_STRIDE(i, n) {
-        const float v = ld(x + i);
-        const float cdf = 0.5f * (1.0f + erff(v * GELU_FRAC_1_SQRT_2));
-        const float pdf = GELU_INV_SQRT_2PI * expf(-0.5f * v * v);
-        st(dx + i, ld(dout + i) * (cdf + v * pdf));
+    GRID_STRIDE_VEC(i, n) {
+        float v[8], d[8];
+        ld8(x + i, v);
+        ld8(dout + i, d);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = gelu_grad(v[k], d[k]);
+        st8(dx + i, v);
     }
+    GRID_STRIDE_TAIL(i, n) st(dx + i, gelu_grad(ld(x + i), ld(dout + i)));
 }
 
 template <typename T>

@@ -375,6 +375,7 @@ __device__ void attention_backward_dq_simt_impl(const A *q, const A *k, const A 
 #define MMA_ROWS 64 // rows a block owns (4 warps x 16)
 #define MMA_TILE 64 // rows of the other side per shared-memory tile
 #define MMA_PAD 8
+#define MMA_THREADS 128 // 4 warps a block
 
 // Fragments of bf16 or fp16 operands; `T` picks the instruction.
 template <typename T>
@@ -408,23 +409,42 @@ __device__ __forceinline__ u32 pair_at(const T *row, u32 col) {
 
 // Copies rows [t0, t0 + MMA_TILE) of one head of `x` into `dst` ([row][D]),
 // and, when `dst_t` is not null, transposed into `dst_t` ([D][row]); zeros
-// past s.
+// past s. Every thread of the block's MMA_THREADS issues all of its 16-byte
+// loads before the first shared-memory store, so the tile waits on global
+// memory once rather than once per element pair (a row of a head is D
+// contiguous elements, 16-byte aligned: buffers are, and D and heads * D
+// are multiples of 8).
 template <typename T, int D>
 __device__ __forceinline__ void mma_load_tile(const attn_args &a, const T *x, u32 bi, u32 h,
                                               u32 t0, T (*dst)[D + MMA_PAD],
                                               T (*dst_t)[MMA_TILE + MMA_PAD]) {
-    for (u32 e = threadIdx.x; e < MMA_TILE * D / 2; e += blockDim.x) {
-        const u32 r = e / (D / 2), c = 2 * (e % (D / 2));
-        const u32 t = t0 + r;
-        u32 pair = 0;
-        if (t < a.s) pair = *reinterpret_cast<const u32 *>(x + attn_row(a, bi, t, h) + c);
-        if (dst) *reinterpret_cast<u32 *>(&dst[r][c]) = pair;
+    constexpr u32 VEC = 8;           // 16-bit elements per 16-byte load
+    constexpr u32 PER_ROW = D / VEC; // loads per row
+    constexpr u32 LOADS = MMA_TILE * PER_ROW / MMA_THREADS;
+    static_assert(MMA_TILE * PER_ROW % MMA_THREADS == 0, "whole loads per thread");
+    uint4 vals[LOADS];
+#pragma unroll
+    for (u32 l = 0; l < LOADS; ++l) {
+        const u32 e = threadIdx.x + l * MMA_THREADS;
+        const u32 t = t0 + e / PER_ROW, c = VEC * (e % PER_ROW);
+        vals[l] = t < a.s ? *reinterpret_cast<const uint4 *>(x + attn_row(a, bi, t, h) + c)
+                          : make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (u32 l = 0; l < LOADS; ++l) {
+        const u32 e = threadIdx.x + l * MMA_THREADS;
+        const u32 r = e / PER_ROW, c = VEC * (e % PER_ROW);
+        if (dst) *reinterpret_cast<uint4 *>(&dst[r][c]) = vals[l];
         if (dst_t) {
-            T lo, hi;
-            lo.bits = (unsigned short)(pair & 0xffffu);
-            hi.bits = (unsigned short)(pair >> 16);
-            dst_t[c][r] = lo;
-            dst_t[c + 1][r] = hi;
+            const u32 words[4] = {vals[l].x, vals[l].y, vals[l].z, vals[l].w};
+#pragma unroll
+            for (u32 w = 0; w < 4; ++w) {
+                T lo, hi;
+                lo.bits = (unsigned short)(words[w] & 0xffffu);
+                hi.bits = (unsigned short)(words[w] >> 16);
+                dst_t[c + 2 * w][r] = lo;
+                dst_t[c + 2 * w + 1][r] = hi;
+            }
         }
     }
 }

@@ -4,18 +4,41 @@
 //
 // Counts per call (n elements, s = sizeof(T), rows x cols for bias ops):
 //   fill        0 FLOP,   n*s bytes written
+//   fill_multi  0 FLOP,   4n bytes written (n: all tensors' elements, fp32)
+//               + 16 bytes read per tensor per block
 //   add         n FLOP,   3*n*s bytes
 //   add_assign  n FLOP,   (2*s_acc + s_x)*n bytes
 //   scale       n FLOP,   2*n*s bytes
 //   cast        0 FLOP,   (s_src + s_dst)*n bytes
 //   bias_add    n FLOP,   2*n*s + 4*cols bytes
 //   column_sums n FLOP,   n*s + 4*chunks*cols bytes (partials), then
-//               chunks*cols FLOP, 4*(chunks + 2)*cols bytes (finish)
+//               chunks*cols FLOP, 4*(chunks + 2)*cols bytes (the last blocks)
 
 template <typename T>
 __device__ void fill_impl(T *out, float v, u64 n) {
     GRID_STRIDE(i, n) st(out + i, v);
 }
+// One tensor of a multi-tensor fill: address and length (as u64s, the
+// layout the host writes).
+struct fill_entry {
+    u64 ptr, len;
+};
+
+// Every fp32 tensor of `table` set to `v` in one launch (a step's gradient
+// zeroing: 200 tensors of BERT-base were 200 launches). 16-byte stores;
+// the host passes only 16-byte aligned tensors. Launched with 1024 threads
+// a block.
+extern "C" __global__ void __launch_bounds__(1024)
+    fill_multi(const fill_entry *table, u32 tensors, float v) {
+    const float4 v4 = make_float4(v, v, v, v);
+    for (u32 t = 0; t < tensors; ++t) {
+        float *p = (float *)table[t].ptr;
+        const u64 n = table[t].len, n4 = n / 4;
+        GRID_STRIDE(i, n4) reinterpret_cast<float4 *>(p)[i] = v4;
+        GRID_STRIDE(i, n - 4 * n4) p[4 * n4 + i] = v;
+    }
+}
+
 template <typename T>
 __device__ void add_impl(const T *a, const T *b, T *out, u64 n) {
     GRID_STRIDE(i, n) st(out + i, ld(a + i) + ld(b + i));
@@ -28,13 +51,25 @@ template <typename T>
 __device__ void scale_impl(T *buf, float f, u64 n) {
     GRID_STRIDE(i, n) st(buf + i, ld(buf + i) * f);
 }
+// cast and bias_add take 8 elements a thread (GRID_STRIDE_VEC).
 template <typename S, typename D>
 __device__ void cast_impl(const S *src, D *dst, u64 n) {
-    GRID_STRIDE(i, n) st(dst + i, ld(src + i));
+    GRID_STRIDE_VEC(i, n) {
+        float v[8];
+        ld8(src + i, v);
+        st8(dst + i, v);
+    }
+    GRID_STRIDE_TAIL(i, n) st(dst + i, ld(src + i));
 }
 template <typename T>
 __device__ void bias_add_impl(T *out, const float *bias, u64 n, u32 cols) {
-    GRID_STRIDE(i, n) st(out + i, ld(out + i) + bias[col_of(i, cols)]);
+    GRID_STRIDE_VEC(i, n) {
+        float v[8];
+        ld8(out + i, v);
+        add_bias8(v, bias, i, cols);
+        st8(out + i, v);
+    }
+    GRID_STRIDE_TAIL(i, n) st(out + i, ld(out + i) + bias[col_of(i, cols)]);
 }
 
 // Block (32, 8): threadIdx.x picks a column of this block's 32, threadIdx.y
@@ -57,13 +92,17 @@ __device__ void bias_backward_impl(const T *dout, float *dbias, u64 rows, u32 co
 }
 
 // The same column sums with the rows split into gridDim.y chunks, for the
-// whole machine: block (32, 8) sums its chunk of rows for 32 columns (rows
-// in order within a thread, the 8 row phases in order) into
-// partial[chunk * cols + col]; column_sums_finish adds the chunks in order
-// onto dbias. Fixed order for a given shape and chunk count.
+// whole machine, in one launch: block (32, 8) sums its chunk of rows for 32
+// columns (rows in order within a thread, the 8 row phases in order) into
+// partial[chunk * cols + col]; the last of a column block's gridDim.y
+// blocks to finish (counted in arrived[blockIdx.x], which it sets back to
+// 0 for the next launch) adds the chunks in chunk order onto dbias. Fixed
+// order for a given shape and chunk count, whichever block is last.
 template <typename T>
-__device__ void column_sums_partial_impl(const T *dout, float *partial, u64 rows, u32 cols) {
+__device__ void column_sums_impl(const T *dout, float *partial, u32 *arrived, float *dbias,
+                                 u64 rows, u32 cols) {
     __shared__ float part[8][33];
+    __shared__ bool last;
     const u32 col = blockIdx.x * 32 + threadIdx.x;
     const u64 per = (rows + gridDim.y - 1) / gridDim.y;
     const u64 r0 = (u64)blockIdx.y * per;
@@ -77,16 +116,23 @@ __device__ void column_sums_partial_impl(const T *dout, float *partial, u64 rows
         float total = 0.0f;
         for (int y = 0; y < 8; ++y) total += part[y][threadIdx.x];
         partial[(u64)blockIdx.y * cols + col] = total;
+        // Visible to every block before this one's arrival is counted.
+        __threadfence();
     }
-}
-
-extern "C" __global__ void column_sums_finish(const float *partial, float *dbias, u32 chunks,
-                                              u32 cols) {
-    GRID_STRIDE(col, cols) {
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0)
+        last = atomicAdd(&arrived[blockIdx.x], 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (threadIdx.y == 0 && col < cols) {
+        // volatile: the other blocks' partials, not a cached copy.
+        const volatile float *p = partial;
         float total = 0.0f;
-        for (u32 c = 0; c < chunks; ++c) total += partial[(u64)c * cols + col];
+        for (u32 c = 0; c < gridDim.y; ++c) total += p[(u64)c * cols + col];
         dbias[col] += total;
     }
+    if (threadIdx.x == 0 && threadIdx.y == 0) arrived[blockIdx.x] = 0;
 }
 
 #define ELEMENTWISE(S, T)                                                                   \
@@ -102,9 +148,9 @@ extern "C" __global__ void column_sums_finish(const float *partial, float *dbias
                                                  u32 cols) {                                \
         bias_backward_impl(dout, dbias, rows, cols);                                        \
     }                                                                                       \
-    extern "C" __global__ void column_sums_partial_##S(const T *dout, float *partial,       \
-                                                       u64 rows, u32 cols) {                \
-        column_sums_partial_impl(dout, partial, rows, cols);                                \
+    extern "C" __global__ void column_sums_##S(const T *dout, float *partial, u32 *arrived, \
+                                               float *dbias, u64 rows, u32 cols) {          \
+        column_sums_impl(dout, partial, arrived, dbias, rows, cols);                        \
     }
 FOR_EACH_TYPE(ELEMENTWISE)
 

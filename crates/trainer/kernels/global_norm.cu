@@ -37,8 +37,17 @@ extern "C" __global__ void __launch_bounds__(1024)
     double acc = 0.0;
     for (u32 t = 0; t < tensors; ++t) {
         const float *g = (const float *)table[t].grad;
-        GRID_STRIDE(i, table[t].len) {
-            const double v = (double)g[i];
+        // 16-byte loads (aligned tensors, as adamw_multi), then the tail.
+        const u64 n = table[t].len, n4 = n / 4;
+        GRID_STRIDE(q, n4) {
+            const float4 g4 = reinterpret_cast<const float4 *>(g)[q];
+            acc += (double)g4.x * g4.x;
+            acc += (double)g4.y * g4.y;
+            acc += (double)g4.z * g4.z;
+            acc += (double)g4.w * g4.w;
+        }
+        GRID_STRIDE(i, n - 4 * n4) {
+            const double v = (double)g[4 * n4 + i];
             acc += v * v;
         }
     }

@@ -152,6 +152,17 @@ fn elementwise_bias_norm_and_optimisers_match_cpu() {
     p.gpu.fill(&mut filled.1, 0.25);
     p.close("fill", &filled, 0.0);
 
+    // One launch over several tensors: lengths with and without a 16-byte
+    // tail, shorter than one word, and empty.
+    let lens = [n, 4096, 3, 1, 0, 769];
+    let mut many: Vec<Both> = lens.iter().map(|&len| p.out(len)).collect();
+    let (mut cpu, mut gpu): (Vec<_>, Vec<_>) = many.drain(..).unzip();
+    p.cpu.fill_all(&mut cpu, -1.5);
+    p.gpu.fill_all(&mut gpu, -1.5);
+    for (i, both) in cpu.into_iter().zip(gpu).enumerate() {
+        p.close(&format!("fill_all tensor {i}"), &both, 0.0);
+    }
+
     let (sc, sg) = (p.cpu.sum_squares(&a.0), p.gpu.sum_squares(&a.1));
     assert!((sc - sg).abs() <= 1e-9 * sc, "sum_squares {sc} vs {sg}");
     assert_eq!(sg, p.gpu.sum_squares(&a.1), "sum_squares is deterministic");
@@ -167,6 +178,32 @@ fn elementwise_bias_norm_and_optimisers_match_cpu() {
     p.cpu.bias_backward(&x.0, &mut dbias.0, cols);
     p.gpu.bias_backward(&x.1, &mut dbias.1, cols);
     p.close("bias_backward", &dbias, TOL);
+    // Again onto the same gradient: the split reduction's counters must be
+    // back at zero for the second launch to add anything.
+    p.cpu.bias_backward(&x.0, &mut dbias.0, cols);
+    p.gpu.bias_backward(&x.1, &mut dbias.1, cols);
+    p.close("bias_backward twice", &dbias, TOL);
+    // A tall one (4096 rows: 64 chunks) with a column count of the models.
+    let (rows, cols) = (4096, 768 + 8);
+    let tall = p.random(rows * cols);
+    let mut dbias = p.random(cols);
+    for round in 0..2 {
+        p.cpu.bias_backward(&tall.0, &mut dbias.0, cols);
+        p.gpu.bias_backward(&tall.1, &mut dbias.1, cols);
+        p.close(
+            &format!("bias_backward 4096 rows, round {round}"),
+            &dbias,
+            TOL,
+        );
+    }
+    // The 8-element kernels over a length that is not a multiple of 8,
+    // with a bias whose width is not either.
+    let cols = 13;
+    let mut x = p.random(cols * 31);
+    let bias = p.random(cols);
+    p.cpu.bias_add(&mut x.0, &bias.0, cols);
+    p.gpu.bias_add(&mut x.1, &bias.1, cols);
+    p.close("bias_add, 13 columns", &x, TOL);
 
     let grad = p.random(n);
     let mut param = p.random(n);

@@ -240,6 +240,13 @@ pub trait Backend {
     fn upload_ids(&self, dst: &mut Self::Ids, src: &[u32]);
     fn download(&self, src: &Self::Buf) -> Vec<f64>;
     fn fill(&self, dst: &mut Self::Buf, value: f64);
+    /// [`Backend::fill`] of every buffer of `dsts` (a step's gradient
+    /// zeroing); a backend may do it in one launch.
+    fn fill_all(&self, dsts: &mut [Self::Buf], value: f64) {
+        for dst in dsts {
+            self.fill(dst, value);
+        }
+    }
     /// Random initialisation: element `i` of `dst` becomes
     /// `scale * key.normal(i)` ([`RngKey::normal`]), except the elements in
     /// `zeroed` (a padding row), which become 0. A backend draws where the

@@ -34,13 +34,19 @@ pub const CUDA_NORM_BLOCKS: usize = 256;
 pub const CUDA_COLUMN_PARTIALS: usize = 1 << 18;
 /// At most this many row chunks per column reduction.
 pub const CUDA_COLUMN_CHUNKS: usize = 64;
+/// Arrival counters of the split column reductions, one u32 per block of
+/// 32 columns: a split reduction has at least 2 chunks, so at most
+/// `CUDA_COLUMN_PARTIALS / 2` columns.
+pub const CUDA_COLUMN_COUNTERS: usize = CUDA_COLUMN_PARTIALS / 64;
 /// Tensors one multi-tensor optimiser launch takes.
 pub const CUDA_TENSOR_TABLE: usize = 4096;
 /// Bytes of one multi-tensor table entry (six u64s).
 pub const CUDA_TENSOR_ENTRY_BYTES: usize = 48;
+/// Bytes of one entry of the multi-tensor fill's table (address, length).
+pub const CUDA_FILL_ENTRY_BYTES: usize = 16;
 
 /// What the CUDA backend allocates when it starts, in order.
-const CUDA_BUFFERS: [BackendBuffer; 4] = [
+const CUDA_BUFFERS: [BackendBuffer; 6] = [
     BackendBuffer {
         name: "cublas workspace",
         bytes: CUDA_BLAS_WORKSPACE_BYTES,
@@ -54,8 +60,16 @@ const CUDA_BUFFERS: [BackendBuffer; 4] = [
         bytes: CUDA_COLUMN_PARTIALS * 4,
     },
     BackendBuffer {
+        name: "column counters",
+        bytes: CUDA_COLUMN_COUNTERS * 4,
+    },
+    BackendBuffer {
         name: "tensor table",
         bytes: CUDA_TENSOR_TABLE * CUDA_TENSOR_ENTRY_BYTES,
+    },
+    BackendBuffer {
+        name: "fill table",
+        bytes: CUDA_TENSOR_TABLE * CUDA_FILL_ENTRY_BYTES,
     },
 ];
 
@@ -96,11 +110,12 @@ mod tests {
         assert_eq!(StepBackend::Host.buffer_bytes(), 0);
         // 32 MiB + 2 KiB (the workspace and norm partials: what a CUDA
         // step asked for beyond the model's plan on an H200, 33,556,480
-        // bytes), then 1 MiB of column partials and the 192 KiB optimiser
-        // table.
+        // bytes), then 1 MiB of column partials and their 16 KiB of
+        // counters, the 192 KiB optimiser table and the 64 KiB table of the
+        // gradients' zeroing.
         assert_eq!(
             StepBackend::Cuda.buffer_bytes(),
-            33_556_480 + (1 << 20) + 192 * 1024
+            33_556_480 + (1 << 20) + 16 * 1024 + 192 * 1024 + 64 * 1024
         );
     }
 }

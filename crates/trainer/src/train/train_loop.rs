@@ -225,9 +225,7 @@ pub fn train_step<B: Backend, M: Classifier<B> + ?Sized>(
     // of two) multiplies it by dividing the denominator, exactly.
     let scale = ctx.loss_scaler.as_ref().map_or(1.0, LossScaler::scale);
     let denom = denom.max(f64::MIN_POSITIVE) / scale;
-    for g in &mut model.params_mut().grads {
-        be.fill(g, 0.0);
-    }
+    be.fill_all(&mut model.params_mut().grads, 0.0);
     let mut loss = 0.0;
     for batch in micro_batches {
         let mode = Mode::Train {

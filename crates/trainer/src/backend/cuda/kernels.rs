@@ -61,12 +61,12 @@ pub const SOURCES: &[KernelSource] = &[
         "elementwise.cu",
         [
             ("fill", STORED),
+            ("fill_multi", PLAIN),
             ("add", STORED),
             ("scale", STORED),
             ("bias_add", STORED),
             ("bias_backward", STORED),
-            ("column_sums_partial", STORED),
-            ("column_sums_finish", PLAIN),
+            ("column_sums", STORED),
             ("add_assign", PAIRS),
             ("cast", PAIRS),
         ]

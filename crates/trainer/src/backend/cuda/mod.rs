@@ -54,7 +54,8 @@ use std::sync::{Arc, Mutex};
 /// The backend's own buffers, listed (and priced in every plan of a CUDA
 /// step) in [`crate::memory::backend_buffers`].
 use crate::memory::backend_buffers::{
-    CUDA_BLAS_WORKSPACE_BYTES as BLAS_WORKSPACE_BYTES, CUDA_COLUMN_PARTIALS as COLUMN_PARTIALS,
+    CUDA_BLAS_WORKSPACE_BYTES as BLAS_WORKSPACE_BYTES, CUDA_COLUMN_COUNTERS as COLUMN_COUNTERS,
+    CUDA_COLUMN_PARTIALS as COLUMN_PARTIALS, CUDA_FILL_ENTRY_BYTES as FILL_ENTRY_BYTES,
     CUDA_NORM_BLOCKS as NORM_BLOCKS, CUDA_TENSOR_ENTRY_BYTES as TENSOR_ENTRY_BYTES,
     CUDA_TENSOR_TABLE as TENSOR_TABLE,
 };
@@ -136,10 +137,17 @@ pub struct CudaBackend {
     norm_partials: CudaBuffer<f64>,
     /// Partial column sums of the split bias and LayerNorm reductions.
     column_partials: CudaBuffer<f32>,
+    /// How many blocks of a split column reduction have written their
+    /// partials, per block of columns (zero between launches).
+    column_counters: CudaBuffer<u32>,
     /// The multi-tensor optimiser's table, and what it holds (uploaded
     /// again only when the tensors change).
     tensor_table: CudaBuffer<u64>,
     table_contents: Mutex<Vec<u64>>,
+    /// The multi-tensor fill's table (address and length per tensor), and
+    /// what it holds.
+    fill_table: CudaBuffer<u64>,
+    fill_contents: Mutex<Vec<u64>>,
     /// Kept alive for the cuBLAS handle (dropped after it: field order).
     _blas_workspace: CudaBuffer<u8>,
     error: Mutex<Option<CudaError>>,
@@ -251,12 +259,19 @@ impl CudaBackend {
         let column_partials = allocator
             .alloc_slice::<f32>(COLUMN_PARTIALS, &stream)
             .map_err(|e| alloc("column partials", COLUMN_PARTIALS * 4, e))?;
+        let column_counters = allocator
+            .alloc_slice::<u32>(COLUMN_COUNTERS, &stream)
+            .map_err(|e| alloc("column counters", COLUMN_COUNTERS * 4, e))?;
         let table_words = TENSOR_TABLE * TENSOR_ENTRY_BYTES / 8;
         let tensor_table = allocator
             .alloc_slice::<u64>(table_words, &stream)
             .map_err(|e| alloc("tensor table", table_words * 8, e))?;
+        let fill_words = TENSOR_TABLE * FILL_ENTRY_BYTES / 8;
+        let fill_table = allocator
+            .alloc_slice::<u64>(fill_words, &stream)
+            .map_err(|e| alloc("fill table", fill_words * 8, e))?;
         let blas = blas::Blas::new(Arc::clone(&stream), workspace.ptr(), BLAS_WORKSPACE_BYTES)?;
-        Ok(CudaBackend {
+        let backend = CudaBackend {
             ctx,
             stream,
             allocator,
@@ -269,12 +284,20 @@ impl CudaBackend {
             blas: Mutex::new(blas),
             norm_partials,
             column_partials,
+            column_counters,
             tensor_table,
             table_contents: Mutex::new(Vec::new()),
+            fill_table,
+            fill_contents: Mutex::new(Vec::new()),
             _blas_workspace: workspace,
             error: Mutex::new(None),
             lost: Mutex::new(None),
-        })
+        };
+        // The column reductions' counters start at zero, and each launch
+        // leaves them so.
+        let zeros = vec![0u32; COLUMN_COUNTERS];
+        backend.copy_in(backend.column_counters.ptr(), &zeros)?;
+        Ok(backend)
     }
 
     /// The backend with matrix products at `precision` (see [`MatmulPrecision`]);
@@ -437,6 +460,32 @@ impl CudaBackend {
         }
         let blocks = n.div_ceil(THREADS as u64).min(1 << 16) as u32;
         self.launch(kernel, (blocks, 1, 1), (THREADS, 1, 1), args)
+    }
+
+    /// [`Self::launch_1d`] of an elementwise kernel that takes 8 elements
+    /// a thread (`GRID_STRIDE_VEC` of common.cuh), whose 16-byte accesses
+    /// need `buffers` 16-byte aligned (every allocation is; a misaligned
+    /// one is an error here rather than a fault that loses the context).
+    fn launch_vec8(
+        &self,
+        kernel: &str,
+        n: u64,
+        buffers: &[&CudaBuf],
+        args: &[Arg],
+    ) -> Result<(), CudaError> {
+        for buf in buffers {
+            let ptr = buf.ptr()?;
+            if ptr % 16 != 0 {
+                return Err(CudaError::Invalid {
+                    op: "launch",
+                    message: format!(
+                        "{kernel} reads 16 bytes at a time; buffer at {ptr:#x} is not 16-byte \
+                         aligned"
+                    ),
+                });
+            }
+        }
+        self.launch_1d(kernel, n.div_ceil(8), args)
     }
 
     fn new_buf<T: cudarc::driver::DeviceRepr>(

@@ -15,13 +15,16 @@ use crate::backend::{
     LossTargets, MatmulPrecision, MatmulShape, RelPosShape, Storage,
 };
 use crate::memory::backend_buffers::{
-    CUDA_COLUMN_CHUNKS as COLUMN_CHUNKS, CUDA_COLUMN_PARTIALS as COLUMN_PARTIALS,
-    CUDA_NORM_BLOCKS as NORM_BLOCKS, CUDA_TENSOR_TABLE as TENSOR_TABLE,
+    CUDA_COLUMN_CHUNKS as COLUMN_CHUNKS, CUDA_COLUMN_COUNTERS as COLUMN_COUNTERS,
+    CUDA_COLUMN_PARTIALS as COLUMN_PARTIALS, CUDA_NORM_BLOCKS as NORM_BLOCKS,
+    CUDA_TENSOR_TABLE as TENSOR_TABLE,
 };
 use crate::memory::{BufKind, OutOfMemory};
 use crate::rng::{RngKey, dropout_threshold};
 use Arg::{F32, F64, Ptr, U32, U64};
+use gpu_mem::cuda::CudaBuffer;
 use std::ops::Range;
+use std::sync::Mutex;
 
 fn need(op: &'static str, ok: bool, message: impl FnOnce() -> String) -> Result<(), CudaError> {
     if ok {
@@ -184,6 +187,9 @@ fn attention_args(
 /// AdamW on an H200, about twice its bytes at the memory's rate).
 const MULTI_TENSOR_THREADS: u32 = 1024;
 
+/// A launch's grid or block shape.
+type Dim3 = (u32, u32, u32);
+
 /// Head dims the tensor-core attention kernels take.
 const MMA_HEAD_DIMS: [usize; 2] = [32, 64];
 /// The SIMT attention kernels' largest head dim.
@@ -192,6 +198,9 @@ const SIMT_MAX_HEAD_DIM: usize = 128;
 /// the SIMT kernels' 8 warps x 1.
 const MMA_ROWS: usize = 64;
 const SIMT_ROWS: usize = 8;
+/// Threads of a tensor-core attention block (`MMA_THREADS` of
+/// attention_fused.cu, which sizes its tile loads by it).
+const MMA_THREADS: u32 = 128;
 
 impl CudaBackend {
     /// A warp-per-row kernel over `rows` rows, 4 warps per block (grid-stride
@@ -317,17 +326,23 @@ impl CudaBackend {
                 args![dout, dbias, U64(rows as u64), U32(cols as u32)],
             );
         }
-        let partials = self.column_partials.ptr();
+        // chunks >= 2, so cols <= COLUMN_PARTIALS / 2: a counter each.
+        need(op, col_blocks as usize <= COLUMN_COUNTERS, || {
+            format!("{col_blocks} column blocks; the counters take {COLUMN_COUNTERS}")
+        })?;
+        let (partials, counters) = (self.column_partials.ptr(), self.column_counters.ptr());
         self.launch(
-            &typed("column_sums_partial", dtype),
+            &typed("column_sums", dtype),
             (col_blocks, chunks as u32, 1),
             (32, 8, 1),
-            args![dout, Ptr(partials), U64(rows as u64), U32(cols as u32)],
-        )?;
-        self.launch_1d(
-            "column_sums_finish",
-            cols as u64,
-            args![Ptr(partials), dbias, U32(chunks as u32), U32(cols as u32)],
+            args![
+                dout,
+                Ptr(partials),
+                Ptr(counters),
+                dbias,
+                U64(rows as u64),
+                U32(cols as u32)
+            ],
         )
     }
 
@@ -381,44 +396,65 @@ impl CudaBackend {
 
     /// The attention kernels' grid, block and name suffix: the tensor-core
     /// kernels for 16-bit storage, a head dim they take and a device that
-    /// has them (sm_80+), else the SIMT ones.
+    /// has them (sm_80+), else the SIMT ones. The tensor-core kernels read
+    /// the rows of `tiles` 16 bytes at a time, so those must be 16-byte
+    /// aligned (every allocation is; a misaligned one is an error here, not
+    /// a fault that loses the context).
     fn attention_kernel(
         &self,
         sh: &AttentionShape,
         dtype: Dtype,
-        base: &str,
-    ) -> (String, (u32, u32, u32), (u32, u32, u32)) {
+        base: &'static str,
+        tiles: &[&CudaBuf],
+    ) -> Result<(String, Dim3, Dim3), CudaError> {
         let bh = (sh.b * sh.heads) as u32;
         let mma = dtype.is_half() && MMA_HEAD_DIMS.contains(&sh.head_dim) && self.capability.0 >= 8;
         if mma {
+            for buf in tiles {
+                let ptr = buf.ptr()?;
+                need(base, ptr % 16 == 0, || {
+                    format!(
+                        "the tensor-core kernels read 16-byte rows; buffer at {ptr:#x} is not \
+                         16-byte aligned"
+                    )
+                })?;
+            }
             let grid = (sh.s.div_ceil(MMA_ROWS) as u32, bh, 1);
-            (
+            Ok((
                 format!("{base}_mma{}_{}", sh.head_dim, dtype.name()),
                 grid,
-                (128, 1, 1),
-            )
+                (MMA_THREADS, 1, 1),
+            ))
         } else {
             let grid = (sh.s.div_ceil(SIMT_ROWS) as u32, bh, 1);
-            (
+            Ok((
                 format!("{base}_simt_{}", dtype.name()),
                 grid,
                 (32 * SIMT_ROWS as u32, 1, 1),
-            )
+            ))
         }
     }
 
     /// Writes the multi-tensor table of `entries` (six u64s per tensor)
     /// unless it already holds them.
     fn tensor_table_of(&self, entries: &[u64]) -> Result<u64, CudaError> {
-        let mut held = self
-            .table_contents
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        self.table_of(&self.tensor_table, &self.table_contents, entries)
+    }
+
+    /// Writes `entries` into `table` unless `held` says it holds them: a
+    /// step's tables are the same every step, so they cross the bus once.
+    fn table_of(
+        &self,
+        table: &CudaBuffer<u64>,
+        held: &Mutex<Vec<u64>>,
+        entries: &[u64],
+    ) -> Result<u64, CudaError> {
+        let mut held = held.lock().unwrap_or_else(|p| p.into_inner());
         if held.as_slice() != entries {
-            self.copy_in(self.tensor_table.ptr(), entries)?;
+            self.copy_in(table.ptr(), entries)?;
             *held = entries.to_vec();
         }
-        Ok(self.tensor_table.ptr())
+        Ok(table.ptr())
     }
 }
 
@@ -484,7 +520,7 @@ impl Backend for CudaBackend {
             same_len("cast", src.len, dst.len)?;
             let name = format!("cast_{}_{}", src.dtype.name(), dst.dtype.name());
             let n = dst.len as u64;
-            self.launch_1d(&name, n, args![src, dst, U64(n)])
+            self.launch_vec8(&name, n, &[src, dst], args![src, dst, U64(n)])
         })
     }
 
@@ -532,6 +568,41 @@ impl Backend for CudaBackend {
         let n = dst.len as u64;
         let name = typed("fill", dst.dtype);
         self.run(|| self.launch_1d(&name, n, args![dst, F32(value as f32), U64(n)]))
+    }
+
+    /// One launch over a table of the tensors when they are fp32 and
+    /// 16-byte aligned (a step's gradients always are), else one each.
+    fn fill_all(&self, dsts: &mut [CudaBuf], value: f64) {
+        let one_launch = dsts.len() <= TENSOR_TABLE
+            && dsts
+                .iter()
+                .all(|d| d.dtype == Dtype::F32 && d.ptr().is_ok_and(|p| p % 16 == 0));
+        if !one_launch {
+            for dst in dsts {
+                self.fill(dst, value);
+            }
+            return;
+        }
+        self.run(|| {
+            let mut entries = Vec::with_capacity(2 * dsts.len());
+            for d in dsts.iter().filter(|d| d.len > 0) {
+                entries.extend([d.ptr()?, d.len as u64]);
+            }
+            if entries.is_empty() {
+                return Ok(());
+            }
+            let table = self.table_of(&self.fill_table, &self.fill_contents, &entries)?;
+            self.launch(
+                "fill_multi",
+                (NORM_BLOCKS as u32, 1, 1),
+                (MULTI_TENSOR_THREADS, 1, 1),
+                args![
+                    Ptr(table),
+                    U32((entries.len() / 2) as u32),
+                    F32(value as f32)
+                ],
+            )
+        })
     }
 
     /// Drawn on the device (`init.cu`): a model's weights never cross the
@@ -658,9 +729,10 @@ impl Backend for CudaBackend {
             master("bias_add", &[bias])?;
             let name = typed("bias_add", out.dtype);
             let len = out.len as u64;
-            self.launch_1d(
+            self.launch_vec8(
                 &name,
                 len,
+                &[out, bias],
                 args![out, bias, U64(len), U32(u32_of("bias_add", n)?)],
             )
         })
@@ -790,12 +862,20 @@ impl Backend for CudaBackend {
             let n = x.len as u64;
             // No bias (the trait adds it separately), nothing to save.
             let args = args![x, Ptr(0), Ptr(0), out, U64(n), U32(1)];
-            self.launch_1d(&typed("bias_gelu_forward", dtype), n, args)
+            self.launch_vec8(&typed("bias_gelu_forward", dtype), n, &[x, out], args)
         })
     }
 
     fn gelu_backward(&self, x: &CudaBuf, dout: &CudaBuf, dx: &mut CudaBuf) {
-        self.map("gelu_backward", &[x, dout], dx)
+        self.run(|| {
+            let op = "gelu_backward";
+            let dtype = act(op, &[x, dout, dx])?;
+            same_len(op, x.len, dx.len)?;
+            same_len(op, dout.len, dx.len)?;
+            let n = dx.len as u64;
+            let args = args![x, dout, dx, U64(n)];
+            self.launch_vec8(&typed(op, dtype), n, &[x, dout, dx], args)
+        })
     }
 
     fn tanh_forward(&self, x: &CudaBuf, out: &mut CudaBuf) {
@@ -1035,7 +1115,7 @@ impl Backend for CudaBackend {
             if shape.is_empty() {
                 return Ok(());
             }
-            let (name, grid, block) = self.attention_kernel(shape, dtype, op);
+            let (name, grid, block) = self.attention_kernel(shape, dtype, op, &[k, v])?;
             let tail = attention_args(op, shape, key)?;
             let args = [args![q, k, v, mask, out, lse].as_slice(), &tail].concat();
             self.launch(&name, grid, block, &args)
@@ -1070,14 +1150,15 @@ impl Backend for CudaBackend {
                 &delta_args,
             )?;
             let (name, grid, block) =
-                self.attention_kernel(shape, dtype, "attention_backward_dkdv");
+                self.attention_kernel(shape, dtype, "attention_backward_dkdv", &[q, dout])?;
             let kv = [
                 args![q, k, v, mask, dout, lse, delta, dk, dv].as_slice(),
                 &tail,
             ]
             .concat();
             self.launch(&name, grid, block, &kv)?;
-            let (name, grid, block) = self.attention_kernel(shape, dtype, "attention_backward_dq");
+            let (name, grid, block) =
+                self.attention_kernel(shape, dtype, "attention_backward_dq", &[k, v])?;
             let qa = [args![q, k, v, mask, dout, lse, delta, dq].as_slice(), &tail].concat();
             self.launch(&name, grid, block, &qa)
         })
@@ -1094,7 +1175,7 @@ impl Backend for CudaBackend {
             // `pre` is read and written in place, each element by one thread.
             let cols = U32(u32_of(op, bias.len)?);
             let args = args![Ptr(pre.ptr()?), bias, pre, out, U64(n), cols];
-            self.launch_1d(&typed(op, dtype), n, args)
+            self.launch_vec8(&typed(op, dtype), n, &[pre, bias, out], args)
         })
     }
 
@@ -1189,14 +1270,13 @@ impl Backend for CudaBackend {
                 let (p, g, mi, vi) = (&params[i], &grads[i], &m[i], &v[i]);
                 all_len(op, p.len, &[g, mi, vi])?;
                 master(op, &[p, g, mi, vi])?;
-                entries.extend([
-                    p.ptr()?,
-                    g.ptr()?,
-                    mi.ptr()?,
-                    vi.ptr()?,
-                    p.len as u64,
-                    decay[i] as u64,
-                ]);
+                let ptrs = [p.ptr()?, g.ptr()?, mi.ptr()?, vi.ptr()?];
+                // The kernels take 4 elements at a time with 16-byte accesses.
+                need(op, ptrs.iter().all(|a| a % 16 == 0), || {
+                    format!("tensor {i} is not 16-byte aligned")
+                })?;
+                entries.extend(ptrs);
+                entries.extend([p.len as u64, decay[i] as u64]);
             }
             let table = self.tensor_table_of(&entries)?;
             let partials = self.norm_partials.ptr();
