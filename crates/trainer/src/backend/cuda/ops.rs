@@ -266,17 +266,38 @@ impl CudaBackend {
     /// one length `n` and one type `T`.
     fn map(&self, kernel: &'static str, inputs: &[&CudaBuf], out: &mut CudaBuf) {
         self.run(|| {
+            let (name, args) = Self::map_args(kernel, inputs, out)?;
+            self.launch_1d(&name, out.len as u64, &args)
+        })
+    }
+
+    /// [`Self::map`] of a kernel that takes 8 elements a thread.
+    fn map8(&self, kernel: &'static str, inputs: &[&CudaBuf], out: &mut CudaBuf) {
+        self.run(|| {
+            let (name, args) = Self::map_args(kernel, inputs, out)?;
             let mut all: Vec<&CudaBuf> = inputs.to_vec();
             all.push(out);
-            let dtype = act(kernel, &all)?;
-            let mut args = Vec::with_capacity(inputs.len() + 2);
-            for x in inputs {
-                same_len(kernel, x.len, out.len)?;
-                args.push(x.arg()?);
-            }
-            args.extend(args![out, U64(out.len as u64)]);
-            self.launch_1d(&typed(kernel, dtype), out.len as u64, &args)
+            self.launch_vec8(&name, out.len as u64, &all, &args)
         })
+    }
+
+    /// The checks and arguments of an elementwise kernel: inputs of the
+    /// output's length and storage type, then the output and its length.
+    fn map_args(
+        kernel: &'static str,
+        inputs: &[&CudaBuf],
+        out: &CudaBuf,
+    ) -> Result<(String, Vec<Arg>), CudaError> {
+        let mut all: Vec<&CudaBuf> = inputs.to_vec();
+        all.push(out);
+        let dtype = act(kernel, &all)?;
+        let mut args = Vec::with_capacity(inputs.len() + 2);
+        for x in inputs {
+            same_len(kernel, x.len, out.len)?;
+            args.push(x.arg()?);
+        }
+        args.extend(args![out, U64(out.len as u64)]);
+        Ok((typed(kernel, dtype), args))
     }
 
     fn dropout(&self, x: &CudaBuf, out: &mut CudaBuf, p: f64, key: RngKey) {
@@ -867,15 +888,7 @@ impl Backend for CudaBackend {
     }
 
     fn gelu_backward(&self, x: &CudaBuf, dout: &CudaBuf, dx: &mut CudaBuf) {
-        self.run(|| {
-            let op = "gelu_backward";
-            let dtype = act(op, &[x, dout, dx])?;
-            same_len(op, x.len, dx.len)?;
-            same_len(op, dout.len, dx.len)?;
-            let n = dx.len as u64;
-            let args = args![x, dout, dx, U64(n)];
-            self.launch_vec8(&typed(op, dtype), n, &[x, dout, dx], args)
-        })
+        self.map8("gelu_backward", &[x, dout], dx)
     }
 
     fn tanh_forward(&self, x: &CudaBuf, out: &mut CudaBuf) {
