@@ -142,6 +142,24 @@ __device__ __forceinline__ void add_bias8(float v[8], const float *bias, u64 i, 
     }
 }
 
+// Split column reductions (bias and LayerNorm parameter gradients): the
+// gridDim.y blocks of a column block each write partial sums, and the last
+// to arrive adds them in chunk order. Whether this block is that last one,
+// counted in arrived[blockIdx.x], which the last sets back to 0 for the next
+// launch (every other block has counted by then). Threads that wrote
+// partials must __threadfence() before; every thread of the block calls it.
+__device__ __forceinline__ bool last_to_arrive(u32 *arrived) {
+    __shared__ bool last;
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
+        last = atomicAdd(&arrived[blockIdx.x], 1u) == gridDim.y - 1;
+        if (last) arrived[blockIdx.x] = 0;
+    }
+    __syncthreads();
+    if (last) __threadfence();
+    return last;
+}
+
 // Instantiate `M(suffix, type)` for every storage type of activations.
 #define FOR_EACH_TYPE(M) M(f32, float) M(bf16, bf16) M(f16, f16)
 // `M(suffix, type)` for the 16-bit types only.

@@ -95,14 +95,13 @@ __device__ void bias_backward_impl(const T *dout, float *dbias, u64 rows, u32 co
 // whole machine, in one launch: block (32, 8) sums its chunk of rows for 32
 // columns (rows in order within a thread, the 8 row phases in order) into
 // partial[chunk * cols + col]; the last of a column block's gridDim.y
-// blocks to finish (counted in arrived[blockIdx.x], which it sets back to
-// 0 for the next launch) adds the chunks in chunk order onto dbias. Fixed
-// order for a given shape and chunk count, whichever block is last.
+// blocks to finish (last_to_arrive) adds the chunks in chunk order onto
+// dbias. Fixed order for a given shape and chunk count, whichever block is
+// last.
 template <typename T>
 __device__ void column_sums_impl(const T *dout, float *partial, u32 *arrived, float *dbias,
                                  u64 rows, u32 cols) {
     __shared__ float part[8][33];
-    __shared__ bool last;
     const u32 col = blockIdx.x * 32 + threadIdx.x;
     const u64 per = (rows + gridDim.y - 1) / gridDim.y;
     const u64 r0 = (u64)blockIdx.y * per;
@@ -119,12 +118,7 @@ __device__ void column_sums_impl(const T *dout, float *partial, u32 *arrived, fl
         // Visible to every block before this one's arrival is counted.
         __threadfence();
     }
-    __syncthreads();
-    if (threadIdx.x == 0 && threadIdx.y == 0)
-        last = atomicAdd(&arrived[blockIdx.x], 1u) == gridDim.y - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (!last_to_arrive(arrived)) return;
     if (threadIdx.y == 0 && col < cols) {
         // volatile: the other blocks' partials, not a cached copy.
         const volatile float *p = partial;
@@ -132,7 +126,6 @@ __device__ void column_sums_impl(const T *dout, float *partial, u32 *arrived, fl
         for (u32 c = 0; c < gridDim.y; ++c) total += p[(u64)c * cols + col];
         dbias[col] += total;
     }
-    if (threadIdx.x == 0 && threadIdx.y == 0) arrived[blockIdx.x] = 0;
 }
 
 #define ELEMENTWISE(S, T)                                                                   \

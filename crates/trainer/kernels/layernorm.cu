@@ -13,7 +13,8 @@
 // One block per row for forward and dx; dgamma/dbeta are column sums over
 // rows in a fixed order, so every sum is deterministic: one block per 32
 // columns with (32, 8) threads (backward_params), or split over row chunks
-// into partials that backward_params_finish adds in chunk order.
+// into partials that each column block's last block adds in chunk order
+// (last_to_arrive, in the same launch).
 //
 // Counts per call (R rows of n, s = sizeof(T)):
 //   forward                    ~8*R*n FLOP, 2*R*n*s + 8n + 8R bytes
@@ -126,7 +127,7 @@ __device__ void residual_layernorm_backward_impl(const T *dout, const T *sum, co
 template <typename T>
 __device__ void layernorm_backward_params_impl(const T *dout, const T *x, const float *mean,
                                                const float *rstd, float *dgamma, float *dbeta,
-                                               u64 rows, u32 n) {
+                                               float *partial, u32 *arrived, u64 rows, u32 n) {
     __shared__ float pg[8][33];
     __shared__ float pb[8][33];
     const u32 col = blockIdx.x * 32 + threadIdx.x;
@@ -154,20 +155,20 @@ __device__ void layernorm_backward_params_impl(const T *dout, const T *x, const 
             dgamma[col] += tg;
             dbeta[col] += tb;
         } else {
-            // Partials [chunk][2][n] for backward_params_finish.
-            dgamma[((u64)blockIdx.y * 2) * n + col] = tg;
-            dgamma[((u64)blockIdx.y * 2 + 1) * n + col] = tb;
+            // Partials [chunk][2][n], added by the column block's last block.
+            partial[((u64)blockIdx.y * 2) * n + col] = tg;
+            partial[((u64)blockIdx.y * 2 + 1) * n + col] = tb;
+            __threadfence();
         }
     }
-}
-
-extern "C" __global__ void layernorm_backward_params_finish(const float *partial, float *dgamma,
-                                                            float *dbeta, u32 chunks, u32 n) {
-    GRID_STRIDE(col, n) {
+    if (gridDim.y == 1 || !last_to_arrive(arrived)) return;
+    if (threadIdx.y == 0 && col < n) {
+        // volatile: the other blocks' partials, not a cached copy.
+        const volatile float *p = partial;
         float tg = 0.0f, tb = 0.0f;
-        for (u32 c = 0; c < chunks; ++c) {
-            tg += partial[((u64)c * 2) * n + col];
-            tb += partial[((u64)c * 2 + 1) * n + col];
+        for (u32 c = 0; c < gridDim.y; ++c) {
+            tg += p[((u64)c * 2) * n + col];
+            tb += p[((u64)c * 2 + 1) * n + col];
         }
         dgamma[col] += tg;
         dbeta[col] += tb;
@@ -202,7 +203,8 @@ extern "C" __global__ void layernorm_backward_params_finish(const float *partial
     }                                                                                        \
     extern "C" __global__ void layernorm_backward_params_##S(                                \
         const T *dout, const T *x, const float *mean, const float *rstd, float *dgamma,      \
-        float *dbeta, u64 rows, u32 n) {                                                     \
-        layernorm_backward_params_impl(dout, x, mean, rstd, dgamma, dbeta, rows, n);         \
+        float *dbeta, float *partial, u32 *arrived, u64 rows, u32 n) {                       \
+        layernorm_backward_params_impl(dout, x, mean, rstd, dgamma, dbeta, partial, arrived, \
+                                       rows, n);                                             \
     }
 FOR_EACH_TYPE(LAYERNORM)

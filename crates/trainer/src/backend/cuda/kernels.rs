@@ -96,7 +96,6 @@ pub const SOURCES: &[KernelSource] = &[
             ("layernorm_backward_dx", STORED),
             ("residual_layernorm_backward", STORED),
             ("layernorm_backward_params", STORED),
-            ("layernorm_backward_params_finish", PLAIN),
         ]
     ),
     family!(

@@ -1394,32 +1394,29 @@ impl CudaBackend {
             .min(rows.div_ceil(8))
             .max(1);
         let grid = (cols.div_ceil(32), chunks as u32, 1);
-        // Chunked, the kernel writes partials [chunk][2][n] through its
-        // dgamma argument.
-        let partials = self.column_partials.ptr();
-        let (to_gamma, to_beta) = match chunks {
-            1 => (dgamma.arg()?, dbeta.arg()?),
-            _ => (Ptr(partials), Ptr(0)),
-        };
+        // Chunked, the kernel writes partials [chunk][2][n] and each column
+        // block's last block adds them: chunks >= 2, so 2n <= COLUMN_PARTIALS
+        // / 2, fewer column blocks than counters.
+        need(op, grid.0 as usize <= COLUMN_COUNTERS, || {
+            format!(
+                "{} column blocks; the counters take {COLUMN_COUNTERS}",
+                grid.0
+            )
+        })?;
+        let (partials, counters) = (self.column_partials.ptr(), self.column_counters.ptr());
         let args = args![
             dout,
             x,
             mean,
             rstd,
-            to_gamma,
-            to_beta,
+            dgamma,
+            dbeta,
+            Ptr(partials),
+            Ptr(counters),
             U64(rows as u64),
             U32(cols)
         ];
-        self.launch(&typed(op, dtype), grid, (32, 8, 1), args)?;
-        if chunks == 1 {
-            return Ok(());
-        }
-        self.launch_1d(
-            "layernorm_backward_params_finish",
-            n as u64,
-            args![Ptr(partials), dgamma, dbeta, U32(chunks as u32), U32(cols)],
-        )
+        self.launch(&typed(op, dtype), grid, (32, 8, 1), args)
     }
 }
 
