@@ -36,8 +36,8 @@ fn dir_in(env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
     }
 }
 
-/// The file holding the PTX of `program` compiled for `arch` with
-/// `options` by NVRTC `version`.
+/// The file holding family `file`'s PTX for `arch`, named by a hash of
+/// `key_parts` (the program, the compile options and NVRTC's version).
 pub fn path(dir: &Path, file: &str, arch: &str, key_parts: &[&str]) -> PathBuf {
     let stem = file.strip_suffix(".cu").unwrap_or(file);
     dir.join(format!("{stem}-{arch}-{:016x}.ptx", fnv1a(key_parts)))
