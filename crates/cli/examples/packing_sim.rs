@@ -20,7 +20,9 @@ use std::time::Instant;
 
 use cli::tune::packing::{FitPolicy, GIB};
 use cli::tune::simulate::plans::PeakTable;
-use cli::tune::simulate::{Policy, SimParams, SimReport, SimSpace, sim_head, simulate, space};
+use cli::tune::simulate::{
+    Policy, Sharing, SimParams, SimReport, SimSpace, sim_head, simulate, space,
+};
 use trainer::memory::{AffinePeak, PeakCurve, PlanRequest, plan_peak, step_curve};
 
 fn main() {
@@ -227,9 +229,7 @@ fn devices_table(space: &SimSpace, params: &SimParams, seeds: &[u64], n: usize) 
             .iter()
             .map(|&s| simulate(&p, space, Policy::Packing, s))
             .collect();
-        let busy = rs
-            .iter()
-            .flat_map(|r| r.devices.iter().map(|d| d.compute_utilisation));
+        let busy = rs.iter().flat_map(|r| r.devices.iter().map(|d| d.training));
         let (lo, hi) = busy.fold((f64::INFINITY, 0.0f64), |(lo, hi), u| {
             (lo.min(u), hi.max(u))
         });
@@ -245,7 +245,7 @@ fn devices_table(space: &SimSpace, params: &SimParams, seeds: &[u64], n: usize) 
         seeds.len()
     );
     println!(
-        "| devices | completed/h | lost to OOM | useful work (device-h/h) | compute util per device (min, max) | useful work / (devices x one device's) |"
+        "| devices | completed/h | lost to OOM | useful work (device-h/h) | time training per device (min, max) | useful work / (devices x one device's) |"
     );
     println!("| ---: | ---: | ---: | ---: | --- | ---: |");
     for (count, (s, lo, hi)) in [(1, &single), (n, &many)] {
@@ -308,20 +308,22 @@ fn summary(rs: &[&SimReport], device_flops: f64) -> Summary {
 
 fn print_params(p: &SimParams) {
     println!(
-        "device(s) {:?} GiB, {:.0} TFLOP/s achieved, half utilisation at {} tokens/step, start-up {} s, \
-         process overhead {} MiB; packing: margin {} MiB, <= {} workers, {:?}, token cap {:?}; \
-         baseline: PAR={}, fragmentation slack {}",
+        "device(s) {:?} GiB, {:.0} TFLOP/s achieved, half utilisation at {} tokens/step, {:?} sharing, \
+         start-up {} s, process overhead {} MiB; packing: margin {} MiB, <= {} workers, {:?}, \
+         token floor {:?}, token cap {:?}; baseline: PAR={}, fragmentation slack {}",
         p.devices
             .iter()
             .map(|&c| (c as f64 / GIB as f64 * 100.0).round() / 100.0)
             .collect::<Vec<_>>(),
         p.device_flops / 1e12,
         p.half_tokens,
+        p.sharing,
         p.startup_s,
         p.process_overhead >> 20,
         p.safety_margin >> 20,
         p.max_workers,
         p.fit_policy,
+        p.micro_token_floor,
         p.micro_token_cap,
         p.baseline_parallel,
         p.fragmentation_slack
@@ -349,14 +351,20 @@ fn sensitivity(space: &SimSpace, base: &SimParams, seeds: &[u64]) {
         change(&mut p);
         variants.push((name.to_string(), p));
     };
+    add("packing: no token floor", &|p| p.micro_token_floor = None);
+    add("packing: token floor 2048", &|p| {
+        p.micro_token_floor = Some(2048)
+    });
+    add("packing: token floor 8192", &|p| {
+        p.micro_token_floor = Some(8192)
+    });
     add("packing: fit policy Alone", &|p| {
         p.fit_policy = FitPolicy::Alone
     });
-    add("packing: fit policy FreeNow", &|p| {
-        p.fit_policy = FitPolicy::FreeNow
-    });
-    add("packing: token cap 4096", &|p| {
-        p.micro_token_cap = Some(4096)
+    add("side by side (MPS)", &|p| p.sharing = Sharing::Concurrent);
+    add("side by side (MPS), no token floor", &|p| {
+        p.sharing = Sharing::Concurrent;
+        p.micro_token_floor = None
     });
     add("packing: token cap 8192", &|p| {
         p.micro_token_cap = Some(8192)
@@ -365,6 +373,10 @@ fn sensitivity(space: &SimSpace, base: &SimParams, seeds: &[u64]) {
     add("packing: margin 2 GiB", &|p| p.safety_margin = 2 * GIB);
     add("half tokens 256", &|p| p.half_tokens = 256.0);
     add("half tokens 4096", &|p| p.half_tokens = 4096.0);
+    add("half tokens 4096, no token floor", &|p| {
+        p.half_tokens = 4096.0;
+        p.micro_token_floor = None
+    });
     add("start-up 0 s", &|p| p.startup_s = 0.0);
     add("start-up 60 s", &|p| p.startup_s = 60.0);
     add("baseline PAR=3", &|p| p.baseline_parallel = 3);

@@ -113,6 +113,44 @@ fn free_now_policy_shrinks_the_micro_batch_instead_of_waiting() {
 }
 
 #[test]
+fn a_fit_below_the_floor_waits_while_the_empty_device_fits_more() {
+    let mut packer = Packer::new(budget(10_000, 1000, 500, 8));
+    let mut peak = affine(1000, 100);
+    assert!(matches!(
+        packer.try_admit(1, 40, &mut peak),
+        Admission::Admit(_)
+    ));
+    // 3,500 free fit 20 rows (16 x 4 for 64): under the floor of 32, while
+    // the empty device would fit 64 at once.
+    assert_eq!(
+        packer.try_admit_within(2, 64, 32..=64, &mut peak),
+        Admission::Wait
+    );
+    // At or under what is free, the floor changes nothing.
+    let Admission::Admit(small) = packer.try_admit_within(2, 64, 16..=64, &mut peak) else {
+        panic!("16 rows are at the floor");
+    };
+    assert_eq!((small.micro_batch, small.accumulation), (16, 4));
+    packer.release(2);
+    packer.release(1);
+    let Admission::Admit(alone) = packer.try_admit_within(2, 64, 32..=64, &mut peak) else {
+        panic!("the empty device fits the whole batch");
+    };
+    assert_eq!((alone.micro_batch, alone.accumulation), (64, 1));
+}
+
+#[test]
+fn a_trial_the_empty_device_fits_only_under_the_floor_starts_there() {
+    // 8,500 usable - 500 overhead: 70 rows alone, under a floor of 100.
+    let mut packer = Packer::new(budget(10_000, 1500, 500, 8));
+    let mut peak = affine(1000, 100);
+    let Admission::Admit(lease) = packer.try_admit_within(1, 128, 100..=128, &mut peak) else {
+        panic!("the most the device can ever give");
+    };
+    assert_eq!((lease.micro_batch, lease.accumulation), (64, 2));
+}
+
+#[test]
 fn worker_slots_and_token_caps_are_respected() {
     let mut packer = Packer::new(budget(100 * GIB, 0, 500 * MIB, 2));
     let mut peak = affine(GIB, MIB);
@@ -126,7 +164,7 @@ fn worker_slots_and_token_caps_are_respected() {
     ));
     assert_eq!(packer.try_admit(3, 8, &mut peak), Admission::Wait);
     packer.release(2);
-    let Admission::Admit(capped) = packer.try_admit_within(3, 64, 20, &mut peak) else {
+    let Admission::Admit(capped) = packer.try_admit_within(3, 64, 1..=20, &mut peak) else {
         panic!("room for one more");
     };
     // At most 20 rows: 16 x 4 covers 64 evenly.
@@ -187,7 +225,7 @@ proptest! {
             if admit {
                 let mut peak = affine(fixed, per_row);
                 let free_before = b.usable() - packer.leased_bytes() + leases.get(&id).map_or(0, |l: &Lease| l.bytes);
-                let answer = packer.try_admit_within(id, batch, cap, &mut peak);
+                let answer = packer.try_admit_within(id, batch, 1..=cap, &mut peak);
                 leases.remove(&id);
                 let needed = b.limit_for(fixed + per_row) + overhead;
                 match answer {

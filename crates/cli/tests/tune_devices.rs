@@ -217,3 +217,29 @@ fn memtune_devices_shows_what_running_trials_lease_on_each_device() {
         assert!(line.contains("free of"), "{line}");
     }
 }
+
+#[test]
+fn no_trial_starts_under_the_token_floor_while_the_empty_device_fits_more() {
+    let dir = tempfile::tempdir().unwrap();
+    // 40 GiB holds one bert-large at 16 x 256 (4,096 tokens) and little
+    // beside it, so trials meet a busy device; alone, each fits the floor.
+    let text = common::sim_study("floor", 12, "40GiB", "min_micro_tokens = 4096");
+    let (db, _) = tune(dir.path(), &text, None);
+    let ts = trials(&db, "floor");
+    assert_eq!(ts.len(), 12);
+    for t in &ts {
+        assert_eq!(t.state, TrialState::Complete, "{:?}", t.user_attrs);
+        let micro = t.user_attrs["micro_batch"].as_u64().unwrap();
+        let param = |name: &str| match t.params[name].value() {
+            store::ParamValue::Int(v) => v as u64,
+            store::ParamValue::Float(v) => v as u64,
+            other => panic!("{name}: {other:?}"),
+        };
+        let (batch, length) = (param("batch_size"), param("max_length"));
+        assert!(
+            micro >= batch.min(4096_u64.div_ceil(length)),
+            "trial {}: micro-batch {micro} at length {length} (batch {batch})",
+            t.number
+        );
+    }
+}

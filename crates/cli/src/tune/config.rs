@@ -93,6 +93,10 @@
 //!                                     # auto: fused on a CUDA device, reference elsewhere)
 //! safety_margin = 0.05                # fraction of the device, or a size such as "1GiB"
 //! # memory_limit = "24GiB"            # use the device as a card of this size
+//! # min_micro_tokens = 4096           # a trial waits for memory rather than start with fewer
+//!                                     # tokens (rows x max_length) per micro-batch, unless the
+//!                                     # empty device fits no more (default: 4096 on CUDA, whose
+//!                                     # worker processes take turns on the device; 0 elsewhere)
 //! recycle_after = 50                  # trials per worker process
 //! heartbeat = "5s"
 //! stale_after = "60s"
@@ -592,6 +596,11 @@ pub struct RunnerSection {
     /// Trials at once on each device; `None`: as many as memory and cores
     /// allow.
     pub max_workers: Option<usize>,
+    /// A trial whose micro-batch would hold fewer tokens waits for memory,
+    /// unless the empty device fits no more; `None`: the device kind's
+    /// default (`crate::tune::packing::CUDA_MIN_MICRO_TOKENS` on CUDA, 0
+    /// elsewhere).
+    pub min_micro_tokens: Option<usize>,
     /// `None`: the runner divides the cores.
     pub threads_per_worker: Option<usize>,
     /// A worker process is replaced after this many trials.
@@ -1375,6 +1384,7 @@ impl Check<'_> {
             process_overhead,
             memory_limit,
             max_workers,
+            min_micro_tokens: r.min_micro_tokens,
             threads_per_worker,
             recycle_after,
             heartbeat,

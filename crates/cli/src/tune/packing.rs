@@ -30,6 +30,7 @@
 //! halves the micro-batch).
 
 use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
 
 /// One MiB in bytes.
 pub const MIB: u64 = 1 << 20;
@@ -42,6 +43,16 @@ pub const GIB: u64 = 1 << 30;
 /// assumes the upper end, and a CUDA device's is measured
 /// (`crate::devices::measure_process_overhead`).
 pub const CUDA_PROCESS_OVERHEAD: u64 = 550 * MIB;
+
+/// Tokens per micro-batch below which a trial on a CUDA device waits for
+/// memory rather than start small ([`micro_floor_for_tokens`]). memtune's
+/// workers are separate processes, which a CUDA device runs in turns (time
+/// slices, unless MPS joins them): a trial whose steps are too small to
+/// fill the device wastes its turns instead of leaving the rest to others.
+/// In the packing simulation with time slices, waiting below 4,096 tokens
+/// does 1.20x the useful work of the legacy setup where starting at
+/// whatever fits does 0.87x (docs/benchmarks.md, "study runner").
+pub const CUDA_MIN_MICRO_TOKENS: usize = 4096;
 
 /// Allocator allowance of the packing simulation (`super::simulate`), which
 /// prices a step rather than a whole run: its peak reserved was 0.4% over
@@ -192,10 +203,13 @@ pub fn fit_micro_batch(
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum FitPolicy {
     /// The largest micro-batch that fits what is free now: the trial starts
-    /// as soon as micro-batch 1 fits, at a smaller, slower micro-batch when
-    /// the device is busy. The default: in the simulation it keeps the
-    /// device busier and completes more work per hour than `Alone` (see
-    /// docs/benchmarks.md, "study runner").
+    /// at a smaller, slower micro-batch when the device is busy, down to
+    /// the floor its caller sets (the start of the micro-batch range; see
+    /// [`Packer::try_admit_within`]), under which it waits for memory. The
+    /// default: with the runner's floor on CUDA ([`CUDA_MIN_MICRO_TOKENS`])
+    /// it does as much work per hour as `Alone` in the simulation of a
+    /// device that takes turns, and more where trials run side by side
+    /// (docs/benchmarks.md, "study runner").
     #[default]
     FreeNow,
     /// The micro-batch the trial would get on the empty device: it waits
@@ -248,19 +262,21 @@ impl Packer {
         effective_batch: usize,
         peak_of: &mut dyn FnMut(usize) -> u64,
     ) -> Admission {
-        self.try_admit_within(id, effective_batch, effective_batch, peak_of)
+        self.try_admit_within(id, effective_batch, 1..=effective_batch, peak_of)
     }
 
-    /// [`Packer::try_admit`] with micro-batches above `max_micro` never
-    /// chosen (e.g. [`micro_cap_for_tokens`]: beyond some tokens per step a
-    /// larger micro-batch buys no speed, only memory). Micro-batch 1 is
-    /// priced first: a trial it does not fit on the empty device is
-    /// infeasible whatever else is running.
+    /// [`Packer::try_admit`] with the micro-batch chosen in `micro`: never
+    /// above its end (e.g. [`micro_cap_for_tokens`]: beyond some tokens per
+    /// step a larger micro-batch buys no speed, only memory), and below its
+    /// start only when the empty device fits no more (e.g.
+    /// [`micro_floor_for_tokens`]: a smaller one waits for memory instead).
+    /// Micro-batch 1 is priced first: a trial it does not fit on the empty
+    /// device is infeasible whatever else is running.
     pub fn try_admit_within(
         &mut self,
         id: u64,
         effective_batch: usize,
-        max_micro: usize,
+        micro: RangeInclusive<usize>,
         peak_of: &mut dyn FnMut(usize) -> u64,
     ) -> Admission {
         let budget = self.budget;
@@ -279,22 +295,24 @@ impl Packer {
                 capacity: budget.usable(),
             };
         }
-        self.try_admit_priced(id, effective_batch, max_micro, &mut price_of)
+        self.try_admit_priced(id, effective_batch, micro, &mut price_of)
     }
 
-    /// Admits trial `id` at the largest micro-batch (at most `max_micro`)
+    /// Admits trial `id` at the largest micro-batch (at most `micro`'s end)
     /// whose [`Price`] limit fits what is free now (or, under
     /// [`FitPolicy::Alone`], the empty device), with the accumulation that
-    /// covers `effective_batch`. `price_of` may be costly (the study
-    /// runner replays the run): it is asked about the few micro-batches of
-    /// a binary search, and about micro-batch 1 only when nothing fits the
-    /// empty device, which makes the trial infeasible. Admitting an `id`
-    /// that holds a lease replaces that lease.
+    /// covers `effective_batch`. A fit below `micro`'s start waits while
+    /// the empty device would fit a larger one. `price_of` may be costly
+    /// (the study runner replays the run): it is asked about the few
+    /// micro-batches of a binary search or two, and about micro-batch 1
+    /// only when nothing fits the empty device, which makes the trial
+    /// infeasible. Admitting an `id` that holds a lease replaces that
+    /// lease.
     pub fn try_admit_priced(
         &mut self,
         id: u64,
         effective_batch: usize,
-        max_micro: usize,
+        micro: RangeInclusive<usize>,
         price_of: &mut dyn FnMut(usize) -> Price,
     ) -> Admission {
         self.release(id);
@@ -311,7 +329,7 @@ impl Packer {
             return Admission::Wait;
         }
         let mut limit_of = |micro: usize| price_of(micro).limit;
-        let max_micro = max_micro.clamp(1, effective_batch);
+        let max_micro = (*micro.end()).clamp(1, effective_batch);
         // Fit within the capped batch, then the accumulation that covers the
         // whole effective batch.
         let fit = |available: u64, limit_of: &mut dyn FnMut(usize) -> u64| {
@@ -321,7 +339,16 @@ impl Packer {
         let alone = usable.checked_sub(overhead);
         let free = usable.saturating_sub(self.leased).checked_sub(overhead);
         let chosen = match (self.policy, free) {
-            (FitPolicy::FreeNow, Some(available)) => fit(available, &mut limit_of),
+            (FitPolicy::FreeNow, Some(available)) => {
+                fit(available, &mut limit_of).filter(|&(fitted, _)| {
+                    // Below the floor: worth it only when the empty device
+                    // fits no more.
+                    fitted >= *micro.start()
+                        || alone
+                            .and_then(|a| fit(a, &mut limit_of))
+                            .is_none_or(|(most, _)| most <= fitted)
+                })
+            }
             (FitPolicy::Alone, Some(available)) => alone
                 .and_then(|a| fit(a, &mut limit_of))
                 .filter(|&(micro, _)| limit_of(micro) <= available),
@@ -375,6 +402,14 @@ impl Packer {
     pub fn lease(&self, id: u64) -> Option<&Lease> {
         self.leases.get(&id)
     }
+}
+
+/// The smallest micro-batch with at least `tokens_per_step` tokens at
+/// `seq_len` tokens a row: below it a step's fixed costs (launches, the
+/// optimiser, the host loop) dominate, and on a device that time-slices
+/// between processes (CUDA without MPS) the trial wastes its slices.
+pub fn micro_floor_for_tokens(seq_len: usize, tokens_per_step: usize) -> usize {
+    tokens_per_step.div_ceil(seq_len.max(1)).max(1)
 }
 
 /// The largest micro-batch with at most `tokens_per_step` tokens at

@@ -34,6 +34,7 @@
 //! the simulation (`super::simulate`) drive it.
 
 use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
 
 use super::packing::{Admission, DeviceBudget, FitPolicy, Lease, Packer, Price};
 
@@ -168,7 +169,7 @@ impl DeviceSet {
     }
 
     /// Offers trial `id` (effective batch `effective_batch`, micro-batches
-    /// up to `max_micro`); `peak_of(device, micro)` is its predicted peak
+    /// in `micro`, see [`Packer::try_admit_within`]); `peak_of(device, micro)` is its predicted peak
     /// in bytes on that device. A trial already waiting keeps its place; a
     /// new one joins the back. Offering a trial that holds a lease replaces
     /// that lease.
@@ -176,11 +177,13 @@ impl DeviceSet {
         &mut self,
         id: u64,
         effective_batch: usize,
-        max_micro: usize,
+        micro: RangeInclusive<usize>,
         peak_of: &mut dyn FnMut(usize, usize) -> u64,
     ) -> Placement {
         self.place_with(id, &mut |packer, device| {
-            packer.try_admit_within(id, effective_batch, max_micro, &mut |m| peak_of(device, m))
+            packer.try_admit_within(id, effective_batch, micro.clone(), &mut |m| {
+                peak_of(device, m)
+            })
         })
     }
 
@@ -192,11 +195,13 @@ impl DeviceSet {
         &mut self,
         id: u64,
         effective_batch: usize,
-        max_micro: usize,
+        micro: RangeInclusive<usize>,
         price_of: &mut dyn FnMut(usize, usize) -> Price,
     ) -> Placement {
         self.place_with(id, &mut |packer, device| {
-            packer.try_admit_priced(id, effective_batch, max_micro, &mut |m| price_of(device, m))
+            packer.try_admit_priced(id, effective_batch, micro.clone(), &mut |m| {
+                price_of(device, m)
+            })
         })
     }
 
@@ -343,21 +348,21 @@ mod tests {
     fn one_device_is_first_come_first_served() {
         let mut set = DeviceSet::new([budget(10 * GIB)], FitPolicy::FreeNow);
         assert!(set.may_offer_more());
-        let Placement::Admit { device: 0, lease } = set.place(1, 4, 4, &mut peak(2, 1)) else {
+        let Placement::Admit { device: 0, lease } = set.place(1, 4, 1..=4, &mut peak(2, 1)) else {
             panic!("the empty device fits it")
         };
         assert_eq!(lease.micro_batch, 4);
         // 4 GiB free: trial 2 needs 9 at micro-batch 1, so it waits.
-        assert_eq!(set.place(2, 4, 4, &mut peak(8, 1)), Placement::Wait);
+        assert_eq!(set.place(2, 4, 1..=4, &mut peak(8, 1)), Placement::Wait);
         assert!(!set.may_offer_more());
         set.release(1);
         assert!(matches!(
-            set.place(2, 4, 4, &mut peak(8, 1)),
+            set.place(2, 4, 1..=4, &mut peak(8, 1)),
             Placement::Admit { device: 0, .. }
         ));
         assert!(set.may_offer_more());
         assert_eq!(
-            set.place(3, 4, 4, &mut peak(10, 1)),
+            set.place(3, 4, 1..=4, &mut peak(10, 1)),
             Placement::Infeasible {
                 needed: 11 * GIB,
                 capacity: 10 * GIB
@@ -372,7 +377,7 @@ mod tests {
             FitPolicy::FreeNow,
         );
         // Batch 32 needs 34 GiB: only the big card runs it unsplit.
-        let Placement::Admit { device, lease } = set.place(1, 32, 32, &mut peak(2, 1)) else {
+        let Placement::Admit { device, lease } = set.place(1, 32, 1..=32, &mut peak(2, 1)) else {
             panic!("fits")
         };
         assert_eq!((device, lease.micro_batch), (2, 32));
@@ -380,11 +385,11 @@ mod tests {
         // loaded, then the tighter fit: the first 24 GiB card.
         let small = &mut peak(1, 1);
         assert!(matches!(
-            set.place(2, 4, 4, small),
+            set.place(2, 4, 1..=4, small),
             Placement::Admit { device: 0, .. }
         ));
         assert!(matches!(
-            set.place(3, 4, 4, small),
+            set.place(3, 4, 1..=4, small),
             Placement::Admit { device: 1, .. }
         ));
         assert_eq!(set.device_of(3), Some(1));
@@ -400,25 +405,25 @@ mod tests {
         // Fill the big card with two 35 GiB trials.
         for id in [1, 2] {
             assert!(matches!(
-                set.place(id, 1, 1, &mut peak(34, 1)),
+                set.place(id, 1, 1..=1, &mut peak(34, 1)),
                 Placement::Admit { device: 2, .. }
             ));
         }
         // 40 GiB at micro-batch 1: only the big card, which has 10 free.
         let big = &mut peak(39, 1);
-        assert_eq!(set.place(3, 1, 1, big), Placement::Wait);
+        assert_eq!(set.place(3, 1, 1..=1, big), Placement::Wait);
         assert_eq!(set.waiting().collect::<Vec<_>>(), [3]);
         assert!(set.may_offer_more(), "the small cards are not reserved");
         // A small trial behind it would fit the big card's 10 GiB, but the
         // big card is reserved: it starts on a small one.
         assert!(matches!(
-            set.place(4, 1, 1, &mut peak(1, 1)),
+            set.place(4, 1, 1..=1, &mut peak(1, 1)),
             Placement::Admit { device: 0, .. }
         ));
         set.release(1);
         // 45 GiB free: trial 3 goes first.
         assert!(matches!(
-            set.place(3, 1, 1, big),
+            set.place(3, 1, 1..=1, big),
             Placement::Admit { device: 2, .. }
         ));
         assert_eq!(set.waiting().count(), 0);
@@ -429,26 +434,26 @@ mod tests {
         let mut set = DeviceSet::new([budget(24 * GIB), budget(80 * GIB)], FitPolicy::FreeNow);
         for id in [1, 2] {
             assert!(matches!(
-                set.place(id, 1, 1, &mut peak(20, 1)),
+                set.place(id, 1, 1..=1, &mut peak(20, 1)),
                 Placement::Admit { .. }
             ));
         }
         // Both fit only the big card: the first reserves it, the second
         // waits behind; then no device is free of reservations.
-        assert_eq!(set.place(3, 1, 1, &mut peak(60, 1)), Placement::Wait);
+        assert_eq!(set.place(3, 1, 1..=1, &mut peak(60, 1)), Placement::Wait);
         assert!(set.may_offer_more());
-        assert_eq!(set.place(4, 1, 1, &mut peak(22, 1)), Placement::Wait);
+        assert_eq!(set.place(4, 1, 1..=1, &mut peak(22, 1)), Placement::Wait);
         assert!(!set.may_offer_more(), "two trials wait for two devices");
         // Re-offered, a trial keeps its place: 4 cannot pass 3 on the big card.
         set.release(2);
-        assert_eq!(set.place(4, 1, 1, &mut peak(22, 1)), Placement::Wait);
+        assert_eq!(set.place(4, 1, 1..=1, &mut peak(22, 1)), Placement::Wait);
         assert!(matches!(
-            set.place(3, 1, 1, &mut peak(60, 1)),
+            set.place(3, 1, 1..=1, &mut peak(60, 1)),
             Placement::Admit { device: 1, .. }
         ));
         set.release(1);
         assert!(matches!(
-            set.place(4, 1, 1, &mut peak(22, 1)),
+            set.place(4, 1, 1..=1, &mut peak(22, 1)),
             Placement::Admit { device: 0, .. }
         ));
     }
@@ -466,7 +471,7 @@ mod tests {
                 limit: peak + 2 * GIB,
             }
         };
-        let Placement::Admit { device, lease } = set.place_priced(1, 8, 8, &mut price) else {
+        let Placement::Admit { device, lease } = set.place_priced(1, 8, 1..=8, &mut price) else {
             panic!("fits")
         };
         assert_eq!((device, lease.micro_batch, lease.accumulation), (1, 8, 1));
@@ -477,7 +482,7 @@ mod tests {
         assert_eq!(set.leased_bytes(1), 12 * GIB);
         // The next one: the 4 GiB left there fit no row (one needs 5);
         // the 8 GiB device fits 4 rows, twice a step.
-        let Placement::Admit { device, lease } = set.place_priced(2, 8, 8, &mut price) else {
+        let Placement::Admit { device, lease } = set.place_priced(2, 8, 1..=8, &mut price) else {
             panic!("fits")
         };
         assert_eq!((device, lease.micro_batch, lease.accumulation), (0, 4, 2));
@@ -489,7 +494,7 @@ mod tests {
         let small = &mut peak(1, 1);
         for id in 1..=4 {
             assert!(matches!(
-                set.place(id, 1, 1, small),
+                set.place(id, 1, 1..=1, small),
                 Placement::Admit { .. }
             ));
         }
@@ -505,19 +510,19 @@ mod tests {
         assert_eq!(set.live().collect::<Vec<_>>(), [0]);
         for id in [2, 4] {
             assert!(matches!(
-                set.place(id, 1, 1, small),
+                set.place(id, 1, 1..=1, small),
                 Placement::Admit { device: 0, .. }
             ));
         }
         // Fitting only a drained device is fitting nothing.
         let mut by_device = |d: usize, _m: usize| if d == 1 { GIB } else { 30 * GIB };
         assert!(matches!(
-            set.place(5, 1, 1, &mut by_device),
+            set.place(5, 1, 1..=1, &mut by_device),
             Placement::Infeasible { .. }
         ));
         set.drain(0, "lost");
         assert_eq!(
-            set.place(6, 1, 1, small),
+            set.place(6, 1, 1..=1, small),
             Placement::Infeasible {
                 needed: 0,
                 capacity: 0

@@ -55,7 +55,7 @@ use store::{Claim, Owner, RetryPolicy, Storage, TrialRef, TrialState};
 use super::best::{self, Best};
 use super::config::{StudyConfig, TrialMetric, TrialSettings};
 use super::fault::Faults;
-use super::packing::{FitPolicy, Lease, Price};
+use super::packing::{FitPolicy, Lease, Price, micro_floor_for_tokens};
 use super::placement::{DeviceSet, Placement};
 use super::pricing::Pricer;
 use super::progress::{Counts, Progress};
@@ -835,24 +835,25 @@ impl<'a> Runner<'a> {
         // A `peak_memory` constraint caps the micro-batch: a larger one
         // reads as one that never fits.
         let cap = scoring::peak_cap(&self.cfg.constraints).unwrap_or(u64::MAX);
+        let floor = micro_floor_for_tokens(c.settings.max_length, self.plan.min_micro_tokens);
         let (pricers, pricer_of) = (&mut self.pricers, &self.pricer_of);
-        let placement = self
-            .devices
-            .place_priced(id, batch, batch, &mut |device, micro| {
-                let job = Job {
-                    micro_batch: micro,
-                    accumulation_steps: batch.div_ceil(micro),
-                    ..jobs[device].clone()
-                };
-                match pricers[pricer_of[device]].price(&job) {
-                    Ok(price) if price.peak <= cap => price,
-                    Ok(_) => Price::NEVER,
-                    Err(e) => {
-                        refused.get_or_insert(e);
-                        Price::NEVER
+        let placement =
+            self.devices
+                .place_priced(id, batch, floor..=batch, &mut |device, micro| {
+                    let job = Job {
+                        micro_batch: micro,
+                        accumulation_steps: batch.div_ceil(micro),
+                        ..jobs[device].clone()
+                    };
+                    match pricers[pricer_of[device]].price(&job) {
+                        Ok(price) if price.peak <= cap => price,
+                        Ok(_) => Price::NEVER,
+                        Err(e) => {
+                            refused.get_or_insert(e);
+                            Price::NEVER
+                        }
                     }
-                }
-            });
+                });
         match refused {
             None => Ok(Ok(placement)),
             Some(e) => {

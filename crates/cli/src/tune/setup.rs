@@ -19,8 +19,8 @@ use trainer::model::ModelConfig;
 use super::config::{BuiltinModel, DeviceKind, ModelSource as ModelSpec, StudyConfig};
 use super::models::builtin_dir;
 use super::packing::{
-    CUDA_PROCESS_OVERHEAD, DeviceBudget, GPU_MEM_ALLOCATOR_FLOOR, GPU_MEM_ALLOCATOR_SLACK,
-    cpu_budget,
+    CUDA_MIN_MICRO_TOKENS, CUDA_PROCESS_OVERHEAD, DeviceBudget, GPU_MEM_ALLOCATOR_FLOOR,
+    GPU_MEM_ALLOCATOR_SLACK, cpu_budget,
 };
 use super::pricing::PricedDevice;
 
@@ -90,6 +90,9 @@ pub struct RunPlan {
     /// Which implementation of the training step trials run.
     pub kernels: Kernels,
     pub threads_per_worker: usize,
+    /// A trial whose micro-batch would hold fewer tokens (rows x
+    /// `max_length`) waits for memory, unless the empty device fits no more.
+    pub min_micro_tokens: usize,
     pub recycle_after: usize,
     pub heartbeat: Duration,
     pub stale_after: Duration,
@@ -263,6 +266,11 @@ impl RunPlan {
             matmul_precision,
             kernels: resolve_kernels(cfg.runner.kernels, !cuda.is_empty()),
             threads_per_worker,
+            min_micro_tokens: cfg.runner.min_micro_tokens.unwrap_or(if cuda.is_empty() {
+                0
+            } else {
+                CUDA_MIN_MICRO_TOKENS
+            }),
             recycle_after: cfg.runner.recycle_after.max(1),
             heartbeat: cfg.runner.heartbeat,
             stale_after: cfg.runner.stale_after,

@@ -287,6 +287,7 @@ pub(crate) struct RawRunner {
     pub process_overhead: Option<Scalar>,
     pub memory_limit: Option<Scalar>,
     pub max_workers: Option<usize>,
+    pub min_micro_tokens: Option<usize>,
     pub threads_per_worker: Option<usize>,
     pub recycle_after: Option<usize>,
     pub heartbeat: Option<String>,

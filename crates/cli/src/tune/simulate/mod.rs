@@ -17,9 +17,10 @@
 //! - Time: a trial first spends `startup_s` (process start, data, model
 //!   load) holding only the process overhead, then its FLOPs
 //!   ([`cost::trial_flops`]). Alone it runs at `device_flops x
-//!   utilisation(micro x seq)`; when the running trials' utilisations sum
-//!   past 1 each is slowed in proportion (the device is shared, never more
-//!   than fully busy).
+//!   utilisation(micro x seq)`. With others ([`Sharing`]) it gets `1/n` of
+//!   the device's time among `n` training trials (separate processes on a
+//!   CUDA device take turns), or, side by side, is slowed in proportion
+//!   when the running trials' utilisations sum past 1.
 //! - Baseline (the legacy setup after its last fix): `baseline_parallel` trials
 //!   at once, each at its batch size as micro-batch. When a trial takes
 //!   memory (its first step, or fragmentation growing) and the sum of what
@@ -29,7 +30,8 @@
 //!   [`crate::tune::packing::Packer`] per device, as the runner uses it)
 //!   places the trials in order (on one device a trial that must wait
 //!   blocks the ones behind it), with the lease's micro-batch and
-//!   accumulation. Its lease is what it holds, so nothing is ever lost; the
+//!   accumulation, and the token floor the runner sets on CUDA
+//!   ([`SimParams::micro_token_floor`]). Its lease is what it holds, so nothing is ever lost; the
 //!   simulation checks no device is ever over-committed.
 //! - Several devices ([`SimParams::devices`]): each shares its compute among
 //!   its own trials only. The baseline runs its fixed parallelism on each
@@ -54,8 +56,8 @@ use trainer::model::{HeadConfig, ModelConfig};
 use std::collections::VecDeque;
 
 use crate::tune::packing::{
-    DeviceBudget, FitPolicy, GIB, GPU_MEM_ALLOCATOR_FLOOR, GPU_MEM_ALLOCATOR_SLACK, MIB,
-    micro_cap_for_tokens,
+    CUDA_MIN_MICRO_TOKENS, DeviceBudget, FitPolicy, GIB, GPU_MEM_ALLOCATOR_FLOOR,
+    GPU_MEM_ALLOCATOR_SLACK, MIB, micro_cap_for_tokens, micro_floor_for_tokens,
 };
 use crate::tune::placement::{DeviceSet, Placement};
 use plans::PeakTable;
@@ -90,6 +92,12 @@ pub struct SimParams {
     pub device_flops: f64,
     /// Tokens per micro-step at which a trial alone uses half the device.
     pub half_tokens: f64,
+    /// How trials on one device share its compute.
+    pub sharing: Sharing,
+    /// Packing: a trial whose fit is fewer tokens per micro-step than this
+    /// waits for memory, unless the empty device fits no more (`None`: it
+    /// starts at whatever fits).
+    pub micro_token_floor: Option<usize>,
     /// Seconds from a trial's start to its first training step.
     pub startup_s: f64,
     /// Simulated wall-clock seconds.
@@ -132,12 +140,28 @@ impl Default for SimParams {
             fragmentation_slack: 0.21,
             device_flops: 20e12,
             half_tokens: 1024.0,
+            sharing: Sharing::TimeSliced,
+            micro_token_floor: Some(CUDA_MIN_MICRO_TOKENS),
             startup_s: 20.0,
             horizon_s: 6.0 * 3600.0,
             only_fitting_alone: false,
             drain: None,
         }
     }
+}
+
+/// How the trials training on one device share its compute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sharing {
+    /// Their kernels run side by side (MPS, or one process): each trial
+    /// runs at its utilisation alone until the utilisations sum past 1,
+    /// then all slow in proportion.
+    Concurrent,
+    /// Each process has the device to itself for a time slice (CUDA's
+    /// default for separate processes, which memtune's workers are): `n`
+    /// training trials each get `1/n` of the time, at their utilisation
+    /// alone, so a small micro-batch wastes its share.
+    TimeSliced,
 }
 
 /// Which runner is simulated.
@@ -285,6 +309,7 @@ pub fn simulate(params: &SimParams, space: &SimSpace, policy: Policy, seed: u64)
                 DeviceReport {
                     live_s: 0.0,
                     compute_utilisation: 0.0,
+                    training: 0.0,
                     occupied: 0.0,
                     max_memory: 0,
                 };
@@ -322,18 +347,31 @@ impl Sim<'_> {
         // Per device: compute in use, occupied and live seconds.
         let mut compute_area = vec![0.0; n];
         let mut occupied_area = vec![0.0; n];
+        let mut training_area = vec![0.0; n];
         let mut live = vec![0.0; n];
         self.fill();
         while self.now < horizon && !self.running.is_empty() {
             let mut total_util = vec![0.0; n];
+            let mut training = vec![0usize; n];
             for r in self.running.iter().filter(|r| r.training) {
                 total_util[r.device] += r.utilisation;
+                training[r.device] += 1;
             }
             // Each device is shared by its own trials, never more than
             // fully busy.
-            let share: Vec<f64> = total_util
-                .iter()
-                .map(|&u| if u > 1.0 { 1.0 / u } else { 1.0 })
+            let share: Vec<f64> = match self.params.sharing {
+                Sharing::Concurrent => total_util
+                    .iter()
+                    .map(|&u| if u > 1.0 { 1.0 / u } else { 1.0 })
+                    .collect(),
+                Sharing::TimeSliced => training.iter().map(|&k| 1.0 / k.max(1) as f64).collect(),
+            };
+            // The fraction of each device's arithmetic in use.
+            let busy: Vec<f64> = (0..n)
+                .map(|d| match self.params.sharing {
+                    Sharing::Concurrent => total_util[d].min(1.0),
+                    Sharing::TimeSliced => total_util[d] * share[d],
+                })
                 .collect();
             let rate = |r: &Running| self.params.device_flops * r.utilisation * share[r.device];
             let (next, mut event, mut dt) = self
@@ -358,7 +396,10 @@ impl Sim<'_> {
             count_area += self.running.len() as f64 * dt;
             for d in self.devices.live() {
                 live[d] += dt;
-                compute_area[d] += total_util[d].min(1.0) * dt;
+                compute_area[d] += busy[d] * dt;
+                if training[d] > 0 {
+                    training_area[d] += dt;
+                }
                 if self.running.iter().any(|r| r.device == d) {
                     occupied_area[d] += dt;
                 }
@@ -400,6 +441,7 @@ impl Sim<'_> {
             device.live_s = live[d];
             let l = live[d].max(f64::MIN_POSITIVE);
             device.compute_utilisation = compute_area[d] / l;
+            device.training = training_area[d] / l;
             device.occupied = occupied_area[d] / l;
         }
     }
@@ -465,12 +507,16 @@ impl Sim<'_> {
             .params
             .micro_token_cap
             .map_or(trial.batch_size, |t| micro_cap_for_tokens(trial.seq_len, t));
+        let floor = self
+            .params
+            .micro_token_floor
+            .map_or(1, |t| micro_floor_for_tokens(trial.seq_len, t));
         // The simulated devices differ only in size: a trial's peak is the
         // same on each.
         let mut peak_of = |_device: usize, micro: usize| space.peak(&trial, micro);
         match self
             .devices
-            .place(trial.number, trial.batch_size, cap, &mut peak_of)
+            .place(trial.number, trial.batch_size, floor..=cap, &mut peak_of)
         {
             Placement::Admit { device, lease } => {
                 let tokens = lease.micro_batch * trial.seq_len;

@@ -32,8 +32,10 @@ pub struct SimReport {
     pub mean_concurrency: f64,
     /// Most memory ever held at once on one device, in bytes.
     pub max_memory: u64,
-    /// Time-average of the devices' compute in use (per device the sum of
-    /// its trials' utilisations, at most 1), averaged over the devices.
+    /// Time-average of the devices' arithmetic in use (per device: the sum
+    /// of its training trials' utilisations, at most 1, when they run side
+    /// by side; their mean when they take turns), averaged over the
+    /// devices.
     pub mean_compute_utilisation: f64,
     /// Per device, in [`SimParams::devices`] order.
     pub devices: Vec<DeviceReport>,
@@ -46,11 +48,14 @@ pub struct SimReport {
 pub struct DeviceReport {
     /// Seconds of the horizon the device took trials (until its drain).
     pub live_s: f64,
-    /// Its compute in use (the sum of its trials' utilisations, at most 1)
-    /// averaged over `live_s`. The simulation samples trials on demand, so
-    /// work is queued the whole time: this is how busy the device is kept
-    /// while work waits.
+    /// Its arithmetic in use (as [`SimReport::mean_compute_utilisation`])
+    /// averaged over `live_s`: below 1 when the device idles and when its
+    /// trials' steps are too small to fill it.
     pub compute_utilisation: f64,
+    /// Fraction of `live_s` with at least one trial training on the device.
+    /// The simulation samples trials on demand, so work is queued the
+    /// whole time: this is how busy the device is kept while work waits.
+    pub training: f64,
     /// Fraction of `live_s` with at least one trial on the device (in
     /// start-up or training).
     pub occupied: f64,
