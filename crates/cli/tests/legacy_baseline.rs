@@ -272,6 +272,10 @@ fn the_bundles_legacy_study_has_the_space_runs_on_the_sim_device_and_meets_the_g
     // 40 documents, per class round(20 * 0.2) = 4 to validation.
     assert_eq!(m["train_examples"], 32);
     assert!(m["useful_tokens"].as_u64().unwrap() >= 6 * 32 * 128);
+    // Every trial's micro-batch holds at least one row of the shortest length.
+    let tokens = &m["micro_batch_tokens"];
+    assert!(tokens["min"].as_u64().unwrap() >= 128, "{figures}");
+    assert!(tokens["median"].as_u64().unwrap() >= tokens["min"].as_u64().unwrap());
     assert_eq!(m["peak_device_memory_mib"], 20480.0);
     assert_eq!(figures["baseline"]["lost_to_oom"], 1);
     assert_eq!(figures["baseline"]["peak_device_memory_mib"], Json::Null);

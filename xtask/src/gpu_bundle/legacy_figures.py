@@ -73,6 +73,10 @@ def memtune_side(db_path, seconds, docs_path):
             pricing.append({"number": t["number"], "predicted": a.get("predicted_peak_bytes"),
                             "requested": a["requested_peak_bytes"]})
     attrs = [t.get("attrs", {}) for t in trials.values()]
+    # Tokens a micro-batch (rows x max length): under the runner's floor on
+    # CUDA only where the empty device fits no more.
+    micro_tokens = sorted(a["micro_batch"] * a["config"]["max_length"]
+                          for a in attrs if "micro_batch" in a and "config" in a)
     return {
         "trials_started": len(trials),
         "trials_completed": sum(1 for t in trials.values() if t["state"] == "COMPLETE"),
@@ -85,6 +89,11 @@ def memtune_side(db_path, seconds, docs_path):
         "mean_trials_in_flight": busy / seconds,
         "seconds": seconds,
         "devices": sorted({str(a.get("device")) for a in attrs if a.get("device")}),
+        "micro_batch_tokens": {
+            "min": micro_tokens[0] if micro_tokens else None,
+            "median": micro_tokens[len(micro_tokens) // 2] if micro_tokens else None,
+            "under_4096": sum(1 for t in micro_tokens if t < 4096),
+        },
     }, pricing
 
 
@@ -158,6 +167,9 @@ def main():
               f"lost to OOM {f['lost_to_oom']:3}  OOM retries {f['oom_retries']:3}  "
               f"useful tokens/h {f['useful_tokens_per_hour']:14.0f}  in flight {f['mean_trials_in_flight']:.2f}  "
               f"peak {f['peak_device_memory_mib']} MiB")
+    tokens = memtune["micro_batch_tokens"]
+    print(f"memtune micro-batch tokens: min {tokens['min']}, median {tokens['median']}, "
+          f"{tokens['under_4096']} trial(s) under 4096")
     print(f"ratio {ratio}" if ratio is None else f"ratio {ratio:.2f}x")
     for failure in failures:
         print("FAIL:", failure)
