@@ -351,20 +351,16 @@ fn sensitivity(space: &SimSpace, base: &SimParams, seeds: &[u64]) {
         change(&mut p);
         variants.push((name.to_string(), p));
     };
-    add("packing: no token floor", &|p| p.micro_token_floor = None);
-    add("packing: token floor 2048", &|p| {
-        p.micro_token_floor = Some(2048)
-    });
-    add("packing: token floor 8192", &|p| {
-        p.micro_token_floor = Some(8192)
-    });
+    add("packing: no token floor", &|p| p.micro_token_floor = 0);
+    add("packing: token floor 2048", &|p| p.micro_token_floor = 2048);
+    add("packing: token floor 8192", &|p| p.micro_token_floor = 8192);
     add("packing: fit policy Alone", &|p| {
         p.fit_policy = FitPolicy::Alone
     });
     add("side by side (MPS)", &|p| p.sharing = Sharing::Concurrent);
     add("side by side (MPS), no token floor", &|p| {
         p.sharing = Sharing::Concurrent;
-        p.micro_token_floor = None
+        p.micro_token_floor = 0
     });
     add("packing: token cap 8192", &|p| {
         p.micro_token_cap = Some(8192)
@@ -375,7 +371,7 @@ fn sensitivity(space: &SimSpace, base: &SimParams, seeds: &[u64]) {
     add("half tokens 4096", &|p| p.half_tokens = 4096.0);
     add("half tokens 4096, no token floor", &|p| {
         p.half_tokens = 4096.0;
-        p.micro_token_floor = None
+        p.micro_token_floor = 0
     });
     add("start-up 0 s", &|p| p.startup_s = 0.0);
     add("start-up 60 s", &|p| p.startup_s = 60.0);

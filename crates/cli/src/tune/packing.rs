@@ -407,7 +407,8 @@ impl Packer {
 /// The smallest micro-batch with at least `tokens_per_step` tokens at
 /// `seq_len` tokens a row: below it a step's fixed costs (launches, the
 /// optimiser, the host loop) dominate, and on a device that time-slices
-/// between processes (CUDA without MPS) the trial wastes its slices.
+/// between processes (CUDA without MPS) the trial wastes its slices. A
+/// `tokens_per_step` of 0 gives 1: no floor.
 pub fn micro_floor_for_tokens(seq_len: usize, tokens_per_step: usize) -> usize {
     tokens_per_step.div_ceil(seq_len.max(1)).max(1)
 }

@@ -31,8 +31,9 @@
 //!   places the trials in order (on one device a trial that must wait
 //!   blocks the ones behind it), with the lease's micro-batch and
 //!   accumulation, and the token floor the runner sets on CUDA
-//!   ([`SimParams::micro_token_floor`]). Its lease is what it holds, so nothing is ever lost; the
-//!   simulation checks no device is ever over-committed.
+//!   ([`SimParams::micro_token_floor`]). Its lease is what it holds, so
+//!   nothing is ever lost; the simulation checks no device is ever
+//!   over-committed.
 //! - Several devices ([`SimParams::devices`]): each shares its compute among
 //!   its own trials only. The baseline runs its fixed parallelism on each
 //!   (one legacy process per card). A device can be drained at a chosen
@@ -95,9 +96,9 @@ pub struct SimParams {
     /// How trials on one device share its compute.
     pub sharing: Sharing,
     /// Packing: a trial whose fit is fewer tokens per micro-step than this
-    /// waits for memory, unless the empty device fits no more (`None`: it
-    /// starts at whatever fits).
-    pub micro_token_floor: Option<usize>,
+    /// waits for memory, unless the empty device fits no more (0: it starts
+    /// at whatever fits), as the runner's `min_micro_tokens`.
+    pub micro_token_floor: usize,
     /// Seconds from a trial's start to its first training step.
     pub startup_s: f64,
     /// Simulated wall-clock seconds.
@@ -141,7 +142,7 @@ impl Default for SimParams {
             device_flops: 20e12,
             half_tokens: 1024.0,
             sharing: Sharing::TimeSliced,
-            micro_token_floor: Some(CUDA_MIN_MICRO_TOKENS),
+            micro_token_floor: CUDA_MIN_MICRO_TOKENS,
             startup_s: 20.0,
             horizon_s: 6.0 * 3600.0,
             only_fitting_alone: false,
@@ -507,10 +508,7 @@ impl Sim<'_> {
             .params
             .micro_token_cap
             .map_or(trial.batch_size, |t| micro_cap_for_tokens(trial.seq_len, t));
-        let floor = self
-            .params
-            .micro_token_floor
-            .map_or(1, |t| micro_floor_for_tokens(trial.seq_len, t));
+        let floor = micro_floor_for_tokens(trial.seq_len, self.params.micro_token_floor);
         // The simulated devices differ only in size: a trial's peak is the
         // same on each.
         let mut peak_of = |_device: usize, micro: usize| space.peak(&trial, micro);

@@ -335,10 +335,7 @@ impl CudaBackend {
         master(op, &[dbias])?;
         same_len(op, dbias.len, cols)?;
         let col_blocks = u32_of(op, cols)?.div_ceil(32);
-        let chunks = COLUMN_CHUNKS
-            .min(COLUMN_PARTIALS / cols)
-            .min(rows.div_ceil(8))
-            .max(1);
+        let (chunks, partials, counters) = self.column_split(op, rows, cols, col_blocks)?;
         if chunks < 2 {
             return self.launch(
                 &typed("bias_backward", dtype),
@@ -347,11 +344,6 @@ impl CudaBackend {
                 args![dout, dbias, U64(rows as u64), U32(cols as u32)],
             );
         }
-        // chunks >= 2, so cols <= COLUMN_PARTIALS / 2: a counter each.
-        need(op, col_blocks as usize <= COLUMN_COUNTERS, || {
-            format!("{col_blocks} column blocks; the counters take {COLUMN_COUNTERS}")
-        })?;
-        let (partials, counters) = (self.column_partials.ptr(), self.column_counters.ptr());
         self.launch(
             &typed("column_sums", dtype),
             (col_blocks, chunks as u32, 1),
@@ -365,6 +357,34 @@ impl CudaBackend {
                 U32(cols as u32)
             ],
         )
+    }
+
+    /// How a column reduction over `rows` rows splits into row chunks whose
+    /// partial sums take `width` floats each (the split kernels'
+    /// `gridDim.y`), with the partials' and the arrival counters' buffers.
+    /// Two or more chunks put `width <= COLUMN_PARTIALS / 2`, so each of the
+    /// `col_blocks` column blocks has a counter; checked all the same.
+    fn column_split(
+        &self,
+        op: &'static str,
+        rows: usize,
+        width: usize,
+        col_blocks: u32,
+    ) -> Result<(usize, u64, u64), CudaError> {
+        let chunks = COLUMN_CHUNKS
+            .min(COLUMN_PARTIALS / width)
+            .min(rows.div_ceil(8))
+            .max(1);
+        need(
+            op,
+            chunks < 2 || col_blocks as usize <= COLUMN_COUNTERS,
+            || format!("{col_blocks} column blocks; the counters take {COLUMN_COUNTERS}"),
+        )?;
+        Ok((
+            chunks,
+            self.column_partials.ptr(),
+            self.column_counters.ptr(),
+        ))
     }
 
     /// Checks a cross-entropy's operands: `logits` hold `classes` per
@@ -1389,21 +1409,10 @@ impl CudaBackend {
         let n = dgamma.len;
         let rows = x.len / n;
         let cols = u32_of(op, n)?;
-        let chunks = COLUMN_CHUNKS
-            .min(COLUMN_PARTIALS / (2 * n))
-            .min(rows.div_ceil(8))
-            .max(1);
-        let grid = (cols.div_ceil(32), chunks as u32, 1);
         // Chunked, the kernel writes partials [chunk][2][n] and each column
-        // block's last block adds them: chunks >= 2, so 2n <= COLUMN_PARTIALS
-        // / 2, fewer column blocks than counters.
-        need(op, grid.0 as usize <= COLUMN_COUNTERS, || {
-            format!(
-                "{} column blocks; the counters take {COLUMN_COUNTERS}",
-                grid.0
-            )
-        })?;
-        let (partials, counters) = (self.column_partials.ptr(), self.column_counters.ptr());
+        // block's last block adds them.
+        let (chunks, partials, counters) = self.column_split(op, rows, 2 * n, cols.div_ceil(32))?;
+        let grid = (cols.div_ceil(32), chunks as u32, 1);
         let args = args![
             dout,
             x,
