@@ -169,10 +169,10 @@ impl DeviceSet {
     }
 
     /// Offers trial `id` (effective batch `effective_batch`, micro-batches
-    /// in `micro`, see [`Packer::try_admit_within`]); `peak_of(device, micro)` is its predicted peak
-    /// in bytes on that device. A trial already waiting keeps its place; a
-    /// new one joins the back. Offering a trial that holds a lease replaces
-    /// that lease.
+    /// in `micro`, see [`Packer::try_admit_within`]); `peak_of(device,
+    /// micro)` is its predicted peak in bytes on that device. A trial
+    /// already waiting keeps its place; a new one joins the back. Offering a
+    /// trial that holds a lease replaces that lease.
     pub fn place(
         &mut self,
         id: u64,
