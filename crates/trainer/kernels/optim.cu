@@ -79,19 +79,22 @@ extern "C" __global__ void __launch_bounds__(1024)
         // arithmetic is adamw_one's.
         const u64 n4 = e.len / 4;
         GRID_STRIDE(q, n4) {
-            float4 p4 = reinterpret_cast<float4 *>(param)[q];
+            const float4 p4 = reinterpret_cast<float4 *>(param)[q];
             const float4 g4 = reinterpret_cast<const float4 *>(grad)[q];
-            float4 m4 = reinterpret_cast<float4 *>(m)[q];
-            float4 v4 = reinterpret_cast<float4 *>(v)[q];
-            float *pp = &p4.x, *mm = &m4.x, *vv = &v4.x;
+            const float4 m4 = reinterpret_cast<float4 *>(m)[q];
+            const float4 v4 = reinterpret_cast<float4 *>(v)[q];
+            // Arrays rather than pointers into a float4's members, which
+            // C++ does not let one index across.
+            float pp[4] = {p4.x, p4.y, p4.z, p4.w}, mm[4] = {m4.x, m4.y, m4.z, m4.w};
+            float vv[4] = {v4.x, v4.y, v4.z, v4.w};
             const float gg[4] = {g4.x, g4.y, g4.z, g4.w};
 #pragma unroll
             for (int k = 0; k < 4; ++k)
                 adamw_one(pp + k, gg + k, mm + k, vv + k, 0, f, b1, b2, ob1, ob2, step,
                           inv_sqrt_bc2, eps, d);
-            reinterpret_cast<float4 *>(param)[q] = p4;
-            reinterpret_cast<float4 *>(m)[q] = m4;
-            reinterpret_cast<float4 *>(v)[q] = v4;
+            reinterpret_cast<float4 *>(param)[q] = make_float4(pp[0], pp[1], pp[2], pp[3]);
+            reinterpret_cast<float4 *>(m)[q] = make_float4(mm[0], mm[1], mm[2], mm[3]);
+            reinterpret_cast<float4 *>(v)[q] = make_float4(vv[0], vv[1], vv[2], vv[3]);
         }
         GRID_STRIDE(i, e.len - 4 * n4)
         adamw_one(param, grad, m, v, 4 * n4 + i, f, b1, b2, ob1, ob2, step, inv_sqrt_bc2, eps,

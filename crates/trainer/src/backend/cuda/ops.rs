@@ -448,7 +448,16 @@ impl CudaBackend {
         base: &'static str,
         tiles: &[&CudaBuf],
     ) -> Result<(String, Dim3, Dim3), CudaError> {
-        let bh = (sh.b * sh.heads) as u32;
+        // One block row per (sequence, head): CUDA caps a grid's y at 65,535.
+        let bh = sh.b * sh.heads;
+        need(base, bh <= 65_535, || {
+            format!(
+                "a micro-batch of {} sequences x {} heads exceeds the attention grid's limit of \
+                 65,535 (sequence, head) pairs; use a smaller micro-batch",
+                sh.b, sh.heads
+            )
+        })?;
+        let bh = bh as u32;
         let mma = dtype.is_half() && MMA_HEAD_DIMS.contains(&sh.head_dim) && self.capability.0 >= 8;
         if mma {
             for buf in tiles {
