@@ -280,6 +280,13 @@ step_legacy() { local d="$OUT/legacy"; rm -rf "$d"; mkdir -p "$d/site"
     --target "$d/site" wheels/*.whl || { echo "cannot install the baseline's Optuna from wheels/"; return 1; }
   "$PY" legacy_study.py --write-data "$d/docs.jsonl" --data-dir sentiment-labelled-sentences || return 1
   cp legacy.toml "$d/legacy.toml"
+  # MEMTUNE_LEGACY_SECONDS=N gives each side N seconds instead of
+  # legacy.toml's (a device session short of time).
+  if [ -n "${MEMTUNE_LEGACY_SECONDS:-}" ]; then
+    [[ "$MEMTUNE_LEGACY_SECONDS" =~ ^[0-9]+$ ]] || { echo "MEMTUNE_LEGACY_SECONDS is not a whole number of seconds: $MEMTUNE_LEGACY_SECONDS"; return 1; }
+    seconds=$MEMTUNE_LEGACY_SECONDS
+    sed -i "s/^timeout = .*/timeout = \"${seconds}s\"/" "$d/legacy.toml"
+  fi
   # MEMTUNE_LEGACY_KERNELS=reference runs memtune's side on the reference
   # kernels instead of legacy.toml's.
   if [ -n "${MEMTUNE_LEGACY_KERNELS:-}" ]; then
