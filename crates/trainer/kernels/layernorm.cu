@@ -10,7 +10,14 @@
 // residual_layernorm_backward, writes the LayerNorm's dx and, when dropout
 // was on, dx through the dropout mask, in one pass.
 //
-// One block per row for forward and dx; dgamma/dbeta are column sums over
+// One block per row for forward and dx, except the residual kernels' rows of
+// at most LN_WARP_MAX columns, a multiple of 8 (every hidden size of the
+// seven families): those take one warp a row (*_warp), which holds the row
+// in registers as groups of 8 columns read and written 16 bytes at a time,
+// reads each input once and reduces with shuffles alone. A block per row
+// reads a row three times and waits at eight barriers for its two block
+// sums, which is most of the time of a row of 768. dgamma/dbeta are column
+// sums over
 // rows in a fixed order, so every sum is deterministic: one block per 32
 // columns with (32, 8) threads (backward_params), or split over row chunks
 // into partials that each column block's last block adds in chunk order
@@ -123,6 +130,147 @@ __device__ void residual_layernorm_backward_impl(const T *dout, const T *sum, co
     }
 }
 
+// ---------------------------------------------------------------------------
+// Warp-per-row residual kernels. Lane l holds the column groups l, l + 32,
+// ... (8 columns each, LN_GROUPS at most); a row of n columns has n / 8.
+
+#define LN_GROUPS 4
+#define LN_WARP_MAX (32 * 8 * LN_GROUPS)
+
+// The dropout decisions (drop_apply's) of columns c .. c + 7 of the row
+// whose first element is element `base` of the stream: two Philox blocks
+// when base + c is a multiple of 4 (n % 8 == 0 makes it so), as
+// for_row_dropout decides them.
+__device__ __forceinline__ void dropout8(u64 i, int keep[8], DROPOUT_PARAMS) {
+    if (threshold == 0) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) keep[e] = -1;
+        return;
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const philox_out r =
+            dropout_block((i >> 2) + half, seed_lo, seed_hi, step_lo, step_hi, stream);
+#pragma unroll
+        for (int w = 0; w < 4; ++w) keep[4 * half + w] = (int)((r.w[w] >> 8) >= threshold);
+    }
+}
+
+// v = dropout(x + bias) + residual, stored in place of x, then the
+// LayerNorm of the stored v: the same values as the block-per-row kernel
+// up to the order of the row's sums.
+template <typename T>
+__device__ void residual_layernorm_forward_warp_impl(T *sum, const float *bias, const T *residual,
+                                                     const float *gamma, const float *beta,
+                                                     T *out, float *mean, float *rstd, u64 rows,
+                                                     u32 n, float eps, DROPOUT_PARAMS) {
+    const u32 lane = threadIdx.x & 31, groups = n / 8;
+    const u64 warps = (u64)gridDim.x * (blockDim.x >> 5);
+    for (u64 row = (u64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < rows;
+         row += warps) {
+        const u64 base = row * n;
+        float v[LN_GROUPS][8];
+        float acc = 0.0f;
+#pragma unroll
+        for (int k = 0; k < LN_GROUPS; ++k) {
+            const u32 c = 8 * (lane + 32 * k);
+            if (c >= n) break;
+            float r[8];
+            int keep[8];
+            ld8(sum + base + c, v[k]);
+            ld8(residual + base + c, r);
+            add_bias8(v[k], bias, c, n);
+            dropout8(base + c, keep, DROPOUT_ARGS);
+#pragma unroll
+            for (int e = 0; e < 8; ++e)
+                v[k][e] = stored<T>(drop_apply(v[k][e], keep[e], keep_scale) + r[e]);
+            st8(sum + base + c, v[k]);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) acc += v[k][e];
+        }
+        const float m = warp_sum(acc) / (float)n;
+        float var = 0.0f;
+#pragma unroll
+        for (int k = 0; k < LN_GROUPS; ++k) {
+            if (lane + 32 * k >= groups) break;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                const float d = v[k][e] - m;
+                var += d * d;
+            }
+        }
+        const float rs = 1.0f / sqrtf(warp_sum(var) / (float)n + eps);
+#pragma unroll
+        for (int k = 0; k < LN_GROUPS; ++k) {
+            const u32 c = 8 * (lane + 32 * k);
+            if (c >= n) break;
+            float g[8], b[8], y[8];
+            ld8(gamma + c, g);
+            ld8(beta + c, b);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) y[e] = (v[k][e] - m) * rs * g[e] + b[e];
+            st8(out + base + c, y);
+        }
+        if (lane == 0) {
+            mean[row] = m;
+            rstd[row] = rs;
+        }
+    }
+}
+
+// residual_layernorm_backward's dx (d_sum) and d_branch, a warp a row.
+template <typename T>
+__device__ void residual_layernorm_backward_warp_impl(const T *dout, const T *sum,
+                                                      const float *gamma, const float *mean,
+                                                      const float *rstd, T *d_sum, T *d_branch,
+                                                      u64 rows, u32 n, DROPOUT_PARAMS) {
+    const u32 lane = threadIdx.x & 31;
+    const u64 warps = (u64)gridDim.x * (blockDim.x >> 5);
+    for (u64 row = (u64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < rows;
+         row += warps) {
+        const u64 base = row * n;
+        const float m = mean[row], rs = rstd[row];
+        // g = dout * gamma and x - mean, per column (layernorm_dx_row's
+        // expressions).
+        float g[LN_GROUPS][8], d[LN_GROUPS][8];
+        float sg = 0.0f, sgx = 0.0f;
+#pragma unroll
+        for (int k = 0; k < LN_GROUPS; ++k) {
+            const u32 c = 8 * (lane + 32 * k);
+            if (c >= n) break;
+            float gm[8];
+            ld8(dout + base + c, g[k]);
+            ld8(sum + base + c, d[k]);
+            ld8(gamma + c, gm);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                g[k][e] *= gm[e];
+                d[k][e] -= m;
+                sg += g[k][e];
+                sgx += g[k][e] * d[k][e] * rs;
+            }
+        }
+        const float mg = warp_sum(sg) / (float)n;
+        const float mgx = warp_sum(sgx) / (float)n;
+#pragma unroll
+        for (int k = 0; k < LN_GROUPS; ++k) {
+            const u32 c = 8 * (lane + 32 * k);
+            if (c >= n) break;
+            float dx[8];
+#pragma unroll
+            for (int e = 0; e < 8; ++e)
+                dx[e] = stored<T>(rs * (g[k][e] - mg - d[k][e] * rs * mgx));
+            st8(d_sum + base + c, dx);
+            if (!d_branch) continue;
+            int keep[8];
+            dropout8(base + c, keep, DROPOUT_ARGS);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) dx[e] = drop_apply(dx[e], keep[e], keep_scale);
+            st8(d_branch + base + c, dx);
+        }
+    }
+}
+
 // dgamma += sum_rows dout * xhat, dbeta += sum_rows dout. Block (32, 8).
 template <typename T>
 __device__ void layernorm_backward_params_impl(const T *dout, const T *x, const float *mean,
@@ -175,18 +323,27 @@ __device__ void layernorm_backward_params_impl(const T *dout, const T *x, const 
     }
 }
 
+// The residual kernels of one form: KIND empty (block per row) or _warp.
+#define RESIDUAL_LAYERNORM(S, T, KIND)                                                       \
+    extern "C" __global__ void residual_layernorm_forward##KIND##_##S(                       \
+        T *sum, const float *bias, const T *residual, const float *gamma, const float *beta, \
+        T *out, float *mean, float *rstd, u64 rows, u32 n, float eps, DROPOUT_PARAMS) {      \
+        residual_layernorm_forward##KIND##_impl(sum, bias, residual, gamma, beta, out, mean, \
+                                                rstd, rows, n, eps, DROPOUT_ARGS);           \
+    }                                                                                        \
+    extern "C" __global__ void residual_layernorm_backward##KIND##_##S(                      \
+        const T *dout, const T *sum, const float *gamma, const float *mean,                  \
+        const float *rstd, T *d_sum, T *d_branch, u64 rows, u32 n, DROPOUT_PARAMS) {         \
+        residual_layernorm_backward##KIND##_impl(dout, sum, gamma, mean, rstd, d_sum,        \
+                                                 d_branch, rows, n, DROPOUT_ARGS);           \
+    }
+
 #define LAYERNORM(S, T)                                                                      \
     extern "C" __global__ void layernorm_forward_##S(const T *x, const float *gamma,         \
                                                      const float *beta, T *out, float *mean, \
                                                      float *rstd, u64 rows, u32 n,           \
                                                      float eps) {                            \
         layernorm_forward_impl(x, gamma, beta, out, mean, rstd, rows, n, eps);               \
-    }                                                                                        \
-    extern "C" __global__ void residual_layernorm_forward_##S(                               \
-        T *sum, const float *bias, const T *residual, const float *gamma, const float *beta, \
-        T *out, float *mean, float *rstd, u64 rows, u32 n, float eps, DROPOUT_PARAMS) {      \
-        residual_layernorm_forward_impl(sum, bias, residual, gamma, beta, out, mean, rstd,   \
-                                        rows, n, eps, DROPOUT_ARGS);                         \
     }                                                                                        \
     extern "C" __global__ void layernorm_backward_dx_##S(const T *dout, const T *x,          \
                                                          const float *gamma,                 \
@@ -195,12 +352,8 @@ __device__ void layernorm_backward_params_impl(const T *dout, const T *x, const 
                                                          u32 n) {                            \
         layernorm_backward_dx_impl(dout, x, gamma, mean, rstd, dx, rows, n);                 \
     }                                                                                        \
-    extern "C" __global__ void residual_layernorm_backward_##S(                              \
-        const T *dout, const T *sum, const float *gamma, const float *mean,                  \
-        const float *rstd, T *d_sum, T *d_branch, u64 rows, u32 n, DROPOUT_PARAMS) {         \
-        residual_layernorm_backward_impl(dout, sum, gamma, mean, rstd, d_sum, d_branch,      \
-                                         rows, n, DROPOUT_ARGS);                             \
-    }                                                                                        \
+    RESIDUAL_LAYERNORM(S, T, )                                                               \
+    RESIDUAL_LAYERNORM(S, T, _warp)                                                          \
     extern "C" __global__ void layernorm_backward_params_##S(                                \
         const T *dout, const T *x, const float *mean, const float *rstd, float *dgamma,      \
         float *dbeta, float *partial, u32 *arrived, u64 rows, u32 n) {                       \

@@ -93,8 +93,10 @@ pub const SOURCES: &[KernelSource] = &[
         [
             ("layernorm_forward", STORED),
             ("residual_layernorm_forward", STORED),
+            ("residual_layernorm_forward_warp", STORED),
             ("layernorm_backward_dx", STORED),
             ("residual_layernorm_backward", STORED),
+            ("residual_layernorm_backward_warp", STORED),
             ("layernorm_backward_params", STORED),
         ]
     ),

@@ -198,6 +198,9 @@ const SIMT_MAX_HEAD_DIM: usize = 128;
 /// the SIMT kernels' 8 warps x 1.
 const MMA_ROWS: usize = 64;
 const SIMT_ROWS: usize = 8;
+/// The widest row the warp-per-row residual LayerNorm kernels hold
+/// (`LN_WARP_MAX` of layernorm.cu).
+const LN_WARP_MAX: usize = 1024;
 /// Threads of a tensor-core attention block (`MMA_THREADS` of
 /// attention_fused.cu, which sizes its tile loads by it).
 const MMA_THREADS: u32 = 128;
@@ -238,6 +241,34 @@ impl CudaBackend {
         let sizes = [U64(rows as u64), U32(u32_of(base, n)?)];
         let args = [buffers, &sizes, tail].concat();
         self.launch_block_rows(&typed(base, dtype), rows as u64, &args)
+    }
+
+    /// The residual LayerNorm kernel `base` over `rows` rows of `n`
+    /// columns: its warp-per-row form (`base_warp`) where a warp can hold
+    /// a row (`n` a multiple of 8, at most [`LN_WARP_MAX`]) and every buffer
+    /// of `vectors` is 16-byte aligned for its 8-column accesses, else the
+    /// block-per-row one. Arguments as [`Self::launch_layernorm`].
+    #[allow(clippy::too_many_arguments)]
+    fn launch_residual_layernorm(
+        &self,
+        base: &'static str,
+        dtype: Dtype,
+        rows: usize,
+        n: usize,
+        vectors: &[&CudaBuf],
+        buffers: &[Arg],
+        tail: &[Arg],
+    ) -> Result<(), CudaError> {
+        let mut aligned = true;
+        for buf in vectors {
+            aligned &= buf.ptr()?.is_multiple_of(16);
+        }
+        if !(aligned && n.is_multiple_of(8) && n <= LN_WARP_MAX) {
+            return self.launch_layernorm(base, dtype, rows, n, buffers, tail);
+        }
+        let sizes = [U64(rows as u64), U32(u32_of(base, n)?)];
+        let args = [buffers, &sizes, tail].concat();
+        self.launch_rows(&typed(&format!("{base}_warp"), dtype), rows as u64, &args)
     }
 
     /// A kernel `op` between a per-sequence buffer `rows` (`[b, h]`) and a
@@ -1243,7 +1274,8 @@ impl Backend for CudaBackend {
                 layernorm_operands(op, sum, &[residual, out], n, &per_column, mean, rstd)?;
             let buffers = args![sum, bias, residual, gamma, beta, out, mean, rstd];
             let tail = [&[F32(eps as f32)][..], &dropout_args(op, dropout, key)?].concat();
-            self.launch_layernorm(op, dtype, rows, n, buffers, &tail)
+            let vectors = [&*sum, bias, residual, gamma, beta, &*out];
+            self.launch_residual_layernorm(op, dtype, rows, n, &vectors, buffers, &tail)
         })
     }
 
@@ -1267,17 +1299,19 @@ impl Backend for CudaBackend {
             let per_column = [gamma, &*dgamma, &*dbeta];
             let (rows, dtype) =
                 layernorm_operands(op, sum, &[dout, d_sum], n, &per_column, mean, rstd)?;
+            let mut vectors = vec![dout, sum, gamma, &*d_sum];
             let branch = match (&d_branch, key) {
                 (Some(b), Some(_)) => {
                     same_len(op, b.len, sum.len)?;
                     act(op, &[sum, b])?;
+                    vectors.push(b);
                     b.ptr()?
                 }
                 _ => 0,
             };
             let buffers = args![dout, sum, gamma, mean, rstd, d_sum, Ptr(branch)];
             let mask = dropout_args(op, dropout, key)?;
-            self.launch_layernorm(op, dtype, rows, n, buffers, &mask)?;
+            self.launch_residual_layernorm(op, dtype, rows, n, &vectors, buffers, &mask)?;
             self.layernorm_params(dout, sum, mean, rstd, dgamma, dbeta, dtype)
         })
     }
