@@ -370,7 +370,7 @@ __device__ void attention_backward_dq_simt_impl(const A *q, const A *k, const A 
 // Shared-memory tiles keep both orientations a product needs with pairs of
 // consecutive k adjacent (a transposed copy where the natural layout has
 // them a row apart); rows are padded by 8 elements (16 bytes) against bank
-// conflicts.
+// conflicts, and a transposed copy is also swizzled (t_col).
 
 #define MMA_ROWS 64 // rows a block owns (4 warps x 16)
 #define MMA_TILE 64 // rows of the other side per shared-memory tile
@@ -407,8 +407,24 @@ __device__ __forceinline__ u32 pair_at(const T *row, u32 col) {
     return *reinterpret_cast<const u32 *>(row + col);
 }
 
+// Where element (row, col) of a transposed tile is stored: column col ^
+// (row & 56). The loader's stores from one warp go to rows 8 apart at the
+// same column, which the padding alone puts in one bank (8 ways at D = 64,
+// 4 at D = 32); the swizzle spreads them over 16 banks. It keeps a pair
+// (col even, col + 1) adjacent, and the fragment reads (rows n * 8 + g,
+// columns kc * 16 + 2t (+ 8)) in 32 distinct banks.
+__device__ __forceinline__ u32 t_col(u32 row, u32 col) { return col ^ (row & 56u); }
+
+// pair_at of a transposed tile.
+template <typename T>
+__device__ __forceinline__ u32 pair_at_t(const T (*tile)[MMA_TILE + MMA_PAD], u32 row,
+                                         u32 col) {
+    return pair_at(tile[row], t_col(row, col));
+}
+
 // Copies rows [t0, t0 + MMA_TILE) of one head of `x` into `dst` ([row][D]),
-// and, when `dst_t` is not null, transposed into `dst_t` ([D][row]); zeros
+// and, when `dst_t` is not null, transposed into `dst_t` ([D][row],
+// swizzled by t_col); zeros
 // past s. Every thread of the block's MMA_THREADS issues all of its 16-byte
 // loads before the first shared-memory store, so the tile waits on global
 // memory once rather than once per element pair (a row of a head is D
@@ -442,8 +458,8 @@ __device__ __forceinline__ void mma_load_tile(const attn_args &a, const T *x, u3
                 T lo, hi;
                 lo.bits = (unsigned short)(words[w] & 0xffffu);
                 hi.bits = (unsigned short)(words[w] >> 16);
-                dst_t[c + 2 * w][r] = lo;
-                dst_t[c + 2 * w + 1][r] = hi;
+                dst_t[c + 2 * w][t_col(c + 2 * w, r)] = lo;
+                dst_t[c + 2 * w + 1][t_col(c + 2 * w + 1, r)] = hi;
             }
         }
     }
@@ -568,8 +584,8 @@ __device__ void attention_forward_mma_impl(const T *q, const T *k, const T *v, c
             c_to_a<T>(sc[2 * kc], sc[2 * kc + 1], pf);
 #pragma unroll
             for (int n = 0; n < D / 8; ++n)
-                mma16816<T>(o[n], pf, pair_at(vt[n * 8 + g], kc * 16 + 2 * t),
-                            pair_at(vt[n * 8 + g], kc * 16 + 2 * t + 8));
+                mma16816<T>(o[n], pf, pair_at_t(vt, n * 8 + g, kc * 16 + 2 * t),
+                            pair_at_t(vt, n * 8 + g, kc * 16 + 2 * t + 8));
         }
     }
 #pragma unroll
@@ -676,10 +692,10 @@ __device__ void attention_backward_dkdv_mma_impl(const T *q, const T *k, const T
 #pragma unroll
             for (int n = 0; n < D / 8; ++n) {
                 const u32 c0 = kc * 16 + 2 * t;
-                mma16816<T>(gv[n], pf, pair_at(dot_[n * 8 + g], c0),
-                            pair_at(dot_[n * 8 + g], c0 + 8));
-                mma16816<T>(gk[n], sf, pair_at(qt[n * 8 + g], c0),
-                            pair_at(qt[n * 8 + g], c0 + 8));
+                mma16816<T>(gv[n], pf, pair_at_t(dot_, n * 8 + g, c0),
+                            pair_at_t(dot_, n * 8 + g, c0 + 8));
+                mma16816<T>(gk[n], sf, pair_at_t(qt, n * 8 + g, c0),
+                            pair_at_t(qt, n * 8 + g, c0 + 8));
             }
         }
     }
@@ -774,8 +790,8 @@ __device__ void attention_backward_dq_mma_impl(const T *q, const T *k, const T *
 #pragma unroll
             for (int n = 0; n < D / 8; ++n) {
                 const u32 c0 = kc * 16 + 2 * t;
-                mma16816<T>(gq[n], sf, pair_at(kt[n * 8 + g], c0),
-                            pair_at(kt[n * 8 + g], c0 + 8));
+                mma16816<T>(gq[n], sf, pair_at_t(kt, n * 8 + g, c0),
+                            pair_at_t(kt, n * 8 + g, c0 + 8));
             }
         }
     }
