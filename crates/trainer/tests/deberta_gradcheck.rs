@@ -1,7 +1,8 @@
 //! The DeBERTa model's backward against central differences of its loss, in
 //! f64, with dropout on every site (keyed, regenerated in backward) and every
 //! architecture option the fixture does not use (token types, absolute
-//! positions, unbucketed distances, no relative-embedding LayerNorm).
+//! positions, unbucketed distances, no relative-embedding LayerNorm); and
+//! the same gradients when each layer is recomputed in backward.
 
 mod common;
 
@@ -61,7 +62,21 @@ fn model_gradients_match_central_differences_with_dropout() {
         let db = DebertaBatch::upload(&be, &c, 3, &batch).unwrap();
         let mode = Mode::Train { seed, step: 3 };
         model.alloc_grads(&be);
-        model.forward_backward(&be, &db, None, 2.0, mode);
+        let loss = model.forward_backward(&be, &db, None, 2.0, mode, false);
+        // Recomputing each layer in backward (same dropout keys) gives the
+        // same loss and gradients, bit for bit.
+        let kept: Vec<Vec<f64>> = model.params.grads.iter().map(|g| be.download(g)).collect();
+        model.zero_grads(&be);
+        let again = model.forward_backward(&be, &db, None, 2.0, mode, true);
+        assert_eq!(loss.to_bits(), again.to_bits(), "variant {variant}: loss");
+        for (i, g) in model.params.grads.iter().enumerate() {
+            let name = &model.params.info[i].name;
+            assert_eq!(
+                be.download(g),
+                kept[i],
+                "variant {variant}: recomputation changed {name}"
+            );
+        }
         for i in 0..model.params.info.len() {
             let analytic = be.download(&model.params.grads[i]);
             let original = be.download(&model.params.values[i]);
@@ -76,7 +91,7 @@ fn model_gradients_match_central_differences_with_dropout() {
                 let mut v = original.clone();
                 v[j] = x;
                 be.upload(&mut model.params.values[i], &v);
-                let tape = model.forward(&be, &db, mode);
+                let tape = model.forward(&be, &db, mode, true);
                 be.cross_entropy_forward(
                     tape.logits(),
                     &LossTargets::new(&db.ids.labels, None, 3, 2.0),

@@ -86,7 +86,7 @@ fn logits_loss_and_every_gradient_match_transformers() {
     model.alloc_grads(&be);
     // HF's CrossEntropyLoss is the batch mean; dropout is 0 in the fixture.
     let mode = Mode::Train { seed: 1, step: 1 };
-    let loss = model.forward_backward(&be, &device_batch, None, b as f64, mode);
+    let loss = model.forward_backward(&be, &device_batch, None, b as f64, mode, false);
     assert_close("loss", &[loss], get("loss"), TOL, 0);
     let mut compared = 0;
     for (info, grad) in model.params.info.iter().zip(&model.params.grads) {

@@ -29,16 +29,14 @@ pub trait Classifier<B: Backend> {
 
     fn params_mut(&mut self) -> &mut Params<B>;
 
-    /// Whether [`Classifier::train_batch`] honours `recompute`; the loop
-    /// refuses it for a model that would silently keep its activations.
-    fn supports_recompute(&self) -> bool;
-
     /// Checks shapes, ids and labels on the host, before any kernel runs.
     fn check_batch(&self, batch: &Batch) -> Result<(), BatchError>;
 
     /// Uploads `batch`, runs forward and backward, and accumulates the
     /// gradients into `params().grads` (allocated first); returns the
     /// weighted cross-entropy summed over the batch and divided by `denom`.
+    /// With `recompute`, forward keeps each encoder layer's input only and
+    /// backward runs the layer again before its backward (every family).
     #[allow(clippy::too_many_arguments)]
     fn train_batch(
         &mut self,
@@ -83,10 +81,6 @@ impl<B: Backend> Classifier<B> for BertClassifier<B> {
 
     fn params_mut(&mut self) -> &mut Params<B> {
         &mut self.params
-    }
-
-    fn supports_recompute(&self) -> bool {
-        true
     }
 
     fn check_batch(&self, batch: &Batch) -> Result<(), BatchError> {
@@ -144,10 +138,6 @@ impl<B: Backend> Classifier<B> for DebertaClassifier<B> {
         &mut self.params
     }
 
-    fn supports_recompute(&self) -> bool {
-        false
-    }
-
     fn check_batch(&self, batch: &Batch) -> Result<(), BatchError> {
         super::device_batch::validate_against(&self.config.batch_limits(self.num_labels), batch)
     }
@@ -159,10 +149,10 @@ impl<B: Backend> Classifier<B> for DebertaClassifier<B> {
         class_weights: Option<&B::Buf>,
         denom: f64,
         mode: Mode,
-        _recompute: bool,
+        recompute: bool,
     ) -> Result<f64, BatchError> {
         let device = DebertaBatch::upload(be, &self.config, self.num_labels, batch)?;
-        Ok(self.forward_backward(be, &device, class_weights, denom, mode))
+        Ok(self.forward_backward(be, &device, class_weights, denom, mode, recompute))
     }
 
     fn logits(&self, be: &B, batch: &Batch) -> Result<Vec<f64>, BatchError> {

@@ -409,11 +409,6 @@ pub fn train<B: Backend, M: Classifier<B> + ?Sized>(
     observer: &mut dyn FnMut(&EpochMetrics) -> Control,
 ) -> Result<TrainReport, TrainError> {
     let classes = model.num_labels();
-    if cfg.recompute && !model.supports_recompute() {
-        return Err(TrainError::Config(
-            "recompute is not supported by this model: it keeps its activations".into(),
-        ));
-    }
     if cfg.accumulation_steps == 0 || cfg.epochs == 0 || train_batches.is_empty() {
         return Err(TrainError::Config(
             "epochs, accumulation_steps and the training set must be non-empty".into(),

@@ -192,7 +192,8 @@ pub struct DebertaTape<B: Backend> {
     /// The relative-embedding table in the activations' type, when that is
     /// not the master type.
     rel_table: Option<B::Buf>,
-    layers: Vec<attention::LayerActs<B>>,
+    /// `None` for a layer whose activations are recomputed in backward.
+    layers: Vec<Option<attention::LayerActs<B>>>,
     /// `outputs[0]` is the embedding output; `outputs[i + 1]` layer i's.
     outputs: Vec<B::Buf>,
     cls: B::Buf,
@@ -325,7 +326,10 @@ impl<B: Backend> DebertaClassifier<B> {
     /// Forward, loss and backward of one micro-batch, as
     /// [`super::BertClassifier::forward_backward`]: gradients are
     /// accumulated into `params.grads`, the loss is the weighted
-    /// cross-entropy sum divided by `denom`.
+    /// cross-entropy sum divided by `denom`. With `recompute`, forward keeps
+    /// only each layer's input and backward runs the layer's forward again
+    /// (the same dropout masks) before its backward: the same loss and
+    /// gradients, bit for bit, for one layer's activations at a time.
     pub fn forward_backward(
         &mut self,
         be: &B,
@@ -333,12 +337,13 @@ impl<B: Backend> DebertaClassifier<B> {
         class_weights: Option<&B::Buf>,
         denom: f64,
         mode: Mode,
+        recompute: bool,
     ) -> f64 {
         assert!(
             !self.params.grads.is_empty(),
             "forward_backward needs alloc_grads first"
         );
-        let tape = self.forward(be, batch, mode);
+        let tape = self.forward(be, batch, mode, recompute);
         let targets = LossTargets::new(&batch.ids.labels, class_weights, self.num_labels, denom);
         let (loss, dlogits) = loss_and_dlogits(be, &tape.logits, &targets, batch.ids.batch);
         self.backward(be, batch, tape, dlogits);
@@ -354,7 +359,7 @@ impl<B: Backend> DebertaClassifier<B> {
         class_weights: Option<&B::Buf>,
         denom: f64,
     ) -> (Vec<f64>, f64) {
-        let tape = self.forward(be, batch, Mode::Eval);
+        let tape = self.forward(be, batch, Mode::Eval, true);
         let targets = LossTargets::new(&batch.ids.labels, class_weights, self.num_labels, denom);
         let loss = be.cross_entropy_forward(&tape.logits, &targets);
         (be.download(&tape.logits), loss)
@@ -362,10 +367,18 @@ impl<B: Backend> DebertaClassifier<B> {
 
     /// Logits `[b, num_labels]` in eval mode.
     pub fn logits(&self, be: &B, batch: &DebertaBatch<B>) -> Vec<f64> {
-        be.download(&self.forward(be, batch, Mode::Eval).logits)
+        be.download(&self.forward(be, batch, Mode::Eval, true).logits)
     }
 
-    pub fn forward(&self, be: &B, batch: &DebertaBatch<B>, mode: Mode) -> DebertaTape<B> {
+    /// The forward pass; with `recompute` the tape keeps no layer's
+    /// activations (what evaluation wants too), only the layers' outputs.
+    pub fn forward(
+        &self,
+        be: &B,
+        batch: &DebertaBatch<B>,
+        mode: Mode,
+        recompute: bool,
+    ) -> DebertaTape<B> {
         let c = &self.config;
         let (b, s, h) = (batch.ids.batch, batch.ids.seq, c.hidden_size);
         let n = b * s;
@@ -417,7 +430,7 @@ impl<B: Backend> DebertaClassifier<B> {
             for (i, l) in self.idx.layers.iter().enumerate() {
                 let x = outputs.last().unwrap();
                 let (acts, out) = attention::layer_forward(c, v, be, i, l, x, rel_x, batch, mode);
-                layers.push(acts);
+                layers.push(if recompute { None } else { Some(acts) });
                 outputs.push(out);
             }
         }
@@ -537,26 +550,18 @@ impl<B: Backend> DebertaClassifier<B> {
         // master type.
         let mut d_rel = be.alloc("encoder.d_rel", Grad, rows * h);
         for i in (0..idx.layers.len()).rev() {
-            drop(outputs.pop());
-            let acts = layers.pop().unwrap();
+            drop(outputs.pop()); // layer i's output: its consumers are done.
             let x = outputs.last().unwrap();
             let (v, g) = (&self.params.values, &mut self.params.grads);
             let table = rel_table.as_ref().unwrap_or(&v[idx.rel]);
             let rel_x = rel.as_ref().unwrap_or(table);
+            let l = &idx.layers[i];
+            let acts = match layers.pop().unwrap() {
+                Some(a) => a,
+                None => attention::layer_forward(&c, v, be, i, l, x, rel_x, batch, mode).0,
+            };
             d = attention::layer_backward(
-                &c,
-                v,
-                g,
-                be,
-                i,
-                &idx.layers[i],
-                x,
-                rel_x,
-                acts,
-                d,
-                &mut d_rel,
-                batch,
-                mode,
+                &c, v, g, be, i, l, x, rel_x, acts, d, &mut d_rel, batch, mode,
             );
         }
         drop(outputs);

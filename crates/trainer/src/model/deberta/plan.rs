@@ -74,6 +74,7 @@ pub fn planned_step<B: Backend>(
         None,
         b as f64,
         Mode::Train { seed: 0, step: 1 },
+        false,
     );
     if optimizer.clips(be) {
         optimizer.step(be, &mut model.params, 1e-5, Some(1.0));
