@@ -1,14 +1,18 @@
 //! DeBERTa's memory plan: the allocation-only backend's record of a training
 //! step equals the CPU backend's, buffer by buffer, for every option of the
-//! architecture; and the DeBERTa-v3 presets have their published sizes.
+//! architecture, recomputed or not; and the DeBERTa-v3 presets have their
+//! published sizes.
 
 use std::path::Path;
 
+use trainer::backend::Kernels;
 use trainer::backend::cpu::CpuBackend;
 use trainer::backend::plan::PlanBackend;
 use trainer::float::Float;
-use trainer::memory::{MemTracker, Precision, TrackedBuffer};
-use trainer::model::deberta::{DebertaClassifier, DebertaConfig, plan_peak, planned_step};
+use trainer::memory::plan::run_planned_step;
+use trainer::memory::{MemTracker, MemoryPlan, PlanRequest, Precision, TrackedBuffer};
+use trainer::model::HeadConfig;
+use trainer::model::deberta::{DebertaClassifier, DebertaConfig};
 
 fn tiny(variant: usize) -> DebertaConfig {
     let pos_att = ["[\"p2c\", \"c2p\"]", "[\"c2p\"]", "\"p2c\"", "[]"][variant % 4];
@@ -29,17 +33,37 @@ fn tiny(variant: usize) -> DebertaConfig {
     DebertaConfig::from_json(&json, Path::new("tiny.json")).unwrap()
 }
 
-fn cpu_record<T: Float>(
-    c: &DebertaConfig,
-    b: usize,
-    s: usize,
-    dropout: bool,
-) -> Vec<TrackedBuffer> {
+/// One training step of `c` at `b` x `s` with three labels.
+fn request(c: &DebertaConfig, b: usize, s: usize, dropout: bool, recompute: bool) -> PlanRequest {
+    let head = HeadConfig {
+        num_labels: 3,
+        hidden: vec![],
+    };
+    PlanRequest {
+        dropout,
+        recompute,
+        ..PlanRequest::fp32_adamw(c.clone(), &head, b, s)
+    }
+}
+
+/// The CPU backend's record of `req`'s step, every buffer freed after.
+fn cpu_record<T: Float>(req: &PlanRequest) -> Vec<TrackedBuffer> {
     let tracker = MemTracker::new(true);
-    let be = CpuBackend::<T>::with_tracker(tracker.clone());
-    planned_step(&be, c, 3, b, s, dropout).unwrap();
+    let be =
+        CpuBackend::<T>::with_tracker(tracker.clone()).for_step(req.matmul_precision, req.kernels);
+    drop(run_planned_step(&be, req).unwrap());
     assert_eq!(tracker.live_bytes(), 0, "every buffer is freed");
     tracker.buffers()
+}
+
+fn assert_plan_is(req: &PlanRequest, measured: &[TrackedBuffer], what: &str) {
+    let plan = MemoryPlan::new(req).unwrap();
+    assert_eq!(plan.buffers.len(), measured.len(), "{what}: buffer count");
+    for (p, m) in plan.buffers.iter().zip(measured) {
+        assert_eq!(p, m, "{what}");
+    }
+    let peak = measured.iter().map(|m| m.live_after_alloc).max().unwrap();
+    assert_eq!(plan.peak_bytes, peak, "{what}");
 }
 
 #[test]
@@ -47,30 +71,16 @@ fn plan_equals_the_cpu_backend_buffer_by_buffer() {
     for variant in 0..8 {
         let c = tiny(variant);
         let (b, s) = [(1, 5), (3, 9), (2, 17), (4, 12)][variant % 4];
-        let dropout = variant % 3 != 2;
-        let (measured, bytes) = if variant % 2 == 0 {
-            (cpu_record::<f32>(&c, b, s, dropout), 4)
-        } else {
-            (cpu_record::<f64>(&c, b, s, dropout), 8)
+        let precision = [Precision::F32, Precision::F64][variant % 2];
+        let req = PlanRequest {
+            precision,
+            ..request(&c, b, s, variant % 3 != 2, variant % 4 == 1)
         };
-        let plan = PlanBackend::new(bytes);
-        planned_step(&plan, &c, 3, b, s, dropout).unwrap();
-        let planned = plan.tracker().buffers();
-        assert_eq!(
-            planned.len(),
-            measured.len(),
-            "variant {variant}: buffer count"
-        );
-        for (p, m) in planned.iter().zip(&measured) {
-            assert_eq!(p, m, "variant {variant}");
-        }
-        let peak = measured.iter().map(|m| m.live_after_alloc).max().unwrap();
-        let precision = if bytes == 4 {
-            Precision::F32
-        } else {
-            Precision::F64
+        let measured = match precision {
+            Precision::F32 => cpu_record::<f32>(&req),
+            Precision::F64 => cpu_record::<f64>(&req),
         };
-        assert_eq!(plan_peak(&c, 3, b, s, precision, dropout).unwrap(), peak);
+        assert_plan_is(&req, &measured, &format!("variant {variant}"));
     }
 }
 
@@ -88,7 +98,14 @@ fn v3_presets_have_their_published_sizes_and_plans() {
     let large = parameters(&DebertaConfig::deberta_v3_large());
     assert!((184_000_000..185_000_000).contains(&base), "base {base}");
     assert!((434_000_000..436_000_000).contains(&large), "large {large}");
-    let peak = |c: &DebertaConfig, b: usize| plan_peak(c, 2, b, 128, Precision::F32, true).unwrap();
+    let peak = |c: &DebertaConfig, b: usize| {
+        let head = HeadConfig {
+            num_labels: 2,
+            hidden: vec![],
+        };
+        let req = PlanRequest::fp32_adamw(c.clone(), &head, b, 128);
+        MemoryPlan::new(&req).unwrap().peak_bytes
+    };
     let (base8, base16) = (
         peak(&DebertaConfig::deberta_v3_base(), 8),
         peak(&DebertaConfig::deberta_v3_base(), 16),
@@ -171,7 +188,7 @@ fn bad_configs_name_the_field() {
 /// DeBERTa's attention stays unfused, its layer body and optimiser fused.
 #[test]
 fn fused_plan_equals_the_cpu_backend_buffer_by_buffer() {
-    use trainer::backend::{Dtype, Kernels, MatmulPrecision, Storage};
+    use trainer::backend::MatmulPrecision;
     let precisions = [
         MatmulPrecision::Bf16,
         MatmulPrecision::Fp32,
@@ -180,21 +197,9 @@ fn fused_plan_equals_the_cpu_backend_buffer_by_buffer() {
     for variant in 0..4 {
         let c = tiny(variant);
         let (b, s) = [(1, 5), (3, 9), (2, 17), (4, 12)][variant];
-        let dropout = variant != 2;
-        let precision = precisions[variant % 3];
-        let tracker = MemTracker::new(true);
-        let be =
-            CpuBackend::<f32>::with_tracker(tracker.clone()).for_step(precision, Kernels::Fused);
-        planned_step(&be, &c, 3, b, s, dropout).unwrap();
-        assert_eq!(tracker.live_bytes(), 0, "every buffer is freed");
-        let measured = tracker.buffers();
-        let storage = Storage::for_step(Dtype::F32, precision, Kernels::Fused);
-        let plan = PlanBackend::for_step(storage, Kernels::Fused, true);
-        planned_step(&plan, &c, 3, b, s, dropout).unwrap();
-        let planned = plan.tracker().buffers();
-        assert_eq!(planned.len(), measured.len(), "variant {variant}");
-        for (p, m) in planned.iter().zip(&measured) {
-            assert_eq!(p, m, "variant {variant}");
-        }
+        let req = request(&c, b, s, variant != 2, variant == 3)
+            .with_step(precisions[variant % 3], Kernels::Fused);
+        let measured = cpu_record::<f32>(&req);
+        assert_plan_is(&req, &measured, &format!("fused variant {variant}"));
     }
 }

@@ -9,7 +9,7 @@ use trainer::memory::{
     step_curve,
 };
 use trainer::model::HeadConfig;
-use trainer::model::deberta::{DebertaConfig, planned_step};
+use trainer::model::deberta::DebertaConfig;
 
 fn two_labels() -> HeadConfig {
     HeadConfig {
@@ -259,18 +259,23 @@ fn a_step_that_cannot_run_is_an_error_naming_the_field() {
 }
 
 #[test]
-fn deberta_planned_step_without_a_vocabulary_is_an_error_naming_the_field() {
+fn a_deberta_step_without_a_vocabulary_is_an_error_naming_the_field() {
     let config = DebertaConfig {
         vocab_size: 0,
         ..small_debertas().remove(0)
     };
+    let req = PlanRequest::fp32_adamw(config, &two_labels(), 3, 16);
     let be = trainer::backend::plan::PlanBackend::counting(4);
-    let e = planned_step(&be, &config, 2, 3, 16, true).unwrap_err();
+    let e = trainer::memory::plan::run_planned_step(&be, &req)
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("config.vocab_size"), "{e}");
     assert_eq!(field(e), "config.vocab_size");
     assert_eq!(be.tracker().peak_bytes(), 0, "nothing allocated");
-    let e = trainer::model::deberta::plan_peak(&config, 2, 3, 16, Precision::F32, true);
-    assert_eq!(field(e.unwrap_err()), "config.vocab_size");
+    assert_eq!(
+        field(MemoryPlan::new(&req).unwrap_err()),
+        "config.vocab_size"
+    );
 }
 
 #[test]

@@ -53,14 +53,12 @@
 mod attention;
 mod batch;
 mod config;
-mod plan;
 pub mod positions;
 
 use std::path::Path;
 
 pub use batch::DebertaBatch;
 pub use config::{DebertaConfig, DebertaError};
-pub use plan::{plan_peak, planned_step};
 
 use super::head::loss_and_dlogits;
 use super::layer::{Normed, layernorm_new};
