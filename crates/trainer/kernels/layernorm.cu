@@ -164,7 +164,7 @@ __device__ void residual_layernorm_forward_warp_impl(T *sum, const float *bias, 
                                                      const float *gamma, const float *beta,
                                                      T *out, float *mean, float *rstd, u64 rows,
                                                      u32 n, float eps, DROPOUT_PARAMS) {
-    const u32 lane = threadIdx.x & 31, groups = n / 8;
+    const u32 lane = threadIdx.x & 31;
     const u64 warps = (u64)gridDim.x * (blockDim.x >> 5);
     for (u64 row = (u64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < rows;
          row += warps) {
@@ -192,7 +192,7 @@ __device__ void residual_layernorm_forward_warp_impl(T *sum, const float *bias, 
         float var = 0.0f;
 #pragma unroll
         for (int k = 0; k < LN_GROUPS; ++k) {
-            if (lane + 32 * k >= groups) break;
+            if (8 * (lane + 32 * k) >= n) break;
 #pragma unroll
             for (int e = 0; e < 8; ++e) {
                 const float d = v[k][e] - m;

@@ -9,7 +9,6 @@ use trainer::float::Float;
 use trainer::memory::plan::run_planned_step;
 use trainer::memory::{BufKind, MemTracker, MemoryPlan, OptimizerKind, PlanRequest, Precision};
 use trainer::model::HeadConfig;
-use trainer::model::deberta::DebertaConfig;
 
 fn measure<T: Float>(req: &PlanRequest) -> (usize, Vec<trainer::memory::TrackedBuffer>) {
     let tracker = MemTracker::new(true);
@@ -138,31 +137,6 @@ fn family_configs() -> Vec<PlanRequest> {
                 kernels: Kernels::Reference,
             });
         }
-    }
-    // DeBERTa (relative attention, c2p and p2c), recomputed or not.
-    let deberta = DebertaConfig::from_json(
-        r#"{"model_type": "deberta-v2", "vocab_size": 40, "hidden_size": 24,
-        "num_hidden_layers": 2, "num_attention_heads": 3, "intermediate_size": 40,
-        "max_position_embeddings": 32, "type_vocab_size": 2, "relative_attention": true,
-        "position_buckets": 4, "max_relative_positions": 8, "share_att_key": true,
-        "pos_att_type": ["p2c", "c2p"], "norm_rel_ebd": "layer_norm"}"#,
-        std::path::Path::new("tiny.json"),
-    )
-    .unwrap();
-    for (recompute, dropout) in [(false, true), (true, false), (true, true)] {
-        out.push(PlanRequest {
-            recompute,
-            dropout,
-            ..PlanRequest::fp32_adamw(
-                deberta.clone(),
-                &HeadConfig {
-                    num_labels: 3,
-                    hidden: vec![],
-                },
-                3,
-                11,
-            )
-        });
     }
     out
 }
@@ -348,6 +322,7 @@ fn persistent_buffers_match_a_count_by_hand() {
 #[test]
 fn requests_that_cannot_run_are_errors() {
     use trainer::memory::step_peaks;
+    use trainer::model::deberta::DebertaConfig;
 
     let bert = BertConfig::tiny(32, 1, 4, 64, 50);
     let head = HeadConfig {

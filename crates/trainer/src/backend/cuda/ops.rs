@@ -238,9 +238,20 @@ impl CudaBackend {
         buffers: &[Arg],
         tail: &[Arg],
     ) -> Result<(), CudaError> {
-        let sizes = [U64(rows as u64), U32(u32_of(base, n)?)];
-        let args = [buffers, &sizes, tail].concat();
+        let args = Self::layernorm_args(base, rows, n, buffers, tail)?;
         self.launch_block_rows(&typed(base, dtype), rows as u64, &args)
+    }
+
+    /// A LayerNorm kernel's arguments: `buffers`, the rows and `n`, `tail`.
+    fn layernorm_args(
+        base: &'static str,
+        rows: usize,
+        n: usize,
+        buffers: &[Arg],
+        tail: &[Arg],
+    ) -> Result<Vec<Arg>, CudaError> {
+        let sizes = [U64(rows as u64), U32(u32_of(base, n)?)];
+        Ok([buffers, &sizes, tail].concat())
     }
 
     /// The residual LayerNorm kernel `base` over `rows` rows of `n`
@@ -266,8 +277,7 @@ impl CudaBackend {
         if !(aligned && n.is_multiple_of(8) && n <= LN_WARP_MAX) {
             return self.launch_layernorm(base, dtype, rows, n, buffers, tail);
         }
-        let sizes = [U64(rows as u64), U32(u32_of(base, n)?)];
-        let args = [buffers, &sizes, tail].concat();
+        let args = Self::layernorm_args(base, rows, n, buffers, tail)?;
         self.launch_rows(&typed(&format!("{base}_warp"), dtype), rows as u64, &args)
     }
 
