@@ -65,6 +65,8 @@ fn main() {
             metric: Metric::Accuracy,
             micro_batch: micro,
             accumulation_steps: settings.batch_size.div_ceil(micro),
+            // Recorded since the runner may recompute; never before.
+            recompute: attr("recompute").as_bool().unwrap_or(false),
             settings: settings.clone(),
             memory_limit: None,
             fault: None,

@@ -1,8 +1,9 @@
 //! What the runner prices a trial at: on a CUDA device, the memory plan of
 //! the trial's largest step with the CUDA backend's own buffers, for every
 //! family of the legacy setup's space, every matrix-product precision, both
-//! kernel sets (their stored types) and every length; and random-weight presets and `[runner] memory_limit` on
-//! the CPU and the simulated device.
+//! kernel sets (their stored types), every length, and with the layers
+//! recomputed; and random-weight presets and `[runner] memory_limit` on the
+//! CPU and the simulated device.
 
 mod common;
 
@@ -71,6 +72,7 @@ fn job(model: &Path, data: &DataSource, max_length: usize, precision: MatmulPrec
         settings: settings(max_length, 4),
         micro_batch: 4,
         accumulation_steps: 1,
+        recompute: false,
         memory_limit: None,
         fault: None,
         threads: 0,
@@ -99,21 +101,31 @@ fn a_cuda_trial_is_priced_at_the_plan_of_its_longest_step_for_every_family_preci
         assert_eq!(Some(&config), ModelConfig::preset(model).as_ref());
         for precision in MatmulPrecision::ALL {
             for kernels in [Kernels::Reference, Kernels::Fused] {
-                for length in [64, 128, 256, 512] {
+                // Recomputed at the shortest and longest length only: the
+                // plan's own tests cover recomputation at every shape.
+                let runs = [64, 128, 256, 512]
+                    .map(|length| (length, false))
+                    .into_iter()
+                    .chain([(64, true), (512, true)]);
+                for (length, recompute) in runs {
                     let job = Job {
                         kernels,
+                        recompute,
                         ..job(&model_dir, &data, length, precision)
                     };
                     let price = pricer.price(&job).unwrap();
                     // Every text is longer than `length`: the largest step
                     // is a full micro-batch at `length`.
-                    let plan = MemoryPlan::new(
-                        &PlanRequest::fp32_adamw(config.clone(), &head, 4, length)
+                    let plan = MemoryPlan::new(&PlanRequest {
+                        recompute,
+                        ..PlanRequest::fp32_adamw(config.clone(), &head, 4, length)
                             .on(StepBackend::Cuda, precision)
-                            .with_step(precision, kernels),
-                    )
+                            .with_step(precision, kernels)
+                    })
                     .unwrap();
-                    let at = format!("{model} {precision} {kernels} length {length}");
+                    let at = format!(
+                        "{model} {precision} {kernels} length {length} recompute {recompute}"
+                    );
                     assert_eq!(price.peak, plan.peak_bytes as u64, "{at}");
                     assert!(price.limit >= price.peak, "{at}");
                 }

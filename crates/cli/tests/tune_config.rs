@@ -8,7 +8,7 @@ use trainer::backend::{Kernels, MatmulPrecision};
 
 use cli::tune::config::{
     ConfigError, Constraint, DeviceKind, Hyperparameter, Metric, ModelSource, PrunerSpec,
-    SafetyMargin, SamplerKind, SimPreset, StudyConfig, TrialMetric, TrialSettings,
+    Recompute, SafetyMargin, SamplerKind, SimPreset, StudyConfig, TrialMetric, TrialSettings,
 };
 use hpo_sampler::{
     FrozenTrial, ParamValue, RandomSampler, Sampler, StudyDirection, StudyView, TpeSampler,
@@ -961,6 +961,31 @@ fn kernels_are_auto_by_default_or_named() {
         "kernels =",
         "`flash`: expected \"auto\", \"reference\" or \"fused\"",
     );
+}
+
+#[test]
+fn recompute_is_auto_by_default_or_named() {
+    let recompute = |v: &str| {
+        StudyConfig::parse(
+            &format!("{BASE}\n[runner]\nrecompute = {v}\n"),
+            "study.toml",
+        )
+        .map(|c| c.runner.recompute)
+    };
+    let base = StudyConfig::parse(BASE, "study.toml").unwrap();
+    assert_eq!(base.runner.recompute, Recompute::Auto);
+    assert_eq!(recompute("\"auto\"").unwrap(), Recompute::Auto);
+    assert_eq!(recompute("\"always\"").unwrap(), Recompute::Always);
+    assert_eq!(recompute("\"never\"").unwrap(), Recompute::Never);
+    let text = format!("{BASE}\n[runner]\nrecompute = \"sometimes\"\n");
+    expect_error(
+        &text,
+        "runner.recompute",
+        "recompute =",
+        "`sometimes`: expected \"auto\", \"always\" or \"never\"",
+    );
+    let text = format!("{BASE}\n[runner]\nrecompute = true\n");
+    expect_error(&text, "runner.recompute", "recompute =", "invalid type");
 }
 
 #[test]

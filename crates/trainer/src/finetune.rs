@@ -583,6 +583,9 @@ pub struct SimSpec {
     pub dropout: Option<f64>,
     pub micro_batch: usize,
     pub accumulation_steps: usize,
+    /// Recompute each layer's activations in backward instead of keeping
+    /// them ([`TrainConfig::recompute`]).
+    pub recompute: bool,
     /// Every sequence is this long (all tokens real).
     pub seq_len: usize,
     pub train_examples: usize,
@@ -619,6 +622,7 @@ impl Default for SimSpec {
             dropout: None,
             micro_batch: 8,
             accumulation_steps: 1,
+            recompute: false,
             seq_len: 128,
             train_examples: 64,
             validation_examples: 16,
@@ -754,6 +758,7 @@ fn train_sim<B: Backend>(
     let cfg = TrainConfig {
         epochs: spec.epochs,
         accumulation_steps: spec.accumulation_steps,
+        recompute: spec.recompute,
         seed: spec.seed,
         ..TrainConfig::default()
     };

@@ -40,9 +40,11 @@ fn run(spec: &SimSpec) -> Result<SimOutcome, FinetuneError> {
 
 #[test]
 fn sim_peak_is_the_memory_plan_peak_up_to_rounding() {
-    for expandable_segments in [false, true] {
+    let mut peaks = Vec::new();
+    for (expandable_segments, recompute) in [(false, false), (true, false), (true, true)] {
         let s = SimSpec {
             expandable_segments,
+            recompute,
             ..spec(64, 4, 32)
         };
         let out = run(&s).unwrap();
@@ -52,7 +54,7 @@ fn sim_peak_is_the_memory_plan_peak_up_to_rounding() {
             micro_batch: s.micro_batch,
             seq_len: s.seq_len,
             precision: Precision::F32,
-            recompute: false,
+            recompute,
             optimizer: OptimizerKind::AdamW,
             class_weights: false,
             dropout: true,
@@ -73,7 +75,10 @@ fn sim_peak_is_the_memory_plan_peak_up_to_rounding() {
         assert_eq!(out.report.steps, 8);
         assert!(out.oom_retries.is_empty());
         assert_eq!(out.stats.num_ooms, 0);
+        peaks.push(peak);
     }
+    // Recomputing the layers keeps one layer's activations, not two.
+    assert!(peaks[2] < peaks[1], "{peaks:?}");
 }
 
 #[test]

@@ -161,6 +161,9 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         settings: settings.clone(),
         micro_batch,
         accumulation_steps,
+        // Recomputing gives the same gradients; without a memory limit
+        // the retrain keeps its activations.
+        recompute: false,
         memory_limit: None,
         fault: None,
         threads: 0,

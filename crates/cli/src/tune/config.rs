@@ -91,6 +91,10 @@
 //! kernels = "auto"                    # auto | reference | fused (fused attention, layer body
 //!                                     # and AdamW; 16-bit activations with 16-bit products;
 //!                                     # auto: fused on a CUDA device, reference elsewhere)
+//! recompute = "auto"                  # auto | always | never: recompute each layer's
+//!                                     # activations in backward (same gradients, less memory,
+//!                                     # about a third more arithmetic); auto: only for a trial
+//!                                     # whose micro-batch 1 would not fit otherwise
 //! safety_margin = 0.05                # fraction of the device, or a size such as "1GiB"
 //! # memory_limit = "24GiB"            # use the device as a card of this size
 //! # min_micro_tokens = 4096           # a trial waits for memory rather than start with fewer
@@ -552,6 +556,36 @@ impl std::fmt::Display for DeviceKind {
     }
 }
 
+/// When trials recompute each layer's activations in backward instead of
+/// keeping them (`[runner] recompute`): the same loss and gradients (the
+/// layers run again with the same dropout masks) in one layer's
+/// activations instead of all of them, for about one more forward pass a
+/// step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Recompute {
+    /// Only a trial that could not start otherwise: its micro-batch 1 fits
+    /// no device, or is over a `peak_memory` constraint, while recomputing
+    /// it fits.
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+impl std::str::FromStr for Recompute {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Recompute::Auto),
+            "always" => Ok(Recompute::Always),
+            "never" => Ok(Recompute::Never),
+            other => Err(format!(
+                "`{other}`: expected \"auto\", \"always\" or \"never\""
+            )),
+        }
+    }
+}
+
 /// Memory kept free on the device: bytes, or a fraction of its capacity.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum SafetyMargin {
@@ -578,6 +612,8 @@ pub struct RunnerSection {
     /// every price follow it); `None` ("auto"): the fused kernels on a CUDA
     /// device, the reference ones elsewhere.
     pub kernels: Option<Kernels>,
+    /// When trials recompute their layers' activations in backward.
+    pub recompute: Recompute,
     /// Capacity of the simulated device (`device = "sim"`; default 24 GiB;
     /// `None` with `sim_devices`).
     pub sim_memory: Option<u64>,
@@ -1341,6 +1377,12 @@ impl Check<'_> {
                 )
             })?),
         };
+        let recompute = match r.recompute.as_deref() {
+            None => Recompute::default(),
+            Some(name) => name
+                .parse::<Recompute>()
+                .map_err(|e| self.err("runner.recompute", e))?,
+        };
         let process_overhead = match &r.process_overhead {
             None => None,
             Some(v) => Some(self.size("runner.process_overhead", v)?),
@@ -1377,6 +1419,7 @@ impl Check<'_> {
             device,
             precision,
             kernels,
+            recompute,
             sim_memory,
             sim_devices,
             cuda_devices,

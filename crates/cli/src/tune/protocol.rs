@@ -69,6 +69,11 @@ pub struct Job {
     /// passes per optimiser step (covering `settings.batch_size`).
     pub micro_batch: usize,
     pub accumulation_steps: usize,
+    /// Recompute each layer's activations in backward instead of keeping
+    /// them (the runner's `[runner] recompute`): the same loss and
+    /// gradients in less memory, for about one more forward pass a step.
+    #[serde(default)]
+    pub recompute: bool,
     /// Tensor bytes the trial may hold (the lease's limit).
     pub memory_limit: Option<u64>,
     pub fault: Option<Fault>,

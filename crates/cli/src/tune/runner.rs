@@ -53,7 +53,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use store::{Claim, Owner, RetryPolicy, Storage, TrialRef, TrialState};
 
 use super::best::{self, Best};
-use super::config::{StudyConfig, TrialMetric, TrialSettings};
+use super::config::{Recompute, StudyConfig, TrialMetric, TrialSettings};
 use super::fault::Faults;
 use super::packing::{FitPolicy, Lease, Price, micro_floor_for_tokens};
 use super::placement::{DeviceSet, Placement};
@@ -69,6 +69,9 @@ use crate::history;
 /// The user attribute naming the preset of a trial that trained from
 /// random weights (`[models.NAME] preset = ...`).
 pub const RANDOM_WEIGHTS_KEY: &str = "random_weights_preset";
+/// User attribute: whether the trial recomputed its layers' activations
+/// in backward (`[runner] recompute`); its predicted peak is priced so.
+pub const RECOMPUTE_KEY: &str = "recompute";
 
 /// How often the loop wakes without events (timeout, Ctrl-C/SIGTERM, display).
 const TICK: Duration = Duration::from_millis(200);
@@ -162,6 +165,9 @@ struct Candidate {
     rerun: bool,
     /// What is known before it trains (for its constraints and objectives).
     known: Figures,
+    /// It recomputes its layers' activations in backward (`[runner]
+    /// recompute`), and is priced so.
+    recompute: bool,
 }
 
 struct Running {
@@ -176,6 +182,7 @@ struct Running {
     failure: Option<(FailureKind, String, Option<u64>, Option<u64>)>,
     last_value: Option<f64>,
     known: Figures,
+    recompute: bool,
 }
 
 pub struct Runner<'a> {
@@ -581,13 +588,25 @@ impl<'a> Runner<'a> {
         }
         if scoring::peak_cap(&self.cfg.constraints).is_some() {
             c.known.peak_memory = self.peak_at_one(&c)?;
+            // Over a peak_memory max: recomputing may bring it under.
+            if self.may_recompute(&c)
+                && scoring::violated(&self.cfg.constraints, &c.known).is_some()
+            {
+                c.recompute = true;
+                c.known.peak_memory = self.peak_at_one(&c)?;
+            }
         }
         let Some((constraint, figure)) = scoring::violated(&self.cfg.constraints, &c.known) else {
             return Ok(Some(c));
         };
         let why = format!(
-            "{}, predicted before training: not trained",
-            constraint.describe(figure)
+            "{}, predicted before training{}: not trained",
+            constraint.describe(figure),
+            if c.recompute {
+                " with layer activations recomputed"
+            } else {
+                ""
+            }
         );
         let values = scoring::constraint_values(&self.cfg.constraints, &c.known);
         self.summary.over_constraint += 1;
@@ -620,6 +639,12 @@ impl<'a> Runner<'a> {
         });
         self.param_counts.insert(key, counted.clone());
         counted
+    }
+
+    /// Whether `c`, which keeps its activations, may recompute them instead
+    /// to start at all (`[runner] recompute = "auto"`).
+    fn may_recompute(&self, c: &Candidate) -> bool {
+        !c.recompute && self.cfg.runner.recompute == Recompute::Auto
     }
 
     /// The smallest peak `c` can train at: its micro-batch 1's predicted
@@ -671,8 +696,13 @@ impl<'a> Runner<'a> {
 
     /// Places `c`: it starts, waits in `pending`, or is recorded
     /// (infeasible on every device, or a run that cannot be priced).
-    fn offer(&mut self, c: Candidate) -> Result<(), TuneError> {
-        let placement = match self.admit(&c)? {
+    fn offer(&mut self, mut c: Candidate) -> Result<(), TuneError> {
+        let mut admitted = self.admit(&c)?;
+        if matches!(admitted, Ok(Placement::Infeasible { .. })) && self.may_recompute(&c) {
+            c.recompute = true;
+            admitted = self.admit(&c)?;
+        }
+        let placement = match admitted {
             Ok(placement) => placement,
             Err(e) => {
                 let message = format!("model `{}`: {e}", c.settings.model);
@@ -697,7 +727,11 @@ impl<'a> Runner<'a> {
                     &c.settings,
                     needed,
                     capacity,
-                    "predicted by the memory plan before starting",
+                    if c.recompute {
+                        "predicted by the memory plan before starting, with layer activations recomputed"
+                    } else {
+                        "predicted by the memory plan before starting"
+                    },
                     self.constraint_values(&c.known).as_deref(),
                 )?;
                 self.beats.remove(c.trial.trial_id);
@@ -747,6 +781,7 @@ impl<'a> Runner<'a> {
                 settings,
                 rerun,
                 known: Figures::default(),
+                recompute: self.cfg.runner.recompute == Recompute::Always,
             }));
         }
         let view = StudyView::with_directions(&self.study.name, &self.study.directions, frozen);
@@ -810,6 +845,7 @@ impl<'a> Runner<'a> {
                 settings,
                 rerun,
                 known: Figures::default(),
+                recompute: self.cfg.runner.recompute == Recompute::Always,
             })),
             Err(e) => {
                 record::error(&self.storage, &trial, "config", &e, None)?;
@@ -898,6 +934,7 @@ impl<'a> Runner<'a> {
             settings: c.settings.clone(),
             micro_batch,
             accumulation_steps: accumulation,
+            recompute: c.recompute,
             memory_limit,
             fault: self.opts.faults.per_trial.get(&c.trial.number).cloned(),
             threads,
@@ -949,6 +986,10 @@ impl<'a> Runner<'a> {
             pid,
             threads,
         );
+        let started = started.and_then(|()| {
+            self.storage
+                .set_trial_user_attr(c.trial.trial_id, RECOMPUTE_KEY, &json!(c.recompute))
+        });
         // A random-weight preset says so: its value measures the
         // architecture's speed and memory, not what a checkpoint learns.
         let started = match (
@@ -982,6 +1023,7 @@ impl<'a> Runner<'a> {
             device = self.plan.devices[device].name,
             micro_batch = lease.micro_batch,
             accumulation = lease.accumulation,
+            recompute = c.recompute,
             lease_bytes = lease.bytes,
             "started: {:?}",
             c.settings
@@ -1003,6 +1045,7 @@ impl<'a> Runner<'a> {
                 failure: None,
                 last_value: None,
                 known: c.known,
+                recompute: c.recompute,
             },
         );
         if let Err(e) = sent {
@@ -1270,6 +1313,7 @@ impl<'a> Runner<'a> {
             settings: r.settings.clone(),
             rerun: false,
             known: r.known,
+            recompute: r.recompute,
         };
         let device = r.device;
         let accumulation = c.settings.batch_size.div_ceil(micro_batch);

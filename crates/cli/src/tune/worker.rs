@@ -10,7 +10,7 @@ use std::io::{BufRead, Write};
 use trainer::finetune::{FinetuneError, FinetuneSpec, SimSpec};
 use trainer::memory::{OutOfMemory, StepBackend};
 use trainer::model::{HeadConfig, ModelConfig};
-use trainer::train::{Control, EpochMetrics, TrainReport};
+use trainer::train::{Control, EpochMetrics, TrainConfig, TrainReport};
 
 use super::protocol::{FailureKind, Fault, Job, ModelSource, RunnerMsg, WorkerMsg, encode};
 use super::synthetic;
@@ -279,9 +279,12 @@ pub fn finetune_spec(job: &Job, model_dir: std::path::PathBuf) -> FinetuneSpec {
         max_length: job.settings.max_length,
         micro_batch: job.micro_batch,
         head_hidden: job.settings.head_hidden.clone(),
-        train: job
-            .settings
-            .train_config(job.metric.monitor(), job.accumulation_steps),
+        train: TrainConfig {
+            recompute: job.recompute,
+            ..job
+                .settings
+                .train_config(job.metric.monitor(), job.accumulation_steps)
+        },
         memory_limit: job.memory_limit.map(|b| b as usize),
         matmul_precision: job.matmul_precision,
         kernels: job.kernels,
@@ -360,6 +363,7 @@ pub(crate) fn sim_spec(job: &Job) -> Result<SimSpec, String> {
         },
         micro_batch: job.micro_batch,
         accumulation_steps: job.accumulation_steps,
+        recompute: job.recompute,
         dropout: job.settings.dropout,
         seq_len: job.settings.max_length,
         train_examples: synthetic::TRAIN_EXAMPLES,

@@ -280,6 +280,7 @@ pub(crate) struct RawRunner {
     pub device: Option<DeviceKind>,
     pub precision: Option<String>,
     pub kernels: Option<String>,
+    pub recompute: Option<String>,
     pub sim_memory: Option<Scalar>,
     pub sim_devices: Option<Vec<Scalar>>,
     pub devices: Option<Vec<String>>,
