@@ -114,6 +114,9 @@ pub struct MemoryAttrs {
     pub measured_peak: Option<u64>,
     pub micro_batch: Option<u64>,
     pub accumulation: Option<u64>,
+    /// It recomputed its layers' activations in backward (`[runner]
+    /// recompute`).
+    pub recompute: bool,
     pub lease_bytes: Option<u64>,
     pub worker_pid: Option<u64>,
     pub device: Option<String>,
@@ -143,6 +146,7 @@ impl MemoryAttrs {
             measured_peak: u("peak_bytes"),
             micro_batch: u("micro_batch"),
             accumulation: u("accumulation_steps"),
+            recompute: a.get("recompute").and_then(Json::as_bool) == Some(true),
             lease_bytes: u("lease_bytes"),
             worker_pid: u("worker_pid"),
             device: a.get("device").and_then(Json::as_str).map(String::from),
@@ -180,6 +184,8 @@ impl MemoryAttrs {
     pub fn fit(&self) -> Fit {
         if self.infeasible {
             Fit::Infeasible
+        } else if self.recompute {
+            Fit::Recomputed
         } else if self.accumulation.unwrap_or(1) > 1 || !self.oom_retries.is_empty() {
             Fit::SmallerMicroBatch
         } else {
@@ -200,6 +206,8 @@ pub enum Fit {
     Fits,
     /// It ran with gradient accumulation, or an OOM halved its micro-batch.
     SmallerMicroBatch,
+    /// It fitted only by recomputing its layers' activations in backward.
+    Recomputed,
     /// Not even micro-batch 1 fits the empty device.
     Infeasible,
 }
@@ -209,6 +217,7 @@ impl Fit {
         match self {
             Fit::Fits => "fits",
             Fit::SmallerMicroBatch => "needed a smaller micro-batch",
+            Fit::Recomputed => "recomputed its activations",
             Fit::Infeasible => "infeasible",
         }
     }
@@ -244,7 +253,34 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 
 #[cfg(test)]
 mod tests {
-    use super::seconds;
+    use super::{Fit, MemoryAttrs, seconds};
+    use serde_json::json;
+    use store::FrozenTrial;
+
+    #[test]
+    fn a_trial_fits_by_accumulation_or_recomputation_or_not_at_all() {
+        let fit = |attrs: &[(&str, serde_json::Value)]| {
+            let mut t = FrozenTrial::new(0);
+            for (k, v) in attrs {
+                t.user_attrs.insert(k.to_string(), v.clone());
+            }
+            MemoryAttrs::of(&t).map(|m| m.fit())
+        };
+        let whole = [("micro_batch", json!(32)), ("accumulation_steps", json!(1))];
+        assert_eq!(fit(&whole), Some(Fit::Fits));
+        let split = [("micro_batch", json!(8)), ("accumulation_steps", json!(4))];
+        assert_eq!(fit(&split), Some(Fit::SmallerMicroBatch));
+        let recomputed = [
+            ("micro_batch", json!(8)),
+            ("accumulation_steps", json!(4)),
+            ("recompute", json!(true)),
+        ];
+        assert_eq!(fit(&recomputed), Some(Fit::Recomputed));
+        let kept = [("micro_batch", json!(32)), ("recompute", json!(false))];
+        assert_eq!(fit(&kept), Some(Fit::Fits));
+        assert_eq!(fit(&[("oom", json!(true))]), Some(Fit::Infeasible));
+        assert_eq!(fit(&[]), None);
+    }
 
     #[test]
     fn optuna_times_read_as_seconds() {

@@ -109,6 +109,7 @@ fn fit_color(f: Fit) -> RGBColor {
     match f {
         Fit::Fits => BEST,
         Fit::SmallerMicroBatch => PRUNED,
+        Fit::Recomputed => COMPLETE,
         Fit::Infeasible => FAIL,
     }
 }
@@ -133,9 +134,14 @@ fn configuration_map(trials: &[(&FrozenTrial, MemoryAttrs)]) -> String {
     }
     let xs = chart::log2_span(points.iter().map(|p| p.0));
     let ys = chart::log2_span(points.iter().map(|p| p.1));
-    let legend = [Fit::Fits, Fit::SmallerMicroBatch, Fit::Infeasible]
-        .map(|f| format!("{}: {}", color_name(f), f.label()))
-        .join(", ");
+    let legend = [
+        Fit::Fits,
+        Fit::SmallerMicroBatch,
+        Fit::Recomputed,
+        Fit::Infeasible,
+    ]
+    .map(|f| format!("{}: {}", color_name(f), f.label()))
+    .join(", ");
     chart::figure(
         "config-map",
         &format!("Configurations by effective batch and sequence length ({legend})"),
@@ -160,6 +166,7 @@ fn color_name(f: Fit) -> &'static str {
     match f {
         Fit::Fits => "green",
         Fit::SmallerMicroBatch => "orange",
+        Fit::Recomputed => "blue",
         Fit::Infeasible => "red",
     }
 }
