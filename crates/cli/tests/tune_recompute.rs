@@ -135,6 +135,7 @@ fn a_trial_too_large_for_the_card_recomputes_unless_told_never() {
     assert_eq!(attr(&never[0], "error_kind"), &json!("oom"));
     let why = attr(&never[0], "error_msg").as_str().unwrap();
     assert!(!why.contains("recomputed"), "{why}");
+    assert_eq!(attr(&never[0], "recompute"), &json!(false));
     assert!(u64_attr(&never[0], "needed_bytes") > u64_attr(&never[0], "available_bytes"));
     assert_ran(&never[1], false);
 
@@ -184,4 +185,44 @@ fn a_peak_memory_constraint_is_met_by_recomputing() {
     assert_ran(&auto[0], true);
     assert!(u64_attr(&auto[0], "requested_peak_bytes") <= 5 * (1 << 30) + (1 << 29));
     assert_ran(&auto[1], false);
+}
+
+#[test]
+fn only_a_peak_memory_max_makes_a_trial_recompute() {
+    let dir = tempfile::tempdir().unwrap();
+    // bert-large has 335M parameters: over this max whatever it keeps, and
+    // well under the peak_memory max keeping its activations.
+    let constraints = "\n[[constraint]]\nmetric = \"params\"\nmax = 1000\n\n\
+                       [[constraint]]\nmetric = \"peak_memory\"\nmax = \"20GiB\"\n";
+    let db = dir.path().join("params.db");
+    let config = dir.path().join("params.toml");
+    std::fs::write(&config, study("params", "24GiB", "", constraints)).unwrap();
+    // Every trial is over the params max: the run says so and fails.
+    let out = common::memtune(
+        &db,
+        &[
+            "tune",
+            "--no-progress",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert!(!out.status.success());
+    let s = Storage::open_existing(&db).unwrap();
+    let st = s.study("params").unwrap();
+    let trials = s.trials(st.study_id, &TrialFilter::default()).unwrap();
+    assert!(!trials.is_empty());
+    for t in &trials {
+        assert_eq!(t.state, TrialState::Pruned);
+        assert_eq!(attr(t, "error_kind"), &json!("constraint"));
+        assert_eq!(attr(t, "recompute"), &json!(false), "trial {}", t.number);
+        let why = attr(t, "error_msg").as_str().unwrap();
+        assert!(
+            why.starts_with("params ") && !why.contains("recomputed"),
+            "{why}"
+        );
+        // Its peak_memory value is the peak keeping its activations.
+        let c = t.constraints();
+        assert!(c[0] > 0.0 && c[1] < 0.0, "{c:?}");
+    }
 }

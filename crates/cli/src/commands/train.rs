@@ -4,8 +4,9 @@
 //! The trial's stored params become [`TrialSettings`] exactly as the runner
 //! resolves them (the study file's `[fixed]` values and defaults included),
 //! and the job is the runner's: the same model, data, split seed, training
-//! seed, micro-batch and accumulation (the trial's recorded lease). The CPU
-//! backend is deterministic for any thread count, so the retrain repeats
+//! seed, micro-batch and accumulation (the trial's recorded lease), and
+//! whether it recomputed its layers in backward. The CPU backend is
+//! deterministic for any thread count, so the retrain repeats
 //! the trial: it stops after the epoch whose value the study recorded (the
 //! best epoch of a COMPLETE trial, the last of a PRUNED one) and checks
 //! every epoch's value against the stored one.
@@ -28,6 +29,7 @@ use crate::history::HistoryError;
 use crate::tune::config::StudyConfig;
 use crate::tune::protocol::{Job, ModelSource};
 use crate::tune::record::settings_text;
+use crate::tune::runner::RECOMPUTE_KEY;
 use crate::tune::setup::RunPlan;
 use crate::tune::space::TrialSettings;
 use crate::tune::worker::finetune_spec;
@@ -161,9 +163,13 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         settings: settings.clone(),
         micro_batch,
         accumulation_steps,
-        // Recomputing gives the same gradients; without a memory limit
-        // the retrain keeps its activations.
-        recompute: false,
+        // As the trial ran: a trial that fitted only by recomputing its
+        // layers would not fit keeping them (the gradients are the same).
+        recompute: trial
+            .user_attrs
+            .get(RECOMPUTE_KEY)
+            .and_then(Json::as_bool)
+            .unwrap_or(false),
         memory_limit: None,
         fault: None,
         threads: 0,

@@ -558,9 +558,9 @@ impl std::fmt::Display for DeviceKind {
 
 /// When trials recompute each layer's activations in backward instead of
 /// keeping them (`[runner] recompute`): the same loss and gradients (the
-/// layers run again with the same dropout masks) in one layer's
-/// activations instead of all of them, for about one more forward pass a
-/// step.
+/// layers run again with the same dropout masks), keeping each layer's
+/// input and one layer's activations at a time instead of every layer's,
+/// for about one more forward pass a step.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Recompute {
     /// Only a trial that could not start otherwise: its micro-batch 1 fits

@@ -586,12 +586,10 @@ impl<'a> Runner<'a> {
                 }
             }
         }
-        if scoring::peak_cap(&self.cfg.constraints).is_some() {
+        if let Some(cap) = scoring::peak_cap(&self.cfg.constraints) {
             c.known.peak_memory = self.peak_at_one(&c)?;
-            // Over a peak_memory max: recomputing may bring it under.
-            if self.may_recompute(&c)
-                && scoring::violated(&self.cfg.constraints, &c.known).is_some()
-            {
+            // Over the peak_memory max: recomputing may bring it under.
+            if self.may_recompute(&c) && c.known.peak_memory.is_some_and(|p| p > cap) {
                 c.recompute = true;
                 c.known.peak_memory = self.peak_at_one(&c)?;
             }
@@ -599,15 +597,17 @@ impl<'a> Runner<'a> {
         let Some((constraint, figure)) = scoring::violated(&self.cfg.constraints, &c.known) else {
             return Ok(Some(c));
         };
+        let recomputed = c.recompute && constraint.metric == TrialMetric::PeakMemory;
         let why = format!(
             "{}, predicted before training{}: not trained",
             constraint.describe(figure),
-            if c.recompute {
+            if recomputed {
                 " with layer activations recomputed"
             } else {
                 ""
             }
         );
+        self.note_recompute(&c)?;
         let values = scoring::constraint_values(&self.cfg.constraints, &c.known);
         self.summary.over_constraint += 1;
         self.note_outcome(None);
@@ -639,6 +639,37 @@ impl<'a> Runner<'a> {
         });
         self.param_counts.insert(key, counted.clone());
         counted
+    }
+
+    /// Whether `c`'s micro-batch 1 fits some live device when it is empty
+    /// (and its `peak_memory` max), as the packer decides feasibility. A run
+    /// that cannot be priced counts as fitting: placing it records why.
+    fn fits_an_empty_device(&mut self, c: &Candidate) -> Result<bool, TuneError> {
+        let cap = scoring::peak_cap(&self.cfg.constraints).unwrap_or(u64::MAX);
+        for device in self.devices.live().collect::<Vec<_>>() {
+            let job = self.job(c, device, 1, c.settings.batch_size, None, 0)?;
+            let budget = *self.devices.budget(device);
+            match self.pricers[self.pricer_of[device]].price(&job) {
+                Ok(price) => {
+                    let alone = budget.usable().saturating_sub(budget.process_overhead);
+                    if price.peak <= cap && price.limit <= alone {
+                        return Ok(true);
+                    }
+                }
+                Err(_) => return Ok(true),
+            }
+        }
+        Ok(false)
+    }
+
+    /// Records whether `c` recomputes, on a trial about to be recorded
+    /// without running (a retry's copy may carry its first run's answer).
+    fn note_recompute(&self, c: &Candidate) -> Result<(), TuneError> {
+        Ok(self.storage.set_trial_user_attr(
+            c.trial.trial_id,
+            RECOMPUTE_KEY,
+            &json!(c.recompute),
+        )?)
     }
 
     /// Whether `c`, which keeps its activations, may recompute them instead
@@ -697,12 +728,14 @@ impl<'a> Runner<'a> {
     /// Places `c`: it starts, waits in `pending`, or is recorded
     /// (infeasible on every device, or a run that cannot be priced).
     fn offer(&mut self, mut c: Candidate) -> Result<(), TuneError> {
-        let mut admitted = self.admit(&c)?;
-        if matches!(admitted, Ok(Placement::Infeasible { .. })) && self.may_recompute(&c) {
+        // Decided before placing, so a trial waiting in line keeps its place.
+        if self.may_recompute(&c) && !self.fits_an_empty_device(&c)? {
             c.recompute = true;
-            admitted = self.admit(&c)?;
+            if scoring::peak_cap(&self.cfg.constraints).is_some() {
+                c.known.peak_memory = self.peak_at_one(&c)?;
+            }
         }
-        let placement = match admitted {
+        let placement = match self.admit(&c)? {
             Ok(placement) => placement,
             Err(e) => {
                 let message = format!("model `{}`: {e}", c.settings.model);
@@ -721,6 +754,7 @@ impl<'a> Runner<'a> {
             Placement::Infeasible { needed, capacity } => {
                 self.summary.infeasible += 1;
                 self.note_outcome(None);
+                self.note_recompute(&c)?;
                 record::infeasible(
                     &self.storage,
                     &c.trial,
