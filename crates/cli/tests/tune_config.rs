@@ -1213,6 +1213,51 @@ fn objective_mistakes_name_their_field() {
 }
 
 #[test]
+fn inference_memory_is_a_metric_and_a_constraint_with_its_batch() {
+    let c = StudyConfig::parse(
+        &with(
+            "[objective]\nmetrics = [\"accuracy\", \"inference_memory\"]\n\n\
+             [[constraint]]\nmetric = \"inference_memory\"\nmax = \"2GiB\"",
+        ),
+        "study.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        c.objective.metrics,
+        [TrialMetric::Accuracy, TrialMetric::InferenceMemory]
+    );
+    use StudyDirection::{Maximize, Minimize};
+    assert_eq!(c.objective.directions, [Maximize, Minimize]);
+    assert_eq!(c.objective.inference_batch, 1, "one sequence by default");
+    assert_eq!(
+        c.constraints,
+        [Constraint {
+            metric: TrialMetric::InferenceMemory,
+            max: (2u64 << 30) as f64
+        }]
+    );
+    assert!(TrialMetric::InferenceMemory.known_before_training());
+    let c = StudyConfig::parse(
+        &with("[objective]\nmetric = \"accuracy\"\ninference_batch = 32"),
+        "study.toml",
+    )
+    .unwrap();
+    assert_eq!(c.objective.inference_batch, 32);
+    expect_error(
+        &with("[objective]\nmetric = \"accuracy\"\ninference_batch = 0"),
+        "objective.inference_batch",
+        "inference_batch = 0",
+        "at least 1",
+    );
+    expect_error(
+        &with("[[constraint]]\nmetric = \"inference_memory\"\nmax = \"lots\""),
+        "constraint[0].max",
+        "lots",
+        "not a size",
+    );
+}
+
+#[test]
 fn constraints_are_read_in_their_units_and_mistakes_name_their_field() {
     let c = StudyConfig::parse(
         &with(

@@ -265,3 +265,52 @@ fn a_study_whose_constraints_rule_out_every_trial_fails() {
             .all(|t| t.state == TrialState::Pruned && !t.user_attrs.contains_key("lease_bytes"))
     );
 }
+
+#[test]
+fn inference_memory_is_planned_before_training_and_can_be_constrained() {
+    use trainer::memory::inference_peak;
+    use trainer::model::{HeadConfig, ModelConfig};
+    let dir = tempfile::tempdir().unwrap();
+    // bert-base's fp32 weights are about 0.41 GiB, bert-large's 1.25 GiB.
+    let text = study(
+        "inference",
+        "[\"accuracy\", \"inference_memory\"]",
+        "[[constraint]]\nmetric = \"inference_memory\"\nmax = \"1GiB\"",
+        6,
+    )
+    .replace(
+        "metrics = [\"accuracy\", \"inference_memory\"]",
+        "metrics = [\"accuracy\", \"inference_memory\"]\ninference_batch = 4",
+    );
+    assert!(text.contains("inference_batch = 4"));
+    let (db, _) = run(dir.path(), &text);
+    let (_, trials) = trials(&db, "inference");
+    let head = HeadConfig {
+        num_labels: 2,
+        hidden: vec![],
+    };
+    let mut seen = (0, 0);
+    for t in &trials {
+        let preset = model(t).as_str().unwrap().to_string();
+        let length = param(t, "max_length").as_u64().unwrap() as usize;
+        let config = ModelConfig::preset(&preset).unwrap();
+        let planned = inference_peak(&config, &head, 4, length).unwrap() as f64;
+        let c = constraints(t);
+        assert_eq!(c, vec![planned - GIB as f64], "trial {}", t.number);
+        match t.state {
+            TrialState::Complete => {
+                seen.0 += 1;
+                assert_eq!(preset, "bert-base");
+                assert_eq!(t.values.as_deref().unwrap()[1], planned);
+            }
+            TrialState::Pruned => {
+                seen.1 += 1;
+                assert_eq!(preset, "bert-large");
+                assert_eq!(t.user_attrs["error_kind"], json!("constraint"));
+                assert!(!t.user_attrs.contains_key("lease_bytes"));
+            }
+            other => panic!("trial {} is {other}", t.number),
+        }
+    }
+    assert!(seen.0 > 0 && seen.1 > 0, "{seen:?}");
+}

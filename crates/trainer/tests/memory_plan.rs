@@ -1,6 +1,9 @@
 //! The memory plan against the CPU backend's measured peak of tensor bytes:
 //! equal for every configuration, buffer by buffer.
 
+mod common;
+
+use common::family_config;
 use trainer::backend::Backend;
 use trainer::backend::cpu::CpuBackend;
 use trainer::backend::{Kernels, MatmulPrecision};
@@ -85,21 +88,6 @@ fn configs() -> Vec<PlanRequest> {
         }
     }
     out
-}
-
-/// A tiny model of `model_type`'s family: RoBERTa's position offset and
-/// one token type, ELECTRA's 16-wide embeddings.
-fn family_config(model_type: &str, h: usize, l: usize, i: usize, v: usize) -> BertConfig {
-    let mut config = BertConfig::tiny(h, l, 4, i, v);
-    config.model_type = model_type.into();
-    if config.is_roberta() {
-        config.pad_token_id = 1;
-        config.type_vocab_size = 1;
-    }
-    if model_type == "electra" {
-        config.embedding_size = Some(16);
-    }
-    config
 }
 
 /// Every family's shape (embedding projection, no token types, its head),

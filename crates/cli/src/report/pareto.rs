@@ -67,6 +67,7 @@ pub fn section(input: &ReportInput) -> Option<Section> {
 fn axis(name: &str) -> (f64, String) {
     match name {
         "peak_memory" => (1.0 / (1u64 << 30) as f64, "peak_memory (GiB)".into()),
+        "inference_memory" => (1.0 / (1u64 << 30) as f64, "inference_memory (GiB)".into()),
         "params" => (1e-6, "params (millions)".into()),
         "train_seconds" => (1.0, "train_seconds (s)".into()),
         other => (1.0, other.to_string()),

@@ -40,8 +40,9 @@
 //! # directions = ["maximize", "minimize"]   #   optional, one per metric, as each metric says
 //!
 //! # [[constraint]]                    # optional, any number: a trial is feasible while
-//! # metric = "peak_memory"            #   metric <= max; peak_memory (a size), params (a
-//! # max = "8GiB"                      #   number) or train_seconds (a duration, "30m")
+//! # metric = "peak_memory"            #   metric <= max; peak_memory or inference_memory
+//! # max = "8GiB"                      #   (a size), params (a number) or train_seconds
+//!                                     #   (a duration, "30m")
 //!
 //! [models.minilm]                     # one table per model; exactly one of:
 //! builtin = "minilm-l6"               #   a model the runner provides,
@@ -127,8 +128,11 @@
 //! (validation set, maximised, maximised, minimised) and the trial's costs,
 //! all minimised: `peak_memory` (bytes its training step peaks at: the
 //! peak of requested bytes its worker measured, which the memory plan
-//! predicts before it starts), `train_seconds` (the wall time of its
-//! epochs, training and evaluation; on the simulated device, the
+//! predicts before it starts), `inference_memory` (bytes predicting one
+//! batch of `inference_batch` sequences, default 1, of its `max_length`
+//! peaks at: fp32 weights and a forward pass, planned by
+//! `trainer::memory::inference_peak`), `train_seconds` (the wall time of
+//! its epochs, training and evaluation; on the simulated device, the
 //! simulation's own) and `params` (the model's parameters, head
 //! included). The study then has one value per metric and a Pareto front
 //! (`memtune best`); the validation metrics are those of the best epoch by
@@ -145,10 +149,12 @@
 //! Each `[[constraint]]` adds one entry to every COMPLETE or PRUNED
 //! trial's `constraints` system attribute, in file order: `measured - max`
 //! in the metric's unit (bytes, seconds, parameters), so above 0 is
-//! violated, as Optuna's samplers and `best_trials` read it. `peak_memory`
-//! and `params` are known before a trial trains: one whose micro-batch 1
-//! would peak above the `peak_memory` max, or whose model is larger than
-//! the `params` max, is never trained; it is PRUNED with its predicted
+//! violated, as Optuna's samplers and `best_trials` read it. `peak_memory`,
+//! `inference_memory` and `params` are known before a trial trains: one
+//! whose micro-batch 1 would peak above the `peak_memory` max (even
+//! recomputing its layers), whose prediction would peak above the
+//! `inference_memory` max, or whose model is larger than the `params` max,
+//! is never trained; it is PRUNED with its predicted
 //! values in `constraints` and `error_kind = "constraint"`. A trial that
 //! fits trains with the largest micro-batch whose peak stays within the
 //! max (gradient accumulation does the rest). `train_seconds` is measured

@@ -221,6 +221,8 @@ pub struct Runner<'a> {
     pricer_of: Vec<usize>,
     /// Parameters of each (model, head) the trials asked for.
     param_counts: HashMap<(String, Vec<usize>), Result<u64, String>>,
+    /// Planned prediction peaks by (model, head, length).
+    inference_peaks: HashMap<(String, Vec<usize>, usize), Result<u64, String>>,
     progress: Progress,
     summary: Summary,
     dirty: bool,
@@ -309,6 +311,7 @@ impl<'a> Runner<'a> {
             pricers,
             pricer_of,
             param_counts: HashMap::new(),
+            inference_peaks: HashMap::new(),
             progress,
             dirty: true,
             first_outcomes: Vec::new(),
@@ -574,10 +577,20 @@ impl<'a> Runner<'a> {
     /// PRUNED, never trained (Optuna's constraint values on it, one above
     /// 0), and counts toward `n_trials` as an infeasible trial does.
     fn within_constraints(&mut self, mut c: Candidate) -> Result<Option<Candidate>, TuneError> {
-        if self.needs(TrialMetric::Params) {
-            match self.param_count(&c.settings) {
-                Ok(n) => c.known.params = Some(n),
-                Err(e) => {
+        let params = self
+            .needs(TrialMetric::Params)
+            .then(|| self.param_count(&c.settings));
+        let inference = self
+            .needs(TrialMetric::InferenceMemory)
+            .then(|| self.inference_peak(&c.settings));
+        for (known, figure) in [
+            (&mut c.known.params, params),
+            (&mut c.known.inference_memory, inference),
+        ] {
+            match figure {
+                None => {}
+                Some(Ok(n)) => *known = Some(n),
+                Some(Err(e)) => {
                     let message = format!("model `{}`: {e}", c.settings.model);
                     record::error(&self.storage, &c.trial, "config", &message, None)?;
                     self.beats.remove(c.trial.trial_id);
@@ -639,6 +652,31 @@ impl<'a> Runner<'a> {
         });
         self.param_counts.insert(key, counted.clone());
         counted
+    }
+
+    /// Bytes predicting a batch of `[objective] inference_batch` sequences
+    /// of `settings`' length peaks at with its model and head (cached).
+    fn inference_peak(&mut self, settings: &TrialSettings) -> Result<u64, String> {
+        let key = (
+            settings.model.clone(),
+            settings.head_hidden.clone(),
+            settings.max_length,
+        );
+        if let Some(known) = self.inference_peaks.get(&key) {
+            return known.clone();
+        }
+        let head = trainer::model::HeadConfig {
+            num_labels: self.plan.num_classes,
+            hidden: settings.head_hidden.clone(),
+        };
+        let batch = self.cfg.objective.inference_batch;
+        let planned = self.plan.model(&settings.model).and_then(|m| {
+            trainer::memory::inference_peak(&m.config, &head, batch, settings.max_length)
+                .map(|n| n as u64)
+                .map_err(|e| e.to_string())
+        });
+        self.inference_peaks.insert(key, planned.clone());
+        planned
     }
 
     /// Whether `c`'s micro-batch 1 fits some live device when it is empty
@@ -1238,6 +1276,7 @@ impl<'a> Runner<'a> {
                     f1_macro: Some(f1_macro),
                     loss: Some(valid_loss),
                     peak_memory: Some(requested_peak_bytes),
+                    inference_memory: r.known.inference_memory,
                     train_seconds: Some(train_seconds),
                     params: r.known.params,
                 };

@@ -13,6 +13,8 @@ pub struct Figures {
     pub loss: Option<f64>,
     /// Bytes its training step peaks at (predicted, then measured).
     pub peak_memory: Option<u64>,
+    /// Bytes predicting a batch peaks at (planned).
+    pub inference_memory: Option<u64>,
     pub train_seconds: Option<f64>,
     pub params: Option<u64>,
 }
@@ -24,6 +26,7 @@ impl Figures {
             TrialMetric::F1Macro => self.f1_macro,
             TrialMetric::Loss => self.loss,
             TrialMetric::PeakMemory => self.peak_memory.map(|b| b as f64),
+            TrialMetric::InferenceMemory => self.inference_memory.map(|b| b as f64),
             TrialMetric::TrainSeconds => self.train_seconds,
             TrialMetric::Params => self.params.map(|p| p as f64),
         }
@@ -82,6 +85,7 @@ mod tests {
             metrics: metrics.to_vec(),
             directions: metrics.iter().map(|m| m.natural_direction()).collect(),
             metric: super::super::config::Metric::Accuracy,
+            inference_batch: 1,
         }
     }
 

@@ -4,6 +4,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use trainer::batch::Batch;
+use trainer::config::BertConfig;
 use trainer::rng::RngKey;
 
 /// A fresh seed each run (printed by the failing assertion's message).
@@ -173,4 +174,19 @@ pub fn assert_grads_close(
              {total:.3e}); seed {seed} (rerun with MEMTUNE_TEST_SEED={seed})"
         );
     }
+}
+
+/// A tiny model of `model_type`'s family: RoBERTa's position offset and
+/// one token type, ELECTRA's 16-wide embeddings.
+pub fn family_config(model_type: &str, h: usize, l: usize, i: usize, v: usize) -> BertConfig {
+    let mut config = BertConfig::tiny(h, l, 4, i, v);
+    config.model_type = model_type.into();
+    if config.is_roberta() {
+        config.pad_token_id = 1;
+        config.type_vocab_size = 1;
+    }
+    if model_type == "electra" {
+        config.embedding_size = Some(16);
+    }
+    config
 }

@@ -3,9 +3,11 @@
 //!
 //! A trial's figures are of two kinds: its validation metrics (accuracy,
 //! macro F1, loss, at its best epoch), known once it has trained, and its
-//! costs: `peak_memory` (bytes its training step peaks at), `params` (the
-//! model's parameter count), both known before it trains, and
-//! `train_seconds` (the wall time of its epochs), known after.
+//! costs: `peak_memory` (bytes its training step peaks at),
+//! `inference_memory` (bytes predicting a batch of `inference_batch`
+//! sequences peaks at), `params` (the model's parameter count), all known
+//! before it trains, and `train_seconds` (the wall time of its epochs),
+//! known after.
 
 use hpo_sampler::StudyDirection;
 use serde::{Deserialize, Serialize};
@@ -26,6 +28,12 @@ pub enum TrialMetric {
     /// before the trial trains, the peak of requested bytes its worker
     /// measured after.
     PeakMemory,
+    /// Bytes predicting one batch of `[objective] inference_batch`
+    /// sequences of the trial's `max_length` peaks at: the trained model's
+    /// fp32 weights and a forward pass, as `memtune predict` holds them
+    /// (`trainer::memory::inference_peak`), planned before the trial
+    /// trains.
+    InferenceMemory,
     /// Seconds the trial's epochs took (training and evaluation).
     TrainSeconds,
     /// Scalar parameters of the model with its classification head.
@@ -39,6 +47,7 @@ impl TrialMetric {
             TrialMetric::F1Macro => "f1_macro",
             TrialMetric::Loss => "loss",
             TrialMetric::PeakMemory => "peak_memory",
+            TrialMetric::InferenceMemory => "inference_memory",
             TrialMetric::TrainSeconds => "train_seconds",
             TrialMetric::Params => "params",
         }
@@ -59,20 +68,28 @@ impl TrialMetric {
             TrialMetric::Accuracy => Some(Metric::Accuracy),
             TrialMetric::F1Macro => Some(Metric::F1Macro),
             TrialMetric::Loss => Some(Metric::Loss),
-            TrialMetric::PeakMemory | TrialMetric::TrainSeconds | TrialMetric::Params => None,
+            TrialMetric::PeakMemory
+            | TrialMetric::InferenceMemory
+            | TrialMetric::TrainSeconds
+            | TrialMetric::Params => None,
         }
     }
 
     /// Known before the trial trains (from the memory plan and the
     /// model's shape), so a constraint on it is checked before training.
     pub fn known_before_training(self) -> bool {
-        matches!(self, TrialMetric::PeakMemory | TrialMetric::Params)
+        matches!(
+            self,
+            TrialMetric::PeakMemory | TrialMetric::InferenceMemory | TrialMetric::Params
+        )
     }
 
     /// `value` as a person reads it (bytes in GiB, seconds, counts).
     pub fn show(self, value: f64) -> String {
         match self {
-            TrialMetric::PeakMemory => gpu_mem::human_bytes(value.max(0.0) as u64),
+            TrialMetric::PeakMemory | TrialMetric::InferenceMemory => {
+                gpu_mem::human_bytes(value.max(0.0) as u64)
+            }
             TrialMetric::TrainSeconds => format!("{value:.1} s"),
             TrialMetric::Params => format!("{value:.0}"),
             _ => format!("{value:.4}"),
@@ -101,6 +118,8 @@ pub struct Objective {
     /// early stopping and the pruner watch: the objective's own, or the
     /// first validation metric of `metrics` (accuracy when none is listed).
     pub metric: Metric,
+    /// Sequences a prediction batch holds, for `inference_memory`.
+    pub inference_batch: usize,
 }
 
 impl Objective {
@@ -138,6 +157,11 @@ impl Constraint {
 
 impl Check<'_> {
     pub(super) fn objective(&self, o: &RawObjective) -> Result<Objective, ConfigError> {
+        let inference_batch = match o.inference_batch {
+            Some(0) => return Err(self.err("objective.inference_batch", "must be at least 1")),
+            Some(n) => n,
+            None => 1,
+        };
         if o.metric.is_some() && o.metrics.is_some() {
             return Err(self.err(
                 "objective.metrics",
@@ -164,6 +188,7 @@ impl Check<'_> {
                 metrics: vec![metric.into()],
                 directions: vec![direction],
                 metric,
+                inference_batch,
             });
         };
         if metrics.len() < 2 {
@@ -214,6 +239,7 @@ impl Check<'_> {
                 .unwrap_or(Metric::Accuracy),
             metrics: metrics.clone(),
             directions: natural,
+            inference_batch,
         })
     }
 
@@ -235,7 +261,9 @@ impl Check<'_> {
             }
             let key = join(&at, "max");
             let max = match c.metric {
-                TrialMetric::PeakMemory => self.size(&key, &c.max)? as f64,
+                TrialMetric::PeakMemory | TrialMetric::InferenceMemory => {
+                    self.size(&key, &c.max)? as f64
+                }
                 TrialMetric::TrainSeconds => match &c.max {
                     Scalar::Str(text) => parse_duration(text)
                         .map_err(|m| self.err(&key, m))?
@@ -266,7 +294,7 @@ impl Check<'_> {
                     return Err(self.err(
                         &join(&at, "metric"),
                         format!(
-                            "{} cannot be constrained: a constraint is on peak_memory, train_seconds or params",
+                            "{} cannot be constrained: a constraint is on peak_memory, inference_memory, train_seconds or params",
                             other.name()
                         ),
                     ));

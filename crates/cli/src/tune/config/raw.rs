@@ -139,6 +139,7 @@ pub(crate) struct RawObjective {
     pub metrics: Option<Vec<TrialMetric>>,
     pub direction: Option<StudyDirection>,
     pub directions: Option<Vec<StudyDirection>>,
+    pub inference_batch: Option<usize>,
 }
 
 #[derive(Deserialize, Debug)]
