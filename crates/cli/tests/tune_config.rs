@@ -1250,6 +1250,12 @@ fn inference_memory_is_a_metric_and_a_constraint_with_its_batch() {
         "at least 1",
     );
     expect_error(
+        &with("[objective]\nmetric = \"accuracy\"\ninference_batch = 1000000000"),
+        "objective.inference_batch",
+        "inference_batch = 1000000000",
+        "more than 65536 sequences",
+    );
+    expect_error(
         &with("[[constraint]]\nmetric = \"inference_memory\"\nmax = \"lots\""),
         "constraint[0].max",
         "lots",

@@ -38,11 +38,12 @@
 //! direction = "maximize"              # default from the metric; a contradiction is an error
 //! # metrics = ["accuracy", "peak_memory"]   # instead of metric: several objectives (below)
 //! # directions = ["maximize", "minimize"]   #   optional, one per metric, as each metric says
+//! # inference_batch = 1               # sequences a prediction batch holds (inference_memory)
 //!
 //! # [[constraint]]                    # optional, any number: a trial is feasible while
 //! # metric = "peak_memory"            #   metric <= max; peak_memory or inference_memory
 //! # max = "8GiB"                      #   (a size), params (a number) or train_seconds
-//!                                     #   (a duration, "30m")
+//! #                                   #   (a duration, "30m")
 //!
 //! [models.minilm]                     # one table per model; exactly one of:
 //! builtin = "minilm-l6"               #   a model the runner provides,
@@ -130,7 +131,8 @@
 //! peak of requested bytes its worker measured, which the memory plan
 //! predicts before it starts), `inference_memory` (bytes predicting one
 //! batch of `inference_batch` sequences, default 1, of its `max_length`
-//! peaks at: fp32 weights and a forward pass, planned by
+//! peaks at: fp32 weights and a forward pass, what `memtune predict`
+//! holds for a batch of its longest texts, planned by
 //! `trainer::memory::inference_peak`), `train_seconds` (the wall time of
 //! its epochs, training and evaluation; on the simulated device, the
 //! simulation's own) and `params` (the model's parameters, head

@@ -601,8 +601,18 @@ impl<'a> Runner<'a> {
         }
         if let Some(cap) = scoring::peak_cap(&self.cfg.constraints) {
             c.known.peak_memory = self.peak_at_one(&c)?;
-            // Over the peak_memory max: recomputing may bring it under.
-            if self.may_recompute(&c) && c.known.peak_memory.is_some_and(|p| p > cap) {
+            // Over the peak_memory max: recomputing may bring it under,
+            // unless another constraint rules the trial out anyway.
+            let ruled_out = scoring::violated(
+                &self.cfg.constraints,
+                &Figures {
+                    peak_memory: None,
+                    ..c.known
+                },
+            )
+            .is_some();
+            if self.may_recompute(&c) && !ruled_out && c.known.peak_memory.is_some_and(|p| p > cap)
+            {
                 c.recompute = true;
                 c.known.peak_memory = self.peak_at_one(&c)?;
             }
@@ -689,8 +699,8 @@ impl<'a> Runner<'a> {
             let budget = *self.devices.budget(device);
             match self.pricers[self.pricer_of[device]].price(&job) {
                 Ok(price) => {
-                    let alone = budget.usable().saturating_sub(budget.process_overhead);
-                    if price.peak <= cap && price.limit <= alone {
+                    let alone = budget.usable().checked_sub(budget.process_overhead);
+                    if price.peak <= cap && alone.is_some_and(|a| price.limit <= a) {
                         return Ok(true);
                     }
                 }

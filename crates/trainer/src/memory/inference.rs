@@ -2,12 +2,13 @@
 //! in evaluation mode (no gradients, optimiser state or dropout), in fp32
 //! on the CPU backend, as [`crate::export::HfClassifier`] predicts. Planned
 //! as the training step is ([`super::plan`]): the real forward runs on a
-//! backend that only allocates, so the CPU backend reaches exactly this
-//! peak.
+//! backend that only allocates, so the CPU backend's tensors reach exactly
+//! this peak (a loaded checkpoint's model allocates what a random one
+//! does: loading writes into the buffers it has).
 //!
-//! Not planned here: the weights' file while it is read (a load-time
-//! transient, not what serving holds), a tokenizer's tables, and other
-//! backends' own buffers.
+//! Not planned here: the checkpoint's tensors while they are read (a
+//! load-time transient of about the weights' size, not what serving
+//! holds), a tokenizer's tables, and other backends' own buffers.
 
 use super::plan::{PlanError, PlanRequest, synthetic_batch};
 use crate::backend::plan::PlanBackend;

@@ -17,6 +17,9 @@ use super::raw::{RawConstraint, RawObjective, Scalar};
 use super::units::parse_duration;
 use super::{Check, ConfigError, Metric, direction_name};
 
+/// The most sequences `inference_batch` takes (as many as `batch_size`).
+const MAX_INFERENCE_BATCH: usize = 1 << 16;
+
 /// What a trial is measured by, as an objective or a constraint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -29,10 +32,11 @@ pub enum TrialMetric {
     /// measured after.
     PeakMemory,
     /// Bytes predicting one batch of `[objective] inference_batch`
-    /// sequences of the trial's `max_length` peaks at: the trained model's
-    /// fp32 weights and a forward pass, as `memtune predict` holds them
-    /// (`trainer::memory::inference_peak`), planned before the trial
-    /// trains.
+    /// sequences of the trial's `max_length` peaks at: the model's fp32
+    /// weights and a forward pass, the tensors `memtune predict
+    /// --batch-size B --max-length L` holds for a batch of its longest
+    /// texts (`trainer::memory::inference_peak`), planned before the trial
+    /// trains. The checkpoint's copy while it loads is not counted.
     InferenceMemory,
     /// Seconds the trial's epochs took (training and evaluation).
     TrainSeconds,
@@ -159,6 +163,12 @@ impl Check<'_> {
     pub(super) fn objective(&self, o: &RawObjective) -> Result<Objective, ConfigError> {
         let inference_batch = match o.inference_batch {
             Some(0) => return Err(self.err("objective.inference_batch", "must be at least 1")),
+            Some(n) if n > MAX_INFERENCE_BATCH => {
+                return Err(self.err(
+                    "objective.inference_batch",
+                    format!("{n} is more than {MAX_INFERENCE_BATCH} sequences"),
+                ));
+            }
             Some(n) => n,
             None => 1,
         };
