@@ -276,6 +276,12 @@ fn the_bundles_legacy_study_has_the_space_runs_on_the_sim_device_and_meets_the_g
     let tokens = &m["micro_batch_tokens"];
     assert!(tokens["min"].as_u64().unwrap() >= 128, "{figures}");
     assert!(tokens["median"].as_u64().unwrap() >= tokens["min"].as_u64().unwrap());
+    // The simulated device computes nothing: no start-up to report.
+    assert_eq!(
+        m["startup_seconds_median"],
+        serde_json::json!({"data": null, "device": null, "model": null}),
+        "{figures}"
+    );
     assert_eq!(m["peak_device_memory_mib"], 20480.0);
     assert_eq!(figures["baseline"]["lost_to_oom"], 1);
     assert_eq!(figures["baseline"]["peak_device_memory_mib"], Json::Null);

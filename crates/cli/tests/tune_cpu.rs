@@ -214,6 +214,12 @@ fn a_cpu_study_of_several_objectives_records_real_figures() {
         assert_eq!(Some(v[1]), t.user_attrs["requested_peak_bytes"].as_f64());
         assert!(v[2] > 0.0, "train_seconds {v:?}");
         assert_eq!(Some(v[2]), t.user_attrs["train_seconds"].as_f64());
+        // Where the time before the first step went.
+        let startup = &t.user_attrs["startup_seconds"];
+        for part in ["data", "device", "model"] {
+            let s = startup[part].as_f64().unwrap_or(-1.0);
+            assert!((0.0..60.0).contains(&s), "{part}: {startup}");
+        }
         let head = t.params["head_layers"].internal;
         let count = *params_by_head.entry(head as u64).or_insert(v[3]);
         assert_eq!(v[3], count, "one count per head");

@@ -14,6 +14,7 @@
 //! the device fail, for tests of everything above.
 
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 #[cfg(feature = "cuda")]
 mod cuda;
@@ -71,6 +72,19 @@ pub struct FinetuneSpec {
     pub train: TrainConfig,
 }
 
+/// Where a run's time went before its first step, in seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StartupSeconds {
+    /// Reading, splitting and tokenising the data, and cutting batches
+    /// (the process keeps recent splits: a repeat costs only the batches).
+    pub data: f64,
+    /// Starting the backend: on CUDA the context, kernel modules, cuBLAS
+    /// handle and allocator.
+    pub device: f64,
+    /// Building the model: its weights read and uploaded, or drawn.
+    pub model: f64,
+}
+
 /// What a run produced.
 #[derive(Clone, Debug)]
 pub struct FinetuneOutcome {
@@ -84,6 +98,7 @@ pub struct FinetuneOutcome {
     /// Buffer allocations the run made (the range a test injects a fault
     /// in).
     pub allocation_requests: u64,
+    pub startup: StartupSeconds,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -385,9 +400,12 @@ struct Prepared {
     validation_examples: usize,
     train_batches: Vec<Batch>,
     valid_batches: Vec<Batch>,
+    /// Seconds preparing took.
+    seconds: f64,
 }
 
 fn prepare(spec: &FinetuneSpec) -> Result<Prepared, FinetuneError> {
+    let start = Instant::now();
     let splits = tokenized::splits(spec, || {
         let dataset = spec.data.load()?;
         let num_classes = dataset.num_classes;
@@ -431,6 +449,7 @@ fn prepare(spec: &FinetuneSpec) -> Result<Prepared, FinetuneError> {
         validation_examples: splits.valid.len(),
         train_batches,
         valid_batches,
+        seconds: start.elapsed().as_secs_f64(),
     })
 }
 
@@ -442,7 +461,12 @@ fn cpu_backend(spec: &FinetuneSpec) -> CpuBackend<f32> {
 }
 
 /// What a run on a tracked backend produced.
-fn outcome(report: TrainReport, prepared: Prepared, tracker: &MemTracker) -> FinetuneOutcome {
+fn outcome(
+    report: TrainReport,
+    prepared: Prepared,
+    tracker: &MemTracker,
+    startup: StartupSeconds,
+) -> FinetuneOutcome {
     FinetuneOutcome {
         report,
         train_examples: prepared.train_examples,
@@ -450,6 +474,7 @@ fn outcome(report: TrainReport, prepared: Prepared, tracker: &MemTracker) -> Fin
         skipped_records: prepared.dataset_report,
         peak_bytes: tracker.peak_bytes(),
         allocation_requests: tracker.allocation_requests(),
+        startup,
     }
 }
 
@@ -460,10 +485,17 @@ fn run_cpu<M: Loaded<CpuBackend<f32>>>(
     mut prepared: Prepared,
     observer: &mut dyn FnMut(&EpochMetrics) -> Control,
 ) -> Result<TrainedCpu<M>, FinetuneError> {
+    let started = Instant::now();
     let be = cpu_backend(spec);
-    let (report, model) = build_and_train::<_, M>(&be, spec, config, &prepared, observer)?;
+    let device = started.elapsed().as_secs_f64();
+    let (report, model, built) = build_and_train::<_, M>(&be, spec, config, &prepared, observer)?;
     let label_names = prepared.label_names.take();
-    let outcome = outcome(report, prepared, be.tracker());
+    let startup = StartupSeconds {
+        data: prepared.seconds,
+        device,
+        model: built,
+    };
+    let outcome = outcome(report, prepared, be.tracker(), startup);
     Ok(TrainedCpu {
         outcome,
         backend: be,
@@ -485,15 +517,25 @@ pub fn finetune_cpu_with_faults(
     let be = FaultyBackend::new(cpu_backend(spec));
     faults.arm(&be);
     let observer = &mut losing_context(faults, &be, observer);
-    let report = match prepared.config.clone() {
+    // The trained model is dropped here: the figures are what is kept.
+    let (report, built) = match prepared.config.clone() {
         ModelConfig::Bert(c) => {
-            build_and_train::<_, BertClassifier<_>>(&be, spec, &c, &prepared, observer)?.0
+            let (report, _, built) =
+                build_and_train::<_, BertClassifier<_>>(&be, spec, &c, &prepared, observer)?;
+            (report, built)
         }
         ModelConfig::Deberta(c) => {
-            build_and_train::<_, DebertaClassifier<_>>(&be, spec, &c, &prepared, observer)?.0
+            let (report, _, built) =
+                build_and_train::<_, DebertaClassifier<_>>(&be, spec, &c, &prepared, observer)?;
+            (report, built)
         }
     };
-    Ok(outcome(report, prepared, be.inner().tracker()))
+    let startup = StartupSeconds {
+        data: prepared.seconds,
+        device: 0.0,
+        model: built,
+    };
+    Ok(outcome(report, prepared, be.inner().tracker(), startup))
 }
 
 /// `observer`, after which `be` loses its context at the epoch `faults`
@@ -528,14 +570,15 @@ fn built<B: Backend, T>(be: &B, value: T) -> Result<T, FinetuneError> {
 
 /// Builds `M` on `be` from the checkpoint in `spec.model_dir` (out of
 /// memory while building is micro-batch 0's) and trains it: the part of a
-/// run every backend shares.
+/// run every backend shares. Also the seconds building took.
 fn build_and_train<B: Backend, M: Loaded<B>>(
     be: &B,
     spec: &FinetuneSpec,
     config: &M::Config,
     prepared: &Prepared,
     observer: &mut dyn FnMut(&EpochMetrics) -> Control,
-) -> Result<(TrainReport, M), FinetuneError> {
+) -> Result<(TrainReport, M, f64), FinetuneError> {
+    let start = Instant::now();
     let head = HeadConfig {
         num_labels: prepared.num_classes,
         hidden: spec.head_hidden.clone(),
@@ -557,6 +600,7 @@ fn build_and_train<B: Backend, M: Loaded<B>>(
         M::build(be, config, &from)
     };
     let mut model = built(be, model)??;
+    let build_seconds = start.elapsed().as_secs_f64();
     let report = train(
         be,
         &mut model,
@@ -565,7 +609,7 @@ fn build_and_train<B: Backend, M: Loaded<B>>(
         &spec.train,
         observer,
     )?;
-    Ok((report, model))
+    Ok((report, model, build_seconds))
 }
 
 /// A simulated trial: the real training loop on synthetic batches over

@@ -77,6 +77,9 @@ def memtune_side(db_path, seconds, docs_path):
     # CUDA only where the empty device fits no more.
     micro_tokens = sorted(a["micro_batch"] * a["config"]["max_length"]
                           for a in attrs if "micro_batch" in a and "config" in a)
+    # Seconds before a trial's first step, by part (workers that report it).
+    startup = {part: sorted(a["startup_seconds"][part] for a in attrs if "startup_seconds" in a)
+               for part in ("data", "device", "model")}
     return {
         "trials_started": len(trials),
         "trials_completed": sum(1 for t in trials.values() if t["state"] == "COMPLETE"),
@@ -94,6 +97,8 @@ def memtune_side(db_path, seconds, docs_path):
             "median": micro_tokens[len(micro_tokens) // 2] if micro_tokens else None,
             "under_4096": sum(1 for t in micro_tokens if t < 4096),
         },
+        "startup_seconds_median": {part: (v[len(v) // 2] if v else None)
+                                   for part, v in startup.items()},
     }, pricing
 
 

@@ -141,6 +141,10 @@ pub enum WorkerMsg {
         /// Seconds the epochs took, training and evaluation.
         #[serde(default)]
         train_seconds: f64,
+        /// Seconds before the first step: data, backend, model (`None` on
+        /// the simulated device, which computes nothing).
+        #[serde(default)]
+        startup: Option<trainer::finetune::StartupSeconds>,
     },
     /// The trial could not run; `kind` is one of [`FailureKind`].
     Failed {

@@ -1,7 +1,9 @@
 //! How each outcome of a trial is written to the store: state, value and
 //! the attributes the legacy setup's analysis scripts read (`oom`, `oom_config`,
 //! `cuda_error`, `cuda_error_msg`), plus ours (`error_kind`, `error_msg`,
-//! `micro_batch`, `predicted_peak_bytes`, ...). User attributes are what a
+//! `micro_batch`, `predicted_peak_bytes`, `recompute`, `startup_seconds`
+//! (data, device, model: the seconds before a trial's first step), ...).
+//! User attributes are what a
 //! person reads in `memtune trials` or `optuna.load_study`; constraint
 //! values go where Optuna's samplers read them (system attribute
 //! `constraints`).

@@ -1277,6 +1277,7 @@ impl<'a> Runner<'a> {
                 f1_macro,
                 valid_loss,
                 train_seconds,
+                startup,
             } => {
                 let Some(r) = self.running.remove(&worker) else {
                     return Ok(());
@@ -1323,6 +1324,9 @@ impl<'a> Runner<'a> {
                     "oom_retries": r.oom_retries, "skipped_steps": skipped_steps,
                     "train_seconds": train_seconds,
                 });
+                if let Some(s) = startup {
+                    details["startup_seconds"] = json!(s);
+                }
                 if !r.oom_retries.is_empty() {
                     // The record says what ran last: the smaller micro-batch,
                     // its price, under the lease the trial kept.

@@ -7,7 +7,7 @@
 
 use std::io::{BufRead, Write};
 
-use trainer::finetune::{FinetuneError, FinetuneSpec, SimSpec};
+use trainer::finetune::{FinetuneError, FinetuneSpec, SimSpec, StartupSeconds};
 use trainer::memory::{OutOfMemory, StepBackend};
 use trainer::model::{HeadConfig, ModelConfig};
 use trainer::train::{Control, EpochMetrics, TrainConfig, TrainReport};
@@ -116,7 +116,7 @@ fn run_job(
                     .map(|o| {
                         // The CPU backend allocates exactly what is requested.
                         let peak = o.peak_bytes as u64;
-                        (o.report, peak, peak)
+                        (o.report, peak, peak, Some(o.startup))
                     }),
             }
         }
@@ -136,7 +136,7 @@ fn run_job(
                     report.best_epoch = (0..report.epochs.len())
                         .max_by(|a, b| objective(a).total_cmp(&objective(b)))
                         .unwrap_or(0);
-                    (report, peak, requested)
+                    (report, peak, requested, None)
                 }),
                 Err(message) => {
                     return send(
@@ -156,7 +156,7 @@ fn run_job(
         return Err(e);
     }
     match result {
-        Ok((report, peak_bytes, requested_peak_bytes)) => {
+        Ok((report, peak_bytes, requested_peak_bytes, startup)) => {
             for r in &report.oom_retries {
                 send(
                     output,
@@ -193,6 +193,7 @@ fn run_job(
                     f1_macro,
                     valid_loss,
                     train_seconds: report.epochs.iter().map(|e| e.seconds).sum(),
+                    startup,
                 },
             )
         }
@@ -418,14 +419,20 @@ fn trial_allocator() -> gpu_mem::Config {
 }
 
 /// A CUDA run: its report, the allocator's peak reserved and peak
-/// requested bytes.
+/// requested bytes, and where its start-up went.
 fn finetune_on_cuda(
     spec: &FinetuneSpec,
     ordinal: usize,
     observer: &mut dyn FnMut(&EpochMetrics) -> Control,
-) -> Result<(TrainReport, u64, u64), FinetuneError> {
-    trainer::finetune::finetune_cuda(spec, ordinal, trial_allocator(), observer)
-        .map(|o| (o.outcome.report, o.peak_reserved, o.peak_requested))
+) -> Result<(TrainReport, u64, u64, Option<StartupSeconds>), FinetuneError> {
+    trainer::finetune::finetune_cuda(spec, ordinal, trial_allocator(), observer).map(|o| {
+        (
+            o.outcome.report,
+            o.peak_reserved,
+            o.peak_requested,
+            Some(o.outcome.startup),
+        )
+    })
 }
 
 /// `memtune worker --hold-cuda N`: start the CUDA backend as a trial's

@@ -2,7 +2,11 @@
 //! training loop over [`CudaBackend`], allocating through `gpu-mem`'s
 //! caching allocator, whose limit is the trial's lease.
 
-use super::{FinetuneError, FinetuneOutcome, FinetuneSpec, build_and_train, prepare};
+use std::time::Instant;
+
+use super::{
+    FinetuneError, FinetuneOutcome, FinetuneSpec, StartupSeconds, build_and_train, prepare,
+};
 use crate::backend::cuda::CudaBackend;
 use crate::model::deberta::DebertaClassifier;
 use crate::model::{BertClassifier, ModelConfig};
@@ -40,6 +44,7 @@ pub fn finetune_cuda(
     observer: &mut dyn FnMut(&EpochMetrics) -> Control,
 ) -> Result<CudaOutcome, FinetuneError> {
     let prepared = prepare(spec)?;
+    let started = Instant::now();
     let be = CudaBackend::new(ordinal, allocator)?
         .with_matmul_precision(spec.matmul_precision)?
         .with_kernels(spec.kernels);
@@ -55,12 +60,18 @@ pub fn finetune_cuda(
                 source,
             })?;
     }
-    let report = match prepared.config.clone() {
+    let device = started.elapsed().as_secs_f64();
+    // The trained model is dropped here: the figures are what is kept.
+    let (report, built) = match prepared.config.clone() {
         ModelConfig::Bert(c) => {
-            build_and_train::<_, BertClassifier<_>>(&be, spec, &c, &prepared, observer)?.0
+            let (report, _, built) =
+                build_and_train::<_, BertClassifier<_>>(&be, spec, &c, &prepared, observer)?;
+            (report, built)
         }
         ModelConfig::Deberta(c) => {
-            build_and_train::<_, DebertaClassifier<_>>(&be, spec, &c, &prepared, observer)?.0
+            let (report, _, built) =
+                build_and_train::<_, DebertaClassifier<_>>(&be, spec, &c, &prepared, observer)?;
+            (report, built)
         }
     };
     let stats = be.allocator().stats();
@@ -71,6 +82,11 @@ pub fn finetune_cuda(
         skipped_records: prepared.dataset_report,
         peak_bytes: stats.allocated_bytes.all.peak as usize,
         allocation_requests: stats.allocation.all.allocated,
+        startup: StartupSeconds {
+            data: prepared.seconds,
+            device,
+            model: built,
+        },
     };
     Ok(CudaOutcome {
         backend_reserved,
