@@ -404,6 +404,18 @@ struct Prepared {
     seconds: f64,
 }
 
+impl Prepared {
+    /// The run's start-up: this preparation, then `device` seconds starting
+    /// the backend and `model` building the model.
+    fn startup(&self, device: f64, model: f64) -> StartupSeconds {
+        StartupSeconds {
+            data: self.seconds,
+            device,
+            model,
+        }
+    }
+}
+
 fn prepare(spec: &FinetuneSpec) -> Result<Prepared, FinetuneError> {
     let start = Instant::now();
     let splits = tokenized::splits(spec, || {
@@ -490,11 +502,7 @@ fn run_cpu<M: Loaded<CpuBackend<f32>>>(
     let device = started.elapsed().as_secs_f64();
     let (report, model, built) = build_and_train::<_, M>(&be, spec, config, &prepared, observer)?;
     let label_names = prepared.label_names.take();
-    let startup = StartupSeconds {
-        data: prepared.seconds,
-        device,
-        model: built,
-    };
+    let startup = prepared.startup(device, built);
     let outcome = outcome(report, prepared, be.tracker(), startup);
     Ok(TrainedCpu {
         outcome,
@@ -530,11 +538,7 @@ pub fn finetune_cpu_with_faults(
             (report, built)
         }
     };
-    let startup = StartupSeconds {
-        data: prepared.seconds,
-        device: 0.0,
-        model: built,
-    };
+    let startup = prepared.startup(0.0, built);
     Ok(outcome(report, prepared, be.inner().tracker(), startup))
 }
 

@@ -93,6 +93,12 @@ impl DeviceBudget {
         self.capacity.saturating_sub(self.safety_margin)
     }
 
+    /// Bytes one trial's allocator may reach on the empty device: what is
+    /// usable less the process overhead (`None`: not even the process fits).
+    pub fn alone(&self) -> Option<u64> {
+        self.usable().checked_sub(self.process_overhead)
+    }
+
     /// A predicted peak with the allocator allowance (the slack, at least
     /// the floor): the worker's limit.
     pub fn limit_for(&self, predicted_peak: u64) -> u64 {
@@ -336,7 +342,7 @@ impl Packer {
             fit_micro_batch(max_micro, available, limit_of)
                 .map(|(micro, _, _)| (micro, effective_batch.div_ceil(micro)))
         };
-        let alone = usable.checked_sub(overhead);
+        let alone = budget.alone();
         let free = usable.saturating_sub(self.leased).checked_sub(overhead);
         let chosen = match (self.policy, free) {
             (FitPolicy::FreeNow, Some(available)) => {

@@ -696,10 +696,9 @@ impl<'a> Runner<'a> {
         let cap = scoring::peak_cap(&self.cfg.constraints).unwrap_or(u64::MAX);
         for device in self.devices.live().collect::<Vec<_>>() {
             let job = self.job(c, device, 1, c.settings.batch_size, None, 0)?;
-            let budget = *self.devices.budget(device);
+            let alone = self.devices.budget(device).alone();
             match self.pricers[self.pricer_of[device]].price(&job) {
                 Ok(price) => {
-                    let alone = budget.usable().checked_sub(budget.process_overhead);
                     if price.peak <= cap && alone.is_some_and(|a| price.limit <= a) {
                         return Ok(true);
                     }

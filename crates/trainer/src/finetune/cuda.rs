@@ -4,9 +4,7 @@
 
 use std::time::Instant;
 
-use super::{
-    FinetuneError, FinetuneOutcome, FinetuneSpec, StartupSeconds, build_and_train, prepare,
-};
+use super::{FinetuneError, FinetuneOutcome, FinetuneSpec, build_and_train, prepare};
 use crate::backend::cuda::CudaBackend;
 use crate::model::deberta::DebertaClassifier;
 use crate::model::{BertClassifier, ModelConfig};
@@ -75,6 +73,7 @@ pub fn finetune_cuda(
         }
     };
     let stats = be.allocator().stats();
+    let startup = prepared.startup(device, built);
     let outcome = FinetuneOutcome {
         report,
         train_examples: prepared.train_examples,
@@ -82,11 +81,7 @@ pub fn finetune_cuda(
         skipped_records: prepared.dataset_report,
         peak_bytes: stats.allocated_bytes.all.peak as usize,
         allocation_requests: stats.allocation.all.allocated,
-        startup: StartupSeconds {
-            data: prepared.seconds,
-            device,
-            model: built,
-        },
+        startup,
     };
     Ok(CudaOutcome {
         backend_reserved,
