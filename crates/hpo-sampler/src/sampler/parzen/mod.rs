@@ -30,7 +30,7 @@ mod screen;
 mod update;
 
 pub use cells::CellCache;
-use rows::{Part, log_density_row, log_sum_exp};
+use rows::{Part, log_density_row, terms_log_sum_exp};
 use screen::Guesses;
 pub use screen::MAX_CARRIERS;
 
@@ -474,7 +474,7 @@ impl Evaluator<'_> {
                 return true;
             }
         }
-        terms.len() > 1 && log_sum_exp(terms) > limit
+        terms.len() > 1 && terms_log_sum_exp(terms) > limit
     }
 
     /// Kernel `k`'s log term (weight included) at sample `i`: the number

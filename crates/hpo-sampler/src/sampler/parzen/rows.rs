@@ -8,9 +8,9 @@
 //! continuous dimension's `konst - z^2 / 2`). Every loop runs over kernels
 //! in memory order with no branch, so the compiler vectorises it; on x86-64
 //! the same code is also compiled for AVX-512 and AVX2 and picked at run
-//! time. No fused multiply-add is emitted there (Rust does not contract
-//! float expressions) and the reduction order is fixed, so every build
-//! gives the same bits.
+//! time. Rust never fuses a multiply and an add on its own, the one
+//! fused operation asked for (`exp`'s polynomial) is fused in every build,
+//! and the reduction order is fixed, so every build gives the same bits.
 //!
 //! The screening's guesses ([`guess_row`]) are a separate, cheaper loop:
 //! `f32` (twice the lanes), every dimension folded into a per-kernel
@@ -114,6 +114,12 @@ dispatch! {
     fn log_density_row(log_weights: &[f64], parts: &[Part<'_>], row: &mut Vec<f64>) -> f64 {
         fill_row(log_weights, parts, row);
         log_sum_exp(row)
+    }
+}
+
+dispatch! {
+    fn terms_log_sum_exp(terms: &[f64]) -> f64 {
+        log_sum_exp(terms)
     }
 }
 
@@ -363,6 +369,12 @@ pub(super) fn log_sum_exp(row: &[f64]) -> f64 {
 /// for `exp(r)` (Chebyshev-fitted on that interval: nearly the degree-12
 /// Taylor polynomial's 3.7e-16, in four operations less) and `2^n` built
 /// from its bits. No branches, so it vectorises.
+///
+/// Its multiply-adds are fused in every build: a density's time is mostly
+/// this polynomial, and one rounding per step is half the instructions
+/// of two (ZDT1's ask + tell at 1,000 trials: 12-20% faster). A build
+/// whose CPU lacks the instruction (x86-64 before AVX2, never dispatched to
+/// on a CPU that has it) calls the C library's `fma`, which rounds the same.
 #[inline(always)]
 #[allow(clippy::excessive_precision)]
 pub(super) fn fast_exp(x: f64) -> f64 {
@@ -370,10 +382,10 @@ pub(super) fn fast_exp(x: f64) -> f64 {
     const LN2_HI: f64 = 6.931_471_803_691_238_2e-1;
     const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
     const SHIFT: f64 = 6_755_399_441_055_744.0; // 1.5 * 2^52: adding it rounds to an integer
-    let t = x * LOG2E + SHIFT;
+    let t = x.mul_add(LOG2E, SHIFT);
     let n = t - SHIFT;
-    let r = x - n * LN2_HI - n * LN2_LO;
-    let mut p = 2.762_635_724_144_722_3e-7;
+    let r = (-n).mul_add(LN2_LO, (-n).mul_add(LN2_HI, x));
+    let mut p: f64 = 2.762_635_724_144_722_3e-7;
     for k in [
         2.764_018_079_620_985e-6,
         2.480_150_434_699_768_6e-5,
@@ -386,7 +398,7 @@ pub(super) fn fast_exp(x: f64) -> f64 {
         1.000_000_000_000_006_7,
         1.0,
     ] {
-        p = p * r + k;
+        p = p.mul_add(r, k);
     }
     let bits = ((t.to_bits() as i64 - SHIFT.to_bits() as i64 + 1023) << 52) as u64;
     p * f64::from_bits(bits)
