@@ -1,9 +1,15 @@
-"""Samplers on COCO's suites and multi-objective test problems, ours and
-Optuna 5.0's through the same ask/tell loop.
+"""Samplers on COCO's suites and multi-objective test problems, ours,
+Optuna 5.0's, SMAC3's and HEBO's through the same ask/tell loop.
 
 Ours run in `ask_tell_server` (an example of hpo-sampler, one JSON line per
 ask or tell); Optuna's in this process (`study.ask(fixed_distributions)`,
-`study.tell`). Every sampler sees the same problems, seeds and budgets.
+`study.tell`); SMAC3's (`smac-bb`: `BlackBoxFacade`, a GP; `smac-hpo`:
+`HyperparameterOptimizationFacade`, a random forest) and HEBO's (`hebo`,
+its defaults) in this process too, single objective only, each told the
+run's number of evaluations as their users tell them (SMAC sizes its
+initial design by it). Every sampler sees the same problems, seeds and
+budgets. Each library is imported only when one of its samplers runs, so
+SMAC3 and HEBO can live in a venv without Optuna (for one objective).
 
 Single objective (`--suite bbob` or `bbob-mixint`): COCO problems of the
 given functions, dimensions and instances; the search space is [-5, 5]
@@ -35,13 +41,11 @@ import subprocess
 import tempfile
 import time
 
+import contextlib
+import io
+
 import cocoex
 import numpy as np
-import optuna
-from optuna._hypervolume import compute_hypervolume
-from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
-
-optuna.logging.set_verbosity(optuna.logging.ERROR)
 
 
 def ranges(text: str) -> list[int]:
@@ -71,7 +75,8 @@ class Ours:
             raise RuntimeError("ask_tell_server exited")
         return json.loads(line)
 
-    def start(self, label: str, seed: int, directions: list[str], space: list) -> None:
+    def start(self, label: str, seed: int, directions: list[str], space: list,
+              budget: int) -> None:
         self.call({"cmd": "study", "sampler": label, "seed": seed, "directions": directions,
                    "space": space})
 
@@ -87,6 +92,8 @@ class Ours:
 
 
 def optuna_sampler(label: str, seed: int):
+    import optuna
+
     if label == "tpe":
         return optuna.samplers.TPESampler(seed=seed)
     if label == "gp":
@@ -101,7 +108,13 @@ def optuna_sampler(label: str, seed: int):
 class Theirs:
     """Optuna's samplers on an in-memory study."""
 
-    def start(self, label: str, seed: int, directions: list[str], space: list) -> None:
+    def start(self, label: str, seed: int, directions: list[str], space: list,
+              budget: int) -> None:
+        import optuna
+        from optuna.distributions import (CategoricalDistribution, FloatDistribution,
+                                          IntDistribution)
+
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
         self.study = optuna.create_study(directions=directions,
                                          sampler=optuna_sampler(label, seed))
         self.names = [p[0] for p in space]
@@ -134,9 +147,102 @@ class Theirs:
         return sorted(samples)[len(samples) // 2]
 
 
+class Smac:
+    """SMAC3 2.4's facades through `ask` / `tell`, one objective."""
+
+    def start(self, label: str, seed: int, directions: list[str], space: list,
+              budget: int) -> None:
+        from ConfigSpace import Categorical, ConfigurationSpace, Float, Integer
+        from smac import BlackBoxFacade, HyperparameterOptimizationFacade, Scenario
+
+        if directions != ["minimize"]:
+            raise ValueError("SMAC3 runs here on one minimised objective")
+        facade = {"bb": BlackBoxFacade, "hpo": HyperparameterOptimizationFacade}[label]
+        cs = ConfigurationSpace(seed=seed)
+        for name, kind, lo, hi in space:
+            if kind == "float":
+                cs.add(Float(name, (lo, hi)))
+            elif kind == "int":
+                cs.add(Integer(name, (int(lo), int(hi))))
+            else:
+                cs.add(Categorical(name, list(range(int(lo), int(hi) + 1))))
+        self.names = [p[0] for p in space]
+        # SMAC writes its run history under the output directory.
+        self.out = tempfile.TemporaryDirectory(prefix="smac-")
+        scenario = Scenario(cs, deterministic=True, n_trials=budget, seed=seed,
+                            output_directory=self.out.name)
+        self.smac = facade(scenario, target_function=lambda config, seed=0: 0.0,
+                           overwrite=True, logging_level=40)
+        self.pending: dict = {}
+        self.asked = 0
+
+    def ask(self) -> tuple[int, list[float]]:
+        info = self.smac.ask()
+        number = self.asked
+        self.asked += 1
+        self.pending[number] = info
+        return number, [float(info.config[n]) for n in self.names]
+
+    def tell(self, number: int, values: list[float]) -> None:
+        from smac.runhistory.dataclasses import TrialValue
+
+        self.smac.tell(self.pending.pop(number), TrialValue(cost=values[0]))
+
+
+class Hebo:
+    """HEBO 0.3.6 with its defaults through `suggest` / `observe`, one objective."""
+
+    def start(self, label: str, seed: int, directions: list[str], space: list,
+              budget: int) -> None:
+        import torch
+        from hebo.design_space.design_space import DesignSpace
+        from hebo.optimizers.hebo import HEBO
+
+        if directions != ["minimize"]:
+            raise ValueError("HEBO runs here on one minimised objective")
+        params = []
+        for name, kind, lo, hi in space:
+            if kind == "float":
+                params.append({"name": name, "type": "num", "lb": lo, "ub": hi})
+            elif kind == "int":
+                params.append({"name": name, "type": "int", "lb": int(lo), "ub": int(hi)})
+            else:
+                params.append({"name": name, "type": "cat",
+                               "categories": list(range(int(lo), int(hi) + 1))})
+        self.names = [p[0] for p in space]
+        # HEBO draws from the global generators besides its own scrambled
+        # initial design.
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+        self.opt = HEBO(DesignSpace().parse(params), scramble_seed=seed)
+        self.pending: dict = {}
+        self.asked = 0
+
+    def ask(self) -> tuple[int, list[float]]:
+        # HEBO prints its GP's jitter to stdout, where our lines go.
+        with contextlib.redirect_stdout(io.StringIO()):
+            rec = self.opt.suggest(n_suggestions=1)
+        number = self.asked
+        self.asked += 1
+        self.pending[number] = rec
+        return number, [float(rec.iloc[0][n]) for n in self.names]
+
+    def tell(self, number: int, values: list[float]) -> None:
+        with contextlib.redirect_stdout(io.StringIO()):
+            self.opt.observe(self.pending.pop(number), np.array([[values[0]]]))
+
+
 def driver(label: str, ours: Ours | None):
+    if label == "hebo":
+        return Hebo(), "hebo"
     side, name = label.split("-", 1)
-    return (ours, name) if side == "ours" else (Theirs(), name)
+    if side == "ours":
+        return ours, name
+    if side == "smac":
+        return Smac(), name
+    if side == "optuna":
+        return Theirs(), name
+    raise ValueError(f"unknown sampler {label}")
 
 
 # --- single objective -------------------------------------------------------
@@ -187,7 +293,7 @@ def run_single(args, samplers: list[str], ours: Ours | None) -> None:
                 if n_here == 0:
                     continue
                 drv, name = driver(label, ours)
-                drv.start(name, seed, ["minimize"], space)
+                drv.start(name, seed, ["minimize"], space, n_here)
                 best = math.inf
                 for i in range(1, n_here + 1):
                     number, x = drv.ask()
@@ -270,6 +376,8 @@ def named_problems(args) -> list:
 
 
 def run_multi(args, samplers: list[str], ours: Ours | None) -> None:
+    from optuna._hypervolume import compute_hypervolume
+
     checkpoints = [int(c) for c in args.checkpoints.split(",")]
     for name, f, space, directions, reference in named_problems(args):
         if isinstance(f, tuple):
@@ -278,7 +386,7 @@ def run_multi(args, samplers: list[str], ours: Ours | None) -> None:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for label in samplers:
                 drv, sampler = driver(label, ours)
-                drv.start(sampler, seed, directions, space)
+                drv.start(sampler, seed, directions, space, max(checkpoints))
                 points = []
                 for i in range(1, max(checkpoints) + 1):
                     number, x = drv.ask()
@@ -295,7 +403,7 @@ def run_multi(args, samplers: list[str], ours: Ours | None) -> None:
             argparse.Namespace(**{**vars(args), "problems": "zdt1"}))[0]
         for label in samplers:
             drv, sampler = driver(label, ours)
-            drv.start(sampler, 0, directions, space)
+            drv.start(sampler, 0, directions, space, args.timing + args.reps)
             rng = np.random.RandomState(0)
             for _ in range(args.timing):
                 number, _ = drv.ask()
@@ -324,7 +432,11 @@ def main() -> None:
     args = ap.parse_args()
     samplers = args.samplers.split(",")
     ours = Ours(args.server) if any(s.startswith("ours-") for s in samplers) else None
-    print(f"version optuna {optuna.__version__}", flush=True)
+    import importlib.metadata
+
+    for package, prefix in [("optuna", "optuna-"), ("smac", "smac-"), ("HEBO", "hebo")]:
+        if any(s.startswith(prefix) for s in samplers):
+            print(f"version {package} {importlib.metadata.version(package)}", flush=True)
     print(f"version coco {cocoex.__version__}", flush=True)
     if args.suite == "multi":
         run_multi(args, samplers, ours)

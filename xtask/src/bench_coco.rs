@@ -4,6 +4,12 @@
 //! `ask_tell_server` example), in the `gp` venv (Optuna with torch for
 //! GPSampler, and COCO's `coco-experiment`).
 //!
+//! SMAC3 (`smac-bb`: its black-box facade, a GP; `smac-hpo`: its
+//! hyperparameter facade, a random forest) and HEBO (`hebo`) run on the
+//! single-objective suites where named in `--samplers`, in the peers venv
+//! (`MEMTUNE_PEERS_PYTHON` names another python), and are compared with
+//! `auto` and the GP where they ran.
+//!
 //! `--suite coco`: COCO `bbob` and `bbob-mixint`, best `f - f_opt` after
 //! 10, 20 and 50 evaluations per dimension; a cell is (suite, function,
 //! dimension, budget) and its score the median over instances x seeds.
@@ -28,14 +34,15 @@ use crate::{Result, env, python};
 use std::collections::BTreeMap;
 use std::process::Command;
 
-const PASSED: [&str; 11] = [
+/// Options passed on to the script as given (`--samplers` is split by
+/// venv).
+const PASSED: [&str; 10] = [
     "--functions",
     "--dims",
     "--instances",
     "--seeds",
     "--first-seed",
     "--budgets",
-    "--samplers",
     "--gp-max-trials",
     "--problems",
     "--biobj-functions",
@@ -75,19 +82,28 @@ fn lines(args: &[String], suites: &[(&str, &str)], extra: &[&str]) -> Result<Str
         .join("release")
         .join("examples")
         .join("ask_tell_server");
-    let py = match std::env::var_os("MEMTUNE_PYTHON") {
-        Some(p) => p.into(),
-        None => python::gp_venv()?,
-    };
     let script = root.join("benches").join("sampler").join("coco_suite.py");
     let mut text = String::new();
-    for (suite, samplers) in suites {
+    let runs = suites.iter().flat_map(|&(suite, samplers)| {
+        let (peers, own): (Vec<&str>, Vec<&str>) = samplers.split(',').partition(|l| is_peer(l));
+        [(suite, own, false), (suite, peers, true)]
+    });
+    for (suite, samplers, peers) in runs {
+        if samplers.is_empty() {
+            continue;
+        }
+        let samplers = samplers.join(",");
+        let py: std::path::PathBuf = match (peers, std::env::var_os(python_var(peers))) {
+            (_, Some(p)) => p.into(),
+            (false, None) => python::gp_venv()?,
+            (true, None) => python::peers_venv()?,
+        };
         let mut cmd = Command::new(&py);
         cmd.env("OMP_NUM_THREADS", "1")
             .arg(&script)
             .arg("--server")
             .arg(&server)
-            .args(["--suite", suite, "--samplers", samplers])
+            .args(["--suite", suite, "--samplers", &samplers])
             .args(extra);
         for name in PASSED {
             if let Some(v) = value(args, name) {
@@ -105,6 +121,21 @@ fn lines(args: &[String], suites: &[(&str, &str)], extra: &[&str]) -> Result<Str
         text += &String::from_utf8_lossy(&out.stdout);
     }
     Ok(text)
+}
+
+/// SMAC3's and HEBO's samplers (`smac-bb`, `smac-hpo`, `hebo`), which run
+/// in the peers venv; ours and Optuna's run in the gp venv.
+fn is_peer(label: &str) -> bool {
+    label.starts_with("smac-") || label == "hebo"
+}
+
+/// The variable naming the python to use instead of a venv of ours.
+fn python_var(peers: bool) -> &'static str {
+    if peers {
+        "MEMTUNE_PEERS_PYTHON"
+    } else {
+        "MEMTUNE_PYTHON"
+    }
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -175,6 +206,9 @@ pub fn run_suite(args: &[String]) -> Result<()> {
         ("ours-tpe", &["optuna-tpe"][..]),
         ("ours-tpe-many", &["optuna-tpe"][..]),
         ("ours-gp", &["optuna-gp"][..]),
+        // Where SMAC3 and HEBO ran (cells without them are left out).
+        ("ours-auto", &["smac-bb", "smac-hpo", "hebo"][..]),
+        ("ours-gp", &["smac-bb", "hebo"][..]),
     ] {
         compare(&medians, ours, theirs);
     }

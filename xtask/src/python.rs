@@ -13,6 +13,10 @@
 //!   and scipy, and COCO's `coco-experiment`): only for the sampler
 //!   benchmarks (`cargo xtask bench sampler --gp`, `--suite coco`,
 //!   `--multi`), never for CI.
+//! - `peers-venv` (`benches/sampler/requirements-peers.txt`: SMAC3, HEBO
+//!   and COCO, every package pinned and installed without resolving
+//!   dependencies, since HEBO's declared pins no longer install): the
+//!   `smac-*` and `hebo` samplers of `--suite coco`, never for CI.
 //!
 //! A venv is rebuilt when its pinned requirements change, so every run
 //! compares against the same peers.
@@ -23,32 +27,59 @@ use std::process::Command;
 
 /// The reference venv of the test suite; see the module doc.
 pub fn venv() -> Result<PathBuf> {
-    named("venv", "benches/requirements.txt")
+    named("venv", "benches/requirements.txt", Resolve::Dependencies)
 }
 
 /// The torch + transformers venv; see the module doc.
 pub fn torch_venv() -> Result<PathBuf> {
-    named("torch-venv", "benches/reference/requirements-torch.txt")
+    named(
+        "torch-venv",
+        "benches/reference/requirements-torch.txt",
+        Resolve::Dependencies,
+    )
 }
 
-/// `cargo xtask python [torch|gp]`: make the named venv and print its python.
+/// `cargo xtask python [torch|gp|peers]`: make the named venv and print its
+/// python.
 pub fn cmd(args: &[String]) -> Result<PathBuf> {
     match args.first().map(String::as_str) {
         None => venv(),
         Some("torch") => torch_venv(),
         Some("gp") => gp_venv(),
-        Some(other) => Err(format!("unknown venv '{other}' (known: torch, gp)")),
+        Some("peers") => peers_venv(),
+        Some(other) => Err(format!("unknown venv '{other}' (known: torch, gp, peers)")),
     }
 }
 
 /// The venv with Optuna's GPSampler (torch, scipy); see the module doc.
 pub fn gp_venv() -> Result<PathBuf> {
-    named("gp-venv", "benches/sampler/requirements-gp.txt")
+    named(
+        "gp-venv",
+        "benches/sampler/requirements-gp.txt",
+        Resolve::Dependencies,
+    )
+}
+
+/// The venv with SMAC3 and HEBO; see the module doc.
+pub fn peers_venv() -> Result<PathBuf> {
+    named(
+        "peers-venv",
+        "benches/sampler/requirements-peers.txt",
+        Resolve::AllPinned,
+    )
+}
+
+/// Whether pip resolves a requirements file's dependencies, or installs
+/// exactly the packages it lists (a lock file naming every one).
+#[derive(Clone, Copy, PartialEq)]
+enum Resolve {
+    Dependencies,
+    AllPinned,
 }
 
 /// Create (once) the venv `name` from the requirements file at `reqs`
 /// (relative to the workspace root) and return its python executable.
-fn named(name: &str, reqs: &str) -> Result<PathBuf> {
+fn named(name: &str, reqs: &str, resolve: Resolve) -> Result<PathBuf> {
     let reqs = env::root().join(reqs);
     let wanted = std::fs::read_to_string(&reqs)
         .map_err(|e| format!("cannot read {}: {e}", reqs.display()))?;
@@ -65,21 +96,21 @@ fn named(name: &str, reqs: &str) -> Result<PathBuf> {
             .args(["-m", "venv", "--clear"])
             .arg(&dir),
     )?;
-    env::run(
-        Command::new(&py)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                // The venv is the cache: a second copy of torch's wheels
-                // in pip's cache would double the 5.6 GB on disk.
-                "--no-cache-dir",
-                "-r",
-            ])
-            .arg(&reqs),
-    )?;
+    let mut pip = Command::new(&py);
+    pip.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        // The venv is the cache: a second copy of torch's wheels in pip's
+        // cache would double the 5.6 GB on disk.
+        "--no-cache-dir",
+    ]);
+    if resolve == Resolve::AllPinned {
+        pip.arg("--no-deps");
+    }
+    env::run(pip.arg("-r").arg(&reqs))?;
     std::fs::write(&stamp, wanted).map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
     Ok(py)
 }
