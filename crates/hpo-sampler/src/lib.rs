@@ -140,7 +140,9 @@ pub mod trial;
 #[doc(hidden)]
 pub mod internals {
     pub use crate::rng::Rng;
-    pub use crate::sampler::gp::regressor::{GpRegressor, KernelParams, fit as fit_gp};
+    pub use crate::sampler::gp::regressor::{
+        GpRegressor, KernelParams, Noise, OPTUNA_MINIMUM_NOISE, fit as fit_gp,
+    };
     pub use crate::sampler::parzen::{Parzen, ParzenParams};
     pub use crate::special::{erf, erfc};
 }

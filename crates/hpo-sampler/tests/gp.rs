@@ -4,7 +4,7 @@
 //! written by benches/sampler/gp_fixtures.py); running trials push
 //! concurrent asks apart.
 
-use hpo_sampler::internals::{GpRegressor, KernelParams, fit_gp};
+use hpo_sampler::internals::{GpRegressor, KernelParams, Noise, OPTUNA_MINIMUM_NOISE, fit_gp};
 use hpo_sampler::{
     Distribution, FrozenTrial, GpConfig, GpSampler, ParamValue, StudyDirection, StudyView,
     TrialState, ask,
@@ -216,7 +216,12 @@ fn fitted_hyperparameters_match_optuna() {
             .map(|b| b.as_bool().unwrap())
             .collect();
         let deterministic = case["deterministic"].as_bool().unwrap();
-        let gp = fit_gp(x, y, cat, None, deterministic);
+        // The fixtures are Optuna's fits, at Optuna's noise floor.
+        let noise = Noise {
+            minimum: OPTUNA_MINIMUM_NOISE,
+            fixed: deterministic,
+        };
+        let gp = fit_gp(x, y, cat, None, noise);
         let theirs = floats(&case["inverse_squared_lengthscales"]);
         // Both stop at a projected gradient of 1e-2 in log space, so the
         // fits agree to a few percent in log space, not to the last digit.

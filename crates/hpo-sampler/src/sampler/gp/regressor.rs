@@ -10,8 +10,10 @@
 use super::lbfgs;
 use nalgebra::DMatrix;
 
-/// Optuna's `DEFAULT_MINIMUM_NOISE_VAR`.
-pub(crate) const MINIMUM_NOISE: f64 = 1e-6;
+/// Optuna's `DEFAULT_MINIMUM_NOISE_VAR`. A covariance that is not
+/// positive definite at a smaller noise gets more noise, up to this
+/// ([`GpRegressor::new`]).
+pub const OPTUNA_MINIMUM_NOISE: f64 = 1e-6;
 
 /// Kernel hyperparameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,20 +102,33 @@ fn kernel_matrix(x: &[f64], n: usize, dim: usize, cat: &[bool], p: &KernelParams
 
 impl GpRegressor {
     /// The GP with the given hyperparameters (no fitting); `None` when the
-    /// covariance is not positive definite.
+    /// covariance is not positive definite. A noise below
+    /// [`OPTUNA_MINIMUM_NOISE`] whose covariance does not factorise (points
+    /// so close that their rows are equal to rounding) is raised tenfold
+    /// until it does, at most to that value: its `params` say which noise
+    /// it took.
     pub fn new(
         x: Vec<f64>,
         y: Vec<f64>,
         categorical: Vec<bool>,
-        params: KernelParams,
+        mut params: KernelParams,
     ) -> Option<Self> {
         let dim = categorical.len();
         let n = y.len();
-        let mut c = kernel_matrix(&x, n, dim, &categorical, &params);
-        for i in 0..n {
-            c[(i, i)] += params.noise_var;
-        }
-        let l = c.cholesky()?.unpack();
+        let kernel = kernel_matrix(&x, n, dim, &categorical, &params);
+        let l = loop {
+            let mut c = kernel.clone();
+            for i in 0..n {
+                c[(i, i)] += params.noise_var;
+            }
+            if let Some(l) = c.cholesky() {
+                break l.unpack();
+            }
+            if params.noise_var >= OPTUNA_MINIMUM_NOISE {
+                return None;
+            }
+            params.noise_var = (params.noise_var * 10.0).min(OPTUNA_MINIMUM_NOISE);
+        };
         let linv = lower_inverse(&l)?;
         let w = &linv * nalgebra::DVector::from_column_slice(&y);
         let alpha = linv.tr_mul(&w).as_slice().to_vec();
@@ -394,10 +409,10 @@ pub(crate) fn loss_and_grad(
     pairs: &PairDistances,
     y: &[f64],
     raw: &[f64],
-    deterministic: bool,
+    noise: Noise,
 ) -> Option<(f64, Vec<f64>)> {
     let (n, dim) = (pairs.n, pairs.dim);
-    let p = from_raw(raw, dim, deterministic);
+    let p = from_raw(raw, dim, noise);
     // The kernel, and per pair the Matern derivative in the squared distance.
     let mut c = DMatrix::<f64>::zeros(n, n);
     let mut dm = Vec::with_capacity(pairs.sq.len() / dim.max(1));
@@ -454,7 +469,7 @@ pub(crate) fn loss_and_grad(
         grad[d] = -(g_isl[d] * p.inverse_squared_lengthscales[d] + grad[d]);
     }
     grad[dim] = -(g_scale + grad[dim]);
-    grad[dim + 1] = if deterministic {
+    grad[dim + 1] = if noise.fixed {
         0.0
     } else {
         -(0.5 * g_trace * raw[dim + 1].exp() + grad[dim + 1])
@@ -463,16 +478,24 @@ pub(crate) fn loss_and_grad(
     loss.is_finite().then_some((loss, grad))
 }
 
-fn from_raw(raw: &[f64], dim: usize, deterministic: bool) -> KernelParams {
+fn from_raw(raw: &[f64], dim: usize, noise: Noise) -> KernelParams {
     KernelParams {
         inverse_squared_lengthscales: raw[..dim].iter().map(|v| v.exp()).collect(),
         kernel_scale: raw[dim].exp(),
-        noise_var: if deterministic {
-            MINIMUM_NOISE
+        noise_var: if noise.fixed {
+            noise.minimum
         } else {
-            raw[dim + 1].exp() + MINIMUM_NOISE
+            raw[dim + 1].exp() + noise.minimum
         },
     }
+}
+
+/// How [`fit`] treats the noise variance: at least `minimum`, and fixed
+/// there when `fixed` (a deterministic objective).
+#[derive(Debug, Clone, Copy)]
+pub struct Noise {
+    pub minimum: f64,
+    pub fixed: bool,
 }
 
 /// Fit the hyperparameters from `start` (the previous fit, or the
@@ -484,7 +507,7 @@ pub fn fit(
     y: Vec<f64>,
     categorical: Vec<bool>,
     start: Option<&KernelParams>,
-    deterministic: bool,
+    noise: Noise,
 ) -> GpRegressor {
     let dim = categorical.len();
     let defaults = KernelParams::default_for(dim);
@@ -502,10 +525,10 @@ pub fn fit(
             .collect();
         raw.push(s.kernel_scale.ln());
         // Optuna adds 1% of the minimum noise to the initial noise.
-        raw.push((s.noise_var - 0.99 * MINIMUM_NOISE).max(1e-300).ln());
+        raw.push((s.noise_var - 0.99 * noise.minimum).max(1e-300).ln());
         let bounds = vec![(f64::NEG_INFINITY, f64::INFINITY); dim + 2];
         let result = lbfgs::minimize(
-            |r: &[f64]| loss_and_grad(&pairs, &y, r, deterministic),
+            |r: &[f64]| loss_and_grad(&pairs, &y, r, noise),
             raw,
             &bounds,
             lbfgs::Options {
@@ -515,15 +538,15 @@ pub fn fit(
             },
         );
         if let Some(r) = result {
-            let p = from_raw(&r.x, dim, deterministic);
+            let p = from_raw(&r.x, dim, noise);
             if let Some(gp) = GpRegressor::new(x.clone(), y.clone(), categorical.clone(), p) {
                 return gp;
             }
         }
     }
     let mut p = defaults;
-    if deterministic {
-        p.noise_var = MINIMUM_NOISE;
+    if noise.fixed {
+        p.noise_var = noise.minimum;
     }
     GpRegressor::new(x.clone(), y.clone(), categorical.clone(), p.clone()).unwrap_or_else(|| {
         // A large noise always gives a positive definite covariance.
@@ -574,6 +597,23 @@ mod tests {
         }
     }
 
+    /// Two equal points make the covariance singular at a tiny noise: the
+    /// GP takes more noise, at most Optuna's minimum, rather than failing.
+    #[test]
+    fn a_singular_covariance_gets_more_noise() {
+        let x = vec![0.2, 0.7, 0.2, 0.7, 0.9, 0.1];
+        let y = vec![0.5, 0.5, -1.0];
+        let params = KernelParams {
+            inverse_squared_lengthscales: vec![1.0, 1.0],
+            kernel_scale: 1.0,
+            noise_var: 1e-300,
+        };
+        let gp = GpRegressor::new(x, y, vec![false, false], params).unwrap();
+        assert!(gp.params.noise_var > 1e-300 && gp.params.noise_var <= OPTUNA_MINIMUM_NOISE);
+        let (mean, _) = gp.posterior(&[0.2, 0.7]);
+        assert!((mean - 0.5).abs() < 1e-3, "{mean}");
+    }
+
     /// The written-out gradient of the fitting loss equals central
     /// differences, for every raw parameter, with a categorical dimension.
     #[test]
@@ -584,21 +624,22 @@ mod tests {
         let y = vec![0.3, -1.2, 0.8, 0.1, -0.4];
         let cat = vec![false, true, false];
         let pairs = PairDistances::new(&x, y.len(), &cat);
-        for deterministic in [false, true] {
+        for (minimum, fixed) in [(1e-6, false), (1e-6, true), (1e-10, false)] {
+            let noise = Noise { minimum, fixed };
             let raw = vec![0.3, -0.5, 1.1, 0.2, -3.0];
-            let (_, g) = loss_and_grad(&pairs, &y, &raw, deterministic).unwrap();
+            let (_, g) = loss_and_grad(&pairs, &y, &raw, noise).unwrap();
             for i in 0..raw.len() {
                 let h = 1e-6;
                 let mut up = raw.clone();
                 up[i] += h;
                 let mut down = raw.clone();
                 down[i] -= h;
-                let fd = (loss_and_grad(&pairs, &y, &up, deterministic).unwrap().0
-                    - loss_and_grad(&pairs, &y, &down, deterministic).unwrap().0)
+                let fd = (loss_and_grad(&pairs, &y, &up, noise).unwrap().0
+                    - loss_and_grad(&pairs, &y, &down, noise).unwrap().0)
                     / (2.0 * h);
                 assert!(
                     (fd - g[i]).abs() < 1e-5 * (1.0 + fd.abs()),
-                    "param {i} (deterministic {deterministic}): {} vs {fd}",
+                    "param {i} ({noise:?}): {} vs {fd}",
                     g[i]
                 );
             }
