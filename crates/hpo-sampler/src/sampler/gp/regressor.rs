@@ -102,11 +102,10 @@ fn kernel_matrix(x: &[f64], n: usize, dim: usize, cat: &[bool], p: &KernelParams
 
 impl GpRegressor {
     /// The GP with the given hyperparameters (no fitting); `None` when the
-    /// covariance is not positive definite. A noise below
-    /// [`OPTUNA_MINIMUM_NOISE`] whose covariance does not factorise (points
-    /// so close that their rows are equal to rounding) is raised tenfold
-    /// until it does, at most to that value: its `params` say which noise
-    /// it took.
+    /// covariance is not positive definite. A noise below Optuna's minimum
+    /// (1e-6) whose covariance does not factorise (points so close that
+    /// their rows are equal to rounding) is raised tenfold until it does,
+    /// at most to that minimum: its `params` say which noise it took.
     pub fn new(
         x: Vec<f64>,
         y: Vec<f64>,
