@@ -10,6 +10,8 @@ run's number of evaluations as their users tell them (SMAC sizes its
 initial design by it). Every sampler sees the same problems, seeds and
 budgets. Each library is imported only when one of its samplers runs, so
 SMAC3 and HEBO can live in a venv without Optuna (for one objective).
+SMAC3's runs repeat only under a fixed `PYTHONHASHSEED` (its proposals
+follow the order of Python sets), which `cargo xtask bench sampler` sets.
 
 Single objective (`--suite bbob` or `bbob-mixint`): COCO problems of the
 given functions, dimensions and instances; the search space is [-5, 5]
@@ -34,15 +36,15 @@ Usage: python coco_suite.py --server PATH --suite bbob --samplers ours-tpe,optun
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.metadata
+import io
 import json
 import math
 import os
 import subprocess
 import tempfile
 import time
-
-import contextlib
-import io
 
 import cocoex
 import numpy as np
@@ -147,16 +149,34 @@ class Theirs:
         return sorted(samples)[len(samples) // 2]
 
 
-class Smac:
-    """SMAC3 2.4's facades through `ask` / `tell`, one objective."""
+class Peer:
+    """A peer library in this process, on one minimised objective: numbers
+    its asks and keeps what each returned until it is told."""
+
+    def begin(self, name: str, directions: list[str], space: list) -> None:
+        if directions != ["minimize"]:
+            raise ValueError(f"{name} runs here on one minimised objective")
+        self.names = [p[0] for p in space]
+        self.pending: dict = {}
+        self.asked = 0
+
+    def hold(self, asked) -> int:
+        """The trial number of an ask, and `asked` kept for its tell."""
+        number = self.asked
+        self.asked += 1
+        self.pending[number] = asked
+        return number
+
+
+class Smac(Peer):
+    """SMAC3 2.4's facades through `ask` / `tell`."""
 
     def start(self, label: str, seed: int, directions: list[str], space: list,
               budget: int) -> None:
         from ConfigSpace import Categorical, ConfigurationSpace, Float, Integer
         from smac import BlackBoxFacade, HyperparameterOptimizationFacade, Scenario
 
-        if directions != ["minimize"]:
-            raise ValueError("SMAC3 runs here on one minimised objective")
+        self.begin("SMAC3", directions, space)
         facade = {"bb": BlackBoxFacade, "hpo": HyperparameterOptimizationFacade}[label]
         cs = ConfigurationSpace(seed=seed)
         for name, kind, lo, hi in space:
@@ -166,22 +186,16 @@ class Smac:
                 cs.add(Integer(name, (int(lo), int(hi))))
             else:
                 cs.add(Categorical(name, list(range(int(lo), int(hi) + 1))))
-        self.names = [p[0] for p in space]
         # SMAC writes its run history under the output directory.
         self.out = tempfile.TemporaryDirectory(prefix="smac-")
         scenario = Scenario(cs, deterministic=True, n_trials=budget, seed=seed,
                             output_directory=self.out.name)
         self.smac = facade(scenario, target_function=lambda config, seed=0: 0.0,
                            overwrite=True, logging_level=40)
-        self.pending: dict = {}
-        self.asked = 0
 
     def ask(self) -> tuple[int, list[float]]:
         info = self.smac.ask()
-        number = self.asked
-        self.asked += 1
-        self.pending[number] = info
-        return number, [float(info.config[n]) for n in self.names]
+        return self.hold(info), [float(info.config[n]) for n in self.names]
 
     def tell(self, number: int, values: list[float]) -> None:
         from smac.runhistory.dataclasses import TrialValue
@@ -189,8 +203,8 @@ class Smac:
         self.smac.tell(self.pending.pop(number), TrialValue(cost=values[0]))
 
 
-class Hebo:
-    """HEBO 0.3.6 with its defaults through `suggest` / `observe`, one objective."""
+class Hebo(Peer):
+    """HEBO 0.3.6 with its defaults through `suggest` / `observe`."""
 
     def start(self, label: str, seed: int, directions: list[str], space: list,
               budget: int) -> None:
@@ -198,8 +212,7 @@ class Hebo:
         from hebo.design_space.design_space import DesignSpace
         from hebo.optimizers.hebo import HEBO
 
-        if directions != ["minimize"]:
-            raise ValueError("HEBO runs here on one minimised objective")
+        self.begin("HEBO", directions, space)
         params = []
         for name, kind, lo, hi in space:
             if kind == "float":
@@ -209,23 +222,17 @@ class Hebo:
             else:
                 params.append({"name": name, "type": "cat",
                                "categories": list(range(int(lo), int(hi) + 1))})
-        self.names = [p[0] for p in space]
         # HEBO draws from the global generators besides its own scrambled
         # initial design.
         np.random.seed(seed)
         torch.manual_seed(seed)
         self.opt = HEBO(DesignSpace().parse(params), scramble_seed=seed)
-        self.pending: dict = {}
-        self.asked = 0
 
     def ask(self) -> tuple[int, list[float]]:
         # HEBO prints its GP's jitter to stdout, where our lines go.
         with contextlib.redirect_stdout(io.StringIO()):
             rec = self.opt.suggest(n_suggestions=1)
-        number = self.asked
-        self.asked += 1
-        self.pending[number] = rec
-        return number, [float(rec.iloc[0][n]) for n in self.names]
+        return self.hold(rec), [float(rec.iloc[0][n]) for n in self.names]
 
     def tell(self, number: int, values: list[float]) -> None:
         with contextlib.redirect_stdout(io.StringIO()):
@@ -432,8 +439,6 @@ def main() -> None:
     args = ap.parse_args()
     samplers = args.samplers.split(",")
     ours = Ours(args.server) if any(s.startswith("ours-") for s in samplers) else None
-    import importlib.metadata
-
     for package, prefix in [("optuna", "optuna-"), ("smac", "smac-"), ("HEBO", "hebo")]:
         if any(s.startswith(prefix) for s in samplers):
             print(f"version {package} {importlib.metadata.version(package)}", flush=True)
