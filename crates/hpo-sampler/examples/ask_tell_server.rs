@@ -7,7 +7,9 @@
 //!   ["minimize", ...], "space": [["x0", "float", -5, 5], ["x1", "int", 0,
 //!   3], ...]}` starts a new study (samplers: `tpe`, `tpe-many` (96
 //!   candidates, 4 finalists), `tpe-mv` (multivariate on several
-//!   objectives), `gp`, `auto`, `nsga2`, `random`); answers `{"ok": true}`;
+//!   objectives), `gp`, `auto`, `gp-ehvi` and `auto-ehvi` (expected
+//!   hypervolume improvement instead of ParEGO on two objectives), `nsga2`,
+//!   `random`); answers `{"ok": true}`;
 //! - `{"cmd": "ask"}` answers `{"number": N, "params": [..]}`, the values
 //!   in the space's order (ints as numbers);
 //! - `{"cmd": "tell", "number": N, "values": [..], "constraints": [..]}`
@@ -40,6 +42,12 @@ fn make(label: &str, seed: u64) -> Box<dyn Sampler> {
         seed: Some(seed),
         ..GpConfig::default()
     };
+    // Two objectives by expected hypervolume improvement (Optuna's
+    // acquisition) instead of one random scalarisation per ask.
+    let ehvi = GpConfig {
+        hypervolume_improvement: true,
+        ..gp.clone()
+    };
     match label {
         "tpe" => Box::new(TpeSampler::new(tpe)),
         "tpe-many" => Box::new(TpeSampler::new(TpeConfig {
@@ -52,6 +60,8 @@ fn make(label: &str, seed: u64) -> Box<dyn Sampler> {
         })),
         "gp" => Box::new(GpSampler::new(gp)),
         "auto" => Box::new(AutoSampler::new(AutoConfig::default(), gp, tpe)),
+        "gp-ehvi" => Box::new(GpSampler::new(ehvi)),
+        "auto-ehvi" => Box::new(AutoSampler::new(AutoConfig::default(), ehvi, tpe)),
         "nsga2" => Box::new(NsgaIISampler::new(NsgaIIConfig {
             seed: Some(seed),
             ..NsgaIIConfig::default()

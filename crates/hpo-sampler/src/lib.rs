@@ -96,7 +96,9 @@
 //!   [`StudyView::with_directions`]; [`TpeSampler`] is then Optuna's
 //!   multi-objective TPE, [`NsgaIISampler`] is Optuna's `NSGAIISampler`, and
 //!   [`GpSampler`] fits one random (ParEGO) scalarisation per ask instead of
-//!   Optuna's expected hypervolume improvement. [`multi`] has the Pareto
+//!   Optuna's expected hypervolume improvement (which
+//!   [`GpConfig::hypervolume_improvement`] turns on for two objectives,
+//!   exact rather than sampled). [`multi`] has the Pareto
 //!   front (`study.best_trials`), non-dominated sorting and hypervolume.
 //!   Constraints (`FrozenTrial::constraints`, Optuna's `constraints` system
 //!   attribute) are honoured by every sampler.

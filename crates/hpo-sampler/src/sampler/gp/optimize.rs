@@ -106,13 +106,7 @@ pub(crate) fn maximize(
     if let Some(w) = warm_start {
         start_points.push(w.to_vec());
     }
-    let lengthscales: Vec<f64> = acq
-        .objective
-        .params
-        .inverse_squared_lengthscales
-        .iter()
-        .map(|t| 1.0 / t.sqrt())
-        .collect();
+    let lengthscales = acq.lengthscales();
     let grids: Vec<Option<Vec<f64>>> = dims
         .iter()
         .map(|d| d.is_discrete().then(|| d.grid()))
