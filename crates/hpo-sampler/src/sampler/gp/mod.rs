@@ -129,9 +129,11 @@ pub struct GpConfig {
     /// few dozen: the GP then sees the region of the best trials as flat
     /// and keeps asking in it (on COCO's bbob-mixint it stopped on the
     /// same plateau of Rosenbrock in three of five runs). A noisy
-    /// objective fits its noise far above either floor. Constraints and
-    /// several objectives (ParEGO's scalarisation) keep Optuna's floor,
-    /// which their benchmarks were measured with, unless this is larger.
+    /// objective fits its noise far above either floor. The objectives'
+    /// GPs under [`GpConfig::hypervolume_improvement`] take it too;
+    /// constraints and ParEGO's scalarisation keep Optuna's floor (on
+    /// ParEGO the smaller one moved nothing beyond what seeds move), unless
+    /// this is larger.
     pub minimum_noise: f64,
     /// Quasi-random candidates scored before the local searches (2,048).
     pub n_preliminary_samples: usize,
@@ -328,12 +330,11 @@ impl GpSampler {
         self.cache.first()
     }
 
-    /// The noise model of a fit: the configured floor for the objective of
-    /// a single-objective study, Optuna's (or the configured, if larger)
-    /// for ParEGO's scalarisation and for constraints, where the smaller
-    /// floor has not been measured.
-    fn noise(&self, single_objective: bool) -> regressor::Noise {
-        let minimum = if single_objective {
+    /// The noise model of a fit: the configured floor for an objective.s
+    /// own GP, Optuna's (or the configured, if larger) for ParEGO's
+    /// scalarisation and for constraints.
+    fn noise(&self, objective: bool) -> regressor::Noise {
+        let minimum = if objective {
             self.config.minimum_noise
         } else {
             self.config
