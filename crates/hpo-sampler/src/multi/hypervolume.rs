@@ -197,28 +197,42 @@ pub fn select_by_hypervolume(points: &[Vec<f64>], k: usize, reference: &[f64]) -
 
 /// `_solve_hssp_2d`: on a two-objective front sorted by the first loss,
 /// each point's contribution is a rectangle up to its nearest chosen
-/// neighbours, updated in place after each choice.
+/// neighbours. Choosing a point shrinks only the rectangles between it and
+/// those neighbours, so only they are rescored; the choice is the first
+/// largest contribution in sorted order, from one flat array (a TPE ask
+/// on 2 objectives at 1,000 trials selects 100 of about 600 points here).
 fn hssp_2d(points: &[Vec<f64>], sorted: &[usize], k: usize, reference: &[f64]) -> Vec<usize> {
-    let mut left: Vec<usize> = sorted.to_vec();
-    let mut diag: Vec<[f64; 2]> = vec![[reference[0], reference[1]]; left.len()];
+    let front: Vec<[f64; 2]> = sorted
+        .iter()
+        .map(|&i| [points[i][0], points[i][1]])
+        .collect();
+    let mut diag: Vec<[f64; 2]> = vec![[reference[0], reference[1]]; front.len()];
+    let score = |p: &[f64; 2], d: &[f64; 2]| (d[0] - p[0]) * (d[1] - p[1]);
+    // The contribution of each point not yet chosen; -inf once chosen.
+    let mut contribution: Vec<f64> = front.iter().zip(&diag).map(|(p, d)| score(p, d)).collect();
     let mut chosen = Vec::with_capacity(k);
     for _ in 0..k {
-        let mut best = (0, f64::NEG_INFINITY);
-        for (pos, (&i, d)) in left.iter().zip(&diag).enumerate() {
-            let c = (d[0] - points[i][0]) * (d[1] - points[i][1]);
-            if c > best.1 {
-                best = (pos, c);
+        let mut pos = 0;
+        for (q, c) in contribution.iter().enumerate() {
+            if *c > contribution[pos] {
+                pos = q;
             }
         }
-        let pos = best.0;
-        let p = &points[left[pos]];
-        chosen.push(left.remove(pos));
-        diag.remove(pos);
-        for d in &mut diag[..pos] {
-            d[0] = d[0].min(p[0]);
+        contribution[pos] = f64::NEG_INFINITY;
+        chosen.push(sorted[pos]);
+        let p = front[pos];
+        let open = |c: f64| c > f64::NEG_INFINITY;
+        let mut q = pos;
+        while q > 0 && open(contribution[q - 1]) {
+            q -= 1;
+            diag[q][0] = diag[q][0].min(p[0]);
+            contribution[q] = score(&front[q], &diag[q]);
         }
-        for d in &mut diag[pos..] {
-            d[1] = d[1].min(p[1]);
+        let mut q = pos + 1;
+        while q < front.len() && open(contribution[q]) {
+            diag[q][1] = diag[q][1].min(p[1]);
+            contribution[q] = score(&front[q], &diag[q]);
+            q += 1;
         }
     }
     chosen
@@ -328,5 +342,68 @@ mod tests {
         );
         let dup = [vec![1.0, 1.0], vec![1.0, 1.0], vec![1.0, 1.0]];
         assert_eq!(select_by_hypervolume(&dup, 2, &[3.0, 3.0]), vec![0, 1]);
+    }
+
+    /// The greedy selection rescanning every point per choice.
+    fn hssp_2d_rescan(
+        points: &[Vec<f64>],
+        sorted: &[usize],
+        k: usize,
+        reference: &[f64],
+    ) -> Vec<usize> {
+        let mut left: Vec<usize> = sorted.to_vec();
+        let mut diag: Vec<[f64; 2]> = vec![[reference[0], reference[1]]; left.len()];
+        let mut chosen = Vec::with_capacity(k);
+        for _ in 0..k {
+            let mut best = (0, f64::NEG_INFINITY);
+            for (pos, (&i, d)) in left.iter().zip(&diag).enumerate() {
+                let c = (d[0] - points[i][0]) * (d[1] - points[i][1]);
+                if c > best.1 {
+                    best = (pos, c);
+                }
+            }
+            let pos = best.0;
+            let p = &points[left[pos]];
+            chosen.push(left.remove(pos));
+            diag.remove(pos);
+            for d in &mut diag[..pos] {
+                d[0] = d[0].min(p[0]);
+            }
+            for d in &mut diag[pos..] {
+                d[1] = d[1].min(p[1]);
+            }
+        }
+        chosen
+    }
+
+    /// The flat array's choices are the rescan's, in order, on 2-D fronts with
+    /// repeated coordinates (ties in contribution) and on random ones.
+    #[test]
+    fn two_objective_selection_equals_the_rescan() {
+        let mut rng = Rng::seed_from(11);
+        for case in 0..300 {
+            let n = 2 + case % 40;
+            let mut front: Vec<Vec<f64>> = (0..n)
+                .map(|_| {
+                    let x = if case % 3 == 0 {
+                        (rng.below(8) as f64) / 8.0
+                    } else {
+                        rng.next_f64()
+                    };
+                    vec![x, 1.0 - x]
+                })
+                .collect();
+            front.sort_by(|a, b| a[0].total_cmp(&b[0]));
+            front.dedup();
+            let sorted: Vec<usize> = (0..front.len()).collect();
+            let reference = [1.1, 1.1 + (case % 5) as f64];
+            for k in 1..=front.len() {
+                assert_eq!(
+                    hssp_2d(&front, &sorted, k, &reference),
+                    hssp_2d_rescan(&front, &sorted, k, &reference),
+                    "case {case}, k {k}"
+                );
+            }
+        }
     }
 }
