@@ -25,11 +25,11 @@
 use super::acquisition::log_ei_standard;
 use crate::special::NORM_PDF_LOG_C;
 
-/// The strips of a two-objective front below a reference point.
+/// The strips of a two-objective front below a reference point: strip `i`
+/// runs from the previous strip's right edge (`-inf` for the first) to
+/// `right[i]`, under `height[i]`.
 #[derive(Debug, Clone)]
 pub(crate) struct Strips {
-    /// Left edges (the first is `-inf`), right edges and heights.
-    left: Vec<f64>,
     right: Vec<f64>,
     height: Vec<f64>,
 }
@@ -96,31 +96,26 @@ impl Strips {
                 kept.push(p);
             }
         }
-        let mut left = vec![f64::NEG_INFINITY];
         let mut height = vec![reference[1]];
-        for p in &kept {
-            left.push(p[0]);
-            height.push(p[1]);
-        }
+        height.extend(kept.iter().map(|p| p[1]));
         let mut right: Vec<f64> = kept.iter().map(|p| p[0]).collect();
         right.push(reference[0]);
-        Strips {
-            left,
-            right,
-            height,
-        }
+        Strips { right, height }
     }
 
     /// `log EHVI` of a point whose two objectives are the independent
     /// normals `y`, with its derivatives.
     pub fn log_ehvi(&self, y: [Normal; 2]) -> LogEhvi {
-        // Per strip: log of the width term, of the height term, and their
-        // derivatives; then a log-sum-exp over strips whose weights carry
-        // the derivatives.
-        let mut terms: Vec<(f64, [f64; 4])> = Vec::with_capacity(self.left.len());
-        for ((&a, &b), &u) in self.left.iter().zip(&self.right).zip(&self.height) {
+        // A running log-sum-exp over the strips: the largest term so far,
+        // the sum of exp(term - largest), and that sum weighted by each
+        // term's derivatives (mean and std of the width, then of the height).
+        let (mut max, mut sum, mut weighted) = (f64::NEG_INFINITY, 0.0, [0.0; 4]);
+        // G1 at a strip's left edge is G1 at the previous strip's right edge.
+        let mut left = log_g(f64::NEG_INFINITY, y[0]);
+        for (&b, &u) in self.right.iter().zip(&self.height) {
+            let (log_ga, dm_a, ds_a) = left;
             let (log_gb, dm_b, ds_b) = log_g(b, y[0]);
-            let (log_ga, dm_a, ds_a) = log_g(a, y[0]);
+            left = (log_gb, dm_b, ds_b);
             let log_width = log_sub_exp(log_gb, log_ga);
             if log_width == f64::NEG_INFINITY || log_width.is_nan() {
                 continue;
@@ -133,12 +128,20 @@ impl Strips {
                 (log_ga - log_width).exp()
             };
             let (log_h, dm_h, ds_h) = log_g(u, y[1]);
-            terms.push((
-                log_width + log_h,
-                [wb * dm_b - wa * dm_a, wb * ds_b - wa * ds_a, dm_h, ds_h],
-            ));
+            let term = log_width + log_h;
+            let d = [wb * dm_b - wa * dm_a, wb * ds_b - wa * ds_a, dm_h, ds_h];
+            let (scale, w) = if term > max {
+                let scale = (max - term).exp();
+                max = term;
+                (scale, 1.0)
+            } else {
+                (1.0, (term - max).exp())
+            };
+            sum = sum * scale + w;
+            for k in 0..4 {
+                weighted[k] = weighted[k] * scale + w * d[k];
+            }
         }
-        let max = terms.iter().map(|t| t.0).fold(f64::NEG_INFINITY, f64::max);
         if max == f64::NEG_INFINITY {
             return LogEhvi {
                 value: f64::NEG_INFINITY,
@@ -146,18 +149,10 @@ impl Strips {
                 d_std: [0.0; 2],
             };
         }
-        let weights: Vec<f64> = terms.iter().map(|t| (t.0 - max).exp()).collect();
-        let total: f64 = weights.iter().sum();
-        let mut d = [0.0; 4];
-        for (w, (_, g)) in weights.iter().zip(&terms) {
-            for k in 0..4 {
-                d[k] += w / total * g[k];
-            }
-        }
         LogEhvi {
-            value: max + total.ln(),
-            d_mean: [d[0], d[2]],
-            d_std: [d[1], d[3]],
+            value: max + sum.ln(),
+            d_mean: [weighted[0] / sum, weighted[2] / sum],
+            d_std: [weighted[1] / sum, weighted[3] / sum],
         }
     }
 }

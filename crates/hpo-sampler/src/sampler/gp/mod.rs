@@ -330,7 +330,7 @@ impl GpSampler {
         self.cache.first()
     }
 
-    /// The noise model of a fit: the configured floor for an objective.s
+    /// The noise model of a fit: the configured floor for an objective's
     /// own GP, Optuna's (or the configured, if larger) for ParEGO's
     /// scalarisation and for constraints.
     fn noise(&self, objective: bool) -> regressor::Noise {
