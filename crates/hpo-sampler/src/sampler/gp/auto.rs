@@ -9,8 +9,9 @@
 //! numeric spaces; its cost grows with the cube of the trials, TPE's
 //! linearly, and TPE models categoricals directly (docs/benchmarks.md).
 //!
-//! Several objectives follow the same rule with TPE from 100 finished
-//! trials ([`AutoConfig::max_gp_trials_multi_objective`]), and NSGA-II from
+//! Several objectives follow the same rule with TPE from 30 finished trials
+//! per parameter, at least 100 and at most 300
+//! ([`AutoConfig::gp_trials_multi_objective`]), and NSGA-II from
 //! [`AutoConfig::nsga2_after`] COMPLETE trials (1,000) on, as OptunaHub's
 //! `AutoSampler` (the one Optuna's documentation points to) does. The GP
 //! fits one random ParEGO scalarisation per ask: its first 100 trials find
@@ -19,8 +20,11 @@
 //! three bbob-biobj cells. TPE's split by non-domination rank then fills
 //! the front in more than the GP would on bbob-biobj at dimension 2 (after
 //! 300 trials at least Optuna's best in 40 of its 55 cells where the GP
-//! kept to 300 is in 27; at dimension 5 the two are level, 34 and 35),
-//! though less on the smooth fronts of ZDT (docs/benchmarks.md). Every
+//! kept to 300 is in 27); at dimension 5 the handover at 150 is in 38,
+//! at 100 in 34 and at 300 in 35; on the 10-parameter ZDT problems the GP
+//! kept to 300 trials finds the larger front (docs/benchmarks.md): the
+//! GP's lead grows with the dimension, and so does its share of the trials
+//! here. A GP ask at 300 trials of 10 parameters costs about 0.16 s. Every
 //! trial the GP or TPE samples is stored as NSGA-II's generation 0
 //! ([`Sampler::system_attrs`]), so NSGA-II's first parents are the elite of
 //! everything found before it. OptunaHub's picks NSGA-III from 4 objectives
@@ -39,7 +43,12 @@ pub struct AutoConfig {
     /// One objective: finished trials from which TPE takes over from the
     /// GP.
     pub max_gp_trials: usize,
-    /// Several objectives: the same, earlier.
+    /// Several objectives: finished trials per parameter from which TPE
+    /// takes over from the GP, between the next two bounds.
+    pub gp_trials_per_parameter_multi_objective: usize,
+    /// Several objectives: the GP samples at least this many trials...
+    pub min_gp_trials_multi_objective: usize,
+    /// ...and at most this many (the bound that wins if the two cross).
     pub max_gp_trials_multi_objective: usize,
     /// Largest share of categorical parameters for the GP.
     pub max_categorical_share: f64,
@@ -52,10 +61,22 @@ impl Default for AutoConfig {
     fn default() -> Self {
         AutoConfig {
             max_gp_trials: 200,
-            max_gp_trials_multi_objective: 100,
+            gp_trials_per_parameter_multi_objective: 30,
+            min_gp_trials_multi_objective: 100,
+            max_gp_trials_multi_objective: 300,
             max_categorical_share: 0.5,
             nsga2_after: 1000,
         }
+    }
+}
+
+impl AutoConfig {
+    /// Several objectives: finished trials from which TPE takes over from
+    /// the GP on a space of `parameters` parameters.
+    pub fn gp_trials_multi_objective(&self, parameters: usize) -> usize {
+        (self.gp_trials_per_parameter_multi_objective * parameters)
+            .max(self.min_gp_trials_multi_objective)
+            .min(self.max_gp_trials_multi_objective)
     }
 }
 
@@ -120,14 +141,6 @@ impl AutoSampler {
             .iter()
             .filter(|t| t.state.is_finished())
             .collect();
-        let max_gp_trials = if study.is_multi_objective() {
-            rule.max_gp_trials_multi_objective
-        } else {
-            rule.max_gp_trials
-        };
-        if finished.len() >= max_gp_trials {
-            return false;
-        }
         let mut seen: BTreeMap<&str, bool> = BTreeMap::new();
         for t in &finished {
             for (name, p) in &t.params {
@@ -136,6 +149,14 @@ impl AutoSampler {
                     matches!(p.distribution, Distribution::Categorical { .. }),
                 );
             }
+        }
+        let max_gp_trials = if study.is_multi_objective() {
+            rule.gp_trials_multi_objective(seen.len())
+        } else {
+            rule.max_gp_trials
+        };
+        if finished.len() >= max_gp_trials {
+            return false;
         }
         let categorical = seen.values().filter(|c| **c).count();
         categorical as f64 <= rule.max_categorical_share * seen.len() as f64
@@ -212,7 +233,7 @@ impl Sampler for AutoSampler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trial::{FrozenTrial, StudyDirection};
+    use crate::trial::{FrozenTrial, Param, StudyDirection};
 
     fn complete(n: u64) -> Vec<FrozenTrial> {
         (0..n)
@@ -228,6 +249,7 @@ mod tests {
     #[test]
     fn several_objectives_use_gp_then_tpe_then_nsga2() {
         let rule = AutoConfig {
+            min_gp_trials_multi_objective: 3,
             max_gp_trials_multi_objective: 3,
             nsga2_after: 5,
             ..AutoConfig::default()
@@ -261,5 +283,50 @@ mod tests {
         let mut sampler = AutoSampler::new(rule, GpConfig::default(), TpeConfig::default());
         sampler.infer_relative_search_space(&view, 5);
         assert!(sampler.system_attrs(&view, 5).is_empty());
+    }
+
+    #[test]
+    fn several_objectives_keep_the_gp_longer_on_more_parameters() {
+        let rule = AutoConfig::default();
+        let handover: Vec<usize> = [1, 2, 3, 5, 10, 12, 40]
+            .iter()
+            .map(|&d| rule.gp_trials_multi_objective(d))
+            .collect();
+        assert_eq!(handover, [100, 100, 100, 150, 300, 300, 300]);
+        // The space is what the finished trials hold.
+        let two = [StudyDirection::Minimize, StudyDirection::Minimize];
+        let float = Distribution::Float {
+            low: 0.0,
+            high: 1.0,
+            log: false,
+            step: None,
+        };
+        let with_params = |n: u64, d: usize| -> Vec<FrozenTrial> {
+            let mut trials = complete(n);
+            for t in &mut trials {
+                for i in 0..d {
+                    let param = Param {
+                        distribution: float.clone(),
+                        internal: 0.5,
+                    };
+                    t.params.insert(format!("x{i}"), param);
+                }
+            }
+            trials
+        };
+        for (n, d, gp) in [
+            (120, 2, false),
+            (120, 5, true),
+            (160, 5, false),
+            (299, 10, true),
+        ] {
+            let trials = with_params(n, d);
+            let view = StudyView::with_directions("s", &two, &trials);
+            assert_eq!(
+                AutoSampler::picks_gp(&rule, &view),
+                gp,
+                "{n} trials of {d} parameters"
+            );
+        }
     }
 }
