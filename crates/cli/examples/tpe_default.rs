@@ -16,10 +16,11 @@
 //!
 //! Prints, per parallelism, the mean best value after all trials over the
 //! seeds (with its standard error), the mean of the per-seed difference,
-//! and how often each configuration found the better optimum. The two
-//! configurations differ only in `n_ei_candidates` and `ei_finalists`: the
-//! default (Optuna 5.0's `TPESampler()`) and `--candidates`/`--finalists`
-//! (0: all compete), by default `TpeConfig::many_candidates()`'s.
+//! and how often each configuration found the better optimum. The first
+//! is Optuna 5.0's `TPESampler()` (`TpeConfig::optuna()`); the second the
+//! default (`TpeConfig::default()`, which differs on continuous spaces),
+//! or with `--candidates`/`--finalists` (finalists 0: all compete) Optuna's
+//! with those candidates and finalists on every space.
 
 use std::path::PathBuf;
 
@@ -48,8 +49,8 @@ fn parse() -> Result<Args, String> {
         seeds: 200,
         trials: 60,
         study: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/study-seeds.toml"),
-        candidates: TpeConfig::many_candidates().n_ei_candidates,
-        finalists: TpeConfig::many_candidates().ei_finalists.unwrap_or(0),
+        candidates: 0,
+        finalists: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -78,19 +79,29 @@ fn run() -> Result<(), String> {
         0 => "all compete".to_string(),
         f => format!("{f} finalists"),
     };
-    let configs = [
-        (
-            "default: Optuna 5.0's (24 candidates, all compete)".to_string(),
+    // Without --candidates: Optuna's configuration against the default
+    // (which differs on continuous spaces only); with it, against Optuna's
+    // with those candidates and finalists everywhere.
+    let second = match args.candidates {
+        0 => (
+            "the default (96 candidates, 8 finalists, gamma 15% on continuous spaces)".to_string(),
             TpeConfig::default(),
         ),
-        (
-            format!("{} candidates, {finalists}", args.candidates),
+        c => (
+            format!("{c} candidates, {finalists}"),
             TpeConfig {
-                n_ei_candidates: args.candidates,
+                n_ei_candidates: c,
                 ei_finalists: Some(args.finalists).filter(|&f| f > 0),
-                ..TpeConfig::default()
+                ..TpeConfig::optuna()
             },
         ),
+    };
+    let configs = [
+        (
+            "Optuna 5.0's (24 candidates, all compete)".to_string(),
+            TpeConfig::optuna(),
+        ),
+        second,
     ];
     println!(
         "TPE in the runner's regime: {} ({} trials, {} seeds)",
@@ -135,6 +146,7 @@ fn file_options(cfg: &StudyConfig, base: &TpeConfig) -> TpeConfig {
     TpeConfig {
         n_ei_candidates: base.n_ei_candidates,
         ei_finalists: base.ei_finalists,
+        continuous: base.continuous,
         ..cfg.sampler.tpe.clone()
     }
 }

@@ -61,7 +61,7 @@ fn time_ask_tell(
         seed: Some(1),
         n_ei_candidates: candidates,
         ei_finalists: finalists,
-        ..TpeConfig::default()
+        ..TpeConfig::optuna()
     };
     let mut sampler = TpeSampler::new(config.clone());
     let mut samples = Vec::with_capacity(reps);
@@ -168,7 +168,7 @@ fn main() {
                             seed: Some(seed),
                             n_ei_candidates: candidates,
                             ei_finalists: finalists,
-                            ..TpeConfig::default()
+                            ..TpeConfig::optuna()
                         })),
                         _ => Box::new(RandomSampler::new(Some(seed))),
                     };

@@ -16,8 +16,8 @@ pub use gp::{GpConfig, GpSampler};
 pub use nsga2::{NsgaIIConfig, NsgaIISampler};
 pub use random::RandomSampler;
 pub use tpe::{
-    TpeConfig, TpeSampler, default_gamma, default_gamma_multi_objective, default_weights,
-    split_trials,
+    CandidateRule, TpeConfig, TpeSampler, continuous_gamma, default_gamma,
+    default_gamma_multi_objective, default_weights, split_trials,
 };
 
 use crate::distribution::Distribution;
