@@ -366,7 +366,8 @@ pub enum SamplerKind {
 }
 
 /// The sampler to build: its kind, seed and (for TPE) options, which
-/// default to Optuna 5.0's `TPESampler()` ([`TpeConfig::default`]).
+/// default to [`TpeConfig::default`] (Optuna 5.0's `TPESampler()` but on a
+/// continuous space of one objective).
 #[derive(Clone, Debug)]
 pub struct SamplerSpec {
     pub kind: SamplerKind,
