@@ -118,6 +118,21 @@ fn ei_finalists_is_read_and_zero_means_all() {
 }
 
 #[test]
+fn candidates_or_finalists_in_the_file_hold_on_continuous_spaces_too() {
+    let continuous = |sampler: &str| {
+        StudyConfig::parse(&format!("{BASE}\n[sampler]\n{sampler}\n"), "study.toml")
+            .unwrap()
+            .sampler
+            .tpe
+            .continuous
+            .is_some()
+    };
+    assert!(continuous("kind = \"tpe\""), "the default keeps its rule");
+    assert!(!continuous("n_ei_candidates = 48"));
+    assert!(!continuous("ei_finalists = 4"));
+}
+
+#[test]
 fn base_study_parses() {
     let c = StudyConfig::parse(BASE, "study.toml").unwrap();
     assert_eq!(c.study.name, "t");

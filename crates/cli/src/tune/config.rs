@@ -1059,6 +1059,10 @@ impl Check<'_> {
             multivariate: s.multivariate.unwrap_or(base.multivariate),
             group: s.group.unwrap_or(base.group),
             constant_liar: s.constant_liar.unwrap_or(base.constant_liar),
+            // Candidates or finalists the file sets hold on every space.
+            continuous: base
+                .continuous
+                .filter(|_| s.n_ei_candidates.is_none() && s.ei_finalists.is_none()),
             seed: None,
             ..base
         };

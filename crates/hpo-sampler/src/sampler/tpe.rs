@@ -115,7 +115,9 @@ pub struct TpeConfig {
     /// configuration is in half of them. On integers of a few values
     /// (bbob-mixint) and on the runner's categorical and conditional spaces
     /// that lean commits too early and Optuna's configuration does better,
-    /// so it stays there (docs/benchmarks.md).
+    /// so it stays there (docs/benchmarks.md). A caller that sets the
+    /// candidates or finalists for every space clears it (`memtune`'s
+    /// study file and `--sampler-kwargs` do).
     pub continuous: Option<CandidateRule>,
     pub seed: Option<u64>,
 }
