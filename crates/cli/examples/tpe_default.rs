@@ -18,7 +18,8 @@
 //! seeds (with its standard error), the mean of the per-seed difference,
 //! and how often each configuration found the better optimum. The first
 //! is Optuna 5.0's `TPESampler()` (`TpeConfig::optuna()`); the second the
-//! default (`TpeConfig::default()`, which differs on continuous spaces),
+//! default (`TpeConfig::default()`, which differs on continuous and
+//! integer spaces),
 //! or with `--candidates`/`--finalists` (finalists 0: all compete) Optuna's
 //! with those candidates and finalists on every space.
 
@@ -80,11 +81,14 @@ fn run() -> Result<(), String> {
         f => format!("{f} finalists"),
     };
     // Without --candidates: Optuna's configuration against the default
-    // (which differs on continuous spaces only); with it, against Optuna's
+    // (which differs on continuous and integer spaces only); with it,
+    // against Optuna's
     // with those candidates and finalists everywhere.
     let second = match args.candidates {
         0 => (
-            "the default (96 candidates, 8 finalists, gamma 15% on continuous spaces)".to_string(),
+            "the default (continuous spaces: 96 candidates, 8 finalists, gamma 15%; \
+             integer spaces: 8 finalists of 24)"
+                .to_string(),
             TpeConfig::default(),
         ),
         c => (
@@ -147,6 +151,7 @@ fn file_options(cfg: &StudyConfig, base: &TpeConfig) -> TpeConfig {
         n_ei_candidates: base.n_ei_candidates,
         ei_finalists: base.ei_finalists,
         continuous: base.continuous,
+        integer: base.integer,
         ..cfg.sampler.tpe.clone()
     }
 }

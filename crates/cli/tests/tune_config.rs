@@ -118,18 +118,21 @@ fn ei_finalists_is_read_and_zero_means_all() {
 }
 
 #[test]
-fn candidates_or_finalists_in_the_file_hold_on_continuous_spaces_too() {
-    let continuous = |sampler: &str| {
-        StudyConfig::parse(&format!("{BASE}\n[sampler]\n{sampler}\n"), "study.toml")
+fn candidates_or_finalists_in_the_file_hold_on_continuous_and_integer_spaces_too() {
+    let space_rules = |sampler: &str| {
+        let tpe = StudyConfig::parse(&format!("{BASE}\n[sampler]\n{sampler}\n"), "study.toml")
             .unwrap()
             .sampler
-            .tpe
-            .continuous
-            .is_some()
+            .tpe;
+        (tpe.continuous.is_some(), tpe.integer.is_some())
     };
-    assert!(continuous("kind = \"tpe\""), "the default keeps its rule");
-    assert!(!continuous("n_ei_candidates = 48"));
-    assert!(!continuous("ei_finalists = 4"));
+    assert_eq!(
+        space_rules("kind = \"tpe\""),
+        (true, true),
+        "the default keeps its rules"
+    );
+    assert_eq!(space_rules("n_ei_candidates = 48"), (false, false));
+    assert_eq!(space_rules("ei_finalists = 4"), (false, false));
 }
 
 #[test]

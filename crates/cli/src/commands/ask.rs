@@ -342,7 +342,7 @@ fn sampler_choice(args: &Args) -> Result<SamplerChoice> {
             }
             ("n_ei_candidates", Kind::Tpe) => {
                 // Candidates or finalists given hold on every space.
-                tpe.continuous = None;
+                *tpe = tpe.clone().one_rule_everywhere();
                 tpe.n_ei_candidates = uint()? as usize;
                 if tpe.n_ei_candidates == 0 {
                     return Err(bad(key, "at least 1"));
@@ -350,7 +350,7 @@ fn sampler_choice(args: &Args) -> Result<SamplerChoice> {
             }
             ("ei_finalists", Kind::Tpe) => {
                 // null or 0: every candidate competes (Optuna).
-                tpe.continuous = None;
+                *tpe = tpe.clone().one_rule_everywhere();
                 tpe.ei_finalists = match v {
                     Json::Null => None,
                     _ => Some(uint()? as usize).filter(|&k| k > 0),
@@ -412,22 +412,15 @@ mod tests {
         // The default is Optuna's: every candidate competes.
         assert_eq!(choice("{}").unwrap().tpe.ei_finalists, None);
         assert_eq!(choice("{}").unwrap().tpe.n_ei_candidates, 24);
-        // Given candidates or finalists hold on continuous spaces too.
-        assert!(choice("{}").unwrap().tpe.continuous.is_some());
-        assert!(
-            choice(r#"{"ei_finalists": 8}"#)
-                .unwrap()
-                .tpe
-                .continuous
-                .is_none()
-        );
-        assert!(
-            choice(r#"{"n_ei_candidates": 48}"#)
-                .unwrap()
-                .tpe
-                .continuous
-                .is_none()
-        );
+        // Given candidates or finalists hold on continuous and integer
+        // spaces too.
+        let space_rules = |kwargs| {
+            let tpe = choice(kwargs).unwrap().tpe;
+            (tpe.continuous.is_some(), tpe.integer.is_some())
+        };
+        assert_eq!(space_rules("{}"), (true, true));
+        assert_eq!(space_rules(r#"{"ei_finalists": 8}"#), (false, false));
+        assert_eq!(space_rules(r#"{"n_ei_candidates": 48}"#), (false, false));
         let set = |kwargs| choice(kwargs).unwrap().tpe.ei_finalists;
         assert_eq!(set(r#"{"ei_finalists": 8}"#), Some(8));
         assert_eq!(set(r#"{"ei_finalists": null}"#), None);

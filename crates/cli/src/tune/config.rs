@@ -1059,12 +1059,14 @@ impl Check<'_> {
             multivariate: s.multivariate.unwrap_or(base.multivariate),
             group: s.group.unwrap_or(base.group),
             constant_liar: s.constant_liar.unwrap_or(base.constant_liar),
-            // Candidates or finalists the file sets hold on every space.
-            continuous: base
-                .continuous
-                .filter(|_| s.n_ei_candidates.is_none() && s.ei_finalists.is_none()),
             seed: None,
             ..base
+        };
+        // Candidates or finalists the file sets hold on every space.
+        let tpe = if s.n_ei_candidates.is_some() || s.ei_finalists.is_some() {
+            tpe.one_rule_everywhere()
+        } else {
+            tpe
         };
         if tpe.n_ei_candidates == 0 {
             return Err(self.err("sampler.n_ei_candidates", "must be at least 1"));
