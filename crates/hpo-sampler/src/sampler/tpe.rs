@@ -111,36 +111,46 @@ pub struct TpeConfig {
     /// the best 15% as "below", which leans each ask towards the good
     /// trials' densest region: on COCO's bbob at 10 and 20 evaluations
     /// per dimension it is at least as good as Optuna's `TPESampler()` in
-    /// four cells of five (at 50, three of five), where Optuna's own
-    /// configuration is in half of them. On integers of a few values
+    /// more than four cells of five (at 50, two of three), where Optuna's
+    /// own configuration is in half of them. On integers of a few values
     /// (bbob-mixint) and on the runner's categorical and conditional spaces
-    /// that lean commits too early and Optuna's configuration does better,
-    /// so it stays there (docs/benchmarks.md). A caller that sets the
+    /// that lean commits too early, so they have a rule of their own or
+    /// Optuna's (docs/benchmarks.md). A caller that sets the
     /// candidates or finalists for every space clears it (`memtune`'s
     /// study file and `--sampler-kwargs` do, through
     /// [`TpeConfig::one_rule_everywhere`]).
     pub continuous: Option<CandidateRule>,
     /// One objective, a numeric space with an integer or stepped parameter
-    /// (no categorical one): the rule an ask uses there (`None`: the one
-    /// above). The default keeps Optuna's 24 candidates and `gamma` and
-    /// lets the 8 of highest `l(x)` compete: on COCO's bbob-mixint it is at
-    /// least as good as Optuna's `TPESampler()` in four cells of five,
-    /// where Optuna's configuration is in three of five; more candidates
-    /// or a larger "below" set, as on floats, commit too early among a few
-    /// integer values (docs/benchmarks.md). Categorical spaces (the
-    /// runner's) keep Optuna's configuration.
+    /// (no categorical one): the rule an ask uses there (`None`:
+    /// `n_ei_candidates`, `ei_finalists` and `gamma`). The default keeps
+    /// Optuna's 24 candidates and `gamma`, lets the 8 of highest `l(x)`
+    /// compete, and holds for the first 20 finished trials per parameter:
+    /// on COCO's bbob-mixint at 10 and 20 evaluations per dimension it is
+    /// at least as good as Optuna's `TPESampler()` in four cells of five,
+    /// where Optuna's configuration is in three of five. Kept longer it
+    /// stalls on a few functions (at 50 evaluations per dimension, 140x
+    /// Optuna's median on f15), which Optuna's configuration leaves; more
+    /// candidates or a larger "below" set, as on floats, commit too early
+    /// among a few integer values (docs/benchmarks.md). Categorical spaces
+    /// (the runner's) keep Optuna's configuration.
     pub integer: Option<CandidateRule>,
     pub seed: Option<u64>,
 }
 
 /// How an ask picks its candidate: how many it draws from the "below"
 /// estimator, how many of those of highest `l(x)` compete on
-/// `l(x) / g(x)` (`None`: all), and how many trials count as "below".
+/// `l(x) / g(x)` (`None`: all), and how many trials count as "below";
+/// and for how long.
 #[derive(Debug, Clone, Copy)]
 pub struct CandidateRule {
     pub n_ei_candidates: usize,
     pub ei_finalists: Option<usize>,
     pub gamma: fn(usize) -> usize,
+    /// The rule holds while fewer trials than this many per parameter of
+    /// the space have finished (`None`: always); from then on
+    /// `n_ei_candidates`, `ei_finalists` and `gamma` of the [`TpeConfig`]
+    /// do.
+    pub until_trials_per_parameter: Option<usize>,
 }
 
 /// `min(ceil(0.15 n), 25)`: "below" on a continuous space
@@ -198,11 +208,13 @@ impl Default for TpeConfig {
                 n_ei_candidates: 96,
                 ei_finalists: Some(8),
                 gamma: continuous_gamma,
+                until_trials_per_parameter: None,
             }),
             integer: Some(CandidateRule {
                 n_ei_candidates: 24,
                 ei_finalists: Some(8),
                 gamma: default_gamma,
+                until_trials_per_parameter: Some(20),
             }),
             seed: None,
         }
@@ -524,11 +536,17 @@ impl TpeSampler {
         } else {
             None
         };
-        let rule = space_rule.unwrap_or(CandidateRule {
-            n_ei_candidates: self.config.n_ei_candidates,
-            ei_finalists: self.config.ei_finalists,
-            gamma: self.config.gamma,
-        });
+        let rule = space_rule
+            .filter(|r| {
+                r.until_trials_per_parameter
+                    .is_none_or(|k| n < k * space.len())
+            })
+            .unwrap_or(CandidateRule {
+                n_ei_candidates: self.config.n_ei_candidates,
+                ei_finalists: self.config.ei_finalists,
+                gamma: self.config.gamma,
+                until_trials_per_parameter: None,
+            });
         let (below, above) = if multi {
             let n_below = (self.config.gamma_multi_objective)(n);
             // Compared in place: every parameter of an ask finds the split
@@ -1720,6 +1738,8 @@ mod tests {
             n_ei_candidates: 7,
             ei_finalists: None,
             gamma: default_gamma,
+            // 60 finished trials of 3 parameters: 20 each.
+            until_trials_per_parameter: Some(21),
         };
         let config = TpeConfig {
             integer: Some(integer),
@@ -1739,8 +1759,18 @@ mod tests {
             asks(&config, &with_categorical),
             asks(&optuna, &with_categorical)
         );
+        // From 20 finished trials per parameter on, Optuna's.
+        let ended = TpeConfig {
+            integer: Some(CandidateRule {
+                until_trials_per_parameter: Some(20),
+                ..integer
+            }),
+            ..config.clone()
+        };
+        assert_eq!(asks(&ended, &with_int), asks(&optuna, &with_int));
         let rule = TpeConfig::default().integer.unwrap();
         assert_eq!((rule.n_ei_candidates, rule.ei_finalists), (24, Some(8)));
+        assert_eq!(rule.until_trials_per_parameter, Some(20));
         assert_eq!((rule.gamma)(100), default_gamma(100));
         assert_eq!(continuous_gamma(100), 15);
         assert_eq!(continuous_gamma(1000), 25);
