@@ -87,7 +87,7 @@ fn run() -> Result<(), String> {
     let second = match args.candidates {
         0 => (
             "the default (continuous spaces: 96 candidates, 8 finalists, gamma 15%; \
-             integer spaces: 8 finalists of 24)"
+             integer spaces: 8 finalists of 24 for 20 trials per parameter)"
                 .to_string(),
             TpeConfig::default(),
         ),

@@ -127,12 +127,12 @@ pub struct TpeConfig {
     /// compete, and holds for the first 20 finished trials per parameter:
     /// on COCO's bbob-mixint at 10 and 20 evaluations per dimension it is
     /// at least as good as Optuna's `TPESampler()` in four cells of five,
-    /// where Optuna's configuration is in three of five. Kept longer it
-    /// stalls on a few functions (at 50 evaluations per dimension, 140x
-    /// Optuna's median on f15), which Optuna's configuration leaves; more
-    /// candidates or a larger "below" set, as on floats, commit too early
-    /// among a few integer values (docs/benchmarks.md). Categorical spaces
-    /// (the runner's) keep Optuna's configuration.
+    /// where Optuna's configuration is in three of five. Kept longer some
+    /// runs stall on one plateau (at 50 evaluations per dimension f15's
+    /// median is 3.4x Optuna's, 0.01x with the handover); more candidates
+    /// or a larger "below" set, as on floats, commit too early among a
+    /// few integer values (docs/benchmarks.md). Categorical spaces (the
+    /// runner's) keep Optuna's configuration.
     pub integer: Option<CandidateRule>,
     pub seed: Option<u64>,
 }
