@@ -111,8 +111,10 @@
 //!   the 8 of highest `l(x)` compete on `l(x) / g(x)` and counts 15% of
 //!   the trials "below" (better optima on COCO's bbob); on one with
 //!   integers [`TpeConfig::integer`] lets the 8 of highest `l(x)` of
-//!   Optuna's 24 compete (better on COCO's bbob-mixint). On a space with a
-//!   categorical parameter, like the study runner's, it is Optuna's.
+//!   Optuna's 24 compete for the first 20 finished trials per parameter
+//!   (better on COCO's bbob-mixint at 10 and 20 evaluations per
+//!   dimension). On a space (or group) with a categorical parameter, as
+//!   most of the study runner's are, it is Optuna's.
 //!   [`TpeConfig::many_candidates`] (96 candidates, 4 finalists, on every
 //!   space) is an option (all measured in docs/benchmarks.md).
 //! - Our own seeded RNG (xoshiro256++), so a seed gives the same study here

@@ -62,8 +62,9 @@ pub fn default_weights(n: usize) -> Vec<f64> {
     w
 }
 
-/// TPE options. The `Default` is exactly Optuna 5.0's `TPESampler()`
-/// ([`TpeConfig::optuna`] names it for comparisons).
+/// TPE options. The `Default` is Optuna 5.0's `TPESampler()` but for
+/// [`TpeConfig::continuous`] and [`TpeConfig::integer`]
+/// ([`TpeConfig::optuna`] is Optuna's exactly).
 /// [`TpeConfig::many_candidates`] draws 96 EI candidates and lets the 4 of
 /// highest `l(x)` compete on `l(x) / g(x)` ([`TpeConfig::ei_finalists`]):
 /// better optima on smooth continuous spaces (Hartmann6, Branin,
@@ -124,15 +125,17 @@ pub struct TpeConfig {
     /// (no categorical one): the rule an ask uses there (`None`:
     /// `n_ei_candidates`, `ei_finalists` and `gamma`). The default keeps
     /// Optuna's 24 candidates and `gamma`, lets the 8 of highest `l(x)`
-    /// compete, and holds for the first 20 finished trials per parameter:
+    /// compete, and holds for the first 20 finished trials per parameter
+    /// of the space sampled at once (all of it, a group, or the one
+    /// parameter of an independent draw):
     /// on COCO's bbob-mixint at 10 and 20 evaluations per dimension it is
     /// at least as good as Optuna's `TPESampler()` in four cells of five,
     /// where Optuna's configuration is in three of five. Kept longer some
     /// runs stall on one plateau (at 50 evaluations per dimension f15's
     /// median is 3.4x Optuna's, 0.01x with the handover); more candidates
     /// or a larger "below" set, as on floats, commit too early among a
-    /// few integer values (docs/benchmarks.md). Categorical spaces (the
-    /// runner's) keep Optuna's configuration.
+    /// few integer values (docs/benchmarks.md). A space (or group) with a
+    /// categorical parameter keeps Optuna's configuration.
     pub integer: Option<CandidateRule>,
     pub seed: Option<u64>,
 }
@@ -438,7 +441,7 @@ impl TpeSampler {
         }
     }
 
-    /// The defaults ([`TpeConfig::default`], Optuna's) with a seed.
+    /// The defaults ([`TpeConfig::default`]) with a seed.
     pub fn with_seed(seed: u64) -> Self {
         Self::new(TpeConfig {
             seed: Some(seed),
@@ -539,7 +542,7 @@ impl TpeSampler {
         let rule = space_rule
             .filter(|r| {
                 r.until_trials_per_parameter
-                    .is_none_or(|k| n < k * space.len())
+                    .is_none_or(|k| n < k.saturating_mul(space.len()))
             })
             .unwrap_or(CandidateRule {
                 n_ei_candidates: self.config.n_ei_candidates,
@@ -1681,6 +1684,9 @@ mod tests {
         let continuous = SearchSpace::from([("x".to_string(), x.clone()), ("y".to_string(), x)]);
         let mut with_int = continuous.clone();
         with_int.insert("k".to_string(), Distribution::int(0, 7, false, 1).unwrap());
+        let mut stepped = continuous.clone();
+        let step = Distribution::float(0.0, 1.0, false, Some(0.25)).unwrap();
+        stepped.insert("s".to_string(), step);
         let mut with_categorical = with_int.clone();
         let choices = vec![
             CategoricalChoice::Str("a".into()),
@@ -1747,7 +1753,11 @@ mod tests {
         };
         let continuous_rule = spelled_out(config.continuous.unwrap());
         let integer_rule = spelled_out(integer);
-        for (space, rule) in [(&continuous, &continuous_rule), (&with_int, &integer_rule)] {
+        for (space, rule) in [
+            (&continuous, &continuous_rule),
+            (&with_int, &integer_rule),
+            (&stepped, &integer_rule),
+        ] {
             assert_eq!(asks(&config, space), asks(rule, space));
             assert_ne!(asks(&config, space), asks(&optuna, space));
         }
