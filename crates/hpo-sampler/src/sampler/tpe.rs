@@ -1769,6 +1769,33 @@ mod tests {
             asks(&config, &with_categorical),
             asks(&optuna, &with_categorical)
         );
+        // Several objectives: Optuna's configuration on every space.
+        let two = [StudyDirection::Minimize, StudyDirection::Minimize];
+        let multi_asks = |config: &TpeConfig, space: &SearchSpace| -> Vec<BTreeMap<String, f64>> {
+            let mut trials = history(space);
+            for t in &mut trials {
+                let v = t.values.as_ref().unwrap()[0];
+                t.values = Some(vec![v, 1.0 - v * v]);
+            }
+            let study = StudyView {
+                name: "s",
+                direction: StudyDirection::Minimize,
+                directions: &two,
+                trials: &trials,
+            };
+            (0..8)
+                .map(|seed| {
+                    let config = TpeConfig {
+                        seed: Some(seed),
+                        ..config.clone()
+                    };
+                    TpeSampler::new(config).sample_relative(&study, 60, space)
+                })
+                .collect()
+        };
+        for space in [&continuous, &with_int] {
+            assert_eq!(multi_asks(&config, space), multi_asks(&optuna, space));
+        }
         // From 20 finished trials per parameter on, Optuna's.
         let ended = TpeConfig {
             integer: Some(CandidateRule {
