@@ -19,9 +19,8 @@
 //! and how often each configuration found the better optimum. The first
 //! is Optuna 5.0's `TPESampler()` (`TpeConfig::optuna()`); the second the
 //! default (`TpeConfig::default()`, which differs on continuous and
-//! integer spaces),
-//! or with `--candidates`/`--finalists` (finalists 0: all compete) Optuna's
-//! with those candidates and finalists on every space.
+//! integer spaces), or with `--candidates`/`--finalists` (finalists 0: all
+//! compete) Optuna's with those candidates and finalists on every space.
 
 use std::path::PathBuf;
 
@@ -82,8 +81,7 @@ fn run() -> Result<(), String> {
     };
     // Without --candidates: Optuna's configuration against the default
     // (which differs on continuous and integer spaces only); with it,
-    // against Optuna's
-    // with those candidates and finalists everywhere.
+    // against Optuna's with those candidates and finalists everywhere.
     let second = match args.candidates {
         0 => (
             "the default (continuous spaces: 96 candidates, 8 finalists, gamma 15%; \

@@ -366,8 +366,8 @@ pub enum SamplerKind {
 }
 
 /// The sampler to build: its kind, seed and (for TPE) options, which
-/// default to [`TpeConfig::default`] (Optuna 5.0's `TPESampler()` but on a
-/// continuous space of one objective).
+/// default to [`TpeConfig::default`] (Optuna 5.0's `TPESampler()` but on
+/// continuous and integer spaces of one objective).
 #[derive(Clone, Debug)]
 pub struct SamplerSpec {
     pub kind: SamplerKind,

@@ -1711,13 +1711,22 @@ mod tests {
                 .collect()
         };
         // Several seeds, so that one draw agreeing by chance cannot pass
-        // an `assert_ne`.
-        let asks = |config: &TpeConfig, space: &SearchSpace| -> Vec<BTreeMap<String, f64>> {
-            let trials = history(space);
+        // an `assert_ne`. Two directions give every trial a second value.
+        let asks_of = |config: &TpeConfig,
+                       space: &SearchSpace,
+                       directions: &[StudyDirection]|
+         -> Vec<BTreeMap<String, f64>> {
+            let mut trials = history(space);
+            if directions.len() > 1 {
+                for t in &mut trials {
+                    let v = t.values.as_ref().unwrap()[0];
+                    t.values = Some(vec![v, 1.0 - v * v]);
+                }
+            }
             let study = StudyView {
                 name: "s",
                 direction: StudyDirection::Minimize,
-                directions: &[],
+                directions,
                 trials: &trials,
             };
             (0..8)
@@ -1730,6 +1739,7 @@ mod tests {
                 })
                 .collect()
         };
+        let asks = |config: &TpeConfig, space: &SearchSpace| asks_of(config, space, &[]);
         let spelled_out = |rule: CandidateRule| TpeConfig {
             n_ei_candidates: rule.n_ei_candidates,
             ei_finalists: rule.ei_finalists,
@@ -1771,30 +1781,8 @@ mod tests {
         );
         // Several objectives: Optuna's configuration on every space.
         let two = [StudyDirection::Minimize, StudyDirection::Minimize];
-        let multi_asks = |config: &TpeConfig, space: &SearchSpace| -> Vec<BTreeMap<String, f64>> {
-            let mut trials = history(space);
-            for t in &mut trials {
-                let v = t.values.as_ref().unwrap()[0];
-                t.values = Some(vec![v, 1.0 - v * v]);
-            }
-            let study = StudyView {
-                name: "s",
-                direction: StudyDirection::Minimize,
-                directions: &two,
-                trials: &trials,
-            };
-            (0..8)
-                .map(|seed| {
-                    let config = TpeConfig {
-                        seed: Some(seed),
-                        ..config.clone()
-                    };
-                    TpeSampler::new(config).sample_relative(&study, 60, space)
-                })
-                .collect()
-        };
         for space in [&continuous, &with_int] {
-            assert_eq!(multi_asks(&config, space), multi_asks(&optuna, space));
+            assert_eq!(asks_of(&config, space, &two), asks_of(&optuna, space, &two));
         }
         // From 20 finished trials per parameter on, Optuna's.
         let ended = TpeConfig {
