@@ -7,9 +7,9 @@ use crate::db::{DbError, Row, Value};
 use crate::tls::{SslMode, TlsSettings};
 use bytes::BytesMut;
 use postgres::types::{FromSql, IsNull, Kind, ToSql, Type, to_sql_checked};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::error::Error;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 type BoxError = Box<dyn Error + Sync + Send>;
@@ -175,8 +175,10 @@ pub(crate) struct PgConn {
 
 impl PgConn {
     pub(crate) fn connect(url: &PgUrl) -> Result<PgConn, postgres::Error> {
+        let client = Self::client(url)?;
+        lock_reached().insert(url.shown.clone());
         Ok(PgConn {
-            client: Self::client(url)?,
+            client,
             statements: HashMap::new(),
             url: url.clone(),
             session: String::new(),
@@ -272,11 +274,25 @@ impl PgConn {
     }
 }
 
+/// The servers (URLs without their passwords) this process has
+/// connected to. One of them that now refuses connections is restarting,
+/// not a mistyped address: opening it waits as for a lost connection.
+static REACHED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+fn lock_reached() -> std::sync::MutexGuard<'static, BTreeSet<String>> {
+    REACHED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether this process has connected to `url`'s server and database.
+pub(crate) fn was_reached(url: &PgUrl) -> bool {
+    lock_reached().contains(&url.shown)
+}
+
 /// Whether opening a connection met a server that is going down or
 /// coming up, or that cut the new connection off (a restart, an
 /// administrator's `pg_terminate_backend`): worth waiting for. Not a
-/// refused TCP connection (nothing listens: more often a wrong URL), nor
-/// a TLS or authentication failure.
+/// refused TCP connection (nothing listens: more often a wrong URL, unless
+/// [`was_reached`]), nor a TLS or authentication failure.
 pub(crate) fn is_cut_while_opening(e: &postgres::Error) -> bool {
     use postgres::error::SqlState;
     if e.is_closed() {

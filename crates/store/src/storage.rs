@@ -292,14 +292,19 @@ impl Storage {
     ///
     /// A server that answers but is starting up or shutting down, or that
     /// cuts the new connection off, is waited for as a lost connection is
-    /// (`reconnect_for`, logged backoff). Where nothing listens, or TLS or
-    /// authentication fails, the error is immediate, as libpq's is.
+    /// (`reconnect_for`, logged backoff); so is one that refuses the
+    /// connection once such a wait has begun or once this process has
+    /// connected to it before (it is restarting). A server never reached
+    /// where nothing listens, and TLS or authentication failures, are
+    /// immediate errors, as libpq's are.
     pub fn open_postgres(url: &PgUrl, opts: &OpenOptions) -> Result<Storage> {
         let mut outage: Option<Outage> = None;
         loop {
             match Storage::try_open_postgres(url, opts) {
                 Err(StoreError::Postgres { path, source })
-                    if crate::pg::is_cut_while_opening(&source) =>
+                    if crate::pg::is_cut_while_opening(&source)
+                        || (crate::pg::is_connection_lost(&source)
+                            && (outage.is_some() || crate::pg::was_reached(url))) =>
                 {
                     let o = outage.get_or_insert_with(Outage::new);
                     o.attempts += 1;

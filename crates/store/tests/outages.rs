@@ -282,6 +282,45 @@ fn a_postgres_restart_is_waited_out() {
     );
 }
 
+/// A storage opened while a server this process has reached is down (a
+/// restart) waits for it; a server never reached where nothing listens
+/// (a mistyped port) is an error at once.
+#[test]
+fn opening_a_restarting_server_waits_and_a_wrong_port_does_not() {
+    let Some((server, url)) = own_server("reopen") else {
+        return;
+    };
+    drop(Storage::open_url(&url, &quick_options()).unwrap());
+    let port = server.port();
+    let restarter = std::thread::spawn(move || {
+        server.restart(Duration::from_secs(2)).unwrap();
+        server
+    });
+    // `pg_ctl stop -w` returns within the first second of the two down.
+    std::thread::sleep(Duration::from_millis(1000));
+    let storage = Storage::open_url(&url, &quick_options()).unwrap();
+    let study = storage
+        .create_study("s", &[StudyDirection::Maximize])
+        .unwrap();
+    let _server = restarter.join().unwrap();
+    assert_eq!(storage.study("s").unwrap().study_id, study.study_id);
+
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let wrong = url.replace(
+        &format!(":{port}/"),
+        &format!(":{}/", unused.local_addr().unwrap().port()),
+    );
+    drop(unused);
+    assert_ne!(wrong, url);
+    let start = Instant::now();
+    let err = match Storage::open_url(&wrong, &quick_options()) {
+        Ok(_) => panic!("nothing listens on {wrong}"),
+        Err(e) => e,
+    };
+    assert!(start.elapsed() < Duration::from_secs(5), "{err}");
+    assert!(matches!(err, StoreError::Postgres { .. }), "{err:?}");
+}
+
 /// A server that stays down longer than `reconnect_for`: the operation
 /// fails with `Unavailable`, naming the storage and how long it tried,
 /// never with the password.
