@@ -14,7 +14,9 @@ use serde_json::Value as Json;
 use store::{Storage, TrialFilter, TrialState};
 
 fn study_toml(name: &str, n_trials: usize) -> String {
-    study_toml_beating(name, n_trials, "200ms", "3s")
+    // No runner dies here: a heartbeat starved on a loaded machine must not
+    // make another runner take its trial over.
+    study_toml_beating(name, n_trials, "200ms", "60s")
 }
 
 fn study_toml_beating(name: &str, n_trials: usize, heartbeat: &str, stale: &str) -> String {

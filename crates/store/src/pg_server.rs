@@ -297,9 +297,20 @@ impl PgServer {
     /// and, after `down`, start it again on the same port; clients must
     /// connect again.
     pub fn restart(&self, down: std::time::Duration) -> Result<(), String> {
-        let data = self.data().display().to_string();
-        self.run("pg_ctl", &["-D", &data, "-m", "fast", "-w", "stop"])?;
+        self.stop()?;
         std::thread::sleep(down);
+        self.start_again()
+    }
+
+    /// Stop the server (`pg_ctl stop -m fast -w`): when this returns,
+    /// every connection is cut and nothing listens on the port.
+    pub fn stop(&self) -> Result<(), String> {
+        let data = self.data().display().to_string();
+        self.run("pg_ctl", &["-D", &data, "-m", "fast", "-w", "stop"])
+    }
+
+    /// Start a stopped server again on its port, with its options.
+    pub fn start_again(&self) -> Result<(), String> {
         self.pg_ctl_start()
     }
 
@@ -459,11 +470,26 @@ pub fn test_database(name: &str) -> Option<String> {
     )
 }
 
+/// A port free now, below Linux's range of ports it hands out on its own
+/// (`ip_local_port_range`, from 32768): a server restarted in a test must
+/// find its port free again, and an outgoing connection's or another
+/// test's `bind(0)` would take one from that range.
 fn free_port() -> Result<u16, String> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const COUNT: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id().wrapping_mul(7_919);
+    for _ in 0..COUNT {
+        let port = FIRST + start.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)) % COUNT;
+        if std::net::TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
+            return Ok(port as u16);
+        }
+    }
+    Err(format!(
+        "no free port on 127.0.0.1 in {FIRST}..{}",
+        FIRST + COUNT
+    ))
 }
 
 fn chown(path: &Path, user: &str) -> Result<(), String> {

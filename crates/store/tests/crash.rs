@@ -10,7 +10,7 @@ use common::Backend;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use store::{StudyDirection, TrialFilter, TrialState};
 
 backends!(sigkill_loses_no_finished_trial);
@@ -56,6 +56,12 @@ fn sigkill_loses_no_finished_trial(backend: Backend) {
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(rng.random_range(5..120)));
+        // The last round kills only once a trial is done (a loaded machine
+        // may start every writer too slowly to finish one in 120 ms).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while kill + 1 == KILLS && done_numbers(&done).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         if let Some(status) = child.try_wait().unwrap() {
             let out = child.wait_with_output().unwrap();
             panic!(

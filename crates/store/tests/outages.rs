@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use store::pg_server::PgServer;
@@ -91,22 +91,27 @@ fn claims_cut_off_at_any_moment_land_exactly_once() {
         .create_study("s", &[StudyDirection::Maximize])
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
+    let cuts = Arc::new(AtomicU64::new(0));
     let killer = {
-        let stop = Arc::clone(&stop);
+        let (stop, cuts) = (Arc::clone(&stop), Arc::clone(&cuts));
         std::thread::spawn(move || {
-            let mut cuts = 0;
             let mut pause = 17u64;
             while !stop.load(Ordering::Relaxed) {
                 pause = (pause * 7 + 13) % 61;
                 std::thread::sleep(Duration::from_millis(20 + pause));
-                cuts += server.terminate_connections("cut").unwrap();
+                let n = server.terminate_connections("cut").unwrap();
+                cuts.fetch_add(n, Ordering::Relaxed);
             }
-            (server, cuts)
+            server
         })
     };
     let mut claimed = BTreeSet::new();
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < deadline {
+    // Three seconds, and on a loaded machine until the connection has been
+    // cut a dozen times.
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(3)
+        || (cuts.load(Ordering::Relaxed) <= 10 && start.elapsed() < Duration::from_secs(120))
+    {
         let claim = storage
             .claim_or_create_within(study.study_id, usize::MAX, &owner())
             .unwrap()
@@ -118,7 +123,8 @@ fn claims_cut_off_at_any_moment_land_exactly_once() {
         );
     }
     stop.store(true, Ordering::Relaxed);
-    let (_server, cuts) = killer.join().unwrap();
+    let _server = killer.join().unwrap();
+    let cuts = cuts.load(Ordering::Relaxed);
     let stored: Vec<i64> = storage
         .trials(study.study_id, &TrialFilter::default())
         .unwrap()
@@ -259,7 +265,8 @@ fn a_postgres_restart_is_waited_out() {
     });
     let start = Instant::now();
     let mut made = 0;
-    while start.elapsed() < Duration::from_secs(4) {
+    // Until the server is back (a loaded machine may start `pg_ctl` late).
+    while start.elapsed() < Duration::from_secs(4) || !restarter.is_finished() {
         let t = storage.create_trial(study.study_id).unwrap();
         storage
             .finish(t.trial_id, TrialState::Complete, &[made as f64])
@@ -292,12 +299,12 @@ fn opening_a_restarting_server_waits_and_a_wrong_port_does_not() {
     };
     drop(Storage::open_url(&url, &quick_options()).unwrap());
     let port = server.port();
+    server.stop().unwrap();
     let restarter = std::thread::spawn(move || {
-        server.restart(Duration::from_secs(2)).unwrap();
+        std::thread::sleep(Duration::from_secs(1));
+        server.start_again().unwrap();
         server
     });
-    // `pg_ctl stop -w` returns within the first second of the two down.
-    std::thread::sleep(Duration::from_millis(1000));
     let storage = Storage::open_url(&url, &quick_options()).unwrap();
     let study = storage
         .create_study("s", &[StudyDirection::Maximize])
@@ -339,17 +346,13 @@ fn a_server_down_too_long_is_an_unavailable_error() {
     let study = storage
         .create_study("s", &[StudyDirection::Maximize])
         .unwrap();
-    let restarter = std::thread::spawn(move || {
-        server.restart(Duration::from_secs(3)).unwrap();
-        server
-    });
-    std::thread::sleep(Duration::from_millis(500));
+    server.stop().unwrap();
     let err = storage.create_trial(study.study_id).unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, StoreError::Unavailable { .. }), "{err:?}");
     assert!(text.contains("unavailable for"), "{text}");
     assert!(!text.contains("hunter2"), "{text}");
-    let _server = restarter.join().unwrap();
+    server.start_again().unwrap();
     // Back up: the same storage works again.
     storage.create_trial(study.study_id).unwrap();
 }
@@ -402,11 +405,11 @@ fn a_long_sqlite_lock_is_waited_out() {
         .unwrap();
     let holder = rusqlite::Connection::open(&path).unwrap();
     holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let start = Instant::now();
     let release = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(1500));
         holder.execute_batch("COMMIT").unwrap();
     });
-    let start = Instant::now();
     storage.create_trial(study.study_id).unwrap();
     assert!(start.elapsed() >= Duration::from_millis(1000));
     release.join().unwrap();

@@ -111,9 +111,10 @@ impl Pair {
 
 /// Attention forward and backward at shapes that end mid-tile, with padded
 /// sequences (one of a single token), heads of 32 and 64, dropout off and
-/// on; fp32 (the SIMT kernels) and bf16 activations (the tensor-core
-/// kernels, whose dropout shares each Philox block between lanes when s % 4
-/// == 0: lengths 128 and 200; 77 and 5 take the per-element path).
+/// on; fp32 (the SIMT kernels) and bf16 and fp16 activations (the
+/// tensor-core kernels, one instruction each, whose dropout shares each
+/// Philox block between lanes when s % 4 == 0: lengths 128 and 200; 77 and
+/// 5 take the per-element path).
 #[test]
 #[ignore = "needs a CUDA device"]
 fn fused_attention_matches_cpu_forward_and_backward() {
@@ -126,6 +127,7 @@ fn fused_attention_matches_cpu_forward_and_backward() {
     let precisions = [
         (MatmulPrecision::Fp32, TOL),
         (MatmulPrecision::Bf16, TOL_16),
+        (MatmulPrecision::Fp16, TOL_16),
     ];
     for ((b, s, heads, head_dim, lens), (precision, tol)) in cases
         .iter()
