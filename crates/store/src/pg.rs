@@ -288,6 +288,20 @@ pub(crate) fn was_reached(url: &PgUrl) -> bool {
     lock_reached().contains(&url.shown)
 }
 
+/// Whether the connection was refused: nothing listens on the port (a
+/// wrong URL, or a server restarting). Not a TLS or authentication
+/// failure, which a wait does not mend.
+pub(crate) fn is_refused(e: &postgres::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return io.kind() == std::io::ErrorKind::ConnectionRefused;
+        }
+        source = s.source();
+    }
+    false
+}
+
 /// Whether opening a connection met a server that is going down or
 /// coming up, or that cut the new connection off (a restart, an
 /// administrator's `pg_terminate_backend`): worth waiting for. Not a

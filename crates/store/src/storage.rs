@@ -303,7 +303,7 @@ impl Storage {
             match Storage::try_open_postgres(url, opts) {
                 Err(StoreError::Postgres { path, source })
                     if crate::pg::is_cut_while_opening(&source)
-                        || (crate::pg::is_connection_lost(&source)
+                        || (crate::pg::is_refused(&source)
                             && (outage.is_some() || crate::pg::was_reached(url))) =>
                 {
                     let o = outage.get_or_insert_with(Outage::new);
