@@ -320,6 +320,24 @@ fn impossible_ranges_are_refused() {
         "n_trials = 0",
         "at least 1",
     );
+    // Ranges whose width overflows, or with more grid points than a float
+    // holds exactly: errors, not an arithmetic panic.
+    let wide = replace(
+        "low = 0\nhigh = 2\n",
+        "low = -9223372036854775808\nhigh = 9223372036854775807\n",
+    );
+    // Named at the param's table, the line before its name.
+    let table = line_of(&wide, "name = \"head_layers\"") - 1;
+    expect_error_on(&wide, "param[3]", table, "within +-2^53");
+    expect_error(
+        &replace(
+            "low = 1e-5\nhigh = 1e-4\nlog = true",
+            "low = 0.0\nhigh = 0.2\nstep = 1e-320",
+        ),
+        "param[1].step",
+        "step = 1e-320",
+        "more than 2^53 steps",
+    );
 }
 
 #[test]
@@ -826,6 +844,12 @@ fn every_pruner_kind_builds() {
     let c = StudyConfig::parse(&format!("{BASE}\n[sampler]\nkind = \"auto\"\n"), "s").unwrap();
     assert_eq!(c.sampler.kind, SamplerKind::Auto);
     let _ = c.make_sampler();
+    expect_error(
+        &format!("{BASE}\n[sampler]\nn_ei_candidates = 100000000000\n"),
+        "sampler.n_ei_candidates",
+        "n_ei_candidates = 100000000000",
+        "between 1 and 1000000",
+    );
     expect_error(
         &format!("{BASE}\n[sampler]\nkind = \"gp\"\nn_ei_candidates = 3\n"),
         "sampler.n_ei_candidates",

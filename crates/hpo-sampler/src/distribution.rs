@@ -165,6 +165,9 @@ impl PartialEq for Distribution {
     }
 }
 
+/// 2^53: integers up to this size are exact as f64.
+const EXACT_INT: f64 = 9_007_199_254_740_992.0;
+
 fn invalid(reason: impl Into<String>) -> Error {
     Error::InvalidDistribution {
         param: String::new(),
@@ -199,6 +202,12 @@ impl Distribution {
             if !(step > 0.0 && step.is_finite()) {
                 return Err(invalid(format!("`step > 0` must hold, got step={step}")));
             }
+            // Finite bounds and a positive step: an infinite count, never NaN.
+            if (high - low) / step > EXACT_INT {
+                return Err(invalid(format!(
+                    "`step` {step:e} cuts [{low}, {high}] into more than 2^53 steps"
+                )));
+            }
             high = adjust_float_high(low, high, step);
         }
         Ok(Distribution::Float {
@@ -212,6 +221,13 @@ impl Distribution {
     /// An int range, validated as Optuna does; `high` is lowered to the last
     /// grid point when `high - low` is not a multiple of `step`.
     pub fn int(low: i64, high: i64, log: bool, step: i64) -> Result<Self> {
+        // Every value must be exact as the float that Optuna's storage and
+        // the samplers' internal representation hold.
+        if low.unsigned_abs() > EXACT_INT as u64 || high.unsigned_abs() > EXACT_INT as u64 {
+            return Err(invalid(format!(
+                "low and high must lie within +-2^53 (9007199254740992), got low={low}, high={high}"
+            )));
+        }
         if log && step != 1 {
             return Err(invalid(format!(
                 "`step` must be 1 when `log` is true, got step={step}"
@@ -439,6 +455,24 @@ fn adjust_float_high(low: f64, high: f64, step: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_beyond_exact_floats_are_refused() {
+        let limit = 1i64 << 53;
+        assert!(Distribution::int(-limit, limit, false, 1).is_ok());
+        for (low, high) in [
+            (i64::MIN, 0),
+            (0, i64::MAX),
+            (-limit - 1, 0),
+            (0, limit + 1),
+        ] {
+            let e = Distribution::int(low, high, false, 1).unwrap_err();
+            assert!(e.to_string().contains("2^53"), "{e}");
+        }
+        let e = Distribution::float(0.0, 0.2, false, Some(1e-320)).unwrap_err();
+        assert!(e.to_string().contains("2^53 steps"), "{e}");
+        assert!(Distribution::float(0.0, 1.0, false, Some(1e-9)).is_ok());
+    }
 
     #[test]
     fn steps_lower_high_like_optuna() {

@@ -400,3 +400,43 @@ fn two_objectives_approach_the_front() {
         }
     }
 }
+
+/// Integer ranges as wide as a float holds exactly (2^53 values, plain,
+/// stepped and log) are searched without listing every value: each ask
+/// returns a value in range.
+#[test]
+fn the_widest_integer_ranges_are_searched() {
+    let limit = 1i64 << 53;
+    let space: BTreeMap<String, Distribution> = [
+        ("plain", Distribution::int(0, limit, false, 1)),
+        ("stepped", Distribution::int(-limit, limit, false, 2)),
+        ("log", Distribution::int(1, limit, true, 1)),
+    ]
+    .into_iter()
+    .map(|(k, d)| (k.to_string(), d.unwrap()))
+    .collect();
+    let mut sampler = GpSampler::new(GpConfig {
+        seed: Some(3),
+        n_startup_trials: 2,
+        n_preliminary_samples: 64,
+        ..GpConfig::default()
+    });
+    let mut trials: Vec<FrozenTrial> = Vec::new();
+    for number in 0..5u64 {
+        let study = StudyView {
+            name: "s",
+            direction: StudyDirection::Minimize,
+            directions: &[],
+            trials: &trials,
+        };
+        let params = ask(&mut sampler, study, number, &space).unwrap();
+        for (k, p) in &params {
+            assert!(space[k].contains(p.internal), "{k} = {}", p.internal);
+        }
+        let mut t = FrozenTrial::new(number);
+        t.values = Some(vec![(params["plain"].internal / limit as f64 - 0.3).abs()]);
+        t.params = params;
+        t.state = TrialState::Complete;
+        trials.push(t);
+    }
+}

@@ -153,3 +153,23 @@ fn reproduces_every_optuna_pruning_decision() {
         assert!(n > 0, "{} has no decisions", path.display());
     }
 }
+
+/// A `max_resource` near `i64::MAX` (64 brackets, budgets past `u64`):
+/// decisions, not an arithmetic overflow, and every trial in the first
+/// bracket, as Optuna's unbounded integers put it.
+#[test]
+fn hyperband_takes_the_largest_max_resource() {
+    let mut pruner = HyperbandPruner::new(1, Some(i64::MAX), 2, 0).unwrap();
+    let mut trial = FrozenTrial::new(0);
+    trial.intermediate_values.insert(0, 0.5);
+    let trials = vec![trial.clone()];
+    let study = StudyView {
+        name: "s",
+        direction: StudyDirection::Minimize,
+        directions: &[],
+        trials: &trials,
+    };
+    assert!(!pruner.prune(&study, &trial).prune);
+    assert_eq!(pruner.bracket_id("s", 0), 0);
+    assert_eq!(pruner.bracket_id("s", 12345), 0);
+}

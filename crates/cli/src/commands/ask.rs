@@ -344,8 +344,8 @@ fn sampler_choice(args: &Args) -> Result<SamplerChoice> {
                 // Candidates or finalists given hold on every space.
                 *tpe = tpe.clone().one_rule_everywhere();
                 tpe.n_ei_candidates = uint()? as usize;
-                if tpe.n_ei_candidates == 0 {
-                    return Err(bad(key, "at least 1"));
+                if !(1..=TpeConfig::MAX_EI_CANDIDATES).contains(&tpe.n_ei_candidates) {
+                    return Err(bad(key, "between 1 and 1000000"));
                 }
             }
             ("ei_finalists", Kind::Tpe) => {
@@ -427,6 +427,12 @@ mod tests {
         assert_eq!(set(r#"{"ei_finalists": 0}"#), None);
         let err = choice(r#"{"ei_finalists": -1}"#).err().unwrap().to_string();
         assert!(err.contains("ei_finalists"), "{err}");
+        // A count that would exhaust memory is refused, not allocated.
+        let err = choice(r#"{"n_ei_candidates": 100000000000}"#)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("between 1 and 1000000"), "{err}");
     }
 
     #[test]

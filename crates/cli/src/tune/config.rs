@@ -1068,8 +1068,15 @@ impl Check<'_> {
         } else {
             tpe
         };
-        if tpe.n_ei_candidates == 0 {
-            return Err(self.err("sampler.n_ei_candidates", "must be at least 1"));
+        if !(1..=TpeConfig::MAX_EI_CANDIDATES).contains(&tpe.n_ei_candidates) {
+            return Err(self.err(
+                "sampler.n_ei_candidates",
+                format!(
+                    "must be between 1 and {}, got {}",
+                    TpeConfig::MAX_EI_CANDIDATES,
+                    tpe.n_ei_candidates
+                ),
+            ));
         }
         if !(tpe.prior_weight > 0.0 && tpe.prior_weight.is_finite()) {
             return Err(self.err(

@@ -586,6 +586,9 @@ fn build_param(
                 if step <= 0 {
                     return Err(err("step", format!("must be > 0, got {step}")));
                 }
+                // Bounds checked (within +-2^53) before the division below.
+                let dist = Distribution::int(low_i, high_i, log, step)
+                    .map_err(|e| err("", distribution_reason(e)))?;
                 if (high_i - low_i) % step != 0 {
                     return Err(err(
                         "step",
@@ -595,7 +598,7 @@ fn build_param(
                         ),
                     ));
                 }
-                Distribution::int(low_i, high_i, log, step).map_err(|e| err("", e.to_string()))?
+                dist
             } else {
                 let low_f = finite_number(low, "low", &err)?;
                 let high_f = finite_number(high, "high", &err)?;
@@ -608,6 +611,15 @@ fn build_param(
                             return Err(err("step", format!("must be > 0, got {step}")));
                         }
                         let k = (high_f - low_f) / step;
+                        if k > 9_007_199_254_740_992.0 {
+                            return Err(err(
+                                "step",
+                                format!(
+                                    "step = {step:e} cuts high - low = {} into more than 2^53 steps",
+                                    high_f - low_f
+                                ),
+                            ));
+                        }
                         if (k - k.round()).abs() > 1e-9 * k.abs().max(1.0) {
                             return Err(err(
                                 "step",
@@ -620,7 +632,8 @@ fn build_param(
                         Some(step)
                     }
                 };
-                Distribution::float(low_f, high_f, log, step).map_err(|e| err("", e.to_string()))?
+                Distribution::float(low_f, high_f, log, step)
+                    .map_err(|e| err("", distribution_reason(e)))?
             };
             check_range_domain(sets, &d, models, &err)?;
             d
@@ -1018,5 +1031,14 @@ impl Resolve<'_> {
             patience: int(Hyperparameter::Patience)?.filter(|&p| p > 0),
             seed: self.seed,
         })
+    }
+}
+
+/// What is wrong with a distribution, without the library's "parameter ''"
+/// (the caller names the parameter and its key).
+fn distribution_reason(e: hpo_sampler::Error) -> String {
+    match e {
+        hpo_sampler::Error::InvalidDistribution { reason, .. } => reason,
+        other => other.to_string(),
     }
 }

@@ -88,7 +88,9 @@ impl HyperbandPruner {
                 / (s + 1) as f64)
                 .ceil() as u64;
             self.budgets.push(budget);
-            self.total_budget += budget;
+            // Python's integers do not overflow; past u64 every trial's
+            // crc32 falls in the first bracket either way.
+            self.total_budget = self.total_budget.saturating_add(budget);
             self.pruners.push(
                 SuccessiveHalvingPruner::new(
                     MinResource::Fixed(self.min_resource),
@@ -106,13 +108,12 @@ impl HyperbandPruner {
         if self.pruners.is_empty() {
             return 0;
         }
-        let mut n =
-            (crc32(format!("{name}_{number}").as_bytes()) as u64 % self.total_budget) as i64;
-        for (bracket, budget) in self.budgets.iter().enumerate() {
-            n -= *budget as i64;
-            if n < 0 {
+        let mut n = crc32(format!("{name}_{number}").as_bytes()) as u64 % self.total_budget;
+        for (bracket, &budget) in self.budgets.iter().enumerate() {
+            if n < budget {
                 return bracket;
             }
+            n -= budget;
         }
         unreachable!("the budgets sum to total_budget")
     }

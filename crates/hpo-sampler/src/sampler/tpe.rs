@@ -163,6 +163,11 @@ pub fn continuous_gamma(n: usize) -> usize {
 }
 
 impl TpeConfig {
+    /// The most candidates an ask may draw (`n_ei_candidates`): each is a
+    /// row of every parameter's samples and densities, so a mistyped count
+    /// would exhaust memory rather than sample better.
+    pub const MAX_EI_CANDIDATES: usize = 1_000_000;
+
     /// Optuna 5.0's `TPESampler()` defaults, unchanged: the `Default`
     /// but for [`TpeConfig::continuous`] and [`TpeConfig::integer`].
     pub fn optuna() -> Self {

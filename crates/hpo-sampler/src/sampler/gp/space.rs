@@ -6,6 +6,10 @@
 
 use crate::distribution::Distribution;
 
+/// The most values of a discrete dimension the acquisition's search holds
+/// (2^20): an integer range of 2^53 values must not be listed whole.
+pub(crate) const MAX_GRID: usize = 1 << 20;
+
 /// One dimension of the normalised space.
 #[derive(Debug, Clone)]
 pub(crate) struct Dim {
@@ -119,14 +123,24 @@ impl Dim {
     }
 
     /// The normalised grid of a discrete dimension (the choice indices for
-    /// a categorical).
+    /// a categorical); of a grid longer than [`MAX_GRID`], that many of its
+    /// values evenly spread from `low` to `high`.
     pub fn grid(&self) -> Vec<f64> {
         if self.is_categorical() {
             return (0..self.n_choices).map(|i| i as f64).collect();
         }
-        let n = ((self.high - self.low) / self.step + 0.5).floor() as usize + 1;
-        (0..n)
-            .map(|k| self.normalize((self.low + k as f64 * self.step).min(self.high)))
+        let n = ((self.high - self.low) / self.step + 0.5).floor() + 1.0;
+        if n <= MAX_GRID as f64 {
+            return (0..n as usize)
+                .map(|k| self.normalize((self.low + k as f64 * self.step).min(self.high)))
+                .collect();
+        }
+        let stride = (n - 1.0) / (MAX_GRID - 1) as f64;
+        (0..MAX_GRID)
+            .map(|i| {
+                let k = (i as f64 * stride).round();
+                self.normalize((self.low + k * self.step).min(self.high))
+            })
             .collect()
     }
 }
