@@ -79,11 +79,20 @@ pub fn quiet() -> bool {
 }
 
 /// A note for the person at the terminal (stderr), unless `-q`. Errors and
-/// warnings that change what a result means are printed with `eprintln!`.
+/// warnings that change what a result means are printed with
+/// [`stderr_line`] whatever `-q` says.
 pub fn note(text: &str) {
     if !quiet() {
-        eprintln!("{text}");
+        stderr_line(text);
     }
+}
+
+/// `text` and a newline on stderr. A closed stderr (`memtune tune 2>&1 |
+/// head`) loses the line, not the study: `eprintln!` would panic there,
+/// mid-study, leaving its trials RUNNING. The log file keeps every line.
+pub fn stderr_line(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
 }
 
 /// Appends this process's structured log to `path` from now on (created

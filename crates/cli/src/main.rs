@@ -47,7 +47,7 @@ fn main() -> ExitCode {
         cli.verbose.min(2) as i8
     };
     if let Err(e) = cli::logging::install(verbosity) {
-        eprintln!("memtune: {e}");
+        cli::logging::stderr_line(&format!("memtune: {e}"));
         return ExitCode::from(2);
     }
     let command = match cli.command {
@@ -75,7 +75,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("{}", e.report());
+            cli::logging::stderr_line(&e.report());
             ExitCode::from(e.exit_code())
         }
     }

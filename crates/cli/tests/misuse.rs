@@ -411,6 +411,33 @@ fn a_broken_model_stops_the_study_before_any_trial() {
     assert!(trials(&db, "s").is_empty(), "{err}");
 }
 
+/// `memtune tune 2>&1 | head -2`: the reader of stderr leaves after two
+/// lines; the study goes on to its end (exit 0, every trial finished),
+/// its lines in the log file only.
+#[test]
+fn a_closed_stderr_loses_lines_not_the_study() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let n_trials = 20;
+    let cfg = write(dir.path(), "s.toml", &sim_study("pipe", n_trials, "", ""));
+    let mut child = tune_cmd(&db, &cfg, &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    for _ in 0..2 {
+        lines.next();
+    }
+    drop(lines);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let ts = trials(&db, "pipe");
+    assert_eq!(ts.len(), n_trials);
+    assert!(ts.iter().all(|t| t.state.is_finished()), "{ts:?}");
+}
+
 // ---- 4. SIGTERM is Ctrl-C --------------------------------------------------
 
 /// SIGTERM (a scheduler's stop) and SIGHUP (the terminal or SSH session

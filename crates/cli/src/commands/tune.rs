@@ -92,7 +92,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         // be written is a warning, not a failed run.
         match write_report(&storage, &study) {
             Ok(path) => crate::logging::note(&format!("memtune: report in {}", path.display())),
-            Err(e) => eprintln!("memtune: warning: no report: {e}"),
+            Err(e) => crate::logging::stderr_line(&format!("memtune: warning: no report: {e}")),
         }
     }
     if let Some(e) = &summary.environment_error {

@@ -74,7 +74,7 @@ impl Progress {
         if self.live {
             self.bar.println(text);
         } else {
-            eprintln!("{text}");
+            crate::logging::stderr_line(text);
         }
     }
 
