@@ -100,6 +100,39 @@ fn bad_split_arguments_are_errors() {
     );
 }
 
+/// A side left empty is an error, not a run with nothing to train on or a
+/// score of 0: one example, or every text the same (one group kept whole).
+#[test]
+fn a_split_with_an_empty_side_is_an_error() {
+    let one = vec![example("a", 0)];
+    let err = stratified_split(&one, 2, 0.2, 0).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            DataError::EmptySplit {
+                side: "validation",
+                examples: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let same: Vec<Example> = (0..40).map(|i| example(" A ", i % 2)).collect();
+    let err = stratified_split(&same, 2, 0.2, 0).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            DataError::EmptySplit {
+                side: "training",
+                groups: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("training set empty"), "{err}");
+}
+
 fn tiny_tokenizer() -> (tempfile::TempDir, TextTokenizer) {
     let dir = tempfile::tempdir().unwrap();
     let vocab = write_vocab(dir.path(), TINY_VOCAB);

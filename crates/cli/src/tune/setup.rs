@@ -491,6 +491,14 @@ fn load_data(cfg: &StudyConfig) -> Result<(DataSource, usize, Vec<String>), Setu
         return Ok((source, 2, Vec::new()));
     }
     let dataset = source.load().map_err(SetupError::Data)?;
+    // Split now, as each trial will: an empty side fails every trial alike.
+    trainer::data::stratified_split(
+        &dataset.examples,
+        dataset.num_classes,
+        cfg.data.validation_fraction,
+        cfg.data.split_seed,
+    )
+    .map_err(SetupError::Data)?;
     let skipped = &dataset.report.skipped;
     crate::logging::note(&format!(
         "memtune: data: {} examples, {} classes{}",

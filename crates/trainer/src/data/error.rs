@@ -61,6 +61,17 @@ pub enum DataError {
     },
     #[error("cannot split: the validation fraction {fraction} is not strictly between 0 and 1")]
     InvalidSplit { fraction: f64 },
+    /// One side of the split has no example: nothing to train on, or no
+    /// score (a validation set of none would score every trial 0).
+    #[error(
+        "the split leaves the {side} set empty: {examples} examples in {groups} groups of distinct text, validation fraction {fraction}; give more distinct examples or another fraction"
+    )]
+    EmptySplit {
+        side: &'static str,
+        examples: usize,
+        groups: usize,
+        fraction: f64,
+    },
     #[error("micro-batch size must be at least 1")]
     ZeroBatchSize,
     #[error(transparent)]

@@ -40,7 +40,7 @@ pub struct TrainValidationSplit {
 }
 
 /// Splits `examples` (labels `< num_classes`) into train and validation; see
-/// the module doc.
+/// the module doc. Either side left empty is an error.
 pub fn stratified_split(
     examples: &[Example],
     num_classes: usize,
@@ -89,6 +89,16 @@ pub fn stratified_split(
         .iter()
         .zip(&in_validation)
         .partition(|(_, validation)| **validation);
+    for (side, set) in [("training", &train), ("validation", &validation)] {
+        if set.is_empty() {
+            return Err(DataError::EmptySplit {
+                side,
+                examples: examples.len(),
+                groups: groups.len(),
+                fraction: validation_fraction,
+            });
+        }
+    }
     let duplicates: Vec<_> = groups.iter().filter(|g| g.len() > 1).collect();
     Ok(TrainValidationSplit {
         train: train.into_iter().map(|(e, _)| e.clone()).collect(),
