@@ -143,7 +143,17 @@ fn run_study(
     n: usize,
     f: impl Fn(&BTreeMap<String, hpo_sampler::Param>) -> f64,
 ) -> Vec<FrozenTrial> {
-    let space = mixed_space();
+    run_study_on(&mixed_space(), sampler, n, f)
+}
+
+/// `n` trials of `sampler` on `space`, each sample checked to lie in its
+/// distribution, the objective `f` told.
+fn run_study_on(
+    space: &BTreeMap<String, Distribution>,
+    sampler: &mut GpSampler,
+    n: usize,
+    f: impl Fn(&BTreeMap<String, hpo_sampler::Param>) -> f64,
+) -> Vec<FrozenTrial> {
     let mut trials: Vec<FrozenTrial> = Vec::new();
     for number in 0..n as u64 {
         let study = StudyView {
@@ -152,7 +162,7 @@ fn run_study(
             directions: &[],
             trials: &trials,
         };
-        let params = ask(sampler, study, number, &space).unwrap();
+        let params = ask(sampler, study, number, space).unwrap();
         for (k, p) in &params {
             assert!(
                 space[k].contains(p.internal),
@@ -421,22 +431,7 @@ fn the_widest_integer_ranges_are_searched() {
         n_preliminary_samples: 64,
         ..GpConfig::default()
     });
-    let mut trials: Vec<FrozenTrial> = Vec::new();
-    for number in 0..5u64 {
-        let study = StudyView {
-            name: "s",
-            direction: StudyDirection::Minimize,
-            directions: &[],
-            trials: &trials,
-        };
-        let params = ask(&mut sampler, study, number, &space).unwrap();
-        for (k, p) in &params {
-            assert!(space[k].contains(p.internal), "{k} = {}", p.internal);
-        }
-        let mut t = FrozenTrial::new(number);
-        t.values = Some(vec![(params["plain"].internal / limit as f64 - 0.3).abs()]);
-        t.params = params;
-        t.state = TrialState::Complete;
-        trials.push(t);
-    }
+    run_study_on(&space, &mut sampler, 5, |p| {
+        (p["plain"].internal / limit as f64 - 0.3).abs()
+    });
 }
