@@ -845,6 +845,12 @@ fn every_pruner_kind_builds() {
     assert_eq!(c.sampler.kind, SamplerKind::Auto);
     let _ = c.make_sampler();
     expect_error(
+        &format!("{BASE}\n[runner]\nlog_file = \"\"\n"),
+        "runner.log_file",
+        "log_file = \"\"",
+        "must name a file",
+    );
+    expect_error(
         &format!("{BASE}\n[sampler]\nn_ei_candidates = 100000000000\n"),
         "sampler.n_ei_candidates",
         "n_ei_candidates = 100000000000",

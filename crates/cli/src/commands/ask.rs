@@ -77,6 +77,7 @@ struct SamplerChoice {
     seed: Option<u64>,
     tpe: TpeConfig,
     gp: GpConfig,
+    nsga2: NsgaIIConfig,
 }
 
 pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
@@ -114,7 +115,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         })),
         Kind::NsgaII => Box::new(NsgaIISampler::new(NsgaIIConfig {
             seed,
-            ..NsgaIIConfig::default()
+            ..choice.nsga2.clone()
         })),
         Kind::Auto => Box::new(AutoSampler::new(
             AutoConfig::default(),
@@ -298,6 +299,7 @@ fn sampler_choice(args: &Args) -> Result<SamplerChoice> {
         seed: args.seed,
         tpe: TpeConfig::default(),
         gp: GpConfig::default(),
+        nsga2: NsgaIIConfig::default(),
     };
     let Some(text) = &args.sampler_kwargs else {
         return Ok(choice);
@@ -367,6 +369,12 @@ fn sampler_choice(args: &Args) -> Result<SamplerChoice> {
             ("multivariate", Kind::Tpe) => tpe.multivariate = flag()?,
             ("group", Kind::Tpe) => tpe.group = flag()?,
             ("constant_liar", Kind::Tpe) => tpe.constant_liar = flag()?,
+            ("population_size", Kind::NsgaII) => {
+                choice.nsga2.population_size = uint()? as usize;
+                if choice.nsga2.population_size < 2 {
+                    return Err(bad(key, "at least 2"));
+                }
+            }
             _ => {
                 return Err(CliError::Usage(format!(
                     "bad --sampler-kwargs: `{key}` is not an option memtune's {kind:?} sampler supports"
@@ -395,8 +403,8 @@ fn per_trial_seed(seed: u64, number: u64) -> u64 {
 mod tests {
     use super::*;
 
-    fn choice(kwargs: &str) -> Result<SamplerChoice> {
-        sampler_choice(&Args {
+    fn args_with(kwargs: &str) -> Args {
+        Args {
             study_name: "s".into(),
             search_space: "{}".into(),
             sampler: Some("tpe".into()),
@@ -404,7 +412,11 @@ mod tests {
             seed: None,
             format: "json".into(),
             flatten: false,
-        })
+        }
+    }
+
+    fn choice(kwargs: &str) -> Result<SamplerChoice> {
+        sampler_choice(&args_with(kwargs))
     }
 
     #[test]
@@ -427,6 +439,25 @@ mod tests {
         assert_eq!(set(r#"{"ei_finalists": 0}"#), None);
         let err = choice(r#"{"ei_finalists": -1}"#).err().unwrap().to_string();
         assert!(err.contains("ei_finalists"), "{err}");
+        // NSGA-II's population, as the study file's `population_size`.
+        let nsga2 = |kwargs| {
+            sampler_choice(&Args {
+                sampler: Some("nsga2".into()),
+                ..args_with(kwargs)
+            })
+        };
+        assert_eq!(
+            nsga2(r#"{"population_size": 8}"#)
+                .unwrap()
+                .nsga2
+                .population_size,
+            8
+        );
+        let err = nsga2(r#"{"population_size": 1}"#)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("at least 2"), "{err}");
         // A count that would exhaust memory is refused, not allocated.
         let err = choice(r#"{"n_ei_candidates": 100000000000}"#)
             .err()

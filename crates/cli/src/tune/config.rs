@@ -1421,6 +1421,12 @@ impl Check<'_> {
             _ => Ok(v),
         };
         let max_workers = at_least_one("runner.max_workers", r.max_workers)?;
+        if r.log_file
+            .as_ref()
+            .is_some_and(|p| p.as_os_str().is_empty())
+        {
+            return Err(self.err("runner.log_file", "must name a file"));
+        }
         let threads_per_worker = at_least_one("runner.threads_per_worker", r.threads_per_worker)?;
         let recycle_after = at_least_one("runner.recycle_after", r.recycle_after)?.unwrap_or(50);
         let heartbeat = self.duration("runner.heartbeat", &r.heartbeat, Duration::from_secs(5))?;
