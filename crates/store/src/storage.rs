@@ -370,7 +370,12 @@ impl Storage {
         };
         let fresh = len.unwrap_or(0) == 0;
         if fresh && (!opts.create || opts.read_only) {
-            return Err(StoreError::NoSuchFile { path });
+            return Err(match len {
+                None => StoreError::NoSuchFile { path },
+                // Created (by `touch`, or a runner about to write the
+                // schema) but empty: there, and not yet a storage.
+                Some(_) => StoreError::EmptyDatabase { path },
+            });
         }
         let mut flags = if opts.read_only {
             OpenFlags::SQLITE_OPEN_READ_ONLY

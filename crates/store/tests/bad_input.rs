@@ -377,4 +377,10 @@ fn read_only_open_of_a_wal_file() {
         Storage::open_with(&missing, &opts).unwrap_err(),
         StoreError::NoSuchFile { .. }
     ));
+    // A file of no bytes is there, and not yet a storage.
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    let err = Storage::open_with(&empty, &opts).unwrap_err();
+    assert!(matches!(err, StoreError::EmptyDatabase { .. }), "{err}");
+    assert!(err.to_string().contains("empty"), "{err}");
 }
