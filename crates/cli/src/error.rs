@@ -158,6 +158,8 @@ impl CliError {
                 2
             }
             CliError::Trainer { source, .. } if source.is_bad_input() => 2,
+            // A storage URL that does not parse is a wrong command line.
+            CliError::Store(store::StoreError::InvalidUrl { .. }) => 2,
             CliError::Interrupted => 130,
             CliError::Store(_)
             | CliError::History(_)
@@ -214,6 +216,9 @@ mod tests {
         assert_eq!(CliError::Usage("x".into()).exit_code(), 2);
         assert_eq!(CliError::Failed("x".into()).exit_code(), 1);
         assert_eq!(CliError::Interrupted.exit_code(), 130);
+        let url = store::StorageUrl::parse("mysql://h/db").unwrap_err();
+        assert!(matches!(url, store::StoreError::InvalidUrl { .. }), "{url}");
+        assert_eq!(CliError::from(url).exit_code(), 2);
     }
 
     /// Trainer errors keep their type up to here: the input's fault (a

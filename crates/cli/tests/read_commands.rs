@@ -233,6 +233,7 @@ fn bad_input_is_a_clear_error() {
         .args(["--storage", "postgresql://me@host", "studies"])
         .output()
         .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a wrong command line");
     let err = fails(out);
     assert!(
         err.contains("bad storage URL `postgresql://me@host`: no database name"),

@@ -74,9 +74,14 @@ fn parse_rest(rest: &str) -> Result<PgUrl, String> {
     } else {
         format!("postgresql://{location}?{}", kept.join("&"))
     };
-    let mut config = plain
-        .parse::<postgres::Config>()
-        .map_err(|e| e.to_string())?;
+    let mut config = plain.parse::<postgres::Config>().map_err(|e| {
+        // The driver's own text is "invalid connection string"; what is
+        // wrong (an unknown parameter, a bad port) is its source's.
+        match std::error::Error::source(&e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        }
+    })?;
     if config.get_hosts().is_empty() {
         return Err("no host (write postgresql://USER@HOST[:PORT]/DB)".into());
     }
@@ -589,5 +594,10 @@ mod tests {
         assert!(parse_url("sqlite:///x.db").is_none());
         assert!(parse_url("postgresql://me@host").unwrap().is_err());
         assert!(parse_url("postgresql:///db").unwrap().is_err());
+        // The driver's reason, not only "invalid connection string".
+        let e = parse_url("postgresql://me@h/db?foo=bar")
+            .unwrap()
+            .unwrap_err();
+        assert!(e.contains("foo"), "{e}");
     }
 }
