@@ -1166,11 +1166,11 @@ fn max_length_beyond_a_model_directorys_positions_is_refused_up_front() {
     assert!(trials(&db, "long").is_empty());
 }
 
-/// Every trial failing with the same data error (all-duplicate data: the
-/// split leaves no training set) stops the study after the first 3, with
-/// exit 1 and that error, instead of burning the budget.
+/// Data whose split leaves no training set (every text the same: one
+/// group of duplicates, kept on one side) is refused before any trial:
+/// exit 2, the counts and the fraction named, nothing stored.
 #[test]
-fn the_same_error_on_the_first_trials_stops_the_study() {
+fn data_that_cannot_split_is_refused_before_any_trial() {
     let dir = tempfile::tempdir().unwrap();
     let model = tiny_model(dir.path());
     let rows: String = (0..40)
@@ -1178,13 +1178,33 @@ fn the_same_error_on_the_first_trials_stops_the_study() {
         .collect();
     write(dir.path(), "dup.csv", &format!("text,label\n{rows}"));
     let data = "[data]\nsource = \"files\"\nfiles = [\"dup.csv\"]\nnum_classes = 2";
-    let cfg = write(
-        dir.path(),
-        "s.toml",
-        &cpu_study("dup", &model, data).replace("n_trials = 2", "n_trials = 12"),
-    );
+    let cfg = write(dir.path(), "s.toml", &cpu_study("dup", &model, data));
     let db = dir.path().join("s.db");
     let out = tune(&db, &cfg, &[]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the split leaves the training set empty: 40 examples in 1 groups"),
+        "{err}"
+    );
+    assert!(trials(&db, "dup").is_empty());
+}
+
+/// Every trial failing with the same error that setup cannot see (here
+/// each worker aborts in its first epoch, as a broken install would kill
+/// every one alike; data that cannot split is refused before any trial)
+/// stops the study after the first 3, with exit 1 and that error, instead
+/// of burning the budget.
+#[test]
+fn the_same_error_on_the_first_trials_stops_the_study() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(dir.path(), "s.toml", &sim_study("dup", 12, "", ""));
+    let db = dir.path().join("s.db");
+    let faults: Vec<String> = (0..6).map(|n| format!("abort@{n}:epoch=0")).collect();
+    let out = tune_cmd(&db, &cfg, &[])
+        .env("MEMTUNE_FAULT", faults.join("; "))
+        .output()
+        .unwrap();
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
