@@ -297,14 +297,19 @@ pub(crate) fn was_reached(url: &PgUrl) -> bool {
 /// wrong URL, or a server restarting). Not a TLS or authentication
 /// failure, which a wait does not mend.
 pub(crate) fn is_refused(e: &postgres::Error) -> bool {
+    socket_error(e).is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+}
+
+/// The socket's error beneath a driver error without a server code, if any.
+fn socket_error(e: &postgres::Error) -> Option<&std::io::Error> {
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            return io.kind() == std::io::ErrorKind::ConnectionRefused;
+            return Some(io);
         }
         source = s.source();
     }
-    false
+    None
 }
 
 /// Whether opening a connection met a server that is going down or
@@ -325,18 +330,13 @@ pub(crate) fn is_cut_while_opening(e: &postgres::Error) -> bool {
         ]
         .contains(code);
     }
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            use std::io::ErrorKind::*;
-            return matches!(
-                io.kind(),
-                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
-            );
-        }
-        source = s.source();
-    }
-    false
+    use std::io::ErrorKind::*;
+    socket_error(e).is_some_and(|io| {
+        matches!(
+            io.kind(),
+            ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+        )
+    })
 }
 
 /// Whether a connection error is the connection's end (terminated by an
@@ -358,14 +358,7 @@ pub(crate) fn is_connection_lost(e: &postgres::Error) -> bool {
             .contains(code);
     }
     // No server code: the socket failed, or the connection could not be made.
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        if s.downcast_ref::<std::io::Error>().is_some() {
-            return true;
-        }
-        source = s.source();
-    }
-    false
+    socket_error(e).is_some()
 }
 
 /// A server error with what the server said (severity, SQLSTATE, message,
