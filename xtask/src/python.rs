@@ -110,7 +110,16 @@ fn named(name: &str, reqs: &str, resolve: Resolve) -> Result<PathBuf> {
     if resolve == Resolve::AllPinned {
         pip.arg("--no-deps");
     }
-    env::run(pip.arg("-r").arg(&reqs))?;
+    // pip unpacks every wheel into TMPDIR before it installs any: torch's
+    // are several GB, more than a small /tmp (a tmpfs) holds. Beside the
+    // venv they are on the disk that holds the venv itself.
+    let unpack = env::cache_dir().join("pip-tmp");
+    std::fs::create_dir_all(&unpack)
+        .map_err(|e| format!("cannot create {}: {e}", unpack.display()))?;
+    pip.env("TMPDIR", &unpack);
+    let installed = env::run(pip.arg("-r").arg(&reqs));
+    let _ = std::fs::remove_dir_all(&unpack);
+    installed?;
     std::fs::write(&stamp, wanted).map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
     Ok(py)
 }
