@@ -11,28 +11,33 @@ zero grads, forward, cross-entropy, backward, global-norm clipping at 1.0,
 AdamW (lr 1e-5, weight decay 0.01 except biases and LayerNorm weights).
 The forward pass and loss run under `torch.autocast(dtype=torch.bfloat16)`
 (the usual mixed-precision recipe: fp32 weights, bf16 matrix products);
-with `--compile` the model runs through `torch.compile` (default mode),
-whose compilation falls in the warm-up steps. On CUDA, AdamW is the fused kernel (`fused=True`).
+a model runs through `torch.compile` (default mode) with `--compile`
+(every model) or when its spec has `"compile": true`; the compilation falls
+in the warm-up steps. On CUDA, AdamW is the fused kernel (`fused=True`).
 Attention is HF's default implementation for the installed transformers
 (`sdpa`), reported as `attn_implementation`.
 
-    python torch_gpu_throughput.py [--steps N] [--warmup N] [--device cuda|cpu] [--compile] MODEL...
+    python torch_gpu_throughput.py [--steps N] [--warmup N] [--repeats N] [--device cuda|cpu] [--compile] MODEL...
 
 Each MODEL is one JSON object: `{"name": ..., "batch": B, "seq": S,
-"config": {config.json fields}}` (the Rust example passes its models'
-`BertConfig::hf_config_json`). For each, it runs `warmup` untimed steps,
-then `steps` timed ones (the loss is read after every step, which waits for
-the device, as the Rust example does), and prints one JSON line: model,
-batch, seq, ms_per_step, seqs_per_s, loss (the last step's; null when
-not finite), torch and
+"config": {config.json fields}, "compile": bool (optional)}` (the Rust
+example passes its models' `BertConfig::hf_config_json`, every model eager
+and then the ones it compiles). For each, it runs `warmup` untimed steps,
+then `repeats` timed runs of `steps` steps each (the loss is read after
+every step, which waits for the device, as the Rust example does), and
+prints one JSON line: model, batch, seq, ms_per_step (the median run's
+mean step time), ms_per_step_runs (every run's, in order),
+ms_per_step_min and ms_per_step_max, seqs_per_s (at the median), loss
+(the last step's; null when not finite), compiled, torch and
 transformers versions, attn_implementation, device name and, on CUDA,
-`torch.cuda.max_memory_allocated` during the timed model's run.
+`torch.cuda.max_memory_allocated` during the model's timed runs.
 """
 
 import argparse
 import json
 import math
 import platform
+import statistics
 import time
 
 import torch
@@ -60,7 +65,7 @@ def device_name(device: str) -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-def measure(spec: dict, steps: int, warmup: int, device: str, compile: bool) -> dict:
+def measure(spec: dict, steps: int, warmup: int, repeats: int, device: str, compile: bool) -> dict:
     fields = dict(spec["config"])
     # The class fixes the architecture; a `model_type` keyword would only
     # shadow its class attribute.
@@ -78,18 +83,24 @@ def measure(spec: dict, steps: int, warmup: int, device: str, compile: bool) -> 
     if device == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-    start = time.perf_counter()
+    runs = []
     loss = float("nan")
-    for _ in range(steps):
-        loss = step(model, optimizer, batch, device)
-    if device == "cuda":
-        torch.cuda.synchronize()
-    secs = (time.perf_counter() - start) / steps
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(steps):
+            loss = step(model, optimizer, batch, device)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        runs.append((time.perf_counter() - start) / steps)
+    secs = statistics.median(runs)
     return {
         "model": spec["name"],
         "batch": spec["batch"],
         "seq": spec["seq"],
         "ms_per_step": secs * 1e3,
+        "ms_per_step_runs": [r * 1e3 for r in runs],
+        "ms_per_step_min": min(runs) * 1e3,
+        "ms_per_step_max": max(runs) * 1e3,
         "seqs_per_s": spec["batch"] / secs,
         # JSON has no NaN: a loss that is not finite is written as null.
         "loss": loss if math.isfinite(loss) else None,
@@ -104,20 +115,34 @@ def measure(spec: dict, steps: int, warmup: int, device: str, compile: bool) -> 
     }
 
 
-def main() -> None:
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=1, help="timed runs per model; the median is reported")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
-    parser.add_argument("--compile", action="store_true", help="run the model through torch.compile")
+    parser.add_argument("--compile", action="store_true", help="run every model through torch.compile")
     parser.add_argument("models", nargs="+", type=json.loads, help="JSON model specs")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error("--steps must be at least 1")
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    if args.warmup < 0:
+        parser.error("--warmup must not be negative")
+    for spec in args.models:
+        if not isinstance(spec, dict) or not isinstance(spec.get("compile", False), bool):
+            parser.error(f"not a model spec (an object whose optional compile is true or false): {spec!r}")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: torch sees no CUDA device")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     for spec in args.models:
-        result = measure(spec, args.steps, args.warmup, args.device, args.compile)
+        compile = args.compile or spec.get("compile", False)
+        result = measure(spec, args.steps, args.warmup, args.repeats, args.device, compile)
         print(json.dumps(result, allow_nan=False), flush=True)
         if args.device == "cuda":
             torch.cuda.empty_cache()

@@ -97,19 +97,20 @@ step_gpu-mem() { local t; t=$(one 'bin/gpu-*'); [ -n "$t" ] || { echo "gpu-mem t
 step_latency() { MEMTUNE_TORCH_LATENCY_SCRIPT=torch_latency.py ./bin/gpu_latency --python "$PY"; }
 # Ours (bf16 products) with the fused kernels beside HF eager (autocast
 # bf16, fused AdamW) on BERT-base b32 s128 and b8 s512 and MiniLM-L6 b32
-# s64, then beside HF + torch.compile on BERT-base b32 s128 (one model to
-# compile: two did not fit the step's time), then our reference kernels
-# alone, with MFU. Fails unless the fused BERT-base b32 s128 step is at least 1.5x
-# torch.compile's and MiniLM-L6 at least 5x HF eager's. The first run's
-# figures go into the report; the others' beside them in $OUT.
+# s64, and beside HF + torch.compile on BERT-base b32 s128 (one model to
+# compile: two did not fit the step's time), in one run; then our reference
+# kernels alone. Each figure is the median of 3 timed runs of 40 steps, with
+# MFU and, for ours, the host's busy time and launches per step. Fails
+# unless the fused BERT-base b32 s128 step is at least 1.5x torch.compile's
+# and MiniLM-L6 at least 5x HF eager's. The first run's figures go into the
+# report; the reference kernels' beside them in $OUT.
 step_throughput() { local rc=0 models=bert-base,bert-base-s512,minilm-l6
   MEMTUNE_CUDA_KERNELS=fused ./bin/gpu_throughput --device cuda --python "$PY" --script torch_gpu_throughput.py \
-    --models $models --steps 40 --warmup 8 --json "$OUT/throughput.figures.json" --require-speedup minilm-l6=5 || rc=1
-  MEMTUNE_CUDA_KERNELS=fused ./bin/gpu_throughput --device cuda --python "$PY" --script torch_gpu_throughput.py \
-    --models bert-base --steps 40 --warmup 8 --compile --json "$OUT/throughput-compiled.json" \
-    --require-speedup bert-base=1.5 || rc=1
+    --models $models --compile-models bert-base --steps 40 --warmup 8 --repeats 3 \
+    --json "$OUT/throughput.figures.json" --require-speedup bert-base=compiled:1.5 \
+    --require-speedup minilm-l6=eager:5 || rc=1
   MEMTUNE_CUDA_KERNELS=reference ./bin/gpu_throughput --device cuda --models $models --steps 40 --warmup 8 \
-    --json "$OUT/throughput-reference.json" || rc=1
+    --repeats 3 --json "$OUT/throughput-reference.json" || rc=1
   return $rc; }
 # Where the fused BERT-base step's time goes (b32 s128, bf16 products):
 # Nsight Compute's duration of every kernel of one warm-up and two timed

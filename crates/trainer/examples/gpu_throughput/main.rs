@@ -1,20 +1,29 @@
 //! Training throughput of BERT-base (batch 32, sequence 128) and MiniLM-L6
 //! (batch 32, sequence 64) on this crate's backends with bf16 matrix
 //! products, beside Hugging Face's `BertForSequenceClassification` in eager
-//! PyTorch (autocast bf16, fused AdamW; `benches/reference/torch_gpu_throughput.py`),
-//! with the model FLOPs utilisation (MFU) of both.
+//! PyTorch and, for the models `--compile-models` names, through
+//! `torch.compile` (autocast bf16, fused AdamW;
+//! `benches/reference/torch_gpu_throughput.py`), with the model FLOPs
+//! utilisation (MFU) of each.
 //!
 //! ```sh
-//! cargo run --release -p trainer --features cuda --example gpu_throughput -- --python python3
+//! cargo run --release -p trainer --features cuda --example gpu_throughput -- --python python3 \
+//!   --repeats 3 --compile-models bert-base --require-speedup bert-base=compiled:1.5
 //! cargo run --release -p trainer --example gpu_throughput -- --device cpu --models tiny --steps 2 --python PY
 //! ```
 //!
-//! Both sides train the same architecture from random weights on the same
+//! Every side trains the same architecture from random weights on the same
 //! synthetic batch with the same step (zero grads, forward, cross-entropy,
-//! backward, clipping at 1.0, AdamW with decay groups, dropout on); only
-//! the steps after the warm-up are timed. MFU counts the trainer's model
-//! FLOPs (`ModelConfig::flops_per_token`) against the device's peak dense
-//! bf16 rate (`--peak-tflops`, else a table by device name, else n/a).
+//! backward, clipping at 1.0, AdamW with decay groups, dropout on). Each
+//! model warms up once per implementation, then runs `--repeats` timed
+//! runs of `--steps` steps; the median run's step time is the figure (the
+//! JSON has the least and greatest too, so noise shows). MFU counts the
+//! trainer's model FLOPs (`ModelConfig::flops_per_token`) against the
+//! device's peak dense bf16 rate (`--peak-tflops`, else a table by device
+//! name, else n/a). On CUDA, our side also reports the host's busy time
+//! per step (the step less the time the host waited in stream
+//! synchronisation: near the whole step when the device waits on our
+//! launches) and our kernel launches and cuBLAS calls per step.
 //! Prints a markdown table and, with `--json`, writes the figures; exits
 //! 1 when a loss is not finite or a `--require-speedup` is missed.
 
@@ -52,28 +61,30 @@ pub enum Error {
 }
 
 fn run(args: &Args) -> Result<Report, Error> {
+    let plan = measure::Plan {
+        steps: args.steps,
+        warmup: args.warmup,
+        repeats: args.repeats,
+    };
     // The reference runs first, so our allocator's cache does not hold
     // device memory while PyTorch's runs.
     let hf = match &args.python {
         Some(python) => Some(reference::run(
             python,
             &args.script,
-            args.device.name(),
-            &args.workloads,
-            args.steps,
-            args.warmup,
-            args.compile,
+            &reference::Request {
+                device: args.device.name(),
+                workloads: &args.workloads,
+                compile: &args.compile,
+                steps: args.steps,
+                warmup: args.warmup,
+                repeats: args.repeats,
+            },
         )?),
         None => None,
     };
     let kernels = Kernels::from_env().map_err(|e| Error::Backend(e.to_string()))?;
-    let (device, ours) = measure::run(
-        args.device,
-        kernels,
-        &args.workloads,
-        args.steps,
-        args.warmup,
-    )?;
+    let (device, ours) = measure::run(args.device, kernels, &args.workloads, &plan)?;
     let peak_flops = args
         .peak_tflops
         .map(|t| t * 1e12)
@@ -83,20 +94,24 @@ fn run(args: &Args) -> Result<Report, Error> {
         .iter()
         .zip(ours)
         .enumerate()
-        .map(|(i, (w, ours))| Row {
-            workload: w.clone(),
-            ours,
-            hf: hf.as_ref().map(|hf| hf[i].clone()),
+        .map(|(i, (w, ours))| {
+            let sides = hf.as_ref().map(|hf| hf[i].clone());
+            Row {
+                workload: w.clone(),
+                ours,
+                hf: sides.as_ref().map(|s| s.eager.clone()),
+                hf_compiled: sides.and_then(|s| s.compiled),
+            }
         })
         .collect();
     Ok(Report {
         backend: args.device.name().to_string(),
         kernels,
-        hf_compiled: args.compile,
         device,
         peak_flops,
         steps: args.steps,
         warmup: args.warmup,
+        repeats: args.repeats,
         rows,
         requirements: args.requirements.clone(),
     })
@@ -121,8 +136,9 @@ fn main() -> ExitCode {
         format!("{:.1} TFLOP/s", p / 1e12)
     });
     println!(
-        "device: {}; peak dense bf16: {peak}; {} timed steps after {} warm-up",
-        report.device, report.steps, report.warmup
+        "device: {}; peak dense bf16: {peak}; {} timed run(s) of {} steps after {} warm-up \
+         steps per model and implementation, the median run reported",
+        report.device, report.repeats, report.steps, report.warmup
     );
     print!("{}", report.table());
     if let Some(path) = &args.json {

@@ -8,7 +8,7 @@ use trainer::memory::plan::{build_planned_model, synthetic_batch};
 use trainer::train::train_step;
 
 use crate::Error;
-use crate::report::Timing;
+use crate::report::{HostRun, Run, Timing};
 use crate::workload::Workload;
 
 /// Where our steps run.
@@ -27,23 +27,47 @@ impl Device {
     }
 }
 
+/// The host's work on the device's stream so far: synchronisations, the
+/// nanoseconds spent waiting in them, kernel launches and cuBLAS calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Counters {
+    syncs: u64,
+    sync_wait_ns: u64,
+    kernel_launches: u64,
+    blas_calls: u64,
+}
+
+impl Counters {
+    /// Per step of the `steps` between `earlier` and `self`.
+    fn per_step_since(&self, earlier: &Counters, steps: usize) -> HostRun {
+        let per_step = |now: u64, then: u64| now.saturating_sub(then) as f64 / steps as f64;
+        HostRun {
+            sync_wait_seconds: per_step(self.sync_wait_ns, earlier.sync_wait_ns) / 1e9,
+            syncs: per_step(self.syncs, earlier.syncs),
+            kernel_launches: per_step(self.kernel_launches, earlier.kernel_launches),
+            blas_calls: per_step(self.blas_calls, earlier.blas_calls),
+        }
+    }
+}
+
 /// What the backend needs around the steps: waiting for queued work (and
-/// surfacing its errors), and its allocator's peak.
+/// surfacing its errors), its allocator's peak, and its host counters.
 trait Probe<B> {
     fn sync(&self, be: &B) -> Result<(), Error>;
     fn reset_peak(&self, be: &B);
     fn peak_bytes(&self, be: &B) -> Option<u64>;
+    fn counters(&self, be: &B) -> Option<Counters>;
 }
 
-/// Trains `w` for `warmup` untimed and `steps` timed steps (the loss read
-/// after each step waits for it) and returns the mean step time, the last
-/// loss and the peak memory of the timed steps.
+/// Trains `w` for `warmup` untimed steps, then `repeats` timed runs of
+/// `steps` steps (the loss read after each step waits for it); returns
+/// each run's mean step time and host counts, the last loss and the peak
+/// memory of the timed runs.
 fn time_steps<B: Backend>(
     be: &B,
     probe: &dyn Probe<B>,
     w: &Workload,
-    steps: usize,
-    warmup: usize,
+    plan: &Plan,
 ) -> Result<Timing, Error> {
     let req = w.request();
     let (mut model, mut ctx) =
@@ -55,22 +79,42 @@ fn time_steps<B: Backend>(
             .loss;
         Ok(loss)
     };
-    for _ in 0..warmup {
+    for _ in 0..plan.warmup {
         step()?;
     }
     probe.sync(be)?;
     probe.reset_peak(be);
-    let start = Instant::now();
+    let mut runs = Vec::with_capacity(plan.repeats);
     let mut loss = f64::NAN;
-    for _ in 0..steps {
-        loss = step()?;
+    for _ in 0..plan.repeats {
+        let before = probe.counters(be);
+        let start = Instant::now();
+        for _ in 0..plan.steps {
+            loss = step()?;
+        }
+        probe.sync(be)?;
+        let seconds = start.elapsed().as_secs_f64();
+        let host = before
+            .zip(probe.counters(be))
+            .map(|(before, after)| after.per_step_since(&before, plan.steps));
+        runs.push(Run {
+            seconds_per_step: seconds / plan.steps as f64,
+            host,
+        });
     }
-    probe.sync(be)?;
     Ok(Timing {
-        seconds_per_step: start.elapsed().as_secs_f64() / steps as f64,
+        runs,
         loss,
         peak_bytes: probe.peak_bytes(be),
     })
+}
+
+/// How many steps each model trains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub steps: usize,
+    pub warmup: usize,
+    pub repeats: usize,
 }
 
 /// Runs every workload on `device`; returns the device's name and the
@@ -79,12 +123,11 @@ pub fn run(
     device: Device,
     kernels: Kernels,
     workloads: &[Workload],
-    steps: usize,
-    warmup: usize,
+    plan: &Plan,
 ) -> Result<(String, Vec<Timing>), Error> {
     match device {
-        Device::Cpu => cpu(kernels, workloads, steps, warmup),
-        Device::Cuda => cuda::run(kernels, workloads, steps, warmup),
+        Device::Cpu => cpu(kernels, workloads, plan),
+        Device::Cuda => cuda::run(kernels, workloads, plan),
     }
 }
 
@@ -98,19 +141,21 @@ impl<B> Probe<B> for CpuProbe {
     fn peak_bytes(&self, _: &B) -> Option<u64> {
         None
     }
+    fn counters(&self, _: &B) -> Option<Counters> {
+        None
+    }
 }
 
 fn cpu(
     kernels: Kernels,
     workloads: &[Workload],
-    steps: usize,
-    warmup: usize,
+    plan: &Plan,
 ) -> Result<(String, Vec<Timing>), Error> {
     let be =
         trainer::backend::cpu::CpuBackend::<f32>::new().for_step(MatmulPrecision::Bf16, kernels);
     let timings = workloads
         .iter()
-        .map(|w| time_steps(&be, &CpuProbe, w, steps, warmup))
+        .map(|w| time_steps(&be, &CpuProbe, w, plan))
         .collect::<Result<_, _>>()?;
     let name = format!("cpu ({} threads)", rayon::current_num_threads());
     Ok((name, timings))
@@ -134,13 +179,21 @@ mod cuda {
         fn peak_bytes(&self, be: &CudaBackend) -> Option<u64> {
             Some(be.allocator().stats().allocated_bytes.all.peak)
         }
+        fn counters(&self, be: &CudaBackend) -> Option<Counters> {
+            let c = be.host_counters();
+            Some(Counters {
+                syncs: c.syncs,
+                sync_wait_ns: c.sync_wait_ns,
+                kernel_launches: c.kernel_launches,
+                blas_calls: c.blas_calls,
+            })
+        }
     }
 
     pub fn run(
         kernels: Kernels,
         workloads: &[Workload],
-        steps: usize,
-        warmup: usize,
+        plan: &Plan,
     ) -> Result<(String, Vec<Timing>), Error> {
         let backend = |e: &dyn std::fmt::Display| Error::Backend(e.to_string());
         let be = CudaBackend::new(0, gpu_mem::Config::default())
@@ -152,7 +205,7 @@ mod cuda {
             .map_err(|e| backend(&format!("cuDeviceGetName: {e:?}")))?;
         let timings = workloads
             .iter()
-            .map(|w| time_steps(&be, &CudaProbe, w, steps, warmup))
+            .map(|w| time_steps(&be, &CudaProbe, w, plan))
             .collect::<Result<_, _>>()?;
         Ok((name, timings))
     }
@@ -162,12 +215,7 @@ mod cuda {
 mod cuda {
     use super::*;
 
-    pub fn run(
-        _: Kernels,
-        _: &[Workload],
-        _: usize,
-        _: usize,
-    ) -> Result<(String, Vec<Timing>), Error> {
+    pub fn run(_: Kernels, _: &[Workload], _: &Plan) -> Result<(String, Vec<Timing>), Error> {
         Err(Error::NoCuda)
     }
 }
@@ -176,24 +224,60 @@ mod cuda {
 mod tests {
     use super::*;
 
-    /// Two timed steps of the tiny model train on the CPU and report a
-    /// finite loss near ln 2 (two balanced classes, random weights).
+    fn plan(steps: usize, warmup: usize, repeats: usize) -> Plan {
+        Plan {
+            steps,
+            warmup,
+            repeats,
+        }
+    }
+
+    /// Two timed runs of two steps of the tiny model train on the CPU and
+    /// report a finite loss near ln 2 (two balanced classes, random
+    /// weights); the CPU counts no host figures.
     #[test]
     fn the_tiny_model_trains_on_the_cpu() {
         let w = Workload::named("tiny").unwrap();
-        let (name, timings) = run(Device::Cpu, Kernels::Reference, &[w], 2, 1).unwrap();
+        let (name, timings) = run(Device::Cpu, Kernels::Reference, &[w], &plan(2, 1, 2)).unwrap();
         assert!(name.starts_with("cpu"));
         let t = &timings[0];
-        assert!(t.seconds_per_step > 0.0);
+        assert_eq!(t.runs.len(), 2);
+        assert!(
+            t.runs
+                .iter()
+                .all(|r| r.seconds_per_step > 0.0 && r.host.is_none())
+        );
         assert!((t.loss - 2f64.ln()).abs() < 0.2, "{}", t.loss);
         assert_eq!(t.peak_bytes, None);
+        assert_eq!(t.host_busy(), None);
+    }
+
+    #[test]
+    fn host_counts_are_per_step_of_the_run() {
+        let before = Counters {
+            syncs: 10,
+            sync_wait_ns: 5_000_000,
+            kernel_launches: 1_000,
+            blas_calls: 100,
+        };
+        let after = Counters {
+            syncs: 90,
+            sync_wait_ns: 405_000_000,
+            kernel_launches: 39_360,
+            blas_calls: 8_980,
+        };
+        let per_step = after.per_step_since(&before, 40);
+        assert_eq!(per_step.syncs, 2.0);
+        assert!((per_step.sync_wait_seconds - 0.010).abs() < 1e-15);
+        assert_eq!(per_step.kernel_launches, 959.0);
+        assert_eq!(per_step.blas_calls, 222.0);
     }
 
     #[cfg(not(feature = "cuda"))]
     #[test]
     fn cuda_without_the_feature_is_a_clear_error() {
         let w = Workload::named("tiny").unwrap();
-        let e = run(Device::Cuda, Kernels::Reference, &[w], 1, 0).unwrap_err();
+        let e = run(Device::Cuda, Kernels::Reference, &[w], &plan(1, 0, 1)).unwrap_err();
         assert!(matches!(e, Error::NoCuda));
         assert!(e.to_string().contains("--features cuda"));
     }

@@ -49,7 +49,9 @@ use error::{check, from_driver};
 use gpu_mem::cuda::{CudaBuffer, CudaDevice};
 use gpu_mem::{CachingAllocator, Config};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// The backend's own buffers, listed (and priced in every plan of a CUDA
 /// step) in [`crate::memory::backend_buffers`].
@@ -154,6 +156,65 @@ pub struct CudaBackend {
     /// The first sticky error (call, code), kept for good: nothing will run
     /// again and every later check reports it.
     lost: Mutex<Option<(&'static str, CUresult)>>,
+    /// What the host has done on the stream so far ([`CudaBackend::host_counters`]).
+    counters: AtomicCounters,
+}
+
+/// Cumulative counts of the host's work on a backend's stream, from
+/// [`CudaBackend::host_counters`]: enough to tell whether a step is bound by
+/// the host's launches (the host rarely waits in synchronisation, so the
+/// device idles between launches) or by the device (the host spends most of
+/// the step waiting). Counting costs one relaxed atomic add per launch and
+/// two clock reads per synchronisation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostCounters {
+    /// Stream synchronisations (`cuStreamSynchronize`): one per
+    /// [`CudaBackend::check`] with nothing pending and one per copy between
+    /// host and device.
+    pub syncs: u64,
+    /// Wall time the host spent inside those synchronisations, in ns.
+    pub sync_wait_ns: u64,
+    /// Kernels of ours launched (`cuLaunchKernel`).
+    pub kernel_launches: u64,
+    /// cuBLAS products enqueued (each one or more kernels of cuBLAS's).
+    pub blas_calls: u64,
+}
+
+impl HostCounters {
+    /// The counts between `earlier` and `self` (two readings of one
+    /// backend, `earlier` first).
+    pub fn since(&self, earlier: &HostCounters) -> HostCounters {
+        HostCounters {
+            syncs: self.syncs.saturating_sub(earlier.syncs),
+            sync_wait_ns: self.sync_wait_ns.saturating_sub(earlier.sync_wait_ns),
+            kernel_launches: self.kernel_launches.saturating_sub(earlier.kernel_launches),
+            blas_calls: self.blas_calls.saturating_sub(earlier.blas_calls),
+        }
+    }
+}
+
+/// The live counters behind [`HostCounters`].
+#[derive(Debug, Default)]
+struct AtomicCounters {
+    syncs: AtomicU64,
+    sync_wait_ns: AtomicU64,
+    kernel_launches: AtomicU64,
+    blas_calls: AtomicU64,
+}
+
+impl AtomicCounters {
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn read(&self) -> HostCounters {
+        HostCounters {
+            syncs: self.syncs.load(Ordering::Relaxed),
+            sync_wait_ns: self.sync_wait_ns.load(Ordering::Relaxed),
+            kernel_launches: self.kernel_launches.load(Ordering::Relaxed),
+            blas_calls: self.blas_calls.load(Ordering::Relaxed),
+        }
+    }
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -292,6 +353,7 @@ impl CudaBackend {
             _blas_workspace: workspace,
             error: Mutex::new(None),
             lost: Mutex::new(None),
+            counters: AtomicCounters::default(),
         };
         // The column reductions' counters start at zero, and each launch
         // leaves them so.
@@ -360,12 +422,25 @@ impl CudaBackend {
         }
     }
 
+    /// What the host has done on this backend's stream since it was made:
+    /// synchronisations and the time spent waiting in them, kernel launches,
+    /// cuBLAS calls ([`HostCounters`]). Take two readings and
+    /// [`HostCounters::since`] for a span of steps.
+    pub fn host_counters(&self) -> HostCounters {
+        self.counters.read()
+    }
+
     fn synchronize(&self) -> Result<(), CudaError> {
         self.bind()?;
+        let start = Instant::now();
         // SAFETY: our own live stream.
-        check("cuStreamSynchronize", unsafe {
+        let result = check("cuStreamSynchronize", unsafe {
             sys::cuStreamSynchronize(self.stream.cu_stream())
-        })
+        });
+        let waited = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        AtomicCounters::add(&self.counters.sync_wait_ns, waited);
+        AtomicCounters::add(&self.counters.syncs, 1);
+        result
     }
 
     fn bind(&self) -> Result<(), CudaError> {
@@ -450,6 +525,7 @@ impl CudaBackend {
         // lists in `ops` (pointers as u64, sizes as u64/u32); the buffers
         // they point to are live and sized by the checks in `ops`.
         unsafe { builder.launch(cfg) }.map_err(|e| from_driver("cuLaunchKernel", e))?;
+        AtomicCounters::add(&self.counters.kernel_launches, 1);
         Ok(())
     }
 
@@ -562,5 +638,34 @@ impl CudaBackend {
             )
         })?;
         self.synchronize()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_between_two_readings_are_their_difference() {
+        let live = AtomicCounters::default();
+        AtomicCounters::add(&live.kernel_launches, 7);
+        AtomicCounters::add(&live.sync_wait_ns, 1_000);
+        let earlier = live.read();
+        AtomicCounters::add(&live.kernel_launches, 5);
+        AtomicCounters::add(&live.blas_calls, 2);
+        AtomicCounters::add(&live.syncs, 1);
+        AtomicCounters::add(&live.sync_wait_ns, 250);
+        let span = live.read().since(&earlier);
+        assert_eq!(
+            span,
+            HostCounters {
+                syncs: 1,
+                sync_wait_ns: 250,
+                kernel_launches: 5,
+                blas_calls: 2,
+            }
+        );
+        // Readings in the wrong order give zeros, not a wrapped count.
+        assert_eq!(earlier.since(&live.read()).kernel_launches, 0);
     }
 }

@@ -9,7 +9,9 @@
 //! kernel computes and costs.
 
 use super::buffer::{decode, embedding_csr, encode};
-use super::{Arg, CudaBackend, CudaBuf, CudaError, CudaIds, KernelArg, THREADS, args};
+use super::{
+    Arg, AtomicCounters, CudaBackend, CudaBuf, CudaError, CudaIds, KernelArg, THREADS, args,
+};
 use crate::backend::{
     AdamWStep, AttentionInputs, AttentionShape, Backend, DeviceFailure, Dtype, Failure, Kernels,
     LossTargets, MatmulPrecision, MatmulShape, RelPosShape, Storage,
@@ -809,7 +811,9 @@ impl Backend for CudaBackend {
                     beta as f32,
                     c.ptr()?,
                 )
-            }
+            }?;
+            AtomicCounters::add(&self.counters.blas_calls, 1);
+            Ok(())
         })
     }
 
