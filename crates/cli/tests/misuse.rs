@@ -751,6 +751,56 @@ fn n_trials_zero_is_refused_before_the_data_is_read() {
     assert!(!err.contains("missing.csv"), "{err}");
 }
 
+/// An empty or blank study name is a wrong command line (exit 2, the
+/// option named) for every command that creates or writes a study, and in
+/// a study file; nothing is created.
+#[test]
+fn an_empty_or_blank_study_name_is_refused_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    create(&db, "s");
+    for name in ["", "   ", "\t"] {
+        for args in [
+            &["create-study", "--study-name", name][..],
+            &["ask", "--study-name", name, "--search-space", X],
+            &[
+                "tell",
+                "--study-name",
+                name,
+                "--trial-number",
+                "0",
+                "--values",
+                "0.5",
+            ],
+        ] {
+            let out = memtune(&db, args);
+            assert_eq!(out.status.code(), Some(2), "{args:?}");
+            let err = fails(out);
+            assert!(
+                err.contains("--study-name") && err.contains("must not be empty"),
+                "{args:?}: {err}"
+            );
+        }
+        let cfg = write(
+            dir.path(),
+            "s.toml",
+            &sim_study("s", 1, "", "").replace("name = \"s\"", &format!("name = {name:?}")),
+        );
+        let out = tune(&db, &cfg, &[]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = refused(out);
+        assert!(
+            err.contains("s.toml")
+                && err.contains("`study.name`")
+                && err.contains("must not be empty"),
+            "{err}"
+        );
+    }
+    let studies = Storage::open_existing(&db).unwrap().studies().unwrap();
+    let names: Vec<&str> = studies.iter().map(|s| s.study.name.as_str()).collect();
+    assert_eq!(names, ["s"]);
+}
+
 #[test]
 fn study_and_study_name_are_both_accepted_everywhere() {
     let dir = tempfile::tempdir().unwrap();

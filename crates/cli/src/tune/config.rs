@@ -847,7 +847,7 @@ impl Check<'_> {
         }
         let name = s.name.clone().unwrap_or_else(|| "memtune".into());
         if name.trim().is_empty() {
-            return Err(self.err("study.name", "must not be empty"));
+            return Err(self.err("study.name", "must not be empty or only whitespace"));
         }
         let storage = s
             .storage
