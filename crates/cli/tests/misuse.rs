@@ -1270,3 +1270,52 @@ fn the_same_error_on_the_first_trials_stops_the_study() {
         ts.len()
     );
 }
+
+// ---- 10. sizes and data the study file gets wrong -------------------------
+
+/// `[runner] process_overhead` that leaves a trial no room is refused
+/// before anything is stored (exit 2), naming the key, the overhead and
+/// the device's size: in the file where the card's size is known (a
+/// simulated device, a memory limit), at setup for the machine's own.
+#[test]
+fn a_process_overhead_beyond_the_device_names_the_key_and_both_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let sim = sim_study(
+        "s",
+        2,
+        "",
+        "sim_memory = \"8GiB\"\nprocess_overhead = \"16GiB\"",
+    );
+    let cfg = write(dir.path(), "s.toml", &sim);
+    let out = tune(&db, &cfg, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = refused(out);
+    assert!(
+        err.contains("s.toml:")
+            && err.contains("`runner.process_overhead`")
+            && err.contains("16.00 GiB")
+            && err.contains("8.00 GiB"),
+        "{err}"
+    );
+    assert!(trials(&db, "s").is_empty(), "{err}");
+
+    let model = tiny_model(dir.path());
+    let cpu = cpu_study("c", &model, "").replace(
+        "device = \"cpu\"",
+        "device = \"cpu\"\nprocess_overhead = \"1000000GiB\"",
+    );
+    let cfg = write(dir.path(), "c.toml", &cpu);
+    let out = tune(&db, &cfg, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = refused(out);
+    assert!(
+        err.contains("c.toml")
+            && err.contains("`runner.process_overhead`")
+            && err.contains("1000000.00 GiB")
+            && err.contains("on CPU ("),
+        "{err}"
+    );
+    assert!(trials(&db, "c").is_empty(), "{err}");
+}
+

@@ -40,6 +40,10 @@ pub enum SetupError {
     /// The study's data does not load.
     #[error("data: {0}")]
     Data(#[source] trainer::data::DataError),
+    /// A `[runner]` value of the study file that the device cannot honour
+    /// (the message names the file and the key).
+    #[error("{0}")]
+    Runner(String),
     /// Anything else (the storage URL, the device, the precision...).
     #[error("{0}")]
     Other(String),
@@ -245,6 +249,26 @@ impl RunPlan {
                 }]
             }
         };
+        for d in &devices {
+            let (overhead, usable) = (d.budget.process_overhead, d.budget.usable());
+            if overhead < usable {
+                continue;
+            }
+            let sizes = format!(
+                "{} per worker process leaves no room for a trial on {} ({}): {} after the safety margin",
+                gpu_mem::human_bytes(overhead),
+                d.name,
+                gpu_mem::human_bytes(d.budget.capacity),
+                gpu_mem::human_bytes(usable),
+            );
+            return Err(match cfg.runner.process_overhead {
+                Some(_) => SetupError::Runner(format!(
+                    "{}: `runner.process_overhead`: {sizes}",
+                    cfg.origin
+                )),
+                None => SetupError::Other(format!("the measured process overhead: {sizes}")),
+            });
+        }
         if let Some(max) = cfg.runner.max_workers {
             for d in &mut devices {
                 d.budget.max_workers = d.budget.max_workers.min(max).max(1);
