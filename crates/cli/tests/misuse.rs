@@ -1319,3 +1319,59 @@ fn a_process_overhead_beyond_the_device_names_the_key_and_both_sizes() {
     assert!(trials(&db, "c").is_empty(), "{err}");
 }
 
+/// A study on the simulated device with its `[data]` section in place of
+/// the embedded set.
+fn sim_study_with_data(name: &str, data: &str) -> String {
+    sim_study(name, 2, "", "").replace("[objective]", &format!("[data]\n{data}\n\n[objective]"))
+}
+
+fn two_class_csv(dir: &Path, rows: usize) {
+    let rows: String = (0..rows)
+        .map(|i| {
+            format!(
+                "review number {i} says {},{}\n",
+                ["bad", "good"][i % 2],
+                i % 2
+            )
+        })
+        .collect();
+    write(dir, "d.csv", &format!("text,label\n{rows}"));
+}
+
+/// The simulated device reads and checks the data as the CPU and CUDA
+/// devices do (a study file is tried there before a long run): a missing
+/// file, a missing column and data too small to split are each refused
+/// with exit 2, naming the file or the field, before any trial.
+#[test]
+fn the_simulated_device_checks_the_data_as_the_others_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let files = "source = \"files\"\nnum_classes = 2\nfiles = ";
+    // One example of each class: nothing left for validation.
+    two_class_csv(dir.path(), 2);
+    for (data, expected) in [
+        (format!("{files}[\"missing.csv\"]"), "missing.csv"),
+        (
+            format!("{files}[\"d.csv\"]\ntext = \"sentence\""),
+            "no column `sentence`",
+        ),
+        (format!("{files}[\"d.csv\"]"), "the split leaves the"),
+    ] {
+        let cfg = write(dir.path(), "s.toml", &sim_study_with_data("s", &data));
+        let out = tune(&db, &cfg, &[]);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(2), "{data}: {err}");
+        assert!(err.contains(expected) && err.contains("data"), "{err}");
+        assert!(trials(&db, "s").is_empty(), "{err}");
+    }
+    // The same study with good data runs.
+    two_class_csv(dir.path(), 40);
+    let cfg = write(
+        dir.path(),
+        "s.toml",
+        &sim_study_with_data("s", &format!("{files}[\"d.csv\"]")),
+    );
+    ok(tune(&db, &cfg, &[]));
+    assert_eq!(trials(&db, "s").len(), 2);
+}
+

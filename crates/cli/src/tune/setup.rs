@@ -507,13 +507,11 @@ fn resolve_kernels(asked: Option<Kernels>, on_cuda: bool) -> Kernels {
 
 /// Loads the data once to check it and count its classes, with its texts
 /// (what a preset's tokenizer is built from); the workers load it again
-/// (each is a separate process).
+/// (each is a separate process). The simulated device's trials step over
+/// synthetic batches, but its data is checked all the same: a study file
+/// is tried there before a long run, and its head is sized by the classes.
 fn load_data(cfg: &StudyConfig) -> Result<(DataSource, usize, Vec<String>), SetupError> {
     let source = cfg.data.source.clone();
-    if matches!(cfg.runner.device, DeviceKind::Sim) {
-        // Simulated trials use synthetic batches of the right shape.
-        return Ok((source, 2, Vec::new()));
-    }
     let dataset = source.load().map_err(SetupError::Data)?;
     // Split now, as each trial will: an empty side fails every trial alike.
     trainer::data::stratified_split(
