@@ -1338,6 +1338,43 @@ fn two_class_csv(dir: &Path, rows: usize) {
     write(dir, "d.csv", &format!("text,label\n{rows}"));
 }
 
+/// `num_classes` beyond any model's `num_labels` is refused where the file
+/// is read, naming the key and the limit; one beyond the classes the data
+/// has is refused when the data is read, naming the count: both before
+/// anything is sized by it (a billion classes once took the machine's
+/// memory) and before anything is stored.
+#[test]
+fn num_classes_beyond_the_limit_or_the_data_is_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    two_class_csv(dir.path(), 40);
+    for (n, expected) in [
+        (
+            "1000000000",
+            "`data.num_classes`: 1000000000 is more than the limit of 100000 classes",
+        ),
+        (
+            "5",
+            "num_classes = 5, but the examples have 2 distinct labels (none has label 2)",
+        ),
+    ] {
+        let data = format!("source = \"files\"\nfiles = [\"d.csv\"]\nnum_classes = {n}");
+        let cfg = write(dir.path(), "s.toml", &sim_study_with_data("s", &data));
+        let out = tune(&db, &cfg, &[]);
+        assert_eq!(out.status.code(), Some(2), "{n}");
+        let err = refused(out);
+        assert!(err.contains(expected), "{err}");
+        assert!(trials(&db, "s").is_empty(), "{err}");
+    }
+    let data = "source = \"files\"\nfiles = [\"d.csv\"]\nlabel_names = [\"0\", \"1\", \"2\"]";
+    let cfg = write(dir.path(), "s.toml", &sim_study_with_data("s", data));
+    let err = refused(tune(&db, &cfg, &[]));
+    assert!(
+        err.contains("label_names lists 3 classes, but no example has label `2`"),
+        "{err}"
+    );
+}
+
 /// The simulated device reads and checks the data as the CPU and CUDA
 /// devices do (a study file is tried there before a long run): a missing
 /// file, a missing column and data too small to split are each refused

@@ -915,6 +915,7 @@ impl Check<'_> {
                         "source = \"files\" needs at least one file in `files`",
                     ));
                 }
+                let max_labels = trainer::config::size_limit("num_labels").unwrap_or(u64::MAX);
                 let labels = match (&d.num_classes, &d.label_names) {
                     (Some(_), Some(_)) => {
                         return Err(self.err(
@@ -933,9 +934,27 @@ impl Check<'_> {
                             self.err("data.num_classes", format!("must be at least 2, got {n}"))
                         );
                     }
+                    // The classifier's num_labels: a count no model's
+                    // config.json may hold is refused here, before the
+                    // data or a head is sized by it.
+                    (Some(n), None) if *n as u64 > max_labels => {
+                        return Err(self.err(
+                            "data.num_classes",
+                            format!("{n} is more than the limit of {max_labels} classes"),
+                        ));
+                    }
                     (Some(n), None) => LabelSpec::Integer { num_classes: *n },
                     (None, Some(names)) if names.len() < 2 => {
                         return Err(self.err("data.label_names", "needs at least 2 names"));
+                    }
+                    (None, Some(names)) if names.len() as u64 > max_labels => {
+                        return Err(self.err(
+                            "data.label_names",
+                            format!(
+                                "{} names are more than the limit of {max_labels} classes",
+                                names.len()
+                            ),
+                        ));
                     }
                     (None, Some(names)) => LabelSpec::Names(names.clone()),
                 };
