@@ -1412,3 +1412,52 @@ fn the_simulated_device_checks_the_data_as_the_others_do() {
     assert_eq!(trials(&db, "s").len(), 2);
 }
 
+/// A model directory whose config.json was edited away from its weights
+/// is refused before any trial (exit 2), naming config.json, the field and
+/// the tensor's shape, not listing tensors as missing.
+#[test]
+fn a_config_that_contradicts_the_weights_names_the_field_and_the_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let config_json = model.join("config.json");
+    let good: Json = serde_json::from_str(&std::fs::read_to_string(&config_json).unwrap()).unwrap();
+    let cfg = write(dir.path(), "s.toml", &cpu_study("s", &model, ""));
+    let db = dir.path().join("s.db");
+    for (field, value, expected) in [
+        (
+            "hidden_size",
+            64,
+            "embeddings.word_embeddings.weight has shape [",
+        ),
+        (
+            "num_hidden_layers",
+            3,
+            "model.safetensors has 2 encoder layers",
+        ),
+        (
+            "intermediate_size",
+            128,
+            "encoder.layer.0.intermediate.dense.weight has shape [64, 32]",
+        ),
+        (
+            "type_vocab_size",
+            4,
+            "embeddings.token_type_embeddings.weight has shape [2, 32]",
+        ),
+    ] {
+        let mut c = good.clone();
+        c[field] = Json::from(value);
+        std::fs::write(&config_json, c.to_string()).unwrap();
+        let out = tune(&db, &cfg, &[]);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(2), "{field}: {err}");
+        assert!(
+            err.contains("config.json")
+                && err.contains(&format!("field `{field}` = {value}"))
+                && err.contains(expected)
+                && !err.contains("missing"),
+            "{field}: {err}"
+        );
+        assert!(trials(&db, "s").is_empty(), "{err}");
+    }
+}
