@@ -154,7 +154,12 @@ impl CliError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Usage(_) | CliError::Config(_) => 2,
-            CliError::Setup(e) if matches!(**e, SetupError::Model { .. } | SetupError::Data(_)) => {
+            CliError::Setup(e)
+                if matches!(
+                    **e,
+                    SetupError::Model { .. } | SetupError::Data(_) | SetupError::Runner(_)
+                ) =>
+            {
                 2
             }
             CliError::Trainer { source, .. } if source.is_bad_input() => 2,

@@ -751,6 +751,56 @@ fn n_trials_zero_is_refused_before_the_data_is_read() {
     assert!(!err.contains("missing.csv"), "{err}");
 }
 
+/// An empty or blank study name is a wrong command line (exit 2, the
+/// option named) for every command that creates or writes a study, and in
+/// a study file; nothing is created.
+#[test]
+fn an_empty_or_blank_study_name_is_refused_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    create(&db, "s");
+    for name in ["", "   ", "\t"] {
+        for args in [
+            &["create-study", "--study-name", name][..],
+            &["ask", "--study-name", name, "--search-space", X],
+            &[
+                "tell",
+                "--study-name",
+                name,
+                "--trial-number",
+                "0",
+                "--values",
+                "0.5",
+            ],
+        ] {
+            let out = memtune(&db, args);
+            assert_eq!(out.status.code(), Some(2), "{args:?}");
+            let err = fails(out);
+            assert!(
+                err.contains("--study-name") && err.contains("must not be empty"),
+                "{args:?}: {err}"
+            );
+        }
+        let cfg = write(
+            dir.path(),
+            "s.toml",
+            &sim_study("s", 1, "", "").replace("name = \"s\"", &format!("name = {name:?}")),
+        );
+        let out = tune(&db, &cfg, &[]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = refused(out);
+        assert!(
+            err.contains("s.toml")
+                && err.contains("`study.name`")
+                && err.contains("must not be empty"),
+            "{err}"
+        );
+    }
+    let studies = Storage::open_existing(&db).unwrap().studies().unwrap();
+    let names: Vec<&str> = studies.iter().map(|s| s.study.name.as_str()).collect();
+    assert_eq!(names, ["s"]);
+}
+
 #[test]
 fn study_and_study_name_are_both_accepted_everywhere() {
     let dir = tempfile::tempdir().unwrap();
@@ -1219,4 +1269,195 @@ fn the_same_error_on_the_first_trials_stops_the_study() {
         "{} trials, {failed} failed",
         ts.len()
     );
+}
+
+// ---- 10. sizes and data the study file gets wrong -------------------------
+
+/// `[runner] process_overhead` that leaves a trial no room is refused
+/// before anything is stored (exit 2), naming the key, the overhead and
+/// the device's size: in the file where the card's size is known (a
+/// simulated device, a memory limit), at setup for the machine's own.
+#[test]
+fn a_process_overhead_beyond_the_device_names_the_key_and_both_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let sim = sim_study(
+        "s",
+        2,
+        "",
+        "sim_memory = \"8GiB\"\nprocess_overhead = \"16GiB\"",
+    );
+    let cfg = write(dir.path(), "s.toml", &sim);
+    let out = tune(&db, &cfg, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = refused(out);
+    assert!(
+        err.contains("s.toml:")
+            && err.contains("`runner.process_overhead`")
+            && err.contains("16.00 GiB")
+            && err.contains("8.00 GiB"),
+        "{err}"
+    );
+    assert!(trials(&db, "s").is_empty(), "{err}");
+
+    let model = tiny_model(dir.path());
+    let cpu = cpu_study("c", &model, "").replace(
+        "device = \"cpu\"",
+        "device = \"cpu\"\nprocess_overhead = \"1000000GiB\"",
+    );
+    let cfg = write(dir.path(), "c.toml", &cpu);
+    let out = tune(&db, &cfg, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = refused(out);
+    assert!(
+        err.contains("c.toml")
+            && err.contains("`runner.process_overhead`")
+            && err.contains("1000000.00 GiB")
+            && err.contains("on CPU ("),
+        "{err}"
+    );
+    assert!(trials(&db, "c").is_empty(), "{err}");
+}
+
+/// A study on the simulated device with its `[data]` section in place of
+/// the embedded set.
+fn sim_study_with_data(name: &str, data: &str) -> String {
+    sim_study(name, 2, "", "").replace("[objective]", &format!("[data]\n{data}\n\n[objective]"))
+}
+
+fn two_class_csv(dir: &Path, rows: usize) {
+    let rows: String = (0..rows)
+        .map(|i| {
+            format!(
+                "review number {i} says {},{}\n",
+                ["bad", "good"][i % 2],
+                i % 2
+            )
+        })
+        .collect();
+    write(dir, "d.csv", &format!("text,label\n{rows}"));
+}
+
+/// `num_classes` beyond any model's `num_labels` is refused where the file
+/// is read, naming the key and the limit; one beyond the classes the data
+/// has is refused when the data is read, naming the count: both before
+/// anything is sized by it (a billion classes once took the machine's
+/// memory) and before anything is stored.
+#[test]
+fn num_classes_beyond_the_limit_or_the_data_is_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    two_class_csv(dir.path(), 40);
+    for (n, expected) in [
+        (
+            "1000000000",
+            "`data.num_classes`: 1000000000 is more than the limit of 100000 classes",
+        ),
+        (
+            "5",
+            "num_classes = 5, but the examples have 2 distinct labels (none has label 2)",
+        ),
+    ] {
+        let data = format!("source = \"files\"\nfiles = [\"d.csv\"]\nnum_classes = {n}");
+        let cfg = write(dir.path(), "s.toml", &sim_study_with_data("s", &data));
+        let out = tune(&db, &cfg, &[]);
+        assert_eq!(out.status.code(), Some(2), "{n}");
+        let err = refused(out);
+        assert!(err.contains(expected), "{err}");
+        assert!(trials(&db, "s").is_empty(), "{err}");
+    }
+    let data = "source = \"files\"\nfiles = [\"d.csv\"]\nlabel_names = [\"0\", \"1\", \"2\"]";
+    let cfg = write(dir.path(), "s.toml", &sim_study_with_data("s", data));
+    let err = refused(tune(&db, &cfg, &[]));
+    assert!(
+        err.contains("label_names lists 3 classes, but no example has label `2`"),
+        "{err}"
+    );
+}
+
+/// The simulated device reads and checks the data as the CPU and CUDA
+/// devices do (a study file is tried there before a long run): a missing
+/// file, a missing column and data too small to split are each refused
+/// with exit 2, naming the file or the field, before any trial.
+#[test]
+fn the_simulated_device_checks_the_data_as_the_others_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let files = "source = \"files\"\nnum_classes = 2\nfiles = ";
+    // One example of each class: nothing left for validation.
+    two_class_csv(dir.path(), 2);
+    for (data, expected) in [
+        (format!("{files}[\"missing.csv\"]"), "missing.csv"),
+        (
+            format!("{files}[\"d.csv\"]\ntext = \"sentence\""),
+            "no column `sentence`",
+        ),
+        (format!("{files}[\"d.csv\"]"), "the split leaves the"),
+    ] {
+        let cfg = write(dir.path(), "s.toml", &sim_study_with_data("s", &data));
+        let out = tune(&db, &cfg, &[]);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(2), "{data}: {err}");
+        assert!(err.contains(expected) && err.contains("data"), "{err}");
+        assert!(trials(&db, "s").is_empty(), "{err}");
+    }
+    // The same study with good data runs.
+    two_class_csv(dir.path(), 40);
+    let cfg = write(
+        dir.path(),
+        "s.toml",
+        &sim_study_with_data("s", &format!("{files}[\"d.csv\"]")),
+    );
+    ok(tune(&db, &cfg, &[]));
+    assert_eq!(trials(&db, "s").len(), 2);
+}
+
+/// A model directory whose config.json was edited away from its weights
+/// is refused before any trial (exit 2), naming config.json, the field and
+/// the tensor's shape, not listing tensors as missing.
+#[test]
+fn a_config_that_contradicts_the_weights_names_the_field_and_the_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let config_json = model.join("config.json");
+    let good: Json = serde_json::from_str(&std::fs::read_to_string(&config_json).unwrap()).unwrap();
+    let cfg = write(dir.path(), "s.toml", &cpu_study("s", &model, ""));
+    let db = dir.path().join("s.db");
+    for (field, value, expected) in [
+        (
+            "hidden_size",
+            64,
+            "embeddings.word_embeddings.weight has shape [",
+        ),
+        (
+            "num_hidden_layers",
+            3,
+            "model.safetensors has 2 encoder layers",
+        ),
+        (
+            "intermediate_size",
+            128,
+            "encoder.layer.0.intermediate.dense.weight has shape [64, 32]",
+        ),
+        (
+            "type_vocab_size",
+            4,
+            "embeddings.token_type_embeddings.weight has shape [2, 32]",
+        ),
+    ] {
+        let mut c = good.clone();
+        c[field] = Json::from(value);
+        std::fs::write(&config_json, c.to_string()).unwrap();
+        let out = tune(&db, &cfg, &[]);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(2), "{field}: {err}");
+        assert!(
+            err.contains("config.json")
+                && err.contains(&format!("field `{field}` = {value}"))
+                && err.contains(expected)
+                && !err.contains("missing"),
+            "{field}: {err}"
+        );
+        assert!(trials(&db, "s").is_empty(), "{err}");
+    }
 }

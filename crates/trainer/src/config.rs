@@ -63,11 +63,19 @@ pub const SIZE_LIMITS: &[(&str, u64)] = &[
     ("num_labels", 100_000),
 ];
 
+/// The largest value `field` may hold ([`SIZE_LIMITS`]); `None`: no limit.
+pub fn size_limit(field: &str) -> Option<u64> {
+    SIZE_LIMITS
+        .iter()
+        .find(|(f, _)| *f == field)
+        .map(|&(_, limit)| limit)
+}
+
 /// `value` of `field` within [`SIZE_LIMITS`] (a field not listed has no
 /// limit), else a [`ConfigError::Size`] naming `path` and the field.
 pub fn check_size(path: &Path, field: &'static str, value: u64) -> Result<(), ConfigError> {
-    match SIZE_LIMITS.iter().find(|(f, _)| *f == field) {
-        Some(&(_, limit)) if value > limit => Err(ConfigError::Size {
+    match size_limit(field) {
+        Some(limit) if value > limit => Err(ConfigError::Size {
             path: path.to_path_buf(),
             field,
             value,

@@ -396,3 +396,57 @@ fn a_data_source_from_a_config_loads_files_or_the_embedded_set() {
     .unwrap();
     assert!(matches!(empty.load(), Err(DataError::NoFiles)));
 }
+
+/// A declared class no example has is refused once the whole data set is
+/// read (one file may lack a class the next one has), naming the count or
+/// the name; a count of a billion is refused as cheaply as one of three.
+#[test]
+fn a_class_without_examples_is_refused_naming_it() {
+    use trainer::data::DataSource;
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.csv", "text,label\none,0\ntwo,0\n");
+    let b = write(dir.path(), "b.csv", "text,label\nthree,1\n");
+    let files = |labels: serde_json::Value, paths: &[&PathBuf]| -> DataSource {
+        serde_json::from_value(serde_json::json!({
+            "kind": "files", "paths": paths, "options": {"labels": labels},
+        }))
+        .unwrap()
+    };
+    let both = files(
+        serde_json::json!({"integer": {"num_classes": 2}}),
+        &[&a, &b],
+    );
+    assert_eq!(both.load().unwrap().examples.len(), 3);
+    let only_a = files(serde_json::json!({"integer": {"num_classes": 2}}), &[&a]);
+    let err = only_a.load().unwrap_err();
+    assert!(
+        matches!(err, DataError::ClassWithoutExamples { missing: 1, .. }),
+        "{err}"
+    );
+    for n in [3u64, 1_000_000_000] {
+        let err = files(
+            serde_json::json!({"integer": {"num_classes": n}}),
+            &[&a, &b],
+        )
+        .load()
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "num_classes = {n}, but the examples have 2 distinct labels (none has label 2); set num_classes to the number of classes the data has"
+            )
+        );
+    }
+    let names = write(dir.path(), "n.csv", "text,label\nyes,pos\nno,neg\n");
+    let err = files(
+        serde_json::json!({"names": ["neg", "neutral", "pos"]}),
+        &[&names],
+    )
+    .load()
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("label_names lists 3 classes, but no example has label `neutral`"),
+        "{err}"
+    );
+}

@@ -144,3 +144,38 @@ fn missing_and_mismatched_tensors_are_named_and_nothing_changes() {
     let after: Vec<Vec<f32>> = model.params.values.iter().map(|v| v.data.clone()).collect();
     assert_eq!(before, after);
 }
+
+/// An encoder tensor present with another shape (its config edited) is a
+/// shape mismatch only, never also listed as missing, and the message
+/// gives the shapes before anything missing.
+#[test]
+fn a_tensor_of_another_shape_is_not_called_missing() {
+    let (be, config, mut tensors) = setup();
+    let name = "encoder.layer.1.intermediate.dense.weight";
+    tensors.get_mut(name).unwrap().shape = vec![24, 16];
+    let mut model = BertClassifier::new_random(
+        &be,
+        &config,
+        &HeadConfig {
+            num_labels: 2,
+            hidden: vec![],
+        },
+        1,
+    )
+    .unwrap();
+    let err = model.load(&be, &tensors).unwrap_err();
+    let LoadError::Mismatch {
+        missing,
+        mismatched,
+    } = &err;
+    assert!(missing.is_empty(), "{err}");
+    assert_eq!(
+        mismatched,
+        &vec![format!("{name}: checkpoint [24, 16] vs model [32, 16]")]
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("shapes differ") && !text.contains("missing"),
+        "{text}"
+    );
+}

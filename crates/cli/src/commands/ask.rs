@@ -32,7 +32,7 @@ use store::{Claim, TrialFilter, TrialState};
 #[derive(clap::Args)]
 pub struct Args {
     /// The study's name (`--study` is accepted too).
-    #[arg(long = "study-name", alias = "study")]
+    #[arg(long = "study-name", alias = "study", value_parser = super::study_name)]
     pub study_name: String,
     /// Parameters to sample: a JSON object of Optuna distributions by name,
     /// e.g. '{"x": {"name": "FloatDistribution", "attributes": {"low": 0.0, "high": 1.0}}}'.

@@ -9,7 +9,7 @@ use store::StudyDirection;
 #[derive(clap::Args)]
 pub struct Args {
     /// The study's name (`--study` is accepted too).
-    #[arg(long = "study-name", alias = "study")]
+    #[arg(long = "study-name", alias = "study", value_parser = super::study_name)]
     pub study_name: String,
     /// The objective's direction (one objective).
     #[arg(long, value_parser = ["minimize", "maximize"], conflicts_with = "directions")]

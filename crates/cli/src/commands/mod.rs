@@ -59,6 +59,17 @@ pub enum Command {
     Worker(worker::Args),
 }
 
+/// Parses a study name given on the command line (`--study-name`): an
+/// empty or blank name would be stored as a study that listings, logs and
+/// file names cannot show, so it is refused as a wrong command line.
+pub(crate) fn study_name(name: &str) -> std::result::Result<String, String> {
+    if name.trim().is_empty() {
+        Err("a study name must not be empty or only whitespace".into())
+    } else {
+        Ok(name.to_string())
+    }
+}
+
 /// What every command may need besides its own arguments.
 pub struct Context {
     pub storage_url: Option<String>,

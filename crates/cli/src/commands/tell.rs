@@ -19,7 +19,7 @@ use store::TrialState;
 #[derive(clap::Args)]
 pub struct Args {
     /// The study's name (`--study` is accepted too).
-    #[arg(long = "study-name", alias = "study")]
+    #[arg(long = "study-name", alias = "study", value_parser = super::study_name)]
     pub study_name: String,
     /// The trial's number, as `ask` printed it.
     #[arg(long)]

@@ -847,7 +847,7 @@ impl Check<'_> {
         }
         let name = s.name.clone().unwrap_or_else(|| "memtune".into());
         if name.trim().is_empty() {
-            return Err(self.err("study.name", "must not be empty"));
+            return Err(self.err("study.name", "must not be empty or only whitespace"));
         }
         let storage = s
             .storage
@@ -915,6 +915,7 @@ impl Check<'_> {
                         "source = \"files\" needs at least one file in `files`",
                     ));
                 }
+                let max_labels = trainer::config::size_limit("num_labels").unwrap_or(u64::MAX);
                 let labels = match (&d.num_classes, &d.label_names) {
                     (Some(_), Some(_)) => {
                         return Err(self.err(
@@ -933,9 +934,27 @@ impl Check<'_> {
                             self.err("data.num_classes", format!("must be at least 2, got {n}"))
                         );
                     }
+                    // The classifier's num_labels: a count no model's
+                    // config.json may hold is refused here, before the
+                    // data or a head is sized by it.
+                    (Some(n), None) if *n as u64 > max_labels => {
+                        return Err(self.err(
+                            "data.num_classes",
+                            format!("{n} is more than the limit of {max_labels} classes"),
+                        ));
+                    }
                     (Some(n), None) => LabelSpec::Integer { num_classes: *n },
                     (None, Some(names)) if names.len() < 2 => {
                         return Err(self.err("data.label_names", "needs at least 2 names"));
+                    }
+                    (None, Some(names)) if names.len() as u64 > max_labels => {
+                        return Err(self.err(
+                            "data.label_names",
+                            format!(
+                                "{} names are more than the limit of {max_labels} classes",
+                                names.len()
+                            ),
+                        ));
                     }
                     (None, Some(names)) => LabelSpec::Names(names.clone()),
                 };
@@ -1416,6 +1435,25 @@ impl Check<'_> {
                 bytes => Some(bytes),
             },
         };
+        // A card whose size is known here (a simulated device, or the
+        // memory limit that caps any device) must leave a trial room beside
+        // one worker process; otherwise every trial would be recorded as
+        // not fitting, blaming the trials for the study file's number.
+        let known_card = [smallest, memory_limit].into_iter().flatten().min();
+        if let (Some(overhead), Some(card)) = (process_overhead, known_card) {
+            let usable = card.saturating_sub(safety_margin.bytes(card));
+            if overhead >= usable {
+                return Err(self.err(
+                    "runner.process_overhead",
+                    format!(
+                        "{} per worker process leaves no room for a trial on a {} device: {} after the safety margin",
+                        gpu_mem::human_bytes(overhead),
+                        gpu_mem::human_bytes(card),
+                        gpu_mem::human_bytes(usable),
+                    ),
+                ));
+            }
+        }
         let at_least_one = |key: &str, v: Option<usize>| match v {
             Some(0) => Err(self.err(key, "must be at least 1")),
             _ => Ok(v),

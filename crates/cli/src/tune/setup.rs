@@ -40,6 +40,10 @@ pub enum SetupError {
     /// The study's data does not load.
     #[error("data: {0}")]
     Data(#[source] trainer::data::DataError),
+    /// A `[runner]` value of the study file that the device cannot honour
+    /// (the message names the file and the key).
+    #[error("{0}")]
+    Runner(String),
     /// Anything else (the storage URL, the device, the precision...).
     #[error("{0}")]
     Other(String),
@@ -245,6 +249,26 @@ impl RunPlan {
                 }]
             }
         };
+        for d in &devices {
+            let (overhead, usable) = (d.budget.process_overhead, d.budget.usable());
+            if overhead < usable {
+                continue;
+            }
+            let sizes = format!(
+                "{} per worker process leaves no room for a trial on {} ({}): {} after the safety margin",
+                gpu_mem::human_bytes(overhead),
+                d.name,
+                gpu_mem::human_bytes(d.budget.capacity),
+                gpu_mem::human_bytes(usable),
+            );
+            return Err(match cfg.runner.process_overhead {
+                Some(_) => SetupError::Runner(format!(
+                    "{}: `runner.process_overhead`: {sizes}",
+                    cfg.origin
+                )),
+                None => SetupError::Other(format!("the measured process overhead: {sizes}")),
+            });
+        }
         if let Some(max) = cfg.runner.max_workers {
             for d in &mut devices {
                 d.budget.max_workers = d.budget.max_workers.min(max).max(1);
@@ -483,13 +507,11 @@ fn resolve_kernels(asked: Option<Kernels>, on_cuda: bool) -> Kernels {
 
 /// Loads the data once to check it and count its classes, with its texts
 /// (what a preset's tokenizer is built from); the workers load it again
-/// (each is a separate process).
+/// (each is a separate process). The simulated device's trials step over
+/// synthetic batches, but its data is checked all the same: a study file
+/// is tried there before a long run, and its head is sized by the classes.
 fn load_data(cfg: &StudyConfig) -> Result<(DataSource, usize, Vec<String>), SetupError> {
     let source = cfg.data.source.clone();
-    if matches!(cfg.runner.device, DeviceKind::Sim) {
-        // Simulated trials use synthetic batches of the right shape.
-        return Ok((source, 2, Vec::new()));
-    }
     let dataset = source.load().map_err(SetupError::Data)?;
     // Split now, as each trial will: an empty side fails every trial alike.
     trainer::data::stratified_split(

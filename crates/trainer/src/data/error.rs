@@ -53,6 +53,19 @@ pub enum DataError {
     },
     #[error("{file}: no valid record")]
     Empty { file: String },
+    /// A declared class that no example has: it could never be learnt nor
+    /// scored (its F1 is 0 in every trial), and a count far beyond the
+    /// data's (a typo) would size the head and the split by it.
+    #[error("{}", class_without_examples(*num_classes, *with_examples, *missing, missing_name.as_deref()))]
+    ClassWithoutExamples {
+        num_classes: usize,
+        /// Distinct labels the examples have.
+        with_examples: usize,
+        /// The first class index without an example.
+        missing: usize,
+        /// Its name, when the labels are given as names.
+        missing_name: Option<String>,
+    },
     #[error("example {index} has label {label}, outside 0..{num_classes}")]
     LabelOutOfRange {
         index: usize,
@@ -76,6 +89,22 @@ pub enum DataError {
     ZeroBatchSize,
     #[error(transparent)]
     Tokenizer(#[from] crate::tokenize::TokenizerError),
+}
+
+fn class_without_examples(
+    num_classes: usize,
+    with_examples: usize,
+    missing: usize,
+    missing_name: Option<&str>,
+) -> String {
+    match missing_name {
+        Some(name) => format!(
+            "label_names lists {num_classes} classes, but no example has label `{name}`; list only the labels the data uses"
+        ),
+        None => format!(
+            "num_classes = {num_classes}, but the examples have {with_examples} distinct labels (none has label {missing}); set num_classes to the number of classes the data has"
+        ),
+    }
 }
 
 fn list(bad: &[BadRecord]) -> String {

@@ -197,6 +197,29 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// Every declared class has at least one example
+    /// ([`DataError::ClassWithoutExamples`] names the first that has none).
+    /// Counted without allocating per declared class, so any count is safe
+    /// to check.
+    pub fn check_classes_have_examples(&self) -> Result<(), super::DataError> {
+        let seen: std::collections::BTreeSet<usize> =
+            self.examples.iter().map(|e| e.label).collect();
+        if seen.len() >= self.num_classes {
+            return Ok(());
+        }
+        // Fewer distinct labels than classes: one of 0..=seen.len() is absent.
+        let missing = (0..=seen.len()).find(|c| !seen.contains(c)).unwrap_or(0);
+        Err(super::DataError::ClassWithoutExamples {
+            num_classes: self.num_classes,
+            with_examples: seen.len(),
+            missing,
+            missing_name: self
+                .label_names
+                .as_ref()
+                .and_then(|names| names.get(missing).cloned()),
+        })
+    }
+
     /// Examples per class, indexed by label.
     pub fn class_counts(&self) -> Vec<usize> {
         let mut counts = vec![0; self.num_classes];

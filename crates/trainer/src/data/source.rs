@@ -37,9 +37,11 @@ impl Default for DataSource {
 }
 
 impl DataSource {
+    /// Loads every file; the whole data set must have an example of every
+    /// class (one file alone need not).
     pub fn load(&self) -> Result<Dataset, DataError> {
-        match self {
-            Self::EmbeddedSentiment { bad_records } => load_sentiment(*bad_records),
+        let dataset = match self {
+            Self::EmbeddedSentiment { bad_records } => load_sentiment(*bad_records)?,
             Self::Files { paths, options } => {
                 let mut paths = paths.iter();
                 let first = paths.next().ok_or(DataError::NoFiles)?;
@@ -47,8 +49,10 @@ impl DataSource {
                 for path in paths {
                     dataset.append(load_file(path, options)?)?;
                 }
-                Ok(dataset)
+                dataset
             }
-        }
+        };
+        dataset.check_classes_have_examples()?;
+        Ok(dataset)
     }
 }

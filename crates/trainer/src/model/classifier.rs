@@ -5,7 +5,7 @@
 //! validates and uploads them its own way (DeBERTa adds bucket tables).
 
 use super::deberta::{DebertaBatch, DebertaClassifier, DebertaConfig, DebertaError};
-use super::family::{BERT, DEBERTA_V2, ModelType};
+use super::family::{BERT, DEBERTA_V2, ModelType, TokenTypes};
 use super::{BatchError, BertClassifier, DeviceBatch, HeadConfig, Mode, ModelError, Params};
 use crate::backend::Backend;
 use crate::batch::Batch;
@@ -349,65 +349,105 @@ impl ModelConfig {
     /// from the safetensors header and data), before a model of the
     /// config's sizes is allocated: the word embeddings must be
     /// `[vocab_size, width]`, the position embeddings (where the model has
-    /// them) `[max_position_embeddings, width]`, and the encoder must have
+    /// them) `[max_position_embeddings, ..]`, the token type embeddings
+    /// `[type_vocab_size, ..]`, the first layer's feed-forward input
+    /// `[intermediate_size, ..]`, and the encoder must have
     /// `num_hidden_layers` layers. A contradiction is a
-    /// [`ConfigError::Size`] naming `config_path` and the field.
+    /// [`ConfigError::Size`] naming `config_path`, the field as
+    /// `config.json` spells it and the tensor's shape.
     pub fn check_checkpoint(
         &self,
         tensors: &NamedTensors,
         config_path: &Path,
     ) -> Result<(), ConfigError> {
-        let (vocab, width, positions, layers) = match self {
+        let (vocab, width, positions, layers, type_vocab, inter) = match self {
             ModelConfig::Bert(c) => (
                 c.vocab_size,
                 c.embedding_size(),
                 Some(c.max_position_embeddings),
                 c.num_hidden_layers,
+                (c.family().token_types != TokenTypes::Absent).then_some(c.type_vocab_size),
+                c.intermediate_size,
             ),
             ModelConfig::Deberta(c) => (
                 c.vocab_size,
                 c.hidden_size,
                 c.position_biased_input.then_some(c.max_position_embeddings),
                 c.num_hidden_layers,
+                (c.type_vocab_size > 0).then_some(c.type_vocab_size),
+                c.intermediate_size,
             ),
         };
-        let size = |field: &'static str, value: usize, problem: String| ConfigError::Size {
-            path: config_path.to_path_buf(),
-            field,
-            value: value as u64,
-            problem,
+        // DistilBERT's config.json spells the shared sizes its own way.
+        let distilbert = matches!(self, ModelConfig::Bert(c) if c.model_type == "distilbert");
+        let key = |field: &'static str| match (distilbert, field) {
+            (true, "hidden_size") => "dim",
+            (true, "num_hidden_layers") => "n_layers",
+            (true, "intermediate_size") => "hidden_dim",
+            _ => field,
         };
-        let shape_of = |name: &str| tensors.get(name).map(|t| t.shape.as_slice());
-        if let Some(shape) = shape_of("embeddings.word_embeddings.weight") {
-            let contradiction = |what: &str| {
-                format!(
-                    "model.safetensors's embeddings.word_embeddings.weight is {shape:?} ({what})"
-                )
-            };
-            if shape.first() != Some(&vocab) {
-                return Err(size(
-                    "vocab_size",
-                    vocab,
-                    contradiction("rows: the vocabulary"),
-                ));
-            }
-            if shape.get(1) != Some(&width) {
-                let field = match self {
-                    ModelConfig::Bert(c) if c.embedding_size.is_some() => "embedding_size",
-                    _ => "hidden_size",
-                };
-                return Err(size(field, width, contradiction("columns: the width")));
-            }
-        }
-        if let (Some(positions), Some(shape)) =
-            (positions, shape_of("embeddings.position_embeddings.weight"))
-            && shape.first() != Some(&positions)
-        {
-            return Err(size(
+        let width_field = match self {
+            ModelConfig::Bert(c) if c.embedding_size.is_some() => "embedding_size",
+            _ => "hidden_size",
+        };
+        let (layer_prefix, ffn_in) = match self {
+            ModelConfig::Bert(c) => (c.family().layer.layers, c.family().layer.ffn_in),
+            ModelConfig::Deberta(_) => ("encoder.layer", "intermediate.dense"),
+        };
+        let ffn_in = format!("{layer_prefix}.0.{ffn_in}.weight");
+        // (tensor, axis, field, the size config.json gives it, what the axis is)
+        let axes: [(&str, usize, &'static str, Option<usize>, &str); 5] = [
+            (
+                "embeddings.word_embeddings.weight",
+                0,
+                "vocab_size",
+                Some(vocab),
+                "rows: the vocabulary",
+            ),
+            (
+                "embeddings.word_embeddings.weight",
+                1,
+                width_field,
+                Some(width),
+                "columns: the width",
+            ),
+            (
+                "embeddings.position_embeddings.weight",
+                0,
                 "max_position_embeddings",
                 positions,
-                format!("model.safetensors's embeddings.position_embeddings.weight is {shape:?}"),
-            ));
+                "rows: the positions",
+            ),
+            (
+                "embeddings.token_type_embeddings.weight",
+                0,
+                "type_vocab_size",
+                type_vocab,
+                "rows: the token types",
+            ),
+            (
+                &ffn_in,
+                0,
+                "intermediate_size",
+                Some(inter),
+                "rows: the feed-forward width",
+            ),
+        ];
+        for (name, axis, field, value, what) in axes {
+            let (Some(value), Some(t)) = (value, tensors.get(name)) else {
+                continue;
+            };
+            if t.shape.get(axis) != Some(&value) {
+                return Err(ConfigError::Size {
+                    path: config_path.to_path_buf(),
+                    field: key(field),
+                    value: value as u64,
+                    problem: format!(
+                        "model.safetensors's {name} has shape {:?} ({what})",
+                        t.shape
+                    ),
+                });
+            }
         }
         // `encoder.layer.N.` (`transformer.layer.N.` for DistilBERT).
         let stored_layers = tensors
@@ -422,11 +462,12 @@ impl ModelConfig {
         if let Some(stored) = stored_layers
             && stored != layers
         {
-            return Err(size(
-                "num_hidden_layers",
-                layers,
-                format!("model.safetensors has {stored} encoder layers"),
-            ));
+            return Err(ConfigError::Size {
+                path: config_path.to_path_buf(),
+                field: key("num_hidden_layers"),
+                value: layers as u64,
+                problem: format!("model.safetensors has {stored} encoder layers"),
+            });
         }
         Ok(())
     }

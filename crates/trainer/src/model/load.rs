@@ -24,14 +24,28 @@ pub struct LoadReport {
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum LoadError {
     #[error(
-        "checkpoint does not fit the model: missing {missing:?}; shape mismatches {mismatched:?}"
+        "the checkpoint does not fit the model its config describes: {}",
+        mismatch(missing, mismatched)
     )]
     Mismatch {
         /// Encoder/embedding parameters the checkpoint lacks.
         missing: Vec<String>,
-        /// `name: checkpoint [..] vs model [..]`.
+        /// `name: checkpoint [..] vs model [..]` (the model's shape is the
+        /// one its config implies).
         mismatched: Vec<String>,
     },
+}
+
+/// The shapes first: a tensor of another shape is present, not missing.
+fn mismatch(missing: &[String], mismatched: &[String]) -> String {
+    let mut parts = Vec::new();
+    if !mismatched.is_empty() {
+        parts.push(format!("shapes differ: {}", mismatched.join(", ")));
+    }
+    if !missing.is_empty() {
+        parts.push(format!("missing {}", missing.join(", ")));
+    }
+    parts.join("; ")
 }
 
 /// Old BERT checkpoints name LayerNorm parameters gamma/beta.
@@ -54,9 +68,14 @@ impl<B: Backend> BertClassifier<B> {
         let mut missing = Vec::new();
         let mut mismatched = Vec::new();
         let mut found = vec![None; self.params.info.len()];
+        let mut present = vec![false; self.params.info.len()];
         for (name, t) in tensors {
             let canon = canonical(name);
-            match self.params.index_of(&canon) {
+            let index = self.params.index_of(&canon);
+            if let Some(i) = index {
+                present[i] = true;
+            }
+            match index {
                 None => report.unused.push(name.clone()),
                 Some(i)
                     if t.shape != self.params.info[i].shape
@@ -80,13 +99,15 @@ impl<B: Backend> BertClassifier<B> {
             }
         }
         for (i, f) in found.iter().enumerate() {
-            if f.is_none() {
-                let name = self.params.info[i].name.clone();
-                if self.is_head_param(i) {
-                    report.initialised_randomly.push(name);
-                } else {
-                    missing.push(name);
-                }
+            if f.is_some() {
+                continue;
+            }
+            let name = self.params.info[i].name.clone();
+            if self.is_head_param(i) {
+                report.initialised_randomly.push(name);
+            } else if !present[i] {
+                // One of another shape is among the mismatches already.
+                missing.push(name);
             }
         }
         if !missing.is_empty() || !mismatched.is_empty() {
