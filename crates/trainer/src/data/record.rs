@@ -198,7 +198,7 @@ pub struct Dataset {
 
 impl Dataset {
     /// Every declared class has at least one example
-    /// ([`DataError::ClassWithoutExamples`] names the first that has none).
+    /// ([`super::DataError::ClassWithoutExamples`] names the first that has none).
     /// Counted without allocating per declared class, so any count is safe
     /// to check.
     pub fn check_classes_have_examples(&self) -> Result<(), super::DataError> {
