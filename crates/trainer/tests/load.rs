@@ -49,6 +49,20 @@ fn setup() -> (CpuBackend<f32>, BertConfig, NamedTensors) {
     (be, config, tensors)
 }
 
+/// A randomly initialised model (seed 1) with a two-class head.
+fn two_class_model(be: &CpuBackend<f32>, config: &BertConfig) -> BertClassifier<CpuBackend<f32>> {
+    BertClassifier::new_random(
+        be,
+        config,
+        &HeadConfig {
+            num_labels: 2,
+            hidden: vec![],
+        },
+        1,
+    )
+    .unwrap()
+}
+
 #[test]
 fn loads_encoder_and_reports_unused_and_random_head() {
     let (be, config, tensors) = setup();
@@ -95,16 +109,7 @@ fn old_gamma_beta_names_are_accepted() {
     let (be, config, mut tensors) = setup();
     let t = tensors.remove("embeddings.LayerNorm.weight").unwrap();
     tensors.insert("embeddings.LayerNorm.gamma".into(), t);
-    let mut model = BertClassifier::new_random(
-        &be,
-        &config,
-        &HeadConfig {
-            num_labels: 2,
-            hidden: vec![],
-        },
-        1,
-    )
-    .unwrap();
+    let mut model = two_class_model(&be, &config);
     assert!(model.load(&be, &tensors).unwrap().unused.len() == 1);
 }
 
@@ -113,16 +118,7 @@ fn missing_and_mismatched_tensors_are_named_and_nothing_changes() {
     let (be, config, mut tensors) = setup();
     tensors.remove("encoder.layer.0.output.dense.bias");
     tensors.get_mut("pooler.dense.weight").unwrap().shape = vec![8, 32];
-    let mut model = BertClassifier::new_random(
-        &be,
-        &config,
-        &HeadConfig {
-            num_labels: 2,
-            hidden: vec![],
-        },
-        1,
-    )
-    .unwrap();
+    let mut model = two_class_model(&be, &config);
     let before: Vec<Vec<f32>> = model.params.values.iter().map(|v| v.data.clone()).collect();
     let err = model.load(&be, &tensors).unwrap_err();
     let LoadError::Mismatch {
@@ -153,16 +149,7 @@ fn a_tensor_of_another_shape_is_not_called_missing() {
     let (be, config, mut tensors) = setup();
     let name = "encoder.layer.1.intermediate.dense.weight";
     tensors.get_mut(name).unwrap().shape = vec![24, 16];
-    let mut model = BertClassifier::new_random(
-        &be,
-        &config,
-        &HeadConfig {
-            num_labels: 2,
-            hidden: vec![],
-        },
-        1,
-    )
-    .unwrap();
+    let mut model = two_class_model(&be, &config);
     let err = model.load(&be, &tensors).unwrap_err();
     let LoadError::Mismatch {
         missing,
