@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use trainer::backend::{Backend, Kernels, MatmulPrecision};
+use trainer::backend::{Backend, HostCounters, Kernels, MatmulPrecision};
 use trainer::memory::plan::{build_planned_model, synthetic_batch};
 use trainer::train::train_step;
 
@@ -27,26 +27,14 @@ impl Device {
     }
 }
 
-/// The host's work on the device's stream so far: synchronisations, the
-/// nanoseconds spent waiting in them, kernel launches and cuBLAS calls.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct Counters {
-    syncs: u64,
-    sync_wait_ns: u64,
-    kernel_launches: u64,
-    blas_calls: u64,
-}
-
-impl Counters {
-    /// Per step of the `steps` between `earlier` and `self`.
-    fn per_step_since(&self, earlier: &Counters, steps: usize) -> HostRun {
-        let per_step = |now: u64, then: u64| now.saturating_sub(then) as f64 / steps as f64;
-        HostRun {
-            sync_wait_seconds: per_step(self.sync_wait_ns, earlier.sync_wait_ns) / 1e9,
-            syncs: per_step(self.syncs, earlier.syncs),
-            kernel_launches: per_step(self.kernel_launches, earlier.kernel_launches),
-            blas_calls: per_step(self.blas_calls, earlier.blas_calls),
-        }
+/// Per step of a run of `steps` steps, the host's counts over that run.
+fn per_step(run: &HostCounters, steps: usize) -> HostRun {
+    let per_step = |count: u64| count as f64 / steps as f64;
+    HostRun {
+        sync_wait_seconds: per_step(run.sync_wait_ns) / 1e9,
+        syncs: per_step(run.syncs),
+        kernel_launches: per_step(run.kernel_launches),
+        blas_calls: per_step(run.blas_calls),
     }
 }
 
@@ -56,7 +44,7 @@ trait Probe<B> {
     fn sync(&self, be: &B) -> Result<(), Error>;
     fn reset_peak(&self, be: &B);
     fn peak_bytes(&self, be: &B) -> Option<u64>;
-    fn counters(&self, be: &B) -> Option<Counters>;
+    fn counters(&self, be: &B) -> Option<HostCounters>;
 }
 
 /// Trains `w` for `warmup` untimed steps, then `repeats` timed runs of
@@ -96,7 +84,7 @@ fn time_steps<B: Backend>(
         let seconds = start.elapsed().as_secs_f64();
         let host = before
             .zip(probe.counters(be))
-            .map(|(before, after)| after.per_step_since(&before, plan.steps));
+            .map(|(before, after)| per_step(&after.since(&before), plan.steps));
         runs.push(Run {
             seconds_per_step: seconds / plan.steps as f64,
             host,
@@ -141,7 +129,7 @@ impl<B> Probe<B> for CpuProbe {
     fn peak_bytes(&self, _: &B) -> Option<u64> {
         None
     }
-    fn counters(&self, _: &B) -> Option<Counters> {
+    fn counters(&self, _: &B) -> Option<HostCounters> {
         None
     }
 }
@@ -179,14 +167,8 @@ mod cuda {
         fn peak_bytes(&self, be: &CudaBackend) -> Option<u64> {
             Some(be.allocator().stats().allocated_bytes.all.peak)
         }
-        fn counters(&self, be: &CudaBackend) -> Option<Counters> {
-            let c = be.host_counters();
-            Some(Counters {
-                syncs: c.syncs,
-                sync_wait_ns: c.sync_wait_ns,
-                kernel_launches: c.kernel_launches,
-                blas_calls: c.blas_calls,
-            })
+        fn counters(&self, be: &CudaBackend) -> Option<HostCounters> {
+            Some(be.host_counters())
         }
     }
 
@@ -254,19 +236,19 @@ mod tests {
 
     #[test]
     fn host_counts_are_per_step_of_the_run() {
-        let before = Counters {
+        let before = HostCounters {
             syncs: 10,
             sync_wait_ns: 5_000_000,
             kernel_launches: 1_000,
             blas_calls: 100,
         };
-        let after = Counters {
+        let after = HostCounters {
             syncs: 90,
             sync_wait_ns: 405_000_000,
             kernel_launches: 39_360,
             blas_calls: 8_980,
         };
-        let per_step = after.per_step_since(&before, 40);
+        let per_step = per_step(&after.since(&before), 40);
         assert_eq!(per_step.syncs, 2.0);
         assert!((per_step.sync_wait_seconds - 0.010).abs() < 1e-15);
         assert_eq!(per_step.kernel_launches, 959.0);

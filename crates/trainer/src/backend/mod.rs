@@ -19,6 +19,7 @@ pub mod cpu;
 pub mod cuda;
 #[cfg(feature = "testing")]
 pub mod faulty;
+mod host_counters;
 pub mod matmul_precision;
 pub mod plan;
 pub mod sim;
@@ -26,6 +27,7 @@ pub mod storage;
 
 use crate::memory::{BufKind, OutOfMemory};
 use crate::rng::RngKey;
+pub use host_counters::HostCounters;
 pub use matmul_precision::MatmulPrecision;
 use std::ops::Range;
 pub use storage::{Dtype, Kernels, Storage};
