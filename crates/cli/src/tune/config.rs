@@ -1435,25 +1435,6 @@ impl Check<'_> {
                 bytes => Some(bytes),
             },
         };
-        // A card whose size is known here (a simulated device, or the
-        // memory limit that caps any device) must leave a trial room beside
-        // one worker process; otherwise every trial would be recorded as
-        // not fitting, blaming the trials for the study file's number.
-        let known_card = [smallest, memory_limit].into_iter().flatten().min();
-        if let (Some(overhead), Some(card)) = (process_overhead, known_card) {
-            let usable = card.saturating_sub(safety_margin.bytes(card));
-            if overhead >= usable {
-                return Err(self.err(
-                    "runner.process_overhead",
-                    format!(
-                        "{} per worker process leaves no room for a trial on a {} device: {} after the safety margin",
-                        gpu_mem::human_bytes(overhead),
-                        gpu_mem::human_bytes(card),
-                        gpu_mem::human_bytes(usable),
-                    ),
-                ));
-            }
-        }
         let at_least_one = |key: &str, v: Option<usize>| match v {
             Some(0) => Err(self.err(key, "must be at least 1")),
             _ => Ok(v),
