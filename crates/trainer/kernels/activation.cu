@@ -61,6 +61,8 @@ __device__ void bias_gelu_forward_impl(const T *x, const float *bias, T *pre, T 
     }
 }
 
+// `dout` and `dx` may be one buffer (the in-place backward): each thread
+// loads its elements of `dout` before it stores the same elements of `dx`.
 template <typename T>
 __device__ void gelu_backward_impl(const T *x, const T *dout, T *dx, u64 n) {
     GRID_STRIDE_VEC(i, n) {

@@ -369,6 +369,19 @@ fn activations_match_cpu() {
     p.cpu.gelu_backward(&x.0, &dout.0, &mut dx.0);
     p.gpu.gelu_backward(&x.1, &dout.1, &mut dx.1);
     p.close("gelu_backward", &dx, TOL);
+    // In place (the fused FFN backward's): the GPU's own out-of-place
+    // values, to the bit, and the CPU's within tolerance.
+    let mut d = p.random(n);
+    let mut apart = p.out(n);
+    p.gpu.gelu_backward(&x.1, &d.1, &mut apart.1);
+    p.cpu.gelu_backward_in_place(&x.0, &mut d.0);
+    p.gpu.gelu_backward_in_place(&x.1, &mut d.1);
+    p.close("gelu_backward_in_place", &d, TOL);
+    assert_eq!(
+        p.gpu.download(&d.1),
+        p.gpu.download(&apart.1),
+        "gelu_backward in place differs from out of place on the GPU"
+    );
     let mut t = p.out(n);
     p.cpu.tanh_forward(&x.0, &mut t.0);
     p.gpu.tanh_forward(&x.1, &mut t.1);

@@ -332,6 +332,11 @@ fn gelu_tanh_relu_dropout_backward() {
             _ => be.dropout_backward(&dout, &mut dx, 0.3, key),
         }
         assert_close(what, &dx.data, &numeric(&inputs, 0, &f), TOL, seed);
+        if what == "gelu" {
+            let mut d = buf(&be, &w);
+            be.gelu_backward_in_place(&x, &mut d);
+            assert_eq!(d.data, dx.data, "gelu_backward in place (seed {seed})");
+        }
     }
     // GELU is the exact erf form: GELU(1) = 0.5 * (1 + erf(1/sqrt 2)).
     let mut o = buf(&be, &[0.0]);

@@ -250,6 +250,7 @@ impl<B: Tracked> Backend for FaultyBackend<B> {
         fn softmax_backward(&self, dprobs: &Self::Buf, probs: &Self::Buf, s: usize, scale: f64, dscores: &mut Self::Buf);
         fn gelu_forward(&self, x: &Self::Buf, out: &mut Self::Buf);
         fn gelu_backward(&self, x: &Self::Buf, dout: &Self::Buf, dx: &mut Self::Buf);
+        fn gelu_backward_in_place(&self, x: &Self::Buf, d: &mut Self::Buf);
         fn tanh_forward(&self, x: &Self::Buf, out: &mut Self::Buf);
         fn tanh_backward(&self, out: &Self::Buf, dout: &Self::Buf, dx: &mut Self::Buf);
         fn relu_forward(&self, x: &Self::Buf, out: &mut Self::Buf);

@@ -362,6 +362,9 @@ pub trait Backend {
     /// Exact GELU `x * Phi(x)` with the erf form (as HF BERT).
     fn gelu_forward(&self, x: &Self::Buf, out: &mut Self::Buf);
     fn gelu_backward(&self, x: &Self::Buf, dout: &Self::Buf, dx: &mut Self::Buf);
+    /// [`Backend::gelu_backward`] into the incoming gradient itself: `d =
+    /// d * gelu'(x)`, the same values without a second buffer of its size.
+    fn gelu_backward_in_place(&self, x: &Self::Buf, d: &mut Self::Buf);
     fn tanh_forward(&self, x: &Self::Buf, out: &mut Self::Buf);
     /// Uses the forward's output: `dx = dout * (1 - out^2)`.
     fn tanh_backward(&self, out: &Self::Buf, dout: &Self::Buf, dx: &mut Self::Buf);

@@ -83,6 +83,7 @@ macro_rules! compute_nothing {
         fn softmax_backward(&self, _: &$buf, _: &$buf, _: usize, _: f64, _: &mut $buf) {}
         fn gelu_forward(&self, _: &$buf, _: &mut $buf) {}
         fn gelu_backward(&self, _: &$buf, _: &$buf, _: &mut $buf) {}
+        fn gelu_backward_in_place(&self, _: &$buf, _: &mut $buf) {}
         fn tanh_forward(&self, _: &$buf, _: &mut $buf) {}
         fn tanh_backward(&self, _: &$buf, _: &$buf, _: &mut $buf) {}
         fn relu_forward(&self, _: &$buf, _: &mut $buf) {}

@@ -644,17 +644,18 @@ fn block_backward_fused<B: Backend>(
     let (d_sum2, d_ffn) =
         residual_layernorm_back(be, v, g, d, l.ln2, &dout, saved2, (d.p_ffn, key2), "sum2");
     drop(dout);
+    // One scratch buffer of the FFN's width at a time: the recomputed GELU
+    // output lives only for the weight's gradient, and the GELU's backward
+    // overwrites its incoming gradient.
     let mut gelu = be.alloc_overwritten(&d.grad_name("ffn_gelu_out"), Workspace, n * inter_dim);
     be.gelu_forward(&a.pre, &mut gelu);
-    let mut d_gelu = be.alloc_overwritten(&d.grad_name("ffn_gelu"), Workspace, n * inter_dim);
     let dy = d_ffn.as_ref().unwrap_or(&d_sum2);
-    l.out
-        .backward(be, v, g, dy, &gelu, n, Some((&mut d_gelu, false)));
+    l.out.backward(be, v, g, dy, &gelu, n, None);
     drop(gelu);
-    drop(d_ffn);
     let mut d_pre = be.alloc_overwritten(&d.grad_name("ffn_in"), Workspace, n * inter_dim);
-    be.gelu_backward(&a.pre, &d_gelu, &mut d_pre);
-    drop(d_gelu);
+    l.out.input_grad(be, v, dy, n, &mut d_pre, false);
+    drop(d_ffn);
+    be.gelu_backward_in_place(&a.pre, &mut d_pre);
     let mut d_h1 = d_sum2;
     l.inter
         .backward(be, v, g, &d_pre, &a.h1, n, Some((&mut d_h1, true)));

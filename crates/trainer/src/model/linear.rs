@@ -81,18 +81,33 @@ impl Dense {
         be.matmul(&dw, 1.0, dy, x, 1.0, &mut grads[self.w]);
         be.bias_backward(dy, &mut grads[self.b], self.out);
         if let Some((dx, accumulate)) = dx {
-            let shape = MatmulShape {
-                batch: 1,
-                m: rows,
-                n: self.inp,
-                k: self.out,
-                trans_a: false,
-                trans_b: false,
-            };
-            let copy = weight_operand(be, &values[self.w], dy);
-            let w = copy.as_ref().unwrap_or(&values[self.w]);
-            be.matmul(&shape, 1.0, dy, w, if accumulate { 1.0 } else { 0.0 }, dx);
+            self.input_grad(be, values, dy, rows, dx, accumulate);
         }
+    }
+
+    /// Writes (or with `accumulate`, adds) `dy W` into `dx`: the input's
+    /// gradient alone, for a caller that frees the input (which the
+    /// weight's gradient reads) before it allocates `dx`.
+    pub fn input_grad<B: Backend>(
+        &self,
+        be: &B,
+        values: &[B::Buf],
+        dy: &B::Buf,
+        rows: usize,
+        dx: &mut B::Buf,
+        accumulate: bool,
+    ) {
+        let shape = MatmulShape {
+            batch: 1,
+            m: rows,
+            n: self.inp,
+            k: self.out,
+            trans_a: false,
+            trans_b: false,
+        };
+        let copy = weight_operand(be, &values[self.w], dy);
+        let w = copy.as_ref().unwrap_or(&values[self.w]);
+        be.matmul(&shape, 1.0, dy, w, if accumulate { 1.0 } else { 0.0 }, dx);
     }
 }
 

@@ -41,12 +41,28 @@ pub fn gelu_forward<T: Float>(x: &[T], out: &mut [T]) {
 
 /// `d/dx x Phi(x) = Phi(x) + x phi(x)`.
 pub fn gelu_backward<T: Float>(x: &[T], dout: &[T], dx: &mut [T]) {
-    let half = T::from_f64(0.5);
-    let k = T::from_f64(INV_SQRT_2PI);
-    map2(x, dout, dx, |v, d| {
-        let pdf = k * exp(-half * v * v);
-        d * (phi(v) + v * pdf)
-    });
+    map2(x, dout, dx, gelu_grad);
+}
+
+/// [`gelu_backward`] with `d` both the incoming gradient and the output.
+pub fn gelu_backward_in_place<T: Float>(x: &[T], d: &mut [T]) {
+    assert_eq!(x.len(), d.len());
+    d.par_chunks_mut(CHUNK)
+        .zip(x.par_chunks(CHUNK))
+        .for_each(|(d, x)| {
+            with_avx2(|| {
+                d.iter_mut()
+                    .zip(x)
+                    .for_each(|(d, &v)| *d = gelu_grad(v, *d))
+            })
+        });
+}
+
+/// `dout * (Phi(v) + v phi(v))`.
+#[inline(always)]
+fn gelu_grad<T: Float>(v: T, dout: T) -> T {
+    let pdf = T::from_f64(INV_SQRT_2PI) * exp(-T::from_f64(0.5) * v * v);
+    dout * (phi(v) + v * pdf)
 }
 
 pub fn tanh_forward<T: Float>(x: &[T], out: &mut [T]) {

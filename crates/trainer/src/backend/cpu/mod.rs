@@ -528,6 +528,11 @@ impl<T: Float> Backend for CpuBackend<T> {
         activation::gelu_backward(&x.data, &dout.data, &mut dx.data);
         dx.store();
     }
+    fn gelu_backward_in_place(&self, x: &CpuBuf<T>, d: &mut CpuBuf<T>) {
+        skip_if_failed!(self);
+        activation::gelu_backward_in_place(&x.data, &mut d.data);
+        d.store();
+    }
     fn tanh_forward(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>) {
         skip_if_failed!(self);
         activation::tanh_forward(&x.data, &mut out.data);

@@ -965,6 +965,20 @@ impl Backend for CudaBackend {
         self.map8("gelu_backward", &[x, dout], dx)
     }
 
+    fn gelu_backward_in_place(&self, x: &CudaBuf, d: &mut CudaBuf) {
+        self.run(|| {
+            let op = "gelu_backward";
+            same_len(op, x.len, d.len)?;
+            let dtype = act(op, &[x, d])?;
+            let n = d.len as u64;
+            // `d` is both `dout` and `dx`: each thread loads its elements of
+            // `dout` before it stores the same elements of `dx`, and no
+            // other thread touches them (activation.cu).
+            let args = args![x, d, d, U64(n)];
+            self.launch_vec8(&typed(op, dtype), n, &[x, d], args)
+        })
+    }
+
     fn tanh_forward(&self, x: &CudaBuf, out: &mut CudaBuf) {
         self.map("tanh_forward", &[x], out)
     }
