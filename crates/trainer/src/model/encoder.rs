@@ -277,22 +277,21 @@ impl<B: Backend> BertClassifier<B> {
         let d = LayerDims::new(&self.config, (i, l), (batch.batch, batch.seq));
         let scale = self.score_scale();
         let (v, g) = (&self.params.values, &mut self.params.grads);
-        let (mut d_x, d_ctx) = block_backward(be, v, g, &d, l, &a.block, dout, mode);
-        match &a.attention {
+        let (mut d_x, d_ctx, ctx) = block_backward(be, v, g, &d, l, a.block, dout, mode);
+        match a.attention {
             Attention::Reference { qkv, probs } => {
+                drop(ctx);
                 let d_ctx_heads = context_to_heads(be, &d, d_ctx);
                 let (d_scores, d_vh) =
-                    attend_backward(be, &d, d_ctx_heads, probs, &qkv.vh, scale, mode);
-                let (d_qh, d_kh) = scores_backward(be, &d, 1.0, &d_scores, qkv);
-                drop(d_scores);
-                drop(a);
+                    attend_backward(be, &d, d_ctx_heads, &probs, &qkv.vh, scale, mode);
+                let (d_qh, d_kh) = scores_backward(be, &d, 1.0, &d_scores, &qkv);
+                drop((d_scores, qkv, probs));
                 qkv_backward(be, v, g, &d, l, x, [d_qh, d_kh, d_vh], &mut d_x);
             }
             Attention::Fused(saved) => {
-                let ctx = a.block.context();
                 let grads =
-                    attention_backward_fused(be, &d, saved, ctx, d_ctx, &batch.mask, scale, mode);
-                drop(a);
+                    attention_backward_fused(be, &d, &saved, &ctx, d_ctx, &batch.mask, scale, mode);
+                drop((saved, ctx));
                 projections_backward(be, v, g, &d, l, x, grads, &mut d_x);
             }
         }

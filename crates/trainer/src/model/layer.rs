@@ -354,7 +354,10 @@ pub(crate) fn block_forward<B: Backend>(
 
 /// Backward of [`block_forward`] from the output's gradient (consumed):
 /// the residual part of the layer input's gradient (the Q/K/V part is
-/// added by [`qkv_backward`]) and the context's gradient `[b, s, hidden]`.
+/// added by [`qkv_backward`]), the context's gradient `[b, s, hidden]`, and
+/// the context itself (the fused attention's backward reads it). The
+/// block's other saved activations are freed here, each after its last
+/// reader, so none is live in the attention's backward that follows.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn block_backward<B: Backend>(
     be: &B,
@@ -362,10 +365,10 @@ pub(crate) fn block_backward<B: Backend>(
     g: &mut [B::Buf],
     d: &LayerDims,
     l: &LayerIdx,
-    a: &Block<B>,
+    a: Block<B>,
     dout: B::Buf,
     mode: Mode,
-) -> (B::Buf, B::Buf) {
+) -> (B::Buf, B::Buf, B::Buf) {
     match a {
         Block::Reference(a) => block_backward_reference(be, v, g, d, l, a, dout, mode),
         Block::Fused(a) => block_backward_fused(be, v, g, d, l, a, dout, mode),
@@ -460,10 +463,10 @@ fn block_backward_reference<B: Backend>(
     g: &mut [B::Buf],
     d: &LayerDims,
     l: &LayerIdx,
-    a: &BlockActs<B>,
+    a: BlockActs<B>,
     dout: B::Buf,
     mode: Mode,
-) -> (B::Buf, B::Buf) {
+) -> (B::Buf, B::Buf, B::Buf) {
     let (n, h, inter_dim) = (d.tokens(), d.hidden, d.intermediate);
     // out = LN2(sum2), sum2 = dropout(ffn) + h1
     let mut d_sum2 = be.alloc_overwritten(&d.grad_name("sum2"), Workspace, n * h);
@@ -517,7 +520,7 @@ fn block_backward_reference<B: Backend>(
     l.attn_out
         .backward(be, v, g, dy, &a.ctx, n, Some((&mut d_ctx, false)));
     drop(d_attn_d);
-    (d_x, d_ctx)
+    (d_x, d_ctx, a.ctx)
 }
 
 /// What the fused block keeps for backward: the residual sums before each
@@ -633,35 +636,48 @@ fn block_backward_fused<B: Backend>(
     g: &mut [B::Buf],
     d: &LayerDims,
     l: &LayerIdx,
-    a: &FusedBlockActs<B>,
+    a: FusedBlockActs<B>,
     dout: B::Buf,
     mode: Mode,
-) -> (B::Buf, B::Buf) {
+) -> (B::Buf, B::Buf, B::Buf) {
     let (n, h, inter_dim) = (d.tokens(), d.hidden, d.intermediate);
     let [key1, key2] = d.block_keys(mode);
+    // Each saved activation is freed once its last reader is done.
+    let FusedBlockActs {
+        ctx,
+        sum1,
+        mean1,
+        rstd1,
+        h1,
+        pre,
+        sum2,
+        mean2,
+        rstd2,
+    } = a;
     // out = LN2(sum2), sum2 = dropout(ffn + b) + h1
-    let saved2 = (&a.sum2, &a.mean2, &a.rstd2);
+    let saved2 = (&sum2, &mean2, &rstd2);
     let (d_sum2, d_ffn) =
         residual_layernorm_back(be, v, g, d, l.ln2, &dout, saved2, (d.p_ffn, key2), "sum2");
-    drop(dout);
+    drop((dout, sum2, mean2, rstd2));
     // One scratch buffer of the FFN's width at a time: the recomputed GELU
     // output lives only for the weight's gradient, and the GELU's backward
     // overwrites its incoming gradient.
     let mut gelu = be.alloc_overwritten(&d.grad_name("ffn_gelu_out"), Workspace, n * inter_dim);
-    be.gelu_forward(&a.pre, &mut gelu);
+    be.gelu_forward(&pre, &mut gelu);
     let dy = d_ffn.as_ref().unwrap_or(&d_sum2);
     l.out.backward(be, v, g, dy, &gelu, n, None);
     drop(gelu);
     let mut d_pre = be.alloc_overwritten(&d.grad_name("ffn_in"), Workspace, n * inter_dim);
     l.out.input_grad(be, v, dy, n, &mut d_pre, false);
     drop(d_ffn);
-    be.gelu_backward_in_place(&a.pre, &mut d_pre);
+    be.gelu_backward_in_place(&pre, &mut d_pre);
+    drop(pre);
     let mut d_h1 = d_sum2;
     l.inter
-        .backward(be, v, g, &d_pre, &a.h1, n, Some((&mut d_h1, true)));
-    drop(d_pre);
+        .backward(be, v, g, &d_pre, &h1, n, Some((&mut d_h1, true)));
+    drop((d_pre, h1));
     // h1 = LN1(sum1), sum1 = dropout(attn + b) + x
-    let saved1 = (&a.sum1, &a.mean1, &a.rstd1);
+    let saved1 = (&sum1, &mean1, &rstd1);
     let (d_x, d_attn) = residual_layernorm_back(
         be,
         v,
@@ -673,13 +689,13 @@ fn block_backward_fused<B: Backend>(
         (d.p_attn_out, key1),
         "input",
     );
-    drop(d_h1);
+    drop((d_h1, sum1, mean1, rstd1));
     let mut d_ctx = be.alloc_overwritten(&d.grad_name("ctx"), Workspace, n * h);
     let dy = d_attn.as_ref().unwrap_or(&d_x);
     l.attn_out
-        .backward(be, v, g, dy, &a.ctx, n, Some((&mut d_ctx, false)));
+        .backward(be, v, g, dy, &ctx, n, Some((&mut d_ctx, false)));
     drop(d_attn);
-    (d_x, d_ctx)
+    (d_x, d_ctx, ctx)
 }
 
 /// The projections `[b, s, hidden]` the fused attention reads, kept for its
@@ -788,16 +804,6 @@ pub(crate) fn projections_backward<B: Backend>(
     let [dq, dk, dv] = grads;
     for (dy, dense) in [(dq, &l.query), (dk, &l.key), (dv, &l.value)] {
         dense.backward(be, v, g, &dy, x, d.tokens(), Some((&mut *d_x, true)));
-    }
-}
-
-impl<B: Backend> Block<B> {
-    /// The context the block read (the fused attention's output).
-    pub(crate) fn context(&self) -> &B::Buf {
-        match self {
-            Block::Reference(a) => &a.ctx,
-            Block::Fused(a) => &a.ctx,
-        }
     }
 }
 

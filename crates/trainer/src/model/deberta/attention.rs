@@ -173,7 +173,8 @@ pub(super) fn layer_backward<B: Backend>(
     let alpha = c.score_scale();
     let name = |what: &str| d.grad_name(what);
 
-    let (mut d_x, d_ctx) = block_backward(be, v, g, &d, l, &a.block, dout, mode);
+    let (mut d_x, d_ctx, ctx) = block_backward(be, v, g, &d, l, a.block, dout, mode);
+    drop(ctx);
     let d_ctx_heads = context_to_heads(be, &d, d_ctx);
     let (d_scores, d_vh) = attend_backward(be, &d, d_ctx_heads, &a.probs, &a.qkv.vh, 1.0, mode);
     // scores = alpha (qh kh^T + c2p gathered + p2c gathered)
@@ -249,7 +250,7 @@ pub(super) fn layer_backward<B: Backend>(
         let d = dropout_back_owned(be, d_rel_in, ph, rel_key, &name("rel"));
         be.add_assign(d_rel, &d);
     }
-    drop(a);
+    drop((a.qkv, a.pos_k, a.pos_q, a.probs));
     qkv_backward(be, v, g, &d, l, x, [d_qh, d_kh, d_vh], &mut d_x);
     d_x
 }
