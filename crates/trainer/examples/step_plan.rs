@@ -4,7 +4,9 @@
 //!
 //! `cargo run --release -p trainer --example step_plan -- MODEL BATCH SEQ
 //! [recompute] [fp32|bf16] [reference|fused]` (defaults: no recomputation,
-//! bf16 products, the fused kernels: the CUDA backend's default step).
+//! bf16 products, the fused kernels: the CUDA backend's default step, less
+//! the buffers that backend holds for itself, such as cuBLAS's workspace,
+//! as the `memory-plan` step compares them).
 
 use trainer::backend::{Kernels, MatmulPrecision};
 use trainer::memory::{BufKind, MemoryPlan, PlanRequest};

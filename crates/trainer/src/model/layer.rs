@@ -356,8 +356,9 @@ pub(crate) fn block_forward<B: Backend>(
 /// the residual part of the layer input's gradient (the Q/K/V part is
 /// added by [`qkv_backward`]), the context's gradient `[b, s, hidden]`, and
 /// the context itself (the fused attention's backward reads it). The
-/// block's other saved activations are freed here, each after its last
-/// reader, so none is live in the attention's backward that follows.
+/// block's other saved activations are freed here (the fused block frees
+/// each after its last reader), so none is live in the attention's
+/// backward that follows.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn block_backward<B: Backend>(
     be: &B,

@@ -92,3 +92,32 @@ pub fn dropout_forward<T: Float>(x: &[T], out: &mut [T], p: f64, key: RngKey) {
 pub fn dropout_backward<T: Float>(dout: &[T], dx: &mut [T], p: f64, key: RngKey) {
     super::dropout::apply(dout, dx, p, key);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Several chunks and a ragged tail, in f32 (the vectorised `fast_f32`
+    /// path) and f64.
+    fn in_place_equals_out_of_place<T: Float>() {
+        let n = 3 * CHUNK + 7;
+        let x: Vec<T> = (0..n)
+            .map(|i| T::from_f64(((i * 7919) % 2001) as f64 / 250.0 - 4.0))
+            .collect();
+        let dout: Vec<T> = (0..n)
+            .map(|i| T::from_f64(((i * 104_729) % 1999) as f64 / 1000.0 - 1.0))
+            .collect();
+        let mut apart = vec![T::from_f64(0.0); n];
+        gelu_backward(&x, &dout, &mut apart);
+        let mut d = dout.clone();
+        gelu_backward_in_place(&x, &mut d);
+        let bits = |v: &[T]| v.iter().map(|t| t.to_f64().to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&d), bits(&apart));
+    }
+
+    #[test]
+    fn gelu_backward_in_place_is_the_out_of_place_values_to_the_bit() {
+        in_place_equals_out_of_place::<f32>();
+        in_place_equals_out_of_place::<f64>();
+    }
+}
