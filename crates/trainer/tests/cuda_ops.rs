@@ -676,6 +676,50 @@ fn train<B: Backend>(be: &B, seed: u64, steps: u64, grads_out: &mut Vec<Vec<f64>
     losses
 }
 
+/// Uploads through the pinned ring (`MEMTUNE_CUDA_UPLOADS=staged`) land
+/// as the synchronous ones do: many in a row without a wait, the ring
+/// wrapping round and the host's source overwritten at once, one larger
+/// than the ring, then training steps equal to the bit.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn staged_uploads_land_as_synchronous_ones() {
+    use trainer::backend::cuda::staging::{RING_BYTES, Uploads};
+    let staged = CudaBackend::new(0, Config::default())
+        .and_then(|b| b.with_uploads(Uploads::Staged))
+        .expect("CUDA backend with staged uploads");
+    let mut r = Rand::new(time_seed(), 11);
+    // 3 MiB to 5 MiB each: the 16 MiB ring wraps several times.
+    let mut sent = Vec::new();
+    let mut source = Vec::new();
+    for k in 0..12usize {
+        let n = (3 << 18) + k * 37_003;
+        let data: Vec<f32> = (0..n).map(|_| r.uniform() as f32).collect();
+        let mut buf = staged.alloc("staged", BufKind::Activation, n);
+        source.clone_from(&data);
+        staged.upload_f32(&mut buf, &source);
+        source.iter_mut().for_each(|v| *v = -1.0);
+        sent.push((buf, data));
+    }
+    let big = RING_BYTES / 4 + 5;
+    let data: Vec<f32> = (0..big).map(|i| i as f32).collect();
+    let mut buf = staged.alloc("larger than the ring", BufKind::Activation, big);
+    staged.upload_f32(&mut buf, &data);
+    sent.push((buf, data));
+    for (k, (buf, data)) in sent.iter().enumerate() {
+        let back = staged.download(buf);
+        let same = back.iter().zip(data).all(|(a, &b)| *a == b as f64);
+        assert!(same && back.len() == data.len(), "upload {k} differs");
+    }
+    staged.check().unwrap();
+    let sync = CudaBackend::new(0, Config::default()).expect("CUDA backend");
+    let (mut g_sync, mut g_staged) = (Vec::new(), Vec::new());
+    let l_sync = train(&sync, 5, 3, &mut g_sync);
+    let l_staged = train(&staged, 5, 3, &mut g_staged);
+    staged.check().unwrap();
+    assert_eq!(l_staged, l_sync, "losses");
+    assert_eq!(g_staged, g_sync, "gradients of the first step");
+}
+
 #[test]
 #[ignore = "needs a CUDA device"]
 fn a_training_step_of_a_two_layer_model_matches_cpu() {

@@ -22,7 +22,8 @@ pub const USAGE: &str =
   --json             write the figures there as one JSON object
   --require-speedup  fail unless ours is at least X times HF eager's speed (eager:X, or X alone)
                      or HF + torch.compile's (compiled:X) for MODEL
-Our kernels: MEMTUNE_CUDA_KERNELS=reference|fused (default reference).";
+Our kernels: MEMTUNE_CUDA_KERNELS=reference|fused (default reference); our uploads:
+MEMTUNE_CUDA_UPLOADS=sync|staged (default sync).";
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Args {

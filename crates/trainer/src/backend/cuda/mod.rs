@@ -10,6 +10,9 @@
 //!   run time by NVRTC for the device's compute capability and cached per
 //!   process ([`kernels`]). Matrix products: cuBLAS strided-batched SGEMM
 //!   ([`blas`]).
+//! - Uploads: host data reaches the device by a copy the backend waits
+//!   for, or with `MEMTUNE_CUDA_UPLOADS=staged` through a pinned ring
+//!   without waiting ([`staging`]).
 //! - Determinism: no atomics; every reduction runs in a fixed order for a
 //!   given shape, so the same inputs give bit-identical outputs run to run.
 //!   Dropout masks are the CPU backend's (same Philox stream).
@@ -38,6 +41,7 @@ pub mod kernel_cache;
 pub mod kernels;
 pub mod nvrtc;
 mod ops;
+pub mod staging;
 
 pub use buffer::{CudaBuf, CudaIds};
 pub use error::CudaError;
@@ -160,6 +164,9 @@ pub struct CudaBackend {
     lost: Mutex<Option<(&'static str, CUresult)>>,
     /// What the host has done on the stream so far ([`CudaBackend::host_counters`]).
     counters: AtomicCounters,
+    /// The pinned ring of [`staging::Uploads::Staged`]; `None`: uploads
+    /// wait for the stream.
+    staging: Option<Mutex<staging::Staging>>,
 }
 
 /// The live counters behind [`HostCounters`].
@@ -301,6 +308,11 @@ impl CudaBackend {
             .alloc_slice::<u64>(fill_words, &stream)
             .map_err(|e| alloc("fill table", fill_words * 8, e))?;
         let blas = blas::Blas::new(Arc::clone(&stream), workspace.ptr(), BLAS_WORKSPACE_BYTES)?;
+        let uploads = staging::Uploads::from_env().map_err(|e| CudaError::Invalid {
+            op: "CudaBackend::new",
+            message: e.to_string(),
+        })?;
+        let staging = Self::staging_for(&ctx, uploads)?;
         let backend = CudaBackend {
             ctx,
             stream,
@@ -323,6 +335,7 @@ impl CudaBackend {
             error: Mutex::new(None),
             lost: Mutex::new(None),
             counters: AtomicCounters::default(),
+            staging,
         };
         // The column reductions' counters start at zero, and each launch
         // leaves them so.
@@ -359,6 +372,26 @@ impl CudaBackend {
         self.kernels = kernels;
         self.storage = Storage::for_step(Dtype::F32, self.precision, kernels);
         self
+    }
+
+    /// The backend uploading host data as `uploads` says (see
+    /// [`staging`]); [`CudaBackend::new`] takes `MEMTUNE_CUDA_UPLOADS`.
+    pub fn with_uploads(mut self, uploads: staging::Uploads) -> Result<CudaBackend, CudaError> {
+        self.synchronize()?;
+        self.staging = Self::staging_for(&self.ctx, uploads)?;
+        Ok(self)
+    }
+
+    fn staging_for(
+        ctx: &Arc<CudaContext>,
+        uploads: staging::Uploads,
+    ) -> Result<Option<Mutex<staging::Staging>>, CudaError> {
+        match uploads {
+            staging::Uploads::Synchronous => Ok(None),
+            staging::Uploads::Staged => staging::Staging::new(ctx)
+                .map(|s| Some(Mutex::new(s)))
+                .map_err(|e| from_driver("cuMemHostAlloc", e)),
+        }
     }
 
     /// The device's compute capability (major, minor).
@@ -578,6 +611,21 @@ impl CudaBackend {
     fn copy_in<T: Copy>(&self, dst: u64, src: &[T]) -> Result<(), CudaError> {
         if src.is_empty() {
             return Ok(());
+        }
+        if let Some(staging) = &self.staging {
+            self.bind()?;
+            // SAFETY: `src` is plain data (ids, values, addresses) read as
+            // its bytes.
+            let bytes = unsafe {
+                std::slice::from_raw_parts(src.as_ptr().cast::<u8>(), std::mem::size_of_val(src))
+            };
+            let mut staging = staging.lock().unwrap_or_else(|p| p.into_inner());
+            let sent = staging
+                .upload(dst, bytes, &self.stream)
+                .map_err(|e| from_driver("cuMemcpyHtoDAsync", e))?;
+            if sent {
+                return Ok(());
+            }
         }
         // SAFETY: `src` is valid for its bytes and outlives the copy (we
         // synchronise before returning); `dst` holds as many bytes.
