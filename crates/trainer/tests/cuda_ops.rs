@@ -677,9 +677,10 @@ fn train<B: Backend>(be: &B, seed: u64, steps: u64, grads_out: &mut Vec<Vec<f64>
 }
 
 /// Uploads through the pinned ring (`MEMTUNE_CUDA_UPLOADS=staged`) land
-/// as the synchronous ones do: many in a row without a wait, the ring
-/// wrapping round and the host's source overwritten at once, one larger
-/// than the ring, then training steps equal to the bit.
+/// as the synchronous ones do: queued behind long products, back to back
+/// until the ring has wrapped several times (so a ring that did not wait
+/// for its earlier copies would overwrite them before they ran), one
+/// larger than the ring, then training steps equal to the bit.
 #[test]
 #[ignore = "needs a CUDA device"]
 fn staged_uploads_land_as_synchronous_ones() {
@@ -688,18 +689,52 @@ fn staged_uploads_land_as_synchronous_ones() {
         .and_then(|b| b.with_uploads(Uploads::Staged))
         .expect("CUDA backend with staged uploads");
     let mut r = Rand::new(time_seed(), 11);
-    // 3 MiB to 5 MiB each: the 16 MiB ring wraps several times.
-    let mut sent = Vec::new();
-    let mut source = Vec::new();
-    for k in 0..12usize {
-        let n = (3 << 18) + k * 37_003;
-        let data: Vec<f32> = (0..n).map(|_| r.uniform() as f32).collect();
-        let mut buf = staged.alloc("staged", BufKind::Activation, n);
-        source.clone_from(&data);
-        staged.upload_f32(&mut buf, &source);
-        source.iter_mut().for_each(|v| *v = -1.0);
-        sent.push((buf, data));
+    // 3 MiB to 5 MiB each, 48 MiB in all: the 16 MiB ring wraps.
+    let uploads: Vec<Vec<f32>> = (0..12usize)
+        .map(|k| {
+            let n = (3 << 18) + k * 37_003;
+            (0..n).map(|_| r.uniform() as f32).collect()
+        })
+        .collect();
+    let mut bufs: Vec<CudaBuf> = uploads
+        .iter()
+        .map(|d| staged.alloc("staged", BufKind::Activation, d.len()))
+        .collect();
+    // Tens of milliseconds of products ahead of the copies on the stream.
+    let side = 4096;
+    let (a, b) = (
+        staged.alloc("a", BufKind::Activation, side * side),
+        staged.alloc("b", BufKind::Activation, side * side),
+    );
+    let mut c = staged.alloc("c", BufKind::Activation, side * side);
+    let shape = MatmulShape {
+        batch: 1,
+        m: side,
+        n: side,
+        k: side,
+        trans_a: false,
+        trans_b: false,
+    };
+    staged.check().unwrap();
+    let before = staged.host_counters();
+    for _ in 0..20 {
+        staged.matmul(&shape, 1.0, &a, &b, 0.0, &mut c);
     }
+    for (buf, data) in bufs.iter_mut().zip(&uploads) {
+        staged.upload_f32(buf, data);
+    }
+    let during = staged.host_counters().since(&before);
+    eprintln!(
+        "{} uploads behind the products: {} waits for the ring ({:.1} ms)",
+        uploads.len(),
+        during.syncs,
+        during.sync_wait_ns as f64 / 1e6
+    );
+    assert!(
+        during.syncs < uploads.len() as u64,
+        "every upload waited: the staged path was not taken"
+    );
+    let mut sent: Vec<(CudaBuf, Vec<f32>)> = bufs.into_iter().zip(uploads).collect();
     let big = RING_BYTES / 4 + 5;
     let data: Vec<f32> = (0..big).map(|i| i as f32).collect();
     let mut buf = staged.alloc("larger than the ring", BufKind::Activation, big);

@@ -11,7 +11,8 @@
 pub struct HostCounters {
     /// Stream synchronisations (`cuStreamSynchronize`): one per
     /// `CudaBackend::check` with nothing pending and one per copy between
-    /// host and device.
+    /// host and device (with staged uploads, one per upload that waited
+    /// for the ring instead).
     pub syncs: u64,
     /// Wall time the host spent inside those synchronisations, in ns.
     pub sync_wait_ns: u64,

@@ -607,15 +607,16 @@ impl CudaBackend {
         mem
     }
 
-    /// Copies `src` into the device buffer at `dst` and waits.
-    fn copy_in<T: Copy>(&self, dst: u64, src: &[T]) -> Result<(), CudaError> {
+    /// Copies `src` into the device buffer at `dst`, and waits for it
+    /// unless uploads are staged ([`staging`]).
+    fn copy_in<T: staging::PlainData>(&self, dst: u64, src: &[T]) -> Result<(), CudaError> {
         if src.is_empty() {
             return Ok(());
         }
         if let Some(staging) = &self.staging {
             self.bind()?;
-            // SAFETY: `src` is plain data (ids, values, addresses) read as
-            // its bytes.
+            // SAFETY: `T` is plain data without padding (`PlainData`), so
+            // its values are their bytes.
             let bytes = unsafe {
                 std::slice::from_raw_parts(src.as_ptr().cast::<u8>(), std::mem::size_of_val(src))
             };
@@ -623,7 +624,13 @@ impl CudaBackend {
             let sent = staging
                 .upload(dst, bytes, &self.stream)
                 .map_err(|e| from_driver("cuMemcpyHtoDAsync", e))?;
-            if sent {
+            if let Some(waited) = sent {
+                // A wait for the ring is a wait for the stream.
+                if !waited.is_zero() {
+                    let ns = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+                    AtomicCounters::add(&self.counters.sync_wait_ns, ns);
+                    AtomicCounters::add(&self.counters.syncs, 1);
+                }
                 return Ok(());
             }
         }

@@ -20,6 +20,7 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError, PinnedHost
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// How the CUDA backend uploads host data.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -115,6 +116,14 @@ impl<T> Ring<T> {
     }
 }
 
+/// Types whose values are exactly their bytes (no padding): what an
+/// upload may read as bytes.
+pub(crate) trait PlainData: Copy {}
+impl PlainData for u8 {}
+impl PlainData for u32 {}
+impl PlainData for u64 {}
+impl PlainData for f32 {}
+
 /// The pinned ring and the uploads in flight from it.
 pub(crate) struct Staging {
     /// Pinned host memory of [`RING_BYTES`], owned here (freed on drop)
@@ -146,21 +155,24 @@ impl Staging {
     }
 
     /// Copies `src` to device address `dst` on `stream` without waiting
-    /// for the stream; `Ok(false)` when `src` is larger than the ring (the
-    /// caller copies it synchronously).
+    /// for the stream: how long it waited for an earlier copy out of the
+    /// same slice, or `None` when `src` is larger than the ring (the caller
+    /// copies it synchronously).
     pub(crate) fn upload(
         &mut self,
         dst: u64,
         src: &[u8],
         stream: &CudaStream,
-    ) -> Result<bool, DriverError> {
+    ) -> Result<Option<Duration>, DriverError> {
         self.ring.retire(CudaEvent::is_complete);
         let Some((slice, wait)) = self.ring.reserve(src.len()) else {
-            return Ok(false);
+            return Ok(None);
         };
+        let start = Instant::now();
         if let Some(event) = wait {
             event.synchronize()?;
         }
+        let waited = start.elapsed();
         // SAFETY: `slice` lies in the ring, and no copy in flight reads it
         // (the ring waited for the newest that did).
         unsafe {
@@ -171,9 +183,17 @@ impl Staging {
                 stream.cu_stream(),
             )?;
         }
-        let done = stream.record_event(None)?;
+        // Without its event the slice could be reused while the copy reads
+        // it: wait for the copy instead.
+        let done = match stream.record_event(None) {
+            Ok(done) => done,
+            Err(e) => {
+                let _ = stream.synchronize();
+                return Err(e);
+            }
+        };
         self.ring.push(slice, done);
-        Ok(true)
+        Ok(Some(waited))
     }
 }
 
