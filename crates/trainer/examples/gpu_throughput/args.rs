@@ -303,8 +303,9 @@ mod tests {
                 Args::parse(words).unwrap_or_else(|e| panic!("{rest}: {e}"))
             })
             .collect();
-        // throughput (fused, reference kernels), profile, legacy's warm-up.
-        assert_eq!(calls.len(), 4, "{calls:?}");
+        // throughput (fused, reference kernels, fused with staged uploads),
+        // profile, legacy's warm-up.
+        assert_eq!(calls.len(), 5, "{calls:?}");
         let fused = calls.iter().find(|a| a.python.is_some()).unwrap();
         assert_eq!(fused.compile, [true, false, false]);
         assert_eq!((fused.steps, fused.warmup, fused.repeats), (40, 8, 3));
