@@ -94,28 +94,15 @@ fn main() {
         println!("  {:<16} {:>14} bytes", format!("{k:?}"), plan.total_of(k));
     }
     println!("\nlargest workspace buffers live at peak:");
-    let peak_event = plan
-        .buffers
-        .iter()
-        .find(|x| x.live_after_alloc == plan.peak_bytes)
-        .map(|x| x.alloc_event)
-        .unwrap();
     let mut live: Vec<_> = plan
-        .buffers
-        .iter()
-        .filter(|x| x.alloc_event <= peak_event && x.free_event.is_none_or(|f| f > peak_event))
+        .live_at_peak()
         .filter(|x| matches!(x.kind, BufKind::Workspace))
         .collect();
     live.sort_by_key(|x| std::cmp::Reverse(x.bytes));
     for x in live.iter().take(12) {
         println!("  {:<28} {:>12} bytes", x.name, x.bytes);
     }
-    println!(
-        "peak reached at allocation of `{}`",
-        plan.buffers
-            .iter()
-            .find(|x| x.alloc_event == peak_event)
-            .unwrap()
-            .name
-    );
+    if let Some(at) = plan.peak_buffer() {
+        println!("peak reached at allocation of `{}`", at.name);
+    }
 }

@@ -61,19 +61,11 @@ fn run() -> Result<(), String> {
     let plan = MemoryPlan::new(&request).map_err(|e| e.to_string())?;
     println!("{model} b{batch} s{seq} recompute={recompute} {precision:?} {kernels:?}");
     print!("{}", plan.summary());
-    let at_peak = plan
-        .buffers
-        .iter()
-        .find(|b| b.live_after_alloc == plan.peak_bytes)
-        .ok_or("the step allocates nothing")?;
+    let at_peak = plan.peak_buffer().ok_or("the step allocates nothing")?;
     println!("peak reached at the allocation of `{}`", at_peak.name);
     println!("activations and workspace of at least 1 MiB live at the peak:");
-    let event = at_peak.alloc_event;
-    for b in plan.buffers.iter().filter(|b| {
-        b.alloc_event <= event
-            && b.free_event.is_none_or(|f| f > event)
-            && matches!(b.kind, BufKind::Activation | BufKind::Workspace)
-            && b.bytes >= 1 << 20
+    for b in plan.live_at_peak().filter(|b| {
+        matches!(b.kind, BufKind::Activation | BufKind::Workspace) && b.bytes >= 1 << 20
     }) {
         println!(
             "  {:<32} {:<10} {:>12} bytes",

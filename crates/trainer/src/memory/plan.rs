@@ -332,25 +332,34 @@ impl MemoryPlan {
         // the backend outlives its model.
         drop((model, ctx));
         drop(backend);
-        let buffers = be.tracker().buffers();
-        let peak_bytes = be.tracker().peak_bytes();
-        let peak_event = buffers
-            .iter()
-            .find(|b| b.live_after_alloc == peak_bytes)
-            .map(|b| b.alloc_event);
-        let mut at_peak = BTreeMap::new();
-        if let Some(e) = peak_event {
-            for b in &buffers {
-                if b.alloc_event <= e && b.free_event.is_none_or(|f| f > e) {
-                    *at_peak.entry(b.kind).or_insert(0) += b.bytes;
-                }
-            }
-        }
-        Ok(Self {
+        let mut plan = Self {
             request: req.clone(),
-            buffers,
-            peak_bytes,
-            at_peak,
+            buffers: be.tracker().buffers(),
+            peak_bytes: be.tracker().peak_bytes(),
+            at_peak: BTreeMap::new(),
+        };
+        let mut at_peak = BTreeMap::new();
+        for b in plan.live_at_peak() {
+            *at_peak.entry(b.kind).or_insert(0) += b.bytes;
+        }
+        plan.at_peak = at_peak;
+        Ok(plan)
+    }
+
+    /// The allocation that reached the (first) peak; `None` for a step
+    /// that allocates nothing.
+    pub fn peak_buffer(&self) -> Option<&PlannedBuffer> {
+        self.buffers
+            .iter()
+            .find(|b| b.live_after_alloc == self.peak_bytes)
+    }
+
+    /// The buffers live right after [`MemoryPlan::peak_buffer`]'s
+    /// allocation, in allocation order (it among them).
+    pub fn live_at_peak(&self) -> impl Iterator<Item = &PlannedBuffer> {
+        let event = self.peak_buffer().map(|b| b.alloc_event);
+        self.buffers.iter().filter(move |b| {
+            event.is_some_and(|e| b.alloc_event <= e && b.free_event.is_none_or(|f| f > e))
         })
     }
 

@@ -83,10 +83,13 @@ impl<T> Ring<T> {
         }
     }
 
-    /// Forgets the oldest in-flight slices while `done` says they are done.
-    pub(crate) fn retire(&mut self, mut done: impl FnMut(&T) -> bool) {
+    /// Hands the oldest in-flight slices' markers to `spare` while `done`
+    /// says they are done.
+    pub(crate) fn retire(&mut self, mut done: impl FnMut(&T) -> bool, mut spare: impl FnMut(T)) {
         while self.in_flight.front().is_some_and(|(_, t)| done(t)) {
-            self.in_flight.pop_front();
+            if let Some((_, t)) = self.in_flight.pop_front() {
+                spare(t);
+            }
         }
     }
 
@@ -131,6 +134,9 @@ pub(crate) struct Staging {
     _host: PinnedHostSlice<u8>,
     base: *mut u8,
     ring: Ring<CudaEvent>,
+    /// Events whose copies are done, recorded again by later uploads
+    /// rather than created anew.
+    spare: Vec<CudaEvent>,
 }
 
 // SAFETY: `base` points into `_host`, which the struct owns; the backend
@@ -151,6 +157,7 @@ impl Staging {
             _host: host,
             base,
             ring: Ring::new(RING_BYTES),
+            spare: Vec::new(),
         })
     }
 
@@ -164,15 +171,18 @@ impl Staging {
         src: &[u8],
         stream: &CudaStream,
     ) -> Result<Option<Duration>, DriverError> {
-        self.ring.retire(CudaEvent::is_complete);
+        let spare = &mut self.spare;
+        self.ring.retire(CudaEvent::is_complete, |e| spare.push(e));
         let Some((slice, wait)) = self.ring.reserve(src.len()) else {
             return Ok(None);
         };
-        let start = Instant::now();
+        let mut waited = Duration::ZERO;
         if let Some(event) = wait {
+            let start = Instant::now();
             event.synchronize()?;
+            waited = start.elapsed();
+            self.spare.push(event);
         }
-        let waited = start.elapsed();
         // SAFETY: `slice` lies in the ring, and no copy in flight reads it
         // (the ring waited for the newest that did).
         unsafe {
@@ -185,7 +195,11 @@ impl Staging {
         }
         // Without its event the slice could be reused while the copy reads
         // it: wait for the copy instead.
-        let done = match stream.record_event(None) {
+        let recorded = match self.spare.pop() {
+            Some(event) => event.record(stream).map(|()| event),
+            None => stream.record_event(None),
+        };
+        let done = match recorded {
             Ok(done) => done,
             Err(e) => {
                 let _ = stream.synchronize();
@@ -242,7 +256,7 @@ mod tests {
     fn finished_uploads_free_their_slices_without_a_wait() {
         let mut ring = Ring::new(64);
         for n in 0..10 {
-            ring.retire(|_| true);
+            ring.retire(|_| true, drop);
             let (slice, wait) = ring.reserve(48).unwrap();
             assert_eq!(wait, None, "upload {n}");
             ring.push(slice, n);
