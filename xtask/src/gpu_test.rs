@@ -542,7 +542,7 @@ mod tests {
         assert_eq!(step["name"], "throughput");
         assert_eq!(step["status"], "passed");
         // One table per run of the example (fused beside HF eager and
-        // compiled, reference kernels alone, fused with staged uploads).
+        // compiled, reference kernels alone, fused with synchronous uploads).
         let table = "| model | ours/HF |\n| bert-base | 1.50x |";
         assert_eq!(step["detail"], [table, table, table].join("\n"));
         assert_eq!(step["figures"]["models"][0]["speedup"], 1.5);

@@ -99,12 +99,13 @@ step_latency() { MEMTUNE_TORCH_LATENCY_SCRIPT=torch_latency.py ./bin/gpu_latency
 # bf16, fused AdamW) on BERT-base b32 s128 and b8 s512 and MiniLM-L6 b32
 # s64, and beside HF + torch.compile on BERT-base b32 s128 (one model to
 # compile: two did not fit the step's time), in one run; then our reference
-# kernels alone, and our fused kernels alone with staged uploads. Each figure is the median of 3 timed runs of 40 steps, with
+# kernels alone, and our fused kernels alone with synchronous uploads. Each
+# figure is the median of 3 timed runs of 40 steps, with
 # MFU and, for ours, the host's busy time and launches per step. Fails
 # unless the fused BERT-base b32 s128 step is at least 1.5x torch.compile's
 # and MiniLM-L6 at least 5x HF eager's. The first run's figures go into the
-# report; the reference kernels' and the fused ones' with staged uploads
-# (MEMTUNE_CUDA_UPLOADS=staged) beside them in $OUT.
+# report; the reference kernels' and the fused ones' with synchronous
+# uploads (MEMTUNE_CUDA_UPLOADS=sync) beside them in $OUT.
 step_throughput() { local rc=0 models=bert-base,bert-base-s512,minilm-l6
   MEMTUNE_CUDA_KERNELS=fused ./bin/gpu_throughput --device cuda --python "$PY" --script torch_gpu_throughput.py \
     --models $models --compile-models bert-base --steps 40 --warmup 8 --repeats 3 \
@@ -112,10 +113,10 @@ step_throughput() { local rc=0 models=bert-base,bert-base-s512,minilm-l6
     --require-speedup minilm-l6=eager:5 || rc=1
   MEMTUNE_CUDA_KERNELS=reference ./bin/gpu_throughput --device cuda --models $models --steps 40 --warmup 8 \
     --repeats 3 --json "$OUT/throughput-reference.json" || rc=1
-  # The fused step with staged uploads (no wait after each upload), beside
-  # the first call's: off by default until timed and checked here.
-  MEMTUNE_CUDA_KERNELS=fused MEMTUNE_CUDA_UPLOADS=staged ./bin/gpu_throughput --device cuda --models $models \
-    --steps 40 --warmup 8 --repeats 3 --json "$OUT/throughput-staged.json" || rc=1
+  # The fused step with a wait after each upload (the staged ring's
+  # alternative), beside the first call's.
+  MEMTUNE_CUDA_KERNELS=fused MEMTUNE_CUDA_UPLOADS=sync ./bin/gpu_throughput --device cuda --models $models \
+    --steps 40 --warmup 8 --repeats 3 --json "$OUT/throughput-sync.json" || rc=1
   return $rc; }
 # Where the fused BERT-base step's time goes (b32 s128, bf16 products):
 # Nsight Compute's duration of every kernel of one warm-up and two timed

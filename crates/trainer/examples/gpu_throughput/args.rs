@@ -23,7 +23,7 @@ pub const USAGE: &str =
   --require-speedup  fail unless ours is at least X times HF eager's speed (eager:X, or X alone)
                      or HF + torch.compile's (compiled:X) for MODEL
 Our kernels: MEMTUNE_CUDA_KERNELS=reference|fused (default reference); our uploads:
-MEMTUNE_CUDA_UPLOADS=sync|staged (default sync).";
+MEMTUNE_CUDA_UPLOADS=sync|staged (default staged).";
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Args {
@@ -303,7 +303,7 @@ mod tests {
                 Args::parse(words).unwrap_or_else(|e| panic!("{rest}: {e}"))
             })
             .collect();
-        // throughput (fused, reference kernels, fused with staged uploads),
+        // throughput (fused, reference kernels, fused with synchronous uploads),
         // profile, legacy's warm-up.
         assert_eq!(calls.len(), 5, "{calls:?}");
         let fused = calls.iter().find(|a| a.python.is_some()).unwrap();

@@ -14,7 +14,9 @@ pub struct HostCounters {
     /// host and device (with staged uploads, one per upload that waited
     /// for the ring instead).
     pub syncs: u64,
-    /// Wall time the host spent inside those synchronisations, in ns.
+    /// Wall time the host spent waiting in those synchronisations, in ns,
+    /// counting the copy each one follows (a copy to or from pageable
+    /// memory can wait for the stream before it returns).
     pub sync_wait_ns: u64,
     /// Kernels of ours launched (`cuLaunchKernel`).
     pub kernel_launches: u64,

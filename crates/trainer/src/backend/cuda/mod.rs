@@ -10,9 +10,9 @@
 //!   run time by NVRTC for the device's compute capability and cached per
 //!   process ([`kernels`]). Matrix products: cuBLAS strided-batched SGEMM
 //!   ([`blas`]).
-//! - Uploads: host data reaches the device by a copy the backend waits
-//!   for, or with `MEMTUNE_CUDA_UPLOADS=staged` through a pinned ring
-//!   without waiting ([`staging`]).
+//! - Uploads: host data reaches the device through a pinned ring without
+//!   waiting for the GPU ([`staging`]), or with `MEMTUNE_CUDA_UPLOADS=sync`
+//!   by a copy the backend waits for.
 //! - Determinism: no atomics; every reduction runs in a fixed order for a
 //!   given shape, so the same inputs give bit-identical outputs run to run.
 //!   Dropout masks are the CPU backend's (same Philox stream).
@@ -433,8 +433,14 @@ impl CudaBackend {
     }
 
     fn synchronize(&self) -> Result<(), CudaError> {
+        self.synchronize_since(Instant::now())
+    }
+
+    /// Waits for the stream, counting the wait from `start`: a copy to or
+    /// from pageable memory may itself wait for the stream before it
+    /// returns, and that time is the host's waiting too.
+    fn synchronize_since(&self, start: Instant) -> Result<(), CudaError> {
         self.bind()?;
-        let start = Instant::now();
         // SAFETY: our own live stream.
         let result = check("cuStreamSynchronize", unsafe {
             sys::cuStreamSynchronize(self.stream.cu_stream())
@@ -634,6 +640,7 @@ impl CudaBackend {
                 return Ok(());
             }
         }
+        let start = Instant::now();
         // SAFETY: `src` is valid for its bytes and outlives the copy (we
         // synchronise before returning); `dst` holds as many bytes.
         check("cuMemcpyHtoDAsync", unsafe {
@@ -644,7 +651,7 @@ impl CudaBackend {
                 self.stream.cu_stream(),
             )
         })?;
-        self.synchronize()
+        self.synchronize_since(start)
     }
 
     /// Copies the device buffer at `src` into `dst` and waits.
@@ -652,6 +659,7 @@ impl CudaBackend {
         if dst.is_empty() {
             return Ok(());
         }
+        let start = Instant::now();
         // SAFETY: as in `copy_in`, the other way round.
         check("cuMemcpyDtoHAsync", unsafe {
             sys::cuMemcpyDtoHAsync_v2(
@@ -661,7 +669,7 @@ impl CudaBackend {
                 self.stream.cu_stream(),
             )
         })?;
-        self.synchronize()
+        self.synchronize_since(start)
     }
 }
 

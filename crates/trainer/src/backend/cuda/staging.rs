@@ -12,9 +12,9 @@
 //! waits only when the ring comes round to a slice whose copy has not
 //! run yet.
 //!
-//! Off by default ([`Uploads::from_env`]): `MEMTUNE_CUDA_UPLOADS=staged`
-//! turns it on until a device run has checked it against the synchronous
-//! path (`cuda_ops::staged_uploads_land_as_synchronous_ones`).
+//! The default ([`Uploads::from_env`]); `MEMTUNE_CUDA_UPLOADS=sync` selects
+//! the synchronous path. The GPU bundle checks the two against each other
+//! (`cuda_ops::staged_uploads_land_as_synchronous_ones`) and times both.
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError, PinnedHostSlice, result};
 use std::collections::VecDeque;
@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Uploads {
     /// Copy, then wait for the stream (every upload drains the GPU).
-    #[default]
     Synchronous,
     /// Through a pinned ring, without waiting (see the module doc).
+    #[default]
     Staged,
 }
 
@@ -38,11 +38,11 @@ pub enum Uploads {
 pub struct UploadsVarError(pub String);
 
 impl Uploads {
-    /// `MEMTUNE_CUDA_UPLOADS` (`sync` or `staged`), or synchronous when it
-    /// is unset.
+    /// `MEMTUNE_CUDA_UPLOADS` (`sync` or `staged`), or staged when it is
+    /// unset.
     pub fn from_env() -> Result<Self, UploadsVarError> {
         match std::env::var("MEMTUNE_CUDA_UPLOADS") {
-            Err(_) => Ok(Self::Synchronous),
+            Err(_) => Ok(Self::default()),
             Ok(v) => Self::parse(&v),
         }
     }
