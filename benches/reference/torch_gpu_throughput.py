@@ -1,5 +1,6 @@
-"""Training throughput of Hugging Face's `BertForSequenceClassification` in
-eager PyTorch, the reference for the trainer's `gpu_throughput` example
+"""Training throughput of Hugging Face's `BertForSequenceClassification`
+(`DebertaV2ForSequenceClassification` for a `deberta-v2` config) in eager
+PyTorch, the reference for the trainer's `gpu_throughput` example
 (`cargo run --release -p trainer --features cuda --example gpu_throughput --
 --python PY`), which runs this script and reads its output.
 
@@ -42,7 +43,12 @@ import time
 
 import torch
 import transformers
-from transformers import BertConfig, BertForSequenceClassification
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    DebertaV2Config,
+    DebertaV2ForSequenceClassification,
+)
 
 # The CPU reference's optimiser (decay groups) and batch; its folder is on
 # the path, beside this script here and in the GPU bundle.
@@ -68,11 +74,16 @@ def device_name(device: str) -> str:
 def measure(spec: dict, steps: int, warmup: int, repeats: int, device: str, compile: bool) -> dict:
     fields = dict(spec["config"])
     # The class fixes the architecture; a `model_type` keyword would only
-    # shadow its class attribute.
-    fields.pop("model_type", None)
-    config = BertConfig(num_labels=2, **fields)
+    # shadow its class attribute. Every BERT-like family trains as BERT.
+    deberta = fields.pop("model_type", None) == "deberta-v2"
+    config_class, model_class = (
+        (DebertaV2Config, DebertaV2ForSequenceClassification)
+        if deberta
+        else (BertConfig, BertForSequenceClassification)
+    )
+    config = config_class(num_labels=2, **fields)
     torch.manual_seed(0)
-    model = BertForSequenceClassification(config).to(device)
+    model = model_class(config).to(device)
     model.train()
     optimizer = adamw(model, 1e-5, fused=device == "cuda")
     if compile:

@@ -96,8 +96,8 @@ step_gpu-mem() { local t; t=$(one 'bin/gpu-*'); [ -n "$t" ] || { echo "gpu-mem t
   "$t" --include-ignored --test-threads=1; }
 step_latency() { MEMTUNE_TORCH_LATENCY_SCRIPT=torch_latency.py ./bin/gpu_latency --python "$PY"; }
 # Ours (bf16 products) with the fused kernels beside HF eager (autocast
-# bf16, fused AdamW) on BERT-base b32 s128 and b8 s512 and MiniLM-L6 b32
-# s64, and beside HF + torch.compile on BERT-base b32 s128 (one model to
+# bf16, fused AdamW) on BERT-base b32 s128 and b8 s512, MiniLM-L6 b32 s64
+# and DeBERTa-v3-base b32 s128 (its attention unfused), and beside HF + torch.compile on BERT-base b32 s128 (one model to
 # compile: two did not fit the step's time), in one run; then our reference
 # kernels alone, and our fused kernels alone with synchronous uploads. Each
 # figure is the median of 3 timed runs of 40 steps, with
@@ -106,7 +106,7 @@ step_latency() { MEMTUNE_TORCH_LATENCY_SCRIPT=torch_latency.py ./bin/gpu_latency
 # and MiniLM-L6 at least 5x HF eager's. The first run's figures go into the
 # report; the reference kernels' and the fused ones' with synchronous
 # uploads (MEMTUNE_CUDA_UPLOADS=sync) beside them in $OUT.
-step_throughput() { local rc=0 models=bert-base,bert-base-s512,minilm-l6
+step_throughput() { local rc=0 models=bert-base,bert-base-s512,minilm-l6,deberta-v3-base
   MEMTUNE_CUDA_KERNELS=fused ./bin/gpu_throughput --device cuda --python "$PY" --script torch_gpu_throughput.py \
     --models $models --compile-models bert-base --steps 40 --warmup 8 --repeats 3 \
     --json "$OUT/throughput.figures.json" --require-speedup bert-base=compiled:1.5 \

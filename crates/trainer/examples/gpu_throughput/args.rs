@@ -11,7 +11,8 @@ pub const USAGE: &str =
                       [--python PY [--script PATH] [--compile-models NAME,... | --compile]]
                       [--peak-tflops X] [--json PATH] [--require-speedup MODEL=[eager:|compiled:]X]...
   --device           where our steps run (default cuda; cuda needs the `cuda` feature)
-  --models           bert-base, bert-base-s512, minilm-l6, tiny (default bert-base,minilm-l6)
+  --models           bert-base, bert-base-s512, minilm-l6, deberta-v3-base, tiny, tiny-deberta
+                     (default bert-base,minilm-l6)
   --steps, --warmup  timed steps per run and untimed steps before the first (default 30 and 5)
   --repeats          timed runs per model and implementation; the median is reported (default 1)
   --python           also run the Hugging Face reference with this Python (torch, transformers)
@@ -299,7 +300,12 @@ mod tests {
                 let words = rest
                     .split_whitespace()
                     .map(|w| w.trim_matches('"'))
-                    .map(|w| w.replace("$models", "bert-base,bert-base-s512,minilm-l6"));
+                    .map(|w| {
+                        w.replace(
+                            "$models",
+                            "bert-base,bert-base-s512,minilm-l6,deberta-v3-base",
+                        )
+                    });
                 Args::parse(words).unwrap_or_else(|e| panic!("{rest}: {e}"))
             })
             .collect();
@@ -307,7 +313,7 @@ mod tests {
         // profile, legacy's warm-up.
         assert_eq!(calls.len(), 5, "{calls:?}");
         let fused = calls.iter().find(|a| a.python.is_some()).unwrap();
-        assert_eq!(fused.compile, [true, false, false]);
+        assert_eq!(fused.compile, [true, false, false, false]);
         assert_eq!((fused.steps, fused.warmup, fused.repeats), (40, 8, 3));
         let required: Vec<(&str, Anchor, f64)> = fused
             .requirements

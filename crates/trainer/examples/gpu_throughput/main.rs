@@ -1,7 +1,8 @@
-//! Training throughput of BERT-base (batch 32, sequence 128) and MiniLM-L6
-//! (batch 32, sequence 64) on this crate's backends with bf16 matrix
-//! products, beside Hugging Face's `BertForSequenceClassification` in eager
-//! PyTorch and, for the models `--compile-models` names, through
+//! Training throughput of BERT-base (batch 32, sequence 128), MiniLM-L6
+//! (batch 32, sequence 64) and DeBERTa-v3-base (batch 32, sequence 128) on
+//! this crate's backends with bf16 matrix products, beside Hugging Face's
+//! `BertForSequenceClassification` (`DebertaV2ForSequenceClassification`)
+//! in eager PyTorch and, for the models `--compile-models` names, through
 //! `torch.compile` (autocast bf16, fused AdamW;
 //! `benches/reference/torch_gpu_throughput.py`), with the model FLOPs
 //! utilisation (MFU) of each.
