@@ -8,7 +8,9 @@
 //! Optuna's wheels into `.device/`
 //! (git-ignored) with `run.sh` (`gpu_bundle/run.sh`). Carry `.device` to the
 //! device machine and run `bash .device/run.sh [STEP...]`; it writes
-//! `gpu-report.json` and `gpu-report.md` into `$OUT`. `run.sh --dry-run`
+//! `gpu-report.json` and `gpu-report.md` into `$OUT`. `session.sh` runs
+//! the steps that fit one call of a few minutes, in the order that keeps
+//! the timed ones alone (`gpu_bundle/session.sh`). `run.sh --dry-run`
 //! reports every step skipped (what `cargo xtask test` checks, see
 //! [`check_dry_run`], also `cargo xtask gpu-test --dry-run`). On a machine that has both cargo and a GPU,
 //! `cargo xtask gpu-test --run` builds and runs in one go.
@@ -75,6 +77,8 @@ pub const STEPS: &[&str] = &[
 const MAX_BUNDLE_BYTES: u64 = 60 << 20;
 
 const RUN_SH: &str = include_str!("gpu_bundle/run.sh");
+/// The bundle's steps in one call of a few minutes (`session.sh`'s header).
+const SESSION_SH: &str = include_str!("gpu_bundle/session.sh");
 /// The study step's study file (its model is the bundle's `minilm/`).
 const STUDY_TOML: &str = include_str!("gpu_bundle/study.toml");
 /// Makes the bundle's `minilm/`: fp16, the vocabulary cut to the data's.
@@ -137,6 +141,7 @@ pub fn run(args: &[String]) -> Result<()> {
         copy_into(&env::root().join(script), &bundle)?;
     }
     for (name, text) in [
+        ("session.sh", SESSION_SH),
         ("study.toml", STUDY_TOML),
         ("legacy.toml", LEGACY_TOML),
         ("legacy_figures.py", LEGACY_FIGURES_PY),
@@ -399,6 +404,7 @@ pub fn check_dry_run(out: &Path) -> Result<()> {
     }
     let scripts = SCRIPTS.iter().map(|s| file_name(Path::new(s)));
     let others = [
+        "session.sh",
         "study.toml",
         "legacy.toml",
         "legacy_figures.py",
