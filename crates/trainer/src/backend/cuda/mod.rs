@@ -308,11 +308,20 @@ impl CudaBackend {
             .alloc_slice::<u64>(fill_words, &stream)
             .map_err(|e| alloc("fill table", fill_words * 8, e))?;
         let blas = blas::Blas::new(Arc::clone(&stream), workspace.ptr(), BLAS_WORKSPACE_BYTES)?;
-        let uploads = staging::Uploads::from_env().map_err(|e| CudaError::Invalid {
+        let asked = staging::Uploads::from_env().map_err(|e| CudaError::Invalid {
             op: "CudaBackend::new",
             message: e.to_string(),
         })?;
-        let staging = Self::staging_for(&ctx, uploads)?;
+        let staging = match Self::staging_for(&ctx, asked.unwrap_or_default()) {
+            Ok(staging) => staging,
+            // A locked-memory limit can refuse pinned memory; uploads that
+            // wait need none.
+            Err(e) if asked.is_none() => {
+                eprintln!("memtune: CUDA uploads wait for the GPU (no pinned ring: {e})");
+                None
+            }
+            Err(e) => return Err(e),
+        };
         let backend = CudaBackend {
             ctx,
             stream,

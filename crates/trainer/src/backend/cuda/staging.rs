@@ -13,7 +13,9 @@
 //! run yet.
 //!
 //! The default ([`Uploads::from_env`]); `MEMTUNE_CUDA_UPLOADS=sync` selects
-//! the synchronous path. The GPU bundle checks the two against each other
+//! the synchronous path, which the backend also takes, saying so on
+//! stderr, where the ring's pinned memory is refused and nobody asked for
+//! staging. The GPU bundle checks the two against each other
 //! (`cuda_ops::staged_uploads_land_as_synchronous_ones`) and times both.
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError, PinnedHostSlice, result};
@@ -38,12 +40,13 @@ pub enum Uploads {
 pub struct UploadsVarError(pub String);
 
 impl Uploads {
-    /// `MEMTUNE_CUDA_UPLOADS` (`sync` or `staged`), or staged when it is
-    /// unset.
-    pub fn from_env() -> Result<Self, UploadsVarError> {
+    /// `MEMTUNE_CUDA_UPLOADS` (`sync` or `staged`), or `None` when it is
+    /// unset (the backend then stages, and waits instead where pinned
+    /// memory is refused).
+    pub fn from_env() -> Result<Option<Self>, UploadsVarError> {
         match std::env::var("MEMTUNE_CUDA_UPLOADS") {
-            Err(_) => Ok(Self::default()),
-            Ok(v) => Self::parse(&v),
+            Err(_) => Ok(None),
+            Ok(v) => Self::parse(&v).map(Some),
         }
     }
 
