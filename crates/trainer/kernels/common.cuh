@@ -160,6 +160,30 @@ __device__ __forceinline__ bool last_to_arrive(u32 *arrived) {
     return last;
 }
 
+// In the last block (after last_to_arrive), one column's sum of the
+// partials of the gridDim.y chunks, partial[c * stride] for chunk c, in a
+// fixed order: row phase y adds chunks y, y + 8, ... in chunk order, and
+// row phase 0 adds the 8 sums in y order; the result is for threadIdx.y ==
+// 0. The loads go through L2 (__ldcg: the other blocks' writes, never a
+// stale L1 line) and are independent, so a thread's are in flight
+// together; one thread adding 64 chunks through volatile loads waited for
+// each in turn, most of such a launch's time. Every thread of the block
+// calls it (`active`: its column exists); `scratch` is free to overwrite.
+__device__ __forceinline__ float sum_partials(const float *partial, u64 stride, bool active,
+                                              float (*scratch)[33]) {
+    float acc = 0.0f;
+    if (active) {
+#pragma unroll 8
+        for (u32 c = threadIdx.y; c < gridDim.y; c += 8) acc += __ldcg(partial + (u64)c * stride);
+    }
+    scratch[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    float total = 0.0f;
+    if (threadIdx.y == 0)
+        for (int y = 0; y < 8; ++y) total += scratch[y][threadIdx.x];
+    return total;
+}
+
 // Instantiate `M(suffix, type)` for every storage type of activations.
 #define FOR_EACH_TYPE(M) M(f32, float) M(bf16, bf16) M(f16, f16)
 // `M(suffix, type)` for the 16-bit types only.

@@ -95,9 +95,9 @@ __device__ void bias_backward_impl(const T *dout, float *dbias, u64 rows, u32 co
 // whole machine, in one launch: block (32, 8) sums its chunk of rows for 32
 // columns (rows in order within a thread, the 8 row phases in order) into
 // partial[chunk * cols + col]; the last of a column block's gridDim.y
-// blocks to finish (last_to_arrive) adds the chunks in chunk order onto
-// dbias. Fixed order for a given shape and chunk count, whichever block is
-// last.
+// blocks to finish (last_to_arrive) adds the chunks onto dbias
+// (sum_partials' fixed order). Fixed order for a given shape and chunk
+// count, whichever block is last.
 template <typename T>
 __device__ void column_sums_impl(const T *dout, float *partial, u32 *arrived, float *dbias,
                                  u64 rows, u32 cols) {
@@ -119,13 +119,8 @@ __device__ void column_sums_impl(const T *dout, float *partial, u32 *arrived, fl
         __threadfence();
     }
     if (!last_to_arrive(arrived)) return;
-    if (threadIdx.y == 0 && col < cols) {
-        // volatile: the other blocks' partials, not a cached copy.
-        const volatile float *p = partial;
-        float total = 0.0f;
-        for (u32 c = 0; c < gridDim.y; ++c) total += p[(u64)c * cols + col];
-        dbias[col] += total;
-    }
+    const float total = sum_partials(partial + col, cols, col < cols, part);
+    if (threadIdx.y == 0 && col < cols) dbias[col] += total;
 }
 
 #define ELEMENTWISE(S, T)                                                                   \

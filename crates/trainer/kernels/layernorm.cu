@@ -20,8 +20,8 @@
 // sums over
 // rows in a fixed order, so every sum is deterministic: one block per 32
 // columns with (32, 8) threads (backward_params), or split over row chunks
-// into partials that each column block's last block adds in chunk order
-// (last_to_arrive, in the same launch).
+// into partials that each column block's last block adds in a fixed order
+// (last_to_arrive and sum_partials, in the same launch).
 //
 // Counts per call (R rows of n, s = sizeof(T)):
 //   forward                    ~8*R*n FLOP, 2*R*n*s + 8n + 8R bytes
@@ -310,14 +310,9 @@ __device__ void layernorm_backward_params_impl(const T *dout, const T *x, const 
         }
     }
     if (gridDim.y == 1 || !last_to_arrive(arrived)) return;
+    const float tg = sum_partials(partial + col, 2 * (u64)n, col < n, pg);
+    const float tb = sum_partials(partial + n + col, 2 * (u64)n, col < n, pb);
     if (threadIdx.y == 0 && col < n) {
-        // volatile: the other blocks' partials, not a cached copy.
-        const volatile float *p = partial;
-        float tg = 0.0f, tb = 0.0f;
-        for (u32 c = 0; c < gridDim.y; ++c) {
-            tg += p[((u64)c * 2) * n + col];
-            tb += p[((u64)c * 2 + 1) * n + col];
-        }
         dgamma[col] += tg;
         dbeta[col] += tb;
     }

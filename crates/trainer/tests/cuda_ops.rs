@@ -183,6 +183,13 @@ fn elementwise_bias_norm_and_optimisers_match_cpu() {
     p.cpu.bias_backward(&x.0, &mut dbias.0, cols);
     p.gpu.bias_backward(&x.1, &mut dbias.1, cols);
     p.close("bias_backward twice", &dbias, TOL);
+    // 13 chunks: the last block's row phases add two chunks or one.
+    let (rows, cols) = (100, 40);
+    let mid = p.random(rows * cols);
+    let mut dbias = p.random(cols);
+    p.cpu.bias_backward(&mid.0, &mut dbias.0, cols);
+    p.gpu.bias_backward(&mid.1, &mut dbias.1, cols);
+    p.close("bias_backward 100 rows", &dbias, TOL);
     // A tall one (4096 rows: 64 chunks) with a column count of the models.
     let (rows, cols) = (4096, 768 + 8);
     let tall = p.random(rows * cols);
