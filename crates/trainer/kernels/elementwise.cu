@@ -107,7 +107,9 @@ __device__ void column_sums_impl(const T *dout, float *partial, u32 *arrived, fl
     const u64 r0 = (u64)blockIdx.y * per;
     const u64 r1 = r0 + per < rows ? r0 + per : rows;
     float acc = 0.0f;
+    // Unrolled: the loads in flight together, the adds in row order.
     if (col < cols)
+#pragma unroll 4
         for (u64 r = r0 + threadIdx.y; r < r1; r += 8) acc += ld(dout + r * cols + col);
     part[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();

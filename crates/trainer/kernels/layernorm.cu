@@ -284,7 +284,9 @@ __device__ void layernorm_backward_params_impl(const T *dout, const T *x, const 
     const u64 r0 = (u64)blockIdx.y * per;
     const u64 r1 = r0 + per < rows ? r0 + per : rows;
     float ag = 0.0f, ab = 0.0f;
+    // Unrolled: the loads in flight together, the adds in row order.
     if (col < n)
+#pragma unroll 4
         for (u64 r = r0 + threadIdx.y; r < r1; r += 8) {
             const float d = ld(dout + r * n + col);
             ag += d * (ld(x + r * n + col) - mean[r]) * rstd[r];
