@@ -8,7 +8,7 @@
 // adamw_multi updates every tensor of the model in one launch (a table of
 // tensors, as apex's multi_tensor_apply) with the gradient clip folded in:
 // each block adds the per-block partial sums of squares that
-// sum_squares_multi (global_norm.cu) left, in block order, so every block
+// sum_squares_multi (global_norm.cu) left, in a fixed order, so every block
 // derives the same clip factor without the host reading the norm.
 //
 // Counts per call (n elements):
@@ -46,14 +46,26 @@ struct tensor_entry {
     u64 param, grad, m, v, len, decay;
 };
 
+// The sum of sum_squares_multi's per-block partials, for a whole warp and
+// the same in every block: lane l adds partials l, l + 32, ... in order
+// (its loads in flight together), then each lane adds the 32 lane sums in
+// lane order. One thread adding all of them waited for each load in turn.
+__device__ double sum_norm_partials(const double *partials, u32 blocks) {
+    const u32 lane = threadIdx.x % 32;
+    double acc = 0.0;
+#pragma unroll 8
+    for (u32 b = lane; b < blocks; b += 32) acc += partials[b];
+    double total = 0.0;
+    for (int l = 0; l < 32; ++l) total += __shfl_sync(0xffffffffu, acc, l);
+    return total;
+}
+
 // The factor every gradient is multiplied by: grad_scale, times clip / norm
 // when the global norm of the scaled gradients exceeds `clip` (clip <= 0:
-// no clipping). `partials` are sum_squares_multi's per-block sums.
-__device__ float clip_factor(const double *partials, u32 blocks, float grad_scale, float clip) {
+// no clipping), from the sum of the unscaled gradients' squares.
+__device__ float clip_factor(double sum_squares, float grad_scale, float clip) {
     if (clip <= 0.0f) return grad_scale;
-    double total = 0.0;
-    for (u32 b = 0; b < blocks; ++b) total += partials[b];
-    const double norm = (double)grad_scale * sqrt(total);
+    const double norm = (double)grad_scale * sqrt(sum_squares);
     if (norm > (double)clip && norm > 0.0) return (float)((double)grad_scale * (clip / norm));
     return grad_scale;
 }
@@ -66,7 +78,10 @@ extern "C" __global__ void __launch_bounds__(1024)
                 float grad_scale, float clip, float b1, float b2, float ob1, float ob2,
                 float step, float inv_sqrt_bc2, float eps, float decay) {
     __shared__ float factor;
-    if (threadIdx.x == 0) factor = clip_factor(partials, blocks, grad_scale, clip);
+    if (threadIdx.x < 32) {
+        const double sum_squares = clip > 0.0f ? sum_norm_partials(partials, blocks) : 0.0;
+        if (threadIdx.x == 0) factor = clip_factor(sum_squares, grad_scale, clip);
+    }
     __syncthreads();
     const float f = factor;
     for (u32 t = 0; t < tensors; ++t) {
