@@ -144,7 +144,7 @@ __device__ __forceinline__ void add_bias8(float v[8], const float *bias, u64 i, 
 
 // Split column reductions (bias and LayerNorm parameter gradients): the
 // gridDim.y blocks of a column block each write partial sums, and the last
-// to arrive adds them in chunk order. Whether this block is that last one,
+// to arrive adds them (sum_partials). Whether this block is that last one,
 // counted in arrived[blockIdx.x], which the last sets back to 0 for the next
 // launch (every other block has counted by then). Threads that wrote
 // partials must __threadfence() before; every thread of the block calls it.
@@ -161,21 +161,27 @@ __device__ __forceinline__ bool last_to_arrive(u32 *arrived) {
 }
 
 // In the last block (after last_to_arrive), one column's sum of the
-// partials of the gridDim.y chunks, partial[c * stride] for chunk c, in a
-// fixed order: row phase y adds chunks y, y + 8, ... in chunk order, and
-// row phase 0 adds the 8 sums in y order; the result is for threadIdx.y ==
-// 0. The loads go through L2 (__ldcg: the other blocks' writes, never a
-// stale L1 line) and are independent, so a thread's are in flight
-// together; one thread adding 64 chunks through volatile loads waited for
-// each in turn, most of such a launch's time. Every thread of the block
-// calls it (`active`: its column exists); `scratch` is free to overwrite.
+// partials of the gridDim.y <= 64 chunks (the host's COLUMN_CHUNKS),
+// partial[c * stride] for chunk c, in a fixed order: row phase y adds
+// chunks y, y + 8, ... in chunk order, and row phase 0 adds the 8 sums in y
+// order; the result is for threadIdx.y == 0. A row phase's at most 8 loads
+// are issued before the first add, through L2 (__ldcg: the other blocks'
+// writes, never a stale L1 line), where one thread adding all 64 chunks
+// waited for each load in turn. Every thread of the block calls it
+// (`active`: its column exists); `scratch` is overwritten, and a second
+// call with the same scratch needs a __syncthreads() between.
 __device__ __forceinline__ float sum_partials(const float *partial, u64 stride, bool active,
                                               float (*scratch)[33]) {
-    float acc = 0.0f;
-    if (active) {
-#pragma unroll 8
-        for (u32 c = threadIdx.y; c < gridDim.y; c += 8) acc += __ldcg(partial + (u64)c * stride);
+    float v[8];
+#pragma unroll
+    for (u32 k = 0; k < 8; ++k) {
+        const u32 c = threadIdx.y + 8 * k;
+        v[k] = active && c < gridDim.y ? __ldcg(partial + (u64)c * stride) : 0.0f;
     }
+    float acc = 0.0f;
+#pragma unroll
+    for (u32 k = 0; k < 8; ++k)
+        if (threadIdx.y + 8 * k < gridDim.y) acc += v[k];
     scratch[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     float total = 0.0f;

@@ -48,14 +48,24 @@ __device__ void embedding_backward_impl(const u32 *csr, const T *dout, float *dt
     const u32 col = blockIdx.x * 32 + threadIdx.x;
     for (u32 u = blockIdx.y; u < unique; u += gridDim.y) {
         float acc = 0.0f;
-        // Unrolled so a thread's position and gradient loads are in flight
-        // together (the adds keep their order): one id can hold every
-        // token of the batch (BERT's token types), 512 rows a thread at
-        // 32 x 128.
-        if (col < dim)
-#pragma unroll 4
-            for (u32 p = starts[u] + threadIdx.y; p < starts[u + 1]; p += 8)
-                acc += ld(dout + (u64)order[p] * dim + col);
+        if (col < dim) {
+            // Four positions' loads issued before their adds, which keep
+            // token order: one id can hold every token of the batch (BERT's
+            // token types), 512 rows a thread at 32 x 128.
+            const u32 end = starts[u + 1];
+            u32 p = starts[u] + threadIdx.y;
+            for (; p + 24 < end; p += 32) {
+                u32 t[4];
+                float g[4];
+#pragma unroll
+                for (int k = 0; k < 4; ++k) t[k] = order[p + 8 * k];
+#pragma unroll
+                for (int k = 0; k < 4; ++k) g[k] = ld(dout + (u64)t[k] * dim + col);
+#pragma unroll
+                for (int k = 0; k < 4; ++k) acc += g[k];
+            }
+            for (; p < end; p += 8) acc += ld(dout + (u64)order[p] * dim + col);
+        }
         part[threadIdx.y][threadIdx.x] = acc;
         __syncthreads();
         if (threadIdx.y == 0 && col < dim) {

@@ -284,14 +284,29 @@ __device__ void layernorm_backward_params_impl(const T *dout, const T *x, const 
     const u64 r0 = (u64)blockIdx.y * per;
     const u64 r1 = r0 + per < rows ? r0 + per : rows;
     float ag = 0.0f, ab = 0.0f;
-    // Unrolled: the loads in flight together, the adds in row order.
-    if (col < n)
-#pragma unroll 4
-        for (u64 r = r0 + threadIdx.y; r < r1; r += 8) {
+    if (col < n) {
+        // Four rows' loads issued before their adds, which keep row order.
+        u64 r = r0 + threadIdx.y;
+        for (; r + 24 < r1; r += 32) {
+            float d[4], xh[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const u64 rk = r + 8 * k;
+                d[k] = ld(dout + rk * n + col);
+                xh[k] = (ld(x + rk * n + col) - mean[rk]) * rstd[rk];
+            }
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                ag += d[k] * xh[k];
+                ab += d[k];
+            }
+        }
+        for (; r < r1; r += 8) {
             const float d = ld(dout + r * n + col);
-            ag += d * (ld(x + r * n + col) - mean[r]) * rstd[r];
+            ag += d * ((ld(x + r * n + col) - mean[r]) * rstd[r]);
             ab += d;
         }
+    }
     pg[threadIdx.y][threadIdx.x] = ag;
     pb[threadIdx.y][threadIdx.x] = ab;
     __syncthreads();

@@ -46,15 +46,20 @@ struct tensor_entry {
     u64 param, grad, m, v, len, decay;
 };
 
-// The sum of sum_squares_multi's per-block partials, for a whole warp and
-// the same in every block: lane l adds partials l, l + 32, ... in order
-// (its loads in flight together), then each lane adds the 32 lane sums in
-// lane order. One thread adding all of them waited for each load in turn.
+// The sum of sum_squares_multi's per-block partials (at most 256, the
+// host's NORM_BLOCKS), for a whole warp and the same in every block: lane
+// l loads partials l, l + 32, ... before adding them in order, then each
+// lane adds the 32 lane sums in lane order. One thread adding all of them
+// waited for each load in turn.
 __device__ double sum_norm_partials(const double *partials, u32 blocks) {
     const u32 lane = threadIdx.x % 32;
+    double v[8];
+#pragma unroll
+    for (u32 k = 0; k < 8; ++k) v[k] = lane + 32 * k < blocks ? partials[lane + 32 * k] : 0.0;
     double acc = 0.0;
-#pragma unroll 8
-    for (u32 b = lane; b < blocks; b += 32) acc += partials[b];
+#pragma unroll
+    for (u32 k = 0; k < 8; ++k)
+        if (lane + 32 * k < blocks) acc += v[k];
     double total = 0.0;
     for (int l = 0; l < 32; ++l) total += __shfl_sync(0xffffffffu, acc, l);
     return total;

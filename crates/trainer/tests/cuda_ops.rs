@@ -683,7 +683,7 @@ fn train<B: Backend>(be: &B, seed: u64, steps: u64, grads_out: &mut Vec<Vec<f64>
     losses
 }
 
-/// Uploads through the pinned ring (`MEMTUNE_CUDA_UPLOADS=staged`) land
+/// Uploads through the pinned ring (the default) land
 /// as the synchronous ones do: queued behind long products, back to back
 /// until the ring has wrapped several times (so a ring that did not wait
 /// for its earlier copies would overwrite them before they ran), one
@@ -753,7 +753,9 @@ fn staged_uploads_land_as_synchronous_ones() {
         assert!(same && back.len() == data.len(), "upload {k} differs");
     }
     staged.check().unwrap();
-    let sync = CudaBackend::new(0, Config::default()).expect("CUDA backend");
+    let sync = CudaBackend::new(0, Config::default())
+        .and_then(|b| b.with_uploads(Uploads::Synchronous))
+        .expect("CUDA backend with synchronous uploads");
     let (mut g_sync, mut g_staged) = (Vec::new(), Vec::new());
     let l_sync = train(&sync, 5, 3, &mut g_sync);
     let l_staged = train(&staged, 5, 3, &mut g_staged);

@@ -28,12 +28,16 @@ pub const CUDA_BLAS_WORKSPACE_BYTES: usize = 32 << 20;
 /// (fixed, so the order of additions never changes); one fp64 partial sum
 /// each.
 pub const CUDA_NORM_BLOCKS: usize = 256;
+// optim.cu's sum_norm_partials loads at most 8 partials a lane of a warp.
+const _: () = assert!(CUDA_NORM_BLOCKS <= 8 * 32);
 
 /// fp32 partial sums of the CUDA backend's column reductions (bias and
 /// LayerNorm parameter gradients): row chunks x columns.
 pub const CUDA_COLUMN_PARTIALS: usize = 1 << 18;
 /// At most this many row chunks per column reduction.
 pub const CUDA_COLUMN_CHUNKS: usize = 64;
+// common.cuh's sum_partials loads at most 8 chunks a row phase of 8.
+const _: () = assert!(CUDA_COLUMN_CHUNKS <= 8 * 8);
 /// Arrival counters of the split column reductions, one u32 per block of
 /// 32 columns: a split reduction has at least 2 chunks, so at most
 /// `CUDA_COLUMN_PARTIALS / 2` columns.

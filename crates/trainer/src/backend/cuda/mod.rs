@@ -13,8 +13,10 @@
 //! - Uploads: host data reaches the device through a pinned ring without
 //!   waiting for the GPU ([`staging`]), or with `MEMTUNE_CUDA_UPLOADS=sync`
 //!   by a copy the backend waits for.
-//! - Determinism: no atomics; every reduction runs in a fixed order for a
-//!   given shape, so the same inputs give bit-identical outputs run to run.
+//! - Determinism: no value is added by atomics (the split column sums count
+//!   their blocks' arrivals with one); every reduction runs in a fixed order
+//!   for a given shape, so the same inputs give bit-identical outputs run to
+//!   run.
 //!   Dropout masks are the CPU backend's (same Philox stream).
 //! - Errors: the [`Backend`](super::Backend) trait is infallible, so the
 //!   backend records the first failure, skips every later operation (a
@@ -312,15 +314,18 @@ impl CudaBackend {
             op: "CudaBackend::new",
             message: e.to_string(),
         })?;
-        let staging = match Self::staging_for(&ctx, asked.unwrap_or_default()) {
-            Ok(staging) => staging,
-            // A locked-memory limit can refuse pinned memory; uploads that
-            // wait need none.
-            Err(e) if asked.is_none() => {
-                eprintln!("memtune: CUDA uploads wait for the GPU (no pinned ring: {e})");
-                None
-            }
-            Err(e) => return Err(e),
+        let staging = match asked {
+            Some(uploads) => Self::staging_for(&ctx, uploads)?,
+            None => match staging::Staging::new(&ctx) {
+                Ok(staging) => Some(Mutex::new(staging)),
+                // A locked-memory limit can refuse pinned memory; uploads
+                // that wait need none.
+                Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                    eprintln!("memtune: CUDA uploads wait for the GPU (no pinned ring: {e})");
+                    None
+                }
+                Err(e) => return Err(from_driver("cuMemHostAlloc", e)),
+            },
         };
         let backend = CudaBackend {
             ctx,
