@@ -10,6 +10,7 @@
 //   add_assign  n FLOP,   (2*s_acc + s_x)*n bytes
 //   scale       n FLOP,   2*n*s bytes
 //   cast        0 FLOP,   (s_src + s_dst)*n bytes
+//   cast_many   0 FLOP,   (4 + s_dst)*n bytes (n: all its tensors' elements)
 //   bias_add    n FLOP,   2*n*s + 4*cols bytes
 //   column_sums n FLOP,   n*s + 4*chunks*cols bytes (partials), then
 //               chunks*cols FLOP, 4*(chunks + 2)*cols bytes (the last blocks)
@@ -107,10 +108,19 @@ __device__ void column_sums_impl(const T *dout, float *partial, u32 *arrived, fl
     const u64 r0 = (u64)blockIdx.y * per;
     const u64 r1 = r0 + per < rows ? r0 + per : rows;
     float acc = 0.0f;
-    // Unrolled: the loads in flight together, the adds in row order.
-    if (col < cols)
-#pragma unroll 4
-        for (u64 r = r0 + threadIdx.y; r < r1; r += 8) acc += ld(dout + r * cols + col);
+    if (col < cols) {
+        // Four rows' loads issued before their adds, which keep row order.
+        u64 r = r0 + threadIdx.y;
+        for (; r + 24 < r1; r += 32) {
+            const float a = ld(dout + r * cols + col), b = ld(dout + (r + 8) * cols + col),
+                        c = ld(dout + (r + 16) * cols + col), e = ld(dout + (r + 24) * cols + col);
+            acc += a;
+            acc += b;
+            acc += c;
+            acc += e;
+        }
+        for (; r < r1; r += 8) acc += ld(dout + r * cols + col);
+    }
     part[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && col < cols) {
@@ -143,6 +153,21 @@ __device__ void column_sums_impl(const T *dout, float *partial, u32 *arrived, fl
         column_sums_impl(dout, partial, arrived, dbias, rows, cols);                        \
     }
 FOR_EACH_TYPE(ELEMENTWISE)
+
+// Up to four fp32 tensors cast to 16 bits in one launch (a layer's weights
+// before their products: one launch where there were one per weight), each
+// as cast_impl casts it, one after another over the whole grid; an unused
+// slot has length 0. Every pointer 16-byte aligned, as for cast.
+#define CAST_MANY(S, T)                                                                     \
+    extern "C" __global__ void cast_many_f32_##S(                                           \
+        const float *s0, T *d0, u64 n0, const float *s1, T *d1, u64 n1, const float *s2,    \
+        T *d2, u64 n2, const float *s3, T *d3, u64 n3) {                                    \
+        cast_impl(s0, d0, n0);                                                              \
+        cast_impl(s1, d1, n1);                                                              \
+        cast_impl(s2, d2, n2);                                                              \
+        cast_impl(s3, d3, n3);                                                              \
+    }
+FOR_EACH_HALF(CAST_MANY)
 
 #define PAIRWISE(SA, TA, SB, TB)                                                            \
     extern "C" __global__ void add_assign_##SA##_##SB(TA *acc, const TB *x, u64 n) {        \

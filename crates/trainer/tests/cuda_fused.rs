@@ -318,6 +318,44 @@ fn fused_bias_gelu_and_residual_layernorm_match_cpu() {
     }
 }
 
+/// fp32 weights of odd sizes cast to 16 bits together (four a launch, then
+/// the fifth) land as the CPU's casts and, to the bit, as one cast each.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn weights_cast_together_match_cpu_and_one_at_a_time() {
+    for precision in [MatmulPrecision::Bf16, MatmulPrecision::Fp16] {
+        let mut p = Pair::at(precision);
+        let sizes = [1, 7, 768, 1000, 4099];
+        let weights: Vec<Both> = sizes
+            .iter()
+            .map(|&n| p.random(BufKind::Weight, n))
+            .collect();
+        let mut cpu: Vec<_> = sizes
+            .iter()
+            .map(|&n| p.out(BufKind::Workspace, n))
+            .collect();
+        let (mut c, mut g): (Vec<_>, Vec<_>) = cpu.drain(..).unzip();
+        let cpu_src: Vec<_> = weights.iter().map(|w| &w.0).collect();
+        let gpu_src: Vec<_> = weights.iter().map(|w| &w.1).collect();
+        p.cpu.cast_all(&cpu_src, &mut c);
+        p.gpu.cast_all(&gpu_src, &mut g);
+        for (i, both) in c.into_iter().zip(g).enumerate() {
+            let mut one = p.gpu.alloc("one", BufKind::Workspace, sizes[i]);
+            p.gpu.cast(gpu_src[i], &mut one);
+            assert_eq!(
+                p.gpu.download(&one),
+                p.gpu.download(&both.1),
+                "{precision:?} weight {i}: together differs from alone"
+            );
+            p.close(
+                &format!("{precision:?} weight {i} of {}", sizes[i]),
+                &both,
+                TOL,
+            );
+        }
+    }
+}
+
 /// One AdamW call over tensors of odd sizes, with and without weight
 /// decay, a gradient scale, and the clip active (1.0) or not (1e6, none).
 #[test]

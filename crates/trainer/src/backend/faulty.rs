@@ -229,6 +229,7 @@ impl<B: Tracked> Backend for FaultyBackend<B> {
         fn len(&self, buf: &Self::Buf) -> usize;
         fn dtype(&self, buf: &Self::Buf) -> Dtype;
         fn cast(&self, src: &Self::Buf, dst: &mut Self::Buf);
+        fn cast_all(&self, src: &[&Self::Buf], dst: &mut [Self::Buf]);
         fn upload(&self, dst: &mut Self::Buf, src: &[f64]);
         fn upload_f32(&self, dst: &mut Self::Buf, src: &[f32]);
         fn upload_ids(&self, dst: &mut Self::Ids, src: &[u32]);

@@ -237,6 +237,13 @@ pub trait Backend {
     fn dtype(&self, buf: &Self::Buf) -> Dtype;
     /// `dst = src`, converted to `dst`'s type.
     fn cast(&self, src: &Self::Buf, dst: &mut Self::Buf);
+    /// [`Backend::cast`] of each `src[i]` into `dst[i]` (a layer's weights
+    /// before their products); a GPU casts up to four in one launch.
+    fn cast_all(&self, src: &[&Self::Buf], dst: &mut [Self::Buf]) {
+        for (src, dst) in src.iter().zip(dst) {
+            self.cast(src, dst);
+        }
+    }
     fn upload(&self, dst: &mut Self::Buf, src: &[f64]);
     fn upload_f32(&self, dst: &mut Self::Buf, src: &[f32]);
     fn upload_ids(&self, dst: &mut Self::Ids, src: &[u32]);

@@ -20,7 +20,7 @@
 //! the op that reads them has run. Every buffer here is the output of an op
 //! that overwrites it whole, so all come from `alloc_overwritten`.
 
-use super::linear::{dropout_back_owned, dropout_new};
+use super::linear::{dropout_back_owned, dropout_new, weight_operands};
 use super::{Dense, LayerNormIdx, Mode};
 use crate::backend::{AttentionInputs, AttentionShape, Backend, Kernels, MatmulShape};
 use crate::memory::BufKind::{Activation, Statistic, Workspace};
@@ -562,12 +562,13 @@ fn block_forward_fused<B: Backend>(
     be.residual_layernorm_forward(
         &mut sum1, bias1, x, p1, key1, g1, b1, eps, &mut h1, &mut mean1, &mut rstd1,
     );
+    let [w_inter, w_out] = weight_operands(be, v, [&l.inter, &l.out], &h1);
     let mut pre = be.alloc_overwritten(&d.name("ffn_in"), Activation, n * inter_dim);
-    l.inter.project(be, v, &h1, n, &mut pre);
+    l.inter.project_cast(be, v, w_inter, &h1, n, &mut pre);
     let mut gelu = be.alloc_overwritten(&d.name("ffn_gelu"), Workspace, n * inter_dim);
     be.bias_gelu_forward(&mut pre, &v[l.inter.b], &mut gelu);
     let mut sum2 = be.alloc_overwritten(&d.name("sum2"), Activation, n * h);
-    l.out.project(be, v, &gelu, n, &mut sum2);
+    l.out.project_cast(be, v, w_out, &gelu, n, &mut sum2);
     drop(gelu);
     let mut out = be.alloc_overwritten(&d.name("out"), Activation, n * h);
     let mut mean2 = be.alloc_overwritten(&d.name("ln2_mean"), Statistic, n);
@@ -669,13 +670,15 @@ fn block_backward_fused<B: Backend>(
     l.out.backward(be, v, g, dy, &gelu, n, None);
     drop(gelu);
     let mut d_pre = be.alloc_overwritten(&d.grad_name("ffn_in"), Workspace, n * inter_dim);
-    l.out.input_grad(be, v, dy, n, &mut d_pre, false);
+    let [w_out, w_inter] = weight_operands(be, v, [&l.out, &l.inter], dy);
+    l.out
+        .input_grad_cast(be, v, w_out, dy, n, &mut d_pre, false);
     drop(d_ffn);
     be.gelu_backward_in_place(&pre, &mut d_pre);
     drop(pre);
     let mut d_h1 = d_sum2;
     l.inter
-        .backward(be, v, g, &d_pre, &h1, n, Some((&mut d_h1, true)));
+        .backward_cast(be, v, g, w_inter, &d_pre, &h1, n, Some((&mut d_h1, true)));
     drop((d_pre, h1));
     // h1 = LN1(sum1), sum1 = dropout(attn + b) + x
     let saved1 = (&sum1, &mean1, &rstd1);
@@ -728,15 +731,16 @@ pub(crate) fn attention_forward_fused<B: Backend>(
     mode: Mode,
 ) -> (FusedAttention<B>, B::Buf) {
     let n_h = d.tokens() * d.hidden;
-    let project = |dense: &Dense, what: &str| {
+    let [w_q, w_k, w_v] = weight_operands(be, v, [&l.query, &l.key, &l.value], x);
+    let project = |dense: &Dense, copy, what: &str| {
         let mut out = be.alloc_overwritten(&d.name(what), Activation, n_h);
-        dense.forward(be, v, x, d.tokens(), &mut out);
+        dense.forward_cast(be, v, copy, x, d.tokens(), &mut out);
         out
     };
     let proj = Projections {
-        q: project(&l.query, "q"),
-        k: project(&l.key, "k"),
-        v: project(&l.value, "v"),
+        q: project(&l.query, w_q, "q"),
+        k: project(&l.key, w_k, "k"),
+        v: project(&l.value, w_v, "v"),
     };
     let shape = d.attention(scale);
     let mut ctx = be.alloc_overwritten(&d.name("ctx"), Activation, n_h);
@@ -803,8 +807,9 @@ pub(crate) fn projections_backward<B: Backend>(
     d_x: &mut B::Buf,
 ) {
     let [dq, dk, dv] = grads;
-    for (dy, dense) in [(dq, &l.query), (dk, &l.key), (dv, &l.value)] {
-        dense.backward(be, v, g, &dy, x, d.tokens(), Some((&mut *d_x, true)));
+    let [w_q, w_k, w_v] = weight_operands(be, v, [&l.query, &l.key, &l.value], &dq);
+    for (dy, dense, copy) in [(dq, &l.query, w_q), (dk, &l.key, w_k), (dv, &l.value, w_v)] {
+        dense.backward_cast(be, v, g, copy, &dy, x, d.tokens(), Some((&mut *d_x, true)));
     }
 }
 

@@ -24,7 +24,22 @@ impl Dense {
         rows: usize,
         out: &mut B::Buf,
     ) {
-        self.project(be, values, x, rows, out);
+        self.forward_cast(be, values, None, x, rows, out);
+    }
+
+    /// [`Dense::forward`] reading `copy`, the weight already in `x`'s type
+    /// ([`weight_operands`]; `None`: cast here if the types differ), which
+    /// is freed after the product.
+    pub fn forward_cast<B: Backend>(
+        &self,
+        be: &B,
+        values: &[B::Buf],
+        copy: Option<B::Buf>,
+        x: &B::Buf,
+        rows: usize,
+        out: &mut B::Buf,
+    ) {
+        self.project_cast(be, values, copy, x, rows, out);
         be.bias_add(out, &values[self.b], self.out);
     }
 
@@ -38,6 +53,19 @@ impl Dense {
         rows: usize,
         out: &mut B::Buf,
     ) {
+        self.project_cast(be, values, None, x, rows, out);
+    }
+
+    /// [`Dense::project`] reading `copy` as [`Dense::forward_cast`] does.
+    pub fn project_cast<B: Backend>(
+        &self,
+        be: &B,
+        values: &[B::Buf],
+        copy: Option<B::Buf>,
+        x: &B::Buf,
+        rows: usize,
+        out: &mut B::Buf,
+    ) {
         let shape = MatmulShape {
             batch: 1,
             m: rows,
@@ -46,7 +74,7 @@ impl Dense {
             trans_a: false,
             trans_b: true,
         };
-        let copy = weight_operand(be, &values[self.w], x);
+        let copy = copy.or_else(|| weight_operand(be, &values[self.w], x));
         be.matmul(
             &shape,
             1.0,
@@ -70,6 +98,23 @@ impl Dense {
         rows: usize,
         dx: Option<(&mut B::Buf, bool)>,
     ) {
+        self.backward_cast(be, values, grads, None, dy, x, rows, dx);
+    }
+
+    /// [`Dense::backward`] whose input gradient reads `copy` as
+    /// [`Dense::forward_cast`] does.
+    #[allow(clippy::too_many_arguments)]
+    pub fn backward_cast<B: Backend>(
+        &self,
+        be: &B,
+        values: &[B::Buf],
+        grads: &mut [B::Buf],
+        copy: Option<B::Buf>,
+        dy: &B::Buf,
+        x: &B::Buf,
+        rows: usize,
+        dx: Option<(&mut B::Buf, bool)>,
+    ) {
         let dw = MatmulShape {
             batch: 1,
             m: self.out,
@@ -81,7 +126,7 @@ impl Dense {
         be.matmul(&dw, 1.0, dy, x, 1.0, &mut grads[self.w]);
         be.bias_backward(dy, &mut grads[self.b], self.out);
         if let Some((dx, accumulate)) = dx {
-            self.input_grad(be, values, dy, rows, dx, accumulate);
+            self.input_grad_cast(be, values, copy, dy, rows, dx, accumulate);
         }
     }
 
@@ -97,6 +142,21 @@ impl Dense {
         dx: &mut B::Buf,
         accumulate: bool,
     ) {
+        self.input_grad_cast(be, values, None, dy, rows, dx, accumulate);
+    }
+
+    /// [`Dense::input_grad`] reading `copy` as [`Dense::forward_cast`] does.
+    #[allow(clippy::too_many_arguments)]
+    pub fn input_grad_cast<B: Backend>(
+        &self,
+        be: &B,
+        values: &[B::Buf],
+        copy: Option<B::Buf>,
+        dy: &B::Buf,
+        rows: usize,
+        dx: &mut B::Buf,
+        accumulate: bool,
+    ) {
         let shape = MatmulShape {
             batch: 1,
             m: rows,
@@ -105,7 +165,7 @@ impl Dense {
             trans_a: false,
             trans_b: false,
         };
-        let copy = weight_operand(be, &values[self.w], dy);
+        let copy = copy.or_else(|| weight_operand(be, &values[self.w], dy));
         let w = copy.as_ref().unwrap_or(&values[self.w]);
         be.matmul(&shape, 1.0, dy, w, if accumulate { 1.0 } else { 0.0 }, dx);
     }
@@ -121,6 +181,33 @@ pub fn weight_operand<B: Backend>(be: &B, w: &B::Buf, x: &B::Buf) -> Option<B::B
     let mut copy = be.alloc_overwritten("weight_16bit", BufKind::Workspace, be.len(w));
     be.cast(w, &mut copy);
     Some(copy)
+}
+
+/// [`weight_operand`] of several dense layers' weights at once, allocated
+/// in order and cast by one [`Backend::cast_all`] (one launch on a GPU
+/// where there were `N`): for a layer's products that follow each other,
+/// each copy passed to its `*_cast` method, which frees it after its
+/// product. `None` each when the weights are `like`'s type already.
+pub fn weight_operands<B: Backend, const N: usize>(
+    be: &B,
+    values: &[B::Buf],
+    denses: [&Dense; N],
+    like: &B::Buf,
+) -> [Option<B::Buf>; N] {
+    if denses
+        .iter()
+        .all(|d| be.dtype(&values[d.w]) == be.dtype(like))
+    {
+        return std::array::from_fn(|_| None);
+    }
+    let mut copies: Vec<B::Buf> = denses
+        .iter()
+        .map(|d| be.alloc_overwritten("weight_16bit", BufKind::Workspace, be.len(&values[d.w])))
+        .collect();
+    let sources: Vec<&B::Buf> = denses.iter().map(|d| &values[d.w]).collect();
+    be.cast_all(&sources, &mut copies);
+    let mut copies = copies.into_iter();
+    std::array::from_fn(|_| copies.next())
 }
 
 /// Dropout into a new buffer when `key` is active, else `None` (the caller

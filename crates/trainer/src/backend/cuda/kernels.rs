@@ -69,6 +69,7 @@ pub const SOURCES: &[KernelSource] = &[
             ("column_sums", STORED),
             ("add_assign", PAIRS),
             ("cast", PAIRS),
+            ("cast_many_f32", HALF),
         ]
     ),
     family!(

@@ -363,9 +363,34 @@ impl CudaBackend {
         })
     }
 
+    /// One launch of `cast_many_f32_*`: up to four fp32 tensors into
+    /// 16-bit ones of one type (checked by the caller); unused slots have
+    /// length 0.
+    fn cast_four(&self, src: &[&CudaBuf], dst: &[CudaBuf]) -> Result<(), CudaError> {
+        let mut args = Vec::with_capacity(12);
+        let mut longest = 0;
+        for slot in 0..4 {
+            match (src.get(slot), dst.get(slot)) {
+                (Some(s), Some(d)) => {
+                    same_len("cast_all", s.len, d.len)?;
+                    longest = longest.max(d.len);
+                    args.extend([
+                        Arg::Ptr(s.ptr()?),
+                        Arg::Ptr(d.ptr()?),
+                        Arg::U64(d.len as u64),
+                    ]);
+                }
+                _ => args.extend([Arg::Ptr(0), Arg::Ptr(0), Arg::U64(0)]),
+            }
+        }
+        let name = format!("cast_many_f32_{}", dst[0].dtype.name());
+        let buffers: Vec<&CudaBuf> = src.iter().copied().chain(dst).collect();
+        self.launch_vec8(&name, longest as u64, &buffers, &args)
+    }
+
     /// Column sums of `dout` (`[rows, cols]`) added onto the fp32 `dbias`:
-    /// over row chunks into the backend's partials, then the chunks in
-    /// order (one kernel when the partials cannot hold two chunks).
+    /// over row chunks into the backend's partials, then the chunks in a
+    /// fixed order (one kernel when the partials cannot hold two chunks).
     fn column_sums(
         &self,
         op: &'static str,
@@ -615,6 +640,23 @@ impl Backend for CudaBackend {
             let n = dst.len as u64;
             self.launch_vec8(&name, n, &[src, dst], args![src, dst, U64(n)])
         })
+    }
+
+    fn cast_all(&self, src: &[&CudaBuf], dst: &mut [CudaBuf]) {
+        let to = dst.first().map(|d| d.dtype);
+        let four_at_once = src.len() == dst.len()
+            && src.iter().all(|s| s.dtype == Dtype::F32)
+            && matches!(to, Some(Dtype::Bf16 | Dtype::F16))
+            && dst.iter().all(|d| Some(d.dtype) == to);
+        if !four_at_once {
+            for (src, dst) in src.iter().zip(dst) {
+                self.cast(src, dst);
+            }
+            return;
+        }
+        for (src, dst) in src.chunks(4).zip(dst.chunks_mut(4)) {
+            self.run(|| self.cast_four(src, dst));
+        }
     }
 
     fn upload(&self, dst: &mut CudaBuf, src: &[f64]) {
