@@ -17,7 +17,7 @@ T0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - T0 )); }
 save() {
   cp "$WORK/gpu-report.md" "$RESULTS/report-$1.md" 2>/dev/null
-  cp "$WORK/sync/gpu-report.md" "$RESULTS/report-$1-sync.md" 2>/dev/null
+  [ "$1" = functional ] && cp "$WORK/sync/gpu-report.md" "$RESULTS/report-$1-sync.md" 2>/dev/null
   tar czf "$RESULTS/run.tgz" -C "$WORK" .
   echo "$1 done at $(elapsed) s"
 }
