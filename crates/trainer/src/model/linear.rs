@@ -28,7 +28,7 @@ impl Dense {
     }
 
     /// [`Dense::forward`] reading `copy`, the weight already in `x`'s type
-    /// ([`weight_operands`]; `None`: cast here if the types differ), which
+    /// (`weight_operands`; `None`: cast here if the types differ), which
     /// is freed after the product.
     pub fn forward_cast<B: Backend>(
         &self,
