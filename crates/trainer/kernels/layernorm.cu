@@ -288,22 +288,24 @@ __device__ void layernorm_backward_params_impl(const T *dout, const T *x, const 
         // Four rows' loads issued before their adds, which keep row order.
         u64 r = r0 + threadIdx.y;
         for (; r + 24 < r1; r += 32) {
-            float d[4], xh[4];
+            float d[4], xv[4], m[4], rs[4];
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
                 const u64 rk = r + 8 * k;
                 d[k] = ld(dout + rk * n + col);
-                xh[k] = (ld(x + rk * n + col) - mean[rk]) * rstd[rk];
+                xv[k] = ld(x + rk * n + col);
+                m[k] = mean[rk];
+                rs[k] = rstd[rk];
             }
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
-                ag += d[k] * xh[k];
+                ag += d[k] * (xv[k] - m[k]) * rs[k];
                 ab += d[k];
             }
         }
         for (; r < r1; r += 8) {
             const float d = ld(dout + r * n + col);
-            ag += d * ((ld(x + r * n + col) - mean[r]) * rstd[r]);
+            ag += d * (ld(x + r * n + col) - mean[r]) * rstd[r];
             ab += d;
         }
     }
