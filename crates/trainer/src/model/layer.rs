@@ -553,7 +553,7 @@ fn block_forward_fused<B: Backend>(
     let (n, h, inter_dim, eps) = (d.tokens(), d.hidden, d.intermediate, d.eps);
     let [key1, key2] = d.block_keys(mode);
     let mut sum1 = be.alloc_overwritten(&d.name("sum1"), Activation, n * h);
-    l.attn_out.project(be, v, &ctx, n, &mut sum1);
+    l.attn_out.project(be, v, None, &ctx, n, &mut sum1);
     let mut h1 = be.alloc_overwritten(&d.name("ln1_out"), Activation, n * h);
     let mut mean1 = be.alloc_overwritten(&d.name("ln1_mean"), Statistic, n);
     let mut rstd1 = be.alloc_overwritten(&d.name("ln1_rstd"), Statistic, n);
@@ -564,11 +564,11 @@ fn block_forward_fused<B: Backend>(
     );
     let [w_inter, w_out] = weight_operands(be, v, [&l.inter, &l.out], &h1);
     let mut pre = be.alloc_overwritten(&d.name("ffn_in"), Activation, n * inter_dim);
-    l.inter.project_cast(be, v, w_inter, &h1, n, &mut pre);
+    l.inter.project(be, v, w_inter, &h1, n, &mut pre);
     let mut gelu = be.alloc_overwritten(&d.name("ffn_gelu"), Workspace, n * inter_dim);
     be.bias_gelu_forward(&mut pre, &v[l.inter.b], &mut gelu);
     let mut sum2 = be.alloc_overwritten(&d.name("sum2"), Activation, n * h);
-    l.out.project_cast(be, v, w_out, &gelu, n, &mut sum2);
+    l.out.project(be, v, w_out, &gelu, n, &mut sum2);
     drop(gelu);
     let mut out = be.alloc_overwritten(&d.name("out"), Activation, n * h);
     let mut mean2 = be.alloc_overwritten(&d.name("ln2_mean"), Statistic, n);
@@ -671,8 +671,7 @@ fn block_backward_fused<B: Backend>(
     drop(gelu);
     let mut d_pre = be.alloc_overwritten(&d.grad_name("ffn_in"), Workspace, n * inter_dim);
     let [w_out, w_inter] = weight_operands(be, v, [&l.out, &l.inter], dy);
-    l.out
-        .input_grad_cast(be, v, w_out, dy, n, &mut d_pre, false);
+    l.out.input_grad(be, v, w_out, dy, n, &mut d_pre, false);
     drop(d_ffn);
     be.gelu_backward_in_place(&pre, &mut d_pre);
     drop(pre);

@@ -39,25 +39,13 @@ impl Dense {
         rows: usize,
         out: &mut B::Buf,
     ) {
-        self.project_cast(be, values, copy, x, rows, out);
+        self.project(be, values, copy, x, rows, out);
         be.bias_add(out, &values[self.b], self.out);
     }
 
     /// `out = x W^T`, the product without the bias (which a fused operation
-    /// adds).
+    /// adds), reading `copy` as [`Dense::forward_cast`] does.
     pub fn project<B: Backend>(
-        &self,
-        be: &B,
-        values: &[B::Buf],
-        x: &B::Buf,
-        rows: usize,
-        out: &mut B::Buf,
-    ) {
-        self.project_cast(be, values, None, x, rows, out);
-    }
-
-    /// [`Dense::project`] reading `copy` as [`Dense::forward_cast`] does.
-    pub fn project_cast<B: Backend>(
         &self,
         be: &B,
         values: &[B::Buf],
@@ -126,28 +114,16 @@ impl Dense {
         be.matmul(&dw, 1.0, dy, x, 1.0, &mut grads[self.w]);
         be.bias_backward(dy, &mut grads[self.b], self.out);
         if let Some((dx, accumulate)) = dx {
-            self.input_grad_cast(be, values, copy, dy, rows, dx, accumulate);
+            self.input_grad(be, values, copy, dy, rows, dx, accumulate);
         }
     }
 
     /// Writes (or with `accumulate`, adds) `dy W` into `dx`: the input's
     /// gradient alone, for a caller that frees the input (which the
-    /// weight's gradient reads) before it allocates `dx`.
-    pub fn input_grad<B: Backend>(
-        &self,
-        be: &B,
-        values: &[B::Buf],
-        dy: &B::Buf,
-        rows: usize,
-        dx: &mut B::Buf,
-        accumulate: bool,
-    ) {
-        self.input_grad_cast(be, values, None, dy, rows, dx, accumulate);
-    }
-
-    /// [`Dense::input_grad`] reading `copy` as [`Dense::forward_cast`] does.
+    /// weight's gradient reads) before it allocates `dx`; reads `copy` as
+    /// [`Dense::forward_cast`] does.
     #[allow(clippy::too_many_arguments)]
-    pub fn input_grad_cast<B: Backend>(
+    pub fn input_grad<B: Backend>(
         &self,
         be: &B,
         values: &[B::Buf],
@@ -186,8 +162,8 @@ pub fn weight_operand<B: Backend>(be: &B, w: &B::Buf, x: &B::Buf) -> Option<B::B
 /// [`weight_operand`] of several dense layers' weights at once, allocated
 /// in order and cast by one [`Backend::cast_all`] (one launch on a GPU
 /// where there were `N`): for a layer's products that follow each other,
-/// each copy passed to its `*_cast` method, which frees it after its
-/// product. `None` each when the weights are `like`'s type already.
+/// each copy passed to the method of its product (`copy`), which frees it
+/// after the product. `None` each when the weights are `like`'s type already.
 pub fn weight_operands<B: Backend, const N: usize>(
     be: &B,
     values: &[B::Buf],
