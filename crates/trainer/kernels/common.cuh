@@ -15,6 +15,17 @@
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
+// One tensor of a multi-tensor table (adamw_multi, sum_squares_multi), as
+// the host writes it: the four addresses, the length, whether weight decay
+// applies, the gradient's length, and for a row-sparse gradient (slots not
+// 0) the table's slot per row (NO_SLOT: none) and its row width.
+struct tensor_entry {
+    u64 param, grad, m, v, len, decay, grad_len, slots, width;
+};
+// The slot of a row a row-sparse gradient does not hold (the host's
+// row_slots::NO_SLOT).
+#define NO_SLOT 0xffffffffu
+
 struct bf16 {
     unsigned short bits;
 };

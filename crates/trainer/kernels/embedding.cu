@@ -32,7 +32,8 @@ __device__ void embedding_forward_impl(const u32 *ids, const float *table, T *ou
     }
 }
 
-// csr = [order (tokens) | starts (unique + 1) | unique ids (unique)].
+// csr = [order (tokens) | starts (unique + 1) | each distinct id's row of
+// dtable (unique): the id, or its slot in a row-sparse gradient].
 // Block (32, 8) per (32 columns, distinct id): thread (x, y) sums column x
 // of the id's gradient rows y, y + 8, ... in token order, then the 8 phases
 // are added in order onto the table row. A fixed order for a given batch,

@@ -25,20 +25,17 @@ __device__ void sum_squares_impl(const T *x, u64 n, double *partial) {
     }
 FOR_EACH_TYPE(GLOBAL_NORM)
 
-// The gradients of a multi-tensor table (see optim.cu), in table order;
+// The gradients of a multi-tensor table (see optim.cu), in table order, a
+// row-sparse one's compact rows as they are (its other rows are zero);
 // launched with 1024 threads a block, as adamw_multi.
-struct grad_entry {
-    u64 param, grad, m, v, len, decay;
-};
-
 extern "C" __global__ void __launch_bounds__(1024)
-    sum_squares_multi(const grad_entry *table, u32 tensors, double *partial) {
+    sum_squares_multi(const tensor_entry *table, u32 tensors, double *partial) {
     __shared__ double scratch[32];
     double acc = 0.0;
     for (u32 t = 0; t < tensors; ++t) {
         const float *g = (const float *)table[t].grad;
         // 16-byte loads (aligned tensors, as adamw_multi), then the tail.
-        const u64 n = table[t].len, n4 = n / 4;
+        const u64 n = table[t].grad_len, n4 = n / 4;
         GRID_STRIDE(q, n4) {
             const float4 g4 = reinterpret_cast<const float4 *>(g)[q];
             acc += (double)g4.x * g4.x;

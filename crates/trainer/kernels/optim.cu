@@ -11,10 +11,16 @@
 // sum_squares_multi (global_norm.cu) left, in a fixed order, so every block
 // derives the same clip factor without the host reading the norm.
 //
+// A row-sparse gradient (the word-embedding table's, see the host's
+// row_slots.rs) holds only the rows a step looked up; the others' gradient
+// is zero, and their moments and weights are updated with zero, as a dense
+// gradient's zeros would update them.
+//
 // Counts per call (n elements):
 //   adamw        ~13n FLOP + n sqrt, 28n bytes (read p, g, m, v; write p, m, v)
-//   adamw_multi  ~14n FLOP + n sqrt, 28n bytes + 48 bytes per tensor + 8 per
-//                norm block per block (16-byte accesses)
+//   adamw_multi  ~14n FLOP + n sqrt, 28n bytes + 72 bytes per tensor + 8 per
+//                norm block per block (16-byte accesses); a row-sparse
+//                gradient reads 4 bytes of slot per row and its slots' rows
 //   sgd           2n FLOP,           12n bytes
 
 __device__ __forceinline__ void adamw_one(float *param, const float *grad, float *m, float *v,
@@ -40,11 +46,19 @@ extern "C" __global__ void sgd_f32(float *param, const float *grad, u64 n, float
     GRID_STRIDE(i, n) param[i] = param[i] - lr * grad[i];
 }
 
-// One tensor of a multi-tensor update: addresses, length, and whether
-// weight decay applies (as u64s, the layout the host writes).
-struct tensor_entry {
-    u64 param, grad, m, v, len, decay;
-};
+// The gradient of elements 4q..4q+3 of a table entry (common.cuh): its
+// own, or for a row-sparse gradient the row's slot's (zero without one).
+// The host passes row widths that are multiples of 4 and tensors of fewer
+// than 2^32 elements for row-sparse gradients, so the 4 elements lie in one
+// row and the row index fits 32 bits.
+__device__ __forceinline__ float4 grad4(const tensor_entry &e, u64 q) {
+    const float *grad = (const float *)e.grad;
+    if (!e.slots) return reinterpret_cast<const float4 *>(grad)[q];
+    const u32 i = (u32)(4 * q), width = (u32)e.width, row = i / width;
+    const u32 slot = ((const u32 *)e.slots)[row];
+    if (slot == NO_SLOT) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    return *reinterpret_cast<const float4 *>(grad + (u64)slot * width + (i - row * width));
+}
 
 // The sum of sum_squares_multi's per-block partials (at most 256, the
 // host's NORM_BLOCKS), for a whole warp and the same in every block: lane
@@ -95,12 +109,12 @@ extern "C" __global__ void __launch_bounds__(1024)
         float *param = (float *)e.param, *m = (float *)e.m, *v = (float *)e.v;
         const float *grad = (const float *)e.grad;
         // 4 elements a thread with 16-byte accesses (the host passes
-        // 16-byte aligned tensors), then the len % 4 tail; each element's
-        // arithmetic is adamw_one's.
+        // 16-byte aligned tensors), then the len % 4 tail (none for a
+        // row-sparse gradient); each element's arithmetic is adamw_one's.
         const u64 n4 = e.len / 4;
         GRID_STRIDE(q, n4) {
             const float4 p4 = reinterpret_cast<float4 *>(param)[q];
-            const float4 g4 = reinterpret_cast<const float4 *>(grad)[q];
+            const float4 g4 = grad4(e, q);
             const float4 m4 = reinterpret_cast<float4 *>(m)[q];
             const float4 v4 = reinterpret_cast<float4 *>(v)[q];
             // Arrays rather than pointers into a float4's members, which

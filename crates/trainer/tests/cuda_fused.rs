@@ -21,8 +21,9 @@ use common::{Rand, assert_grads_close, random_batch, rel_err, time_seed};
 use gpu_mem::Config;
 use trainer::backend::cpu::{CpuBackend, CpuBuf};
 use trainer::backend::cuda::{CudaBackend, CudaBuf};
+use trainer::backend::row_slots::NO_SLOT;
 use trainer::backend::{
-    AdamWStep, AttentionInputs, AttentionShape, Backend, Kernels, MatmulPrecision,
+    AdamWStep, AttentionInputs, AttentionShape, Backend, Kernels, MatmulPrecision, SparseRows,
 };
 use trainer::batch::Batch;
 use trainer::config::BertConfig;
@@ -390,6 +391,23 @@ fn fused_adamw_over_all_tensors_matches_cpu() {
             host(&mut p.r, false),
             host(&mut p.r, true),
         );
+        // Tensor 3 as a table of 25 rows of 40 with a row-sparse gradient:
+        // 10 of its rows have a slot, in another order than theirs.
+        let width = 40;
+        let slots: Vec<u32> = (0..25u32)
+            .map(|r| {
+                if r % 5 < 2 {
+                    9 - (r / 5 * 2 + r % 5)
+                } else {
+                    NO_SLOT
+                }
+            })
+            .collect();
+        let sparse_grads = {
+            let mut g = grads.clone();
+            g[3] = p.r.normals(10 * width);
+            g
+        };
         fn upload<B: Backend>(be: &B, kind: BufKind, values: &[Vec<f64>]) -> Vec<B::Buf> {
             values
                 .iter()
@@ -400,34 +418,67 @@ fn fused_adamw_over_all_tensors_matches_cpu() {
                 })
                 .collect()
         }
+        #[allow(clippy::too_many_arguments)]
         fn run<B: Backend>(
             be: &B,
             tensors: [&[Vec<f64>]; 4],
             decay: &[bool],
             step: &AdamWStep,
             clip: Option<f64>,
+            sparse: Option<(usize, &[u32], usize)>,
         ) -> [Vec<Vec<f64>>; 3] {
             let mut params = upload(be, BufKind::Weight, tensors[0]);
             let grads = upload(be, BufKind::Grad, tensors[1]);
             let mut m = upload(be, BufKind::OptimizerState, tensors[2]);
             let mut v = upload(be, BufKind::OptimizerState, tensors[3]);
-            be.adamw_all(&mut params, &grads, &mut m, &mut v, decay, step, 0.5, clip);
+            let slots = sparse.map(|(_, slots, _)| {
+                let mut ids = be.alloc_ids("slots", slots.len());
+                be.upload_ids(&mut ids, slots);
+                ids
+            });
+            let sparse = sparse
+                .zip(slots.as_ref())
+                .map(|((tensor, _, width), slots)| SparseRows {
+                    tensor,
+                    slots,
+                    width,
+                });
+            be.adamw_all(
+                &mut params,
+                &grads,
+                &mut m,
+                &mut v,
+                decay,
+                step,
+                0.5,
+                clip,
+                sparse,
+            );
             let down = |bufs: &[B::Buf]| bufs.iter().map(|b| be.download(b)).collect();
             [down(&params), down(&m), down(&v)]
         }
-        let tensors = [&params[..], &grads[..], &m[..], &v[..]];
-        let cpu = run(&p.cpu, tensors, &decay, &step, clip);
-        let gpu = run(&p.gpu, tensors, &decay, &step, clip);
-        p.gpu.check().unwrap();
-        for (name, (c, g)) in ["param", "m", "v"].iter().zip(cpu.iter().zip(&gpu)) {
-            for (i, (c, g)) in c.iter().zip(g).enumerate() {
-                let err = rel_err(g, c);
-                assert!(
-                    g.iter().all(|x| x.is_finite()) && err <= TOL,
-                    "adamw_all clip {clip:?} tensor {i} ({}): {name} differs by {err:.3e}; seed {}",
-                    sizes[i],
-                    p.seed
-                );
+        for sparse in [None, Some((3, &slots[..], width))] {
+            let g = if sparse.is_some() {
+                &sparse_grads
+            } else {
+                &grads
+            };
+            let tensors = [&params[..], &g[..], &m[..], &v[..]];
+            let cpu = run(&p.cpu, tensors, &decay, &step, clip, sparse);
+            let gpu = run(&p.gpu, tensors, &decay, &step, clip, sparse);
+            p.gpu.check().unwrap();
+            for (name, (c, g)) in ["param", "m", "v"].iter().zip(cpu.iter().zip(&gpu)) {
+                for (i, (c, g)) in c.iter().zip(g).enumerate() {
+                    let err = rel_err(g, c);
+                    assert!(
+                        g.iter().all(|x| x.is_finite()) && err <= TOL,
+                        "adamw_all clip {clip:?} row-sparse {} tensor {i} ({}): {name} differs \
+                         by {err:.3e}; seed {}",
+                        sparse.is_some(),
+                        sizes[i],
+                        p.seed
+                    );
+                }
             }
         }
     }

@@ -18,7 +18,7 @@ use gpu_mem::{Config, MemoryLimit};
 use trainer::backend::cpu::{CpuBackend, CpuBuf};
 use trainer::backend::cuda::{CudaBackend, CudaBuf, CudaError, CudaIds};
 use trainer::backend::{
-    AdamWStep, Backend, Failure, LossTargets, MatmulPrecision, MatmulShape, RelPosShape,
+    AdamWStep, Backend, Failure, LossTargets, MatmulPrecision, MatmulShape, RelPosShape, RowSlots,
 };
 use trainer::config::BertConfig;
 use trainer::memory::BufKind;
@@ -493,10 +493,29 @@ fn embeddings_cls_and_pooling_match_cpu() {
     let dout = p.random(b * s * dim);
     let mut dtable = p.random(vocab * dim);
     p.cpu
-        .embedding_backward(&ids.0, &dout.0, dim, &mut dtable.0);
+        .embedding_backward(&ids.0, &dout.0, dim, &mut dtable.0, None);
     p.gpu
-        .embedding_backward(&ids.1, &dout.1, dim, &mut dtable.1);
+        .embedding_backward(&ids.1, &dout.1, dim, &mut dtable.1, None);
     p.close("embedding_backward", &dtable, TOL);
+    // Row-sparse, twice into the same rows (micro-batches of one step):
+    // each backend gives slots in its own order, so the expanded gradients
+    // are compared.
+    let mut slots = (RowSlots::new(vocab), RowSlots::new(vocab));
+    let n = 2 * b * s * dim;
+    let mut compact = (
+        p.cpu.alloc("c", BufKind::Grad, n),
+        p.gpu.alloc("g", BufKind::Grad, n),
+    );
+    for _ in 0..2 {
+        p.cpu
+            .embedding_backward(&ids.0, &dout.0, dim, &mut compact.0, Some(&mut slots.0));
+        p.gpu
+            .embedding_backward(&ids.1, &dout.1, dim, &mut compact.1, Some(&mut slots.1));
+    }
+    assert_eq!(slots.0.used(), slots.1.used());
+    let cpu = slots.0.expand(&p.cpu.download(&compact.0), dim);
+    let gpu = slots.1.expand(&p.gpu.download(&compact.1), dim);
+    assert_close("embedding_backward row-sparse", &gpu, &cpu, TOL, 0);
     // One id in most rows (BERT's token types), over a width that is not a
     // multiple of the kernel's 32 columns: every row phase and column block.
     let (tokens, wide) = (300, 72);
@@ -507,9 +526,9 @@ fn embeddings_cls_and_pooling_match_cpu() {
     let dout = p.random(tokens * wide);
     let mut dtable = p.random(5 * wide);
     p.cpu
-        .embedding_backward(&most.0, &dout.0, wide, &mut dtable.0);
+        .embedding_backward(&most.0, &dout.0, wide, &mut dtable.0, None);
     p.gpu
-        .embedding_backward(&most.1, &dout.1, wide, &mut dtable.1);
+        .embedding_backward(&most.1, &dout.1, wide, &mut dtable.1, None);
     p.close("embedding_backward, one id in most rows", &dtable, TOL);
 
     let x = p.random(b * s * dim);

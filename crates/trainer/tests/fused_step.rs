@@ -233,6 +233,42 @@ fn fused_optimizer_steps_with_the_clip_equal_the_reference() {
     }
 }
 
+/// With the fused AdamW the word-embedding table's gradient is row-sparse:
+/// a row per token of the step at most, and expanded it is the reference
+/// step's dense gradient.
+#[test]
+fn the_fused_adamw_step_keeps_the_word_gradient_row_sparse() {
+    for config in [bert(), deberta()] {
+        let batch = batch(5, vocab(&config));
+        let mode = Mode::Train { seed: 3, step: 1 };
+        let word_grad = |kernels: Kernels| {
+            let be = backend::<f64>(kernels, MatmulPrecision::Fp32);
+            let mut m = model(&be, &config, 4);
+            let _ctx = StepContext::new(
+                &be,
+                &mut *m,
+                OptimizerConfig::default(),
+                None,
+                None,
+                false,
+                0,
+            );
+            m.train_batch(&be, &batch, None, 2.5, mode, false).unwrap();
+            let p = m.params();
+            let word = p.word_table.unwrap();
+            let rows = be.len(&p.grads[word]) / p.info[word].shape[1];
+            (p.sparse.is_some(), rows, p.dense_grad(&be, word))
+        };
+        let (sparse_r, rows_r, reference) = word_grad(Kernels::Reference);
+        let (sparse_f, rows_f, fused) = word_grad(Kernels::Fused);
+        assert!(!sparse_r && sparse_f);
+        assert_eq!(rows_r, vocab(&config));
+        assert_eq!(rows_f, batch.input_ids.len().min(vocab(&config)));
+        let err = rel_err(&fused, &reference);
+        assert!(err < 1e-10, "word-embedding gradients differ by {err:.2e}");
+    }
+}
+
 /// A task a tiny BERT learns in a few dozen steps: is token 5 in the
 /// sequence? Returns the mean loss of the last 10 steps and the accuracy
 /// on held-out batches.

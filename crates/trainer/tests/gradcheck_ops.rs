@@ -5,7 +5,7 @@ mod common;
 
 use common::{Rand, assert_close, time_seed};
 use trainer::backend::cpu::{CpuBackend, CpuBuf};
-use trainer::backend::{AdamWStep, Backend, LossTargets, MatmulShape};
+use trainer::backend::{AdamWStep, Backend, LossTargets, MatmulShape, RowSlots};
 use trainer::memory::BufKind;
 use trainer::rng::RngKey;
 
@@ -394,8 +394,19 @@ fn embedding_permute_cls_backward() {
         dot(&o.data, &w)
     };
     let mut dt = buf(&be, &vec![0.0; vocab * dim]);
-    be.embedding_backward(&id_buf, &buf(&be, &w), dim, &mut dt);
+    be.embedding_backward(&id_buf, &buf(&be, &w), dim, &mut dt, None);
     assert_close("embedding", &dt.data, &numeric(&inputs, 0, &f), TOL, seed);
+    // Row-sparse: a row per distinct id, the same sums.
+    let mut slots = RowSlots::new(vocab);
+    let mut compact = buf(&be, &vec![0.0; tokens.len() * dim]);
+    let d = buf(&be, &w);
+    be.embedding_backward(&id_buf, &d, dim, &mut compact, Some(&mut slots));
+    let distinct = tokens
+        .iter()
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    assert_eq!(slots.used(), distinct, "seed {seed}");
+    assert_eq!(slots.expand(&compact.data, dim), dt.data, "seed {seed}");
 
     let (b, s, heads, dh) = (2, 3, 2, 4);
     let n = b * s * heads * dh;

@@ -3,13 +3,14 @@
 //! the full memory plan byte for byte; a step that cannot run is a
 //! `PlanError` naming the field, never a panic.
 
+use trainer::backend::{Kernels, MatmulPrecision};
 use trainer::config::BertConfig;
 use trainer::memory::{
-    AffinePeak, MemoryPlan, OptimizerKind, PlanError, PlanPeaks, PlanRequest, Precision, plan_peak,
-    step_curve,
+    AffinePeak, MemoryPlan, OptimizerKind, PlanError, PlanPeaks, PlanRequest, Precision,
+    StepBackend, plan_peak, step_curve,
 };
-use trainer::model::HeadConfig;
 use trainer::model::deberta::DebertaConfig;
+use trainer::model::{HeadConfig, ModelConfig};
 
 fn two_labels() -> HeadConfig {
     HeadConfig {
@@ -193,6 +194,42 @@ fn plan_decomposition_holds_for_other_steps() {
                 MemoryPlan::new(&request(micro)).unwrap().peak_bytes as u64,
                 "{precision:?} recompute={recompute} {optimizer:?} micro {micro}"
             );
+        }
+    }
+}
+
+/// The fused step (its word-embedding gradient row-sparse: a row per
+/// token, so more rows than the vocabulary at the largest micro-batches
+/// here) is priced exactly too, BERT-shaped and DeBERTa, fp32 and bf16
+/// products, on the CUDA backend's buffers.
+#[test]
+fn plan_peaks_price_the_fused_step_exactly() {
+    let head = two_labels();
+    let configs: Vec<ModelConfig> = vec![
+        small_models().remove(0).into(),
+        small_models().remove(3).into(),
+        small_debertas().remove(0).into(),
+    ];
+    for config in configs {
+        for matmul_precision in [MatmulPrecision::Fp32, MatmulPrecision::Bf16] {
+            for recompute in [false, true] {
+                let request = |micro| PlanRequest {
+                    kernels: Kernels::Fused,
+                    matmul_precision,
+                    recompute,
+                    backend: StepBackend::Cuda,
+                    ..PlanRequest::fp32_adamw(config.clone(), &head, micro, 40)
+                };
+                let peaks = PlanPeaks::from_request(request(1)).unwrap();
+                assert!(peaks.unpriced().is_none());
+                for micro in [1, 3, 16, 33] {
+                    assert_eq!(
+                        peaks.peak(micro).unwrap(),
+                        MemoryPlan::new(&request(micro)).unwrap().peak_bytes as u64,
+                        "{matmul_precision:?} recompute={recompute} micro {micro} {config:?}"
+                    );
+                }
+            }
         }
     }
 }

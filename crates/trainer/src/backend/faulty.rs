@@ -15,7 +15,7 @@ use super::plan::PlanBackend;
 use super::sim::SimBackend;
 use super::{
     AdamWStep, AttentionInputs, AttentionShape, Backend, DeviceFailure, Dtype, Failure, Kernels,
-    LossTargets, MatmulPrecision, MatmulShape, RelPosShape, Storage,
+    LossTargets, MatmulPrecision, MatmulShape, RelPosShape, RowSlots, SparseRows, Storage,
 };
 use crate::float::Float;
 use crate::memory::{BufKind, MemTracker};
@@ -259,7 +259,7 @@ impl<B: Tracked> Backend for FaultyBackend<B> {
         fn dropout_forward(&self, x: &Self::Buf, out: &mut Self::Buf, p: f64, key: RngKey);
         fn dropout_backward(&self, dout: &Self::Buf, dx: &mut Self::Buf, p: f64, key: RngKey);
         fn embedding_forward(&self, ids: &Self::Ids, table: &Self::Buf, dim: usize, out: &mut Self::Buf, accumulate: bool);
-        fn embedding_backward(&self, ids: &Self::Ids, dout: &Self::Buf, dim: usize, dtable: &mut Self::Buf);
+        fn embedding_backward(&self, ids: &Self::Ids, dout: &Self::Buf, dim: usize, dtable: &mut Self::Buf, rows: Option<&mut RowSlots>);
         fn cls_forward(&self, x: &Self::Buf, out: &mut Self::Buf, b: usize, s: usize);
         fn cls_backward(&self, dout: &Self::Buf, dx: &mut Self::Buf, b: usize, s: usize);
         fn mean_pool(&self, x: &Self::Buf, mask: &Self::Ids, b: usize, s: usize, out: &mut Self::Buf);
@@ -275,6 +275,6 @@ impl<B: Tracked> Backend for FaultyBackend<B> {
         fn bias_gelu_forward(&self, pre: &mut Self::Buf, bias: &Self::Buf, out: &mut Self::Buf);
         fn residual_layernorm_forward(&self, sum: &mut Self::Buf, bias: &Self::Buf, residual: &Self::Buf, dropout: f64, key: Option<RngKey>, gamma: &Self::Buf, beta: &Self::Buf, eps: f64, out: &mut Self::Buf, mean: &mut Self::Buf, rstd: &mut Self::Buf);
         fn residual_layernorm_backward(&self, dout: &Self::Buf, sum: &Self::Buf, gamma: &Self::Buf, mean: &Self::Buf, rstd: &Self::Buf, dropout: f64, key: Option<RngKey>, d_sum: &mut Self::Buf, d_branch: Option<&mut Self::Buf>, dgamma: &mut Self::Buf, dbeta: &mut Self::Buf);
-        fn adamw_all(&self, params: &mut [Self::Buf], grads: &[Self::Buf], m: &mut [Self::Buf], v: &mut [Self::Buf], decay: &[bool], step: &AdamWStep, grad_scale: f64, clip: Option<f64>);
+        fn adamw_all(&self, params: &mut [Self::Buf], grads: &[Self::Buf], m: &mut [Self::Buf], v: &mut [Self::Buf], decay: &[bool], step: &AdamWStep, grad_scale: f64, clip: Option<f64>, sparse: Option<SparseRows<'_, Self::Ids>>);
     }
 }

@@ -22,6 +22,7 @@ pub mod faulty;
 mod host_counters;
 pub mod matmul_precision;
 pub mod plan;
+pub mod row_slots;
 pub mod sim;
 pub mod storage;
 
@@ -29,6 +30,7 @@ use crate::memory::{BufKind, OutOfMemory};
 use crate::rng::RngKey;
 pub use host_counters::HostCounters;
 pub use matmul_precision::MatmulPrecision;
+pub use row_slots::{RowSlots, SparseRows};
 use std::ops::Range;
 pub use storage::{Dtype, Kernels, Storage};
 
@@ -396,12 +398,15 @@ pub trait Backend {
         accumulate: bool,
     );
     /// `dtable[ids[t]] += dout[t]`, summed in token order (deterministic).
+    /// With `rows`, `dtable` is row-sparse: the row of `ids[t]` is its slot,
+    /// given here to the rows the step has not looked up before.
     fn embedding_backward(
         &self,
         ids: &Self::Ids,
         dout: &Self::Buf,
         dim: usize,
         dtable: &mut Self::Buf,
+        rows: Option<&mut RowSlots>,
     );
     /// `out[i] = x[i, 0]` for `x` of `[b, s, h]` (the `[CLS]` token).
     fn cls_forward(&self, x: &Self::Buf, out: &mut Self::Buf, b: usize, s: usize);
@@ -543,6 +548,8 @@ pub trait Backend {
     /// says so), with each gradient multiplied by `grad_scale` and, when
     /// `clip` is given, by `clip / norm` where the global L2 norm of the
     /// scaled gradients exceeds it, all without reading the norm back.
+    /// The gradient of `sparse`'s tensor is row-sparse: each row's is at
+    /// its slot, zero where it has none.
     #[allow(clippy::too_many_arguments)]
     fn adamw_all(
         &self,
@@ -554,6 +561,7 @@ pub trait Backend {
         step: &AdamWStep,
         grad_scale: f64,
         clip: Option<f64>,
+        sparse: Option<SparseRows<'_, Self::Ids>>,
     );
 }
 

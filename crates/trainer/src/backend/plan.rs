@@ -91,7 +91,15 @@ macro_rules! compute_nothing {
         fn dropout_forward(&self, _: &$buf, _: &mut $buf, _: f64, _: RngKey) {}
         fn dropout_backward(&self, _: &$buf, _: &mut $buf, _: f64, _: RngKey) {}
         fn embedding_forward(&self, _: &$buf, _: &$buf, _: usize, _: &mut $buf, _: bool) {}
-        fn embedding_backward(&self, _: &$buf, _: &$buf, _: usize, _: &mut $buf) {}
+        fn embedding_backward(
+            &self,
+            _: &$buf,
+            _: &$buf,
+            _: usize,
+            _: &mut $buf,
+            _: Option<&mut $crate::backend::RowSlots>,
+        ) {
+        }
         fn cls_forward(&self, _: &$buf, _: &mut $buf, _: usize, _: usize) {}
         fn cls_backward(&self, _: &$buf, _: &mut $buf, _: usize, _: usize) {}
         fn mean_pool(&self, _: &$buf, _: &$buf, _: usize, _: usize, _: &mut $buf) {}
@@ -177,6 +185,7 @@ macro_rules! compute_nothing {
             _: &AdamWStep,
             _: f64,
             _: Option<f64>,
+            _: Option<$crate::backend::SparseRows<'_, $buf>>,
         ) {
         }
     };

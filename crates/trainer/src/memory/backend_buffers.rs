@@ -44,8 +44,9 @@ const _: () = assert!(CUDA_COLUMN_CHUNKS <= 8 * 8);
 pub const CUDA_COLUMN_COUNTERS: usize = CUDA_COLUMN_PARTIALS / 64;
 /// Tensors one multi-tensor optimiser launch takes.
 pub const CUDA_TENSOR_TABLE: usize = 4096;
-/// Bytes of one multi-tensor table entry (six u64s).
-pub const CUDA_TENSOR_ENTRY_BYTES: usize = 48;
+/// Bytes of one multi-tensor table entry (nine u64s: the four addresses,
+/// length, decay flag, gradient length, row slots and row width).
+pub const CUDA_TENSOR_ENTRY_BYTES: usize = 72;
 /// Bytes of one entry of the multi-tensor fill's table (address, length).
 pub const CUDA_FILL_ENTRY_BYTES: usize = 16;
 
@@ -115,11 +116,11 @@ mod tests {
         // 32 MiB + 2 KiB (the workspace and norm partials: what a CUDA
         // step asked for beyond the model's plan on an H200, 33,556,480
         // bytes), then 1 MiB of column partials and their 16 KiB of
-        // counters, the 192 KiB optimiser table and the 64 KiB table of the
+        // counters, the 288 KiB optimiser table and the 64 KiB table of the
         // gradients' zeroing.
         assert_eq!(
             StepBackend::Cuda.buffer_bytes(),
-            33_556_480 + (1 << 20) + 16 * 1024 + 192 * 1024 + 64 * 1024
+            33_556_480 + (1 << 20) + 16 * 1024 + 288 * 1024 + 64 * 1024
         );
     }
 }

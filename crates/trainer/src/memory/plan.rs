@@ -62,6 +62,11 @@ pub struct PlanRequest {
     /// The architecture (any `model_type` a run can train).
     pub config: ModelConfig,
     pub head: HeadConfig,
+    /// Rows of the step's one micro-batch. With the fused kernels and
+    /// AdamW the word-embedding gradient holds a row per token of the
+    /// optimiser step, so a step accumulating `k` micro-batches holds
+    /// `k` times those rows (the study runner prices a trial by replaying
+    /// its steps, accumulation included).
     pub micro_batch: usize,
     pub seq_len: usize,
     pub precision: Precision,

@@ -96,6 +96,7 @@ impl<B: Backend> Classifier<B> for BertClassifier<B> {
         mode: Mode,
         recompute: bool,
     ) -> Result<f64, BatchError> {
+        self.params.reserve_rows(be, batch.input_ids.len());
         let device = DeviceBatch::upload(be, &self.config, self.head.num_labels, batch)?;
         Ok(self.forward_backward(be, &device, class_weights, denom, mode, recompute))
     }
@@ -151,6 +152,7 @@ impl<B: Backend> Classifier<B> for DebertaClassifier<B> {
         mode: Mode,
         recompute: bool,
     ) -> Result<f64, BatchError> {
+        self.params.reserve_rows(be, batch.input_ids.len());
         let device = DebertaBatch::upload(be, &self.config, self.num_labels, batch)?;
         Ok(self.forward_backward(be, &device, class_weights, denom, mode, recompute))
     }

@@ -218,10 +218,17 @@ impl<B: Backend> BertClassifier<B> {
         layernorm_back(be, v, g, ln, &d, &sum, &mean, &rstd, e, &mut dsum);
         drop(d);
         drop((sum, mean, rstd));
-        be.embedding_backward(&batch.input_ids, &dsum, e, &mut g[self.idx.word]);
-        be.embedding_backward(&batch.position_ids, &dsum, e, &mut g[self.idx.position]);
+        let rows = self.params.sparse.as_mut().map(|s| &mut s.slots);
+        be.embedding_backward(&batch.input_ids, &dsum, e, &mut g[self.idx.word], rows);
+        be.embedding_backward(
+            &batch.position_ids,
+            &dsum,
+            e,
+            &mut g[self.idx.position],
+            None,
+        );
         if let Some(token_type) = self.idx.token_type {
-            be.embedding_backward(&batch.token_type_ids, &dsum, e, &mut g[token_type]);
+            be.embedding_backward(&batch.token_type_ids, &dsum, e, &mut g[token_type], None);
         }
     }
 

@@ -28,7 +28,7 @@ pub use encoder::{LayerActs, Tape};
 pub use flops::TokenFlops;
 pub use linear::Dense;
 pub use load::{LoadError, LoadReport};
-pub use params::{ParamInfo, Params};
+pub use params::{ParamInfo, Params, SparseGrad};
 
 use crate::backend::{Backend, LossTargets};
 use crate::config::BertConfig;
@@ -132,13 +132,11 @@ impl<B: Backend> BertClassifier<B> {
 
     /// Allocates gradient buffers (zeroed) if not yet present.
     pub fn alloc_grads(&mut self, be: &B) {
-        self.params.alloc_grads(be);
+        self.params.alloc_grads(be, false);
     }
 
     pub fn zero_grads(&mut self, be: &B) {
-        for g in &mut self.params.grads {
-            be.fill(g, 0.0);
-        }
+        self.params.zero_grads(be);
     }
 
     /// Sum over the batch of the weighted loss divided by `denom`, with all

@@ -1,7 +1,7 @@
 //! The parameter store: declaration order, names, shapes, init.
 
 use super::{BertClassifier, Dense, HeadConfig, Indices, LayerIdx, LayerNormIdx};
-use crate::backend::Backend;
+use crate::backend::{Backend, RowSlots};
 use crate::config::BertConfig;
 use crate::memory::BufKind;
 use crate::model::family::TokenTypes;
@@ -31,9 +31,35 @@ pub struct Params<B: Backend> {
     pub info: Vec<ParamInfo>,
     pub values: Vec<B::Buf>,
     pub grads: Vec<B::Buf>,
+    /// The word-embedding table's index, whose gradient a training step
+    /// with the fused AdamW keeps row-sparse.
+    pub word_table: Option<usize>,
+    /// Where the word-embedding table's gradient is row-sparse: its rows'
+    /// slots.
+    pub sparse: Option<SparseGrad<B>>,
+}
+
+/// A row-sparse gradient (see [`RowSlots`]): `grads[param]` holds a row
+/// per slot.
+pub struct SparseGrad<B: Backend> {
+    /// The table's index in the store.
+    pub param: usize,
+    pub slots: RowSlots,
+    /// [`RowSlots::slot_of`] on the device, for the optimiser.
+    pub device_slots: B::Ids,
 }
 
 impl<B: Backend> Params<B> {
+    pub(crate) fn new() -> Self {
+        Self {
+            info: Vec::new(),
+            values: Vec::new(),
+            grads: Vec::new(),
+            word_table: None,
+            sparse: None,
+        }
+    }
+
     pub(crate) fn push(&mut self, be: &B, name: String, shape: Vec<usize>, kind: Kind) -> usize {
         let info = ParamInfo {
             decay: kind == Kind::Weight,
@@ -52,13 +78,79 @@ impl<B: Backend> Params<B> {
         self.info.iter().position(|p| p.name == name)
     }
 
-    pub(crate) fn alloc_grads(&mut self, be: &B) {
-        if self.grads.is_empty() {
-            self.grads = self
-                .info
-                .iter()
-                .map(|p| be.alloc(&format!("grad.{}", p.name), BufKind::Grad, p.numel()))
-                .collect();
+    /// Allocates the gradients (zeroed) unless they are, the word-embedding
+    /// table's row-sparse with `row_sparse_words` (rows as
+    /// [`Params::reserve_rows`] makes room for; none yet).
+    pub(crate) fn alloc_grads(&mut self, be: &B, row_sparse_words: bool) {
+        if !self.grads.is_empty() {
+            return;
+        }
+        let word = self.word_table.filter(|_| row_sparse_words);
+        self.grads = (self.info.iter().enumerate())
+            .map(|(i, p)| {
+                let len = if Some(i) == word { 0 } else { p.numel() };
+                be.alloc(&format!("grad.{}", p.name), BufKind::Grad, len)
+            })
+            .collect();
+        self.sparse = word.map(|param| {
+            let rows = self.info[param].shape[0];
+            let name = format!("grad.{}.slots", self.info[param].name);
+            SparseGrad {
+                param,
+                slots: RowSlots::new(rows),
+                device_slots: be.alloc_ids(&name, rows),
+            }
+        });
+    }
+
+    /// Makes room in a row-sparse gradient for `tokens` more looked-up
+    /// rows than it has given slots: a larger gradient, zeroed, the given
+    /// rows' values kept. A training step makes room for all of its
+    /// micro-batches' tokens before the first, so nothing is copied inside
+    /// a step.
+    ///
+    /// A row per token, not capped at the table's rows: a step of more
+    /// tokens than the vocabulary (rare: 64 x 512 tokens against BERT's
+    /// 30,522 rows) holds a few rows more than a dense gradient would, and
+    /// in exchange the step's bytes stay affine in its tokens, which is
+    /// what prices every micro-batch exactly from a few plans
+    /// ([`crate::memory::PlanPeaks`]).
+    pub(crate) fn reserve_rows(&mut self, be: &B, tokens: usize) {
+        let Some(sparse) = &self.sparse else {
+            return;
+        };
+        let info = &self.info[sparse.param];
+        let len = (sparse.slots.used() + tokens) * info.shape[1];
+        let grad = &mut self.grads[sparse.param];
+        if be.len(grad) >= len {
+            return;
+        }
+        let name = format!("grad.{}", info.name);
+        let kept = (sparse.slots.used() > 0 && be.holds_values()).then(|| be.download(grad));
+        // The old gradient goes before the new one comes.
+        *grad = be.alloc(&name, BufKind::Grad, 0);
+        *grad = be.alloc(&name, BufKind::Grad, len);
+        if let Some(mut kept) = kept {
+            kept.resize(len, 0.0);
+            be.upload(grad, &kept);
+        }
+    }
+
+    /// Zeroes every gradient; a row-sparse one gives its slots back.
+    pub fn zero_grads(&mut self, be: &B) {
+        be.fill_all(&mut self.grads, 0.0);
+        if let Some(sparse) = &mut self.sparse {
+            sparse.slots.clear();
+        }
+    }
+
+    /// Parameter `i`'s gradient on the host, as a dense one (a row-sparse
+    /// gradient expanded).
+    pub fn dense_grad(&self, be: &B, i: usize) -> Vec<f64> {
+        let grad = be.download(&self.grads[i]);
+        match &self.sparse {
+            Some(s) if s.param == i => s.slots.expand(&grad, self.info[i].shape[1]),
+            _ => grad,
         }
     }
 
@@ -105,11 +197,7 @@ pub(crate) fn declare<B: Backend>(
     c: &BertConfig,
     head: &HeadConfig,
 ) -> (Params<B>, Indices) {
-    let mut p = Params {
-        info: Vec::new(),
-        values: Vec::new(),
-        grads: Vec::new(),
-    };
+    let mut p = Params::new();
     let (h, e) = (c.hidden_size, c.embedding_size());
     let fam = c.family();
     let dense = |p: &mut Params<B>, name: &str, inp: usize, out: usize| Dense {
@@ -131,6 +219,7 @@ pub(crate) fn declare<B: Backend>(
         )
     };
     let word = table(&mut p, "word_embeddings", c.vocab_size);
+    p.word_table = Some(word);
     let position = table(&mut p, "position_embeddings", c.max_position_embeddings);
     let token_type = (fam.token_types != TokenTypes::Absent)
         .then(|| table(&mut p, "token_type_embeddings", c.type_vocab_size));

@@ -1,7 +1,7 @@
 //! AdamW (decoupled weight decay, bias correction, no decay on biases and
 //! LayerNorm) and stateless SGD over the parameter store.
 
-use crate::backend::{AdamWStep, Backend, Kernels};
+use crate::backend::{AdamWStep, Backend, Kernels, SparseRows};
 use crate::memory::BufKind;
 use crate::model::Params;
 
@@ -99,7 +99,21 @@ impl<B: Backend> Optimizer<B> {
                     weight_decay,
                     t: self.t,
                 };
-                let (values, grads) = (&mut params.values, &params.grads);
+                let Params {
+                    info,
+                    values,
+                    grads,
+                    sparse,
+                    ..
+                } = params;
+                let sparse = sparse.as_mut().map(|s| {
+                    be.upload_ids(&mut s.device_slots, s.slots.slot_of());
+                    SparseRows {
+                        tensor: s.param,
+                        slots: &s.device_slots,
+                        width: info[s.param].shape[1],
+                    }
+                });
                 be.adamw_all(
                     values,
                     grads,
@@ -109,6 +123,7 @@ impl<B: Backend> Optimizer<B> {
                     &step,
                     1.0,
                     clip,
+                    sparse,
                 );
             }
             (
@@ -121,6 +136,10 @@ impl<B: Backend> Optimizer<B> {
                 Some(state),
             ) => {
                 debug_assert!(clip.is_none(), "the caller clips for this optimiser");
+                assert!(
+                    params.sparse.is_none(),
+                    "a row-sparse gradient needs the fused AdamW"
+                );
                 for (i, info) in params.info.iter().enumerate() {
                     let step = AdamWStep {
                         lr,
@@ -140,6 +159,10 @@ impl<B: Backend> Optimizer<B> {
                 }
             }
             _ => {
+                assert!(
+                    params.sparse.is_none(),
+                    "a row-sparse gradient needs the fused AdamW"
+                );
                 for i in 0..params.info.len() {
                     be.sgd(&mut params.values[i], &params.grads[i], lr);
                 }

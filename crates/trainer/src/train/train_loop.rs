@@ -18,7 +18,7 @@ use super::loss_scale::{LossScaleConfig, LossScaler};
 use super::metrics::{EpochMetrics, Metrics, argmax_rows};
 use super::optimizer::{Optimizer, OptimizerConfig};
 use super::schedule::LinearSchedule;
-use crate::backend::{Backend, Failure, clip_global_norm, clip_to_norm};
+use crate::backend::{Backend, Failure, Kernels, clip_global_norm, clip_to_norm};
 use crate::batch::Batch;
 use crate::memory::{BufKind, OutOfMemory};
 use crate::model::{BatchError, Classifier, Mode};
@@ -174,7 +174,11 @@ impl<B: Backend> StepContext<B> {
         recompute: bool,
         seed: u64,
     ) -> Self {
-        model.params_mut().alloc_grads(be);
+        // The fused AdamW reads the word-embedding table's gradient through
+        // its rows' slots; the reference kernels keep every gradient dense.
+        let row_sparse =
+            be.kernels() == Kernels::Fused && matches!(optimizer, OptimizerConfig::AdamW { .. });
+        model.params_mut().alloc_grads(be, row_sparse);
         let optimizer = Optimizer::new(be, model.params(), optimizer);
         let class_weights = class_weights.map(|w| {
             let mut buf = be.alloc("class_weights", BufKind::Input, w.len());
@@ -225,7 +229,10 @@ pub fn train_step<B: Backend, M: Classifier<B> + ?Sized>(
     // of two) multiplies it by dividing the denominator, exactly.
     let scale = ctx.loss_scaler.as_ref().map_or(1.0, LossScaler::scale);
     let denom = denom.max(f64::MIN_POSITIVE) / scale;
-    be.fill_all(&mut model.params_mut().grads, 0.0);
+    let params = model.params_mut();
+    params.zero_grads(be);
+    // Room for every micro-batch's rows of a row-sparse gradient at once.
+    params.reserve_rows(be, micro_batches.iter().map(|b| b.input_ids.len()).sum());
     let mut loss = 0.0;
     for batch in micro_batches {
         let mode = Mode::Train {

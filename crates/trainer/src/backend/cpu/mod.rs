@@ -43,7 +43,7 @@ use std::sync::Arc;
 
 use super::{
     AdamWStep, AttentionInputs, AttentionShape, Backend, Dtype, Failure, Kernels, LossTargets,
-    MatmulPrecision, MatmulShape, RelPosShape, Storage,
+    MatmulPrecision, MatmulShape, RelPosShape, RowSlots, SparseRows, Storage,
 };
 use crate::float::Float;
 use crate::memory::oom::RecordedOom;
@@ -582,9 +582,22 @@ impl<T: Float> Backend for CpuBackend<T> {
         dout: &CpuBuf<T>,
         dim: usize,
         dtable: &mut CpuBuf<T>,
+        rows: Option<&mut RowSlots>,
     ) {
         skip_if_failed!(self);
-        embedding::backward(&ids.data, &dout.data, dim, &mut dtable.data);
+        let slots;
+        let rows_of_tokens = match rows {
+            None => &ids.data,
+            Some(rows) => {
+                let mut ids = ids.data.clone();
+                if let Err(e) = rows.assign(&mut ids, dtable.data.len() / dim) {
+                    panic!("embedding_backward: {e}");
+                }
+                slots = ids;
+                &slots
+            }
+        };
+        embedding::backward(rows_of_tokens, &dout.data, dim, &mut dtable.data);
         dtable.store();
     }
     fn cls_forward(&self, x: &CpuBuf<T>, out: &mut CpuBuf<T>, b: usize, s: usize) {
@@ -683,6 +696,7 @@ impl<T: Float> Backend for CpuBackend<T> {
         optim::adamw(
             &mut param.data,
             &grad.data,
+            None,
             &mut m.data,
             &mut v.data,
             step,
@@ -824,6 +838,7 @@ impl<T: Float> Backend for CpuBackend<T> {
         step: &AdamWStep,
         grad_scale: f64,
         clip: Option<f64>,
+        sparse: Option<SparseRows<'_, CpuBuf<u32>>>,
     ) {
         skip_if_failed!(self);
         let norm = grad_scale
@@ -842,9 +857,13 @@ impl<T: Float> Backend for CpuBackend<T> {
                 ..*step
             };
             let g = &grads[i].data;
+            let rows = sparse
+                .filter(|s| s.tensor == i)
+                .map(|s| (s.slots.data.as_slice(), s.width));
             optim::adamw(
                 &mut p.data,
                 g,
+                rows,
                 &mut m[i].data,
                 &mut v[i].data,
                 &step,

@@ -14,12 +14,12 @@ use super::{
 };
 use crate::backend::{
     AdamWStep, AttentionInputs, AttentionShape, Backend, DeviceFailure, Dtype, Failure, Kernels,
-    LossTargets, MatmulPrecision, MatmulShape, RelPosShape, Storage,
+    LossTargets, MatmulPrecision, MatmulShape, RelPosShape, RowSlots, SparseRows, Storage,
 };
 use crate::memory::backend_buffers::{
     CUDA_COLUMN_CHUNKS as COLUMN_CHUNKS, CUDA_COLUMN_COUNTERS as COLUMN_COUNTERS,
     CUDA_COLUMN_PARTIALS as COLUMN_PARTIALS, CUDA_NORM_BLOCKS as NORM_BLOCKS,
-    CUDA_TENSOR_TABLE as TENSOR_TABLE,
+    CUDA_TENSOR_ENTRY_BYTES as TENSOR_ENTRY_BYTES, CUDA_TENSOR_TABLE as TENSOR_TABLE,
 };
 use crate::memory::{BufKind, OutOfMemory};
 use crate::rng::{RngKey, dropout_threshold};
@@ -553,8 +553,8 @@ impl CudaBackend {
         }
     }
 
-    /// Writes the multi-tensor table of `entries` (six u64s per tensor)
-    /// unless it already holds them.
+    /// Writes the multi-tensor table of `entries` (nine u64s per tensor,
+    /// `tensor_entry` in `common.cuh`) unless it already holds them.
     fn tensor_table_of(&self, entries: &[u64]) -> Result<u64, CudaError> {
         self.table_of(&self.tensor_table, &self.table_contents, entries)
     }
@@ -1072,14 +1072,32 @@ impl Backend for CudaBackend {
         })
     }
 
-    fn embedding_backward(&self, ids: &CudaIds, dout: &CudaBuf, dim: usize, dtable: &mut CudaBuf) {
+    fn embedding_backward(
+        &self,
+        ids: &CudaIds,
+        dout: &CudaBuf,
+        dim: usize,
+        dtable: &mut CudaBuf,
+        rows: Option<&mut RowSlots>,
+    ) {
         self.run(|| {
             let op = "embedding_backward";
-            embedding_operands(op, ids, dtable, dim, dout)?;
+            let slots = rows_of(op, dtable.len, dim)?;
+            let table_rows = rows.as_ref().map_or(slots, |r| r.table_rows());
+            same_len(op, dout.len, ids.len() * dim)?;
+            master(op, &[dtable])?;
+            ids_below(op, ids, table_rows)?;
             if ids.is_empty() {
                 return Ok(());
             }
-            let (csr, unique) = embedding_csr(&ids.host);
+            let (mut csr, unique) = embedding_csr(&ids.host);
+            if let Some(rows) = rows {
+                // The kernel adds each id's tokens into the row its CSR
+                // names: the id's slot.
+                let first = csr.len() - unique;
+                rows.assign(&mut csr[first..], slots)
+                    .map_err(|message| CudaError::Invalid { op, message })?;
+            }
             // Kernel scratch: a few KiB for a batch, freed when this returns
             // (the allocator reuses it in stream order).
             let scratch = self
@@ -1396,6 +1414,7 @@ impl Backend for CudaBackend {
         step: &AdamWStep,
         grad_scale: f64,
         clip: Option<f64>,
+        sparse: Option<SparseRows<'_, CudaIds>>,
     ) {
         self.run(|| {
             let op = "adamw_all";
@@ -1411,18 +1430,44 @@ impl Backend for CudaBackend {
             need(op, count <= TENSOR_TABLE, || {
                 format!("{count} tensors; one launch takes at most {TENSOR_TABLE}")
             })?;
-            let mut entries = Vec::with_capacity(6 * count);
+            let mut entries = Vec::with_capacity(TENSOR_ENTRY_BYTES / 8 * count);
             for i in 0..count {
                 let (p, g, mi, vi) = (&params[i], &grads[i], &m[i], &v[i]);
-                all_len(op, p.len, &[g, mi, vi])?;
+                all_len(op, p.len, &[mi, vi])?;
                 master(op, &[p, g, mi, vi])?;
+                let rows = sparse.filter(|s| s.tensor == i);
+                let (slots, width) = match rows {
+                    None => {
+                        same_len(op, g.len, p.len)?;
+                        (0, 0)
+                    }
+                    Some(s) => {
+                        // Rows of whole 4-element groups, row indices of 32
+                        // bits (as the kernel reads them).
+                        need(
+                            op,
+                            s.width > 0 && s.width % 4 == 0 && g.len % s.width == 0,
+                            || {
+                                format!(
+                                    "row width {} of tensor {i} is not a multiple of 4",
+                                    s.width
+                                )
+                            },
+                        )?;
+                        need(op, p.len <= u32::MAX as usize, || {
+                            format!("tensor {i} has 2^32 elements or more")
+                        })?;
+                        same_len(op, s.slots.len() * s.width, p.len)?;
+                        (s.slots.ptr()?, s.width as u64)
+                    }
+                };
                 let ptrs = [p.ptr()?, g.ptr()?, mi.ptr()?, vi.ptr()?];
                 // The kernels take 4 elements at a time with 16-byte accesses.
                 need(op, ptrs.iter().all(|a| a % 16 == 0), || {
                     format!("tensor {i} is not 16-byte aligned")
                 })?;
                 entries.extend(ptrs);
-                entries.extend([p.len as u64, decay[i] as u64]);
+                entries.extend([p.len as u64, decay[i] as u64, g.len as u64, slots, width]);
             }
             let table = self.tensor_table_of(&entries)?;
             let partials = self.norm_partials.ptr();

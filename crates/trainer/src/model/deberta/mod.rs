@@ -92,11 +92,7 @@ pub struct DebertaClassifier<B: Backend> {
 }
 
 fn declare<B: Backend>(be: &B, c: &DebertaConfig, labels: usize) -> (Params<B>, DebertaIndices) {
-    let mut p = Params {
-        info: Vec::new(),
-        values: Vec::new(),
-        grads: Vec::new(),
-    };
+    let mut p = Params::new();
     let h = c.hidden_size;
     let dense = |p: &mut Params<B>, name: &str, inp: usize, out: usize| Dense {
         w: p.push(be, format!("{name}.weight"), vec![out, inp], Kind::Weight),
@@ -117,6 +113,7 @@ fn declare<B: Backend>(be: &B, c: &DebertaConfig, labels: usize) -> (Params<B>, 
         )
     };
     let word = table(&mut p, "embeddings.word_embeddings", c.vocab_size);
+    p.word_table = Some(word);
     let position = c.position_biased_input.then(|| {
         table(
             &mut p,
@@ -312,13 +309,11 @@ impl<B: Backend> DebertaClassifier<B> {
     }
 
     pub fn alloc_grads(&mut self, be: &B) {
-        self.params.alloc_grads(be);
+        self.params.alloc_grads(be, false);
     }
 
     pub fn zero_grads(&mut self, be: &B) {
-        for g in &mut self.params.grads {
-            be.fill(g, 0.0);
-        }
+        self.params.zero_grads(be);
     }
 
     /// Forward, loss and backward of one micro-batch, as
@@ -597,12 +592,13 @@ impl<B: Backend> DebertaClassifier<B> {
         );
         drop(d);
         drop((emb_sum, emb_mean, emb_rstd));
-        be.embedding_backward(&batch.ids.input_ids, &d_sum, h, &mut g[idx.word]);
+        let rows = self.params.sparse.as_mut().map(|s| &mut s.slots);
+        be.embedding_backward(&batch.ids.input_ids, &d_sum, h, &mut g[idx.word], rows);
         if let Some(p) = idx.position {
-            be.embedding_backward(&batch.ids.position_ids, &d_sum, h, &mut g[p]);
+            be.embedding_backward(&batch.ids.position_ids, &d_sum, h, &mut g[p], None);
         }
         if let Some(t) = idx.token_type {
-            be.embedding_backward(&batch.ids.token_type_ids, &d_sum, h, &mut g[t]);
+            be.embedding_backward(&batch.ids.token_type_ids, &d_sum, h, &mut g[t], None);
         }
     }
 }
