@@ -9,7 +9,7 @@ mod common;
 use common::{Rand, random_batch};
 use trainer::backend::cpu::CpuBackend;
 use trainer::backend::faulty::FaultyBackend;
-use trainer::backend::{Backend, Failure};
+use trainer::backend::{Backend, Failure, Kernels, MatmulPrecision};
 use trainer::batch::Batch;
 use trainer::config::BertConfig;
 use trainer::memory::{BufKind, MemTracker, OutOfMemory};
@@ -242,11 +242,22 @@ fn weights_and_state(be: &CpuBackend<f64>) -> usize {
 
 #[test]
 fn injected_oom_at_every_allocation_recovers_or_reports() {
+    every_injected_oom_recovers_or_reports(FaultyBackend::new(CpuBackend::<f64>::new()));
+}
+
+/// The fused step, whose word-embedding gradient is allocated at each
+/// step's start (row-sparse), recovers the same way.
+#[test]
+fn injected_oom_at_every_allocation_of_the_fused_step_recovers_or_reports() {
+    let cpu = CpuBackend::<f64>::new().for_step(MatmulPrecision::Fp32, Kernels::Fused);
+    every_injected_oom_recovers_or_reports(FaultyBackend::new(cpu));
+}
+
+fn every_injected_oom_recovers_or_reports(be: Faulty) {
     // One step of 3 rows, one of 1 row, then evaluation.
     let train_set = batches(3, &[3, 1], 5);
     let valid = batches(4, &[2], 5);
     let cfg = TrainConfig { epochs: 1, ..cfg() };
-    let be = FaultyBackend::new(CpuBackend::<f64>::new());
     let clean = run(&be, &train_set, &valid, &cfg, None, None).unwrap();
     let (c, h) = tiny();
     let model = BertClassifier::new_random(&be, &c, &h, 7).unwrap();

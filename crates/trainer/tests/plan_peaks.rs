@@ -7,7 +7,7 @@ use trainer::backend::{Kernels, MatmulPrecision};
 use trainer::config::BertConfig;
 use trainer::memory::{
     AffinePeak, MemoryPlan, OptimizerKind, PlanError, PlanPeaks, PlanRequest, Precision,
-    StepBackend, plan_peak, step_curve,
+    StepBackend, plan_peak, step_curve, step_peaks,
 };
 use trainer::model::deberta::DebertaConfig;
 use trainer::model::{HeadConfig, ModelConfig};
@@ -222,12 +222,16 @@ fn plan_peaks_price_the_fused_step_exactly() {
                 };
                 let peaks = PlanPeaks::from_request(request(1)).unwrap();
                 assert!(peaks.unpriced().is_none());
-                for micro in [1, 3, 16, 33] {
-                    assert_eq!(
-                        peaks.peak(micro).unwrap(),
-                        MemoryPlan::new(&request(micro)).unwrap().peak_bytes as u64,
+                // Largest first: one model planned for all of them.
+                let micros = [33, 1, 16, 3];
+                let one_model = step_peaks(&request(1), &micros).unwrap();
+                for (micro, one_model) in micros.into_iter().zip(one_model) {
+                    let full = MemoryPlan::new(&request(micro)).unwrap().peak_bytes;
+                    let what = format!(
                         "{matmul_precision:?} recompute={recompute} micro {micro} {config:?}"
                     );
+                    assert_eq!(peaks.peak(micro).unwrap(), full as u64, "{what}");
+                    assert_eq!(one_model, full, "step_peaks: {what}");
                 }
             }
         }

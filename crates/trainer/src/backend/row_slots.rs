@@ -4,8 +4,10 @@
 //! 250,000 rows, yet a dense gradient of the table holds all of them:
 //! 206 MB of fp32 zeros and sums for RoBERTa-large's 50,265 x 1,024 table.
 //! [`RowSlots`] gives each row the step looks up a row ("slot") of a
-//! compact gradient, in the order the step first sees it, so the gradient
-//! needs as many rows as the step has tokens at most. AdamW then reads a
+//! compact gradient, in the order a backend's embedding backward meets
+//! the rows (the CPU's in token order, the CUDA backend's by id within a
+//! micro-batch: the same gradient once expanded), so the gradient needs as
+//! many rows as the step has tokens at most. AdamW then reads a
 //! row's gradient through its slot, and zero for the rows without one:
 //! the update of every row (moments decaying, weight decay) is the dense
 //! gradient's, value for value.

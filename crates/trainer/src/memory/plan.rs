@@ -295,6 +295,9 @@ pub fn step_peaks(req: &PlanRequest, micro_batches: &[usize]) -> Result<Vec<usiz
         .iter()
         .map(|r| {
             let batch = synthetic_batch(r);
+            // As a new plan's: a row-sparse gradient grows to the largest
+            // step it has seen.
+            model.params_mut().release_rows(&be);
             be.tracker().reset_peak();
             train_step(&be, &mut *model, &mut ctx, &[&batch], 1e-5)?;
             Ok(be.tracker().peak_bytes())

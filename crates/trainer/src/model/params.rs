@@ -80,12 +80,19 @@ impl<B: Backend> Params<B> {
 
     /// Allocates the gradients (zeroed) unless they are, the word-embedding
     /// table's row-sparse with `row_sparse_words` (rows as
-    /// [`Params::reserve_rows`] makes room for; none yet).
+    /// [`Params::reserve_rows`] makes room for; none yet) where its rows
+    /// suit the device's AdamW (a width of whole 4-element groups, fewer
+    /// than 2^32 elements). Gradients of the other kind are replaced.
     pub(crate) fn alloc_grads(&mut self, be: &B, row_sparse_words: bool) {
-        if !self.grads.is_empty() {
+        let word = self.word_table.filter(|&w| {
+            let info = &self.info[w];
+            row_sparse_words && info.shape[1].is_multiple_of(4) && info.numel() <= u32::MAX as usize
+        });
+        if !self.grads.is_empty() && self.sparse.as_ref().map(|s| s.param) == word {
             return;
         }
-        let word = self.word_table.filter(|_| row_sparse_words);
+        self.grads.clear();
+        self.sparse = None;
         self.grads = (self.info.iter().enumerate())
             .map(|(i, p)| {
                 let len = if Some(i) == word { 0 } else { p.numel() };
@@ -130,9 +137,25 @@ impl<B: Backend> Params<B> {
         // The old gradient goes before the new one comes.
         *grad = be.alloc(&name, BufKind::Grad, 0);
         *grad = be.alloc(&name, BufKind::Grad, len);
+        if be.failed() {
+            // Refused: no rows, so that the retry the failure leads to
+            // allocates them again.
+            *grad = be.alloc(&name, BufKind::Grad, 0);
+            return;
+        }
         if let Some(mut kept) = kept {
             kept.resize(len, 0.0);
             be.upload(grad, &kept);
+        }
+    }
+
+    /// Gives a row-sparse gradient's rows and slots back (a step that
+    /// follows makes room for its own).
+    pub(crate) fn release_rows(&mut self, be: &B) {
+        if let Some(sparse) = &mut self.sparse {
+            let name = format!("grad.{}", self.info[sparse.param].name);
+            self.grads[sparse.param] = be.alloc(&name, BufKind::Grad, 0);
+            sparse.slots.clear();
         }
     }
 

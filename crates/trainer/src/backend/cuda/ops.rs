@@ -12,6 +12,7 @@ use super::buffer::{decode, embedding_csr, encode};
 use super::{
     Arg, AtomicCounters, CudaBackend, CudaBuf, CudaError, CudaIds, KernelArg, THREADS, args,
 };
+use crate::backend::row_slots::NO_SLOT;
 use crate::backend::{
     AdamWStep, AttentionInputs, AttentionShape, Backend, DeviceFailure, Dtype, Failure, Kernels,
     LossTargets, MatmulPrecision, MatmulShape, RelPosShape, RowSlots, SparseRows, Storage,
@@ -1444,20 +1445,23 @@ impl Backend for CudaBackend {
                     Some(s) => {
                         // Rows of whole 4-element groups, row indices of 32
                         // bits (as the kernel reads them).
-                        need(
-                            op,
-                            s.width > 0 && s.width % 4 == 0 && g.len % s.width == 0,
-                            || {
-                                format!(
-                                    "row width {} of tensor {i} is not a multiple of 4",
-                                    s.width
-                                )
-                            },
-                        )?;
+                        need(op, s.width > 0 && s.width % 4 == 0, || {
+                            format!("row width {} of tensor {i} is not a multiple of 4", s.width)
+                        })?;
+                        need(op, g.len % s.width == 0, || {
+                            format!("gradient of tensor {i} is not whole rows of {}", s.width)
+                        })?;
                         need(op, p.len <= u32::MAX as usize, || {
                             format!("tensor {i} has 2^32 elements or more")
                         })?;
                         same_len(op, s.slots.len() * s.width, p.len)?;
+                        // A slot past the gradient would be read on the
+                        // device (the uploaded map is the host's copy).
+                        let rows = (g.len / s.width) as u32;
+                        let inside = s.slots.host().iter().all(|&r| r == NO_SLOT || r < rows);
+                        need(op, inside, || {
+                            format!("a slot of tensor {i} is past its gradient's {rows} rows")
+                        })?;
                         (s.slots.ptr()?, s.width as u64)
                     }
                 };
