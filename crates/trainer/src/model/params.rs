@@ -86,7 +86,10 @@ impl<B: Backend> Params<B> {
     pub(crate) fn alloc_grads(&mut self, be: &B, row_sparse_words: bool) {
         let word = self.word_table.filter(|&w| {
             let info = &self.info[w];
-            row_sparse_words && info.shape[1].is_multiple_of(4) && info.numel() <= u32::MAX as usize
+            row_sparse_words
+                && info.shape[1] > 0
+                && info.shape[1].is_multiple_of(4)
+                && info.numel() <= u32::MAX as usize
         });
         if !self.grads.is_empty() && self.sparse.as_ref().map(|s| s.param) == word {
             return;
@@ -116,6 +119,10 @@ impl<B: Backend> Params<B> {
     /// micro-batches' tokens before the first, so nothing is copied inside
     /// a step.
     ///
+    /// The rows do not depend on the micro-batch a step is split into, so
+    /// a refusal here is one that retrying with smaller micro-batches
+    /// meets again (the run reports it at a micro-batch of 1).
+    ///
     /// A row per token, not capped at the table's rows: a step of more
     /// tokens than the vocabulary (rare: 64 x 512 tokens against BERT's
     /// 30,522 rows) holds a few rows more than a dense gradient would, and
@@ -138,9 +145,12 @@ impl<B: Backend> Params<B> {
         *grad = be.alloc(&name, BufKind::Grad, 0);
         *grad = be.alloc(&name, BufKind::Grad, len);
         if be.failed() {
-            // Refused: no rows, so that the retry the failure leads to
-            // allocates them again.
+            // Refused: no rows and no slots, so that the retry the failure
+            // leads to allocates them again.
             *grad = be.alloc(&name, BufKind::Grad, 0);
+            if let Some(sparse) = &mut self.sparse {
+                sparse.slots.clear();
+            }
             return;
         }
         if let Some(mut kept) = kept {

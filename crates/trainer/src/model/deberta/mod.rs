@@ -308,6 +308,8 @@ impl<B: Backend> DebertaClassifier<B> {
         Ok(fresh)
     }
 
+    /// Allocates dense gradient buffers (zeroed) unless present; a
+    /// row-sparse word-embedding gradient is replaced by a dense one.
     pub fn alloc_grads(&mut self, be: &B) {
         self.params.alloc_grads(be, false);
     }
