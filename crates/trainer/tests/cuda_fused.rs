@@ -582,7 +582,8 @@ fn a_fused_deberta_step_matches_cpu_in_fp32_and_bf16() {
     compare_step(&deberta(), "deberta", MatmulPrecision::Bf16, TOL_16);
 }
 
-/// `steps` training steps (AdamW over every tensor in one call, clip 1.0).
+/// `steps` training steps of two micro-batches (AdamW over every tensor in
+/// one call, clip 1.0, the word-embedding gradient row-sparse over both).
 fn train<B: Backend>(be: &B, config: &ModelConfig, seed: u64, steps: usize) -> Vec<f64> {
     let mut m = model(be, config, seed);
     let mut ctx = StepContext::new(
@@ -594,9 +595,12 @@ fn train<B: Backend>(be: &B, config: &ModelConfig, seed: u64, steps: usize) -> V
         false,
         seed,
     );
-    let b = batch(seed);
+    let b = [batch(seed), batch(seed + 1)];
     (0..steps)
-        .map(|_| train_step(be, &mut *m, &mut ctx, &[&b], 1e-3).unwrap().loss)
+        .map(|_| {
+            let step = train_step(be, &mut *m, &mut ctx, &[&b[0], &b[1]], 1e-3);
+            step.unwrap().loss
+        })
         .collect()
 }
 

@@ -177,13 +177,15 @@ fn deberta_fused_gradients_equal_the_reference() {
     }
 }
 
-/// Three AdamW steps through the training loop with a gradient clip well
-/// below the gradients' norm: the reference clips on the host and updates
-/// tensor by tensor, the fused step does both in one call.
+/// Three AdamW steps of two micro-batches each through the training loop
+/// with a gradient clip well below the gradients' norm: the reference
+/// clips on the host and updates tensor by tensor, the fused step does
+/// both in one call (its word-embedding gradient row-sparse, its slots
+/// given over both micro-batches).
 #[test]
 fn fused_optimizer_steps_with_the_clip_equal_the_reference() {
     for config in [bert(), deberta()] {
-        let batch = batch(9, vocab(&config));
+        let batches = [batch(9, vocab(&config)), batch(10, vocab(&config))];
         let run = |kernels: Kernels| {
             let be = backend::<f64>(kernels, MatmulPrecision::Fp32);
             let mut m = model(&be, &config, 4);
@@ -198,7 +200,8 @@ fn fused_optimizer_steps_with_the_clip_equal_the_reference() {
             );
             let mut norms = Vec::new();
             for _ in 0..3 {
-                let loss = train_step(&be, &mut *m, &mut ctx, &[&batch], 1e-3).unwrap();
+                let loss =
+                    train_step(&be, &mut *m, &mut ctx, &[&batches[0], &batches[1]], 1e-3).unwrap();
                 assert!(loss.applied && loss.loss.is_finite());
                 // The gradients of the last step, unclipped by the fused
                 // path and clipped by the reference.
