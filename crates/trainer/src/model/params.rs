@@ -78,11 +78,11 @@ impl<B: Backend> Params<B> {
         self.info.iter().position(|p| p.name == name)
     }
 
-    /// Allocates the gradients (zeroed) unless they are, the word-embedding
-    /// table's row-sparse with `row_sparse_words` (rows as
-    /// [`Params::reserve_rows`] makes room for; none yet) where its rows
-    /// suit the device's AdamW (a width of whole 4-element groups, fewer
-    /// than 2^32 elements). Gradients of the other kind are replaced.
+    /// Allocates the gradients (zeroed). With `row_sparse_words` the
+    /// word-embedding table's is row-sparse where its rows suit the
+    /// device's AdamW (a width of whole 4-element groups, fewer than 2^32
+    /// elements), with no rows until [`Params::reserve_rows`] makes room.
+    /// Gradients already there are kept if of the same kind, else replaced.
     pub(crate) fn alloc_grads(&mut self, be: &B, row_sparse_words: bool) {
         let word = self.word_table.filter(|&w| {
             let info = &self.info[w];
