@@ -149,6 +149,7 @@ fn file_options(cfg: &StudyConfig, base: &TpeConfig) -> TpeConfig {
         n_ei_candidates: base.n_ei_candidates,
         ei_finalists: base.ei_finalists,
         continuous: base.continuous,
+        continuous_wide: base.continuous_wide,
         integer: base.integer,
         ..cfg.sampler.tpe.clone()
     }

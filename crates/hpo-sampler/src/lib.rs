@@ -109,7 +109,9 @@
 //!   ([`TpeConfig::optuna`]) but on numeric spaces of one objective. On a
 //!   continuous one [`TpeConfig::continuous`] draws 96 EI candidates, lets
 //!   the 8 of highest `l(x)` compete on `l(x) / g(x)` and counts 15% of
-//!   the trials "below" (better optima on COCO's bbob); on one with
+//!   the trials "below" (better optima on COCO's bbob), and from 10
+//!   parameters [`TpeConfig::continuous_wide`] the 4 of highest `l(x)`
+//!   and 5% (better at bbob's 10 dimensions); on one with
 //!   integers [`TpeConfig::integer`] lets the 8 of highest `l(x)` of
 //!   Optuna's 24 compete for the first 20 finished trials per parameter
 //!   (better on COCO's bbob-mixint at 10 and 20 evaluations per
