@@ -130,19 +130,22 @@ fn ids_below(op: &'static str, ids: &CudaIds, rows: usize) -> Result<(), CudaErr
 }
 
 /// Checks an embedding lookup's operands: the fp32 `table` (or its
-/// gradient) of rows of `dim`, every id one of its rows, and `per_token`
-/// (the output or its gradient) `dim` wide for each id. Returns the rows.
+/// gradient) of rows of `dim`, every id one of the table's rows
+/// (`table_rows`, or the buffer's own rows when it is the table), and
+/// `per_token` (the output or its gradient) `dim` wide for each id.
+/// Returns the buffer's rows.
 fn embedding_operands(
     op: &'static str,
     ids: &CudaIds,
     table: &CudaBuf,
+    table_rows: Option<usize>,
     dim: usize,
     per_token: &CudaBuf,
 ) -> Result<usize, CudaError> {
     let rows = rows_of(op, table.len, dim)?;
     same_len(op, per_token.len, ids.len() * dim)?;
     master(op, &[table])?;
-    ids_below(op, ids, rows)?;
+    ids_below(op, ids, table_rows.unwrap_or(rows))?;
     Ok(rows)
 }
 
@@ -1056,7 +1059,7 @@ impl Backend for CudaBackend {
     ) {
         self.run(|| {
             let op = "embedding_forward";
-            let rows = embedding_operands(op, ids, table, dim, out)?;
+            let rows = embedding_operands(op, ids, table, None, dim, out)?;
             self.launch_1d(
                 &typed(op, out.dtype),
                 out.len as u64,
@@ -1083,11 +1086,8 @@ impl Backend for CudaBackend {
     ) {
         self.run(|| {
             let op = "embedding_backward";
-            let slots = rows_of(op, dtable.len, dim)?;
-            let table_rows = rows.as_ref().map_or(slots, |r| r.table_rows());
-            same_len(op, dout.len, ids.len() * dim)?;
-            master(op, &[dtable])?;
-            ids_below(op, ids, table_rows)?;
+            let table_rows = rows.as_ref().map(|r| r.table_rows());
+            let slots = embedding_operands(op, ids, dtable, table_rows, dim, dout)?;
             if ids.is_empty() {
                 return Ok(());
             }
