@@ -128,9 +128,9 @@ pub struct TpeConfig {
     /// candidates, the 4 of highest `l(x)` competing, 5% "below"
     /// ([`wide_continuous_gamma`]). A sharper "below" set pays in 10
     /// dimensions and costs in 2 and 5: on COCO's bbob at 10 dimensions
-    /// (budgets of 10, 20 and 50 evaluations per dimension, 15 runs a cell)
-    /// it is at least as good as Optuna's `TPESampler()` in 46 of 72
-    /// cells, where the continuous rule is in 27; at 5 and 2 dimensions it
+    /// (budgets of 10, 20 and 50 evaluations per dimension, 25 runs a cell)
+    /// it is at least as good as Optuna's `TPESampler()` in 54 of 72
+    /// cells, where the continuous rule is in 30; at 5 and 2 dimensions it
     /// would lose cells to that rule (docs/benchmarks.md). Measured at 10
     /// parameters; more are taken to lean the same way.
     pub continuous_wide: Option<(usize, CandidateRule)>,
