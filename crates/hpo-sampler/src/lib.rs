@@ -115,7 +115,8 @@
 //!   integers [`TpeConfig::integer`] lets the 8 of highest `l(x)` of
 //!   Optuna's 24 compete for the first 20 finished trials per parameter
 //!   (better on COCO's bbob-mixint at 10 and 20 evaluations per
-//!   dimension). On a space (or group) with a categorical parameter, as
+//!   dimension). Under each of these rules the "below" trials weigh by
+//!   rank ([`sampler::BELOW_RANK_WEIGHT`]), where Optuna weighs them alike. On a space (or group) with a categorical parameter, as
 //!   most of the study runner's are, it is Optuna's.
 //!   [`TpeConfig::many_candidates`] (96 candidates, 4 finalists, on every
 //!   space) is an option (all measured in docs/benchmarks.md).

@@ -16,7 +16,7 @@ pub use gp::{GpConfig, GpSampler};
 pub use nsga2::{NsgaIIConfig, NsgaIISampler};
 pub use random::RandomSampler;
 pub use tpe::{
-    CandidateRule, TpeConfig, TpeSampler, continuous_gamma, default_gamma,
+    BELOW_RANK_WEIGHT, CandidateRule, TpeConfig, TpeSampler, continuous_gamma, default_gamma,
     default_gamma_multi_objective, default_weights, split_trials, wide_continuous_gamma,
 };
 
