@@ -100,7 +100,8 @@ pub struct TpeConfig {
     pub constant_liar: bool,
     pub gamma: fn(usize) -> usize,
     /// How far the "below" trials' weights lean towards the best of them,
-    /// `a` in `[0, 1)`: the best weighs `1 + a`, the worst `1 - a`,
+    /// `a` in `[0, 0.99]` (others are clamped to it, so that every weight
+    /// stays positive): the best weighs `1 + a`, the worst `1 - a`,
     /// linearly in rank between (COMPLETE trials by value first). `0`
     /// (Optuna's): all weigh 1. One objective only.
     pub below_rank_weight: f64,
@@ -790,6 +791,7 @@ fn best_by_scan(l: &[f64], above: &mut Evaluator<'_>) -> usize {
 /// value, then the others (which fill the set only when too few are
 /// COMPLETE) by number.
 fn rank_weights(rows: &[Row<'_>], set: &[u32], numbers: &[u64], a: f64) -> Vec<f64> {
+    let a = if a.is_nan() { 0.0 } else { a.clamp(0.0, 0.99) };
     let mut order: Vec<&Row<'_>> = set.iter().map(|&r| &rows[r as usize]).collect();
     order.sort_by_key(|r| (r.group != Group::Complete, r.rank, r.trial.number));
     let m = order.len();
@@ -1637,7 +1639,6 @@ mod tests {
         assert!(screened_differently > 100);
     }
 
-    /// With finalists, the winner is the first candidate of largest
     /// The best "below" trial weighs `1 + a`, the worst `1 - a`, whatever
     /// their numbers; a PRUNED trial that fills the set weighs least.
     #[test]
@@ -1670,8 +1671,12 @@ mod tests {
             [1.0; 4],
         );
         assert_eq!(weights(StudyDirection::Minimize, &[1], &[1], 0.3), [1.0]);
+        // A lean of 1 or more would weigh the worst 0 or less.
+        let worst = weights(StudyDirection::Minimize, &all, &[0, 1, 2, 3], 5.0)[2];
+        assert!((worst - 0.01).abs() < 1e-12, "{worst}");
     }
 
+    /// With finalists, the winner is the first candidate of largest
     /// `l - g` among the `k` of highest `l`: checked against sorting all
     /// candidates by `l`, on random estimators, with exact ties in `l`.
     #[test]
