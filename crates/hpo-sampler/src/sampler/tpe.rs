@@ -351,6 +351,10 @@ struct SpaceState {
 struct Estimator {
     /// The trials it was built from (each [`Row::key`]).
     key: Vec<TrialKey>,
+    /// The lean of its weights by rank (0: none): a rule that ends
+    /// (`until_trials_per_parameter`) leaves the same trials weighed
+    /// alike.
+    lean: f64,
     parzen: Parzen,
 }
 
@@ -675,17 +679,21 @@ impl TpeSampler {
                 (&mut *memo, weights)
             };
             let key_of = |&r: &u32| rows[r as usize].key;
+            let lean = match is_below && !multi {
+                true => rule.below_rank_weight.max(0.0),
+                false => 0.0,
+            };
+            let by_rank = lean > 0.0;
             if let Some(e) = slot.as_ref()
+                && e.lean == lean
                 && e.key.len() == set.len()
                 && e.key.iter().zip(set).all(|(k, r)| *k == key_of(r))
             {
                 continue;
             }
             let key: Vec<TrialKey> = set.iter().map(key_of).collect();
-            // Weights by rank change with every trial that joins the set,
-            // so such an estimator is rebuilt (it has at most 25 kernels).
-            let by_rank = is_below && !multi && rule.below_rank_weight > 0.0;
-            if let Some(e) = slot.as_mut().filter(|_| !by_rank) {
+            let ranked;
+            if let Some(e) = slot.as_mut() {
                 // A few trials left or joined: update the estimator in
                 // place (the same result as rebuilding it).
                 if let Some((gone, joined)) = key_change(&e.key, &key)
@@ -702,17 +710,28 @@ impl TpeSampler {
                         })
                         .collect();
                     let n_obs = e.parzen.n_observations() - removed.len() + added.len();
-                    e.parzen
-                        .update(&removed, &added, obs_weights(memo, weights, n_obs), params);
+                    let w = if by_rank {
+                        let mut ids: Vec<u64> = (e.parzen.ids().iter().enumerate())
+                            .filter(|(i, _)| removed.binary_search(i).is_err())
+                            .map(|(_, &id)| id)
+                            .chain(added.iter().map(|a| a.0))
+                            .collect();
+                        ids.sort_unstable();
+                        ranked = rank_weights(&rows, set, &ids, lean);
+                        &ranked[..]
+                    } else {
+                        obs_weights(memo, weights, n_obs)
+                    };
+                    e.parzen.update(&removed, &added, w, params);
                     e.key = key;
+                    e.lean = lean;
                     continue;
                 }
             }
             let trials: Vec<&FrozenTrial> = set.iter().map(|&r| rows[r as usize].trial).collect();
             let obs = cached.observations.observations(&trials, space);
-            let ranked;
             let w = if by_rank {
-                ranked = rank_weights(&rows, set, &obs.numbers, rule.below_rank_weight);
+                ranked = rank_weights(&rows, set, &obs.numbers, lean);
                 &ranked[..]
             } else {
                 obs_weights(memo, weights, obs.len())
@@ -729,7 +748,7 @@ impl TpeSampler {
                 params,
                 recycled,
             );
-            *slot = Some(Estimator { key, parzen });
+            *slot = Some(Estimator { key, lean, parzen });
         }
         let (Some(below), Some(above)) = (&mut cached.below, &mut cached.above) else {
             unreachable!("both estimators were just set");
@@ -1460,7 +1479,7 @@ mod tests {
     #[test]
     fn reused_work_gives_the_same_samples_as_a_fresh_start() {
         use crate::distribution::ParamValue;
-        let space = SearchSpace::from([
+        let mut space = SearchSpace::from([
             (
                 "lr".into(),
                 Distribution::float(1e-5, 1e-1, true, None).unwrap(),
@@ -1485,19 +1504,36 @@ mod tests {
                 .unwrap(),
             ),
         ]);
+        let config = TpeConfig {
+            seed: Some(5),
+            n_ei_candidates: 16,
+            ..TpeConfig::many_candidates()
+        };
+        check_reuse(config, &space);
+        // The default's rules, whose "below" trials weigh by rank: on a
+        // numeric space (the integer rule) and on floats alone.
+        let default = TpeConfig {
+            seed: Some(5),
+            ..TpeConfig::default()
+        };
+        space.remove("opt");
+        check_reuse(default.clone(), &space);
+        space.retain(|name, _| name == "lr" || name == "wd");
+        check_reuse(default, &space);
+    }
+
+    /// A long-lived sampler and one that forgets everything before each
+    /// ask draw the same parameters over 420 trials of `space` (some of
+    /// `lr`, `wd`, `bs`, `ws`, `q`, `opt`).
+    fn check_reuse(config: TpeConfig, space: &SearchSpace) {
         let objective = |p: &BTreeMap<String, crate::Param>| {
-            let f = |k: &str| p[k].internal;
+            let f = |k: &str| p.get(k).map_or(1.0, |p| p.internal);
             (f("lr").log10() + 3.0).powi(2)
                 + (f("wd") - 0.1).powi(2)
                 + ((f("bs") - 64.0) / 100.0).powi(2)
                 + 0.1 * (f("ws").ln() - 3.0).powi(2)
                 + f("q")
                 + f("opt")
-        };
-        let config = TpeConfig {
-            seed: Some(5),
-            n_ei_candidates: 16,
-            ..TpeConfig::many_candidates()
         };
         let mut kept = TpeSampler::new(config.clone());
         let mut forgetful = TpeSampler::new(config);
@@ -1510,11 +1546,11 @@ mod tests {
                 directions: &[],
                 trials: &history[start..],
             };
-            let a = crate::ask(&mut kept, study, number, &space).unwrap();
+            let a = crate::ask(&mut kept, study, number, space).unwrap();
             forgetful.spaces.clear();
             forgetful.prefix = (0, None);
             forgetful.last_space = None;
-            let b = crate::ask(&mut forgetful, study, number, &space).unwrap();
+            let b = crate::ask(&mut forgetful, study, number, space).unwrap();
             assert_eq!(a, b, "trial {number}");
             let mut t = FrozenTrial::new(number);
             t.params = a;
