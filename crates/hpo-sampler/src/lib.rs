@@ -116,8 +116,9 @@
 //!   Optuna's 24 compete for the first 20 finished trials per parameter
 //!   (better on COCO's bbob-mixint at 10 and 20 evaluations per
 //!   dimension). Under each of these rules the "below" trials weigh by
-//!   rank ([`sampler::BELOW_RANK_WEIGHT`]), where Optuna weighs them alike. On a space (or group) with a categorical parameter, as
-//!   most of the study runner's are, it is Optuna's.
+//!   rank ([`sampler::BELOW_RANK_WEIGHT`]), where Optuna weighs them
+//!   alike. On a space (or group) with a categorical parameter, as most of
+//!   the study runner's are, it is Optuna's.
 //!   [`TpeConfig::many_candidates`] (96 candidates, 4 finalists, on every
 //!   space) is an option (all measured in docs/benchmarks.md).
 //! - Our own seeded RNG (xoshiro256++), so a seed gives the same study here

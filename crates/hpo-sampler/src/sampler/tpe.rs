@@ -102,7 +102,7 @@ pub struct TpeConfig {
     /// How far the "below" trials' weights lean towards the best of them,
     /// `a` in `[0, 0.99]` (others are clamped to it, so that every weight
     /// stays positive): the best weighs `1 + a`, the worst `1 - a`,
-    /// linearly in rank between (COMPLETE trials by value first). `0`
+    /// linearly in rank between (feasible COMPLETE trials by value first). `0`
     /// (Optuna's): all weigh 1. One objective only.
     pub below_rank_weight: f64,
     pub weights: fn(usize) -> Vec<f64>,
@@ -212,8 +212,9 @@ impl TpeConfig {
     }
 
     /// Drops the rules of continuous and integer spaces, so that
-    /// `n_ei_candidates`, `ei_finalists` and `gamma` hold on every space
-    /// (what a caller that sets them means).
+    /// `n_ei_candidates`, `ei_finalists`, `gamma` and `below_rank_weight`
+    /// (0, equal weights, unless set) hold on every space (what a caller
+    /// that sets the candidates or finalists means).
     pub fn one_rule_everywhere(self) -> Self {
         TpeConfig {
             continuous: None,
@@ -379,12 +380,14 @@ struct Row<'a> {
     /// The trial's position in the history.
     position: u32,
     group: Group,
-    /// A COMPLETE trial's rank by value ([`total_key`] of its value signed
-    /// for minimisation, `-0` as `0`, NaN last).
+    /// The trial's rank by value ([`total_key`] of its value signed for
+    /// minimisation, `-0` as `0`, NaN or none last): the split's order of
+    /// COMPLETE trials.
     rank: u64,
     /// What identifies the trial for reusing an estimator: its number with
-    /// its state, value and number of parameters (as the observation cache
-    /// checks them; a RUNNING trial's parameters only grow).
+    /// its state, feasibility, value and number of parameters (as the
+    /// observation cache checks them; a RUNNING trial's parameters only
+    /// grow).
     key: TrialKey,
 }
 
@@ -419,7 +422,10 @@ fn considered<'a>(
             Some(v) if !v.is_nan() => total_key(sign * v + 0.0),
             _ => u64::MAX,
         };
-        let shape = ((t.state as u64) << 32) | t.params.len() as u64;
+        // Feasibility too: a trial whose constraints are edited changes
+        // group, and so its weight by rank, while its value stays.
+        let infeasible = u64::from(group == Group::Infeasible) << 40;
+        let shape = ((t.state as u64) << 32) | infeasible | t.params.len() as u64;
         // The value's bits (every value's, folded, for several objectives).
         let bits = t.values.as_deref().map_or(0, |vs| {
             vs.iter().fold(0u64, |h, v| h.rotate_left(17) ^ v.to_bits())
@@ -806,9 +812,9 @@ fn best_by_scan(l: &[f64], above: &mut Evaluator<'_>) -> usize {
 
 /// The weights of the "below" trials `set` (positions in `rows`), in the
 /// order of `numbers` (the observations' trial numbers): `1 + a` for the
-/// best down to `1 - a` for the worst, linear in rank; COMPLETE trials by
-/// value, then the others (which fill the set only when too few are
-/// COMPLETE) by number.
+/// best down to `1 - a` for the worst, linear in rank; feasible COMPLETE
+/// trials by value, then the others (PRUNED and infeasible ones, which
+/// fill the set only when too few are COMPLETE) by value, then number.
 fn rank_weights(rows: &[Row<'_>], set: &[u32], numbers: &[u64], a: f64) -> Vec<f64> {
     let a = if a.is_nan() { 0.0 } else { a.clamp(0.0, 0.99) };
     let mut order: Vec<&Row<'_>> = set.iter().map(|&r| &rows[r as usize]).collect();
