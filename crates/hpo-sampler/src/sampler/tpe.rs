@@ -687,9 +687,10 @@ impl TpeSampler {
                 (&mut *memo, weights)
             };
             let key_of = |&r: &u32| rows[r as usize].key;
-            let lean = match is_below && !multi {
-                true => rule.below_rank_weight.max(0.0),
-                false => 0.0,
+            let lean = if is_below && !multi {
+                rank_lean(rule.below_rank_weight)
+            } else {
+                0.0
             };
             let by_rank = lean > 0.0;
             if let Some(e) = slot.as_ref()
@@ -700,8 +701,10 @@ impl TpeSampler {
                 continue;
             }
             let key: Vec<TrialKey> = set.iter().map(key_of).collect();
-            let ranked;
-            if let Some(e) = slot.as_mut() {
+            // Weights by rank change with the set's order, not only with
+            // who joins or leaves it: such an estimator (at most 25
+            // kernels) is rebuilt rather than updated.
+            if let Some(e) = slot.as_mut().filter(|_| !by_rank) {
                 // A few trials left or joined: update the estimator in
                 // place (the same result as rebuilding it).
                 if let Some((gone, joined)) = key_change(&e.key, &key)
@@ -718,19 +721,8 @@ impl TpeSampler {
                         })
                         .collect();
                     let n_obs = e.parzen.n_observations() - removed.len() + added.len();
-                    let w = if by_rank {
-                        let mut ids: Vec<u64> = (e.parzen.ids().iter().enumerate())
-                            .filter(|(i, _)| removed.binary_search(i).is_err())
-                            .map(|(_, &id)| id)
-                            .chain(added.iter().map(|a| a.0))
-                            .collect();
-                        ids.sort_unstable();
-                        ranked = rank_weights(&rows, set, &ids, lean);
-                        &ranked[..]
-                    } else {
-                        obs_weights(memo, weights, n_obs)
-                    };
-                    e.parzen.update(&removed, &added, w, params);
+                    e.parzen
+                        .update(&removed, &added, obs_weights(memo, weights, n_obs), params);
                     e.key = key;
                     e.lean = lean;
                     continue;
@@ -738,6 +730,7 @@ impl TpeSampler {
             }
             let trials: Vec<&FrozenTrial> = set.iter().map(|&r| rows[r as usize].trial).collect();
             let obs = cached.observations.observations(&trials, space);
+            let ranked;
             let w = if by_rank {
                 ranked = rank_weights(&rows, set, &obs.numbers, lean);
                 &ranked[..]
@@ -812,22 +805,33 @@ fn best_by_scan(l: &[f64], above: &mut Evaluator<'_>) -> usize {
     best.0
 }
 
+/// A [`CandidateRule::below_rank_weight`] as used: in `[0, 0.99]`, so
+/// that every weight stays positive (NaN: 0).
+fn rank_lean(a: f64) -> f64 {
+    if a.is_nan() { 0.0 } else { a.clamp(0.0, 0.99) }
+}
+
 /// The weights of the "below" trials `set` (positions in `rows`), in the
 /// order of `numbers` (the observations' trial numbers): `1 + a` for the
 /// best down to `1 - a` for the worst, linear in rank; feasible COMPLETE
 /// trials by value, then the others (PRUNED and infeasible ones, which
 /// fill the set only when too few are COMPLETE) by value, then number.
 fn rank_weights(rows: &[Row<'_>], set: &[u32], numbers: &[u64], a: f64) -> Vec<f64> {
-    let a = if a.is_nan() { 0.0 } else { a.clamp(0.0, 0.99) };
     let mut order: Vec<&Row<'_>> = set.iter().map(|&r| &rows[r as usize]).collect();
     order.sort_by_key(|r| (r.group != Group::Complete, r.rank, r.trial.number));
-    let m = order.len();
-    let weight_of = |number: u64| {
-        let j = order.iter().position(|r| r.trial.number == number);
-        match (j, m) {
-            (Some(j), 2..) => 1.0 + a * (1.0 - 2.0 * j as f64 / (m - 1) as f64),
-            _ => 1.0,
-        }
+    // One trial is both the best and the worst: it weighs 1.
+    let (a, step) = match order.len() {
+        0 | 1 => (0.0, 0.0),
+        m => (a, 2.0 * a / (m - 1) as f64),
+    };
+    // (number, weight), by number.
+    let mut by_number: Vec<(u64, f64)> = (order.iter().enumerate())
+        .map(|(j, r)| (r.trial.number, 1.0 + a - step * j as f64))
+        .collect();
+    by_number.sort_unstable_by_key(|&(n, _)| n);
+    let weight_of = |n: u64| match by_number.binary_search_by_key(&n, |&(m, _)| m) {
+        Ok(i) => by_number[i].1,
+        Err(_) => 1.0,
     };
     numbers.iter().map(|&n| weight_of(n)).collect()
 }
@@ -1716,8 +1720,14 @@ mod tests {
         );
         assert_eq!(weights(StudyDirection::Minimize, &[1], &[1], 0.3), [1.0]);
         // A lean of 1 or more would weigh the worst 0 or less.
-        let worst = weights(StudyDirection::Minimize, &all, &[0, 1, 2, 3], 5.0)[2];
+        let worst = weights(
+            StudyDirection::Minimize,
+            &all,
+            &[0, 1, 2, 3],
+            rank_lean(5.0),
+        )[2];
         assert!((worst - 0.01).abs() < 1e-12, "{worst}");
+        assert_eq!(rank_lean(f64::NAN), 0.0);
     }
 
     /// With finalists, the winner is the first candidate of largest

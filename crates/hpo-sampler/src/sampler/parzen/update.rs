@@ -93,11 +93,6 @@ impl Parzen {
     pub fn kernel_of(&self, id: u64) -> Option<usize> {
         self.ids.binary_search(&id).ok()
     }
-
-    /// The observations' ids, ascending (one per kernel but the prior's).
-    pub fn ids(&self) -> &[u64] {
-        &self.ids
-    }
 }
 
 /// One update's change of kernels, for each dimension.
