@@ -256,3 +256,69 @@ fn bad_input_is_a_clear_error() {
     let err = fails(memtune(&notes, &["studies"]));
     assert!(err.contains("not an SQLite database"), "{err}");
 }
+
+/// Values near `f64::MAX` (Optuna stores any finite float) give a report,
+/// of one objective and of two: a chart's range is clamped so that its
+/// width stays finite, where an infinite width never ended the axis' tick
+/// loop.
+#[test]
+fn a_report_of_values_near_the_largest_float_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("huge.db");
+    let s = Storage::open(&db).unwrap();
+    let x = Distribution::Float {
+        low: -1e308,
+        high: 1e308,
+        log: false,
+        step: None,
+    };
+    let one = [StudyDirection::Maximize];
+    let two = [StudyDirection::Maximize, StudyDirection::Minimize];
+    for (name, directions) in [("one", &one[..]), ("two", &two[..])] {
+        let st = s.create_study(name, directions).unwrap();
+        for (i, value) in [0.0f64, 1.7e308, -1.7e308, 1e300].into_iter().enumerate() {
+            let t = s.create_trial(st.study_id).unwrap();
+            s.set_param(t.trial_id, "x", value.clamp(-1e308, 1e308), &x)
+                .unwrap();
+            s.report_intermediate(t.trial_id, 0, -value).unwrap();
+            s.report_intermediate(t.trial_id, 1, value).unwrap();
+            let state = if i == 3 {
+                TrialState::Pruned
+            } else {
+                TrialState::Complete
+            };
+            let values = [value, -value];
+            s.finish(t.trial_id, state, &values[..directions.len()])
+                .unwrap();
+        }
+    }
+    drop(s);
+    for name in ["one", "two"] {
+        let page = dir.path().join(format!("{name}.html"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_memtune"))
+            .arg("--storage")
+            .arg(common::url(&db))
+            .args(["report", "--study", name, "-o", page.to_str().unwrap()])
+            .env_remove("MEMTUNE_STORAGE")
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > std::time::Duration::from_secs(60) {
+                child.kill().unwrap();
+                panic!("memtune report of study {name} ran for a minute");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        assert!(status.success(), "memtune report of study {name} failed");
+        let html = std::fs::read_to_string(&page).unwrap();
+        assert!(html.contains("<svg"), "no chart in the report of {name}");
+        assert!(
+            !html.contains("NaN"),
+            "a NaN coordinate in the report of {name}"
+        );
+    }
+}

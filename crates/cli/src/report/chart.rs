@@ -72,11 +72,19 @@ pub fn plane<'a, 'b>(
         .build_cartesian_2d(xs, ys)?)
 }
 
-/// A range that holds every value with a margin, never empty.
+/// The largest magnitude an axis reaches. The axis' tick arithmetic needs
+/// a finite width (an infinite one never ends its tick loop), and a range
+/// from `-AXIS_LIMIT` to `AXIS_LIMIT` with its margins is still finite;
+/// values beyond it (Optuna stores any finite float) lie off the chart.
+const AXIS_LIMIT: f64 = f64::MAX / 4.0;
+
+/// A range that holds every value with a margin, never empty, clamped to
+/// [`AXIS_LIMIT`].
 pub fn span(values: impl IntoIterator<Item = f64>) -> Range<f64> {
     let (lo, hi) = values
         .into_iter()
         .filter(|v| v.is_finite())
+        .map(|v| v.clamp(-AXIS_LIMIT, AXIS_LIMIT))
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
             (lo.min(v), hi.max(v))
         });
@@ -91,11 +99,22 @@ pub fn span(values: impl IntoIterator<Item = f64>) -> Range<f64> {
     (lo - pad)..(hi + pad)
 }
 
+/// Where `x` lies from `lo` (0) to `hi` (1), clamped to that; 0.5 when the
+/// range is empty or not finite. Computed on halves, so no finite input
+/// overflows (`hi - lo` of values near `f64::MAX` does).
+pub fn fraction(x: f64, (lo, hi): (f64, f64)) -> f64 {
+    if !(hi > lo && lo.is_finite() && hi.is_finite()) {
+        return 0.5;
+    }
+    ((x / 2.0 - lo / 2.0) / (hi / 2.0 - lo / 2.0)).clamp(0.0, 1.0)
+}
+
 /// A range for a log axis: positive, with a margin of a few percent.
 pub fn log_span(values: impl IntoIterator<Item = f64>) -> Range<f64> {
     let (lo, hi) = values
         .into_iter()
         .filter(|v| v.is_finite() && *v > 0.0)
+        .map(|v| v.min(AXIS_LIMIT))
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
             (lo.min(v), hi.max(v))
         });
@@ -160,6 +179,17 @@ mod tests {
         assert!(r.start > 0.0 && r.end > r.start);
         let r = span([f64::NAN, 1.0, 3.0]);
         assert!(r.start < 1.0 && r.end > 3.0);
+        for r in [
+            span([-f64::MAX, f64::MAX]),
+            span([0.0, 1.7e308]),
+            log_span([1e-300, f64::MAX]),
+        ] {
+            assert!((r.end - r.start).is_finite() && r.end > r.start, "{r:?}");
+        }
+        assert_eq!(fraction(0.0, (-f64::MAX, f64::MAX)), 0.5);
+        assert_eq!(fraction(3.0, (1.0, 5.0)), 0.5);
+        assert_eq!(fraction(7.0, (1.0, 1.0)), 0.5);
+        assert_eq!(fraction(f64::INFINITY, (1.0, 5.0)), 1.0);
     }
 
     #[test]

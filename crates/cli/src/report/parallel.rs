@@ -32,7 +32,6 @@ pub fn chart(input: &ReportInput, completed: &[(&FrozenTrial, f64)]) -> String {
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, v)| {
             (lo.min(*v), hi.max(*v))
         });
-    let scale = |x: f64, (lo, hi): (f64, f64)| if hi > lo { (x - lo) / (hi - lo) } else { 0.5 };
     let n_axes = axes.len() + 1;
     // Worst first, so the best lines are drawn on top.
     let mut order: Vec<&(&FrozenTrial, f64)> = completed.iter().collect();
@@ -61,8 +60,10 @@ pub fn chart(input: &ReportInput, completed: &[(&FrozenTrial, f64)]) -> String {
                 let mut segment: Vec<(f64, f64)> = Vec::new();
                 for (i, (name, axis)) in axes.iter().enumerate() {
                     match t.params.get(*name) {
-                        Some(p) => segment
-                            .push((i as f64, scale(axis.position(p.internal), axis.bounds()))),
+                        Some(p) => segment.push((
+                            i as f64,
+                            chart::fraction(axis.position(p.internal), axis.bounds()),
+                        )),
                         None => {
                             if segment.len() > 1 {
                                 c.draw_series(LineSeries::new(segment.clone(), color))?;
@@ -71,7 +72,7 @@ pub fn chart(input: &ReportInput, completed: &[(&FrozenTrial, f64)]) -> String {
                         }
                     }
                 }
-                segment.push(((n_axes - 1) as f64, scale(*v, (vmin, vmax))));
+                segment.push(((n_axes - 1) as f64, chart::fraction(*v, (vmin, vmax))));
                 if segment.len() > 1 {
                     c.draw_series(LineSeries::new(segment, color))?;
                 }

@@ -125,10 +125,11 @@ fn objectives_parallel(
                 })
         })
         .collect();
-    let scale = |v: f64, (lo, hi): (f64, f64)| if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
     let line = |t: &FrozenTrial| -> Vec<(f64, f64)> {
         let v = t.values.as_deref().unwrap_or_default();
-        (0..n).map(|k| (k as f64, scale(v[k], ranges[k]))).collect()
+        (0..n)
+            .map(|k| (k as f64, chart::fraction(v[k], ranges[k])))
+            .collect()
     };
     chart::figure(
         "pareto-parallel",
