@@ -140,9 +140,11 @@ pub enum StoreError {
     BadOptunaJson { path: String, reason: String },
 
     /// An attribute value that is not valid JSON.
-    #[error("bad JSON in {table}.{key}: {reason}")]
+    #[error("bad JSON in {table}.{key} of {owner}: {reason}")]
     BadJson {
         table: &'static str,
+        /// The owning row, e.g. `trial_id 12`.
+        owner: String,
         key: String,
         reason: String,
     },

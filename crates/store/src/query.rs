@@ -280,10 +280,11 @@ pub(crate) fn load_trials(
     for table in [AttrTable::TrialUser, AttrTable::TrialSystem] {
         let sql = child(table.table(), "c.\"key\", c.value_json", "c.\"key\"");
         for r in tx.query(&sql, &arg)? {
-            if let Some(&i) = index.get(&r.i64(0)?) {
+            let owner_id = r.i64(0)?;
+            if let Some(&i) = index.get(&owner_id) {
                 let key = r.opt_string(1)?.unwrap_or_default();
                 let text = r.opt_string(2)?.unwrap_or_default();
-                let v = parse_json(table, &key, &text)?;
+                let v = parse_json(table, owner_id, &key, &text)?;
                 let map = match table {
                     AttrTable::TrialUser => &mut trials[i].user_attrs,
                     _ => &mut trials[i].system_attrs,
@@ -310,7 +311,7 @@ pub(crate) fn load_attrs(
     for r in tx.query(&sql, vals![owner_id])? {
         let key = r.opt_string(0)?.unwrap_or_default();
         let text = r.opt_string(1)?.unwrap_or_default();
-        let v = parse_json(table, &key, &text)?;
+        let v = parse_json(table, owner_id, &key, &text)?;
         out.insert(key, v);
     }
     Ok(out)
