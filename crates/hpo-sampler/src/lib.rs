@@ -172,5 +172,6 @@ pub use sampler::{
 };
 pub use study::Study;
 pub use trial::{
-    CONSTRAINTS_KEY, FrozenTrial, Param, SearchSpace, StudyDirection, StudyView, TrialState,
+    CONSTRAINTS_KEY, FrozenTrial, NAMED_CONSTRAINT_PREFIX, Param, SearchSpace, StudyDirection,
+    StudyView, TrialState, json_f64,
 };

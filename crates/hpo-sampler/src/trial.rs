@@ -18,6 +18,33 @@ pub type SearchSpace = BTreeMap<String, Distribution>;
 /// trial feasible when all are `<= 0`.
 pub const CONSTRAINTS_KEY: &str = "constraints";
 
+/// The prefix of Optuna 5.0's named constraint values: `Trial.set_constraint
+/// (name, value)` stores one number under `constraints:<name>`, beside or
+/// instead of the list under [`CONSTRAINTS_KEY`].
+pub const NAMED_CONSTRAINT_PREFIX: &str = "constraints:";
+
+/// A JSON number as an `f64`, or one of the strings `NaN`, `Infinity` and
+/// `-Infinity`, which storages read Python's non-finite floats as
+/// (`json.dumps` writes them bare, which strict JSON lacks).
+///
+/// ```
+/// use hpo_sampler::json_f64;
+/// assert_eq!(json_f64(&serde_json::json!("-Infinity")), Some(f64::NEG_INFINITY));
+/// assert_eq!(json_f64(&serde_json::json!(2.5)), Some(2.5));
+/// assert_eq!(json_f64(&serde_json::json!("x")), None);
+/// ```
+pub fn json_f64(v: &Json) -> Option<f64> {
+    match v {
+        Json::String(s) => match s.as_str() {
+            "NaN" => Some(f64::NAN),
+            "Infinity" => Some(f64::INFINITY),
+            "-Infinity" => Some(f64::NEG_INFINITY),
+            _ => None,
+        },
+        v => v.as_f64(),
+    }
+}
+
 /// Optuna's trial states. Ordered as listings show them (running and
 /// waiting first, then the finished states).
 #[derive(
@@ -222,21 +249,45 @@ impl FrozenTrial {
         self.intermediate_values.keys().next_back().copied()
     }
 
-    /// The constraint values (empty when the trial has none); an entry
-    /// that is not a number, which [`FrozenTrial::check`] refuses, is NaN.
+    /// The constraint values (empty when the trial has none), as Optuna's
+    /// `FrozenTrial.constraints` gathers them: the list under
+    /// [`CONSTRAINTS_KEY`] (its entries named "0", "1", ...), then each
+    /// named value ([`NAMED_CONSTRAINT_PREFIX`]) by name, one named like a
+    /// list entry replacing it. An entry that is not a number, which
+    /// [`FrozenTrial::check`] refuses, is NaN.
     pub fn constraints(&self) -> Vec<f64> {
-        match self.system_attrs.get(CONSTRAINTS_KEY) {
+        let number = |v: &Json| json_f64(v).unwrap_or(f64::NAN);
+        let mut values: Vec<(String, f64)> = match self.system_attrs.get(CONSTRAINTS_KEY) {
             Some(Json::Array(items)) => items
                 .iter()
-                .map(|v| v.as_f64().unwrap_or(f64::NAN))
+                .enumerate()
+                .map(|(i, v)| (i.to_string(), number(v)))
                 .collect(),
             _ => Vec::new(),
+        };
+        for (name, v) in self.named_constraints() {
+            match values.iter_mut().find(|(n, _)| n == name) {
+                Some(entry) => entry.1 = number(v),
+                None => values.push((name.to_string(), number(v))),
+            }
         }
+        values.into_iter().map(|(_, v)| v).collect()
     }
 
     /// Whether the trial stored constraint values.
     pub fn has_constraints(&self) -> bool {
         matches!(self.system_attrs.get(CONSTRAINTS_KEY), Some(Json::Array(a)) if !a.is_empty())
+            || self.named_constraints().next().is_some()
+    }
+
+    /// The named constraint values by name, the prefix cut off.
+    fn named_constraints(&self) -> impl Iterator<Item = (&str, &Json)> {
+        self.system_attrs
+            .range::<str, _>((
+                std::ops::Bound::Included(NAMED_CONSTRAINT_PREFIX),
+                std::ops::Bound::Unbounded,
+            ))
+            .map_while(|(k, v)| Some((k.strip_prefix(NAMED_CONSTRAINT_PREFIX)?, v)))
     }
 
     /// No constraint value above 0 (a trial without constraints is
@@ -273,9 +324,17 @@ impl FrozenTrial {
                 )));
             }
         }
+        if let Some((name, v)) = self
+            .named_constraints()
+            .find(|(_, v)| json_f64(v).is_none())
+        {
+            return Err(bad(format!(
+                "system attribute `{NAMED_CONSTRAINT_PREFIX}{name}` must be a number, found {v}"
+            )));
+        }
         match self.system_attrs.get(CONSTRAINTS_KEY) {
             None | Some(Json::Null) => Ok(()),
-            Some(Json::Array(items)) if items.iter().all(Json::is_number) => Ok(()),
+            Some(Json::Array(items)) if items.iter().all(|v| json_f64(v).is_some()) => Ok(()),
             Some(other) => Err(bad(format!(
                 "system attribute `{CONSTRAINTS_KEY}` must be a list of numbers, found {other}"
             ))),
@@ -377,6 +436,39 @@ mod tests {
         t.system_attrs.insert(CONSTRAINTS_KEY.into(), json!("x"));
         let e = t.check().unwrap_err().to_string();
         assert!(e.contains("trial 3") && e.contains("\"x\""), "{e}");
+    }
+
+    /// Optuna 5.0's `Trial.set_constraint(name, value)` values, alone and
+    /// beside the list, gathered as `FrozenTrial.constraints` does.
+    #[test]
+    fn named_constraints_join_the_list() {
+        let mut t = FrozenTrial::new(5);
+        t.system_attrs
+            .insert(format!("{NAMED_CONSTRAINT_PREFIX}mem"), json!(5.0));
+        t.system_attrs
+            .insert(format!("{NAMED_CONSTRAINT_PREFIX}latency"), json!(-1.0));
+        t.system_attrs.insert("constraintsx".into(), json!(9.0));
+        assert!(t.has_constraints() && !t.is_feasible());
+        assert_eq!(t.constraints(), vec![-1.0, 5.0]);
+        t.system_attrs
+            .insert(CONSTRAINTS_KEY.into(), json!([0.5, -2.0]));
+        t.system_attrs
+            .insert(format!("{NAMED_CONSTRAINT_PREFIX}1"), json!(-3.0));
+        assert_eq!(t.constraints(), vec![0.5, -3.0, -1.0, 5.0]);
+        assert_eq!(t.violation(), 5.5);
+        assert!(t.check().is_ok());
+        // Python's non-finite floats, as a storage reads them.
+        t.system_attrs
+            .insert(format!("{NAMED_CONSTRAINT_PREFIX}mem"), json!("Infinity"));
+        assert_eq!(t.constraints()[3], f64::INFINITY);
+        assert!(t.check().is_ok());
+        t.system_attrs
+            .insert(format!("{NAMED_CONSTRAINT_PREFIX}mem"), json!("big"));
+        let e = t.check().unwrap_err().to_string();
+        assert!(
+            e.contains("trial 5") && e.contains("constraints:mem"),
+            "{e}"
+        );
     }
 
     #[test]
