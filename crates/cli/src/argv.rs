@@ -5,17 +5,25 @@
 //! so before parsing, each argument that is a number beginning with `-` is
 //! attached to the option it follows with `=` (`--values -1e-05` becomes
 //! `--values=-1e-05`; a later value of a multi-valued option becomes
-//! another `--values=…`, which clap appends). No memtune flag spells a
-//! number, so nothing else changes meaning.
+//! another `--values=…`, which clap appends). Once a value of an option
+//! that takes several is attached, its later values are attached too
+//! (`--values -1 2` becomes `--values=-1 --values=2`: clap takes no values
+//! by position after an attached one). No memtune flag spells a number, so
+//! nothing else changes meaning.
 
 use std::ffi::OsString;
 
-/// The command line with every negative number attached to its option.
-pub fn attach_negative_numbers(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+/// The command line with every negative number attached to its option;
+/// `multi_valued` says which long options (`--values`) take several values.
+pub fn attach_negative_numbers(
+    args: impl IntoIterator<Item = OsString>,
+    multi_valued: impl Fn(&str) -> bool,
+) -> Vec<OsString> {
     let mut out: Vec<OsString> = Vec::new();
-    // The long option the next values belong to, and whether it is the
-    // argument just before.
+    // The long option the next values belong to, and whether its values
+    // are attached from here on.
     let mut option: Option<String> = None;
+    let mut attached = false;
     let mut after_escape = false;
     for arg in args {
         let text = arg.to_str();
@@ -35,17 +43,23 @@ pub fn attach_negative_numbers(args: impl IntoIterator<Item = OsString>) -> Vec<
                         out.pop();
                     }
                     out.push(format!("{name}={t}").into());
+                    attached = multi_valued(name.trim_start_matches('-'));
                 }
                 None => out.push(arg),
             },
             Some(t) if t.starts_with("--") => {
                 // `--opt=value` takes no further values by position.
                 option = (!t.contains('=')).then(|| t.to_string());
+                attached = false;
                 out.push(arg);
             }
             Some(t) if t.starts_with('-') && t.len() > 1 => {
                 option = None;
                 out.push(arg);
+            }
+            Some(t) if attached => {
+                let name = option.as_deref().unwrap_or_default();
+                out.push(format!("{name}={t}").into());
             }
             _ => out.push(arg),
         }
@@ -67,7 +81,7 @@ mod tests {
     use super::*;
 
     fn attach(args: &[&str]) -> Vec<String> {
-        attach_negative_numbers(args.iter().map(OsString::from))
+        attach_negative_numbers(args.iter().map(OsString::from), |name| name == "values")
             .into_iter()
             .map(|a| a.into_string().unwrap())
             .collect()
@@ -99,6 +113,23 @@ mod tests {
             ]
         );
         assert_eq!(attach(&["--values", "-nan"]), ["--values=-nan"]);
+        // After an attached first value, the rest of a multi-valued option's
+        // values are attached too; a single-valued option's are not.
+        assert_eq!(
+            attach(&["--values", "-1", "2", "-inf", "3", "--state", "complete"]),
+            [
+                "--values=-1",
+                "--values=2",
+                "--values=-inf",
+                "--values=3",
+                "--state",
+                "complete"
+            ]
+        );
+        assert_eq!(
+            attach(&["--trial-number", "-1", "2"]),
+            ["--trial-number=-1", "2"]
+        );
         assert_eq!(attach(&["ask", "-f", "json"]), ["ask", "-f", "json"]);
         // After `--`, and without a preceding option, nothing changes.
         assert_eq!(attach(&["--", "-1"]), ["--", "-1"]);

@@ -39,8 +39,22 @@ enum TopCommand {
     },
 }
 
+/// The long options of any subcommand that take several values.
+fn multi_valued_options() -> Vec<String> {
+    let cmd = Cli::command();
+    cmd.get_subcommands()
+        .flat_map(|c| c.get_arguments())
+        .filter(|a| a.get_num_args().is_some_and(|n| n.max_values() > 1))
+        .filter_map(|a| a.get_long().map(str::to_string))
+        .collect()
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse_from(cli::argv::attach_negative_numbers(std::env::args_os()));
+    let multi_valued = multi_valued_options();
+    let cli = Cli::parse_from(cli::argv::attach_negative_numbers(
+        std::env::args_os(),
+        |name| multi_valued.iter().any(|m| m == name),
+    ));
     let verbosity = if cli.quiet {
         -1
     } else {

@@ -166,6 +166,38 @@ fn ask_then_tell_round_trip() {
     assert_eq!(random["number"], 1);
 }
 
+/// Several values whose first is negative, in every form Python prints,
+/// as Optuna's CLI takes them (`--values -1 2`).
+#[test]
+fn tell_takes_several_values_after_a_negative_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("study.db");
+    ok(memtune(
+        &db,
+        &[
+            "create-study",
+            "--study-name",
+            "s",
+            "--directions",
+            "minimize",
+            "minimize",
+        ],
+    ));
+    for (values, want) in [
+        (&["-1", "2"][..], [-1.0, 2.0]),
+        (&["-1.5e-05", "2.5"], [-1.5e-05, 2.5]),
+        (&["-inf", "-3"], [f64::NEG_INFINITY, -3.0]),
+    ] {
+        let asked = ask(&db, &[]);
+        let mut extra = vec!["--values"];
+        extra.extend_from_slice(values);
+        ok(tell(&db, &asked["number"], &extra));
+        let n = asked["number"].as_u64().unwrap();
+        let t = trials(&db).into_iter().find(|t| t.number == n).unwrap();
+        assert_eq!(t.values, Some(want.to_vec()), "{values:?}");
+    }
+}
+
 #[test]
 fn tell_follows_optunas_semantics() {
     let dir = tempfile::tempdir().unwrap();
