@@ -302,6 +302,13 @@ fn impossible_ranges_are_refused() {
         "epochs = 0",
         "epochs must be an integer in [1, 10000]",
     );
+    // Below the three special tokens and one real token a trainer needs.
+    expect_error(
+        &replace("epochs = 2", "max_length = 3"),
+        "fixed.max_length",
+        "max_length = 3",
+        "max_length must be an integer in [4, 65536]",
+    );
     expect_error(
         &replace("epochs = 2", "dropout = 1.0"),
         "fixed.dropout",
@@ -561,6 +568,31 @@ fn other_sections_are_checked() {
         "runner.sim_memory",
         "24 gigs",
         "not a size",
+    );
+    // Values so large that the runner's arithmetic on them would overflow.
+    expect_error(
+        &format!("{BASE}\n[runner]\nheartbeat = \"200000000000000d\"\n"),
+        "runner.heartbeat",
+        "heartbeat",
+        "longer than 100 years",
+    );
+    expect_error(
+        &format!("{BASE}\n[runner]\ndevice = \"sim\"\nsim_memory = \"8388607TiB\"\n"),
+        "runner.sim_memory",
+        "8388607TiB",
+        "larger than 1 PiB",
+    );
+    expect_error(
+        &format!("{BASE}\n[runner]\nmemory_limit = 9007199254740993\n"),
+        "runner.memory_limit",
+        "memory_limit",
+        "larger than 1 PiB",
+    );
+    expect_error(
+        &format!("{BASE}\n[runner]\nthreads_per_worker = 100000\n"),
+        "runner.threads_per_worker",
+        "threads_per_worker",
+        "at most 1024",
     );
     expect_error(
         &format!("{BASE}\n[runner]\nheartbeat = \"10s\"\nstale_after = \"15s\"\n"),

@@ -201,7 +201,10 @@ pub use self::error::ConfigError;
 use self::error::{SpanIndex, join};
 pub use self::objective::{Constraint, Objective, TrialMetric};
 use self::raw::{DataSourceKind, RawFile, RawPruner, Scalar};
-use self::units::{parse_duration, parse_size};
+use self::units::{MAX_SIZE, parse_duration, parse_size};
+
+/// The most threads a study file may give one worker.
+const MAX_THREADS_PER_WORKER: usize = 1024;
 use super::space::{self, Resolve};
 pub use super::space::{Condition, Hyperparameter, ParamSpec, ParamType, TrialSettings};
 
@@ -595,6 +598,9 @@ impl std::str::FromStr for Recompute {
     }
 }
 
+/// The safety margin of a study file that sets none: 5% of the device.
+pub const DEFAULT_SAFETY_MARGIN: SafetyMargin = SafetyMargin::Fraction(0.05);
+
 /// Memory kept free on the device: bytes, or a fraction of its capacity.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum SafetyMargin {
@@ -956,7 +962,19 @@ impl Check<'_> {
                             ),
                         ));
                     }
-                    (None, Some(names)) => LabelSpec::Names(names.clone()),
+                    (None, Some(names)) => {
+                        if let Some((i, name)) = names
+                            .iter()
+                            .enumerate()
+                            .find(|(i, n)| names[..*i].contains(n))
+                        {
+                            return Err(self.err(
+                                "data.label_names",
+                                format!("`{name}` is listed twice (entry {i}); each class needs its own name"),
+                            ));
+                        }
+                        LabelSpec::Names(names.clone())
+                    }
                 };
                 let defaults = FieldSpec::default();
                 DataSource::Files {
@@ -1289,7 +1307,10 @@ impl Check<'_> {
 
     fn size(&self, key: &str, value: &Scalar) -> Result<u64, ConfigError> {
         match value {
-            Scalar::Int(i) if *i >= 0 => Ok(*i as u64),
+            Scalar::Int(i) if (0..=MAX_SIZE as i64).contains(i) => Ok(*i as u64),
+            Scalar::Int(i) if *i > 0 => {
+                Err(self.err(key, format!("{i} bytes is larger than 1 PiB")))
+            }
             Scalar::Str(s) => parse_size(s).map_err(|m| self.err(key, m)),
             other => Err(self.err(
                 key,
@@ -1381,7 +1402,7 @@ impl Check<'_> {
             }
         };
         let safety_margin = match &r.safety_margin {
-            None => SafetyMargin::Fraction(0.05),
+            None => DEFAULT_SAFETY_MARGIN,
             Some(Scalar::Float(f)) => {
                 if !(0.0..1.0).contains(f) {
                     return Err(self.err(
@@ -1447,6 +1468,14 @@ impl Check<'_> {
             return Err(self.err("runner.log_file", "must name a file"));
         }
         let threads_per_worker = at_least_one("runner.threads_per_worker", r.threads_per_worker)?;
+        // More threads than any machine has cores only contend (a worker
+        // given 100,000 spent its time starting them).
+        if let Some(n) = threads_per_worker.filter(|n| *n > MAX_THREADS_PER_WORKER) {
+            return Err(self.err(
+                "runner.threads_per_worker",
+                format!("must be at most {MAX_THREADS_PER_WORKER}, got {n}"),
+            ));
+        }
         let recycle_after = at_least_one("runner.recycle_after", r.recycle_after)?.unwrap_or(50);
         let heartbeat = self.duration("runner.heartbeat", &r.heartbeat, Duration::from_secs(5))?;
         let stale_after = self.duration(

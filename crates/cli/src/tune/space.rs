@@ -208,7 +208,7 @@ impl Hyperparameter {
                 high: 1 << 16,
             },
             Hyperparameter::MaxLength => Domain::Int {
-                low: 2,
+                low: trainer::tokenize::MIN_MAX_LENGTH as i64,
                 high: 1 << 16,
             },
             Hyperparameter::HeadLayers => Domain::Int { low: 0, high: 3 },

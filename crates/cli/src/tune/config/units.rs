@@ -4,6 +4,16 @@
 
 use std::time::Duration;
 
+/// The longest duration a study file takes: 100 years. Far beyond any
+/// study, and small enough that the runner's sums and multiples of it
+/// (a heartbeat doubled, a deadline from now) cannot overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// The largest size a study file takes: 1 PiB. Beyond any device or host
+/// for years to come, and small enough that sums of sizes and a simulated
+/// device's address range cannot overflow.
+pub const MAX_SIZE: u64 = 1 << 50;
+
 /// Parses `"<number><unit>"` repeated, e.g. `"1h30m"`, `"90s"`, `"0.5h"`.
 /// Units: `ms`, `s`, `m`, `h`, `d`. A bare number is an error (the unit
 /// is always written, so `timeout = "15"` cannot mean minutes to one reader
@@ -39,7 +49,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         total += number * seconds;
         rest = rest[unit_len..].trim_start();
     }
-    Duration::try_from_secs_f64(total).map_err(|_| expected())
+    let d = Duration::try_from_secs_f64(total).map_err(|_| expected())?;
+    if d > MAX_DURATION {
+        return Err(format!("`{text}` is longer than 100 years"));
+    }
+    Ok(d)
 }
 
 /// Parses a byte size: `"24GiB"`, `"512 MiB"`, `"1.5GB"`, `"300MB"`,
@@ -73,8 +87,11 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         _ => return Err(expected()),
     };
     let bytes = (number * scale).round();
-    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+    if !bytes.is_finite() {
         return Err(expected());
+    }
+    if bytes > MAX_SIZE as f64 {
+        return Err(format!("`{text}` is larger than 1 PiB"));
     }
     Ok(bytes as u64)
 }
@@ -94,6 +111,9 @@ mod tests {
         for bad in ["", "15", "m", "15x", "1..5s", "-5s", "5s3"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
+        assert_eq!(parse_duration("36500d"), Ok(MAX_DURATION));
+        let e = parse_duration("200000000000000d").unwrap_err();
+        assert!(e.contains("100 years"), "{e}");
     }
 
     #[test]
@@ -106,5 +126,8 @@ mod tests {
         for bad in ["", "24", "GiB", "24 GiBs", "1e3GB", "-1GiB"] {
             assert!(parse_size(bad).is_err(), "{bad}");
         }
+        assert_eq!(parse_size("1024TiB"), Ok(MAX_SIZE));
+        let e = parse_size("8388607TiB").unwrap_err();
+        assert!(e.contains("1 PiB"), "{e}");
     }
 }
