@@ -1271,6 +1271,28 @@ fn the_same_error_on_the_first_trials_stops_the_study() {
     );
 }
 
+/// A trial whose settings its model cannot run (DeBERTa takes no hidden
+/// head layers) is recorded FAIL before it runs, and says so on stderr,
+/// even when it is the study's only trial.
+#[test]
+fn a_trial_its_model_cannot_run_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let study = sim_study("head", 1, "", "")
+        .replace("sim = \"bert-base\"", "sim = \"deberta-v3-base\"")
+        .replace("epochs = 2", "epochs = 2\nhead_layers = 1");
+    let cfg = write(dir.path(), "s.toml", &study);
+    let db = dir.path().join("s.db");
+    let out = tune(&db, &cfg, &[]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("trial 0: not run: ") && err.contains("no hidden head layers"),
+        "{err}"
+    );
+    let ts = trials(&db, "head");
+    assert_eq!(ts.len(), 1);
+    assert_eq!(ts[0].state, TrialState::Fail);
+}
+
 // ---- 10. sizes and data the study file gets wrong -------------------------
 
 /// `[runner] process_overhead` that leaves a trial no room is refused
@@ -1317,6 +1339,22 @@ fn a_process_overhead_beyond_the_device_names_the_key_and_both_sizes() {
         "{err}"
     );
     assert!(trials(&db, "c").is_empty(), "{err}");
+
+    // A limit or a margin that leaves no room is named, not the overhead
+    // the runner measured.
+    for (extra, key) in [
+        ("memory_limit = \"1B\"", "`runner.memory_limit`"),
+        ("safety_margin = 0.99", "`runner.safety_margin`"),
+    ] {
+        let cfg = write(dir.path(), "m.toml", &sim_study("m", 2, "", extra));
+        let out = tune(&db, &cfg, &[]);
+        assert_eq!(out.status.code(), Some(2), "{extra}");
+        let err = refused(out);
+        assert!(
+            err.contains("m.toml") && err.contains(key) && err.contains("(measured)"),
+            "{err}"
+        );
+    }
 }
 
 /// A study on the simulated device with its `[data]` section in place of
@@ -1371,6 +1409,15 @@ fn num_classes_beyond_the_limit_or_the_data_is_refused_up_front() {
     let err = refused(tune(&db, &cfg, &[]));
     assert!(
         err.contains("label_names lists 3 classes, but no example has label `2`"),
+        "{err}"
+    );
+    let data = "source = \"files\"\nfiles = [\"d.csv\"]\nlabel_names = [\"0\", \"0\"]";
+    let cfg = write(dir.path(), "s.toml", &sim_study_with_data("s", data));
+    let out = tune(&db, &cfg, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = refused(out);
+    assert!(
+        err.contains("`data.label_names`: `0` is listed twice (entry 1)"),
         "{err}"
     );
 }

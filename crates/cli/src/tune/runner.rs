@@ -786,10 +786,7 @@ impl<'a> Runner<'a> {
             Ok(placement) => placement,
             Err(e) => {
                 let message = format!("model `{}`: {e}", c.settings.model);
-                record::error(&self.storage, &c.trial, "config", &message, None)?;
-                self.beats.remove(c.trial.trial_id);
-                self.note_outcome(Some(&message));
-                return Ok(());
+                return self.not_run(&c.trial, &message);
             }
         };
         match placement {
@@ -929,12 +926,21 @@ impl<'a> Runner<'a> {
                 recompute: self.cfg.runner.recompute == Recompute::Always,
             })),
             Err(e) => {
-                record::error(&self.storage, &trial, "config", &e, None)?;
-                self.beats.remove(trial.trial_id);
-                self.note_outcome(Some(&e));
+                self.not_run(&trial, &e)?;
                 Ok(None)
             }
         }
+    }
+
+    /// Records `trial` as failed before it ran: its settings cannot run
+    /// (a model that takes no such head, a run that cannot be priced).
+    fn not_run(&mut self, trial: &TrialRef, message: &str) -> Result<(), TuneError> {
+        record::error(&self.storage, trial, "config", message, None)?;
+        self.beats.remove(trial.trial_id);
+        self.progress
+            .line(&format!("trial {}: not run: {message}", trial.number));
+        self.note_outcome(Some(message));
+        Ok(())
     }
 
     /// Where `c` goes, or why its run cannot be priced (the trial is then

@@ -16,7 +16,9 @@ use trainer::backend::{Kernels, MatmulPrecision};
 use trainer::data::DataSource;
 use trainer::model::ModelConfig;
 
-use super::config::{BuiltinModel, DeviceKind, ModelSource as ModelSpec, StudyConfig};
+use super::config::{
+    BuiltinModel, DEFAULT_SAFETY_MARGIN, DeviceKind, ModelSource as ModelSpec, StudyConfig,
+};
 use super::models::builtin_dir;
 use super::packing::{
     CUDA_MIN_MICRO_TOKENS, CUDA_PROCESS_OVERHEAD, DeviceBudget, GPU_MEM_ALLOCATOR_FLOOR,
@@ -255,18 +257,36 @@ impl RunPlan {
                 continue;
             }
             let sizes = format!(
-                "{} per worker process leaves no room for a trial on {} ({}): {} after the safety margin",
+                "{} per worker process ({}) leaves no room for a trial on {} ({}): {} after the safety margin of {}",
                 gpu_mem::human_bytes(overhead),
+                if cfg.runner.process_overhead.is_some() {
+                    "set"
+                } else {
+                    "measured"
+                },
                 d.name,
                 gpu_mem::human_bytes(d.budget.capacity),
                 gpu_mem::human_bytes(usable),
+                gpu_mem::human_bytes(d.budget.safety_margin),
             );
-            return Err(match cfg.runner.process_overhead {
-                Some(_) => SetupError::Runner(format!(
-                    "{}: `runner.process_overhead`: {sizes}",
-                    cfg.origin
-                )),
-                None => SetupError::Other(format!("the measured process overhead: {sizes}")),
+            // The study file's settings that size the room, or none: the
+            // machine itself is too small.
+            let r = &cfg.runner;
+            let keys: Vec<String> = [
+                ("memory_limit", r.memory_limit.is_some()),
+                ("sim_memory", r.sim_memory.is_some()),
+                ("sim_devices", r.sim_devices.is_some()),
+                ("safety_margin", r.safety_margin != DEFAULT_SAFETY_MARGIN),
+                ("process_overhead", r.process_overhead.is_some()),
+            ]
+            .into_iter()
+            .filter(|(_, set)| *set)
+            .map(|(key, _)| format!("`runner.{key}`"))
+            .collect();
+            return Err(if keys.is_empty() {
+                SetupError::Other(format!("the measured process overhead: {sizes}"))
+            } else {
+                SetupError::Runner(format!("{}: {}: {sizes}", cfg.origin, keys.join(", ")))
             });
         }
         if let Some(max) = cfg.runner.max_workers {
