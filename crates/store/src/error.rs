@@ -12,6 +12,16 @@ pub enum StoreError {
     #[error("{path}: not an SQLite database ({detail})")]
     NotADatabase { path: PathBuf, detail: String },
 
+    /// A writer died mid-transaction and left its journal, which this
+    /// process, without write access to the file or its folder, cannot
+    /// roll back.
+    #[error(
+        "{path}: a writer stopped in the middle of a transaction and left its journal \
+         ({path}-journal); reading the file needs write access to it and its folder once, \
+         to roll that transaction back (any memtune or Optuna command that writes does it)"
+    )]
+    HotJournal { path: PathBuf },
+
     /// The file is SQLite but damaged (truncated, malformed pages).
     #[error("{path}: the database is corrupt ({detail})")]
     Corrupt { path: PathBuf, detail: String },
@@ -230,6 +240,11 @@ pub(crate) fn from_sqlite(path: &std::path::Path, e: rusqlite::Error) -> StoreEr
             path,
             detail: e.to_string(),
         },
+        _ if matches!(&e, rusqlite::Error::SqliteFailure(f, _)
+            if f.extended_code == rusqlite::ffi::SQLITE_READONLY_ROLLBACK) =>
+        {
+            StoreError::HotJournal { path }
+        }
         _ => StoreError::Sqlite { path, source: e },
     }
 }

@@ -43,7 +43,9 @@ pub struct OpenOptions {
     /// Create the file and Optuna's schema when the file is missing or empty.
     pub create: bool,
     /// Open read-only: no pragma, journal-mode change or write ever touches
-    /// the file (for listing and export). Writes then fail with `Sqlite`.
+    /// the file (for listing and export), except that a transaction a dead
+    /// writer left half done is rolled back first, as any SQLite reader
+    /// must. Writes then fail with `Sqlite`.
     pub read_only: bool,
     pub durability: Durability,
     /// SQLite's own busy timeout per lock attempt.
@@ -359,7 +361,8 @@ impl Storage {
     ///
     /// An existing file is checked by reading only (SQLite header, Optuna's
     /// tables, version rows) before any pragma or write touches it, so a file
-    /// that is not ours is left byte-for-byte unchanged.
+    /// that is not ours is left byte-for-byte unchanged (but for the rollback
+    /// of a dead writer's transaction, which SQLite does on any read).
     pub fn open_with(path: impl AsRef<Path>, opts: &OpenOptions) -> Result<Storage> {
         let path = path.as_ref().to_path_buf();
         let len = match std::fs::metadata(&path) {
@@ -384,6 +387,9 @@ impl Storage {
         } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         if len.is_none() && !opts.read_only {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        if opts.read_only && !fresh {
+            roll_back_a_hot_journal(&path, opts.busy_timeout);
         }
         let conn = if opts.read_only && wal_at_rest(&path) {
             // A WAL file needs its `-shm` index to be read, and SQLite
@@ -757,6 +763,32 @@ impl From<rusqlite::Error> for TxError {
 impl From<StoreError> for TxError {
     fn from(e: StoreError) -> Self {
         TxError::Store(e)
+    }
+}
+
+/// A writer that died between its first change and its commit left a hot
+/// `-journal` beside the file: the transaction's original pages, which a
+/// reader must put back before it reads. Only a connection that may write
+/// can (a read-only one fails with SQLITE_READONLY_ROLLBACK), so one
+/// opened for writing reads once, which rolls the journal back as any
+/// SQLite reader, Optuna's included, would. Where this process may not
+/// write, the read-only open that follows reports the journal
+/// ([`StoreError::HotJournal`]). A journal of a live writer is not hot:
+/// SQLite leaves it, and the read waits for that writer as any read does.
+fn roll_back_a_hot_journal(path: &Path, busy_timeout: std::time::Duration) {
+    let mut journal = path.as_os_str().to_owned();
+    journal.push("-journal");
+    // `metadata`, not an open: closing a descriptor of the file would drop
+    // this process's locks on it (see `wal_at_rest`).
+    if !std::fs::metadata(&journal).is_ok_and(|m| m.len() > 0) {
+        return;
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if let Ok(conn) = Connection::open_with_flags(path, flags) {
+        let _ = conn.busy_timeout(busy_timeout);
+        let _ = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+            r.get::<_, i64>(0)
+        });
     }
 }
 

@@ -384,3 +384,35 @@ fn read_only_open_of_a_wal_file() {
     assert!(matches!(err, StoreError::EmptyDatabase { .. }), "{err}");
     assert!(err.to_string().contains("empty"), "{err}");
 }
+
+/// A writer that died between its first change and its commit leaves a hot
+/// journal, which only a connection with write access can roll back (a
+/// read-only one fails with SQLITE_READONLY_ROLLBACK). A read-only open
+/// rolls it back where it may write, as SQLite and Optuna's readers do,
+/// and reads the storage as it was before that transaction.
+#[test]
+fn a_read_only_open_rolls_back_a_dead_writers_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sample_db(dir.path());
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_store-writer"))
+        .arg("die-mid-transaction")
+        .arg(&db)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!status.success(), "the writer was to abort");
+    let journal = format!("{}-journal", db.display());
+    assert!(Path::new(&journal).exists(), "no journal was left");
+    let opts = OpenOptions {
+        create: false,
+        read_only: true,
+        ..Default::default()
+    };
+    let s = Storage::open_with(&db, &opts).unwrap();
+    let study = s.study("s").unwrap();
+    let trials = s.trials(study.study_id, &Default::default()).unwrap();
+    assert_eq!(trials.len(), 50);
+    assert!(trials.iter().all(|t| t.state == TrialState::Complete));
+    drop(s);
+    assert!(!Path::new(&journal).exists(), "the journal is still there");
+}

@@ -15,6 +15,11 @@
 //! dense=true|false integrity=ok|n/a` for the study (after a load run;
 //! `n/a` on PostgreSQL, which has no integrity check to run).
 //!
+//! `store-writer die-mid-transaction FILE`: in an SQLite file in rollback
+//! journal mode, mark every trial FAIL and change every value in a
+//! transaction, and abort the process before it commits: the journal is
+//! left hot.
+//!
 //! `store-writer pg-server [DB...]`: start a throwaway PostgreSQL server,
 //! create each DB, print each one's URL on its own line (the `postgres`
 //! database's when none is named), and keep the server until stdin closes.
@@ -36,9 +41,10 @@ fn main() -> ExitCode {
         Some("load") if args.len() == 6 => load(&args[1..]),
         Some("check") if args.len() == 3 => check(&args[1], &args[2]),
         Some("pg-server") => pg_server(&args[1..]),
+        Some("die-mid-transaction") if args.len() == 2 => die_mid_transaction(&args[1]),
         _ => Err(
             "usage: store-writer crash DB STUDY DONE_FILE | load DB STUDY TRIALS STEPS full|normal \
-             | check DB STUDY | pg-server [DB...]"
+             | check DB STUDY | die-mid-transaction FILE | pg-server [DB...]"
                 .into(),
         ),
     };
@@ -49,6 +55,21 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Leaves a hot journal: a writer killed between its first change and
+/// its commit.
+fn die_mid_transaction(file: &str) -> Result<(), String> {
+    let conn = rusqlite::Connection::open(file).map_err(|e| e.to_string())?;
+    // A cache of one page spills the changes into the file before the
+    // commit, so the journal holds what a reader must restore.
+    conn.execute_batch(
+        "PRAGMA journal_mode = DELETE; PRAGMA cache_size = 1; BEGIN IMMEDIATE; \
+         UPDATE trials SET state = 'FAIL'; UPDATE trial_values SET value = -1; \
+         UPDATE trial_intermediate_values SET intermediate_value = -1;",
+    )
+    .map_err(|e| e.to_string())?;
+    std::process::abort()
 }
 
 /// Open DB, a path or a storage URL.
