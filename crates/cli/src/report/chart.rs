@@ -79,7 +79,7 @@ pub fn plane<'a, 'b>(
 const AXIS_LIMIT: f64 = f64::MAX / 4.0;
 
 /// A range that holds every value with a margin, never empty, clamped to
-/// [`AXIS_LIMIT`].
+/// a quarter of `f64::MAX` each side.
 pub fn span(values: impl IntoIterator<Item = f64>) -> Range<f64> {
     let (lo, hi) = values
         .into_iter()
