@@ -50,6 +50,7 @@ impl<'s, S: Sampler + ?Sized> Trial<'s, S> {
 
     /// Suggest a value of `name` from `distribution`, in external form.
     pub fn suggest(&mut self, name: &str, distribution: &Distribution) -> Result<ParamValue> {
+        distribution.validate().map_err(|e| named(e, name))?;
         if let Some(p) = self.params.get(name) {
             if !p.distribution.compatible_with(distribution) {
                 return Err(Error::IncompatibleDistribution {
@@ -166,6 +167,9 @@ pub fn ask<S: Sampler + ?Sized>(
     number: u64,
     space: &SearchSpace,
 ) -> Result<BTreeMap<String, Param>> {
+    for (name, d) in space {
+        d.validate().map_err(|e| named(e, name))?;
+    }
     check_against_history(study.trials, space)?;
     let mut trial = Trial::new(sampler, study, number);
     for (name, d) in space {

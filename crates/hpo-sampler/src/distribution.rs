@@ -263,6 +263,37 @@ impl Distribution {
         Ok(Distribution::Categorical { choices })
     }
 
+    /// Checks a distribution built from its variant's fields as the
+    /// constructors ([`Distribution::float`], [`Distribution::int`],
+    /// [`Distribution::categorical`]) check their arguments: samplers take
+    /// `low <= high`, a positive step and at least one choice for granted.
+    ///
+    /// ```
+    /// use hpo_sampler::Distribution;
+    /// let bad = Distribution::Float { low: 1.0, high: 0.0, log: false, step: None };
+    /// assert!(bad.validate().is_err());
+    /// assert!(Distribution::float(0.0, 1.0, false, None).unwrap().validate().is_ok());
+    /// ```
+    pub fn validate(&self) -> Result<()> {
+        match self {
+            Distribution::Float {
+                low,
+                high,
+                log,
+                step,
+            } => Distribution::float(*low, *high, *log, *step).map(drop),
+            Distribution::Int {
+                low,
+                high,
+                log,
+                step,
+            } => Distribution::int(*low, *high, *log, *step).map(drop),
+            Distribution::Categorical { choices } => {
+                Distribution::categorical(choices.clone()).map(drop)
+            }
+        }
+    }
+
     /// Whether the distribution has a single possible value (Optuna's `single()`).
     pub fn single(&self) -> bool {
         match self {

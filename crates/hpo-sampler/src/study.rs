@@ -280,6 +280,57 @@ mod tests {
         );
     }
 
+    /// A distribution built from its fields, unchecked, is refused with
+    /// the parameter's name by every sampler, never a panic.
+    #[test]
+    fn a_distribution_built_unchecked_is_refused() {
+        use crate::{GpConfig, GpSampler, Sampler, TpeConfig, TpeSampler};
+        let bad = [
+            Distribution::Float {
+                low: 1.0,
+                high: 0.0,
+                log: false,
+                step: None,
+            },
+            Distribution::Float {
+                low: f64::NAN,
+                high: 1.0,
+                log: false,
+                step: None,
+            },
+            Distribution::Int {
+                low: 0,
+                high: 10,
+                log: false,
+                step: 0,
+            },
+            Distribution::Categorical { choices: vec![] },
+        ];
+        fn refused<S: Sampler>(sampler: S, d: &Distribution) {
+            let mut study = Study::new("t", StudyDirection::Minimize, sampler, NopPruner);
+            let e = study.ask(&space_of("x", d.clone())).unwrap_err();
+            assert!(
+                matches!(&e, Error::InvalidDistribution { param, .. } if param == "x"),
+                "{d:?}: {e}"
+            );
+        }
+        for d in bad {
+            refused(RandomSampler::new(Some(1)), &d);
+            refused(TpeSampler::new(TpeConfig::default()), &d);
+            refused(GpSampler::new(GpConfig::default()), &d);
+            let mut t = FrozenTrial::new(2);
+            t.params.insert(
+                "x".into(),
+                crate::Param {
+                    distribution: d.clone(),
+                    internal: 0.0,
+                },
+            );
+            let e = t.check().unwrap_err().to_string();
+            assert!(e.contains("trial 2") && e.contains("`x`"), "{d:?}: {e}");
+        }
+    }
+
     #[test]
     fn a_pruned_trial_keeps_its_last_report_and_the_best_is_complete() {
         let mut study = Study::new(

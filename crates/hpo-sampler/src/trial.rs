@@ -317,6 +317,9 @@ impl FrozenTrial {
             reason,
         };
         for (name, p) in &self.params {
+            if let Err(Error::InvalidDistribution { reason, .. }) = p.distribution.validate() {
+                return Err(bad(format!("parameter `{name}`: {reason}")));
+            }
             if !p.distribution.contains(p.internal) {
                 return Err(bad(format!(
                     "parameter `{name}`: stored value {} is outside {}",
