@@ -132,7 +132,9 @@ pub fn round_size(size: usize, divisions: usize) -> usize {
     if divisions > 1 && size > MIN_BLOCK_SIZE * divisions {
         return roundup_power2_next_division(size, divisions);
     }
-    size.div_ceil(MIN_BLOCK_SIZE) * MIN_BLOCK_SIZE
+    // Saturating: no request near usize::MAX is ever served, but asking
+    // which pool it would take must not overflow.
+    size.div_ceil(MIN_BLOCK_SIZE).saturating_mul(MIN_BLOCK_SIZE)
 }
 
 /// Round up to the next of `divisions` equal steps between two powers of two.
@@ -151,7 +153,7 @@ fn roundup_power2_next_division(size: usize, divisions: usize) -> usize {
     if rounded_floor == size {
         size
     } else {
-        rounded_floor + step
+        rounded_floor.saturating_add(step)
     }
 }
 

@@ -295,7 +295,33 @@ fn absurd_requests_are_typed_errors_not_panics() {
     ));
     let err = a.allocate(1 << 40, S0).unwrap_err();
     assert!(err.as_oom().is_some(), "{err}");
+    // Where a request would go, at any size.
+    assert_eq!(a.pool_for(usize::MAX), PoolKind::Large);
+    for divisions in [0, 1, 4, 8] {
+        assert_eq!(
+            gpu_mem::config::round_size(usize::MAX, divisions),
+            usize::MAX
+        );
+    }
     check(&a);
+}
+
+/// An allocation freed into an allocator that did not make it is refused
+/// and frees nothing there, though two simulated devices hand out the same
+/// first addresses.
+#[test]
+fn an_allocation_from_another_allocator_is_refused() {
+    let a = CachingAllocator::new(sim(64), Config::default()).unwrap();
+    let b = CachingAllocator::new(sim(64), Config::default()).unwrap();
+    let from_a = a.allocate(1000, S0).unwrap();
+    let from_b = b.allocate(1000, S0).unwrap();
+    assert_eq!(from_a.ptr(), from_b.ptr());
+    let err = b.free(from_a).unwrap_err();
+    assert!(matches!(err, AllocError::Invalid(_)), "{err}");
+    assert_eq!(b.stats().allocated_bytes.all.current, 1024);
+    b.free(from_b).unwrap();
+    check(&a);
+    check(&b);
 }
 
 #[test]

@@ -28,6 +28,8 @@ pub struct Allocation {
     stream: StreamId,
     index: u32,
     generation: u32,
+    /// The id of the allocator that made it.
+    allocator: u32,
 }
 
 impl Allocation {
@@ -126,6 +128,7 @@ impl<B: Backend> CachingAllocator<B> {
             stream,
             index,
             generation: b.generation,
+            allocator: st.id,
         })
     }
 
@@ -308,7 +311,13 @@ impl<B: Backend> State<B> {
     #[inline]
     fn validate(&self, a: &Allocation) -> Result<(), AllocError> {
         match self.blocks.lookup(a.index, a.generation) {
-            Some(b) if b.state == BlockState::Allocated && b.addr == a.ptr => Ok(()),
+            Some(b)
+                if b.state == BlockState::Allocated
+                    && b.addr == a.ptr
+                    && a.allocator == self.id =>
+            {
+                Ok(())
+            }
             _ => Err(AllocError::Invalid(format!(
                 "allocation at {:#x} is not live in this allocator (freed twice, or from another instance)",
                 a.ptr

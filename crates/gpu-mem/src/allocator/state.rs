@@ -39,6 +39,12 @@ enum GrowFailure {
 }
 
 pub(crate) struct State<B: Backend> {
+    /// This allocator among the process's: an [`Allocation`] carries it, so
+    /// one freed into another allocator is refused (simulated devices start
+    /// at the same address, so addresses and block slots alone can match).
+    ///
+    /// [`Allocation`]: super::Allocation
+    pub id: u32,
     pub config: Config,
     pub limit: Option<usize>,
     pub device_total: usize,
@@ -61,7 +67,9 @@ impl<B: Backend> State<B> {
     pub fn new(config: Config, device_total: usize) -> Self {
         let limit = config.limit.map(|l| l.bytes(device_total));
         let trace = config.record_trace.then(Vec::new);
+        static NEXT_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         State {
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             config,
             limit,
             device_total,
