@@ -64,6 +64,24 @@ pub struct NsgaIISampler {
 }
 
 impl NsgaIISampler {
+    /// The sampler, or an error for a population below 2 (Optuna's
+    /// `ValueError`): a generation needs two parents.
+    pub fn try_new(config: NsgaIIConfig) -> crate::Result<Self> {
+        if config.population_size < 2 {
+            return Err(crate::Error::InvalidOption {
+                option: "population_size".into(),
+                reason: format!("must be at least 2, got {}", config.population_size),
+            });
+        }
+        Ok(Self::new(config))
+    }
+
+    /// The sampler of a configuration known to be valid.
+    ///
+    /// # Panics
+    ///
+    /// On a population below 2; [`NsgaIISampler::try_new`] returns that as
+    /// an error.
     pub fn new(config: NsgaIIConfig) -> Self {
         assert!(config.population_size >= 2, "population_size must be >= 2");
         let (rng, random) = match config.seed {
@@ -369,6 +387,20 @@ mod tests {
             },
         );
         t
+    }
+
+    #[test]
+    fn a_population_below_two_is_an_error() {
+        for population_size in [0, 1] {
+            let e = NsgaIISampler::try_new(NsgaIIConfig {
+                population_size,
+                ..NsgaIIConfig::default()
+            })
+            .err()
+            .expect("refused");
+            assert!(e.to_string().contains("population_size"), "{e}");
+        }
+        assert!(NsgaIISampler::try_new(NsgaIIConfig::default()).is_ok());
     }
 
     #[test]
