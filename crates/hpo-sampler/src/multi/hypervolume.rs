@@ -119,6 +119,11 @@ fn exclusive(limited: &[Vec<f64>], inclusive_hv: f64, reference: &[f64]) -> f64 
 /// let r = reference_point(&[vec![1.0, -2.0], vec![3.0, -4.0]]);
 /// assert!((r[0] - 3.3).abs() < 1e-12 && (r[1] + 1.8).abs() < 1e-12);
 /// ```
+///
+/// # Panics
+///
+/// When the loss vectors differ in length (a history mixing studies of
+/// different objective counts).
 pub fn reference_point(points: &[Vec<f64>]) -> Vec<f64> {
     let m = points.first().map_or(0, Vec::len);
     (0..m)

@@ -178,6 +178,11 @@ fn front_of_sorted(points: &[Vec<f64>], rows: &[usize]) -> Vec<bool> {
 /// let points = [vec![2.0, 2.0], vec![1.0, 3.0], vec![2.0, 2.0], vec![3.0, 3.0]];
 /// assert_eq!(pareto_front_indices(&points), vec![0, 1, 2]);
 /// ```
+///
+/// # Panics
+///
+/// When the loss vectors differ in length (a history mixing studies of
+/// different objective counts).
 pub fn pareto_front_indices(points: &[Vec<f64>]) -> Vec<usize> {
     let (unique, row_of) = unique_lexsorted(points);
     let on = front_of_sorted(points, &unique);
@@ -195,6 +200,11 @@ pub fn pareto_front_indices(points: &[Vec<f64>]) -> Vec<usize> {
 /// assert_eq!(non_domination_ranks(&points, None), vec![2, 0, 1, 0]);
 /// assert_eq!(non_domination_ranks(&points, Some(1)), vec![1, 0, 1, 0]);
 /// ```
+///
+/// # Panics
+///
+/// When the loss vectors differ in length (a history mixing studies of
+/// different objective counts).
 pub fn non_domination_ranks(points: &[Vec<f64>], n_below: Option<usize>) -> Vec<usize> {
     if points.is_empty() || n_below == Some(0) {
         return vec![0; points.len()];
@@ -274,6 +284,11 @@ pub(crate) fn ranks_of_pairs(pairs: &[(f64, f64)], n_below: Option<usize>) -> Ve
 /// Optuna's `_fast_non_domination_rank` with penalties: feasible points
 /// (penalty `<= 0`) ranked by [`non_domination_ranks`], then infeasible
 /// ones after them by their penalty (the total violation).
+///
+/// # Panics
+///
+/// When `penalties` and the points differ in length, or the loss vectors
+/// do among themselves.
 pub fn constrained_ranks(
     points: &[Vec<f64>],
     penalty: &[f64],
