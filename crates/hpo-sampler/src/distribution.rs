@@ -168,6 +168,8 @@ impl PartialEq for Distribution {
 /// 2^53: integers up to this size are exact as f64.
 const EXACT_INT: f64 = 9_007_199_254_740_992.0;
 
+const NO_CHOICES: &str = "`choices` must contain one or more elements";
+
 fn invalid(reason: impl Into<String>) -> Error {
     Error::InvalidDistribution {
         param: String::new(),
@@ -258,7 +260,7 @@ impl Distribution {
     /// A categorical over `choices` (at least one).
     pub fn categorical(choices: Vec<CategoricalChoice>) -> Result<Self> {
         if choices.is_empty() {
-            return Err(invalid("`choices` must contain one or more elements"));
+            return Err(invalid(NO_CHOICES));
         }
         Ok(Distribution::Categorical { choices })
     }
@@ -288,9 +290,8 @@ impl Distribution {
                 log,
                 step,
             } => Distribution::int(*low, *high, *log, *step).map(drop),
-            Distribution::Categorical { choices } => {
-                Distribution::categorical(choices.clone()).map(drop)
-            }
+            Distribution::Categorical { choices } if choices.is_empty() => Err(invalid(NO_CHOICES)),
+            Distribution::Categorical { .. } => Ok(()),
         }
     }
 
