@@ -100,18 +100,16 @@ enum Backend {
 
 struct SqliteConn {
     conn: Connection,
-    /// The file was in rollback-journal mode when this writer opened it
-    /// (as a new file is).
+    /// The file was in rollback-journal mode when this writer opened it.
     restore_rollback: bool,
 }
 
 /// Writers work in WAL mode (readers beside one writer, no fsync of a
 /// rollback journal per commit). A file that came in rollback-journal mode
-/// (Optuna's default, and a new file's) is returned to it by the last
-/// writer to close, so a file memtune wrote is at rest as Optuna leaves
-/// its own (a WAL file can only be read by someone allowed to create its
-/// `-shm` beside it; memtune's own read-only opens cope, Optuna's do not,
-/// so a study in a read-only folder would be lost to Optuna).
+/// (Optuna's default) is returned to it by the last writer to close, so
+/// writing with memtune does not switch someone's Optuna file to WAL for
+/// good (a WAL file can only be read by someone allowed to create its
+/// `-shm` beside it; memtune's own read-only opens cope, Optuna's do not).
 /// SQLite allows the switch only when no other connection has the file
 /// open: while others work it fails at once and the file stays in WAL mode
 /// for them.
@@ -411,11 +409,11 @@ impl Storage {
         // the file would drop every POSIX lock this process holds on it,
         // its other connections' included (see `wal_at_rest`).
         let restore_rollback = !opts.read_only
-            && (fresh
-                || conn
-                    .query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0))
-                    .map_err(|e| from_sqlite(&path, e))?
-                    != "wal");
+            && !fresh
+            && conn
+                .query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0))
+                .map_err(|e| from_sqlite(&path, e))?
+                != "wal";
         let storage = Storage::new(
             Backend::Sqlite(SqliteConn {
                 conn,
