@@ -47,7 +47,11 @@ pub struct SimEvent {
 
 impl SimDevice {
     /// A device of `capacity` bytes mapping pages of `granularity` bytes
-    /// (a power of two).
+    /// (a power of two, as every CUDA device's is).
+    ///
+    /// # Panics
+    ///
+    /// When `granularity` is not a power of two (0 included).
     pub fn new(capacity: usize, granularity: usize) -> Self {
         assert!(
             granularity.is_power_of_two(),
