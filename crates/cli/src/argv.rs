@@ -35,6 +35,7 @@ pub fn attach_negative_numbers(
             Some("--") => {
                 after_escape = true;
                 option = None;
+                attached = false;
                 out.push(arg);
             }
             Some(t) if is_negative_number(t) => match &option {
@@ -55,6 +56,7 @@ pub fn attach_negative_numbers(
             }
             Some(t) if t.starts_with('-') && t.len() > 1 => {
                 option = None;
+                attached = false;
                 out.push(arg);
             }
             Some(t) if attached => {
@@ -129,6 +131,10 @@ mod tests {
         assert_eq!(
             attach(&["--trial-number", "-1", "2"]),
             ["--trial-number=-1", "2"]
+        );
+        assert_eq!(
+            attach(&["--values", "-1", "-q", "2"]),
+            ["--values=-1", "-q", "2"]
         );
         assert_eq!(attach(&["ask", "-f", "json"]), ["ask", "-f", "json"]);
         // After `--`, and without a preceding option, nothing changes.

@@ -1354,6 +1354,8 @@ fn a_process_overhead_beyond_the_device_names_the_key_and_both_sizes() {
             err.contains("m.toml") && err.contains(key) && err.contains("(measured)"),
             "{err}"
         );
+        // Only what the file sets is named.
+        assert!(!err.contains("sim_memory"), "{err}");
     }
 }
 

@@ -592,7 +592,7 @@ fn other_sections_are_checked() {
         &format!("{BASE}\n[runner]\nthreads_per_worker = 100000\n"),
         "runner.threads_per_worker",
         "threads_per_worker",
-        "at most 1024",
+        "at most 4096",
     );
     expect_error(
         &format!("{BASE}\n[runner]\nheartbeat = \"10s\"\nstale_after = \"15s\"\n"),

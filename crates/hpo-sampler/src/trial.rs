@@ -249,14 +249,23 @@ impl FrozenTrial {
         self.intermediate_values.keys().next_back().copied()
     }
 
-    /// The constraint values (empty when the trial has none), as Optuna's
-    /// `FrozenTrial.constraints` gathers them: the list under
+    /// The constraint values (empty when the trial has none), the values
+    /// Optuna's `FrozenTrial.constraints` gathers: the list under
     /// [`CONSTRAINTS_KEY`] (its entries named "0", "1", ...), then each
-    /// named value ([`NAMED_CONSTRAINT_PREFIX`]) by name, one named like a
-    /// list entry replacing it. An entry that is not a number, which
+    /// named value ([`NAMED_CONSTRAINT_PREFIX`]), one named like a list
+    /// entry replacing it. Named values come in name order (Optuna's in the
+    /// order they were stored): the same order for every trial of a study,
+    /// which is what a per-constraint model needs. An entry that is not a number, which
     /// [`FrozenTrial::check`] refuses, is NaN.
     pub fn constraints(&self) -> Vec<f64> {
         let number = |v: &Json| json_f64(v).unwrap_or(f64::NAN);
+        // The list alone (samplers ask per trial, in sorts too): no names.
+        if self.named_constraints().next().is_none() {
+            return match self.system_attrs.get(CONSTRAINTS_KEY) {
+                Some(Json::Array(items)) => items.iter().map(number).collect(),
+                _ => Vec::new(),
+            };
+        }
         let mut values: Vec<(String, f64)> = match self.system_attrs.get(CONSTRAINTS_KEY) {
             Some(Json::Array(items)) => items
                 .iter()

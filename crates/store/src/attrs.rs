@@ -77,7 +77,9 @@ pub(crate) fn parse_json(
 }
 
 /// `text` with each `NaN`, `Infinity` and `-Infinity` outside a string
-/// quoted, so that strict JSON reads it as a string.
+/// quoted, so that strict JSON reads it as a string. (The trainer's data
+/// reader does the same for JSON Lines records, `quote_non_finite` in
+/// trainer's `data/json.rs`; the two crates share no dependency.)
 fn quote_python_floats(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
     let (mut in_string, mut escaped) = (false, false);

@@ -776,6 +776,8 @@ impl From<StoreError> for TxError {
 /// ([`StoreError::HotJournal`]). A journal of a live writer is not hot:
 /// SQLite leaves it, and the read waits for that writer as any read does.
 fn roll_back_a_hot_journal(path: &Path, busy_timeout: std::time::Duration) {
+    // SQLite keeps the journal beside the file a link points to.
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let mut journal = path.as_os_str().to_owned();
     journal.push("-journal");
     // `metadata`, not an open: closing a descriptor of the file would drop
@@ -784,7 +786,7 @@ fn roll_back_a_hot_journal(path: &Path, busy_timeout: std::time::Duration) {
         return;
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    if let Ok(conn) = Connection::open_with_flags(path, flags) {
+    if let Ok(conn) = Connection::open_with_flags(&path, flags) {
         let _ = conn.busy_timeout(busy_timeout);
         let _ = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
             r.get::<_, i64>(0)

@@ -99,6 +99,17 @@ pub fn span(values: impl IntoIterator<Item = f64>) -> Range<f64> {
     (lo - pad)..(hi + pad)
 }
 
+/// The smallest and largest finite values, for [`fraction`]: an infinite
+/// value then lies at an end of the axis instead of flattening the rest.
+pub fn finite_range(values: impl IntoIterator<Item = f64>) -> (f64, f64) {
+    values
+        .into_iter()
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        })
+}
+
 /// Where `x` lies from `lo` (0) to `hi` (1), clamped to that; 0.5 when the
 /// range is empty or not finite. Computed on halves, so no finite input
 /// overflows (`hi - lo` of values near `f64::MAX` does).
@@ -190,6 +201,10 @@ mod tests {
         assert_eq!(fraction(3.0, (1.0, 5.0)), 0.5);
         assert_eq!(fraction(7.0, (1.0, 1.0)), 0.5);
         assert_eq!(fraction(f64::INFINITY, (1.0, 5.0)), 1.0);
+        assert_eq!(
+            finite_range([3.0, f64::INFINITY, 1.0, f64::NAN]),
+            (1.0, 3.0)
+        );
     }
 
     #[test]

@@ -27,11 +27,7 @@ pub fn chart(input: &ReportInput, completed: &[(&FrozenTrial, f64)]) -> String {
         .iter()
         .map(|(name, dist)| (name, ParamAxis { dist }))
         .collect();
-    let (vmin, vmax) = completed
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, v)| {
-            (lo.min(*v), hi.max(*v))
-        });
+    let (vmin, vmax) = chart::finite_range(completed.iter().map(|(_, v)| *v));
     let n_axes = axes.len() + 1;
     // Worst first, so the best lines are drawn on top.
     let mut order: Vec<&(&FrozenTrial, f64)> = completed.iter().collect();

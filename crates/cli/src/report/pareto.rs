@@ -117,12 +117,11 @@ fn objectives_parallel(
     let n = input.n_objectives;
     let ranges: Vec<(f64, f64)> = (0..n)
         .map(|k| {
-            complete
-                .iter()
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), t| {
-                    let v = t.values.as_deref().unwrap_or_default()[k];
-                    (lo.min(v), hi.max(v))
-                })
+            chart::finite_range(
+                complete
+                    .iter()
+                    .map(|t| t.values.as_deref().unwrap_or_default()[k]),
+            )
         })
         .collect();
     let line = |t: &FrozenTrial| -> Vec<(f64, f64)> {

@@ -203,8 +203,9 @@ pub use self::objective::{Constraint, Objective, TrialMetric};
 use self::raw::{DataSourceKind, RawFile, RawPruner, Scalar};
 use self::units::{MAX_SIZE, parse_duration, parse_size};
 
-/// The most threads a study file may give one worker.
-const MAX_THREADS_PER_WORKER: usize = 1024;
+/// The most threads a study file may give one worker: more than the
+/// largest machines' hardware threads.
+const MAX_THREADS_PER_WORKER: usize = 4096;
 use super::space::{self, Resolve};
 pub use super::space::{Condition, Hyperparameter, ParamSpec, ParamType, TrialSettings};
 
@@ -597,6 +598,10 @@ impl std::str::FromStr for Recompute {
         }
     }
 }
+
+/// The simulated device of a `device = "sim"` study file that sizes none:
+/// a 24 GiB card, the kind the legacy setup ran on.
+pub const DEFAULT_SIM_MEMORY: u64 = 24 << 30;
 
 /// The safety margin of a study file that sets none: 5% of the device.
 pub const DEFAULT_SAFETY_MARGIN: SafetyMargin = SafetyMargin::Fraction(0.05);
@@ -1372,7 +1377,7 @@ impl Check<'_> {
                 }
                 Some(bytes)
             }
-            (None, DeviceKind::Sim) if r.sim_devices.is_none() => Some(24 << 30),
+            (None, DeviceKind::Sim) if r.sim_devices.is_none() => Some(DEFAULT_SIM_MEMORY),
             (None, _) => None,
         };
         let sim_devices = match (&r.sim_devices, device) {

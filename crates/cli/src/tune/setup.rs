@@ -17,7 +17,8 @@ use trainer::data::DataSource;
 use trainer::model::ModelConfig;
 
 use super::config::{
-    BuiltinModel, DEFAULT_SAFETY_MARGIN, DeviceKind, ModelSource as ModelSpec, StudyConfig,
+    BuiltinModel, DEFAULT_SAFETY_MARGIN, DEFAULT_SIM_MEMORY, DeviceKind, ModelSource as ModelSpec,
+    StudyConfig,
 };
 use super::models::builtin_dir;
 use super::packing::{
@@ -57,9 +58,6 @@ impl From<String> for SetupError {
     }
 }
 
-/// The simulated device's memory when the study file does not say: the
-/// legacy setup's 24 GB card.
-const DEFAULT_SIM_MEMORY: u64 = 24 << 30;
 use super::config::Metric;
 use super::protocol::ModelSource;
 
@@ -274,7 +272,10 @@ impl RunPlan {
             let r = &cfg.runner;
             let keys: Vec<String> = [
                 ("memory_limit", r.memory_limit.is_some()),
-                ("sim_memory", r.sim_memory.is_some()),
+                (
+                    "sim_memory",
+                    r.sim_memory.is_some_and(|b| b != DEFAULT_SIM_MEMORY),
+                ),
                 ("sim_devices", r.sim_devices.is_some()),
                 ("safety_margin", r.safety_margin != DEFAULT_SAFETY_MARGIN),
                 ("process_overhead", r.process_overhead.is_some()),
