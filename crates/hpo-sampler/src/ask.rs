@@ -167,9 +167,6 @@ pub fn ask<S: Sampler + ?Sized>(
     number: u64,
     space: &SearchSpace,
 ) -> Result<BTreeMap<String, Param>> {
-    for (name, d) in space {
-        d.validate().map_err(|e| named(e, name))?;
-    }
     check_against_history(study.trials, space)?;
     let mut trial = Trial::new(sampler, study, number);
     for (name, d) in space {

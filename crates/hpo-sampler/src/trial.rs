@@ -255,25 +255,23 @@ impl FrozenTrial {
     /// named value ([`NAMED_CONSTRAINT_PREFIX`]), one named like a list
     /// entry replacing it. Named values come in name order (Optuna's in the
     /// order they were stored): the same order for every trial of a study,
-    /// which is what a per-constraint model needs. An entry that is not a number, which
-    /// [`FrozenTrial::check`] refuses, is NaN.
+    /// which is what a per-constraint model needs. An entry that is not a
+    /// number, which [`FrozenTrial::check`] refuses, is NaN.
     pub fn constraints(&self) -> Vec<f64> {
         let number = |v: &Json| json_f64(v).unwrap_or(f64::NAN);
-        // The list alone (samplers ask per trial, in sorts too): no names.
-        if self.named_constraints().next().is_none() {
-            return match self.system_attrs.get(CONSTRAINTS_KEY) {
-                Some(Json::Array(items)) => items.iter().map(number).collect(),
-                _ => Vec::new(),
-            };
-        }
-        let mut values: Vec<(String, f64)> = match self.system_attrs.get(CONSTRAINTS_KEY) {
-            Some(Json::Array(items)) => items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| (i.to_string(), number(v)))
-                .collect(),
+        let list: Vec<f64> = match self.system_attrs.get(CONSTRAINTS_KEY) {
+            Some(Json::Array(items)) => items.iter().map(number).collect(),
             _ => Vec::new(),
         };
+        // The list alone (samplers ask per trial, in sorts too): no names.
+        if self.named_constraints().next().is_none() {
+            return list;
+        }
+        let mut values: Vec<(String, f64)> = list
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| (i.to_string(), v))
+            .collect();
         for (name, v) in self.named_constraints() {
             match values.iter_mut().find(|(n, _)| n == name) {
                 Some(entry) => entry.1 = number(v),
