@@ -59,6 +59,8 @@ pub const SIZE_LIMITS: &[(&str, u64)] = &[
     ("intermediate_size", 131_072),
     ("vocab_size", 2_000_000),
     ("max_position_embeddings", 131_072),
+    ("position_buckets", 131_072),
+    ("max_relative_positions", 131_072),
     ("type_vocab_size", 1_024),
     ("num_labels", 100_000),
 ];
@@ -522,10 +524,21 @@ impl BertConfig {
                 format!("`{}` is not supported (only exact `gelu`)", self.hidden_act),
             ));
         }
-        if self.is_roberta() && self.max_position_embeddings <= self.pad_token_id as usize + 1 {
+        if self.max_sequence() < crate::tokenize::MIN_MAX_LENGTH {
+            let offset = if self.is_roberta() {
+                format!(" after the RoBERTa offset of {}", self.pad_token_id + 1)
+            } else {
+                String::new()
+            };
             return Err(bad(
                 "max_position_embeddings",
-                "too small for the RoBERTa position offset".into(),
+                format!(
+                    "{} positions leave {} for tokens{offset}, fewer than the {} of the \
+                     shortest sequence the trainer takes",
+                    self.max_position_embeddings,
+                    self.max_sequence(),
+                    crate::tokenize::MIN_MAX_LENGTH
+                ),
             ));
         }
         Ok(())

@@ -318,7 +318,28 @@ pub fn check_model_dir(dir: &Path, num_labels: usize) -> Result<ModelConfig, Fin
     }
     let path = weights_path(dir);
     let tensors = load_safetensors(&path)?;
-    config.check_checkpoint(&tensors, &dir.join("config.json"))?;
+    check_checkpoint_builds(
+        &config,
+        &tensors,
+        &dir.join("config.json"),
+        &path,
+        num_labels,
+    )?;
+    Ok(config)
+}
+
+/// Checks that `tensors` (read from `weights`) load into the classifier
+/// `config` gives, with a head of `num_labels`: every tensor's shape, and
+/// every parameter built, on a simulated device, so a config of sizes its
+/// checkpoint lacks fails here instead of allocating them for real.
+pub(crate) fn check_checkpoint_builds(
+    config: &ModelConfig,
+    tensors: &NamedTensors,
+    config_path: &Path,
+    weights: &Path,
+    num_labels: usize,
+) -> Result<(), FinetuneError> {
+    config.check_checkpoint(tensors, config_path)?;
     let be = SimBackend::with_limit(1 << 42, None, true, 4)?;
     let head = HeadConfig {
         num_labels,
@@ -327,14 +348,14 @@ pub fn check_model_dir(dir: &Path, num_labels: usize) -> Result<ModelConfig, Fin
     let from = Checkpoint {
         head: &head,
         seed: 0,
-        tensors: &tensors,
-        path: &path,
+        tensors,
+        path: weights,
     };
-    match &config {
+    match config {
         ModelConfig::Bert(c) => drop(BertClassifier::build(&be, c, &from)?),
         ModelConfig::Deberta(c) => drop(DebertaClassifier::build(&be, c, &from)?),
     }
-    Ok(config)
+    Ok(())
 }
 
 /// Fine-tunes on the CPU backend (f32), the model chosen by `config.json`'s

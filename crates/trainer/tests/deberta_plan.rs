@@ -182,6 +182,23 @@ fn bad_configs_name_the_field() {
         "conv_kernel_size",
     );
     bad("{\"model_type\": \"deberta-v2\"}", "config.json");
+    // Values a model cannot train with, refused before anything is built.
+    for (field, value) in [
+        ("hidden_dropout_prob", "1.0"),
+        ("attention_probs_dropout_prob", "-0.1"),
+        ("pooler_dropout", "2.5"),
+        ("cls_dropout", "-3"),
+        ("layer_norm_eps", "-1.0"),
+        ("layer_norm_eps", "0"),
+        ("position_buckets", "1000000000000000"),
+        ("max_relative_positions", "1000000000000000"),
+        ("max_position_embeddings", "3"),
+    ] {
+        bad(
+            &format!("{{{base}, \"model_type\": \"deberta-v2\", \"{field}\": {value}}}"),
+            &format!("`{field}`"),
+        );
+    }
 }
 
 /// The same with the fused step (16-bit activations with 16-bit products):

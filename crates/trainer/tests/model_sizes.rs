@@ -124,3 +124,65 @@ fn sizes_the_checkpoint_contradicts_are_refused() {
     };
     assert!(e.is_size());
 }
+
+/// Sizes within the limits whose checkpoint holds none of them: prediction
+/// refuses the checkpoint before allocating the model (about 130 GB here,
+/// which would abort the process), as a study's check does.
+#[test]
+fn prediction_checks_the_checkpoint_before_allocating_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny(dir.path());
+    edit_config(
+        dir.path(),
+        &[
+            (
+                "architectures",
+                serde_json::json!(["BertForSequenceClassification"]),
+            ),
+            (
+                "id2label",
+                serde_json::json!({"0": "negative", "1": "positive"}),
+            ),
+            ("hidden_size", Json::from(16_384)),
+            ("num_attention_heads", Json::from(16)),
+            ("intermediate_size", Json::from(131_072)),
+            ("num_hidden_layers", Json::from(256)),
+            ("vocab_size", Json::from(2_000_000)),
+        ],
+    );
+    // A safetensors file of no tensors: an 8-byte header length, then JSON.
+    let header = br#"{"__metadata__":{"format":"pt"}}"#;
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header);
+    std::fs::write(dir.path().join("model.safetensors"), bytes).unwrap();
+    let Err(err) = HfClassifier::load(dir.path(), None) else {
+        panic!("loaded")
+    };
+    let text = err.to_string();
+    assert!(text.contains("embeddings.word_embeddings.weight"), "{text}");
+}
+
+/// A position table too small for the shortest sequence the trainer takes
+/// is refused on `max_position_embeddings`, not later as a `max_length`.
+#[test]
+fn too_few_positions_are_refused_naming_the_field() {
+    for (model_type, positions) in [("bert", 2), ("roberta", 4)] {
+        let dir = tempfile::tempdir().unwrap();
+        tiny(dir.path());
+        edit_config(
+            dir.path(),
+            &[
+                ("model_type", Json::from(model_type)),
+                ("pad_token_id", Json::from(1)),
+                ("max_position_embeddings", Json::from(positions)),
+            ],
+        );
+        let err =
+            trainer::finetune::read_model_config(&dir.path().join("config.json")).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("`max_position_embeddings`") && text.contains("config.json"),
+            "{model_type}: {text}"
+        );
+    }
+}

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::model::device_batch::Limits;
+use crate::tokenize::MIN_MAX_LENGTH;
 use crate::weights::WeightsError;
 
 /// `pos_att_type`: a list (`["p2c", "c2p"]`) or HF's older `"p2c|c2p"`.
@@ -267,6 +268,44 @@ impl DebertaConfig {
                 format!("{k:?}: only \"c2p\" and \"p2c\""),
             ));
         }
+        // Distances of at most these many positions have embeddings of
+        // their own (`<= 0` / `< 1`: the other field, or the positions).
+        for (field, v) in [
+            ("position_buckets", raw.position_buckets),
+            ("max_relative_positions", raw.max_relative_positions),
+        ] {
+            crate::config::check_size(path, field, v.max(0) as u64)?;
+        }
+        if raw.max_position_embeddings < MIN_MAX_LENGTH {
+            return Err(bad(
+                "max_position_embeddings",
+                format!(
+                    "{} positions are fewer than the {MIN_MAX_LENGTH} tokens of the shortest \
+                     sequence the trainer takes",
+                    raw.max_position_embeddings
+                ),
+            ));
+        }
+        let cls_dropout = raw.cls_dropout.unwrap_or(raw.hidden_dropout_prob);
+        for (field, p) in [
+            ("hidden_dropout_prob", raw.hidden_dropout_prob),
+            (
+                "attention_probs_dropout_prob",
+                raw.attention_probs_dropout_prob,
+            ),
+            ("pooler_dropout", raw.pooler_dropout),
+            ("cls_dropout", cls_dropout),
+        ] {
+            if !(0.0..1.0).contains(&p) {
+                return Err(bad(field, format!("{p} is not in [0, 1)")));
+            }
+        }
+        if !(raw.layer_norm_eps > 0.0 && raw.layer_norm_eps.is_finite()) {
+            return Err(bad(
+                "layer_norm_eps",
+                format!("{} must be positive and finite", raw.layer_norm_eps),
+            ));
+        }
         let max_relative_positions = if raw.max_relative_positions < 1 {
             raw.max_position_embeddings as i64
         } else {
@@ -291,7 +330,7 @@ impl DebertaConfig {
             hidden_dropout_prob: raw.hidden_dropout_prob,
             attention_probs_dropout_prob: raw.attention_probs_dropout_prob,
             pooler_dropout: raw.pooler_dropout,
-            cls_dropout: raw.cls_dropout.unwrap_or(raw.hidden_dropout_prob),
+            cls_dropout,
             position_buckets: raw.position_buckets,
             max_relative_positions,
             c2p: kinds.iter().any(|k| k == "c2p"),
