@@ -374,3 +374,39 @@ fn a_cpu_study_runs_on_a_transformers_roberta_directory() {
         assert!(!t.intermediate_values.is_empty());
     }
 }
+
+/// Data a model cannot read (here pairs for a model of one token type)
+/// stops the study before its first trial, naming the model's file and
+/// field, instead of failing every trial.
+#[test]
+fn data_a_model_cannot_read_is_refused_before_the_first_trial() {
+    let dir = tempfile::tempdir().unwrap();
+    let words = trainer::testing::sentiment_words(600);
+    let mut words: Vec<&str> = words.iter().map(String::as_str).collect();
+    words.extend(["good", "bad", "film"]);
+    let one_type = dir.path().join("one-type");
+    let config = trainer::config::BertConfig {
+        type_vocab_size: 1,
+        ..trainer::testing::tiny_config()
+    };
+    trainer::testing::write_tiny_model(&one_type, &config, &words, 3).unwrap();
+    let data = dir.path().join("pairs.csv");
+    let rows: String = (0..20)
+        .map(|i| format!("good film {i},bad film,{}\n", i % 2))
+        .collect();
+    std::fs::write(&data, format!("text,hyp,label\n{rows}")).unwrap();
+    let data_section = format!(
+        "source = \"files\"\nfiles = [\"{}\"]\ntext_pair = \"hyp\"\nnum_classes = 2",
+        data.display()
+    );
+    let text = study("pairs", &one_type, 2, "").replace("source = \"embedded\"", &data_section);
+    let cfg = dir.path().join("study.toml");
+    std::fs::write(&cfg, &text).unwrap();
+    let db = dir.path().join("pairs.db");
+    let err = common::fails(run(&db, &cfg, None));
+    assert!(
+        err.contains("`type_vocab_size`") && err.contains("one-type/config.json"),
+        "{err}"
+    );
+    assert!(!db.exists() || trials(&db, "pairs").is_empty(), "{err}");
+}

@@ -328,6 +328,24 @@ pub fn check_model_dir(dir: &Path, num_labels: usize) -> Result<ModelConfig, Fin
     Ok(config)
 }
 
+/// Tokenizes `examples` with the tokenizer of the model in `dir` as a
+/// trial will, and checks them against the token types the model reads
+/// ([`TextTokenizer::check_examples`]), so data a model cannot read stops a
+/// study before its first trial instead of failing each.
+pub fn check_examples(
+    dir: &Path,
+    config: &ModelConfig,
+    examples: &[crate::data::Example],
+) -> Result<(), FinetuneError> {
+    let tokenizer = TextTokenizer::from_model_dir(dir, config.max_sequence().min(512))?;
+    let texts: Vec<(&str, Option<&str>)> = examples
+        .iter()
+        .map(|e| (e.text.as_str(), e.text_pair.as_deref()))
+        .collect();
+    tokenizer.check_examples(&texts, config.token_types_read(), &dir.join("config.json"))?;
+    Ok(())
+}
+
 /// Checks that `tensors` (read from `weights`) load into the classifier
 /// `config` gives, with a head of `num_labels`: every tensor's shape, and
 /// every parameter built, on a simulated device, so a config of sizes its

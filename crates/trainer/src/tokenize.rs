@@ -12,6 +12,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
+
 use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
 use tokenizers::models::wordpiece::WordPiece;
 use tokenizers::normalizers::bert::BertNormalizer;
@@ -54,6 +56,20 @@ pub enum TokenizerError {
     MaxLengthTooSmall { max_length: usize },
     #[error("cannot tokenize {text:?}: {message}")]
     Encode { text: String, message: String },
+    #[error(
+        "tokenizer from {} gives token type {type_id} to the pair {text:?}, but the model reads \
+         only {type_vocab_size} token type(s) ({}: `type_vocab_size`): train it on single \
+         texts (no `text_pair`), or choose a model that reads pairs",
+        path.display(),
+        config.display()
+    )]
+    TokenTypes {
+        path: PathBuf,
+        config: PathBuf,
+        type_id: u32,
+        type_vocab_size: usize,
+        text: String,
+    },
 }
 
 /// Ids of the special tokens a classifier input uses.
@@ -217,6 +233,32 @@ impl TextTokenizer {
             });
         }
         Ok(())
+    }
+
+    /// Tokenizes every example (a text, or a pair) as training will, and
+    /// checks that each token type is below `type_vocab_size`, the token
+    /// types the model reads (`None`: it reads none; `config` names its
+    /// `config.json` in the error). The error names one example at fault.
+    pub fn check_examples(
+        &self,
+        examples: &[(&str, Option<&str>)],
+        type_vocab_size: Option<usize>,
+        config: &Path,
+    ) -> Result<(), TokenizerError> {
+        examples.par_iter().try_for_each(|&(text, pair)| {
+            let encoded = self.encode(text, pair)?;
+            let limit = type_vocab_size.unwrap_or(usize::MAX);
+            match encoded.type_ids.iter().find(|&&t| t as usize >= limit) {
+                None => Ok(()),
+                Some(&type_id) => Err(TokenizerError::TokenTypes {
+                    path: self.source.clone(),
+                    config: config.to_path_buf(),
+                    type_id,
+                    type_vocab_size: limit,
+                    text: excerpt(&format!("{text} | {}", pair.unwrap_or(""))),
+                }),
+            }
+        })
     }
 
     /// Tokenizes one example (a text, or a pair), truncated to `max_length`.

@@ -322,6 +322,11 @@ fn unparsable_files_and_options_are_errors_not_panics() {
     )
     .unwrap_err();
     assert!(matches!(err, DataError::Empty { .. }), "{err}");
+    // Each bad record is listed with its line and reason.
+    assert!(
+        err.to_string().contains("e.jsonl:2") && err.to_string().contains("empty"),
+        "{err}"
+    );
     let err = load_str("x.jsonl", "", DataFormat::JsonLines, &LoadOptions::new(1)).unwrap_err();
     assert!(matches!(err, DataError::NoClasses), "{err}");
 }

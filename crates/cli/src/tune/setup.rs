@@ -161,7 +161,12 @@ impl RunPlan {
         });
         // The data first: a checkpoint's classifier must fit its classes,
         // and a preset's tokenizer is built from its texts.
-        let (data, num_classes, texts) = load_data(cfg)?;
+        let (data, num_classes, examples) = load_data(cfg)?;
+        let texts: Vec<String> = examples
+            .iter()
+            .flat_map(|e| std::iter::once(&e.text).chain(&e.text_pair))
+            .cloned()
+            .collect();
         let presets_dir = log_file
             .parent()
             .unwrap_or(Path::new(""))
@@ -170,6 +175,7 @@ impl RunPlan {
         for (key, spec) in &cfg.models {
             let preset_dir = presets_dir.join(key);
             let model = resolve(key, spec, sim_device, num_classes, &preset_dir, &texts)?;
+            check_examples(key, &model, &examples)?;
             models.insert(key.clone(), model);
         }
         let threads_per_worker = cfg.runner.threads_per_worker.unwrap_or(1).max(1);
@@ -526,12 +532,15 @@ fn resolve_kernels(asked: Option<Kernels>, on_cuda: bool) -> Kernels {
     }
 }
 
-/// Loads the data once to check it and count its classes, with its texts
-/// (what a preset's tokenizer is built from); the workers load it again
+/// Loads the data once to check it and count its classes, with its
+/// examples (what a preset's tokenizer is built from, and each model's
+/// tokenizer is checked on); the workers load it again
 /// (each is a separate process). The simulated device's trials step over
 /// synthetic batches, but its data is checked all the same: a study file
 /// is tried there before a long run, and its head is sized by the classes.
-fn load_data(cfg: &StudyConfig) -> Result<(DataSource, usize, Vec<String>), SetupError> {
+fn load_data(
+    cfg: &StudyConfig,
+) -> Result<(DataSource, usize, Vec<trainer::data::Example>), SetupError> {
     let source = cfg.data.source.clone();
     let dataset = source.load().map_err(SetupError::Data)?;
     // Split now, as each trial will: an empty side fails every trial alike.
@@ -552,13 +561,27 @@ fn load_data(cfg: &StudyConfig) -> Result<(DataSource, usize, Vec<String>), Setu
             Some(first) => format!(" ({} bad records skipped, e.g. {first})", skipped.len()),
         }
     ));
-    let texts = dataset
-        .examples
-        .iter()
-        .flat_map(|e| std::iter::once(&e.text).chain(&e.text_pair))
-        .cloned()
-        .collect();
-    Ok((source, dataset.num_classes, texts))
+    Ok((source, dataset.num_classes, dataset.examples))
+}
+
+/// Every example tokenized by the model's tokenizer, as its trials will:
+/// a text it cannot encode, or pairs for a model of one token type, stop
+/// the study here instead of failing each trial.
+fn check_examples(
+    key: &str,
+    model: &ResolvedModel,
+    examples: &[trainer::data::Example],
+) -> Result<(), SetupError> {
+    let ModelSource::Dir { path } = &model.source else {
+        return Ok(());
+    };
+    trainer::finetune::check_examples(path, &model.config, examples).map_err(|source| {
+        SetupError::Model {
+            key: key.to_string(),
+            path: path.clone(),
+            source: Box::new(source),
+        }
+    })
 }
 
 /// Every value `max_length` can take must fit each model directory's

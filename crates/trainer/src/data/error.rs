@@ -51,8 +51,9 @@ pub enum DataError {
         column: usize,
         byte: u8,
     },
-    #[error("{file}: no valid record")]
-    Empty { file: String },
+    /// No record is valid; `bad` is every record, each with its reason.
+    #[error("{file}: no valid record{}", every_record_bad(bad))]
+    Empty { file: String, bad: Vec<BadRecord> },
     /// A declared class that no example has: it could never be learnt nor
     /// scored (its F1 is 0 in every trial), and a count far beyond the
     /// data's (a typo) would size the head and the split by it.
@@ -104,6 +105,13 @@ fn class_without_examples(
         None => format!(
             "num_classes = {num_classes}, but the examples have {with_examples} distinct labels (none has label {missing}); set num_classes to the number of classes the data has"
         ),
+    }
+}
+
+fn every_record_bad(bad: &[BadRecord]) -> String {
+    match bad.len() {
+        0 => String::new(),
+        n => format!(": each of its {n} record(s) is bad:\n{}", list(bad)),
     }
 }
 

@@ -137,7 +137,10 @@ fn load_decoded(
         });
     }
     if examples.is_empty() {
-        return Err(DataError::Empty { file: file.into() });
+        return Err(DataError::Empty {
+            file: file.into(),
+            bad: report.skipped,
+        });
     }
     let label_names = match &options.labels {
         LabelSpec::Names(names) => Some(names.clone()),

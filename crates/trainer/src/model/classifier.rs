@@ -289,6 +289,18 @@ impl ModelConfig {
         }
     }
 
+    /// How many token types the model reads from a batch (`type_vocab_size`),
+    /// or `None` where it reads none (RoBERTa-style models are given zeros,
+    /// DistilBERT and DeBERTa-v3 have no token-type embeddings).
+    pub fn token_types_read(&self) -> Option<usize> {
+        match self {
+            ModelConfig::Bert(c) => {
+                (c.family().token_types == TokenTypes::Segments).then_some(c.type_vocab_size)
+            }
+            ModelConfig::Deberta(c) => c.batch_limits(0).token_types,
+        }
+    }
+
     /// The longest sequence the model takes.
     pub fn max_sequence(&self) -> usize {
         match self {
