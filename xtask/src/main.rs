@@ -61,7 +61,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <test|tune|chaos|fetch-model minilm|python [torch|gp]|nvrtc|bench NAME|gpu-test>";
+const USAGE: &str = "usage: cargo xtask <test|tune|chaos|fetch-model minilm|python [torch|gp|peers]|nvrtc|bench NAME|gpu-test>";
 
 /// No tracked build output, fmt, clippy, the API docs, then the whole test
 /// suite with the reference resources.

@@ -1,14 +1,17 @@
 //! The `memtune` command-line front end that composes the workspace's crates.
 //!
-//! It owns no logic of its own beyond wiring: storage comes from `store`,
-//! sampling and pruning from `hpo-sampler`, training from `trainer`, device
-//! memory from `gpu-mem`. Each subcommand lives in its own file under
+//! Storage comes from `store`, sampling and pruning from `hpo-sampler`,
+//! training from `trainer`, device memory from `gpu-mem`; what is its own is
+//! what composes them: the study file, the runner (pricing each trial by its
+//! memory plan, packing trials onto devices, worker processes) and the HTML
+//! report. Each subcommand lives in its own file under
 //! `commands/`; adding one is a variant in [`commands::Command`] and a file.
 //!
 //! `create-study`, `ask` and `tell` take the same flags and print the same
 //! JSON as Optuna 5.0's `optuna create-study/ask/tell`, so one shell script
-//! drives either. [`history`] is the one seam between `store` and
-//! `hpo-sampler`: it turns stored trials into the sampler's frozen trials.
+//! drives either. The samplers read the study through [`history`], which
+//! checks the stored trials (`store` returns them as `hpo-sampler`'s frozen
+//! trials) and keeps them between reads.
 
 //!
 //! The binary (`src/main.rs`) only parses arguments; everything it runs is in

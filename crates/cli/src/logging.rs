@@ -48,9 +48,11 @@ pub fn install(verbosity: Verbosity) -> Result<(), String> {
             .map_err(|e| format!("{FILTER_VAR}={text:?} is not a log filter: {e}"))?,
         Err(_) => EnvFilter::new("debug"),
     };
+    // Quiet drops memtune's progress and notes, not the libraries' warnings
+    // (a storage server out of reach, classic segments instead of
+    // expandable ones).
     let stderr_filter = match verbosity {
-        ..0 => Targets::new(),
-        0 => Targets::new()
+        ..=0 => Targets::new()
             .with_target("store", LevelFilter::WARN)
             .with_target("gpu_mem", LevelFilter::WARN),
         1 => Targets::new().with_default(LevelFilter::INFO),

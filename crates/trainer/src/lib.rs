@@ -119,8 +119,9 @@
 //! losses for any thread count.
 //!
 //! It deliberately does not choose hyperparameters or store results: one call
-//! trains one configuration and reports metrics to an observer. The CPU backend
-//! does not cache memory: it allocates exactly what the plan lists. It does
+//! trains one configuration and reports metrics to an observer. The CPU
+//! backend's tracked allocations are exactly what the plan lists (freed
+//! buffers of 64 KiB or more are kept for reuse, bounded by that peak). It does
 //! not decide how much memory a trial gets (the runner leases it) and does
 //! not survive aborts or sticky device errors: those kill the process, which
 //! is why trials run in worker processes.

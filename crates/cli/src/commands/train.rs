@@ -37,7 +37,7 @@ use crate::tune::worker::finetune_spec;
 #[derive(clap::Args)]
 pub struct Args {
     /// The study's name in the storage.
-    #[arg(long)]
+    #[arg(long, alias = "study-name")]
     study: String,
     /// The trial to retrain (its number); default: the best trial.
     #[arg(long)]

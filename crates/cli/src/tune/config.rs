@@ -141,8 +141,9 @@
 //! the first validation metric listed (accuracy when none is). There is no
 //! pruner, as Optuna has none for such studies; `kind = "tpe"` is Optuna's
 //! multi-objective TPE, `"gp"` fits one random scalarisation per trial,
-//! `"auto"` is the GP below 100 finished trials of a mostly numeric space,
-//! TPE beyond, NSGA-II from 1,000 COMPLETE trials on.
+//! `"auto"` is the GP for the first 30 finished trials per parameter (at
+//! least 100, at most 300) of a mostly numeric space, TPE beyond, NSGA-II
+//! from 1,000 COMPLETE trials on.
 //! With `peak_memory` among the objectives a trial waits for the
 //! micro-batch that fits its device empty rather than start smaller on a
 //! busy one, so its peak depends on its configuration, not on what else
