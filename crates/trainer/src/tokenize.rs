@@ -170,11 +170,16 @@ impl TextTokenizer {
         max_length: usize,
     ) -> Result<Self, TokenizerError> {
         let dir = dir.as_ref();
-        let json = dir.join("tokenizer.json");
-        if json.is_file() {
+        let (json, vocab) = (dir.join("tokenizer.json"), dir.join("vocab.txt"));
+        if json.exists() {
             Self::from_tokenizer_json(json, max_length)
+        } else if vocab.exists() {
+            Self::from_vocab_txt(vocab, true, max_length)
         } else {
-            Self::from_vocab_txt(dir.join("vocab.txt"), true, max_length)
+            Err(TokenizerError::Load {
+                path: dir.to_path_buf(),
+                message: "no tokenizer: neither tokenizer.json nor vocab.txt is there".into(),
+            })
         }
     }
 

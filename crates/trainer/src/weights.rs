@@ -55,7 +55,8 @@ pub enum WeightsError {
         dtype: String,
     },
     #[error(
-        "{}: tensor `{name}` holds a non-finite value ({value}) at element {index}: the file is corrupt",
+        "{}: tensor `{name}` holds a non-finite value ({value}) at element {index}: the file is \
+         corrupt, or holds a value beyond f32's range",
         path.display()
     )]
     NonFinite {

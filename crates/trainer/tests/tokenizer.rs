@@ -117,6 +117,14 @@ fn bad_tokenizer_files_and_lengths_are_clear_errors() {
     assert!(err.to_string().contains("tokenizer.json"), "{err}");
     let err = TextTokenizer::from_vocab_txt(dir.path().join("absent.txt"), true, 16).unwrap_err();
     assert!(err.to_string().contains("absent.txt"), "{err}");
+    // A model directory without either file names both.
+    let empty = tempfile::tempdir().unwrap();
+    let err = TextTokenizer::from_model_dir(empty.path(), 16).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("tokenizer.json") && text.contains("vocab.txt"),
+        "{text}"
+    );
     let vocab = write_vocab(dir.path(), TINY_VOCAB);
     let err = TextTokenizer::from_vocab_txt(&vocab, true, 3).unwrap_err();
     assert!(

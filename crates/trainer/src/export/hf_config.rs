@@ -122,6 +122,12 @@ pub(super) fn label_names(
                 return Err(bad(format!("`id2label` names class {index} twice")));
             }
         }
+        if map.len() < 2 {
+            return Err(bad(format!(
+                "`id2label` names {} class(es); a classifier has at least 2",
+                map.len()
+            )));
+        }
         // Each of the `len` ids below `len` was set once, so none is missing.
         return Ok(names.into_iter().flatten().collect());
     }
@@ -132,6 +138,11 @@ pub(super) fn label_names(
                 .as_u64()
                 .ok_or_else(|| bad(format!("`num_labels` {n} is not a count")))?;
             crate::config::check_size(path, "num_labels", n)?;
+            if n < 2 {
+                return Err(bad(format!(
+                    "`num_labels` is {n}; a classifier has at least 2"
+                )));
+            }
             Ok(default_label_names(n as usize))
         }
     }

@@ -272,3 +272,22 @@ fn class_names_naming_one_class_twice_are_an_error() {
         .to_string();
     assert!(e.contains("names class 0 twice"), "{e}");
 }
+
+#[test]
+fn fewer_than_two_classes_are_an_error_naming_the_file() {
+    for json in [
+        r#"{"id2label": {}}"#,
+        r#"{"id2label": {"0": "a"}}"#,
+        r#"{"num_labels": 1}"#,
+        r#"{"num_labels": 0}"#,
+    ] {
+        let fields = hf_config::json_object(json, Path::new("m/config.json")).unwrap();
+        let e = hf_config::label_names(&fields, Path::new("m/config.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("m/config.json") && e.contains("at least 2"),
+            "{json}: {e}"
+        );
+    }
+}
