@@ -269,8 +269,18 @@ impl TextTokenizer {
     /// Tokenizes one example (a text, or a pair), truncated to `max_length`.
     /// An empty second text is no pair, as in transformers' tokenizers.
     pub fn encode(&self, text: &str, pair: Option<&str>) -> Result<Encoded, TokenizerError> {
+        // A text is cut to its kept part only where the other text has
+        // fewer bytes (so fewer tokens) than any cut part has tokens: the
+        // longer text of a pair then stays the longer one, and truncation
+        // splits the tokens between the two as it would the whole texts.
         let result = match pair.filter(|p| !p.is_empty()) {
-            None => self.inner.encode(text, true),
+            None => self.inner.encode(self.kept_part(text), true),
+            Some(pair) if pair.len() < self.max_length => {
+                self.inner.encode((self.kept_part(text), pair), true)
+            }
+            Some(pair) if text.len() < self.max_length => {
+                self.inner.encode((text, self.kept_part(pair)), true)
+            }
             Some(pair) => self.inner.encode((text, pair), true),
         };
         let encoding = result.map_err(|e| TokenizerError::Encode {
@@ -281,6 +291,43 @@ impl TextTokenizer {
             ids: encoding.get_ids().to_vec(),
             type_ids: encoding.get_type_ids().to_vec(),
         })
+    }
+
+    /// `text`, or a prefix of it ending at a word boundary that on its own
+    /// gives at least `max_length` tokens: truncation keeps no more, and
+    /// every tokenizer here splits words at whitespace and normalises
+    /// character by character, so the tokens kept are those of the whole
+    /// text. A 10 MB record takes a minute to tokenize whole.
+    fn kept_part<'t>(&self, text: &'t str) -> &'t str {
+        // Each word gives at least one token; twice as many words leave
+        // room for words a normaliser erases.
+        let words = 2 * self.max_length;
+        if text.len() < 16 * words {
+            return text;
+        }
+        let mut seen = 0;
+        let mut in_word = false;
+        for (at, c) in text.char_indices() {
+            if !c.is_whitespace() {
+                in_word = true;
+                continue;
+            }
+            if in_word {
+                seen += 1;
+                if seen == words {
+                    let prefix = &text[..at];
+                    // Truncated to `max_length` (no special tokens): as long
+                    // as that only if the prefix gives at least as many.
+                    let enough = self
+                        .inner
+                        .encode(prefix, false)
+                        .is_ok_and(|e| e.len() >= self.max_length);
+                    return if enough { prefix } else { text };
+                }
+            }
+            in_word = false;
+        }
+        text
     }
 
     pub fn special_tokens(&self) -> SpecialTokens {

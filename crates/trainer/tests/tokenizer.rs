@@ -222,3 +222,84 @@ fn minilm_vocab_txt_matches_its_tokenizer_json() {
         );
     }
 }
+
+/// Long texts are tokenized only as far as truncation keeps (a prefix of
+/// whole words): the ids and token types must be those of tokenizing the
+/// whole text, for every family's tokenizer, single texts and pairs.
+#[test]
+fn long_texts_give_the_tokens_of_the_whole_text() {
+    use tokenizers::{Tokenizer, TruncationParams, TruncationStrategy};
+    let families = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/families");
+    let words = [
+        "the",
+        "film",
+        "was",
+        "Good,",
+        "really",
+        "good.",
+        "Ünïcödé",
+        "naïve",
+        "東京",
+        "—",
+        "don't",
+        "x",
+        "supercalifragilisticexpialidocious",
+        "42",
+        "3.14",
+        "!!",
+        "\u{200b}",
+        "e\u{301}",
+        "\t",
+        "  ",
+        "\n",
+    ];
+    // Texts of whitespace-separated words, long enough to be cut.
+    let text = |seed: usize, n: usize| -> String {
+        (0..n)
+            .map(|i| words[(i * 7 + seed * 13 + i * i) % words.len()])
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut checked = 0;
+    for family in std::fs::read_dir(&families).unwrap() {
+        let dir = family.unwrap().path();
+        if !dir.join("tokenizer.json").is_file() {
+            continue;
+        }
+        for max_length in [8, 40] {
+            let ours = TextTokenizer::from_model_dir(&dir, max_length).unwrap();
+            let mut whole = Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
+            whole.with_padding(None);
+            whole
+                .with_truncation(Some(TruncationParams {
+                    max_length,
+                    strategy: TruncationStrategy::LongestFirst,
+                    ..TruncationParams::default()
+                }))
+                .unwrap();
+            let long = text(1, 20 * max_length);
+            let also_long = text(2, 15 * max_length);
+            let short = "a short one";
+            for (a, b) in [
+                (long.as_str(), None),
+                (long.as_str(), Some(short)),
+                (short, Some(long.as_str())),
+                (long.as_str(), Some(also_long.as_str())),
+            ] {
+                let got = ours.encode(a, b).unwrap();
+                let want = match b {
+                    None => whole.encode(a, true),
+                    Some(b) => whole.encode((a, b), true),
+                }
+                .unwrap();
+                assert_eq!(got.ids, want.get_ids(), "{}: {max_length}", dir.display());
+                assert_eq!(got.type_ids, want.get_type_ids(), "{}", dir.display());
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        checked >= 7 * 2 * 4,
+        "only {checked} cases: fixtures missing"
+    );
+}
