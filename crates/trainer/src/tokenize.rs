@@ -241,9 +241,8 @@ impl TextTokenizer {
     }
 
     /// Tokenizes every example (a text, or a pair) as training will, and
-    /// checks that each token type is below `type_vocab_size`, the token
-    /// types the model reads (`None`: it reads none; `config` names its
-    /// `config.json` in the error). The error names one example at fault.
+    /// checks each with [`Self::encode_within`]. The error names one
+    /// example at fault.
     pub fn check_examples(
         &self,
         examples: &[(&str, Option<&str>)],
@@ -251,19 +250,33 @@ impl TextTokenizer {
         config: &Path,
     ) -> Result<(), TokenizerError> {
         examples.par_iter().try_for_each(|&(text, pair)| {
-            let encoded = self.encode(text, pair)?;
-            let limit = type_vocab_size.unwrap_or(usize::MAX);
-            match encoded.type_ids.iter().find(|&&t| t as usize >= limit) {
-                None => Ok(()),
-                Some(&type_id) => Err(TokenizerError::TokenTypes {
-                    path: self.source.clone(),
-                    config: config.to_path_buf(),
-                    type_id,
-                    type_vocab_size: limit,
-                    text: excerpt(&format!("{text} | {}", pair.unwrap_or(""))),
-                }),
-            }
+            self.encode_within(text, pair, type_vocab_size, config)
+                .map(drop)
         })
+    }
+
+    /// [`Self::encode`], refusing token types of `type_vocab_size` or more,
+    /// which the model cannot read (`None`: it reads none; `config` names
+    /// its `config.json` in the error).
+    pub fn encode_within(
+        &self,
+        text: &str,
+        pair: Option<&str>,
+        type_vocab_size: Option<usize>,
+        config: &Path,
+    ) -> Result<Encoded, TokenizerError> {
+        let encoded = self.encode(text, pair)?;
+        let limit = type_vocab_size.unwrap_or(usize::MAX);
+        match encoded.type_ids.iter().find(|&&t| t as usize >= limit) {
+            None => Ok(encoded),
+            Some(&type_id) => Err(TokenizerError::TokenTypes {
+                path: self.source.clone(),
+                config: config.to_path_buf(),
+                type_id,
+                type_vocab_size: limit,
+                text: excerpt(&format!("{text} | {}", pair.unwrap_or(""))),
+            }),
+        }
     }
 
     /// Tokenizes one example (a text, or a pair), truncated to `max_length`.

@@ -1,7 +1,7 @@
 //! [`HfClassifier`]: a Hugging Face sequence classification directory of any
 //! family memtune trains, loaded for prediction on the CPU.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
@@ -21,6 +21,10 @@ type CpuClassifier = Box<dyn Classifier<CpuBackend<f32>>>;
 
 /// A Hugging Face sequence classifier loaded for prediction on the CPU.
 pub struct HfClassifier {
+    /// The model's `config.json`, named in errors.
+    config_path: PathBuf,
+    /// The token types the model reads (`None`: none).
+    token_types: Option<usize>,
     backend: CpuBackend<f32>,
     model: CpuClassifier,
     tokenizer: TextTokenizer,
@@ -102,6 +106,8 @@ impl HfClassifier {
         let tokenizer = TextTokenizer::from_model_dir(dir, max_length)?;
         tokenizer.check_model(config.vocab_size(), config.max_sequence())?;
         Ok(Self {
+            token_types: config.token_types_read(),
+            config_path: path,
             backend,
             model,
             tokenizer,
@@ -123,9 +129,11 @@ impl HfClassifier {
         self.model.model_config()
     }
 
-    /// One text (or pair), tokenized and truncated as the model reads it.
+    /// One text (or pair), tokenized and truncated as the model reads it;
+    /// a pair's token types must be ones the model reads.
     pub fn encode(&self, text: &str, pair: Option<&str>) -> Result<Encoded, TokenizerError> {
-        self.tokenizer.encode(text, pair)
+        self.tokenizer
+            .encode_within(text, pair, self.token_types, &self.config_path)
     }
 
     /// Each example's logits (`[classes]`), in input order, computed in

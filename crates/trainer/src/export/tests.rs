@@ -291,3 +291,33 @@ fn fewer_than_two_classes_are_an_error_naming_the_file() {
         );
     }
 }
+
+/// A model of one token type predicts single texts; a pair, whose second
+/// text its tokenizer gives type 1, is an error naming the field.
+#[test]
+fn a_pair_for_a_model_of_one_token_type_is_an_error_naming_the_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = tmp.path().join("source");
+    let config = crate::config::BertConfig {
+        type_vocab_size: 1,
+        ..tiny_config()
+    };
+    let config = write_tiny_model(&source, &config, &["good", "bad", "film"], 7).unwrap();
+    let be = CpuBackend::<f32>::new();
+    let head = HeadConfig {
+        num_labels: 2,
+        hidden: vec![],
+    };
+    let model = BertClassifier::new_random(&be, &config, &head, 11).unwrap();
+    let tokenizer = TextTokenizer::from_model_dir(&source, 16).unwrap();
+    let out = tmp.path().join("out");
+    let names: Vec<String> = ["neg", "pos"].map(String::from).to_vec();
+    save_hf_dir(&be, &model, &tokenizer, &source, &names, &out).unwrap();
+    let loaded = HfClassifier::load(&out, Some(16)).unwrap();
+    assert!(loaded.encode("good film", None).is_ok());
+    let e = loaded.encode("bad", Some("film")).unwrap_err().to_string();
+    assert!(
+        e.contains("`type_vocab_size`") && e.contains("out/config.json"),
+        "{e}"
+    );
+}
