@@ -76,6 +76,22 @@ pub enum StoreError {
         requested: Vec<String>,
     },
 
+    /// The stored directions are not one per objective `0..n` (a row
+    /// deleted or duplicated): which objective is which is unknown.
+    #[error(
+        "study `{}`: study_directions holds objectives {objectives:?}, not 0 to n - 1",
+        name.escape_debug()
+    )]
+    BadDirections { name: String, objectives: Vec<i64> },
+
+    /// A trial of the study holds a state Optuna does not have (counted
+    /// by state, so no one row is named).
+    #[error(
+        "corrupt row: a trial of study `{}` has trials.state = `{state}`",
+        study.escape_debug()
+    )]
+    BadTrialState { study: String, state: String },
+
     #[error("trial id {trial_id} not found")]
     TrialNotFound { trial_id: i64 },
 
@@ -179,6 +195,15 @@ pub enum StoreError {
         attempts: u32,
         cause: String,
     },
+
+    /// A PostgreSQL server took the connection but did not finish its
+    /// startup within the deadline (the URL's `connect_timeout`, default
+    /// 10 s, per host and once more for the startup).
+    #[error(
+        "{path}: the server accepted the connection but did not answer within {seconds:.0} s \
+         (stopped, hung, or not PostgreSQL; `connect_timeout` in the URL sets the wait)"
+    )]
+    Unanswered { path: PathBuf, seconds: f64 },
 
     /// An error from the PostgreSQL server or the connection to it (the
     /// path is the storage URL without its password), with the server's

@@ -54,10 +54,11 @@ pub(crate) fn encode_float(v: f64) -> (Option<f64>, &'static str) {
     }
 }
 
-/// The inverse of [`encode_float`]; `None` for an unknown type string.
+/// The inverse of [`encode_float`]; `None` for an unknown type string or
+/// a FINITE one without a value (Optuna refuses both).
 pub(crate) fn decode_float(value: Option<f64>, kind: &str) -> Option<f64> {
     match kind {
-        "FINITE" => Some(value.unwrap_or(f64::NAN)),
+        "FINITE" => value,
         "INF_POS" => Some(f64::INFINITY),
         "INF_NEG" => Some(f64::NEG_INFINITY),
         "NAN" => Some(f64::NAN),

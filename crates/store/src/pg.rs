@@ -104,7 +104,7 @@ fn parse_rest(rest: &str) -> Result<PgUrl, String> {
         config.password(password);
     }
     if config.get_connect_timeout().is_none() {
-        config.connect_timeout(Duration::from_secs(10));
+        config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
     }
     // A server that vanishes without closing the connection (a network
     // partition, a powered-off host) is noticed within a minute instead
@@ -169,6 +169,10 @@ fn shown_url(config: &postgres::Config) -> String {
     format!("postgresql://{user}{host}{port}/{db}")
 }
 
+/// How long a TCP connect may take where the URL sets no
+/// `connect_timeout`.
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// One client and the statements it has prepared, keyed by their text.
 pub(crate) struct PgConn {
     pub(crate) client: postgres::Client,
@@ -178,9 +182,25 @@ pub(crate) struct PgConn {
     session: String,
 }
 
+/// Why a connection could not be opened.
+#[derive(Debug)]
+pub(crate) enum ConnectError {
+    Pg(postgres::Error),
+    /// The server took the TCP connection but did not finish the startup
+    /// (TLS, authentication) within this time: stopped, hung, or not a
+    /// PostgreSQL server.
+    Unanswered(Duration),
+}
+
+impl From<postgres::Error> for ConnectError {
+    fn from(e: postgres::Error) -> Self {
+        ConnectError::Pg(e)
+    }
+}
+
 impl PgConn {
-    pub(crate) fn connect(url: &PgUrl) -> Result<PgConn, postgres::Error> {
-        let client = Self::client(url)?;
+    pub(crate) fn connect(url: &PgUrl) -> Result<PgConn, ConnectError> {
+        let client = Self::client_within_deadline(url)?;
         lock_reached().insert(url.shown.clone());
         Ok(PgConn {
             client,
@@ -188,6 +208,33 @@ impl PgConn {
             url: url.clone(),
             session: String::new(),
         })
+    }
+
+    /// [`Self::client`] within `connect_timeout` for each host's TCP
+    /// connect plus one more for the startup: the driver's own timeout
+    /// covers the TCP connect alone, so a server that accepts and never
+    /// answers would hold the caller forever, as libpq's would not. The
+    /// connecting thread is left behind on such a server (it ends when the
+    /// server answers or closes the socket).
+    fn client_within_deadline(url: &PgUrl) -> Result<postgres::Client, ConnectError> {
+        let each = url
+            .config
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(DEFAULT_CONNECT_TIMEOUT);
+        let deadline = each * (url.config.get_hosts().len().max(1) as u32 + 1);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let url = url.clone();
+        std::thread::Builder::new()
+            .name("pg-connect".into())
+            .spawn(move || {
+                let _ = tx.send(Self::client(&url));
+            })
+            .map_err(|_| ConnectError::Unanswered(Duration::ZERO))?;
+        match rx.recv_timeout(deadline) {
+            Ok(result) => Ok(result?),
+            Err(_) => Err(ConnectError::Unanswered(deadline)),
+        }
     }
 
     fn client(url: &PgUrl) -> Result<postgres::Client, postgres::Error> {
@@ -210,8 +257,8 @@ impl PgConn {
 
     /// A new connection in place of a lost one, with the session's
     /// settings; prepared statements are prepared again as they are used.
-    pub(crate) fn reconnect(&mut self) -> Result<(), postgres::Error> {
-        let mut client = Self::client(&self.url)?;
+    pub(crate) fn reconnect(&mut self) -> Result<(), ConnectError> {
+        let mut client = Self::client_within_deadline(&self.url)?;
         if !self.session.is_empty() {
             client.batch_execute(&self.session)?;
         }

@@ -23,13 +23,25 @@ impl Storage {
     /// The trial numbered `number` in the study, or `None`.
     pub fn trial_by_number(&self, study_id: i64, number: i64) -> Result<Option<FrozenTrial>> {
         self.read(|tx| {
-            let row = tx.query_opt(
-                "SELECT trial_id FROM trials WHERE study_id = ?1 AND number = ?2",
+            let rows = tx.query(
+                "SELECT trial_id FROM trials WHERE study_id = ?1 AND number = ?2 ORDER BY trial_id",
                 vals![study_id, number],
             )?;
-            match row {
-                Some(r) => Ok(load_trials(tx, "t.trial_id = ?1", r.i64(0)?)?.pop()),
-                None => Ok(None),
+            let ids = rows
+                .iter()
+                .map(|r| r.i64(0))
+                .collect::<Result<Vec<i64>, _>>()?;
+            match ids[..] {
+                [] => Ok(None),
+                [id] => Ok(load_trials(tx, "t.trial_id = ?1", id)?.pop()),
+                // Optuna refuses it too: which trial is meant is unknown.
+                [first, ..] => Err(StoreError::BadRow {
+                    table: "trials",
+                    field: "number",
+                    row_id: first,
+                    value: format!("{number}, which trial_ids {ids:?} all have"),
+                }
+                .into()),
             }
         })
     }
@@ -220,13 +232,24 @@ pub(crate) fn load_trials(
     for r in tx.query(&sql, &arg)? {
         if let Some(&i) = index.get(&r.i64(0)?) {
             let name = r.opt_string(1)?.unwrap_or_default();
-            let internal = r.opt_f64(2)?.unwrap_or(f64::NAN);
-            let json = r.opt_string(3)?.unwrap_or_default();
-            let distribution = json_to_distribution(&json).map_err(|e| StoreError::BadParam {
+            let bad = |reason: String| StoreError::BadParam {
                 number: trials[i].number,
                 name: name.clone(),
-                reason: e.to_string(),
-            })?;
+                reason,
+            };
+            let internal = r
+                .opt_f64(2)?
+                .ok_or_else(|| bad("trial_params.param_value is NULL".into()))?;
+            let json = r.opt_string(3)?.unwrap_or_default();
+            let distribution = json_to_distribution(&json).map_err(|e| bad(e.to_string()))?;
+            // Shown as a value of the distribution, it would be made up (a
+            // categorical index clamped to the choices, an int saturated).
+            if !distribution.contains(internal) {
+                return Err(bad(format!(
+                    "stored value {internal} (trial_params.param_value) is outside {distribution}"
+                ))
+                .into());
+            }
             trials[i].params.insert(
                 name,
                 Param {
@@ -246,14 +269,10 @@ pub(crate) fn load_trials(
         if let Some(&i) = index.get(&r.i64(0)?) {
             let row_id = r.i64(1)?;
             let kind = r.string(4)?;
-            let v = decode_float(r.opt_f64(3)?, &kind)
+            let value = r.opt_f64(3)?;
+            let v = decode_float(value, &kind)
                 .filter(|_| kind != "NAN")
-                .ok_or_else(|| StoreError::BadRow {
-                    table: "trial_values",
-                    field: "value_type",
-                    row_id,
-                    value: kind.clone(),
-                })?;
+                .ok_or_else(|| bad_float("trial_values", ["value", "value_type"], row_id, &kind))?;
             trials[i].values.get_or_insert_with(Vec::new).push(v);
         }
     }
@@ -267,11 +286,13 @@ pub(crate) fn load_trials(
         if let Some(&i) = index.get(&r.i64(0)?) {
             let row_id = r.i64(1)?;
             let kind = r.string(4)?;
-            let v = decode_float(r.opt_f64(3)?, &kind).ok_or_else(|| StoreError::BadRow {
-                table: "trial_intermediate_values",
-                field: "intermediate_value_type",
-                row_id,
-                value: kind.clone(),
+            let v = decode_float(r.opt_f64(3)?, &kind).ok_or_else(|| {
+                bad_float(
+                    "trial_intermediate_values",
+                    ["intermediate_value", "intermediate_value_type"],
+                    row_id,
+                    &kind,
+                )
             })?;
             trials[i].intermediate_values.insert(r.i64(2)?, v);
         }
@@ -294,6 +315,26 @@ pub(crate) fn load_trials(
         }
     }
     Ok(trials)
+}
+
+/// A float row [`decode_float`] refused: a FINITE type without a value
+/// names the value column, any other the type column.
+fn bad_float(
+    table: &'static str,
+    [value, kind]: [&'static str; 2],
+    row_id: i64,
+    stored_kind: &str,
+) -> StoreError {
+    let (field, shown) = match stored_kind {
+        "FINITE" => (value, "NULL".to_string()),
+        other => (kind, other.to_string()),
+    };
+    StoreError::BadRow {
+        table,
+        field,
+        row_id,
+        value: shown,
+    }
 }
 
 /// One owner's attributes from one of the four attribute tables.

@@ -193,7 +193,9 @@ fn redact_params(text: &str) -> String {
 }
 
 /// Turn Optuna's URL form `sqlite:///relative.db` or `sqlite:////abs/x.db`
-/// into a path. Any other scheme is an error.
+/// into a path, `%XX` escapes decoded as SQLAlchemy decodes them (so
+/// `sqlite:///my%20study.db` is the file Optuna opens, `my study.db`). Any
+/// other scheme is an error.
 pub fn parse_sqlite_url(url: &str) -> Result<PathBuf> {
     let bad = |reason: &str| StoreError::InvalidUrl {
         url: redact_url(url),
@@ -215,7 +217,33 @@ pub fn parse_sqlite_url(url: &str) -> Result<PathBuf> {
     if path == ":memory:" {
         return Err(bad("in-memory storages are not persistent"));
     }
+    let path = unquote(path).ok_or_else(|| bad("its %-escapes do not decode to UTF-8"))?;
     Ok(PathBuf::from(path))
+}
+
+/// `%XX` escapes decoded, and a `%` not followed by two hex digits kept, as
+/// Python's `urllib.parse.unquote` does; `None` if the bytes are not UTF-8.
+fn unquote(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = (bytes[i] == b'%')
+            .then(|| text.get(i + 1..i + 3))
+            .flatten()
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escaped {
+            Some(byte) => {
+                out.push(byte);
+                i += 3;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 impl Storage {
@@ -331,9 +359,15 @@ impl Storage {
 
     fn try_open_postgres(url: &PgUrl, opts: &OpenOptions) -> Result<Storage> {
         let path = PathBuf::from(url.shown());
-        let conn = PgConn::connect(url).map_err(|source| StoreError::Postgres {
-            path: path.clone(),
-            source,
+        let conn = PgConn::connect(url).map_err(|e| match e {
+            crate::pg::ConnectError::Pg(source) => StoreError::Postgres {
+                path: path.clone(),
+                source,
+            },
+            crate::pg::ConnectError::Unanswered(after) => StoreError::Unanswered {
+                path: path.clone(),
+                seconds: after.as_secs_f64(),
+            },
         })?;
         let storage = Storage::new(Backend::Pg(Box::new(RefCell::new(conn))), path, opts);
         let mut session = format!(
@@ -673,12 +707,15 @@ impl Storage {
             };
             match conn.borrow_mut().reconnect() {
                 Ok(()) => return Ok(()),
-                Err(e) if crate::pg::is_connection_lost(&e) => {
+                Err(crate::pg::ConnectError::Pg(e)) if crate::pg::is_connection_lost(&e) => {
                     tracing::info!(storage = %self.path.display(), "reconnecting failed: {}", crate::pg::describe(&e));
+                }
+                Err(crate::pg::ConnectError::Unanswered(after)) => {
+                    tracing::info!(storage = %self.path.display(), "reconnecting failed: no answer within {:.0} s", after.as_secs_f64());
                 }
                 // The server answers but refuses us (a changed password, a
                 // dropped database): waiting will not help.
-                Err(e) => return Err(from_db(&self.path, e.into())),
+                Err(crate::pg::ConnectError::Pg(e)) => return Err(from_db(&self.path, e.into())),
             }
         }
     }

@@ -77,11 +77,9 @@ impl Storage {
                 let rows = state_counts(tx, id)?;
                 let mut n_trials = 0;
                 for (state, n) in rows {
-                    let st = TrialState::parse(&state).ok_or(StoreError::BadRow {
-                        table: "trials",
-                        field: "state",
-                        row_id: id,
-                        value: state.clone(),
+                    let st = TrialState::parse(&state).ok_or(StoreError::BadTrialState {
+                        study: study.name.clone(),
+                        state: state.clone(),
                     })?;
                     counts.insert(st, n as usize);
                     n_trials += n as usize;
@@ -206,9 +204,16 @@ pub(crate) fn load_by_id(tx: Tx<'_>, study_id: i64) -> Result<Study, TxError> {
         return Err(StoreError::StudyIdNotFound { study_id }.into());
     };
     let rows = tx.query(
-        "SELECT study_direction_id, direction FROM study_directions WHERE study_id = ?1 ORDER BY objective",
+        "SELECT study_direction_id, direction, objective FROM study_directions WHERE study_id = ?1 ORDER BY objective",
         vals![study_id],
     )?;
+    let objectives = rows
+        .iter()
+        .map(|r| r.i64(2))
+        .collect::<Result<Vec<i64>, _>>()?;
+    if objectives.is_empty() || objectives.iter().zip(0..).any(|(o, i)| *o != i) {
+        return Err(StoreError::BadDirections { name, objectives }.into());
+    }
     let mut directions = Vec::with_capacity(rows.len());
     for r in rows {
         let (row_id, d) = (r.i64(0)?, r.string(1)?);

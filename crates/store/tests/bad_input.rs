@@ -18,6 +18,7 @@ backends!(
     empty_database_without_leave_to_create,
     read_only_open_never_changes_the_storage,
     unreadable_params_name_the_trial_and_parameter,
+    corrupt_rows_are_errors_not_made_up_values,
 );
 
 fn bytes(p: &Path) -> Vec<u8> {
@@ -314,6 +315,20 @@ fn bad_urls() {
         store::parse_sqlite_url("sqlite:///rel.db").unwrap(),
         Path::new("rel.db")
     );
+    // Escapes decoded as SQLAlchemy does, a lone `%` kept.
+    for (url, path) in [
+        ("sqlite:///my%20study.db", "my study.db"),
+        ("sqlite:///a%3Fb.db?mode=ro", "a?b.db"),
+        ("sqlite:///100%.db", "100%.db"),
+        ("sqlite:///%e6%9d%b1.db", "東.db"),
+    ] {
+        assert_eq!(
+            store::parse_sqlite_url(url).unwrap(),
+            Path::new(path),
+            "{url}"
+        );
+    }
+    assert!(store::parse_sqlite_url("sqlite:///%ff.db").is_err());
     for url in [
         "postgresql://u@host",
         "postgresql://u@host:notaport/db",
@@ -415,4 +430,59 @@ fn a_read_only_open_rolls_back_a_dead_writers_journal() {
     assert!(trials.iter().all(|t| t.state == TrialState::Complete));
     drop(s);
     assert!(!Path::new(&journal).exists(), "the journal is still there");
+}
+
+/// Rows Optuna itself would refuse to read are errors naming the row, not
+/// values made up for them: a NULL or out-of-range parameter value (shown
+/// before as a clamped choice or a saturated int), a FINITE objective value
+/// of NULL (read as NaN, which `best` could pick), directions missing an
+/// objective, two trials of one number (`tell` took the first).
+fn corrupt_rows_are_errors_not_made_up_values(backend: Backend) {
+    let categorical =
+        r#"{"name": "CategoricalDistribution", "attributes": {"choices": ["a", "b"]}}"#;
+    let param = |value: &str| {
+        format!(
+            "INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) \
+             SELECT trial_id, 'c', {value}, '{categorical}' FROM trials WHERE number = 7"
+        )
+    };
+    let cases: [(String, &str); 5] = [
+        (param("NULL"), "param_value is NULL"),
+        (
+            param("7.0"),
+            "stored value 7 (trial_params.param_value) is outside",
+        ),
+        (
+            "UPDATE trial_values SET value = NULL WHERE trial_id = \
+             (SELECT trial_id FROM trials WHERE number = 3)"
+                .into(),
+            "trial_values.value = `NULL`",
+        ),
+        (
+            "DELETE FROM study_directions".into(),
+            "study_directions holds objectives []",
+        ),
+        (
+            "UPDATE trials SET number = 4 WHERE number = 5".into(),
+            "trials.number = `4, which trial_ids",
+        ),
+    ];
+    for (i, (sql, words)) in cases.iter().enumerate() {
+        let Some(db) = common::fresh(backend, &format!("corrupt{i}")) else {
+            return;
+        };
+        fill(&db.open());
+        alter(&db, sql);
+        let s = db.open_existing().unwrap();
+        let err = match s.study("s") {
+            Err(e) => e,
+            Ok(study) => match s.trial_by_number(study.study_id, 4) {
+                Err(e) => e,
+                Ok(_) => s
+                    .trials(study.study_id, &store::TrialFilter::default())
+                    .expect_err(sql),
+            },
+        };
+        assert!(err.to_string().contains(words), "{sql}: {err}");
+    }
 }

@@ -414,3 +414,35 @@ fn a_long_sqlite_lock_is_waited_out() {
     assert!(start.elapsed() >= Duration::from_millis(1000));
     release.join().unwrap();
 }
+
+/// A server that takes the TCP connection and never answers (stopped with
+/// SIGSTOP, hung, or not PostgreSQL): opening fails after the URL's
+/// `connect_timeout` for the connect and once more for the startup,
+/// naming the wait, instead of hanging.
+#[test]
+fn a_server_that_never_answers_is_an_error_not_a_hang() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Accepts and holds each connection open, saying nothing.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            held.push(stream);
+        }
+    });
+    let url = format!(
+        "postgresql://memtune:secret@127.0.0.1:{port}/studies?sslmode=disable&connect_timeout=1"
+    );
+    let start = Instant::now();
+    let err = match Storage::open_url(&url, &quick_options()) {
+        Ok(_) => panic!("a silent server opened"),
+        Err(e) => e,
+    };
+    assert!(start.elapsed() < Duration::from_secs(10), "{err}");
+    assert!(matches!(err, StoreError::Unanswered { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("did not answer within 2 s") && !text.contains("secret"),
+        "{text}"
+    );
+}
