@@ -33,6 +33,15 @@ pub enum StoreError {
     /// The file is an SQLite database with no tables at all, opened without
     /// leave to create the schema: new, or being created by another process
     /// this very moment.
+    /// A table of Optuna's lacks one of its columns (altered by hand, or
+    /// another program's table of the same name).
+    #[error("{path}: not an Optuna RDB storage (table `{table}` has no column `{column}`)")]
+    MissingColumn {
+        path: PathBuf,
+        table: &'static str,
+        column: &'static str,
+    },
+
     #[error("{path}: an empty database (no Optuna tables yet)")]
     EmptyDatabase { path: PathBuf },
 
@@ -254,6 +263,17 @@ pub(crate) fn from_db(path: &std::path::Path, e: crate::db::DbError) -> StoreErr
 }
 
 /// Wrap a raw SQLite error with the file, mapping the codes callers care about.
+impl StoreError {
+    /// SQLite's lock held by another connection past `busy_timeout`: worth
+    /// waiting for.
+    pub(crate) fn is_locked(&self) -> bool {
+        matches!(self, StoreError::Sqlite { source, .. } if matches!(
+            sqlite_code(source),
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        ))
+    }
+}
+
 pub(crate) fn from_sqlite(path: &std::path::Path, e: rusqlite::Error) -> StoreError {
     let path = path.to_path_buf();
     match sqlite_code(&e) {

@@ -303,6 +303,20 @@ pub fn create(tx: Tx<'_>) -> Result<(), TxError> {
     Ok(())
 }
 
+/// The columns of one of [`TABLES`], as [`DDL`] creates them.
+fn columns(table: &str) -> impl Iterator<Item = &'static str> {
+    let start = format!("CREATE TABLE {table} (\n");
+    let body = DDL
+        .split_once(start.as_str())
+        .map_or("", |(_, rest)| rest.split(");").next().unwrap_or(""));
+    body.lines().filter_map(|line| {
+        // `"key"` is quoted in the DDL, a reserved word.
+        let name = line.split_whitespace().next()?.trim_matches('"');
+        let constraint = ["PRIMARY", "UNIQUE", "FOREIGN", "CONSTRAINT", "CHECK"].contains(&name);
+        (!constraint).then_some(name)
+    })
+}
+
 /// Check, by reading only, that the database holds Optuna's schema version 12.
 pub fn verify(tx: Tx<'_>, path: &Path) -> Result<()> {
     let exists = if tx.is_postgres() {
@@ -310,6 +324,12 @@ pub fn verify(tx: Tx<'_>, path: &Path) -> Result<()> {
          WHERE schemaname = current_schema() AND tablename::text = ?1"
     } else {
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?1"
+    };
+    let columns_of = if tx.is_postgres() {
+        "SELECT column_name::text FROM information_schema.columns \
+         WHERE table_schema = current_schema() AND table_name = ?1"
+    } else {
+        "SELECT name FROM pragma_table_info(?1)"
     };
     for table in TABLES {
         let found = tx
@@ -319,6 +339,17 @@ pub fn verify(tx: Tx<'_>, path: &Path) -> Result<()> {
             return Err(StoreError::NotAnOptunaStorage {
                 path: path.to_path_buf(),
                 table,
+            });
+        }
+        let stored: Vec<String> = tx
+            .query(columns_of, vals![table])
+            .and_then(|rows| rows.iter().map(|r| r.string(0)).collect())
+            .map_err(|e| from_db(path, e))?;
+        if let Some(column) = columns(table).find(|c| !stored.iter().any(|s| s == c)) {
+            return Err(StoreError::MissingColumn {
+                path: path.to_path_buf(),
+                table,
+                column,
             });
         }
     }
@@ -342,4 +373,32 @@ pub fn verify(tx: Tx<'_>, path: &Path) -> Result<()> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_table_has_its_columns_from_the_ddl() {
+        let trials: Vec<&str> = columns("trials").collect();
+        assert_eq!(
+            trials,
+            [
+                "trial_id",
+                "number",
+                "study_id",
+                "state",
+                "datetime_start",
+                "datetime_complete"
+            ]
+        );
+        assert_eq!(
+            columns("alembic_version").collect::<Vec<_>>(),
+            ["version_num"]
+        );
+        for table in TABLES {
+            assert!(columns(table).count() >= 1, "{table}");
+        }
+    }
 }

@@ -396,9 +396,34 @@ impl Storage {
     /// An existing file is checked by reading only (SQLite header, Optuna's
     /// tables, version rows) before any pragma or write touches it, so a file
     /// that is not ours is left byte-for-byte unchanged (but for the rollback
-    /// of a dead writer's transaction, which SQLite does on any read).
+    /// of a dead writer's transaction, which SQLite does on any read). A
+    /// file another process holds locked is waited for up to `max_wait`, as
+    /// a transaction would be.
     pub fn open_with(path: impl AsRef<Path>, opts: &OpenOptions) -> Result<Storage> {
-        let path = path.as_ref().to_path_buf();
+        let path = path.as_ref();
+        let start = Instant::now();
+        let mut backoff = Duration::from_millis(20);
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match Storage::try_open_with(path, opts) {
+                Err(e) if e.is_locked() => {
+                    if start.elapsed() >= opts.max_wait {
+                        return Err(StoreError::Busy {
+                            path: path.to_path_buf(),
+                            attempts,
+                        });
+                    }
+                    std::thread::sleep(jitter(backoff));
+                    backoff = (backoff * 2).min(opts.max_backoff.max(Duration::from_millis(1)));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn try_open_with(path: &Path, opts: &OpenOptions) -> Result<Storage> {
+        let path = path.to_path_buf();
         let len = match std::fs::metadata(&path) {
             Ok(m) if m.is_dir() => return Err(StoreError::IsADirectory { path }),
             Ok(m) => Some(m.len()),

@@ -162,6 +162,27 @@ fn optuna_tables_missing(backend: Backend) {
         "{err}"
     );
     assert_eq!(snapshot(&db), before);
+
+    // A table without one of its columns is named with the column.
+    let Some(db) = common::fresh(backend, "dropped_column") else {
+        return;
+    };
+    fill(&db.open());
+    alter(&db, "ALTER TABLE trials DROP COLUMN datetime_complete;");
+    let before = snapshot(&db);
+    let err = db.open_existing().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::MissingColumn {
+                table: "trials",
+                column: "datetime_complete",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(snapshot(&db), before);
 }
 
 fn missing_storage_and_unknown_study(backend: Backend) {

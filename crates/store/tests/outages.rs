@@ -413,6 +413,23 @@ fn a_long_sqlite_lock_is_waited_out() {
     storage.create_trial(study.study_id).unwrap();
     assert!(start.elapsed() >= Duration::from_millis(1000));
     release.join().unwrap();
+    drop(storage);
+
+    // Opening waits too (its checks read the file), in rollback mode as
+    // Optuna leaves a file.
+    let holder = rusqlite::Connection::open(&path).unwrap();
+    holder
+        .execute_batch("PRAGMA journal_mode=DELETE; BEGIN EXCLUSIVE")
+        .unwrap();
+    let start = Instant::now();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        holder.execute_batch("COMMIT").unwrap();
+    });
+    let storage = Storage::open_with(&path, &opts).unwrap();
+    assert!(start.elapsed() >= Duration::from_millis(1000));
+    assert_eq!(storage.study("s").unwrap().study_id, study.study_id);
+    release.join().unwrap();
 }
 
 /// A server that takes the TCP connection and never answers (stopped with
