@@ -22,6 +22,14 @@ pub enum StoreError {
     )]
     HotJournal { path: PathBuf },
 
+    /// The file may be written but its folder may not: SQLite creates its
+    /// journal (`-journal`, or `-wal` and `-shm`) beside the file.
+    #[error(
+        "{path}: cannot write: its folder is read-only, and SQLite creates its journal \
+         beside the file (read-only commands still work)"
+    )]
+    ReadOnlyFolder { path: PathBuf },
+
     /// The file is SQLite but damaged (truncated, malformed pages).
     #[error("{path}: the database is corrupt ({detail})")]
     Corrupt { path: PathBuf, detail: String },
@@ -289,6 +297,11 @@ pub(crate) fn from_sqlite(path: &std::path::Path, e: rusqlite::Error) -> StoreEr
             if f.extended_code == rusqlite::ffi::SQLITE_READONLY_ROLLBACK) =>
         {
             StoreError::HotJournal { path }
+        }
+        _ if matches!(&e, rusqlite::Error::SqliteFailure(f, _)
+            if f.extended_code == rusqlite::ffi::SQLITE_READONLY_DIRECTORY) =>
+        {
+            StoreError::ReadOnlyFolder { path }
         }
         _ => StoreError::Sqlite { path, source: e },
     }
