@@ -11,6 +11,7 @@
 use crate::pg::PgConn;
 use rusqlite::Connection;
 use std::cell::RefCell;
+use std::rc::Rc;
 
 /// A value as a statement takes it and a row returns it.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,6 +21,18 @@ pub(crate) enum Value {
     Real(f64),
     /// Text, enum labels and timestamps (`YYYY-MM-DD HH:MM:SS.ffffff`).
     Text(String),
+}
+
+impl Value {
+    /// As an error shows it: `NULL`, a number, or quoted text.
+    fn shown(&self) -> String {
+        match self {
+            Value::Null => "NULL".into(),
+            Value::Int(v) => v.to_string(),
+            Value::Real(v) => v.to_string(),
+            Value::Text(v) => format!("{v:?}"),
+        }
+    }
 }
 
 impl From<i64> for Value {
@@ -145,9 +158,9 @@ impl std::fmt::Display for DbError {
     }
 }
 
-/// One result row.
+/// One result row, with its statement's column names (for errors).
 #[derive(Debug)]
-pub(crate) struct Row(pub(crate) Vec<Value>);
+pub(crate) struct Row(pub(crate) Vec<Value>, pub(crate) Rc<[String]>);
 
 impl Row {
     fn at(&self, i: usize) -> Result<&Value, DbError> {
@@ -156,10 +169,18 @@ impl Row {
             .ok_or_else(|| DbError::Decode(format!("no column {i}")))
     }
 
+    /// Names the column and the row by its first column (the table's id
+    /// in every query that reads stored rows).
     fn mismatch(&self, i: usize, want: &str) -> DbError {
+        let name = |i: usize| self.1.get(i).map_or(format!("column {i}"), String::clone);
+        let row = match self.0.first() {
+            Some(first) if i > 0 => format!(", in the row of {} {}", name(0), first.shown()),
+            _ => String::new(),
+        };
         DbError::Decode(format!(
-            "column {i}: expected {want}, found {:?}",
-            self.0[i]
+            "{}: expected {want}, found {}{row}",
+            name(i),
+            self.0[i].shown()
         ))
     }
 
@@ -229,13 +250,14 @@ impl Tx<'_> {
             Tx::Sqlite(conn) => {
                 let mut stmt = conn.prepare_cached(sql)?;
                 let n = stmt.column_count();
+                let names: Rc<[String]> = stmt.column_names().map(String::from).collect();
                 let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
                 let mut out = Vec::new();
                 while let Some(r) = rows.next()? {
                     let row = (0..n)
                         .map(|i| r.get_ref(i).map(from_sqlite))
                         .collect::<rusqlite::Result<_>>()?;
-                    out.push(Row(row));
+                    out.push(Row(row, Rc::clone(&names)));
                 }
                 Ok(out)
             }

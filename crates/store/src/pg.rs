@@ -308,12 +308,17 @@ impl PgConn {
         let stmt = self.statement(sql)?;
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|v| v as _).collect();
         let rows = self.client.query(&stmt, &refs)?;
+        let names: std::rc::Rc<[String]> = stmt
+            .columns()
+            .iter()
+            .map(|c| c.name().to_string())
+            .collect();
         rows.iter()
             .map(|r| {
                 (0..r.len())
                     .map(|i| r.try_get::<_, Value>(i))
                     .collect::<Result<Vec<_>, _>>()
-                    .map(Row)
+                    .map(|values| Row(values, std::rc::Rc::clone(&names)))
                     .map_err(DbError::from)
             })
             .collect()

@@ -488,6 +488,17 @@ fn corrupt_rows_are_errors_not_made_up_values(backend: Backend) {
             "trials.number = `4, which trial_ids",
         ),
     ];
+    let mut cases = cases.to_vec();
+    if backend == Backend::Sqlite {
+        // A value of another type (SQLite's columns take any) names its
+        // column and row.
+        cases.push((
+            "UPDATE trial_values SET value = 'abc' WHERE trial_id = \
+             (SELECT trial_id FROM trials WHERE number = 3)"
+                .into(),
+            "value: expected a number, found \"abc\", in the row of trial_id",
+        ));
+    }
     for (i, (sql, words)) in cases.iter().enumerate() {
         let Some(db) = common::fresh(backend, &format!("corrupt{i}")) else {
             return;
