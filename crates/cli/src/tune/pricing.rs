@@ -44,11 +44,45 @@ pub enum PricedDevice {
     Sim,
 }
 
+/// Why a job cannot be priced.
+#[derive(Debug, Clone)]
+pub struct PriceError {
+    pub message: String,
+    /// The study's data or model became unreadable or changed under it:
+    /// not the trial's fault, so the study stops and the trial is retried
+    /// later, as when a worker meets it.
+    pub environment: bool,
+}
+
+impl std::fmt::Display for PriceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<String> for PriceError {
+    fn from(message: String) -> Self {
+        PriceError {
+            message,
+            environment: false,
+        }
+    }
+}
+
+impl From<trainer::finetune::FinetuneError> for PriceError {
+    fn from(e: trainer::finetune::FinetuneError) -> Self {
+        PriceError {
+            message: e.to_string(),
+            environment: super::worker::is_environment(&e),
+        }
+    }
+}
+
 /// Prices jobs, remembering each.
 #[derive(Debug)]
 pub struct Pricer {
     device: PricedDevice,
-    known: HashMap<String, Result<Price, String>>,
+    known: HashMap<String, Result<Price, PriceError>>,
 }
 
 impl Pricer {
@@ -66,7 +100,7 @@ impl Pricer {
     /// The price of running `job`; an error says why the run cannot be
     /// replayed (the trainer's error: a head the model refuses, a sequence
     /// it cannot take, ...), which is the trial's own failure.
-    pub fn price(&mut self, job: &Job) -> Result<Price, String> {
+    pub fn price(&mut self, job: &Job) -> Result<Price, PriceError> {
         let device = self.device;
         self.known
             .entry(memory_key(job))
@@ -76,7 +110,7 @@ impl Pricer {
 }
 
 /// The price of `job` on `device`, replayed now.
-fn price_of(job: &Job, device: PricedDevice) -> Result<Price, String> {
+fn price_of(job: &Job, device: PricedDevice) -> Result<Price, PriceError> {
     let job = Job {
         memory_limit: None,
         fault: None,
@@ -99,7 +133,7 @@ fn price_of(job: &Job, device: PricedDevice) -> Result<Price, String> {
                     (StepBackend::Host, gpu_mem::Config::default())
                 }
             };
-            let run = replay_run(&spec, backend, allocator).map_err(|e| e.to_string())?;
+            let run = replay_run(&spec, backend, allocator)?;
             Ok(match backend {
                 StepBackend::Cuda => Price {
                     peak: run.peak_requested,
@@ -119,7 +153,7 @@ fn price_of(job: &Job, device: PricedDevice) -> Result<Price, String> {
                 device_capacity: 1 << 42,
                 ..sim_spec(&job)?
             };
-            let run = finetune_sim(&spec, &mut |_| Control::Continue).map_err(|e| e.to_string())?;
+            let run = finetune_sim(&spec, &mut |_| Control::Continue)?;
             Ok(Price {
                 peak: run.peak_requested,
                 limit: run.peak_reserved,

@@ -57,7 +57,7 @@ use super::config::{Recompute, StudyConfig, TrialMetric, TrialSettings};
 use super::fault::Faults;
 use super::packing::{FitPolicy, Lease, Price, micro_floor_for_tokens};
 use super::placement::{DeviceSet, Placement};
-use super::pricing::Pricer;
+use super::pricing::{PriceError, Pricer};
 use super::progress::{Counts, Progress};
 use super::protocol::{FailureKind, Job, ModelSource, RunnerMsg, WorkerMsg};
 use super::record;
@@ -784,6 +784,10 @@ impl<'a> Runner<'a> {
         }
         let placement = match self.admit(&c)? {
             Ok(placement) => placement,
+            Err(e) if e.environment => {
+                let message = format!("model `{}`: {e}", c.settings.model);
+                return self.stop_for_environment(&c.trial, &message);
+            }
             Err(e) => {
                 let message = format!("model `{}`: {e}", c.settings.model);
                 return self.not_run(&c.trial, &message);
@@ -934,6 +938,19 @@ impl<'a> Runner<'a> {
 
     /// Records `trial` as failed before it ran: its settings cannot run
     /// (a model that takes no such head, a run that cannot be priced).
+    /// `trial` met data or a model that became unreadable: not its fault,
+    /// so it is re-enqueued, and the study stops.
+    fn stop_for_environment(&mut self, trial: &TrialRef, message: &str) -> Result<(), TuneError> {
+        record::fail_and_retry(&self.storage, trial, "environment", message)?;
+        self.beats.remove(trial.trial_id);
+        self.progress.line(&format!(
+            "trial {}: cannot read the data or model: {message}; stopping",
+            trial.number
+        ));
+        self.summary.environment_error = Some(message.to_string());
+        Ok(())
+    }
+
     fn not_run(&mut self, trial: &TrialRef, message: &str) -> Result<(), TuneError> {
         record::error(&self.storage, trial, "config", message, None)?;
         self.beats.remove(trial.trial_id);
@@ -945,7 +962,7 @@ impl<'a> Runner<'a> {
 
     /// Where `c` goes, or why its run cannot be priced (the trial is then
     /// recorded as failed, not placed).
-    fn admit(&mut self, c: &Candidate) -> Result<Result<Placement, String>, TuneError> {
+    fn admit(&mut self, c: &Candidate) -> Result<Result<Placement, PriceError>, TuneError> {
         let jobs = (0..self.plan.devices.len())
             .map(|d| self.job(c, d, 1, 1, None, 0))
             .collect::<Result<Vec<Job>, TuneError>>()?;
@@ -1492,12 +1509,7 @@ impl<'a> Runner<'a> {
                 }
             }
             (Some((FailureKind::Environment, message, _, _)), _) => {
-                // Not the trial's fault: re-enqueued, and the study stops.
-                record::fail_and_retry(&self.storage, &r.trial, "environment", message)?;
-                self.progress.line(&format!(
-                    "trial {number}: cannot read the data or model: {message}; stopping"
-                ));
-                self.summary.environment_error = Some(message.clone());
+                self.stop_for_environment(&r.trial, message)?;
             }
             (Some((_, message, _, _)), _) => {
                 self.summary.errors += 1;

@@ -384,7 +384,7 @@ pub(crate) fn sim_spec(job: &Job) -> Result<SimSpec, String> {
 
 /// Failures that do not depend on the trial's settings: the files the
 /// study started with became unreadable or changed under it.
-fn is_environment(e: &FinetuneError) -> bool {
+pub(crate) fn is_environment(e: &FinetuneError) -> bool {
     use trainer::tokenize::TokenizerError;
     matches!(
         e,
