@@ -3,8 +3,8 @@
 //! Two audiences: a person at the terminal and the log file beside the
 //! study. [`install`] sets both up once per process:
 //! - stderr shows the command's own notes (start, device, per-trial lines)
-//!   and the library crates' warnings (`store`, `gpu-mem`: a storage not
-//!   in WAL mode, expandable segments the device lacks) unless `-q`; `-v`
+//!   unless `-q`, and the library crates' warnings (`store`, `gpu-mem`: a
+//!   storage out of reach, expandable segments the device lacks); `-v`
 //!   adds the structured events at info level, `-vv` at debug (off by
 //!   default: the runner's lines say what a person needs);
 //! - the log file ([`to_file`], opened once the study is known) gets the

@@ -169,12 +169,12 @@ impl Row {
             .ok_or_else(|| DbError::Decode(format!("no column {i}")))
     }
 
-    /// Names the column and the row by its first column (the table's id
-    /// in every query that reads stored rows).
+    /// Names the column, and the row by its first column (the table's id
+    /// in the queries that read stored rows).
     fn mismatch(&self, i: usize, want: &str) -> DbError {
         let name = |i: usize| self.1.get(i).map_or(format!("column {i}"), String::clone);
         let row = match self.0.first() {
-            Some(first) if i > 0 => format!(", in the row of {} {}", name(0), first.shown()),
+            Some(first) if i > 0 => format!(", in the row with {} = {}", name(0), first.shown()),
             _ => String::new(),
         };
         DbError::Decode(format!(

@@ -38,9 +38,6 @@ pub enum StoreError {
     #[error("{path}: not an Optuna RDB storage (missing table `{table}`)")]
     NotAnOptunaStorage { path: PathBuf, table: &'static str },
 
-    /// The file is an SQLite database with no tables at all, opened without
-    /// leave to create the schema: new, or being created by another process
-    /// this very moment.
     /// A table of Optuna's lacks one of its columns (altered by hand, or
     /// another program's table of the same name).
     #[error("{path}: not an Optuna RDB storage (table `{table}` has no column `{column}`)")]
@@ -50,6 +47,9 @@ pub enum StoreError {
         column: &'static str,
     },
 
+    /// The file is an SQLite database with no tables at all, opened without
+    /// leave to create the schema: new, or being created by another process
+    /// this very moment.
     #[error("{path}: an empty database (no Optuna tables yet)")]
     EmptyDatabase { path: PathBuf },
 
@@ -213,12 +213,13 @@ pub enum StoreError {
         cause: String,
     },
 
-    /// A PostgreSQL server took the connection but did not finish its
-    /// startup within the deadline (the URL's `connect_timeout`, default
-    /// 10 s, per host and once more for the startup).
+    /// Connecting to a PostgreSQL server did not finish within the
+    /// deadline (the URL's `connect_timeout`, default 10 s, per host and
+    /// once more for the startup).
     #[error(
-        "{path}: the server accepted the connection but did not answer within {seconds:.0} s \
-         (stopped, hung, or not PostgreSQL; `connect_timeout` in the URL sets the wait)"
+        "{path}: connecting did not finish within {seconds:.0} s (a server stopped or hung, \
+         not PostgreSQL, or addresses that do not answer; `connect_timeout` in the URL sets \
+         the wait)"
     )]
     Unanswered { path: PathBuf, seconds: f64 },
 

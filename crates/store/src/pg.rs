@@ -180,16 +180,24 @@ pub(crate) struct PgConn {
     url: PgUrl,
     /// Session settings (`SET ...`), run again on every new connection.
     session: String,
+    /// A reconnection still under way past its deadline: the next attempt
+    /// waits on it instead of starting another beside it.
+    pending: Option<Attempt>,
 }
+
+/// A connection being opened on a thread of its own.
+type Attempt = std::sync::mpsc::Receiver<Result<postgres::Client, postgres::Error>>;
 
 /// Why a connection could not be opened.
 #[derive(Debug)]
 pub(crate) enum ConnectError {
     Pg(postgres::Error),
-    /// The server took the TCP connection but did not finish the startup
-    /// (TLS, authentication) within this time: stopped, hung, or not a
-    /// PostgreSQL server.
+    /// Connecting (TCP, TLS, startup, authentication) did not finish within
+    /// this time: a server stopped or hung, not PostgreSQL, or addresses
+    /// that do not answer.
     Unanswered(Duration),
+    /// No thread could be started to connect on.
+    Spawn(std::io::Error),
 }
 
 impl From<postgres::Error> for ConnectError {
@@ -200,40 +208,64 @@ impl From<postgres::Error> for ConnectError {
 
 impl PgConn {
     pub(crate) fn connect(url: &PgUrl) -> Result<PgConn, ConnectError> {
-        let client = Self::client_within_deadline(url)?;
+        let client = Self::within_deadline(url, &mut None)?;
         lock_reached().insert(url.shown.clone());
         Ok(PgConn {
             client,
             statements: HashMap::new(),
             url: url.clone(),
             session: String::new(),
+            pending: None,
         })
     }
 
-    /// [`Self::client`] within `connect_timeout` for each host's TCP
-    /// connect plus one more for the startup: the driver's own timeout
-    /// covers the TCP connect alone, so a server that accepts and never
-    /// answers would hold the caller forever, as libpq's would not. The
-    /// connecting thread is left behind on such a server (it ends when the
-    /// server answers or closes the socket).
-    fn client_within_deadline(url: &PgUrl) -> Result<postgres::Client, ConnectError> {
+    /// [`Self::client`] on a thread of its own, waited for up to
+    /// `connect_timeout` for each host (or address) plus one more for the
+    /// startup: the driver's own timeout covers each TCP connect alone, so
+    /// a server that accepts and never answers would hold the caller
+    /// forever, as libpq's would not. An attempt past its deadline is kept
+    /// in `pending` and waited on by the next call, so an outage leaves at
+    /// most one connecting thread behind (it ends when the server answers
+    /// or closes the socket).
+    fn within_deadline(
+        url: &PgUrl,
+        pending: &mut Option<Attempt>,
+    ) -> Result<postgres::Client, ConnectError> {
         let each = url
             .config
             .get_connect_timeout()
             .copied()
             .unwrap_or(DEFAULT_CONNECT_TIMEOUT);
-        let deadline = each * (url.config.get_hosts().len().max(1) as u32 + 1);
-        let (tx, rx) = std::sync::mpsc::channel();
-        let url = url.clone();
-        std::thread::Builder::new()
-            .name("pg-connect".into())
-            .spawn(move || {
-                let _ = tx.send(Self::client(&url));
-            })
-            .map_err(|_| ConnectError::Unanswered(Duration::ZERO))?;
-        match rx.recv_timeout(deadline) {
+        let addresses = url
+            .config
+            .get_hosts()
+            .len()
+            .max(url.config.get_hostaddrs().len())
+            .max(1);
+        let deadline = each * (addresses as u32 + 1);
+        let attempt = match pending.take() {
+            Some(attempt) => attempt,
+            None => {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let url = url.clone();
+                std::thread::Builder::new()
+                    .name("pg-connect".into())
+                    .spawn(move || {
+                        let _ = tx.send(Self::client(&url));
+                    })
+                    .map_err(ConnectError::Spawn)?;
+                rx
+            }
+        };
+        match attempt.recv_timeout(deadline) {
             Ok(result) => Ok(result?),
-            Err(_) => Err(ConnectError::Unanswered(deadline)),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                *pending = Some(attempt);
+                Err(ConnectError::Unanswered(deadline))
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                Err(ConnectError::Unanswered(Duration::ZERO))
+            }
         }
     }
 
@@ -258,7 +290,7 @@ impl PgConn {
     /// A new connection in place of a lost one, with the session's
     /// settings; prepared statements are prepared again as they are used.
     pub(crate) fn reconnect(&mut self) -> Result<(), ConnectError> {
-        let mut client = Self::client_within_deadline(&self.url)?;
+        let mut client = Self::within_deadline(&self.url, &mut self.pending)?;
         if !self.session.is_empty() {
             client.batch_execute(&self.session)?;
         }

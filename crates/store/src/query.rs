@@ -242,11 +242,17 @@ pub(crate) fn load_trials(
                 .ok_or_else(|| bad("trial_params.param_value is NULL".into()))?;
             let json = r.opt_string(3)?.unwrap_or_default();
             let distribution = json_to_distribution(&json).map_err(|e| bad(e.to_string()))?;
-            // Shown as a value of the distribution, it would be made up (a
-            // categorical index clamped to the choices, an int saturated).
-            if !distribution.contains(internal) {
+            // A categorical's value is an index into its choices: any other
+            // would be shown as a choice made up for it. Numbers outside their
+            // range are kept, as Optuna stores them for enqueued trials.
+            let index = |v: f64| v.fract() == 0.0 && v >= 0.0;
+            if let hpo_sampler::Distribution::Categorical { choices } = &distribution
+                && !(index(internal) && (internal as usize) < choices.len())
+            {
                 return Err(bad(format!(
-                    "stored value {internal} (trial_params.param_value) is outside {distribution}"
+                    "stored value {internal} (trial_params.param_value) is not the index of \
+                     one of its {} choices",
+                    choices.len()
                 ))
                 .into());
             }

@@ -325,12 +325,6 @@ pub fn verify(tx: Tx<'_>, path: &Path) -> Result<()> {
     } else {
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?1"
     };
-    let columns_of = if tx.is_postgres() {
-        "SELECT column_name::text FROM information_schema.columns \
-         WHERE table_schema = current_schema() AND table_name = ?1"
-    } else {
-        "SELECT name FROM pragma_table_info(?1)"
-    };
     for table in TABLES {
         let found = tx
             .query_opt(exists, vals![table])
@@ -339,17 +333,6 @@ pub fn verify(tx: Tx<'_>, path: &Path) -> Result<()> {
             return Err(StoreError::NotAnOptunaStorage {
                 path: path.to_path_buf(),
                 table,
-            });
-        }
-        let stored: Vec<String> = tx
-            .query(columns_of, vals![table])
-            .and_then(|rows| rows.iter().map(|r| r.string(0)).collect())
-            .map_err(|e| from_db(path, e))?;
-        if let Some(column) = columns(table).find(|c| !stored.iter().any(|s| s == c)) {
-            return Err(StoreError::MissingColumn {
-                path: path.to_path_buf(),
-                table,
-                column,
             });
         }
     }
@@ -371,6 +354,27 @@ pub fn verify(tx: Tx<'_>, path: &Path) -> Result<()> {
             path: path.to_path_buf(),
             found: format!("schema_version {schema}, alembic {alembic:?}"),
         });
+    }
+    // After the version: an older Optuna's tables lack columns added since,
+    // and its version says so better.
+    let columns_of = if tx.is_postgres() {
+        "SELECT column_name::text FROM information_schema.columns \
+         WHERE table_schema = current_schema() AND table_name = ?1"
+    } else {
+        "SELECT name FROM pragma_table_info(?1)"
+    };
+    for table in TABLES {
+        let stored: Vec<String> = tx
+            .query(columns_of, vals![table])
+            .and_then(|rows| rows.iter().map(|r| r.string(0)).collect())
+            .map_err(|e| from_db(path, e))?;
+        if let Some(column) = columns(table).find(|c| !stored.iter().any(|s| s == c)) {
+            return Err(StoreError::MissingColumn {
+                path: path.to_path_buf(),
+                table,
+                column,
+            });
+        }
     }
     Ok(())
 }

@@ -193,9 +193,9 @@ fn redact_params(text: &str) -> String {
 }
 
 /// Turn Optuna's URL form `sqlite:///relative.db` or `sqlite:////abs/x.db`
-/// into a path, `%XX` escapes decoded as SQLAlchemy decodes them (so
-/// `sqlite:///my%20study.db` is the file Optuna opens, `my study.db`). Any
-/// other scheme is an error.
+/// into a path. A `%XX` escape in the path is an error: SQLAlchemy 2.1
+/// decodes it and 1.4 and 2.0 do not, so `sqlite:///my%20study.db` names a
+/// file Optuna may not open, either way. Any other scheme is an error.
 pub fn parse_sqlite_url(url: &str) -> Result<PathBuf> {
     let bad = |reason: &str| StoreError::InvalidUrl {
         url: redact_url(url),
@@ -217,33 +217,18 @@ pub fn parse_sqlite_url(url: &str) -> Result<PathBuf> {
     if path == ":memory:" {
         return Err(bad("in-memory storages are not persistent"));
     }
-    let path = unquote(path).ok_or_else(|| bad("its %-escapes do not decode to UTF-8"))?;
-    Ok(PathBuf::from(path))
-}
-
-/// `%XX` escapes decoded, and a `%` not followed by two hex digits kept, as
-/// Python's `urllib.parse.unquote` does; `None` if the bytes are not UTF-8.
-fn unquote(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let escaped = (bytes[i] == b'%')
-            .then(|| text.get(i + 1..i + 3))
-            .flatten()
-            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
-        match escaped {
-            Some(byte) => {
-                out.push(byte);
-                i += 3;
-            }
-            None => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
+    let escape = path
+        .as_bytes()
+        .windows(3)
+        .any(|w| w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit());
+    if escape {
+        return Err(bad(
+            "the path has a %-escape, which Optuna's SQLAlchemy decodes in some versions \
+             (2.1) and not in others (1.4, 2.0), so the two could open different files: \
+             write the path's characters as they are",
+        ));
     }
-    String::from_utf8(out).ok()
+    Ok(PathBuf::from(path))
 }
 
 impl Storage {
@@ -367,6 +352,10 @@ impl Storage {
             crate::pg::ConnectError::Unanswered(after) => StoreError::Unanswered {
                 path: path.clone(),
                 seconds: after.as_secs_f64(),
+            },
+            crate::pg::ConnectError::Spawn(source) => StoreError::Io {
+                path: path.clone(),
+                source,
             },
         })?;
         let storage = Storage::new(Backend::Pg(Box::new(RefCell::new(conn))), path, opts);
@@ -737,6 +726,12 @@ impl Storage {
                 }
                 Err(crate::pg::ConnectError::Unanswered(after)) => {
                     tracing::info!(storage = %self.path.display(), "reconnecting failed: no answer within {:.0} s", after.as_secs_f64());
+                }
+                Err(crate::pg::ConnectError::Spawn(source)) => {
+                    return Err(StoreError::Io {
+                        path: self.path.clone(),
+                        source,
+                    });
                 }
                 // The server answers but refuses us (a changed password, a
                 // dropped database): waiting will not help.

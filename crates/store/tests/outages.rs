@@ -459,7 +459,7 @@ fn a_server_that_never_answers_is_an_error_not_a_hang() {
     assert!(matches!(err, StoreError::Unanswered { .. }), "{err:?}");
     let text = err.to_string();
     assert!(
-        text.contains("did not answer within 2 s") && !text.contains("secret"),
+        text.contains("did not finish within 2 s") && !text.contains("secret"),
         "{text}"
     );
 }

@@ -282,19 +282,23 @@ impl TextTokenizer {
     /// Tokenizes one example (a text, or a pair), truncated to `max_length`.
     /// An empty second text is no pair, as in transformers' tokenizers.
     pub fn encode(&self, text: &str, pair: Option<&str>) -> Result<Encoded, TokenizerError> {
-        // A text is cut to its kept part only where the other text has
-        // fewer bytes (so fewer tokens) than any cut part has tokens: the
-        // longer text of a pair then stays the longer one, and truncation
-        // splits the tokens between the two as it would the whole texts.
+        // A text of a pair is cut to its kept part only where the other is
+        // not cut and has fewer tokens than any cut part has: the longer
+        // text then stays the longer one, and truncation splits the tokens
+        // between the two as it would the whole texts.
         let result = match pair.filter(|p| !p.is_empty()) {
             None => self.inner.encode(self.kept_part(text), true),
-            Some(pair) if pair.len() < self.max_length => {
-                self.inner.encode((self.kept_part(text), pair), true)
+            Some(pair) => {
+                let (a, b) = (self.kept_part(text), self.kept_part(pair));
+                let cut = |kept: &str, whole: &str| kept.len() < whole.len();
+                if cut(a, text) && !cut(b, pair) && self.fewer_than_max_length(pair) {
+                    self.inner.encode((a, pair), true)
+                } else if cut(b, pair) && !cut(a, text) && self.fewer_than_max_length(text) {
+                    self.inner.encode((text, b), true)
+                } else {
+                    self.inner.encode((text, pair), true)
+                }
             }
-            Some(pair) if text.len() < self.max_length => {
-                self.inner.encode((text, self.kept_part(pair)), true)
-            }
-            Some(pair) => self.inner.encode((text, pair), true),
         };
         let encoding = result.map_err(|e| TokenizerError::Encode {
             text: excerpt(text),
@@ -304,6 +308,14 @@ impl TextTokenizer {
             ids: encoding.get_ids().to_vec(),
             type_ids: encoding.get_type_ids().to_vec(),
         })
+    }
+
+    /// Whether `text` alone (a short text, not cut) gives fewer than
+    /// `max_length` tokens.
+    fn fewer_than_max_length(&self, text: &str) -> bool {
+        self.inner
+            .encode(text, false)
+            .is_ok_and(|e| e.len() < self.max_length)
     }
 
     /// `text`, or a prefix of it ending at a word boundary that on its own
@@ -321,7 +333,10 @@ impl TextTokenizer {
         let mut seen = 0;
         let mut in_word = false;
         for (at, c) in text.char_indices() {
-            if !c.is_whitespace() {
+            // ASCII white space only: every normaliser keeps it (BERT's
+            // deletes some other control characters, joining the words
+            // around them).
+            if !matches!(c, ' ' | '\t' | '\n' | '\r') {
                 in_word = true;
                 continue;
             }
