@@ -1273,24 +1273,52 @@ fn the_same_error_on_the_first_trials_stops_the_study() {
 
 /// A trial whose settings its model cannot run (DeBERTa takes no hidden
 /// head layers) is recorded FAIL before it runs, and says so on stderr,
-/// even when it is the study's only trial.
+/// even when it is the study's only trial; such trials do not stop the
+/// study as a systematic failure. A fixed head_layers that a model can
+/// never carry is refused before anything is stored, naming the key.
 #[test]
 fn a_trial_its_model_cannot_run_says_why() {
     let dir = tempfile::tempdir().unwrap();
-    let study = sim_study("head", 1, "", "")
-        .replace("sim = \"bert-base\"", "sim = \"deberta-v3-base\"")
-        .replace("epochs = 2", "epochs = 2\nhead_layers = 1");
-    let cfg = write(dir.path(), "s.toml", &study);
+    let deberta =
+        sim_study("head", 4, "", "").replace("sim = \"bert-base\"", "sim = \"deberta-v3-base\"");
+    let fixed = deberta.replace("epochs = 2", "epochs = 2\nhead_layers = 1");
+    let cfg = write(dir.path(), "s.toml", &fixed);
     let db = dir.path().join("s.db");
     let out = tune(&db, &cfg, &[]);
+    assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(
-        err.contains("trial 0: not run: ") && err.contains("no hidden head layers"),
+        err.contains("fixed.head_layers = 1") && err.contains("no hidden head layers"),
         "{err}"
     );
+    assert!(trials(&db, "head").is_empty(), "{err}");
+
+    // Drawn per trial: the trials that draw a hidden layer are not run,
+    // the others are, and the study runs to its end.
+    let drawn = deberta.replace(
+        "[fixed]",
+        "[[param]]\nname = \"head_layers\"\ntype = \"int\"\nlow = 0\nhigh = 1\n\n[fixed]",
+    );
+    let cfg = write(dir.path(), "s.toml", &drawn);
+    let out = tune(&db, &cfg, &[]);
+    let err = String::from_utf8(out.stderr).unwrap();
     let ts = trials(&db, "head");
-    assert_eq!(ts.len(), 1);
-    assert_eq!(ts[0].state, TrialState::Fail);
+    assert_eq!(ts.len(), 4, "{err}");
+    for t in &ts {
+        let hidden = t.params["head_layers"].value() == hpo_sampler::ParamValue::Int(1);
+        let want = if hidden {
+            TrialState::Fail
+        } else {
+            TrialState::Complete
+        };
+        assert_eq!(t.state, want, "trial {}: {err}", t.number);
+    }
+    if ts.iter().any(|t| t.state == TrialState::Fail) {
+        assert!(
+            err.contains("not run: ") && err.contains("no hidden head layers"),
+            "{err}"
+        );
+    }
 }
 
 // ---- 10. sizes and data the study file gets wrong -------------------------

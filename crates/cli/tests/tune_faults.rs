@@ -119,16 +119,20 @@ fn configurations_that_cannot_fit_are_infeasible_constraints_not_crashes() {
     let db = dir.path().join("s.db");
     // 4 GiB: bert-base (1.8 GB of weights, gradients and AdamW state, plus
     // the process overhead) fits at small micro-batches; bert-large (5.4 GB
-    // before any activation) never does.
-    let cfg = write(
-        dir.path(),
-        "s.toml",
-        &common::sim_study("small", 8, "4GiB", ""),
-    );
-    common::ok(tune(&db, &cfg, None));
-    let ts = trials(&db, "small");
-    assert_eq!(finished(&ts), 8);
-    for t in &ts {
+    // before any activation) never does. With a constraint every trial
+    // meets, a trial that cannot fit is still infeasible.
+    let loose = "\n[[constraint]]\nmetric = \"peak_memory\"\nmax = \"100GiB\"\n";
+    for (name, extra) in [("small", ""), ("small_constrained", loose)] {
+        let text = common::sim_study(name, 8, "4GiB", "") + extra;
+        let cfg = write(dir.path(), &format!("{name}.toml"), &text);
+        common::ok(tune(&db, &cfg, None));
+        every_bert_large_trial_is_infeasible(&trials(&db, name));
+    }
+}
+
+fn every_bert_large_trial_is_infeasible(ts: &[store::FrozenTrial]) {
+    assert_eq!(finished(ts), 8);
+    for t in ts {
         let large = t
             .params
             .get("model")
@@ -138,7 +142,11 @@ fn configurations_that_cannot_fit_are_infeasible_constraints_not_crashes() {
             assert_eq!(attr(t, "oom"), Some(&Json::Bool(true)));
             assert!(attr(t, "oom_config").is_some());
             let c = t.system_attrs["constraints"].as_array().unwrap();
-            assert!(c[0].as_f64().unwrap() > 0.0);
+            assert!(
+                c.iter().all(|v| v.as_f64().unwrap() > 0.0),
+                "trial {}: {c:?}",
+                t.number
+            );
         } else {
             assert_eq!(t.state, TrialState::Complete, "trial {}", t.number);
         }

@@ -54,6 +54,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         storage.study(&plan.study_name)?;
     }
     crate::tune::setup::check_lengths_against_models(&cfg, &plan).map_err(CliError::Usage)?;
+    crate::tune::setup::check_heads_against_models(&cfg, &plan).map_err(CliError::Usage)?;
     crate::tune::setup::check_space_against_stored(&cfg, &plan).map_err(CliError::Usage)?;
     let worker_exe = current_exe()?;
     if !worker_exe.is_file() {

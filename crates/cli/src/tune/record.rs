@@ -158,7 +158,8 @@ pub fn over_constraint(
 /// with the memory it needs and had, and a positive constraint violation
 /// (the fraction by which it overshoots), so TPE ranks it below every
 /// feasible trial and learns the memory boundary. A study with
-/// `[[constraint]]`s stores `constraints` (one per constraint) instead.
+/// `[[constraint]]`s stores one value per constraint, each at least that
+/// violation: whatever its own constraints say, the trial could not run.
 pub fn infeasible(
     storage: &Storage,
     trial: &TrialRef,
@@ -168,7 +169,7 @@ pub fn infeasible(
     why: &str,
     constraints: Option<&[f64]>,
 ) -> store::Result<()> {
-    let violation = [(needed as f64 - available as f64).max(1.0) / available.max(1) as f64];
+    let violation = (needed as f64 - available as f64).max(1.0) / available.max(1) as f64;
     set_user(
         storage,
         trial,
@@ -181,7 +182,10 @@ pub fn infeasible(
             ("available_bytes", json!(available)),
         ],
     )?;
-    let constraints = constraints.unwrap_or(&violation);
+    let constraints: Vec<f64> = match constraints {
+        None => vec![violation],
+        Some(values) => values.iter().map(|v| v.max(violation)).collect(),
+    };
     storage.set_trial_system_attr(trial.trial_id, CONSTRAINTS_KEY, &json!(constraints))?;
     storage.finish(trial.trial_id, TrialState::Pruned, &[])
 }

@@ -936,8 +936,6 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// Records `trial` as failed before it ran: its settings cannot run
-    /// (a model that takes no such head, a run that cannot be priced).
     /// `trial` met data or a model that became unreadable: not its fault,
     /// so it is re-enqueued, and the study stops.
     fn stop_for_environment(&mut self, trial: &TrialRef, message: &str) -> Result<(), TuneError> {
@@ -951,12 +949,17 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
+    /// Records `trial` as failed before it ran: its settings cannot run
+    /// (a model that takes no such head, a run that cannot be priced).
     fn not_run(&mut self, trial: &TrialRef, message: &str) -> Result<(), TuneError> {
         record::error(&self.storage, trial, "config", message, None)?;
         self.beats.remove(trial.trial_id);
         self.progress
             .line(&format!("trial {}: not run: {message}", trial.number));
-        self.note_outcome(Some(message));
+        // One configuration's error, not the data's or a model's: it does
+        // not stop the study (a space where only some draws cannot run
+        // stopped or not by the seed's luck).
+        self.note_outcome(None);
         Ok(())
     }
 

@@ -612,6 +612,33 @@ pub fn check_lengths_against_models(cfg: &StudyConfig, plan: &RunPlan) -> Result
     Ok(())
 }
 
+/// A fixed `head_layers` above 0 that a model of the study cannot carry
+/// (DeBERTa has no hidden head layers) would fail every trial on that model
+/// alike: refused here, naming the key and the model. A `head_layers`
+/// param is checked per trial (another model, or 0, may be drawn).
+pub fn check_heads_against_models(cfg: &StudyConfig, plan: &RunPlan) -> Result<(), String> {
+    use super::space::Hyperparameter;
+    let Some(hpo_sampler::ParamValue::Int(n)) = cfg.fixed.get(&Hyperparameter::HeadLayers) else {
+        return Ok(());
+    };
+    let Ok(layers @ 1..) = usize::try_from(*n) else {
+        return Ok(());
+    };
+    for (key, model) in &plan.models {
+        let head = trainer::model::HeadConfig {
+            num_labels: plan.num_classes,
+            hidden: vec![1; layers],
+        };
+        if let Err(e) = model.config.check_head(&head) {
+            return Err(format!(
+                "{}: fixed.head_layers = {n}: model `{key}`: {e}; set head_layers = 0 for it",
+                cfg.origin
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Refuses to continue a stored study whose params contradict the study
 /// file's (a float turned log, changed choices, a float now an int), as
 /// Optuna would refuse to store them; a study or file not yet created
