@@ -319,6 +319,21 @@ fn tune_refuses_to_resume_with_a_changed_space() {
     assert!(err.contains("`learning_rate`"), "{err}");
     assert!(err.contains("log"), "{err}");
     assert_eq!(trials(&db, "s").len(), 2, "{err}");
+
+    // Another metric, of the same direction or not: its values would mix
+    // with the stored ones.
+    for metric in ["metric = \"f1_macro\"", "metric = \"loss\""] {
+        let other = sim_study("s", 4, "", "").replace("metric = \"accuracy\"", metric);
+        let other = write(dir.path(), "other.toml", &other);
+        let out = tune(&db, &other, &[]);
+        assert_eq!(out.status.code(), Some(2), "{metric}");
+        let err = refused(out);
+        assert!(
+            err.contains("other.toml: objective:") && err.contains("accuracy"),
+            "{err}"
+        );
+        assert_eq!(trials(&db, "s").len(), 2, "{err}");
+    }
 }
 
 // ---- 3. the whole model is checked before the first trial -----------------

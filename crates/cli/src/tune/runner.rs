@@ -239,7 +239,9 @@ impl<'a> Runner<'a> {
         };
         let storage = Storage::open_url(&plan.storage_url, &open)?;
         let study = storage.create_or_load_study(&plan.study_name, &plan.directions)?;
-        if cfg.objective.is_multi() {
+        {
+            // Stored for one objective too, so a later run of another
+            // metric is refused (`setup::check_space_against_stored`).
             let names: Vec<&str> = cfg.objective.metrics.iter().map(|m| m.name()).collect();
             if let Some(stored) = record::name_metrics(&storage, study.study_id, &names)? {
                 return Err(TuneError::Setup(format!(

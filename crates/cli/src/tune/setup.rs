@@ -641,7 +641,9 @@ pub fn check_heads_against_models(cfg: &StudyConfig, plan: &RunPlan) -> Result<(
 
 /// Refuses to continue a stored study whose params contradict the study
 /// file's (a float turned log, changed choices, a float now an int), as
-/// Optuna would refuse to store them; a study or file not yet created
+/// Optuna would refuse to store them, or whose objective is another (its
+/// directions, or the metric names memtune stored, differ: values of two
+/// metrics would mix in one study); a study or file not yet created
 /// passes. Checked before any trial is asked, so nothing is written.
 pub fn check_space_against_stored(cfg: &StudyConfig, plan: &RunPlan) -> Result<(), String> {
     let opts = store::OpenOptions {
@@ -662,6 +664,28 @@ pub fn check_space_against_stored(cfg: &StudyConfig, plan: &RunPlan) -> Result<(
         Err(store::StoreError::StudyNotFound { .. }) => return Ok(()),
         Err(e) => return Err(e.to_string()),
     };
+    let names: Vec<&str> = cfg.objective.metrics.iter().map(|m| m.name()).collect();
+    let stored_names = storage
+        .study_system_attrs(study.study_id)
+        .map_err(|e| e.to_string())?
+        .remove(super::record::METRIC_NAMES_KEY);
+    let same_names = stored_names
+        .as_ref()
+        .is_none_or(|n| *n == serde_json::json!(names));
+    if study.directions != plan.directions || !same_names {
+        let stored = match &stored_names {
+            Some(n) => format!("{n} ({:?})", study.directions),
+            None => format!("{:?}", study.directions),
+        };
+        return Err(format!(
+            "{}: objective: study `{}` optimises {stored}, but the study file asks for {} \
+             ({:?}): use another study name",
+            cfg.origin,
+            plan.study_name,
+            serde_json::json!(names),
+            plan.directions
+        ));
+    }
     let trials = storage
         .trials(study.study_id, &store::TrialFilter::default())
         .map_err(|e| e.to_string())?;
