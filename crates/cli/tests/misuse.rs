@@ -139,6 +139,33 @@ fn tell_takes_every_float_form_python_prints() {
     assert_eq!(trials(&mo, "mo")[0].values, Some(vec![-2.5, -3e-07]));
 }
 
+/// `--study` and `--study-name` are one option on every command that
+/// names a study, `train` included.
+#[test]
+fn every_command_takes_study_name_for_study() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    create(&db, "s");
+    let out = dir.path().join("out");
+    let out = out.to_str().unwrap();
+    for args in [
+        vec!["best", "--study-name", "s"],
+        vec!["train", "--study-name", "s", "--output", out],
+    ] {
+        let output = memtune(&db, &args);
+        let err = String::from_utf8_lossy(&output.stderr);
+        // Parsed: what it says is about the study, not the arguments.
+        assert!(
+            !err.contains("unexpected argument") && !err.contains("Usage:"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            output.status.success() || err.contains("study"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 #[test]
 fn a_negative_trial_number_is_a_domain_error_not_a_parse_error() {
     let dir = tempfile::tempdir().unwrap();
