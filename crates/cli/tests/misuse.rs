@@ -1410,8 +1410,8 @@ fn a_process_overhead_beyond_the_device_names_the_key_and_both_sizes() {
     );
     assert!(trials(&db, "c").is_empty(), "{err}");
 
-    // A limit or a margin that leaves no room is named, not the overhead
-    // the runner measured.
+    // A limit or a margin that leaves no room is named, not the default
+    // overhead of the simulated device.
     for (extra, key) in [
         ("memory_limit = \"1B\"", "`runner.memory_limit`"),
         ("safety_margin = 0.99", "`runner.safety_margin`"),
@@ -1421,12 +1421,25 @@ fn a_process_overhead_beyond_the_device_names_the_key_and_both_sizes() {
         assert_eq!(out.status.code(), Some(2), "{extra}");
         let err = refused(out);
         assert!(
-            err.contains("m.toml") && err.contains(key) && err.contains("(measured)"),
+            err.contains("m.toml") && err.contains(key) && err.contains("(the default)"),
             "{err}"
         );
         // Only what the file sets is named.
         assert!(!err.contains("sim_memory"), "{err}");
     }
+
+    // A limit above the simulated device's size is said to be unused.
+    let cfg = write(
+        dir.path(),
+        "l.toml",
+        &sim_study("l", 1, "", "memory_limit = \"100GiB\""),
+    );
+    let out = tune(&db, &cfg, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("memory_limit = 100.00 GiB is more than the 24.00 GiB simulated device"),
+        "{err}"
+    );
 }
 
 /// A study on the simulated device with its `[data]` section in place of

@@ -122,7 +122,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     }
     if counts.complete == 0 && counts.infeasible > 0 && counts.infeasible == counts.finished() {
         return Err(CliError::Failed(format!(
-            "no trial fitted the device: all {} finished trials are infeasible (they need more memory than {} has at micro-batch 1); see `memtune trials --attr oom`",
+            "no trial fitted the device: all {} finished trials are infeasible (they need more memory at micro-batch 1 than the {} a trial has on the largest device, after its safety margin and process overhead); see `memtune trials --attr oom`",
             counts.infeasible,
             summary_device(&summary)
         )));

@@ -143,7 +143,9 @@ pub struct Summary {
     pub peak_leased: u64,
     /// Every device's bytes together.
     pub capacity: u64,
-    /// The largest device's bytes (what an infeasible trial did not fit).
+    /// The most bytes a trial has on any device when it is alone there,
+    /// after the safety margin and the process overhead (what an
+    /// infeasible trial did not fit).
     pub largest_device: u64,
     /// Devices drained, each with why.
     pub drained: Vec<String>,
@@ -288,7 +290,7 @@ impl<'a> Runner<'a> {
                 largest_device: plan
                     .devices
                     .iter()
-                    .map(|d| d.budget.capacity)
+                    .map(|d| d.budget.alone().unwrap_or(0))
                     .max()
                     .unwrap_or(0),
                 ..Summary::default()

@@ -133,12 +133,19 @@ impl RunPlan {
     pub fn new(cfg: &StudyConfig, storage: Option<&str>) -> Result<Self, SetupError> {
         let storage_url = storage.unwrap_or(&cfg.study.storage).to_string();
         let url = store::StorageUrl::parse(&storage_url).map_err(|e| e.to_string())?;
-        let cap = cfg.runner.memory_limit.unwrap_or(u64::MAX);
         // Simulated cards of the limit's size when that is smaller.
+        let limit = cfg.runner.memory_limit;
         let sim_sizes: Option<Vec<u64>> = match cfg.runner.device {
             DeviceKind::Sim => Some(match &cfg.runner.sim_devices {
-                Some(sizes) => sizes.iter().map(|&b| b.min(cap)).collect(),
-                None => vec![cfg.runner.sim_memory.unwrap_or(DEFAULT_SIM_MEMORY).min(cap)],
+                Some(sizes) => sizes
+                    .iter()
+                    .map(|&b| capped(b, limit, "simulated device"))
+                    .collect(),
+                None => vec![capped(
+                    cfg.runner.sim_memory.unwrap_or(DEFAULT_SIM_MEMORY),
+                    limit,
+                    "simulated device",
+                )],
             }),
             DeviceKind::Cpu | DeviceKind::Auto | DeviceKind::Cuda(_) | DeviceKind::CudaAll => None,
         };
@@ -263,10 +270,10 @@ impl RunPlan {
             let sizes = format!(
                 "{} per worker process ({}) leaves no room for a trial on {} ({}): {} after the safety margin of {}",
                 gpu_mem::human_bytes(overhead),
-                if cfg.runner.process_overhead.is_some() {
-                    "set"
-                } else {
-                    "measured"
+                match (cfg.runner.process_overhead, d.sim_bytes) {
+                    (Some(_), _) => "set",
+                    (None, Some(_)) => "the default",
+                    (None, None) => "measured",
                 },
                 d.name,
                 gpu_mem::human_bytes(d.budget.capacity),
