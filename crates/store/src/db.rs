@@ -108,10 +108,7 @@ impl DbError {
     pub(crate) fn is_retryable(&self) -> bool {
         use postgres::error::SqlState;
         match self {
-            DbError::Sqlite(e) => matches!(
-                crate::error::sqlite_code(e),
-                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-            ),
+            DbError::Sqlite(e) => crate::error::sqlite_is_locked(e),
             DbError::Pg(e) => e.code().is_some_and(|c| {
                 [
                     SqlState::T_R_SERIALIZATION_FAILURE,

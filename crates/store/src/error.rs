@@ -271,18 +271,23 @@ pub(crate) fn from_db(path: &std::path::Path, e: crate::db::DbError) -> StoreErr
     }
 }
 
-/// Wrap a raw SQLite error with the file, mapping the codes callers care about.
 impl StoreError {
     /// SQLite's lock held by another connection past `busy_timeout`: worth
     /// waiting for.
     pub(crate) fn is_locked(&self) -> bool {
-        matches!(self, StoreError::Sqlite { source, .. } if matches!(
-            sqlite_code(source),
-            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-        ))
+        matches!(self, StoreError::Sqlite { source, .. } if sqlite_is_locked(source))
     }
 }
 
+/// Whether SQLite refused for a lock another connection holds.
+pub(crate) fn sqlite_is_locked(e: &rusqlite::Error) -> bool {
+    matches!(
+        sqlite_code(e),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Wrap a raw SQLite error with the file, mapping the codes callers care about.
 pub(crate) fn from_sqlite(path: &std::path::Path, e: rusqlite::Error) -> StoreError {
     let path = path.to_path_buf();
     match sqlite_code(&e) {

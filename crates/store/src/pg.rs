@@ -206,6 +206,32 @@ impl From<postgres::Error> for ConnectError {
     }
 }
 
+impl ConnectError {
+    /// Whether a later attempt may succeed: the connection was lost or cut
+    /// while opening, or the server did not answer in time. Not a server
+    /// that refuses us (a changed password, a dropped database).
+    pub(crate) fn may_pass(&self) -> bool {
+        match self {
+            ConnectError::Pg(e) => is_connection_lost(e),
+            ConnectError::Unanswered(_) => true,
+            ConnectError::Spawn(_) => false,
+        }
+    }
+
+    /// The storage's error for `path` (the URL without its password).
+    pub(crate) fn into_store_error(self, path: &std::path::Path) -> crate::StoreError {
+        let path = path.to_path_buf();
+        match self {
+            ConnectError::Pg(source) => crate::StoreError::Postgres { path, source },
+            ConnectError::Unanswered(after) => crate::StoreError::Unanswered {
+                path,
+                seconds: after.as_secs_f64(),
+            },
+            ConnectError::Spawn(source) => crate::StoreError::Io { path, source },
+        }
+    }
+}
+
 impl PgConn {
     pub(crate) fn connect(url: &PgUrl) -> Result<PgConn, ConnectError> {
         let client = Self::within_deadline(url, &mut None)?;

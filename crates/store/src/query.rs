@@ -245,9 +245,8 @@ pub(crate) fn load_trials(
             // A categorical's value is an index into its choices: any other
             // would be shown as a choice made up for it. Numbers outside their
             // range are kept, as Optuna stores them for enqueued trials.
-            let index = |v: f64| v.fract() == 0.0 && v >= 0.0;
             if let hpo_sampler::Distribution::Categorical { choices } = &distribution
-                && !(index(internal) && (internal as usize) < choices.len())
+                && !distribution.contains(internal)
             {
                 return Err(bad(format!(
                     "stored value {internal} (trial_params.param_value) is not the index of \
@@ -275,8 +274,7 @@ pub(crate) fn load_trials(
         if let Some(&i) = index.get(&r.i64(0)?) {
             let row_id = r.i64(1)?;
             let kind = r.string(4)?;
-            let value = r.opt_f64(3)?;
-            let v = decode_float(value, &kind)
+            let v = decode_float(r.opt_f64(3)?, &kind)
                 .filter(|_| kind != "NAN")
                 .ok_or_else(|| bad_float("trial_values", ["value", "value_type"], row_id, &kind))?;
             trials[i].values.get_or_insert_with(Vec::new).push(v);

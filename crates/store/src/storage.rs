@@ -344,20 +344,7 @@ impl Storage {
 
     fn try_open_postgres(url: &PgUrl, opts: &OpenOptions) -> Result<Storage> {
         let path = PathBuf::from(url.shown());
-        let conn = PgConn::connect(url).map_err(|e| match e {
-            crate::pg::ConnectError::Pg(source) => StoreError::Postgres {
-                path: path.clone(),
-                source,
-            },
-            crate::pg::ConnectError::Unanswered(after) => StoreError::Unanswered {
-                path: path.clone(),
-                seconds: after.as_secs_f64(),
-            },
-            crate::pg::ConnectError::Spawn(source) => StoreError::Io {
-                path: path.clone(),
-                source,
-            },
-        })?;
+        let conn = PgConn::connect(url).map_err(|e| e.into_store_error(&path))?;
         let storage = Storage::new(Backend::Pg(Box::new(RefCell::new(conn))), path, opts);
         let mut session = format!(
             "SET lock_timeout = {}; ",
@@ -721,21 +708,11 @@ impl Storage {
             };
             match conn.borrow_mut().reconnect() {
                 Ok(()) => return Ok(()),
-                Err(crate::pg::ConnectError::Pg(e)) if crate::pg::is_connection_lost(&e) => {
-                    tracing::info!(storage = %self.path.display(), "reconnecting failed: {}", crate::pg::describe(&e));
+                Err(e) if e.may_pass() => {
+                    let e = e.into_store_error(&self.path);
+                    tracing::info!(storage = %self.path.display(), "reconnecting failed: {e}");
                 }
-                Err(crate::pg::ConnectError::Unanswered(after)) => {
-                    tracing::info!(storage = %self.path.display(), "reconnecting failed: no answer within {:.0} s", after.as_secs_f64());
-                }
-                Err(crate::pg::ConnectError::Spawn(source)) => {
-                    return Err(StoreError::Io {
-                        path: self.path.clone(),
-                        source,
-                    });
-                }
-                // The server answers but refuses us (a changed password, a
-                // dropped database): waiting will not help.
-                Err(crate::pg::ConnectError::Pg(e)) => return Err(from_db(&self.path, e.into())),
+                Err(e) => return Err(e.into_store_error(&self.path)),
             }
         }
     }

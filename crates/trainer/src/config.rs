@@ -359,6 +359,14 @@ impl BertConfig {
         Family::of(&self.model_type).unwrap_or(&crate::model::family::BERT)
     }
 
+    /// How many token types the model reads from a batch
+    /// (`type_vocab_size`), or `None` where it reads none (RoBERTa-style
+    /// models are given zeros, DistilBERT has no token-type embeddings).
+    pub fn token_types_read(&self) -> Option<usize> {
+        (self.family().token_types == crate::model::family::TokenTypes::Segments)
+            .then_some(self.type_vocab_size)
+    }
+
     /// Width of the embedding tables: ELECTRA's `embedding_size`, otherwise
     /// `hidden_size`.
     pub fn embedding_size(&self) -> usize {

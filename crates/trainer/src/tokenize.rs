@@ -291,9 +291,12 @@ impl TextTokenizer {
             Some(pair) => {
                 let (a, b) = (self.kept_part(text), self.kept_part(pair));
                 let cut = |kept: &str, whole: &str| kept.len() < whole.len();
-                if cut(a, text) && !cut(b, pair) && self.fewer_than_max_length(pair) {
+                if cut(a, text) && !cut(b, pair) && self.reaches_max_length(pair) == Some(false) {
                     self.inner.encode((a, pair), true)
-                } else if cut(b, pair) && !cut(a, text) && self.fewer_than_max_length(text) {
+                } else if cut(b, pair)
+                    && !cut(a, text)
+                    && self.reaches_max_length(text) == Some(false)
+                {
                     self.inner.encode((text, b), true)
                 } else {
                     self.inner.encode((text, pair), true)
@@ -310,12 +313,12 @@ impl TextTokenizer {
         })
     }
 
-    /// Whether `text` alone (a short text, not cut) gives fewer than
-    /// `max_length` tokens.
-    fn fewer_than_max_length(&self, text: &str) -> bool {
-        self.inner
-            .encode(text, false)
-            .is_ok_and(|e| e.len() < self.max_length)
+    /// Whether `text` alone gives at least `max_length` tokens (`None`: it
+    /// cannot be encoded). Encoded with truncation and no special tokens,
+    /// so it is as long as that only if the whole text gives as many.
+    fn reaches_max_length(&self, text: &str) -> Option<bool> {
+        let encoded = self.inner.encode(text, false).ok()?;
+        Some(encoded.len() >= self.max_length)
     }
 
     /// `text`, or a prefix of it ending at a word boundary that on its own
@@ -344,12 +347,7 @@ impl TextTokenizer {
                 seen += 1;
                 if seen == words {
                     let prefix = &text[..at];
-                    // Truncated to `max_length` (no special tokens): as long
-                    // as that only if the prefix gives at least as many.
-                    let enough = self
-                        .inner
-                        .encode(prefix, false)
-                        .is_ok_and(|e| e.len() >= self.max_length);
+                    let enough = self.reaches_max_length(prefix) == Some(true);
                     return if enough { prefix } else { text };
                 }
             }

@@ -294,9 +294,7 @@ impl ModelConfig {
     /// DistilBERT and DeBERTa-v3 have no token-type embeddings).
     pub fn token_types_read(&self) -> Option<usize> {
         match self {
-            ModelConfig::Bert(c) => {
-                (c.family().token_types == TokenTypes::Segments).then_some(c.type_vocab_size)
-            }
+            ModelConfig::Bert(c) => c.token_types_read(),
             ModelConfig::Deberta(c) => c.batch_limits(0).token_types,
         }
     }

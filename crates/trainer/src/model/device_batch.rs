@@ -102,11 +102,10 @@ impl<B: Backend> DeviceBatch<B> {
 
 /// Checks shapes, id ranges and labels of a batch on the host.
 pub fn validate(config: &BertConfig, classes: usize, batch: &Batch) -> Result<(), BatchError> {
-    let segments = config.family().token_types == TokenTypes::Segments;
     validate_against(
         &Limits {
             vocab: config.vocab_size,
-            token_types: segments.then_some(config.type_vocab_size),
+            token_types: config.token_types_read(),
             max_seq: config.max_sequence(),
             classes,
         },
