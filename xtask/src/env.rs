@@ -16,6 +16,25 @@ pub fn root() -> PathBuf {
     manifest.parent().expect("xtask has a parent").to_path_buf()
 }
 
+/// Free space in bytes on the file system that holds `path`, as `df`
+/// reports it; None where `df` cannot say.
+pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    let out = Command::new("df").arg("-Pk").arg(path).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    // POSIX format: a header line, then `fs blocks used available ...`.
+    let text = String::from_utf8(out.stdout).ok()?;
+    let available_kb: u64 = text
+        .lines()
+        .nth(1)?
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()?;
+    Some(available_kb * 1024)
+}
+
 /// Where downloads are cached: `$MEMTUNE_CACHE`, else `target/memtune-cache`.
 pub fn cache_dir() -> PathBuf {
     std::env::var_os("MEMTUNE_CACHE")

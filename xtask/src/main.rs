@@ -63,10 +63,33 @@ fn main() -> ExitCode {
 
 const USAGE: &str = "usage: cargo xtask <test|tune|chaos|fetch-model minilm|python [torch|gp|peers]|nvrtc|bench NAME|gpu-test>";
 
+/// What a test run from a clean checkout writes under `target/`: the
+/// builds (debug, clippy's, the CUDA feature's, the release `memtune`) and
+/// the reference venvs and model.
+const TEST_FOOTPRINT_GB: f64 = 14.0;
+
+/// Say how much disk the test run has. A disk that fills mid-run fails tests
+/// far from the cause (SQLite's "database or disk is full" in a runner test),
+/// and CI's disk is shared with other work, so a short one is named first.
+fn report_free_disk() {
+    let Some(free) = env::free_bytes(&env::root()) else {
+        return;
+    };
+    let free_gb = free as f64 / 1e9;
+    eprintln!("xtask: {free_gb:.1} GB free on the disk of the workspace");
+    if free_gb < TEST_FOOTPRINT_GB {
+        eprintln!(
+            "xtask: warning: a test run from a clean checkout writes about \
+             {TEST_FOOTPRINT_GB:.0} GB under target/; tests may fail with a full disk"
+        );
+    }
+}
+
 /// No tracked build output, fmt, clippy, the API docs, then the whole test
 /// suite with the reference resources.
 fn test(extra: &[String]) -> Result<()> {
     no_tracked_build_output()?;
+    report_free_disk();
     env::cargo(&["fmt", "--all", "--", "--check"], &[])?;
     env::cargo(
         &[

@@ -4,8 +4,9 @@
 //!   optuna-dashboard): what the test suite and the store/sampler benches
 //!   use.
 //! - `torch-venv` (`benches/reference/requirements-torch.txt`: torch,
-//!   transformers and Optuna, 5.6 GB, about 2 minutes to install from
-//!   PyPI): the PyTorch comparisons under `benches/reference/` (the legacy
+//!   transformers and Optuna, 4.6 GB, about 2 minutes to install from
+//!   PyPI; torch's Triton is removed, see [`torch_venv`]): the PyTorch
+//!   comparisons under `benches/reference/` (the legacy
 //!   baseline `legacy_study.py` among them), and the test suite's round
 //!   trips through transformers (`cargo xtask test` passes it as
 //!   `MEMTUNE_TORCH_PYTHON`).
@@ -27,15 +28,26 @@ use std::process::Command;
 
 /// The reference venv of the test suite; see the module doc.
 pub fn venv() -> Result<PathBuf> {
-    named("venv", "benches/requirements.txt", Resolve::Dependencies)
+    named(
+        "venv",
+        "benches/requirements.txt",
+        Resolve::Dependencies,
+        &[],
+    )
 }
 
 /// The torch + transformers venv; see the module doc.
+///
+/// Triton (1 GB) compiles GPU kernels only: on this venv's CPU torch and
+/// `torch.compile`'s C++ backend run without it, and the GPU comparisons run
+/// on the device machine's own torch. CI's disk is shared, so the test
+/// suite's footprint is kept to what it uses.
 pub fn torch_venv() -> Result<PathBuf> {
     named(
         "torch-venv",
         "benches/reference/requirements-torch.txt",
         Resolve::Dependencies,
+        &["triton"],
     )
 }
 
@@ -57,6 +69,7 @@ pub fn gp_venv() -> Result<PathBuf> {
         "gp-venv",
         "benches/sampler/requirements-gp.txt",
         Resolve::Dependencies,
+        &[],
     )
 }
 
@@ -66,6 +79,7 @@ pub fn peers_venv() -> Result<PathBuf> {
         "peers-venv",
         "benches/sampler/requirements-peers.txt",
         Resolve::AllPinned,
+        &[],
     )
 }
 
@@ -78,11 +92,17 @@ enum Resolve {
 }
 
 /// Create (once) the venv `name` from the requirements file at `reqs`
-/// (relative to the workspace root) and return its python executable.
-fn named(name: &str, reqs: &str, resolve: Resolve) -> Result<PathBuf> {
+/// (relative to the workspace root), less the packages in `unused` (pulled
+/// in by a dependency, never imported), and return its python executable.
+fn named(name: &str, reqs: &str, resolve: Resolve, unused: &[&str]) -> Result<PathBuf> {
     let reqs = env::root().join(reqs);
-    let wanted = std::fs::read_to_string(&reqs)
+    let mut wanted = std::fs::read_to_string(&reqs)
         .map_err(|e| format!("cannot read {}: {e}", reqs.display()))?;
+    // The stamp records the removals too, so a venv made before one is
+    // remade without it.
+    for package in unused {
+        wanted.push_str(&format!("# removed after install: {package}\n"));
+    }
     let dir = env::cache_dir().join(name);
     let py = dir.join("bin").join("python");
     let stamp = dir.join("requirements.installed");
@@ -120,6 +140,13 @@ fn named(name: &str, reqs: &str, resolve: Resolve) -> Result<PathBuf> {
     let installed = env::run(pip.arg("-r").arg(&reqs));
     let _ = std::fs::remove_dir_all(&unpack);
     installed?;
+    if !unused.is_empty() {
+        env::run(
+            Command::new(&py)
+                .args(["-m", "pip", "uninstall", "--quiet", "--yes"])
+                .args(unused),
+        )?;
+    }
     std::fs::write(&stamp, wanted).map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
     Ok(py)
 }
