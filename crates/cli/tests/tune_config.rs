@@ -1161,6 +1161,14 @@ fn several_devices_are_read_and_checked() {
         "safety_margin",
         "leaves nothing",
     );
+    expect_error(
+        &runner("device = \"sim\"\nsafety_margin = 1\n"),
+        "runner.safety_margin",
+        "safety_margin",
+        "a fraction such as 0.05",
+    );
+    let zero = StudyConfig::parse(&runner("safety_margin = 0\n"), "study.toml").unwrap();
+    assert_eq!(zero.runner.safety_margin, SafetyMargin::Bytes(0));
 }
 
 /// BASE with `extra` appended (an `[objective]`, `[[constraint]]`s, ...).

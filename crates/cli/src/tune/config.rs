@@ -1418,6 +1418,16 @@ impl Check<'_> {
                 }
                 SafetyMargin::Fraction(*f)
             }
+            // A bare integer is bytes; one below a MiB is far too small to
+            // be meant (`1` read as 100% or 1 GiB would be a guess).
+            Some(Scalar::Int(i)) if (1..1 << 20).contains(i) => {
+                return Err(self.err(
+                    "runner.safety_margin",
+                    format!(
+                        "{i} is a number of bytes; write a fraction such as 0.05 or a size such as \"1GiB\""
+                    ),
+                ));
+            }
             Some(v) => SafetyMargin::Bytes(self.size("runner.safety_margin", v)?),
         };
         let smallest = sim_memory.or(sim_devices.as_ref().and_then(|d| d.iter().copied().min()));
