@@ -33,6 +33,15 @@ struct SimState {
     no_virtual_memory: Option<String>,
 }
 
+impl SimState {
+    /// Whether `size` more bytes of physical memory fit in the capacity.
+    fn has_room_for(&self, size: usize) -> bool {
+        self.used
+            .checked_add(size)
+            .is_some_and(|used| used <= self.capacity)
+    }
+}
+
 /// A simulated device; see the module doc.
 #[derive(Debug)]
 pub struct SimDevice {
@@ -141,7 +150,10 @@ impl SimDevice {
         if size == 0 {
             return true;
         }
-        let end = addr + size as u64;
+        // A range past the end of the address space is backed nowhere.
+        let Some(end) = addr.checked_add(size as u64) else {
+            return false;
+        };
         if let Some((&base, &len)) = s.classic.range(..=addr).next_back()
             && end <= base + len as u64
         {
@@ -153,17 +165,31 @@ impl SimDevice {
             if !s.mapped_pages.contains(&page) {
                 return false;
             }
+            // Mapped pages lie inside reservations, which end (guard page
+            // included) inside the address space.
             page += g;
         }
         true
     }
 
-    fn bump(s: &mut SimState, size: usize) -> DevicePtr {
+    /// A fresh page-aligned address range of `size` bytes, or out-of-memory
+    /// when the rest of the 64-bit address space cannot hold it (wrapping
+    /// around would hand out ranges that overlap live ones).
+    fn bump(s: &mut SimState, size: usize) -> Result<DevicePtr, BackendError> {
         let g = s.granularity as u64;
-        let addr = s.next_address;
         // Leave a guard page so that neighbouring ranges never touch.
-        s.next_address = (addr + size as u64 + g).div_ceil(g) * g;
-        addr
+        let range = s.next_address.checked_next_multiple_of(g).and_then(|addr| {
+            let next = addr
+                .checked_add(size as u64)?
+                .checked_add(g)?
+                .checked_next_multiple_of(g)?;
+            Some((addr, next))
+        });
+        let Some((addr, next)) = range else {
+            return Err(BackendError::OutOfMemory { requested: size });
+        };
+        s.next_address = next;
+        Ok(addr)
     }
 
     fn check_range(s: &SimState, addr: DevicePtr, size: usize) -> Result<(), BackendError> {
@@ -177,7 +203,10 @@ impl SimDevice {
             .reservations
             .range(..=addr)
             .next_back()
-            .is_some_and(|(&base, &len)| addr + size as u64 <= base + len as u64);
+            .is_some_and(|(&base, &len)| {
+                addr.checked_add(size as u64)
+                    .is_some_and(|end| end <= base + len as u64)
+            });
         if !inside {
             return Err(BackendError::Invalid(format!(
                 "range {addr:#x}+{size} is outside every reservation"
@@ -205,13 +234,13 @@ impl Backend for SimDevice {
     fn malloc(&self, size: usize) -> Result<DevicePtr, BackendError> {
         let mut s = self.lock();
         s.mallocs += 1;
-        if s.fail_malloc_at == Some(s.mallocs) || s.used + size > s.capacity {
+        if s.fail_malloc_at == Some(s.mallocs) || !s.has_room_for(size) {
             return Err(BackendError::OutOfMemory { requested: size });
         }
         if size == 0 {
             return Err(BackendError::Invalid("malloc of 0 bytes".into()));
         }
-        let addr = SimDevice::bump(&mut s, size);
+        let addr = SimDevice::bump(&mut s, size)?;
         s.used += size;
         s.classic.insert(addr, size);
         Ok(addr)
@@ -249,7 +278,7 @@ impl Backend for SimDevice {
                 "reservation of {size} bytes is not a whole number of pages"
             )));
         }
-        let addr = SimDevice::bump(&mut s, size);
+        let addr = SimDevice::bump(&mut s, size)?;
         s.reservations.insert(addr, size);
         Ok(addr)
     }
@@ -275,7 +304,7 @@ impl Backend for SimDevice {
         let mut s = self.lock();
         SimDevice::check_range(&s, addr, size)?;
         s.maps += 1;
-        if s.fail_map_at == Some(s.maps) || s.used + size > s.capacity {
+        if s.fail_map_at == Some(s.maps) || !s.has_room_for(size) {
             return Err(BackendError::OutOfMemory { requested: size });
         }
         let g = s.granularity as u64;
@@ -346,5 +375,69 @@ impl Backend for SimDevice {
 
     fn virtual_memory_unsupported(&self) -> Option<String> {
         self.lock().no_virtual_memory.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAGE: usize = 2 << 20;
+
+    #[test]
+    fn malloc_beyond_the_capacity_fails_without_overflowing_usage() {
+        let device = SimDevice::new(64 * PAGE, PAGE);
+        device.malloc(PAGE).unwrap();
+        assert_eq!(
+            device.malloc(usize::MAX),
+            Err(BackendError::OutOfMemory {
+                requested: usize::MAX
+            })
+        );
+        assert_eq!(device.used(), PAGE);
+        assert_eq!(device.mem_info().unwrap().free, 63 * PAGE);
+    }
+
+    #[test]
+    fn reservations_past_the_address_space_fail_instead_of_wrapping() {
+        let device = SimDevice::new(usize::MAX, PAGE);
+        let half = 1usize << 63;
+        let first = device.reserve(half).unwrap();
+        assert_eq!(
+            device.reserve(half),
+            Err(BackendError::OutOfMemory { requested: half })
+        );
+        // A range that fits still comes after the first one, not inside it.
+        let next = device.reserve(PAGE).unwrap();
+        assert!(next >= first + half as u64, "{next:#x} overlaps {first:#x}");
+        assert_eq!(device.reservation_count(), 2);
+    }
+
+    #[test]
+    fn reservations_are_aligned_to_pages_larger_than_the_base_address_alignment() {
+        let page = 1usize << 41;
+        let device = SimDevice::new(usize::MAX, page);
+        let base = device.reserve(page).unwrap();
+        assert!(base.is_multiple_of(page as u64), "{base:#x}");
+        device.map(base, page).unwrap();
+        assert!(device.is_backed(base, page));
+    }
+
+    #[test]
+    fn ranges_that_run_past_the_address_space_are_refused() {
+        let device = SimDevice::new(usize::MAX, PAGE);
+        let base = device.reserve(2 * PAGE).unwrap();
+        let huge = usize::MAX & !(PAGE - 1);
+        assert!(matches!(
+            device.map(base, huge),
+            Err(BackendError::Invalid(_))
+        ));
+        assert!(matches!(
+            device.unmap(base, huge),
+            Err(BackendError::Invalid(_))
+        ));
+        assert!(!device.is_backed(u64::MAX - 10, 100));
+        assert!(!device.is_backed(base, usize::MAX));
+        assert_eq!(device.used(), 0);
     }
 }

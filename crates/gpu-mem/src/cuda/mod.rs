@@ -152,6 +152,16 @@ impl CudaDevice {
     }
 }
 
+/// The end of `[addr, addr + size)`, refused when it runs past the address
+/// space.
+fn range_end(addr: DevicePtr, size: usize) -> Result<DevicePtr, BackendError> {
+    addr.checked_add(size as u64).ok_or_else(|| {
+        BackendError::Invalid(format!(
+            "range {addr:#x}+{size} runs past the end of the address space"
+        ))
+    })
+}
+
 /// The page size assumed when the driver cannot say (every current GPU
 /// maps 2 MiB pages); it then only rounds classic segment sizes.
 const DEFAULT_GRANULARITY: usize = 2 << 20;
@@ -206,9 +216,9 @@ impl Backend for CudaDevice {
                 "map of {addr:#x}+{size} is not whole {g}-byte pages"
             )));
         }
+        let end = range_end(addr, size)?;
         self.bind()?;
         let prop = driver::device_prop(self.device);
-        let end = addr + size as u64;
         let mut page = addr;
         let result = (|| {
             while page < end {
@@ -231,8 +241,9 @@ impl Backend for CudaDevice {
     }
 
     fn unmap(&self, addr: DevicePtr, size: usize) -> Result<(), BackendError> {
+        let end = range_end(addr, size)?;
         self.bind()?;
-        self.unmap_pages(addr, addr + size as u64)
+        self.unmap_pages(addr, end)
     }
 
     fn synchronize(&self, stream: StreamId) -> Result<(), BackendError> {
@@ -263,5 +274,19 @@ impl Backend for CudaDevice {
     fn event_wait(&self, event: &driver::Event) -> Result<(), BackendError> {
         self.bind()?;
         event.wait()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_past_the_address_space_are_refused() {
+        assert_eq!(range_end(0x1000, 0x2000), Ok(0x3000));
+        assert!(matches!(
+            range_end(u64::MAX - 10, 100),
+            Err(BackendError::Invalid(_))
+        ));
     }
 }
