@@ -77,6 +77,11 @@ impl fmt::Display for OutOfMemory {
                 h(limit as u64),
                 h(self.reserved)
             )?,
+            _ if self.rounded > self.device_total => write!(
+                f,
+                " The request is larger than the whole device: lower the batch size or \
+                 sequence length."
+            )?,
             _ => write!(
                 f,
                 " The device is full: free memory held by other processes or allocators, or \

@@ -289,12 +289,19 @@ fn multi_trial_bert_trace_expandable_within_five_percent_of_requested() {
 #[test]
 fn absurd_requests_are_typed_errors_not_panics() {
     let a = CachingAllocator::new(sim(64), Config::default()).unwrap();
-    assert!(matches!(
-        a.allocate(usize::MAX, S0),
-        Err(AllocError::Invalid(_))
-    ));
+    for requested in [usize::MAX, usize::MAX - 511, (1 << 48) + 1] {
+        let err = a.allocate(requested, S0).unwrap_err();
+        let oom = err.as_oom().expect("an out-of-memory report");
+        assert_eq!(oom.cause, OomCause::Device);
+        assert_eq!(oom.requested, requested);
+        assert!(
+            err.to_string().contains("larger than the whole device"),
+            "{err}"
+        );
+    }
     let err = a.allocate(1 << 40, S0).unwrap_err();
     assert!(err.as_oom().is_some(), "{err}");
+    assert_eq!(a.stats().num_ooms, 4);
     // Where a request would go, at any size.
     assert_eq!(a.pool_for(usize::MAX), PoolKind::Large);
     for divisions in [0, 1, 4, 8] {
@@ -303,6 +310,23 @@ fn absurd_requests_are_typed_errors_not_panics() {
             usize::MAX
         );
     }
+    check(&a);
+}
+
+/// A simulated device may claim more memory than the address space holds:
+/// an expandable segment reserves what fits, and huge requests on it are
+/// out of memory.
+#[test]
+fn expandable_segments_on_a_device_of_usize_max_bytes() {
+    let device = SimDevice::new(usize::MAX, 2 * MIB);
+    let a = CachingAllocator::new(device, Config::expandable()).unwrap();
+    let x = a.allocate(1, S0).unwrap();
+    assert_eq!(a.stats().reserved_bytes.all.current, 2 * MIB as u64);
+    for requested in [usize::MAX, usize::MAX - 4095] {
+        let err = a.allocate(requested, S0).unwrap_err();
+        assert!(err.as_oom().is_some(), "{err}");
+    }
+    a.free(x).unwrap();
     check(&a);
 }
 

@@ -28,9 +28,14 @@ pub(crate) struct StreamPools {
     pub free: [FreeIndex; 2],
 }
 
-/// Larger requests are rejected up front (256 TiB: no device comes close,
-/// and every rounding below stays far from overflow).
+/// Larger requests fail up front, as out of memory (256 TiB: no device
+/// comes close, and every rounding below stays far from overflow).
 pub(crate) const MAX_REQUEST: usize = 1 << 48;
+
+/// The most address space one expandable segment reserves. A segment
+/// reserves room for the whole device, but a simulated device may claim
+/// more memory than a 64-bit address space holds; no real one has this much.
+const MAX_SEGMENT_RANGE: usize = MAX_REQUEST;
 
 /// Why growing failed, before it becomes an error.
 enum GrowFailure {
@@ -224,15 +229,15 @@ impl<B: Backend> State<B> {
         requested: usize,
         stream: StreamId,
     ) -> Result<u32, AllocError> {
+        let size = config::round_size(requested, self.config.roundup_power2_divisions);
         if requested > MAX_REQUEST {
-            return Err(AllocError::Invalid(format!(
-                "a request of {requested} bytes is larger than any device ({MAX_REQUEST} bytes at most)"
-            )));
+            // Larger than any device: out of memory, as PyTorch reports it,
+            // without emptying the cache for a retry that cannot succeed.
+            return Err(self.out_of_memory(be, OomCause::Device, requested, size, stream));
         }
         if !self.pending.is_empty() {
             self.process_events(be)?;
         }
-        let size = config::round_size(requested, self.config.roundup_power2_divisions);
         let pool = PoolKind::for_size(size);
         if self.config.garbage_collection_threshold > 0.0 && self.limit.is_some() {
             self.garbage_collect(be)?;
@@ -268,13 +273,25 @@ impl<B: Backend> State<B> {
             Ok(idx) => Ok(idx),
             Err(GrowFailure::Backend(e)) => Err(e.into()),
             Err(GrowFailure::NoRoom(cause)) => {
-                self.stats.num_ooms += 1;
-                self.record(TraceAction::Oom, 0, size, stream);
-                Err(AllocError::OutOfMemory(Box::new(
-                    self.oom_report(be, cause, requested, size, stream),
-                )))
+                Err(self.out_of_memory(be, cause, requested, size, stream))
             }
         }
+    }
+
+    /// Count and trace a failed request; its report as an error.
+    fn out_of_memory(
+        &mut self,
+        be: &B,
+        cause: OomCause,
+        requested: usize,
+        rounded: usize,
+        stream: StreamId,
+    ) -> AllocError {
+        self.stats.num_ooms += 1;
+        self.record(TraceAction::Oom, 0, rounded, stream);
+        AllocError::OutOfMemory(Box::new(
+            self.oom_report(be, cause, requested, rounded, stream),
+        ))
     }
 
     /// Turn a free block (out of the index) into an allocation of `size`.
@@ -416,7 +433,13 @@ impl<B: Backend> State<B> {
         let seg = match self.expandable.get(&(stream, pool)) {
             Some(&seg) => seg,
             None => {
-                let va_size = self.device_total.div_ceil(gran).max(1) * gran;
+                let va_size = self
+                    .device_total
+                    .min(MAX_SEGMENT_RANGE)
+                    .div_ceil(gran)
+                    .max(1)
+                    .checked_mul(gran)
+                    .ok_or(GrowFailure::NoRoom(OomCause::Device))?;
                 let base = be.reserve(va_size).map_err(|e| match e {
                     BackendError::OutOfMemory { .. } => GrowFailure::NoRoom(OomCause::Device),
                     e => GrowFailure::Backend(e),
@@ -443,14 +466,15 @@ impl<B: Backend> State<B> {
             0
         };
         debug_assert!(have < size, "a fitting free tail is found before growing");
-        let map_bytes = (size - have).div_ceil(gran) * gran;
         let (base, mapped, va_size) = {
             let s = self.segments.get(seg);
             (s.base, s.size, s.va_size)
         };
-        if mapped + map_bytes > va_size {
-            return Err(GrowFailure::NoRoom(OomCause::Device));
-        }
+        // Pages that would not fit the reserved range (or the arithmetic).
+        let map_bytes = (size - have)
+            .checked_next_multiple_of(gran)
+            .filter(|&bytes| mapped.checked_add(bytes).is_some_and(|end| end <= va_size))
+            .ok_or(GrowFailure::NoRoom(OomCause::Device))?;
         if !self.limit_allows(map_bytes) {
             return Err(GrowFailure::NoRoom(OomCause::Limit));
         }
