@@ -6,6 +6,7 @@
 //! 20 MiB segments below 10 MiB and from request-sized segments (rounded to
 //! 2 MiB) above.
 
+use crate::error::{AllocError, human_bytes};
 use serde::Serialize;
 
 /// Every block size is a multiple of this.
@@ -38,6 +39,16 @@ impl MemoryLimit {
             MemoryLimit::Fraction(f) => (f.clamp(0.0, 1.0) * total as f64) as usize,
         }
     }
+
+    /// Refuse a fraction outside 0..=1 (NaN included).
+    pub(crate) fn validate(self) -> Result<(), AllocError> {
+        match self {
+            MemoryLimit::Fraction(f) if !(0.0..=1.0).contains(&f) => Err(AllocError::Invalid(
+                format!("memory limit fraction {f} is outside 0..=1"),
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// How the allocator behaves; `Config::default()` is PyTorch's default.
@@ -51,14 +62,18 @@ pub struct Config {
     /// Grow one segment per (stream, pool) in place on the virtual-memory API
     /// instead of allocating separate segments.
     pub expandable_segments: bool,
-    /// Blocks at least this big are never split, and are only reused for
-    /// requests at least this big (and at most 20 MiB smaller). Classic mode.
+    /// Blocks of at least this many bytes are never split, and are only
+    /// reused for requests at least this big (and at most 20 MiB smaller).
+    /// Classic mode. More than 20 MiB, as PyTorch requires of
+    /// `max_split_size_mb`.
     pub max_split_size: Option<usize>,
     /// Round requests above 512 * divisions up to one of `divisions` steps
-    /// between powers of two (`roundup_power2_divisions`); 0 or 1 disables.
+    /// between powers of two (`roundup_power2_divisions`): 0 or a power of
+    /// two, as in PyTorch; 0 or 1 disables.
     pub roundup_power2_divisions: usize,
     /// With a limit set: when reserved memory exceeds this fraction of the
-    /// limit, free the oldest cached segments before allocating (0 disables).
+    /// limit, free the oldest cached segments before allocating. 0 disables;
+    /// otherwise strictly between 0 and 1, as in PyTorch.
     pub garbage_collection_threshold: f64,
     /// Per-instance cap on reserved memory.
     pub limit: Option<MemoryLimit>,
@@ -97,6 +112,40 @@ impl Config {
             ..Config::default()
         }
     }
+
+    /// Check the settings PyTorch's allocator checks (and the limit
+    /// fraction); the error names the field. [`CachingAllocator::new`]
+    /// refuses a configuration that fails this.
+    ///
+    /// [`CachingAllocator::new`]: crate::CachingAllocator::new
+    pub fn validate(&self) -> Result<(), AllocError> {
+        if let Some(limit) = self.limit {
+            limit.validate()?;
+        }
+        if let Some(max) = self.max_split_size
+            && max <= LARGE_BUFFER
+        {
+            // Smaller blocks are carved from 20 MiB segments anyway, and the
+            // reuse rule allows blocks up to 20 MiB larger than the request.
+            return Err(AllocError::Invalid(format!(
+                "max_split_size of {max} bytes is too small: it must be more than {}",
+                human_bytes(LARGE_BUFFER as u64)
+            )));
+        }
+        let divisions = self.roundup_power2_divisions;
+        if divisions != 0 && !divisions.is_power_of_two() {
+            return Err(AllocError::Invalid(format!(
+                "roundup_power2_divisions of {divisions} is neither 0 nor a power of two"
+            )));
+        }
+        let threshold = self.garbage_collection_threshold;
+        if threshold != 0.0 && !(threshold > 0.0 && threshold < 1.0) {
+            return Err(AllocError::Invalid(format!(
+                "garbage_collection_threshold of {threshold} is outside (0, 1) (0 disables it)"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Which pool a request is served from.
@@ -129,7 +178,12 @@ pub fn round_size(size: usize, divisions: usize) -> usize {
     if size < MIN_BLOCK_SIZE {
         return MIN_BLOCK_SIZE;
     }
-    if divisions > 1 && size > MIN_BLOCK_SIZE * divisions {
+    // With more divisions than usize::MAX / 512, no size is above the bound.
+    if divisions > 1
+        && MIN_BLOCK_SIZE
+            .checked_mul(divisions)
+            .is_some_and(|bound| size > bound)
+    {
         return roundup_power2_next_division(size, divisions);
     }
     // Saturating: no request near usize::MAX is ever served, but asking
@@ -182,6 +236,14 @@ mod tests {
         assert_eq!(round_size((1 << 20) + 1, 4), (1 << 20) + (256 << 10));
         assert_eq!(round_size(1 << 20, 4), 1 << 20);
         assert_eq!(round_size(1200, 4), 1536);
+    }
+
+    #[test]
+    fn rounding_with_more_divisions_than_sizes_does_not_overflow() {
+        for divisions in [usize::MAX / 512 + 1, 1 << 60, usize::MAX] {
+            assert_eq!(round_size(1000, divisions), 1024);
+            assert_eq!(round_size(usize::MAX / 2, divisions), usize::MAX / 2 + 1);
+        }
     }
 
     #[test]

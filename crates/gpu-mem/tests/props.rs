@@ -27,8 +27,8 @@ fn config() -> impl Strategy<Value = Config> {
         any::<bool>(),
         prop_oneof![
             Just(None),
-            Just(Some(4usize << 20)),
-            Just(Some(16usize << 20))
+            Just(Some(21usize << 20)),
+            Just(Some(32usize << 20))
         ],
         prop_oneof![Just(0usize), Just(4usize)],
         prop_oneof![Just(0.0f64), Just(0.5f64)],

@@ -88,11 +88,11 @@ fn split_blocks_coalesce_when_freed() {
 #[test]
 fn max_split_size_keeps_big_blocks_whole() {
     let config = Config {
-        max_split_size: Some(8 * MIB),
+        max_split_size: Some(24 * MIB),
         ..Config::default()
     };
     let a = CachingAllocator::new(sim(1024), config).unwrap();
-    let big = a.allocate(30 * MIB, S0).unwrap();
+    let big = a.allocate(40 * MIB, S0).unwrap();
     let p = big.ptr();
     a.free(big).unwrap();
     // A small-ish large request must not carve up the oversize block.
@@ -100,9 +100,97 @@ fn max_split_size_keeps_big_blocks_whole() {
     assert_ne!(x.ptr(), p);
     // A request within 20 MiB of it that nothing smaller fits reuses it
     // whole (the rest of x's 20 MiB segment is 18 MiB).
-    let y = a.allocate(19 * MIB, S0).unwrap();
+    let y = a.allocate(25 * MIB, S0).unwrap();
     assert_eq!(y.ptr(), p);
-    assert_eq!(y.block_size(), 30 * MIB);
+    assert_eq!(y.block_size(), 40 * MIB);
+    check(&a);
+}
+
+#[test]
+fn configurations_pytorch_refuses_are_refused_naming_the_field() {
+    let refused = [
+        (
+            "max_split_size",
+            Config {
+                max_split_size: Some(20 * MIB),
+                ..Config::default()
+            },
+        ),
+        (
+            "max_split_size",
+            Config {
+                max_split_size: Some(0),
+                ..Config::default()
+            },
+        ),
+        (
+            "roundup_power2_divisions",
+            Config {
+                roundup_power2_divisions: 3,
+                ..Config::default()
+            },
+        ),
+        (
+            "garbage_collection_threshold",
+            Config {
+                garbage_collection_threshold: 1.0,
+                ..Config::default()
+            },
+        ),
+        (
+            "garbage_collection_threshold",
+            Config {
+                garbage_collection_threshold: -0.5,
+                ..Config::default()
+            },
+        ),
+        (
+            "garbage_collection_threshold",
+            Config {
+                garbage_collection_threshold: f64::NAN,
+                ..Config::default()
+            },
+        ),
+        (
+            "memory limit fraction",
+            Config {
+                limit: Some(MemoryLimit::Fraction(f64::NAN)),
+                ..Config::default()
+            },
+        ),
+    ];
+    for (field, config) in refused {
+        let err = CachingAllocator::new(sim(64), config.clone())
+            .err()
+            .unwrap_or_else(|| panic!("{config:?} was accepted"));
+        assert!(matches!(err, AllocError::Invalid(_)), "{err}");
+        assert!(
+            err.to_string().contains(field),
+            "{err} does not name {field}"
+        );
+    }
+    let accepted = Config {
+        max_split_size: Some(20 * MIB + 1),
+        roundup_power2_divisions: 1,
+        garbage_collection_threshold: 0.999,
+        ..Config::default()
+    };
+    CachingAllocator::new(sim(64), accepted).unwrap();
+}
+
+/// Divisions are only bounded by being a power of two, as in PyTorch; so
+/// many that no size is above 512 * divisions round as if there were none.
+#[test]
+fn more_rounding_divisions_than_sizes_round_to_512_bytes() {
+    let config = Config {
+        roundup_power2_divisions: 1 << 60,
+        ..Config::default()
+    };
+    let a = CachingAllocator::new(sim(64), config).unwrap();
+    let x = a.allocate(3 * MIB + 1, S0).unwrap();
+    assert_eq!(x.block_size(), 3 * MIB + 512);
+    assert_eq!(a.pool_for(usize::MAX), PoolKind::Large);
+    a.free(x).unwrap();
     check(&a);
 }
 

@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
     let config = Config {
         caching: mode & 1 == 0,
         expandable_segments: mode & 2 != 0,
-        max_split_size: (mode & 4 != 0).then_some(4 << 20),
+        max_split_size: (mode & 4 != 0).then_some(24 << 20),
         roundup_power2_divisions: if mode & 8 != 0 { 4 } else { 0 },
         garbage_collection_threshold: if mode & 16 != 0 { 0.5 } else { 0.0 },
         limit: None,

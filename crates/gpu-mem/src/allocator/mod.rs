@@ -62,15 +62,10 @@ pub struct CachingAllocator<B: Backend> {
 }
 
 impl<B: Backend> CachingAllocator<B> {
-    /// An allocator taking memory from `backend`.
+    /// An allocator taking memory from `backend`. A configuration that
+    /// [`Config::validate`] refuses is [`AllocError::Invalid`].
     pub fn new(backend: B, config: Config) -> Result<Self, AllocError> {
-        if let Some(MemoryLimit::Fraction(f)) = config.limit
-            && !(0.0..=1.0).contains(&f)
-        {
-            return Err(AllocError::Invalid(format!(
-                "memory limit fraction {f} is outside 0..=1"
-            )));
-        }
+        config.validate()?;
         let total = backend.mem_info()?.total;
         let mut config = config;
         let mut expandable_fallback = None;
@@ -167,12 +162,8 @@ impl<B: Backend> CachingAllocator<B> {
     /// Set or clear this instance's memory limit. Memory already reserved
     /// beyond a lowered limit stays until freed and `empty_cache`d.
     pub fn set_limit(&self, limit: Option<MemoryLimit>) -> Result<(), AllocError> {
-        if let Some(MemoryLimit::Fraction(f)) = limit
-            && !(0.0..=1.0).contains(&f)
-        {
-            return Err(AllocError::Invalid(format!(
-                "memory limit fraction {f} is outside 0..=1"
-            )));
+        if let Some(limit) = limit {
+            limit.validate()?;
         }
         let total = self.backend.mem_info()?.total;
         let mut st = self.lock();
