@@ -30,7 +30,9 @@ impl fmt::Display for StreamId {
 /// Free and total device memory as the driver reports them (`cuMemGetInfo`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct MemInfo {
+    /// Bytes free on the device (for every process).
     pub free: usize,
+    /// The device's total memory in bytes.
     pub total: usize,
 }
 
@@ -38,12 +40,25 @@ pub struct MemInfo {
 /// recovers from (by freeing its cache and retrying).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BackendError {
+    /// The device has no room (or no address space) for the request.
     #[error("the device has no room for {requested} bytes")]
-    OutOfMemory { requested: usize },
+    OutOfMemory {
+        /// Bytes asked for.
+        requested: usize,
+    },
+    /// A driver call failed.
     #[error("{call} failed: {message}")]
-    Driver { call: &'static str, message: String },
+    Driver {
+        /// The driver function (`cuMemMap`).
+        call: &'static str,
+        /// The driver's error code (`CUDA_ERROR_...`), or what was wrong with its answer.
+        message: String,
+    },
+    /// The CUDA driver library could not be loaded; the reason.
     #[error("the CUDA driver library (libcuda) could not be loaded: {0}")]
     NoDriver(String),
+    /// A bad argument: a range that is not whole pages, outside every
+    /// reservation, or not allocated.
     #[error("invalid backend request: {0}")]
     Invalid(String),
 }

@@ -152,11 +152,15 @@ impl Config {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PoolKind {
+    /// Requests of at most 1 MiB after rounding, carved from 2 MiB segments.
     Small,
+    /// Larger requests, from 20 MiB or request-sized segments.
     Large,
 }
 
 impl PoolKind {
+    /// The pool of a request of `rounded` bytes (already rounded by
+    /// [`round_size`]).
     pub fn for_size(rounded: usize) -> PoolKind {
         if rounded <= SMALL_SIZE {
             PoolKind::Small
@@ -165,6 +169,7 @@ impl PoolKind {
         }
     }
 
+    /// 0 for the small pool, 1 for the large one (for per-pool arrays).
     pub fn index(self) -> usize {
         match self {
             PoolKind::Small => 0,

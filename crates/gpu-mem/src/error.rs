@@ -18,13 +18,18 @@ pub enum OomCause {
 /// says what the memory is doing and what to change.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct OutOfMemory {
+    /// Whether the limit or the device ran out.
     pub cause: OomCause,
     /// Bytes asked for.
     pub requested: usize,
     /// The request after rounding.
     pub rounded: usize,
+    /// The stream the request was made on.
     pub stream: StreamId,
+    /// The device's total memory in bytes.
     pub device_total: usize,
+    /// The device's free memory in bytes when the request failed (0 if the
+    /// device could not say).
     pub device_free: usize,
     /// This instance's limit in bytes, if any.
     pub limit: Option<usize>,
@@ -107,10 +112,14 @@ impl std::error::Error for OutOfMemory {}
 /// Any failure of the allocator.
 #[derive(Debug, thiserror::Error)]
 pub enum AllocError {
+    /// No memory for the request even after freeing the cache.
     #[error(transparent)]
     OutOfMemory(Box<OutOfMemory>),
+    /// The device failed a call for a reason other than a lack of memory.
     #[error("device error: {0}")]
     Backend(#[from] BackendError),
+    /// A bad argument: an invalid configuration, or an allocation that is
+    /// not live in this allocator.
     #[error("invalid request: {0}")]
     Invalid(String),
 }

@@ -86,6 +86,8 @@
 //! nothing: expandable segments refused by the device are a `tracing`
 //! warning and [`CachingAllocator::expandable_fallback`].
 
+#![warn(missing_docs)]
+
 pub mod allocator;
 pub mod backend;
 pub mod config;

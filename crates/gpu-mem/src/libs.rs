@@ -7,7 +7,7 @@
 //! `site-packages/nvidia/cu13/lib` (CUDA 13) or `site-packages/nvidia/*/lib`
 //! (CUDA 12, one folder per library). [`locate`] looks in those places and
 //! picks, for each library, the newest major version the driver can run;
-//! [`preload`] (feature `cuda`) opens that file by path with global symbols.
+//! `preload` (feature `cuda`) opens that file by path with global symbols.
 //! The loader then answers cudarc's `dlopen` by name with the library already
 //! loaded, since a bare name matches a loaded library's soname.
 //!
@@ -32,13 +32,18 @@ pub const LIB_DIRS_VAR: &str = "MEMTUNE_CUDA_LIB_DIRS";
 pub enum CudaLib {
     /// The driver, `libcuda.so.1` (one soname for every CUDA version).
     Driver,
+    /// NVRTC's builtins, which NVRTC opens by name when it compiles.
     NvrtcBuiltins,
+    /// NVRTC, the run-time compiler of CUDA C++.
     Nvrtc,
+    /// cuBLASLt, which cuBLAS needs.
     CublasLt,
+    /// cuBLAS, dense linear algebra.
     Cublas,
 }
 
 impl CudaLib {
+    /// Every library, in load order.
     pub const ALL: [CudaLib; 5] = [
         CudaLib::Driver,
         CudaLib::NvrtcBuiltins,
@@ -84,7 +89,9 @@ fn is_number(s: &str) -> bool {
 /// One library found on disk.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Found {
+    /// Which library.
     pub lib: CudaLib,
+    /// Its file.
     pub path: PathBuf,
     /// The CUDA major version (`None` for the driver).
     pub major: Option<u32>,
@@ -93,12 +100,14 @@ pub struct Found {
 /// What [`locate`] found, and where it looked.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Located {
+    /// The libraries found, at most one of each.
     pub found: Vec<Found>,
     /// Every existing folder searched, in order.
     pub searched: Vec<PathBuf>,
 }
 
 impl Located {
+    /// Where `lib` was found, if it was.
     pub fn get(&self, lib: CudaLib) -> Option<&Found> {
         self.found.iter().find(|f| f.lib == lib)
     }

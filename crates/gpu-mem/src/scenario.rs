@@ -16,18 +16,24 @@ use crate::sim::SimDevice;
 pub enum Op {
     /// Allocate `size` bytes on stream `stream`.
     Alloc {
+        /// Bytes asked for.
         size: usize,
+        /// The stream id.
         stream: u8,
     },
     /// Free the live allocation at `pick % live`.
     Free {
+        /// Picks the allocation.
         pick: usize,
     },
     /// Mark the live allocation at `pick % live` as used on `stream`.
     RecordStream {
+        /// Picks the allocation.
         pick: usize,
+        /// The other stream's id.
         stream: u8,
     },
+    /// Give cached memory back to the device.
     EmptyCache,
     /// Set (`Some`) or clear the per-instance limit in bytes.
     SetLimit(Option<usize>),
@@ -85,7 +91,9 @@ impl Op {
 /// Totals of a finished scenario.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
+    /// Allocations that succeeded.
     pub allocations: u64,
+    /// Allocations that failed with out-of-memory (the allocator's count).
     pub ooms: u64,
 }
 

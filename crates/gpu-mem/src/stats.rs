@@ -11,9 +11,13 @@ use std::collections::BTreeMap;
 /// One counter.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Stat {
+    /// The value now.
     pub current: u64,
+    /// The highest value since creation or the last peak reset.
     pub peak: u64,
+    /// The sum of all increases.
     pub allocated: u64,
+    /// The sum of all decreases.
     pub freed: u64,
 }
 
@@ -36,8 +40,11 @@ impl Stat {
 /// A counter for all pools, the small pool and the large pool.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct StatArray {
+    /// Both pools together.
     pub all: Stat,
+    /// The small pool only.
     pub small_pool: Stat,
+    /// The large pool only.
     pub large_pool: Stat,
 }
 
@@ -62,6 +69,7 @@ impl StatArray {
         }
     }
 
+    /// The counter of one pool.
     pub fn pool(&self, pool: PoolKind) -> &Stat {
         match pool {
             PoolKind::Small => &self.small_pool,
@@ -87,9 +95,13 @@ pub struct MemoryStats {
     pub active: StatArray,
     /// Free blocks that are part of a split segment.
     pub inactive_split: StatArray,
+    /// Bytes in allocated blocks (requests rounded up).
     pub allocated_bytes: StatArray,
+    /// Bytes taken from the device: classic segments and mapped pages.
     pub reserved_bytes: StatArray,
+    /// Bytes in active blocks (allocated, or waiting for other streams).
     pub active_bytes: StatArray,
+    /// Bytes in free blocks that are part of a split segment.
     pub inactive_split_bytes: StatArray,
     /// Bytes the callers asked for (before rounding) in allocated blocks.
     pub requested_bytes: StatArray,

@@ -41,6 +41,7 @@ impl Allocation {
     pub fn len(&self) -> usize {
         self.requested
     }
+    /// Whether zero bytes were asked for (the block is still 512 bytes).
     pub fn is_empty(&self) -> bool {
         self.requested == 0
     }
@@ -100,10 +101,14 @@ impl<B: Backend> CachingAllocator<B> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The device this allocator takes memory from.
     pub fn backend(&self) -> &B {
         &self.backend
     }
 
+    /// The configuration in use: the one given, with `expandable_segments`
+    /// off if the device fell back to classic segments, and the limit last
+    /// set by [`Self::set_limit`].
     pub fn config(&self) -> Config {
         self.lock().config.clone()
     }
@@ -327,6 +332,7 @@ impl<B: Backend> DeviceBuffer<B> {
     fn inner(&self) -> &Allocation {
         self.allocation.as_ref().expect("present until drop")
     }
+    /// The device address.
     pub fn ptr(&self) -> DevicePtr {
         self.inner().ptr()
     }
@@ -334,15 +340,19 @@ impl<B: Backend> DeviceBuffer<B> {
     pub fn len(&self) -> usize {
         self.inner().len()
     }
+    /// Whether zero bytes were asked for.
     pub fn is_empty(&self) -> bool {
         self.inner().is_empty()
     }
+    /// The stream it was allocated on.
     pub fn stream(&self) -> StreamId {
         self.inner().stream()
     }
+    /// The allocation it owns (its block size, stream and address).
     pub fn allocation(&self) -> &Allocation {
         self.inner()
     }
+    /// The allocator it returns to when dropped.
     pub fn allocator(&self) -> &Arc<CachingAllocator<B>> {
         &self.allocator
     }

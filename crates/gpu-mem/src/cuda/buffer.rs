@@ -54,6 +54,7 @@ impl CachingAllocator<CudaDevice> {
 }
 
 impl<T> CudaBuffer<T> {
+    /// The device address.
     pub fn ptr(&self) -> sys::CUdeviceptr {
         self.buffer.ptr()
     }

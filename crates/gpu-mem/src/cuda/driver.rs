@@ -35,6 +35,8 @@ pub fn device_prop(device: sys::CUdevice) -> sys::CUmemAllocationProp {
     prop
 }
 
+/// The minimum page size of physical allocations with `prop`
+/// (`cuMemGetAllocationGranularity`), checked to be a power of two.
 pub fn granularity(prop: &sys::CUmemAllocationProp) -> Result<usize, BackendError> {
     let mut g = 0usize;
     // SAFETY: valid out-pointer and property struct.
@@ -70,6 +72,7 @@ pub fn device_attribute(
     Ok(value)
 }
 
+/// Free and total bytes of the current context's device (`cuMemGetInfo`).
 pub fn mem_get_info() -> Result<(usize, usize), BackendError> {
     let (mut free, mut total) = (0usize, 0usize);
     // SAFETY: valid out-pointers.
@@ -81,6 +84,7 @@ pub fn mem_get_info() -> Result<(usize, usize), BackendError> {
     Ok((free, total))
 }
 
+/// Allocate `size` bytes of device memory (`cuMemAlloc`).
 pub fn mem_alloc(size: usize) -> Result<u64, BackendError> {
     let mut ptr: sys::CUdeviceptr = 0;
     // SAFETY: valid out-pointer.
@@ -92,11 +96,14 @@ pub fn mem_alloc(size: usize) -> Result<u64, BackendError> {
     Ok(ptr)
 }
 
+/// Free memory from [`mem_alloc`] (`cuMemFree`).
 pub fn mem_free(ptr: u64) -> Result<(), BackendError> {
     // SAFETY: the caller passes a pointer from `mem_alloc`, freed once.
     check("cuMemFree", unsafe { sys::cuMemFree_v2(ptr) }, 0)
 }
 
+/// Reserve `size` bytes of virtual address space aligned to `alignment`
+/// (`cuMemAddressReserve`).
 pub fn address_reserve(size: usize, alignment: usize) -> Result<u64, BackendError> {
     let mut ptr: sys::CUdeviceptr = 0;
     // SAFETY: valid out-pointer; no fixed address requested.
@@ -105,6 +112,7 @@ pub fn address_reserve(size: usize, alignment: usize) -> Result<u64, BackendErro
     Ok(ptr)
 }
 
+/// Give back a reservation from [`address_reserve`] (`cuMemAddressFree`).
 pub fn address_free(ptr: u64, size: usize) -> Result<(), BackendError> {
     // SAFETY: a range from `address_reserve` with nothing mapped.
     check(
@@ -126,11 +134,13 @@ pub fn mem_create(
     Ok(handle)
 }
 
+/// Release a physical allocation from [`mem_create`] (`cuMemRelease`).
 pub fn mem_release(handle: sys::CUmemGenericAllocationHandle) -> Result<(), BackendError> {
     // SAFETY: a handle from `mem_create`, released once.
     check("cuMemRelease", unsafe { sys::cuMemRelease(handle) }, 0)
 }
 
+/// Map the physical allocation `handle` at `ptr` (`cuMemMap`).
 pub fn mem_map(
     ptr: u64,
     size: usize,
@@ -144,6 +154,7 @@ pub fn mem_map(
     )
 }
 
+/// Unmap `size` bytes at `ptr` (`cuMemUnmap`).
 pub fn mem_unmap(ptr: u64, size: usize) -> Result<(), BackendError> {
     // SAFETY: `ptr..ptr+size` is exactly one mapping made by `mem_map`.
     check("cuMemUnmap", unsafe { sys::cuMemUnmap(ptr, size) }, 0)
@@ -206,6 +217,7 @@ impl Event {
         Ok(event)
     }
 
+    /// Whether the work before the event has finished (`cuEventQuery`).
     pub fn is_done(&self) -> Result<bool, BackendError> {
         // SAFETY: a live event.
         match unsafe { sys::cuEventQuery(self.0) } {
@@ -214,6 +226,8 @@ impl Event {
         }
     }
 
+    /// Block until the work before the event has finished
+    /// (`cuEventSynchronize`).
     pub fn wait(&self) -> Result<(), BackendError> {
         // SAFETY: a live event.
         check(

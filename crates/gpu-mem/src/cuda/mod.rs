@@ -117,6 +117,7 @@ impl CudaDevice {
         })
     }
 
+    /// The CUDA context this device's calls run in.
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
     }

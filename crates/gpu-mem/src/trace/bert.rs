@@ -15,15 +15,23 @@ use super::TraceRecord;
 /// Model shape, trials and steps of a generated trace.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BertTraceSpec {
+    /// Hidden size.
     pub hidden: usize,
+    /// Encoder layers.
     pub layers: usize,
+    /// Attention heads per layer.
     pub heads: usize,
+    /// Feed-forward inner size.
     pub intermediate: usize,
+    /// Vocabulary size (rows of the word embedding).
     pub vocab: usize,
+    /// Rows of the position embedding.
     pub max_positions: usize,
+    /// Classes of the classification head.
     pub labels: usize,
     /// Bytes per element of weights and activations (4 = fp32).
     pub elem_bytes: usize,
+    /// Training steps of each trial.
     pub steps_per_trial: usize,
     /// (batch size, sequence length) of each trial, in order.
     pub trials: Vec<(usize, usize)>,
@@ -54,8 +62,9 @@ impl Default for BertTraceSpec {
     }
 }
 
-/// Streams of the generated trace.
+/// The stream of the generated trace's weights, activations and gradients.
 pub const COMPUTE_STREAM: u64 = 0;
+/// The stream the generated trace's input batches arrive on.
 pub const LOADER_STREAM: u64 = 1;
 
 struct Emitter {

@@ -26,36 +26,66 @@ use std::path::Path;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum TraceRecord {
+    /// Allocate `size` bytes on `stream` (0 when absent) and call it `id`.
     Alloc {
+        /// Names the allocation until it is freed.
         id: u64,
+        /// Bytes asked for.
         size: usize,
+        /// The stream id.
         #[serde(default)]
         stream: u64,
     },
+    /// Free the live allocation `id`.
     Free {
+        /// The allocation's id.
         id: u64,
     },
+    /// Give cached memory back to the device.
     EmptyCache,
 }
 
 /// A trace that could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
+    /// The trace could not be read.
     #[error("cannot read trace {path}: {source}")]
     Io {
+        /// Names the trace.
         path: String,
+        /// The read error.
         source: std::io::Error,
     },
+    /// A line is not a trace record.
     #[error("{path}:{line}: not a trace record: {message}")]
     Parse {
+        /// Names the trace.
         path: String,
+        /// The line number, from 1.
         line: usize,
+        /// What is wrong with it.
         message: String,
     },
+    /// An allocation reuses the id of a live one.
     #[error("{path}:{line}: field `id`: allocation {id} is already live")]
-    DuplicateId { path: String, line: usize, id: u64 },
+    DuplicateId {
+        /// Names the trace.
+        path: String,
+        /// The line number, from 1.
+        line: usize,
+        /// The id.
+        id: u64,
+    },
+    /// A free names an id that is not live.
     #[error("{path}:{line}: field `id`: free of allocation {id}, which is not live")]
-    UnknownId { path: String, line: usize, id: u64 },
+    UnknownId {
+        /// Names the trace.
+        path: String,
+        /// The line number, from 1.
+        line: usize,
+        /// The id.
+        id: u64,
+    },
 }
 
 /// Parse JSON lines (blank lines are skipped) and check that ids pair up:

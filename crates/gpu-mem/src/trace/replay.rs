@@ -12,6 +12,7 @@ use std::collections::HashMap;
 /// What a replay measured.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ReplayReport {
+    /// Records replayed.
     pub records: usize,
     /// Peak of bytes requested by live allocations.
     pub peak_requested: u64,
@@ -26,9 +27,13 @@ pub struct ReplayReport {
     /// Fragmentation ratio (`1 - largest_free/total_free`) when reserved
     /// memory last reached its peak.
     pub fragmentation_at_peak: f64,
+    /// Allocations that failed with out-of-memory (and were skipped).
     pub num_ooms: u64,
+    /// Allocations that freed the cache and tried again.
     pub num_alloc_retries: u64,
+    /// Device allocations (classic segments, expandable page maps).
     pub num_device_alloc: u64,
+    /// Device frees (classic segments, expandable page unmaps).
     pub num_device_free: u64,
 }
 
