@@ -67,6 +67,10 @@ pub enum StoreError {
     #[error("{path}: is a directory, not a storage file (name the .db file)")]
     IsADirectory { path: PathBuf },
 
+    /// The storage path names something other than a file or a directory.
+    #[error("{path}: is a {kind}, not a storage file (name the .db file)")]
+    NotAFile { path: PathBuf, kind: &'static str },
+
     /// A storage URL that is neither `sqlite:///PATH` nor
     /// `postgresql://USER@HOST[:PORT]/DB`.
     #[error("bad storage URL `{url}`: {reason}")]

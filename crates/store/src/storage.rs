@@ -402,6 +402,14 @@ impl Storage {
         let path = path.to_path_buf();
         let len = match std::fs::metadata(&path) {
             Ok(m) if m.is_dir() => return Err(StoreError::IsADirectory { path }),
+            // A FIFO or a device has no length to tell an empty file by, and
+            // SQLite cannot keep a database in it.
+            Ok(m) if !m.is_file() => {
+                return Err(StoreError::NotAFile {
+                    path,
+                    kind: special_file_kind(&m),
+                });
+            }
             Ok(m) => Some(m.len()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(StoreError::Io { path, source: e }),
@@ -843,6 +851,26 @@ fn wal_at_rest(path: &Path) -> bool {
         Path::new(&p).exists()
     };
     !side("-wal") && !side("-shm") && journal_mode_byte(path) == Some(2)
+}
+
+/// What a path that is neither a file nor a directory is, for an error.
+fn special_file_kind(meta: &std::fs::Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_fifo() {
+            return "FIFO";
+        }
+        if t.is_socket() {
+            return "socket";
+        }
+        if t.is_block_device() || t.is_char_device() {
+            return "device";
+        }
+    }
+    let _ = meta;
+    "special file"
 }
 
 /// The SQLite header's file-format byte (offset 18): 1 in rollback-journal

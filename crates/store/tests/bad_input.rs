@@ -102,6 +102,27 @@ fn not_a_database() {
     no_sidecars(&p);
 }
 
+/// A FIFO or a device: before, a FIFO was "an empty database" and opening
+/// one to write would block on it.
+#[test]
+fn special_files_are_not_storages() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("study.db");
+    let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    let read_only = OpenOptions {
+        read_only: true,
+        ..OpenOptions::default()
+    };
+    for opts in [OpenOptions::default(), read_only] {
+        let err = Storage::open_with(&fifo, &opts).unwrap_err();
+        assert!(matches!(err, StoreError::NotAFile { .. }), "{err}");
+        assert!(err.to_string().contains("study.db: is a FIFO"), "{err}");
+    }
+    let err = Storage::open(Path::new("/dev/null")).unwrap_err();
+    assert!(err.to_string().contains("/dev/null: is a device"), "{err}");
+}
+
 #[test]
 fn truncated_database() {
     let dir = tempfile::tempdir().unwrap();
