@@ -15,6 +15,20 @@ use nalgebra::DMatrix;
 /// ([`GpRegressor::new`]).
 pub const OPTUNA_MINIMUM_NOISE: f64 = 1e-6;
 
+/// The smallest noise [`GpRegressor::new`] raises a failing one to: a
+/// rounding unit of the covariance's diagonal (`kernel_scale`), since a
+/// smaller noise leaves the diagonal as it is; a unit of a unit diagonal
+/// when the scale is not positive (or NaN). Positive and at most
+/// [`OPTUNA_MINIMUM_NOISE`].
+fn noise_floor(kernel_scale: f64) -> f64 {
+    let floor = f64::EPSILON * kernel_scale;
+    if floor > 0.0 {
+        floor.min(OPTUNA_MINIMUM_NOISE)
+    } else {
+        f64::EPSILON
+    }
+}
+
 /// Kernel hyperparameters.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KernelParams {
@@ -101,11 +115,23 @@ fn kernel_matrix(x: &[f64], n: usize, dim: usize, cat: &[bool], p: &KernelParams
 }
 
 impl GpRegressor {
-    /// The GP with the given hyperparameters (no fitting); `None` when the
-    /// covariance is not positive definite. A noise below Optuna's minimum
-    /// (1e-6) whose covariance does not factorise (points so close that
-    /// their rows are equal to rounding) is raised tenfold until it does,
-    /// at most to that minimum: its `params` say which noise it took.
+    /// The GP with the given hyperparameters (no fitting). A noise below
+    /// Optuna's minimum (1e-6) whose covariance does not factorise (points
+    /// so close that their rows are equal to rounding) is raised tenfold
+    /// until it does, at most to that minimum; a noise that is not
+    /// positive (or NaN) is first raised to a rounding unit of the
+    /// diagonal (`f64::EPSILON * kernel_scale`). Its `params`
+    /// say which noise it took.
+    ///
+    /// Returns `None` when `x` does not hold `y.len()` rows of
+    /// `categorical.len()` coordinates, when `params` has not one
+    /// lengthscale per coordinate, or when the covariance is not positive
+    /// definite even at the noise it may reach (a NaN or infinite input,
+    /// hyperparameter or noise).
+    ///
+    /// # Panics
+    ///
+    /// Never: every input is checked or tried.
     pub fn new(
         x: Vec<f64>,
         y: Vec<f64>,
@@ -114,7 +140,11 @@ impl GpRegressor {
     ) -> Option<Self> {
         let dim = categorical.len();
         let n = y.len();
+        if Some(x.len()) != n.checked_mul(dim) || params.inverse_squared_lengthscales.len() != dim {
+            return None;
+        }
         let kernel = kernel_matrix(&x, n, dim, &categorical, &params);
+        let floor = noise_floor(params.kernel_scale);
         let l = loop {
             let mut c = kernel.clone();
             for i in 0..n {
@@ -126,7 +156,15 @@ impl GpRegressor {
             if params.noise_var >= OPTUNA_MINIMUM_NOISE {
                 return None;
             }
-            params.noise_var = (params.noise_var * 10.0).min(OPTUNA_MINIMUM_NOISE);
+            // Each step at least tenfold from a positive floor, capped at
+            // the minimum, which ends the loop (a zero, negative or NaN
+            // noise would never grow by multiplying).
+            params.noise_var = if params.noise_var > 0.0 {
+                (params.noise_var * 10.0).max(floor)
+            } else {
+                floor
+            }
+            .min(OPTUNA_MINIMUM_NOISE);
         };
         let linv = lower_inverse(&l)?;
         let w = &linv * nalgebra::DVector::from_column_slice(&y);
@@ -611,6 +649,51 @@ mod tests {
         assert!(gp.params.noise_var > 1e-300 && gp.params.noise_var <= OPTUNA_MINIMUM_NOISE);
         let (mean, _) = gp.posterior(&[0.2, 0.7]);
         assert!((mean - 0.5).abs() < 1e-3, "{mean}");
+    }
+
+    /// A noise that is zero, negative or NaN never grows by multiplying:
+    /// on a singular covariance (an int space's repeated values) it is
+    /// raised from a positive floor instead, and the GP is built (the
+    /// construction runs on a thread so that a regression fails here
+    /// rather than hanging the suite).
+    #[test]
+    fn a_noise_that_is_not_positive_is_raised_from_a_floor() {
+        for noise_var in [0.0, -1.0, f64::NEG_INFINITY, f64::NAN, f64::MIN_POSITIVE] {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let x = vec![1.0, 1.0, 2.0, 2.0, 3.0, 0.0];
+                let y = vec![0.5, 0.5, 0.1, 0.1, -1.0, 0.3];
+                let params = KernelParams {
+                    inverse_squared_lengthscales: vec![1.0],
+                    kernel_scale: 1.0,
+                    noise_var,
+                };
+                let _ = tx.send(GpRegressor::new(x, y, vec![false], params));
+            });
+            let gp = rx
+                .recv_timeout(std::time::Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("noise {noise_var}: no GP after 20 s"))
+                .unwrap_or_else(|| panic!("noise {noise_var}: no GP"));
+            let taken = gp.params.noise_var;
+            assert!(
+                taken > 0.0 && taken <= OPTUNA_MINIMUM_NOISE,
+                "{noise_var}: {taken}"
+            );
+        }
+    }
+
+    /// Inputs of inconsistent sizes are no GP, not an index out of bounds.
+    #[test]
+    fn inconsistent_sizes_are_no_gp() {
+        let params = KernelParams::default_for(2);
+        // Three values, five coordinates for rows of two.
+        assert!(
+            GpRegressor::new(vec![0.0; 5], vec![0.0; 3], vec![false; 2], params.clone()).is_none()
+        );
+        // One lengthscale for two coordinates.
+        let short = KernelParams::default_for(1);
+        assert!(GpRegressor::new(vec![0.0; 6], vec![0.0; 3], vec![false; 2], short).is_none());
+        assert!(GpRegressor::new(vec![0.0, 1.0], vec![0.0], vec![false; 2], params).is_some());
     }
 
     /// The written-out gradient of the fitting loss equals central
