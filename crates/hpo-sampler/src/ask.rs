@@ -62,13 +62,18 @@ impl<'s, S: Sampler + ?Sized> Trial<'s, S> {
             // Optuna returns the value already chosen for this trial.
             return Ok(p.value());
         }
+        // A sampler's bad option is refused before it draws, and what a
+        // user function of it returned, once it has drawn.
+        self.sampler.check()?;
         let internal = if distribution.single() {
             distribution.single_value()
         } else {
-            self.relative_value(name, distribution).unwrap_or_else(|| {
+            let internal = self.relative_value(name, distribution).unwrap_or_else(|| {
                 self.sampler
                     .sample_independent(&self.study, self.number, name, distribution)
-            })
+            });
+            self.sampler.check()?;
+            internal
         };
         let param = Param {
             distribution: distribution.clone(),

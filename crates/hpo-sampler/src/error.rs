@@ -1,7 +1,7 @@
 //! The crate's typed errors.
 
 /// Everything that can go wrong building a search space or suggesting a value.
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
 pub enum Error {
     /// A distribution's attributes are inconsistent (`low > high`, `log`
     /// with a non-positive `low`, a non-positive `step`, no choices...).

@@ -102,7 +102,7 @@ impl StepGrid {
     }
 }
 
-/// A pruner option's check: `Ok` when `ok`, else Optuna's error for
+/// An option's check (a pruner's or a sampler's): `Ok` when `ok`, else Optuna's error for
 /// `option` with the reason.
 pub(crate) fn require(
     ok: bool,

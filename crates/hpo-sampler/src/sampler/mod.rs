@@ -60,6 +60,13 @@ pub trait Sampler {
     }
 
     /// Sample one parameter on its own.
+    ///
+    /// # Panics
+    ///
+    /// `distribution` must pass [`Distribution::validate`] ([`crate::Trial`]
+    /// and [`crate::ask()`] check that first): a sampler may panic on one
+    /// that does not (a categorical without choices, `low > high`, a NaN
+    /// bound, a step of 0), as [`RandomSampler::draw`] does.
     fn sample_independent(
         &mut self,
         study: &StudyView<'_>,
@@ -67,6 +74,18 @@ pub trait Sampler {
         name: &str,
         distribution: &Distribution,
     ) -> f64;
+
+    /// Why this sampler cannot sample, if it cannot: an option out of its
+    /// documented range (as [`TpeConfig::check`], [`GpConfig::check`] and
+    /// [`NsgaIIConfig::check`] say), or a user function that returned
+    /// values it cannot use ([`TpeConfig::weights`], checked at each
+    /// call). [`crate::Trial`] and [`crate::ask()`] ask before and after
+    /// each draw and return the error instead of a value; a caller of the
+    /// `sample_*` methods should do the same. Meanwhile such a sampler
+    /// draws uniformly at random rather than panic. Default: `Ok`.
+    fn check(&self) -> crate::Result<()> {
+        Ok(())
+    }
 
     /// System attributes the caller should store on trial `trial_number`
     /// once it is asked (NSGA-II's generation); default none.

@@ -31,6 +31,7 @@ pub struct NsgaIIConfig {
     /// Trials per generation (at least 2).
     pub population_size: usize,
     /// Probability of re-drawing each parameter; `None`: `1 / n_params`.
+    /// Probabilities lie in `[0, 1]` ([`NsgaIIConfig::check`]).
     pub mutation_prob: Option<f64>,
     /// Probability of a crossover (else a parent is copied).
     pub crossover_prob: f64,
@@ -52,6 +53,35 @@ impl Default for NsgaIIConfig {
     }
 }
 
+impl NsgaIIConfig {
+    /// Checks the options as Optuna's `NSGAIISampler` does: a population
+    /// of at least 2, and probabilities in `[0, 1]` (not NaN). The error
+    /// names the option.
+    ///
+    /// ```
+    /// use hpo_sampler::NsgaIIConfig;
+    /// assert!(NsgaIIConfig::default().check().is_ok());
+    /// let bad = NsgaIIConfig { swapping_prob: f64::NAN, ..NsgaIIConfig::default() };
+    /// assert!(bad.check().unwrap_err().to_string().contains("swapping_prob"));
+    /// ```
+    pub fn check(&self) -> crate::Result<()> {
+        use crate::pruner::require;
+        require(self.population_size >= 2, "population_size", || {
+            format!("must be at least 2, got {}", self.population_size)
+        })?;
+        let probability = |option: &str, p: f64| {
+            require((0.0..=1.0).contains(&p), option, || {
+                format!("must be in [0, 1], got {p}")
+            })
+        };
+        if let Some(p) = self.mutation_prob {
+            probability("mutation_prob", p)?;
+        }
+        probability("crossover_prob", self.crossover_prob)?;
+        probability("swapping_prob", self.swapping_prob)
+    }
+}
+
 /// The NSGA-II sampler (see the module doc). One instance serves one study.
 pub struct NsgaIISampler {
     config: NsgaIIConfig,
@@ -61,22 +91,23 @@ pub struct NsgaIISampler {
     generations: HashMap<u64, i64>,
     /// Parent populations (trial numbers) by generation.
     parents: HashMap<i64, Vec<u64>>,
+    /// Its configuration's error ([`NsgaIIConfig::check`]).
+    error: Option<crate::Error>,
 }
 
 impl NsgaIISampler {
-    /// The sampler, or an error for a population below 2 (Optuna's
-    /// `ValueError`): a generation needs two parents.
+    /// The sampler, or the error of an option out of range
+    /// ([`NsgaIIConfig::check`]: a population below 2, which a generation
+    /// cannot have, or a probability outside `[0, 1]`; Optuna's
+    /// `ValueError`).
     pub fn try_new(config: NsgaIIConfig) -> crate::Result<Self> {
-        if config.population_size < 2 {
-            return Err(crate::Error::InvalidOption {
-                option: "population_size".into(),
-                reason: format!("must be at least 2, got {}", config.population_size),
-            });
-        }
+        config.check()?;
         Ok(Self::new(config))
     }
 
-    /// The sampler of a configuration known to be valid.
+    /// The sampler of a configuration known to be valid. A probability out
+    /// of range does not panic: [`Sampler::check`] returns its error and
+    /// the sampler draws at random.
     ///
     /// # Panics
     ///
@@ -89,11 +120,12 @@ impl NsgaIISampler {
             None => (Rng::from_entropy(), Rng::from_entropy()),
         };
         NsgaIISampler {
-            config,
             rng,
             random,
             generations: HashMap::new(),
             parents: HashMap::new(),
+            error: config.check().err(),
+            config,
         }
     }
 
@@ -329,6 +361,10 @@ fn crowding_sort(trials: &[FrozenTrial], mut members: Vec<usize>) -> Vec<usize> 
 }
 
 impl Sampler for NsgaIISampler {
+    fn check(&self) -> crate::Result<()> {
+        self.error.clone().map_or(Ok(()), Err)
+    }
+
     fn infer_relative_search_space(
         &mut self,
         study: &StudyView<'_>,
@@ -347,7 +383,7 @@ impl Sampler for NsgaIISampler {
     ) -> BTreeMap<String, f64> {
         let g = self.trial_generation(study, trial_number);
         let parents = self.parent_population(study, g);
-        if parents.is_empty() || space.is_empty() {
+        if self.error.is_some() || parents.is_empty() || space.is_empty() {
             return BTreeMap::new();
         }
         self.child(study, space, &parents)

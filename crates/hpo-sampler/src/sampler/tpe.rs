@@ -21,9 +21,11 @@ use super::observations::SpaceCache;
 use super::parzen::{Evaluator, Parzen, ParzenParams, total_key};
 use super::random::sample_uniform;
 use crate::distribution::Distribution;
+use crate::error::{Error, Result};
 use crate::multi::{
     losses, non_domination_ranks, ranks_of_pairs, reference_point, select_by_hypervolume,
 };
+use crate::pruner::require;
 use crate::rng::Rng;
 use crate::search_space;
 use crate::trial::{FrozenTrial, SearchSpace, StudyDirection, StudyView, TrialState};
@@ -87,6 +89,7 @@ pub struct TpeConfig {
     /// RUNNING trial is lied about (`constant_liar`), all candidates
     /// compete, so the lie can push the choice away from it.
     pub ei_finalists: Option<usize>,
+    /// The prior's weight against the observations' (positive, finite).
     pub prior_weight: f64,
     pub consider_magic_clip: bool,
     pub consider_endpoints: bool,
@@ -105,6 +108,11 @@ pub struct TpeConfig {
     /// linearly in rank between (feasible COMPLETE trials by value first). `0`
     /// (Optuna's): all weigh 1. One objective only.
     pub below_rank_weight: f64,
+    /// The weights of `n` "above" observations in trial-number order
+    /// ([`default_weights`]): at least `n` values (more are cut), finite,
+    /// none negative, not all zero. Checked at each call, as Optuna does;
+    /// other values make [`Sampler::check`] (so every later ask) an
+    /// error naming `weights`.
     pub weights: fn(usize) -> Vec<f64>,
     /// `gamma` on a study of several objectives (Optuna's
     /// `default_gamma_multiobjective`: `ceil(0.1 n)`, no cap).
@@ -206,6 +214,49 @@ impl TpeConfig {
     /// row of every parameter's samples and densities, so a mistyped count
     /// would exhaust memory rather than sample better.
     pub const MAX_EI_CANDIDATES: usize = 1_000_000;
+
+    /// Checks the options a sampler cannot use: `n_ei_candidates` (the
+    /// configuration's and each space rule's) above
+    /// [`TpeConfig::MAX_EI_CANDIDATES`], a `prior_weight` that is not
+    /// positive and finite, and `group` without `multivariate` (Optuna's
+    /// `ValueError`). The error names the option. A [`TpeSampler`] built
+    /// with such options returns this error from [`Sampler::check`], so
+    /// from every ask, and draws at random.
+    ///
+    /// ```
+    /// use hpo_sampler::TpeConfig;
+    /// assert!(TpeConfig::default().check().is_ok());
+    /// let bad = TpeConfig { prior_weight: f64::NAN, ..TpeConfig::default() };
+    /// assert!(bad.check().unwrap_err().to_string().contains("prior_weight"));
+    /// ```
+    pub fn check(&self) -> Result<()> {
+        let candidates = |option: &str, n: usize| {
+            require(n <= Self::MAX_EI_CANDIDATES, option, || {
+                format!("must be at most {}, got {n}", Self::MAX_EI_CANDIDATES)
+            })
+        };
+        candidates("n_ei_candidates", self.n_ei_candidates)?;
+        for (option, rule) in [
+            ("continuous.n_ei_candidates", self.continuous),
+            (
+                "continuous_wide.n_ei_candidates",
+                self.continuous_wide.map(|(_, r)| r),
+            ),
+            ("integer.n_ei_candidates", self.integer),
+        ] {
+            if let Some(rule) = rule {
+                candidates(option, rule.n_ei_candidates)?;
+            }
+        }
+        require(
+            self.prior_weight > 0.0 && self.prior_weight.is_finite(),
+            "prior_weight",
+            || format!("must be positive and finite, got {}", self.prior_weight),
+        )?;
+        require(!self.group || self.multivariate, "group", || {
+            "can only be enabled when `multivariate` is enabled".into()
+        })
+    }
 
     /// Optuna 5.0's `TPESampler()` defaults, unchanged: the `Default`
     /// but for [`TpeConfig::continuous`] and [`TpeConfig::integer`].
@@ -314,6 +365,9 @@ pub struct TpeSampler {
     ones_memo: Option<(usize, Vec<f64>)>,
     /// The rows of the trial being asked (see [`ConsideredMemo`]).
     considered: Option<ConsideredMemo>,
+    /// Why it cannot sample ([`Sampler::check`]): its configuration's
+    /// error, or the first unusable values its `weights` returned.
+    error: Option<Error>,
 }
 
 /// The rows [`considered`] made for the trial being asked, by position in
@@ -488,12 +542,16 @@ fn key_change(old: &[TrialKey], new: &[TrialKey]) -> Option<(Vec<u64>, Vec<usize
 }
 
 impl TpeSampler {
+    /// The sampler of `config`. Options out of range
+    /// ([`TpeConfig::check`]) do not panic: [`Sampler::check`] returns
+    /// their error and the sampler draws at random.
     pub fn new(config: TpeConfig) -> Self {
         let (rng, random) = match config.seed {
             Some(s) => (Rng::seed_from(s), Rng::seed_from(s ^ 0x005e_ed0f_7a4d_0000)),
             None => (Rng::from_entropy(), Rng::from_entropy()),
         };
         TpeSampler {
+            error: config.check().err(),
             config,
             rng,
             random,
@@ -676,6 +734,7 @@ impl TpeSampler {
         let weights = self.config.weights;
         let memo = &mut self.weights_memo;
         let ones_memo = &mut self.ones_memo;
+        let error = &mut self.error;
         for (slot, set, is_below) in [
             (&mut cached.below, &below, true),
             (&mut cached.above, &above, false),
@@ -721,8 +780,12 @@ impl TpeSampler {
                         })
                         .collect();
                     let n_obs = e.parzen.n_observations() - removed.len() + added.len();
-                    e.parzen
-                        .update(&removed, &added, obs_weights(memo, weights, n_obs), params);
+                    e.parzen.update(
+                        &removed,
+                        &added,
+                        obs_weights(memo, weights, n_obs, error),
+                        params,
+                    );
                     e.key = key;
                     e.lean = lean;
                     continue;
@@ -735,7 +798,7 @@ impl TpeSampler {
                 ranked = rank_weights(&rows, set, &obs.numbers, lean);
                 &ranked[..]
             } else {
-                obs_weights(memo, weights, obs.len())
+                obs_weights(memo, weights, obs.len(), error)
             };
             // The new estimator inherits the cell masses its predecessor
             // computed, and its log weights if they are the same.
@@ -836,6 +899,35 @@ fn rank_weights(rows: &[Row<'_>], set: &[u32], numbers: &[u64], a: f64) -> Vec<f
     numbers.iter().map(|&n| weight_of(n)).collect()
 }
 
+/// `weights(n)` cut to `n` values, or an error naming `weights` as
+/// Optuna's `_call_weights_func` refuses them (a negative, infinite or
+/// NaN value, all zero); and fewer than `n`, which Optuna leaves to numpy
+/// to fail on.
+fn checked_weights(weights: fn(usize) -> Vec<f64>, n: usize) -> Result<Vec<f64>> {
+    let mut w = weights(n);
+    w.truncate(n);
+    let refused = |reason: String| Error::InvalidOption {
+        option: "weights".into(),
+        reason: format!("{reason}, called with {n} observations"),
+    };
+    if w.len() < n {
+        return Err(refused(format!("returned only {} values", w.len())));
+    }
+    if let Some((i, v)) = w
+        .iter()
+        .enumerate()
+        .find(|(_, v)| !(**v >= 0.0 && v.is_finite()))
+    {
+        return Err(refused(format!(
+            "returned {v} at index {i} (weights must be finite and not negative)"
+        )));
+    }
+    if n > 0 && w.iter().all(|v| *v == 0.0) {
+        return Err(refused("returned only zeros".into()));
+    }
+    Ok(w)
+}
+
 /// Equal weights (multi-objective TPE's "below" trials).
 fn uniform_weights(n: usize) -> Vec<f64> {
     vec![1.0; n]
@@ -843,15 +935,20 @@ fn uniform_weights(n: usize) -> Vec<f64> {
 
 /// The weights of `n` observations (the configured ramp, one per
 /// observation), remembered in `memo` for the next call: nearly every ask
-/// has the count of the last.
-fn obs_weights(
-    memo: &mut Option<(usize, Vec<f64>)>,
+/// has the count of the last. Unusable ones ([`checked_weights`]) are
+/// recorded in `error` (the first only) and replaced by equal weights, so
+/// the draw completes and its caller returns the error.
+fn obs_weights<'m>(
+    memo: &'m mut Option<(usize, Vec<f64>)>,
     weights: fn(usize) -> Vec<f64>,
     n: usize,
-) -> &[f64] {
+    error: &mut Option<Error>,
+) -> &'m [f64] {
     if memo.as_ref().is_none_or(|(m, _)| *m != n) {
-        let mut w = weights(n);
-        w.truncate(n);
+        let w = checked_weights(weights, n).unwrap_or_else(|e| {
+            error.get_or_insert(e);
+            vec![1.0; n]
+        });
         *memo = Some((n, w));
     }
     memo.as_ref().map_or(&[], |(_, w)| w)
@@ -1173,6 +1270,10 @@ fn split_rows_multi(
 }
 
 impl Sampler for TpeSampler {
+    fn check(&self) -> Result<()> {
+        self.error.clone().map_or(Ok(()), Err)
+    }
+
     fn before_trial(&mut self, _study: &StudyView<'_>, _trial_number: u64) {
         self.considered = None;
     }
@@ -1227,7 +1328,10 @@ impl Sampler for TpeSampler {
         space: &SearchSpace,
     ) -> BTreeMap<String, f64> {
         let mut out = BTreeMap::new();
-        if space.is_empty() || self.n_finished(study) < self.config.n_startup_trials {
+        if self.error.is_some()
+            || space.is_empty()
+            || self.n_finished(study) < self.config.n_startup_trials
+        {
             return out;
         }
         let groups = std::mem::take(&mut self.groups);
@@ -1260,7 +1364,7 @@ impl Sampler for TpeSampler {
         name: &str,
         distribution: &Distribution,
     ) -> f64 {
-        if self.n_finished(study) < self.config.n_startup_trials {
+        if self.error.is_some() || self.n_finished(study) < self.config.n_startup_trials {
             return sample_uniform(&mut self.random, distribution);
         }
         let name = name.to_string();

@@ -182,6 +182,14 @@ impl AutoSampler {
 }
 
 impl Sampler for AutoSampler {
+    /// The first error of its GP's, TPE's or NSGA-II's options: all three
+    /// are checked, whichever it picks.
+    fn check(&self) -> crate::Result<()> {
+        self.gp.check()?;
+        self.tpe.check()?;
+        self.nsga2.check()
+    }
+
     fn before_trial(&mut self, study: &StudyView<'_>, trial_number: u64) {
         self.gp.before_trial(study, trial_number);
         self.tpe.before_trial(study, trial_number);

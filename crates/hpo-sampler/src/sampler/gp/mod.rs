@@ -133,14 +133,16 @@ pub struct GpConfig {
     /// GPs under [`GpConfig::hypervolume_improvement`] take it too;
     /// constraints and ParEGO's scalarisation keep Optuna's floor (on
     /// ParEGO the smaller one moved nothing beyond what seeds move), unless
-    /// this is larger.
+    /// this is larger. Positive and finite: at 0 a covariance of repeated
+    /// points is singular.
     pub minimum_noise: f64,
-    /// Quasi-random candidates scored before the local searches (2,048).
+    /// Quasi-random candidates scored before the local searches (2,048;
+    /// at most [`GpConfig::MAX_PRELIMINARY_SAMPLES`]).
     pub n_preliminary_samples: usize,
     /// Local searches, the best candidate and the best trial included (10).
     pub n_local_search: usize,
     /// Tolerance of the local search (1e-4; L-BFGS stops at a projected
-    /// gradient of `sqrt(tol)`).
+    /// gradient of `sqrt(tol)`; finite, not negative).
     pub tol: f64,
     /// Add RUNNING trials to the GP at its posterior mean (true).
     pub kriging_believer: bool,
@@ -173,6 +175,50 @@ impl Default for GpConfig {
     }
 }
 
+impl GpConfig {
+    /// The most quasi-random candidates an ask may score
+    /// (`n_preliminary_samples`): each is a point of every parameter and
+    /// its acquisition value, so a mistyped count would exhaust memory
+    /// rather than search better.
+    pub const MAX_PRELIMINARY_SAMPLES: usize = 1 << 20;
+
+    /// Checks the options a sampler cannot use: a `minimum_noise` that is
+    /// not positive and finite, `n_preliminary_samples` above
+    /// [`GpConfig::MAX_PRELIMINARY_SAMPLES`], a negative or non-finite
+    /// `tol`. The error names the option. A [`GpSampler`] built with such
+    /// options returns this error from [`Sampler::check`], so from every
+    /// ask, and draws at random.
+    ///
+    /// ```
+    /// use hpo_sampler::GpConfig;
+    /// assert!(GpConfig::default().check().is_ok());
+    /// let bad = GpConfig { minimum_noise: 0.0, ..GpConfig::default() };
+    /// assert!(bad.check().unwrap_err().to_string().contains("minimum_noise"));
+    /// ```
+    pub fn check(&self) -> crate::Result<()> {
+        use crate::pruner::require;
+        require(
+            self.minimum_noise > 0.0 && self.minimum_noise.is_finite(),
+            "minimum_noise",
+            || format!("must be positive and finite, got {}", self.minimum_noise),
+        )?;
+        require(
+            self.n_preliminary_samples <= Self::MAX_PRELIMINARY_SAMPLES,
+            "n_preliminary_samples",
+            || {
+                format!(
+                    "must be at most {}, got {}",
+                    Self::MAX_PRELIMINARY_SAMPLES,
+                    self.n_preliminary_samples
+                )
+            },
+        )?;
+        require(self.tol >= 0.0 && self.tol.is_finite(), "tol", || {
+            format!("must be finite and not negative, got {}", self.tol)
+        })
+    }
+}
+
 /// Gaussian-process sampler (see the module documentation).
 ///
 /// ```
@@ -199,6 +245,8 @@ pub struct GpSampler {
     /// fit's start.
     cache: Vec<KernelParams>,
     constraint_cache: Vec<KernelParams>,
+    /// Its configuration's error ([`GpConfig::check`]).
+    error: Option<crate::Error>,
 }
 
 /// ParEGO's augmented Chebyshev scalarisation of the COMPLETE trials'
@@ -312,8 +360,12 @@ fn goal(
 }
 
 impl GpSampler {
+    /// The sampler of `config`. Options out of range
+    /// ([`GpConfig::check`]) do not panic: [`Sampler::check`] returns
+    /// their error and the sampler draws at random.
     pub fn new(config: GpConfig) -> Self {
         GpSampler {
+            error: config.check().err(),
             rng: config.seed.map_or_else(Rng::from_entropy, Rng::seed_from),
             config,
             cache: Vec::new(),
@@ -432,6 +484,10 @@ impl GpSampler {
 }
 
 impl Sampler for GpSampler {
+    fn check(&self) -> crate::Result<()> {
+        self.error.clone().map_or(Ok(()), Err)
+    }
+
     fn infer_relative_search_space(
         &mut self,
         study: &StudyView<'_>,
@@ -455,7 +511,10 @@ impl Sampler for GpSampler {
         trial_number: u64,
         space: &SearchSpace,
     ) -> BTreeMap<String, f64> {
-        if space.is_empty() || Self::n_complete(study) < self.config.n_startup_trials {
+        if self.error.is_some()
+            || space.is_empty()
+            || Self::n_complete(study) < self.config.n_startup_trials
+        {
             return BTreeMap::new();
         }
         let space: Vec<(&String, &Distribution)> = space.iter().collect();
@@ -567,7 +626,10 @@ impl Sampler for GpSampler {
         distribution: &Distribution,
     ) -> f64 {
         let n = self.config.n_startup_trials;
-        if self.config.latin_hypercube_startup && Self::n_complete(study) < n {
+        if self.config.latin_hypercube_startup
+            && self.error.is_none()
+            && Self::n_complete(study) < n
+        {
             return startup::draw(&mut self.rng, n, study, name, distribution);
         }
         sample_uniform(&mut self.rng, distribution)
