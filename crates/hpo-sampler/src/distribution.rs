@@ -178,8 +178,9 @@ fn invalid(reason: impl Into<String>) -> Error {
 }
 
 impl Distribution {
-    /// A float range, validated as Optuna does; with a `step`, `high` is
-    /// lowered to the last grid point (`low + k * step <= high`).
+    /// A float range, validated as Optuna does, and also refused when
+    /// `high - low` overflows; with a `step`, `high` is lowered to the
+    /// last grid point (`low + k * step <= high`).
     pub fn float(low: f64, high: f64, log: bool, step: Option<f64>) -> Result<Self> {
         if !low.is_finite() || !high.is_finite() {
             return Err(invalid(format!(
@@ -197,6 +198,13 @@ impl Distribution {
         if log && low <= 0.0 {
             return Err(invalid(format!(
                 "`low > 0` must hold for log=true, got low={low}"
+            )));
+        }
+        // Optuna accepts a span that overflows; every draw in it is then
+        // `high`, and the GP's normalised inputs are NaN.
+        if !(high - low).is_finite() {
+            return Err(invalid(format!(
+                "`high - low` must be finite, got low={low}, high={high}"
             )));
         }
         let mut high = high;
@@ -487,6 +495,26 @@ fn adjust_float_high(low: f64, high: f64, step: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Finite bounds whose span overflows: every draw would be `high` and
+    /// the GP's normalised inputs NaN, so the range is refused, built or
+    /// validated.
+    #[test]
+    fn a_span_that_overflows_is_refused() {
+        for (low, high) in [(-1e308, 1e308), (-f64::MAX, f64::MAX), (-1e308, 9e307)] {
+            let e = Distribution::float(low, high, false, None).unwrap_err();
+            assert!(e.to_string().contains("high - low"), "{e}");
+            let built = Distribution::Float {
+                low,
+                high,
+                log: false,
+                step: None,
+            };
+            assert!(built.validate().is_err());
+        }
+        assert!(Distribution::float(-1e307, 1e307, false, None).is_ok());
+        assert!(Distribution::float(1e-300, f64::MAX, true, None).is_ok());
+    }
 
     #[test]
     fn ranges_beyond_exact_floats_are_refused() {

@@ -232,7 +232,7 @@ fn fitted_hyperparameters_match_optuna() {
             minimum: OPTUNA_MINIMUM_NOISE,
             fixed: deterministic,
         };
-        let gp = fit_gp(x, y, cat, None, noise);
+        let gp = fit_gp(x, y, cat, None, noise).expect("finite inputs fit");
         let theirs = floats(&case["inverse_squared_lengthscales"]);
         // Both stop at a projected gradient of 1e-2 in log space, so the
         // fits agree to a few percent in log space, not to the last digit.

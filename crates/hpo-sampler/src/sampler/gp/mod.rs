@@ -401,7 +401,7 @@ impl GpSampler {
 
     /// One GP per column of `targets`, each fitted from its previous fit,
     /// with the RUNNING trials' rows added at its own posterior mean
-    /// (kriging believer).
+    /// (kriging believer); `None` when one cannot be fitted.
     fn objective_gps(
         &mut self,
         x: &[f64],
@@ -409,7 +409,7 @@ impl GpSampler {
         categorical: &[bool],
         running: &[Vec<f64>],
         noise: regressor::Noise,
-    ) -> Vec<GpRegressor> {
+    ) -> Option<Vec<GpRegressor>> {
         if self.cache.len() != targets.len() {
             self.cache.clear();
         }
@@ -420,28 +420,31 @@ impl GpSampler {
                 let start = self.cache.get(k);
                 regressor::fit(x.to_vec(), y.clone(), categorical.to_vec(), start, noise)
             })
-            .collect();
+            .collect::<Option<_>>()?;
         self.cache = gps.iter().map(|gp| gp.params.clone()).collect();
         if !self.config.kriging_believer || running.is_empty() {
-            return gps;
+            return Some(gps);
         }
         let xs: Vec<f64> = running.concat();
-        gps.into_iter()
+        let gps = gps
+            .into_iter()
             .map(|gp| {
                 let fantasy: Vec<f64> = running.iter().map(|r| gp.posterior(r).0).collect();
                 gp.with_fantasies(&xs, &fantasy).unwrap_or(gp)
             })
-            .collect()
+            .collect();
+        Some(gps)
     }
 
     /// One GP per constraint, on the negated standardised values, with the
-    /// standardised value of 0 above which the constraint holds.
+    /// standardised value of 0 above which the constraint holds; `None`
+    /// when one cannot be fitted.
     fn constraint_gps(
         &mut self,
         x: &[f64],
         rows: &[Vec<f64>],
         categorical: &[bool],
-    ) -> Vec<(GpRegressor, f64)> {
+    ) -> Option<Vec<(GpRegressor, f64)>> {
         let n_constraints = rows.first().map_or(0, Vec::len);
         if self.constraint_cache.len() != n_constraints {
             self.constraint_cache.clear();
@@ -452,12 +455,12 @@ impl GpSampler {
                 let neg: Vec<f64> = rows.iter().map(|r| -r[c]).collect();
                 let (y, mean, scale) = standardize(&neg);
                 let start = self.constraint_cache.get(c);
-                let gp = regressor::fit(x.to_vec(), y, categorical.to_vec(), start, noise);
-                (gp, -mean / scale)
+                let gp = regressor::fit(x.to_vec(), y, categorical.to_vec(), start, noise)?;
+                Some((gp, -mean / scale))
             })
-            .collect();
+            .collect::<Option<_>>()?;
         self.constraint_cache = gps.iter().map(|(gp, _)| gp.params.clone()).collect();
-        gps
+        Some(gps)
     }
 
     fn n_complete(study: &StudyView<'_>) -> usize {
@@ -600,9 +603,15 @@ impl Sampler for GpSampler {
             })
             .collect();
         let noise = self.noise(scalarised.is_none());
-        let gps = self.objective_gps(&x, &targets, &categorical, &running, noise);
+        // A GP that cannot be fitted (no covariance of the inputs is
+        // positive definite): the parameters are drawn independently.
+        let Some(gps) = self.objective_gps(&x, &targets, &categorical, &running, noise) else {
+            return BTreeMap::new();
+        };
         let (goal, warm_start) = goal(gps, &targets, &feasible, &x, dim);
-        let constraints = self.constraint_gps(&x, &constraint_rows, &categorical);
+        let Some(constraints) = self.constraint_gps(&x, &constraint_rows, &categorical) else {
+            return BTreeMap::new();
+        };
         let acq = Acquisition { goal, constraints };
         let search = optimize::Search {
             n_candidates: self.config.n_preliminary_samples.max(1),

@@ -538,14 +538,16 @@ pub struct Noise {
 /// Fit the hyperparameters from `start` (the previous fit, or the
 /// defaults), as Optuna's `fit_kernel_params`: L-BFGS on the log
 /// parameters with `gtol = 1e-2`; on failure again from the defaults; if
-/// that fails too, the defaults unfitted.
+/// that fails too, the defaults unfitted, at a noise of 1 if need be.
+/// `None` when even that covariance is not positive definite (a NaN or
+/// infinite input).
 pub fn fit(
     x: Vec<f64>,
     y: Vec<f64>,
     categorical: Vec<bool>,
     start: Option<&KernelParams>,
     noise: Noise,
-) -> GpRegressor {
+) -> Option<GpRegressor> {
     let dim = categorical.len();
     let defaults = KernelParams::default_for(dim);
     let pairs = PairDistances::new(&x, y.len(), &categorical);
@@ -577,7 +579,7 @@ pub fn fit(
         if let Some(r) = result {
             let p = from_raw(&r.x, dim, noise);
             if let Some(gp) = GpRegressor::new(x.clone(), y.clone(), categorical.clone(), p) {
-                return gp;
+                return Some(gp);
             }
         }
     }
@@ -585,10 +587,10 @@ pub fn fit(
     if noise.fixed {
         p.noise_var = noise.minimum;
     }
-    GpRegressor::new(x.clone(), y.clone(), categorical.clone(), p.clone()).unwrap_or_else(|| {
-        // A large noise always gives a positive definite covariance.
+    GpRegressor::new(x.clone(), y.clone(), categorical.clone(), p.clone()).or_else(|| {
+        // A large noise gives a positive definite covariance of finite inputs.
         p.noise_var = 1.0;
-        GpRegressor::new(x, y, categorical, p).expect("K + I is positive definite")
+        GpRegressor::new(x, y, categorical, p)
     })
 }
 
@@ -680,6 +682,20 @@ mod tests {
                 "{noise_var}: {taken}"
             );
         }
+    }
+
+    /// Inputs no covariance of which is positive definite (a NaN
+    /// coordinate) are no fit, not a panic.
+    #[test]
+    fn a_nan_input_is_no_fit() {
+        let noise = Noise {
+            minimum: 1e-6,
+            fixed: false,
+        };
+        let x = vec![f64::NAN, 0.5, 0.9];
+        assert!(fit(x, vec![0.0, 1.0, -1.0], vec![false], None, noise).is_none());
+        let x = vec![0.1, 0.5, 0.9];
+        assert!(fit(x, vec![0.0, 1.0, -1.0], vec![false], None, noise).is_some());
     }
 
     /// Inputs of inconsistent sizes are no GP, not an index out of bounds.
