@@ -273,6 +273,21 @@ impl Distribution {
         Ok(Distribution::Categorical { choices })
     }
 
+    /// Whether the samplers can draw from it at all: `low <= high` (not
+    /// NaN), a positive step, a choice; a cheap part of
+    /// [`Distribution::validate`].
+    pub(crate) fn drawable(&self) -> bool {
+        match self {
+            Distribution::Float {
+                low, high, step, ..
+            } => low <= high && step.is_none_or(|s| s > 0.0),
+            Distribution::Int {
+                low, high, step, ..
+            } => low <= high && *step > 0,
+            Distribution::Categorical { choices } => !choices.is_empty(),
+        }
+    }
+
     /// Checks a distribution built from its variant's fields as the
     /// constructors ([`Distribution::float`], [`Distribution::int`],
     /// [`Distribution::categorical`]) check their arguments: samplers take
@@ -323,7 +338,8 @@ impl Distribution {
     }
 
     /// Whether an internal value lies in the distribution (respecting the
-    /// grid for steps and the index range for categoricals).
+    /// grid for steps and the index range for categoricals); never, for a
+    /// step of 0.
     pub fn contains(&self, internal: f64) -> bool {
         match self {
             Distribution::Float {
@@ -343,10 +359,15 @@ impl Distribution {
             Distribution::Int {
                 low, high, step, ..
             } => {
+                // In i128, and checked: a distribution built from its
+                // fields may have a step of 0 or bounds whose difference
+                // overflows an i64.
                 internal.fract() == 0.0
                     && (*low as f64) <= internal
                     && internal <= *high as f64
-                    && ((internal as i64) - low) % step == 0
+                    && (internal as i128 - i128::from(*low))
+                        .checked_rem(i128::from(*step))
+                        .is_some_and(|r| r == 0)
             }
             Distribution::Categorical { choices } => {
                 internal.fract() == 0.0 && internal >= 0.0 && (internal as usize) < choices.len()
@@ -385,7 +406,13 @@ impl Distribution {
     }
 
     /// The external value of an internal representation (ints truncate
-    /// like Python's `int()`; categoricals index their choices).
+    /// like Python's `int()`; categoricals index their choices, an index
+    /// out of range taken as the nearest).
+    ///
+    /// # Panics
+    ///
+    /// On a categorical without choices, which no constructor builds and
+    /// [`Distribution::validate`] refuses: it has no value to return.
     pub fn to_external(&self, internal: f64) -> ParamValue {
         match self {
             Distribution::Float { .. } => ParamValue::Float(internal),
@@ -495,6 +522,30 @@ fn adjust_float_high(low: f64, high: f64, step: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `contains` on an int built from its fields with a step of 0, or
+    /// with bounds whose difference overflows an i64, answers rather than
+    /// panicking on `% 0` or an overflow.
+    #[test]
+    fn contains_answers_for_any_int_fields() {
+        let zero_step = Distribution::Int {
+            low: 0,
+            high: 10,
+            log: false,
+            step: 0,
+        };
+        assert!(!zero_step.contains(5.0));
+        let wide = Distribution::Int {
+            low: i64::MIN,
+            high: i64::MAX,
+            log: false,
+            step: 3,
+        };
+        // 1e18 + 2^63 is a multiple of 3; 2^61 + 2^63 is not.
+        assert!(wide.contains(1e18));
+        assert!(!wide.contains(2f64.powi(61)));
+        assert!(wide.contains(i64::MIN as f64));
+    }
 
     /// Finite bounds whose span overflows: every draw would be `high` and
     /// the GP's normalised inputs NaN, so the range is refused, built or

@@ -190,6 +190,11 @@ pub struct Param {
 
 impl Param {
     /// The external value (what the objective sees).
+    ///
+    /// # Panics
+    ///
+    /// On a categorical distribution without choices
+    /// ([`Distribution::to_external`]).
     pub fn value(&self) -> ParamValue {
         self.distribution.to_external(self.internal)
     }

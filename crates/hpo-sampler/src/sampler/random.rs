@@ -23,7 +23,19 @@ impl RandomSampler {
     }
 
     /// One uniform draw from `distribution`, in internal representation.
+    ///
+    /// # Panics
+    ///
+    /// On a distribution built from its fields that no constructor would
+    /// build and the samplers cannot draw from: `low > high`, a NaN bound,
+    /// a step of 0 or below, a categorical without choices
+    /// ([`Distribution::validate`] refuses these, as [`crate::Trial`] and
+    /// [`crate::ask()`] do before drawing).
     pub fn draw(&mut self, distribution: &Distribution) -> f64 {
+        assert!(
+            distribution.drawable(),
+            "cannot draw from {distribution}: Distribution::validate refuses it"
+        );
         sample_uniform(&mut self.rng, distribution)
     }
 }
@@ -56,5 +68,51 @@ impl Sampler for RandomSampler {
         distribution: &Distribution,
     ) -> f64 {
         self.draw(distribution)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A distribution the samplers cannot draw from panics with a message
+    /// that names it, as documented, rather than returning NaN (a step of
+    /// 0) or failing inside `clamp` or the RNG.
+    #[test]
+    fn an_undrawable_distribution_panics_naming_it() {
+        let bad = [
+            Distribution::Float {
+                low: 1.0,
+                high: 0.0,
+                log: false,
+                step: None,
+            },
+            Distribution::Float {
+                low: f64::NAN,
+                high: 1.0,
+                log: false,
+                step: None,
+            },
+            Distribution::Int {
+                low: 0,
+                high: 10,
+                log: false,
+                step: 0,
+            },
+            Distribution::Categorical { choices: vec![] },
+        ];
+        for d in bad {
+            let drawn = std::panic::catch_unwind(|| RandomSampler::new(Some(1)).draw(&d));
+            let message = match drawn {
+                Ok(v) => panic!("{d:?}: drew {v}"),
+                Err(p) => p.downcast::<String>().map(|s| *s).unwrap_or_default(),
+            };
+            assert!(
+                message.contains("Distribution::validate"),
+                "{d:?}: {message}"
+            );
+        }
+        let ok = Distribution::int(0, 10, false, 2).unwrap();
+        assert!(ok.contains(RandomSampler::new(Some(1)).draw(&ok)));
     }
 }
