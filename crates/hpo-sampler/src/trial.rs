@@ -97,7 +97,7 @@ impl TrialState {
 
 impl fmt::Display for TrialState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -176,7 +176,7 @@ impl StudyDirection {
 
 impl fmt::Display for StudyDirection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -423,6 +423,13 @@ impl<'a> StudyView<'a> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Tables (`memtune trials`) align states and directions with a width.
+    #[test]
+    fn names_honour_width_and_alignment() {
+        assert_eq!(format!("{:<8}|", TrialState::Fail), "FAIL    |");
+        assert_eq!(format!("{:>9}", StudyDirection::Minimize), " MINIMIZE");
+    }
 
     #[test]
     fn names_parse_back_as_optuna_spells_them() {

@@ -84,7 +84,7 @@ impl MatmulPrecision {
 
 impl fmt::Display for MatmulPrecision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.pad(self.name())
     }
 }
 
