@@ -18,6 +18,9 @@ pub struct Trial<'s, S: Sampler + ?Sized> {
     number: u64,
     relative: Option<(SearchSpace, BTreeMap<String, f64>)>,
     params: BTreeMap<String, Param>,
+    /// Whether the history passed [`StudyView::check`] (done before the
+    /// sampler first reads it, so `new` stays infallible).
+    history_checked: bool,
 }
 
 impl<'s, S: Sampler + ?Sized> Trial<'s, S> {
@@ -31,7 +34,22 @@ impl<'s, S: Sampler + ?Sized> Trial<'s, S> {
             number,
             relative: None,
             params: BTreeMap::new(),
+            history_checked: false,
         }
+    }
+
+    /// Refuses a history the samplers cannot rely on ([`StudyView::check`]:
+    /// a value outside its distribution, a NaN value or constraint), once
+    /// per trial; [`Trial::suggest`] calls it before sampling.
+    pub fn check_history(&mut self) -> Result<()> {
+        if !self.history_checked {
+            match self.sampler.checked_trials() {
+                Some(checked) => checked.check(&self.study)?,
+                None => self.study.check()?,
+            }
+            self.history_checked = true;
+        }
+        Ok(())
     }
 
     pub fn number(&self) -> u64 {
@@ -65,6 +83,7 @@ impl<'s, S: Sampler + ?Sized> Trial<'s, S> {
         // A sampler's bad option is refused before it draws, and what a
         // user function of it returned, once it has drawn.
         self.sampler.check()?;
+        self.check_history()?;
         let internal = if distribution.single() {
             distribution.single_value()
         } else {
@@ -98,7 +117,12 @@ impl<'s, S: Sampler + ?Sized> Trial<'s, S> {
         if space.get(name) != Some(distribution) {
             return None;
         }
-        values.get(name).copied()
+        // A joint value outside the distribution is drawn independently
+        // instead (Optuna's `_is_relative_param`).
+        values
+            .get(name)
+            .copied()
+            .filter(|v| distribution.contains(*v))
     }
 
     /// `suggest_float(name, low, high)`.
@@ -174,6 +198,7 @@ pub fn ask<S: Sampler + ?Sized>(
 ) -> Result<BTreeMap<String, Param>> {
     check_against_history(study.trials, space)?;
     let mut trial = Trial::new(sampler, study, number);
+    trial.check_history()?;
     for (name, d) in space {
         trial.suggest(name, d)?;
     }
@@ -236,6 +261,104 @@ mod tests {
             },
         );
         t
+    }
+
+    fn finished(number: u64, name: &str, d: &Distribution, internal: f64) -> FrozenTrial {
+        let mut t = holding(number, name, d);
+        t.params.get_mut(name).expect("held").internal = internal;
+        t.state = crate::TrialState::Complete;
+        t.values = Some(vec![number as f64]);
+        t
+    }
+
+    /// A stored value the samplers cannot use (outside its distribution,
+    /// NaN, a NaN value or constraint) is an error naming the trial and
+    /// what is wrong, from `ask` and from a `Trial`, never a panic or a
+    /// NaN suggestion.
+    #[test]
+    fn a_history_the_samplers_cannot_use_is_refused() {
+        use crate::{NsgaIIConfig, NsgaIISampler, StudyDirection, TpeSampler};
+        let choice = |s: &str| CategoricalChoice::Str(s.into());
+        let cat = Distribution::categorical(vec![choice("a"), choice("b"), choice("c")]).unwrap();
+        let x = Distribution::float(0.0, 1.0, false, None).unwrap();
+        let space = SearchSpace::from([("c".to_string(), cat.clone())]);
+        let xspace = SearchSpace::from([("x".to_string(), x.clone())]);
+        let good = |n| finished(n, "c", &cat, (n % 3) as f64);
+        let mut cases: Vec<(Vec<FrozenTrial>, &SearchSpace, &str)> = Vec::new();
+        for bad in [5.0, 3.0, f64::NAN] {
+            let mut trials: Vec<FrozenTrial> = (0..12).map(good).collect();
+            trials[4] = finished(4, "c", &cat, bad);
+            cases.push((trials, &space, "`c`"));
+        }
+        let mut trials: Vec<FrozenTrial> = (0..12).map(|n| finished(n, "x", &x, 0.5)).collect();
+        trials[6].params.get_mut("x").unwrap().internal = f64::NAN;
+        cases.push((trials, &xspace, "`x`"));
+        let mut trials: Vec<FrozenTrial> = (0..12).map(|n| finished(n, "x", &x, 0.5)).collect();
+        trials[7].values = Some(vec![f64::NAN]);
+        cases.push((trials, &xspace, "NaN"));
+        let mut trials: Vec<FrozenTrial> = (0..12).map(|n| finished(n, "x", &x, 0.5)).collect();
+        trials[8]
+            .system_attrs
+            .insert(crate::CONSTRAINTS_KEY.into(), serde_json::json!(["NaN"]));
+        cases.push((trials, &xspace, "constraints"));
+        for (trials, space, what) in &cases {
+            let view = StudyView::new("s", StudyDirection::Minimize, trials);
+            let e = ask(&mut TpeSampler::with_seed(0), view, 12, space)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("trial ") && e.contains(what), "{e}");
+            let mut sampler = TpeSampler::with_seed(0);
+            let mut trial = Trial::new(&mut sampler, view, 12);
+            let (name, d) = space.iter().next().unwrap();
+            assert!(trial.suggest(name, d).is_err(), "{what}");
+        }
+        // NSGA-II would copy a parent's value into the child.
+        let dirs = [StudyDirection::Minimize; 2];
+        let mut trials: Vec<FrozenTrial> = (0..8).map(|n| finished(n, "x", &x, 0.5)).collect();
+        for t in &mut trials {
+            t.values = Some(vec![t.number as f64, 1.0]);
+        }
+        trials[2].params.get_mut("x").unwrap().internal = 7.0;
+        let view = StudyView::with_directions("s", &dirs, &trials);
+        let mut nsga = NsgaIISampler::new(NsgaIIConfig {
+            population_size: 2,
+            seed: Some(1),
+            ..NsgaIIConfig::default()
+        });
+        let e = ask(&mut nsga, view, 8, &xspace).unwrap_err().to_string();
+        assert!(e.contains("trial 2") && e.contains("`x`"), "{e}");
+    }
+
+    /// A long-lived sampler checks a finished trial once, and again when
+    /// it changed.
+    #[test]
+    fn checked_trials_recheck_a_changed_trial() {
+        use crate::{CheckedTrials, StudyDirection};
+        let x = Distribution::float(0.0, 1.0, false, None).unwrap();
+        let mut trials: Vec<FrozenTrial> = (0..5).map(|n| finished(n, "x", &x, 0.5)).collect();
+        let mut checked = CheckedTrials::default();
+        checked
+            .check(&StudyView::new("s", StudyDirection::Minimize, &trials))
+            .unwrap();
+        trials[3].values = Some(vec![f64::NAN]);
+        let e = checked
+            .check(&StudyView::new("s", StudyDirection::Minimize, &trials))
+            .unwrap_err();
+        assert!(e.to_string().contains("trial 3"), "{e}");
+        // A sliding history (the oldest trial gone) still matches.
+        trials[3].values = Some(vec![1.0]);
+        checked
+            .check(&StudyView::new("s", StudyDirection::Minimize, &trials[1..]))
+            .unwrap();
+        trials[4].system_attrs.insert(
+            crate::CONSTRAINTS_KEY.into(),
+            serde_json::json!([f64::NAN.to_string()]),
+        );
+        assert!(
+            checked
+                .check(&StudyView::new("s", StudyDirection::Minimize, &trials[1..]))
+                .is_err()
+        );
     }
 
     #[test]

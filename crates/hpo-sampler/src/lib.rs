@@ -129,6 +129,14 @@
 //!   is converted, or skipped if it falls outside, rather than raising.
 //! - Among exactly equal observations, which kernel gets which width
 //!   follows a stable sort; Optuna's follows numpy's unstable argsort.
+//! - [`ask()`] and [`Trial`] refuse a history holding a value outside its
+//!   distribution, naming the trial and parameter, as Optuna's
+//!   `FrozenTrial._validate` refuses it (Optuna's `enqueue_trial` can
+//!   store such a value with a warning and its samplers then read it; the
+//!   `store` crate reads it as stored, so a caller can see it), and a
+//!   history with a NaN COMPLETE value or NaN constraint, which Optuna
+//!   never stores ([`StudyView::check`]). A long-lived sampler checks each
+//!   finished trial once ([`Sampler::checked_trials`]).
 //! - A [`TpeSampler`] caches what finished trials contribute, so one
 //!   instance serves one study (as Optuna's intersection cache also assumes).
 
@@ -172,6 +180,6 @@ pub use sampler::{
 };
 pub use study::Study;
 pub use trial::{
-    CONSTRAINTS_KEY, FrozenTrial, NAMED_CONSTRAINT_PREFIX, Param, SearchSpace, StudyDirection,
-    StudyView, TrialState, json_f64,
+    CONSTRAINTS_KEY, CheckedTrials, FrozenTrial, NAMED_CONSTRAINT_PREFIX, Param, SearchSpace,
+    StudyDirection, StudyView, TrialState, json_f64,
 };

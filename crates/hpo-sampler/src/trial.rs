@@ -320,14 +320,25 @@ impl FrozenTrial {
     }
 
     /// What a sampler may rely on and a storage cannot promise: every
-    /// parameter's internal value lies in its distribution, and the
-    /// constraints are a list of numbers. Errors name the trial and the
-    /// parameter or attribute.
+    /// parameter's internal value lies in its distribution (as Optuna's
+    /// `FrozenTrial._validate` requires), a COMPLETE trial has values and
+    /// none is NaN, and the constraints are numbers, none NaN (Optuna
+    /// raises "Constraint values cannot be NaN"). Errors name the trial and
+    /// the parameter or attribute.
     pub fn check(&self) -> Result<()> {
         let bad = |reason: String| Error::Trial {
             number: self.number,
             reason,
         };
+        if self.state == TrialState::Complete {
+            match &self.values {
+                None => return Err(bad("a COMPLETE trial has no values".into())),
+                Some(v) if v.iter().any(|x| x.is_nan()) => {
+                    return Err(bad(format!("a COMPLETE trial's values contain NaN: {v:?}")));
+                }
+                Some(_) => {}
+            }
+        }
         for (name, p) in &self.params {
             if let Err(Error::InvalidDistribution { reason, .. }) = p.distribution.validate() {
                 return Err(bad(format!("parameter `{name}`: {reason}")));
@@ -339,19 +350,19 @@ impl FrozenTrial {
                 )));
             }
         }
-        if let Some((name, v)) = self
-            .named_constraints()
-            .find(|(_, v)| json_f64(v).is_none())
-        {
+        // NaN is neither feasible nor a violation: samplers would disagree
+        // on the trial (`is_feasible` false, `violation` 0).
+        let number = |v: &Json| json_f64(v).filter(|x| !x.is_nan());
+        if let Some((name, v)) = self.named_constraints().find(|(_, v)| number(v).is_none()) {
             return Err(bad(format!(
-                "system attribute `{NAMED_CONSTRAINT_PREFIX}{name}` must be a number, found {v}"
+                "system attribute `{NAMED_CONSTRAINT_PREFIX}{name}` must be a number, not NaN, found {v}"
             )));
         }
         match self.system_attrs.get(CONSTRAINTS_KEY) {
             None | Some(Json::Null) => Ok(()),
-            Some(Json::Array(items)) if items.iter().all(|v| json_f64(v).is_some()) => Ok(()),
+            Some(Json::Array(items)) if items.iter().all(|v| number(v).is_some()) => Ok(()),
             Some(other) => Err(bad(format!(
-                "system attribute `{CONSTRAINTS_KEY}` must be a list of numbers, found {other}"
+                "system attribute `{CONSTRAINTS_KEY}` must be a list of numbers, none NaN, found {other}"
             ))),
         }
     }
@@ -416,6 +427,83 @@ impl<'a> StudyView<'a> {
     /// Whether the study has several objectives.
     pub fn is_multi_objective(&self) -> bool {
         self.directions.len() > 1
+    }
+
+    /// Every trial passes [`FrozenTrial::check`] and each COMPLETE one
+    /// has one value per objective: what the samplers rely on, and what
+    /// [`crate::ask()`] and [`crate::Trial`] check before they read the
+    /// history. The error names the first bad trial.
+    pub fn check(&self) -> Result<()> {
+        let objectives = self.objectives().len();
+        self.trials
+            .iter()
+            .try_for_each(|t| check_in_study(t, objectives))
+    }
+}
+
+/// Which finished trials of one study passed [`StudyView::check`], so
+/// that a long-lived sampler ([`crate::Sampler::checked_trials`]) checks each
+/// once rather than the whole history on every ask: a finished trial
+/// never changes (as Optuna's storages promise), and one that does
+/// (another state, values, params or attributes count) is checked again.
+#[derive(Debug, Clone, Default)]
+pub struct CheckedTrials {
+    /// `(number, fingerprint)` of the finished trials that passed, in the
+    /// order of the last view checked (number order, so the next view is
+    /// matched against it in one pass).
+    passed: Vec<(u64, u64)>,
+    objectives: usize,
+}
+
+impl CheckedTrials {
+    /// [`StudyView::check`], skipping the finished trials that passed
+    /// before unchanged.
+    pub fn check(&mut self, view: &StudyView<'_>) -> Result<()> {
+        let objectives = view.objectives().len();
+        if objectives != self.objectives {
+            self.passed.clear();
+            self.objectives = objectives;
+        }
+        let mut passed = Vec::with_capacity(view.trials.len());
+        let mut known = self.passed.iter().peekable();
+        let result = view.trials.iter().try_for_each(|t| {
+            let print = fingerprint(t);
+            while known.next_if(|(n, _)| *n < t.number).is_some() {}
+            let seen = known.next_if(|k| **k == (t.number, print)).is_some();
+            if !seen {
+                check_in_study(t, objectives)?;
+            }
+            if t.state.is_finished() {
+                passed.push((t.number, print));
+            }
+            Ok(())
+        });
+        if result.is_ok() {
+            self.passed = passed;
+        }
+        result
+    }
+}
+
+/// What tells a finished trial from an edited or replaced one cheaply.
+fn fingerprint(t: &FrozenTrial) -> u64 {
+    let values = t.values.as_deref().unwrap_or(&[]);
+    let mut h = (t.state as u64) ^ (t.trial_id as u64).rotate_left(8);
+    for v in values {
+        h = h.rotate_left(5) ^ v.to_bits();
+    }
+    h ^ ((t.params.len() as u64) << 40) ^ ((t.system_attrs.len() as u64) << 52)
+}
+
+/// [`FrozenTrial::check`], and a COMPLETE trial's values one per objective.
+pub(crate) fn check_in_study(t: &FrozenTrial, objectives: usize) -> Result<()> {
+    t.check()?;
+    match &t.values {
+        Some(v) if t.state == TrialState::Complete && v.len() != objectives => Err(Error::Trial {
+            number: t.number,
+            reason: format!("{} values for {objectives} objectives", v.len()),
+        }),
+        _ => Ok(()),
     }
 }
 

@@ -21,7 +21,7 @@ pub use tpe::{
 };
 
 use crate::distribution::Distribution;
-use crate::trial::{SearchSpace, StudyView};
+use crate::trial::{CheckedTrials, SearchSpace, StudyView};
 use std::collections::BTreeMap;
 
 /// A sampler proposes parameter values from a study's history. Values are
@@ -85,6 +85,16 @@ pub trait Sampler {
     /// draws uniformly at random rather than panic. Default: `Ok`.
     fn check(&self) -> crate::Result<()> {
         Ok(())
+    }
+
+    /// Where a sampler that serves one study remembers which of its
+    /// finished trials passed [`StudyView::check`], so that
+    /// [`crate::ask()`] and [`crate::Trial`] check each trial once rather
+    /// than the whole history on every ask (default: none, every ask
+    /// checks every trial). The sampling methods assume a history that
+    /// passed the check.
+    fn checked_trials(&mut self) -> Option<&mut CheckedTrials> {
+        None
     }
 
     /// System attributes the caller should store on trial `trial_number`

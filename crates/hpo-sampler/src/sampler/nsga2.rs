@@ -19,7 +19,7 @@ use crate::distribution::Distribution;
 use crate::multi::{constrained_dominates, constrained_ranks, loss_values};
 use crate::rng::Rng;
 use crate::search_space;
-use crate::trial::{FrozenTrial, SearchSpace, StudyView, TrialState};
+use crate::trial::{CheckedTrials, FrozenTrial, SearchSpace, StudyView, TrialState};
 use std::collections::{BTreeMap, HashMap};
 
 /// The system attribute Optuna stores a trial's generation under.
@@ -93,6 +93,8 @@ pub struct NsgaIISampler {
     parents: HashMap<i64, Vec<u64>>,
     /// Its configuration's error ([`NsgaIIConfig::check`]).
     error: Option<crate::Error>,
+    /// The finished trials that passed [`StudyView::check`].
+    checked: CheckedTrials,
 }
 
 impl NsgaIISampler {
@@ -126,6 +128,7 @@ impl NsgaIISampler {
             parents: HashMap::new(),
             error: config.check().err(),
             config,
+            checked: CheckedTrials::default(),
         }
     }
 
@@ -363,6 +366,10 @@ fn crowding_sort(trials: &[FrozenTrial], mut members: Vec<usize>) -> Vec<usize> 
 impl Sampler for NsgaIISampler {
     fn check(&self) -> crate::Result<()> {
         self.error.clone().map_or(Ok(()), Err)
+    }
+
+    fn checked_trials(&mut self) -> Option<&mut CheckedTrials> {
+        Some(&mut self.checked)
     }
 
     fn infer_relative_search_space(

@@ -6,12 +6,14 @@ use super::Sampler;
 use super::transform::{from_transformed, numeric_bounds, transformed_range};
 use crate::distribution::Distribution;
 use crate::rng::Rng;
-use crate::trial::StudyView;
+use crate::trial::{CheckedTrials, StudyView};
 
 /// Uniform sampling, independent of the history.
 #[derive(Debug, Clone)]
 pub struct RandomSampler {
     rng: Rng,
+    /// The finished trials that passed [`crate::StudyView::check`].
+    checked: CheckedTrials,
 }
 
 impl RandomSampler {
@@ -19,6 +21,7 @@ impl RandomSampler {
     pub fn new(seed: Option<u64>) -> Self {
         RandomSampler {
             rng: seed.map_or_else(Rng::from_entropy, Rng::seed_from),
+            checked: CheckedTrials::default(),
         }
     }
 
@@ -60,6 +63,10 @@ pub(crate) fn from_unit(u: f64, distribution: &Distribution) -> f64 {
 }
 
 impl Sampler for RandomSampler {
+    fn checked_trials(&mut self) -> Option<&mut CheckedTrials> {
+        Some(&mut self.checked)
+    }
+
     fn sample_independent(
         &mut self,
         _study: &StudyView<'_>,

@@ -28,7 +28,9 @@ use crate::multi::{
 use crate::pruner::require;
 use crate::rng::Rng;
 use crate::search_space;
-use crate::trial::{FrozenTrial, SearchSpace, StudyDirection, StudyView, TrialState};
+use crate::trial::{
+    CheckedTrials, FrozenTrial, SearchSpace, StudyDirection, StudyView, TrialState,
+};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 
@@ -368,6 +370,8 @@ pub struct TpeSampler {
     /// Why it cannot sample ([`Sampler::check`]): its configuration's
     /// error, or the first unusable values its `weights` returned.
     error: Option<Error>,
+    /// The finished trials that passed [`StudyView::check`].
+    checked: CheckedTrials,
 }
 
 /// The rows [`considered`] made for the trial being asked, by position in
@@ -564,6 +568,7 @@ impl TpeSampler {
             multi_split: None,
             ones_memo: None,
             considered: None,
+            checked: CheckedTrials::default(),
         }
     }
 
@@ -1272,6 +1277,10 @@ fn split_rows_multi(
 impl Sampler for TpeSampler {
     fn check(&self) -> Result<()> {
         self.error.clone().map_or(Ok(()), Err)
+    }
+
+    fn checked_trials(&mut self) -> Option<&mut CheckedTrials> {
+        Some(&mut self.checked)
     }
 
     fn before_trial(&mut self, _study: &StudyView<'_>, _trial_number: u64) {

@@ -190,6 +190,11 @@ impl Sampler for AutoSampler {
         self.nsga2.check()
     }
 
+    fn checked_trials(&mut self) -> Option<&mut crate::CheckedTrials> {
+        // One study's trials, whichever sampler reads them.
+        self.tpe.checked_trials()
+    }
+
     fn before_trial(&mut self, study: &StudyView<'_>, trial_number: u64) {
         self.gp.before_trial(study, trial_number);
         self.tpe.before_trial(study, trial_number);
