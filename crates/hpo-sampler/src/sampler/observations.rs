@@ -20,14 +20,14 @@
 use super::parzen::{centre_order, kernel_centre, total_key};
 use crate::distribution::Distribution;
 use crate::trial::{FrozenTrial, TrialState};
+use rustc_hash::FxHashMap;
 
 /// One search space's cache (the space is the cache's key in the sampler).
 #[derive(Default)]
 pub(crate) struct SpaceCache {
-    /// By trial number.
-    rows: Vec<Option<CachedRow>>,
-    /// Rows held (`Some` entries of `rows`).
-    held: usize,
+    /// By trial number (a map: numbers may be sparse and as large as
+    /// `u64::MAX`, so they cannot size a vector).
+    rows: FxHashMap<u64, CachedRow>,
     /// Per dimension: `(centre key, trial number)` of every cached trial
     /// that has the whole space, sorted; empty for categoricals.
     sorted: Vec<Vec<(u64, u64)>>,
@@ -73,7 +73,7 @@ impl SpaceCache {
     /// Start over if the cache holds many trials the history no longer has
     /// (so filtering its sorted lists stays linear in the history).
     pub fn fit_history(&mut self, history_len: usize) {
-        if self.held > 2 * history_len + SORT_DIRECTLY_BELOW {
+        if self.rows.len() > 2 * history_len + SORT_DIRECTLY_BELOW {
             *self = SpaceCache::default();
         }
     }
@@ -99,9 +99,7 @@ impl SpaceCache {
             let cached = self.refresh(t, space);
             let uncached;
             let row = if cached {
-                self.rows[t.number as usize]
-                    .as_ref()
-                    .and_then(|c| c.centres.as_deref())
+                self.rows.get(&t.number).and_then(|c| c.centres.as_deref())
             } else {
                 uncached = centre_row(t, space);
                 uncached.as_deref()
@@ -146,7 +144,7 @@ impl SpaceCache {
         if self.pending.iter().any(|p| p.len() > 64) {
             self.merge_pending();
         }
-        self.rows[t.number as usize].as_ref()?.centres.clone()
+        self.rows.get(&t.number)?.centres.clone()
     }
 
     /// Give a new cache its per-dimension lists.
@@ -164,8 +162,7 @@ impl SpaceCache {
     /// Makes the cache hold trial `t`'s centres if it is finished (keeping
     /// them when they still match); returns whether it does.
     fn refresh(&mut self, t: &FrozenTrial, space: &[(&String, &Distribution)]) -> bool {
-        let idx = t.number as usize;
-        if let Some(c) = self.rows.get(idx).and_then(Option::as_ref)
+        if let Some(c) = self.rows.get(&t.number)
             && c.state == t.state
             && c.value_bits == identity(t)
         {
@@ -175,20 +172,18 @@ impl SpaceCache {
             return false;
         }
         let centres = centre_row(t, space);
-        if self.rows.len() <= idx {
-            self.rows.resize_with(idx + 1, || None);
-        }
-        if let Some(old) = self.rows[idx].take() {
-            self.held -= 1;
+        if let Some(old) = self.rows.remove(&t.number) {
             self.unindex(t.number, old.centres.as_deref());
         }
         self.index(t.number, centres.as_deref());
-        self.rows[idx] = Some(CachedRow {
-            state: t.state,
-            value_bits: identity(t),
-            centres,
-        });
-        self.held += 1;
+        self.rows.insert(
+            t.number,
+            CachedRow {
+                state: t.state,
+                value_bits: identity(t),
+                centres,
+            },
+        );
         true
     }
 
@@ -257,8 +252,12 @@ impl SpaceCache {
 
     fn filtered_order(&self, d: usize, centres: &[f64], numbers: &[(u64, bool)]) -> Vec<u32> {
         let list = &self.sorted[d];
+        let lo = numbers.first().map_or(0, |n| n.0);
+        let hi = numbers.last().map_or(0, |n| n.0);
+        // (Sparse numbers would size `pos` by their span, not their count.)
         if centres.len() < SORT_DIRECTLY_BELOW
             || list.len() > 4 * centres.len()
+            || hi.saturating_sub(lo) >= 4 * centres.len() as u64
             || !numbers.is_sorted_by(|a, b| a.0 < b.0)
         {
             return centre_order(centres);
@@ -266,8 +265,6 @@ impl SpaceCache {
         // Position of each cached observation by trial number (offset by
         // the smallest), NONE for trials outside the set.
         const NONE: u32 = u32::MAX;
-        let lo = numbers.first().map_or(0, |n| n.0);
-        let hi = numbers.last().map_or(0, |n| n.0);
         let mut pos = vec![NONE; (hi - lo + 1) as usize];
         let mut extra: Vec<(u64, u32)> = Vec::new();
         for (k, &(number, cached)) in numbers.iter().enumerate() {

@@ -1389,6 +1389,41 @@ mod tests {
     use crate::trial::CONSTRAINTS_KEY;
     use std::collections::BTreeMap;
 
+    /// Trial numbers are keys, not sizes: numbers near `u64::MAX` or far
+    /// apart cost what the trials' count costs.
+    #[test]
+    fn trial_numbers_far_apart_or_huge_are_asked_about() {
+        let x = Distribution::float(0.0, 1.0, false, None).unwrap();
+        let space = SearchSpace::from([("x".to_string(), x.clone())]);
+        for numbers in [
+            (0..100u64).map(|i| u64::MAX - 200 + i).collect::<Vec<_>>(),
+            (0..100u64).map(|i| i * (u64::MAX / 128)).collect(),
+        ] {
+            let trials: Vec<FrozenTrial> = numbers
+                .iter()
+                .map(|&n| {
+                    let mut t = trial(n, TrialState::Complete, Some((n % 7) as f64));
+                    let internal = (n % 13) as f64 / 13.0;
+                    t.params.insert(
+                        "x".into(),
+                        crate::Param {
+                            distribution: x.clone(),
+                            internal,
+                        },
+                    );
+                    t
+                })
+                .collect();
+            let mut sampler = TpeSampler::with_seed(3);
+            for k in 0..3 {
+                let view = StudyView::new("s", StudyDirection::Minimize, &trials[k..]);
+                let next = numbers.last().unwrap().saturating_add(1);
+                let params = crate::ask(&mut sampler, view, next, &space).unwrap();
+                assert!(x.contains(params["x"].internal));
+            }
+        }
+    }
+
     /// Optuna's estimator options.
     fn optuna_params() -> ParzenParams {
         ParzenParams {
