@@ -72,12 +72,20 @@ pub struct Importance {
 }
 
 /// Importances of every parameter of `params` over `trials` (finished
-/// trials with a finite value, each with its value), most important first;
-/// an [`Error::Importance`] says why there are none.
+/// trials, each with its value), most important first; an
+/// [`Error::Importance`] says why there are none. Trials whose value is
+/// not finite are left out first, as Optuna's `_get_filtered_trials`
+/// does.
 pub fn fanova_importances(
     trials: &[(&FrozenTrial, f64)],
     params: &BTreeMap<String, Distribution>,
 ) -> Result<Vec<Importance>, Error> {
+    let trials: Vec<(&FrozenTrial, f64)> = trials
+        .iter()
+        .copied()
+        .filter(|(_, v)| v.is_finite())
+        .collect();
+    let trials = trials.as_slice();
     if trials.len() < 2 {
         return Err(Error::Importance {
             reason: format!(
@@ -232,6 +240,33 @@ fn evaluate(
 mod tests {
     use super::*;
     use crate::{Param, TrialState};
+
+    /// A non-finite value leaves its trial out, as Optuna filters it.
+    #[test]
+    fn non_finite_values_are_left_out() {
+        let x = Distribution::float(0.0, 1.0, false, None).unwrap();
+        let n = Distribution::float(0.0, 1.0, false, None).unwrap();
+        let mut owned: Vec<(FrozenTrial, f64)> = (0..30u64)
+            .map(|i| {
+                let (xi, ni) = ((i as f64 * 0.618).fract(), (i as f64 * 0.377).fract());
+                let t = trial(i, &[("x", xi, &x), ("n", ni, &n)]);
+                (t, (xi - 0.3).powi(2) + 0.01 * ni)
+            })
+            .collect();
+        let space = BTreeMap::from([("x".to_string(), x.clone()), ("n".to_string(), n.clone())]);
+        let refs: Vec<(&FrozenTrial, f64)> = owned.iter().map(|(t, v)| (t, *v)).collect();
+        let expected = fanova_importances(&refs, &space).unwrap();
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            owned.push((trial(99, &[("x", 0.9, &x), ("n", 0.1, &n)]), bad));
+            let refs: Vec<(&FrozenTrial, f64)> = owned.iter().map(|(t, v)| (t, *v)).collect();
+            assert_eq!(
+                fanova_importances(&refs, &space).unwrap(),
+                expected,
+                "{bad}"
+            );
+            owned.pop();
+        }
+    }
 
     fn trial(number: u64, params: &[(&str, f64, &Distribution)]) -> FrozenTrial {
         let mut t = FrozenTrial::new(number);
