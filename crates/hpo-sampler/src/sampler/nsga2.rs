@@ -164,7 +164,7 @@ impl NsgaIISampler {
         let g = if count < self.config.population_size {
             max_generation
         } else {
-            max_generation + 1
+            max_generation.saturating_add(1)
         };
         self.generations.insert(number, g);
         g
@@ -180,19 +180,46 @@ impl NsgaIISampler {
             .collect()
     }
 
-    /// Optuna's `get_parent_population` (cached per generation).
+    /// Optuna's `get_parent_population` (cached per generation): the
+    /// elite of generation `g - 1` and its parents. Built upwards from the
+    /// newest cached generation rather than by recursion, since a stored
+    /// generation may be huge; a generation without COMPLETE trials hands
+    /// its parents on unchanged, so only generations with trials are
+    /// visited.
     fn parent_population(&mut self, study: &StudyView<'_>, g: i64) -> Vec<usize> {
         if g <= 0 {
             return Vec::new();
         }
-        if let Some(numbers) = self.parents.get(&g) {
-            return (0..study.trials.len())
+        let positions = |numbers: &Vec<u64>| -> Vec<usize> {
+            (0..study.trials.len())
                 .filter(|&i| numbers.contains(&study.trials[i].number))
-                .collect();
+                .collect()
+        };
+        if let Some(numbers) = self.parents.get(&g) {
+            return positions(numbers);
         }
-        let mut pool = self.population(study, g - 1);
-        pool.extend(self.parent_population(study, g - 1));
-        let elite = self.select_elite(study, pool);
+        let start = self.parents.keys().copied().filter(|&k| k < g).max();
+        let (mut elite, from) = match start {
+            Some(k) => (positions(&self.parents[&k]), k),
+            None => (Vec::new(), 0),
+        };
+        let mut members: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
+        for (i, t) in study.trials.iter().enumerate() {
+            if t.state == TrialState::Complete
+                && let Some(tg) = self.generation_of(t)
+                && (from..g).contains(&tg)
+            {
+                members.entry(tg).or_default().push(i);
+            }
+        }
+        for (tg, mut pool) in members {
+            pool.extend(elite);
+            elite = self.select_elite(study, pool);
+            self.parents.insert(
+                tg + 1,
+                elite.iter().map(|&i| study.trials[i].number).collect(),
+            );
+        }
         self.parents
             .insert(g, elite.iter().map(|&i| study.trials[i].number).collect());
         elite
@@ -259,42 +286,45 @@ impl NsgaIISampler {
             }
         };
         let value = |i: usize, name: &str| trials[i].params.get(name).map(|p| p.internal);
-        let child: Vec<(String, f64)> = if self.rng.next_f64() < self.config.crossover_prob {
-            // Binary tournaments; the second parent is not the first.
-            let mut chosen: Vec<usize> = Vec::with_capacity(2);
-            for _ in 0..2 {
-                let pool: Vec<usize> = parents
-                    .iter()
-                    .copied()
-                    .filter(|p| !chosen.contains(p))
-                    .collect();
-                let a = pool[self.rng.below(pool.len())];
-                let b = pool[self.rng.below(pool.len())];
-                chosen.push(if dominates(&trials[a], &trials[b]) {
-                    a
-                } else {
-                    b
-                });
-            }
-            let (p0, p1) = (chosen[0], chosen[1]);
-            space
-                .keys()
-                .filter_map(|name| {
-                    let from = if self.rng.next_f64() >= self.config.swapping_prob {
-                        p1
+        let child: Vec<(String, f64)> =
+            if self.rng.next_f64() < self.config.crossover_prob && parents.len() >= 2 {
+                // Binary tournaments; the second parent is not the first.
+                // (Fewer than two parents, as a trimmed history can leave,
+                // take the copy branch below.)
+                let mut chosen: Vec<usize> = Vec::with_capacity(2);
+                for _ in 0..2 {
+                    let pool: Vec<usize> = parents
+                        .iter()
+                        .copied()
+                        .filter(|p| !chosen.contains(p))
+                        .collect();
+                    let a = pool[self.rng.below(pool.len())];
+                    let b = pool[self.rng.below(pool.len())];
+                    chosen.push(if dominates(&trials[a], &trials[b]) {
+                        a
                     } else {
-                        p0
-                    };
-                    value(from, name).map(|v| (name.clone(), v))
-                })
-                .collect()
-        } else {
-            let p = parents[self.rng.below(parents.len())];
-            space
-                .keys()
-                .filter_map(|name| value(p, name).map(|v| (name.clone(), v)))
-                .collect()
-        };
+                        b
+                    });
+                }
+                let (p0, p1) = (chosen[0], chosen[1]);
+                space
+                    .keys()
+                    .filter_map(|name| {
+                        let from = if self.rng.next_f64() >= self.config.swapping_prob {
+                            p1
+                        } else {
+                            p0
+                        };
+                        value(from, name).map(|v| (name.clone(), v))
+                    })
+                    .collect()
+            } else {
+                let p = parents[self.rng.below(parents.len())];
+                space
+                    .keys()
+                    .filter_map(|name| value(p, name).map(|v| (name.clone(), v)))
+                    .collect()
+            };
         let mutation_prob = self
             .config
             .mutation_prob
@@ -444,6 +474,53 @@ mod tests {
             assert!(e.to_string().contains("population_size"), "{e}");
         }
         assert!(NsgaIISampler::try_new(NsgaIIConfig::default()).is_ok());
+    }
+
+    /// A huge stored generation is not a recursion that deep, and a
+    /// history trimmed to one parent is copied from, not a panic.
+    #[test]
+    fn a_huge_generation_or_a_lone_parent_is_sampled() {
+        let dirs = [StudyDirection::Minimize, StudyDirection::Minimize];
+        let space = SearchSpace::from([(
+            "x".to_string(),
+            Distribution::float(0.0, 1.0, false, None).unwrap(),
+        )]);
+        let mut trials: Vec<FrozenTrial> = (0..4)
+            .map(|i| done(i, 0.25 * i as f64, vec![i as f64, 4.0 - i as f64]))
+            .collect();
+        for t in &mut trials {
+            t.system_attrs
+                .insert(GENERATION_KEY.into(), 1_000_000_000_000.0.into());
+        }
+        let config = NsgaIIConfig {
+            population_size: 4,
+            crossover_prob: 1.0,
+            seed: Some(3),
+            ..NsgaIIConfig::default()
+        };
+        let mut sampler = NsgaIISampler::new(config.clone());
+        let study = StudyView::with_directions("s", &dirs, &trials);
+        let g = sampler.trial_generation(&study, 4);
+        assert_eq!(g, 1_000_000_000_001);
+        assert_eq!(sampler.parent_population(&study, g).len(), 4);
+        crate::ask(&mut sampler, study, 4, &space).unwrap();
+        // One parent of generation 1 left in the view.
+        let mut sampler = NsgaIISampler::new(config);
+        let mut trials: Vec<FrozenTrial> = (0..4)
+            .map(|i| done(i, 0.25 * i as f64, vec![i as f64, i as f64]))
+            .collect();
+        for t in &mut trials {
+            t.system_attrs.insert(GENERATION_KEY.into(), 0.0.into());
+        }
+        let study = StudyView::with_directions("s", &dirs, &trials);
+        assert_eq!(sampler.trial_generation(&study, 4), 1);
+        let parents = sampler.parent_population(&study, 1);
+        let lone = &trials[parents[0]..=parents[0]];
+        let study = StudyView::with_directions("s", &dirs, lone);
+        for _ in 0..20 {
+            let params = crate::ask(&mut sampler, study, 4, &space).unwrap();
+            assert!((0.0..=1.0).contains(&params["x"].internal));
+        }
     }
 
     #[test]
