@@ -170,16 +170,6 @@ impl NsgaIISampler {
         g
     }
 
-    /// The COMPLETE trials of generation `g`, by position in the history.
-    fn population(&self, study: &StudyView<'_>, g: i64) -> Vec<usize> {
-        (0..study.trials.len())
-            .filter(|&i| {
-                let t = &study.trials[i];
-                t.state == TrialState::Complete && self.generation_of(t) == Some(g)
-            })
-            .collect()
-    }
-
     /// Optuna's `get_parent_population` (cached per generation): the
     /// elite of generation `g - 1` and its parents. Built upwards from the
     /// newest cached generation rather than by recursion, since a stored
