@@ -27,7 +27,7 @@
 //!
 //! # fn main() -> hpo_sampler::Result<()> {
 //! let sampler = TpeSampler::new(TpeConfig { seed: Some(7), ..TpeConfig::default() });
-//! let mut study = Study::new("quadratic", StudyDirection::Minimize, sampler, MedianPruner::default());
+//! let mut study = Study::new("quadratic", StudyDirection::Minimize, sampler, MedianPruner::default())?;
 //! let space = space_of("x", Distribution::float(-10.0, 10.0, false, None)?);
 //! for _ in 0..40 {
 //!     let trial = study.ask(&space)?;

@@ -22,15 +22,26 @@ pub struct Study<S, P> {
 }
 
 impl<S: Sampler, P: Pruner> Study<S, P> {
-    pub fn new(name: impl Into<String>, direction: StudyDirection, sampler: S, pruner: P) -> Self {
-        Study {
+    /// A study of one objective (Optuna's `create_study(direction=...)`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] for [`StudyDirection::NotSet`], which only
+    /// old storages hold: a new study minimises or maximises.
+    pub fn new(
+        name: impl Into<String>,
+        direction: StudyDirection,
+        sampler: S,
+        pruner: P,
+    ) -> Result<Self> {
+        check_direction(direction)?;
+        Ok(Study {
             name: name.into(),
             direction,
             directions: Vec::new(),
             sampler,
             pruner,
             trials: Vec::new(),
-        }
+        })
     }
 
     /// A study of several objectives (Optuna's `create_study(directions=...)`),
@@ -42,7 +53,7 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
     ///
     /// # fn main() -> hpo_sampler::Result<()> {
     /// let directions = vec![StudyDirection::Minimize; 2];
-    /// let mut study = Study::with_directions("front", directions, TpeSampler::with_seed(1), NopPruner);
+    /// let mut study = Study::with_directions("front", directions, TpeSampler::with_seed(1), NopPruner)?;
     /// let space = space_of("x", Distribution::float(0.0, 1.0, false, None)?);
     /// for _ in 0..30 {
     ///     let n = study.ask(&space)?;
@@ -54,25 +65,30 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
     /// # Ok(())
     /// # }
     /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] for no directions (Optuna: "The number of
+    /// objectives must be greater than 0") or a [`StudyDirection::NotSet`].
     pub fn with_directions(
         name: impl Into<String>,
         directions: Vec<StudyDirection>,
         sampler: S,
         pruner: P,
-    ) -> Self {
-        let mut study = Study::new(
-            name,
-            directions
-                .first()
-                .copied()
-                .unwrap_or(StudyDirection::Minimize),
-            sampler,
-            pruner,
-        );
+    ) -> Result<Self> {
+        let Some(&first) = directions.first() else {
+            return Err(Error::InvalidOption {
+                option: "directions".into(),
+                reason: "the number of objectives must be greater than 0".into(),
+            });
+        };
+        for &d in &directions {
+            check_direction(d)?;
+        }
+        let mut study = Study::new(name, first, sampler, pruner)?;
         if directions.len() > 1 {
             study.directions = directions;
         }
-        study
+        Ok(study)
     }
 
     fn view(&self) -> StudyView<'_> {
@@ -119,9 +135,27 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
 
     /// Record `value` at `step` of a RUNNING trial and ask the pruner;
     /// `true` means stop the trial and tell it [`TrialState::Pruned`].
+    /// A step already reported keeps its first value, as in Optuna (which
+    /// warns).
+    ///
+    /// # Errors
+    /// A trial that is not RUNNING, a negative step, or a study of several
+    /// objectives (Optuna's `Trial.report` supports one objective only).
     pub fn report(&mut self, number: u64, step: i64, value: f64) -> Result<bool> {
         let index = self.running(number)?;
-        self.trials[index].intermediate_values.insert(step, value);
+        if !self.directions.is_empty() {
+            return Err(told(
+                number,
+                "intermediate values are not supported for a study of several objectives",
+            ));
+        }
+        if step < 0 {
+            return Err(told(number, &format!("step {step} cannot be negative")));
+        }
+        self.trials[index]
+            .intermediate_values
+            .entry(step)
+            .or_insert(value);
         let view = StudyView {
             name: &self.name,
             direction: self.direction,
@@ -136,8 +170,8 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
     }
 
     /// Finish a RUNNING trial. A COMPLETE trial needs its objective value;
-    /// a PRUNED one without a value keeps its last reported value, as
-    /// Optuna does.
+    /// a PRUNED or FAIL one is told none, and a PRUNED one keeps its last
+    /// reported value unless that is NaN, as Optuna does.
     pub fn tell(&mut self, number: u64, state: TrialState, value: Option<f64>) -> Result<()> {
         if !self.directions.is_empty() {
             return Err(told(number, "a study of several objectives is told values"));
@@ -148,9 +182,13 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
             (TrialState::Complete, None) => {
                 return Err(told(number, "a COMPLETE trial needs a value"));
             }
+            (TrialState::Pruned | TrialState::Fail, Some(_)) => {
+                return Err(told(number, NO_VALUES_UNLESS_COMPLETE));
+            }
             (TrialState::Pruned, None) => trial
                 .last_step()
-                .and_then(|s| trial.intermediate_values.get(&s).copied()),
+                .and_then(|s| trial.intermediate_values.get(&s).copied())
+                .filter(|v| !v.is_nan()),
             (TrialState::Running | TrialState::Waiting, _) => {
                 return Err(told(number, "a trial can only be told a finished state"));
             }
@@ -180,6 +218,9 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
             }
             (TrialState::Complete, None) => {
                 return Err(told(number, "a COMPLETE trial needs its values"));
+            }
+            (TrialState::Pruned | TrialState::Fail, Some(_)) => {
+                return Err(told(number, NO_VALUES_UNLESS_COMPLETE));
             }
             (_, Some(v)) if v.len() != objectives => {
                 return Err(told(
@@ -235,6 +276,19 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
     }
 }
 
+const NO_VALUES_UNLESS_COMPLETE: &str = "values are told only with COMPLETE, not PRUNED or FAIL";
+
+fn check_direction(direction: StudyDirection) -> Result<()> {
+    if direction == StudyDirection::NotSet {
+        return Err(Error::InvalidOption {
+            option: "direction".into(),
+            reason: "a study minimises or maximises (NOT_SET is only read from old storages)"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
 fn told(number: u64, reason: &str) -> Error {
     Error::Trial {
         number,
@@ -263,7 +317,8 @@ mod tests {
             StudyDirection::Minimize,
             RandomSampler::new(Some(1)),
             NopPruner,
-        );
+        )
+        .unwrap();
         let n = study.ask(&x_space()).unwrap();
         assert!(study.tell(n, TrialState::Complete, None).is_err());
         assert!(study.tell(n, TrialState::Complete, Some(f64::NAN)).is_err());
@@ -278,6 +333,54 @@ mod tests {
             study.tell(7, TrialState::Fail, None).is_err(),
             "no such trial"
         );
+    }
+
+    /// Optuna's `create_study`, `Trial.report` and `tell` refuse these.
+    #[test]
+    fn study_calls_optuna_refuses_are_errors() {
+        let random = || RandomSampler::new(Some(1));
+        assert!(Study::new("t", StudyDirection::NotSet, random(), NopPruner).is_err());
+        assert!(Study::with_directions("t", vec![], random(), NopPruner).is_err());
+        let two = vec![StudyDirection::Minimize, StudyDirection::NotSet];
+        assert!(Study::with_directions("t", two, random(), NopPruner).is_err());
+
+        let mut study = Study::new("t", StudyDirection::Minimize, random(), NopPruner).unwrap();
+        let n = study.ask(&x_space()).unwrap();
+        assert!(study.report(n, -1, 1.0).is_err(), "negative step");
+        study.report(n, 0, 1.0).unwrap();
+        study.report(n, 0, 2.0).unwrap();
+        assert_eq!(
+            study.trial(n).unwrap().intermediate_values[&0],
+            1.0,
+            "first kept"
+        );
+        assert!(study.tell(n, TrialState::Pruned, Some(1.0)).is_err());
+        assert!(study.tell(n, TrialState::Fail, Some(1.0)).is_err());
+        study.tell(n, TrialState::Pruned, None).unwrap();
+        assert_eq!(study.trial(n).unwrap().values, Some(vec![1.0]));
+
+        let m = study.ask(&x_space()).unwrap();
+        study.report(m, 0, f64::NAN).unwrap();
+        study.tell(m, TrialState::Pruned, None).unwrap();
+        assert_eq!(
+            study.trial(m).unwrap().values,
+            None,
+            "a NaN report is no value"
+        );
+
+        let two = vec![StudyDirection::Minimize, StudyDirection::Maximize];
+        let mut multi = Study::with_directions("m", two, random(), NopPruner).unwrap();
+        let k = multi.ask(&x_space()).unwrap();
+        assert!(
+            multi.report(k, 0, 1.0).is_err(),
+            "report with several objectives"
+        );
+        assert!(
+            multi
+                .tell_values(k, TrialState::Fail, Some(vec![1.0, 2.0]))
+                .is_err()
+        );
+        multi.tell_values(k, TrialState::Fail, None).unwrap();
     }
 
     /// A distribution built from its fields, unchecked, is refused with
@@ -307,7 +410,7 @@ mod tests {
             Distribution::Categorical { choices: vec![] },
         ];
         fn refused<S: Sampler>(sampler: S, d: &Distribution) {
-            let mut study = Study::new("t", StudyDirection::Minimize, sampler, NopPruner);
+            let mut study = Study::new("t", StudyDirection::Minimize, sampler, NopPruner).unwrap();
             let e = study.ask(&space_of("x", d.clone())).unwrap_err();
             assert!(
                 matches!(&e, Error::InvalidDistribution { param, .. } if param == "x"),
@@ -338,7 +441,8 @@ mod tests {
             StudyDirection::Maximize,
             RandomSampler::new(Some(2)),
             MedianPruner::default(),
-        );
+        )
+        .unwrap();
         let a = study.ask(&x_space()).unwrap();
         study.report(a, 0, 0.25).unwrap();
         study.report(a, 1, 0.75).unwrap();

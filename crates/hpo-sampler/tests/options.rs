@@ -11,7 +11,7 @@ use hpo_sampler::{
 /// Asks and tells `n` trials of `x` in `distribution` (value `x^2`), and
 /// returns the first ask's error.
 fn first_error<S: Sampler>(sampler: S, distribution: Distribution, n: usize) -> Option<Error> {
-    let mut study = Study::new("s", StudyDirection::Minimize, sampler, NopPruner);
+    let mut study = Study::new("s", StudyDirection::Minimize, sampler, NopPruner).unwrap();
     let space = space_of("x", distribution);
     for _ in 0..n {
         let trial = match study.ask(&space) {
@@ -252,7 +252,8 @@ fn a_misconfigured_sampler_called_directly_draws_at_random() {
         StudyDirection::Minimize,
         TpeSampler::with_seed(5),
         NopPruner,
-    );
+    )
+    .unwrap();
     let space = space_of("x", float());
     for _ in 0..15 {
         let trial = study.ask(&space).unwrap();
