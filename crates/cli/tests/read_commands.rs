@@ -5,6 +5,7 @@ mod common;
 
 use common::{fails, memtune, ok};
 use serde_json::{Value as Json, json};
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::process::Command;
 use store::{Distribution, Storage, StudyDirection, TrialState};
@@ -321,4 +322,93 @@ fn a_report_of_values_near_the_largest_float_finishes() {
             "a NaN coordinate in the report of {name}"
         );
     }
+}
+
+/// `report -o` writes only the file it names: never the study's own
+/// database (named directly, through `..` or a link, or its WAL), never a
+/// bystander beside the output, through a link rather than over it, into
+/// a FIFO in place, and a directory is a clear error that leaves nothing.
+#[test]
+fn report_output_writes_only_the_file_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sample(dir.path());
+    let report = |output: &Path| {
+        memtune(
+            &db,
+            &[
+                "report",
+                "--study",
+                "bert-sst2",
+                "-o",
+                output.to_str().unwrap(),
+            ],
+        )
+    };
+    let stored = std::fs::read(&db).unwrap();
+    std::os::unix::fs::symlink(&db, dir.path().join("db-link.html")).unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    for output in [
+        db.clone(),
+        dir.path().join("sub/../study.db"),
+        dir.path().join("db-link.html"),
+        dir.path().join("study.db-wal"),
+    ] {
+        let out = report(&output);
+        assert_eq!(out.status.code(), Some(2), "{}", output.display());
+        let err = fails(out);
+        assert!(err.contains("the study's storage file"), "{err}");
+        assert_eq!(std::fs::read(&db).unwrap(), stored, "{}", output.display());
+    }
+
+    let bystander = dir.path().join("sub/study.tmp");
+    std::fs::write(&bystander, "someone else's").unwrap();
+    ok(report(&dir.path().join("sub/study.html")));
+    assert_eq!(
+        std::fs::read_to_string(&bystander).unwrap(),
+        "someone else's"
+    );
+
+    let page = dir.path().join("sub/page.html");
+    let link = dir.path().join("link.html");
+    std::os::unix::fs::symlink("sub/page.html", &link).unwrap();
+    ok(report(&link));
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    assert!(std::fs::read_to_string(&page).unwrap().contains("<html"));
+
+    let fifo = dir.path().join("fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let reader = std::thread::spawn({
+        let fifo = fifo.clone();
+        move || std::fs::read_to_string(fifo).unwrap()
+    });
+    ok(report(&fifo));
+    assert!(reader.join().unwrap().contains("<html"));
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+
+    let before: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    for output in ["sub", "sub/"] {
+        let err = fails(report(&dir.path().join(output)));
+        assert!(err.contains("is a directory; give a file name"), "{err}");
+    }
+    let after: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(
+        before.len(),
+        after.len(),
+        "a temporary file was left behind"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("sub")).unwrap().count(),
+        3
+    );
 }

@@ -38,7 +38,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             ))
         })?;
         let text = serde_json::to_vec(&trace).map_err(CliError::failed)?;
-        write_file(path, &text)?;
+        write_file(&storage, path, &text)?;
         writeln!(out, "trace: {}", path.display())?;
         if args.output.is_none() {
             return Ok(());
@@ -68,11 +68,55 @@ pub(crate) fn write_html(
         None if storage.is_postgres() => report::default_path(Path::new(""), &input.study_name),
         None => report::default_path(storage.path(), &input.study_name),
     };
-    write_file(&path, report::html(input).as_bytes())?;
+    write_file(storage, &path, report::html(input).as_bytes())?;
     Ok(path)
 }
 
-fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+fn write_file(storage: &Storage, path: &Path, bytes: &[u8]) -> Result<()> {
+    refuse_storage_file(storage, path)?;
     report::write_atomically(path, bytes)
         .map_err(|e| CliError::Failed(format!("cannot write {}: {e}", path.display())))
+}
+
+/// Refuses an output that is the study's own SQLite file or one of its
+/// companions (`-wal`, `-shm`, `-journal`): the page would replace the
+/// database. Paths are compared after resolving links, `..` and the
+/// working directory.
+fn refuse_storage_file(storage: &Storage, path: &Path) -> Result<()> {
+    if storage.is_postgres() {
+        return Ok(());
+    }
+    let (Some(output), Ok(database)) = (
+        canonical_destination(path),
+        std::fs::canonicalize(storage.path()),
+    ) else {
+        return Ok(());
+    };
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut file = database.clone().into_os_string();
+        file.push(suffix);
+        if output == Path::new(&file) {
+            return Err(CliError::Usage(format!(
+                "cannot write {}: it is the study's storage file {}; give another output file",
+                path.display(),
+                Path::new(&file).display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The absolute, link-free path a write to `path` lands in, whether or not
+/// that file exists yet; `None` when its folder does not exist either (the
+/// write then fails on its own).
+fn canonical_destination(path: &Path) -> Option<PathBuf> {
+    let target = report::final_target(path).ok()?;
+    if let Ok(existing) = std::fs::canonicalize(&target) {
+        return Some(existing);
+    }
+    let dir = match target.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    Some(std::fs::canonicalize(dir).ok()?.join(target.file_name()?))
 }
