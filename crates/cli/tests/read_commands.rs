@@ -296,31 +296,90 @@ fn a_report_of_values_near_the_largest_float_finishes() {
     drop(s);
     for name in ["one", "two"] {
         let page = dir.path().join(format!("{name}.html"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_memtune"))
-            .arg("--storage")
-            .arg(common::url(&db))
-            .args(["report", "--study", name, "-o", page.to_str().unwrap()])
-            .env_remove("MEMTUNE_STORAGE")
-            .spawn()
-            .unwrap();
-        let started = std::time::Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if started.elapsed() > std::time::Duration::from_secs(60) {
-                child.kill().unwrap();
-                panic!("memtune report of study {name} ran for a minute");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        };
-        assert!(status.success(), "memtune report of study {name} failed");
+        report_within_a_minute(&db, name, &page);
         let html = std::fs::read_to_string(&page).unwrap();
         assert!(html.contains("<svg"), "no chart in the report of {name}");
         assert!(
             !html.contains("NaN"),
             "a NaN coordinate in the report of {name}"
         );
+    }
+}
+
+/// Runs `memtune report --study NAME -o PAGE`, which must succeed within a
+/// minute (a chart's axis that never ends its tick loop would hang it).
+fn report_within_a_minute(db: &Path, name: &str, page: &Path) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memtune"))
+        .arg("--storage")
+        .arg(common::url(db))
+        .args(["report", "--study", name, "-o", page.to_str().unwrap()])
+        .env_remove("MEMTUNE_STORAGE")
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("memtune report of study {name} ran for a minute");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.success(), "memtune report of study {name} failed");
+}
+
+/// A lease start that is no time (`inf`, `nan`, an hour of 1e300: what a
+/// hand-edited or foreign study may hold) falls back to the trial's own
+/// start, and the timeline is drawn and exported.
+#[test]
+fn a_report_of_lease_starts_that_are_no_time_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("times.db");
+    let s = Storage::open(&db).unwrap();
+    let st = s.create_study("s", &[StudyDirection::Minimize]).unwrap();
+    let starts = [
+        "2026-01-01 00:00:inf",
+        "2026-01-01 00:00:nan",
+        "2026-01-01 1e300:00:00",
+        "2026-01-01 00:00:05",
+    ];
+    for (i, start) in starts.into_iter().enumerate() {
+        let t = s.create_trial(st.study_id).unwrap();
+        for (key, value) in [
+            ("worker_pid", json!(100 + i)),
+            ("micro_batch", json!(8)),
+            ("device", json!("cuda:0")),
+            ("lease_bytes", json!(1u64 << 30)),
+            ("device_capacity_bytes", json!(8u64 << 30)),
+            ("lease_start", json!(start)),
+        ] {
+            s.set_trial_user_attr(t.trial_id, key, &value).unwrap();
+        }
+        s.finish(t.trial_id, TrialState::Complete, &[i as f64])
+            .unwrap();
+    }
+    drop(s);
+    let page = dir.path().join("times.html");
+    report_within_a_minute(&db, "s", &page);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("data-chart=\"timeline\""), "no timeline");
+    assert!(
+        !html.contains("NaN") && !html.contains("inf"),
+        "a non-finite coordinate"
+    );
+
+    let trace = dir.path().join("trace.json");
+    ok(memtune(
+        &db,
+        &["report", "--study", "s", "--trace", trace.to_str().unwrap()],
+    ));
+    let trace: Json = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    for event in trace["traceEvents"].as_array().unwrap() {
+        for key in ["ts", "dur"] {
+            assert!(event.get(key).is_none_or(Json::is_number), "{event}");
+        }
     }
 }
 

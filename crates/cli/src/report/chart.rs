@@ -69,7 +69,30 @@ pub fn plane<'a, 'b>(
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(y_area)
-        .build_cartesian_2d(xs, ys)?)
+        .build_cartesian_2d(bounded(xs), bounded(ys))?)
+}
+
+/// `range` itself when its width is finite and positive, else [`span`] of
+/// its ends: the last guard before the axis' tick loop, which an infinite
+/// or NaN width never ends, whatever a chart computed its range from.
+fn bounded(range: Range<f64>) -> Range<f64> {
+    if (range.end - range.start).is_finite() && range.end > range.start {
+        range
+    } else {
+        span([range.start, range.end])
+    }
+}
+
+/// A range from 0 to a little beyond `end` (at least a millisecond's
+/// worth), for an axis of elapsed time; `end` is clamped as [`span`]'s
+/// values are.
+pub fn from_zero(end: f64) -> Range<f64> {
+    let end = if end.is_finite() {
+        end.clamp(1e-3, AXIS_LIMIT)
+    } else {
+        1e-3
+    };
+    0.0..end * 1.02
 }
 
 /// The largest magnitude an axis reaches. The axis' tick arithmetic needs
@@ -184,6 +207,23 @@ mod tests {
     #[test]
     fn ranges_are_never_empty() {
         assert_eq!(span([]), 0.0..1.0);
+        assert_eq!(from_zero(10.0), 0.0..10.2);
+        for end in [f64::INFINITY, f64::NAN, f64::MAX, -1.0] {
+            let r = from_zero(end);
+            assert!((r.end - r.start).is_finite() && r.end > 0.0, "{end}: {r:?}");
+        }
+        for r in [
+            0.0..f64::INFINITY,
+            f64::NAN..1.0,
+            -f64::MAX..f64::MAX,
+            1.0..1.0,
+        ] {
+            let b = bounded(r.clone());
+            assert!(
+                (b.end - b.start).is_finite() && b.end > b.start,
+                "{r:?}: {b:?}"
+            );
+        }
         let r = span([2.0]);
         assert!(r.start < 2.0 && r.end > 2.0);
         let r = log_span([0.0, -1.0]);

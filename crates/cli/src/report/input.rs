@@ -233,7 +233,15 @@ pub fn seconds(text: &str) -> Option<f64> {
     let h: f64 = hms.next()?.parse().ok()?;
     let min: f64 = hms.next()?.parse().ok()?;
     let s: f64 = hms.next()?.parse().ok()?;
-    if !(1..=12).contains(&m) || !(1..=31).contains(&day) {
+    // Out-of-range fields are refused, not wrapped: `f64::parse` takes
+    // "inf", "NaN" and "1e308" too, and such a time never ended an axis.
+    if !(1..=12).contains(&m)
+        || !(1..=31).contains(&day)
+        || !(0.0..24.0).contains(&h)
+        || !(0.0..60.0).contains(&min)
+        || !(0.0..61.0).contains(&s)
+        || !(-1_000_000..=1_000_000).contains(&y)
+    {
         return None;
     }
     Some(days_from_civil(y, m, day) as f64 * 86_400.0 + h * 3_600.0 + min * 60.0 + s)
@@ -291,5 +299,9 @@ mod tests {
         assert_eq!(b - a, 86_401.0, "2024 is a leap year");
         assert_eq!(seconds("yesterday"), None);
         assert_eq!(seconds("2024-13-01 00:00:00"), None);
+        for bad in ["inf", "NaN", "-inf", "1e308"] {
+            assert_eq!(seconds(&format!("2024-01-01 00:00:{bad}")), None, "{bad}");
+            assert_eq!(seconds(&format!("2024-01-01 {bad}:00:00")), None, "{bad}");
+        }
     }
 }

@@ -64,13 +64,14 @@ impl Timeline {
             let Some(m) = MemoryAttrs::of(t) else {
                 continue;
             };
-            let (Some(pid), Some(start)) = (
-                m.worker_pid,
-                m.lease_start
-                    .as_deref()
-                    .or(t.datetime_start.as_deref())
-                    .and_then(seconds),
-            ) else {
+            // A lease start that does not read as a time falls back to the
+            // trial's start, as a missing one does.
+            let start = m
+                .lease_start
+                .as_deref()
+                .and_then(seconds)
+                .or_else(|| t.datetime_start.as_deref().and_then(seconds));
+            let (Some(pid), Some(start)) = (m.worker_pid, start) else {
                 continue;
             };
             // A trial still running ends, for the picture, at the latest
@@ -182,7 +183,8 @@ fn color(state: TrialState) -> RGBColor {
 /// The Gantt chart (one row per worker) and, per device, the leased bytes
 /// against its capacity.
 pub fn charts(timeline: &Timeline) -> String {
-    let end = timeline.end().max(1e-3);
+    let xs = chart::from_zero(timeline.end());
+    let end = xs.end;
     let n = timeline.lanes.len();
     let height = (90 + 26 * n as u32).clamp(160, 900);
     // Lane labels go where the y axis' numbers would.
@@ -199,7 +201,7 @@ pub fn charts(timeline: &Timeline) -> String {
                 let lane = &timeline.lanes[i as usize];
                 format!("{} pid {}", lane.device, lane.worker_pid)
             };
-            let mut c = chart::plane(root, 0.0..end * 1.02, -0.5..n as f64 - 0.5, 170)?;
+            let mut c = chart::plane(root, xs.clone(), -0.5..n as f64 - 0.5, 170)?;
             c.configure_mesh()
                 .x_desc("seconds since the first lease")
                 .disable_y_mesh()
@@ -232,7 +234,7 @@ pub fn charts(timeline: &Timeline) -> String {
             &format!("Memory leased on {device} (GiB) against its capacity (red) and what leases may use (dark grey)"),
             (WIDE.0, 260),
             |root| {
-                let mut c = chart::plane(root, 0.0..end * 1.02, 0.0..top * 1.08, 64)?;
+                let mut c = chart::plane(root, xs.clone(), 0.0..top * 1.08, 64)?;
                 c.configure_mesh()
                     .x_desc("seconds since the first lease")
                     .y_desc("GiB leased")
@@ -244,12 +246,12 @@ pub fn charts(timeline: &Timeline) -> String {
                     }
                     line.push((x, gib(b)));
                 }
-                line.push((end * 1.02, steps.last().map_or(0.0, |s| gib(s.1))));
+                line.push((end, steps.last().map_or(0.0, |s| gib(s.1))));
                 c.draw_series(AreaSeries::new(line, 0.0, COMPLETE.mix(0.3)).border_style(COMPLETE))?;
                 if let Some(cap) = cap {
-                    c.draw_series(LineSeries::new([(0.0, gib(cap.total)), (end * 1.02, gib(cap.total))], FAIL.stroke_width(2)))?;
+                    c.draw_series(LineSeries::new([(0.0, gib(cap.total)), (end, gib(cap.total))], FAIL.stroke_width(2)))?;
                     if let Some(u) = cap.usable {
-                        c.draw_series(LineSeries::new([(0.0, gib(u)), (end * 1.02, gib(u))], BLACK.mix(0.5).stroke_width(2)))?;
+                        c.draw_series(LineSeries::new([(0.0, gib(u)), (end, gib(u))], BLACK.mix(0.5).stroke_width(2)))?;
                     }
                 }
                 Ok(())
