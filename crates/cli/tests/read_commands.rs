@@ -471,3 +471,52 @@ fn report_output_writes_only_the_file_named() {
         3
     );
 }
+
+/// A study's name, each trial's value and constraint, and the number of
+/// the best trial.
+type BestCase = (&'static str, &'static [(f64, f64)], u64);
+
+/// The report's best trial is the one `memtune best` names (Optuna's
+/// `best_trial`): a better value that violates a constraint is passed
+/// over, and an infinite value competes as any other.
+#[test]
+fn the_report_names_the_best_trial_that_best_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("best.db");
+    let s = Storage::open(&db).unwrap();
+    let studies: [BestCase; 2] = [
+        ("constrained", &[(1.0, 0.0), (0.5, 1.0), (2.0, -1.0)], 0),
+        (
+            "infinite",
+            &[(1.0, 0.0), (f64::NEG_INFINITY, 0.0), (0.5, 0.0)],
+            1,
+        ),
+    ];
+    for (name, trials, _) in studies {
+        let st = s.create_study(name, &[StudyDirection::Minimize]).unwrap();
+        for &(value, constraint) in trials {
+            let t = s.create_trial(st.study_id).unwrap();
+            s.set_trial_system_attr(t.trial_id, "constraints", &json!([constraint]))
+                .unwrap();
+            s.finish(t.trial_id, TrialState::Complete, &[value])
+                .unwrap();
+        }
+    }
+    drop(s);
+    for (name, _, best) in studies {
+        let named = ok(memtune(&db, &["best", "--study", name]));
+        assert!(named.starts_with(&format!("trial {best}:")), "{named}");
+        let page = dir.path().join(format!("{name}.html"));
+        ok(memtune(
+            &db,
+            &["report", "--study", name, "-o", page.to_str().unwrap()],
+        ));
+        let html = std::fs::read_to_string(&page).unwrap();
+        let shown = html.split("<h3>Best trial</h3>").nth(1).unwrap();
+        let shown = &shown[..shown.find("</table>").unwrap()];
+        assert!(
+            shown.contains(&format!("<td>trial</td><td>{best}</td>")),
+            "{name}: {shown}"
+        );
+    }
+}

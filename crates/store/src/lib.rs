@@ -96,6 +96,7 @@ pub use optuna_json::{
     value_from_json, value_to_json,
 };
 pub use pg::PgUrl;
+pub use query::best_feasible_trial;
 pub use schema::{ALEMBIC_VERSION, LIBRARY_VERSION, SCHEMA_VERSION};
 pub use stale::{OWNER_KEY, Owner, RetryPolicy, StaleTrial};
 pub use storage::{Durability, OpenOptions, Storage, StorageUrl, parse_sqlite_url, redact_url};

@@ -10,6 +10,18 @@ use crate::study::{load_by_id, state_counts};
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashMap};
 
+/// Optuna's `best_trial` of one objective over trials already read (what
+/// [`Storage::best_trial`] and a report share): the best value of the
+/// COMPLETE trials that meet their constraints (no value above 0), an
+/// infinite value competing as any other; ties go to the earliest in
+/// `trials`' order.
+pub fn best_feasible_trial<'a>(
+    direction: StudyDirection,
+    trials: impl IntoIterator<Item = &'a FrozenTrial>,
+) -> Option<&'a FrozenTrial> {
+    direction.best_trial(trials.into_iter().filter(|t| t.is_feasible()))
+}
+
 impl Storage {
     /// One trial by id, or `TrialNotFound`.
     pub fn trial(&self, trial_id: i64) -> Result<FrozenTrial> {
@@ -128,8 +140,7 @@ impl Storage {
             attr_key: None,
         };
         let trials = self.trials(study_id, &filter)?;
-        let feasible = trials.iter().filter(|t| t.is_feasible());
-        Ok(study.directions[0].best_trial(feasible).cloned())
+        Ok(best_feasible_trial(study.directions[0], &trials).cloned())
     }
 
     /// The Pareto front of COMPLETE trials (for one objective: every trial

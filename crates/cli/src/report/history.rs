@@ -34,16 +34,24 @@ pub fn section(input: &ReportInput) -> Section {
 }
 
 fn history_chart(input: &ReportInput, valued: &[(f64, f64, TrialState)]) -> String {
-    let mut best_so_far: Vec<(f64, f64)> = Vec::new();
-    for (t, v) in input.completed() {
-        let best = match best_so_far.last() {
-            Some(&(_, b)) if !input.better(v, b) => b,
-            _ => v,
-        };
-        best_so_far.push((t.number as f64, best));
-    }
     let xs = chart::span(input.trials.iter().map(|t| t.number as f64));
     let ys = chart::span(valued.iter().map(|p| p.1));
+    // The best trial as `memtune best` names it after each COMPLETE trial
+    // (feasible ones only, an infinite value included), the best of the
+    // previous best and the new trial; an infinite best lies on the
+    // chart's edge.
+    let mut best_so_far: Vec<(f64, f64)> = Vec::new();
+    let mut best: Option<&store::FrozenTrial> = None;
+    for t in input
+        .trials
+        .iter()
+        .filter(|t| t.state == TrialState::Complete)
+    {
+        best = store::best_feasible_trial(input.direction, best.into_iter().chain([t]));
+        if let Some(v) = best.and_then(|b| b.value()) {
+            best_so_far.push((t.number as f64, v.clamp(ys.start, ys.end)));
+        }
+    }
     chart::figure(
         "history",
         "Objective value per trial (blue: COMPLETE, orange: PRUNED at its last reported value), green: best so far",

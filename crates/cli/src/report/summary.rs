@@ -83,17 +83,12 @@ pub fn section(input: &ReportInput) -> Section {
     Section::shown("summary", "Summary", html)
 }
 
-/// The best trial of a single-objective study, with its params.
+/// The best trial of a single-objective study, with its params: the
+/// trial `memtune best` and Optuna's `best_trial` name.
 fn best_trial(input: &ReportInput) -> String {
     let mut html = String::from("<h3>Best trial</h3>");
-    let best =
-        input.completed().fold(
-            None,
-            |best: Option<(&store::FrozenTrial, f64)>, (t, v)| match best {
-                Some((_, b)) if !input.better(v, b) => best,
-                _ => Some((t, v)),
-            },
-        );
+    let best = store::best_feasible_trial(input.direction, &input.trials)
+        .and_then(|t| Some((t, t.value()?)));
     match best {
         Some((t, v)) => {
             let mut rows = vec![
@@ -110,7 +105,7 @@ fn best_trial(input: &ReportInput) -> String {
         }
         None => html.push_str(&format!(
             "<p>{}</p>",
-            escape("No COMPLETE trial with a finite value yet.")
+            escape("No COMPLETE trial that meets its constraints yet.")
         )),
     }
     html
