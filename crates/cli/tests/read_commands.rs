@@ -520,3 +520,33 @@ fn the_report_names_the_best_trial_that_best_names() {
         );
     }
 }
+
+/// The Pareto section counts the front and the COMPLETE trials alike: a
+/// trial with an infinite value may be on the front (as in Optuna's
+/// best_trials), so it counts in the total too, and the page says it is
+/// not drawn.
+#[test]
+fn the_pareto_front_is_counted_among_the_same_trials() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("front.db");
+    let s = Storage::open(&db).unwrap();
+    let both = [StudyDirection::Minimize, StudyDirection::Minimize];
+    let st = s.create_study("mo", &both).unwrap();
+    let inf = f64::INFINITY;
+    for values in [[1.0, 2.0], [-inf, 5.0], [5.0, -inf], [2.0, 3.0]] {
+        let t = s.create_trial(st.study_id).unwrap();
+        s.finish(t.trial_id, TrialState::Complete, &values).unwrap();
+    }
+    drop(s);
+    let page = dir.path().join("mo.html");
+    ok(memtune(
+        &db,
+        &["report", "--study", "mo", "-o", page.to_str().unwrap()],
+    ));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("3 of 4 COMPLETE trials are on the front"),
+        "{html}"
+    );
+    assert!(html.contains("2 trials with an infinite value are not drawn"));
+}
