@@ -150,6 +150,18 @@ impl CliError {
         CliError::Failed(message.to_string())
     }
 
+    /// Whether writing the command's output failed because its reader left
+    /// (`memtune export --format csv | head -1`), however the writer
+    /// wrapped the error.
+    pub fn is_broken_pipe(&self) -> bool {
+        let broken = |e: &std::io::Error| e.kind() == std::io::ErrorKind::BrokenPipe;
+        match self {
+            CliError::Io(e) => broken(e),
+            CliError::Csv(e) => matches!(e.kind(), csv::ErrorKind::Io(e) if broken(e)),
+            _ => false,
+        }
+    }
+
     /// The process exit code (see the module's table).
     pub fn exit_code(&self) -> u8 {
         match self {

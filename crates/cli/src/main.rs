@@ -2,6 +2,7 @@
 //! code follows [`cli::error`]'s table.
 
 use clap::{CommandFactory, Parser, Subcommand};
+use std::io::Write;
 use std::process::ExitCode;
 
 /// Hyperparameter studies for BERT-style text classifiers that never lose a
@@ -67,13 +68,13 @@ fn main() -> ExitCode {
     let command = match cli.command {
         TopCommand::Run(command) => command,
         TopCommand::Completions { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut Cli::command(),
-                "memtune",
-                &mut std::io::stdout(),
-            );
-            return ExitCode::SUCCESS;
+            // Generated in memory: clap_complete panics when its writer
+            // fails, and a failed write here is an error like any other.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "memtune", &mut script);
+            let mut out = std::io::stdout();
+            let written = out.write_all(&script).and_then(|()| out.flush());
+            return exit_code(written.map_err(cli::error::CliError::Io));
         }
     };
     let ctx = cli::commands::Context {
@@ -81,13 +82,16 @@ fn main() -> ExitCode {
     };
     // Not a held `StdoutLock`: the worker writes to stdout from its compute
     // pool's thread.
-    match cli::commands::run(command, &ctx, &mut std::io::stdout()) {
+    exit_code(cli::commands::run(command, &ctx, &mut std::io::stdout()))
+}
+
+/// The exit code of a command's outcome, its error printed on stderr.
+fn exit_code(outcome: cli::error::Result<()>) -> ExitCode {
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         // The reader left (`memtune trials | head -1`): it has what it
         // wanted, so this is no failure, as for any Unix filter.
-        Err(cli::error::CliError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-            ExitCode::SUCCESS
-        }
+        Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
         Err(e) => {
             cli::logging::stderr_line(&e.report());
             ExitCode::from(e.exit_code())

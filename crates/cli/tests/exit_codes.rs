@@ -340,3 +340,79 @@ fn completions_are_printed_for_each_shell() {
     let (code, err) = code_and_stderr(run(&["completions", "cmd.exe"], &[]));
     assert_eq!(code, Some(2), "{err}");
 }
+
+/// Output to a reader that left (`| head -1`) ends every command quietly
+/// with 0, whichever writer met the broken pipe (a CSV writer, the shell
+/// completions); output that cannot be written otherwise is an error, 1,
+/// never a panic.
+#[test]
+fn a_reader_that_left_is_no_failure_and_an_unwritable_output_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("pipe.db");
+    let storage = store::Storage::open(&db).unwrap();
+    let study = storage
+        .create_study("s", &[store::StudyDirection::Minimize])
+        .unwrap();
+    for value in [1.0, 2.0] {
+        let t = storage.create_trial(study.study_id).unwrap();
+        storage
+            .finish(t.trial_id, store::TrialState::Complete, &[value])
+            .unwrap();
+    }
+    drop(storage);
+    let url = common::url(&db);
+    let commands: [&[&str]; 5] = [
+        &["completions", "bash"],
+        &["export", "--study", "s", "--format", "csv"],
+        &["export", "--study", "s", "--format", "json"],
+        &["trials", "--study", "s"],
+        &["best", "--study", "s"],
+    ];
+    let run_into = |args: &[&str], stdout: std::process::Stdio| {
+        Command::new(env!("CARGO_BIN_EXE_memtune"))
+            .args(["--storage", &url])
+            .args(args)
+            .env_remove("MEMTUNE_STORAGE")
+            .stdout(stdout)
+            .output()
+            .unwrap()
+    };
+    for args in commands {
+        // The read end is closed before the command starts: its first
+        // write meets a broken pipe.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let (code, err) = code_and_stderr(run_into(args, writer.into()));
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        assert!(err.is_empty(), "{args:?}: {err}");
+    }
+    let (_reader, full) = full_pipe();
+    let (code, err) = code_and_stderr(run_into(&["completions", "bash"], full.into()));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("cannot write output"), "{err}");
+}
+
+/// A pipe whose buffer is full and whose writing end does not block: every
+/// write to it fails (with `WouldBlock`) while the reader stays, as a full
+/// disk's would. (A closed stdout is no such output: Rust's stdout ignores
+/// a bad descriptor.)
+fn full_pipe() -> (std::io::PipeReader, std::io::PipeWriter) {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    // SAFETY: fcntl on a descriptor this function owns, with no pointers.
+    unsafe {
+        let fd = writer.as_raw_fd();
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        assert!(flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) == 0);
+    }
+    let block = [0u8; 4096];
+    loop {
+        match writer.write(&block) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => panic!("filling the pipe: {e}"),
+        }
+    }
+    (reader, writer)
+}
