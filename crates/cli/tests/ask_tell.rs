@@ -534,3 +534,32 @@ fn gp_loop_improves_on_its_random_start() {
         );
     }
 }
+
+/// An ask whose answer cannot be printed (a reader that left, a full disk)
+/// fails and marks its trial FAIL: no one learned its number, so no one
+/// would ever tell it, and a RUNNING trial would stay so for good.
+#[test]
+fn an_ask_that_cannot_print_leaves_no_running_trial() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = study(dir.path(), "minimize");
+    // The read end is closed before the ask starts: printing meets a
+    // broken pipe.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memtune"))
+        .args(["--storage", &common::url(&db)])
+        .args(["ask", "--study", "s", "--search-space", SPACE])
+        .env_remove("MEMTUNE_STORAGE")
+        .stdout(writer)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("trial 0 was marked FAIL: cannot write output"),
+        "{err}"
+    );
+    let trials = trials(&db);
+    assert_eq!(trials.len(), 1);
+    assert_eq!(trials[0].state, TrialState::Fail);
+}

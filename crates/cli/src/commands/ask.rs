@@ -13,8 +13,10 @@
 //! options, unknown study) is checked before the first write, so a failed
 //! ask changes nothing. The store has no "create a RUNNING trial with
 //! params" operation, so the trial and its params are separate
-//! transactions (as in Optuna); if storing a param fails, the trial is
-//! marked FAIL so no half-asked trial stays RUNNING.
+//! transactions (as in Optuna); if storing a param or printing the trial
+//! fails, the trial is marked FAIL so no half-asked trial stays RUNNING.
+//! (A process killed between creating the trial and printing it still
+//! leaves it RUNNING, as Optuna's `ask` would.)
 
 use super::Context;
 use crate::error::{CliError, Result};
@@ -84,6 +86,8 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     let space = store::search_space_from_json(&args.search_space)
         .map_err(|e| CliError::Usage(format!("bad --search-space: {e}")))?;
     let choice = sampler_choice(args)?;
+    let order = key_order(&args.search_space)
+        .map_err(|e| CliError::Usage(format!("bad --search-space: {e}")))?;
     let storage = ctx.open_existing()?;
     let study = storage.study(&args.study_name)?;
     let kind = choice.kind;
@@ -148,25 +152,23 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             }
             Ok(params)
         });
-    let params = match stored_params {
-        Ok(p) => p,
-        Err(e) => {
-            let cleanup = storage.finish(trial.trial_id, TrialState::Fail, &[]);
-            return Err(CliError::Failed(match cleanup {
-                Ok(()) => format!("trial {} was marked FAIL: {e}", trial.number),
-                Err(c) => format!(
-                    "{e}; trial {} could not be marked FAIL either: {c}",
-                    trial.number
-                ),
-            }));
-        }
+    // A trial whose ask cannot finish is marked FAIL rather than left
+    // RUNNING for no one to tell.
+    let fail_trial = |e: &dyn std::fmt::Display| {
+        let cleanup = storage.finish(trial.trial_id, TrialState::Fail, &[]);
+        CliError::Failed(match cleanup {
+            Ok(()) => format!("trial {} was marked FAIL: {e}", trial.number),
+            Err(c) => format!(
+                "{e}; trial {} could not be marked FAIL either: {c}",
+                trial.number
+            ),
+        })
     };
+    let params = stored_params.map_err(|e| fail_trial(&e))?;
 
     // Optuna prints `trial.params`: in the search space's order (its
     // `study.ask` suggests them in that order), params already stored on a
     // claimed trial beyond the space after them.
-    let order = key_order(&args.search_space)
-        .map_err(|e| CliError::Usage(format!("bad --search-space: {e}")))?;
     let names = order
         .iter()
         .filter(|n| params.contains_key(*n))
@@ -191,8 +193,10 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             params: Object(&values),
         })
     };
-    writeln!(out, "{line}")?;
-    Ok(())
+    // Whoever asked never learns a trial number it cannot read.
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .map_err(|e| fail_trial(&format!("cannot write output: {e}")))
 }
 
 /// The top-level keys of a JSON object in the order written, each once
