@@ -87,6 +87,7 @@ impl<'s, S: Sampler + ?Sized> Trial<'s, S> {
         let internal = if distribution.single() {
             distribution.single_value()
         } else {
+            distribution.check_drawable().map_err(|e| named(e, name))?;
             let internal = self.relative_value(name, distribution).unwrap_or_else(|| {
                 self.sampler
                     .sample_independent(&self.study, self.number, name, distribution)
@@ -269,6 +270,29 @@ mod tests {
         t.state = crate::TrialState::Complete;
         t.values = Some(vec![number as f64]);
         t
+    }
+
+    /// A float range whose span overflows is read (Optuna stores it) but
+    /// an ask from it is an error naming the parameter, from every sampler.
+    #[test]
+    fn a_range_wider_than_floats_is_not_drawn_from() {
+        use crate::{GpSampler, RandomSampler, StudyDirection, TpeSampler};
+        let wide = Distribution::float(-1e308, 1e308, false, None).unwrap();
+        let space = SearchSpace::from([("y".to_string(), wide)]);
+        let view = StudyView::new("s", StudyDirection::Minimize, &[]);
+        let samplers: [Box<dyn Sampler>; 3] = [
+            Box::new(RandomSampler::new(Some(0))),
+            Box::new(TpeSampler::with_seed(0)),
+            Box::new(GpSampler::new(crate::GpConfig::default())),
+        ];
+        for mut sampler in samplers {
+            let e = ask(sampler.as_mut(), view, 0, &space).unwrap_err();
+            assert!(
+                e.to_string().contains("`y`") || e.to_string().contains("'y'"),
+                "{e}"
+            );
+            assert!(e.to_string().contains("high - low"), "{e}");
+        }
     }
 
     /// A stored value the samplers cannot use (outside its distribution,

@@ -178,13 +178,14 @@ fn invalid(reason: impl Into<String>) -> Error {
 }
 
 impl Distribution {
-    /// A float range, validated as Optuna does, and also refused when
-    /// `high - low` overflows; with a `step`, `high` is lowered to the
-    /// last grid point (`low + k * step <= high`).
+    /// A float range, validated as Optuna does; with a `step`, `high` is
+    /// lowered to the last grid point (`low + k * step <= high`). A range
+    /// whose `high - low` overflows is a distribution, as in Optuna, but
+    /// cannot be sampled ([`Distribution::check_drawable`]).
     pub fn float(low: f64, high: f64, log: bool, step: Option<f64>) -> Result<Self> {
         if !low.is_finite() || !high.is_finite() {
             return Err(invalid(format!(
-                "low and high must be finite, got low={low}, high={high}"
+                "low and high must be finite, got low={low:?}, high={high:?}"
             )));
         }
         if log && step.is_some() {
@@ -192,19 +193,12 @@ impl Distribution {
         }
         if low > high {
             return Err(invalid(format!(
-                "`low <= high` must hold, got low={low}, high={high}"
+                "`low <= high` must hold, got low={low:?}, high={high:?}"
             )));
         }
         if log && low <= 0.0 {
             return Err(invalid(format!(
-                "`low > 0` must hold for log=true, got low={low}"
-            )));
-        }
-        // Optuna accepts a span that overflows; every draw in it is then
-        // `high`, and the GP's normalised inputs are NaN.
-        if !(high - low).is_finite() {
-            return Err(invalid(format!(
-                "`high - low` must be finite, got low={low}, high={high}"
+                "`low > 0` must hold for log=true, got low={low:?}"
             )));
         }
         let mut high = high;
@@ -215,7 +209,7 @@ impl Distribution {
             // Finite bounds and a positive step: an infinite count, never NaN.
             if (high - low) / step > EXACT_INT {
                 return Err(invalid(format!(
-                    "`step` {step:e} cuts [{low}, {high}] into more than 2^53 steps"
+                    "`step` {step:e} cuts [{low:?}, {high:?}] into more than 2^53 steps"
                 )));
             }
             high = adjust_float_high(low, high, step);
@@ -315,6 +309,27 @@ impl Distribution {
             } => Distribution::int(*low, *high, *log, *step).map(drop),
             Distribution::Categorical { choices } if choices.is_empty() => Err(invalid(NO_CHOICES)),
             Distribution::Categorical { .. } => Ok(()),
+        }
+    }
+
+    /// Whether values can be drawn from a valid distribution: not from a
+    /// float range whose `high - low` overflows, where every draw would be
+    /// `high` and the GP's normalised inputs NaN (Optuna stores such a
+    /// range and raises `OverflowError` when it samples from it).
+    ///
+    /// ```
+    /// use hpo_sampler::Distribution;
+    /// let wide = Distribution::float(-1e308, 1e308, false, None).unwrap();
+    /// assert!(wide.check_drawable().is_err());
+    /// ```
+    pub fn check_drawable(&self) -> Result<()> {
+        match self {
+            Distribution::Float { low, high, .. } if !(high - low).is_finite() => {
+                Err(invalid(format!(
+                    "`high - low` overflows (low={low:?}, high={high:?}): no value can be drawn"
+                )))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -547,24 +562,20 @@ mod tests {
         assert!(wide.contains(i64::MIN as f64));
     }
 
-    /// Finite bounds whose span overflows: every draw would be `high` and
-    /// the GP's normalised inputs NaN, so the range is refused, built or
-    /// validated.
+    /// Finite bounds whose span overflows: a distribution Optuna stores,
+    /// so it is read, but every draw would be `high` and the GP's
+    /// normalised inputs NaN, so it is not drawn from.
     #[test]
-    fn a_span_that_overflows_is_refused() {
+    fn a_span_that_overflows_is_read_but_not_drawn_from() {
         for (low, high) in [(-1e308, 1e308), (-f64::MAX, f64::MAX), (-1e308, 9e307)] {
-            let e = Distribution::float(low, high, false, None).unwrap_err();
+            let d = Distribution::float(low, high, false, None).unwrap();
+            let e = d.check_drawable().unwrap_err();
             assert!(e.to_string().contains("high - low"), "{e}");
-            let built = Distribution::Float {
-                low,
-                high,
-                log: false,
-                step: None,
-            };
-            assert!(built.validate().is_err());
         }
-        assert!(Distribution::float(-1e307, 1e307, false, None).is_ok());
-        assert!(Distribution::float(1e-300, f64::MAX, true, None).is_ok());
+        for (low, high, log) in [(-1e307, 1e307, false), (1e-300, f64::MAX, true)] {
+            let d = Distribution::float(low, high, log, None).unwrap();
+            assert!(d.check_drawable().is_ok());
+        }
     }
 
     #[test]
