@@ -66,7 +66,7 @@ const USAGE: &str = "usage: cargo xtask <test|tune|chaos|fetch-model minilm|pyth
 /// What a test run from a clean checkout writes under `target/`: the
 /// builds (debug, clippy's, the CUDA feature's, the release `memtune`) and
 /// the reference venvs and model.
-const TEST_FOOTPRINT_GB: f64 = 14.0;
+const TEST_FOOTPRINT_GB: f64 = 11.0;
 
 /// Say how much disk the test run has. A disk that fills mid-run fails tests
 /// far from the cause (SQLite's "database or disk is full" in a runner test),
