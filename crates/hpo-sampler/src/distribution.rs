@@ -534,6 +534,33 @@ fn adjust_float_high(low: f64, high: f64, step: f64) -> f64 {
     cleaned.clamp(low, high)
 }
 
+/// Distributions built from their fields that no constructor would
+/// return: reversed or NaN bounds, a step of 0, no choices.
+#[cfg(test)]
+pub(crate) fn unchecked_bad_distributions() -> [Distribution; 4] {
+    [
+        Distribution::Float {
+            low: 1.0,
+            high: 0.0,
+            log: false,
+            step: None,
+        },
+        Distribution::Float {
+            low: f64::NAN,
+            high: 1.0,
+            log: false,
+            step: None,
+        },
+        Distribution::Int {
+            low: 0,
+            high: 10,
+            log: false,
+            step: 0,
+        },
+        Distribution::Categorical { choices: vec![] },
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -388,27 +388,7 @@ mod tests {
     #[test]
     fn a_distribution_built_unchecked_is_refused() {
         use crate::{GpConfig, GpSampler, Sampler, TpeConfig, TpeSampler};
-        let bad = [
-            Distribution::Float {
-                low: 1.0,
-                high: 0.0,
-                log: false,
-                step: None,
-            },
-            Distribution::Float {
-                low: f64::NAN,
-                high: 1.0,
-                log: false,
-                step: None,
-            },
-            Distribution::Int {
-                low: 0,
-                high: 10,
-                log: false,
-                step: 0,
-            },
-            Distribution::Categorical { choices: vec![] },
-        ];
+        let bad = crate::distribution::unchecked_bad_distributions();
         fn refused<S: Sampler>(sampler: S, d: &Distribution) {
             let mut study = Study::new("t", StudyDirection::Minimize, sampler, NopPruner).unwrap();
             let e = study.ask(&space_of("x", d.clone())).unwrap_err();

@@ -29,14 +29,25 @@ pub fn section(input: &ReportInput) -> Option<Section> {
     if input.n_objectives < 2 {
         return None;
     }
-    let complete: Vec<&FrozenTrial> = input
+    // The front counts trials with infinite values too (as Optuna's
+    // best_trials), so the total does as well; only the charts leave them out.
+    let valued: Vec<&FrozenTrial> = input
         .trials
         .iter()
         .filter(|t| t.state == TrialState::Complete)
         .filter(|t| {
             t.values
                 .as_ref()
-                .is_some_and(|v| v.len() == input.n_objectives && v.iter().all(|x| x.is_finite()))
+                .is_some_and(|v| v.len() == input.n_objectives)
+        })
+        .collect();
+    let complete: Vec<&FrozenTrial> = valued
+        .iter()
+        .copied()
+        .filter(|t| {
+            t.values
+                .as_ref()
+                .is_some_and(|v| v.iter().all(|x| x.is_finite()))
         })
         .collect();
     if complete.is_empty() {
@@ -47,24 +58,12 @@ pub fn section(input: &ReportInput) -> Option<Section> {
         ));
     }
     let front: BTreeSet<u64> = input.front().iter().map(|t| t.number).collect();
-    // The front counts trials with infinite values too (as Optuna's
-    // best_trials), so the total does as well; only the charts leave them out.
-    let valued = input
-        .trials
-        .iter()
-        .filter(|t| t.state == TrialState::Complete)
-        .filter(|t| {
-            t.values
-                .as_ref()
-                .is_some_and(|v| v.len() == input.n_objectives)
-        })
-        .count();
     let mut html = note(&format!(
         "{} of {} COMPLETE trials are on the front: feasible (no constraint above 0) and \
          dominated by no other trial, as Optuna's best_trials.{}",
         front.len(),
-        valued,
-        match valued - complete.len() {
+        valued.len(),
+        match valued.len() - complete.len() {
             0 => String::new(),
             1 => " One trial with an infinite value is not drawn.".into(),
             n => format!(" {n} trials with an infinite value are not drawn."),

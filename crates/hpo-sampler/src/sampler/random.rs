@@ -87,27 +87,7 @@ mod tests {
     /// 0) or failing inside `clamp` or the RNG.
     #[test]
     fn an_undrawable_distribution_panics_naming_it() {
-        let bad = [
-            Distribution::Float {
-                low: 1.0,
-                high: 0.0,
-                log: false,
-                step: None,
-            },
-            Distribution::Float {
-                low: f64::NAN,
-                high: 1.0,
-                log: false,
-                step: None,
-            },
-            Distribution::Int {
-                low: 0,
-                high: 10,
-                log: false,
-                step: 0,
-            },
-            Distribution::Categorical { choices: vec![] },
-        ];
+        let bad = crate::distribution::unchecked_bad_distributions();
         for d in bad {
             let drawn = std::panic::catch_unwind(|| RandomSampler::new(Some(1)).draw(&d));
             let message = match drawn {
