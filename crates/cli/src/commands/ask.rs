@@ -133,11 +133,23 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             },
         )),
     };
-    let stored_params = hpo_sampler::ask(sampler.as_mut(), view, number, &space)
-        .map_err(|e| CliError::Failed(e.to_string()))
-        .and_then(|sampled| match claim {
-            Claim::Created(_) => Ok((sampled, BTreeMap::new())),
-            Claim::Claimed(_) => enqueued_params(&storage, trial.trial_id, &space, sampled),
+    // As Optuna's `_suggest`: a claimed trial's stored and fixed params are
+    // taken as they are, and only the rest is asked of the sampler.
+    let given = match claim {
+        Claim::Created(_) => Ok((BTreeMap::new(), BTreeMap::new())),
+        Claim::Claimed(_) => enqueued_params(&storage, trial.trial_id, &space),
+    };
+    let stored_params = given
+        .and_then(|(given, already_stored)| {
+            let rest: hpo_sampler::SearchSpace = space
+                .iter()
+                .filter(|(name, _)| !given.contains_key(*name))
+                .map(|(name, d)| (name.clone(), d.clone()))
+                .collect();
+            let mut params = hpo_sampler::ask(sampler.as_mut(), view, number, &rest)
+                .map_err(|e| CliError::Failed(e.to_string()))?;
+            params.extend(given);
+            Ok((params, already_stored))
         })
         .and_then(|(params, already_stored)| {
             for (name, p) in params
@@ -231,18 +243,19 @@ fn key_order(text: &str) -> std::result::Result<Vec<String>, serde_json::Error> 
 /// Optuna's `study.enqueue_trial` key: fixed external values by name.
 const FIXED_PARAMS_KEY: &str = "fixed_params";
 
-/// The params of a claimed WAITING trial: those it already stores win, then
-/// its `fixed_params` system attribute (what Optuna's `enqueue_trial`
-/// writes), then the sampled ones. Returns the params and the subset that
-/// is already stored (not to be written again). A fixed value outside its
-/// distribution is refused (Optuna only warns), since a stored value
-/// outside its distribution would poison every later ask's history.
+/// The params a claimed WAITING trial brings for `space`: those it already
+/// stores win, then its `fixed_params` system attribute (what Optuna's
+/// `enqueue_trial` writes); the sampler draws the rest. Returns them and
+/// the subset that is already stored (not to be written again). A fixed
+/// value outside its distribution is refused (Optuna only warns), since a
+/// stored value outside its distribution would poison every later ask's
+/// history.
 fn enqueued_params(
     storage: &store::Storage,
     trial_id: i64,
     space: &hpo_sampler::SearchSpace,
-    mut params: BTreeMap<String, Param>,
 ) -> Result<(BTreeMap<String, Param>, BTreeMap<String, Param>)> {
+    let mut params = BTreeMap::new();
     let stored = storage.trial(trial_id)?;
     stored.check().map_err(HistoryError::from)?;
     let fixed = stored.system_attrs.get(FIXED_PARAMS_KEY);
