@@ -52,6 +52,7 @@ impl<'s, S: Sampler + ?Sized> Trial<'s, S> {
         Ok(())
     }
 
+    /// The trial's number in its study (Optuna's `trial.number`).
     pub fn number(&self) -> u64 {
         self.number
     }

@@ -11,10 +11,15 @@ use std::fmt;
 /// (Optuna allows None, bool, int, float and str choices).
 #[derive(Debug, Clone, PartialEq)]
 pub enum ParamValue {
+    /// Python's `None`.
     None,
+    /// A `bool`.
     Bool(bool),
+    /// An `int`.
     Int(i64),
+    /// A `float`.
     Float(f64),
+    /// A `str`.
     Str(String),
 }
 
@@ -108,19 +113,33 @@ fn float_is_int(x: f64, i: i128) -> bool {
 /// [`ParamValue::same_choice`] (so `[1, nan]` equals `[1.0, nan]`).
 #[derive(Debug, Clone)]
 pub enum Distribution {
+    /// Optuna's `FloatDistribution`: a float in `[low, high]`, built by
+    /// [`Distribution::float`].
     Float {
+        /// The smallest value (inclusive).
         low: f64,
+        /// The largest value (inclusive); with a `step`, the last grid point.
         high: f64,
+        /// Sampled in log space; needs `low > 0` and no `step`.
         log: bool,
+        /// The spacing of the grid `low + k * step`; `None` for a continuous range.
         step: Option<f64>,
     },
+    /// Optuna's `IntDistribution`: an integer in `[low, high]`, built by
+    /// [`Distribution::int`].
     Int {
+        /// The smallest value (inclusive).
         low: i64,
+        /// The largest value (inclusive), a grid point `low + k * step`.
         high: i64,
+        /// Sampled in log space; needs `low >= 1` and `step == 1`.
         log: bool,
+        /// The spacing of the grid `low + k * step`, at least 1 (Optuna's default 1).
         step: i64,
     },
+    /// Optuna's `CategoricalDistribution`, built by [`Distribution::categorical`].
     Categorical {
+        /// The choices, at least one; a value's internal representation is its index here.
         choices: Vec<CategoricalChoice>,
     },
 }

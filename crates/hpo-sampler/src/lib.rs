@@ -86,6 +86,12 @@
 //!   through a define-by-run [`Trial`] (`suggest_float`, `suggest_int`,
 //!   `suggest_categorical`) or [`ask()`] for a fixed space. A seeded sampler
 //!   is deterministic.
+//! - **Gaussian process alone**: [`sampler::gp::GpRegressor`] (the GP
+//!   sampler's Matérn-5/2 regressor, built from given
+//!   [`sampler::gp::KernelParams`], with its posterior mean and variance)
+//!   is public for users who want the regressor alone; fitting the
+//!   hyperparameters is internal ([`GpSampler::last_fit`] returns the
+//!   sampler's latest fit).
 //! - **Pruning**: the [`Pruner`] trait returns a [`PruneDecision`]: whether to
 //!   prune plus the system attributes the caller must store on the trial
 //!   (successive halving records rung values there, as Optuna does).
@@ -140,6 +146,8 @@
 //! - A [`TpeSampler`] caches what finished trials contribute, so one
 //!   instance serves one study (as Optuna's intersection cache also assumes).
 
+#![warn(missing_docs)]
+
 pub mod ask;
 pub mod distribution;
 pub mod error;
@@ -155,7 +163,9 @@ pub mod trial;
 
 /// Internals that the crate's own fixture tests hold to Optuna's and
 /// numpy's numbers (the RNG, `erf`, the Parzen estimator, the GP
-/// regressor), behind the `testing` feature: not API.
+/// regressor's hyperparameter fit), behind the `testing` feature: not
+/// API. The regressor itself, [`sampler::gp::GpRegressor`] with
+/// [`sampler::gp::KernelParams`], is public API as well.
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod internals {

@@ -34,6 +34,7 @@ impl Rng {
         Self::seed_from(nanos ^ (&local as *const u8 as u64).rotate_left(32))
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         let s = &mut self.s;
         let result = s[0].wrapping_add(s[3]).rotate_left(23).wrapping_add(s[0]);

@@ -52,14 +52,20 @@ pub fn json_f64(v: &Json) -> Option<f64> {
 )]
 #[serde(rename_all = "UPPERCASE")]
 pub enum TrialState {
+    /// Asked and not yet told.
     Running,
+    /// Enqueued, not yet asked.
     Waiting,
+    /// Finished with its value(s).
     Complete,
+    /// Stopped early by a pruner.
     Pruned,
+    /// Failed: the objective raised or returned no usable value.
     Fail,
 }
 
 impl TrialState {
+    /// Every state, in the enum's order.
     pub const ALL: [TrialState; 5] = [
         TrialState::Running,
         TrialState::Waiting,
@@ -109,7 +115,9 @@ pub enum StudyDirection {
     /// it); samplers and pruners minimise such a study.
     #[serde(skip)]
     NotSet,
+    /// Smaller values are better.
     Minimize,
+    /// Larger values are better.
     Maximize,
 }
 
@@ -184,7 +192,10 @@ impl fmt::Display for StudyDirection {
 /// (the number for ranges, the choice index for categoricals).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Param {
+    /// The distribution it was suggested from.
     pub distribution: Distribution,
+    /// Its internal value ([`Distribution::to_internal`]), as Optuna's
+    /// storage holds it.
     pub internal: f64,
 }
 
@@ -209,6 +220,7 @@ pub struct FrozenTrial {
     /// The storage's key of the trial (unique across studies); the number
     /// for a study held in memory.
     pub trial_id: i64,
+    /// Its state.
     pub state: TrialState,
     /// By name.
     pub params: BTreeMap<String, Param>,
@@ -218,6 +230,7 @@ pub struct FrozenTrial {
     pub intermediate_values: BTreeMap<i64, f64>,
     /// Optuna's naive local time `YYYY-MM-DD HH:MM:SS[.ffffff]`, as stored.
     pub datetime_start: Option<String>,
+    /// When it finished, in the same form; `None` until then.
     pub datetime_complete: Option<String>,
     /// The user's attributes: any JSON value, as in Optuna.
     pub user_attrs: BTreeMap<String, Json>,
@@ -372,6 +385,7 @@ impl FrozenTrial {
 /// it), its direction(s) and its trials in number order.
 #[derive(Debug, Clone, Copy)]
 pub struct StudyView<'a> {
+    /// The study's name.
     pub name: &'a str,
     /// The (first) objective's direction: what pruners and single-objective
     /// samplers use.
@@ -380,6 +394,7 @@ pub struct StudyView<'a> {
     /// (Optuna's `study.directions`); empty for a single objective, whose
     /// direction is `direction`.
     pub directions: &'a [StudyDirection],
+    /// Its trials, in number order.
     pub trials: &'a [FrozenTrial],
 }
 

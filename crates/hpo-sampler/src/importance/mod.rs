@@ -54,7 +54,10 @@ use crate::{Distribution, FrozenTrial};
 
 use self::tree::FanovaTree;
 
+/// Trees in the fANOVA random forest (Optuna's `FanovaImportanceEvaluator`
+/// default `n_trees=64`).
 pub const N_TREES: usize = 64;
+/// The depth limit of each tree (Optuna's default `max_depth=64`).
 pub const MAX_DEPTH: usize = 64;
 /// A fixed seed: the same study gives the same report.
 const SEED: u64 = 0;
@@ -62,6 +65,7 @@ const SEED: u64 = 0;
 /// One parameter's importance.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Importance {
+    /// The parameter's name.
     pub name: String,
     /// Its share of the variance, normalised within its fit.
     pub importance: f64,

@@ -9,6 +9,8 @@ use super::{PruneDecision, Pruner, require};
 use crate::error::Result;
 use crate::trial::{FrozenTrial, StudyView, TrialState};
 
+/// Optuna's `HyperbandPruner`: each trial is judged by the successive
+/// halving of its bracket, against that bracket's trials only.
 #[derive(Debug, Clone)]
 pub struct HyperbandPruner {
     min_resource: i64,

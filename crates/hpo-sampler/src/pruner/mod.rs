@@ -29,9 +29,11 @@ pub struct PruneDecision {
 }
 
 impl PruneDecision {
+    /// Let the trial continue, with no system attributes to store.
     pub fn keep() -> Self {
         Self::default()
     }
+    /// Stop the trial, with no system attributes to store.
     pub fn prune() -> Self {
         PruneDecision {
             prune: true,
@@ -45,6 +47,8 @@ impl PruneDecision {
 /// itself. `&mut self` because some pruners fix settings from the first
 /// history they see, as Optuna's do (`min_resource="auto"`).
 pub trait Pruner {
+    /// The decision for `trial` (Optuna's `BasePruner.prune`), with the
+    /// system attributes the caller must store on it.
     fn prune(&mut self, study: &StudyView<'_>, trial: &FrozenTrial) -> PruneDecision;
 }
 

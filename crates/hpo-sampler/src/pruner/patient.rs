@@ -5,6 +5,9 @@ use super::{PruneDecision, Pruner, require};
 use crate::error::Result;
 use crate::trial::{FrozenTrial, StudyDirection, StudyView};
 
+/// Optuna's `PatientPruner`: defers to the wrapped pruner (or, with none,
+/// prunes) only once the best of the trial's last `patience + 1` values is
+/// worse than its best before them by more than `min_delta`.
 pub struct PatientPruner {
     wrapped: Option<Box<dyn Pruner + Send>>,
     patience: usize,
@@ -12,6 +15,8 @@ pub struct PatientPruner {
 }
 
 impl PatientPruner {
+    /// Optuna's `PatientPruner(wrapped_pruner, patience, min_delta=0.0)`;
+    /// `min_delta` must not be negative.
     pub fn new(
         wrapped: Option<Box<dyn Pruner + Send>>,
         patience: usize,

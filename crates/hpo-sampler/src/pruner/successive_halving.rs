@@ -11,10 +11,15 @@ use crate::trial::{FrozenTrial, StudyDirection, StudyView, TrialState};
 /// COMPLETE trials as `max(last_step / 100, 1)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MinResource {
+    /// Optuna's `"auto"`: fixed from the largest last step of the COMPLETE
+    /// trials once one exists; no trial is pruned before.
     Auto,
+    /// This many steps (at least 1) before the first rung.
     Fixed(i64),
 }
 
+/// Optuna's `SuccessiveHalvingPruner`: prunes a trial that reaches a rung
+/// outside the top `1 / reduction_factor` of the values recorded there.
 #[derive(Debug, Clone)]
 pub struct SuccessiveHalvingPruner {
     min_resource: Option<i64>,
@@ -36,6 +41,10 @@ pub(crate) fn rung_key(rung: i64) -> String {
 }
 
 impl SuccessiveHalvingPruner {
+    /// Optuna's `SuccessiveHalvingPruner(min_resource, reduction_factor,
+    /// min_early_stopping_rate, bootstrap_count)`: `reduction_factor >= 2`,
+    /// and `bootstrap_count > 0` (trials a rung needs before it promotes
+    /// any) only with a fixed `min_resource`.
     pub fn new(
         min_resource: MinResource,
         reduction_factor: i64,

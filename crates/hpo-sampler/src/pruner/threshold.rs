@@ -5,6 +5,8 @@ use super::{PruneDecision, Pruner, StepGrid, require};
 use crate::error::Result;
 use crate::trial::{FrozenTrial, StudyView};
 
+/// Optuna's `ThresholdPruner`: prunes a trial whose latest value is NaN or
+/// leaves `[lower, upper]`.
 #[derive(Debug, Clone)]
 pub struct ThresholdPruner {
     lower: f64,

@@ -38,6 +38,8 @@ pub struct NsgaIIConfig {
     /// Probability that uniform crossover takes a parameter from the
     /// second parent.
     pub swapping_prob: f64,
+    /// Optuna's `seed`: the same seed and history give the same samples;
+    /// `None` (the default): a different seed each run.
     pub seed: Option<u64>,
 }
 

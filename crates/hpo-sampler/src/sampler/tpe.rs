@@ -78,6 +78,8 @@ pub fn default_weights(n: usize) -> Vec<f64> {
 /// which is why it is not the default (docs/benchmarks.md).
 #[derive(Debug, Clone)]
 pub struct TpeConfig {
+    /// Optuna's `n_startup_trials`: parameters are drawn uniformly at random
+    /// until this many trials are COMPLETE or PRUNED (default 10).
     pub n_startup_trials: usize,
     /// Candidates drawn from the "good" estimator per ask; the best by
     /// `l(x) / g(x)` wins.
@@ -91,9 +93,15 @@ pub struct TpeConfig {
     /// RUNNING trial is lied about (`constant_liar`), all candidates
     /// compete, so the lie can push the choice away from it.
     pub ei_finalists: Option<usize>,
-    /// The prior's weight against the observations' (positive, finite).
+    /// The prior's weight against the observations' (positive, finite;
+    /// Optuna's `prior_weight`, default 1).
     pub prior_weight: f64,
+    /// Optuna's `consider_magic_clip` (default `true`): the kernels' widths
+    /// have a lower bound that shrinks as observations accumulate
+    /// (without it, the bound is 1e-12).
     pub consider_magic_clip: bool,
+    /// Optuna's `consider_endpoints` (default `false`): the range's ends
+    /// count as neighbours when the two outermost kernels' widths are set.
     pub consider_endpoints: bool,
     /// Model the relative search space jointly (Optuna 5 default for a
     /// single objective).
@@ -103,6 +111,8 @@ pub struct TpeConfig {
     pub group: bool,
     /// Count RUNNING trials as "above" so parallel workers spread out.
     pub constant_liar: bool,
+    /// Optuna's `gamma`: how many of `n` ranked trials count as "below" on
+    /// one objective ([`default_gamma`], `min(ceil(0.1 n), 25)`).
     pub gamma: fn(usize) -> usize,
     /// How far the "below" trials' weights lean towards the best of them,
     /// `a` in `[0, 0.99]` (others are clamped to it, so that every weight
@@ -166,6 +176,8 @@ pub struct TpeConfig {
     /// few integer values (docs/benchmarks.md). A space (or group) with a
     /// categorical parameter keeps Optuna's configuration.
     pub integer: Option<CandidateRule>,
+    /// Optuna's `seed`: the same seed and history give the same samples;
+    /// `None` (the default): a different seed each run.
     pub seed: Option<u64>,
 }
 
@@ -175,8 +187,11 @@ pub struct TpeConfig {
 /// and for how long.
 #[derive(Debug, Clone, Copy)]
 pub struct CandidateRule {
+    /// [`TpeConfig::n_ei_candidates`] under this rule.
     pub n_ei_candidates: usize,
+    /// [`TpeConfig::ei_finalists`] under this rule.
     pub ei_finalists: Option<usize>,
+    /// [`TpeConfig::gamma`] under this rule.
     pub gamma: fn(usize) -> usize,
     /// [`TpeConfig::below_rank_weight`] under this rule.
     pub below_rank_weight: f64,

@@ -83,8 +83,11 @@ impl AutoConfig {
 /// Which sampler an [`AutoSampler`] uses for the trial being asked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AutoPick {
+    /// The [`GpSampler`].
     Gp,
+    /// The [`TpeSampler`].
     Tpe,
+    /// The [`NsgaIISampler`].
     NsgaII,
 }
 

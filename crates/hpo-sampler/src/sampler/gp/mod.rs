@@ -113,6 +113,8 @@ use std::collections::BTreeMap;
 /// smaller noise floor and ParEGO on several objectives.
 #[derive(Debug, Clone)]
 pub struct GpConfig {
+    /// Optuna's `seed`: the same seed and history give the same samples;
+    /// `None` (the default): a different seed each run.
     pub seed: Option<u64>,
     /// COMPLETE trials sampled at random before the GP is used (10).
     pub n_startup_trials: usize,
@@ -373,6 +375,7 @@ impl GpSampler {
         }
     }
 
+    /// The options it was built with.
     pub fn config(&self) -> &GpConfig {
         &self.config
     }

@@ -34,7 +34,11 @@ fn noise_floor(kernel_scale: f64) -> f64 {
 pub struct KernelParams {
     /// One per dimension: `1 / lengthscale^2`.
     pub inverse_squared_lengthscales: Vec<f64>,
+    /// The kernel's variance: the prior variance of `y` at any point
+    /// (Optuna's `kernel_scale`).
     pub kernel_scale: f64,
+    /// The observation noise's variance, added to the covariance's
+    /// diagonal (Optuna's `noise_var`).
     pub noise_var: f64,
 }
 
@@ -79,6 +83,8 @@ pub struct GpRegressor {
     /// Row-major, `n x dim`.
     pub(crate) x: Vec<f64>,
     pub(crate) y: Vec<f64>,
+    /// The hyperparameters it uses, with the noise [`GpRegressor::new`]
+    /// settled on.
     pub params: KernelParams,
     /// `L^-1` where `L L^T = K + noise I` (lower triangular, column
     /// major: column `j` is nonzero from row `j` on).
@@ -185,6 +191,7 @@ impl GpRegressor {
         self.y.len()
     }
 
+    /// Whether it has no training points.
     pub fn is_empty(&self) -> bool {
         self.y.is_empty()
     }
@@ -531,7 +538,9 @@ fn from_raw(raw: &[f64], dim: usize, noise: Noise) -> KernelParams {
 /// there when `fixed` (a deterministic objective).
 #[derive(Debug, Clone, Copy)]
 pub struct Noise {
+    /// The smallest noise variance.
     pub minimum: f64,
+    /// The noise variance is `minimum`, not fitted.
     pub fixed: bool,
 }
 

@@ -44,8 +44,11 @@ use rustc_hash::FxHashMap;
 /// The estimator's options (Optuna's `_ParzenEstimatorParameters`).
 #[derive(Debug, Clone, Copy)]
 pub struct ParzenParams {
+    /// [`crate::TpeConfig::prior_weight`].
     pub prior_weight: f64,
+    /// [`crate::TpeConfig::consider_magic_clip`].
     pub consider_magic_clip: bool,
+    /// [`crate::TpeConfig::consider_endpoints`].
     pub consider_endpoints: bool,
 }
 
@@ -262,6 +265,7 @@ impl Parzen {
         self.ids.len()
     }
 
+    /// Kernels, the prior's included.
     #[cfg(any(test, feature = "testing"))]
     pub fn n_kernels(&self) -> usize {
         self.w.weights.len()
