@@ -1071,12 +1071,6 @@ impl Check<'_> {
             (Some(_), k) if k != SamplerKind::Nsga2 => {
                 return Err(self.err("sampler.population_size", "only used with kind = \"nsga2\""));
             }
-            (Some(n), _) if n < 2 => {
-                return Err(self.err(
-                    "sampler.population_size",
-                    format!("must be at least 2, got {n}"),
-                ));
-            }
             (Some(n), _) => n,
         };
         let nsga2 = NsgaIIConfig {
@@ -1111,25 +1105,16 @@ impl Check<'_> {
         } else {
             tpe
         };
-        if !(1..=TpeConfig::MAX_EI_CANDIDATES).contains(&tpe.n_ei_candidates) {
-            return Err(self.err(
-                "sampler.n_ei_candidates",
-                format!(
-                    "must be between 1 and {}, got {}",
-                    TpeConfig::MAX_EI_CANDIDATES,
-                    tpe.n_ei_candidates
-                ),
-            ));
-        }
-        if !(tpe.prior_weight > 0.0 && tpe.prior_weight.is_finite()) {
-            return Err(self.err(
-                "sampler.prior_weight",
-                format!("must be > 0, got {}", tpe.prior_weight),
-            ));
-        }
-        if tpe.group && !tpe.multivariate {
-            return Err(self.err("sampler.group", "group = true needs multivariate = true"));
-        }
+        // The samplers' own range checks, each error at the file's key.
+        let at_key = |e: hpo_sampler::Error| match e {
+            hpo_sampler::Error::InvalidOption { option, reason } => {
+                self.err(&join("sampler", &option), reason)
+            }
+            other => self.err("sampler", other.to_string()),
+        };
+        nsga2.check().map_err(at_key)?;
+        gp.check().map_err(at_key)?;
+        tpe.check().map_err(at_key)?;
         Ok(SamplerSpec {
             kind,
             gp,

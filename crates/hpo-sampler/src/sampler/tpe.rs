@@ -248,8 +248,8 @@ impl TpeConfig {
     /// ```
     pub fn check(&self) -> Result<()> {
         let candidates = |option: &str, n: usize| {
-            require(n <= Self::MAX_EI_CANDIDATES, option, || {
-                format!("must be at most {}, got {n}", Self::MAX_EI_CANDIDATES)
+            require((1..=Self::MAX_EI_CANDIDATES).contains(&n), option, || {
+                format!("must be between 1 and {}, got {n}", Self::MAX_EI_CANDIDATES)
             })
         };
         candidates("n_ei_candidates", self.n_ei_candidates)?;
