@@ -598,24 +598,52 @@ const PG_EPOCH_DAYS: i64 = 10_957;
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 
 /// `YYYY-MM-DD HH:MM:SS[.ffffff]` (or with `T`) as PostgreSQL's microseconds.
+/// Every field is checked against the calendar, years against Python's
+/// `datetime` (1 to 9999, what Optuna can write or read back): a file may
+/// hold any text here, and a time out of range is an error, not an
+/// overflow.
 pub(crate) fn parse_timestamp(s: &str) -> Result<i64, BoxError> {
-    let bad = || -> BoxError { format!("bad timestamp `{s}` (want YYYY-MM-DD HH:MM:SS)").into() };
+    let bad = || -> BoxError {
+        format!("bad timestamp `{s}` (want YYYY-MM-DD HH:MM:SS, years 1 to 9999)").into()
+    };
     let (date, time) = s.split_once([' ', 'T']).ok_or_else(bad)?;
-    let num = |t: &str| t.parse::<i64>().map_err(|_| bad());
     let d: Vec<&str> = date.split('-').collect();
     let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
     let t: Vec<&str> = hms.split(':').collect();
-    if d.len() != 3 || t.len() != 3 || frac.len() > 6 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+    if d.len() != 3 || t.len() != 3 || frac.len() > 6 {
         return Err(bad());
     }
+    // Digits only (no sign), each field within its calendar range.
+    let field = |text: &str, range: std::ops::RangeInclusive<i64>| {
+        let digits =
+            !text.is_empty() && text.len() <= 6 && text.bytes().all(|b| b.is_ascii_digit());
+        digits
+            .then(|| text.parse::<i64>().ok())
+            .flatten()
+            .filter(|v| range.contains(v))
+            .ok_or_else(bad)
+    };
+    let (y, m) = (field(d[0], 1..=9999)?, field(d[1], 1..=12)?);
+    let day = field(d[2], 1..=days_in_month(y, m))?;
+    let secs = field(t[0], 0..=23)? * 3600 + field(t[1], 0..=59)? * 60 + field(t[2], 0..=59)?;
     let micros = if frac.is_empty() {
         0
     } else {
-        num(frac)? * 10_i64.pow(6 - frac.len() as u32)
+        field(frac, 0..=999_999)? * 10_i64.pow(6 - frac.len() as u32)
     };
-    let days = days_from_civil(num(d[0])?, num(d[1])?, num(d[2])?) - PG_EPOCH_DAYS;
-    let secs = num(t[0])? * 3600 + num(t[1])? * 60 + num(t[2])?;
+    let days = days_from_civil(y, m, day) - PG_EPOCH_DAYS;
     Ok(days * MICROS_PER_DAY + secs * 1_000_000 + micros)
+}
+
+/// Days in month `m` (1 to 12) of proleptic Gregorian year `y`.
+fn days_in_month(y: i64, m: i64) -> i64 {
+    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    match m {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
 }
 
 /// PostgreSQL's microseconds as `YYYY-MM-DD HH:MM:SS.ffffff`, the form
@@ -655,6 +683,31 @@ mod tests {
         );
         assert!(parse_timestamp("2000-01-01").is_err());
         assert!(parse_timestamp("2000-01-01 00:00:00.1234567").is_err());
+    }
+
+    #[test]
+    fn timestamps_out_of_the_calendar_are_errors_not_overflows() {
+        for s in [
+            "300000-01-01 00:00:00",
+            "9223372036854775807-01-01 00:00:00",
+            "0000-01-01 00:00:00",
+            "2001-13-01 00:00:00",
+            "2001-02-29 00:00:00",
+            "2001-04-31 00:00:00",
+            "2001-01-01 24:00:00",
+            "2001-01-01 00:60:00",
+            "2001-01-01 00:00:60",
+            "2001-01-01 99999999999:00:00",
+            "-2001-01-01 00:00:00",
+            "2001-+1-01 00:00:00",
+            "2001-01-01 00:00:00.-1",
+        ] {
+            let e = parse_timestamp(s).unwrap_err();
+            assert!(e.to_string().contains(s), "{e}");
+        }
+        assert!(parse_timestamp("2000-02-29 23:59:59.999999").is_ok());
+        assert!(parse_timestamp("9999-12-31 23:59:59.999999").is_ok());
+        assert!(parse_timestamp("0001-01-01 00:00:00").is_ok());
     }
 
     #[test]
