@@ -39,12 +39,26 @@ pub(crate) fn set_attr(
     key: &str,
     value: &Json,
 ) -> Result<(), TxError> {
+    crate::trial::check_name_length("attribute key", key)?;
     let json = serde_json::to_string(value).map_err(|e| StoreError::BadJson {
         table: table.table(),
         owner: format!("{} {owner_id}", table.owner()),
         key: key.to_string(),
         reason: e.to_string(),
     })?;
+    set_attr_text(tx, table, owner_id, key, &json)
+}
+
+/// Insert or overwrite one attribute with `json`, a `value_json` text as
+/// it stands (copied from another row: Python's `NaN` and `Infinity`
+/// tokens stay tokens).
+pub(crate) fn set_attr_text(
+    tx: Tx<'_>,
+    table: AttrTable,
+    owner_id: i64,
+    key: &str,
+    json: &str,
+) -> Result<(), TxError> {
     let sql = format!(
         "INSERT INTO {t} ({o}, \"key\", value_json) VALUES (?1, ?2, ?3) \
          ON CONFLICT ({o}, \"key\") DO UPDATE SET value_json = excluded.value_json",
@@ -55,54 +69,44 @@ pub(crate) fn set_attr(
     Ok(())
 }
 
-/// Parse a stored `value_json`. Python's `json.dumps` writes `NaN`,
-/// `Infinity` and `-Infinity` for non-finite floats, anywhere in a value,
-/// which strict JSON lacks; each is read back as that string (which
-/// `hpo_sampler::json_f64` reads as the float) rather than failing the
-/// whole trial or study.
+/// One owner's attributes as stored: each key with its `value_json` text.
+pub(crate) fn stored_attrs(
+    tx: Tx<'_>,
+    table: AttrTable,
+    owner_id: i64,
+) -> Result<Vec<(String, String)>, TxError> {
+    let sql = format!(
+        "SELECT \"key\", value_json FROM {} WHERE {} = ?1 ORDER BY \"key\"",
+        table.table(),
+        table.owner()
+    );
+    tx.query(&sql, vals![owner_id])?
+        .iter()
+        .map(|r| {
+            Ok((
+                r.opt_string(0)?.unwrap_or_default(),
+                r.opt_string(1)?.unwrap_or_default(),
+            ))
+        })
+        .collect()
+}
+
+/// Parse a stored `value_json`, as Python's `json.loads` reads it
+/// ([`crate::python_json::from_str`]: `NaN`, `Infinity` and `-Infinity`
+/// anywhere in a value, read as those strings, rather than failing the
+/// whole trial or study).
 pub(crate) fn parse_json(
     table: AttrTable,
     owner_id: i64,
     key: &str,
     text: &str,
 ) -> Result<Json, StoreError> {
-    serde_json::from_str(text)
-        .or_else(|e| serde_json::from_str(&quote_python_floats(text)).map_err(|_| e))
-        .map_err(|e| StoreError::BadJson {
-            table: table.table(),
-            owner: format!("{} {owner_id}", table.owner()),
-            key: key.to_string(),
-            reason: e.to_string(),
-        })
-}
-
-/// `text` with each `NaN`, `Infinity` and `-Infinity` outside a string
-/// quoted, so that strict JSON reads it as a string. (The trainer's data
-/// reader does the same for JSON Lines records, `quote_non_finite` in
-/// trainer's `data/json.rs`; the two crates share no dependency.)
-fn quote_python_floats(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 8);
-    let (mut in_string, mut escaped) = (false, false);
-    let mut rest = text;
-    while let Some(c) = rest.chars().next() {
-        if in_string {
-            (in_string, escaped) = (escaped || c != '"', !escaped && c == '\\');
-        } else if c == '"' {
-            in_string = true;
-        } else if let Some(token) = ["NaN", "Infinity", "-Infinity"]
-            .into_iter()
-            .find(|t| rest.starts_with(t))
-        {
-            out.push('"');
-            out.push_str(token);
-            out.push('"');
-            rest = &rest[token.len()..];
-            continue;
-        }
-        out.push(c);
-        rest = &rest[c.len_utf8()..];
-    }
-    out
+    crate::python_json::from_str(text).map_err(|e| StoreError::BadJson {
+        table: table.table(),
+        owner: format!("{} {owner_id}", table.owner()),
+        key: key.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 #[cfg(test)]

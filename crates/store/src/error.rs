@@ -124,11 +124,16 @@ pub enum StoreError {
     #[error("trial {number}: `{state}` is not a finished state (COMPLETE, PRUNED or FAIL)")]
     NotAFinishedState { number: i64, state: String },
 
-    /// A parameter name longer than Optuna's schema stores.
-    #[error(
-        "parameter name `{name}` is {chars} characters long; Optuna's schema stores at most 512"
-    )]
-    ParamNameTooLong { name: String, chars: usize },
+    /// A name longer than Optuna's schema stores (`VARCHAR(512)`): a
+    /// parameter name, a study name or an attribute key.
+    #[error("{what} `{name}` is {chars} characters long; Optuna's schema stores at most 512")]
+    NameTooLong {
+        /// `parameter name`, `study name` or `attribute key`.
+        what: &'static str,
+        /// The name's first 40 characters, escaped, and `...`.
+        name: String,
+        chars: usize,
+    },
 
     /// The same parameter set twice on one trial.
     #[error("trial {number}: parameter `{name}` is already set")]
@@ -155,18 +160,29 @@ pub enum StoreError {
     MultiObjective { study_id: i64, objectives: usize },
 
     /// A stored row holds a value outside Optuna's vocabulary.
-    #[error("corrupt row: {table}.{field} = `{value}` (row id {row_id})")]
+    #[error(
+        "{}corrupt row: {table}.{field} = `{value}` (row id {row_id}, {of})",
+        storage_prefix(path)
+    )]
     BadRow {
+        /// The storage (empty until the error leaves its transaction).
+        path: PathBuf,
         table: &'static str,
         field: &'static str,
         row_id: i64,
         value: String,
+        /// Whose row it is: `trial 3 of study `s` (trial_id 4)`, `study `s``.
+        of: String,
     },
 
     /// A stored parameter whose `distribution_json` does not read as a
     /// distribution Optuna would make.
-    #[error("trial {number}, parameter `{name}`: {reason}")]
+    #[error("{}{trial}, parameter `{name}`: {reason}", storage_prefix(path))]
     BadParam {
+        /// The storage (empty until the error leaves its transaction).
+        path: PathBuf,
+        /// The trial: `trial 3 of study `s` (trial_id 4)`.
+        trial: String,
         number: u64,
         name: String,
         reason: String,
@@ -251,6 +267,15 @@ pub enum StoreError {
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
+/// `PATH: ` before an error about stored data, once the storage is known.
+fn storage_prefix(path: &std::path::Path) -> String {
+    if path.as_os_str().is_empty() {
+        String::new()
+    } else {
+        format!("{}: ", path.display())
+    }
+}
+
 /// The SQLite error code of an error, if it is one.
 pub(crate) fn sqlite_code(e: &rusqlite::Error) -> Option<rusqlite::ErrorCode> {
     match e {
@@ -276,6 +301,23 @@ pub(crate) fn from_db(path: &std::path::Path, e: crate::db::DbError) -> StoreErr
 }
 
 impl StoreError {
+    /// The error, naming `storage` where it is about a stored row that
+    /// was read without knowing which storage held it.
+    pub(crate) fn in_storage(mut self, storage: &std::path::Path) -> StoreError {
+        if let StoreError::BadRow { path, .. } | StoreError::BadParam { path, .. } = &mut self
+            && path.as_os_str().is_empty()
+        {
+            *path = storage.to_path_buf();
+        }
+        self
+    }
+
+    /// SQLite could not create a journal or WAL index in the file's
+    /// read-only folder.
+    pub(crate) fn is_read_only_folder(&self) -> bool {
+        matches!(self, StoreError::ReadOnlyFolder { .. })
+    }
+
     /// SQLite's lock held by another connection past `busy_timeout`: worth
     /// waiting for.
     pub(crate) fn is_locked(&self) -> bool {

@@ -22,7 +22,8 @@
 //!   IMMEDIATE` with retry on SQLITE_BUSY (WAL mode), PostgreSQL writes lock
 //!   the study's or trial's row and retry deadlocks and serialization
 //!   failures, so many worker processes share a study and trial numbers stay
-//!   dense and unique.
+//!   dense and unique. Every read sees one commit, on a read-only storage
+//!   too, while writers open and close the file beside it.
 //! - Parameters are stored as Optuna stores them: an internal `f64` (the value
 //!   for float/int distributions, the choice index for categorical ones) and
 //!   the distribution as Optuna's JSON, the bytes Optuna writes
@@ -43,6 +44,7 @@
 //!   whose owner died.
 //! - Errors are [`StoreError`]; bad files and databases are rejected by
 //!   reading only, so nothing is ever written to a storage that is not ours.
+//!   A stored row that does not read names the storage and its trial.
 //!   It prints nothing: a warning (a file not in WAL mode) is a `tracing`
 //!   event for the application's subscriber.
 //! - `pg_server` (feature `testing`) starts a throwaway PostgreSQL server,

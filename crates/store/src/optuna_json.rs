@@ -99,7 +99,9 @@ pub fn json_to_distribution(text: &str) -> Result<Distribution, StoreError> {
         json: text.to_string(),
         reason,
     };
-    let v: Json = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+    // Python's json.dumps writes an infinite bound as `Infinity`, and
+    // Optuna reads it back.
+    let v: Json = crate::python_json::from_str(text).map_err(|e| bad(e.to_string()))?;
     let read = parse(&v, "").map_err(|e| bad(e.to_string()))?;
     validated(read).map_err(bad)
 }
@@ -230,7 +232,7 @@ impl Fields<'_> {
     fn float(&self, key: &str) -> Result<f64, FieldError> {
         match self.present(key) {
             None => Err(self.bad(key, "missing")),
-            Some(v) => v.as_f64().ok_or_else(|| self.bad(key, "expected a number")),
+            Some(v) => hpo_sampler::json_f64(v).ok_or_else(|| self.bad(key, "expected a number")),
         }
     }
 

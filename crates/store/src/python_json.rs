@@ -145,6 +145,44 @@ pub fn float_repr(x: f64) -> String {
     }
 }
 
+/// JSON as Python's `json.loads` reads it: besides strict JSON, the
+/// `NaN`, `Infinity` and `-Infinity` that `json.dumps` writes for
+/// non-finite floats, anywhere in a value; each is read as that string,
+/// which `hpo_sampler::json_f64` reads as the float.
+pub(crate) fn from_str(text: &str) -> serde_json::Result<Json> {
+    serde_json::from_str(text)
+        .or_else(|e| serde_json::from_str(&quote_python_floats(text)).map_err(|_| e))
+}
+
+/// `text` with each `NaN`, `Infinity` and `-Infinity` outside a string
+/// quoted, so that strict JSON reads it as a string. (The trainer's data
+/// reader does the same for JSON Lines records, `quote_non_finite` in
+/// trainer's `data/json.rs`; the two crates share no dependency.)
+fn quote_python_floats(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    let (mut in_string, mut escaped) = (false, false);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            (in_string, escaped) = (escaped || c != '"', !escaped && c == '\\');
+        } else if c == '"' {
+            in_string = true;
+        } else if let Some(token) = ["NaN", "Infinity", "-Infinity"]
+            .into_iter()
+            .find(|t| rest.starts_with(t))
+        {
+            out.push('"');
+            out.push_str(token);
+            out.push('"');
+            rest = &rest[token.len()..];
+            continue;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

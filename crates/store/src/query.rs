@@ -48,10 +48,12 @@ impl Storage {
                 [id] => Ok(load_trials(tx, "t.trial_id = ?1", id)?.pop()),
                 // Optuna refuses it too: which trial is meant is unknown.
                 [first, ..] => Err(StoreError::BadRow {
+                    path: Default::default(),
                     table: "trials",
                     field: "number",
                     row_id: first,
                     value: format!("{number}, which trial_ids {ids:?} all have"),
+                    of: describe_study(tx, study_id),
                 }
                 .into()),
             }
@@ -207,10 +209,12 @@ pub(crate) fn load_trials(
     for r in tx.query(&sql, &arg)? {
         let trial_id = r.i64(0)?;
         let bad_row = |field: &'static str, value: String| StoreError::BadRow {
+            path: Default::default(),
             table: "trials",
             field,
             row_id: trial_id,
             value,
+            of: describe_trial(tx, trial_id),
         };
         let number = r.opt_i64(1)?;
         let number = number
@@ -241,9 +245,12 @@ pub(crate) fn load_trials(
         "c.param_name",
     );
     for r in tx.query(&sql, &arg)? {
-        if let Some(&i) = index.get(&r.i64(0)?) {
+        let trial_id = r.i64(0)?;
+        if let Some(&i) = index.get(&trial_id) {
             let name = r.opt_string(1)?.unwrap_or_default();
             let bad = |reason: String| StoreError::BadParam {
+                path: Default::default(),
+                trial: describe_trial(tx, trial_id),
                 number: trials[i].number,
                 name: name.clone(),
                 reason,
@@ -282,12 +289,15 @@ pub(crate) fn load_trials(
         "c.objective",
     );
     for r in tx.query(&sql, &arg)? {
-        if let Some(&i) = index.get(&r.i64(0)?) {
-            let row_id = r.i64(1)?;
+        let trial_id = r.i64(0)?;
+        if let Some(&i) = index.get(&trial_id) {
+            let row = (trial_id, r.i64(1)?);
             let kind = r.string(4)?;
             let v = decode_float(r.opt_f64(3)?, &kind)
                 .filter(|_| kind != "NAN")
-                .ok_or_else(|| bad_float("trial_values", ["value", "value_type"], row_id, &kind))?;
+                .ok_or_else(|| {
+                    bad_float(tx, "trial_values", ["value", "value_type"], row, &kind)
+                })?;
             trials[i].values.get_or_insert_with(Vec::new).push(v);
         }
     }
@@ -298,14 +308,16 @@ pub(crate) fn load_trials(
         "c.step",
     );
     for r in tx.query(&sql, &arg)? {
-        if let Some(&i) = index.get(&r.i64(0)?) {
-            let row_id = r.i64(1)?;
+        let trial_id = r.i64(0)?;
+        if let Some(&i) = index.get(&trial_id) {
+            let row = (trial_id, r.i64(1)?);
             let kind = r.string(4)?;
             let v = decode_float(r.opt_f64(3)?, &kind).ok_or_else(|| {
                 bad_float(
+                    tx,
                     "trial_intermediate_values",
                     ["intermediate_value", "intermediate_value_type"],
-                    row_id,
+                    row,
                     &kind,
                 )
             })?;
@@ -332,12 +344,13 @@ pub(crate) fn load_trials(
     Ok(trials)
 }
 
-/// A float row [`decode_float`] refused: a FINITE type without a value
-/// names the value column, any other the type column.
+/// A float row [`decode_float`] refused, `(trial_id, row id)`: a FINITE
+/// type without a value names the value column, any other the type column.
 fn bad_float(
+    tx: Tx<'_>,
     table: &'static str,
     [value, kind]: [&'static str; 2],
-    row_id: i64,
+    (trial_id, row_id): (i64, i64),
     stored_kind: &str,
 ) -> StoreError {
     let (field, shown) = match stored_kind {
@@ -345,11 +358,49 @@ fn bad_float(
         other => (kind, other.to_string()),
     };
     StoreError::BadRow {
+        path: Default::default(),
         table,
         field,
         row_id,
         value: shown,
+        of: describe_trial(tx, trial_id),
     }
+}
+
+/// A trial for an error about its rows: `trial 3 of study `s` (trial_id
+/// 4)`, as much of it as reads.
+pub(crate) fn describe_trial(tx: Tx<'_>, trial_id: i64) -> String {
+    let row = tx
+        .query_opt(
+            "SELECT t.number, s.study_name FROM trials t \
+             LEFT JOIN studies s ON s.study_id = t.study_id WHERE t.trial_id = ?1",
+            vals![trial_id],
+        )
+        .ok()
+        .flatten();
+    let number = row.as_ref().and_then(|r| r.opt_i64(0).ok().flatten());
+    let study = row.as_ref().and_then(|r| r.opt_string(1).ok().flatten());
+    let mut out = number.map_or_else(|| "a trial".to_string(), |n| format!("trial {n}"));
+    if let Some(study) = study {
+        out.push_str(&format!(" of study `{}`", study.escape_debug()));
+    }
+    out + &format!(" (trial_id {trial_id})")
+}
+
+/// A study for an error about its rows: `study `s``, or its id where the
+/// name does not read.
+pub(crate) fn describe_study(tx: Tx<'_>, study_id: i64) -> String {
+    tx.query_opt(
+        "SELECT study_name FROM studies WHERE study_id = ?1",
+        vals![study_id],
+    )
+    .ok()
+    .flatten()
+    .and_then(|r| r.opt_string(0).ok().flatten())
+    .map_or_else(
+        || format!("study id {study_id}"),
+        |name| format!("study `{}`", name.escape_debug()),
+    )
 }
 
 /// One owner's attributes from one of the four attribute tables.

@@ -1,7 +1,7 @@
 //! Failing trials whose owner stopped beating, and re-enqueuing them, as
 //! Optuna's `fail_stale_trials` and `RetryFailedTrialCallback` do.
 
-use crate::attrs::{AttrTable, set_attr};
+use crate::attrs::{AttrTable, set_attr, set_attr_text, stored_attrs};
 use crate::db::{Tx, Value, vals};
 use crate::error::{Result, StoreError};
 use crate::model::{TrialRef, TrialState};
@@ -145,7 +145,7 @@ impl Storage {
             "?2"
         };
         let select = format!(
-            "SELECT t.trial_id, a.value_json, h.heartbeat, {now_sql} FROM trials t \
+            "SELECT t.trial_id, a.value_json, h.heartbeat, {now_sql}, t.number FROM trials t \
              JOIN trial_heartbeats h ON h.trial_id = t.trial_id \
              JOIN trial_system_attributes a ON a.trial_id = t.trial_id AND a.key = '{OWNER_KEY}' \
              WHERE t.study_id = ?1 AND t.state = 'RUNNING' ORDER BY t.trial_id"
@@ -168,7 +168,21 @@ impl Storage {
                 let trial_id = row.i64(0)?;
                 let owner = row.opt_string(1)?.as_deref().and_then(Owner::from_json);
                 let age = match (row.opt_string(2)?, row.opt_string(3)?) {
-                    (Some(beat), Some(now)) => time::seconds_between(&beat, &now),
+                    (Some(beat), Some(now)) => {
+                        let age = time::seconds_between(&beat, &now);
+                        if age.is_none() {
+                            // Left alone, as a trial that never beat is: a
+                            // time no clock wrote tells nothing of its owner.
+                            tracing::warn!(
+                                storage = %self.path.display(),
+                                "trial {} (trial_id {trial_id}): heartbeat `{}` is not a time; \
+                                 judged as never having beaten",
+                                row.opt_i64(4)?.unwrap_or(-1),
+                                beat.escape_debug()
+                            );
+                        }
+                        age
+                    }
                     _ => None,
                 };
                 let (Some(owner), Some(age)) = (owner, age) else {
@@ -183,7 +197,7 @@ impl Storage {
                 for (key, value) in user_attrs {
                     set_attr(tx, AttrTable::TrialUser, trial_id, key, value)?;
                 }
-                let Some(t) = load_trials(tx, "t.trial_id = ?1", trial_id)?.pop() else {
+                let Some(t) = Failed::load(tx, trial_id)? else {
                     continue;
                 };
                 let retry = match retry {
@@ -191,10 +205,7 @@ impl Storage {
                     None => None,
                 };
                 out.push(StaleTrial {
-                    failed: TrialRef {
-                        trial_id: t.trial_id,
-                        number: t.number as i64,
-                    },
+                    failed: t.trial_ref(),
                     retry,
                     adopted: true,
                 });
@@ -294,7 +305,7 @@ fn fail_ids(
 ) -> Result<Vec<StaleTrial>, TxError> {
     let mut out = Vec::with_capacity(ids.len());
     for &trial_id in ids {
-        let Some(t) = load_trials(tx, "t.trial_id = ?1", trial_id)?.pop() else {
+        let Some(t) = Failed::load(tx, trial_id)? else {
             continue;
         };
         let changed = tx.execute(
@@ -312,10 +323,7 @@ fn fail_ids(
             None => None,
         };
         out.push(StaleTrial {
-            failed: TrialRef {
-                trial_id: t.trial_id,
-                number: t.number as i64,
-            },
+            failed: t.trial_ref(),
             retry,
             adopted: false,
         });
@@ -346,26 +354,57 @@ fn orphans(tx: Tx<'_>, study_id: i64) -> Result<Vec<i64>, TxError> {
     Ok(out)
 }
 
+/// A trial being failed, as it was before anything marked it: read, and
+/// its attributes as stored, for its retry to copy as they stand.
+struct Failed {
+    trial: crate::FrozenTrial,
+    user_attrs: Vec<(String, String)>,
+    system_attrs: Vec<(String, String)>,
+}
+
+impl Failed {
+    fn load(tx: Tx<'_>, trial_id: i64) -> Result<Option<Failed>, TxError> {
+        let Some(trial) = load_trials(tx, "t.trial_id = ?1", trial_id)?.pop() else {
+            return Ok(None);
+        };
+        Ok(Some(Failed {
+            trial,
+            user_attrs: stored_attrs(tx, AttrTable::TrialUser, trial_id)?,
+            system_attrs: stored_attrs(tx, AttrTable::TrialSystem, trial_id)?,
+        }))
+    }
+
+    fn trial_ref(&self) -> TrialRef {
+        TrialRef {
+            trial_id: self.trial.trial_id,
+            number: self.trial.number as i64,
+        }
+    }
+}
+
+/// The system attributes a retry writes afresh rather than copies.
+const RETRY_OWN_KEYS: [&str; 2] = [OWNER_KEY, "retry_history"];
+
 fn retry_copy(
     tx: Tx<'_>,
     study_id: i64,
-    t: &crate::FrozenTrial,
+    failed: &Failed,
     policy: &RetryPolicy,
 ) -> Result<Option<TrialRef>, TxError> {
-    // Exactly Optuna's dict merge: defaults first, the trial's own attrs win.
-    let mut system = t.system_attrs.clone();
-    // The copy is claimed afresh, by whoever takes it.
-    system.remove(OWNER_KEY);
-    system
-        .entry("failed_trial".to_string())
-        .or_insert(Json::from(t.number));
-    let mut history = match system.get("retry_history") {
+    let t = &failed.trial;
+    // Exactly Optuna's dict merge: defaults first, the trial's own attrs
+    // win. The copy is claimed afresh, by whoever takes it (no owner).
+    let mut system = Vec::new();
+    if !t.system_attrs.contains_key("failed_trial") {
+        system.push(("failed_trial".to_string(), Json::from(t.number)));
+    }
+    let mut history = match t.system_attrs.get("retry_history") {
         Some(Json::Array(list)) => list.clone(),
         _ => Vec::new(),
     };
     history.push(Json::from(t.number));
     let retries = history.len();
-    system.insert("retry_history".to_string(), Json::Array(history));
+    system.push(("retry_history".to_string(), Json::Array(history)));
     if let Some(max) = policy.max_retry
         && max < retries
     {
@@ -373,8 +412,8 @@ fn retry_copy(
     }
     let copy = NewTrial {
         params: t.params.clone().into_iter().collect(),
-        user_attrs: t.user_attrs.clone().into_iter().collect(),
-        system_attrs: system.into_iter().collect(),
+        user_attrs: Vec::new(),
+        system_attrs: system,
         intermediate_values: if policy.inherit_intermediate_values {
             t.intermediate_values
                 .iter()
@@ -384,5 +423,16 @@ fn retry_copy(
             Vec::new()
         },
     };
-    Ok(Some(insert_full(tx, study_id, &copy)?))
+    let retry = insert_full(tx, study_id, &copy)?;
+    // The stored text, not the values read from it: those hold Python's
+    // non-finite floats as strings, which would be written back quoted.
+    for (key, json) in &failed.user_attrs {
+        set_attr_text(tx, AttrTable::TrialUser, retry.trial_id, key, json)?;
+    }
+    for (key, json) in &failed.system_attrs {
+        if !RETRY_OWN_KEYS.contains(&key.as_str()) {
+            set_attr_text(tx, AttrTable::TrialSystem, retry.trial_id, key, json)?;
+        }
+    }
+    Ok(Some(retry))
 }

@@ -102,6 +102,9 @@ struct SqliteConn {
     conn: Connection,
     /// The file was in rollback-journal mode when this writer opened it.
     restore_rollback: bool,
+    /// The file is read with `immutable=1` (see [`Storage::read_unlocked`]);
+    /// each read opens its own connection, with this busy timeout.
+    unlocked_reads: Option<Duration>,
 }
 
 /// Writers work in WAL mode (readers beside one writer, no fsync of a
@@ -383,7 +386,13 @@ impl Storage {
         loop {
             attempts += 1;
             match Storage::try_open_with(path, opts) {
-                Err(e) if e.is_locked() => {
+                // A reader in a read-only folder finds the side files of a
+                // writer that has just closed gone: at rest now, it opens
+                // the file so on the next attempt.
+                Err(e)
+                    if e.is_locked()
+                        || (e.is_read_only_folder() && opts.read_only && wal_at_rest(path)) =>
+                {
                     if start.elapsed() >= opts.max_wait {
                         return Err(StoreError::Busy {
                             path: path.to_path_buf(),
@@ -434,14 +443,28 @@ impl Storage {
         if opts.read_only && !fresh {
             roll_back_a_hot_journal(&path, opts.busy_timeout);
         }
-        let conn = if opts.read_only && wal_at_rest(&path) {
-            // A WAL file needs its `-shm` index to be read, and SQLite
-            // creates it (and `-wal`) beside the file: impossible in a
-            // read-only directory, and elsewhere they would stay behind,
-            // owned by this user, locking the file's owner out. With neither
-            // present no writer has the file open and the main file holds
-            // every committed transaction, so it is read as it stands.
-            Connection::open_with_flags(immutable_uri(&path), flags | OpenFlags::SQLITE_OPEN_URI)
+        // A WAL file is read through its `-shm` index, which SQLite creates
+        // beside the file (and `-wal` with it) if no writer has it open.
+        let at_rest = opts.read_only && wal_at_rest(&path);
+        let unlocked = at_rest && !may_write_beside(&path);
+        let conn = if unlocked {
+            // Creating them is impossible in a read-only folder, and
+            // elsewhere they would stay behind (a read-only connection
+            // cannot remove them), owned by this user, locking the file's
+            // owner out. So the file is read as it stands, with no lock,
+            // and each read is checked against writers that come meanwhile.
+            open_immutable(&path)
+        } else if at_rest {
+            // One who may write the file takes part in WAL's locking as any
+            // reader does, so no writer checkpoints under its reads; as the
+            // last connection to close it removes the `-wal` and `-shm` it
+            // made, and the file is left as it was. `query_only` keeps the
+            // storage read-only.
+            Connection::open_with_flags(
+                &path,
+                OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .and_then(|c| c.execute_batch("PRAGMA query_only = ON").map(|()| c))
         } else {
             Connection::open_with_flags(&path, flags)
         }
@@ -461,6 +484,7 @@ impl Storage {
             Backend::Sqlite(SqliteConn {
                 conn,
                 restore_rollback,
+                unlocked_reads: unlocked.then_some(opts.busy_timeout),
             }),
             path,
             opts,
@@ -630,7 +654,21 @@ impl Storage {
 
     /// Run `f` inside a read transaction (one consistent snapshot).
     pub(crate) fn read<T>(&self, mut f: impl FnMut(Tx<'_>) -> Result<T, TxError>) -> Result<T> {
-        let tx = self.tx();
+        match &self.backend {
+            Backend::Sqlite(SqliteConn {
+                unlocked_reads: Some(busy_timeout),
+                ..
+            }) => self.read_unlocked(*busy_timeout, f),
+            _ => self.read_on(self.tx(), &mut f),
+        }
+    }
+
+    /// Run `f` inside a read transaction on `tx`.
+    fn read_on<T>(
+        &self,
+        tx: Tx<'_>,
+        f: &mut impl FnMut(Tx<'_>) -> Result<T, TxError>,
+    ) -> Result<T> {
         let begin = if tx.is_postgres() {
             "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
         } else {
@@ -642,6 +680,59 @@ impl Storage {
             let _ = tx.batch("COMMIT");
             out
         })
+    }
+
+    /// A read of a file opened with `immutable=1`, which takes no lock:
+    /// SQLite trusts such a file never to change, so a writer that opens
+    /// it meanwhile could checkpoint its commits into it under the read
+    /// (a read mixing two commits, or a "malformed" page), and pages an
+    /// earlier read cached could be stale. So each read runs on a new
+    /// connection, and is kept only if the file looks the same after it as
+    /// before ([`FileStamp`]); otherwise it runs again. A file that a writer
+    /// has open (its `-wal` is there) is read through WAL's own locking.
+    fn read_unlocked<T>(
+        &self,
+        busy_timeout: Duration,
+        mut f: impl FnMut(Tx<'_>) -> Result<T, TxError>,
+    ) -> Result<T> {
+        let start = Instant::now();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let before = FileStamp::at_rest(&self.path);
+            let out = match before {
+                Some(_) => open_immutable(&self.path),
+                None => Connection::open_with_flags(
+                    &self.path,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                ),
+            }
+            .and_then(|c| c.busy_timeout(busy_timeout).map(|()| c))
+            .map_err(|e| from_sqlite(&self.path, e))
+            .and_then(|conn| self.read_on(Tx::Sqlite(&conn), &mut f));
+            let after = FileStamp::at_rest(&self.path);
+            // Read at rest: kept if nothing changed. Read beside a writer:
+            // kept unless it failed because the writer left meanwhile
+            // (its side files gone, which a reader in a read-only folder
+            // cannot make again); at rest now, it is read so.
+            let kept = match before {
+                Some(_) => after == before,
+                None => out.is_ok() || after.is_none(),
+            };
+            if kept {
+                return out;
+            }
+            if start.elapsed() >= self.max_wait {
+                return Err(StoreError::Busy {
+                    path: self.path.clone(),
+                    attempts,
+                });
+            }
+            tracing::debug!(
+                storage = %self.path.display(),
+                "the file changed during a read; reading it again"
+            );
+        }
     }
 
     fn retry_tx<T>(&self, mut f: impl FnMut() -> Result<T, TxError>) -> Result<T> {
@@ -658,7 +749,7 @@ impl Storage {
                     }
                     return Ok(v);
                 }
-                Err(TxError::Store(e)) => return Err(e),
+                Err(TxError::Store(e)) => return Err(e.in_storage(&self.path)),
                 Err(TxError::Db(e)) if e.is_connection_lost() || e.is_io_error() => {
                     let o = outage.get_or_insert_with(Outage::new);
                     self.recover(o, &e)?;
@@ -886,6 +977,17 @@ fn journal_mode_byte(path: &Path) -> Option<u8> {
         .then_some(header[18])
 }
 
+/// A read-only connection to `path` with `immutable=1`: no lock, no side
+/// file, and nothing SQLite would check for changes.
+fn open_immutable(path: &Path) -> rusqlite::Result<Connection> {
+    Connection::open_with_flags(
+        immutable_uri(path),
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI,
+    )
+}
+
 /// `file:PATH?immutable=1`, the path percent-encoded as SQLite's URI
 /// filenames require.
 fn immutable_uri(path: &Path) -> String {
@@ -905,6 +1007,77 @@ fn immutable_uri(path: &Path) -> String {
     }
     uri.push_str("?immutable=1");
     uri
+}
+
+/// Whether this process may write `path` and create files in its folder
+/// (`faccessat(2)` with the effective ids, as `open(2)` checks; a
+/// read-only mount answers no).
+fn may_write_beside(path: &Path) -> bool {
+    // SQLite keeps its side files beside the file a link points to.
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    writable(&path) && writable(folder)
+}
+
+#[cfg(unix)]
+fn writable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is a NUL-terminated path that outlives the call, which
+    // only reads it.
+    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
+}
+
+#[cfg(not(unix))]
+fn writable(_: &Path) -> bool {
+    false
+}
+
+/// What a file read without locks is checked by: a writer that opened,
+/// changed and closed it during the read changed its length or its
+/// modification and change times (nanoseconds), or replaced it. Taken
+/// from `stat` alone: opening the file to read its header would drop
+/// this process's locks on it when closed (see [`wal_at_rest`]), and in
+/// WAL mode the header's change counter is not bumped by every commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    #[cfg(unix)]
+    changed: (i64, i64),
+    #[cfg(unix)]
+    inode: (u64, u64),
+}
+
+impl FileStamp {
+    /// The file's stamp, or `None` when it is not at rest: missing, or
+    /// with a `-wal`, `-shm` or `-journal` beside it (a writer has it open).
+    fn at_rest(path: &Path) -> Option<FileStamp> {
+        let side = |ext: &str| {
+            let mut p = path.as_os_str().to_owned();
+            p.push(ext);
+            Path::new(&p).exists()
+        };
+        if ["-wal", "-shm", "-journal"].into_iter().any(side) {
+            return None;
+        }
+        let meta = std::fs::metadata(path).ok()?;
+        #[cfg(unix)]
+        use std::os::unix::fs::MetadataExt;
+        Some(FileStamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            #[cfg(unix)]
+            changed: (meta.ctime(), meta.ctime_nsec()),
+            #[cfg(unix)]
+            inode: (meta.dev(), meta.ino()),
+        })
+    }
 }
 
 /// A random wait in [d/2, d) so that colliding writers spread out; no RNG

@@ -155,6 +155,7 @@ fn find_id(tx: Tx<'_>, name: &str) -> Result<Option<i64>, TxError> {
 }
 
 fn insert_study(tx: Tx<'_>, name: &str, directions: &[StudyDirection]) -> Result<Study, TxError> {
+    crate::trial::check_name_length("study name", name)?;
     let study_id = tx
         .query_one(
             "INSERT INTO studies (study_name) VALUES (?1) RETURNING study_id",
@@ -217,11 +218,13 @@ pub(crate) fn load_by_id(tx: Tx<'_>, study_id: i64) -> Result<Study, TxError> {
     let mut directions = Vec::with_capacity(rows.len());
     for r in rows {
         let (row_id, d) = (r.i64(0)?, r.string(1)?);
-        directions.push(StudyDirection::parse(&d).ok_or(StoreError::BadRow {
+        directions.push(StudyDirection::parse(&d).ok_or_else(|| StoreError::BadRow {
+            path: Default::default(),
             table: "study_directions",
             field: "direction",
             row_id,
             value: d.clone(),
+            of: format!("study `{}`", name.escape_debug()),
         })?);
     }
     Ok(Study {

@@ -359,10 +359,12 @@ pub(crate) fn writable(tx: Tx<'_>, trial_id: i64) -> Result<TrialRow, TxError> {
         row.string(2)?,
     );
     let parsed = TrialState::parse(&state).ok_or_else(|| StoreError::BadRow {
+        path: Default::default(),
         table: "trials",
         field: "state",
         row_id: trial_id,
         value: state.clone(),
+        of: crate::query::describe_trial(tx, trial_id),
     })?;
     if parsed.is_finished() {
         return Err(StoreError::TrialFinished { number, state }.into());
@@ -438,17 +440,25 @@ fn claim(tx: Tx<'_>, study_id: i64) -> Result<Option<TrialRef>, TxError> {
     Ok(None)
 }
 
-/// Optuna's schema stores a parameter's name in `VARCHAR(512)`.
+/// Optuna's schema stores a parameter's name in `VARCHAR(512)`, as it
+/// does a study's name and an attribute's key.
 pub const MAX_PARAM_NAME_CHARS: usize = 512;
 
 /// A parameter name Optuna's schema can store: at most
 /// [`MAX_PARAM_NAME_CHARS`] characters (PostgreSQL enforces the column's
 /// length, SQLite does not; both are held to it).
 pub fn check_param_name(name: &str) -> Result<(), StoreError> {
+    check_name_length("parameter name", name)
+}
+
+/// `name`, a `what` (`study name`, `attribute key`...), fits Optuna's
+/// `VARCHAR(512)` columns.
+pub(crate) fn check_name_length(what: &'static str, name: &str) -> Result<(), StoreError> {
     let chars = name.chars().count();
     if chars > MAX_PARAM_NAME_CHARS {
         let shown: String = name.chars().take(40).collect();
-        return Err(StoreError::ParamNameTooLong {
+        return Err(StoreError::NameTooLong {
+            what,
             name: format!("{}...", shown.escape_debug()),
             chars,
         });

@@ -33,6 +33,9 @@ backends!(
     owners_judge_each_trial_by_its_own_owners_promise,
     unowned_running_trials_hold_no_place_in_the_budget,
     trials_since_reads_new_and_unfinished_trials_only,
+    an_unreadable_heartbeat_counts_as_none,
+    a_retry_keeps_python_non_finite_attributes,
+    names_longer_than_optuna_stores_are_refused,
 );
 
 /// A float parameter's distribution on `[low, high]`.
@@ -609,4 +612,174 @@ fn trials_since_reads_new_and_unfinished_trials_only(backend: Backend) {
     assert_eq!(again[0].values, Some(vec![0.25]));
     assert_eq!(again[0].params["x"].internal, 0.5);
     assert_eq!(again[1].state, TrialState::Running);
+}
+
+/// A heartbeat that does not read as a time (a year past Python's 9999,
+/// a month 13, text) neither panics nor stops the judging: the trial is
+/// judged as one that never beat (left to its client), the others as ever.
+fn an_unreadable_heartbeat_counts_as_none(backend: Backend) {
+    let Some((_d, s)) = new_store(backend) else {
+        return;
+    };
+    let st = s.create_study("hb", &[StudyDirection::Minimize]).unwrap();
+    let gone = owner("gone", 50);
+    // PostgreSQL's timestamp column holds only calendar times, up to year
+    // 294276; an SQLite file holds any text.
+    let beats: &[&str] = if backend == Backend::Postgres {
+        &["200000-01-01 00:00:00"]
+    } else {
+        &["300000-01-01 00:00:00", "2001-13-01 00:00:00", "yesterday"]
+    };
+    let mut odd = Vec::new();
+    for beat in beats {
+        let t = s
+            .claim_or_create_within(st.study_id, 10, &gone)
+            .unwrap()
+            .unwrap()
+            .trial();
+        s.execute_batch(&format!(
+            "UPDATE trial_heartbeats SET heartbeat = '{beat}' WHERE trial_id = {}",
+            t.trial_id
+        ))
+        .unwrap();
+        odd.push(t);
+    }
+    let stale = s
+        .claim_or_create_within(st.study_id, 10, &gone)
+        .unwrap()
+        .unwrap()
+        .trial();
+    std::thread::sleep(Duration::from_millis(150));
+    let judge = owner("judge", 50);
+    let label = [("error_kind", json!("stale"))];
+    let out = s
+        .fail_abandoned_trials(st.study_id, &judge, Some(&RetryPolicy::default()), &label)
+        .unwrap();
+    assert_eq!(
+        out.iter().map(|o| o.failed).collect::<Vec<_>>(),
+        vec![stale],
+        "{out:?}"
+    );
+    for t in odd {
+        assert_eq!(s.trial(t.trial_id).unwrap().state, TrialState::Running);
+    }
+}
+
+/// An abandoned trial's retry holds its attributes as stored: Python's
+/// `json.dumps` writes non-finite floats as `NaN`, `Infinity` and
+/// `-Infinity`, and the copy keeps those tokens, not strings.
+fn a_retry_keeps_python_non_finite_attributes(backend: Backend) {
+    let Some((_d, s)) = new_store(backend) else {
+        return;
+    };
+    let st = s.create_study("nf", &[StudyDirection::Minimize]).unwrap();
+    let t = s
+        .claim_or_create_within(st.study_id, 10, &owner("gone", 50))
+        .unwrap()
+        .unwrap()
+        .trial();
+    let stored = [
+        (
+            "trial_user_attributes",
+            "loss_curve",
+            "[0.5, NaN, Infinity]",
+        ),
+        ("trial_user_attributes", "best", "-Infinity"),
+        (
+            "trial_system_attributes",
+            "memtune:spread",
+            "{\"lo\": -Infinity, \"hi\": NaN}",
+        ),
+    ];
+    for (table, key, json) in stored {
+        s.execute_batch(&format!(
+            "INSERT INTO {table} (trial_id, \"key\", value_json) VALUES ({}, '{key}', '{json}')",
+            t.trial_id
+        ))
+        .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(150));
+    let out = s
+        .fail_abandoned_trials(
+            st.study_id,
+            &owner("judge", 50),
+            Some(&RetryPolicy::default()),
+            &[],
+        )
+        .unwrap();
+    let retry = out[0].retry.unwrap();
+    for (table, key, json) in stored {
+        let copied = s
+            .query_text(&format!(
+                "SELECT value_json FROM {table} WHERE trial_id = {} AND \"key\" = '{key}'",
+                retry.trial_id
+            ))
+            .unwrap();
+        assert_eq!(copied, vec![vec![Some(json.to_string())]], "{key}");
+    }
+    let copy = s.trial(retry.trial_id).unwrap();
+    assert!(!copy.system_attrs.contains_key(store::OWNER_KEY));
+    assert_eq!(copy.system_attrs["retry_history"], json!([t.number]));
+}
+
+/// Optuna's schema keeps study names and attribute keys in `VARCHAR(512)`
+/// (PostgreSQL enforces it, SQLite does not): a longer one is refused on
+/// both, named, before anything is written; 512 characters are stored.
+fn names_longer_than_optuna_stores_are_refused(backend: Backend) {
+    let Some((_d, s)) = new_store(backend) else {
+        return;
+    };
+    let long = "a".repeat(600);
+    let longest = "é".repeat(512);
+    let refused = |e: StoreError, what: &str| {
+        assert!(
+            matches!(&e, StoreError::NameTooLong { what: w, chars: 600, .. } if *w == what),
+            "{e}"
+        );
+        assert!(e.to_string().starts_with(&format!("{what} `aaaa")), "{e}");
+    };
+    let dirs = [StudyDirection::Minimize];
+    refused(s.create_study(&long, &dirs).unwrap_err(), "study name");
+    refused(
+        s.create_or_load_study(&long, &dirs).unwrap_err(),
+        "study name",
+    );
+    assert!(s.studies().unwrap().is_empty());
+    let st = s.create_study(&longest, &dirs).unwrap();
+    let t = s.create_trial(st.study_id).unwrap();
+    let v = json!(1);
+    refused(
+        s.set_study_user_attr(st.study_id, &long, &v).unwrap_err(),
+        "attribute key",
+    );
+    refused(
+        s.set_study_system_attr(st.study_id, &long, &v).unwrap_err(),
+        "attribute key",
+    );
+    refused(
+        s.set_trial_user_attr(t.trial_id, &long, &v).unwrap_err(),
+        "attribute key",
+    );
+    refused(
+        s.set_trial_system_attr(t.trial_id, &long, &v).unwrap_err(),
+        "attribute key",
+    );
+    let queued = NewTrial {
+        user_attrs: vec![(long.clone(), v.clone())],
+        ..NewTrial::default()
+    };
+    refused(
+        s.enqueue_trial(st.study_id, &queued).unwrap_err(),
+        "attribute key",
+    );
+    s.set_trial_user_attr(t.trial_id, &longest, &v).unwrap();
+    let stored = s.trial(t.trial_id).unwrap();
+    assert_eq!(stored.user_attrs.keys().collect::<Vec<_>>(), vec![&longest]);
+    assert!(stored.system_attrs.is_empty());
+    assert_eq!(
+        s.trials(st.study_id, &TrialFilter::default())
+            .unwrap()
+            .len(),
+        1
+    );
 }

@@ -264,6 +264,12 @@ fn unreadable_params_name_the_trial_and_parameter(backend: Backend) {
             r#"{"name": "CategoricalDistribution", "attributes": {"choices": ["a", [1]]}}"#,
             "choices[1]: [1] is not a parameter value",
         ),
+        // Python's json.dumps writes an infinite bound so, and Optuna's
+        // constructor takes it; memtune's ranges are finite.
+        (
+            r#"{"name": "FloatDistribution", "attributes": {"step": null, "low": 0.0, "high": Infinity, "log": false}}"#,
+            "low and high must be finite, got low=0.0, high=inf",
+        ),
     ] {
         alter(
             &db,
@@ -282,8 +288,11 @@ fn unreadable_params_name_the_trial_and_parameter(backend: Backend) {
             "{err}"
         );
         let text = err.to_string();
+        let storage = s.path().display().to_string();
         assert!(
-            text.starts_with("trial 7, parameter `lr`: ") && text.contains(words),
+            text.starts_with(&format!(
+                "{storage}: trial 7 of study `s` (trial_id 8), parameter `lr`: "
+            )) && text.contains(words),
             "{text}"
         );
         let kept = s
@@ -504,7 +513,7 @@ fn corrupt_rows_are_errors_not_made_up_values(backend: Backend) {
             "UPDATE trial_values SET value = NULL WHERE trial_id = \
              (SELECT trial_id FROM trials WHERE number = 3)"
                 .into(),
-            "trial_values.value = `NULL`",
+            "trial_values.value = `NULL` (row id 4, trial 3 of study `s` (trial_id 4))",
         ),
         (
             "DELETE FROM study_directions".into(),
@@ -517,6 +526,20 @@ fn corrupt_rows_are_errors_not_made_up_values(backend: Backend) {
     ];
     let mut cases = cases.to_vec();
     if backend == Backend::Sqlite {
+        // A type outside Optuna's enum (PostgreSQL's enum types refuse it
+        // at the write) names the trial the row belongs to.
+        for table in ["trial_values", "trial_intermediate_values"] {
+            let column = table
+                .replacen("trial_", "", 1)
+                .replacen("values", "value_type", 1);
+            cases.push((
+                format!(
+                    "UPDATE {table} SET {column} = 'BOGUS' WHERE trial_id = \
+                     (SELECT trial_id FROM trials WHERE number = 3)"
+                ),
+                "`BOGUS` (row id 4, trial 3 of study `s` (trial_id 4))",
+            ));
+        }
         // A value of another type (SQLite's columns take any) names its
         // column and row.
         cases.push((
@@ -543,6 +566,10 @@ fn corrupt_rows_are_errors_not_made_up_values(backend: Backend) {
             },
         };
         assert!(err.to_string().contains(words), "{sql}: {err}");
+        if let StoreError::BadRow { .. } | StoreError::BadParam { .. } = err {
+            let storage = s.path().display().to_string();
+            assert!(err.to_string().starts_with(&storage), "{sql}: {err}");
+        }
     }
 
     // A number outside its range or grid is what Optuna stores for an

@@ -8,7 +8,8 @@ mod common;
 
 use common::Backend;
 use std::collections::BTreeSet;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use store::{OpenOptions, Storage, StudyDirection, TrialFilter, TrialState};
 
 backends!(
@@ -70,6 +71,111 @@ fn eight_processes_lose_nothing(backend: Backend) {
             .collect();
         assert_eq!(got, expected, "trial {}", t.number);
     }
+}
+
+/// How many trials the file of the torn-read tests holds: enough that one
+/// read of them is still running when a checkpoint rewrites the file.
+const FLIPPED_TRIALS: usize = 10_000;
+const FLIPPED_PARAMS: [&str; 3] = ["a", "b", "c"];
+
+/// An SQLite file in WAL mode with one study of [`FLIPPED_TRIALS`]
+/// COMPLETE trials, each with [`FLIPPED_PARAMS`] and one objective value,
+/// every value 0.25; closed, so no `-wal` or `-shm` is beside it.
+fn file_at_rest(dir: &Path) -> PathBuf {
+    let path = dir.join("flip.db");
+    let storage = Storage::open(&path).unwrap();
+    let study = storage
+        .create_study("flip", &[StudyDirection::Minimize])
+        .unwrap();
+    let last = FLIPPED_TRIALS - 1;
+    let names = FLIPPED_PARAMS
+        .map(|n| format!("SELECT '{n}' AS name"))
+        .join(" UNION ALL ");
+    storage
+        .execute_batch(&format!(
+            "BEGIN; \
+             WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < {last}) \
+             INSERT INTO trials (number, study_id, state, datetime_start, datetime_complete) \
+             SELECT i, {id}, 'COMPLETE', '2025-01-01 00:00:00.000000', '2025-01-01 00:00:01.000000' FROM n; \
+             INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) \
+             SELECT t.trial_id, p.name, 0.25, \
+             '{{\"name\": \"FloatDistribution\", \"attributes\": {{\"step\": null, \"low\": 0.0, \"high\": 1.0, \"log\": false}}}}' \
+             FROM trials t, ({names}) p; \
+             INSERT INTO trial_values (trial_id, objective, value, value_type) \
+             SELECT trial_id, 0, 0.25, 'FINITE' FROM trials; COMMIT;",
+            id = study.study_id
+        ))
+        .unwrap();
+    drop(storage);
+    for side in ["-wal", "-shm"] {
+        let side = format!("{}{side}", path.display());
+        assert!(!Path::new(&side).exists(), "{side} left behind");
+    }
+    path
+}
+
+/// While another program opens the file, rewrites every value in one
+/// transaction and closes it (checkpointing into the file) over and over,
+/// `reader` reads the study through `store-writer read-uniform` (a new
+/// read-only storage per read, as memtune's read commands open one): every
+/// read must see all values of one commit.
+fn reads_see_one_commit_while_a_writer_comes_and_goes(reader: impl Fn(&Path) -> Command) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = file_at_rest(dir.path());
+    let mut flipper = Command::new(env!("CARGO_BIN_EXE_store-writer"))
+        .arg("flip")
+        .arg(&path)
+        .stdin(Stdio::piped())
+        .output_async();
+    let read = reader(dir.path())
+        .args(["read-uniform"])
+        .arg(&path)
+        .args(["flip", "10"])
+        .output()
+        .unwrap();
+    drop(flipper.stdin.take());
+    let flipped = flipper.wait_with_output().unwrap();
+    assert!(
+        flipped.status.success(),
+        "flip: {}",
+        String::from_utf8_lossy(&flipped.stderr)
+    );
+    eprint!("{}", String::from_utf8_lossy(&flipped.stdout));
+    assert!(
+        read.status.success(),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+}
+
+/// A reader that may write the file and its directory (the file's owner).
+#[test]
+fn sqlite_reads_by_the_owner_see_one_commit_while_a_writer_comes_and_goes() {
+    reads_see_one_commit_while_a_writer_comes_and_goes(|_| {
+        Command::new(env!("CARGO_BIN_EXE_store-writer"))
+    });
+}
+
+/// A reader that may not write the file (user `nobody`; the test must run
+/// as root to be someone else).
+#[test]
+fn sqlite_reads_by_another_user_see_one_commit_while_a_writer_comes_and_goes() {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: only root can read as another user");
+        return;
+    }
+    reads_see_one_commit_while_a_writer_comes_and_goes(|dir| {
+        use std::os::unix::fs::PermissionsExt;
+        // The build directory may sit where only root enters.
+        let exe = dir.join("store-writer");
+        std::fs::copy(env!("CARGO_BIN_EXE_store-writer"), &exe).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(exe);
+        c
+    });
 }
 
 trait SpawnPiped {

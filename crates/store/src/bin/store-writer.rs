@@ -20,6 +20,17 @@
 //! transaction, and abort the process before it commits: the journal is
 //! left hot.
 //!
+//! `store-writer flip FILE`: until stdin closes, again and again open the
+//! SQLite file with SQLite alone (as an Optuna client would), set every
+//! parameter and objective value to 0.25, or else 0.75, in one
+//! transaction, and close it (which checkpoints the WAL into the file),
+//! leaving it at rest for a moment between rounds.
+//!
+//! `store-writer read-uniform DB STUDY READS`: READS times, open DB
+//! read-only (as memtune's read commands do) and read the study's trials;
+//! exit non-zero on the first read whose values are not all one value
+//! (a read mixing two of `flip`'s commits).
+//!
 //! `store-writer pg-server [DB...]`: start a throwaway PostgreSQL server,
 //! create each DB, print each one's URL on its own line (the `postgres`
 //! database's when none is named), and keep the server until stdin closes.
@@ -41,10 +52,13 @@ fn main() -> ExitCode {
         Some("load") if args.len() == 6 => load(&args[1..]),
         Some("check") if args.len() == 3 => check(&args[1], &args[2]),
         Some("pg-server") => pg_server(&args[1..]),
+        Some("flip") if args.len() == 2 => flip(&args[1]),
+        Some("read-uniform") if args.len() == 4 => read_uniform(&args[1], &args[2], &args[3]),
         Some("die-mid-transaction") if args.len() == 2 => die_mid_transaction(&args[1]),
         _ => Err(
             "usage: store-writer crash DB STUDY DONE_FILE | load DB STUDY TRIALS STEPS full|normal \
-             | check DB STUDY | die-mid-transaction FILE | pg-server [DB...]"
+             | check DB STUDY | die-mid-transaction FILE | flip FILE \
+             | read-uniform DB STUDY READS | pg-server [DB...]"
                 .into(),
         ),
     };
@@ -80,6 +94,70 @@ fn open(db: &str, opts: &OpenOptions) -> Result<Storage, String> {
         Storage::open_with(db, opts)
     }
     .map_err(|e| e.to_string())
+}
+
+/// Rewrites every value of the file, one commit per connection, until
+/// stdin closes.
+fn flip(file: &str) -> Result<(), String> {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopper = std::sync::Arc::clone(&stop);
+    std::thread::spawn(move || {
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+        stopper.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let mut round = 0u64;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let value = if round.is_multiple_of(2) { 0.25 } else { 0.75 };
+        let conn = rusqlite::Connection::open(file).map_err(|e| e.to_string())?;
+        conn.busy_timeout(std::time::Duration::from_secs(60))
+            .map_err(|e| e.to_string())?;
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; UPDATE trial_params SET param_value = {value}; \
+             UPDATE trial_values SET value = {value}; COMMIT;"
+        ))
+        .map_err(|e| e.to_string())?;
+        conn.close().map_err(|(_, e)| e.to_string())?;
+        round += 1;
+        // At rest a while, with no -wal or -shm, so that readers open it
+        // so and the next round's checkpoint meets them mid-read.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    println!("rounds={round}");
+    Ok(())
+}
+
+/// Reads the study `reads` times, each on a new read-only storage, and
+/// fails on a read whose parameter and objective values are not all equal.
+fn read_uniform(db: &str, study: &str, reads: &str) -> Result<(), String> {
+    let reads: usize = reads.parse().map_err(|e| format!("READS: {e}"))?;
+    let opts = OpenOptions {
+        read_only: true,
+        create: false,
+        ..OpenOptions::default()
+    };
+    for read in 0..reads {
+        let storage = open(db, &opts)?;
+        let study = storage
+            .study(study)
+            .map_err(|e| format!("read {read}: {e}"))?;
+        let trials = storage
+            .trials(study.study_id, &store::TrialFilter::default())
+            .map_err(|e| format!("read {read}: {e}"))?;
+        let mut seen = std::collections::BTreeSet::new();
+        for t in &trials {
+            seen.extend(t.params.values().map(|p| p.internal.to_bits()));
+            seen.extend(t.values.iter().flatten().map(|v| v.to_bits()));
+        }
+        if seen.len() != 1 {
+            let seen: Vec<f64> = seen.into_iter().map(f64::from_bits).collect();
+            return Err(format!(
+                "read {read} of {} trials mixes commits: values {seen:?}",
+                trials.len()
+            ));
+        }
+    }
+    println!("reads={reads}");
+    Ok(())
 }
 
 fn pg_server(dbs: &[String]) -> Result<(), String> {
