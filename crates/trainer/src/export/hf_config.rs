@@ -60,9 +60,11 @@ pub(super) fn classifier_config(
 /// `tokenizer_config.json` for a source without one: the longest input the
 /// model takes, and no tokenizer class, so transformers uses the
 /// `model_type`'s own with `tokenizer.json`. A source with only
-/// `vocab.txt` was read lowercased (see
+/// `vocab.txt` and no `tokenizer_config.json` was read lowercased (see
 /// [`crate::tokenize::TextTokenizer::from_model_dir`]), which the written
 /// `tokenizer.json` does; `do_lower_case` says so to slow tokenizers too.
+/// (A source's own `tokenizer_config.json` is copied, and its
+/// `do_lower_case` is the one both were read with.)
 pub(super) fn tokenizer_config(max_sequence: usize, source_dir: &Path) -> String {
     let mut fields = Map::new();
     fields.insert("model_max_length".into(), json!(max_sequence));
