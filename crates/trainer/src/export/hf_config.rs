@@ -89,6 +89,29 @@ pub(super) fn json_object(text: &str, path: &Path) -> Result<Map<String, Json>, 
     }
 }
 
+/// Which key of a classification `config.json` gives its class count, as
+/// [`label_names`] reads it, for messages.
+pub(super) fn labels_key(fields: &Map<String, Json>) -> &'static str {
+    if fields.contains_key("id2label") {
+        "id2label"
+    } else if fields.contains_key("num_labels") {
+        "num_labels"
+    } else {
+        "default (no id2label or num_labels)"
+    }
+}
+
+/// A `problem_type` other than single-label classification, which is the
+/// only one memtune's scoring (softmax over the classes) is right for.
+pub(super) fn other_problem_type(fields: &Map<String, Json>) -> Option<String> {
+    match fields.get("problem_type") {
+        None | Some(Json::Null) => None,
+        Some(Json::String(t)) if t == "single_label_classification" => None,
+        Some(Json::String(t)) => Some(t.clone()),
+        Some(other) => Some(other.to_string()),
+    }
+}
+
 /// The class names of a classification `config.json`: `id2label` in id
 /// order, else `LABEL_i` for `num_labels` classes, else HF's default of 2.
 pub(super) fn label_names(

@@ -30,7 +30,10 @@
 //! refused ([`ExportError::HiddenHeadLayers`]).
 //!
 //! [`HfClassifier`] (`predict.rs`) loads such a directory, ours or one saved
-//! by transformers' `save_pretrained`, and computes logits on the CPU.
+//! by transformers' `save_pretrained`, and computes logits on the CPU. It
+//! refuses a `problem_type` other than single-label classification
+//! ([`ExportError::ProblemType`]) and an output layer whose rows are not
+//! `config.json`'s classes ([`ExportError::ClassCount`]).
 
 mod hf_config;
 mod predict;
@@ -80,6 +83,27 @@ pub enum ExportError {
     NotAClassifier { dir: PathBuf, problem: String },
     #[error("{}: {problem}", path.display())]
     Labels { path: PathBuf, problem: String },
+    /// The output layer's rows are not the classes `config.json` names.
+    #[error(
+        "`{tensor}` is {shape:?} but {}'s {labels_key} gives {labels} labels: the checkpoint and its config disagree",
+        config.display()
+    )]
+    ClassCount {
+        tensor: String,
+        shape: Vec<usize>,
+        config: PathBuf,
+        labels_key: &'static str,
+        labels: usize,
+    },
+    /// A `problem_type` whose scores are not a softmax over the classes.
+    #[error(
+        "{}: problem_type is {problem_type}; memtune trains and scores single-label classifiers (a softmax over the classes), which this model is not",
+        config.display()
+    )]
+    ProblemType {
+        config: PathBuf,
+        problem_type: String,
+    },
     #[error(
         "{} {} and is not empty: choose a new directory (nothing is overwritten)",
         path.display(),
