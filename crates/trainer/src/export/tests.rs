@@ -388,3 +388,36 @@ fn a_multi_label_classifier_is_refused_naming_its_config() {
     });
     assert!(HfClassifier::load(&out, Some(16)).is_ok());
 }
+
+/// A tokenizer file of the source that cannot be read (a link to
+/// `/proc/self/mem`, which reads fail at offset 0 even for root) fails the
+/// export after config.json and the weights are written.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_failed_export_leaves_no_directory_and_a_retry_succeeds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = tmp.path().join("source");
+    let (be, model, tokenizer) = tiny_classifier(&source, vec![]);
+    let names = default_label_names(3);
+    let unreadable = source.join("special_tokens_map.json");
+    std::os::unix::fs::symlink("/proc/self/mem", &unreadable).unwrap();
+    let out = tmp.path().join("out");
+    let e = save_hf_dir(&be, &model, &tokenizer, &source, &names, &out).unwrap_err();
+    assert!(e.to_string().contains("special_tokens_map.json"), "{e}");
+    assert!(!out.exists(), "{e}");
+    let entries = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(entries(tmp.path()), ["source"]);
+    std::fs::remove_file(&unreadable).unwrap();
+    // An empty directory made for the export is taken too.
+    std::fs::create_dir(&out).unwrap();
+    save_hf_dir(&be, &model, &tokenizer, &source, &names, &out).unwrap();
+    assert_eq!(entries(tmp.path()), ["out", "source"]);
+    assert!(HfClassifier::load(&out, Some(16)).is_ok());
+}
