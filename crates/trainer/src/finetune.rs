@@ -275,7 +275,7 @@ impl<B: Backend> Loaded<B> for BertClassifier<B> {
         Ok(BertClassifier::new_random(be, config, head, seed)?)
     }
     fn load_into(&mut self, be: &B, from: &Checkpoint) -> Result<(), FinetuneError> {
-        self.load(be, from.tensors)?;
+        self.load(be, from.tensors, from.path)?;
         Ok(())
     }
 }

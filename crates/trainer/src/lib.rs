@@ -143,3 +143,4 @@ pub mod testing;
 pub mod tokenize;
 pub mod train;
 pub mod weights;
+mod write_whole;

@@ -99,9 +99,11 @@ fn write_whole(path: &Path, text: &str) -> Result<(), PresetError> {
         path: path.to_path_buf(),
         source,
     };
-    let temporary = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&temporary, text).map_err(error)?;
-    std::fs::rename(&temporary, path).map_err(error)
+    crate::write_whole::write_file_whole(
+        path,
+        |temporary| std::fs::write(temporary, text).map_err(error),
+        error,
+    )
 }
 
 /// The special tokens and template of a family's tokenizer.

@@ -163,8 +163,9 @@ impl TextTokenizer {
         Self::configure(inner, path, max_length)
     }
 
-    /// `tokenizer.json` in `dir` when present, otherwise `vocab.txt`
-    /// (lowercased, the common uncased BERT).
+    /// `tokenizer.json` in `dir` when present, otherwise `vocab.txt`,
+    /// lowercased as `tokenizer_config.json`'s `do_lower_case` says (true
+    /// when absent, as for transformers' `BertTokenizer`).
     pub fn from_model_dir(
         dir: impl AsRef<Path>,
         max_length: usize,
@@ -174,7 +175,8 @@ impl TextTokenizer {
         if json.exists() {
             Self::from_tokenizer_json(json, max_length)
         } else if vocab.exists() {
-            Self::from_vocab_txt(vocab, true, max_length)
+            let lowercase = do_lower_case(&dir.join("tokenizer_config.json"))?;
+            Self::from_vocab_txt(vocab, lowercase, max_length)
         } else {
             Err(TokenizerError::Load {
                 path: dir.to_path_buf(),
@@ -402,6 +404,29 @@ impl std::fmt::Debug for TextTokenizer {
             .field("special", &self.special)
             .field("vocab_size", &self.vocab_size())
             .finish()
+    }
+}
+
+/// `do_lower_case` of a `tokenizer_config.json` (`path`): true when the file
+/// or the key is absent, transformers' default for BERT's WordPiece.
+fn do_lower_case(path: &Path) -> Result<bool, TokenizerError> {
+    let load_error = |message: String| TokenizerError::Load {
+        path: path.to_path_buf(),
+        message,
+    };
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+        Err(e) => return Err(load_error(e.to_string())),
+    };
+    let config: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| load_error(e.to_string()))?;
+    match config.get("do_lower_case") {
+        None => Ok(true),
+        Some(serde_json::Value::Bool(lowercase)) => Ok(*lowercase),
+        Some(other) => Err(load_error(format!(
+            "`do_lower_case` is {other}, not true or false"
+        ))),
     }
 }
 

@@ -250,7 +250,9 @@ pub enum StoredDtype {
 
 /// Writes tensors to a safetensors file under their given names, converted to
 /// `dtype` (rounding to nearest for the 16-bit formats). Used to save tiny
-/// models for tests and fine-tuned weights.
+/// models for tests and fine-tuned weights. The file is written whole: a
+/// temporary file beside `path` replaces it once complete, so a failed
+/// write leaves what `path` held.
 pub fn save_safetensors(
     path: impl AsRef<Path>,
     tensors: &NamedTensors,
@@ -300,5 +302,9 @@ pub fn save_safetensors(
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(write_error)?;
-    safetensors::serialize_to_file(views, None, path).map_err(write_error)
+    crate::write_whole::write_file_whole(
+        path,
+        |temporary| safetensors::serialize_to_file(views, None, temporary).map_err(write_error),
+        |e| write_error(SafeTensorError::IoError(e)),
+    )
 }

@@ -455,3 +455,152 @@ fn a_class_without_examples_is_refused_naming_it() {
         "{err}"
     );
 }
+
+fn write_bytes(dir: &Path, name: &str, contents: &[u8]) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
+/// Each skipped record's location and reason kind.
+fn skipped(dataset: &trainer::data::Dataset) -> Vec<(usize, Option<usize>, &'static str)> {
+    dataset
+        .report
+        .skipped
+        .iter()
+        .map(|b| (b.location.line, b.location.index, b.reason.kind()))
+        .collect()
+}
+
+#[test]
+fn a_byte_that_is_not_utf8_is_blamed_on_its_own_record_in_a_one_line_array() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_bytes(
+        dir.path(),
+        "one_line.json",
+        b"[{\"text\": \"caf\xe9 good\", \"label\": 0}, {\"text\": \"fine\", \"label\": 1}, {\"text\": \"ok\", \"label\": NaN}, {\"text\": \"x\xff\", \"label\": 1}, {\"text\": \"last\", \"label\": 0}]",
+    );
+    let dataset = load_file(&path, &LoadOptions::new(2)).unwrap();
+    assert_eq!(texts(&dataset), [("fine", 1), ("last", 0)]);
+    assert_eq!(
+        skipped(&dataset),
+        [
+            (1, Some(0), "not_utf8"),
+            (1, Some(2), "nan_label"),
+            (1, Some(3), "not_utf8"),
+        ]
+    );
+    let message = dataset.report.skipped[2].to_string();
+    assert!(
+        message.ends_with("byte 0xFF at column 108 is not UTF-8"),
+        "{message}"
+    );
+
+    let mut options = LoadOptions::new(2);
+    options.bad_records = BadRecordPolicy::Reject;
+    let err = load_file(&path, &options).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("one_line.json:1 (record 0): byte 0xE9 at column 15 is not UTF-8"),
+        "{message}"
+    );
+    assert!(!message.contains("(record 4)"), "{message}");
+}
+
+#[test]
+fn a_byte_that_is_not_utf8_is_blamed_on_its_record_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let jsonl = write_bytes(
+        dir.path(),
+        "d.jsonl",
+        b"{\"text\": \"good\", \"label\": 0}\n{\"text\": \"b\xe9d\", \"label\": 1}\n{\"text\": \"fine\", \"label\": 1}\n",
+    );
+    let csv = write_bytes(
+        dir.path(),
+        "d.csv",
+        b"text,label\ngood,0\n\"multi\nb\xe9d\",1\nfine,1\n",
+    );
+    for path in [&jsonl, &csv] {
+        let dataset = load_file(path, &LoadOptions::new(2)).unwrap();
+        assert_eq!(texts(&dataset), [("good", 0), ("fine", 1)]);
+        assert_eq!(
+            skipped(&dataset),
+            [(3 - (path == &jsonl) as usize, None, "not_utf8")]
+        );
+    }
+    // Outside every record: the CSV header.
+    let header = write_bytes(dir.path(), "h.csv", b"text,label,n\xe9te\ngood,0,x\n");
+    let err = load_file(&header, &LoadOptions::new(2)).unwrap_err();
+    assert!(
+        err.to_string().contains("h.csv:1: byte 0xE9 at column 13"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_byte_order_mark_is_ignored_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = [
+        ("bom.csv", "\u{FEFF}text,label\nhello,1\n"),
+        ("bom.jsonl", "\u{FEFF}{\"text\": \"hello\", \"label\": 1}\n"),
+        ("bom.json", "\u{FEFF}[{\"text\": \"hello\", \"label\": 1}]"),
+    ];
+    for (name, contents) in files {
+        let path = write(dir.path(), name, contents);
+        let dataset = load_file(&path, &LoadOptions::new(2)).unwrap();
+        assert_eq!(texts(&dataset), [("hello", 1)], "{name}");
+        assert!(dataset.report.skipped.is_empty(), "{name}");
+    }
+    let dataset = load_str(
+        "s.jsonl",
+        "\u{FEFF}{\"text\": \"hello\", \"label\": 1}\n",
+        DataFormat::JsonLines,
+        &LoadOptions::new(2),
+    )
+    .unwrap();
+    assert_eq!(texts(&dataset), [("hello", 1)]);
+}
+
+#[test]
+fn csv_records_ending_in_a_lone_cr_carry_their_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_bytes(
+        dir.path(),
+        "mac.csv",
+        b"text,label\rgood,1\r\"\",0\rb\xe9d,1\rlast,0\r",
+    );
+    let dataset = load_file(&path, &LoadOptions::new(2)).unwrap();
+    assert_eq!(texts(&dataset), [("good", 1), ("last", 0)]);
+    assert_eq!(
+        skipped(&dataset),
+        [(3, None, "empty_text"), (4, None, "not_utf8")]
+    );
+    let message = dataset.report.skipped[1].to_string();
+    assert!(
+        message.ends_with("byte 0xE9 at column 2 is not UTF-8"),
+        "{message}"
+    );
+    let mixed = "text,label\r\ngood,1\r\n\"\",0\r\n";
+    let dataset = load_str("win.csv", mixed, DataFormat::Csv, &LoadOptions::new(2)).unwrap();
+    assert_eq!(skipped(&dataset), [(3, None, "empty_text")]);
+}
+
+#[test]
+fn a_json_file_holding_json_lines_is_read_as_json_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    // What `datasets`' `Dataset.to_json("d.json")` writes.
+    let path = write(
+        dir.path(),
+        "d.json",
+        "\n {\"text\":\"hello\",\"label\":1}\n{\"text\":\"\",\"label\":0}\n{\"text\":\"bye\",\"label\":0}\n",
+    );
+    let dataset = load_file(&path, &LoadOptions::new(2)).unwrap();
+    assert_eq!(texts(&dataset), [("hello", 1), ("bye", 0)]);
+    assert_eq!(skipped(&dataset), [(3, None, "empty_text")]);
+    // A format set to json_array is kept, and the error says how to read JSON Lines.
+    let mut options = LoadOptions::new(2);
+    options.format = Some(DataFormat::JsonArray);
+    let err = load_file(&path, &options).unwrap_err();
+    assert!(matches!(err, DataError::Parse { .. }), "{err}");
+    assert!(err.to_string().contains("json_lines"), "{err}");
+}

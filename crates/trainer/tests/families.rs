@@ -110,8 +110,9 @@ fn parity(family: &str) {
         hidden: vec![],
     };
     let mut model = BertClassifier::new_random(&be, &config, &head, 7).unwrap();
-    let tensors = load_safetensors(d.join("model.safetensors")).unwrap();
-    let report = model.load(&be, &tensors).unwrap();
+    let weights = d.join("model.safetensors");
+    let tensors = load_safetensors(&weights).unwrap();
+    let report = model.load(&be, &tensors, &weights).unwrap();
     assert!(
         report.initialised_randomly.is_empty() && report.unused.is_empty(),
         "{family}: {report:?}"
@@ -260,7 +261,9 @@ fn logits_with(family: &str, tensors: &NamedTensors) -> (Vec<f64>, Vec<String>) 
         hidden: vec![],
     };
     let mut model = BertClassifier::new_random(&be, &config, &head, 7).unwrap();
-    let report = model.load(&be, tensors).unwrap();
+    let report = model
+        .load(&be, tensors, &d.join("model.safetensors"))
+        .unwrap();
     let batch = Batch {
         batch: 1,
         seq: 5,
@@ -316,8 +319,9 @@ fn a_classifier_checkpoint_with_other_labels_gets_a_new_output_layer() {
         hidden: vec![],
     };
     let mut model = BertClassifier::new_random(&be, &config, &head, 7).unwrap();
-    let tensors = load_safetensors(d.join("model.safetensors")).unwrap();
-    let report = model.load(&be, &tensors).unwrap();
+    let weights = d.join("model.safetensors");
+    let tensors = load_safetensors(&weights).unwrap();
+    let report = model.load(&be, &tensors, &weights).unwrap();
     assert_eq!(
         report.initialised_randomly,
         ["classifier.out_proj.weight", "classifier.out_proj.bias"]
@@ -341,8 +345,9 @@ fn trains(family: &str) {
         hidden: vec![8],
     };
     let mut model = BertClassifier::new_random(&be, &config, &head, 3).unwrap();
+    let weights = d.join("model.safetensors");
     model
-        .load(&be, &load_safetensors(d.join("model.safetensors")).unwrap())
+        .load(&be, &load_safetensors(&weights).unwrap(), &weights)
         .unwrap();
     let device = DeviceBatch::upload(&be, &config, 3, &batch).unwrap();
     let before = model.loss(&be, &device, None, b as f64, Mode::Eval);

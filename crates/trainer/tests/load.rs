@@ -1,5 +1,7 @@
 //! Loading HF-named tensors into the model.
 
+use std::path::Path;
+
 use trainer::backend::Backend;
 use trainer::backend::cpu::CpuBackend;
 use trainer::batch::Batch;
@@ -71,7 +73,7 @@ fn loads_encoder_and_reports_unused_and_random_head() {
         hidden: vec![8],
     };
     let mut model = BertClassifier::new_random(&be, &config, &head, 1).unwrap();
-    let report = model.load(&be, &tensors).unwrap();
+    let report = model.load(&be, &tensors, Path::new("m")).unwrap();
     assert_eq!(report.unused, vec!["embeddings.position_ids".to_string()]);
     assert_eq!(
         report.initialised_randomly,
@@ -110,7 +112,14 @@ fn old_gamma_beta_names_are_accepted() {
     let t = tensors.remove("embeddings.LayerNorm.weight").unwrap();
     tensors.insert("embeddings.LayerNorm.gamma".into(), t);
     let mut model = two_class_model(&be, &config);
-    assert!(model.load(&be, &tensors).unwrap().unused.len() == 1);
+    assert!(
+        model
+            .load(&be, &tensors, Path::new("m"))
+            .unwrap()
+            .unused
+            .len()
+            == 1
+    );
 }
 
 #[test]
@@ -120,11 +129,19 @@ fn missing_and_mismatched_tensors_are_named_and_nothing_changes() {
     tensors.get_mut("pooler.dense.weight").unwrap().shape = vec![8, 32];
     let mut model = two_class_model(&be, &config);
     let before: Vec<Vec<f32>> = model.params.values.iter().map(|v| v.data.clone()).collect();
-    let err = model.load(&be, &tensors).unwrap_err();
+    let err = model
+        .load(&be, &tensors, Path::new("m/model.safetensors"))
+        .unwrap_err();
     let LoadError::Mismatch {
+        path,
         missing,
         mismatched,
     } = &err;
+    assert_eq!(path, Path::new("m/model.safetensors"));
+    assert!(
+        err.to_string().starts_with("m/model.safetensors: "),
+        "{err}"
+    );
     assert_eq!(
         missing,
         &vec!["encoder.layer.0.output.dense.bias".to_string()]
@@ -150,10 +167,11 @@ fn a_tensor_of_another_shape_is_not_called_missing() {
     let name = "encoder.layer.1.intermediate.dense.weight";
     tensors.get_mut(name).unwrap().shape = vec![24, 16];
     let mut model = two_class_model(&be, &config);
-    let err = model.load(&be, &tensors).unwrap_err();
+    let err = model.load(&be, &tensors, Path::new("m")).unwrap_err();
     let LoadError::Mismatch {
         missing,
         mismatched,
+        ..
     } = &err;
     assert!(missing.is_empty(), "{err}");
     assert_eq!(

@@ -83,8 +83,9 @@ fn minilm_sentence_embeddings_match_numpy_reference() {
         hidden: vec![],
     };
     let mut model = BertClassifier::new_random(&be, &config, &head, 0).unwrap();
-    let tensors = load_safetensors(dir.join("model.safetensors")).unwrap();
-    let report = model.load(&be, &tensors).unwrap();
+    let weights = dir.join("model.safetensors");
+    let tensors = load_safetensors(&weights).unwrap();
+    let report = model.load(&be, &tensors, &weights).unwrap();
     assert!(
         report
             .initialised_randomly

@@ -303,3 +303,38 @@ fn long_texts_give_the_tokens_of_the_whole_text() {
         "only {checked} cases: fixtures missing"
     );
 }
+
+#[test]
+fn a_vocab_txt_model_follows_do_lower_case_in_its_tokenizer_config() {
+    let dir = tempfile::tempdir().unwrap();
+    write_vocab(dir.path(), TINY_VOCAB);
+    let ids = |tokenizer: &TextTokenizer| tokenizer.encode("The movie", None).unwrap().ids;
+    // No tokenizer_config.json, or one without the key: HF's default, lowercased.
+    let uncased = ["[CLS]", "the", "movie", "[SEP]"].map(id);
+    assert_eq!(
+        ids(&TextTokenizer::from_model_dir(dir.path(), 16).unwrap()),
+        uncased
+    );
+    let config = dir.path().join("tokenizer_config.json");
+    std::fs::write(&config, r#"{"model_max_length": 512}"#).unwrap();
+    assert_eq!(
+        ids(&TextTokenizer::from_model_dir(dir.path(), 16).unwrap()),
+        uncased
+    );
+    // A cased model keeps the case: `The` is not in the vocabulary.
+    std::fs::write(&config, r#"{"do_lower_case": false}"#).unwrap();
+    let cased = TextTokenizer::from_model_dir(dir.path(), 16).unwrap();
+    assert_eq!(ids(&cased), ["[CLS]", "[UNK]", "movie", "[SEP]"].map(id));
+    // The tokenizer.json an export writes keeps the case too.
+    let json = dir.path().join("written.json");
+    std::fs::write(&json, cased.to_json().unwrap()).unwrap();
+    assert_eq!(
+        ids(&TextTokenizer::from_tokenizer_json(&json, 16).unwrap()),
+        ids(&cased)
+    );
+    for bad in [r#"{"do_lower_case": "no"}"#, "{oops"] {
+        std::fs::write(&config, bad).unwrap();
+        let err = TextTokenizer::from_model_dir(dir.path(), 16).unwrap_err();
+        assert!(err.to_string().contains("tokenizer_config.json"), "{err}");
+    }
+}

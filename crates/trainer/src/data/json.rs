@@ -7,10 +7,26 @@ use serde_json::value::RawValue;
 
 use super::error::DataError;
 use super::label::{Field, to_example};
+use super::lines::LineStarts;
 use super::options::{FieldSpec, LabelSpec};
-use super::record::{BadRecordReason, Example, RecordLocation, Records};
+use super::record::{BadRecordReason, Example, RecordLocation};
 
-pub(crate) type Parsed = Records<Example>;
+/// A record as a reader parsed it, with the byte offset where it starts in
+/// the text, which places a byte that is not UTF-8 in its record.
+pub(crate) struct ParsedRecord {
+    pub start: usize,
+    pub location: RecordLocation,
+    pub example: Result<Example, BadRecordReason>,
+}
+
+/// Every record of a text in file order.
+pub(crate) type Parsed = Vec<ParsedRecord>;
+
+/// Whether a text meant as a JSON array holds JSON Lines instead: an array
+/// never starts with `{`.
+pub(crate) fn looks_like_json_lines(contents: &str) -> bool {
+    contents.trim_start().starts_with('{')
+}
 
 /// One JSON object per non-blank line.
 pub(crate) fn read_json_lines(
@@ -19,56 +35,61 @@ pub(crate) fn read_json_lines(
     fields: &FieldSpec,
     labels: Option<&LabelSpec>,
 ) -> Parsed {
-    contents
-        .lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(number, line)| {
-            let location = RecordLocation {
-                file: file.into(),
-                line: number + 1,
-                index: None,
-            };
-            let example = match serde_json::from_str::<Value>(&quote_non_finite(line)) {
-                Ok(value) => from_value(&value, fields, labels),
-                Err(e) => Err(BadRecordReason::Malformed {
-                    message: format!("invalid JSON: {e}"),
-                }),
-            };
-            (location, example)
-        })
-        .collect()
+    let mut start = 0;
+    let mut parsed = Vec::new();
+    for (number, line) in contents.split_inclusive('\n').enumerate() {
+        let line_start = start;
+        start += line.len();
+        if line.trim().is_empty() {
+            continue;
+        }
+        let location = RecordLocation {
+            file: file.into(),
+            line: number + 1,
+            index: None,
+        };
+        let example = match serde_json::from_str::<Value>(&quote_non_finite(line).0) {
+            Ok(value) => from_value(&value, fields, labels),
+            Err(e) => Err(BadRecordReason::Malformed {
+                message: format!("invalid JSON: {e}"),
+            }),
+        };
+        parsed.push(ParsedRecord {
+            start: line_start,
+            location,
+            example,
+        });
+    }
+    parsed
 }
 
 /// A JSON array of objects. The array itself must parse (an error in it
-/// leaves no record trustworthy); each element is then checked on its own,
-/// located by its index and the line it starts on.
+/// leaves no record trustworthy; one that starts with `{` is said to look
+/// like JSON Lines); each element is then checked on its own, located by its
+/// index and the line it starts on.
 pub(crate) fn read_json_array(
     file: &str,
     contents: &str,
     fields: &FieldSpec,
     labels: Option<&LabelSpec>,
 ) -> Result<Parsed, DataError> {
-    let contents = quote_non_finite(contents);
-    let contents = contents.as_ref();
-    let elements: Vec<&RawValue> =
-        serde_json::from_str(contents).map_err(|e| DataError::Parse {
-            file: file.into(),
-            line: e.line(),
-            message: e.to_string(),
-        })?;
-    let base = contents.as_ptr() as usize;
-    let mut line = 1;
-    let mut scanned = 0;
+    let lines = LineStarts::new(contents.as_bytes());
+    let (quoted, quoted_at) = quote_non_finite(contents);
+    let elements: Vec<&RawValue> = serde_json::from_str(&quoted).map_err(|e| DataError::Parse {
+        file: file.into(),
+        line: e.line(),
+        message: parse_error_message(&e, contents),
+    })?;
+    let base = quoted.as_ptr() as usize;
     let mut parsed = Vec::with_capacity(elements.len());
     for (index, raw) in elements.into_iter().enumerate() {
-        // `raw` borrows from `contents`, so its address gives its offset.
-        let offset = raw.get().as_ptr() as usize - base;
-        line += contents[scanned..offset].matches('\n').count();
-        scanned = offset;
+        // `raw` borrows from `quoted`, so its address gives its offset there;
+        // each token quoted before it moved it 2 bytes from the file's.
+        let in_quoted = raw.get().as_ptr() as usize - base;
+        let start = in_quoted - 2 * quoted_at.partition_point(|&at| at < in_quoted);
         let location = RecordLocation {
             file: file.into(),
-            line,
+            line: lines.line(start),
             index: Some(index),
         };
         let example = match serde_json::from_str::<Value>(raw.get()) {
@@ -77,9 +98,24 @@ pub(crate) fn read_json_array(
                 message: e.to_string(),
             }),
         };
-        parsed.push((location, example));
+        parsed.push(ParsedRecord {
+            start,
+            location,
+            example,
+        });
     }
     Ok(parsed)
+}
+
+/// serde's message, and the way out when the text is JSON Lines.
+fn parse_error_message(error: &serde_json::Error, contents: &str) -> String {
+    if looks_like_json_lines(contents) {
+        format!(
+            "{error} (the text starts with `{{`, as JSON Lines do: name the file .jsonl or set the format to json_lines)"
+        )
+    } else {
+        error.to_string()
+    }
 }
 
 fn from_value(
@@ -101,11 +137,14 @@ fn from_value(
 /// non-finite floats, and invalid JSON) turned into strings, so such a record
 /// is reported as a bad label or text instead of making the line, or a whole
 /// JSON array, unreadable. Nothing else changes, line breaks included.
-fn quote_non_finite(text: &str) -> Cow<'_, str> {
+/// Also returns where each opening quote went in the new text (each token
+/// quoted moves what follows it 2 bytes on).
+fn quote_non_finite(text: &str) -> (Cow<'_, str>, Vec<usize>) {
     const TOKENS: [&str; 3] = ["-Infinity", "Infinity", "NaN"];
     if !TOKENS[1..].iter().any(|t| text.contains(t)) {
-        return Cow::Borrowed(text);
+        return (Cow::Borrowed(text), Vec::new());
     }
+    let mut quoted_at = Vec::new();
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len() + 16);
     let (mut copied, mut i) = (0, 0);
@@ -126,6 +165,7 @@ fn quote_non_finite(text: &str) -> Cow<'_, str> {
             i += 1;
         } else if let Some(token) = TOKENS.iter().find(|t| bytes[i..].starts_with(t.as_bytes())) {
             out.push_str(&text[copied..i]);
+            quoted_at.push(out.len());
             out.push('"');
             out.push_str(token);
             out.push('"');
@@ -136,5 +176,5 @@ fn quote_non_finite(text: &str) -> Cow<'_, str> {
         }
     }
     out.push_str(&text[copied..]);
-    Cow::Owned(out)
+    (Cow::Owned(out), quoted_at)
 }

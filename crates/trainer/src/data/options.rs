@@ -12,7 +12,9 @@ pub enum DataFormat {
     Csv,
     /// One JSON object per line (blank lines are ignored).
     JsonLines,
-    /// One JSON array of objects.
+    /// One JSON array of objects. A `.json` file read by its extension
+    /// whose text starts with `{` is read as JSON Lines instead (what
+    /// `datasets`' `to_json` writes by default).
     JsonArray,
 }
 

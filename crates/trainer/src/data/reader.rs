@@ -3,9 +3,10 @@
 use std::path::Path;
 
 use super::error::DataError;
-use super::json::{read_json_array, read_json_lines};
-use super::options::{BadRecordPolicy, DataFormat, LabelSpec, LoadOptions};
-use super::record::{BadRecordReason, Dataset, LoadReport, Records};
+use super::json::{Parsed, looks_like_json_lines, read_json_array, read_json_lines};
+use super::lines::LineStarts;
+use super::options::{BadRecordPolicy, DataFormat, FieldSpec, LabelSpec, LoadOptions};
+use super::record::{BadRecordReason, Dataset, Example, LoadReport, Records};
 use super::table::read_csv;
 
 /// Loads a data file. The format is `options.format`, or else the one the
@@ -21,31 +22,46 @@ pub fn load_file(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Datase
     )
 }
 
+/// The byte order mark some editors (and Excel's "CSV UTF-8") put first.
+const BOM: &str = "\u{FEFF}";
+
 /// A data file read for parsing.
 pub(crate) struct DataText {
     /// The path as given, for messages.
     pub file: String,
-    /// The text, lines that are not UTF-8 decoded lossily.
+    /// The text, without a leading byte order mark, bytes that are not
+    /// UTF-8 decoded lossily.
     pub contents: String,
     pub format: DataFormat,
-    /// The lines that are not UTF-8 (see [`mark_not_utf8`]).
+    /// The bytes that are not UTF-8 (see [`decode`]).
     pub not_utf8: Vec<NotUtf8>,
 }
 
-/// Reads a data file: its format is `format`, else the extension's.
+/// Reads a data file: its format is `format`, else the extension's (a
+/// `.json` file that holds JSON Lines, as `datasets`' `to_json` writes by
+/// default, is read as JSON Lines).
 pub(crate) fn read_data_file(
     path: &Path,
     format: Option<DataFormat>,
 ) -> Result<DataText, DataError> {
     let file = path.display().to_string();
-    let format = format
-        .or_else(|| DataFormat::from_path(path))
-        .ok_or_else(|| DataError::UnknownFormat { file: file.clone() })?;
+    let implied = DataFormat::from_path(path);
+    if format.is_none() && implied.is_none() {
+        return Err(DataError::UnknownFormat { file });
+    }
     let bytes = std::fs::read(path).map_err(|source| DataError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    let (contents, not_utf8) = decode_lines(&bytes);
+    let bytes = bytes.strip_prefix(BOM.as_bytes()).unwrap_or(&bytes);
+    let (contents, not_utf8) = decode(bytes);
+    let format = match (format, implied) {
+        (Some(given), _) => given,
+        (None, Some(DataFormat::JsonArray)) if looks_like_json_lines(&contents) => {
+            DataFormat::JsonLines
+        }
+        (None, implied) => implied.expect("checked above"),
+    };
     Ok(DataText {
         file,
         contents,
@@ -54,35 +70,39 @@ pub(crate) fn read_data_file(
     })
 }
 
-/// A line holding bytes that are not UTF-8: its 1-based number, the 1-based
-/// byte column of the first bad byte, and that byte.
+/// A byte that is not UTF-8: its byte offset in the decoded text (where its
+/// U+FFFD is), its 1-based line and byte column in the file, and the byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct NotUtf8 {
+    offset: usize,
     line: usize,
     column: usize,
     byte: u8,
 }
 
-/// The file as text, with each line that is not UTF-8 decoded lossily
-/// (U+FFFD) and listed, so its record can be refused or skipped by line
+/// The file as text, each run of bytes that are not UTF-8 decoded lossily
+/// (U+FFFD) and listed, so the record holding it can be refused or skipped
 /// rather than the whole file refused.
-fn decode_lines(bytes: &[u8]) -> (String, Vec<NotUtf8>) {
+fn decode(bytes: &[u8]) -> (String, Vec<NotUtf8>) {
     if let Ok(text) = std::str::from_utf8(bytes) {
         return (text.to_string(), Vec::new());
     }
-    let mut bad = Vec::new();
+    let lines = LineStarts::new(bytes);
     let mut text = String::with_capacity(bytes.len());
-    for (i, line) in bytes.split_inclusive(|&b| b == b'\n').enumerate() {
-        match std::str::from_utf8(line) {
-            Ok(l) => text.push_str(l),
-            Err(e) => {
-                bad.push(NotUtf8 {
-                    line: i + 1,
-                    column: e.valid_up_to() + 1,
-                    byte: line[e.valid_up_to()],
-                });
-                text.push_str(&String::from_utf8_lossy(line));
-            }
+    let mut bad = Vec::new();
+    let mut in_file = 0;
+    for chunk in bytes.utf8_chunks() {
+        text.push_str(chunk.valid());
+        in_file += chunk.valid().len();
+        if let Some(&byte) = chunk.invalid().first() {
+            bad.push(NotUtf8 {
+                offset: text.len(),
+                line: lines.line(in_file),
+                column: lines.column(in_file),
+                byte,
+            });
+            text.push(char::REPLACEMENT_CHARACTER);
+            in_file += chunk.invalid().len();
         }
     }
     (text, bad)
@@ -95,6 +115,7 @@ pub fn load_str(
     format: DataFormat,
     options: &LoadOptions,
 ) -> Result<Dataset, DataError> {
+    let contents = contents.strip_prefix(BOM).unwrap_or(contents);
     load_decoded(file, contents, format, options, &[])
 }
 
@@ -111,16 +132,14 @@ fn load_decoded(
     if options.labels.num_classes() < 2 {
         return Err(DataError::NoClasses);
     }
-    let parsed = match format {
-        DataFormat::Csv => read_csv(file, contents, &options.fields, Some(&options.labels))?,
-        DataFormat::JsonLines => {
-            read_json_lines(file, contents, &options.fields, Some(&options.labels))
-        }
-        DataFormat::JsonArray => {
-            read_json_array(file, contents, &options.fields, Some(&options.labels))?
-        }
-    };
-    let parsed = mark_not_utf8(file, parsed, not_utf8)?;
+    let parsed = parse(
+        file,
+        contents,
+        format,
+        &options.fields,
+        Some(&options.labels),
+        not_utf8,
+    )?;
     let mut examples = Vec::with_capacity(parsed.len());
     let mut report = LoadReport::default();
     for (location, result) in parsed {
@@ -170,17 +189,37 @@ impl Dataset {
     }
 }
 
-/// Marks each record holding a line that is not UTF-8 as bad (the policy
-/// then decides); such a line outside every record (a CSV header) fails the
-/// file.
-pub(crate) fn mark_not_utf8<T>(
+/// Every record of `contents` in file order, each with its location; a
+/// record holding a byte that is not UTF-8 is bad (the policy then decides),
+/// and such a byte outside every record (a CSV header) fails the file.
+/// Without `labels`, only the text fields are read.
+pub(crate) fn parse(
     file: &str,
-    mut parsed: Records<T>,
+    contents: &str,
+    format: DataFormat,
+    fields: &FieldSpec,
+    labels: Option<&LabelSpec>,
     not_utf8: &[NotUtf8],
-) -> Result<Records<T>, DataError> {
+) -> Result<Records<Example>, DataError> {
+    let parsed = match format {
+        DataFormat::Csv => read_csv(file, contents, fields, labels)?,
+        DataFormat::JsonLines => read_json_lines(file, contents, fields, labels),
+        DataFormat::JsonArray => read_json_array(file, contents, fields, labels)?,
+    };
+    mark_not_utf8(file, parsed, not_utf8)
+}
+
+/// Marks each record holding a byte that is not UTF-8 as bad, by the first
+/// such byte in it. The owner is found by byte offset, not line: a JSON
+/// array on one line holds many records.
+fn mark_not_utf8(
+    file: &str,
+    mut parsed: Parsed,
+    not_utf8: &[NotUtf8],
+) -> Result<Records<Example>, DataError> {
     for bad in not_utf8 {
-        // The record this line belongs to: the last one starting at or before it.
-        let owner = parsed.partition_point(|(at, _)| at.line <= bad.line);
+        // The record this byte belongs to: the last one starting at or before it.
+        let owner = parsed.partition_point(|record| record.start <= bad.offset);
         if owner == 0 {
             return Err(DataError::NotUtf8 {
                 file: file.into(),
@@ -189,10 +228,16 @@ pub(crate) fn mark_not_utf8<T>(
                 byte: bad.byte,
             });
         }
-        parsed[owner - 1].1 = Err(BadRecordReason::NotUtf8 {
-            column: bad.column,
-            byte: bad.byte,
-        });
+        let record = &mut parsed[owner - 1];
+        if !matches!(record.example, Err(BadRecordReason::NotUtf8 { .. })) {
+            record.example = Err(BadRecordReason::NotUtf8 {
+                column: bad.column,
+                byte: bad.byte,
+            });
+        }
     }
-    Ok(parsed)
+    Ok(parsed
+        .into_iter()
+        .map(|record| (record.location, record.example))
+        .collect())
 }

@@ -1,8 +1,9 @@
 //! CSV records (a header row names the columns).
 
 use super::error::DataError;
-use super::json::Parsed;
+use super::json::{Parsed, ParsedRecord};
 use super::label::{Field, to_example};
+use super::lines::LineStarts;
 use super::options::{FieldSpec, LabelSpec};
 use super::record::{BadRecordReason, RecordLocation};
 
@@ -41,11 +42,18 @@ pub(crate) fn read_csv(
             });
         }
     }
-    let mut parsed = Vec::new();
+    // csv counts only `\n` as a line break; lines are counted here from
+    // each record's byte offset, so a file of lone `\r`s is placed too.
+    let lines = LineStarts::new(contents.as_bytes());
+    let mut parsed: Parsed = Vec::new();
     for result in reader.records() {
-        let (line, example) = match result {
+        // Without a position (never for text in memory), the previous start.
+        let previous = parsed.last().map_or(0, |r| r.start);
+        let (start, example) = match result {
             Ok(record) => {
-                let line = record.position().map_or(0, |p| p.line() as usize);
+                let start = record
+                    .position()
+                    .map_or(previous, |p| past_line_breaks(contents, p.byte() as usize));
                 let example = if record.len() != header.len() {
                     Err(BadRecordReason::Malformed {
                         message: format!(
@@ -67,20 +75,37 @@ pub(crate) fn read_csv(
                         labels,
                     )
                 };
-                (line, example)
+                (start, example)
             }
             Err(e) => {
-                let line = e.position().map_or(0, |p| p.line() as usize);
+                let start = e
+                    .position()
+                    .map_or(previous, |p| past_line_breaks(contents, p.byte() as usize));
                 let message = e.to_string();
-                (line, Err(BadRecordReason::Malformed { message }))
+                (start, Err(BadRecordReason::Malformed { message }))
             }
         };
         let location = RecordLocation {
             file: file.into(),
-            line,
+            line: lines.line(start),
             index: None,
         };
-        parsed.push((location, example));
+        parsed.push(ParsedRecord {
+            start,
+            location,
+            example,
+        });
     }
     Ok(parsed)
+}
+
+/// The offset of the first byte at or after `at` that is not a line break.
+/// csv places a record after a `\r\n` at its `\n`, and after blank lines at
+/// the first of them; no record starts with a line break.
+fn past_line_breaks(contents: &str, at: usize) -> usize {
+    let rest = contents.as_bytes().get(at..).unwrap_or_default();
+    at + rest
+        .iter()
+        .take_while(|&&b| b == b'\r' || b == b'\n')
+        .count()
 }

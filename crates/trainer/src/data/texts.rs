@@ -4,11 +4,9 @@
 use std::path::Path;
 
 use super::error::DataError;
-use super::json::{read_json_array, read_json_lines};
 use super::options::{DataFormat, FieldSpec};
-use super::reader::{mark_not_utf8, read_data_file};
+use super::reader::{parse, read_data_file};
 use super::record::Records;
-use super::table::read_csv;
 
 /// One record of a file of texts to classify.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,20 +22,30 @@ pub type TextRecords = Records<TextRecord>;
 /// Reads CSV, JSON Lines or a JSON array as [`super::load_file`] does
 /// (`format` from the extension when `None`), except that there is no label:
 /// the text field is required, the pair field (when `fields` names one) is
-/// optional per record. The label field of `fields` is ignored.
+/// optional per record. The label field of `fields` is ignored. A file
+/// without any record is [`DataError::Empty`].
 pub fn load_texts(
     path: impl AsRef<Path>,
     fields: &FieldSpec,
     format: Option<DataFormat>,
 ) -> Result<TextRecords, DataError> {
     let text = read_data_file(path.as_ref(), format)?;
-    let (file, contents) = (&text.file, &text.contents);
-    let parsed = match text.format {
-        DataFormat::Csv => read_csv(file, contents, fields, None)?,
-        DataFormat::JsonLines => read_json_lines(file, contents, fields, None),
-        DataFormat::JsonArray => read_json_array(file, contents, fields, None)?,
-    };
-    Ok(mark_not_utf8(file, parsed, &text.not_utf8)?
+    let parsed = parse(
+        &text.file,
+        &text.contents,
+        text.format,
+        fields,
+        None,
+        &text.not_utf8,
+    )?;
+    // Nothing to classify is an error, as nothing to train on is.
+    if parsed.is_empty() {
+        return Err(DataError::Empty {
+            file: text.file,
+            bad: Vec::new(),
+        });
+    }
+    Ok(parsed
         .into_iter()
         .map(|(location, example)| {
             let record = example.map(|e| TextRecord {
@@ -116,5 +124,17 @@ mod tests {
         assert_eq!(records[1].0.index, Some(1));
         assert_eq!(records[1].0.line, 2);
         assert!(matches!(records[1].1, Err(BadRecordReason::NotAnObject)));
+    }
+
+    #[test]
+    fn a_file_without_records_is_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, contents) in [("e.json", "[]"), ("e.jsonl", "\n\n"), ("e.csv", "text\n")] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, contents).unwrap();
+            let err = load_texts(&path, &fields(), None).unwrap_err();
+            assert!(matches!(err, DataError::Empty { .. }), "{name}: {err}");
+            assert!(err.to_string().contains(name), "{err}");
+        }
     }
 }

@@ -60,9 +60,11 @@ pub(super) fn classifier_config(
 /// `tokenizer_config.json` for a source without one: the longest input the
 /// model takes, and no tokenizer class, so transformers uses the
 /// `model_type`'s own with `tokenizer.json`. A source with only
-/// `vocab.txt` was read lowercased (see
+/// `vocab.txt` and no `tokenizer_config.json` was read lowercased (see
 /// [`crate::tokenize::TextTokenizer::from_model_dir`]), which the written
 /// `tokenizer.json` does; `do_lower_case` says so to slow tokenizers too.
+/// (A source's own `tokenizer_config.json` is copied, and its
+/// `do_lower_case` is the one both were read with.)
 pub(super) fn tokenizer_config(max_sequence: usize, source_dir: &Path) -> String {
     let mut fields = Map::new();
     fields.insert("model_max_length".into(), json!(max_sequence));
@@ -84,6 +86,29 @@ pub(super) fn json_object(text: &str, path: &Path) -> Result<Map<String, Json>, 
             path: path.to_path_buf(),
             source,
         }),
+    }
+}
+
+/// Which key of a classification `config.json` gives its class count, as
+/// [`label_names`] reads it, for messages.
+pub(super) fn labels_key(fields: &Map<String, Json>) -> &'static str {
+    if fields.contains_key("id2label") {
+        "id2label"
+    } else if fields.contains_key("num_labels") {
+        "num_labels"
+    } else {
+        "default (no id2label or num_labels)"
+    }
+}
+
+/// A `problem_type` other than single-label classification, which is the
+/// only one memtune's scoring (softmax over the classes) is right for.
+pub(super) fn other_problem_type(fields: &Map<String, Json>) -> Option<String> {
+    match fields.get("problem_type") {
+        None | Some(Json::Null) => None,
+        Some(Json::String(t)) if t == "single_label_classification" => None,
+        Some(Json::String(t)) => Some(t.clone()),
+        Some(other) => Some(other.to_string()),
     }
 }
 

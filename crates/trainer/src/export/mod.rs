@@ -30,7 +30,10 @@
 //! refused ([`ExportError::HiddenHeadLayers`]).
 //!
 //! [`HfClassifier`] (`predict.rs`) loads such a directory, ours or one saved
-//! by transformers' `save_pretrained`, and computes logits on the CPU.
+//! by transformers' `save_pretrained`, and computes logits on the CPU. It
+//! refuses a `problem_type` other than single-label classification
+//! ([`ExportError::ProblemType`]) and an output layer whose rows are not
+//! `config.json`'s classes ([`ExportError::ClassCount`]).
 
 mod hf_config;
 mod predict;
@@ -46,6 +49,7 @@ use crate::finetune::FinetuneError;
 use crate::model::{BatchError, BuildError, Classifier, HeadConfig, LoadError, ModelError};
 use crate::tokenize::{TextTokenizer, TokenizerError};
 use crate::weights::{HostTensor, NamedTensors, StoredDtype, WeightsError, save_safetensors};
+use crate::write_whole::write_dir_whole;
 
 /// Tokenizer files copied from the source model when it has them: the fast
 /// tokenizer, its config, and the files transformers' slow tokenizers read
@@ -80,6 +84,27 @@ pub enum ExportError {
     NotAClassifier { dir: PathBuf, problem: String },
     #[error("{}: {problem}", path.display())]
     Labels { path: PathBuf, problem: String },
+    /// The output layer's rows are not the classes `config.json` names.
+    #[error(
+        "`{tensor}` is {shape:?} but {}'s {labels_key} gives {labels} labels: the checkpoint and its config disagree",
+        config.display()
+    )]
+    ClassCount {
+        tensor: String,
+        shape: Vec<usize>,
+        config: PathBuf,
+        labels_key: &'static str,
+        labels: usize,
+    },
+    /// A `problem_type` whose scores are not a softmax over the classes.
+    #[error(
+        "{}: problem_type is {problem_type}; memtune trains and scores single-label classifiers (a softmax over the classes), which this model is not",
+        config.display()
+    )]
+    ProblemType {
+        config: PathBuf,
+        problem_type: String,
+    },
     #[error(
         "{} {} and is not empty: choose a new directory (nothing is overwritten)",
         path.display(),
@@ -181,7 +206,9 @@ pub fn check_exportable(head: &HeadConfig) -> Result<(), ExportError> {
 }
 
 /// Writes `model` as a Hugging Face classification directory `out` (created;
-/// it must be absent or empty). `source_dir` is the model it was fine-tuned
+/// it must be absent or empty). The directory is written whole: its files go
+/// into a temporary directory beside `out`, which becomes `out` once all are
+/// written, so a failed export leaves nothing and can be retried. `source_dir` is the model it was fine-tuned
 /// from (its `config.json` and tokenizer files are carried over), `tokenizer`
 /// the tokenizer it was trained with, `labels` the class names in class
 /// order (see [`default_label_names`]).
@@ -225,24 +252,39 @@ pub fn save_hf_dir<B: Backend>(
         })
         .collect();
 
-    std::fs::create_dir_all(out).map_err(io_error(out))?;
+    write_dir_whole(
+        out,
+        |dir| write_hf_files(dir, &config_text, &tensors, source_dir, tokenizer, &config),
+        |e| io_error(out)(e),
+    )
+}
+
+/// The files of [`save_hf_dir`], written into `dir`.
+fn write_hf_files(
+    dir: &Path,
+    config_text: &str,
+    tensors: &NamedTensors,
+    source_dir: &Path,
+    tokenizer: &TextTokenizer,
+    config: &crate::model::ModelConfig,
+) -> Result<(), ExportError> {
     let write = |name: &str, text: &str| {
-        let path = out.join(name);
+        let path = dir.join(name);
         std::fs::write(&path, text).map_err(io_error(&path))
     };
-    write("config.json", &config_text)?;
-    save_safetensors(out.join("model.safetensors"), &tensors, StoredDtype::F32)?;
+    write("config.json", config_text)?;
+    save_safetensors(dir.join("model.safetensors"), tensors, StoredDtype::F32)?;
     for name in TOKENIZER_FILES {
         let from = source_dir.join(name);
         if from.is_file() {
-            let to = out.join(name);
-            std::fs::copy(&from, &to).map_err(io_error(&to))?;
+            let to = dir.join(name);
+            std::fs::copy(&from, &to).map_err(io_error(&from))?;
         }
     }
-    if !out.join("tokenizer.json").is_file() {
+    if !dir.join("tokenizer.json").is_file() {
         write("tokenizer.json", &tokenizer.to_json()?)?;
     }
-    if !out.join("tokenizer_config.json").is_file() {
+    if !dir.join("tokenizer_config.json").is_file() {
         write(
             "tokenizer_config.json",
             &hf_config::tokenizer_config(config.max_sequence(), source_dir),

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value as Json;
 
 use super::ExportError;
-use super::hf_config::{json_object, label_names};
+use super::hf_config::{json_object, label_names, labels_key, other_problem_type};
 use crate::backend::cpu::CpuBackend;
 use crate::config::ConfigError;
 use crate::data::{BatchOrder, TokenizedDataset};
@@ -58,7 +58,7 @@ pub(super) fn load_classifier(
     Ok(match config {
         ModelConfig::Bert(c) => {
             let mut model = BertClassifier::new_random(be, c, &head, 0)?;
-            let report = model.load(be, &tensors)?;
+            let report = model.load(be, &tensors, &path)?;
             (Box::new(model), report.initialised_randomly)
         }
         ModelConfig::Deberta(c) => {
@@ -93,14 +93,17 @@ impl HfClassifier {
                 problem: format!("config.json's architectures are {architectures:?}"),
             });
         }
+        if let Some(problem_type) = other_problem_type(&fields) {
+            return Err(ExportError::ProblemType {
+                config: path,
+                problem_type,
+            });
+        }
         let labels = label_names(&fields, &path)?;
         let backend = CpuBackend::<f32>::new();
         let (model, fresh) = load_classifier(&backend, &config, dir, labels.len())?;
         if !fresh.is_empty() {
-            return Err(ExportError::NotAClassifier {
-                dir: dir.to_path_buf(),
-                problem: format!("model.safetensors has no {}", fresh.join(", ")),
-            });
+            return Err(head_not_loaded(&config, dir, &fields, labels.len(), &fresh));
         }
         let max_length = max_length.unwrap_or(config.max_sequence().min(512));
         let tokenizer = TextTokenizer::from_model_dir(dir, max_length)?;
@@ -151,6 +154,35 @@ impl HfClassifier {
             logits.extend(flat.chunks(classes).map(<[f64]>::to_vec));
         }
         Ok(logits)
+    }
+}
+
+/// Why the head parameters `fresh` were not loaded from `dir`: an output
+/// layer of another class count than `config.json`'s, or none at all.
+fn head_not_loaded(
+    config: &ModelConfig,
+    dir: &Path,
+    fields: &serde_json::Map<String, Json>,
+    labels: usize,
+    fresh: &[String],
+) -> ExportError {
+    let tensor = config.output_weight_name();
+    // Read again on this error path only; it was readable a moment ago.
+    let shape = load_safetensors(dir.join("model.safetensors"))
+        .ok()
+        .and_then(|tensors| tensors.get(&tensor).map(|t| t.shape.clone()));
+    match shape {
+        Some(shape) if shape.first() != Some(&labels) => ExportError::ClassCount {
+            tensor,
+            shape,
+            config: dir.join("config.json"),
+            labels_key: labels_key(fields),
+            labels,
+        },
+        _ => ExportError::NotAClassifier {
+            dir: dir.to_path_buf(),
+            problem: format!("model.safetensors has no {}", fresh.join(", ")),
+        },
     }
 }
 

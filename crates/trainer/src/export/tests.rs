@@ -43,11 +43,9 @@ fn tiny_classifier(
         hidden,
     };
     let mut model = BertClassifier::new_random(&be, &config, &head, 11).unwrap();
+    let weights = dir.join("model.safetensors");
     model
-        .load(
-            &be,
-            &load_safetensors(dir.join("model.safetensors")).unwrap(),
-        )
+        .load(&be, &load_safetensors(&weights).unwrap(), &weights)
         .unwrap();
     let tokenizer = TextTokenizer::from_model_dir(dir, 16).unwrap();
     (be, model, tokenizer)
@@ -320,4 +318,106 @@ fn a_pair_for_a_model_of_one_token_type_is_an_error_naming_the_field() {
         e.contains("`type_vocab_size`") && e.contains("out/config.json"),
         "{e}"
     );
+}
+
+/// A saved 3-class classifier whose `config.json` is then edited by `edit`.
+fn saved_classifier_with_config(
+    tmp: &Path,
+    edit: impl FnOnce(&mut serde_json::Map<String, Json>),
+) -> PathBuf {
+    let source = tmp.join("source");
+    let (be, model, tokenizer) = tiny_classifier(&source, vec![]);
+    let out = tmp.join("out");
+    save_hf_dir(
+        &be,
+        &model,
+        &tokenizer,
+        &source,
+        &default_label_names(3),
+        &out,
+    )
+    .unwrap();
+    let path = out.join("config.json");
+    let Json::Object(mut fields) = read_json_file(&path) else {
+        panic!("config.json is an object");
+    };
+    edit(&mut fields);
+    std::fs::write(&path, Json::Object(fields).to_string()).unwrap();
+    out
+}
+
+#[test]
+fn a_classifier_of_another_class_count_than_its_config_is_named_not_called_missing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = saved_classifier_with_config(tmp.path(), |fields| {
+        fields.insert("id2label".into(), json!({"0": "neg", "1": "pos"}));
+        fields.insert("label2id".into(), json!({"neg": 0, "pos": 1}));
+        fields.insert("num_labels".into(), json!(2));
+    });
+    let e = HfClassifier::load(&out, Some(16))
+        .err()
+        .unwrap()
+        .to_string();
+    let config = out.join("config.json").display().to_string();
+    assert!(
+        e.contains("`classifier.weight` is [3, 32]")
+            && e.contains(&format!("{config}'s id2label gives 2 labels")),
+        "{e}"
+    );
+    assert!(!e.contains("has no"), "{e}");
+}
+
+#[test]
+fn a_multi_label_classifier_is_refused_naming_its_config() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = saved_classifier_with_config(tmp.path(), |fields| {
+        fields.insert("problem_type".into(), json!("multi_label_classification"));
+    });
+    let e = HfClassifier::load(&out, Some(16))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("out/config.json") && e.contains("multi_label_classification"),
+        "{e}"
+    );
+    // The single-label problem type, or none, is what memtune trains.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = saved_classifier_with_config(tmp.path(), |fields| {
+        fields.insert("problem_type".into(), json!("single_label_classification"));
+    });
+    assert!(HfClassifier::load(&out, Some(16)).is_ok());
+}
+
+/// A tokenizer file of the source that cannot be read (a link to
+/// `/proc/self/mem`, which reads fail at offset 0 even for root) fails the
+/// export after config.json and the weights are written.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_failed_export_leaves_no_directory_and_a_retry_succeeds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = tmp.path().join("source");
+    let (be, model, tokenizer) = tiny_classifier(&source, vec![]);
+    let names = default_label_names(3);
+    let unreadable = source.join("special_tokens_map.json");
+    std::os::unix::fs::symlink("/proc/self/mem", &unreadable).unwrap();
+    let out = tmp.path().join("out");
+    let e = save_hf_dir(&be, &model, &tokenizer, &source, &names, &out).unwrap_err();
+    assert!(e.to_string().contains("special_tokens_map.json"), "{e}");
+    assert!(!out.exists(), "{e}");
+    let entries = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(entries(tmp.path()), ["source"]);
+    std::fs::remove_file(&unreadable).unwrap();
+    // An empty directory made for the export is taken too.
+    std::fs::create_dir(&out).unwrap();
+    save_hf_dir(&be, &model, &tokenizer, &source, &names, &out).unwrap();
+    assert_eq!(entries(tmp.path()), ["out", "source"]);
+    assert!(HfClassifier::load(&out, Some(16)).is_ok());
 }

@@ -250,6 +250,18 @@ impl ModelConfig {
         }
     }
 
+    /// The checkpoint name of the classification output layer's weight,
+    /// which has one row per class (`classifier.weight`,
+    /// `classifier.out_proj.weight`, ...).
+    pub fn output_weight_name(&self) -> String {
+        match self {
+            ModelConfig::Bert(c) => {
+                self.checkpoint_name(&format!("{}.weight", c.family().head.out))
+            }
+            ModelConfig::Deberta(_) => "classifier.weight".into(),
+        }
+    }
+
     /// The dropout probabilities under their `config.json` keys; a head
     /// dropout left to the family's default is not listed.
     pub fn dropout_fields(&self) -> Vec<(&'static str, f64)> {

@@ -1,5 +1,7 @@
 //! Loading Hugging Face tensors by name into the parameter store.
 
+use std::path::{Path, PathBuf};
+
 use super::BertClassifier;
 use crate::backend::Backend;
 use crate::weights::NamedTensors;
@@ -24,10 +26,13 @@ pub struct LoadReport {
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum LoadError {
     #[error(
-        "the checkpoint does not fit the model its config describes: {}",
+        "{}: the checkpoint does not fit the model its config describes: {}",
+        path.display(),
         mismatch(missing, mismatched)
     )]
     Mismatch {
+        /// The checkpoint file.
+        path: PathBuf,
         /// Encoder/embedding parameters the checkpoint lacks.
         missing: Vec<String>,
         /// `name: checkpoint [..] vs model [..]` (the model's shape is the
@@ -63,7 +68,13 @@ impl<B: Backend> BertClassifier<B> {
     /// Missing encoder tensors and an encoder shape mismatch are an error
     /// (nothing is changed then); head tensors that are missing or of
     /// another shape keep their random init; unknown tensors are reported.
-    pub fn load(&mut self, be: &B, tensors: &NamedTensors) -> Result<LoadReport, LoadError> {
+    /// `path` is the checkpoint file the tensors came from, for messages.
+    pub fn load(
+        &mut self,
+        be: &B,
+        tensors: &NamedTensors,
+        path: &Path,
+    ) -> Result<LoadReport, LoadError> {
         let mut report = LoadReport::default();
         let mut missing = Vec::new();
         let mut mismatched = Vec::new();
@@ -112,6 +123,7 @@ impl<B: Backend> BertClassifier<B> {
         }
         if !missing.is_empty() || !mismatched.is_empty() {
             return Err(LoadError::Mismatch {
+                path: path.to_path_buf(),
                 missing,
                 mismatched,
             });
