@@ -816,6 +816,25 @@ impl Check<'_> {
         }
     }
 
+    /// `p` resolved against the study file's folder, for a path a trial's
+    /// job carries to its worker (or, for the log, a directory beside it):
+    /// jobs are JSON text, so the path must be valid UTF-8 (the study
+    /// file's folder included).
+    fn job_path(&self, key: &str, p: PathBuf) -> Result<PathBuf, ConfigError> {
+        let path = self.path(p);
+        if path.to_str().is_none() {
+            return Err(self.err(
+                key,
+                format!(
+                    "`{}` is not valid UTF-8 (with the study file's folder): a study's paths \
+                     are sent to its workers as text; rename the folder or file",
+                    path.display()
+                ),
+            ));
+        }
+        Ok(path)
+    }
+
     fn study(&self, raw: RawFile, origin: &str) -> Result<StudyConfig, ConfigError> {
         let study = self.study_section(&raw)?;
         let data = self.data(&raw.data)?;
@@ -984,7 +1003,10 @@ impl Check<'_> {
                 };
                 let defaults = FieldSpec::default();
                 DataSource::Files {
-                    paths: files.into_iter().map(|p| self.path(p)).collect(),
+                    paths: files
+                        .into_iter()
+                        .map(|p| self.job_path("data.files", p))
+                        .collect::<Result<_, _>>()?,
                     options: LoadOptions {
                         format: d.format,
                         fields: FieldSpec {
@@ -1023,7 +1045,9 @@ impl Check<'_> {
         for (key, m) in &raw.models {
             let at = join("models", key);
             let source = match (&m.dir, m.builtin, m.preset, m.sim) {
-                (Some(dir), None, None, None) => ModelSource::Dir(self.path(dir.clone())),
+                (Some(dir), None, None, None) => {
+                    ModelSource::Dir(self.job_path(&join(&at, "dir"), dir.clone())?)
+                }
                 (None, Some(b), None, None) => ModelSource::Builtin(b),
                 (None, None, Some(p), None) => ModelSource::Preset(p),
                 (None, None, None, Some(s)) => ModelSource::Sim(s),
@@ -1510,7 +1534,13 @@ impl Check<'_> {
             heartbeat,
             stale_after,
             systematic_failures: r.systematic_failures.unwrap_or(3),
-            log_file: r.log_file.clone().map(|p| self.path(p)),
+            // Random-weight presets' directories go beside the log, and
+            // trials carry those to their workers.
+            log_file: r
+                .log_file
+                .clone()
+                .map(|p| self.job_path("runner.log_file", p))
+                .transpose()?,
         })
     }
 }
