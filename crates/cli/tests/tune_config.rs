@@ -594,6 +594,13 @@ fn other_sections_are_checked() {
         "threads_per_worker",
         "at most 4096",
     );
+    // A heartbeat is a write to the storage: back to back, it is a load.
+    expect_error(
+        &format!("{BASE}\n[runner]\nheartbeat = \"0.0001ms\"\n"),
+        "runner.heartbeat",
+        "heartbeat",
+        "at least 100ms",
+    );
     expect_error(
         &format!("{BASE}\n[runner]\nheartbeat = \"10s\"\nstale_after = \"15s\"\n"),
         "runner.stale_after",

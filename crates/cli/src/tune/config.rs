@@ -104,8 +104,8 @@
 //!                                     # empty device fits no more (default: 4096 on CUDA, whose
 //!                                     # worker processes take turns on the device; 0 elsewhere)
 //! recycle_after = 50                  # trials per worker process
-//! heartbeat = "5s"
-//! stale_after = "60s"
+//! heartbeat = "5s"                   # at least 100ms: each beat writes to the storage
+//! stale_after = "60s"                 # at least two heartbeats
 //! systematic_failures = 3             # stop when the first 3 trials fail alike (0: never)
 //! ```
 //!
@@ -796,6 +796,12 @@ impl StudyConfig {
             .expect("pruner options were checked when the study file was read")
     }
 }
+
+/// The shortest `[runner] heartbeat`: each beat is a write to the storage
+/// for every running trial (and wakes the runner's stale check), so a
+/// shorter one loads a shared database for nothing; `stale_after` is at
+/// least two of them.
+const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
 
 /// The checks and conversions of one file.
 struct Check<'a> {
@@ -1503,6 +1509,14 @@ impl Check<'_> {
         }
         let recycle_after = at_least_one("runner.recycle_after", r.recycle_after)?.unwrap_or(50);
         let heartbeat = self.duration("runner.heartbeat", &r.heartbeat, Duration::from_secs(5))?;
+        if heartbeat < MIN_HEARTBEAT {
+            return Err(self.err(
+                "runner.heartbeat",
+                format!(
+                    "must be at least {MIN_HEARTBEAT:?}: each beat writes to the storage for every running trial; got {heartbeat:?}"
+                ),
+            ));
+        }
         let stale_after = self.duration(
             "runner.stale_after",
             &r.stale_after,
