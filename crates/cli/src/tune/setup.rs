@@ -129,6 +129,19 @@ impl RunPlan {
         self.devices.iter().map(|d| d.budget.capacity).sum()
     }
 
+    /// The plan of `cfg` on the CPU, whatever CUDA device its `[runner]`
+    /// names (the simulated device stays: its models are not directories):
+    /// `memtune train` retrains there, and must not need the GPU the
+    /// study ran on, nor its driver.
+    pub fn on_cpu(cfg: &StudyConfig, storage: Option<&str>) -> Result<Self, SetupError> {
+        let mut cfg = cfg.clone();
+        if cfg.runner.device != DeviceKind::Sim {
+            cfg.runner.device = DeviceKind::Cpu;
+            cfg.runner.cuda_devices = None;
+        }
+        Self::new(&cfg, storage)
+    }
+
     /// `storage` (the `--storage` flag) overrides the study file's.
     pub fn new(cfg: &StudyConfig, storage: Option<&str>) -> Result<Self, SetupError> {
         let storage_url = storage.unwrap_or(&cfg.study.storage).to_string();
