@@ -719,6 +719,34 @@ pub fn check_space_against_stored(cfg: &StudyConfig, plan: &RunPlan) -> Result<(
             )
         })?;
     }
+    check_waiting_params(cfg, plan, &trials)
+}
+
+/// A WAITING trial's stored params (a retry copies its failed trial's, as
+/// Optuna's `RetryFailedTrialCallback` does) are run as they are, so each
+/// must still be a param of the study file: a trial cannot drop a stored
+/// param, and one the file no longer defines would fail it before it runs.
+/// Its `fixed_params` are Optuna's `enqueue_trial` values, which apply only
+/// to the params the space suggests (the others are ignored, as in Optuna),
+/// and are not checked here.
+fn check_waiting_params(
+    cfg: &StudyConfig,
+    plan: &RunPlan,
+    trials: &[hpo_sampler::FrozenTrial],
+) -> Result<(), String> {
+    let defined = |name: &str| cfg.params.iter().any(|p| p.name == name);
+    let waiting = trials
+        .iter()
+        .filter(|t| t.state == hpo_sampler::TrialState::Waiting);
+    for t in waiting {
+        if let Some(name) = t.params.keys().find(|name| !defined(name)) {
+            return Err(format!(
+                "{}: study `{}` has WAITING trial {} with param `{name}`, which the study file \
+                 no longer defines: put the `[[param]]` back to run it, or use another study name",
+                cfg.origin, plan.study_name, t.number
+            ));
+        }
+    }
     Ok(())
 }
 
