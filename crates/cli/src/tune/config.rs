@@ -98,6 +98,7 @@
 //!                                     # about a third more arithmetic); auto: only for a trial
 //!                                     # whose micro-batch 1 would not fit otherwise
 //! safety_margin = 0.05                # fraction of the device, or a size such as "1GiB"
+//!                                     # (on the CPU at least 10% of its memory)
 //! # memory_limit = "24GiB"            # use the device as a card of this size
 //! # min_micro_tokens = 4096           # a trial waits for memory rather than start with fewer
 //!                                     # tokens (rows x max_length) per micro-batch, unless the

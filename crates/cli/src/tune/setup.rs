@@ -260,9 +260,7 @@ impl RunPlan {
                 let available = cpu_budget(threads_per_worker, None).capacity;
                 let limit = capped(available, cfg.runner.memory_limit, "available");
                 let mut b = cpu_budget(threads_per_worker, Some(limit));
-                b.safety_margin = b
-                    .safety_margin
-                    .max(cfg.runner.safety_margin.bytes(b.capacity));
+                b.safety_margin = cpu_safety_margin(cfg, b.safety_margin, b.capacity);
                 if let Some(o) = cfg.runner.process_overhead {
                     b.process_overhead = o;
                 }
@@ -318,6 +316,15 @@ impl RunPlan {
         }
         if let Some(max) = cfg.runner.max_workers {
             for d in &mut devices {
+                if max > d.budget.max_workers {
+                    // Only the CPU bounds workers by its cores: more would
+                    // share them, each trial slower, none sooner done.
+                    crate::logging::note(&format!(
+                        "memtune: [runner] max_workers = {max} is more than the {} {} holds \
+                         ({threads_per_worker} thread(s) per worker): using {}",
+                        d.budget.max_workers, d.name, d.budget.max_workers
+                    ));
+                }
                 d.budget.max_workers = d.budget.max_workers.min(max).max(1);
             }
         }
@@ -354,6 +361,24 @@ impl RunPlan {
             .get(key)
             .ok_or_else(|| format!("the trial names model `{key}`, which [models] does not define"))
     }
+}
+
+/// The CPU's safety margin: the study file's, but never under `floor`
+/// (`packing::cpu_budget`'s tenth of the memory), which the system, the
+/// page cache and the runner itself keep; trials leasing more would push
+/// the machine into swap or its OOM killer. Said once when it overrides a
+/// margin the study file sets.
+fn cpu_safety_margin(cfg: &StudyConfig, floor: u64, capacity: u64) -> u64 {
+    let asked = cfg.runner.safety_margin.bytes(capacity);
+    if asked < floor && cfg.runner.safety_margin != DEFAULT_SAFETY_MARGIN {
+        crate::logging::note(&format!(
+            "memtune: [runner] safety_margin = {} is less than the CPU's floor of 10% of its \
+             memory, which the system keeps: using {}",
+            gpu_mem::human_bytes(asked),
+            gpu_mem::human_bytes(floor)
+        ));
+    }
+    asked.max(floor)
 }
 
 /// `bytes` of a device, or `limit` when that is smaller (said once when
