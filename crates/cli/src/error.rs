@@ -5,7 +5,7 @@
 //! | 0 | the command did what was asked |
 //! | 1 | it failed while working: storage, training, workers, trials |
 //! | 2 | the command line or a file it names is wrong: a study file, a model directory or data file that does not load (clap's own errors too) |
-//! | 130 | interrupted (Ctrl-C or SIGTERM); run the same command to resume |
+//! | 130 | interrupted (Ctrl-C, SIGTERM or SIGHUP); run the same command to resume |
 //!
 //! A script can tell "fix the command" (2) from "look at the run" (1) from
 //! "it was stopped" (130) without reading messages.
@@ -48,7 +48,7 @@ pub enum CliError {
     /// data set that does not load, a retrain that did not repeat).
     #[error("{0}")]
     Failed(String),
-    /// Stopped by Ctrl-C or SIGTERM; the run's state is saved.
+    /// Stopped by Ctrl-C, SIGTERM or SIGHUP; the run's state is saved.
     #[error("interrupted: run the same command again to resume")]
     Interrupted,
     #[error("cannot write output: {0}")]

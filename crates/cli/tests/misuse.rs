@@ -363,6 +363,45 @@ fn tune_refuses_to_resume_with_a_changed_space() {
     }
 }
 
+/// A retry waiting in the study keeps its params (Optuna's retry copies
+/// them): a file without one of them cannot run it, so the resumed run is
+/// refused before it writes anything, naming the trial and the param.
+#[test]
+fn tune_refuses_to_resume_without_a_param_a_waiting_retry_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let study = sim_study("s", 40, "", "").replace("epochs = 2", "epochs = 6");
+    let cfg = write(dir.path(), "s.toml", &study);
+    let child = start_until_a_trial_runs(&db, &cfg, "s");
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let before = trials(&db, "s");
+    let waiting = before
+        .iter()
+        .find(|t| t.state == TrialState::Waiting && t.params.contains_key("batch_size"))
+        .expect("the interrupted trial waits for its retry");
+    let without = study
+        .replace(
+            "[[param]]\nname = \"batch_size\"\ntype = \"categorical\"\nchoices = [8, 16]\n",
+            "",
+        )
+        .replace("[fixed]\n", "[fixed]\nbatch_size = 8\n");
+    assert!(!without.contains("name = \"batch_size\""), "{without}");
+    let without = write(dir.path(), "without.toml", &without);
+    let out = tune(&db, &without, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = refused(out);
+    assert!(err.contains("`batch_size`"), "{err}");
+    assert!(err.contains(&format!("trial {}", waiting.number)), "{err}");
+    let after = trials(&db, "s");
+    let states = |ts: &[store::FrozenTrial]| ts.iter().map(|t| t.state).collect::<Vec<_>>();
+    assert_eq!(states(&after), states(&before), "{err}");
+}
+
 // ---- 3. the whole model is checked before the first trial -----------------
 
 fn cpu_study(name: &str, model: &Path, data: &str) -> String {

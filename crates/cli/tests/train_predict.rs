@@ -167,6 +167,37 @@ threads_per_worker = 1
 }
 
 #[test]
+fn train_retrains_on_the_cpu_whatever_device_the_study_file_names() {
+    // The study ran on a GPU; its file says so, and the retrain happens
+    // where `train` always retrains: on the CPU, with or without a GPU.
+    let dir = tempfile::tempdir().unwrap();
+    let words = trainer::testing::sentiment_words(600);
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let model = dir.path().join("tiny");
+    trainer::testing::write_tiny_model(&model, &trainer::testing::tiny_config(), &words, 3)
+        .unwrap();
+    let db = dir.path().join("study.db");
+    let on_cpu = study_file("winner", &model);
+    let cfg = dir.path().join("study.toml");
+    std::fs::write(&cfg, &on_cpu).unwrap();
+    common::ok(common::memtune(
+        &db,
+        &["tune", "--no-progress", "--config", cfg.to_str().unwrap()],
+    ));
+    for (i, device) in ["cuda", "cuda:3", "cuda:*", "auto"].iter().enumerate() {
+        let text = on_cpu.replace(
+            "device = \"cpu\"",
+            &format!("device = \"{device}\"\nprecision = \"bf16\""),
+        );
+        let on_gpu = dir.path().join("gpu.toml");
+        std::fs::write(&on_gpu, text).unwrap();
+        let output = dir.path().join(format!("model-{i}"));
+        let stdout = common::ok(train(&db, &on_gpu, &output, &[]));
+        assert!(stdout.contains("saved to"), "{device}: {stdout}");
+    }
+}
+
+#[test]
 fn train_repeats_the_trial_and_transformers_gives_the_same_logits() {
     let dir = tempfile::tempdir().unwrap();
     let words = trainer::testing::sentiment_words(600);

@@ -594,6 +594,13 @@ fn other_sections_are_checked() {
         "threads_per_worker",
         "at most 4096",
     );
+    // A heartbeat is a write to the storage: back to back, it is a load.
+    expect_error(
+        &format!("{BASE}\n[runner]\nheartbeat = \"0.0001ms\"\n"),
+        "runner.heartbeat",
+        "heartbeat",
+        "at least 100ms",
+    );
     expect_error(
         &format!("{BASE}\n[runner]\nheartbeat = \"10s\"\nstale_after = \"15s\"\n"),
         "runner.stale_after",
@@ -632,6 +639,44 @@ fn from_path_names_the_file_and_resolves_paths_against_it() {
     );
     let missing = StudyConfig::from_path(&dir.path().join("none.toml")).unwrap_err();
     assert!(matches!(missing, ConfigError::Read { .. }), "{missing}");
+}
+
+#[test]
+fn paths_that_are_not_utf8_are_refused_at_their_key() {
+    use std::os::unix::ffi::OsStrExt;
+    // Trials carry their paths to their workers as JSON text.
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join(std::ffi::OsStr::from_bytes(b"st\xffudy"));
+    std::fs::create_dir(&dir).unwrap();
+    let path = dir.join("s.toml");
+    std::fs::write(&path, BASE).unwrap();
+    let e = StudyConfig::from_path(&path).unwrap_err();
+    let shown = e.to_string();
+    assert_eq!(e.key(), Some("models.large.dir"), "{shown}");
+    assert!(shown.contains("not valid UTF-8"), "{shown}");
+    // An absolute model directory is fine; the data's relative path is not.
+    let model = root.path().join("models/large");
+    let absolute = replace(
+        "dir = \"models/large\"",
+        &format!("dir = {:?}", model.to_str().unwrap()),
+    );
+    std::fs::write(
+        &path,
+        format!("{absolute}\n[data]\nfiles = [\"a.csv\"]\nnum_classes = 2\n"),
+    )
+    .unwrap();
+    let e = StudyConfig::from_path(&path).unwrap_err();
+    assert_eq!(e.key(), Some("data.files"), "{e}");
+    // Random-weight presets are written beside the log.
+    std::fs::write(
+        &path,
+        format!("{absolute}\n[runner]\nlog_file = \"s.log\"\n"),
+    )
+    .unwrap();
+    let e = StudyConfig::from_path(&path).unwrap_err();
+    assert_eq!(e.key(), Some("runner.log_file"), "{e}");
+    std::fs::write(&path, &absolute).unwrap();
+    StudyConfig::from_path(&path).unwrap();
 }
 
 #[test]

@@ -277,6 +277,36 @@ fn auto_falls_back_to_the_cpu_with_a_notice_and_cuda_is_explicit() {
 }
 
 #[test]
+fn the_cpu_floors_on_the_safety_margin_and_workers_are_said_once() {
+    // The CPU keeps 10% of its memory for the system, and runs no more
+    // workers than its cores hold: a study file asking for less margin or
+    // more workers is told so, once each.
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let db = dir.path().join("floors.db");
+    let cfg = dir.path().join("study.toml");
+    let extra = "safety_margin = 0.01\nmax_workers = 4096";
+    std::fs::write(&cfg, study("floors", &model, 1, extra)).unwrap();
+    let out = run(&db, &cfg, None);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    common::ok(out);
+    for key in ["safety_margin", "max_workers"] {
+        let said = stderr
+            .lines()
+            .filter(|l| l.starts_with(&format!("memtune: [runner] {key} = ")))
+            .count();
+        assert_eq!(said, 1, "{key}: {stderr}");
+    }
+    // The defaults are within the floors: nothing to say.
+    let db = dir.path().join("defaults.db");
+    std::fs::write(&cfg, study("defaults", &model, 1, "")).unwrap();
+    let out = run(&db, &cfg, None);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    common::ok(out);
+    assert!(!stderr.contains("memtune: [runner]"), "{stderr}");
+}
+
+#[test]
 fn an_fp16_study_trains_with_loss_scaling_on_the_cpu() {
     let dir = tempfile::tempdir().unwrap();
     let model = tiny_model(dir.path());

@@ -296,20 +296,47 @@ fn runner_killed_twenty_times_then_resumed_loses_nothing() {
     }
 }
 
-/// Ctrl-C: the runner stops its workers, fails their trials as
-/// `interrupted` (a claimed one not yet started as `not_started`) with
-/// WAITING retries, and the same command continues.
+/// Ctrl-C, which the terminal sends to the whole process group: the
+/// runner stops its workers, fails their trials as `interrupted` (a claimed
+/// one not yet started as `not_started`) with WAITING retries, and the same
+/// command continues.
 #[test]
 fn ctrl_c_fails_and_requeues_the_trials_in_flight_then_the_same_command_resumes() {
+    stop_the_group_then_resume("ctrlc", libc::SIGINT);
+}
+
+/// SIGHUP to the process group (the terminal or SSH session closed) means
+/// what Ctrl-C does: the workers outlive it, and the runner interrupts.
+#[test]
+fn sighup_to_the_group_fails_and_requeues_the_trials_in_flight_like_ctrl_c() {
+    stop_the_group_then_resume("hangup", libc::SIGHUP);
+}
+
+/// Runs a study in a process group of its own, sends `signal` to the group
+/// once a trial runs, checks the run was interrupted as Ctrl-C interrupts
+/// it, and finishes the study with the same command.
+fn stop_the_group_then_resume(study: &str, signal: i32) {
+    use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.db");
     let n_trials = 24;
     let cfg = write(
         dir.path(),
         "s.toml",
-        &common::sim_study("ctrlc", n_trials, "24GiB", ""),
+        &common::sim_study(study, n_trials, "24GiB", ""),
     );
-    let child = tune_cmd(&db, &cfg, &[])
+    let mut cmd = tune_cmd(&db, &cfg, &[]);
+    // SAFETY: `signal` is async-signal-safe. The test may itself run with
+    // the signal ignored (a background job ignores SIGINT, `nohup` SIGHUP),
+    // and workers would inherit that; in a terminal it is not ignored.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::signal(signal, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let child = cmd
+        .process_group(0)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -319,7 +346,7 @@ fn ctrl_c_fails_and_requeues_the_trials_in_flight_then_the_same_command_resumes(
     loop {
         // The file may exist before its schema does: read it once it opens.
         let running = Storage::open_existing(&db).is_ok()
-            && trials(&db, "ctrlc").iter().any(|t| {
+            && trials(&db, study).iter().any(|t| {
                 t.state == TrialState::Running && t.user_attrs.contains_key("lease_bytes")
             });
         if running || std::time::Instant::now() > deadline {
@@ -327,13 +354,13 @@ fn ctrl_c_fails_and_requeues_the_trials_in_flight_then_the_same_command_resumes(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    // SAFETY: signalling our own child.
+    // SAFETY: signalling the process group our child leads.
     unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
+        libc::kill(-(child.id() as i32), signal);
     }
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let ts = trials(&db, "ctrlc");
+    let ts = trials(&db, study);
     if out.status.success() {
         // The study finished before the signal landed: nothing to check.
         assert_eq!(finished(&ts), n_trials);
@@ -341,9 +368,14 @@ fn ctrl_c_fails_and_requeues_the_trials_in_flight_then_the_same_command_resumes(
     }
     assert_eq!(out.status.code(), Some(130), "{stdout}");
     assert!(stdout.contains("interrupted"), "{stdout}");
+    let outcomes = || {
+        ts.iter()
+            .map(|t| (t.number, t.state, attr(t, "error_kind").cloned()))
+            .collect::<Vec<_>>()
+    };
     // A trial a worker was running fails as `interrupted`; one claimed but
     // not yet handed to a worker (the signal can land in between) as
-    // `not_started`. Both are re-enqueued.
+    // `not_started`. Both are re-enqueued; no worker died of the signal.
     let interrupted: Vec<_> = ts
         .iter()
         .filter(|t| {
@@ -353,18 +385,20 @@ fn ctrl_c_fails_and_requeues_the_trials_in_flight_then_the_same_command_resumes(
             )
         })
         .collect();
+    assert!(!interrupted.is_empty(), "{:?}", outcomes());
     assert!(
-        !interrupted.is_empty(),
+        ts.iter()
+            .filter(|t| t.state == TrialState::Fail)
+            .all(|t| interrupted.iter().any(|i| i.number == t.number)),
         "{:?}",
-        ts.iter().map(|t| (t.number, t.state)).collect::<Vec<_>>()
+        outcomes()
     );
-    assert!(interrupted.iter().all(|t| t.state == TrialState::Fail));
     assert!(!ts.iter().any(|t| t.state == TrialState::Running));
     let waiting = ts.iter().filter(|t| t.state == TrialState::Waiting).count();
     assert!(waiting >= interrupted.len());
 
     common::ok(tune(&db, &cfg, None));
-    let ts = trials(&db, "ctrlc");
+    let ts = trials(&db, study);
     assert_eq!(finished(&ts), n_trials);
     assert!(
         !ts.iter()
@@ -403,4 +437,105 @@ fn a_device_assert_fails_its_trial_alone_and_the_study_finishes() {
         .find(|l| l.trim_start().starts_with("device errors"))
         .unwrap();
     assert!(device_errors.trim_end().ends_with(" 1"), "{summary}");
+}
+
+/// How long a faulted run of a few simulated trials may take before the
+/// test calls it a hang.
+const HANG: Duration = Duration::from_secs(120);
+
+/// `tune` with `fault`, failing the test if the run does not end.
+fn tune_within(db: &Path, config: &Path, fault: &str) -> std::process::Output {
+    common::output_within(tune_cmd(db, config, &[]).env("MEMTUNE_FAULT", fault), HANG)
+}
+
+/// Trials by number; every trial but `failed` must be COMPLETE.
+fn all_complete_but(ts: &[store::FrozenTrial], failed: u64) -> &store::FrozenTrial {
+    for t in ts.iter().filter(|t| t.number != failed) {
+        assert_eq!(
+            t.state,
+            TrialState::Complete,
+            "trial {}: {:?}",
+            t.number,
+            t.user_attrs
+        );
+    }
+    let t = ts.iter().find(|t| t.number == failed).unwrap();
+    assert_eq!(t.state, TrialState::Fail, "{:?}", t.user_attrs);
+    t
+}
+
+#[test]
+fn a_device_error_that_leaves_the_context_usable_fails_its_trial_and_the_run_ends() {
+    // A missing CUDA library, a context that could not be created, an
+    // invalid value: the worker reports a device error and lives on.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let cfg = write(
+        dir.path(),
+        "s.toml",
+        &common::sim_study("device-error", 4, "24GiB", ""),
+    );
+    let summary = common::ok(tune_within(&db, &cfg, "device-error@1:check=2"));
+    let ts = trials(&db, "device-error");
+    assert_eq!(ts.len(), 4);
+    let failed = all_complete_but(&ts, 1);
+    assert_eq!(attr(failed, "cuda_error"), Some(&Json::Bool(true)));
+    let msg = attr(failed, "cuda_error_msg").unwrap().as_str().unwrap();
+    assert!(msg.contains("CUDA_ERROR_INVALID_VALUE"), "{msg}");
+    assert!(summary.contains("device errors"), "{summary}");
+}
+
+#[test]
+fn an_epoch_the_runner_cannot_read_fails_its_trial_and_ends_its_worker() {
+    // A NaN objective, which JSON cannot carry: the worker waits for an
+    // answer to an epoch the runner could not read.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let cfg = write(
+        dir.path(),
+        "s.toml",
+        &common::sim_study("nan", 4, "24GiB", ""),
+    );
+    common::ok(tune_within(&db, &cfg, "nan@1:epoch=0"));
+    let ts = trials(&db, "nan");
+    assert_eq!(ts.len(), 4);
+    let failed = all_complete_but(&ts, 1);
+    assert_eq!(
+        attr(failed, "error_kind").and_then(Json::as_str),
+        Some("worker_protocol")
+    );
+    let msg = attr(failed, "error_msg").unwrap().as_str().unwrap();
+    assert!(msg.contains("null"), "the line it could not read: {msg}");
+}
+
+/// The signals a runner takes as "stop" (Ctrl-C, SIGTERM, a closed
+/// terminal's SIGHUP) reach its workers too, when sent to the process
+/// group; a worker outlives them, so the runner records its trial as
+/// interrupted and retries it rather than as a dead worker's.
+#[test]
+fn a_worker_outlives_the_signals_its_runner_takes_as_stop() {
+    use std::io::{BufRead, BufReader};
+    let mut worker = Command::new(env!("CARGO_BIN_EXE_memtune"))
+        .arg("worker")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Its first line says it is up, its handlers in place.
+    let mut ready = String::new();
+    BufReader::new(worker.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert!(ready.contains("ready"), "{ready}");
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: signalling our own child.
+        unsafe {
+            libc::kill(worker.id() as i32, signal);
+        }
+    }
+    // Input closed: it exits as a worker whose runner is done with it.
+    drop(worker.stdin.take());
+    let status = worker.wait().unwrap();
+    assert!(status.success(), "the worker ended {status:?}");
 }

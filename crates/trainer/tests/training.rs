@@ -247,6 +247,38 @@ fn bad_labels_and_ids_are_refused_before_training() {
 }
 
 #[test]
+fn a_validation_loss_that_is_not_finite_is_divergence() {
+    // One optimiser step an epoch at a learning rate no f32 weight
+    // survives: the step's own loss is finite (the forward pass ran before
+    // the update), the evaluation after it is not.
+    let be = CpuBackend::<f32>::new();
+    let (c, h) = tiny();
+    let mut model = BertClassifier::new_random(&be, &c, &h, 1).unwrap();
+    let data = marker_batches(1, 1, 4, 8);
+    let cfg = TrainConfig {
+        epochs: 2,
+        lr: 1e39,
+        warmup_ratio: 0.0,
+        ..config(1)
+    };
+    let mut observed = 0;
+    let err = train(&be, &mut model, &data, &data, &cfg, &mut |_| {
+        observed += 1;
+        Control::Continue
+    })
+    .unwrap_err();
+    assert!(
+        matches!(err, TrainError::ValidationDiverged { epoch: 0, loss } if !loss.is_finite()),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("diverged"), "{err}");
+    assert_eq!(
+        observed, 0,
+        "an epoch without a finite loss is not reported"
+    );
+}
+
+#[test]
 fn weight_decay_skips_biases_and_layernorm() {
     let be = CpuBackend::<f32>::new();
     let (c, h) = tiny();

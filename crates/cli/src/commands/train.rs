@@ -71,7 +71,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         )));
     }
     check_output_dir(&args.output).map_err(usage)?;
-    let plan = RunPlan::new(&cfg, ctx.storage_url.as_deref())?;
+    let plan = RunPlan::on_cpu(&cfg, ctx.storage_url.as_deref())?;
     let storage = Storage::open_url(
         &plan.storage_url,
         &OpenOptions {

@@ -98,14 +98,15 @@
 //!                                     # about a third more arithmetic); auto: only for a trial
 //!                                     # whose micro-batch 1 would not fit otherwise
 //! safety_margin = 0.05                # fraction of the device, or a size such as "1GiB"
+//!                                     # (on the CPU at least 10% of its memory)
 //! # memory_limit = "24GiB"            # use the device as a card of this size
 //! # min_micro_tokens = 4096           # a trial waits for memory rather than start with fewer
 //!                                     # tokens (rows x max_length) per micro-batch, unless the
 //!                                     # empty device fits no more (default: 4096 on CUDA, whose
 //!                                     # worker processes take turns on the device; 0 elsewhere)
 //! recycle_after = 50                  # trials per worker process
-//! heartbeat = "5s"
-//! stale_after = "60s"
+//! heartbeat = "5s"                   # at least 100ms: each beat writes to the storage
+//! stale_after = "60s"                 # at least two heartbeats
 //! systematic_failures = 3             # stop when the first 3 trials fail alike (0: never)
 //! ```
 //!
@@ -797,6 +798,12 @@ impl StudyConfig {
     }
 }
 
+/// The shortest `[runner] heartbeat`: each beat is a write to the storage
+/// for every running trial (and wakes the runner's stale check), so a
+/// shorter one loads a shared database for nothing; `stale_after` is at
+/// least two of them.
+const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
+
 /// The checks and conversions of one file.
 struct Check<'a> {
     index: &'a SpanIndex<'a>,
@@ -814,6 +821,25 @@ impl Check<'_> {
         } else {
             p
         }
+    }
+
+    /// `p` resolved against the study file's folder, for a path a trial's
+    /// job carries to its worker (or, for the log, a directory beside it):
+    /// jobs are JSON text, so the path must be valid UTF-8 (the study
+    /// file's folder included).
+    fn job_path(&self, key: &str, p: PathBuf) -> Result<PathBuf, ConfigError> {
+        let path = self.path(p);
+        if path.to_str().is_none() {
+            return Err(self.err(
+                key,
+                format!(
+                    "`{}` is not valid UTF-8 (with the study file's folder): a study's paths \
+                     are sent to its workers as text; rename the folder or file",
+                    path.display()
+                ),
+            ));
+        }
+        Ok(path)
     }
 
     fn study(&self, raw: RawFile, origin: &str) -> Result<StudyConfig, ConfigError> {
@@ -984,7 +1010,10 @@ impl Check<'_> {
                 };
                 let defaults = FieldSpec::default();
                 DataSource::Files {
-                    paths: files.into_iter().map(|p| self.path(p)).collect(),
+                    paths: files
+                        .into_iter()
+                        .map(|p| self.job_path("data.files", p))
+                        .collect::<Result<_, _>>()?,
                     options: LoadOptions {
                         format: d.format,
                         fields: FieldSpec {
@@ -1023,7 +1052,9 @@ impl Check<'_> {
         for (key, m) in &raw.models {
             let at = join("models", key);
             let source = match (&m.dir, m.builtin, m.preset, m.sim) {
-                (Some(dir), None, None, None) => ModelSource::Dir(self.path(dir.clone())),
+                (Some(dir), None, None, None) => {
+                    ModelSource::Dir(self.job_path(&join(&at, "dir"), dir.clone())?)
+                }
                 (None, Some(b), None, None) => ModelSource::Builtin(b),
                 (None, None, Some(p), None) => ModelSource::Preset(p),
                 (None, None, None, Some(s)) => ModelSource::Sim(s),
@@ -1479,6 +1510,14 @@ impl Check<'_> {
         }
         let recycle_after = at_least_one("runner.recycle_after", r.recycle_after)?.unwrap_or(50);
         let heartbeat = self.duration("runner.heartbeat", &r.heartbeat, Duration::from_secs(5))?;
+        if heartbeat < MIN_HEARTBEAT {
+            return Err(self.err(
+                "runner.heartbeat",
+                format!(
+                    "must be at least {MIN_HEARTBEAT:?}: each beat writes to the storage for every running trial; got {heartbeat:?}"
+                ),
+            ));
+        }
         let stale_after = self.duration(
             "runner.stale_after",
             &r.stale_after,
@@ -1510,7 +1549,13 @@ impl Check<'_> {
             heartbeat,
             stale_after,
             systematic_failures: r.systematic_failures.unwrap_or(3),
-            log_file: r.log_file.clone().map(|p| self.path(p)),
+            // Random-weight presets' directories go beside the log, and
+            // trials carry those to their workers.
+            log_file: r
+                .log_file
+                .clone()
+                .map(|p| self.job_path("runner.log_file", p))
+                .transpose()?,
         })
     }
 }

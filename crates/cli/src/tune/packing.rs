@@ -437,6 +437,7 @@ pub fn cpu_budget(threads_per_worker: usize, memory_limit: Option<u64>) -> Devic
     let capacity = memory_limit.map_or(available, |limit| available.min(limit));
     DeviceBudget {
         capacity,
+        // The system's share (`setup::cpu_safety_margin` keeps it as a floor).
         safety_margin: capacity / 10,
         process_overhead: 0,
         max_workers,

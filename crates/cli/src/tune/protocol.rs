@@ -53,6 +53,13 @@ pub enum Fault {
     /// the trainer loses its context; the trial's next step fails with the
     /// sticky error, and the worker must be replaced.
     DeviceAssert { after_epoch: usize },
+    /// The trainer's `check`-th check of the device reports an error that
+    /// leaves its context usable (a missing CUDA library, a context that
+    /// could not be created, an invalid value): the worker lives on.
+    DeviceError { check: u64 },
+    /// The worker reports this epoch with a NaN objective, which JSON
+    /// cannot carry (serde writes `null`): a line the runner cannot read.
+    NanEpoch { epoch: usize },
 }
 
 /// One trial for a worker to run: everything resolved, nothing to look up.
@@ -163,7 +170,9 @@ pub enum FailureKind {
     /// Out of memory even at micro-batch 1 (the configuration is infeasible
     /// under its lease).
     Oom,
-    /// A sticky device error: the worker exits after reporting it.
+    /// A device error. A sticky one poisoned the worker's context and it
+    /// exits after reporting it; the runner ends a worker that another one
+    /// left alive too (see `runner::Runner::on_message`).
     CudaError,
     /// Bad configuration or a diverged run: this trial's own failure.
     Error,

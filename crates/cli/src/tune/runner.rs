@@ -1234,10 +1234,7 @@ impl<'a> Runner<'a> {
     fn handle(&mut self, event: Event) -> Result<(), TuneError> {
         match event {
             Event::Msg { worker, msg } => self.on_message(worker, msg),
-            Event::Garbage { worker, line } => {
-                tracing::warn!(worker, "unexpected output: {line}");
-                Ok(())
-            }
+            Event::Garbage { worker, line } => self.on_garbage(worker, &line),
             Event::Closed { worker } => self.on_closed(worker),
         }
     }
@@ -1403,7 +1400,15 @@ impl<'a> Runner<'a> {
                     r.failure = Some((kind, message, needed_bytes, limit_bytes));
                 }
                 if kind == FailureKind::CudaError {
-                    // The worker exits; its Closed event records the trial.
+                    // A device error ends its worker: a sticky one poisoned
+                    // the context and the worker exits by itself; after
+                    // another (a missing library, a context that could not
+                    // be created) the process's device state is not worth
+                    // trusting, and closing its input ends it once idle.
+                    // Its Closed event records the trial with the exit.
+                    if let Some(w) = self.workers.get_mut(&worker) {
+                        w.close_input();
+                    }
                     return Ok(());
                 }
                 let Some(r) = self.running.remove(&worker) else {
@@ -1445,6 +1450,43 @@ impl<'a> Runner<'a> {
             Err(e) => tracing::warn!("cannot price micro-batch {micro_batch}: {e}"),
         }
         Ok(())
+    }
+
+    /// A line from `worker` that is not a protocol message. Stdout is the
+    /// protocol's channel alone, so a worker running a trial that writes
+    /// one is not to be trusted with it, and may wait for an answer to a
+    /// message the runner could not read: its trial fails and it is ended.
+    /// An idle worker's line is only logged.
+    fn on_garbage(&mut self, worker: usize, line: &str) -> Result<(), TuneError> {
+        tracing::warn!(worker, "unexpected output: {line}");
+        let Some(r) = self.running.remove(&worker) else {
+            return Ok(());
+        };
+        self.idle.remove(&worker);
+        self.bound.remove(&worker);
+        if let Some(w) = self.workers.remove(&worker) {
+            w.kill();
+        }
+        // Enough to see what went wrong; a runaway line is not stored whole.
+        let shown: String = line.chars().take(500).collect();
+        let message = format!("the worker wrote a line the runner cannot read: {shown}");
+        let recorded = record::error(
+            &self.storage,
+            &r.trial,
+            "worker_protocol",
+            &message,
+            Some(&r.settings),
+        );
+        if taken_over(recorded, r.trial.number)? {
+            self.summary.errors += 1;
+            self.progress.line(&format!(
+                "trial {}: failed: {message}; a fresh worker takes the next trial",
+                r.trial.number
+            ));
+            self.note_outcome(Some(&message));
+        }
+        self.release(&r);
+        self.update_display()
     }
 
     /// A worker's output closed: it exited. A trial still on it died with it.
@@ -1636,7 +1678,7 @@ impl<'a> Runner<'a> {
             self.summary.environment_error.is_none() && self.summary.systematic_error.is_none();
         self.progress
             .line("interrupted: stopping workers; run the same command again to resume");
-        let why = "the run was interrupted (Ctrl-C or SIGTERM)";
+        let why = "the run was interrupted (Ctrl-C, SIGTERM or SIGHUP)";
         for (id, w) in std::mem::take(&mut self.workers) {
             let _ = w.kill();
             if let Some(r) = self.running.remove(&id) {

@@ -129,6 +129,19 @@ impl RunPlan {
         self.devices.iter().map(|d| d.budget.capacity).sum()
     }
 
+    /// The plan of `cfg` on the CPU, whatever CUDA device its `[runner]`
+    /// names (the simulated device stays: its models are not directories):
+    /// `memtune train` retrains there, and must not need the GPU the
+    /// study ran on, nor its driver.
+    pub fn on_cpu(cfg: &StudyConfig, storage: Option<&str>) -> Result<Self, SetupError> {
+        let mut cfg = cfg.clone();
+        if cfg.runner.device != DeviceKind::Sim {
+            cfg.runner.device = DeviceKind::Cpu;
+            cfg.runner.cuda_devices = None;
+        }
+        Self::new(&cfg, storage)
+    }
+
     /// `storage` (the `--storage` flag) overrides the study file's.
     pub fn new(cfg: &StudyConfig, storage: Option<&str>) -> Result<Self, SetupError> {
         let storage_url = storage.unwrap_or(&cfg.study.storage).to_string();
@@ -247,9 +260,7 @@ impl RunPlan {
                 let available = cpu_budget(threads_per_worker, None).capacity;
                 let limit = capped(available, cfg.runner.memory_limit, "available");
                 let mut b = cpu_budget(threads_per_worker, Some(limit));
-                b.safety_margin = b
-                    .safety_margin
-                    .max(cfg.runner.safety_margin.bytes(b.capacity));
+                b.safety_margin = cpu_safety_margin(cfg, b.safety_margin, b.capacity);
                 if let Some(o) = cfg.runner.process_overhead {
                     b.process_overhead = o;
                 }
@@ -305,6 +316,15 @@ impl RunPlan {
         }
         if let Some(max) = cfg.runner.max_workers {
             for d in &mut devices {
+                if max > d.budget.max_workers {
+                    // Only the CPU bounds workers by its cores: more would
+                    // share them, each trial slower, none sooner done.
+                    crate::logging::note(&format!(
+                        "memtune: [runner] max_workers = {max} is more than the {} {} holds \
+                         ({threads_per_worker} thread(s) per worker): using {}",
+                        d.budget.max_workers, d.name, d.budget.max_workers
+                    ));
+                }
                 d.budget.max_workers = d.budget.max_workers.min(max).max(1);
             }
         }
@@ -341,6 +361,24 @@ impl RunPlan {
             .get(key)
             .ok_or_else(|| format!("the trial names model `{key}`, which [models] does not define"))
     }
+}
+
+/// The CPU's safety margin: the study file's, but never under `floor`
+/// (`packing::cpu_budget`'s tenth of the memory), which the system, the
+/// page cache and the runner itself keep; trials leasing more would push
+/// the machine into swap or its OOM killer. Said once when it overrides a
+/// margin the study file sets.
+fn cpu_safety_margin(cfg: &StudyConfig, floor: u64, capacity: u64) -> u64 {
+    let asked = cfg.runner.safety_margin.bytes(capacity);
+    if asked < floor && cfg.runner.safety_margin != DEFAULT_SAFETY_MARGIN {
+        crate::logging::note(&format!(
+            "memtune: [runner] safety_margin = {} is less than the CPU's floor of 10% of its \
+             memory, which the system keeps: using {}",
+            gpu_mem::human_bytes(asked),
+            gpu_mem::human_bytes(floor)
+        ));
+    }
+    asked.max(floor)
 }
 
 /// `bytes` of a device, or `limit` when that is smaller (said once when
@@ -705,6 +743,34 @@ pub fn check_space_against_stored(cfg: &StudyConfig, plan: &RunPlan) -> Result<(
                 cfg.origin, p.line, plan.study_name
             )
         })?;
+    }
+    check_waiting_params(cfg, plan, &trials)
+}
+
+/// A WAITING trial's stored params (a retry copies its failed trial's, as
+/// Optuna's `RetryFailedTrialCallback` does) are run as they are, so each
+/// must still be a param of the study file: a trial cannot drop a stored
+/// param, and one the file no longer defines would fail it before it runs.
+/// Its `fixed_params` are Optuna's `enqueue_trial` values, which apply only
+/// to the params the space suggests (the others are ignored, as in Optuna),
+/// and are not checked here.
+fn check_waiting_params(
+    cfg: &StudyConfig,
+    plan: &RunPlan,
+    trials: &[hpo_sampler::FrozenTrial],
+) -> Result<(), String> {
+    let defined = |name: &str| cfg.params.iter().any(|p| p.name == name);
+    let waiting = trials
+        .iter()
+        .filter(|t| t.state == hpo_sampler::TrialState::Waiting);
+    for t in waiting {
+        if let Some(name) = t.params.keys().find(|name| !defined(name)) {
+            return Err(format!(
+                "{}: study `{}` has WAITING trial {} with param `{name}`, which the study file \
+                 no longer defines: put the `[[param]]` back to run it, or use another study name",
+                cfg.origin, plan.study_name, t.number
+            ));
+        }
     }
     Ok(())
 }

@@ -31,14 +31,16 @@ pub enum WorkerError {
 
 /// Dies with the runner: a worker left behind by a killed runner would hold
 /// its lease of memory (and a core) while a resumed runner starts others.
-/// Outlives Ctrl-C, which the terminal sends to the whole process group,
-/// and SIGTERM, which service managers send to every process of the
-/// service: the runner decides what an interrupt means for the trial
-/// (failed and re-enqueued), and stops its workers itself (SIGKILL).
+/// Outlives the signals the runner takes as "stop": Ctrl-C and a closed
+/// terminal's SIGHUP, which reach the whole process group, and SIGTERM,
+/// which service managers send to every process of the service: the
+/// runner decides what an interrupt means for the trial (failed and
+/// re-enqueued), and stops its workers itself (SIGKILL).
 pub fn die_with_parent() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     // A flag nobody reads: the signal is caught and has no effect.
     let ignored = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for signal in [SIGINT, SIGTERM, SIGHUP] {
         if let Err(e) = signal_hook::flag::register(signal, std::sync::Arc::clone(&ignored)) {
             eprintln!("memtune worker: cannot catch signal {signal}: {e}");
         }
@@ -216,6 +218,10 @@ fn epoch_exchange(
     input: &mut (dyn BufRead + Send),
     output: &mut (dyn Write + Send),
 ) -> Result<Control, WorkerError> {
+    let value = match job.fault {
+        Some(Fault::NanEpoch { epoch }) if epoch == m.epoch => f64::NAN,
+        _ => value,
+    };
     send(
         output,
         &WorkerMsg::Epoch {
@@ -301,7 +307,16 @@ fn trainer_faults(job: &Job) -> trainer::backend::faulty::Faults {
             Some(Fault::OomAtAllocation { n }) => Some(n),
             _ => None,
         },
-        fail_nth_check: None,
+        fail_nth_check: match job.fault {
+            Some(Fault::DeviceError { check }) => Some((
+                check,
+                trainer::backend::DeviceFailure {
+                    message: "CUDA_ERROR_INVALID_VALUE (injected): invalid argument".into(),
+                    sticky: false,
+                },
+            )),
+            _ => None,
+        },
         lose_context_after_epoch: match job.fault {
             Some(Fault::DeviceAssert { after_epoch }) if job.cuda_device.is_none() => {
                 Some(after_epoch)

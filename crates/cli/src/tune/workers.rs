@@ -115,6 +115,12 @@ impl WorkerProc {
         stdin.flush()
     }
 
+    /// Closes the worker's input: it exits once idle, and its output's
+    /// [`Event::Closed`] follows.
+    pub fn close_input(&mut self) {
+        self.stdin = None;
+    }
+
     /// Closes the worker's input (it exits when idle) and waits for it.
     pub fn retire(mut self) -> std::io::Result<ExitStatus> {
         self.stdin = None;

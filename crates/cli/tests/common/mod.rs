@@ -37,6 +37,54 @@ fn memtune_command(url: &str, args: &[&str]) -> Command {
     cmd
 }
 
+/// Runs `cmd` to its end, capturing its output; a run still going after
+/// `limit` is killed (with its process group, when it leads one) and the
+/// test fails: a hang fails rather than blocks the suite.
+pub fn output_within(cmd: &mut Command, limit: std::time::Duration) -> Output {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read as it comes, so a full pipe never passes for a hang.
+    let drain = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            // SAFETY: signalling our own child's process group (none when
+            // it leads none: a group's id is its leader's pid) and the child.
+            unsafe {
+                libc::kill(-(child.id() as i32), libc::SIGKILL);
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "still running after {limit:?}; stdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&stdout.join().unwrap()),
+                String::from_utf8_lossy(&stderr.join().unwrap())
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    Output {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    }
+}
+
 /// The stdout of a command that must succeed.
 pub fn ok(out: Output) -> String {
     assert!(

@@ -97,6 +97,11 @@ pub enum TrainError {
     Device(#[from] crate::backend::DeviceFailure),
     #[error("training diverged: loss is {loss} at optimiser step {step}")]
     Diverged { loss: f64, step: u64 },
+    /// The evaluation after an epoch gave a loss that is not finite (the
+    /// epoch's last update broke the weights): no metric of it means
+    /// anything, and the next epoch would diverge.
+    #[error("training diverged: validation loss is {loss} after epoch {epoch}")]
+    ValidationDiverged { loss: f64, epoch: usize },
     /// Even micro-batch 1 did not fit (`micro_batch: 1`), or the gradients
     /// and optimiser state did not (`micro_batch: 0`).
     #[error("{error} (micro-batch {micro_batch})")]
@@ -541,6 +546,12 @@ pub fn train<B: Backend, M: Classifier<B> + ?Sized>(
             ctx.class_weights.as_ref(),
             &mut report,
         )?;
+        if !valid.loss.is_finite() {
+            return Err(TrainError::ValidationDiverged {
+                loss: valid.loss,
+                epoch,
+            });
+        }
         let metrics = EpochMetrics {
             epoch,
             train_loss: loss_sum / groups as f64,
