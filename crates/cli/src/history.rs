@@ -3,7 +3,8 @@
 //! sampler relies on and a storage written by others cannot promise, and
 //! keeps them between reads for a reader that asks often ([`Cache`]).
 
-use hpo_sampler::FrozenTrial;
+use hpo_sampler::{Distribution, FrozenTrial};
+use serde_json::Value as Json;
 
 /// A stored trial a sampler cannot use (a value outside its distribution,
 /// constraints that are not numbers); the message names the trial and the
@@ -18,6 +19,22 @@ pub fn checked(trials: Vec<FrozenTrial>) -> Result<Vec<FrozenTrial>, HistoryErro
         t.check()?;
     }
     Ok(trials)
+}
+
+/// An enqueued trial's `fixed_params` value (external, as Optuna's
+/// `enqueue_trial` stores it) in `distribution`'s internal form. A value
+/// outside the distribution is refused, where Optuna only warns, so that a
+/// trial never runs with a value its search space does not allow.
+pub fn fixed_internal(
+    distribution: &Distribution,
+    name: &str,
+    value: &Json,
+) -> Result<f64, String> {
+    let external = store::value_from_json(value)
+        .map_err(|why| format!("fixed value {value} for parameter '{name}': {why}"))?;
+    distribution
+        .internal_of(name, &external)
+        .map_err(|e| format!("fixed {e}"))
 }
 
 /// A study's trials kept between reads, so a long-running reader (the

@@ -501,7 +501,7 @@ fn ask_claims_enqueued_trials_first() {
         &db,
         &["ask", "--study", "s", "--search-space", SPACE],
     ));
-    assert!(err.contains("fixed parameter `layers`"), "{err}");
+    assert!(err.contains("parameter 'layers'"), "{err}");
     assert_eq!(trials(&db)[1].state, TrialState::Fail);
 
     let next = ask(&db, &[]);

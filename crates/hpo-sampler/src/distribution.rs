@@ -439,6 +439,31 @@ impl Distribution {
         }
     }
 
+    /// The internal value of an external one given for parameter `param`
+    /// (a fixed or enqueued value, say): [`Distribution::to_internal`]
+    /// that must also lie in the distribution ([`Distribution::contains`]).
+    ///
+    /// ```
+    /// use hpo_sampler::{Distribution, Error, ParamValue};
+    /// let lr = Distribution::float(1e-5, 1e-3, true, None).unwrap();
+    /// assert_eq!(lr.internal_of("lr", &ParamValue::Float(1e-4)), Ok(1e-4));
+    /// let err = lr.internal_of("lr", &ParamValue::Float(0.1)).unwrap_err();
+    /// assert!(matches!(err, Error::InvalidValue { ref param, .. } if param == "lr"));
+    /// ```
+    pub fn internal_of(&self, param: &str, value: &ParamValue) -> Result<f64> {
+        let invalid = |reason: String| Error::InvalidValue {
+            param: param.to_string(),
+            value: value.to_string(),
+            reason,
+        };
+        let internal = self.to_internal(value).map_err(invalid)?;
+        if self.contains(internal) {
+            Ok(internal)
+        } else {
+            Err(invalid(format!("outside {self}")))
+        }
+    }
+
     /// The external value of an internal representation (ints truncate
     /// like Python's `int()`; categoricals index their choices, an index
     /// out of range taken as the nearest).

@@ -271,17 +271,9 @@ fn enqueued_params(
             already.insert(name.clone(), p.clone());
             params.insert(name.clone(), p.clone());
         } else if let Some(value) = fixed.and_then(|f| f.get(name)) {
-            let bad = |why: String| {
-                CliError::Usage(format!(
-                    "enqueued trial {}: fixed parameter `{name}` = {value}: {why}",
-                    stored.number
-                ))
-            };
-            let external = store::value_from_json(value).map_err(bad)?;
-            let internal = distribution.to_internal(&external).map_err(bad)?;
-            if !distribution.contains(internal) {
-                return Err(bad(format!("outside {distribution}")));
-            }
+            let internal = history::fixed_internal(distribution, name, value).map_err(|why| {
+                CliError::Usage(format!("enqueued trial {}: {why}", stored.number))
+            })?;
             params.insert(
                 name.clone(),
                 Param {

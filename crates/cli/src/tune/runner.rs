@@ -897,7 +897,7 @@ impl<'a> Runner<'a> {
                 continue;
             }
             if let Some(value) = fixed.get(&name) {
-                match fixed_internal(&p.distribution, &name, value) {
+                match history::fixed_internal(&p.distribution, &name, value) {
                     Ok(internal) => p.internal = internal,
                     Err(message) => {
                         let message = format!("enqueued trial {}: {message}", trial.number);
@@ -1877,24 +1877,6 @@ impl Vigil {
 pub fn current_exe() -> Result<PathBuf, TuneError> {
     std::env::current_exe()
         .map_err(|e| TuneError::Setup(format!("cannot find the memtune binary: {e}")))
-}
-
-/// A `fixed_params` value (external, as Optuna's `enqueue_trial` stores it)
-/// in `distribution`'s internal form; a value outside it is refused, as
-/// `memtune ask` refuses it.
-fn fixed_internal(
-    distribution: &hpo_sampler::Distribution,
-    name: &str,
-    value: &Json,
-) -> Result<f64, String> {
-    let bad = |why: String| format!("fixed parameter `{name}` = {value}: {why}");
-    let external = store::value_from_json(value).map_err(bad)?;
-    let internal = distribution.to_internal(&external).map_err(bad)?;
-    if distribution.contains(internal) {
-        Ok(internal)
-    } else {
-        Err(bad(format!("outside {distribution}")))
-    }
 }
 
 /// `Ok(true)` when a write to one of this runner's trials went through;
