@@ -1452,13 +1452,17 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
-    /// A line from `worker` that is not a protocol message. Stdout is the
-    /// protocol's channel alone, so a worker running a trial that writes
-    /// one is not to be trusted with it, and may wait for an answer to a
-    /// message the runner could not read: its trial fails and it is ended.
-    /// An idle worker's line is only logged.
+    /// A line from `worker` that is not a protocol message. One that looks
+    /// like a message (a JSON object) but cannot be read, from a worker
+    /// running a trial, may leave the worker waiting for an answer that
+    /// never comes: its trial fails and the worker is ended. Other lines
+    /// (a native library printing to stdout, say) and an idle worker's
+    /// are only logged.
     fn on_garbage(&mut self, worker: usize, line: &str) -> Result<(), TuneError> {
         tracing::warn!(worker, "unexpected output: {line}");
+        if !line.trim_start().starts_with('{') {
+            return Ok(());
+        }
         let Some(r) = self.running.remove(&worker) else {
             return Ok(());
         };
