@@ -82,6 +82,7 @@ pub mod python_json;
 mod query;
 mod schema;
 mod stale;
+mod statement_cache;
 mod storage;
 mod study;
 pub mod time;

@@ -4,10 +4,11 @@
 //! `timestamp without time zone`, `text`/`varchar` and its native ENUM types).
 
 use crate::db::{DbError, Row, Value};
+use crate::statement_cache::StatementCache;
 use crate::tls::{SslMode, TlsSettings};
 use bytes::BytesMut;
 use postgres::types::{FromSql, IsNull, Kind, ToSql, Type, to_sql_checked};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::error::Error;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -176,7 +177,7 @@ const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// One client and the statements it has prepared, keyed by their text.
 pub(crate) struct PgConn {
     pub(crate) client: postgres::Client,
-    statements: HashMap<String, postgres::Statement>,
+    statements: StatementCache<postgres::Statement>,
     url: PgUrl,
     /// Session settings (`SET ...`), run again on every new connection.
     session: String,
@@ -238,7 +239,7 @@ impl PgConn {
         lock_reached().insert(url.shown.clone());
         Ok(PgConn {
             client,
-            statements: HashMap::new(),
+            statements: StatementCache::new(),
             url: url.clone(),
             session: String::new(),
             pending: None,
@@ -355,10 +356,11 @@ impl PgConn {
 
     fn statement(&mut self, sql: &str) -> Result<postgres::Statement, DbError> {
         if let Some(s) = self.statements.get(sql) {
-            return Ok(s.clone());
+            return Ok(s);
         }
         let s = self.client.prepare(&dollar_placeholders(sql))?;
-        self.statements.insert(sql.to_string(), s.clone());
+        // An evicted statement is closed on the server as it drops.
+        drop(self.statements.insert(sql, s.clone()));
         Ok(s)
     }
 
@@ -665,6 +667,46 @@ fn format_timestamp(micros: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Statements whose text carries ids (a reader's trials to read again)
+    /// are new texts for as long as a study grows; the connection keeps at
+    /// most the cache's capacity of them, here and on the server.
+    #[cfg(feature = "testing")]
+    #[test]
+    fn a_connection_keeps_a_bounded_number_of_prepared_statements() {
+        use crate::statement_cache::CAPACITY;
+        let server = match crate::pg_server::PgServer::start() {
+            Ok(server) => server,
+            Err(e) if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
+                panic!("CI must run the PostgreSQL tests, but no server could be started: {e}")
+            }
+            Err(e) => {
+                eprintln!("skipping: no PostgreSQL server could be started: {e}");
+                return;
+            }
+        };
+        let url = server.create_database("statements").unwrap();
+        let url = parse_url(&url).unwrap().unwrap();
+        let mut conn = PgConn::connect(&url).unwrap();
+        for i in 0..3 * CAPACITY {
+            let rows = conn.query(&format!("SELECT {i}::int8 AS n"), &[]).unwrap();
+            assert_eq!(rows.len(), 1);
+        }
+        let kept: i64 = conn
+            .client
+            .query_one("SELECT count(*) FROM pg_prepared_statements", &[])
+            .unwrap()
+            .get(0);
+        assert!(
+            kept as usize <= CAPACITY + 1,
+            "{kept} statements on the server"
+        );
+        // The one used last is still kept, and still answers.
+        let again = conn
+            .query(&format!("SELECT {}::int8 AS n", 3 * CAPACITY - 1), &[])
+            .unwrap();
+        assert_eq!(again.len(), 1);
+    }
 
     #[test]
     fn timestamps_round_trip() {
