@@ -354,6 +354,26 @@ impl PgConn {
         })
     }
 
+    /// Ends the server process still holding transaction `txid` open
+    /// after its client's connection was lost before it sent or the server
+    /// read `COMMIT`, so the transaction rolls back now rather than when the
+    /// server's keepalive notices the dead socket (hours, by default), its
+    /// row locks blocking every writer meanwhile. Only a process whose
+    /// transaction is `txid` and that waits for its client is ended; one
+    /// already committing finishes, and [`PgConn::commit_status`] tells the
+    /// outcome either way. Whether a process was ended.
+    pub(crate) fn end_abandoned(&mut self, txid: i64) -> Result<bool, DbError> {
+        // `txid_current()` is the 32-bit xid with an epoch above it.
+        let xid = (txid & 0xFFFF_FFFF).to_string();
+        let rows = self.query(
+            "SELECT pg_terminate_backend(pid)::int::int8 FROM pg_stat_activity \
+             WHERE backend_xid::text = ?1 AND state LIKE 'idle in transaction%' \
+             AND pid <> pg_backend_pid()",
+            &[Value::Text(xid)],
+        )?;
+        Ok(!rows.is_empty())
+    }
+
     fn statement(&mut self, sql: &str) -> Result<postgres::Statement, DbError> {
         if let Some(s) = self.statements.get(sql) {
             return Ok(s);
@@ -668,6 +688,25 @@ fn format_timestamp(micros: i64) -> String {
 mod tests {
     use super::*;
 
+    /// A throwaway server and the URL of its new database `db`; `None`
+    /// (skip) where none can be started outside CI.
+    #[cfg(feature = "testing")]
+    fn test_server(db: &str) -> Option<(crate::pg_server::PgServer, PgUrl)> {
+        match crate::pg_server::PgServer::start() {
+            Ok(server) => {
+                let url = server.create_database(db).unwrap();
+                Some((server, parse_url(&url).unwrap().unwrap()))
+            }
+            Err(e) if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
+                panic!("CI must run the PostgreSQL tests, but no server could be started: {e}")
+            }
+            Err(e) => {
+                eprintln!("skipping: no PostgreSQL server could be started: {e}");
+                None
+            }
+        }
+    }
+
     /// Statements whose text carries ids (a reader's trials to read again)
     /// are new texts for as long as a study grows; the connection keeps at
     /// most the cache's capacity of them, here and on the server.
@@ -675,18 +714,9 @@ mod tests {
     #[test]
     fn a_connection_keeps_a_bounded_number_of_prepared_statements() {
         use crate::statement_cache::CAPACITY;
-        let server = match crate::pg_server::PgServer::start() {
-            Ok(server) => server,
-            Err(e) if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
-                panic!("CI must run the PostgreSQL tests, but no server could be started: {e}")
-            }
-            Err(e) => {
-                eprintln!("skipping: no PostgreSQL server could be started: {e}");
-                return;
-            }
+        let Some((_server, url)) = test_server("statements") else {
+            return;
         };
-        let url = server.create_database("statements").unwrap();
-        let url = parse_url(&url).unwrap().unwrap();
         let mut conn = PgConn::connect(&url).unwrap();
         for i in 0..3 * CAPACITY {
             let rows = conn.query(&format!("SELECT {i}::int8 AS n"), &[]).unwrap();
@@ -706,6 +736,46 @@ mod tests {
             .query(&format!("SELECT {}::int8 AS n", 3 * CAPACITY - 1), &[])
             .unwrap();
         assert_eq!(again.len(), 1);
+    }
+
+    /// A transaction whose client is gone before its `COMMIT` reached the
+    /// server is ended from another connection and reads as rolled back;
+    /// another client's open transaction is left alone.
+    #[cfg(feature = "testing")]
+    #[test]
+    fn a_transaction_cut_off_before_commit_is_ended_and_rolls_back() {
+        let Some((_server, url)) = test_server("abandoned") else {
+            return;
+        };
+        let mut cut_off = PgConn::connect(&url).unwrap();
+        let mut bystander = PgConn::connect(&url).unwrap();
+        let mut asker = PgConn::connect(&url).unwrap();
+        bystander.begin("BEGIN").unwrap();
+        let txid = cut_off.begin("BEGIN").unwrap();
+        cut_off
+            .client
+            .batch_execute("CREATE TABLE t (x int)")
+            .unwrap();
+        assert_eq!(asker.commit_status(txid).unwrap(), None);
+        assert!(asker.end_abandoned(txid).unwrap());
+        let start = std::time::Instant::now();
+        let outcome = loop {
+            if let Some(done) = asker.commit_status(txid).unwrap() {
+                break done;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "still in progress"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(!outcome, "an ended transaction does not commit");
+        assert!(cut_off.client.batch_execute("COMMIT").is_err());
+        // The other open transaction is not touched.
+        bystander.client.batch_execute("SELECT 1").unwrap();
+        bystander.client.batch_execute("COMMIT").unwrap();
+        // And nothing is ended twice.
+        assert!(!asker.end_abandoned(txid).unwrap());
     }
 
     #[test]

@@ -828,15 +828,43 @@ impl Storage {
 
     /// Whether transaction `txid`, whose `COMMIT` met a lost connection,
     /// committed: asked on a new connection once the old one's server
-    /// process has finished with it.
+    /// process has finished with it. One still waiting for the `COMMIT`
+    /// that never came is ended ([`PgConn::end_abandoned`]), so the answer
+    /// comes at once; one that stays in progress past `reconnect_for` is
+    /// the storage unavailable.
     fn committed(&self, txid: i64, cause: &DbError) -> Result<bool, TxError> {
         let Backend::Pg(conn) = &self.backend else {
             return Ok(false);
         };
         let mut outage = Outage::new();
         self.recover(&mut outage, cause)?;
+        let mut last_end: Option<Instant> = None;
         loop {
             let status = conn.borrow_mut().commit_status(txid);
+            if matches!(status, Ok(None)) {
+                if outage.since.elapsed() >= self.reconnect_for {
+                    return Err(TxError::Store(StoreError::Unavailable {
+                        path: self.path.clone(),
+                        seconds: outage.since.elapsed().as_secs_f64(),
+                        attempts: outage.attempts,
+                        cause: format!(
+                            "transaction {txid}, cut off at COMMIT, is still in progress on the server"
+                        ),
+                    }));
+                }
+                // Once a second: ending the process takes effect at its
+                // next wait for its client, and a failure here (a role not
+                // allowed to end it) leaves only the wait.
+                if last_end.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                    last_end = Some(Instant::now());
+                    if let Err(e) = conn.borrow_mut().end_abandoned(txid) {
+                        tracing::info!(
+                            storage = %self.path.display(),
+                            "cannot end the transaction cut off at COMMIT: {e}"
+                        );
+                    }
+                }
+            }
             match status {
                 Ok(Some(done)) => {
                     self.recovered(&outage);
