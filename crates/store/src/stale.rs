@@ -193,7 +193,12 @@ impl Storage {
                 }
             }
             let mut out = fail_ids(tx, study_id, &abandoned, retry, user_attrs)?;
-            for trial_id in orphans(tx, study_id)? {
+            // Failed just now without a label or a retry, a trial looks
+            // like one an Optuna client failed; it is reported once.
+            let adoptable = orphans(tx, study_id)?
+                .into_iter()
+                .filter(|id| !abandoned.contains(id));
+            for trial_id in adoptable {
                 for (key, value) in user_attrs {
                     set_attr(tx, AttrTable::TrialUser, trial_id, key, value)?;
                 }

@@ -31,6 +31,7 @@ backends!(
     fail_trial_and_retry_fails_one_trial_and_enqueues_its_copy_at_once,
     best_trial_and_pareto_front,
     owners_judge_each_trial_by_its_own_owners_promise,
+    a_trial_taken_over_without_labels_is_reported_once,
     unowned_running_trials_hold_no_place_in_the_budget,
     trials_since_reads_new_and_unfinished_trials_only,
     an_unreadable_heartbeat_counts_as_none,
@@ -455,6 +456,28 @@ fn best_trial_and_pareto_front(backend: Backend) {
     }
     assert_eq!(s.best_trial(one.study_id).unwrap().unwrap().number, 2);
     assert_eq!(front(one.study_id), vec![2]);
+}
+
+/// Taken over with neither labels nor a retry, an abandoned trial is FAIL
+/// with no `error_kind`, as one an Optuna client failed: it is still
+/// reported once, as taken over, not also as adopted.
+fn a_trial_taken_over_without_labels_is_reported_once(backend: Backend) {
+    let Some((_d, s)) = new_store(backend) else {
+        return;
+    };
+    let st = s.create_study("o", &[StudyDirection::Minimize]).unwrap();
+    let gone = s
+        .claim_or_create_within(st.study_id, 10, &owner("gone", 50))
+        .unwrap()
+        .unwrap()
+        .trial();
+    std::thread::sleep(Duration::from_millis(150));
+    let out = s
+        .fail_abandoned_trials(st.study_id, &owner("judge", 50), None, &[])
+        .unwrap();
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!((out[0].failed, out[0].adopted), (gone, false));
+    assert_eq!(s.trial(gone.trial_id).unwrap().state, TrialState::Fail);
 }
 
 /// A trial is taken over when its heartbeat is older than its own
