@@ -1350,6 +1350,24 @@ fn the_same_error_on_the_first_trials_stops_the_study() {
         "{} trials, {failed} failed",
         ts.len()
     );
+    // The trials the stop cut short say what stopped them.
+    let cut_short: Vec<_> = ts
+        .iter()
+        .filter(|t| {
+            ["interrupted", "not_started"]
+                .map(serde_json::Value::from)
+                .iter()
+                .any(|k| t.user_attrs.get("error_kind") == Some(k))
+        })
+        .collect();
+    for t in cut_short {
+        let msg = t.user_attrs["error_msg"].as_str().unwrap();
+        assert!(
+            msg.contains("all failed with the same error"),
+            "trial {}: {msg}",
+            t.number
+        );
+    }
 }
 
 /// A trial whose settings its model cannot run (DeBERTa takes no hidden

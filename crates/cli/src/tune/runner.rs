@@ -1675,14 +1675,30 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
-    /// Ctrl-C: stop the workers, fail their trials and enqueue retries, so
-    /// running the same command again continues where this one stopped.
+    /// Ctrl-C, or a stop for an error every trial would meet: stop the
+    /// workers, fail their trials and enqueue retries, so running the same
+    /// command again continues where this one stopped. Each trial says
+    /// which stopped it.
     fn interrupt(&mut self) -> Result<(), TuneError> {
+        let why = match (
+            &self.summary.systematic_error,
+            &self.summary.environment_error,
+        ) {
+            (Some(e), _) => {
+                format!("the run stopped: its first trials all failed with the same error ({e})")
+            }
+            (None, Some(e)) => {
+                format!("the run stopped: a trial could not read the data or model ({e})")
+            }
+            (None, None) => "the run was interrupted (Ctrl-C, SIGTERM or SIGHUP)".to_string(),
+        };
+        let why = why.as_str();
         self.summary.interrupted =
             self.summary.environment_error.is_none() && self.summary.systematic_error.is_none();
-        self.progress
-            .line("interrupted: stopping workers; run the same command again to resume");
-        let why = "the run was interrupted (Ctrl-C, SIGTERM or SIGHUP)";
+        if self.summary.interrupted {
+            self.progress
+                .line("interrupted: stopping workers; run the same command again to resume");
+        }
         for (id, w) in std::mem::take(&mut self.workers) {
             let _ = w.kill();
             if let Some(r) = self.running.remove(&id) {
