@@ -502,6 +502,12 @@ fn other_sections_are_checked() {
         "not a duration",
     );
     expect_error(
+        &replace("n_trials = 5", "n_trials = 5\ntrial_timeout = \"0s\""),
+        "study.trial_timeout",
+        "trial_timeout",
+        "must be longer than 0",
+    );
+    expect_error(
         &replace("name = \"t\"", "name = \"t\"\nstorage = \"postgres://x\""),
         "study.storage",
         "postgres",

@@ -508,6 +508,26 @@ fn an_epoch_the_runner_cannot_read_fails_its_trial_and_ends_its_worker() {
     assert!(msg.contains("null"), "the line it could not read: {msg}");
 }
 
+#[test]
+fn a_trial_past_its_trial_timeout_is_ended_with_its_worker() {
+    // A worker stuck in a driver call, or stopped: alive, and silent.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let study = common::sim_study("hang", 4, "24GiB", "")
+        .replace("n_trials = 4", "n_trials = 4\ntrial_timeout = \"10s\"");
+    let cfg = write(dir.path(), "s.toml", &study);
+    common::ok(tune_within(&db, &cfg, "hang@1:epoch=0"));
+    let ts = trials(&db, "hang");
+    assert_eq!(ts.len(), 4);
+    let failed = all_complete_but(&ts, 1);
+    assert_eq!(
+        attr(failed, "error_kind").and_then(Json::as_str),
+        Some("timeout")
+    );
+    let msg = attr(failed, "error_msg").unwrap().as_str().unwrap();
+    assert!(msg.contains("trial_timeout (10.0s)"), "{msg}");
+}
+
 /// The signals a runner takes as "stop" (Ctrl-C, SIGTERM, a closed
 /// terminal's SIGHUP) reach its workers too, when sent to the process
 /// group; a worker outlives them, so the runner records its trial as

@@ -19,6 +19,7 @@
 //! storage = "sqlite:///memtune.db"    # Optuna's URL form (relative to the working directory), or postgresql://USER@HOST/DB
 //! n_trials = 12                       # >= 1; trials of a resumed study count
 //! timeout = "15m"                     # optional: no new trial starts after this
+//! trial_timeout = "2h"                # optional: a trial running longer is ended, FAIL ("timeout")
 //! seed = 42                           # optional: seeds the sampler and every trial's training
 //! report = true                      # default: write NAME-report.html beside the storage at the end
 //!
@@ -242,6 +243,10 @@ pub struct StudySection {
     pub storage: String,
     pub n_trials: u64,
     pub timeout: Option<Duration>,
+    /// A trial running longer than this is ended and recorded FAIL
+    /// (`error_kind` "timeout"): a worker stuck in a driver call or stopped
+    /// holds its device share until then, not forever.
+    pub trial_timeout: Option<Duration>,
     pub seed: Option<u64>,
     /// Write `memtune report`'s HTML page beside the storage when a run ends.
     pub report: bool,
@@ -899,21 +904,23 @@ impl Check<'_> {
                 ),
             ));
         }
-        let timeout = match &s.timeout {
-            None => None,
-            Some(t) => {
-                let d = parse_duration(t).map_err(|m| self.err("study.timeout", m))?;
+        let positive =
+            |key: &str, text: &Option<String>| -> Result<Option<Duration>, ConfigError> {
+                let Some(t) = text else { return Ok(None) };
+                let d = parse_duration(t).map_err(|m| self.err(key, m))?;
                 if d.is_zero() {
-                    return Err(self.err("study.timeout", "must be longer than 0"));
+                    return Err(self.err(key, "must be longer than 0"));
                 }
-                Some(d)
-            }
-        };
+                Ok(Some(d))
+            };
+        let timeout = positive("study.timeout", &s.timeout)?;
+        let trial_timeout = positive("study.trial_timeout", &s.trial_timeout)?;
         Ok(StudySection {
             name,
             storage,
             n_trials: s.n_trials,
             timeout,
+            trial_timeout,
             seed: s.seed,
             report: s.report.unwrap_or(true),
         })

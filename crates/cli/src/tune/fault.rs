@@ -1,7 +1,7 @@
 //! Fault injection for the runner's tests: `MEMTUNE_FAULT` names which
 //! trial numbers fail and how, e.g.
 //! `abort@3:epoch=0; sticky@5:epoch=1; oom@7:alloc=120; assert@8:epoch=0;
-//! device-error@2:check=3; nan@6:epoch=0; kill-runner@4`.
+//! device-error@2:check=3; nan@6:epoch=0; hang@9:epoch=0; kill-runner@4`.
 //!
 //! `kill-runner@N` makes the runner `SIGKILL` itself right after trial `N`
 //! is handed to a worker (the resume tests' kill -9 at a known moment); the
@@ -66,6 +66,9 @@ impl Faults {
                 "nan" => Fault::NanEpoch {
                     epoch: value("epoch")? as usize,
                 },
+                "hang" => Fault::Hang {
+                    after_epoch: value("epoch")? as usize,
+                },
                 "kill-runner" => {
                     faults.kill_runner_after_start_of = Some(trial);
                     continue;
@@ -86,9 +89,10 @@ mod tests {
     fn parses_every_kind_and_rejects_garbage() {
         let f = Faults::parse(
             "abort@3:epoch=0; sticky@5:epoch=1;oom@7:alloc=120; assert@8:epoch=2; kill-runner@4; \
-             device-error@2:check=3; nan@6:epoch=1",
+             device-error@2:check=3; nan@6:epoch=1; hang@9:epoch=0",
         )
         .unwrap();
+        assert_eq!(f.per_trial[&9], Fault::Hang { after_epoch: 0 });
         assert_eq!(f.per_trial[&8], Fault::DeviceAssert { after_epoch: 2 });
         assert_eq!(f.per_trial[&3], Fault::Abort { after_epoch: 0 });
         assert_eq!(f.per_trial[&5], Fault::StickyError { after_epoch: 1 });

@@ -60,6 +60,9 @@ pub enum Fault {
     /// The worker reports this epoch with a NaN objective, which JSON
     /// cannot carry (serde writes `null`): a line the runner cannot read.
     NanEpoch { epoch: usize },
+    /// The worker stops after this epoch's report, as a process stuck in
+    /// a driver call or stopped by a signal: alive, and silent.
+    Hang { after_epoch: usize },
 }
 
 /// One trial for a worker to run: everything resolved, nothing to look up.

@@ -185,6 +185,8 @@ struct Running {
     last_value: Option<f64>,
     known: Figures,
     recompute: bool,
+    /// When its job was sent ([`StudySection::trial_timeout`] counts from it).
+    started: Instant,
 }
 
 pub struct Runner<'a> {
@@ -342,6 +344,7 @@ impl<'a> Runner<'a> {
                 break;
             }
             self.drop_lost_trials()?;
+            self.end_overdue_trials()?;
             if !stopping
                 && self
                     .plan
@@ -1157,6 +1160,7 @@ impl<'a> Runner<'a> {
                 last_value: None,
                 known: c.known,
                 recompute: c.recompute,
+                started: Instant::now(),
             },
         );
         if let Err(e) = sent {
@@ -1463,6 +1467,43 @@ impl<'a> Runner<'a> {
         if !line.trim_start().starts_with('{') {
             return Ok(());
         }
+        // Enough to see what went wrong; a runaway line is not stored whole.
+        let shown: String = line.chars().take(500).collect();
+        let message = format!("the worker wrote a line the runner cannot read: {shown}");
+        self.end_trial_and_worker(worker, "worker_protocol", &message)
+    }
+
+    /// Trials running longer than `[study] trial_timeout` are ended with
+    /// their workers: a worker stuck in a driver call, or stopped, sends
+    /// nothing and would hold its trial and its device share forever.
+    fn end_overdue_trials(&mut self) -> Result<(), TuneError> {
+        let Some(limit) = self.cfg.study.trial_timeout else {
+            return Ok(());
+        };
+        let overdue: Vec<usize> = self
+            .running
+            .iter()
+            .filter(|(_, r)| r.started.elapsed() > limit)
+            .map(|(&worker, _)| worker)
+            .collect();
+        for worker in overdue {
+            let message = format!(
+                "the trial ran longer than trial_timeout ({}); its worker was ended",
+                crate::report::summary::duration(limit.as_secs_f64())
+            );
+            self.end_trial_and_worker(worker, "timeout", &message)?;
+        }
+        Ok(())
+    }
+
+    /// Fails the trial on `worker` (`kind`, `message`) and ends the worker;
+    /// a fresh one takes the next trial. Nothing when it runs no trial.
+    fn end_trial_and_worker(
+        &mut self,
+        worker: usize,
+        kind: &str,
+        message: &str,
+    ) -> Result<(), TuneError> {
         let Some(r) = self.running.remove(&worker) else {
             return Ok(());
         };
@@ -1471,23 +1512,14 @@ impl<'a> Runner<'a> {
         if let Some(w) = self.workers.remove(&worker) {
             w.kill();
         }
-        // Enough to see what went wrong; a runaway line is not stored whole.
-        let shown: String = line.chars().take(500).collect();
-        let message = format!("the worker wrote a line the runner cannot read: {shown}");
-        let recorded = record::error(
-            &self.storage,
-            &r.trial,
-            "worker_protocol",
-            &message,
-            Some(&r.settings),
-        );
+        let recorded = record::error(&self.storage, &r.trial, kind, message, Some(&r.settings));
         if taken_over(recorded, r.trial.number)? {
             self.summary.errors += 1;
             self.progress.line(&format!(
                 "trial {}: failed: {message}; a fresh worker takes the next trial",
                 r.trial.number
             ));
-            self.note_outcome(Some(&message));
+            self.note_outcome(Some(message));
         }
         self.release(&r);
         self.update_display()

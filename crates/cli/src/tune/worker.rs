@@ -242,6 +242,9 @@ fn epoch_exchange(
         serde_json::from_str(line.trim()).map_err(|_| WorkerError::BadAnswer(line.clone()))?;
     match &job.fault {
         Some(Fault::Abort { after_epoch }) if *after_epoch == m.epoch => std::process::abort(),
+        Some(Fault::Hang { after_epoch }) if *after_epoch == m.epoch => loop {
+            std::thread::park();
+        },
         Some(Fault::DeviceAssert { after_epoch }) if *after_epoch == m.epoch => {
             // On the CPU and the simulated device the trainer stages it
             // (`trainer_faults`).

@@ -105,6 +105,7 @@ pub(crate) struct RawStudy {
     pub storage: Option<String>,
     pub n_trials: u64,
     pub timeout: Option<String>,
+    pub trial_timeout: Option<String>,
     pub seed: Option<u64>,
     pub report: Option<bool>,
 }
