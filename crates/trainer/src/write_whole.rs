@@ -3,7 +3,7 @@
 //! never sees half of it, a failure leaves what was there, and a retry finds
 //! nothing in its way.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,45 +27,75 @@ pub(crate) fn write_file_whole<E>(
     result
 }
 
-/// Makes the directory `dir`, which must be absent or empty: `fill` writes
-/// its files into a new temporary directory beside it, which becomes `dir`
-/// once `fill` succeeds. On failure the temporary directory is removed and
-/// `dir` is as it was. `io_error` turns a failure to create or rename into
-/// the caller's error.
+/// Makes the directory `dir`, which must be absent or empty, whole: `fill`
+/// writes its files into a new temporary directory, and they become
+/// `dir`'s once `fill` succeeds. On failure the temporary directory is
+/// removed and `dir` is as it was. `io_error` turns a failure to create or
+/// move into the caller's error.
+///
+/// An absent `dir` is the temporary, made beside it and renamed onto it. An
+/// empty one that exists stays (it may be a mount point, a link, `.`, or
+/// in a folder this process cannot write): the temporary is made inside
+/// it and its files are moved out of it, each by a rename.
 pub(crate) fn write_dir_whole<E>(
     dir: &Path,
     fill: impl FnOnce(&Path) -> Result<(), E>,
     io_error: impl Fn(io::Error) -> E,
 ) -> Result<(), E> {
-    let temporary = beside(dir).map_err(&io_error)?;
+    let exists = std::fs::metadata(dir).is_ok_and(|m| m.is_dir());
+    if exists && std::fs::read_dir(dir).map_err(&io_error)?.next().is_some() {
+        return Err(io_error(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "the directory is not empty",
+        )));
+    }
+    let temporary = if exists {
+        dir.join(hidden_name(".partial"))
+    } else {
+        beside(dir).map_err(&io_error)?
+    };
     if let Some(parent) = temporary.parent() {
         std::fs::create_dir_all(parent).map_err(&io_error)?;
     }
     // `create_dir`, not `_all`: a directory already there is not ours to fill
     // or remove.
     std::fs::create_dir(&temporary).map_err(&io_error)?;
-    let result =
-        fill(&temporary).and_then(|()| replace_empty_dir(&temporary, dir).map_err(&io_error));
+    let result = fill(&temporary).and_then(|()| {
+        if exists {
+            move_entries_out(&temporary, dir).map_err(&io_error)
+        } else {
+            std::fs::rename(&temporary, dir).map_err(&io_error)
+        }
+    });
     if result.is_err() {
         let _ = std::fs::remove_dir_all(&temporary);
     }
     result
 }
 
-/// Renames `from` to `to`, removing `to` first when it is an empty directory
-/// (renaming onto a directory is not portable); a non-empty `to` is an error.
-fn replace_empty_dir(from: &Path, to: &Path) -> io::Result<()> {
-    match std::fs::remove_dir(to) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-        _ => {}
+/// Moves every entry of `from` into `to` (its parent), then removes the
+/// empty `from`; on failure the entries moved so far go back.
+fn move_entries_out(from: &Path, to: &Path) -> io::Result<()> {
+    let mut moved = Vec::new();
+    let result = std::fs::read_dir(from).and_then(|entries| {
+        for entry in entries {
+            let name = entry?.file_name();
+            std::fs::rename(from.join(&name), to.join(&name))?;
+            moved.push(name);
+        }
+        std::fs::remove_dir(from)
+    });
+    if result.is_err() {
+        for name in moved {
+            let _ = std::fs::rename(to.join(&name), from.join(&name));
+        }
     }
-    std::fs::rename(from, to)
+    result
 }
 
 /// A hidden name beside `path`, unique to this process and call, for its
 /// temporary (the same file system, so the rename is atomic).
 fn beside(path: &Path) -> io::Result<PathBuf> {
-    static CALLS: AtomicU64 = AtomicU64::new(0);
     let name = path.file_name().ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -74,12 +104,19 @@ fn beside(path: &Path) -> io::Result<PathBuf> {
     })?;
     let mut temporary = OsString::from(".");
     temporary.push(name);
-    temporary.push(format!(
+    Ok(path.with_file_name(hidden_name(&temporary)))
+}
+
+/// `PREFIX.tmpPID-N`, unique to this process and call.
+fn hidden_name(prefix: impl AsRef<OsStr>) -> OsString {
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let mut name = prefix.as_ref().to_os_string();
+    name.push(format!(
         ".tmp{}-{}",
         std::process::id(),
         CALLS.fetch_add(1, Ordering::Relaxed)
     ));
-    Ok(path.with_file_name(temporary))
+    name
 }
 
 #[cfg(test)]
@@ -126,6 +163,18 @@ mod tests {
         write_dir_whole(&out, |at| std::fs::write(at.join("a"), "a"), |e| e).unwrap();
         assert_eq!(entries(&out), ["a"]);
         assert_eq!(entries(&dir.path().join("deeper")), ["out"]);
+        // An empty directory that stays (a mount point, a link to it, `.`):
+        // filled in place, and left empty by a failure.
+        let target = dir.path().join("target");
+        std::fs::create_dir(&target).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        write_dir_whole(&link, failing, |e| e).unwrap_err();
+        assert_eq!(entries(&target), Vec::<String>::new());
+        assert!(link.is_symlink());
+        write_dir_whole(&link, |at| std::fs::write(at.join("a"), "a"), |e| e).unwrap();
+        assert!(link.is_symlink());
+        assert_eq!(entries(&target), ["a"]);
         // A directory that is not empty is left as it is.
         let e = write_dir_whole(&out, |at| std::fs::write(at.join("b"), "b"), |e| e);
         assert!(e.is_err());
