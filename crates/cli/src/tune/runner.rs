@@ -465,7 +465,7 @@ impl<'a> Runner<'a> {
             let r = self.running.remove(&worker).expect("found above");
             self.idle.remove(&worker);
             if let Some(w) = self.workers.remove(&worker) {
-                let _ = w.kill();
+                w.kill();
             }
             self.release(&r);
             self.report_taken_over(r.trial.number);
@@ -500,7 +500,7 @@ impl<'a> Runner<'a> {
             let r = self.running.remove(&worker).expect("found above");
             self.idle.remove(&worker);
             if let Some(w) = self.workers.remove(&worker) {
-                let _ = w.kill();
+                w.kill();
             }
             self.release(&r);
         }
@@ -1645,7 +1645,7 @@ impl<'a> Runner<'a> {
             self.bound.remove(&w);
             self.idle.remove(&w);
             if let Some(p) = self.workers.remove(&w) {
-                let _ = p.kill();
+                p.kill();
             }
             if let Some(r) = self.running.remove(&w) {
                 let message = format!("its device {name} was drained: {why}");
@@ -1732,7 +1732,7 @@ impl<'a> Runner<'a> {
                 .line("interrupted: stopping workers; run the same command again to resume");
         }
         for (id, w) in std::mem::take(&mut self.workers) {
-            let _ = w.kill();
+            w.kill();
             if let Some(r) = self.running.remove(&id) {
                 record::fail_and_retry(&self.storage, &r.trial, "interrupted", why)?;
                 self.devices.release(r.trial.trial_id as u64);

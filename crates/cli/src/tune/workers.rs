@@ -127,13 +127,15 @@ impl WorkerProc {
         self.child.wait()
     }
 
-    /// Kills the worker (if still alive) and reaps it.
-    pub fn kill(mut self) -> ExitStatus {
+    /// Kills the worker (if still alive); a thread of its own reaps it. A
+    /// worker in an uninterruptible call (a driver call on a GPU that
+    /// stopped answering) dies only when the call returns, and waiting for
+    /// it here would stop the runner and every other trial with it.
+    pub fn kill(mut self) {
         self.stdin = None;
         let _ = self.child.kill();
-        self.child
-            .wait()
-            .expect("waiting on a child we spawned cannot fail")
+        let mut child = self.child;
+        std::thread::spawn(move || child.wait());
     }
 
     /// Waits for a worker whose output closed, and describes how it ended,
