@@ -229,9 +229,9 @@ impl Tx<'_> {
         matches!(self, Tx::Pg(_))
     }
 
-    /// Start a transaction with `begin`; on PostgreSQL, also its id (see
-    /// `PgConn::begin`).
-    pub(crate) fn begin(&self, begin: &str) -> Result<Option<i64>, DbError> {
+    /// Start a transaction with `begin`; on PostgreSQL, also its id and
+    /// server process (see `PgConn::begin`).
+    pub(crate) fn begin(&self, begin: &str) -> Result<Option<crate::pg::PgTx>, DbError> {
         match self {
             Tx::Sqlite(conn) => {
                 conn.execute_batch(begin)?;

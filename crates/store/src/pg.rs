@@ -174,6 +174,13 @@ fn shown_url(config: &postgres::Config) -> String {
 /// `connect_timeout`.
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A transaction begun on PostgreSQL: its id and its server process.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PgTx {
+    pub(crate) txid: i64,
+    pub(crate) pid: i64,
+}
+
 /// One client and the statements it has prepared, keyed by their text.
 pub(crate) struct PgConn {
     pub(crate) client: postgres::Client,
@@ -326,17 +333,21 @@ impl PgConn {
         Ok(())
     }
 
-    /// `BEGIN` and the transaction's id, in one round trip: after a
-    /// connection is lost during `COMMIT`, the id tells whether it
-    /// committed ([`PgConn::commit_status`]).
-    pub(crate) fn begin(&mut self, begin: &str) -> Result<i64, DbError> {
+    /// `BEGIN`, the transaction's id and its server process, in one round
+    /// trip: after a connection is lost during `COMMIT`, the id tells
+    /// whether it committed ([`PgConn::commit_status`]), and the two name
+    /// the process to end if it still waits ([`PgConn::end_abandoned`]).
+    pub(crate) fn begin(&mut self, begin: &str) -> Result<PgTx, DbError> {
         let messages = self
             .client
-            .simple_query(&format!("{begin}; SELECT txid_current()"))?;
+            .simple_query(&format!("{begin}; SELECT txid_current(), pg_backend_pid()"))?;
         messages
             .iter()
             .find_map(|m| match m {
-                postgres::SimpleQueryMessage::Row(row) => row.get(0)?.parse().ok(),
+                postgres::SimpleQueryMessage::Row(row) => Some(PgTx {
+                    txid: row.get(0)?.parse().ok()?,
+                    pid: row.get(1)?.parse().ok()?,
+                }),
                 _ => None,
             })
             .ok_or_else(|| DbError::Decode("txid_current() returned no id".into()))
@@ -362,14 +373,16 @@ impl PgConn {
     /// transaction is `txid` and that waits for its client is ended; one
     /// already committing finishes, and [`PgConn::commit_status`] tells the
     /// outcome either way. Whether a process was ended.
-    pub(crate) fn end_abandoned(&mut self, txid: i64) -> Result<bool, DbError> {
-        // `txid_current()` is the 32-bit xid with an epoch above it.
-        let xid = (txid & 0xFFFF_FFFF).to_string();
+    pub(crate) fn end_abandoned(&mut self, tx: PgTx) -> Result<bool, DbError> {
+        // `txid_current()` is the 32-bit xid with an epoch above it. Both
+        // the process and the xid must match: a reconnection that reached
+        // another server (a failover) may find the xid reused there.
+        let xid = (tx.txid & 0xFFFF_FFFF).to_string();
         let rows = self.query(
             "SELECT pg_terminate_backend(pid)::int::int8 FROM pg_stat_activity \
-             WHERE backend_xid::text = ?1 AND state LIKE 'idle in transaction%' \
-             AND pid <> pg_backend_pid()",
-            &[Value::Text(xid)],
+             WHERE pid::int8 = ?2 AND backend_xid::text = ?1 \
+             AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()",
+            &[Value::Text(xid), Value::Int(tx.pid)],
         )?;
         Ok(!rows.is_empty())
     }
@@ -751,13 +764,21 @@ mod tests {
         let mut bystander = PgConn::connect(&url).unwrap();
         let mut asker = PgConn::connect(&url).unwrap();
         bystander.begin("BEGIN").unwrap();
-        let txid = cut_off.begin("BEGIN").unwrap();
+        let tx = cut_off.begin("BEGIN").unwrap();
+        let txid = tx.txid;
         cut_off
             .client
             .batch_execute("CREATE TABLE t (x int)")
             .unwrap();
         assert_eq!(asker.commit_status(txid).unwrap(), None);
-        assert!(asker.end_abandoned(txid).unwrap());
+        // The xid alone on another process (as after a failover) is not it.
+        let elsewhere = PgTx {
+            pid: tx.pid + 1,
+            ..tx
+        };
+        assert!(!asker.end_abandoned(elsewhere).unwrap());
+        assert_eq!(asker.commit_status(txid).unwrap(), None);
+        assert!(asker.end_abandoned(tx).unwrap());
         let start = std::time::Instant::now();
         let outcome = loop {
             if let Some(done) = asker.commit_status(txid).unwrap() {
@@ -775,7 +796,7 @@ mod tests {
         bystander.client.batch_execute("SELECT 1").unwrap();
         bystander.client.batch_execute("COMMIT").unwrap();
         // And nothing is ended twice.
-        assert!(!asker.end_abandoned(txid).unwrap());
+        assert!(!asker.end_abandoned(tx).unwrap());
     }
 
     #[test]

@@ -18,7 +18,7 @@
 
 use crate::db::{DbError, Tx, Value};
 use crate::error::{Result, StoreError, from_db, from_sqlite};
-use crate::pg::{PgConn, PgUrl};
+use crate::pg::{PgConn, PgTx, PgUrl};
 use crate::schema;
 use rusqlite::{Connection, OpenFlags};
 use std::cell::{Cell, RefCell};
@@ -627,13 +627,12 @@ impl Storage {
         };
         self.retry_tx(|| {
             self.staged_io_error()?;
-            let txid = tx.begin(begin)?;
+            let pg_tx = tx.begin(begin)?;
             match f(tx) {
                 Ok(v) => match tx.batch("COMMIT") {
                     Ok(()) => Ok(v),
-                    Err(e) if e.is_connection_lost() && txid.is_some() => {
-                        let txid = txid.expect("checked");
-                        if self.committed(txid, &e)? {
+                    Err(e) if e.is_connection_lost() && pg_tx.is_some() => {
+                        if self.committed(pg_tx.expect("checked"), &e)? {
                             Ok(v)
                         } else {
                             Err(TxError::Db(e))
@@ -826,13 +825,14 @@ impl Storage {
         );
     }
 
-    /// Whether transaction `txid`, whose `COMMIT` met a lost connection,
+    /// Whether transaction `pg_tx`, whose `COMMIT` met a lost connection,
     /// committed: asked on a new connection once the old one's server
     /// process has finished with it. One still waiting for the `COMMIT`
     /// that never came is ended ([`PgConn::end_abandoned`]), so the answer
     /// comes at once; one that stays in progress past `reconnect_for` is
     /// the storage unavailable.
-    fn committed(&self, txid: i64, cause: &DbError) -> Result<bool, TxError> {
+    fn committed(&self, pg_tx: PgTx, cause: &DbError) -> Result<bool, TxError> {
+        let txid = pg_tx.txid;
         let Backend::Pg(conn) = &self.backend else {
             return Ok(false);
         };
@@ -857,7 +857,7 @@ impl Storage {
                 // allowed to end it) leaves only the wait.
                 if last_end.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
                     last_end = Some(Instant::now());
-                    if let Err(e) = conn.borrow_mut().end_abandoned(txid) {
+                    if let Err(e) = conn.borrow_mut().end_abandoned(pg_tx) {
                         tracing::info!(
                             storage = %self.path.display(),
                             "cannot end the transaction cut off at COMMIT: {e}"
@@ -1037,9 +1037,12 @@ fn immutable_uri(path: &Path) -> String {
     uri
 }
 
-/// Whether this process may write `path` and create files in its folder
-/// (`faccessat(2)` with the effective ids, as `open(2)` checks; a
-/// read-only mount answers no).
+/// Whether this process may make `path`'s side files: it owns the file (or
+/// is root, whom SQLite makes them for as the file's owner), and may write
+/// it and create files in its folder (`faccessat(2)` with the effective
+/// ids, as `open(2)` checks; a read-only mount answers no). Side files a
+/// reader of another user made would be that user's, and a writer of the
+/// file's own could not write them while they exist.
 fn may_write_beside(path: &Path) -> bool {
     // SQLite keeps its side files beside the file a link points to.
     let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
@@ -1047,7 +1050,20 @@ fn may_write_beside(path: &Path) -> bool {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    writable(&path) && writable(folder)
+    owned_here(&path) && writable(&path) && writable(folder)
+}
+
+#[cfg(unix)]
+fn owned_here(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    std::fs::metadata(path).is_ok_and(|m| euid == 0 || m.uid() == euid)
+}
+
+#[cfg(not(unix))]
+fn owned_here(_: &Path) -> bool {
+    false
 }
 
 #[cfg(unix)]
