@@ -207,8 +207,9 @@ pub fn check_exportable(head: &HeadConfig) -> Result<(), ExportError> {
 
 /// Writes `model` as a Hugging Face classification directory `out` (created;
 /// it must be absent or empty). The directory is written whole: its files go
-/// into a temporary directory beside `out`, which becomes `out` once all are
-/// written, so a failed export leaves nothing and can be retried. `source_dir` is the model it was fine-tuned
+/// into a temporary directory (beside an absent `out`, which it becomes once
+/// all are written; inside an empty `out` that exists, whose files they then
+/// become), so a failed export leaves nothing and can be retried. `source_dir` is the model it was fine-tuned
 /// from (its `config.json` and tokenizer files are carried over), `tokenizer`
 /// the tokenizer it was trained with, `labels` the class names in class
 /// order (see [`default_label_names`]).
