@@ -384,12 +384,7 @@ fn tune_refuses_to_resume_without_a_param_a_waiting_retry_holds() {
         .iter()
         .find(|t| t.state == TrialState::Waiting && t.params.contains_key("batch_size"))
         .expect("the interrupted trial waits for its retry");
-    let without = study
-        .replace(
-            "[[param]]\nname = \"batch_size\"\ntype = \"categorical\"\nchoices = [8, 16]\n",
-            "",
-        )
-        .replace("[fixed]\n", "[fixed]\nbatch_size = 8\n");
+    let without = without_batch_size_param(&study);
     assert!(!without.contains("name = \"batch_size\""), "{without}");
     let without = write(dir.path(), "without.toml", &without);
     let out = tune(&db, &without, &[]);
@@ -400,6 +395,45 @@ fn tune_refuses_to_resume_without_a_param_a_waiting_retry_holds() {
     let after = trials(&db, "s");
     let states = |ts: &[store::FrozenTrial]| ts.iter().map(|t| t.state).collect::<Vec<_>>();
     assert_eq!(states(&after), states(&before), "{err}");
+}
+
+/// `study` with `batch_size` fixed rather than searched.
+fn without_batch_size_param(study: &str) -> String {
+    study
+        .replace(
+            "[[param]]\nname = \"batch_size\"\ntype = \"categorical\"\nchoices = [8, 16]\n",
+            "",
+        )
+        .replace("[fixed]\n", "[fixed]\nbatch_size = 8\n")
+}
+
+/// A runner killed with `-9` leaves its trials RUNNING; the next runner
+/// takes them over as retries with their stored params, so a study file
+/// without one of those params is refused as it is for a WAITING retry.
+#[test]
+fn tune_refuses_to_resume_without_a_param_a_killed_runners_trial_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let study = sim_study("s", 40, "", "").replace("epochs = 2", "epochs = 6");
+    let cfg = write(dir.path(), "s.toml", &study);
+    let mut child = start_until_a_trial_runs(&db, &cfg, "s");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = trials(&db, "s");
+    let running = before
+        .iter()
+        .find(|t| t.state == TrialState::Running && t.params.contains_key("batch_size"))
+        .expect("the killed runner's trial is still RUNNING");
+    let without = without_batch_size_param(&study);
+    let without = write(dir.path(), "without.toml", &without);
+    let out = tune(&db, &without, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = refused(out);
+    assert!(err.contains("`batch_size`"), "{err}");
+    assert!(
+        err.contains(&format!("RUNNING trial {}", running.number)),
+        "{err}"
+    );
 }
 
 // ---- 3. the whole model is checked before the first trial -----------------

@@ -751,6 +751,8 @@ pub fn check_space_against_stored(cfg: &StudyConfig, plan: &RunPlan) -> Result<(
 /// Optuna's `RetryFailedTrialCallback` does) are run as they are, so each
 /// must still be a param of the study file: a trial cannot drop a stored
 /// param, and one the file no longer defines would fail it before it runs.
+/// So are a runner's RUNNING trials', which become such retries when that
+/// runner is gone (killed, say) and this one takes them over.
 /// Its `fixed_params` are Optuna's `enqueue_trial` values, which apply only
 /// to the params the space suggests (the others are ignored, as in Optuna),
 /// and are not checked here.
@@ -760,15 +762,17 @@ fn check_waiting_params(
     trials: &[hpo_sampler::FrozenTrial],
 ) -> Result<(), String> {
     let defined = |name: &str| cfg.params.iter().any(|p| p.name == name);
-    let waiting = trials
-        .iter()
-        .filter(|t| t.state == hpo_sampler::TrialState::Waiting);
-    for t in waiting {
+    let to_run = trials.iter().filter(|t| match t.state {
+        hpo_sampler::TrialState::Waiting => true,
+        hpo_sampler::TrialState::Running => t.system_attrs.contains_key(store::OWNER_KEY),
+        _ => false,
+    });
+    for t in to_run {
         if let Some(name) = t.params.keys().find(|name| !defined(name)) {
             return Err(format!(
-                "{}: study `{}` has WAITING trial {} with param `{name}`, which the study file \
+                "{}: study `{}` has {} trial {} with param `{name}`, which the study file \
                  no longer defines: put the `[[param]]` back to run it, or use another study name",
-                cfg.origin, plan.study_name, t.number
+                cfg.origin, plan.study_name, t.state, t.number
             ));
         }
     }
