@@ -166,17 +166,23 @@ threads_per_worker = 1
     )
 }
 
+/// A tiny model of the sentiment words in `dir`, and the study database
+/// beside it: the model's path and the database's.
+fn tiny_model_and_db(dir: &Path) -> (PathBuf, PathBuf) {
+    let words = trainer::testing::sentiment_words(600);
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let model = dir.join("tiny");
+    trainer::testing::write_tiny_model(&model, &trainer::testing::tiny_config(), &words, 3)
+        .unwrap();
+    (model, dir.join("study.db"))
+}
+
 #[test]
 fn train_retrains_on_the_cpu_whatever_device_the_study_file_names() {
     // The study ran on a GPU; its file says so, and the retrain happens
     // where `train` always retrains: on the CPU, with or without a GPU.
     let dir = tempfile::tempdir().unwrap();
-    let words = trainer::testing::sentiment_words(600);
-    let words: Vec<&str> = words.iter().map(String::as_str).collect();
-    let model = dir.path().join("tiny");
-    trainer::testing::write_tiny_model(&model, &trainer::testing::tiny_config(), &words, 3)
-        .unwrap();
-    let db = dir.path().join("study.db");
+    let (model, db) = tiny_model_and_db(dir.path());
     let on_cpu = study_file("winner", &model);
     let cfg = dir.path().join("study.toml");
     std::fs::write(&cfg, &on_cpu).unwrap();
@@ -200,12 +206,7 @@ fn train_retrains_on_the_cpu_whatever_device_the_study_file_names() {
 #[test]
 fn train_repeats_the_trial_and_transformers_gives_the_same_logits() {
     let dir = tempfile::tempdir().unwrap();
-    let words = trainer::testing::sentiment_words(600);
-    let words: Vec<&str> = words.iter().map(String::as_str).collect();
-    let model = dir.path().join("tiny");
-    trainer::testing::write_tiny_model(&model, &trainer::testing::tiny_config(), &words, 3)
-        .unwrap();
-    let db = dir.path().join("study.db");
+    let (model, db) = tiny_model_and_db(dir.path());
     let cfg = dir.path().join("study.toml");
     std::fs::write(&cfg, study_file("winner", &model)).unwrap();
     let cfg_arg = cfg.to_str().unwrap();

@@ -14,6 +14,7 @@ use crate::model::{BertClassifier, DeviceBatch};
 use crate::testing::{tiny_config, write_tiny_model};
 use crate::tokenize::Encoded;
 use crate::weights::load_safetensors;
+use crate::write_whole::tests::entries;
 
 /// The tensor names of `dir`'s `model.safetensors`, as stored.
 fn names_in_file(dir: &Path) -> Vec<String> {
@@ -405,14 +406,6 @@ fn a_failed_export_leaves_no_directory_and_a_retry_succeeds() {
     let e = save_hf_dir(&be, &model, &tokenizer, &source, &names, &out).unwrap_err();
     assert!(e.to_string().contains("special_tokens_map.json"), "{e}");
     assert!(!out.exists(), "{e}");
-    let entries = |dir: &Path| -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    };
     assert_eq!(entries(tmp.path()), ["source"]);
     std::fs::remove_file(&unreadable).unwrap();
     // An empty directory made for the export is taken too.
