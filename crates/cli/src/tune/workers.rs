@@ -49,14 +49,15 @@ impl WorkerProc {
         threads: usize,
         events: Sender<Event>,
     ) -> std::io::Result<Self> {
-        let mut child = Command::new(exe)
-            .arg("worker")
+        let mut cmd = Command::new(exe);
+        cmd.arg("worker")
             .env("RAYON_NUM_THREADS", threads.to_string())
             .env("MEMTUNE_RUNNER_PID", std::process::id().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
+            .stderr(Stdio::piped());
+        outlive_stop_signals_from_exec(&mut cmd);
+        let mut child = cmd.spawn()?;
         let pid = child.id();
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("stdout is piped");
@@ -157,6 +158,28 @@ impl WorkerProc {
             .collect::<Vec<_>>()
             .join("\n");
         (status, tail)
+    }
+}
+
+/// The worker ignores the signals the runner takes as "stop" (Ctrl-C and a
+/// closed terminal's SIGHUP reach the whole process group) from its first
+/// instruction: a job is sent before the new process could install its own
+/// handlers ([`super::worker::die_with_parent`]), and one of these signals
+/// in between killed it with its trial.
+fn outlive_stop_signals_from_exec(cmd: &mut Command) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: `signal` is async-signal-safe, as `pre_exec` requires; an
+        // ignored disposition survives `execve`.
+        unsafe {
+            cmd.pre_exec(|| {
+                for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                    libc::signal(signal, libc::SIG_IGN);
+                }
+                Ok(())
+            });
+        }
     }
 }
 
