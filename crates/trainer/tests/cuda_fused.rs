@@ -60,7 +60,10 @@ impl Pair {
             .expect("CUDA backend on device 0")
             .with_matmul_precision(precision)
             .expect("the device runs this precision")
-            .with_kernels(Kernels::Fused);
+            .with_kernels(Kernels::Fused)
+            // An op that leaves part of its overwritten output unwritten
+            // shows up as NaN against the CPU.
+            .with_poisoned_scratch(true);
         Pair {
             cpu: CpuBackend::<f32>::new().for_step(precision, Kernels::Fused),
             gpu,

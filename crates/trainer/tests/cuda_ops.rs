@@ -51,7 +51,11 @@ impl Pair {
     /// emulated).
     fn at(precision: MatmulPrecision) -> Pair {
         let seed = time_seed();
-        let gpu = CudaBackend::new(0, Config::default()).expect("CUDA backend on device 0");
+        // Poisoned: an op that leaves part of its overwritten output
+        // unwritten shows up as NaN against the CPU.
+        let gpu = CudaBackend::new(0, Config::default())
+            .expect("CUDA backend on device 0")
+            .with_poisoned_scratch(true);
         Pair {
             cpu: CpuBackend::new().with_matmul_precision(precision),
             gpu: gpu
@@ -593,6 +597,36 @@ fn a_bad_label_is_a_typed_error_and_the_backend_recovers() {
         .cross_entropy_forward(&logits.1, &LossTargets::new(&ok, None, 2, 4.0));
     assert!(loss.is_finite());
     p.gpu.check().unwrap();
+}
+
+/// Buffers that their first op overwrites are NaN until then when
+/// poisoned, in each stored type (fp32, and bf16 activations under the
+/// fused kernels), and zeroed buffers are zero.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn overwritten_buffers_are_poisoned_when_asked_and_zeroed_ones_are_zero() {
+    use trainer::backend::Kernels;
+    let fp32 = CudaBackend::new(0, Config::default()).expect("CUDA backend on device 0");
+    let bf16 = CudaBackend::new(0, Config::default())
+        .and_then(|b| b.with_matmul_precision(MatmulPrecision::Bf16))
+        .expect("bf16 products")
+        .with_kernels(Kernels::Fused);
+    for gpu in [fp32, bf16] {
+        let gpu = gpu.with_poisoned_scratch(true);
+        // Odd lengths: the fills cover the last element too.
+        for len in [1, 77, 4099] {
+            let zeroed = gpu.alloc("zeroed", BufKind::Activation, len);
+            let poisoned = gpu.alloc_overwritten("poisoned", BufKind::Activation, len);
+            let what = format!("{} activations of {len}", gpu.dtype(&poisoned));
+            assert!(gpu.download(&zeroed).iter().all(|v| *v == 0.0), "{what}");
+            let back = gpu.download(&poisoned);
+            assert!(
+                back.len() == len && back.iter().all(|v| v.is_nan()),
+                "{what}"
+            );
+        }
+        gpu.check().unwrap();
+    }
 }
 
 /// A buffer over the allocator's limit is a recorded out-of-memory with

@@ -86,12 +86,15 @@ one() { ls $1 2>/dev/null | head -n 1; }
 # The reference kernels' tests (cuda_ops) and the fused kernels' (cuda_fused),
 # each binary in full even when the other fails; what passing tests print
 # (the typed out-of-memory error, measured errors) goes into the log too.
+# Buffers that their first op overwrites hold NaN until it does
+# (MEMTUNE_CUDA_POISON=1), so an op that leaves part of one unwritten fails
+# against the CPU instead of reading what the memory held.
 step_ops() { local t rc=0
   for t in cuda_ops cuda_fused; do local b; b=$(one "bin/$t-*"); [ -n "$b" ] || { echo "$t test binary missing"; rc=1; continue; }
-    "$b" --include-ignored --test-threads=1 --nocapture --skip the_same_seed || rc=1; done; return $rc; }
+    MEMTUNE_CUDA_POISON=1 "$b" --include-ignored --test-threads=1 --nocapture --skip the_same_seed || rc=1; done; return $rc; }
 step_determinism() { local t rc=0
   for t in cuda_ops cuda_fused; do local b; b=$(one "bin/$t-*"); [ -n "$b" ] || { echo "$t test binary missing"; rc=1; continue; }
-    "$b" --include-ignored --test-threads=1 the_same_seed || rc=1; done; return $rc; }
+    MEMTUNE_CUDA_POISON=1 "$b" --include-ignored --test-threads=1 the_same_seed || rc=1; done; return $rc; }
 step_gpu-mem() { local t; t=$(one 'bin/gpu-*'); [ -n "$t" ] || { echo "gpu-mem test binary missing"; return 1; }
   "$t" --include-ignored --test-threads=1; }
 step_latency() { MEMTUNE_TORCH_LATENCY_SCRIPT=torch_latency.py ./bin/gpu_latency --python "$PY"; }

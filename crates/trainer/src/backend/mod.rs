@@ -228,7 +228,8 @@ pub trait Backend {
     /// output of an op documented to overwrite, or a `beta = 0` matmul)
     /// before anything reads it. Accounted exactly as `alloc`; a backend may
     /// skip the zero fill (the CPU backend hands out a recycled buffer as
-    /// it is). Defaults to `alloc`.
+    /// it is, the CUDA backend issues no memset), and its debug builds fill
+    /// it with NaN so that a broken promise shows. Defaults to `alloc`.
     fn alloc_overwritten(&self, name: &str, kind: BufKind, len: usize) -> Self::Buf {
         self.alloc(name, kind, len)
     }

@@ -39,6 +39,7 @@ pub mod blas;
 pub mod buffer;
 pub mod device_assert;
 pub mod error;
+mod fill;
 pub mod kernel_cache;
 pub mod kernels;
 pub mod nvrtc;
@@ -47,11 +48,13 @@ pub mod staging;
 
 pub use buffer::{CudaBuf, CudaIds};
 pub use error::CudaError;
+pub use fill::PoisonVarError;
 
 use super::{Dtype, Kernels, MatmulPrecision, Storage};
 use cudarc::driver::sys::{self, CUresult};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use error::{check, from_driver};
+use fill::{Fill, nan_bits};
 use gpu_mem::cuda::{CudaBuffer, CudaDevice};
 use gpu_mem::{CachingAllocator, Config};
 use std::collections::HashMap;
@@ -169,6 +172,9 @@ pub struct CudaBackend {
     /// The pinned ring of [`staging::Uploads::Staged`]; `None`: uploads
     /// wait for the stream.
     staging: Option<Mutex<staging::Staging>>,
+    /// Fill overwritten buffers with NaN instead of leaving them as they
+    /// are ([`fill`]).
+    poison_overwritten: bool,
 }
 
 /// The live counters behind [`HostCounters`].
@@ -314,6 +320,10 @@ impl CudaBackend {
             op: "CudaBackend::new",
             message: e.to_string(),
         })?;
+        let poison_overwritten = fill::poison_from_env().map_err(|e| CudaError::Invalid {
+            op: "CudaBackend::new",
+            message: e.to_string(),
+        })?;
         let staging = match asked {
             Some(uploads) => Self::staging_for(&ctx, uploads)?,
             None => match staging::Staging::new(&ctx) {
@@ -350,6 +360,7 @@ impl CudaBackend {
             lost: Mutex::new(None),
             counters: AtomicCounters::default(),
             staging,
+            poison_overwritten,
         };
         // The column reductions' counters start at zero, and each launch
         // leaves them so.
@@ -385,6 +396,17 @@ impl CudaBackend {
     pub fn with_kernels(mut self, kernels: Kernels) -> CudaBackend {
         self.kernels = kernels;
         self.storage = Storage::for_step(Dtype::F32, self.precision, kernels);
+        self
+    }
+
+    /// The backend filling the buffers of
+    /// [`Backend::alloc_overwritten`](super::Backend::alloc_overwritten)
+    /// with NaN (`true`), so that an operation reading an element it did
+    /// not write shows up in its results, or leaving them as the memory
+    /// was (`false`, the default of release builds; see [`fill`]).
+    /// [`CudaBackend::new`] takes `MEMTUNE_CUDA_POISON`.
+    pub fn with_poisoned_scratch(mut self, poison: bool) -> CudaBackend {
+        self.poison_overwritten = poison;
         self
     }
 
@@ -586,10 +608,12 @@ impl CudaBackend {
         self.launch_1d(kernel, n.div_ceil(8), args)
     }
 
+    /// A new buffer of `len` elements of `T` holding what `fill` says.
     fn new_buf<T: cudarc::driver::DeviceRepr>(
         &self,
         name: &str,
         len: usize,
+        fill: Fill,
     ) -> Result<Option<CudaBuffer<T>>, CudaError> {
         if len == 0 {
             return Ok(None);
@@ -603,14 +627,28 @@ impl CudaBackend {
                 bytes,
                 source,
             })?;
-        // SAFETY: `bytes` of our own live buffer, on our stream.
-        check("cuMemsetD8Async", unsafe {
-            sys::cuMemsetD8Async(buf.ptr(), 0, bytes, self.stream.cu_stream())
-        })?;
+        let stream = self.stream.cu_stream();
+        // SAFETY: `bytes` of our own live buffer, on our stream; every
+        // allocation is 512-byte aligned and a buffer of `dtype` holds a
+        // whole number of its elements, as the 16- and 32-bit fills need.
+        match fill {
+            Fill::Zeros => check("cuMemsetD8Async", unsafe {
+                sys::cuMemsetD8Async(buf.ptr(), 0, bytes, stream)
+            })?,
+            Fill::Unspecified(dtype) if self.poison_overwritten => match dtype.bytes() {
+                2 => check("cuMemsetD16Async", unsafe {
+                    sys::cuMemsetD16Async(buf.ptr(), nan_bits(dtype) as u16, bytes / 2, stream)
+                })?,
+                _ => check("cuMemsetD32Async", unsafe {
+                    sys::cuMemsetD32Async(buf.ptr(), nan_bits(dtype), bytes / 4, stream)
+                })?,
+            },
+            Fill::Unspecified(_) => {}
+        }
         Ok(Some(buf))
     }
 
-    /// A zeroed buffer, or none when an error is pending or the allocation
+    /// A new buffer, or none when an error is pending or the allocation
     /// failed (recorded for [`CudaBackend::check`]; out of memory reaches
     /// the training loop as [`crate::backend::Failure::OutOfMemory`], which
     /// halves the micro-batch).
@@ -618,10 +656,11 @@ impl CudaBackend {
         &self,
         name: &str,
         len: usize,
+        fill: Fill,
     ) -> Option<CudaBuffer<T>> {
         let mut mem = None;
         self.run(|| {
-            mem = self.new_buf::<T>(name, len)?;
+            mem = self.new_buf::<T>(name, len, fill)?;
             Ok(())
         });
         mem

@@ -9,6 +9,7 @@
 //! kernel computes and costs.
 
 use super::buffer::{decode, embedding_csr, encode};
+use super::fill::Fill;
 use super::{
     Arg, AtomicCounters, CudaBackend, CudaBuf, CudaError, CudaIds, KernelArg, THREADS, args,
 };
@@ -615,14 +616,23 @@ impl Backend for CudaBackend {
     fn alloc(&self, name: &str, kind: BufKind, len: usize) -> CudaBuf {
         let dtype = self.storage.of(kind);
         CudaBuf {
-            mem: self.alloc_recorded::<u8>(name, len * dtype.bytes()),
+            mem: self.alloc_recorded::<u8>(name, len * dtype.bytes(), Fill::Zeros),
+            len,
+            dtype,
+        }
+    }
+
+    fn alloc_overwritten(&self, name: &str, kind: BufKind, len: usize) -> CudaBuf {
+        let dtype = self.storage.of(kind);
+        CudaBuf {
+            mem: self.alloc_recorded::<u8>(name, len * dtype.bytes(), Fill::Unspecified(dtype)),
             len,
             dtype,
         }
     }
 
     fn alloc_ids(&self, name: &str, len: usize) -> CudaIds {
-        let mem = self.alloc_recorded::<u32>(name, len);
+        let mem = self.alloc_recorded::<u32>(name, len, Fill::Zeros);
         CudaIds {
             mem,
             host: vec![0; len],
@@ -1102,7 +1112,7 @@ impl Backend for CudaBackend {
             // Kernel scratch: a few KiB for a batch, freed when this returns
             // (the allocator reuses it in stream order).
             let scratch = self
-                .new_buf::<u32>("embedding csr", csr.len())?
+                .new_buf::<u32>("embedding csr", csr.len(), Fill::Zeros)?
                 .expect("a non-empty batch has a non-empty csr");
             self.copy_in(scratch.ptr(), &csr)?;
             // Blocks of (32 columns, 8 row phases), as `embedding.cu` says.
@@ -1193,7 +1203,7 @@ impl Backend for CudaBackend {
                 return Ok(());
             }
             let row_loss = self
-                .new_buf::<f64>("cross-entropy rows", rows)?
+                .new_buf::<f64>("cross-entropy rows", rows, Fill::Zeros)?
                 .expect("rows > 0");
             let sizes = [U32(u32_of(op, rows)?), U32(u32_of(op, t.classes)?)];
             let args = [
