@@ -403,8 +403,10 @@ impl CudaBackend {
     /// [`Backend::alloc_overwritten`](super::Backend::alloc_overwritten)
     /// with NaN (`true`), so that an operation reading an element it did
     /// not write shows up in its results, or leaving them as the memory
-    /// was (`false`, the default of release builds; see [`fill`]).
-    /// [`CudaBackend::new`] takes `MEMTUNE_CUDA_POISON`.
+    /// was (`false`, the default of release builds: a training step
+    /// allocates hundreds of them, and a fill is a pass over the buffer's
+    /// bytes). [`CudaBackend::new`] takes `MEMTUNE_CUDA_POISON` (`1` or
+    /// `0`; debug builds poison when it is unset).
     pub fn with_poisoned_scratch(mut self, poison: bool) -> CudaBackend {
         self.poison_overwritten = poison;
         self
