@@ -316,14 +316,13 @@ impl CudaBackend {
             .alloc_slice::<u64>(fill_words, &stream)
             .map_err(|e| alloc("fill table", fill_words * 8, e))?;
         let blas = blas::Blas::new(Arc::clone(&stream), workspace.ptr(), BLAS_WORKSPACE_BYTES)?;
-        let asked = staging::Uploads::from_env().map_err(|e| CudaError::Invalid {
+        // A variable set to a value it does not take.
+        let bad_var = |message: String| CudaError::Invalid {
             op: "CudaBackend::new",
-            message: e.to_string(),
-        })?;
-        let poison_overwritten = fill::poison_from_env().map_err(|e| CudaError::Invalid {
-            op: "CudaBackend::new",
-            message: e.to_string(),
-        })?;
+            message,
+        };
+        let asked = staging::Uploads::from_env().map_err(|e| bad_var(e.to_string()))?;
+        let poison_overwritten = fill::poison_from_env().map_err(|e| bad_var(e.to_string()))?;
         let staging = match asked {
             Some(uploads) => Self::staging_for(&ctx, uploads)?,
             None => match staging::Staging::new(&ctx) {

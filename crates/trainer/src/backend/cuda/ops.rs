@@ -558,6 +558,17 @@ impl CudaBackend {
         }
     }
 
+    /// A buffer of `len` elements of `kind`'s stored type, filled as
+    /// `fill` says for that type.
+    fn float_buf(&self, name: &str, kind: BufKind, len: usize, fill: fn(Dtype) -> Fill) -> CudaBuf {
+        let dtype = self.storage.of(kind);
+        CudaBuf {
+            mem: self.alloc_recorded::<u8>(name, len * dtype.bytes(), fill(dtype)),
+            len,
+            dtype,
+        }
+    }
+
     /// Writes the multi-tensor table of `entries` (nine u64s per tensor,
     /// `tensor_entry` in `common.cuh`) unless it already holds them.
     fn tensor_table_of(&self, entries: &[u64]) -> Result<u64, CudaError> {
@@ -614,21 +625,11 @@ impl Backend for CudaBackend {
     }
 
     fn alloc(&self, name: &str, kind: BufKind, len: usize) -> CudaBuf {
-        let dtype = self.storage.of(kind);
-        CudaBuf {
-            mem: self.alloc_recorded::<u8>(name, len * dtype.bytes(), Fill::Zeros),
-            len,
-            dtype,
-        }
+        self.float_buf(name, kind, len, |_| Fill::Zeros)
     }
 
     fn alloc_overwritten(&self, name: &str, kind: BufKind, len: usize) -> CudaBuf {
-        let dtype = self.storage.of(kind);
-        CudaBuf {
-            mem: self.alloc_recorded::<u8>(name, len * dtype.bytes(), Fill::Unspecified(dtype)),
-            len,
-            dtype,
-        }
+        self.float_buf(name, kind, len, Fill::Unspecified)
     }
 
     fn alloc_ids(&self, name: &str, len: usize) -> CudaIds {
