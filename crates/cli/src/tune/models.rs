@@ -22,11 +22,11 @@ fn builtin_dir_in(name: &str, env: impl Fn(&str) -> Option<OsString>) -> Result<
         ));
     }
     if let Some(dir) = env("MEMTUNE_MINILM_DIR") {
-        return Ok(PathBuf::from(dir));
+        return utf8(PathBuf::from(dir), "MEMTUNE_MINILM_DIR");
     }
     let cached = cache_dir_in(&env).map(|c| c.join("models").join("minilm"));
     match cached {
-        Some(dir) if dir.join(".complete").is_file() => Ok(dir),
+        Some(dir) if dir.join(".complete").is_file() => utf8(dir, "the model cache's path"),
         _ => Err(format!(
             "built-in model `minilm-l6` is not in the model cache ({}): run \
              `cargo xtask fetch-model minilm`, or set MEMTUNE_MINILM_DIR to its directory",
@@ -37,10 +37,24 @@ fn builtin_dir_in(name: &str, env: impl Fn(&str) -> Option<OsString>) -> Result<
     }
 }
 
+/// `dir` if it is valid UTF-8: a trial's job carries its model directory
+/// to the worker as JSON text, which has no other way to say a path.
+fn utf8(dir: PathBuf, origin: &str) -> Result<PathBuf, String> {
+    if dir.to_str().is_some() {
+        return Ok(dir);
+    }
+    Err(format!(
+        "{origin} `{}` is not valid UTF-8: a study's paths are sent to its workers as text; \
+         use a directory whose path is UTF-8",
+        dir.display()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::HashMap;
+    use std::os::unix::ffi::OsStringExt;
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> + use<> {
         let map: HashMap<String, OsString> = pairs
@@ -66,6 +80,15 @@ mod tests {
         assert_eq!(
             builtin_dir_in("minilm-l6", given).unwrap(),
             PathBuf::from("/given")
+        );
+        let bad = OsString::from_vec(b"/given\xff".to_vec());
+        let err = builtin_dir_in("minilm-l6", |k: &str| {
+            (k == "MEMTUNE_MINILM_DIR").then(|| bad.clone())
+        })
+        .unwrap_err();
+        assert!(
+            err.contains("MEMTUNE_MINILM_DIR") && err.contains("not valid UTF-8"),
+            "{err}"
         );
         assert!(
             builtin_dir_in("bert-huge", &env)
