@@ -7,7 +7,7 @@ use serde_json::value::RawValue;
 
 use super::error::DataError;
 use super::label::{Field, to_example};
-use super::lines::LineStarts;
+use super::lines::{LineStarts, lines};
 use super::options::{FieldSpec, LabelSpec};
 use super::record::{BadRecordReason, Example, RecordLocation};
 
@@ -28,18 +28,17 @@ pub(crate) fn looks_like_json_lines(contents: &str) -> bool {
     contents.trim_start().starts_with('{')
 }
 
-/// One JSON object per non-blank line.
+/// One JSON object per non-blank line. Lines end as everywhere else in
+/// the data readers (`\n`, `\r\n` or a lone `\r`): JSON text holds no raw
+/// `\r` inside a string, so a lone one can only end a line.
 pub(crate) fn read_json_lines(
     file: &str,
     contents: &str,
     fields: &FieldSpec,
     labels: Option<&LabelSpec>,
 ) -> Parsed {
-    let mut start = 0;
     let mut parsed = Vec::new();
-    for (number, line) in contents.split_inclusive('\n').enumerate() {
-        let line_start = start;
-        start += line.len();
+    for (number, (line_start, line)) in lines(contents).enumerate() {
         if line.trim().is_empty() {
             continue;
         }

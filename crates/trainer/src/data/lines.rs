@@ -28,6 +28,29 @@ impl LineStarts {
     }
 }
 
+/// Each line of `text` with the byte offset it starts at, its terminator
+/// (as [`LineStarts`] ends lines) included.
+pub(crate) fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        if start == text.len() {
+            return None;
+        }
+        let end = match bytes[start..]
+            .iter()
+            .position(|&b| b == b'\n' || b == b'\r')
+        {
+            None => text.len(),
+            Some(at) if bytes[start + at..].starts_with(b"\r\n") => start + at + 2,
+            Some(at) => start + at + 1,
+        };
+        let line = (start, &text[start..end]);
+        start = end;
+        Some(line)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +65,16 @@ mod tests {
         assert_eq!(at(4), (2, 3));
         assert_eq!(at(5), (3, 1));
         assert_eq!(at(7), (4, 1));
+    }
+
+    #[test]
+    fn lines_keep_their_terminators_and_offsets() {
+        let lines = |text| lines(text).collect::<Vec<_>>();
+        assert_eq!(
+            lines("a\nb\r\nc\rd"),
+            [(0, "a\n"), (2, "b\r\n"), (5, "c\r"), (7, "d")]
+        );
+        assert_eq!(lines("a\n"), [(0, "a\n")]);
+        assert!(lines("").is_empty());
     }
 }

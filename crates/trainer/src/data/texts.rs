@@ -97,6 +97,21 @@ mod tests {
     }
 
     #[test]
+    fn jsonl_lines_end_at_crlf_and_lone_cr_too() {
+        let records = read(
+            "x.jsonl",
+            "{\"text\": \"a\"}\r{\"text\": \"b\"}\r\n\r{\"txt\": 1}",
+        );
+        assert_eq!(records.len(), 3);
+        assert_eq!(records[1].1.as_ref().unwrap().text, "b");
+        assert_eq!(records[2].0.line, 4);
+        assert!(matches!(
+            records[2].1,
+            Err(BadRecordReason::MissingText { .. })
+        ));
+    }
+
+    #[test]
     fn csv_needs_only_the_text_column() {
         let records = read("x.csv", "text,text_pair\nhello,\nbye,there\n,x\n");
         assert_eq!(records[0].1.as_ref().unwrap().text_pair, None);
