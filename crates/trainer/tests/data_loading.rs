@@ -492,7 +492,7 @@ fn a_byte_that_is_not_utf8_is_blamed_on_its_own_record_in_a_one_line_array() {
     );
     let message = dataset.report.skipped[2].to_string();
     assert!(
-        message.ends_with("byte 0xFF at column 108 is not UTF-8"),
+        message.ends_with("byte 0xFF at line 1, column 108 is not UTF-8"),
         "{message}"
     );
 
@@ -501,7 +501,7 @@ fn a_byte_that_is_not_utf8_is_blamed_on_its_own_record_in_a_one_line_array() {
     let err = load_file(&path, &options).unwrap_err();
     let message = err.to_string();
     assert!(
-        message.contains("one_line.json:1 (record 0): byte 0xE9 at column 15 is not UTF-8"),
+        message.contains("one_line.json:1 (record 0): byte 0xE9 at line 1, column 15 is not UTF-8"),
         "{message}"
     );
     assert!(!message.contains("(record 4)"), "{message}");
@@ -527,12 +527,34 @@ fn a_byte_that_is_not_utf8_is_blamed_on_its_record_in_every_format() {
             skipped(&dataset),
             [(3 - (path == &jsonl) as usize, None, "not_utf8")]
         );
+        // The byte's own line, which in the CSV is the record's second.
+        let message = dataset.report.skipped[0].to_string();
+        let (line, column) = if path == &csv { (4, 2) } else { (2, 12) };
+        assert!(
+            message.ends_with(&format!(
+                "byte 0xE9 at line {line}, column {column} is not UTF-8"
+            )),
+            "{message}"
+        );
     }
     // Outside every record: the CSV header.
     let header = write_bytes(dir.path(), "h.csv", b"text,label,n\xe9te\ngood,0,x\n");
     let err = load_file(&header, &LoadOptions::new(2)).unwrap_err();
     assert!(
         err.to_string().contains("h.csv:1: byte 0xE9 at column 13"),
+        "{err}"
+    );
+    // Even in a column the study needs, which it would otherwise call missing.
+    let header = write_bytes(dir.path(), "t.csv", b"t\xe9xt,label\ngood,0\n");
+    let err = load_file(&header, &LoadOptions::new(2)).unwrap_err();
+    assert!(
+        err.to_string().contains("t.csv:1: byte 0xE9 at column 2"),
+        "{err}"
+    );
+    let header = write_bytes(dir.path(), "q.csv", b"\"text\",\"lab\nel\xe9\"\ngood,0\n");
+    let err = load_file(&header, &LoadOptions::new(2)).unwrap_err();
+    assert!(
+        err.to_string().contains("q.csv:2: byte 0xE9 at column 3"),
         "{err}"
     );
 }
@@ -577,7 +599,7 @@ fn csv_records_ending_in_a_lone_cr_carry_their_line() {
     );
     let message = dataset.report.skipped[1].to_string();
     assert!(
-        message.ends_with("byte 0xE9 at column 2 is not UTF-8"),
+        message.ends_with("byte 0xE9 at line 4, column 2 is not UTF-8"),
         "{message}"
     );
     let mixed = "text,label\r\ngood,1\r\n\"\",0\r\n";

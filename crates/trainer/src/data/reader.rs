@@ -7,7 +7,7 @@ use super::json::{Parsed, looks_like_json_lines, read_json_array, read_json_line
 use super::lines::LineStarts;
 use super::options::{BadRecordPolicy, DataFormat, FieldSpec, LabelSpec, LoadOptions};
 use super::record::{BadRecordReason, Dataset, Example, LoadReport, Records};
-use super::table::read_csv;
+use super::table::{csv_header_end, read_csv};
 
 /// Loads a data file. The format is `options.format`, or else the one the
 /// extension implies; the file name in messages is the path as given.
@@ -202,7 +202,15 @@ pub(crate) fn parse(
     not_utf8: &[NotUtf8],
 ) -> Result<Records<Example>, DataError> {
     let parsed = match format {
-        DataFormat::Csv => read_csv(file, contents, fields, labels)?,
+        DataFormat::Csv => {
+            // Checked first: a header cell with such a byte would otherwise
+            // read as a missing column.
+            let header_end = csv_header_end(contents);
+            if let Some(bad) = not_utf8.iter().find(|bad| bad.offset < header_end) {
+                return Err(not_utf8_outside_records(file, bad));
+            }
+            read_csv(file, contents, fields, labels)?
+        }
         DataFormat::JsonLines => read_json_lines(file, contents, fields, labels),
         DataFormat::JsonArray => read_json_array(file, contents, fields, labels)?,
     };
@@ -221,16 +229,12 @@ fn mark_not_utf8(
         // The record this byte belongs to: the last one starting at or before it.
         let owner = parsed.partition_point(|record| record.start <= bad.offset);
         if owner == 0 {
-            return Err(DataError::NotUtf8 {
-                file: file.into(),
-                line: bad.line,
-                column: bad.column,
-                byte: bad.byte,
-            });
+            return Err(not_utf8_outside_records(file, bad));
         }
         let record = &mut parsed[owner - 1];
         if !matches!(record.example, Err(BadRecordReason::NotUtf8 { .. })) {
             record.example = Err(BadRecordReason::NotUtf8 {
+                line: bad.line,
                 column: bad.column,
                 byte: bad.byte,
             });
@@ -240,4 +244,13 @@ fn mark_not_utf8(
         .into_iter()
         .map(|record| (record.location, record.example))
         .collect())
+}
+
+fn not_utf8_outside_records(file: &str, bad: &NotUtf8) -> DataError {
+    DataError::NotUtf8 {
+        file: file.into(),
+        line: bad.line,
+        column: bad.column,
+        byte: bad.byte,
+    }
 }

@@ -68,9 +68,15 @@ pub enum BadRecordReason {
         value: String,
         names: Vec<String>,
     },
-    /// A line of the record holds a byte that is not UTF-8 (the first such
-    /// byte, at a 1-based byte column of its line).
-    NotUtf8 { column: usize, byte: u8 },
+    /// A line of the record holds a byte that is not UTF-8: the first such
+    /// byte, at a 1-based line of the file and byte column of that line (a
+    /// quoted CSV field can span lines, so it need not be the record's
+    /// first line).
+    NotUtf8 {
+        line: usize,
+        column: usize,
+        byte: u8,
+    },
 }
 
 impl fmt::Display for BadRecordReason {
@@ -104,8 +110,11 @@ impl fmt::Display for BadRecordReason {
                 f,
                 "label field `{field}` is {value:?}, not one of {names:?}"
             ),
-            Self::NotUtf8 { column, byte } => {
-                write!(f, "byte 0x{byte:02X} at column {column} is not UTF-8")
+            Self::NotUtf8 { line, column, byte } => {
+                write!(
+                    f,
+                    "byte 0x{byte:02X} at line {line}, column {column} is not UTF-8"
+                )
             }
         }
     }

@@ -99,6 +99,19 @@ pub(crate) fn read_csv(
     Ok(parsed)
 }
 
+/// Where the header row ends (it can span lines inside quotes); 0 when it
+/// does not parse, which [`read_csv`] then reports.
+pub(crate) fn csv_header_end(contents: &str) -> usize {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(true)
+        .from_reader(contents.as_bytes());
+    match reader.headers() {
+        Ok(_) => reader.position().byte() as usize,
+        Err(_) => 0,
+    }
+}
+
 /// The offset of the first byte at or after `at` that is not a line break.
 /// csv places a record after a `\r\n` at its `\n`, and after blank lines at
 /// the first of them; no record starts with a line break.
