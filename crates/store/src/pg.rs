@@ -399,6 +399,16 @@ impl PgConn {
 
     pub(crate) fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError> {
         let stmt = self.statement(sql)?;
+        if let Some(out) = out_of_column_range(&stmt, params) {
+            // Every integer parameter of our SELECTs is compared with `=`
+            // to a column of its type, so a value that type cannot hold
+            // matches no row: the answer SQLite's 64-bit integers give
+            // ("not found"), not an error binding it.
+            if sql.trim_start().starts_with("SELECT") {
+                return Ok(Vec::new());
+            }
+            return Err(out.error(sql));
+        }
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|v| v as _).collect();
         let rows = self.client.query(&stmt, &refs)?;
         let names: std::rc::Rc<[String]> = stmt
@@ -419,6 +429,9 @@ impl PgConn {
 
     pub(crate) fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, DbError> {
         let stmt = self.statement(sql)?;
+        if let Some(out) = out_of_column_range(&stmt, params) {
+            return Err(out.error(sql));
+        }
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|v| v as _).collect();
         Ok(self.client.execute(&stmt, &refs)?)
     }
@@ -530,6 +543,44 @@ pub(crate) fn describe(e: &postgres::Error) -> String {
             text
         }
     }
+}
+
+/// An integer parameter its column's type cannot hold: Optuna's schema
+/// has 32-bit `INTEGER` ids, numbers and steps, which PostgreSQL keeps as
+/// `int4` (SQLite's are 64-bit).
+struct OutOfRange {
+    at: usize,
+    value: i64,
+    ty: Type,
+}
+
+impl OutOfRange {
+    fn error(&self, sql: &str) -> DbError {
+        DbError::Decode(format!(
+            "{} does not fit PostgreSQL's {} (parameter {} of `{sql}`): Optuna's schema \
+             keeps ids, numbers and steps in 32 bits",
+            self.value,
+            self.ty,
+            self.at + 1
+        ))
+    }
+}
+
+fn out_of_column_range(stmt: &postgres::Statement, params: &[Value]) -> Option<OutOfRange> {
+    let mut types = stmt.params().iter().zip(params).enumerate();
+    types.find_map(|(at, (ty, value))| {
+        let Value::Int(v) = *value else { return None };
+        let fits = match *ty {
+            Type::INT2 => i16::try_from(v).is_ok(),
+            Type::INT4 => i32::try_from(v).is_ok(),
+            _ => true,
+        };
+        (!fits).then(|| OutOfRange {
+            at,
+            value: v,
+            ty: ty.clone(),
+        })
+    })
 }
 
 /// `?1` → `$1`. Our statements hold no `?` inside string literals.

@@ -244,6 +244,34 @@ fn missing_storage_and_unknown_study(backend: Backend) {
         s.trial(12345).unwrap_err(),
         StoreError::TrialNotFound { trial_id: 12345 }
     ));
+    // Past PostgreSQL's 32-bit ids too: not found, as on SQLite.
+    let far = 1_i64 << 31;
+    assert!(matches!(
+        s.trial(far).unwrap_err(),
+        StoreError::TrialNotFound { trial_id } if trial_id == far
+    ));
+    assert!(matches!(
+        s.create_trial(-far - 1).unwrap_err(),
+        StoreError::StudyIdNotFound { study_id } if study_id == -far - 1
+    ));
+    assert!(matches!(
+        s.finish(far, TrialState::Complete, &[1.0]).unwrap_err(),
+        StoreError::TrialNotFound { .. }
+    ));
+    let study = s.create_study("far", &[StudyDirection::Minimize]).unwrap();
+    assert!(s.trial_by_number(study.study_id, far).unwrap().is_none());
+    // A value to store that PostgreSQL's column cannot hold is refused, named.
+    let t = s.create_trial(study.study_id).unwrap();
+    match (backend, s.report_intermediate(t.trial_id, far, 1.0)) {
+        (Backend::Sqlite, result) => result.unwrap(),
+        (Backend::Postgres, result) => {
+            let err = result.unwrap_err().to_string();
+            assert!(
+                err.contains("2147483648 does not fit PostgreSQL's int4"),
+                "{err}"
+            );
+        }
+    }
 }
 
 /// A `distribution_json` that another writer left unreadable, or that no
