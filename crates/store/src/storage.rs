@@ -115,16 +115,34 @@ struct SqliteConn {
 /// `-shm` beside it; memtune's own read-only opens cope, Optuna's do not).
 /// SQLite allows the switch only when no other connection has the file
 /// open: while others work it fails at once and the file stays in WAL mode
-/// for them.
+/// for them. The writer that switches a file to WAL marks it so
+/// ([`SWITCHED_TO_WAL`]), and a writer that finds the mark restores the
+/// file too, so whichever writer closes last returns it to rollback mode.
 impl Drop for SqliteConn {
     fn drop(&mut self) {
         if self.restore_rollback {
             let _ = self.conn.busy_timeout(Duration::ZERO);
-            let _: rusqlite::Result<String> =
+            let mode: rusqlite::Result<String> =
                 self.conn
                     .query_row("PRAGMA journal_mode=DELETE", [], |r| r.get(0));
+            if mode.is_ok_and(|m| m.eq_ignore_ascii_case("delete"))
+                && user_version(&self.conn) == Ok(SWITCHED_TO_WAL.into())
+            {
+                // Left in place when another connection came meanwhile: it
+                // only says what rollback mode already says.
+                let _ = self.conn.execute_batch("PRAGMA user_version = 0");
+            }
         }
     }
+}
+
+/// SQLite's `user_version` while a file that came in rollback-journal mode
+/// is in WAL mode for memtune's writers ("mtwl"). Optuna's schema does not
+/// use `user_version`; a file with a value of its own there is not marked.
+const SWITCHED_TO_WAL: i32 = 0x6d74_776c;
+
+fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
 }
 
 impl std::fmt::Debug for Storage {
@@ -476,10 +494,12 @@ impl Storage {
         // its other connections' included (see `wal_at_rest`).
         let restore_rollback = !opts.read_only
             && !fresh
-            && conn
+            && (conn
                 .query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0))
                 .map_err(|e| from_sqlite(&path, e))?
-                != "wal";
+                != "wal"
+                || user_version(&conn).map_err(|e| from_sqlite(&path, e))?
+                    == i64::from(SWITCHED_TO_WAL));
         let storage = Storage::new(
             Backend::Sqlite(SqliteConn {
                 conn,
@@ -539,6 +559,9 @@ impl Storage {
         };
         let conn = &sqlite.conn;
         self.retry_tx(|| {
+            if sqlite.restore_rollback && user_version(conn)? == 0 {
+                conn.execute_batch(&format!("PRAGMA user_version = {SWITCHED_TO_WAL}"))?;
+            }
             let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
             if !mode.eq_ignore_ascii_case("wal") {
                 // e.g. a file system without shared memory; still correct, only slower.

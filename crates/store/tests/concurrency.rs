@@ -272,3 +272,60 @@ fn claims_within_a_budget_never_overshoot(backend: Backend) {
         "every claim beats at once"
     );
 }
+
+/// A file in rollback-journal mode (Optuna's default) returns to it when
+/// its writers have all closed, whichever of two overlapping writers closes
+/// last. A file with a `user_version` of its own is not marked, so there
+/// only a single writer restores it; a file in WAL mode before memtune
+/// stays in WAL mode.
+#[test]
+fn overlapping_writers_leave_a_rollback_file_in_rollback_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let header = |path: &Path| std::fs::read(path).unwrap();
+    let user_version = |path: &Path| u32::from_be_bytes(header(path)[60..64].try_into().unwrap());
+    let rollback_file = |name: &str, own_version: u32| {
+        let db = dir.path().join(name);
+        let s = Storage::open(&db).unwrap();
+        s.create_study("s", &[StudyDirection::Minimize]).unwrap();
+        s.execute_batch(&format!(
+            "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE; \
+             PRAGMA user_version={own_version};"
+        ))
+        .unwrap();
+        drop(s);
+        assert_eq!(header(&db)[18], 1);
+        db
+    };
+
+    let db = rollback_file("plain.db", 0);
+    let first = Storage::open(&db).unwrap();
+    let second = Storage::open(&db).unwrap();
+    let study = second.study("s").unwrap();
+    drop(first);
+    assert_eq!(header(&db)[18], 2, "WAL while the second writes");
+    second.create_trial(study.study_id).unwrap();
+    drop(second);
+    assert_eq!(header(&db)[18], 1, "left in WAL mode");
+    assert!(!dir.path().join("plain.db-wal").exists());
+    assert_eq!(user_version(&db), 0);
+    let trials = Storage::open(&db)
+        .unwrap()
+        .trials(study.study_id, &TrialFilter::default());
+    assert_eq!(trials.unwrap().len(), 1);
+
+    let db = rollback_file("versioned.db", 7);
+    let s = Storage::open(&db).unwrap();
+    s.create_trial(s.study("s").unwrap().study_id).unwrap();
+    drop(s);
+    assert_eq!(header(&db)[18], 1, "left in WAL mode");
+    assert_eq!(user_version(&db), 7);
+
+    let db = dir.path().join("wal.db");
+    drop(Storage::open(&db).unwrap());
+    drop(Storage::open(&db).unwrap());
+    assert_eq!(
+        header(&db)[18],
+        2,
+        "a WAL file was switched to rollback mode"
+    );
+}
