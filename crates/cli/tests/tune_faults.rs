@@ -406,6 +406,79 @@ fn stop_the_group_then_resume(study: &str, signal: i32) {
     );
 }
 
+/// Ctrl-C while the runner is still pricing a trial (a replay of every
+/// epoch of its run: 10,000 here, minutes in a debug build) stops the
+/// replay between epochs: the runner exits as interrupted and the trial
+/// waits for the next run, never failed for it.
+#[test]
+fn ctrl_c_during_a_long_pricing_replay_is_honoured_between_epochs() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let study = common::bert_base_sim_study("long", 1, 10_000, "kind = \"random\"", "");
+    let cfg = write(dir.path(), "s.toml", &study);
+    let mut cmd = tune_cmd(&db, &cfg, &[]);
+    // SAFETY: `signal` is async-signal-safe (see `stop_the_group_then_resume`).
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Claimed and being priced: RUNNING, with no lease yet.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !(Storage::open_existing(&db).is_ok()
+        && trials(&db, "long")
+            .iter()
+            .any(|t| t.state == TrialState::Running))
+    {
+        assert!(std::time::Instant::now() < deadline, "no trial was claimed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: signalling the process group our child leads.
+    unsafe {
+        libc::kill(-(child.id() as i32), libc::SIGINT);
+    }
+    // A replay to the end takes minutes; between epochs, a moment.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("the runner was still pricing a minute after Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{stdout}");
+    let ts = trials(&db, "long");
+    let states: Vec<_> = ts
+        .iter()
+        .map(|t| (t.state, attr(t, "error_kind").cloned()))
+        .collect();
+    assert!(
+        ts.iter().all(|t| match t.state {
+            TrialState::Fail => matches!(
+                attr(t, "error_kind").and_then(Json::as_str),
+                Some("interrupted" | "not_started")
+            ),
+            state => state == TrialState::Waiting,
+        }),
+        "{states:?}"
+    );
+    assert!(
+        ts.iter().any(|t| t.state == TrialState::Waiting),
+        "{states:?}"
+    );
+}
+
 #[test]
 fn a_device_assert_fails_its_trial_alone_and_the_study_finishes() {
     // The legacy setup's worst failure, on the simulated device: after

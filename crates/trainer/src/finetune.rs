@@ -894,6 +894,23 @@ pub fn replay_run(
     backend: StepBackend,
     allocator: gpu_mem::Config,
 ) -> Result<ReplayedRun, FinetuneError> {
+    let replayed = replay_run_unless(spec, backend, allocator, &|| false)?;
+    Ok(replayed.expect("a replay never told to stop finishes"))
+}
+
+/// [`replay_run`], given up (`Ok(None)`) once `stop` says so: it is asked
+/// before the data is read and after each replayed epoch, so a replay of
+/// many epochs does not hold up whoever waits on it (a study runner told
+/// to stop).
+pub fn replay_run_unless(
+    spec: &FinetuneSpec,
+    backend: StepBackend,
+    allocator: gpu_mem::Config,
+    stop: &dyn Fn() -> bool,
+) -> Result<Option<ReplayedRun>, FinetuneError> {
+    if stop() {
+        return Ok(None);
+    }
     let prepared = prepare(spec)?;
     let allocator = gpu_mem::Config {
         limit: None,
@@ -916,22 +933,33 @@ pub fn replay_run(
         patience: None,
         ..spec.train.clone()
     };
+    let mut stopped = false;
     train(
         &be,
         &mut *model,
         &prepared.train_batches,
         &prepared.valid_batches,
         &train_config,
-        &mut |_| Control::Continue,
+        &mut |_| {
+            stopped = stop();
+            if stopped {
+                Control::Stop
+            } else {
+                Control::Continue
+            }
+        },
     )?;
+    if stopped {
+        return Ok(None);
+    }
     let stats = be.allocator().stats();
     let longest = |batches: &[Batch]| batches.iter().map(|b| b.seq).max().unwrap_or(0);
-    Ok(ReplayedRun {
+    Ok(Some(ReplayedRun {
         peak_requested: stats.requested_bytes.all.peak,
         peak_reserved: stats.reserved_bytes.all.peak,
         longest_train_batch: longest(&prepared.train_batches),
         longest_validation_batch: longest(&prepared.valid_batches),
-    })
+    }))
 }
 
 /// The simulated device a replay runs on: larger than any GPU, so nothing

@@ -241,3 +241,38 @@ fn a_random_weight_preset_trains_on_the_cpu_at_its_replayed_peak() {
     assert_eq!(run.peak_bytes as u64, replay.peak_requested);
     assert!(run.report.epochs[0].train_loss.is_finite());
 }
+
+/// A replay asked to stop gives up between epochs (after the first of
+/// three here), and one never asked to stop is `replay_run` itself.
+#[test]
+fn a_replay_gives_up_between_epochs_when_told_to_stop() {
+    use std::cell::Cell;
+    use trainer::finetune::replay_run_unless;
+    let dir = tempfile::tempdir().unwrap();
+    tiny_model(dir.path());
+    let mut spec = spec(dir.path(), 8, 64);
+    spec.train.epochs = 3;
+    let asked = Cell::new(0);
+    let stop_after_one_epoch = || {
+        asked.set(asked.get() + 1);
+        asked.get() > 1
+    };
+    let config = gpu_mem::Config::default;
+    let given_up =
+        replay_run_unless(&spec, StepBackend::Host, config(), &stop_after_one_epoch).unwrap();
+    assert_eq!(given_up, None);
+    assert_eq!(
+        asked.get(),
+        2,
+        "asked before reading the data and after epoch 1"
+    );
+    assert_eq!(
+        replay_run_unless(&spec, StepBackend::Host, config(), &|| true).unwrap(),
+        None
+    );
+    let whole = replay_run_unless(&spec, StepBackend::Host, config(), &|| false).unwrap();
+    assert_eq!(
+        whole,
+        Some(replay_run(&spec, StepBackend::Host, config()).unwrap())
+    );
+}

@@ -20,11 +20,15 @@
 //! On the simulated device the worker's run *is* such a simulation
 //! ([`finetune_sim`]), so its price is that run without a limit. Replays
 //! are cached per job (less what does not change memory: learning rate,
-//! warmup, weight decay, patience, the CUDA device's ordinal).
+//! warmup, weight decay, patience, the CUDA device's ordinal). A replay
+//! gives up between epochs once the runner is told to stop
+//! ([`Pricer::stopped_by`]), so a long run's price does not delay Ctrl-C.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use trainer::finetune::{SimSpec, finetune_sim, replay_run};
+use trainer::finetune::{SimSpec, finetune_sim, replay_run_unless};
 use trainer::memory::StepBackend;
 use trainer::train::Control;
 
@@ -52,6 +56,19 @@ pub struct PriceError {
     /// not the trial's fault, so the study stops and the trial is retried
     /// later, as when a worker meets it.
     pub environment: bool,
+    /// The runner was told to stop before the replay finished: the trial
+    /// is not at fault and waits for the next run.
+    pub interrupted: bool,
+}
+
+impl PriceError {
+    fn interrupted() -> Self {
+        PriceError {
+            message: "the runner was told to stop before this trial could be priced".into(),
+            environment: false,
+            interrupted: true,
+        }
+    }
 }
 
 impl std::fmt::Display for PriceError {
@@ -65,6 +82,7 @@ impl From<String> for PriceError {
         PriceError {
             message,
             environment: false,
+            interrupted: false,
         }
     }
 }
@@ -74,6 +92,7 @@ impl From<trainer::finetune::FinetuneError> for PriceError {
         PriceError {
             message: e.to_string(),
             environment: super::worker::is_environment(&e),
+            interrupted: false,
         }
     }
 }
@@ -83,6 +102,7 @@ impl From<trainer::finetune::FinetuneError> for PriceError {
 pub struct Pricer {
     device: PricedDevice,
     known: HashMap<String, Result<Price, PriceError>>,
+    stop: Option<Arc<AtomicBool>>,
 }
 
 impl Pricer {
@@ -90,6 +110,16 @@ impl Pricer {
         Self {
             device,
             known: HashMap::new(),
+            stop: None,
+        }
+    }
+
+    /// Replays give up once `stop` is set, with an error whose
+    /// `interrupted` is true (not remembered: the next run prices again).
+    pub fn stopped_by(self, stop: Arc<AtomicBool>) -> Self {
+        Self {
+            stop: Some(stop),
+            ..self
         }
     }
 
@@ -101,16 +131,22 @@ impl Pricer {
     /// replayed (the trainer's error: a head the model refuses, a sequence
     /// it cannot take, ...), which is the trial's own failure.
     pub fn price(&mut self, job: &Job) -> Result<Price, PriceError> {
-        let device = self.device;
-        self.known
-            .entry(memory_key(job))
-            .or_insert_with(|| price_of(job, device))
-            .clone()
+        let key = memory_key(job);
+        if let Some(known) = self.known.get(&key) {
+            return known.clone();
+        }
+        let stop = self.stop.as_deref();
+        let stopped = || stop.is_some_and(|s| s.load(Ordering::SeqCst));
+        let price = price_of(job, self.device, &stopped);
+        if !price.as_ref().is_err_and(|e| e.interrupted) {
+            self.known.insert(key, price.clone());
+        }
+        price
     }
 }
 
-/// The price of `job` on `device`, replayed now.
-fn price_of(job: &Job, device: PricedDevice) -> Result<Price, PriceError> {
+/// The price of `job` on `device`, replayed now unless `stop` says so.
+fn price_of(job: &Job, device: PricedDevice, stop: &dyn Fn() -> bool) -> Result<Price, PriceError> {
     let job = Job {
         memory_limit: None,
         fault: None,
@@ -133,7 +169,9 @@ fn price_of(job: &Job, device: PricedDevice) -> Result<Price, PriceError> {
                     (StepBackend::Host, gpu_mem::Config::default())
                 }
             };
-            let run = replay_run(&spec, backend, allocator)?;
+            let Some(run) = replay_run_unless(&spec, backend, allocator, stop)? else {
+                return Err(PriceError::interrupted());
+            };
             Ok(match backend {
                 StepBackend::Cuda => Price {
                     peak: run.peak_requested,
@@ -153,7 +191,21 @@ fn price_of(job: &Job, device: PricedDevice) -> Result<Price, PriceError> {
                 device_capacity: 1 << 42,
                 ..sim_spec(&job)?
             };
-            let run = finetune_sim(&spec, &mut |_| Control::Continue)?;
+            if stop() {
+                return Err(PriceError::interrupted());
+            }
+            let mut stopped = false;
+            let run = finetune_sim(&spec, &mut |_| {
+                stopped = stop();
+                if stopped {
+                    Control::Stop
+                } else {
+                    Control::Continue
+                }
+            })?;
+            if stopped {
+                return Err(PriceError::interrupted());
+            }
             Ok(Price {
                 peak: run.peak_requested,
                 limit: run.peak_reserved,

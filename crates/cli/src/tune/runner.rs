@@ -277,7 +277,9 @@ impl<'a> Runner<'a> {
                 Some(i) => pricer_of.push(i),
                 None => {
                     pricer_of.push(pricers.len());
-                    pricers.push(Pricer::new(d.priced_device));
+                    pricers.push(
+                        Pricer::new(d.priced_device).stopped_by(Arc::clone(&opts.interrupted)),
+                    );
                 }
             }
         }
@@ -759,7 +761,11 @@ impl<'a> Runner<'a> {
             }
             self.offer(c)?;
         }
-        while self.summary.systematic_error.is_none() && self.devices.may_offer_more() {
+        // Told to stop: no new trial (a price given up placed it in line).
+        while self.summary.systematic_error.is_none()
+            && self.devices.may_offer_more()
+            && !self.opts.interrupted.load(Ordering::SeqCst)
+        {
             let Some(claim) = self.storage.claim_or_create_within(
                 self.study.study_id,
                 self.plan.n_trials,
@@ -791,6 +797,8 @@ impl<'a> Runner<'a> {
         }
         let placement = match self.admit(&c)? {
             Ok(placement) => placement,
+            // Waits with the others, which the interruption re-enqueues.
+            Err(e) if e.interrupted => Placement::Wait,
             Err(e) if e.environment => {
                 let message = format!("model `{}`: {e}", c.settings.model);
                 return self.stop_for_environment(&c.trial, &message);
