@@ -581,6 +581,40 @@ fn an_epoch_the_runner_cannot_read_fails_its_trial_and_ends_its_worker() {
     assert!(msg.contains("null"), "the line it could not read: {msg}");
 }
 
+/// A line that looks like a message, written between two trials (after
+/// trial 0 ended, before the worker took trial 1) and read by the runner
+/// after it handed the worker trial 1, is logged: trial 1 is not failed.
+#[test]
+fn a_stray_line_between_trials_fails_no_trial() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let study = common::bert_base_sim_study(
+        "stray",
+        3,
+        1,
+        "kind = \"random\"\nseed = 3",
+        "max_workers = 1",
+    );
+    let cfg = write(dir.path(), "s.toml", &study);
+    common::ok(tune_within(&db, &cfg, "stray-line@0"));
+    let ts = trials(&db, "stray");
+    assert_eq!(ts.len(), 3);
+    for t in &ts {
+        assert_eq!(
+            t.state,
+            TrialState::Complete,
+            "trial {}: {:?}",
+            t.number,
+            t.user_attrs
+        );
+    }
+    let log = std::fs::read_to_string(dir.path().join("stray.log")).unwrap();
+    assert!(
+        log.contains("unexpected output: {\"after trial\": 0"),
+        "{log}"
+    );
+}
+
 #[test]
 fn a_trial_past_its_trial_timeout_is_ended_with_its_worker() {
     // A worker stuck in a driver call, or stopped: alive, and silent.

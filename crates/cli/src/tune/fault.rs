@@ -1,7 +1,8 @@
 //! Fault injection for the runner's tests: `MEMTUNE_FAULT` names which
 //! trial numbers fail and how, e.g.
 //! `abort@3:epoch=0; sticky@5:epoch=1; oom@7:alloc=120; assert@8:epoch=0;
-//! device-error@2:check=3; nan@6:epoch=0; hang@9:epoch=0; kill-runner@4`.
+//! device-error@2:check=3; nan@6:epoch=0; hang@9:epoch=0; stray-line@1;
+//! kill-runner@4`.
 //!
 //! `kill-runner@N` makes the runner `SIGKILL` itself right after trial `N`
 //! is handed to a worker (the resume tests' kill -9 at a known moment); the
@@ -69,6 +70,7 @@ impl Faults {
                 "hang" => Fault::Hang {
                     after_epoch: value("epoch")? as usize,
                 },
+                "stray-line" => Fault::StrayLineAfterEnd,
                 "kill-runner" => {
                     faults.kill_runner_after_start_of = Some(trial);
                     continue;

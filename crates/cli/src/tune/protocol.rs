@@ -63,6 +63,11 @@ pub enum Fault {
     /// The worker stops after this epoch's report, as a process stuck in
     /// a driver call or stopped by a signal: alive, and silent.
     Hang { after_epoch: usize },
+    /// Once this trial has ended and the worker has read its next job, it
+    /// writes a line that looks like a message and is not one before
+    /// taking that job: a library printing between trials, read by the
+    /// runner after it handed the worker another trial.
+    StrayLineAfterEnd,
 }
 
 /// One trial for a worker to run: everything resolved, nothing to look up.
@@ -108,6 +113,9 @@ pub struct Job {
 pub enum WorkerMsg {
     /// Sent once when the process is up.
     Ready { pid: u32 },
+    /// The worker read the job for this trial: its lines from here on are
+    /// that trial's (one written before belongs to no trial).
+    Started { trial_number: i64 },
     /// One epoch done; the worker now waits for a [`RunnerMsg`].
     Epoch {
         epoch: usize,

@@ -187,6 +187,9 @@ struct Running {
     recompute: bool,
     /// When its job was sent ([`StudySection::trial_timeout`] counts from it).
     started: Instant,
+    /// The worker said it took the job ([`WorkerMsg::Started`]): what it
+    /// writes from then on is this trial's.
+    taken: bool,
 }
 
 pub struct Runner<'a> {
@@ -1169,6 +1172,7 @@ impl<'a> Runner<'a> {
                 known: c.known,
                 recompute: c.recompute,
                 started: Instant::now(),
+                taken: false,
             },
         );
         if let Err(e) = sent {
@@ -1255,6 +1259,14 @@ impl<'a> Runner<'a> {
         tracing::debug!(worker, "{msg:?}");
         match msg {
             WorkerMsg::Ready { .. } => Ok(()),
+            WorkerMsg::Started { trial_number } => {
+                if let Some(r) = self.running.get_mut(&worker)
+                    && r.trial.number == trial_number
+                {
+                    r.taken = true;
+                }
+                Ok(())
+            }
             WorkerMsg::Epoch { epoch, value, .. } => {
                 let Some(r) = self.running.get_mut(&worker) else {
                     return Ok(());
@@ -1468,11 +1480,13 @@ impl<'a> Runner<'a> {
     /// like a message (a JSON object) but cannot be read, from a worker
     /// running a trial, may leave the worker waiting for an answer that
     /// never comes: its trial fails and the worker is ended. Other lines
-    /// (a native library printing to stdout, say) and an idle worker's
-    /// are only logged.
+    /// (a native library printing to stdout, say), an idle worker's, and
+    /// one written before the worker took its trial (after its previous
+    /// trial's end, which is not this trial's doing) are only logged.
     fn on_garbage(&mut self, worker: usize, line: &str) -> Result<(), TuneError> {
         tracing::warn!(worker, "unexpected output: {line}");
-        if !line.trim_start().starts_with('{') {
+        let taken = self.running.get(&worker).is_some_and(|r| r.taken);
+        if !taken || !line.trim_start().starts_with('{') {
             return Ok(());
         }
         // Enough to see what went wrong; a runaway line is not stored whole.

@@ -74,6 +74,7 @@ pub fn serve(
         },
     )?;
     let mut line = String::new();
+    let mut stray_line = None;
     loop {
         line.clear();
         if input.read_line(&mut line)? == 0 {
@@ -83,6 +84,18 @@ pub fn serve(
             continue;
         }
         let job: Job = serde_json::from_str(&line).map_err(WorkerError::BadJob)?;
+        if let Some(stray) = stray_line.take() {
+            writeln!(output, "{stray}")?;
+        }
+        if job.fault == Some(Fault::StrayLineAfterEnd) {
+            stray_line = Some(format!("{{\"after trial\": {}", job.trial_number));
+        }
+        send(
+            output,
+            &WorkerMsg::Started {
+                trial_number: job.trial_number,
+            },
+        )?;
         run_job(&job, input, output)?;
     }
 }
