@@ -563,3 +563,51 @@ fn an_ask_that_cannot_print_leaves_no_running_trial() {
     assert_eq!(trials.len(), 1);
     assert_eq!(trials[0].state, TrialState::Fail);
 }
+
+/// Ctrl-C between creating (or claiming) a trial and printing it: the ask
+/// exits 130 printing nothing, and no trial is left RUNNING for no one to
+/// tell; an enqueued trial claimed so is enqueued again.
+#[test]
+fn an_interrupted_ask_leaves_no_running_trial_and_keeps_an_enqueued_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = study(dir.path(), "minimize");
+    let interrupted_ask = |number: u32| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_memtune"))
+            .arg("--storage")
+            .arg(common::url(&db))
+            .args(["ask", "--study", "s", "--search-space", SPACE])
+            .env_remove("MEMTUNE_STORAGE")
+            .env("MEMTUNE_FAULT", format!("interrupt-ask@{number}"))
+            .output()
+            .unwrap()
+    };
+    let out = interrupted_ask(0);
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted"));
+    assert_eq!(trials(&db)[0].state, TrialState::Fail);
+
+    let s = Storage::open_existing(&db).unwrap();
+    let queued = store::NewTrial {
+        system_attrs: vec![("fixed_params".into(), json!({"lr": 0.01}))],
+        ..Default::default()
+    };
+    s.enqueue_trial(s.study("s").unwrap().study_id, &queued)
+        .unwrap();
+    drop(s);
+    let out = interrupted_ask(1);
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let ts = trials(&db);
+    assert_eq!(ts[1].state, TrialState::Fail);
+    assert_eq!(ts[2].state, TrialState::Waiting);
+    let next = ask(&db, &[]);
+    assert_eq!(
+        (next["number"].clone(), next["params"]["lr"].clone()),
+        (json!(2), json!(0.01))
+    );
+    assert!(
+        trials(&db)
+            .iter()
+            .all(|t| t.state != TrialState::Running || t.number == 2)
+    );
+}

@@ -15,8 +15,11 @@
 //! params" operation, so the trial and its params are separate
 //! transactions (as in Optuna); if storing a param or printing the trial
 //! fails, the trial is marked FAIL so no half-asked trial stays RUNNING.
-//! (A process killed between creating the trial and printing it still
-//! leaves it RUNNING, as Optuna's `ask` would.)
+//! Ctrl-C, SIGTERM or SIGHUP in between is held until the trial can be
+//! ended: a created trial is marked FAIL, a claimed (enqueued) one FAIL
+//! with a WAITING copy, and the ask exits 130 without printing. (A process
+//! killed with SIGKILL in between still leaves it RUNNING, as Optuna's
+//! `ask` would.)
 
 use super::Context;
 use crate::error::{CliError, Result};
@@ -101,9 +104,17 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     hpo_sampler::check_against_history(&trials, &space)
         .map_err(|e| CliError::Usage(format!("study `{}`: {e}", study.name)))?;
 
+    // From here a stop signal is held (see the module doc).
+    let stop =
+        crate::tune::runner::handle_stop_signals().map_err(|e| CliError::Failed(e.to_string()))?;
+    let faults = crate::tune::fault::Faults::from_env().map_err(CliError::Usage)?;
     // As Optuna's `study.ask`: an enqueued (WAITING) trial is claimed first.
     let claim = storage.create_or_claim_trial(study.study_id)?;
     let trial = claim.trial();
+    if faults.interrupt_ask_of == Some(trial.number) {
+        // SAFETY: raise(3) has no memory effects.
+        unsafe { libc::raise(libc::SIGINT) };
+    }
     let number = trial.number as u64;
     let view = StudyView::with_directions(&study.name, &study.directions, &trials);
     let seed = choice.seed.map(|s| per_trial_seed(s, number));
@@ -177,6 +188,9 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         })
     };
     let params = stored_params.map_err(|e| fail_trial(&e))?;
+    if stop.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(end_interrupted(&storage, &claim));
+    }
 
     // Optuna prints `trial.params`: in the search space's order (its
     // `study.ask` suggests them in that order), params already stored on a
@@ -209,6 +223,28 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     writeln!(out, "{line}")
         .and_then(|()| out.flush())
         .map_err(|e| fail_trial(&format!("cannot write output: {e}")))
+}
+
+/// Ends the trial of an ask that was told to stop before it printed it:
+/// FAIL, with a WAITING copy when it was enqueued (its fixed params are
+/// someone's request, kept for the next ask).
+fn end_interrupted(storage: &store::Storage, claim: &Claim) -> CliError {
+    const WHY: &str =
+        "the ask was interrupted (Ctrl-C, SIGTERM or SIGHUP) before it printed the trial";
+    let trial = claim.trial();
+    let ended = match claim {
+        Claim::Created(_) => storage.finish(trial.trial_id, TrialState::Fail, &[]),
+        Claim::Claimed(_) => {
+            crate::tune::record::fail_and_retry(storage, &trial, "interrupted", WHY)
+        }
+    };
+    match ended {
+        Ok(()) => CliError::Interrupted,
+        Err(e) => CliError::Failed(format!(
+            "interrupted, and trial {} could not be marked FAIL: {e}",
+            trial.number
+        )),
+    }
 }
 
 /// The top-level keys of a JSON object in the order written, each once

@@ -5,8 +5,10 @@
 //! kill-runner@4`.
 //!
 //! `kill-runner@N` makes the runner `SIGKILL` itself right after trial `N`
-//! is handed to a worker (the resume tests' kill -9 at a known moment); the
-//! others are passed to the worker in its [`Job`](super::protocol::Job).
+//! is handed to a worker (the resume tests' kill -9 at a known moment);
+//! `interrupt-ask@N` makes `memtune ask` send itself SIGINT right after it
+//! creates or claims trial `N` (Ctrl-C mid-ask); the others are passed to
+//! the worker in its [`Job`](super::protocol::Job).
 
 use std::collections::BTreeMap;
 
@@ -16,6 +18,7 @@ use super::protocol::Fault;
 pub struct Faults {
     pub per_trial: BTreeMap<i64, Fault>,
     pub kill_runner_after_start_of: Option<i64>,
+    pub interrupt_ask_of: Option<i64>,
 }
 
 impl Faults {
@@ -75,6 +78,10 @@ impl Faults {
                     faults.kill_runner_after_start_of = Some(trial);
                     continue;
                 }
+                "interrupt-ask" => {
+                    faults.interrupt_ask_of = Some(trial);
+                    continue;
+                }
                 _ => return Err(bad()),
             };
             faults.per_trial.insert(trial, fault);
@@ -91,7 +98,8 @@ mod tests {
     fn parses_every_kind_and_rejects_garbage() {
         let f = Faults::parse(
             "abort@3:epoch=0; sticky@5:epoch=1;oom@7:alloc=120; assert@8:epoch=2; kill-runner@4; \
-             device-error@2:check=3; nan@6:epoch=1; hang@9:epoch=0",
+             device-error@2:check=3; nan@6:epoch=1; hang@9:epoch=0; stray-line@10; \
+             interrupt-ask@11",
         )
         .unwrap();
         assert_eq!(f.per_trial[&9], Fault::Hang { after_epoch: 0 });
@@ -101,7 +109,9 @@ mod tests {
         assert_eq!(f.per_trial[&7], Fault::OomAtAllocation { n: 120 });
         assert_eq!(f.per_trial[&2], Fault::DeviceError { check: 3 });
         assert_eq!(f.per_trial[&6], Fault::NanEpoch { epoch: 1 });
+        assert_eq!(f.per_trial[&10], Fault::StrayLineAfterEnd);
         assert_eq!(f.kill_runner_after_start_of, Some(4));
+        assert_eq!(f.interrupt_ask_of, Some(11));
         for bad in [
             "abort",
             "abort@x:epoch=1",
