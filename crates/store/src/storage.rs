@@ -960,17 +960,14 @@ impl From<StoreError> for TxError {
 /// ([`StoreError::HotJournal`]). A journal of a live writer is not hot:
 /// SQLite leaves it, and the read waits for that writer as any read does.
 fn roll_back_a_hot_journal(path: &Path, busy_timeout: std::time::Duration) {
-    // SQLite keeps the journal beside the file a link points to.
-    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut journal = path.as_os_str().to_owned();
-    journal.push("-journal");
+    let journal = side_file(path, "-journal");
     // `metadata`, not an open: closing a descriptor of the file would drop
     // this process's locks on it (see `wal_at_rest`).
     if !std::fs::metadata(&journal).is_ok_and(|m| m.len() > 0) {
         return;
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    if let Ok(conn) = Connection::open_with_flags(&path, flags) {
+    if let Ok(conn) = Connection::open_with_flags(path, flags) {
         let _ = conn.busy_timeout(busy_timeout);
         let _ = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
             r.get::<_, i64>(0)
@@ -987,12 +984,18 @@ fn roll_back_a_hot_journal(path: &Path, busy_timeout: std::time::Duration) {
 /// WAL connections is open would let other processes checkpoint under
 /// that connection's readers (they then see a "malformed" database).
 fn wal_at_rest(path: &Path) -> bool {
-    let side = |ext: &str| {
-        let mut p = path.as_os_str().to_owned();
-        p.push(ext);
-        Path::new(&p).exists()
-    };
+    let side = |ext| side_file(path, ext).exists();
     !side("-wal") && !side("-shm") && journal_mode_byte(path) == Some(2)
+}
+
+/// The side file `ext` (`-wal`, `-shm`, `-journal`) of the database at
+/// `path`: SQLite keeps it beside the file a link points to.
+fn side_file(path: &Path, ext: &str) -> PathBuf {
+    let mut side = std::fs::canonicalize(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .into_os_string();
+    side.push(ext);
+    PathBuf::from(side)
 }
 
 /// What a path that is neither a file nor a directory is, for an error.
@@ -1125,12 +1128,10 @@ impl FileStamp {
     /// The file's stamp, or `None` when it is not at rest: missing, or
     /// with a `-wal`, `-shm` or `-journal` beside it (a writer has it open).
     fn at_rest(path: &Path) -> Option<FileStamp> {
-        let side = |ext: &str| {
-            let mut p = path.as_os_str().to_owned();
-            p.push(ext);
-            Path::new(&p).exists()
-        };
-        if ["-wal", "-shm", "-journal"].into_iter().any(side) {
+        if ["-wal", "-shm", "-journal"]
+            .into_iter()
+            .any(|ext| side_file(path, ext).exists())
+        {
             return None;
         }
         let meta = std::fs::metadata(path).ok()?;

@@ -120,8 +120,24 @@ fn file_at_rest(dir: &Path) -> PathBuf {
 /// read-only storage per read, as memtune's read commands open one): every
 /// read must see all values of one commit.
 fn reads_see_one_commit_while_a_writer_comes_and_goes(reader: impl Fn(&Path) -> Command) {
+    reads_see_one_commit(reader, false)
+}
+
+/// [`reads_see_one_commit_while_a_writer_comes_and_goes`], the reader
+/// given the file through a symbolic link in another folder (SQLite's side
+/// files are beside the link's target) when `through_link`.
+fn reads_see_one_commit(reader: impl Fn(&Path) -> Command, through_link: bool) {
     let dir = tempfile::tempdir().unwrap();
     let path = file_at_rest(dir.path());
+    let read_path = if through_link {
+        let links = dir.path().join("links");
+        std::fs::create_dir(&links).unwrap();
+        let link = links.join("study.db");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        link
+    } else {
+        path.clone()
+    };
     let mut flipper = Command::new(env!("CARGO_BIN_EXE_store-writer"))
         .arg("flip")
         .arg(&path)
@@ -129,7 +145,7 @@ fn reads_see_one_commit_while_a_writer_comes_and_goes(reader: impl Fn(&Path) -> 
         .output_async();
     let read = reader(dir.path())
         .args(["read-uniform"])
-        .arg(&path)
+        .arg(&read_path)
         .args(["flip", "10"])
         .output()
         .unwrap();
@@ -165,17 +181,32 @@ fn sqlite_reads_by_another_user_see_one_commit_while_a_writer_comes_and_goes() {
         eprintln!("skipped: only root can read as another user");
         return;
     }
-    reads_see_one_commit_while_a_writer_comes_and_goes(|dir| {
-        use std::os::unix::fs::PermissionsExt;
-        // The build directory may sit where only root enters.
-        let exe = dir.join("store-writer");
-        std::fs::copy(env!("CARGO_BIN_EXE_store-writer"), &exe).unwrap();
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(exe);
-        c
-    });
+    reads_see_one_commit_while_a_writer_comes_and_goes(as_nobody);
+}
+
+/// The same through a symbolic link: the side files that tell a writer is
+/// there are beside the link's target, not beside the link.
+#[test]
+fn sqlite_reads_by_another_user_through_a_link_see_one_commit() {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: only root can read as another user");
+        return;
+    }
+    reads_see_one_commit(as_nobody, true);
+}
+
+/// `store-writer` run as user `nobody`, copied into `dir` (the build
+/// directory may sit where only root enters).
+fn as_nobody(dir: &Path) -> Command {
+    use std::os::unix::fs::PermissionsExt;
+    let exe = dir.join("store-writer");
+    std::fs::copy(env!("CARGO_BIN_EXE_store-writer"), &exe).unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(exe);
+    c
 }
 
 trait SpawnPiped {
