@@ -312,11 +312,30 @@ fn sighup_to_the_group_fails_and_requeues_the_trials_in_flight_like_ctrl_c() {
     stop_the_group_then_resume("hangup", libc::SIGHUP);
 }
 
+/// Spawns `cmd` (output piped) in a process group of its own, which a test
+/// then signals as a terminal signals its foreground job, with `signal`'s
+/// default action: the test may itself run with it ignored (a background
+/// job ignores SIGINT, `nohup` SIGHUP), and workers would inherit that.
+fn spawn_as_a_terminal_would(mut cmd: Command, signal: i32) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: `signal` is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::signal(signal, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    cmd.process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Runs a study in a process group of its own, sends `signal` to the group
 /// once a trial runs, checks the run was interrupted as Ctrl-C interrupts
 /// it, and finishes the study with the same command.
 fn stop_the_group_then_resume(study: &str, signal: i32) {
-    use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.db");
     let n_trials = 24;
@@ -325,22 +344,7 @@ fn stop_the_group_then_resume(study: &str, signal: i32) {
         "s.toml",
         &common::sim_study(study, n_trials, "24GiB", ""),
     );
-    let mut cmd = tune_cmd(&db, &cfg, &[]);
-    // SAFETY: `signal` is async-signal-safe. The test may itself run with
-    // the signal ignored (a background job ignores SIGINT, `nohup` SIGHUP),
-    // and workers would inherit that; in a terminal it is not ignored.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::signal(signal, libc::SIG_DFL);
-            Ok(())
-        });
-    }
-    let child = cmd
-        .process_group(0)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_as_a_terminal_would(tune_cmd(&db, &cfg, &[]), signal);
     // Wait until some trial is running, then interrupt.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
@@ -412,25 +416,11 @@ fn stop_the_group_then_resume(study: &str, signal: i32) {
 /// waits for the next run, never failed for it.
 #[test]
 fn ctrl_c_during_a_long_pricing_replay_is_honoured_between_epochs() {
-    use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.db");
     let study = common::bert_base_sim_study("long", 1, 10_000, "kind = \"random\"", "");
     let cfg = write(dir.path(), "s.toml", &study);
-    let mut cmd = tune_cmd(&db, &cfg, &[]);
-    // SAFETY: `signal` is async-signal-safe (see `stop_the_group_then_resume`).
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            Ok(())
-        });
-    }
-    let mut child = cmd
-        .process_group(0)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_as_a_terminal_would(tune_cmd(&db, &cfg, &[]), libc::SIGINT);
     // Claimed and being priced: RUNNING, with no lease yet.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while !(Storage::open_existing(&db).is_ok()
@@ -521,9 +511,8 @@ fn tune_within(db: &Path, config: &Path, fault: &str) -> std::process::Output {
     common::output_within(tune_cmd(db, config, &[]).env("MEMTUNE_FAULT", fault), HANG)
 }
 
-/// Trials by number; every trial but `failed` must be COMPLETE.
-fn all_complete_but(ts: &[store::FrozenTrial], failed: u64) -> &store::FrozenTrial {
-    for t in ts.iter().filter(|t| t.number != failed) {
+fn all_complete<'a>(ts: impl IntoIterator<Item = &'a store::FrozenTrial>) {
+    for t in ts {
         assert_eq!(
             t.state,
             TrialState::Complete,
@@ -532,6 +521,11 @@ fn all_complete_but(ts: &[store::FrozenTrial], failed: u64) -> &store::FrozenTri
             t.user_attrs
         );
     }
+}
+
+/// Trials by number; every trial but `failed` must be COMPLETE.
+fn all_complete_but(ts: &[store::FrozenTrial], failed: u64) -> &store::FrozenTrial {
+    all_complete(ts.iter().filter(|t| t.number != failed));
     let t = ts.iter().find(|t| t.number == failed).unwrap();
     assert_eq!(t.state, TrialState::Fail, "{:?}", t.user_attrs);
     t
@@ -599,15 +593,7 @@ fn a_stray_line_between_trials_fails_no_trial() {
     common::ok(tune_within(&db, &cfg, "stray-line@0"));
     let ts = trials(&db, "stray");
     assert_eq!(ts.len(), 3);
-    for t in &ts {
-        assert_eq!(
-            t.state,
-            TrialState::Complete,
-            "trial {}: {:?}",
-            t.number,
-            t.user_attrs
-        );
-    }
+    all_complete(&ts);
     let log = std::fs::read_to_string(dir.path().join("stray.log")).unwrap();
     assert!(
         log.contains("unexpected output: {\"after trial\": 0"),
