@@ -600,6 +600,7 @@ fn an_interrupted_ask_leaves_no_running_trial_and_keeps_an_enqueued_one() {
     let ts = trials(&db);
     assert_eq!(ts[1].state, TrialState::Fail);
     assert_eq!(ts[2].state, TrialState::Waiting);
+    assert!(ts[2].params.is_empty(), "nothing sampled is kept: {ts:?}");
     let next = ask(&db, &[]);
     assert_eq!(
         (next["number"].clone(), next["params"]["lr"].clone()),

@@ -399,15 +399,17 @@ impl PgConn {
 
     pub(crate) fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError> {
         let stmt = self.statement(sql)?;
-        if let Some(out) = out_of_column_range(&stmt, params) {
+        let mut params = std::borrow::Cow::Borrowed(params);
+        while let Some(out) = out_of_column_range(&stmt, &params) {
             // Every integer parameter of our SELECTs is compared with `=`
             // to a column of its type, so a value that type cannot hold
-            // matches no row: the answer SQLite's 64-bit integers give
-            // ("not found"), not an error binding it.
-            if sql.trim_start().starts_with("SELECT") {
-                return Ok(Vec::new());
+            // matches no row, as NULL matches none: the answer SQLite's
+            // 64-bit integers give ("not found", a count of 0), not an
+            // error binding it.
+            if !sql.trim_start().starts_with("SELECT") {
+                return Err(out.error(sql));
             }
-            return Err(out.error(sql));
+            params.to_mut()[out.at] = Value::Null;
         }
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|v| v as _).collect();
         let rows = self.client.query(&stmt, &refs)?;

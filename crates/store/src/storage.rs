@@ -100,8 +100,11 @@ enum Backend {
 
 struct SqliteConn {
     conn: Connection,
-    /// The file was in rollback-journal mode when this writer opened it.
+    /// A writer that found the file in rollback-journal mode, or marked as
+    /// brought from it ([`SWITCHED_TO_WAL`]), when it opened it.
     restore_rollback: bool,
+    /// The connection may write (not a read-only open).
+    writer: bool,
     /// The file is read with `immutable=1` (see [`Storage::read_unlocked`]);
     /// each read opens its own connection, with this busy timeout.
     unlocked_reads: Option<Duration>,
@@ -115,23 +118,51 @@ struct SqliteConn {
 /// `-shm` beside it; memtune's own read-only opens cope, Optuna's do not).
 /// SQLite allows the switch only when no other connection has the file
 /// open: while others work it fails at once and the file stays in WAL mode
-/// for them. The writer that switches a file to WAL marks it so
-/// ([`SWITCHED_TO_WAL`]), and a writer that finds the mark restores the
-/// file too, so whichever writer closes last returns it to rollback mode.
+/// for them. A writer that switches such a file to WAL marks it so
+/// ([`SWITCHED_TO_WAL`]), and every writer that finds the mark when it
+/// closes restores the file too, so whichever writer closes last returns
+/// it to rollback mode.
 impl Drop for SqliteConn {
     fn drop(&mut self) {
-        if self.restore_rollback {
-            let _ = self.conn.busy_timeout(Duration::ZERO);
-            let mode: rusqlite::Result<String> =
-                self.conn
-                    .query_row("PRAGMA journal_mode=DELETE", [], |r| r.get(0));
-            if mode.is_ok_and(|m| m.eq_ignore_ascii_case("delete"))
-                && user_version(&self.conn) == Ok(SWITCHED_TO_WAL.into())
-            {
-                // Left in place when another connection came meanwhile: it
-                // only says what rollback mode already says.
-                let _ = self.conn.execute_batch("PRAGMA user_version = 0");
-            }
+        if !self.writer {
+            return;
+        }
+        let _ = self.conn.busy_timeout(Duration::ZERO);
+        // Asked again now: a writer that opened while another was between
+        // its switch to WAL and its mark finds the mark by now.
+        let marked = user_version(&self.conn) == Ok(SWITCHED_TO_WAL.into());
+        if !(self.restore_rollback || marked) {
+            return;
+        }
+        let mode: rusqlite::Result<String> =
+            self.conn
+                .query_row("PRAGMA journal_mode=DELETE", [], |r| r.get(0));
+        if mode.is_ok_and(|m| m.eq_ignore_ascii_case("delete")) {
+            // Left in place when this fails: in rollback mode the mark
+            // only says what the mode already says.
+            let _ = clear_mark(&self.conn);
+        }
+    }
+}
+
+/// Clears [`SWITCHED_TO_WAL`] if the file is still in rollback mode, in
+/// one transaction with that check: a writer that switched it to WAL again
+/// meanwhile keeps its mark.
+fn clear_mark(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let clear = || -> rusqlite::Result<()> {
+        let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+        if mode.eq_ignore_ascii_case("delete") && user_version(conn)? == i64::from(SWITCHED_TO_WAL)
+        {
+            conn.execute_batch("PRAGMA user_version = 0")?;
+        }
+        Ok(())
+    };
+    match clear() {
+        Ok(()) => conn.execute_batch("COMMIT"),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
         }
     }
 }
@@ -504,6 +535,7 @@ impl Storage {
             Backend::Sqlite(SqliteConn {
                 conn,
                 restore_rollback,
+                writer: !opts.read_only,
                 unlocked_reads: unlocked.then_some(opts.busy_timeout),
             }),
             path,
@@ -559,13 +591,14 @@ impl Storage {
         };
         let conn = &sqlite.conn;
         self.retry_tx(|| {
-            if sqlite.restore_rollback && user_version(conn)? == 0 {
-                conn.execute_batch(&format!("PRAGMA user_version = {SWITCHED_TO_WAL}"))?;
-            }
             let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
             if !mode.eq_ignore_ascii_case("wal") {
                 // e.g. a file system without shared memory; still correct, only slower.
                 warn_not_wal(&self.path, &mode);
+            } else if sqlite.restore_rollback && user_version(conn)? == 0 {
+                // After the switch, not before: a last writer restoring
+                // the file in between clears a mark set before it.
+                conn.execute_batch(&format!("PRAGMA user_version = {SWITCHED_TO_WAL}"))?;
             }
             conn.execute_batch(&format!(
                 "PRAGMA synchronous={sync}; PRAGMA foreign_keys=ON;"
@@ -984,8 +1017,7 @@ fn roll_back_a_hot_journal(path: &Path, busy_timeout: std::time::Duration) {
 /// WAL connections is open would let other processes checkpoint under
 /// that connection's readers (they then see a "malformed" database).
 fn wal_at_rest(path: &Path) -> bool {
-    let side = |ext| side_file(path, ext).exists();
-    !side("-wal") && !side("-shm") && journal_mode_byte(path) == Some(2)
+    !any_side_file(path, &["-wal", "-shm"]) && journal_mode_byte(path) == Some(2)
 }
 
 /// The side file `ext` (`-wal`, `-shm`, `-journal`) of the database at
@@ -996,6 +1028,16 @@ fn side_file(path: &Path, ext: &str) -> PathBuf {
         .into_os_string();
     side.push(ext);
     PathBuf::from(side)
+}
+
+/// Whether any of the side files `exts` of the database at `path` exists.
+fn any_side_file(path: &Path, exts: &[&str]) -> bool {
+    let base = side_file(path, "");
+    exts.iter().any(|ext| {
+        let mut side = base.clone().into_os_string();
+        side.push(ext);
+        Path::new(&side).exists()
+    })
 }
 
 /// What a path that is neither a file nor a directory is, for an error.
@@ -1128,10 +1170,7 @@ impl FileStamp {
     /// The file's stamp, or `None` when it is not at rest: missing, or
     /// with a `-wal`, `-shm` or `-journal` beside it (a writer has it open).
     fn at_rest(path: &Path) -> Option<FileStamp> {
-        if ["-wal", "-shm", "-journal"]
-            .into_iter()
-            .any(|ext| side_file(path, ext).exists())
-        {
+        if any_side_file(path, &["-wal", "-shm", "-journal"]) {
             return None;
         }
         let meta = std::fs::metadata(path).ok()?;

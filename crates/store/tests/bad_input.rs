@@ -260,6 +260,7 @@ fn missing_storage_and_unknown_study(backend: Backend) {
     ));
     let study = s.create_study("far", &[StudyDirection::Minimize]).unwrap();
     assert!(s.trial_by_number(study.study_id, far).unwrap().is_none());
+    assert_eq!(s.counted_trials(far).unwrap(), 0);
     // A value to store that PostgreSQL's column cannot hold is refused, named.
     let t = s.create_trial(study.study_id).unwrap();
     match (backend, s.report_intermediate(t.trial_id, far, 1.0)) {

@@ -344,6 +344,28 @@ fn overlapping_writers_leave_a_rollback_file_in_rollback_mode() {
         .trials(study.study_id, &TrialFilter::default());
     assert_eq!(trials.unwrap().len(), 1);
 
+    // A writer that opened between another's switch to WAL and its mark
+    // (here: the mark taken away while it opens) still finds the mark when
+    // it closes last.
+    let db = rollback_file("window.db", 0);
+    let first = Storage::open(&db).unwrap();
+    let set_mark = |value: u32| {
+        first
+            .execute_batch(&format!("PRAGMA user_version = {value}"))
+            .unwrap()
+    };
+    // In WAL mode the header in the file is not yet the latest.
+    let mark = first.query_text("PRAGMA user_version").unwrap()[0][0].clone();
+    let mark: u32 = mark.unwrap().parse().unwrap();
+    assert_ne!(mark, 0, "a rollback file in WAL mode is marked");
+    set_mark(0);
+    let second = Storage::open(&db).unwrap();
+    set_mark(mark);
+    drop(first);
+    drop(second);
+    assert_eq!(header(&db)[18], 1, "left in WAL mode");
+    assert_eq!(user_version(&db), 0);
+
     let db = rollback_file("versioned.db", 7);
     let s = Storage::open(&db).unwrap();
     s.create_trial(s.study("s").unwrap().study_id).unwrap();

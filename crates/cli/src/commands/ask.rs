@@ -15,11 +15,13 @@
 //! params" operation, so the trial and its params are separate
 //! transactions (as in Optuna); if storing a param or printing the trial
 //! fails, the trial is marked FAIL so no half-asked trial stays RUNNING.
-//! Ctrl-C, SIGTERM or SIGHUP in between is held until the trial can be
-//! ended: a created trial is marked FAIL, a claimed (enqueued) one FAIL
-//! with a WAITING copy, and the ask exits 130 without printing. (A process
-//! killed with SIGKILL in between still leaves it RUNNING, as Optuna's
-//! `ask` would.)
+//! Ctrl-C, SIGTERM or SIGHUP is held from just before the trial exists:
+//! one that comes before the sampled params are stored ends the trial (a
+//! created one FAIL, a claimed enqueued one FAIL with a WAITING copy that
+//! keeps what was enqueued) and the ask exits 130 without printing; one
+//! that comes later lets the ask finish and print the trial, whose params
+//! are stored. (A process killed with SIGKILL in between still leaves the
+//! trial RUNNING, as Optuna's `ask` would.)
 
 use super::Context;
 use crate::error::{CliError, Result};
@@ -107,14 +109,15 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     // From here a stop signal is held (see the module doc).
     let stop =
         crate::tune::runner::handle_stop_signals().map_err(|e| CliError::Failed(e.to_string()))?;
-    let faults = crate::tune::fault::Faults::from_env().map_err(CliError::Usage)?;
+    let stopped = || stop.load(std::sync::atomic::Ordering::SeqCst);
+    if stopped() {
+        return Err(CliError::Interrupted);
+    }
     // As Optuna's `study.ask`: an enqueued (WAITING) trial is claimed first.
     let claim = storage.create_or_claim_trial(study.study_id)?;
     let trial = claim.trial();
-    if faults.interrupt_ask_of == Some(trial.number) {
-        // SAFETY: raise(3) has no memory effects.
-        unsafe { libc::raise(libc::SIGINT) };
-    }
+    #[cfg(feature = "fault-injection")]
+    interrupt_if_asked(trial.number)?;
     let number = trial.number as u64;
     let view = StudyView::with_directions(&study.name, &study.directions, &trials);
     let seed = choice.seed.map(|s| per_trial_seed(s, number));
@@ -160,6 +163,12 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             let mut params = hpo_sampler::ask(sampler.as_mut(), view, number, &rest)
                 .map_err(|e| CliError::Failed(e.to_string()))?;
             params.extend(given);
+            // The last moment the ask can stop: once its params are
+            // stored, finishing it (printing the trial) is what leaves the
+            // study consistent.
+            if stopped() {
+                return Err(CliError::Interrupted);
+            }
             Ok((params, already_stored))
         })
         .and_then(|(params, already_stored)| {
@@ -187,10 +196,10 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             ),
         })
     };
-    let params = stored_params.map_err(|e| fail_trial(&e))?;
-    if stop.load(std::sync::atomic::Ordering::SeqCst) {
-        return Err(end_interrupted(&storage, &claim));
-    }
+    let params = stored_params.map_err(|e| match e {
+        CliError::Interrupted => end_interrupted(&storage, &claim),
+        e => fail_trial(&e),
+    })?;
 
     // Optuna prints `trial.params`: in the search space's order (its
     // `study.ask` suggests them in that order), params already stored on a
@@ -225,7 +234,19 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         .map_err(|e| fail_trial(&format!("cannot write output: {e}")))
 }
 
-/// Ends the trial of an ask that was told to stop before it printed it:
+/// Sends this process SIGINT if `MEMTUNE_FAULT` asks it to for trial
+/// `number` (`interrupt-ask@N`): Ctrl-C just after the trial is created.
+#[cfg(feature = "fault-injection")]
+fn interrupt_if_asked(number: i64) -> Result<()> {
+    let faults = crate::tune::fault::Faults::from_env().map_err(CliError::Usage)?;
+    if faults.interrupt_ask_of == Some(number) {
+        // SAFETY: raise(3) has no memory effects.
+        unsafe { libc::raise(libc::SIGINT) };
+    }
+    Ok(())
+}
+
+/// Ends the trial of an ask that was told to stop before it stored params:
 /// FAIL, with a WAITING copy when it was enqueued (its fixed params are
 /// someone's request, kept for the next ask).
 fn end_interrupted(storage: &store::Storage, claim: &Claim) -> CliError {

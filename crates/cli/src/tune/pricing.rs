@@ -8,7 +8,7 @@
 //! the epochs and their batch orders, the backend's own buffers (the CUDA
 //! backend's cuBLAS workspace and kernel scratch) and the allocator's
 //! rounding and fragmentation as batches change length. The trainer's
-//! [`replay_run`] runs exactly that allocation sequence through `gpu-mem`
+//! [`replay_run`](trainer::finetune::replay_run) runs exactly that allocation sequence through `gpu-mem`
 //! on a simulated device, so the price is the run's own figures:
 //! - [`Price::peak`]: the peak of requested bytes (the memory plan of the
 //!   run's largest step with the backend's buffers), which a CUDA run's
