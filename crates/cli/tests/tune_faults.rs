@@ -410,6 +410,73 @@ fn stop_the_group_then_resume(study: &str, signal: i32) {
     );
 }
 
+/// A second Ctrl-C ends a runner stuck in a call that does not return
+/// (`stall-runner`, standing for a database server that hangs mid-query)
+/// at once, exit 130; the next run takes up the trial it left RUNNING, as
+/// after `kill -9`.
+#[test]
+fn a_second_ctrl_c_ends_a_stuck_runner_and_the_next_run_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let cfg = write(
+        dir.path(),
+        "s.toml",
+        &common::sim_study("stuck", 3, "24GiB", ""),
+    );
+    let mut cmd = tune_cmd(&db, &cfg, &[]);
+    cmd.env("MEMTUNE_FAULT", "stall-runner@0");
+    let mut child = spawn_as_a_terminal_would(cmd, libc::SIGINT);
+    // Trial 0 handed to its worker: the runner stalls right after.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !(Storage::open_existing(&db).is_ok()
+        && trials(&db, "stuck")
+            .iter()
+            .any(|t| t.number == 0 && t.user_attrs.contains_key("lease_bytes")))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "trial 0 never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let group = -(child.id() as i32);
+    let ctrl_c = || {
+        // SAFETY: signalling the process group our child leads.
+        unsafe { libc::kill(group, libc::SIGINT) };
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    ctrl_c();
+    // The first only asks, and the stalled loop does not look (for an hour).
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the runner was not stuck"
+    );
+    ctrl_c();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("a second Ctrl-C did not end the stuck runner");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    let ts = trials(&db, "stuck");
+    assert!(
+        ts.iter()
+            .any(|t| t.number == 0 && t.state == TrialState::Running),
+        "left as a kill leaves it"
+    );
+    common::ok(tune(&db, &cfg, None));
+    let ts = trials(&db, "stuck");
+    assert_eq!(finished(&ts), 3);
+    assert!(!ts.iter().any(|t| t.state == TrialState::Running));
+}
+
 /// Ctrl-C while the runner is still pricing a trial (a replay of every
 /// epoch of its run: 10,000 here, minutes in a debug build) stops the
 /// replay between epochs: the runner exits as interrupted and the trial

@@ -20,8 +20,9 @@
 //! created one FAIL, a claimed enqueued one FAIL with a WAITING copy that
 //! keeps what was enqueued) and the ask exits 130 without printing; one
 //! that comes later lets the ask finish and print the trial, whose params
-//! are stored. (A process killed with SIGKILL in between still leaves the
-//! trial RUNNING, as Optuna's `ask` would.)
+//! are stored. (A second signal, which ends the process at once, or
+//! SIGKILL in between still leaves the trial RUNNING, as Optuna's `ask`
+//! would.)
 
 use super::Context;
 use crate::error::{CliError, Result};

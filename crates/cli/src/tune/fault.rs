@@ -6,6 +6,8 @@
 //!
 //! `kill-runner@N` makes the runner `SIGKILL` itself right after trial `N`
 //! is handed to a worker (the resume tests' kill -9 at a known moment);
+//! `stall-runner@N` makes it sleep for an hour there instead (a call that
+//! never returns);
 //! `interrupt-ask@N` makes `memtune ask` send itself SIGINT right after it
 //! creates or claims trial `N` (Ctrl-C mid-ask); the others are passed to
 //! the worker in its [`Job`](super::protocol::Job).
@@ -18,6 +20,7 @@ use super::protocol::Fault;
 pub struct Faults {
     pub per_trial: BTreeMap<i64, Fault>,
     pub kill_runner_after_start_of: Option<i64>,
+    pub stall_runner_after_start_of: Option<i64>,
     pub interrupt_ask_of: Option<i64>,
 }
 
@@ -78,6 +81,10 @@ impl Faults {
                     faults.kill_runner_after_start_of = Some(trial);
                     continue;
                 }
+                "stall-runner" => {
+                    faults.stall_runner_after_start_of = Some(trial);
+                    continue;
+                }
                 "interrupt-ask" => {
                     faults.interrupt_ask_of = Some(trial);
                     continue;
@@ -99,7 +106,7 @@ mod tests {
         let f = Faults::parse(
             "abort@3:epoch=0; sticky@5:epoch=1;oom@7:alloc=120; assert@8:epoch=2; kill-runner@4; \
              device-error@2:check=3; nan@6:epoch=1; hang@9:epoch=0; stray-line@10; \
-             interrupt-ask@11",
+             interrupt-ask@11; stall-runner@12",
         )
         .unwrap();
         assert_eq!(f.per_trial[&9], Fault::Hang { after_epoch: 0 });
@@ -112,6 +119,7 @@ mod tests {
         assert_eq!(f.per_trial[&10], Fault::StrayLineAfterEnd);
         assert_eq!(f.kill_runner_after_start_of, Some(4));
         assert_eq!(f.interrupt_ask_of, Some(11));
+        assert_eq!(f.stall_runner_after_start_of, Some(12));
         for bad in [
             "abort",
             "abort@x:epoch=1",

@@ -106,12 +106,19 @@ pub struct TuneOptions {
 /// flight as interrupted, re-enqueue them, and exit with the summary. Set
 /// up before the run opens its storage, so a signal while it is still
 /// starting (connecting to a database that is restarting, say) ends it the
-/// same way rather than killing the process.
+/// same way rather than killing the process. A second signal ends the
+/// process at once (exit 130): a run stuck in a call that does not return
+/// (a database server that hangs mid-query) can still be stopped, and what
+/// it leaves RUNNING is taken up by the next run as after `kill -9`.
 pub fn handle_stop_signals() -> Result<Arc<AtomicBool>, TuneError> {
     let interrupted = Arc::new(AtomicBool::new(false));
     for signal in [SIGINT, SIGTERM, SIGHUP] {
-        signal_hook::flag::register(signal, Arc::clone(&interrupted))
-            .map_err(|e| TuneError::Setup(format!("cannot handle signal {signal}: {e}")))?;
+        let cannot =
+            |e: std::io::Error| TuneError::Setup(format!("cannot handle signal {signal}: {e}"));
+        // First, so it sees the flag as the previous signal left it.
+        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&interrupted))
+            .map_err(cannot)?;
+        signal_hook::flag::register(signal, Arc::clone(&interrupted)).map_err(cannot)?;
     }
     Ok(interrupted)
 }
@@ -1184,6 +1191,10 @@ impl<'a> Runner<'a> {
             unsafe {
                 libc::kill(libc::getpid(), libc::SIGKILL);
             }
+        }
+        if self.opts.faults.stall_runner_after_start_of == Some(c.trial.number) {
+            // As a storage call that never returns.
+            std::thread::sleep(Duration::from_secs(3600));
         }
         self.update_display()
     }
