@@ -100,8 +100,9 @@ enum Backend {
 
 struct SqliteConn {
     conn: Connection,
-    /// A writer that found the file in rollback-journal mode, or marked as
-    /// brought from it ([`SWITCHED_TO_WAL`]), when it opened it.
+    /// The file was in rollback-journal mode when this writer opened it
+    /// (a writer that finds it marked [`SWITCHED_TO_WAL`] learns so when it
+    /// closes).
     restore_rollback: bool,
     /// The connection may write (not a read-only open).
     writer: bool,
@@ -128,8 +129,8 @@ impl Drop for SqliteConn {
             return;
         }
         let _ = self.conn.busy_timeout(Duration::ZERO);
-        // Asked again now: a writer that opened while another was between
-        // its switch to WAL and its mark finds the mark by now.
+        // Asked now, not at open: a writer that opened while another was
+        // between its switch to WAL and its mark finds the mark by now.
         let marked = user_version(&self.conn) == Ok(SWITCHED_TO_WAL.into());
         if !(self.restore_rollback || marked) {
             return;
@@ -525,12 +526,10 @@ impl Storage {
         // its other connections' included (see `wal_at_rest`).
         let restore_rollback = !opts.read_only
             && !fresh
-            && (conn
+            && conn
                 .query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0))
                 .map_err(|e| from_sqlite(&path, e))?
-                != "wal"
-                || user_version(&conn).map_err(|e| from_sqlite(&path, e))?
-                    == i64::from(SWITCHED_TO_WAL));
+                != "wal";
         let storage = Storage::new(
             Backend::Sqlite(SqliteConn {
                 conn,

@@ -942,11 +942,7 @@ pub fn replay_run_unless(
         &train_config,
         &mut |_| {
             stopped = stop();
-            if stopped {
-                Control::Stop
-            } else {
-                Control::Continue
-            }
+            Control::stop_if(stopped)
         },
     )?;
     if stopped {

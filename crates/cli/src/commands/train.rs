@@ -202,11 +202,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         if stored.is_some_and(|s| s != value) {
             mismatches.push(m.epoch);
         }
-        if m.epoch >= epoch_of_value {
-            Control::Stop
-        } else {
-            Control::Continue
-        }
+        Control::stop_if(m.epoch >= epoch_of_value)
     })
     .map_err(|e| CliError::trainer(format!("retraining trial {}", trial.number), e))?;
     let report = &trained.outcome.report;

@@ -8,8 +8,9 @@
 //! the epochs and their batch orders, the backend's own buffers (the CUDA
 //! backend's cuBLAS workspace and kernel scratch) and the allocator's
 //! rounding and fragmentation as batches change length. The trainer's
-//! [`replay_run`](trainer::finetune::replay_run) runs exactly that allocation sequence through `gpu-mem`
-//! on a simulated device, so the price is the run's own figures:
+//! [`replay_run`](trainer::finetune::replay_run) runs exactly that
+//! allocation sequence through `gpu-mem` on a simulated device, so the
+//! price is the run's own figures:
 //! - [`Price::peak`]: the peak of requested bytes (the memory plan of the
 //!   run's largest step with the backend's buffers), which a CUDA run's
 //!   allocator reports as its requested peak;
@@ -197,11 +198,7 @@ fn price_of(job: &Job, device: PricedDevice, stop: &dyn Fn() -> bool) -> Result<
             let mut stopped = false;
             let run = finetune_sim(&spec, &mut |_| {
                 stopped = stop();
-                if stopped {
-                    Control::Stop
-                } else {
-                    Control::Continue
-                }
+                Control::stop_if(stopped)
             })?;
             if stopped {
                 return Err(PriceError::interrupted());

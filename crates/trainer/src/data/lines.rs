@@ -29,26 +29,16 @@ impl LineStarts {
 }
 
 /// Each line of `text` with the byte offset it starts at, its terminator
-/// (as [`LineStarts`] ends lines) included.
+/// included: the lines [`LineStarts`] places.
 pub(crate) fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    let bytes = text.as_bytes();
-    let mut start = 0;
-    std::iter::from_fn(move || {
-        if start == text.len() {
-            return None;
-        }
-        let end = match bytes[start..]
-            .iter()
-            .position(|&b| b == b'\n' || b == b'\r')
-        {
-            None => text.len(),
-            Some(at) if bytes[start + at..].starts_with(b"\r\n") => start + at + 2,
-            Some(at) => start + at + 1,
-        };
-        let line = (start, &text[start..end]);
-        start = end;
-        Some(line)
-    })
+    let starts = LineStarts::new(text.as_bytes()).0;
+    let ends: Vec<usize> = starts[1..].iter().copied().chain([text.len()]).collect();
+    starts
+        .into_iter()
+        .zip(ends)
+        .map(|(start, end)| (start, &text[start..end]))
+        // After a final terminator: no line.
+        .filter(|(_, line)| !line.is_empty())
 }
 
 #[cfg(test)]

@@ -31,6 +31,17 @@ pub enum Control {
     Stop,
 }
 
+impl Control {
+    /// `Stop` when `stop`, else `Continue`.
+    pub fn stop_if(stop: bool) -> Control {
+        if stop {
+            Control::Stop
+        } else {
+            Control::Continue
+        }
+    }
+}
+
 /// Which validation figure early stopping watches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Monitor {
