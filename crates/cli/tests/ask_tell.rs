@@ -612,3 +612,72 @@ fn an_interrupted_ask_leaves_no_running_trial_and_keeps_an_enqueued_one() {
             .all(|t| t.state != TrialState::Running || t.number == 2)
     );
 }
+
+/// A study keeps working when its history holds values Optuna reads
+/// back: a float drawn on a fine grid far from 0 (`(x - low) / step`
+/// misses an integer by more than 1e-8, as most of Optuna's own random
+/// draws there do) and a value outside its distribution (what Optuna's
+/// `enqueue_trial` runs with a warning). Every later ask, with each
+/// sampler, draws a value in the distribution.
+#[test]
+fn a_history_optuna_reads_back_never_stops_an_ask() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = study(dir.path(), "minimize");
+    let far = r#"{"x": {"name": "FloatDistribution", "attributes": {"low": 1000000.0, "high": 1000001.0, "step": 0.001}}}"#;
+    for sampler in ["random", "tpe", "gp", "auto", "random", "tpe", "gp"] {
+        let args = [
+            "ask",
+            "--study",
+            "s",
+            "--search-space",
+            far,
+            "--sampler",
+            sampler,
+        ];
+        let asked: Json = serde_json::from_str(&ok(memtune(&db, &args))).unwrap();
+        let x = asked["params"]["x"].as_f64().unwrap();
+        assert!((1e6..=1e6 + 1.0).contains(&x), "{sampler}: {x}");
+        ok(tell(
+            &db,
+            &asked["number"],
+            &["--values", &(x - 1e6).to_string()],
+        ));
+    }
+    {
+        let s = Storage::open_existing(&db).unwrap();
+        let st = s.study("s").unwrap();
+        let x = store::Distribution::Float {
+            low: 1e6,
+            high: 1e6 + 1.0,
+            log: false,
+            step: Some(1e-3),
+        };
+        let outside = store::NewTrial {
+            params: vec![(
+                "x".into(),
+                store::Param {
+                    distribution: x,
+                    internal: 5.0,
+                },
+            )],
+            ..Default::default()
+        };
+        let t = s.enqueue_trial(st.study_id, &outside).unwrap();
+        assert!(s.claim_waiting(st.study_id).unwrap().is_some());
+        s.finish(t.trial_id, TrialState::Complete, &[0.1]).unwrap();
+    }
+    for sampler in ["random", "tpe", "gp", "auto"] {
+        let args = [
+            "ask",
+            "--study",
+            "s",
+            "--search-space",
+            far,
+            "--sampler",
+            sampler,
+        ];
+        let asked: Json = serde_json::from_str(&ok(memtune(&db, &args))).unwrap();
+        let x = asked["params"]["x"].as_f64().unwrap();
+        assert!((1e6..=1e6 + 1.0).contains(&x), "{sampler}: {x}");
+    }
+}

@@ -296,13 +296,13 @@ mod tests {
         }
     }
 
-    /// A stored value the samplers cannot use (outside its distribution,
-    /// NaN, a NaN value or constraint) is an error naming the trial and
-    /// what is wrong, from `ask` and from a `Trial`, never a panic or a
-    /// NaN suggestion.
+    /// A stored value the samplers cannot use (a categorical index out of
+    /// range, NaN, a NaN value or constraint) is an error naming the trial
+    /// and what is wrong, from `ask` and from a `Trial`, never a panic or
+    /// a NaN suggestion.
     #[test]
     fn a_history_the_samplers_cannot_use_is_refused() {
-        use crate::{NsgaIIConfig, NsgaIISampler, StudyDirection, TpeSampler};
+        use crate::{StudyDirection, TpeSampler};
         let choice = |s: &str| CategoricalChoice::Str(s.into());
         let cat = Distribution::categorical(vec![choice("a"), choice("b"), choice("c")]).unwrap();
         let x = Distribution::float(0.0, 1.0, false, None).unwrap();
@@ -337,21 +337,61 @@ mod tests {
             let (name, d) = space.iter().next().unwrap();
             assert!(trial.suggest(name, d).is_err(), "{what}");
         }
-        // NSGA-II would copy a parent's value into the child.
+    }
+
+    /// A number outside its distribution, as Optuna stores an enqueued
+    /// value it ran with a warning (5.0 for a float in [0, 1], 2.5 for an
+    /// int), is read by every sampler as a parameter the trial does not
+    /// have: each asks a value in the distribution. NSGA-II would
+    /// otherwise copy a parent's value into the child.
+    #[test]
+    fn a_number_outside_its_distribution_is_read_as_missing() {
+        use crate::{
+            GpSampler, NsgaIIConfig, NsgaIISampler, RandomSampler, StudyDirection, TpeSampler,
+        };
+        let x = Distribution::float(0.0, 1.0, false, None).unwrap();
+        let k = Distribution::int(0, 3, false, 1).unwrap();
+        let space = SearchSpace::from([("x".to_string(), x.clone()), ("k".to_string(), k.clone())]);
         let dirs = [StudyDirection::Minimize; 2];
-        let mut trials: Vec<FrozenTrial> = (0..8).map(|n| finished(n, "x", &x, 0.5)).collect();
+        let mut trials: Vec<FrozenTrial> = (0..30)
+            .map(|n| {
+                let mut t = finished(n, "x", &x, (n % 10) as f64 / 10.0);
+                let internal = (n % 4) as f64;
+                let param = Param {
+                    distribution: k.clone(),
+                    internal,
+                };
+                t.params.insert("k".into(), param);
+                t
+            })
+            .collect();
         for t in &mut trials {
-            t.values = Some(vec![t.number as f64, 1.0]);
+            t.values = Some(vec![t.number as f64, 30.0 - t.number as f64]);
         }
-        trials[2].params.get_mut("x").unwrap().internal = 7.0;
-        let view = StudyView::with_directions("s", &dirs, &trials);
-        let mut nsga = NsgaIISampler::new(NsgaIIConfig {
-            population_size: 2,
-            seed: Some(1),
-            ..NsgaIIConfig::default()
-        });
-        let e = ask(&mut nsga, view, 8, &xspace).unwrap_err().to_string();
-        assert!(e.contains("trial 2") && e.contains("`x`"), "{e}");
+        trials[0].params.get_mut("x").unwrap().internal = 5.0;
+        trials[1].params.get_mut("k").unwrap().internal = 2.5;
+        trials[2].params.get_mut("x").unwrap().internal = -7.0;
+        for n in 0..30 {
+            let view = StudyView::with_directions("s", &dirs, &trials[..n]);
+            let samplers: [Box<dyn Sampler>; 4] = [
+                Box::new(RandomSampler::new(Some(n as u64))),
+                Box::new(TpeSampler::with_seed(n as u64)),
+                Box::new(GpSampler::new(crate::GpConfig {
+                    seed: Some(n as u64),
+                    ..crate::GpConfig::default()
+                })),
+                Box::new(NsgaIISampler::new(NsgaIIConfig {
+                    population_size: 2,
+                    seed: Some(n as u64),
+                    ..NsgaIIConfig::default()
+                })),
+            ];
+            for mut sampler in samplers {
+                let params = ask(sampler.as_mut(), view, n as u64, &space).unwrap();
+                assert!(x.contains(params["x"].internal), "{n}: {params:?}");
+                assert!(k.contains(params["k"].internal), "{n}: {params:?}");
+            }
+        }
     }
 
     /// A long-lived sampler checks a finished trial once, and again when

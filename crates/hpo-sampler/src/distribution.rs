@@ -384,9 +384,20 @@ impl Distribution {
                 }
                 match step {
                     None => true,
+                    Some(s) if s.is_nan() || *s <= 0.0 => false,
                     Some(s) => {
+                        // `k` carries the rounding of `internal` and `low`:
+                        // a few ulps of the larger bound, over `step`. Far
+                        // from 0 that passes Optuna's fixed 1e-8 (at 1e9
+                        // steps from 0 most of its own RandomSampler's
+                        // values fail that), so the slack grows with it; a
+                        // grid finer than f64 resolves holds any value.
+                        let slack = 1e-8 + 4.0 * f64::EPSILON * low.abs().max(high.abs()) / s;
+                        if slack.is_nan() || slack >= 0.5 {
+                            return true;
+                        }
                         let k = (internal - low) / s;
-                        (k - k.round()).abs() < 1e-8
+                        (k - k.round()).abs() < slack
                     }
                 }
             }
@@ -608,6 +619,43 @@ pub(crate) fn unchecked_bad_distributions() -> [Distribution; 4] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A value a sampler put on a fine grid far from 0 (1e9 steps out)
+    /// is on it, though `(value - low) / step` misses an integer by more
+    /// than Optuna's 1e-8; a value between grid points is not, nor is any
+    /// for a float step of 0.
+    #[test]
+    fn a_fine_grid_far_from_zero_holds_its_own_points() {
+        let d = Distribution::float(1e6, 1e6 + 1.0, false, Some(1e-3)).unwrap();
+        let on_grid: Vec<f64> = (0..=1000).map(|k| 1e6 + k as f64 * 1e-3).collect();
+        assert!(on_grid.iter().all(|&v| d.contains(v)));
+        assert!(on_grid.iter().any(|&v| {
+            let k = (v - 1e6) / 1e-3;
+            (k - k.round()).abs() >= 1e-8
+        }));
+        assert!(!d.contains(1e6 + 0.0005));
+        assert!(!d.contains(1e6 + 0.7785));
+        // Near 0 the grid is held as tightly as Optuna holds it.
+        let near = Distribution::float(0.0, 1.0, false, Some(0.1)).unwrap();
+        assert!(near.contains(0.30000000000000004) && !near.contains(0.3 + 1e-6));
+        // A grid finer than f64 resolves (which Optuna stores, and
+        // `Distribution::float` refuses to build) holds every value in
+        // range.
+        let fine = Distribution::Float {
+            low: 0.0,
+            high: 1.0,
+            log: false,
+            step: Some(1e-310),
+        };
+        assert!(fine.contains(0.123456789) && !fine.contains(1.5));
+        let zero = Distribution::Float {
+            low: 0.0,
+            high: 1.0,
+            log: false,
+            step: Some(0.0),
+        };
+        assert!(!zero.contains(0.5));
+    }
 
     /// `contains` on an int built from its fields with a step of 0, or
     /// with bounds whose difference overflows an i64, answers rather than

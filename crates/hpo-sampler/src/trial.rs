@@ -209,6 +209,16 @@ impl Param {
     pub fn value(&self) -> ParamValue {
         self.distribution.to_external(self.internal)
     }
+
+    /// The internal value, if its distribution holds it. Optuna runs an
+    /// enqueued value outside the distribution with only a warning, so a
+    /// history may hold one; samplers read such a parameter as one the
+    /// trial does not have.
+    pub fn internal_in_distribution(&self) -> Option<f64> {
+        self.distribution
+            .contains(self.internal)
+            .then_some(self.internal)
+    }
 }
 
 /// A trial as Optuna's `FrozenTrial` holds it: what storages return and
@@ -333,11 +343,15 @@ impl FrozenTrial {
     }
 
     /// What a sampler may rely on and a storage cannot promise: every
-    /// parameter's internal value lies in its distribution (as Optuna's
-    /// `FrozenTrial._validate` requires), a COMPLETE trial has values and
+    /// parameter's distribution is valid, a COMPLETE trial has values and
     /// none is NaN, and the constraints are numbers, none NaN (Optuna
     /// raises "Constraint values cannot be NaN"). Errors name the trial and
-    /// the parameter or attribute.
+    /// the parameter or attribute. A finite number outside its numeric
+    /// distribution is not an error: Optuna stores one (an enqueued value
+    /// it ran with a warning) and reads it back, and samplers take it as
+    /// missing ([`Param::internal_in_distribution`]). A value Optuna could
+    /// not read back is: not a finite number, or not the index of a
+    /// categorical choice.
     pub fn check(&self) -> Result<()> {
         let bad = |reason: String| Error::Trial {
             number: self.number,
@@ -356,7 +370,8 @@ impl FrozenTrial {
             if let Err(Error::InvalidDistribution { reason, .. }) = p.distribution.validate() {
                 return Err(bad(format!("parameter `{name}`: {reason}")));
             }
-            if !p.distribution.contains(p.internal) {
+            let categorical = matches!(p.distribution, Distribution::Categorical { .. });
+            if !p.internal.is_finite() || (categorical && !p.distribution.contains(p.internal)) {
                 return Err(bad(format!(
                     "parameter `{name}`: stored value {} is outside {}",
                     p.internal, p.distribution
@@ -525,6 +540,7 @@ pub(crate) fn check_in_study(t: &FrozenTrial, objectives: usize) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::distribution::CategoricalChoice;
     use serde_json::json;
 
     /// Tables (`memtune trials`) align states and directions with a width.
@@ -597,19 +613,34 @@ mod tests {
     }
 
     #[test]
-    fn check_names_a_value_outside_its_distribution() {
-        let mut t = FrozenTrial::new(4);
-        t.params.insert(
-            "x".into(),
-            Param {
-                distribution: Distribution::int(0, 3, false, 1).unwrap(),
-                internal: 5.0,
-            },
-        );
-        let e = t.check().unwrap_err().to_string();
-        assert!(
-            e.contains("trial 4") && e.contains("`x`") && e.contains("outside"),
-            "{e}"
-        );
+    fn check_names_a_value_optuna_could_not_read() {
+        let int = Distribution::int(0, 3, false, 1).unwrap();
+        let choices = vec![CategoricalChoice::Int(1), CategoricalChoice::Int(2)];
+        let cat = Distribution::categorical(choices).unwrap();
+        for (distribution, internal) in [(&int, f64::NAN), (&int, f64::INFINITY), (&cat, 2.0)] {
+            let mut t = FrozenTrial::new(4);
+            let param = Param {
+                distribution: distribution.clone(),
+                internal,
+            };
+            t.params.insert("x".into(), param);
+            let e = t.check().unwrap_err().to_string();
+            assert!(
+                e.contains("trial 4") && e.contains("`x`") && e.contains("outside"),
+                "{e}"
+            );
+        }
+        // Optuna reads these back (an enqueued value it ran with a
+        // warning); samplers take them as missing.
+        for internal in [5.0, 2.5, -1.0] {
+            let mut t = FrozenTrial::new(4);
+            let param = Param {
+                distribution: int.clone(),
+                internal,
+            };
+            assert_eq!(param.internal_in_distribution(), None);
+            t.params.insert("x".into(), param);
+            assert_eq!(t.check(), Ok(()));
+        }
     }
 }

@@ -305,9 +305,8 @@ const FIXED_PARAMS_KEY: &str = "fixed_params";
 /// stores win, then its `fixed_params` system attribute (what Optuna's
 /// `enqueue_trial` writes); the sampler draws the rest. Returns them and
 /// the subset that is already stored (not to be written again). A fixed
-/// value outside its distribution is refused (Optuna only warns), since a
-/// stored value outside its distribution would poison every later ask's
-/// history.
+/// value outside its distribution is refused (Optuna only warns), so that
+/// a trial never runs with a value its search space does not allow.
 fn enqueued_params(
     storage: &store::Storage,
     trial_id: i64,

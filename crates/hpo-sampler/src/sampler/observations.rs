@@ -306,7 +306,7 @@ fn centre_row(t: &FrozenTrial, space: &[(&String, &Distribution)]) -> Option<Box
     for (name, dist) in space {
         let p = t.params.get(name.as_str())?;
         let v = if p.distribution == **dist {
-            p.internal
+            p.internal_in_distribution()?
         } else {
             match dist.to_internal(&p.value()) {
                 Ok(v) if in_range(dist, v) => v,

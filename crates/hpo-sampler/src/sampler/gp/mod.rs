@@ -482,8 +482,10 @@ impl GpSampler {
             .zip(dims)
             .map(|((name, dist), dim)| {
                 let p = t.params.get(*name)?;
-                (&p.distribution == *dist && dist.contains(p.internal))
-                    .then(|| dim.normalize(p.internal))
+                let v = p
+                    .internal_in_distribution()
+                    .filter(|_| &p.distribution == *dist)?;
+                Some(dim.normalize(v))
             })
             .collect()
     }

@@ -60,8 +60,10 @@ pub(crate) fn draw(
     let k = strata(distribution, n);
     let mut used = vec![0usize; k];
     for p in study.trials.iter().filter_map(|t| t.params.get(name)) {
-        if p.distribution == *distribution {
-            let s = (to_unit(p.internal, distribution) * k as f64).floor();
+        if p.distribution == *distribution
+            && let Some(v) = p.internal_in_distribution()
+        {
+            let s = (to_unit(v, distribution) * k as f64).floor();
             used[(s.max(0.0) as usize).min(k - 1)] += 1;
         }
     }
