@@ -83,6 +83,9 @@ impl TrainerError {
                 ExportError::HiddenHeadLayers { .. }
                 | ExportError::NotAClassifier { .. }
                 | ExportError::Labels { .. }
+                | ExportError::ClassCount { .. }
+                | ExportError::HeadShape { .. }
+                | ExportError::ProblemType { .. }
                 | ExportError::OutputExists { .. }
                 | ExportError::Json { .. }
                 | ExportError::Config(_)
@@ -264,6 +267,28 @@ mod tests {
             path: "/nowhere/out".into(),
         };
         assert_eq!(CliError::from(exists).exit_code(), 2);
+        // A model directory whose config and checkpoint disagree does not
+        // load: bad input too.
+        let disagreeing = [
+            ExportError::ClassCount {
+                tensor: "classifier.weight".into(),
+                shape: vec![3, 16],
+                config: "/m/config.json".into(),
+                labels_key: "id2label",
+                labels: 2,
+            },
+            ExportError::ProblemType {
+                config: "/m/config.json".into(),
+                problem_type: "regression".into(),
+            },
+            ExportError::HeadShape {
+                path: "/m/model.safetensors".into(),
+                mismatched: vec!["classifier.bias: checkpoint [5] vs model [3]".into()],
+            },
+        ];
+        for e in disagreeing {
+            assert_eq!(CliError::from(e).exit_code(), 2);
+        }
         let writing = ExportError::Io {
             path: "/full/disk".into(),
             source: std::io::Error::other("no space left"),

@@ -394,6 +394,16 @@ fn refused_commands_change_nothing() {
             &["create-study", "--study", "s", "--direction", "maximize"],
             "already exists",
         ),
+        (
+            &[
+                "ask",
+                "--study",
+                "s",
+                "--search-space",
+                r#"{"x": {"name": "FloatDistribution", "attributes": {"low": -1e308, "high": 1e308}}}"#,
+            ],
+            "parameter `x`: `high - low` overflows",
+        ),
     ];
     for (args, expect) in cases {
         refused_without_change(&db, args, expect);

@@ -613,6 +613,41 @@ fn other_sections_are_checked() {
         "stale_after",
         "twice the heartbeat",
     );
+    // A patient pruner wrapping another, written as a table of its own:
+    // the key's path and the wrapped kind's own line.
+    let nested = format!(
+        "{BASE}\n[pruner]\nkind = \"patient\"\npatience = 1\n\n[pruner.wrapped]\nkind = \"patient\"\npatience = 2\n"
+    );
+    let wrapped_line = line_of(&nested, "[pruner.wrapped]") + 1;
+    expect_error_on(
+        &nested,
+        "pruner.wrapped.kind",
+        wrapped_line,
+        "cannot wrap another patient pruner",
+    );
+    // A NaN bound is named as itself, not as the comparison it spoils.
+    expect_error(
+        &format!("{BASE}\n[pruner]\nkind = \"threshold\"\nupper = nan\n"),
+        "pruner.upper",
+        "upper = nan",
+        "not NaN",
+    );
+    // Optuna's schema stores names of at most 512 characters.
+    let long = "n".repeat(513);
+    expect_error(
+        &replace("name = \"t\"", &format!("name = \"{long}\"")),
+        "study.name",
+        "name = \"nnn",
+        "at most 512",
+    );
+    // The simulated device trains presets only; the first other model is
+    // named at its key.
+    expect_error(
+        &format!("{BASE}\n[runner]\ndevice = \"sim\"\n"),
+        "models.large.dir",
+        "dir = ",
+        "every model must be a preset",
+    );
     // A missing required key is reported at its table.
     expect_error(
         &replace("n_trials = 5\n", ""),

@@ -103,4 +103,4 @@ pub use query::best_feasible_trial;
 pub use schema::{ALEMBIC_VERSION, LIBRARY_VERSION, SCHEMA_VERSION};
 pub use stale::{OWNER_KEY, Owner, RetryPolicy, StaleTrial};
 pub use storage::{Durability, OpenOptions, Storage, StorageUrl, parse_sqlite_url, redact_url};
-pub use trial::{Claim, MAX_PARAM_NAME_CHARS, NewTrial, check_param_name};
+pub use trial::{Claim, MAX_PARAM_NAME_CHARS, NewTrial, check_param_name, check_study_name};

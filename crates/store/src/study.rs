@@ -155,7 +155,7 @@ fn find_id(tx: Tx<'_>, name: &str) -> Result<Option<i64>, TxError> {
 }
 
 fn insert_study(tx: Tx<'_>, name: &str, directions: &[StudyDirection]) -> Result<Study, TxError> {
-    crate::trial::check_name_length("study name", name)?;
+    crate::trial::check_study_name(name)?;
     let study_id = tx
         .query_one(
             "INSERT INTO studies (study_name) VALUES (?1) RETURNING study_id",

@@ -451,6 +451,12 @@ pub fn check_param_name(name: &str) -> Result<(), StoreError> {
     check_name_length("parameter name", name)
 }
 
+/// A study name Optuna's schema can store: at most
+/// [`MAX_PARAM_NAME_CHARS`] characters, as a parameter name.
+pub fn check_study_name(name: &str) -> Result<(), StoreError> {
+    check_name_length("study name", name)
+}
+
 /// `name`, a `what` (`study name`, `attribute key`...), fits Optuna's
 /// `VARCHAR(512)` columns.
 pub(crate) fn check_name_length(what: &'static str, name: &str) -> Result<(), StoreError> {

@@ -91,6 +91,19 @@ struct SamplerChoice {
 pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     let space = store::search_space_from_json(&args.search_space)
         .map_err(|e| CliError::Usage(format!("bad --search-space: {e}")))?;
+    // A range no value can be drawn from fails the sampler, which runs
+    // after the trial is created or an enqueued one claimed: refused here.
+    for (name, distribution) in &space {
+        if !distribution.single() {
+            distribution.check_drawable().map_err(|e| {
+                let reason = match e {
+                    hpo_sampler::Error::InvalidDistribution { reason, .. } => reason,
+                    other => other.to_string(),
+                };
+                CliError::Usage(format!("bad --search-space: parameter `{name}`: {reason}"))
+            })?;
+        }
+    }
     let choice = sampler_choice(args)?;
     let order = key_order(&args.search_space)
         .map_err(|e| CliError::Usage(format!("bad --search-space: {e}")))?;

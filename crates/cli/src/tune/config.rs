@@ -892,6 +892,9 @@ impl Check<'_> {
         if name.trim().is_empty() {
             return Err(self.err("study.name", "must not be empty or only whitespace"));
         }
+        if let Err(e) = store::check_study_name(&name) {
+            return Err(self.err("study.name", e.to_string()));
+        }
         let storage = s
             .storage
             .clone()
@@ -1277,7 +1280,7 @@ impl Check<'_> {
                     Some(w) => {
                         if w.kind == Some(PrunerKind::Patient) {
                             return Err(self.err(
-                                &join(at, "wrapped.kind"),
+                                &join(&join(at, "wrapped"), "kind"),
                                 "a patient pruner cannot wrap another patient pruner",
                             ));
                         }
@@ -1536,6 +1539,23 @@ impl Check<'_> {
                 format!(
                     "must be at least twice the heartbeat ({heartbeat:?}), so one late beat does not fail a live trial; got {stale_after:?}"
                 ),
+            ));
+        }
+        // After the runner's own keys, whose errors are more precise.
+        if device == DeviceKind::Sim
+            && let Some((key, source)) = models
+                .iter()
+                .find(|(_, m)| matches!(m, ModelSource::Dir(_) | ModelSource::Builtin(_)))
+        {
+            let field = if matches!(source, ModelSource::Dir(_)) {
+                "dir"
+            } else {
+                "builtin"
+            };
+            return Err(self.err(
+                &join(&join("models", key), field),
+                "on the simulated device ([runner] device = \"sim\") every model must be a \
+                 preset (`sim` or `preset`)",
             ));
         }
         Ok(RunnerSection {

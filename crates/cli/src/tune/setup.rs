@@ -179,6 +179,7 @@ impl RunPlan {
             };
             dir.join(crate::logging::file_name(&cfg.study.name))
         });
+        check_log_file(cfg, &url, &log_file)?;
         // The data first: a checkpoint's classifier must fit its classes,
         // and a preset's tokenizer is built from its texts.
         let (data, num_classes, examples) = load_data(cfg)?;
@@ -779,6 +780,59 @@ fn check_waiting_params(
     Ok(())
 }
 
+/// The log is appended to, so a study file, storage file or data file it
+/// named would be damaged: a study file would no longer parse, and in a
+/// SQLite file the database's own writes overwrite the lines.
+fn check_log_file(
+    cfg: &StudyConfig,
+    url: &store::StorageUrl,
+    log_file: &Path,
+) -> Result<(), SetupError> {
+    let mut files: Vec<(&str, PathBuf)> = vec![("the study file", PathBuf::from(&cfg.origin))];
+    if let store::StorageUrl::Sqlite(db) = url {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut side = db.clone().into_os_string();
+            side.push(suffix);
+            files.push(("the storage file", side.into()));
+        }
+    }
+    if let DataSource::Files { paths, .. } = &cfg.data.source {
+        files.extend(paths.iter().map(|p| ("a data file", p.clone())));
+    }
+    let log = comparable(log_file);
+    let Some((what, file)) = files.iter().find(|(_, f)| comparable(f) == log) else {
+        return Ok(());
+    };
+    let whose = match cfg.runner.log_file {
+        Some(_) => "`runner.log_file`".to_string(),
+        None => {
+            "the log file (the study's name beside the storage; set `runner.log_file`)".to_string()
+        }
+    };
+    Err(SetupError::Runner(format!(
+        "{}: {whose}: {} is {what} ({}); the log is appended to and would damage it",
+        cfg.origin,
+        log_file.display(),
+        file.display()
+    )))
+}
+
+/// `path` with its directory's links and `..` resolved (the file itself
+/// when it exists), so two names of one file compare equal.
+fn comparable(path: &Path) -> PathBuf {
+    if let Ok(p) = std::fs::canonicalize(path) {
+        return p;
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    match (std::fs::canonicalize(parent), path.file_name()) {
+        (Ok(dir), Some(name)) => dir.join(name),
+        _ => path.to_path_buf(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -817,5 +871,60 @@ mod tests {
             "{e}"
         );
         assert!(resolve_precision(Some(Fp16), Some((6, 1))).is_err());
+    }
+
+    /// A log file that is the study file, the storage (or its side files)
+    /// or a data file is refused before the run opens it, under another
+    /// name of the same file too; one beside them is taken.
+    #[test]
+    fn a_log_file_never_names_a_file_of_the_study() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let rows: String = (0..20).map(|i| format!("text {i},{}\n", i % 2)).collect();
+        std::fs::write(d.join("data.csv"), format!("text,label\n{rows}")).unwrap();
+        std::fs::create_dir(d.join("sub")).unwrap();
+        let study = |log: Option<&str>, db: &str| {
+            let log = log.map_or(String::new(), |l| format!("log_file = \"{l}\"\n"));
+            let text = format!(
+                "[study]\nname = \"s\"\nstorage = \"sqlite:///{db}\"\nn_trials = 1\n\n\
+                 [data]\nsource = \"files\"\nfiles = [\"data.csv\"]\nnum_classes = 2\n\n\
+                 [models.m]\nsim = \"bert-base\"\n\n[runner]\ndevice = \"sim\"\n{log}",
+                db = d.join(db).display()
+            );
+            let path = d.join("study.toml");
+            std::fs::write(&path, text).unwrap();
+            StudyConfig::from_path(&path).unwrap()
+        };
+        let s_db = d.join("s.db").display().to_string();
+        let s_wal = format!("{s_db}-wal");
+        let study_file = d.join("study.toml").display().to_string();
+        for (log, what) in [
+            ("study.toml", "the study file"),
+            ("sub/../study.toml", "the study file"),
+            (s_db.as_str(), "the storage file"),
+            (s_wal.as_str(), "the storage file"),
+            ("data.csv", "a data file"),
+        ] {
+            let e = RunPlan::new(&study(Some(log), "s.db"), None).unwrap_err();
+            assert!(matches!(e, SetupError::Runner(_)), "{e:?}");
+            let e = e.to_string();
+            assert!(
+                e.starts_with(&study_file) && e.contains("`runner.log_file`") && e.contains(what),
+                "{log}: {e}"
+            );
+        }
+        // The default name, the study's beside the storage, can be one too:
+        // study `s` in `s.log`.
+        let e = RunPlan::new(&study(None, "s.log"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the log file (the study's name") && e.contains("the storage file"),
+            "{e}"
+        );
+        let plan = RunPlan::new(&study(Some("s.log"), "s.db"), None).unwrap();
+        assert_eq!(plan.log_file, d.join("s.log"));
+        let plan = RunPlan::new(&study(None, "s.db"), None).unwrap();
+        assert_eq!(plan.log_file, d.join("s.log"));
     }
 }

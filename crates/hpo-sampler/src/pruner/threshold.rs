@@ -26,6 +26,11 @@ impl ThresholdPruner {
         require(lower.is_some() || upper.is_some(), "lower/upper", || {
             "give at least one".to_string()
         })?;
+        for (option, value) in [("lower", lower), ("upper", upper)] {
+            require(!value.is_some_and(f64::is_nan), option, || {
+                "must be a number, not NaN".to_string()
+            })?;
+        }
         let lower = lower.unwrap_or(f64::NEG_INFINITY);
         let upper = upper.unwrap_or(f64::INFINITY);
         require(lower <= upper, "lower", || {

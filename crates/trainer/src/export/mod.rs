@@ -32,8 +32,9 @@
 //! [`HfClassifier`] (`predict.rs`) loads such a directory, ours or one saved
 //! by transformers' `save_pretrained`, and computes logits on the CPU. It
 //! refuses a `problem_type` other than single-label classification
-//! ([`ExportError::ProblemType`]) and an output layer whose rows are not
-//! `config.json`'s classes ([`ExportError::ClassCount`]).
+//! ([`ExportError::ProblemType`]), an output layer whose rows are not
+//! `config.json`'s classes ([`ExportError::ClassCount`]) and head tensors
+//! of other shapes than the config gives ([`ExportError::HeadShape`]).
 
 mod hf_config;
 mod predict;
@@ -95,6 +96,18 @@ pub enum ExportError {
         config: PathBuf,
         labels_key: &'static str,
         labels: usize,
+    },
+    /// Classifier head tensors present in the checkpoint with shapes its
+    /// config does not give.
+    #[error(
+        "{}: the classifier head does not fit config.json: shapes differ: {}",
+        path.display(),
+        mismatched.join(", ")
+    )]
+    HeadShape {
+        path: PathBuf,
+        /// `name: checkpoint [..] vs model [..]`.
+        mismatched: Vec<String>,
     },
     /// A `problem_type` whose scores are not a softmax over the classes.
     #[error(

@@ -103,7 +103,21 @@ impl HfClassifier {
         let backend = CpuBackend::<f32>::new();
         let (model, fresh) = load_classifier(&backend, &config, dir, labels.len())?;
         if !fresh.is_empty() {
-            return Err(head_not_loaded(&config, dir, &fields, labels.len(), &fresh));
+            let model_shapes: Vec<(&str, &[usize])> = fresh
+                .iter()
+                .filter_map(|name| {
+                    let params = model.params();
+                    let i = params.index_of(name)?;
+                    Some((name.as_str(), params.info[i].shape.as_slice()))
+                })
+                .collect();
+            return Err(head_not_loaded(
+                &config,
+                dir,
+                &fields,
+                labels.len(),
+                &model_shapes,
+            ));
         }
         let max_length = max_length.unwrap_or(config.max_sequence().min(512));
         let tokenizer = TextTokenizer::from_model_dir(dir, max_length)?;
@@ -157,32 +171,53 @@ impl HfClassifier {
     }
 }
 
-/// Why the head parameters `fresh` were not loaded from `dir`: an output
-/// layer of another class count than `config.json`'s, or none at all.
+/// Why the head parameters `fresh` (each with the shape the model needs)
+/// were not loaded from `dir`: an output layer of another class count
+/// than `config.json`'s, a head tensor of another shape, or none at all.
 fn head_not_loaded(
     config: &ModelConfig,
     dir: &Path,
     fields: &serde_json::Map<String, Json>,
     labels: usize,
-    fresh: &[String],
+    fresh: &[(&str, &[usize])],
 ) -> ExportError {
     let tensor = config.output_weight_name();
     // Read again on this error path only; it was readable a moment ago.
-    let shape = load_safetensors(dir.join("model.safetensors"))
-        .ok()
-        .and_then(|tensors| tensors.get(&tensor).map(|t| t.shape.clone()));
-    match shape {
-        Some(shape) if shape.first() != Some(&labels) => ExportError::ClassCount {
+    let stored = load_safetensors(dir.join("model.safetensors")).ok();
+    let shape_of = |name: &str| {
+        stored
+            .as_ref()
+            .and_then(|tensors| tensors.get(name).map(|t| t.shape.clone()))
+    };
+    if let Some(shape) = shape_of(&tensor)
+        && shape.len() == 2
+        && shape.first() != Some(&labels)
+    {
+        return ExportError::ClassCount {
             tensor,
             shape,
             config: dir.join("config.json"),
             labels_key: labels_key(fields),
             labels,
-        },
-        _ => ExportError::NotAClassifier {
-            dir: dir.to_path_buf(),
-            problem: format!("model.safetensors has no {}", fresh.join(", ")),
-        },
+        };
+    }
+    let misshapen: Vec<String> = fresh
+        .iter()
+        .filter_map(|&(name, needed)| {
+            let shape = shape_of(name)?;
+            Some(format!("{name}: checkpoint {shape:?} vs model {needed:?}"))
+        })
+        .collect();
+    if !misshapen.is_empty() {
+        return ExportError::HeadShape {
+            path: dir.join("model.safetensors"),
+            mismatched: misshapen,
+        };
+    }
+    let names: Vec<&str> = fresh.iter().map(|&(name, _)| name).collect();
+    ExportError::NotAClassifier {
+        dir: dir.to_path_buf(),
+        problem: format!("model.safetensors has no {}", names.join(", ")),
     }
 }
 

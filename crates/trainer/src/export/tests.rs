@@ -414,3 +414,56 @@ fn a_failed_export_leaves_no_directory_and_a_retry_succeeds() {
     assert_eq!(entries(tmp.path()), ["out", "source"]);
     assert!(HfClassifier::load(&out, Some(16)).is_ok());
 }
+
+/// A head tensor of a shape the config does not give is named with both
+/// shapes (an output layer with other rows than the labels is a class
+/// count mismatch), not reported as missing.
+#[test]
+fn a_misshapen_head_tensor_is_named_with_its_shapes() {
+    let tmp = tempfile::tempdir().unwrap();
+    for family in ["bert", "deberta-v2"] {
+        for (case, (name, shape, says)) in [
+            (
+                "classifier.bias",
+                vec![5],
+                "classifier.bias: checkpoint [5] vs model [3]",
+            ),
+            (
+                "classifier.bias",
+                vec![],
+                "classifier.bias: checkpoint [] vs model [3]",
+            ),
+            (
+                "classifier.weight",
+                vec![3, 2],
+                "classifier.weight: checkpoint [3, 2] vs model",
+            ),
+            ("classifier.weight", vec![5, 2], "gives 3 labels"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let dir = tmp.path().join(format!("{family}-{case}"));
+            std::fs::create_dir(&dir).unwrap();
+            for entry in std::fs::read_dir(fixture(family)).unwrap() {
+                let entry = entry.unwrap();
+                std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+            }
+            let path = dir.join("model.safetensors");
+            let mut tensors = load_safetensors(&path).unwrap();
+            let numel = shape.iter().product();
+            tensors.insert(
+                name.to_string(),
+                HostTensor {
+                    shape: shape.clone(),
+                    data: vec![0.0; numel],
+                },
+            );
+            save_safetensors(&path, &tensors, StoredDtype::F32).unwrap();
+            let e = HfClassifier::load(&dir, None).err().unwrap();
+            let shown = e.to_string();
+            assert!(shown.contains(says), "{family} {name} {shape:?}: {shown}");
+            assert!(!shown.contains("fine-tune it first"), "{shown}");
+        }
+    }
+}
