@@ -87,6 +87,7 @@ impl TrainerError {
                 | ExportError::HeadShape { .. }
                 | ExportError::ProblemType { .. }
                 | ExportError::OutputExists { .. }
+                | ExportError::OutputUnwritable { .. }
                 | ExportError::Json { .. }
                 | ExportError::Config(_)
                 | ExportError::Weights(_)

@@ -73,6 +73,49 @@ pub(crate) fn write_dir_whole<E>(
     result
 }
 
+/// Whether [`write_dir_whole`] could make `dir` now, where `dir` is absent
+/// or an empty directory: it makes (and removes) a directory where that
+/// would make its temporary, inside `dir` or in the nearest folder above
+/// it that exists. For a check before long work whose end is the write;
+/// the error says what is in the way (a file where a folder is needed, a
+/// link to nothing, a folder that cannot be written).
+pub(crate) fn check_dir_writable(dir: &Path) -> io::Result<()> {
+    let in_the_way = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
+    if std::fs::symlink_metadata(dir).is_ok() && !dir.exists() {
+        return Err(in_the_way(
+            "it is a symbolic link to nothing (a directory cannot be made there)".into(),
+        ));
+    }
+    let base = if dir.is_dir() {
+        dir.to_path_buf()
+    } else {
+        beside(dir)?;
+        let mut above = dir.parent();
+        loop {
+            match above {
+                Some(p) if p.as_os_str().is_empty() => break PathBuf::from("."),
+                Some(p) if std::fs::symlink_metadata(p).is_err() => above = p.parent(),
+                Some(p) if p.is_dir() => break p.to_path_buf(),
+                Some(p) => {
+                    return Err(in_the_way(format!(
+                        "{} is not a directory, so no directory can be made in it",
+                        p.display()
+                    )));
+                }
+                None => break PathBuf::from("/"),
+            }
+        }
+    };
+    let probe = base.join(hidden_name(".probe"));
+    std::fs::create_dir(&probe).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot make a directory in {}: {e}", base.display()),
+        )
+    })?;
+    std::fs::remove_dir(&probe)
+}
+
 /// Moves every entry of `from` into `to` (its parent), then removes the
 /// empty `from`; on failure the entries moved so far go back.
 fn move_entries_out(from: &Path, to: &Path) -> io::Result<()> {

@@ -50,7 +50,7 @@ use crate::finetune::FinetuneError;
 use crate::model::{BatchError, BuildError, Classifier, HeadConfig, LoadError, ModelError};
 use crate::tokenize::{TextTokenizer, TokenizerError};
 use crate::weights::{HostTensor, NamedTensors, StoredDtype, WeightsError, save_safetensors};
-use crate::write_whole::write_dir_whole;
+use crate::write_whole::{check_dir_writable, write_dir_whole};
 
 /// Tokenizer files copied from the source model when it has them: the fast
 /// tokenizer, its config, and the files transformers' slow tokenizers read
@@ -124,6 +124,12 @@ pub enum ExportError {
         if path.is_dir() { "exists" } else { "is a file" }
     )]
     OutputExists { path: PathBuf },
+    /// The output directory cannot be made where it is asked for.
+    #[error("cannot save to {}: {source}", path.display())]
+    OutputUnwritable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -185,24 +191,26 @@ pub fn default_label_names(num_labels: usize) -> Vec<String> {
 }
 
 /// Fails unless `dir` is absent or an empty directory, so that saving
-/// never overwrites anything. Call it before a long run that ends in
-/// [`save_hf_dir`].
+/// never overwrites anything, and unless [`save_hf_dir`] could make it
+/// now (no file where a folder is needed, no link to nothing, a folder it
+/// can write). Call it before a long run that ends in [`save_hf_dir`].
 pub fn check_output_dir(dir: &Path) -> Result<(), ExportError> {
-    if !dir.exists() {
-        return Ok(());
+    if dir.exists() {
+        let empty = dir.is_dir()
+            && std::fs::read_dir(dir)
+                .map_err(io_error(dir))?
+                .next()
+                .is_none();
+        if !empty {
+            return Err(ExportError::OutputExists {
+                path: dir.to_path_buf(),
+            });
+        }
     }
-    let empty = dir.is_dir()
-        && std::fs::read_dir(dir)
-            .map_err(io_error(dir))?
-            .next()
-            .is_none();
-    if empty {
-        Ok(())
-    } else {
-        Err(ExportError::OutputExists {
-            path: dir.to_path_buf(),
-        })
-    }
+    check_dir_writable(dir).map_err(|source| ExportError::OutputUnwritable {
+        path: dir.to_path_buf(),
+        source,
+    })
 }
 
 /// Fails unless a model with `head` can be saved as transformers' sequence

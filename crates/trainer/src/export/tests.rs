@@ -467,3 +467,63 @@ fn a_misshapen_head_tensor_is_named_with_its_shapes() {
         }
     }
 }
+
+/// Where the output directory cannot be made, `check_output_dir` says so
+/// before any training: a file where a folder is needed, a link to
+/// nothing, a folder no directory can be made in. It leaves nothing
+/// behind, and takes an absent path under absent folders or an empty
+/// directory.
+#[test]
+fn an_output_directory_that_cannot_be_made_is_refused_before_training() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("afile"), "x").unwrap();
+    std::os::unix::fs::symlink(d.join("nowhere"), d.join("dangling")).unwrap();
+    let mut refused = vec![
+        (d.join("afile/sub"), "is not a directory"),
+        (d.join("afile/sub/deeper"), "is not a directory"),
+        (d.join("dangling"), "symbolic link to nothing"),
+    ];
+    if cfg!(target_os = "linux") {
+        refused.push((
+            "/proc/memtune-out".into(),
+            "cannot make a directory in /proc",
+        ));
+    }
+    for (path, says) in refused {
+        let e = check_output_dir(&path).unwrap_err();
+        assert!(matches!(e, ExportError::OutputUnwritable { .. }), "{e:?}");
+        let shown = e.to_string();
+        assert!(
+            shown.contains(&path.display().to_string()) && shown.contains(says),
+            "{shown}"
+        );
+    }
+    check_output_dir(&d.join("a/b/c")).unwrap();
+    std::fs::create_dir(d.join("empty")).unwrap();
+    check_output_dir(&d.join("empty")).unwrap();
+    assert_eq!(entries(d), ["afile", "dangling", "empty"]);
+    assert!(entries(&d.join("empty")).is_empty());
+}
+
+/// `model.safetensors` gets the permissions of the files saved beside it
+/// (what `File::create` gives under the process's umask), not the private
+/// 0600 of the temporary file safetensors writes through.
+#[test]
+fn saved_weights_are_as_readable_as_the_files_beside_them() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let weights = tmp.path().join("model.safetensors");
+    let tensors = NamedTensors::from([(
+        "w".to_string(),
+        HostTensor {
+            shape: vec![2],
+            data: vec![1.0, 2.0],
+        },
+    )]);
+    save_safetensors(&weights, &tensors, StoredDtype::F32).unwrap();
+    let plain = tmp.path().join("config.json");
+    std::fs::File::create(&plain).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&weights), mode(&plain));
+}
