@@ -216,6 +216,41 @@ fn export_csv_and_json() {
     assert_eq!(t[0]["values"], json!([0.91]));
     assert_eq!(t[0]["intermediate_values"], json!({"0": 0.25}));
     assert_eq!(t[1]["user_attrs"], json!({"oom": true}));
+    assert_eq!(doc["metric_names"], Json::Null);
+
+    // Named metrics (Optuna's `set_metric_names`, which `memtune tune`
+    // sets) name the value columns as `trials_dataframe()` does.
+    {
+        let s = Storage::open_existing(&db).unwrap();
+        for (study, names) in [
+            ("bert-sst2", json!(["accuracy"])),
+            ("other", json!(["loss", "peak_memory"])),
+        ] {
+            let id = s.study(study).unwrap().study_id;
+            s.set_study_system_attr(id, "study:metric_names", &names)
+                .unwrap();
+        }
+    }
+    for (study, columns) in [
+        ("bert-sst2", vec!["number", "value_accuracy"]),
+        ("other", vec!["number", "values_loss", "values_peak_memory"]),
+    ] {
+        let text = ok(memtune(
+            &db,
+            &["export", "--study", study, "--format", "csv"],
+        ));
+        let header = text.lines().next().unwrap();
+        assert!(
+            header.starts_with(&format!("{},datetime_start", columns.join(","))),
+            "{header}"
+        );
+    }
+    let text = ok(memtune(
+        &db,
+        &["export", "--study", "other", "--format", "json"],
+    ));
+    let doc: Json = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["metric_names"], json!(["loss", "peak_memory"]));
 }
 
 #[test]

@@ -1,9 +1,12 @@
 //! `memtune export --study NAME --format csv|json`: every trial of a study.
 //!
 //! CSV follows Optuna's `trials_dataframe()` column names (`number`, `value`
-//! or `values_0..`, `datetime_start`, `datetime_complete`, `params_*`,
-//! `user_attrs_*`, `state`); JSON holds each trial in full, including
-//! intermediate values and system attributes.
+//! or `values_0..`, named after the study's metrics when it has them as
+//! Optuna's `set_metric_names` stores them (`value_accuracy`,
+//! `values_accuracy`, `values_peak_memory`), `datetime_start`,
+//! `datetime_complete`, `params_*`, `user_attrs_*`, `state`); JSON holds
+//! the metric names and each trial in full, including intermediate values
+//! and system attributes.
 
 use super::Context;
 use crate::error::Result;
@@ -33,13 +36,24 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     let storage = ctx.open_read_only()?;
     let study = storage.study(&args.study)?;
     let trials = storage.trials(study.study_id, &TrialFilter::default())?;
+    let attrs = storage.study_system_attrs(study.study_id)?;
+    let metric_names = metric_names(
+        attrs.get(crate::tune::record::METRIC_NAMES_KEY),
+        study.directions.len(),
+    );
     match args.format {
-        Format::Csv => csv(&trials, study.directions.len(), out),
+        Format::Csv => csv(
+            &trials,
+            study.directions.len(),
+            metric_names.as_deref(),
+            out,
+        ),
         Format::Json => {
             let all: Vec<Json> = trials.iter().map(trial_json).collect();
             let doc = json!({
                 "study": study.name,
                 "directions": study.directions.iter().map(|d| d.as_str()).collect::<Vec<_>>(),
+                "metric_names": metric_names,
                 "trials": all,
             });
             serde_json::to_writer_pretty(&mut *out, &doc).map_err(std::io::Error::from)?;
@@ -73,7 +87,22 @@ fn trial_json(t: &FrozenTrial) -> Json {
     })
 }
 
-fn csv(trials: &[FrozenTrial], objectives: usize, out: &mut dyn Write) -> Result<()> {
+/// The study's metric names (`study:metric_names`, one string per
+/// objective), or `None` when it has none that fit.
+fn metric_names(stored: Option<&Json>, objectives: usize) -> Option<Vec<String>> {
+    let names = stored?.as_array()?;
+    if names.len() != objectives {
+        return None;
+    }
+    names.iter().map(|n| n.as_str().map(String::from)).collect()
+}
+
+fn csv(
+    trials: &[FrozenTrial],
+    objectives: usize,
+    metric_names: Option<&[String]>,
+    out: &mut dyn Write,
+) -> Result<()> {
     let params: BTreeSet<&str> = trials
         .iter()
         .flat_map(|t| t.params.keys().map(String::as_str))
@@ -84,10 +113,13 @@ fn csv(trials: &[FrozenTrial], objectives: usize, out: &mut dyn Write) -> Result
         .collect();
     let mut w = csv::Writer::from_writer(out);
     let mut header = vec!["number".to_string()];
-    if objectives == 1 {
-        header.push("value".into());
-    } else {
-        header.extend((0..objectives).map(|i| format!("values_{i}")));
+    // As Optuna's `trials_dataframe()`: `value` alone is one objective's
+    // column without names.
+    let prefix = if objectives == 1 { "value" } else { "values" };
+    match metric_names {
+        Some(names) => header.extend(names.iter().map(|n| format!("{prefix}_{n}"))),
+        None if objectives == 1 => header.push("value".into()),
+        None => header.extend((0..objectives).map(|i| format!("values_{i}"))),
     }
     header.extend(["datetime_start".into(), "datetime_complete".into()]);
     header.extend(params.iter().map(|p| format!("params_{p}")));
