@@ -691,3 +691,52 @@ fn a_history_optuna_reads_back_never_stops_an_ask() {
         assert!((1e6..=1e6 + 1.0).contains(&x), "{sampler}: {x}");
     }
 }
+
+/// NSGA-II's generation is stored as an integer, as Optuna's NSGA-II
+/// stores it (its parent cache is keyed by the generation's text, and
+/// `1.0` is not `1`).
+#[test]
+fn nsga2_stores_its_generation_as_optuna_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("study.db");
+    ok(memtune(
+        &db,
+        &[
+            "create-study",
+            "--study-name",
+            "s",
+            "--directions",
+            "minimize",
+            "minimize",
+        ],
+    ));
+    let space = r#"{"x": {"name": "FloatDistribution", "attributes": {"low": 0, "high": 1}}}"#;
+    let kwargs = r#"{"population_size": 2, "seed": 3}"#;
+    for _ in 0..6 {
+        let args = [
+            "ask",
+            "--study",
+            "s",
+            "--search-space",
+            space,
+            "--sampler",
+            "nsga2",
+            "--sampler-kwargs",
+            kwargs,
+        ];
+        let asked: Json = serde_json::from_str(&ok(memtune(&db, &args))).unwrap();
+        let x = asked["params"]["x"].as_f64().unwrap();
+        let values = [x.to_string(), (1.0 - x).to_string()];
+        ok(tell(
+            &db,
+            &asked["number"],
+            &["--values", &values[0], &values[1]],
+        ));
+    }
+    let generations: Vec<Json> = trials(&db)
+        .iter()
+        .map(|t| t.system_attrs["NSGAIISampler:generation"].clone())
+        .collect();
+    assert!(generations.iter().all(Json::is_i64), "{generations:?}");
+    assert_eq!(generations.last(), Some(&json!(2)), "{generations:?}");
+}

@@ -115,10 +115,7 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
         let system_attrs = self.sampler.system_attrs(&view, number);
         let mut trial = FrozenTrial::new(number);
         trial.params = params;
-        trial.system_attrs = system_attrs
-            .into_iter()
-            .map(|(k, v)| (k, v.into()))
-            .collect();
+        trial.system_attrs = system_attrs.into_iter().collect();
         self.trials.push(trial);
         Ok(number)
     }

@@ -194,7 +194,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             }
             // What the sampler keeps on the trial (NSGA-II's generation).
             for (key, value) in sampler.system_attrs(&view, number) {
-                storage.set_trial_system_attr(trial.trial_id, &key, &Json::from(value))?;
+                storage.set_trial_system_attr(trial.trial_id, &key, &value)?;
             }
             Ok(params)
         });

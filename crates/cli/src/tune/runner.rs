@@ -911,7 +911,7 @@ impl<'a> Runner<'a> {
         };
         for (key, value) in kept {
             self.storage
-                .set_trial_system_attr(trial.trial_id, &key, &Json::from(value))?;
+                .set_trial_system_attr(trial.trial_id, &key, &value)?;
         }
         for (name, mut p) in sampled {
             if already.contains(&name) {

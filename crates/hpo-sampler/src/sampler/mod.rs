@@ -98,12 +98,13 @@ pub trait Sampler {
     }
 
     /// System attributes the caller should store on trial `trial_number`
-    /// once it is asked (NSGA-II's generation); default none.
+    /// once it is asked (NSGA-II's generation, an integer as Optuna
+    /// stores it); default none.
     fn system_attrs(
         &mut self,
         _study: &StudyView<'_>,
         _trial_number: u64,
-    ) -> BTreeMap<String, f64> {
+    ) -> BTreeMap<String, serde_json::Value> {
         BTreeMap::new()
     }
 }

@@ -428,9 +428,15 @@ impl Sampler for NsgaIISampler {
         sample_uniform(&mut self.random, distribution)
     }
 
-    fn system_attrs(&mut self, study: &StudyView<'_>, trial_number: u64) -> BTreeMap<String, f64> {
+    fn system_attrs(
+        &mut self,
+        study: &StudyView<'_>,
+        trial_number: u64,
+    ) -> BTreeMap<String, serde_json::Value> {
+        // An integer, as Optuna stores it: its NSGA-II keys the parents it
+        // caches by the generation's text, which for 1.0 is not 1's.
         let g = self.trial_generation(study, trial_number);
-        BTreeMap::from([(GENERATION_KEY.to_string(), g as f64)])
+        BTreeMap::from([(GENERATION_KEY.to_string(), g.into())])
     }
 }
 
@@ -547,13 +553,13 @@ mod tests {
         for n in 0..12u64 {
             let study = StudyView::with_directions("s", &dirs, &trials);
             let params = crate::ask(&mut sampler, study, n, &space).unwrap();
-            generations.push(sampler.system_attrs(&study, n)[GENERATION_KEY]);
+            generations.push(sampler.system_attrs(&study, n)[GENERATION_KEY].clone());
             let x = params["x"].internal;
             trials.push(done(n, x, vec![x, (1.0 - x).powi(2)]));
         }
         assert_eq!(
             generations,
-            [0., 0., 0., 0., 1., 1., 1., 1., 2., 2., 2., 2.]
+            [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2].map(serde_json::Value::from)
         );
         // Without mutation, every child of generation 1 is a parent's x.
         let study = StudyView::with_directions("s", &dirs, &trials);

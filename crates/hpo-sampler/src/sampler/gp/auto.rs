@@ -237,10 +237,16 @@ impl Sampler for AutoSampler {
     /// NSGA-II's generation: its own while it samples, 0 for every trial
     /// the GP or TPE samples on several objectives (so NSGA-II starts from
     /// them).
-    fn system_attrs(&mut self, study: &StudyView<'_>, trial_number: u64) -> BTreeMap<String, f64> {
+    fn system_attrs(
+        &mut self,
+        study: &StudyView<'_>,
+        trial_number: u64,
+    ) -> BTreeMap<String, serde_json::Value> {
         match self.pick {
             AutoPick::NsgaII => self.nsga2.system_attrs(study, trial_number),
-            _ if study.is_multi_objective() => BTreeMap::from([(GENERATION_KEY.to_string(), 0.0)]),
+            _ if study.is_multi_objective() => {
+                BTreeMap::from([(GENERATION_KEY.to_string(), 0.into())])
+            }
             _ => BTreeMap::new(),
         }
     }
@@ -272,7 +278,7 @@ mod tests {
         };
         let two = [StudyDirection::Minimize, StudyDirection::Maximize];
         let mut sampler = AutoSampler::new(rule, GpConfig::default(), TpeConfig::default());
-        let generation_0 = BTreeMap::from([(GENERATION_KEY.to_string(), 0.0)]);
+        let generation_0 = BTreeMap::from([(GENERATION_KEY.to_string(), 0.into())]);
         for (n, pick) in [(2, AutoPick::Gp), (4, AutoPick::Tpe), (5, AutoPick::NsgaII)] {
             let trials = complete(n);
             let view = StudyView::with_directions("s", &two, &trials);
