@@ -19,7 +19,9 @@ use tokenizers::models::wordpiece::WordPiece;
 use tokenizers::normalizers::bert::BertNormalizer;
 use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::processors::template::TemplateProcessing;
-use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
+use tokenizers::{
+    AddedToken, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy,
+};
 
 /// The smallest `max_length` that leaves room for a pair's three special
 /// tokens and one real token.
@@ -100,6 +102,8 @@ pub struct TextTokenizer {
     special: SpecialTokens,
 }
 
+/// The special tokens of transformers' `BertTokenizer`.
+const BERT_SPECIAL_TOKENS: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
 const CLS_CANDIDATES: &[&str] = &["[CLS]", "<s>"];
 const SEP_CANDIDATES: &[&str] = &["[SEP]", "</s>"];
 const PAD_CANDIDATES: &[&str] = &["[PAD]", "<pad>"];
@@ -140,6 +144,15 @@ impl TextTokenizer {
             .build()
             .map_err(|e| load_error(e.to_string()))?;
         let mut inner = Tokenizer::new(wordpiece);
+        // BERT's special tokens, written in a text, are those tokens, not
+        // words to split into pieces: transformers' BertTokenizer adds them
+        // as special tokens, matched before normalisation.
+        let specials: Vec<AddedToken> = BERT_SPECIAL_TOKENS
+            .iter()
+            .filter(|t| inner.token_to_id(t).is_some())
+            .map(|t| AddedToken::from(*t, true))
+            .collect();
+        inner.add_special_tokens(&specials);
         let special = find_special_tokens(&inner, path)?;
         if inner.token_to_id("[UNK]").is_none() {
             return Err(TokenizerError::MissingSpecialToken {

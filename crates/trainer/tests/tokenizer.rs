@@ -214,11 +214,21 @@ fn minilm_vocab_txt_matches_its_tokenizer_json() {
     for (a, b) in [
         ("Wasn't that café great?", "No — it was NOT."),
         ("I love pasta", "Do you like pizza?"),
+        // Special tokens written in the text are those tokens, never split
+        // into pieces (as transformers' BertTokenizer reads them); in
+        // another case they are words.
+        ("[CLS]", "hi [PAD] there"),
+        ("a [MASK] b [SEP] c", "[UNK] x [cls]"),
     ] {
         assert_eq!(
             from_vocab.encode(a, Some(b)).unwrap(),
             from_json.encode(a, Some(b)).unwrap(),
             "{a} / {b}"
+        );
+        assert_eq!(
+            from_vocab.encode(a, None).unwrap(),
+            from_json.encode(a, None).unwrap(),
+            "{a}"
         );
     }
 }
