@@ -167,7 +167,22 @@ fn best_shows_the_best_complete_trial() {
         "trial 0: values 0.91\n  batch_size = 16\n  optimizer = adamw\n"
     );
     let text = ok(memtune(&db, &["best", "--study", "other"]));
-    assert!(text.contains("no COMPLETE trial"), "{text}");
+    assert_eq!(text, "study `other` has no COMPLETE trial yet\n");
+    // One COMPLETE trial, infeasible (a constraint above 0).
+    {
+        let s = Storage::open_existing(&db).unwrap();
+        let id = s.study("other").unwrap().study_id;
+        let t = s.create_trial(id).unwrap();
+        s.set_trial_system_attr(t.trial_id, "constraints", &json!([1.0]))
+            .unwrap();
+        s.finish(t.trial_id, TrialState::Complete, &[1.0, 2.0])
+            .unwrap();
+    }
+    let text = ok(memtune(&db, &["best", "--study", "other"]));
+    assert_eq!(
+        text,
+        "study `other` has no COMPLETE trial that meets its constraints yet\n"
+    );
 }
 
 #[test]

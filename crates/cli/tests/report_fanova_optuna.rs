@@ -1,5 +1,5 @@
-//! The report's fANOVA importances agree with Optuna's default
-//! `FanovaImportanceEvaluator` on a study where one parameter dominates:
+//! The report's fANOVA importances agree with Optuna's
+//! `FanovaImportanceEvaluator` (default settings) on a study where one parameter dominates:
 //! Optuna samples and scores the study, we score the same stored trials,
 //! and both must name the same top parameter, with a Spearman rank
 //! correlation of at least 0.8 over the five parameters.

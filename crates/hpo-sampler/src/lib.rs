@@ -95,9 +95,9 @@
 //! - **Pruning**: the [`Pruner`] trait returns a [`PruneDecision`]: whether to
 //!   prune plus the system attributes the caller must store on the trial
 //!   (successive halving records rung values there, as Optuna does).
-//! - **Importance**: [`importance::fanova_importances`], Optuna's default
-//!   `FanovaImportanceEvaluator` (a random forest and its fANOVA
-//!   decomposition) over finished trials.
+//! - **Importance**: [`importance::fanova_importances`], Optuna's
+//!   `FanovaImportanceEvaluator` with its default settings (a random forest
+//!   and its fANOVA decomposition) over finished trials.
 //! - **Several objectives**: a [`StudyView`] built with
 //!   [`StudyView::with_directions`]; [`TpeSampler`] is then Optuna's
 //!   multi-objective TPE, [`NsgaIISampler`] is Optuna's `NSGAIISampler`, and

@@ -22,9 +22,19 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         storage.best_trials(study.study_id)?
     };
     if best.is_empty() {
+        let complete = store::TrialFilter {
+            states: vec![store::TrialState::Complete],
+            attr_key: None,
+        };
+        // Every COMPLETE trial is infeasible, or there is none.
+        let why = if storage.trials(study.study_id, &complete)?.is_empty() {
+            "no COMPLETE trial"
+        } else {
+            "no COMPLETE trial that meets its constraints"
+        };
         writeln!(
             out,
-            "study `{}` has no COMPLETE trial that meets its constraints yet",
+            "study `{}` has {why} yet",
             render::printable(&study.name)
         )?;
         return Ok(());
