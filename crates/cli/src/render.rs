@@ -29,12 +29,17 @@ pub fn float(v: f64) -> String {
     }
 }
 
-/// A float for JSON output: a number, or the Python spelling as a string.
+/// A float for JSON output: a number, or as a string the token Python's
+/// `json.dumps` writes for it (`NaN`, `Infinity`, `-Infinity`), which is
+/// how a non-finite number in an attribute Optuna stored reads too, so one
+/// export spells each one way.
 pub fn float_json(v: f64) -> Json {
-    if v.is_finite() {
-        Json::from(v)
+    if v.is_nan() {
+        Json::from("NaN")
+    } else if v.is_infinite() {
+        Json::from(if v > 0.0 { "Infinity" } else { "-Infinity" })
     } else {
-        Json::String(float(v))
+        Json::from(v)
     }
 }
 
@@ -94,7 +99,16 @@ pub fn attr<'a>(t: &'a FrozenTrial, key: &str) -> Option<&'a Json> {
 
 #[cfg(test)]
 mod tests {
-    use super::float;
+    use super::{float, float_json};
+    use serde_json::json;
+
+    #[test]
+    fn json_spells_non_finite_floats_as_python_json_does() {
+        assert_eq!(float_json(f64::NAN), json!("NaN"));
+        assert_eq!(float_json(f64::INFINITY), json!("Infinity"));
+        assert_eq!(float_json(f64::NEG_INFINITY), json!("-Infinity"));
+        assert_eq!(float_json(0.25), json!(0.25));
+    }
 
     #[test]
     fn floats_read_as_python_prints_them() {
