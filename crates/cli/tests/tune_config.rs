@@ -660,6 +660,19 @@ fn other_sections_are_checked() {
         StudyConfig::parse(&replace("n_trials = 5", "n_trials = = 5"), "study.toml").unwrap_err();
     assert_eq!(e.line(), Some(3), "{e}");
     assert!(e.to_string().starts_with("study.toml:3:"), "{e}");
+    assert_eq!(e.key(), Some(""), "{e}");
+    // A key or table defined twice: the second one's path and line.
+    let twice = replace("n_trials = 5", "n_trials = 5\nname = \"u\"");
+    expect_error(&twice, "study.name", "name = \"u\"", "duplicate key");
+    let twice = format!("{BASE}\n[models.small]\nsim = \"bert-base\"\n");
+    expect_error_on(
+        &twice,
+        "models.small",
+        twice.lines().count() - 1,
+        "duplicate key",
+    );
+    let twice = format!("{BASE}\n[runner]\ndevice = \"cpu\"\n\n[runner]\nmax_workers = 1\n");
+    expect_error_on(&twice, "runner", twice.lines().count() - 1, "duplicate key");
 }
 
 #[test]

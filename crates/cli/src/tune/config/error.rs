@@ -202,6 +202,34 @@ impl<'a> SpanIndex<'a> {
             .map_or(0, |s| self.line_column(s.start).0)
     }
 
+    /// The key path at `span` read from the text itself, for a document
+    /// that does not parse (a key or table defined twice): a table
+    /// header's path, or the key under the last header above it.
+    fn written_path(&self, span: &Range<usize>) -> Option<String> {
+        let key = self.text.get(span.clone())?.trim();
+        if key.is_empty() || key.contains('\n') {
+            return None;
+        }
+        let (line, _) = self.line_column(span.start);
+        let header = |l: &str| {
+            let l = l.trim();
+            let inner = l.strip_prefix("[[").and_then(|l| l.strip_suffix("]]"));
+            let inner = inner.or_else(|| l.strip_prefix('[').and_then(|l| l.strip_suffix(']')));
+            inner.map(|h| h.split('.').map(str::trim).collect::<Vec<_>>().join("."))
+        };
+        let mut lines = self.text.lines().take(line).collect::<Vec<_>>();
+        let own = lines.pop()?;
+        if let Some(path) = header(own) {
+            return Some(path);
+        }
+        let table = lines
+            .iter()
+            .rev()
+            .find_map(|l| header(l))
+            .unwrap_or_default();
+        Some(join(&table, key))
+    }
+
     /// A `toml` parse or deserialize error, with the key path its span
     /// falls in.
     pub(crate) fn toml_error(&self, error: &toml::de::Error) -> ConfigError {
@@ -219,6 +247,12 @@ impl<'a> SpanIndex<'a> {
         let key = self
             .path_at(&span)
             .map(|e| e.path.clone())
+            .or_else(|| {
+                message
+                    .starts_with("duplicate")
+                    .then(|| self.written_path(&span))
+                    .flatten()
+            })
             .unwrap_or_default();
         ConfigError::Invalid {
             origin: self.origin.to_string(),
