@@ -1452,6 +1452,30 @@ fn a_trial_its_model_cannot_run_says_why() {
             "{err}"
         );
     }
+
+    // A param that never draws 0 where no model carries hidden layers
+    // would fail every trial: refused before anything is stored, at its
+    // line.
+    let never_zero = drawn.replace("low = 0\nhigh = 1", "low = 1\nhigh = 2");
+    let cfg = write(dir.path(), "s.toml", &never_zero);
+    let other = dir.path().join("other.db");
+    let out = tune(&other, &cfg, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    let line = never_zero
+        .lines()
+        .position(|l| l == "name = \"head_layers\"")
+        .unwrap();
+    assert!(
+        err.contains(&format!(
+            "s.toml:{line}: param `head_layers`: every value is at least 1"
+        )) && err.contains("no hidden head layers"),
+        "{err}"
+    );
+    assert!(
+        !other.exists() || trials(&other, "head").is_empty(),
+        "{err}"
+    );
 }
 
 // ---- 10. sizes and data the study file gets wrong -------------------------

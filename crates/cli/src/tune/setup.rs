@@ -660,10 +660,53 @@ pub fn check_lengths_against_models(cfg: &StudyConfig, plan: &RunPlan) -> Result
 
 /// A fixed `head_layers` above 0 that a model of the study cannot carry
 /// (DeBERTa has no hidden head layers) would fail every trial on that model
-/// alike: refused here, naming the key and the model. A `head_layers`
-/// param is checked per trial (another model, or 0, may be drawn).
+/// alike: refused here, naming the key and the model. So is a `head_layers`
+/// param, always active, that never draws 0 where no model of the study
+/// carries hidden head layers; otherwise it is checked per trial (another
+/// model, or 0, may be drawn).
 pub fn check_heads_against_models(cfg: &StudyConfig, plan: &RunPlan) -> Result<(), String> {
     use super::space::Hyperparameter;
+    let carries = |layers: usize| {
+        let head = trainer::model::HeadConfig {
+            num_labels: plan.num_classes,
+            hidden: vec![1; layers],
+        };
+        plan.models
+            .iter()
+            .map(|(key, model)| (key, model.config.check_head(&head)))
+            .collect::<Vec<_>>()
+    };
+    for p in cfg
+        .params
+        .iter()
+        .filter(|p| p.sets == Hyperparameter::HeadLayers)
+    {
+        let fewest = match &p.distribution {
+            hpo_sampler::Distribution::Int { low, .. } => Some(*low),
+            hpo_sampler::Distribution::Categorical { choices } => choices
+                .iter()
+                .filter_map(|c| match c {
+                    hpo_sampler::CategoricalChoice::Int(i) => Some(*i),
+                    _ => None,
+                })
+                .min(),
+            hpo_sampler::Distribution::Float { .. } => None,
+        };
+        let Some(layers @ 1..) = fewest.and_then(|n| usize::try_from(n).ok()) else {
+            continue;
+        };
+        let results = carries(layers);
+        if p.when.is_none()
+            && let Some((key, Err(e))) = results.iter().find(|(_, r)| r.is_err())
+            && results.iter().all(|(_, r)| r.is_err())
+        {
+            return Err(format!(
+                "{}:{}: param `{}`: every value is at least {layers}, and no model of the \
+                 study carries hidden head layers (model `{key}`: {e}): let it take 0",
+                cfg.origin, p.line, p.name
+            ));
+        }
+    }
     let Some(hpo_sampler::ParamValue::Int(n)) = cfg.fixed.get(&Hyperparameter::HeadLayers) else {
         return Ok(());
     };
