@@ -740,3 +740,43 @@ fn nsga2_stores_its_generation_as_optuna_does() {
     assert!(generations.iter().all(Json::is_i64), "{generations:?}");
     assert_eq!(generations.last(), Some(&json!(2)), "{generations:?}");
 }
+
+/// A history whose COMPLETE trial has another count of values than the
+/// study has objectives is refused before the ask claims or creates a
+/// trial: an enqueued trial stays WAITING and nothing is written.
+#[test]
+fn a_history_with_the_wrong_count_of_values_is_refused_before_anything_is_claimed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("study.db");
+    ok(memtune(
+        &db,
+        &[
+            "create-study",
+            "--study-name",
+            "s",
+            "--directions",
+            "minimize",
+            "maximize",
+        ],
+    ));
+    {
+        let s = Storage::open_existing(&db).unwrap();
+        let id = s.study("s").unwrap().study_id;
+        let t = s.create_trial(id).unwrap();
+        s.finish(t.trial_id, TrialState::Complete, &[1.0, 2.0])
+            .unwrap();
+        s.enqueue_trial(id, &store::NewTrial::default()).unwrap();
+    }
+    // A value lost by another writer (the store itself refuses to write
+    // such a trial).
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute("DELETE FROM trial_values WHERE objective = 1", [])
+        .unwrap();
+    refused_without_change(
+        &db,
+        &["ask", "--study", "s", "--search-space", SPACE],
+        "trial 0: 1 values for 2 objectives",
+    );
+    assert_eq!(trials(&db)[1].state, TrialState::Waiting);
+}

@@ -114,7 +114,12 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     // a stored row the sampler cannot read leaves nothing behind. A trial
     // another worker creates in the few milliseconds between this read and
     // `create_trial` has no params yet, so the constant liar loses nothing.
-    let trials = history::checked(storage.trials(study.study_id, &TrialFilter::default())?)?;
+    let trials = storage.trials(study.study_id, &TrialFilter::default())?;
+    // Each trial, and each COMPLETE one's count of values against the
+    // study's directions, which only the study knows.
+    StudyView::with_directions(&study.name, &study.directions, &trials)
+        .check()
+        .map_err(HistoryError::from)?;
     // As Optuna's storage: a distribution the study's history contradicts
     // is refused, here before anything is written.
     hpo_sampler::check_against_history(&trials, &space)
