@@ -179,8 +179,12 @@ impl CliError {
                 2
             }
             CliError::Trainer { source, .. } if source.is_bad_input() => 2,
-            // A storage URL that does not parse is a wrong command line.
-            CliError::Store(store::StoreError::InvalidUrl { .. }) => 2,
+            // A storage URL that does not parse is a wrong command line, a
+            // study or parameter name Optuna's schema cannot hold a wrong
+            // name.
+            CliError::Store(
+                store::StoreError::InvalidUrl { .. } | store::StoreError::NameTooLong { .. },
+            ) => 2,
             CliError::Interrupted => 130,
             CliError::Store(_)
             | CliError::History(_)
@@ -240,6 +244,8 @@ mod tests {
         let url = store::StorageUrl::parse("mysql://h/db").unwrap_err();
         assert!(matches!(url, store::StoreError::InvalidUrl { .. }), "{url}");
         assert_eq!(CliError::from(url).exit_code(), 2);
+        let long = store::check_study_name(&"n".repeat(513)).unwrap_err();
+        assert_eq!(CliError::from(long).exit_code(), 2);
     }
 
     /// Trainer errors keep their type up to here: the input's fault (a

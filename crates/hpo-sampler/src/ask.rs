@@ -297,7 +297,8 @@ mod tests {
     }
 
     /// A stored value the samplers cannot use (a categorical index out of
-    /// range, NaN, a NaN value or constraint) is an error naming the trial
+    /// range, NaN, a NaN value or constraint, a number two trials share)
+    /// is an error naming the trial
     /// and what is wrong, from `ask` and from a `Trial`, never a panic or
     /// a NaN suggestion.
     #[test]
@@ -326,6 +327,12 @@ mod tests {
             .system_attrs
             .insert(crate::CONSTRAINTS_KEY.into(), serde_json::json!(["NaN"]));
         cases.push((trials, &xspace, "constraints"));
+        // Two trials of one number, in number order and not.
+        let mut trials: Vec<FrozenTrial> = (0..12).map(|n| finished(n, "x", &x, 0.5)).collect();
+        trials[5].number = 4;
+        cases.push((trials.clone(), &xspace, "trial 4: two trials"));
+        trials.swap(1, 9);
+        cases.push((trials, &xspace, "trial 4: two trials"));
         for (trials, space, what) in &cases {
             let view = StudyView::new("s", StudyDirection::Minimize, trials);
             let e = ask(&mut TpeSampler::with_seed(0), view, 12, space)

@@ -467,7 +467,8 @@ impl<'a> StudyView<'a> {
         let objectives = self.objectives().len();
         self.trials
             .iter()
-            .try_for_each(|t| check_in_study(t, objectives))
+            .try_for_each(|t| check_in_study(t, objectives))?;
+        numbered_once(self.trials)
     }
 }
 
@@ -508,10 +509,39 @@ impl CheckedTrials {
             }
             Ok(())
         });
+        let result = result.and_then(|()| numbered_once(view.trials));
         if result.is_ok() {
             self.passed = passed;
         }
         result
+    }
+}
+
+/// No two trials share a number: samplers tell observations apart by it,
+/// as Optuna's `study.trials[number]` does. (Optuna's storage itself can
+/// number two trials alike on a PostgreSQL database whose default
+/// isolation is REPEATABLE READ or SERIALIZABLE.)
+fn numbered_once(trials: &[FrozenTrial]) -> Result<()> {
+    let twice = if trials.is_sorted_by_key(|t| t.number) {
+        trials
+            .windows(2)
+            .find(|w| w[0].number == w[1].number)
+            .map(|w| w[1].number)
+    } else {
+        let mut seen = std::collections::HashSet::with_capacity(trials.len());
+        trials
+            .iter()
+            .find(|t| !seen.insert(t.number))
+            .map(|t| t.number)
+    };
+    match twice {
+        None => Ok(()),
+        Some(number) => Err(Error::Trial {
+            number,
+            reason: "two trials of the study have this number; a study numbers each \
+                     trial once"
+                .into(),
+        }),
     }
 }
 

@@ -264,10 +264,18 @@ CREATE TABLE alembic_version (
 );"#;
 
 /// Whether the database has no tables at all (a new or empty file; on
-/// PostgreSQL, no tables in the session's schema).
+/// PostgreSQL, no table the session sees by its unqualified name, in any
+/// schema on its `search_path`, as Optuna's queries and ours name them).
+/// Tables only in the first schema would miss Optuna's tables in `public`
+/// when a schema named after the user comes first, and creating them again
+/// there would hide Optuna's from Optuna itself.
 pub fn is_empty(tx: Tx<'_>, path: &Path) -> Result<bool> {
     let sql = if tx.is_postgres() {
-        "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = current_schema()"
+        "SELECT count(*) FROM pg_catalog.pg_class c \
+         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+         WHERE c.relkind IN ('r', 'p') AND pg_catalog.pg_table_is_visible(c.oid) \
+         AND n.nspname <> 'pg_catalog' AND n.nspname <> 'information_schema' \
+         AND n.nspname NOT LIKE 'pg\\_temp%'"
     } else {
         "SELECT count(*) FROM sqlite_master"
     };
@@ -319,9 +327,11 @@ fn columns(table: &str) -> impl Iterator<Item = &'static str> {
 
 /// Check, by reading only, that the database holds Optuna's schema version 12.
 pub fn verify(tx: Tx<'_>, path: &Path) -> Result<()> {
+    // On PostgreSQL, the table an unqualified name finds on the session's
+    // `search_path` (see `is_empty`).
     let exists = if tx.is_postgres() {
-        "SELECT tablename::text FROM pg_catalog.pg_tables \
-         WHERE schemaname = current_schema() AND tablename::text = ?1"
+        "SELECT pg_catalog.to_regclass(CAST(?1 AS text))::text \
+         WHERE pg_catalog.to_regclass(CAST(?1 AS text)) IS NOT NULL"
     } else {
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?1"
     };
@@ -358,8 +368,9 @@ pub fn verify(tx: Tx<'_>, path: &Path) -> Result<()> {
     // After the version: an older Optuna's tables lack columns added since,
     // and its version says so better.
     let columns_of = if tx.is_postgres() {
-        "SELECT column_name::text FROM information_schema.columns \
-         WHERE table_schema = current_schema() AND table_name = ?1"
+        "SELECT a.attname::text FROM pg_catalog.pg_attribute a \
+         WHERE a.attrelid = pg_catalog.to_regclass(CAST(?1 AS text)) \
+         AND a.attnum > 0 AND NOT a.attisdropped"
     } else {
         "SELECT name FROM pragma_table_info(?1)"
     };

@@ -675,8 +675,11 @@ impl Storage {
     /// a committed one is neither lost nor applied twice.
     pub(crate) fn write<T>(&self, mut f: impl FnMut(Tx<'_>) -> Result<T, TxError>) -> Result<T> {
         let tx = self.tx();
+        // Named, not left to the database's default: under REPEATABLE READ
+        // or SERIALIZABLE a transaction's snapshot predates the row lock it
+        // then waits for, and numbering reads a stale maximum.
         let begin = if tx.is_postgres() {
-            "BEGIN"
+            "BEGIN ISOLATION LEVEL READ COMMITTED"
         } else {
             "BEGIN IMMEDIATE"
         };

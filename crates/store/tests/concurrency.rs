@@ -382,3 +382,93 @@ fn overlapping_writers_leave_a_rollback_file_in_rollback_mode() {
         "a WAL file was switched to rollback mode"
     );
 }
+
+/// Runs `sql` on the database of `url` through a connection of its own.
+fn admin(url: &str, sql: &str) {
+    let mut client = ::postgres::Client::connect(url, ::postgres::NoTls).unwrap();
+    client.batch_execute(sql).unwrap();
+}
+
+/// A database whose default isolation is REPEATABLE READ or SERIALIZABLE
+/// (`ALTER DATABASE ... SET default_transaction_isolation`): writes name
+/// READ COMMITTED, so two first writers creating the schema at once both
+/// succeed, and eight connections creating trials at once number them
+/// 0..n, each once.
+#[test]
+fn postgres_writes_number_trials_once_whatever_the_default_isolation() {
+    for (i, level) in ["repeatable read", "serializable"].iter().enumerate() {
+        let Some(db) = common::fresh(Backend::Postgres, &format!("isolation{i}")) else {
+            return;
+        };
+        admin(
+            &db.url,
+            &format!(
+                "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET \
+                 default_transaction_isolation = %L', current_database(), '{level}'); END $$"
+            ),
+        );
+        let opened: Vec<Storage> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..2).map(|_| scope.spawn(|| db.open())).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let study = opened[0]
+            .create_study("iso", &[StudyDirection::Minimize])
+            .unwrap();
+        let mut numbers: Vec<i64> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..WORKERS)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let s = db.open();
+                        (0..10)
+                            .map(|_| s.create_trial(study.study_id).unwrap().number)
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
+        });
+        numbers.sort();
+        let want: Vec<i64> = (0..(WORKERS as i64 * 10)).collect();
+        assert_eq!(numbers, want, "{level}");
+    }
+}
+
+/// Optuna's tables are found where the session's unqualified names find
+/// them: with an empty schema of its own first on the `search_path` (as a
+/// schema named after the user is by default), a storage still opens the
+/// study whose tables are in `public`, and creates none in the other
+/// schema, which would hide Optuna's tables from Optuna.
+#[test]
+fn postgres_finds_optunas_tables_anywhere_on_the_search_path() {
+    let Some(db) = common::fresh(Backend::Postgres, "search_path") else {
+        return;
+    };
+    db.open()
+        .create_study("in_public", &[StudyDirection::Minimize])
+        .unwrap();
+    admin(
+        &db.url,
+        "CREATE SCHEMA other; DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET \
+         search_path = other, public', current_database()); END $$",
+    );
+    let storage = db.open();
+    assert!(storage.study("in_public").is_ok());
+    assert!(db.open_existing().unwrap().study("in_public").is_ok());
+    let mut client = ::postgres::Client::connect(&db.url, ::postgres::NoTls).unwrap();
+    let schema: String = client
+        .query_one("SELECT current_schema()::text", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(schema, "other");
+    let in_other: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = 'other'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(in_other, 0);
+}
