@@ -92,18 +92,19 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     let space = store::search_space_from_json(&args.search_space)
         .map_err(|e| CliError::Usage(format!("bad --search-space: {e}")))?;
     // A range no value can be drawn from fails the sampler, which runs
-    // after the trial is created or an enqueued one claimed: refused here.
-    for (name, distribution) in &space {
-        if !distribution.single() {
-            distribution.check_drawable().map_err(|e| {
-                let reason = match e {
-                    hpo_sampler::Error::InvalidDistribution { reason, .. } => reason,
-                    other => other.to_string(),
-                };
-                CliError::Usage(format!("bad --search-space: parameter `{name}`: {reason}"))
-            })?;
-        }
-    }
+    // after the trial is created or an enqueued one claimed; such a param
+    // is refused below unless the trial to be claimed fixes it.
+    let undrawable: Vec<(&String, String)> = space
+        .iter()
+        .filter(|(_, d)| !d.single())
+        .filter_map(|(name, d)| {
+            let reason = match d.check_drawable().err()? {
+                hpo_sampler::Error::InvalidDistribution { reason, .. } => reason,
+                other => other.to_string(),
+            };
+            Some((name, reason))
+        })
+        .collect();
     let choice = sampler_choice(args)?;
     let order = key_order(&args.search_space)
         .map_err(|e| CliError::Usage(format!("bad --search-space: {e}")))?;
@@ -120,6 +121,23 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     StudyView::with_directions(&study.name, &study.directions, &trials)
         .check()
         .map_err(HistoryError::from)?;
+    let next_waiting = trials
+        .iter()
+        .filter(|t| t.state == TrialState::Waiting)
+        .min_by_key(|t| t.trial_id);
+    let fixed_by_next = |name: &str| {
+        next_waiting.is_some_and(|t| {
+            t.params.contains_key(name)
+                || t.system_attrs
+                    .get(FIXED_PARAMS_KEY)
+                    .is_some_and(|fixed| fixed.get(name).is_some())
+        })
+    };
+    if let Some((name, reason)) = undrawable.iter().find(|(name, _)| !fixed_by_next(name)) {
+        return Err(CliError::Usage(format!(
+            "bad --search-space: parameter `{name}`: {reason}"
+        )));
+    }
     // As Optuna's storage: a distribution the study's history contradicts
     // is refused, here before anything is written.
     hpo_sampler::check_against_history(&trials, &space)
