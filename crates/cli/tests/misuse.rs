@@ -1478,6 +1478,42 @@ fn a_trial_its_model_cannot_run_says_why() {
     );
 }
 
+/// An enqueued trial whose fixed value the study's space does not allow
+/// (Optuna's `enqueue_trial` takes any) is recorded FAIL before it runs,
+/// says why on stderr and is counted among the run's errors.
+#[test]
+fn an_enqueued_value_outside_the_space_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(dir.path(), "s.toml", &sim_study("enq", 1, "", ""));
+    let db = dir.path().join("s.db");
+    assert!(tune(&db, &cfg, &[]).status.success());
+    {
+        let s = Storage::open_existing(&db).unwrap();
+        let id = s.study("enq").unwrap().study_id;
+        let queued = store::NewTrial {
+            system_attrs: vec![("fixed_params".into(), serde_json::json!({"batch_size": 48}))],
+            ..Default::default()
+        };
+        s.enqueue_trial(id, &queued).unwrap();
+    }
+    let out = tune(&db, &cfg, &["--n-trials", "3"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let summary = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("trial 1: not run: enqueued trial 1: fixed value 48"),
+        "{err}"
+    );
+    let errors = summary
+        .lines()
+        .find(|l| l.contains("other errors"))
+        .unwrap_or_default();
+    assert!(errors.trim_end().ends_with(" 1"), "{summary}");
+    let t = &trials(&db, "enq")[1];
+    assert_eq!(t.state, TrialState::Fail);
+    assert_eq!(t.user_attrs["error_kind"], "config");
+}
+
 // ---- 10. sizes and data the study file gets wrong -------------------------
 
 /// `[runner] process_overhead` that leaves a trial no room is refused

@@ -1604,3 +1604,16 @@ fn several_objectives_pick_their_sampler_and_nsga2_is_one() {
         "only used with kind = \"tpe\"",
     );
 }
+
+/// A constraint on a short time says its figures in milliseconds rather
+/// than rounding the limit and the measure both to 0.0 s.
+#[test]
+fn constraints_on_short_times_keep_their_digits() {
+    let c = Constraint {
+        metric: TrialMetric::TrainSeconds,
+        max: 0.01,
+    };
+    assert_eq!(c.describe(0.04), "train_seconds 40.0 ms > max 10.0 ms");
+    assert_eq!(c.describe(2.5), "train_seconds 2.5 s > max 10.0 ms");
+    assert_eq!(c.describe(0.005), "train_seconds 5.0 ms <= max 10.0 ms");
+}

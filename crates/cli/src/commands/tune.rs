@@ -71,7 +71,8 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     // The URL may hold a password: never printed nor logged.
     let shown = store::redact_url(&storage);
     crate::logging::note(&format!(
-        "memtune: study `{study}` in {shown}: {} trials on {}; log in {}",
+        "memtune: study `{}` in {shown}: {} trials on {}; log in {}",
+        crate::render::printable(&study),
         plan.n_trials,
         plan.device_names(),
         plan.log_file.display()

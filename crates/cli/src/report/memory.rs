@@ -15,11 +15,21 @@ use store::FrozenTrial;
 pub fn section(input: &ReportInput) -> Section {
     let trials = input.memory();
     if trials.is_empty() {
-        return Section::omitted(
-            "memory",
-            "Memory",
-            "no trial carries memtune's memory attributes (the study was made by `memtune ask`/`tell` or by Optuna)",
-        );
+        let ruled_out = input
+            .trials
+            .iter()
+            .filter(|t| {
+                t.user_attrs.get("error_kind").and_then(|k| k.as_str()) == Some("constraint")
+            })
+            .count();
+        let why = if ruled_out > 0 {
+            format!(
+                "no trial was trained: {ruled_out} were ruled out by a [[constraint]] before they ran (see Failures)"
+            )
+        } else {
+            "no trial carries memtune's memory attributes (the study was made by `memtune ask`/`tell` or by Optuna)".to_string()
+        };
+        return Section::omitted("memory", "Memory", why);
     }
     let mut html = String::from("<div class=\"grid\">");
     html.push_str(&predicted_vs_measured(&trials));
@@ -231,4 +241,40 @@ fn attr_text(t: &FrozenTrial, key: &str) -> String {
         .get(key)
         .map(crate::render::json_token)
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::html::Body;
+    use serde_json::json;
+    use store::TrialState;
+
+    /// A study whose every trial a constraint ruled out says so, not that
+    /// it was made without the runner.
+    #[test]
+    fn trials_ruled_out_by_a_constraint_are_named_as_such() {
+        let trials = (0..3)
+            .map(|n| {
+                let mut t = FrozenTrial::new(n);
+                t.state = TrialState::Pruned;
+                t.user_attrs
+                    .insert("error_kind".into(), json!("constraint"));
+                t
+            })
+            .collect();
+        let study = store::Study {
+            study_id: 1,
+            name: "s".into(),
+            directions: vec![store::StudyDirection::Maximize],
+        };
+        let input = ReportInput::new(study, "test".into(), trials, None);
+        match section(&input).body {
+            Body::Omitted(why) => assert!(
+                why.contains("3 were ruled out by a [[constraint]]"),
+                "{why}"
+            ),
+            Body::Shown(_) => panic!("shown without memory attributes"),
+        }
+    }
 }

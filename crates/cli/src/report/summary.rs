@@ -125,7 +125,8 @@ fn front_table(input: &ReportInput) -> String {
     }
     let mut header: Vec<&str> = vec!["trial"];
     header.extend(input.objective_names.iter().map(String::as_str));
-    header.push("params");
+    // Not "params": that may be an objective's name.
+    header.push("parameters");
     let rows: Vec<Vec<String>> = front
         .iter()
         .map(|t| {
@@ -192,9 +193,13 @@ fn devices(input: &ReportInput) -> String {
         .join(", ")
 }
 
-/// `1h 02m 03s`, `4m 05s`, `6.2s`.
+/// `1h 02m 03s`, `4m 05s`, `6.2s`, `12.0ms` (below a tenth of a second,
+/// where tenths of a second would round a limit to nothing).
 pub fn duration(seconds: f64) -> String {
     let s = seconds.max(0.0);
+    if s < 0.1 {
+        return format!("{:.1}ms", s * 1e3);
+    }
     if s < 60.0 {
         return format!("{s:.1}s");
     }
@@ -220,4 +225,18 @@ fn random_weight_presets(input: &ReportInput) -> BTreeMap<String, usize> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::duration;
+
+    #[test]
+    fn durations_keep_their_digits_at_every_scale() {
+        assert_eq!(duration(0.01), "10.0ms");
+        assert_eq!(duration(0.25), "0.2s");
+        assert_eq!(duration(6.2), "6.2s");
+        assert_eq!(duration(245.0), "4m 05s");
+        assert_eq!(duration(3723.0), "1h 02m 03s");
+    }
 }

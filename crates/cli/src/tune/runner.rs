@@ -815,7 +815,7 @@ impl<'a> Runner<'a> {
             }
             Err(e) => {
                 let message = format!("model `{}`: {e}", c.settings.model);
-                return self.not_run(&c.trial, &message);
+                return self.not_run(&c.trial, "config", &message);
             }
         };
         match placement {
@@ -904,8 +904,7 @@ impl<'a> Runner<'a> {
         let sampled = match sampled {
             Ok(p) => p,
             Err(message) => {
-                record::error(&self.storage, &trial, "sampler", &message, None)?;
-                self.beats.remove(trial.trial_id);
+                self.not_run(&trial, "sampler", &message)?;
                 return Ok(None);
             }
         };
@@ -922,8 +921,7 @@ impl<'a> Runner<'a> {
                     Ok(internal) => p.internal = internal,
                     Err(message) => {
                         let message = format!("enqueued trial {}: {message}", trial.number);
-                        record::error(&self.storage, &trial, "config", &message, None)?;
-                        self.beats.remove(trial.trial_id);
+                        self.not_run(&trial, "config", &message)?;
                         return Ok(None);
                     }
                 }
@@ -955,7 +953,7 @@ impl<'a> Runner<'a> {
                 recompute: self.cfg.runner.recompute == Recompute::Always,
             })),
             Err(e) => {
-                self.not_run(&trial, &e)?;
+                self.not_run(&trial, "config", &e)?;
                 Ok(None)
             }
         }
@@ -974,11 +972,14 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
-    /// Records `trial` as failed before it ran: its settings cannot run
-    /// (a model that takes no such head, a run that cannot be priced).
-    fn not_run(&mut self, trial: &TrialRef, message: &str) -> Result<(), TuneError> {
-        record::error(&self.storage, trial, "config", message, None)?;
+    /// Records `trial` as failed before it ran, as `kind`, and says so on
+    /// the console: its params cannot be drawn or fixed (a sampler's
+    /// error, an enqueued value outside the space) or its settings cannot
+    /// run (a model that takes no such head, a run that cannot be priced).
+    fn not_run(&mut self, trial: &TrialRef, kind: &str, message: &str) -> Result<(), TuneError> {
+        record::error(&self.storage, trial, kind, message, None)?;
         self.beats.remove(trial.trial_id);
+        self.summary.errors += 1;
         self.progress
             .line(&format!("trial {}: not run: {message}", trial.number));
         // One configuration's error, not the data's or a model's: it does
@@ -1817,7 +1818,10 @@ pub fn summary_table(s: &Summary, study: &str, storage: &str) -> String {
         0.0
     };
     let mut out = String::new();
-    out.push_str(&format!("study `{study}` in {storage}\n"));
+    out.push_str(&format!(
+        "study `{}` in {storage}\n",
+        crate::render::printable(study)
+    ));
     let rows = [
         (
             "trials finished (toward n_trials)",
@@ -1999,7 +2003,19 @@ fn share_cores(
 
 #[cfg(test)]
 mod tests {
-    use super::share_cores;
+    use super::{Summary, share_cores, summary_table};
+
+    /// A study name is any string: its control characters are shown
+    /// escaped, never sent to the terminal.
+    #[test]
+    fn the_summary_escapes_the_study_name() {
+        let table = summary_table(&Summary::default(), "x\u{1b}[31m", "s.db");
+        assert!(
+            table.starts_with("study `x\\u{1b}[31m` in s.db\n"),
+            "{table}"
+        );
+        assert!(!table.contains('\u{1b}'), "{table}");
+    }
 
     #[test]
     fn a_lone_trial_gets_every_free_core() {

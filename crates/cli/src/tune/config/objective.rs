@@ -94,6 +94,9 @@ impl TrialMetric {
             TrialMetric::PeakMemory | TrialMetric::InferenceMemory => {
                 gpu_mem::human_bytes(value.max(0.0) as u64)
             }
+            // Milliseconds below a tenth of a second, where tenths of a
+            // second would show a limit and what broke it both as 0.0 s.
+            TrialMetric::TrainSeconds if value.abs() < 0.1 => format!("{:.1} ms", value * 1e3),
             TrialMetric::TrainSeconds => format!("{value:.1} s"),
             TrialMetric::Params => format!("{value:.0}"),
             _ => format!("{value:.4}"),
