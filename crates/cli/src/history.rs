@@ -6,9 +6,9 @@
 use hpo_sampler::{Distribution, FrozenTrial};
 use serde_json::Value as Json;
 
-/// A stored trial a sampler cannot use (a value outside its distribution,
-/// constraints that are not numbers); the message names the trial and the
-/// parameter or attribute.
+/// A stored history a sampler cannot use (a value Optuna could not read
+/// back, constraints that are not numbers, two trials of one number); the
+/// message names the trial and the parameter or attribute.
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[error("stored history: {0}")]
 pub struct HistoryError(#[from] pub hpo_sampler::Error);

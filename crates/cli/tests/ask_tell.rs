@@ -780,3 +780,30 @@ fn a_history_with_the_wrong_count_of_values_is_refused_before_anything_is_claime
     );
     assert_eq!(trials(&db)[1].state, TrialState::Waiting);
 }
+
+/// A range no value can be drawn from (`high - low` overflows) is asked
+/// when the enqueued trial the ask claims fixes that param, as Optuna's CLI
+/// asks it; when the trial to be claimed does not fix it, the ask is
+/// refused before the claim and that trial stays WAITING.
+#[test]
+fn an_undrawable_range_is_asked_only_where_the_enqueued_trial_fixes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = study(dir.path(), "minimize");
+    let space =
+        r#"{"x": {"name": "FloatDistribution", "attributes": {"low": -1e308, "high": 1e308}}}"#;
+    {
+        let s = Storage::open_existing(&db).unwrap();
+        let id = s.study("s").unwrap().study_id;
+        let fixing = store::NewTrial {
+            system_attrs: vec![("fixed_params".into(), json!({"x": 2.5}))],
+            ..Default::default()
+        };
+        s.enqueue_trial(id, &fixing).unwrap();
+        s.enqueue_trial(id, &store::NewTrial::default()).unwrap();
+    }
+    let args = ["ask", "--study", "s", "--search-space", space];
+    let asked: Json = serde_json::from_str(&ok(memtune(&db, &args))).unwrap();
+    assert_eq!(asked["params"]["x"], 2.5);
+    refused_without_change(&db, &args, "parameter `x`: `high - low` overflows");
+    assert_eq!(trials(&db)[1].state, TrialState::Waiting);
+}

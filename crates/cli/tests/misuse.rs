@@ -1514,6 +1514,30 @@ fn an_enqueued_value_outside_the_space_says_why() {
     assert_eq!(t.user_attrs["error_kind"], "config");
 }
 
+/// A stored history no sampler can use (two trials of one number, as
+/// Optuna's storage can write on a PostgreSQL database left at REPEATABLE
+/// READ) is refused before a trial is claimed or created, not met by
+/// every trial's sampler in turn.
+#[test]
+fn a_history_with_a_number_twice_is_refused_before_any_trial() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(dir.path(), "s.toml", &sim_study("dup", 2, "", ""));
+    let db = dir.path().join("s.db");
+    assert!(tune(&db, &cfg, &[]).status.success());
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute("UPDATE trials SET number = 0 WHERE number = 1", [])
+        .unwrap();
+    let before = trials(&db, "dup");
+    let err = refused(tune(&db, &cfg, &["--n-trials", "4"]));
+    assert!(
+        err.contains("stored history")
+            && err.contains("trial 0: two trials of the study have this number"),
+        "{err}"
+    );
+    assert_eq!(trials(&db, "dup"), before);
+}
+
 // ---- 10. sizes and data the study file gets wrong -------------------------
 
 /// `[runner] process_overhead` that leaves a trial no room is refused

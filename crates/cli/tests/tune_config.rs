@@ -671,8 +671,17 @@ fn other_sections_are_checked() {
         twice.lines().count() - 1,
         "duplicate key",
     );
-    let twice = format!("{BASE}\n[runner]\ndevice = \"cpu\"\n\n[runner]\nmax_workers = 1\n");
+    let twice =
+        format!("{BASE}\n[runner]\ndevice = \"cpu\"\n\n[runner]  # again\nmax_workers = 1\n");
     expect_error_on(&twice, "runner", twice.lines().count() - 1, "duplicate key");
+    // A dotted key, under a header with a comment.
+    let twice = format!("{BASE}\n[models]  # more\nsmall.sim = \"bert-base\"\n");
+    expect_error_on(
+        &twice,
+        "models.small.sim",
+        twice.lines().count(),
+        "duplicate key",
+    );
 }
 
 #[test]

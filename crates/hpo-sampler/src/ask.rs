@@ -39,7 +39,8 @@ impl<'s, S: Sampler + ?Sized> Trial<'s, S> {
     }
 
     /// Refuses a history the samplers cannot rely on ([`StudyView::check`]:
-    /// a value outside its distribution, a NaN value or constraint), once
+    /// a value that is not a finite number or a categorical index out of
+    /// range, a NaN value or constraint, two trials of one number), once
     /// per trial; [`Trial::suggest`] calls it before sampling.
     pub fn check_history(&mut self) -> Result<()> {
         if !self.history_checked {

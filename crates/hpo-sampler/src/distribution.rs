@@ -386,18 +386,18 @@ impl Distribution {
                     None => true,
                     Some(s) if s.is_nan() || *s <= 0.0 => false,
                     Some(s) => {
-                        // `k` carries the rounding of `internal` and `low`:
-                        // a few ulps of the larger bound, over `step`. Far
-                        // from 0 that passes Optuna's fixed 1e-8 (at 1e9
+                        // A grid point `low + k * step` computed in f64 is
+                        // off by a few ulps of the bounds. Far from 0 that
+                        // is more than Optuna's fixed 1e-8 steps (at 1e9
                         // steps from 0 most of its own RandomSampler's
-                        // values fail that), so the slack grows with it; a
-                        // grid finer than f64 resolves holds any value.
-                        let slack = 1e-8 + 4.0 * f64::EPSILON * low.abs().max(high.abs()) / s;
-                        if slack.is_nan() || slack >= 0.5 {
+                        // values miss it), so those ulps are allowed too;
+                        // a grid finer than them holds any value.
+                        let ulps = 2.0 * f64::EPSILON * low.abs().max(high.abs());
+                        if *s <= ulps {
                             return true;
                         }
-                        let k = (internal - low) / s;
-                        (k - k.round()).abs() < slack
+                        let nearest = low + ((internal - low) / s).round() * s;
+                        (internal - nearest).abs() <= 1e-8 * s + ulps
                     }
                 }
             }
@@ -635,6 +635,10 @@ mod tests {
         }));
         assert!(!d.contains(1e6 + 0.0005));
         assert!(!d.contains(1e6 + 0.7785));
+        // Where f64 still tells the grid's points apart, a value halfway
+        // between two is off it.
+        let coarse = Distribution::float(1e15, 1e15 + 100.0, false, Some(1.0)).unwrap();
+        assert!(coarse.contains(1e15 + 37.0) && !coarse.contains(1e15 + 0.5));
         // Near 0 the grid is held as tightly as Optuna holds it.
         let near = Distribution::float(0.0, 1.0, false, Some(0.1)).unwrap();
         assert!(near.contains(0.30000000000000004) && !near.contains(0.3 + 1e-6));

@@ -135,14 +135,20 @@
 //!   is converted, or skipped if it falls outside, rather than raising.
 //! - Among exactly equal observations, which kernel gets which width
 //!   follows a stable sort; Optuna's follows numpy's unstable argsort.
-//! - [`ask()`] and [`Trial`] refuse a history holding a value outside its
-//!   distribution, naming the trial and parameter, as Optuna's
-//!   `FrozenTrial._validate` refuses it (Optuna's `enqueue_trial` can
-//!   store such a value with a warning and its samplers then read it; the
-//!   `store` crate reads it as stored, so a caller can see it), and a
-//!   history with a NaN COMPLETE value or NaN constraint, which Optuna
-//!   never stores ([`StudyView::check`]). A long-lived sampler checks each
-//!   finished trial once ([`Sampler::checked_trials`]).
+//! - A stored number outside its distribution (Optuna's `enqueue_trial`
+//!   stores one with a warning, and its samplers read it as it is) is read
+//!   by every sampler as a parameter the trial does not have; in the TPE's
+//!   joint model that leaves the trial out.
+//! - A float on a `step` grid far from 0 is on it within a few ulps of the
+//!   bounds, not Optuna's fixed 1e-8 steps, which most of Optuna's own
+//!   draws there miss ([`Distribution::contains`]).
+//! - [`ask()`] and [`Trial`] refuse, naming the trial, a history that
+//!   Optuna could not read back or never stores ([`StudyView::check`]): a
+//!   value that is not a finite number or a categorical index out of
+//!   range, a NaN COMPLETE value or NaN constraint, a COMPLETE trial's
+//!   values not one per objective, and two trials of one number. A
+//!   long-lived sampler checks each finished trial once
+//!   ([`Sampler::checked_trials`]).
 //! - A [`TpeSampler`] caches what finished trials contribute, so one
 //!   instance serves one study (as Optuna's intersection cache also assumes).
 

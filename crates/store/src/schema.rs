@@ -263,24 +263,32 @@ CREATE TABLE alembic_version (
 	CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)
 );"#;
 
-/// Whether the database has no tables at all (a new or empty file; on
-/// PostgreSQL, no table the session sees by its unqualified name, in any
-/// schema on its `search_path`, as Optuna's queries and ours name them).
-/// Tables only in the first schema would miss Optuna's tables in `public`
-/// when a schema named after the user comes first, and creating them again
-/// there would hide Optuna's from Optuna itself.
+/// Whether Optuna's schema is still to be made: an SQLite file with no
+/// tables at all (one with others is some other program's); on PostgreSQL,
+/// a database where the session sees none of Optuna's tables by their
+/// unqualified names, in any schema on its `search_path`, as Optuna's
+/// queries and ours name them (as Optuna, which shares a database with
+/// other tables). Looking in the first schema only would miss Optuna's
+/// tables in `public` when a schema named after the user comes first, and
+/// creating them again there would hide Optuna's from Optuna itself.
 pub fn is_empty(tx: Tx<'_>, path: &Path) -> Result<bool> {
-    let sql = if tx.is_postgres() {
-        "SELECT count(*) FROM pg_catalog.pg_class c \
-         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
-         WHERE c.relkind IN ('r', 'p') AND pg_catalog.pg_table_is_visible(c.oid) \
-         AND n.nspname <> 'pg_catalog' AND n.nspname <> 'information_schema' \
-         AND n.nspname NOT LIKE 'pg\\_temp%'"
+    let names = TABLES.join(",");
+    let (sql, params) = if tx.is_postgres() {
+        (
+            // Read from `pg_class` itself, not by `to_regclass`: after
+            // waiting for `lock_creation` the session's catalog cache may
+            // still hold "no such table" from before another session made
+            // the tables, where a scan sees what was committed.
+            "SELECT count(*) FROM pg_catalog.pg_class c \
+             WHERE c.relname = ANY (string_to_array(CAST(?1 AS text), ',')) \
+             AND c.relkind IN ('r', 'p') AND pg_catalog.pg_table_is_visible(c.oid)",
+            vals![names],
+        )
     } else {
-        "SELECT count(*) FROM sqlite_master"
+        ("SELECT count(*) FROM sqlite_master", vals![])
     };
     let n = tx
-        .query_one(sql, &[])
+        .query_one(sql, params)
         .and_then(|r| r.i64(0))
         .map_err(|e| from_db(path, e))?;
     Ok(n == 0)

@@ -472,3 +472,18 @@ fn postgres_finds_optunas_tables_anywhere_on_the_search_path() {
         .get(0);
     assert_eq!(in_other, 0);
 }
+
+/// A database shared with another program's tables takes Optuna's schema
+/// beside them, as Optuna's own `create_study` does.
+#[test]
+fn postgres_makes_optunas_tables_beside_other_tables() {
+    let Some(db) = common::fresh(Backend::Postgres, "shared") else {
+        return;
+    };
+    admin(&db.url, "CREATE TABLE customers (id int)");
+    let storage = db.open();
+    storage
+        .create_study("beside", &[StudyDirection::Minimize])
+        .unwrap();
+    assert!(db.open_existing().unwrap().study("beside").is_ok());
+}

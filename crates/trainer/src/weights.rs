@@ -305,37 +305,16 @@ pub fn save_safetensors(
     crate::write_whole::write_file_whole(
         path,
         |temporary| {
+            let io = |e| write_error(SafeTensorError::IoError(e));
+            // safetensors writes through a temporary file of its own, made
+            // private (0600); a saved model is to be read by whoever serves
+            // it, as the files beside it are, so the file gets the mode
+            // `File::create` gives here (under the process's umask).
+            let created = std::fs::File::create(temporary).and_then(|f| f.metadata());
+            let permissions = created.map_err(io)?.permissions();
             safetensors::serialize_to_file(views, None, temporary).map_err(write_error)?;
-            as_created(temporary).map_err(|e| write_error(SafeTensorError::IoError(e)))
+            std::fs::set_permissions(temporary, permissions).map_err(io)
         },
         |e| write_error(SafeTensorError::IoError(e)),
     )
-}
-
-/// Gives `path` the permissions a file created by `File::create` gets
-/// (read and write for all, less the umask): safetensors writes through a
-/// temporary file made private (0600), and a saved model is to be read by
-/// whoever serves it, as the files beside it are.
-fn as_created(path: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666 & !umask()))?;
-    }
-    #[cfg(not(unix))]
-    let _ = path;
-    Ok(())
-}
-
-/// The process's umask, read without changing it (Linux reports it in
-/// `/proc/self/status`; elsewhere the common 022).
-#[cfg(unix)]
-fn umask() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            let line = status.lines().find(|l| l.starts_with("Umask:"))?;
-            u32::from_str_radix(line["Umask:".len()..].trim(), 8).ok()
-        })
-        .unwrap_or(0o022)
 }

@@ -94,7 +94,12 @@ pub(crate) fn check_dir_writable(dir: &Path) -> io::Result<()> {
         loop {
             match above {
                 Some(p) if p.as_os_str().is_empty() => break PathBuf::from("."),
-                Some(p) if std::fs::symlink_metadata(p).is_err() => above = p.parent(),
+                Some(p)
+                    if std::fs::symlink_metadata(p)
+                        .is_err_and(|e| e.kind() == io::ErrorKind::NotFound) =>
+                {
+                    above = p.parent()
+                }
                 Some(p) if p.is_dir() => break p.to_path_buf(),
                 Some(p) => {
                     return Err(in_the_way(format!(

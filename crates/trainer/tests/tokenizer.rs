@@ -17,6 +17,18 @@ fn id(token: &str) -> u32 {
     TINY_VOCAB.iter().position(|t| *t == token).unwrap() as u32
 }
 
+/// BERT's special tokens written in a text are those tokens, as
+/// transformers' BertTokenizer reads them; in lower case they are words.
+#[test]
+fn vocab_txt_tokenizer_reads_special_tokens_in_a_text_as_themselves() {
+    let (_dir, tokenizer) = tiny(32);
+    let encoded = tokenizer.encode("[CLS] the [MASK] [pad]", None).unwrap();
+    let expected = [
+        "[CLS]", "[CLS]", "the", "[MASK]", "[UNK]", "[UNK]", "[UNK]", "[SEP]",
+    ];
+    assert_eq!(encoded.ids, expected.map(id));
+}
+
 #[test]
 fn vocab_txt_tokenizer_lowercases_splits_pieces_and_adds_cls_sep() {
     let (_dir, tokenizer) = tiny(32);

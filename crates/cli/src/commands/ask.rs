@@ -121,6 +121,8 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     StudyView::with_directions(&study.name, &study.directions, &trials)
         .check()
         .map_err(HistoryError::from)?;
+    // (Another worker may claim that trial first: this ask then claims the
+    // next, and a param it leaves to the sampler fails it after the claim.)
     let next_waiting = trials
         .iter()
         .filter(|t| t.state == TrialState::Waiting)

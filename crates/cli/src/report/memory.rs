@@ -22,7 +22,7 @@ pub fn section(input: &ReportInput) -> Section {
                 t.user_attrs.get("error_kind").and_then(|k| k.as_str()) == Some("constraint")
             })
             .count();
-        let why = if ruled_out > 0 {
+        let why = if ruled_out > 0 && ruled_out == input.trials.len() {
             format!(
                 "no trial was trained: {ruled_out} were ruled out by a [[constraint]] before they ran (see Failures)"
             )

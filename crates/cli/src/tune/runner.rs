@@ -982,10 +982,11 @@ impl<'a> Runner<'a> {
         self.summary.errors += 1;
         self.progress
             .line(&format!("trial {}: not run: {message}", trial.number));
-        // One configuration's error, not the data's or a model's: it does
+        // A configuration's error is not the data's or a model's: it does
         // not stop the study (a space where only some draws cannot run
-        // stopped or not by the seed's luck).
-        self.note_outcome(None);
+        // would stop or not by the seed's luck). A sampler's error comes
+        // from the history, and would fail every trial alike.
+        self.note_outcome((kind == "sampler").then_some(message));
         Ok(())
     }
 

@@ -778,7 +778,12 @@ pub fn check_space_against_stored(cfg: &StudyConfig, plan: &RunPlan) -> Result<(
     let trials = storage
         .trials(study.study_id, &store::TrialFilter::default())
         .map_err(|e| e.to_string())?;
-    let trials = crate::history::checked(trials).map_err(|e| e.to_string())?;
+    // Each trial, each COMPLETE one's count of values and no number twice:
+    // a history the sampler would refuse at every ask is refused once,
+    // here, before a trial is claimed or created.
+    hpo_sampler::StudyView::with_directions(&study.name, &study.directions, &trials)
+        .check()
+        .map_err(|e| format!("study `{}`: stored history: {e}", plan.study_name))?;
     for p in &cfg.params {
         let space = BTreeMap::from([(p.name.clone(), p.distribution.clone())]);
         hpo_sampler::check_against_history(&trials, &space).map_err(|e| {

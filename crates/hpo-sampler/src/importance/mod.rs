@@ -1,5 +1,5 @@
 //! Hyperparameter importance by fANOVA on a random forest, as Optuna's
-//! default `FanovaImportanceEvaluator` computes it: 64 trees of depth at
+//! `FanovaImportanceEvaluator` with its default settings computes it: 64 trees of depth at
 //! most 64 fitted to the COMPLETE trials' values; each parameter's share
 //! of every tree's variance, averaged over the trees with any variance,
 //! normalised to sum to 1.

@@ -202,32 +202,25 @@ impl<'a> SpanIndex<'a> {
             .map_or(0, |s| self.line_column(s.start).0)
     }
 
-    /// The key path at `span` read from the text itself, for a document
-    /// that does not parse (a key or table defined twice): a table
-    /// header's path, or the key under the last header above it.
+    /// The key path on the line of `span` read from the text itself, for
+    /// a document that does not parse (a key or table defined twice): a
+    /// table header's path, or the (dotted) key before `=` under the last
+    /// header above it. Comments are dropped; quoted keys keep their
+    /// quotes.
     fn written_path(&self, span: &Range<usize>) -> Option<String> {
-        let key = self.text.get(span.clone())?.trim();
-        if key.is_empty() || key.contains('\n') {
-            return None;
-        }
         let (line, _) = self.line_column(span.start);
-        let header = |l: &str| {
-            let l = l.trim();
-            let inner = l.strip_prefix("[[").and_then(|l| l.strip_suffix("]]"));
-            let inner = inner.or_else(|| l.strip_prefix('[').and_then(|l| l.strip_suffix(']')));
-            inner.map(|h| h.split('.').map(str::trim).collect::<Vec<_>>().join("."))
-        };
-        let mut lines = self.text.lines().take(line).collect::<Vec<_>>();
+        let mut lines: Vec<&str> = self.text.lines().take(line).map(without_comment).collect();
         let own = lines.pop()?;
-        if let Some(path) = header(own) {
+        if let Some(path) = table_header(own) {
             return Some(path);
         }
+        let key = dotted(own.split_once('=')?.0)?;
         let table = lines
             .iter()
             .rev()
-            .find_map(|l| header(l))
+            .find_map(|l| table_header(l))
             .unwrap_or_default();
-        Some(join(&table, key))
+        Some(key.split('.').fold(table, |path, part| join(&path, part)))
     }
 
     /// A `toml` parse or deserialize error, with the key path its span
@@ -262,6 +255,34 @@ impl<'a> SpanIndex<'a> {
             message,
         }
     }
+}
+
+/// `line` without a `#` comment (a `#` inside a quoted string stays).
+fn without_comment(line: &str) -> &str {
+    let mut quote = None;
+    for (i, c) in line.char_indices() {
+        match (quote, c) {
+            (None, '"' | '\'') => quote = Some(c),
+            (Some(q), c) if c == q => quote = None,
+            (None, '#') => return &line[..i],
+            _ => {}
+        }
+    }
+    line
+}
+
+/// The path of a `[table]` or `[[array]]` header line.
+fn table_header(line: &str) -> Option<String> {
+    let l = line.trim();
+    let inner = l.strip_prefix("[[").and_then(|l| l.strip_suffix("]]"));
+    let inner = inner.or_else(|| l.strip_prefix('[').and_then(|l| l.strip_suffix(']')))?;
+    dotted(inner)
+}
+
+/// A dotted key's parts, trimmed, joined by dots (bare keys hold no dot).
+fn dotted(key: &str) -> Option<String> {
+    let parts: Vec<&str> = key.split('.').map(str::trim).collect();
+    (!parts.iter().any(|p| p.is_empty())).then(|| parts.join("."))
 }
 
 fn walk_table(table: &DeTable<'_>, parent: &str, depth: usize, out: &mut Vec<Entry>) {
