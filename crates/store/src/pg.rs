@@ -276,7 +276,10 @@ impl PgConn {
             .len()
             .max(url.config.get_hostaddrs().len())
             .max(1);
-        let deadline = each * (addresses as u32 + 1);
+        // A `connect_timeout` may be any number of seconds.
+        let deadline = each
+            .checked_mul(addresses as u32 + 1)
+            .unwrap_or(Duration::MAX);
         let attempt = match pending.take() {
             Some(attempt) => attempt,
             None => {

@@ -220,3 +220,24 @@ fn fused_plan_equals_the_cpu_backend_buffer_by_buffer() {
         assert_plan_is(&req, &measured, &format!("fused variant {variant}"));
     }
 }
+
+/// A size of 0 in a DeBERTa config.json is refused as it is read (a
+/// forward pass would divide by it), naming the field.
+#[test]
+fn a_zero_size_in_a_deberta_config_is_refused() {
+    for field in ["hidden_size", "intermediate_size", "num_hidden_layers"] {
+        let json = r#"{"model_type": "deberta-v2", "vocab_size": 40, "hidden_size": 24,
+            "num_hidden_layers": 2, "num_attention_heads": 3, "intermediate_size": 40,
+            "max_position_embeddings": 32, "type_vocab_size": 0,
+            "relative_attention": true, "share_att_key": true}"#
+            .replace(
+                &format!("\"{field}\": "),
+                &format!("\"{field}\": 0, \"x_{field}\": "),
+            );
+        let e = DebertaConfig::from_json(&json, Path::new("zero.json"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains(field) && e.contains("must be positive"), "{e}");
+    }
+}

@@ -409,3 +409,30 @@ fn requests_that_cannot_run_are_errors() {
     assert!(e.contains("micro_batch"), "{e}");
     assert!(MemoryPlan::new(&ok).is_ok());
 }
+
+/// A config built by hand with sizes no encoder has (no heads, heads that
+/// do not divide the width) is a named error from the plan and from the
+/// model's constructor, not a division by zero.
+#[test]
+fn a_hand_built_config_without_a_shape_is_refused() {
+    let head = HeadConfig {
+        num_labels: 2,
+        hidden: vec![],
+    };
+    for (config, field) in [
+        (BertConfig::tiny(32, 2, 0, 64, 100), "num_attention_heads"),
+        (BertConfig::tiny(30, 2, 4, 64, 100), "num_attention_heads"),
+        (BertConfig::tiny(32, 0, 4, 64, 100), "num_hidden_layers"),
+    ] {
+        let e = trainer::memory::plan_peak(config.clone(), &head, 8, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(field), "{e}");
+        let be = CpuBackend::<f32>::new();
+        let e = trainer::model::BertClassifier::new_random(&be, &config, &head, 0)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains(field), "{e}");
+    }
+}

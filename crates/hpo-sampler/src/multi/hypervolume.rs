@@ -143,13 +143,19 @@ pub fn reference_point(points: &[Vec<f64>]) -> Vec<f64> {
 /// hypervolume contribution (ties to the lexicographically first),
 /// distinct points first; when fewer than `k` are distinct, every distinct
 /// point and then the earliest duplicates, in index order. `points` are
-/// mutually non-dominated loss vectors (one non-domination rank).
+/// mutually non-dominated loss vectors (one non-domination rank); where a
+/// point has another length than `reference`, or the reference is not
+/// finite, no volume is measured and the first `k` distinct points in
+/// lexicographic order are chosen.
 ///
 /// ```
 /// use hpo_sampler::multi::select_by_hypervolume;
 /// let front = [vec![0.0, 3.0], vec![1.0, 1.0], vec![3.0, 0.0], vec![0.9, 1.2]];
 /// // (1, 1) adds the most volume under (4, 4), then an extreme.
 /// assert_eq!(select_by_hypervolume(&front, 2, &[4.0, 4.0]), vec![1, 0]);
+/// // Points of another dimension than the reference: no volume to measure.
+/// let flat = [vec![2.0], vec![0.0], vec![1.0]];
+/// assert_eq!(select_by_hypervolume(&flat, 1, &[4.0, 4.0]), vec![1]);
 /// ```
 pub fn select_by_hypervolume(points: &[Vec<f64>], k: usize, reference: &[f64]) -> Vec<usize> {
     let n = points.len();
@@ -170,7 +176,10 @@ pub fn select_by_hypervolume(points: &[Vec<f64>], k: usize, reference: &[f64]) -
         }
         return (0..n).filter(|&i| chosen[i]).collect();
     }
-    if unique.len() == k || reference.iter().any(|r| !r.is_finite()) {
+    if unique.len() == k
+        || reference.iter().any(|r| !r.is_finite())
+        || points.iter().any(|p| p.len() != reference.len())
+    {
         return unique[..k].to_vec();
     }
     if reference.len() == 2 {

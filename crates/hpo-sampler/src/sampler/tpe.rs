@@ -1070,7 +1070,9 @@ fn split_rows(
     // value gives, as integer keys; then pruned and infeasible ones, in
     // their (rarely needed) orders.
     let hint = cut.unwrap_or(u64::MAX);
-    let mut complete: Vec<(u64, u32)> = Vec::with_capacity(4 * n_below);
+    // (A `gamma` may ask for more than there are trials.)
+    let mut complete: Vec<(u64, u32)> =
+        Vec::with_capacity(n_below.saturating_mul(4).min(rows.len()));
     let (mut n_complete, mut pruned, mut infeasible) = (0, Vec::new(), Vec::new());
     for (i, r) in rows.iter().enumerate() {
         match r.group {
@@ -1124,7 +1126,7 @@ fn split_rows(
         infeasible.sort_by(|a, b| cmp_f64(trial(a).violation(), trial(b).violation()));
         take(&infeasible, &mut left);
     }
-    let mut below = Vec::with_capacity(n_below);
+    let mut below = Vec::with_capacity(n_below.min(rows.len()));
     let mut above = Vec::with_capacity(rows.len());
     for (i, &b) in is_below.iter().enumerate() {
         if b {
@@ -1168,6 +1170,8 @@ fn split_rows(
 /// let (below, above) = split_trials(&study, 2);
 /// assert_eq!((below.len(), above.len()), (2, 2));
 /// assert!(above.contains(&2));
+/// // More "below" than there are trials: every trial.
+/// assert_eq!(split_trials(&study, usize::MAX).0.len(), 4);
 /// ```
 pub fn split_trials(study: &StudyView<'_>, n_below: usize) -> (Vec<u64>, Vec<u64>) {
     let rows = considered(study.trials.iter(), u64::MAX, true, study.direction);

@@ -171,6 +171,9 @@ impl PlanRequest {
         if self.config.vocab_size() == 0 {
             return bad("config.vocab_size", "must be at least 1".into());
         }
+        if let Some((field, problem)) = self.config.shape_problem() {
+            return bad(field, problem);
+        }
         if self.head.num_labels < 2 {
             return bad(
                 "head.num_labels",

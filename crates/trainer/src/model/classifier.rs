@@ -294,6 +294,44 @@ impl ModelConfig {
         }
     }
 
+    /// What is wrong with the sizes of a config built by hand (those read
+    /// from `config.json` are checked as they are read): a size of 0, or
+    /// heads that do not divide the hidden size. `(field, problem)`.
+    pub fn shape_problem(&self) -> Option<(&'static str, String)> {
+        let (hidden, layers, heads, intermediate, positions) = match self {
+            ModelConfig::Bert(c) => (
+                c.hidden_size,
+                c.num_hidden_layers,
+                c.num_attention_heads,
+                c.intermediate_size,
+                c.max_position_embeddings,
+            ),
+            ModelConfig::Deberta(c) => (
+                c.hidden_size,
+                c.num_hidden_layers,
+                c.num_attention_heads,
+                c.intermediate_size,
+                c.max_position_embeddings,
+            ),
+        };
+        let sizes = [
+            ("hidden_size", hidden),
+            ("num_hidden_layers", layers),
+            ("num_attention_heads", heads),
+            ("intermediate_size", intermediate),
+            ("max_position_embeddings", positions),
+        ];
+        if let Some((field, _)) = sizes.iter().find(|(_, v)| *v == 0) {
+            return Some((field, "must be positive".into()));
+        }
+        (!hidden.is_multiple_of(heads)).then(|| {
+            (
+                "num_attention_heads",
+                format!("{heads} does not divide hidden_size {hidden}"),
+            )
+        })
+    }
+
     pub fn num_hidden_layers(&self) -> usize {
         match self {
             ModelConfig::Bert(c) => c.num_hidden_layers,

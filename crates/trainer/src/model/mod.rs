@@ -97,6 +97,13 @@ pub struct BertClassifier<B: Backend> {
 pub enum ModelError {
     #[error("classifier head: {0}")]
     Head(String),
+    /// A config built by hand with sizes no encoder has
+    /// ([`ModelConfig::shape_problem`]).
+    #[error("model config: `{field}` {problem}")]
+    Shape {
+        field: &'static str,
+        problem: String,
+    },
 }
 
 impl<B: Backend> BertClassifier<B> {
@@ -119,6 +126,9 @@ impl<B: Backend> BertClassifier<B> {
                 "hidden widths {:?}: at most 3, each positive",
                 head.hidden
             )));
+        }
+        if let Some((field, problem)) = ModelConfig::from(config).shape_problem() {
+            return Err(ModelError::Shape { field, problem });
         }
         let (mut params, idx) = params::declare(be, config, head);
         params.init_random(be, seed, config.pad_token_id as usize, idx.word);

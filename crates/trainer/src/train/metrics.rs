@@ -35,14 +35,45 @@ fn f1_of(tp: usize, fp: usize, fn_: usize) -> f64 {
     }
 }
 
+/// Predictions that cannot be scored against their labels.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum MetricsError {
+    #[error("{predictions} predictions for {labels} labels")]
+    Lengths { predictions: usize, labels: usize },
+    #[error("{what} {value} at position {index} is not one of the {classes} classes")]
+    Class {
+        what: &'static str,
+        index: usize,
+        value: usize,
+        classes: usize,
+    },
+}
+
 impl Metrics {
+    /// Scores `predictions` against `labels` (class indexes below
+    /// `classes`, one prediction per label).
     pub fn from_predictions(
         predictions: &[usize],
         labels: &[usize],
         classes: usize,
         loss: f64,
-    ) -> Self {
-        assert_eq!(predictions.len(), labels.len());
+    ) -> Result<Self, MetricsError> {
+        if predictions.len() != labels.len() {
+            return Err(MetricsError::Lengths {
+                predictions: predictions.len(),
+                labels: labels.len(),
+            });
+        }
+        for (what, values) in [("prediction", predictions), ("label", labels)] {
+            if let Some((index, &value)) = values.iter().enumerate().find(|(_, v)| **v >= classes) {
+                return Err(MetricsError::Class {
+                    what,
+                    index,
+                    value,
+                    classes,
+                });
+            }
+        }
         let n = labels.len();
         let mut tp = vec![0usize; classes];
         let mut fp = vec![0usize; classes];
@@ -69,7 +100,7 @@ impl Metrics {
                 .sum::<f64>()
                 / present.len() as f64
         };
-        Self {
+        Ok(Self {
             loss,
             accuracy: if n == 0 {
                 0.0
@@ -79,12 +110,16 @@ impl Metrics {
             f1_binary: (classes == 2).then(|| f1_of(tp[1], fp[1], fn_[1])),
             f1_macro,
             examples: n,
-        }
+        })
     }
 }
 
-/// Index of the largest logit per row (first on ties).
+/// Index of the largest logit per row of `classes` (first on ties); no
+/// rows for 0 classes.
 pub fn argmax_rows(logits: &[f64], classes: usize) -> Vec<usize> {
+    if classes == 0 {
+        return Vec::new();
+    }
     logits
         .chunks(classes)
         .map(|r| {
@@ -99,10 +134,28 @@ pub fn argmax_rows(logits: &[f64], classes: usize) -> Vec<usize> {
 mod tests {
     use super::*;
 
+    /// Predictions and labels that do not fit are named, not indexed.
+    #[test]
+    fn mismatched_predictions_are_errors() {
+        assert_eq!(
+            Metrics::from_predictions(&[0], &[], 2, 0.0),
+            Err(MetricsError::Lengths {
+                predictions: 1,
+                labels: 0
+            })
+        );
+        let e = Metrics::from_predictions(&[0, 1], &[0, 2], 2, 0.0).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "label 2 at position 1 is not one of the 2 classes"
+        );
+        assert!(argmax_rows(&[1.0, 2.0], 0).is_empty());
+    }
+
     #[test]
     fn f1_by_hand() {
         // labels 1 1 0 0 1, preds 1 0 0 1 1: class1 tp2 fp1 fn1 -> 2/3; class0 tp1 fp1 fn1 -> 1/2.
-        let m = Metrics::from_predictions(&[1, 0, 0, 1, 1], &[1, 1, 0, 0, 1], 2, 0.5);
+        let m = Metrics::from_predictions(&[1, 0, 0, 1, 1], &[1, 1, 0, 0, 1], 2, 0.5).unwrap();
         assert!((m.accuracy - 0.6).abs() < 1e-12);
         assert!((m.f1_binary.unwrap() - 2.0 / 3.0).abs() < 1e-12);
         assert!((m.f1_macro - (2.0 / 3.0 + 0.5) / 2.0).abs() < 1e-12);

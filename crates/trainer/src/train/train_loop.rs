@@ -103,6 +103,8 @@ pub enum TrainError {
     ValidBatch { index: usize, source: BatchError },
     #[error("training config: {0}")]
     Config(String),
+    #[error("validation metrics: {0}")]
+    Metrics(#[from] super::metrics::MetricsError),
     /// The device failed (see [`crate::backend::Backend::take_failure`]).
     #[error("device failure: {0}")]
     Device(#[from] crate::backend::DeviceFailure),
@@ -233,6 +235,24 @@ pub fn train_step<B: Backend, M: Classifier<B> + ?Sized>(
     micro_batches: &[&Batch],
     lr: f64,
 ) -> Result<StepLoss, BatchError> {
+    // A label without a class weight (weights given for fewer classes
+    // than the model has) is refused before the loss reads past them.
+    if let Some(w) = &ctx.host_class_weights {
+        for batch in micro_batches {
+            if let Some((row, &label)) = batch
+                .labels
+                .iter()
+                .enumerate()
+                .find(|(_, y)| **y >= w.len())
+            {
+                return Err(BatchError::LabelOutOfRange {
+                    label,
+                    row,
+                    classes: w.len(),
+                });
+            }
+        }
+    }
     let denom: f64 = match &ctx.host_class_weights {
         None => micro_batches.iter().map(|b| b.batch as f64).sum(),
         Some(w) => micro_batches
@@ -318,6 +338,12 @@ pub fn evaluate<B: Backend, M: Classifier<B> + ?Sized>(
     let (mut preds, mut labels) = (Vec::new(), Vec::new());
     let (mut loss_sum, mut denom) = (0.0, 0.0);
     let host_w = class_weights.map(|w| be.download(w));
+    if let Some(w) = host_w.as_ref().filter(|w| w.len() != classes) {
+        return Err(TrainError::Config(format!(
+            "{} class weights for a model of {classes} classes",
+            w.len()
+        )));
+    }
     for (index, batch) in batches.iter().enumerate() {
         let (logits, loss) = model
             .evaluate_batch(be, batch, class_weights, 1.0)
@@ -336,7 +362,7 @@ pub fn evaluate<B: Backend, M: Classifier<B> + ?Sized>(
         &labels,
         classes,
         loss_sum / denom.max(f64::MIN_POSITIVE),
-    ))
+    )?)
 }
 
 /// Runs `f` and takes the backend's failure: `Ok(Err(oom))` when an

@@ -214,6 +214,11 @@ impl DebertaConfig {
             ("type_vocab_size", raw.type_vocab_size),
         ] {
             crate::config::check_size(path, field, v as u64)?;
+            // DeBERTa-v3 has no token types; every other size divides or
+            // is divided by something.
+            if v == 0 && field != "type_vocab_size" {
+                return Err(bad(field, "must be positive".into()));
+            }
         }
         if raw.model_type != "deberta-v2" {
             return Err(bad(
