@@ -32,6 +32,15 @@ fn study(dir: &Path, direction: &str) -> PathBuf {
     db
 }
 
+/// A fresh storage with a study `s` of several objectives.
+fn study_of(dir: &Path, directions: &[&str]) -> PathBuf {
+    let db = dir.join("study.db");
+    let mut args = vec!["create-study", "--study-name", "s", "--directions"];
+    args.extend_from_slice(directions);
+    ok(memtune(&db, &args));
+    db
+}
+
 fn ask(db: &Path, extra: &[&str]) -> Json {
     let mut args = vec!["ask", "--study", "s", "--search-space", SPACE];
     args.extend_from_slice(extra);
@@ -171,18 +180,7 @@ fn ask_then_tell_round_trip() {
 #[test]
 fn tell_takes_several_values_after_a_negative_first() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("study.db");
-    ok(memtune(
-        &db,
-        &[
-            "create-study",
-            "--study-name",
-            "s",
-            "--directions",
-            "minimize",
-            "minimize",
-        ],
-    ));
+    let db = study_of(dir.path(), &["minimize", "minimize"]);
     for (values, want) in [
         (&["-1", "2"][..], [-1.0, 2.0]),
         (&["-1.5e-05", "2.5"], [-1.5e-05, 2.5]),
@@ -634,7 +632,8 @@ fn a_history_optuna_reads_back_never_stops_an_ask() {
     let dir = tempfile::tempdir().unwrap();
     let db = study(dir.path(), "minimize");
     let far = r#"{"x": {"name": "FloatDistribution", "attributes": {"low": 1000000.0, "high": 1000001.0, "step": 0.001}}}"#;
-    for sampler in ["random", "tpe", "gp", "auto", "random", "tpe", "gp"] {
+    // An ask by `sampler`, its x checked to lie in the range.
+    let ask_far = |sampler: &str| {
         let args = [
             "ask",
             "--study",
@@ -647,6 +646,10 @@ fn a_history_optuna_reads_back_never_stops_an_ask() {
         let asked: Json = serde_json::from_str(&ok(memtune(&db, &args))).unwrap();
         let x = asked["params"]["x"].as_f64().unwrap();
         assert!((1e6..=1e6 + 1.0).contains(&x), "{sampler}: {x}");
+        (asked, x)
+    };
+    for sampler in ["random", "tpe", "gp", "auto", "random", "tpe", "gp"] {
+        let (asked, x) = ask_far(sampler);
         ok(tell(
             &db,
             &asked["number"],
@@ -677,18 +680,7 @@ fn a_history_optuna_reads_back_never_stops_an_ask() {
         s.finish(t.trial_id, TrialState::Complete, &[0.1]).unwrap();
     }
     for sampler in ["random", "tpe", "gp", "auto"] {
-        let args = [
-            "ask",
-            "--study",
-            "s",
-            "--search-space",
-            far,
-            "--sampler",
-            sampler,
-        ];
-        let asked: Json = serde_json::from_str(&ok(memtune(&db, &args))).unwrap();
-        let x = asked["params"]["x"].as_f64().unwrap();
-        assert!((1e6..=1e6 + 1.0).contains(&x), "{sampler}: {x}");
+        ask_far(sampler);
     }
 }
 
@@ -698,18 +690,7 @@ fn a_history_optuna_reads_back_never_stops_an_ask() {
 #[test]
 fn nsga2_stores_its_generation_as_optuna_does() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("study.db");
-    ok(memtune(
-        &db,
-        &[
-            "create-study",
-            "--study-name",
-            "s",
-            "--directions",
-            "minimize",
-            "minimize",
-        ],
-    ));
+    let db = study_of(dir.path(), &["minimize", "minimize"]);
     let space = r#"{"x": {"name": "FloatDistribution", "attributes": {"low": 0, "high": 1}}}"#;
     let kwargs = r#"{"population_size": 2, "seed": 3}"#;
     for _ in 0..6 {
@@ -747,18 +728,7 @@ fn nsga2_stores_its_generation_as_optuna_does() {
 #[test]
 fn a_history_with_the_wrong_count_of_values_is_refused_before_anything_is_claimed() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("study.db");
-    ok(memtune(
-        &db,
-        &[
-            "create-study",
-            "--study-name",
-            "s",
-            "--directions",
-            "minimize",
-            "maximize",
-        ],
-    ));
+    let db = study_of(dir.path(), &["minimize", "maximize"]);
     {
         let s = Storage::open_existing(&db).unwrap();
         let id = s.study("s").unwrap().study_id;
