@@ -679,7 +679,7 @@ pub fn check_heads_against_models(cfg: &StudyConfig, plan: &RunPlan) -> Result<(
     for p in cfg
         .params
         .iter()
-        .filter(|p| p.sets == Hyperparameter::HeadLayers)
+        .filter(|p| p.sets == Hyperparameter::HeadLayers && p.when.is_none())
     {
         let fewest = match &p.distribution {
             hpo_sampler::Distribution::Int { low, .. } => Some(*low),
@@ -696,9 +696,8 @@ pub fn check_heads_against_models(cfg: &StudyConfig, plan: &RunPlan) -> Result<(
             continue;
         };
         let results = carries(layers);
-        if p.when.is_none()
-            && let Some((key, Err(e))) = results.iter().find(|(_, r)| r.is_err())
-            && results.iter().all(|(_, r)| r.is_err())
+        if results.iter().all(|(_, r)| r.is_err())
+            && let Some((key, Err(e))) = results.first()
         {
             return Err(format!(
                 "{}:{}: param `{}`: every value is at least {layers}, and no model of the \
@@ -713,19 +712,13 @@ pub fn check_heads_against_models(cfg: &StudyConfig, plan: &RunPlan) -> Result<(
     let Ok(layers @ 1..) = usize::try_from(*n) else {
         return Ok(());
     };
-    for (key, model) in &plan.models {
-        let head = trainer::model::HeadConfig {
-            num_labels: plan.num_classes,
-            hidden: vec![1; layers],
-        };
-        if let Err(e) = model.config.check_head(&head) {
-            return Err(format!(
-                "{}: fixed.head_layers = {n}: model `{key}`: {e}; set head_layers = 0 for it",
-                cfg.origin
-            ));
-        }
+    match carries(layers).into_iter().find(|(_, r)| r.is_err()) {
+        Some((key, Err(e))) => Err(format!(
+            "{}: fixed.head_layers = {n}: model `{key}`: {e}; set head_layers = 0 for it",
+            cfg.origin
+        )),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Refuses to continue a stored study whose params contradict the study
