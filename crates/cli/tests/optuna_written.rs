@@ -77,3 +77,54 @@ fn optuna_5_studies_read_as_optuna_reads_them() {
     ));
     assert!(json.contains("-Infinity"), "{json}");
 }
+
+const WRITE_WIDE: &str = r#"
+import json, sys, warnings
+warnings.simplefilter("ignore")
+import optuna
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+study = optuna.create_study(
+    study_name="wide", storage=sys.argv[1], sampler=optuna.samplers.TPESampler(seed=1)
+)
+def objective(t):
+    seed = t.suggest_int("seed", 0, 2**62)
+    t.suggest_int("offset", -(2**63), 2**63 - 1, step=3)
+    return seed / 2**62
+study.optimize(objective, n_trials=12)
+print(json.dumps({"best": study.best_trial.number, "seed": study.best_trial.params["seed"]}))
+"#;
+
+/// Optuna takes any int bounds (`suggest_int("seed", 0, 2**62)`) and holds
+/// the values as floats; every read command reads such a study, `best`
+/// agrees with Optuna's `best_trial`, and `ask` continues it in range.
+#[test]
+fn int_ranges_beyond_2_pow_53_read_and_continue() {
+    let Some(py) = reference_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("optuna.db");
+    let expected: Json =
+        serde_json::from_str(&run_python(&py, WRITE_WIDE, &[&common::url(&db)])).unwrap();
+    let best = ok(memtune(&db, &["best", "--study", "wide"]));
+    assert!(
+        best.starts_with(&format!("trial {}:", expected["best"]))
+            && best.contains(&expected["seed"].to_string()),
+        "{best} against Optuna's {expected}"
+    );
+    for args in [
+        &["trials", "--study", "wide"][..],
+        &["export", "--study", "wide", "--format", "csv"],
+        &["export", "--study", "wide", "--format", "json"],
+    ] {
+        ok(memtune(&db, args));
+    }
+    let space = r#"{"seed": {"name": "IntDistribution", "attributes": {"low": 0, "high": 4611686018427387904}}}"#;
+    let asked: Json = serde_json::from_str(&ok(memtune(
+        &db,
+        &["ask", "--study-name", "wide", "--search-space", space],
+    )))
+    .unwrap();
+    let seed = asked["params"]["seed"].as_i64().expect("an integer seed");
+    assert!((0..=1 << 62).contains(&seed), "{asked}");
+}

@@ -327,15 +327,28 @@ fn impossible_ranges_are_refused() {
         "n_trials = 0",
         "at least 1",
     );
-    // Ranges whose width overflows, or with more grid points than a float
-    // holds exactly: errors, not an arithmetic panic.
+    // Ranges whose width overflows an i64, or with more grid points than a
+    // float holds exactly: errors, not an arithmetic panic.
     let wide = replace(
         "low = 0\nhigh = 2\n",
         "low = -9223372036854775808\nhigh = 9223372036854775807\n",
     );
-    // Named at the param's table, the line before its name.
-    let table = line_of(&wide, "name = \"head_layers\"") - 1;
-    expect_error_on(&wide, "param[3]", table, "within +-2^53");
+    expect_error(
+        &wide,
+        "param[3].low",
+        "low = -9223372036854775808",
+        "head_layers must be an integer in [0, 3], got low = -9223372036854775808",
+    );
+    expect_error(
+        &wide.replacen(
+            "9223372036854775807\n",
+            "9223372036854775807\nstep = 2\n",
+            1,
+        ),
+        "param[3].step",
+        "step = 2",
+        "does not divide high - low = 18446744073709551615",
+    );
     expect_error(
         &replace(
             "low = 1e-5\nhigh = 1e-4\nlog = true",

@@ -243,14 +243,20 @@ impl Distribution {
 
     /// An int range, validated as Optuna does; `high` is lowered to the last
     /// grid point when `high - low` is not a multiple of `step`.
+    ///
+    /// Any `i64` bounds are taken, as Optuna takes them. Beyond +-2^53 a
+    /// value is held as its nearest `f64`, as Optuna's storage (a float
+    /// column) and both libraries' samplers hold it, so there not every
+    /// integer of the range can be drawn.
+    ///
+    /// ```
+    /// use hpo_sampler::Distribution;
+    /// let seed = Distribution::int(0, 1 << 62, false, 1).unwrap();
+    /// assert!(seed.contains((1u64 << 61) as f64));
+    /// let grid = Distribution::int(i64::MIN, i64::MAX, false, 2).unwrap();
+    /// assert!(matches!(grid, Distribution::Int { high, .. } if high == i64::MAX - 1));
+    /// ```
     pub fn int(low: i64, high: i64, log: bool, step: i64) -> Result<Self> {
-        // Every value must be exact as the float that Optuna's storage and
-        // the samplers' internal representation hold.
-        if low.unsigned_abs() > EXACT_INT as u64 || high.unsigned_abs() > EXACT_INT as u64 {
-            return Err(invalid(format!(
-                "low and high must lie within +-2^53 (9007199254740992), got low={low}, high={high}"
-            )));
-        }
         if log && step != 1 {
             return Err(invalid(format!(
                 "`step` must be 1 when `log` is true, got step={step}"
@@ -269,7 +275,10 @@ impl Distribution {
         if step <= 0 {
             return Err(invalid(format!("`step > 0` must hold, got step={step}")));
         }
-        let high = low + (high - low) / step * step;
+        // In i128: `high - low` of i64 bounds may overflow an i64. The
+        // result lies in [low, high].
+        let (low128, step128) = (i128::from(low), i128::from(step));
+        let high = (low128 + (i128::from(high) - low128) / step128 * step128) as i64;
         Ok(Distribution::Int {
             low,
             high,
@@ -366,7 +375,7 @@ impl Distribution {
                 high,
                 log,
                 step,
-            } => low == high || (!log && high - low < *step),
+            } => low == high || (!log && i128::from(*high) - i128::from(*low) < i128::from(*step)),
             Distribution::Categorical { choices } => choices.len() == 1,
         }
     }
@@ -404,15 +413,21 @@ impl Distribution {
             Distribution::Int {
                 low, high, step, ..
             } => {
-                // In i128, and checked: a distribution built from its
-                // fields may have a step of 0 or bounds whose difference
-                // overflows an i64.
-                internal.fract() == 0.0
+                if !(internal.fract() == 0.0
                     && (*low as f64) <= internal
                     && internal <= *high as f64
-                    && (internal as i128 - i128::from(*low))
-                        .checked_rem(i128::from(*step))
-                        .is_some_and(|r| r == 0)
+                    && *step > 0)
+                {
+                    return false;
+                }
+                // In i128: bounds, values and their differences all fit.
+                // Beyond 2^53 a grid point is held as its nearest float,
+                // so a value is on the grid when it is the float of the
+                // grid point below it or above it (below 2^53, when it is
+                // that point).
+                let (low, step) = (i128::from(*low), i128::from(*step));
+                let below = low + (internal as i128 - low).div_euclid(step) * step;
+                below as f64 == internal || (below + step) as f64 == internal
             }
             Distribution::Categorical { choices } => {
                 internal.fract() == 0.0 && internal >= 0.0 && (internal as usize) < choices.len()
@@ -679,9 +694,11 @@ mod tests {
             log: false,
             step: 3,
         };
-        // 1e18 + 2^63 is a multiple of 3; 2^61 + 2^63 is not.
+        // 1e18 + 2^63 is a multiple of 3; 2 + 2^63 is not. 2^61 + 2^63 is
+        // not either, but 2^61 is the float of the grid point next to it.
         assert!(wide.contains(1e18));
-        assert!(!wide.contains(2f64.powi(61)));
+        assert!(!wide.contains(2.0));
+        assert!(wide.contains(2f64.powi(61)));
         assert!(wide.contains(i64::MIN as f64));
     }
 
@@ -701,19 +718,43 @@ mod tests {
         }
     }
 
+    /// Optuna takes any int bounds (`suggest_int("seed", 0, 2**62)`); the
+    /// grid is lowered in i128, where `high - low` of i64 bounds fits.
     #[test]
-    fn ranges_beyond_exact_floats_are_refused() {
-        let limit = 1i64 << 53;
-        assert!(Distribution::int(-limit, limit, false, 1).is_ok());
-        for (low, high) in [
-            (i64::MIN, 0),
-            (0, i64::MAX),
-            (-limit - 1, 0),
-            (0, limit + 1),
+    fn int_ranges_take_any_i64_bounds() {
+        for (low, high, step, last) in [
+            (i64::MIN, i64::MAX, 1, i64::MAX),
+            (i64::MIN, i64::MAX, 2, i64::MAX - 1),
+            (i64::MIN, 0, 7, -1),
+            (0, i64::MAX, 1 << 62, 1 << 62),
+            (1, i64::MAX, 1, i64::MAX),
         ] {
-            let e = Distribution::int(low, high, false, 1).unwrap_err();
-            assert!(e.to_string().contains("2^53"), "{e}");
+            let d = Distribution::int(low, high, low > 0, step).unwrap();
+            assert!(
+                matches!(d, Distribution::Int { high, .. } if high == last),
+                "[{low}, {high}] step {step}: {d}"
+            );
+            assert!(!d.single() && d.check_drawable().is_ok());
+            assert!(d.contains(low as f64) && d.contains(last as f64));
         }
+        let d = Distribution::int(i64::MAX - 5, i64::MAX, false, i64::MAX);
+        assert!(d.unwrap().single());
+        // Beyond 2^53 a value is its nearest float, as in Optuna's storage.
+        let seed = Distribution::int(0, 1 << 62, false, 1).unwrap();
+        let v = 3_858_464_508_697_737_728i64;
+        assert_eq!(seed.to_external(v as f64), ParamValue::Int(v));
+        assert_eq!(seed.to_internal(&ParamValue::Int(v)), Ok(v as f64));
+        // The float of a grid point is on the grid; below 2^53 nothing else.
+        let thirds = Distribution::int(0, 1 << 62, false, 3).unwrap();
+        let point = 3 * 1_000_000_000_000_000_086i64;
+        assert_ne!((point as f64) as i64 % 3, 0);
+        assert!(thirds.contains(point as f64));
+        let exact = Distribution::int(0, 1 << 52, false, 3).unwrap();
+        assert!(exact.contains(3e15) && !exact.contains(3e15 + 1.0) && !exact.contains(3e15 - 1.0));
+    }
+
+    #[test]
+    fn steps_beyond_exact_floats_are_refused() {
         let e = Distribution::float(0.0, 0.2, false, Some(1e-320)).unwrap_err();
         assert!(e.to_string().contains("2^53 steps"), "{e}");
         assert!(Distribution::float(0.0, 1.0, false, Some(1e-9)).is_ok());

@@ -411,9 +411,9 @@ fn two_objectives_approach_the_front() {
     }
 }
 
-/// Integer ranges as wide as a float holds exactly (2^53 values, plain,
-/// stepped and log) are searched without listing every value: each ask
-/// returns a value in range.
+/// Integer ranges as wide as an i64 (plain, stepped and log; beyond 2^53
+/// of values as floats hold them) are searched without listing every
+/// value: each ask returns a value in range, on the grid.
 #[test]
 fn the_widest_integer_ranges_are_searched() {
     let limit = 1i64 << 53;
@@ -421,6 +421,12 @@ fn the_widest_integer_ranges_are_searched() {
         ("plain", Distribution::int(0, limit, false, 1)),
         ("stepped", Distribution::int(-limit, limit, false, 2)),
         ("log", Distribution::int(1, limit, true, 1)),
+        ("i64", Distribution::int(i64::MIN, i64::MAX, false, 1)),
+        (
+            "i64_thirds",
+            Distribution::int(i64::MIN, i64::MAX, false, 3),
+        ),
+        ("i64_log", Distribution::int(1, i64::MAX, true, 1)),
     ]
     .into_iter()
     .map(|(k, d)| (k.to_string(), d.unwrap()))

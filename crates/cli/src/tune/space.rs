@@ -586,16 +586,14 @@ fn build_param(
                 if step <= 0 {
                     return Err(err("step", format!("must be > 0, got {step}")));
                 }
-                // Bounds checked (within +-2^53) before the division below.
                 let dist = Distribution::int(low_i, high_i, log, step)
                     .map_err(|e| err("", distribution_reason(e)))?;
-                if (high_i - low_i) % step != 0 {
+                // In i128: `high - low` of i64 bounds may overflow an i64.
+                let width = i128::from(high_i) - i128::from(low_i);
+                if width % i128::from(step) != 0 {
                     return Err(err(
                         "step",
-                        format!(
-                            "step = {step} does not divide high - low = {}",
-                            high_i - low_i
-                        ),
+                        format!("step = {step} does not divide high - low = {width}"),
                     ));
                 }
                 dist
@@ -774,7 +772,8 @@ fn build_condition(
             Distribution::Categorical { choices } => choices.iter().any(|c| c.same_choice(v)),
             Distribution::Int {
                 low, high, step, ..
-            } => matches!(v, ParamValue::Int(i) if low <= i && i <= high && (i - low) % step == 0),
+            } => matches!(v, ParamValue::Int(i) if low <= i && i <= high
+                && (i128::from(*i) - i128::from(*low)) % i128::from(*step) == 0),
             Distribution::Float { .. } => {
                 return Err(err(
                     "param",

@@ -7,7 +7,7 @@
 use crate::distribution::Distribution;
 
 /// The most values of a discrete dimension the acquisition's search holds
-/// (2^20): an integer range of 2^53 values must not be listed whole.
+/// (2^20): an integer range of up to 2^64 values must not be listed whole.
 pub(crate) const MAX_GRID: usize = 1 << 20;
 
 /// One dimension of the normalised space.

@@ -22,9 +22,12 @@ use crate::trial::StudyView;
 fn strata(distribution: &Distribution, n: usize) -> usize {
     let values = match distribution {
         Distribution::Categorical { choices } => choices.len(),
+        // In i128: `high - low` of i64 bounds may overflow an i64.
         Distribution::Int {
             low, high, step, ..
-        } => ((high - low) / step + 1) as usize,
+        } => ((i128::from(*high) - i128::from(*low)) / i128::from(*step) + 1)
+            .try_into()
+            .unwrap_or(usize::MAX),
         Distribution::Float {
             low,
             high,
