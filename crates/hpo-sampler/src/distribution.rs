@@ -246,8 +246,8 @@ impl Distribution {
     ///
     /// Any `i64` bounds are taken, as Optuna takes them. Beyond +-2^53 a
     /// value is held as its nearest `f64`, as Optuna's storage (a float
-    /// column) and both libraries' samplers hold it, so there not every
-    /// integer of the range can be drawn.
+    /// column) and both libraries' samplers hold it, so beyond 2^53 not
+    /// every integer of the range can be drawn.
     ///
     /// ```
     /// use hpo_sampler::Distribution;

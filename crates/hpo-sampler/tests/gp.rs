@@ -412,8 +412,8 @@ fn two_objectives_approach_the_front() {
 }
 
 /// Integer ranges as wide as an i64 (plain, stepped and log; beyond 2^53
-/// of values as floats hold them) are searched without listing every
-/// value: each ask returns a value in range, on the grid.
+/// each value is the float that holds it) are searched without listing
+/// every value: each ask returns a value in range, on the grid.
 #[test]
 fn the_widest_integer_ranges_are_searched() {
     let limit = 1i64 << 53;

@@ -770,10 +770,9 @@ fn build_condition(
     for (j, v) in values.iter().enumerate() {
         let ok = match &referent.distribution {
             Distribution::Categorical { choices } => choices.iter().any(|c| c.same_choice(v)),
-            Distribution::Int {
-                low, high, step, ..
-            } => matches!(v, ParamValue::Int(i) if low <= i && i <= high
-                && (i128::from(*i) - i128::from(*low)) % i128::from(*step) == 0),
+            d @ Distribution::Int { .. } => {
+                matches!(v, ParamValue::Int(i) if d.contains(*i as f64))
+            }
             Distribution::Float { .. } => {
                 return Err(err(
                     "param",
