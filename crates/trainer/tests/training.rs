@@ -247,6 +247,96 @@ fn bad_labels_and_ids_are_refused_before_training() {
 }
 
 #[test]
+fn hyperparameters_out_of_range_are_refused_by_name_before_training() {
+    let be = CpuBackend::<f32>::new();
+    let (c, h) = tiny();
+    let mut model = BertClassifier::new_random(&be, &c, &h, 1).unwrap();
+    let before = model.params.values[0].data.clone();
+    let data = marker_batches(1, 2, 4, 8);
+    let adamw = |beta1: f64, beta2: f64, eps: f64, weight_decay: f64| TrainConfig {
+        optimizer: OptimizerConfig::AdamW {
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+        },
+        ..config(1)
+    };
+    let cases = [
+        (
+            "lr",
+            TrainConfig {
+                lr: f64::NAN,
+                ..config(1)
+            },
+        ),
+        (
+            "lr",
+            TrainConfig {
+                lr: -1e-5,
+                ..config(1)
+            },
+        ),
+        (
+            "warmup_ratio",
+            TrainConfig {
+                warmup_ratio: 1.5,
+                ..config(1)
+            },
+        ),
+        (
+            "warmup_ratio",
+            TrainConfig {
+                warmup_ratio: f64::NAN,
+                ..config(1)
+            },
+        ),
+        (
+            "max_grad_norm",
+            TrainConfig {
+                max_grad_norm: Some(0.0),
+                ..config(1)
+            },
+        ),
+        (
+            "max_grad_norm",
+            TrainConfig {
+                max_grad_norm: Some(f64::INFINITY),
+                ..config(1)
+            },
+        ),
+        ("beta1", adamw(1.0, 0.999, 1e-8, 0.01)),
+        ("beta2", adamw(0.9, -0.1, 1e-8, 0.01)),
+        ("eps", adamw(0.9, 0.999, 0.0, 0.01)),
+        ("weight_decay", adamw(0.9, 0.999, 1e-8, f64::NAN)),
+    ];
+    for (field, cfg) in cases {
+        let err = train(&be, &mut model, &data, &data, &cfg, &mut |_| {
+            Control::Continue
+        })
+        .unwrap_err();
+        assert!(
+            matches!(&err, TrainError::Config(m) if m.starts_with(&format!("{field} = "))),
+            "{field}: {err}"
+        );
+    }
+    assert_eq!(model.params.values[0].data, before, "nothing trained");
+    // The edges of each range are accepted: no warm-up, all warm-up, no
+    // clipping, no decay, a zero learning rate.
+    let edges = TrainConfig {
+        epochs: 1,
+        lr: 0.0,
+        warmup_ratio: 1.0,
+        max_grad_norm: None,
+        ..adamw(0.0, 0.0, 1e-8, 0.0)
+    };
+    train(&be, &mut model, &data, &data, &edges, &mut |_| {
+        Control::Continue
+    })
+    .unwrap();
+}
+
+#[test]
 fn a_validation_loss_that_is_not_finite_is_divergence() {
     // One optimiser step an epoch at a learning rate no f32 weight
     // survives: the step's own loss is finite (the forward pass ran before

@@ -95,31 +95,109 @@ impl Default for TrainConfig {
     }
 }
 
+impl TrainConfig {
+    /// Refuses a learning rate, warm-up ratio, clipping norm or optimiser
+    /// setting that would train on NaN or not at all, naming the field:
+    /// [`train`] checks it before any kernel runs, since such a value
+    /// would otherwise surface epochs later as a diverged loss.
+    pub fn check_hyperparameters(&self) -> Result<(), String> {
+        let bad = |field: &str, value: f64, need: &str| Err(format!("{field} = {value}: {need}"));
+        if !(self.lr.is_finite() && self.lr >= 0.0) {
+            return bad("lr", self.lr, "need a finite value at least 0");
+        }
+        if !(0.0..=1.0).contains(&self.warmup_ratio) {
+            return bad("warmup_ratio", self.warmup_ratio, "need a value in [0, 1]");
+        }
+        if let Some(norm) = self.max_grad_norm
+            && !(norm.is_finite() && norm > 0.0)
+        {
+            return bad("max_grad_norm", norm, "need a finite value above 0");
+        }
+        if let OptimizerConfig::AdamW {
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+        } = self.optimizer
+        {
+            for (field, beta) in [("beta1", beta1), ("beta2", beta2)] {
+                if !(0.0..1.0).contains(&beta) {
+                    return bad(field, beta, "need a value in [0, 1)");
+                }
+            }
+            if !(eps.is_finite() && eps > 0.0) {
+                return bad("eps", eps, "need a finite value above 0");
+            }
+            if !(weight_decay.is_finite() && weight_decay >= 0.0) {
+                return bad(
+                    "weight_decay",
+                    weight_decay,
+                    "need a finite value at least 0",
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why [`train`] (or [`evaluate`]) stopped without a result.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum TrainError {
+    /// A training batch does not fit the model (checked before any kernel
+    /// runs).
     #[error("training batch {index}: {source}")]
-    TrainBatch { index: usize, source: BatchError },
+    TrainBatch {
+        /// Position of the batch in the training batches, 0-based.
+        index: usize,
+        /// What is wrong with it.
+        source: BatchError,
+    },
+    /// A validation batch does not fit the model.
     #[error("validation batch {index}: {source}")]
-    ValidBatch { index: usize, source: BatchError },
+    ValidBatch {
+        /// Position of the batch in the validation batches, 0-based.
+        index: usize,
+        /// What is wrong with it.
+        source: BatchError,
+    },
+    /// The settings or inputs cannot be trained on: no epochs, no
+    /// accumulation steps, no training batches, class weights of the
+    /// wrong length or not finite and non-negative, or a hyperparameter
+    /// out of its range (see [`TrainConfig::check_hyperparameters`]).
     #[error("training config: {0}")]
     Config(String),
+    /// The validation predictions could not be scored.
     #[error("validation metrics: {0}")]
     Metrics(#[from] super::metrics::MetricsError),
     /// The device failed (see [`crate::backend::Backend::take_failure`]).
     #[error("device failure: {0}")]
     Device(#[from] crate::backend::DeviceFailure),
+    /// A training step's loss was not finite.
     #[error("training diverged: loss is {loss} at optimiser step {step}")]
-    Diverged { loss: f64, step: u64 },
+    Diverged {
+        /// The step's loss (NaN or infinite).
+        loss: f64,
+        /// The failing optimiser step, counted from 1.
+        step: u64,
+    },
     /// The evaluation after an epoch gave a loss that is not finite (the
     /// epoch's last update broke the weights): no metric of it means
     /// anything, and the next epoch would diverge.
     #[error("training diverged: validation loss is {loss} after epoch {epoch}")]
-    ValidationDiverged { loss: f64, epoch: usize },
+    ValidationDiverged {
+        /// The validation loss (NaN or infinite).
+        loss: f64,
+        /// The epoch just trained, 0-based.
+        epoch: usize,
+    },
     /// Even micro-batch 1 did not fit (`micro_batch: 1`), or the gradients
     /// and optimiser state did not (`micro_batch: 0`).
     #[error("{error} (micro-batch {micro_batch})")]
     OutOfMemory {
+        /// Rows per micro-batch when it failed: 1, or 0 when the gradients
+        /// and optimiser state did not fit.
         micro_batch: usize,
+        /// The refused allocation.
         #[source]
         error: OutOfMemory,
     },
@@ -463,6 +541,7 @@ pub fn train<B: Backend, M: Classifier<B> + ?Sized>(
             "epochs, accumulation_steps and the training set must be non-empty".into(),
         ));
     }
+    cfg.check_hyperparameters().map_err(TrainError::Config)?;
     if let Some(w) = &cfg.class_weights
         && (w.len() != classes || w.iter().any(|v| !v.is_finite() || *v < 0.0))
     {
