@@ -10,7 +10,12 @@ use std::path::PathBuf;
 pub enum StoreError {
     /// The file exists but is not an SQLite database (or its header is damaged).
     #[error("{path}: not an SQLite database ({detail})")]
-    NotADatabase { path: PathBuf, detail: String },
+    NotADatabase {
+        /// The storage file.
+        path: PathBuf,
+        /// SQLite's own message.
+        detail: String,
+    },
 
     /// A writer died mid-transaction and left its journal, which this
     /// process, without write access to the file or its folder, cannot
@@ -20,7 +25,10 @@ pub enum StoreError {
          ({path}-journal); reading the file needs write access to it and its folder once, \
          to roll that transaction back (any memtune or Optuna command that writes does it)"
     )]
-    HotJournal { path: PathBuf },
+    HotJournal {
+        /// The storage file; its journal is this path with `-journal` appended.
+        path: PathBuf,
+    },
 
     /// The file may be written but its folder may not: SQLite creates its
     /// journal (`-journal`, or `-wal` and `-shm`) beside the file.
@@ -28,72 +36,132 @@ pub enum StoreError {
         "{path}: cannot write: its folder is read-only, and SQLite creates its journal \
          beside the file (read-only commands still work)"
     )]
-    ReadOnlyFolder { path: PathBuf },
+    ReadOnlyFolder {
+        /// The storage file.
+        path: PathBuf,
+    },
 
     /// The file is SQLite but damaged (truncated, malformed pages).
     #[error("{path}: the database is corrupt ({detail})")]
-    Corrupt { path: PathBuf, detail: String },
+    Corrupt {
+        /// The storage file.
+        path: PathBuf,
+        /// SQLite's own message.
+        detail: String,
+    },
 
     /// The file is SQLite but does not hold Optuna's tables.
     #[error("{path}: not an Optuna RDB storage (missing table `{table}`)")]
-    NotAnOptunaStorage { path: PathBuf, table: &'static str },
+    NotAnOptunaStorage {
+        /// The storage file, or the server's URL without its password.
+        path: PathBuf,
+        /// The first of Optuna's tables found missing, e.g. `trials`.
+        table: &'static str,
+    },
 
     /// A table of Optuna's lacks one of its columns (altered by hand, or
     /// another program's table of the same name).
     #[error("{path}: not an Optuna RDB storage (table `{table}` has no column `{column}`)")]
     MissingColumn {
+        /// The storage file, or the server's URL without its password.
         path: PathBuf,
+        /// The Optuna table that lacks the column.
         table: &'static str,
+        /// The column Optuna's schema version 12 gives that table.
         column: &'static str,
     },
 
-    /// The file is an SQLite database with no tables at all, opened without
-    /// leave to create the schema: new, or being created by another process
-    /// this very moment.
+    /// The database (an SQLite file, or a PostgreSQL database) has no
+    /// tables at all and was opened without leave to create the schema
+    /// (read-only, or `create: false`): new, or being created by another
+    /// process this very moment.
     #[error("{path}: an empty database (no Optuna tables yet)")]
-    EmptyDatabase { path: PathBuf },
+    EmptyDatabase {
+        /// The storage file, or the server's URL without its password.
+        path: PathBuf,
+    },
 
     /// The file holds Optuna's tables at a schema version we do not know.
     #[error(
         "{path}: unknown Optuna schema version {found} (this build reads schema_version 12, alembic v3.2.0.a)"
     )]
-    UnknownSchemaVersion { path: PathBuf, found: String },
+    UnknownSchemaVersion {
+        /// The storage file, or the server's URL without its password.
+        path: PathBuf,
+        /// The stored versions, e.g. `schema_version 11, alembic ["v3.0.0.d"]`.
+        found: String,
+    },
 
     /// The storage file does not exist (and we were asked not to create it).
     #[error("{path}: no such storage file")]
-    NoSuchFile { path: PathBuf },
+    NoSuchFile {
+        /// The path that was asked for.
+        path: PathBuf,
+    },
 
     /// The storage path names a directory.
     #[error("{path}: is a directory, not a storage file (name the .db file)")]
-    IsADirectory { path: PathBuf },
+    IsADirectory {
+        /// The directory's path.
+        path: PathBuf,
+    },
 
     /// The storage path names something other than a file or a directory.
     #[error("{path}: is a {kind}, not a storage file (name the .db file)")]
-    NotAFile { path: PathBuf, kind: &'static str },
+    NotAFile {
+        /// The path that was asked for.
+        path: PathBuf,
+        /// What it is instead: `FIFO`, `socket`, `device` or `special file`.
+        kind: &'static str,
+    },
 
     /// A storage URL that is neither `sqlite:///PATH` nor
     /// `postgresql://USER@HOST[:PORT]/DB`.
     #[error("bad storage URL `{url}`: {reason}")]
-    InvalidUrl { url: String, reason: String },
+    InvalidUrl {
+        /// The URL as given, with any password hidden.
+        url: String,
+        /// What is wrong with it, and the form expected.
+        reason: String,
+    },
 
+    /// No study of this name is stored.
     #[error("study `{}` not found", name.escape_debug())]
-    StudyNotFound { name: String },
+    StudyNotFound {
+        /// The name asked for.
+        name: String,
+    },
 
+    /// No study of this id is stored.
     #[error("study id {study_id} not found")]
-    StudyIdNotFound { study_id: i64 },
+    StudyIdNotFound {
+        /// The id asked for (`studies.study_id`).
+        study_id: i64,
+    },
 
+    /// A study of this name is already stored, and creating it again was
+    /// asked for.
     #[error("study `{}` already exists", name.escape_debug())]
-    StudyExists { name: String },
+    StudyExists {
+        /// The name taken.
+        name: String,
+    },
 
     /// A study needs at least one direction.
     #[error("study `{name}`: at least one objective direction is required")]
-    NoDirections { name: String },
+    NoDirections {
+        /// The study's name.
+        name: String,
+    },
 
     /// An existing study was opened with other directions than it was created with.
     #[error("study `{name}` has directions {stored:?}, not {requested:?}")]
     DirectionMismatch {
+        /// The study's name.
         name: String,
+        /// The stored directions, one per objective (`MINIMIZE`, `MAXIMIZE`).
         stored: Vec<String>,
+        /// The directions the caller gave, spelled the same way.
         requested: Vec<String>,
     },
 
@@ -103,7 +171,12 @@ pub enum StoreError {
         "study `{}`: study_directions holds objectives {objectives:?}, not 0 to n - 1",
         name.escape_debug()
     )]
-    BadDirections { name: String, objectives: Vec<i64> },
+    BadDirections {
+        /// The study's name.
+        name: String,
+        /// The `objective` column of the study's direction rows, ascending.
+        objectives: Vec<i64>,
+    },
 
     /// A trial of the study holds a state Optuna does not have (counted
     /// by state, so no one row is named).
@@ -111,18 +184,37 @@ pub enum StoreError {
         "corrupt row: a trial of study `{}` has trials.state = `{state}`",
         study.escape_debug()
     )]
-    BadTrialState { study: String, state: String },
+    BadTrialState {
+        /// The study's name.
+        study: String,
+        /// The stored `trials.state` text.
+        state: String,
+    },
 
+    /// No trial of this id is stored.
     #[error("trial id {trial_id} not found")]
-    TrialNotFound { trial_id: i64 },
+    TrialNotFound {
+        /// The id asked for (`trials.trial_id`, global to the storage).
+        trial_id: i64,
+    },
 
     /// A write to a trial that is no longer RUNNING (or WAITING where allowed).
     #[error("trial {number} is already {state} and cannot be changed")]
-    TrialFinished { number: i64, state: String },
+    TrialFinished {
+        /// The trial's number in its study (-1 where the row has none).
+        number: i64,
+        /// Its stored state, e.g. `COMPLETE`.
+        state: String,
+    },
 
     /// `finish` was called with a state that does not end a trial.
     #[error("trial {number}: `{state}` is not a finished state (COMPLETE, PRUNED or FAIL)")]
-    NotAFinishedState { number: i64, state: String },
+    NotAFinishedState {
+        /// The trial's number in its study.
+        number: i64,
+        /// The state given, `RUNNING` or `WAITING`.
+        state: String,
+    },
 
     /// A name longer than Optuna's schema stores (`VARCHAR(512)`): a
     /// parameter name, a study name or an attribute key.
@@ -132,32 +224,50 @@ pub enum StoreError {
         what: &'static str,
         /// The name's first 40 characters, escaped, and `...`.
         name: String,
+        /// The whole name's length, in characters (Unicode scalar values).
         chars: usize,
     },
 
     /// The same parameter set twice on one trial.
     #[error("trial {number}: parameter `{name}` is already set")]
-    ParamExists { number: i64, name: String },
+    ParamExists {
+        /// The trial's number in its study.
+        number: i64,
+        /// The parameter's name.
+        name: String,
+    },
 
     /// A value Optuna cannot store (NaN objective value).
     #[error("trial {number}: {what} is {value}, which Optuna cannot store")]
     InvalidValue {
+        /// The trial's number in its study.
         number: i64,
+        /// Which value: `objective 0`, or ``parameter `lr` `` for a parameter's
+        /// internal value.
         what: String,
+        /// The value refused (NaN).
         value: f64,
     },
 
     /// A COMPLETE trial needs one value per objective.
     #[error("trial {number}: {got} values given, the study has {expected} objectives")]
     WrongNumberOfValues {
+        /// The trial's number in its study.
         number: i64,
+        /// The study's number of objectives (directions).
         expected: usize,
+        /// The number of values given.
         got: usize,
     },
 
     /// Asked for the single best trial of a multi-objective study.
     #[error("study id {study_id} has {objectives} objectives; use best_trials (Pareto front)")]
-    MultiObjective { study_id: i64, objectives: usize },
+    MultiObjective {
+        /// The study asked about.
+        study_id: i64,
+        /// Its number of objectives (directions).
+        objectives: usize,
+    },
 
     /// A stored row holds a value outside Optuna's vocabulary.
     #[error(
@@ -167,9 +277,14 @@ pub enum StoreError {
     BadRow {
         /// The storage (empty until the error leaves its transaction).
         path: PathBuf,
+        /// The table holding the row, e.g. `trials`.
         table: &'static str,
+        /// The column holding the value, e.g. `state`.
         field: &'static str,
+        /// The row's primary key in `table`.
         row_id: i64,
+        /// The value as stored (`NULL` for a missing one), with why it is wrong where
+        /// the value alone does not say.
         value: String,
         /// Whose row it is: `trial 3 of study `s` (trial_id 4)`, `study `s``.
         of: String,
@@ -183,14 +298,22 @@ pub enum StoreError {
         path: PathBuf,
         /// The trial: `trial 3 of study `s` (trial_id 4)`.
         trial: String,
+        /// The trial's number in its study.
         number: u64,
+        /// The parameter's name.
         name: String,
+        /// Why the distribution does not read.
         reason: String,
     },
 
     /// A `distribution_json` we cannot decode.
     #[error("bad distribution_json `{json}`: {reason}")]
-    BadDistribution { json: String, reason: String },
+    BadDistribution {
+        /// The `distribution_json` text as stored or given.
+        json: String,
+        /// Why it does not decode.
+        reason: String,
+    },
 
     /// A distribution in Optuna's JSON whose attributes Optuna's
     /// constructors refuse (`low > high`, no choices...); names the parameter.
@@ -200,25 +323,44 @@ pub enum StoreError {
     /// A distribution or search space in Optuna's JSON that does not read;
     /// `path` names the field (`lr.attributes.low`).
     #[error("invalid Optuna JSON at {path}: {reason}")]
-    BadOptunaJson { path: String, reason: String },
+    BadOptunaJson {
+        /// Where in the JSON: a dotted field path, or `search space` for the whole.
+        path: String,
+        /// What is wrong there.
+        reason: String,
+    },
 
     /// An attribute value that is not valid JSON.
     #[error("bad JSON in {table}.{key} of {owner}: {reason}")]
     BadJson {
+        /// The attribute table, e.g. `trial_user_attributes`.
         table: &'static str,
         /// The owning row, e.g. `trial_id 12`.
         owner: String,
+        /// The attribute's key.
         key: String,
+        /// The JSON parser's message.
         reason: String,
     },
 
-    /// Other writers held the lock for longer than every retry waited.
-    #[error("{path}: still locked by other writers after {attempts} attempts")]
-    Busy { path: PathBuf, attempts: u32 },
+    /// Other writers kept the storage busy for longer than every retry
+    /// waited: an SQLite file stayed locked, or kept changing under a
+    /// read-only reader, or PostgreSQL kept aborting the transaction as a
+    /// deadlock or serialisation failure.
+    #[error("{path}: still busy with other writers after {attempts} attempts")]
+    Busy {
+        /// The storage file, or the server's URL without its password.
+        path: PathBuf,
+        /// How many times the operation was tried within `OpenOptions::max_wait`.
+        attempts: u32,
+    },
 
+    /// Any other error from SQLite (a write on a read-only storage among them).
     #[error("{path}: {source}")]
     Sqlite {
+        /// The storage file.
         path: PathBuf,
+        /// SQLite's error.
         #[source]
         source: rusqlite::Error,
     },
@@ -227,9 +369,14 @@ pub enum StoreError {
     /// SQLite's I/O errors) and did not come back while we kept trying.
     #[error("{path}: unavailable for {seconds:.0} s, gave up after {attempts} attempts ({cause})")]
     Unavailable {
+        /// The storage file, or the server's URL without its password.
         path: PathBuf,
+        /// How long it was unavailable before we gave up, in seconds
+        /// (at least `OpenOptions::reconnect_for`).
         seconds: f64,
+        /// How many attempts were made to reach it.
         attempts: u32,
+        /// The error that began the outage, or the commit whose outcome stayed unknown.
         cause: String,
     },
 
@@ -241,30 +388,50 @@ pub enum StoreError {
          not PostgreSQL, or addresses that do not answer; `connect_timeout` in the URL sets \
          the wait)"
     )]
-    Unanswered { path: PathBuf, seconds: f64 },
+    Unanswered {
+        /// The server's URL without its password.
+        path: PathBuf,
+        /// The deadline that passed, in seconds.
+        seconds: f64,
+    },
 
     /// An error from the PostgreSQL server or the connection to it (the
     /// path is the storage URL without its password), with the server's
     /// SQLSTATE, message, detail and hint.
     #[error("{path}: {}", crate::pg::describe(source))]
     Postgres {
+        /// The server's URL without its password.
         path: PathBuf,
+        /// The client library's error.
         #[source]
         source: postgres::Error,
     },
 
-    /// A column held a value of another type than Optuna's schema has.
+    /// A value does not fit Optuna's schema: a stored column holds another
+    /// type than the schema gives it, a query that always returns a row
+    /// returned none, or a value to write is beyond PostgreSQL's 32-bit
+    /// columns.
     #[error("{path}: unexpected stored value ({detail})")]
-    Decode { path: PathBuf, detail: String },
+    Decode {
+        /// The storage file, or the server's URL without its password.
+        path: PathBuf,
+        /// What did not read, e.g. the column, the type expected and the value found.
+        detail: String,
+    },
 
+    /// An operating-system error: reading the storage path's metadata, or
+    /// starting the thread a PostgreSQL connection is opened on.
     #[error("{path}: {source}")]
     Io {
+        /// The storage file, or the server's URL without its password.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
 }
 
+/// The result of a storage operation: [`StoreError`] by default.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// `PATH: ` before an error about stored data, once the storage is known.

@@ -70,6 +70,8 @@
 //! # Ok::<(), store::StoreError>(())
 //! ```
 
+#![warn(missing_docs)]
+
 mod attrs;
 mod db;
 mod error;

@@ -9,17 +9,24 @@ pub use hpo_sampler::{FrozenTrial, Param, StudyDirection, TrialState};
 /// A study as stored: its id (the key for every trial operation), name and directions.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Study {
+    /// The study's key in the storage (`studies.study_id`).
     pub study_id: i64,
+    /// The study's name, unique in the storage.
     pub name: String,
+    /// One direction per objective, in objective order (at least one).
     pub directions: Vec<StudyDirection>,
 }
 
 /// A study with its trial counts per state, for listings.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StudySummary {
+    /// The study itself.
     pub study: Study,
+    /// Its trials in every state, together.
     pub n_trials: usize,
+    /// Its trials per state; a state no trial is in has no entry.
     pub counts: BTreeMap<TrialState, usize>,
+    /// The study's user attributes, by key.
     pub user_attrs: BTreeMap<String, Json>,
 }
 
@@ -27,7 +34,9 @@ pub struct StudySummary {
 /// within the study from 0 without gaps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TrialRef {
+    /// The key for every trial operation (`trials.trial_id`).
     pub trial_id: i64,
+    /// The trial's number in its study, 0-based.
     pub number: i64,
 }
 

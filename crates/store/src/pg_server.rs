@@ -28,7 +28,9 @@ pub struct PgServer {
 /// A certificate and its private key, PEM files.
 #[derive(Clone, Debug)]
 pub struct CertPair {
+    /// The certificate, `NAME.crt`.
     pub cert: PathBuf,
+    /// Its private key, unencrypted, `NAME.key`.
     pub key: PathBuf,
 }
 

@@ -25,7 +25,10 @@ pub struct RetryPolicy {
 /// One trial moved to FAIL, and the WAITING copy enqueued for it, if any.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StaleTrial {
+    /// The trial now in FAIL.
     pub failed: TrialRef,
+    /// Its WAITING copy (same parameters), or `None` when no retry policy
+    /// was given or the policy's `max_retry` is spent.
     pub retry: Option<TrialRef>,
     /// The trial had already been failed by another client (Optuna's own
     /// stale check fails trials without retrying them); only its retry is

@@ -47,6 +47,7 @@ pub struct OpenOptions {
     /// writer left half done is rolled back first, as any SQLite reader
     /// must. Writes then fail with `Sqlite`.
     pub read_only: bool,
+    /// How hard each commit is pushed to disk; [`Durability::Full`] by default.
     pub durability: Durability,
     /// SQLite's own busy timeout per lock attempt.
     pub busy_timeout: Duration,

@@ -18,19 +18,27 @@ use serde_json::Value as Json;
 pub struct NewTrial {
     /// By name; stored with Optuna's `distribution_json`.
     pub params: Vec<(String, Param)>,
+    /// User attributes `(key, value)`, stored as Optuna's JSON.
     pub user_attrs: Vec<(String, Json)>,
+    /// System attributes `(key, value)`, stored as Optuna's JSON.
     pub system_attrs: Vec<(String, Json)>,
+    /// Intermediate values `(step, value)`; a later one of the same step
+    /// replaces an earlier one.
     pub intermediate_values: Vec<(i64, f64)>,
 }
 
 /// Whether `create_or_claim_trial` made a new trial or took a queued one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Claim {
+    /// No trial was WAITING: a new RUNNING trial was created.
     Created(TrialRef),
+    /// The oldest WAITING trial, now RUNNING, with the parameters and
+    /// attributes it was enqueued with.
     Claimed(TrialRef),
 }
 
 impl Claim {
+    /// The trial, now RUNNING, however it was obtained.
     pub fn trial(self) -> TrialRef {
         match self {
             Claim::Created(t) | Claim::Claimed(t) => t,

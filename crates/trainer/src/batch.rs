@@ -3,11 +3,17 @@
 /// `batch` sequences padded to `seq` tokens, row-major `[batch, seq]`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Batch {
+    /// Number of sequences (rows).
     pub batch: usize,
+    /// Tokens per row, padding included (the batcher pads to the batch's
+    /// longest sequence).
     pub seq: usize,
+    /// Token ids, `[batch, seq]`, padding filled with the tokenizer's pad id.
     pub input_ids: Vec<u32>,
+    /// Segment ids, `[batch, seq]`: 0 for the first text, 1 for the second
+    /// of a pair, 0 on padding.
     pub token_type_ids: Vec<u32>,
-    /// 1 for a real token, 0 for padding.
+    /// 1 for a real token, 0 for padding, `[batch, seq]`.
     pub attention_mask: Vec<u8>,
     /// One class index per sequence, validated against the class count on
     /// the host before any loss is computed.
@@ -18,7 +24,7 @@ impl Batch {
     /// Splits the rows into `parts` consecutive batches as even as possible
     /// (sizes differ by at most one, larger first), order kept, each padded
     /// to the same `seq`. `parts` is clamped to `1..=batch` so no part is
-    /// empty. Used to retry a step that ran out of memory with smaller
+    /// empty (a batch of 0 rows gives itself, one part). Used to retry a step that ran out of memory with smaller
     /// micro-batches.
     pub fn split(&self, parts: usize) -> Vec<Batch> {
         let parts = parts.clamp(1, self.batch.max(1));

@@ -11,31 +11,51 @@ use serde::Deserialize;
 
 use crate::model::family::{Family, OWN_MODULE_MODEL_TYPES, Positions};
 
+/// A model's `config.json` that cannot be read or describes a model this
+/// trainer cannot build.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file could not be read.
     #[error("cannot read model config {path}: {source}")]
     Read {
+        /// The config file.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// The file is not JSON of the expected shape (a required field missing
+    /// or of the wrong type).
     #[error("model config {path}: {source}")]
     Parse {
+        /// The config file.
         path: PathBuf,
+        /// serde_json's own message, with line and column.
         source: serde_json::Error,
     },
+    /// A field holds a value the trainer does not support or that is
+    /// inconsistent (an unknown `model_type`, heads that do not divide the
+    /// hidden size, a dropout outside `[0, 1)`, ...).
     #[error("model config {path}: field `{field}`: {problem}")]
     Invalid {
+        /// The config file.
         path: PathBuf,
+        /// The field's name as `config.json` spells it.
         field: &'static str,
+        /// What is wrong with its value.
         problem: String,
     },
     /// A size beyond any real model's, or one the checkpoint's tensors
     /// contradict: refused before anything of that size is allocated.
     #[error("model config {path}: field `{field}` = {value}: {problem}")]
     Size {
+        /// The config file.
         path: PathBuf,
+        /// The field's name as `config.json` spells it.
         field: &'static str,
+        /// The size the config gives.
         value: u64,
+        /// Why it is refused: over its limit in [`SIZE_LIMITS`], or the
+        /// checkpoint tensor's shape that contradicts it.
         problem: String,
     },
 }
@@ -92,28 +112,47 @@ pub fn check_size(path: &Path, field: &'static str, value: u64) -> Result<(), Co
 /// uses.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct BertConfig {
+    /// Width of the encoder's hidden states (DistilBERT's `dim`).
     #[serde(alias = "dim")]
     pub hidden_size: usize,
+    /// Number of encoder layers (DistilBERT's `n_layers`).
     #[serde(alias = "n_layers")]
     pub num_hidden_layers: usize,
+    /// Attention heads per layer; must divide `hidden_size` (DistilBERT's
+    /// `n_heads`).
     #[serde(alias = "n_heads")]
     pub num_attention_heads: usize,
+    /// Inner width of each layer's feed-forward block (DistilBERT's
+    /// `hidden_dim`).
     #[serde(alias = "hidden_dim")]
     pub intermediate_size: usize,
+    /// Tokens in the vocabulary: rows of the word-embedding table.
     pub vocab_size: usize,
+    /// Rows of the position-embedding table (see [`Self::max_sequence`]).
     pub max_position_embeddings: usize,
+    /// Rows of the token-type embedding table; default 2.
     #[serde(default = "default_type_vocab")]
     pub type_vocab_size: usize,
+    /// Added to the variance in every LayerNorm; default `1e-12`.
     #[serde(default = "default_eps")]
     pub layer_norm_eps: f64,
+    /// Dropout probability on embeddings and hidden states, in `[0, 1)`;
+    /// default 0.1 (DistilBERT's `dropout`).
     #[serde(default = "default_dropout", alias = "dropout")]
     pub hidden_dropout_prob: f64,
+    /// Dropout probability on attention probabilities, in `[0, 1)`; default
+    /// 0.1 (DistilBERT's `attention_dropout`).
     #[serde(default = "default_dropout", alias = "attention_dropout")]
     pub attention_probs_dropout_prob: f64,
+    /// Id of the padding token; absent or `null` reads as 0. RoBERTa-style
+    /// positions start after it (see [`Self::is_roberta`]).
     #[serde(default, deserialize_with = "null_as_zero")]
     pub pad_token_id: u32,
+    /// HF's `model_type` (`bert` when absent), which picks the family.
     #[serde(default = "default_model_type")]
     pub model_type: String,
+    /// The feed-forward activation; only `gelu` (the default) is accepted
+    /// (DistilBERT's `activation`).
     #[serde(default = "default_act", alias = "activation")]
     pub hidden_act: String,
     /// ELECTRA's embedding width (projected to `hidden_size` by
@@ -350,6 +389,7 @@ impl BertConfig {
         json
     }
 
+    /// Width of one attention head: `hidden_size / num_attention_heads`.
     pub fn head_dim(&self) -> usize {
         self.hidden_size / self.num_attention_heads
     }

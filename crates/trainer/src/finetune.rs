@@ -45,8 +45,12 @@ pub struct FinetuneSpec {
     /// A Hugging Face model directory: config.json, model.safetensors and
     /// tokenizer.json (or vocab.txt).
     pub model_dir: PathBuf,
+    /// The labelled examples to train and validate on.
     pub data: DataSource,
+    /// Share of the examples held out for validation, stratified by class;
+    /// strictly between 0 and 1.
     pub validation_fraction: f64,
+    /// Seeds the train/validation split, independently of `train.seed`.
     pub split_seed: u64,
     /// Sequences are truncated to this many tokens (special tokens included).
     pub max_length: usize,
@@ -69,6 +73,10 @@ pub struct FinetuneSpec {
     /// Which implementation runs the step ([`Kernels`]): the fused one
     /// stores activations in 16 bits when the products are.
     pub kernels: Kernels,
+    /// The training loop's settings; `train.seed` also seeds the order of
+    /// the training batches and the initialisation of a head the
+    /// checkpoint lacks (of every weight, for a [`crate::preset`]
+    /// directory).
     pub train: TrainConfig,
 }
 
@@ -88,8 +96,12 @@ pub struct StartupSeconds {
 /// What a run produced.
 #[derive(Clone, Debug)]
 pub struct FinetuneOutcome {
+    /// The training loop's report: each epoch's metrics, steps and
+    /// out-of-memory retries.
     pub report: TrainReport,
+    /// Examples on the training side of the split.
     pub train_examples: usize,
+    /// Examples on the validation side of the split.
     pub validation_examples: usize,
     /// Records the loader skipped, as `file:line: reason` lines.
     pub skipped_records: Vec<String>,
@@ -98,25 +110,40 @@ pub struct FinetuneOutcome {
     /// Buffer allocations the run made (the range a test injects a fault
     /// in).
     pub allocation_requests: u64,
+    /// Seconds spent before the first step, by phase.
     pub startup: StartupSeconds,
 }
 
+/// Why a run (or a check of a model directory or of the data) failed.
 #[derive(Debug, thiserror::Error)]
 pub enum FinetuneError {
+    /// The data could not be loaded, split, tokenised or cut into batches.
     #[error(transparent)]
     Data(#[from] DataError),
+    /// The model's `config.json` could not be read, describes a model this
+    /// trainer cannot build, or the dropout override is not in `[0, 1)`.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The model's tokenizer could not be loaded, or does not fit the
+    /// model or the examples.
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
+    /// `model.safetensors` could not be read, or holds a tensor that
+    /// cannot be used.
     #[error(transparent)]
     Weights(#[from] WeightsError),
+    /// The classifier could not be built: a head that does not fit the
+    /// architecture, or a BERT-shaped config of sizes no encoder has.
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// The checkpoint does not fit the BERT-shaped model its config
+    /// describes.
     #[error(transparent)]
     Load(#[from] LoadError),
+    /// A DeBERTa-v2/v3 config or checkpoint could not be read or used.
     #[error(transparent)]
     Deberta(#[from] DebertaError),
+    /// Training stopped with an error other than out of memory.
     #[error("{0}")]
     Train(TrainError),
     /// The simulated device or its allocator could not be set up.
@@ -132,7 +159,9 @@ pub enum FinetuneError {
     /// micro-batch did not fit.
     #[error("{error} (micro-batch {micro_batch})")]
     OutOfMemory {
+        /// Rows per micro-batch when it failed: 0 or 1, as above.
         micro_batch: usize,
+        /// The refused allocation.
         #[source]
         error: OutOfMemory,
     },
@@ -395,8 +424,11 @@ pub fn finetune_cpu(
 
 /// A finished CPU run with its model, as the last epoch left it.
 pub struct TrainedCpu<M = Box<dyn Classifier<CpuBackend<f32>>>> {
+    /// The run's figures, as [`finetune_cpu`] returns them.
     pub outcome: FinetuneOutcome,
+    /// The backend that holds the model's buffers.
     pub backend: CpuBackend<f32>,
+    /// The trained classifier.
     pub model: M,
     /// The class names, when the data gave its labels as names.
     pub label_names: Option<Vec<String>>,
@@ -664,19 +696,25 @@ pub struct SimSpec {
     /// The architecture, e.g. [`BertConfig::bert_base`] or a
     /// [`ModelConfig::preset`] of any family.
     pub config: ModelConfig,
+    /// The classification head: its number of labels and hidden widths.
     pub head: HeadConfig,
     /// Overrides the config's dropout (as [`FinetuneSpec::dropout`]); zero
     /// dropout allocates no dropout buffers.
     pub dropout: Option<f64>,
+    /// Rows per synthetic batch (the last of a split may be shorter).
     pub micro_batch: usize,
+    /// Micro-batches per optimiser step.
     pub accumulation_steps: usize,
     /// Recompute each layer's activations in backward instead of keeping
     /// them ([`TrainConfig::recompute`]).
     pub recompute: bool,
     /// Every sequence is this long (all tokens real).
     pub seq_len: usize,
+    /// Synthetic training rows, each epoch.
     pub train_examples: usize,
+    /// Synthetic validation rows, evaluated after each epoch.
     pub validation_examples: usize,
+    /// Passes over the training rows.
     pub epochs: usize,
     /// Bytes of the simulated device.
     pub device_capacity: usize,
@@ -684,6 +722,7 @@ pub struct SimSpec {
     pub memory_limit: Option<usize>,
     /// Use `gpu-mem`'s expandable segments (what the study runner uses).
     pub expandable_segments: bool,
+    /// Seeds the random weights, dropout and the order of batches.
     pub seed: u64,
     /// The backend the simulated device stands for: its own buffers (the
     /// CUDA backend's cuBLAS workspace and kernel scratch) are allocated
@@ -728,6 +767,8 @@ impl Default for SimSpec {
 /// What a simulated trial measured.
 #[derive(Clone, Debug)]
 pub struct SimOutcome {
+    /// The training loop's report; its metrics mean nothing, its steps and
+    /// out-of-memory retries are real.
     pub report: TrainReport,
     /// Peak bytes the allocator reserved from the device (what a lease
     /// must cover).

@@ -22,18 +22,30 @@ pub trait Float:
     + MulAssign
     + 'static
 {
+    /// 0.
     const ZERO: Self;
+    /// 1.
     const ONE: Self;
+    /// The type's name, `f32` or `f64` (for messages).
     const NAME: &'static str;
     /// The storage type of a buffer of this float.
     const DTYPE: crate::backend::Dtype;
+    /// `x` rounded to this type (to nearest, as an `as` cast).
     fn from_f64(x: f64) -> Self;
+    /// The value widened to f64 (exact).
     fn to_f64(self) -> f64;
+    /// `e^self`.
     fn exp(self) -> Self;
+    /// The natural logarithm.
     fn ln(self) -> Self;
+    /// The square root.
     fn sqrt(self) -> Self;
+    /// The hyperbolic tangent.
     fn tanh(self) -> Self;
+    /// The error function (libm's `erff` or `erf`).
     fn erf(self) -> Self;
+    /// The larger of `self` and `other`; when one is NaN, the other (as
+    /// the standard `max`).
     fn max(self, other: Self) -> Self;
 
     /// Row/column-strided GEMM: `C = alpha * A(m x k) * B(k x n) + beta * C`.

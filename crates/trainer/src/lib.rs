@@ -126,6 +126,8 @@
 //! not survive aborts or sticky device errors: those kill the process, which
 //! is why trials run in worker processes.
 
+#![warn(missing_docs)]
+
 pub mod backend;
 pub mod batch;
 pub mod cache_dir;

@@ -45,13 +45,23 @@ pub const TOKENIZER_VOCAB: usize = 8192;
 /// Why a preset directory could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum PresetError {
+    /// The name given is not one of [`ModelConfig::PRESETS`].
     #[error("unknown preset `{0}` (known: {known})", known = ModelConfig::PRESETS.join(", "))]
     Unknown(String),
+    /// The tokenizer could not be built from the texts or serialised.
     #[error("training the `{preset}` tokenizer: {message}")]
-    Tokenizer { preset: String, message: String },
+    Tokenizer {
+        /// The preset's name.
+        preset: String,
+        /// The `tokenizers` library's own message.
+        message: String,
+    },
+    /// The directory could not be created or a file in it written.
     #[error("writing {}: {source}", path.display())]
     Write {
+        /// The directory or file.
         path: std::path::PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
 }

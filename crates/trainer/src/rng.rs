@@ -33,7 +33,10 @@ pub fn philox4x32(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
 /// Identifies one random stream: a dropout site in one step of one run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RngKey {
+    /// The seed the run, or the model's random initialisation, was given.
     pub seed: u64,
+    /// The micro-batch of the run the stream is drawn for, 0-based;
+    /// weight initialisation uses `u64::MAX`, shuffling the epoch.
     pub step: u64,
     /// Which tensor (e.g. layer * 8 + site) the stream belongs to.
     pub stream: u32,

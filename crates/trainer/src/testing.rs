@@ -22,15 +22,22 @@ use crate::weights::{HostTensor, NamedTensors, StoredDtype, WeightsError, save_s
 /// config's `pad_token_id`).
 pub const SPECIAL_TOKENS: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
 
+/// Why [`write_tiny_model`] could not write a model directory.
 #[derive(Debug, thiserror::Error)]
 pub enum TinyModelError {
+    /// Creating the directory or writing one of its files failed.
     #[error("cannot write {}: {source}", path.display())]
     Write {
+        /// The directory or file.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// Writing `model.safetensors` failed.
     #[error(transparent)]
     Weights(#[from] WeightsError),
+    /// The config does not describe a valid BERT model (it fails
+    /// validation, or the random model cannot be built from it).
     #[error("tiny model config: {0}")]
     Config(String),
 }

@@ -30,34 +30,67 @@ pub const MIN_MAX_LENGTH: usize = 4;
 /// Why a tokenizer could not be loaded, checked or used.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
+    /// The tokenizer could not be read, built or configured (also: a model
+    /// directory with neither `tokenizer.json` nor `vocab.txt`, or a
+    /// tokenizer that cannot be written back as JSON).
     #[error("cannot load tokenizer from {}: {message}", path.display())]
-    Load { path: PathBuf, message: String },
+    Load {
+        /// The tokenizer file (or the model directory searched).
+        path: PathBuf,
+        /// What went wrong, often the `tokenizers` library's own message.
+        message: String,
+    },
+    /// The vocabulary lacks a special token a classifier input needs.
     #[error("tokenizer from {} has no `{token}` token (looked for {candidates:?})", path.display())]
     MissingSpecialToken {
+        /// The tokenizer file.
         path: PathBuf,
+        /// The token's role, e.g. `"separator (SEP)"`.
         token: &'static str,
+        /// The spellings looked for, e.g. `["[SEP]", "</s>"]`.
         candidates: &'static [&'static str],
     },
+    /// The tokenizer gives ids the model's word embeddings have no row for.
     #[error(
         "tokenizer from {} has token ids up to {max_id} (vocabulary of {tokenizer_vocab}) \
          but the model's embedding table has only {model_vocab} rows: tokenizer and model do not match",
         path.display()
     )]
     VocabTooLarge {
+        /// The tokenizer file.
         path: PathBuf,
+        /// The largest token id of the tokenizer, added tokens included.
         max_id: u32,
+        /// Tokens in the tokenizer's vocabulary, added tokens included.
         tokenizer_vocab: usize,
+        /// Rows of the model's word embedding table (its `vocab_size`).
         model_vocab: usize,
     },
+    /// Sequences of `max_length` tokens would need more position
+    /// embeddings than the model has.
     #[error("max_length {max_length} exceeds the model's {max_positions} position embeddings")]
     MaxLengthExceedsPositions {
+        /// The tokenizer's truncation length, in tokens.
         max_length: usize,
+        /// The longest sequence the model's position table allows, in tokens.
         max_positions: usize,
     },
+    /// The `max_length` asked for is below [`MIN_MAX_LENGTH`].
     #[error("max_length {max_length} is too small: it must be at least {MIN_MAX_LENGTH}")]
-    MaxLengthTooSmall { max_length: usize },
+    MaxLengthTooSmall {
+        /// The length asked for, in tokens.
+        max_length: usize,
+    },
+    /// The `tokenizers` library failed on one text.
     #[error("cannot tokenize {text:?}: {message}")]
-    Encode { text: String, message: String },
+    Encode {
+        /// The start of the text (at most 80 characters, then `...`).
+        text: String,
+        /// The library's own message.
+        message: String,
+    },
+    /// An example gets a token type the model cannot read (typically the
+    /// second text of a pair, for a model whose `type_vocab_size` is 1).
     #[error(
         "tokenizer from {} gives token type {type_id} to the pair {text:?}, but the model reads \
          only {type_vocab_size} token type(s) ({}: `type_vocab_size`): train it on single \
@@ -66,10 +99,16 @@ pub enum TokenizerError {
         config.display()
     )]
     TokenTypes {
+        /// The tokenizer file.
         path: PathBuf,
+        /// The model's `config.json`.
         config: PathBuf,
+        /// The first token type at or above `type_vocab_size`.
         type_id: u32,
+        /// Token types the model reads.
         type_vocab_size: usize,
+        /// The start of the example, `text | pair` (at most 80 characters,
+        /// then `...`).
         text: String,
     },
 }
@@ -88,6 +127,7 @@ pub struct SpecialTokens {
 /// One example's tokens, unpadded: special tokens included, truncated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Encoded {
+    /// Token ids, at most the tokenizer's `max_length`.
     pub ids: Vec<u32>,
     /// 0 for the first segment, 1 for the second of a pair.
     pub type_ids: Vec<u32>,
@@ -371,10 +411,13 @@ impl TextTokenizer {
         text
     }
 
+    /// The ids of `[CLS]`, `[SEP]` and `[PAD]` (or their RoBERTa spellings).
     pub fn special_tokens(&self) -> SpecialTokens {
         self.special
     }
 
+    /// The length every example is truncated to, in tokens, special tokens
+    /// included (at least [`MIN_MAX_LENGTH`]).
     pub fn max_length(&self) -> usize {
         self.max_length
     }

@@ -21,7 +21,11 @@ use safetensors::tensor::{Dtype, SafeTensorError, SafeTensors, TensorView};
 /// A dense row-major f32 tensor on the host.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostTensor {
+    /// Size of each dimension, outermost first (`[out, in]` for a linear
+    /// layer's weight, as HF stores it).
     pub shape: Vec<usize>,
+    /// The elements in row-major order; its length is the product of
+    /// `shape`.
     pub data: Vec<f32>,
 }
 
@@ -32,26 +36,37 @@ pub type NamedTensors = BTreeMap<String, HostTensor>;
 /// file, and the tensor where one is at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum WeightsError {
+    /// The file could not be read (missing, unreadable).
     #[error("cannot read weights file {}: {source}", path.display())]
     Read {
+        /// The weights file.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
     #[error(
         "{} is not a valid safetensors file (corrupt or truncated?): {source}",
         path.display()
     )]
+    /// The file's header or layout is not valid safetensors.
     Corrupt {
+        /// The weights file.
         path: PathBuf,
+        /// The safetensors parser's error.
         source: SafeTensorError,
     },
     #[error(
         "{}: tensor `{name}` has dtype {dtype}; only F32, F16, BF16 and F64 weights are supported",
         path.display()
     )]
+    /// A tensor that is neither a pretraining head nor a buffer is stored
+    /// in a dtype other than F32, F16, BF16 or F64.
     UnsupportedDtype {
+        /// The weights file.
         path: PathBuf,
+        /// The tensor's name in the file, prefix included.
         name: String,
+        /// The stored dtype, as safetensors spells it (`I64`, `F8_E4M3`, ...).
         dtype: String,
     },
     #[error(
@@ -59,36 +74,59 @@ pub enum WeightsError {
          corrupt, or holds a value beyond f32's range",
         path.display()
     )]
+    /// A loaded tensor holds a NaN or infinity once converted to f32.
     NonFinite {
+        /// The weights file.
         path: PathBuf,
+        /// The tensor's name in the file, prefix included.
         name: String,
+        /// Row-major index of the first non-finite element.
         index: usize,
+        /// That element's value after conversion to f32.
         value: f32,
     },
     #[error(
         "{}: tensors `{first}` and `{second}` both name `{canonical}` once the prefix is removed",
         path.display()
     )]
+    /// Two tensors map to the same canonical name (for example `bert.x`
+    /// and `x`), so which one the model gets would be ambiguous.
     DuplicateName {
+        /// The weights file.
         path: PathBuf,
+        /// The name in the file of the tensor seen first (names are read in
+        /// sorted order).
         first: String,
+        /// The name in the file of the tensor seen second.
         second: String,
+        /// The canonical name both map to.
         canonical: String,
     },
     #[error(
         "cannot write {}: tensor `{name}` has shape {shape:?} ({expected} elements) but {actual} values",
         path.display()
     )]
+    /// A tensor given to [`save_safetensors`] has a data length that does
+    /// not match its shape; nothing is written.
     ShapeMismatch {
+        /// The file that was to be written.
         path: PathBuf,
+        /// The tensor's name.
         name: String,
+        /// The tensor's shape.
         shape: Vec<usize>,
+        /// Elements the shape calls for (the product of its dimensions).
         expected: usize,
+        /// Elements the tensor's data holds.
         actual: usize,
     },
+    /// Serialising or writing the file failed (I/O errors come wrapped
+    /// as `SafeTensorError::IoError`); `path` is left as it was.
     #[error("cannot write weights file {}: {source}", path.display())]
     Write {
+        /// The file that was to be written.
         path: PathBuf,
+        /// The safetensors or I/O error.
         source: SafeTensorError,
     },
 }
@@ -108,6 +146,7 @@ pub enum SkipReason {
 /// A checkpoint's tensors and what was left out, with the reason.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LoadedCheckpoint {
+    /// The loaded tensors as f32, by canonical name.
     pub tensors: NamedTensors,
     /// Original (unstripped) names of the tensors not loaded.
     pub skipped: Vec<(String, SkipReason)>,
@@ -243,8 +282,11 @@ fn to_f32(view: &TensorView<'_>) -> Option<Vec<f32>> {
 /// The element type a tensor is stored as by [`save_safetensors`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoredDtype {
+    /// 32-bit IEEE float, stored exactly.
     F32,
+    /// 16-bit IEEE half precision, rounded to nearest.
     F16,
+    /// bfloat16 (f32's exponent range, a 7-bit mantissa), rounded to nearest.
     BF16,
 }
 

@@ -23,6 +23,7 @@ use crate::rng::RngKey;
 
 /// A backend whose allocations go through a [`MemTracker`].
 pub trait Tracked: Backend {
+    /// The tracker that admits (or refuses) every allocation of the backend.
     fn tracker(&self) -> &Arc<MemTracker>;
 }
 
@@ -62,6 +63,9 @@ pub struct Faults {
 }
 
 impl Faults {
+    /// Arms `be` with the allocation and check faults, counted from now;
+    /// `lose_context_after_epoch` is the caller's to stage (it calls
+    /// [`FaultyBackend::lose_context`] when the observer sees that epoch).
     pub fn arm<B: Tracked>(&self, be: &FaultyBackend<B>) {
         if let Some(n) = self.fail_nth_allocation {
             be.fail_nth_allocation(n);
@@ -103,6 +107,7 @@ pub struct FaultyBackend<B> {
 }
 
 impl<B: Tracked> FaultyBackend<B> {
+    /// `inner` wrapped, with no fault armed.
     pub fn new(inner: B) -> Self {
         Self {
             inner,
@@ -110,6 +115,7 @@ impl<B: Tracked> FaultyBackend<B> {
         }
     }
 
+    /// The wrapped backend.
     pub fn inner(&self) -> &B {
         &self.inner
     }

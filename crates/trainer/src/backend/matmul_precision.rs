@@ -41,6 +41,7 @@ pub enum MatmulPrecision {
 }
 
 impl MatmulPrecision {
+    /// Every precision, fp32 first.
     pub const ALL: [MatmulPrecision; 3] = [
         MatmulPrecision::Fp32,
         MatmulPrecision::Bf16,

@@ -41,11 +41,17 @@ pub use storage::{Dtype, Kernels, Storage};
 /// entries are contiguous. `beta == 0` overwrites C without reading it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MatmulShape {
+    /// Number of products, each on its own contiguous slice of A, B and C.
     pub batch: usize,
+    /// Rows of `op(A)` and of C.
     pub m: usize,
+    /// Columns of `op(B)` and of C.
     pub n: usize,
+    /// The contracted dimension: columns of `op(A)`, rows of `op(B)`.
     pub k: usize,
+    /// A is stored `[k, m]` and used transposed.
     pub trans_a: bool,
+    /// B is stored `[n, k]` and used transposed.
     pub trans_b: bool,
 }
 
@@ -58,10 +64,17 @@ pub struct MatmulShape {
 /// (position-to-content, whose rows are keys).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RelPosShape {
+    /// Sequences in the batch.
     pub b: usize,
+    /// Attention heads.
     pub heads: usize,
+    /// Tokens per sequence (padded length).
     pub s: usize,
+    /// Relative-position embeddings per row of `rel`: twice the model's
+    /// attention span; every bucket index is below it.
     pub span2: usize,
+    /// Position-to-content: score `(i, j)` reads key `j`'s row at
+    /// `idx[j, i]` instead of query `i`'s at `idx[i, j]`.
     pub transpose: bool,
 }
 
@@ -72,11 +85,18 @@ pub struct RelPosShape {
 /// element of the `[b, heads, s, s]` tensor the unfused path stores.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AttentionShape {
+    /// Sequences in the batch.
     pub b: usize,
+    /// Tokens per sequence (queries and keys alike).
     pub s: usize,
+    /// Attention heads.
     pub heads: usize,
+    /// Elements per head of a token's `q`, `k` and `v`.
     pub head_dim: usize,
+    /// Factor on `q k^T` before the softmax (usually `1 / sqrt(head_dim)`).
     pub scale: f64,
+    /// Dropout probability of the attention probabilities, in `[0, 1)`; it
+    /// applies only when the inputs carry a key.
     pub dropout: f64,
 }
 
@@ -84,13 +104,20 @@ pub struct AttentionShape {
 /// one label per row (each below `classes`), per-class `weights` (`None`:
 /// all 1) and `denom`, the divisor of the summed loss.
 pub struct LossTargets<'a, Buf, Ids> {
+    /// The class of each row, `[rows]`.
     pub labels: &'a Ids,
+    /// Per-class loss weights, `[classes]`; `None` weighs every class 1.
     pub weights: Option<&'a Buf>,
+    /// Columns of the logits; every label must be below it.
     pub classes: usize,
+    /// Divisor of the summed weighted loss: the training loop passes the
+    /// whole batch's total weight, so micro-batch losses add up to the
+    /// batch's weighted mean.
     pub denom: f64,
 }
 
 impl<'a, Buf, Ids> LossTargets<'a, Buf, Ids> {
+    /// The targets from their four parts (see the fields).
     pub fn new(labels: &'a Ids, weights: Option<&'a Buf>, classes: usize, denom: f64) -> Self {
         LossTargets {
             labels,
@@ -105,10 +132,15 @@ impl<'a, Buf, Ids> LossTargets<'a, Buf, Ids> {
 /// `k`, `v` (`[b, s, heads * head_dim]`), the key mask (`[b, s]`, nonzero
 /// keeps the key) and the dropout's key (`None`: no dropout).
 pub struct AttentionInputs<'a, Buf, Ids> {
+    /// Queries, `[b, s, heads * head_dim]`.
     pub q: &'a Buf,
+    /// Keys, `[b, s, heads * head_dim]`.
     pub k: &'a Buf,
+    /// Values, `[b, s, heads * head_dim]`.
     pub v: &'a Buf,
+    /// Key mask `[b, s]`: nonzero keeps the key, 0 excludes it.
     pub mask: &'a Ids,
+    /// The dropout stream of the probabilities; `None` turns dropout off.
     pub key: Option<RngKey>,
 }
 
@@ -121,6 +153,7 @@ impl AttentionShape {
     pub fn rows(&self) -> usize {
         self.b * self.heads * self.s
     }
+    /// Whether the tensors have no elements (some dimension is 0).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -129,9 +162,13 @@ impl AttentionShape {
 /// Hyperparameters of one AdamW update of one tensor.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdamWStep {
+    /// Learning rate of this step (the schedule's value).
     pub lr: f64,
+    /// Decay rate of the first-moment (mean) estimate `m`.
     pub beta1: f64,
+    /// Decay rate of the second-moment estimate `v`.
     pub beta2: f64,
+    /// Added to `sqrt(v)` (bias-corrected) in the denominator.
     pub eps: f64,
     /// Decoupled: `param -= lr * weight_decay * param`. Zero for biases and
     /// LayerNorm parameters.
@@ -146,6 +183,7 @@ pub struct AdamWStep {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct DeviceFailure {
+    /// The device's or driver's error, as text.
     pub message: String,
     /// The device is unusable for the rest of the process (CUDA's sticky
     /// errors): the process must be replaced.
@@ -168,7 +206,9 @@ pub enum Failure {
 /// The operations a model needs. `Buf` holds floats of the backend's
 /// precision, `Ids` holds `u32` (token ids, masks, labels).
 pub trait Backend {
+    /// A buffer of floats in the type its [`BufKind`] is stored as.
     type Buf: Send + Sync;
+    /// A buffer of `u32` (token ids, masks, labels, bucket indices).
     type Ids: Send + Sync;
 
     /// What each kind of buffer is stored as (see [`Storage`]).
@@ -235,6 +275,7 @@ pub trait Backend {
     }
     /// A zero-filled id buffer.
     fn alloc_ids(&self, name: &str, len: usize) -> Self::Ids;
+    /// Elements in `buf` (not bytes).
     fn len(&self, buf: &Self::Buf) -> usize;
     /// The element type of `buf` (its kind's, see [`Backend::storage`]).
     fn dtype(&self, buf: &Self::Buf) -> Dtype;
@@ -247,10 +288,17 @@ pub trait Backend {
             self.cast(src, dst);
         }
     }
+    /// Copies host values into `dst`, rounded to its type; `src` must have
+    /// `dst`'s length.
     fn upload(&self, dst: &mut Self::Buf, src: &[f64]);
+    /// [`Backend::upload`] from f32 values (loaded weights).
     fn upload_f32(&self, dst: &mut Self::Buf, src: &[f32]);
+    /// Copies host ids into `dst`; `src` must have `dst`'s length.
     fn upload_ids(&self, dst: &mut Self::Ids, src: &[u32]);
+    /// The values of `src`, widened to f64 (NaN while a failure is pending;
+    /// zeros on a backend that holds no values).
     fn download(&self, src: &Self::Buf) -> Vec<f64>;
+    /// Sets every element of `dst` to `value` (rounded to its type).
     fn fill(&self, dst: &mut Self::Buf, value: f64);
     /// [`Backend::fill`] of every buffer of `dsts` (a step's gradient
     /// zeroing); a backend may do it in one launch.
@@ -371,10 +419,12 @@ pub trait Backend {
     // ---- activations -----------------------------------------------------
     /// Exact GELU `x * Phi(x)` with the erf form (as HF BERT).
     fn gelu_forward(&self, x: &Self::Buf, out: &mut Self::Buf);
+    /// `dx = dout * gelu'(x)` from the forward's input `x`; overwrites `dx`.
     fn gelu_backward(&self, x: &Self::Buf, dout: &Self::Buf, dx: &mut Self::Buf);
     /// [`Backend::gelu_backward`] into the incoming gradient itself: `d =
     /// d * gelu'(x)`, the same values without a second buffer of its size.
     fn gelu_backward_in_place(&self, x: &Self::Buf, d: &mut Self::Buf);
+    /// `out = tanh(x)` (BERT's pooler activation).
     fn tanh_forward(&self, x: &Self::Buf, out: &mut Self::Buf);
     /// Uses the forward's output: `dx = dout * (1 - out^2)`.
     fn tanh_backward(&self, out: &Self::Buf, dout: &Self::Buf, dx: &mut Self::Buf);
@@ -386,6 +436,8 @@ pub trait Backend {
     /// index only (counter-based RNG), so backward regenerates it instead of
     /// storing it.
     fn dropout_forward(&self, x: &Self::Buf, out: &mut Self::Buf, p: f64, key: RngKey);
+    /// The forward's mask and `1 / (1 - p)` scale applied to `dout`, from
+    /// the same `p` and `key`; overwrites `dx`.
     fn dropout_backward(&self, dout: &Self::Buf, dx: &mut Self::Buf, p: f64, key: RngKey);
 
     // ---- embeddings ------------------------------------------------------
@@ -446,15 +498,18 @@ pub trait Backend {
     // ---- loss ------------------------------------------------------------
     /// Weighted cross-entropy summed over rows and divided by `denom`:
     /// `sum_i w[y_i] * -log softmax(logits_i)[y_i] / denom` (see
-    /// [`LossTargets`]). NaN, with the failure recorded, when a label is
-    /// not below `classes`.
+    /// [`LossTargets`]). Every label must be below `classes`:
+    /// [`Classifier::check_batch`](crate::model::Classifier::check_batch),
+    /// which the training loop runs on every batch before any kernel,
+    /// refuses others. Backends do not check it again (the CPU backend
+    /// panics on such a label, the CUDA one returns NaN).
     fn cross_entropy_forward(
         &self,
         logits: &Self::Buf,
         targets: &LossTargets<'_, Self::Buf, Self::Ids>,
     ) -> f64;
     /// `dlogits_i = dloss * w[y_i] / denom * (softmax(logits_i) - onehot(y_i))`;
-    /// overwrites `dlogits`.
+    /// overwrites `dlogits`. Labels as for the forward.
     fn cross_entropy_backward(
         &self,
         logits: &Self::Buf,

@@ -201,6 +201,8 @@ pub struct PlanBuf {
     _alloc: Option<Allocation>,
 }
 
+/// The memory plan's backend (see the module doc): every buffer is a size
+/// registered with its tracker, every operation a no-op.
 pub struct PlanBackend {
     tracker: Arc<MemTracker>,
     storage: Storage,
@@ -261,6 +263,8 @@ impl PlanBackend {
         }
     }
 
+    /// The tracker the plan is read from: every buffer's bytes, and its
+    /// lifetime when recording.
     pub fn tracker(&self) -> &Arc<MemTracker> {
         &self.tracker
     }

@@ -34,6 +34,7 @@ impl RowSlots {
         }
     }
 
+    /// Rows of the table (the vocabulary size), with a slot or not.
     pub fn table_rows(&self) -> usize {
         self.slot_of.len()
     }
@@ -98,8 +99,11 @@ impl RowSlots {
 /// index in the lists, the device copy of [`RowSlots::slot_of`] and the
 /// table's row width.
 pub struct SparseRows<'a, Ids> {
+    /// Index of the table in the lists of parameters, gradients and moments.
     pub tensor: usize,
+    /// Every table row's slot, [`NO_SLOT`] where it has none (`[table_rows]`).
     pub slots: &'a Ids,
+    /// Elements per table row.
     pub width: usize,
 }
 

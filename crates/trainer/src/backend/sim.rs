@@ -36,6 +36,8 @@ pub struct SimBuf {
     _memory: Option<(DeviceBuffer<SimDevice>, Allocation)>,
 }
 
+/// The simulated-device backend (see the module doc): buffers from a
+/// caching allocator over a [`SimDevice`], operations that compute nothing.
 pub struct SimBackend {
     allocator: Arc<CachingAllocator<SimDevice>>,
     tracker: Arc<MemTracker>,
@@ -125,6 +127,8 @@ impl SimBackend {
         self
     }
 
+    /// The caching allocator every buffer comes from, with its statistics
+    /// of reserved and allocated device bytes.
     pub fn allocator(&self) -> &Arc<CachingAllocator<SimDevice>> {
         &self.allocator
     }

@@ -20,13 +20,18 @@ use crate::memory::BufKind;
 /// How a buffer stores its elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Dtype {
+    /// IEEE single precision, 4 bytes.
     F32,
+    /// IEEE double precision, 8 bytes (the CPU backend's gradient checks).
     F64,
+    /// bfloat16, 2 bytes: 8-bit mantissa, fp32's exponent range.
     Bf16,
+    /// IEEE half precision, 2 bytes: 11-bit mantissa, range ±65504.
     F16,
 }
 
 impl Dtype {
+    /// Bytes per element.
     pub fn bytes(self) -> usize {
         match self {
             Dtype::F64 => 8,
@@ -131,6 +136,8 @@ pub enum Kernels {
 }
 
 impl Kernels {
+    /// The name `MEMTUNE_CUDA_KERNELS` and the reports use: `reference` or
+    /// `fused`.
     pub fn name(self) -> &'static str {
         match self {
             Kernels::Reference => "reference",

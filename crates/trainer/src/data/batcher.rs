@@ -17,7 +17,12 @@ pub enum BatchOrder {
     Sequential,
     /// A permutation drawn from `(seed, epoch)`: the same for the same pair,
     /// different each epoch. No sorting by length.
-    Shuffled { seed: u64, epoch: u64 },
+    Shuffled {
+        /// The run's seed.
+        seed: u64,
+        /// The epoch number: each gives its own permutation.
+        epoch: u64,
+    },
 }
 
 /// Examples tokenized (truncated, unpadded) with their validated labels.
@@ -80,18 +85,23 @@ impl TokenizedDataset {
         }
     }
 
+    /// Number of examples.
     pub fn len(&self) -> usize {
         self.labels.len()
     }
 
+    /// Whether there is no example.
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty()
     }
 
+    /// The class count every label is below (0 for [`Self::unlabelled`]).
     pub fn num_classes(&self) -> usize {
         self.num_classes
     }
 
+    /// Each example's class index, in input order (all 0 for
+    /// [`Self::unlabelled`]).
     pub fn labels(&self) -> &[usize] {
         &self.labels
     }

@@ -7,58 +7,107 @@ use super::record::BadRecord;
 /// How many bad records a `Rejected` error's message lists before "and N more".
 const LISTED_BAD_RECORDS: usize = 20;
 
+/// Why a data set (or a file of texts to classify) could not be loaded,
+/// split or batched.
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
+    /// The data file could not be read from disk.
     #[error("cannot read data file {}: {source}", path.display())]
     Read {
+        /// The file, as given.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// No format was set and the file name's extension implies none.
     #[error(
         "cannot tell the format of {file}: use a .csv, .jsonl or .json name, or set the format"
     )]
-    UnknownFormat { file: String },
+    UnknownFormat {
+        /// The file name as given to the loader.
+        file: String,
+    },
     /// The file as a whole cannot be parsed (a JSON array that is not valid
     /// JSON, a CSV header that cannot be read): no record can be trusted.
     #[error("{file}:{line}: cannot parse: {message}")]
     Parse {
+        /// The file name as given to the loader.
         file: String,
+        /// 1-based line of the fault (1 for a CSV header).
         line: usize,
+        /// The parser's own message.
         message: String,
     },
+    /// A column that `FieldSpec` names (the text, and when loading
+    /// labelled data the label and pair columns) is not in the CSV header.
     #[error("{file}: no column `{column}` in the CSV header {header:?}")]
     MissingColumn {
+        /// The file name as given to the loader.
         file: String,
+        /// The column looked for.
         column: String,
+        /// The header's column names, in file order.
         header: Vec<String>,
     },
+    /// A `DataSource::Files` with an empty `paths` list.
     #[error("the data source lists no files")]
     NoFiles,
+    /// The `LabelSpec` declares fewer than 2 classes (`num_classes` below 2,
+    /// or fewer than 2 label names).
     #[error("the label spec has fewer than 2 classes: a classifier needs at least 2")]
     NoClasses,
+    /// The file has bad records and the policy is
+    /// `BadRecordPolicy::Reject`; nothing of it is loaded.
     #[error("{file}: {} bad record(s) and the policy is to reject:\n{}", bad.len(), list(bad))]
-    Rejected { file: String, bad: Vec<BadRecord> },
+    Rejected {
+        /// The file name as given to the loader.
+        file: String,
+        /// Every bad record of the file, in file order (the message lists
+        /// the first 20).
+        bad: Vec<BadRecord>,
+    },
+    /// Two loads appended into one data set have different class counts or
+    /// label names (e.g. the files of one `DataSource::Files`).
     #[error(
         "cannot combine data sets with different classes ({ours} and {theirs} classes, or other names)"
     )]
-    ClassMismatch { ours: usize, theirs: usize },
+    ClassMismatch {
+        /// Class count of the data set appended to.
+        ours: usize,
+        /// Class count of the data set being appended.
+        theirs: usize,
+    },
+    /// A byte that is not UTF-8 outside every record (in a CSV header, or
+    /// before the first record), so no record can be blamed for it and
+    /// the file fails.
     #[error(
         "{file}:{line}: byte 0x{byte:02X} at column {column} is not UTF-8 (outside any record)"
     )]
     NotUtf8 {
+        /// The file name as given to the loader.
         file: String,
+        /// 1-based line of the byte in the file.
         line: usize,
+        /// 1-based byte column of the byte in its line.
         column: usize,
+        /// The first byte that is not UTF-8.
         byte: u8,
     },
     /// No record is valid; `bad` is every record, each with its reason.
     #[error("{file}: no valid record{}", every_record_bad(bad))]
-    Empty { file: String, bad: Vec<BadRecord> },
+    Empty {
+        /// The file name as given to the loader.
+        file: String,
+        /// Every record of the file, each bad (empty when the file has no
+        /// record at all).
+        bad: Vec<BadRecord>,
+    },
     /// A declared class that no example has: it could never be learnt nor
     /// scored (its F1 is 0 in every trial), and a count far beyond the
     /// data's (a typo) would size the head and the split by it.
     #[error("{}", class_without_examples(*num_classes, *with_examples, *missing, missing_name.as_deref()))]
     ClassWithoutExamples {
+        /// Classes the label spec declares.
         num_classes: usize,
         /// Distinct labels the examples have.
         with_examples: usize,
@@ -67,27 +116,45 @@ pub enum DataError {
         /// Its name, when the labels are given as names.
         missing_name: Option<String>,
     },
+    /// An example given to the split or the batcher has a label that is not
+    /// a class index (examples from a loader never do).
     #[error("example {index} has label {label}, outside 0..{num_classes}")]
     LabelOutOfRange {
+        /// 0-based position of the first such example in the slice given.
         index: usize,
+        /// Its label.
         label: usize,
+        /// The class count the labels were checked against.
         num_classes: usize,
     },
+    /// The validation fraction given to `stratified_split` is not in the
+    /// open interval (0, 1) (NaN included).
     #[error("cannot split: the validation fraction {fraction} is not strictly between 0 and 1")]
-    InvalidSplit { fraction: f64 },
+    InvalidSplit {
+        /// The fraction given.
+        fraction: f64,
+    },
     /// One side of the split has no example: nothing to train on, or no
     /// score (a validation set of none would score every trial 0).
     #[error(
         "the split leaves the {side} set empty: {examples} examples in {groups} groups of distinct text, validation fraction {fraction}; give more distinct examples or another fraction"
     )]
     EmptySplit {
+        /// The empty side: `"training"` or `"validation"`.
         side: &'static str,
+        /// Examples given to the split.
         examples: usize,
+        /// Groups of distinct text (after whitespace collapsing and case
+        /// folding) among them, each kept whole on one side.
         groups: usize,
+        /// The validation fraction given.
         fraction: f64,
     },
+    /// `TokenizedDataset::batches` was asked for micro-batches of 0
+    /// examples.
     #[error("micro-batch size must be at least 1")]
     ZeroBatchSize,
+    /// An example could not be tokenized.
     #[error(transparent)]
     Tokenizer(#[from] crate::tokenize::TokenizerError),
 }

@@ -18,7 +18,9 @@
 //! - [`split`] makes a seeded, stratified train/validation split that keeps
 //!   duplicate texts on one side.
 //! - [`batcher`] tokenizes once and yields [`crate::batch::Batch`]es padded
-//!   to the longest sequence of each micro-batch, shuffled per epoch.
+//!   to the longest sequence of each micro-batch, in a seeded shuffled
+//!   order (the training loop then shuffles the order of these batches each
+//!   epoch; which examples share a batch is fixed for the run).
 
 pub mod batcher;
 pub mod embedded;

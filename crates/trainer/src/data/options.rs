@@ -36,10 +36,12 @@ impl DataFormat {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FieldSpec {
+    /// The field holding the text (default `text`).
     pub text: String,
     /// The second text of a pair task (e.g. NLI), if any.
     #[serde(default)]
     pub text_pair: Option<String>,
+    /// The field holding the label (default `label`).
     pub label: String,
 }
 
@@ -60,13 +62,17 @@ pub enum LabelSpec {
     /// Integer class indices `0..num_classes` (a JSON number, or a string /
     /// CSV cell holding one; an integral float such as `1.0`, as pandas
     /// writes, is accepted).
-    Integer { num_classes: usize },
+    Integer {
+        /// Number of classes (at least 2 to load).
+        num_classes: usize,
+    },
     /// Class names; a record's label is the index of its name in this list.
     /// Integer indices into the list are accepted too.
     Names(Vec<String>),
 }
 
 impl LabelSpec {
+    /// The class count: `num_classes`, or the number of names.
     pub fn num_classes(&self) -> usize {
         match self {
             Self::Integer { num_classes } => *num_classes,
@@ -93,9 +99,13 @@ pub struct LoadOptions {
     /// `None`: from the file's extension.
     #[serde(default)]
     pub format: Option<DataFormat>,
+    /// Which fields hold the text(s) and the label (default `text` and
+    /// `label`, no pair).
     #[serde(default)]
     pub fields: FieldSpec,
+    /// How labels are written and how many classes there are (required).
     pub labels: LabelSpec,
+    /// What to do with a bad record (default: skip it).
     #[serde(default)]
     pub bad_records: BadRecordPolicy,
 }

@@ -5,9 +5,11 @@ use std::fmt;
 /// One labelled example, validated: non-empty text(s), `label < num_classes`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Example {
+    /// The (first) text, never empty nor only whitespace.
     pub text: String,
     /// The second text of a pair task.
     pub text_pair: Option<String>,
+    /// Class index, below the data set's `num_classes`.
     pub label: usize,
 }
 
@@ -41,31 +43,60 @@ impl fmt::Display for RecordLocation {
 pub enum BadRecordReason {
     /// The line is not valid JSON / CSV, or the CSV row has the wrong number
     /// of fields.
-    Malformed { message: String },
+    Malformed {
+        /// The parser's own message.
+        message: String,
+    },
     /// A JSON record that is not an object.
     NotAnObject,
     /// The text field is absent, null or not a string.
-    MissingText { field: String },
+    MissingText {
+        /// The text (or pair) field.
+        field: String,
+    },
     /// The text is empty or only whitespace.
-    EmptyText { field: String },
+    EmptyText {
+        /// The text (or pair) field.
+        field: String,
+    },
     /// The label field is absent (or an empty CSV cell).
-    MissingLabel { field: String },
+    MissingLabel {
+        /// The label field.
+        field: String,
+    },
     /// The label is JSON `null`.
-    NullLabel { field: String },
+    NullLabel {
+        /// The label field.
+        field: String,
+    },
     /// The label is NaN (`"NaN"`, `"nan"`: how pandas writes a missing value).
-    NanLabel { field: String },
+    NanLabel {
+        /// The label field.
+        field: String,
+    },
     /// The label is not an integer (`1.5`, `true`, an unknown word).
-    NonIntegerLabel { field: String, value: String },
+    NonIntegerLabel {
+        /// The label field.
+        field: String,
+        /// The label as read: JSON text, or a label string in quotes.
+        value: String,
+    },
     /// An integer label outside `0..num_classes`.
     LabelOutOfRange {
+        /// The label field.
         field: String,
+        /// The label read (negative values included).
         value: i128,
+        /// Classes the label spec declares.
         num_classes: usize,
     },
     /// A label name not in the label list.
     UnknownLabelName {
+        /// The label field.
         field: String,
+        /// The label as written, trimmed.
         value: String,
+        /// The label names of the `LabelSpec`, in class order.
         names: Vec<String>,
     },
     /// A line of the record holds a byte that is not UTF-8: the first such
@@ -73,8 +104,11 @@ pub enum BadRecordReason {
     /// quoted CSV field can span lines, so it need not be the record's
     /// first line).
     NotUtf8 {
+        /// 1-based line of the byte in the file.
         line: usize,
+        /// 1-based byte column of the byte in its line.
         column: usize,
+        /// The first byte that is not UTF-8.
         byte: u8,
     },
 }
@@ -142,7 +176,9 @@ impl BadRecordReason {
 /// A record that was not loaded, where it is and why.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BadRecord {
+    /// Where the record is in its file.
     pub location: RecordLocation,
+    /// Why it was not loaded.
     pub reason: BadRecordReason,
 }
 
@@ -198,10 +234,13 @@ impl LoadReport {
 /// Validated examples with their class count and load report.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dataset {
+    /// The valid examples, in file order (files in the order given).
     pub examples: Vec<Example>,
+    /// Classes the label spec declares (at least 2); every label is below it.
     pub num_classes: usize,
     /// Class names when the labels were given as names.
     pub label_names: Option<Vec<String>>,
+    /// What the load kept and skipped, summed over every file.
     pub report: LoadReport,
 }
 

@@ -18,12 +18,16 @@ use super::record::Dataset;
 pub enum DataSource {
     /// The vendored Sentiment Labelled Sentences set (see `embedded`).
     EmbeddedSentiment {
+        /// What to do with the set's bad records (default: skip them; each
+        /// file ends with one).
         #[serde(default)]
         bad_records: BadRecordPolicy,
     },
     /// One or more files read with the same options, concatenated in order.
     Files {
+        /// The files, at least one, each named in messages as given.
         paths: Vec<PathBuf>,
+        /// How every file is read.
         options: LoadOptions,
     },
 }

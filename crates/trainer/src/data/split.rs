@@ -30,7 +30,9 @@ use super::record::Example;
 /// The two sides of a split, each in input order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrainValidationSplit {
+    /// The examples to train on; never empty.
     pub train: Vec<Example>,
+    /// The examples to score; never empty.
     pub validation: Vec<Example>,
     /// Groups of two or more examples with the same text, each kept on one
     /// side.

@@ -11,6 +11,7 @@ use super::record::Records;
 /// One record of a file of texts to classify.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TextRecord {
+    /// The (first) text, never empty nor only whitespace.
     pub text: String,
     /// The second text of a pair task, when the record has one.
     pub text_pair: Option<String>,

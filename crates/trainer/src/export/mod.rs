@@ -68,6 +68,9 @@ const TOKENIZER_FILES: [&str; 9] = [
     "spm.model",
 ];
 
+/// Why a trained model could not be saved as a Hugging Face directory
+/// ([`save_hf_dir`] and its checks), or such a directory loaded for
+/// prediction ([`HfClassifier::load`]).
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
     #[error(
@@ -77,24 +80,55 @@ pub enum ExportError {
          head has no hidden layers (`head_layers = 0`)",
         hidden.len()
     )]
-    HiddenHeadLayers { hidden: Vec<usize> },
+    /// The classifier head has hidden layers, which no
+    /// `*ForSequenceClassification` has (see [`check_exportable`]).
+    HiddenHeadLayers {
+        /// Width of each hidden layer of the head, in order.
+        hidden: Vec<usize>,
+    },
     #[error(
         "{} is not a sequence classifier: {problem}; fine-tune it first (`memtune train`)",
         dir.display()
     )]
-    NotAClassifier { dir: PathBuf, problem: String },
+    /// The directory holds no sequence classifier: `config.json`'s
+    /// `architectures` names no `*ForSequenceClassification`, or
+    /// `model.safetensors` lacks head tensors the model needs.
+    NotAClassifier {
+        /// The model directory.
+        dir: PathBuf,
+        /// What shows it: the architectures listed, or the head tensors
+        /// missing.
+        problem: String,
+    },
     #[error("{}: {problem}", path.display())]
-    Labels { path: PathBuf, problem: String },
+    /// The class names cannot be used: on saving, not one distinct name
+    /// per class; on loading, a `config.json` that is not a JSON object, or
+    /// whose `id2label` or `num_labels` is malformed or gives fewer than 2
+    /// classes.
+    Labels {
+        /// The `config.json` at fault, or the source model directory when
+        /// the names given to [`save_hf_dir`] do not match the class count.
+        path: PathBuf,
+        /// What is wrong with the names.
+        problem: String,
+    },
     /// The output layer's rows are not the classes `config.json` names.
     #[error(
         "`{tensor}` is {shape:?} but {}'s {labels_key} gives {labels} labels: the checkpoint and its config disagree",
         config.display()
     )]
     ClassCount {
+        /// The output layer's weight, by its checkpoint name
+        /// (`classifier.weight`, `classifier.out_proj.weight`, ...).
         tensor: String,
+        /// That tensor's shape in the checkpoint (`[classes, in]`).
         shape: Vec<usize>,
+        /// The directory's `config.json`.
         config: PathBuf,
+        /// Where the class count came from: `id2label`, `num_labels`, or a
+        /// note that HF's default of 2 applied.
         labels_key: &'static str,
+        /// Classes the config gives.
         labels: usize,
     },
     /// Classifier head tensors present in the checkpoint with shapes its
@@ -105,6 +139,7 @@ pub enum ExportError {
         mismatched.join(", ")
     )]
     HeadShape {
+        /// The checkpoint file (`model.safetensors`).
         path: PathBuf,
         /// `name: checkpoint [..] vs model [..]`.
         mismatched: Vec<String>,
@@ -115,7 +150,10 @@ pub enum ExportError {
         config.display()
     )]
     ProblemType {
+        /// The directory's `config.json`.
         config: PathBuf,
+        /// The `problem_type` it gives (a value that is not a string, in
+        /// its JSON form).
         problem_type: String,
     },
     #[error(
@@ -123,39 +161,69 @@ pub enum ExportError {
         path.display(),
         if path.is_dir() { "exists" } else { "is a file" }
     )]
-    OutputExists { path: PathBuf },
+    /// The output path holds a file or a non-empty directory; nothing is
+    /// overwritten.
+    OutputExists {
+        /// The output directory asked for.
+        path: PathBuf,
+    },
     /// The output directory cannot be made where it is asked for.
     #[error("cannot save to {}: {source}", path.display())]
     OutputUnwritable {
+        /// The output directory asked for.
         path: PathBuf,
+        /// What is in the way (a file where a folder is needed, a link to
+        /// nothing, a folder that cannot be written).
         source: std::io::Error,
     },
+    /// Reading the source model's `config.json` or tokenizer files, or
+    /// writing the exported directory, failed.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file or directory being read or written.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// A `config.json` is not valid JSON.
     #[error("{}: {source}", path.display())]
     Json {
+        /// The `config.json`.
         path: PathBuf,
+        /// serde_json's message.
         source: serde_json::Error,
     },
+    /// The directory's `config.json` cannot be read, or its class count is
+    /// beyond the size limits.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The model directory does not load: `config.json` describes no
+    /// supported model, or `model.safetensors` does not fit it (checked on a
+    /// simulated device before anything is allocated).
     #[error(transparent)]
     ModelConfig(Box<FinetuneError>),
+    /// `model.safetensors` cannot be read, or the exported one written.
     #[error(transparent)]
     Weights(#[from] WeightsError),
+    /// The tokenizer cannot be read, does not fit the model, or cannot be
+    /// written as `tokenizer.json`.
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
+    /// A BERT-lineage classifier cannot be built from the config.
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// A DeBERTa classifier cannot be built or its checkpoint loaded.
     #[error(transparent)]
     Build(#[from] BuildError),
+    /// The checkpoint does not fit the BERT-lineage model its config
+    /// describes.
     #[error(transparent)]
     Load(#[from] LoadError),
+    /// The texts to predict cannot be batched (a batch size of 0).
     #[error(transparent)]
     Data(#[from] DataError),
+    /// A batch to predict does not fit the model (a sequence longer than
+    /// its positions, an id out of range).
     #[error(transparent)]
     Batch(#[from] BatchError),
 }

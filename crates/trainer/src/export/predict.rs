@@ -137,6 +137,9 @@ impl HfClassifier {
         &self.labels
     }
 
+    /// The model's tokenizer, truncating to the `max_length` given to
+    /// [`HfClassifier::load`] (by default the smaller of 512 and the
+    /// model's positions).
     pub fn tokenizer(&self) -> &TextTokenizer {
         &self.tokenizer
     }

@@ -16,7 +16,10 @@ use serde::{Deserialize, Serialize};
 /// One buffer a backend holds for as long as it lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BackendBuffer {
+    /// Its name in a plan (`cublas workspace`, ...); the CUDA backend
+    /// names it the same when it allocates it.
     pub name: &'static str,
+    /// Its size in bytes.
     pub bytes: usize,
 }
 

@@ -29,7 +29,13 @@ pub enum CurveError {
     /// One allocation's live bytes are not affine in the micro-batch (or
     /// the allocations differ by name).
     #[error("allocation `{name}` (number {event}) is not affine in the micro-batch")]
-    NotAffine { name: String, event: usize },
+    NotAffine {
+        /// The buffer's name at micro-batch 1.
+        name: String,
+        /// Its allocation's event number at micro-batch 1 (allocations and
+        /// frees counted together, from 0).
+        event: usize,
+    },
     /// The step allocates nothing.
     #[error("the step allocates nothing")]
     Empty,

@@ -18,13 +18,19 @@ use crate::batch::Batch;
 use crate::model::{BatchError, BuildError, Classifier, HeadConfig, ModelConfig};
 use crate::train::{OptimizerConfig, StepContext, train_step};
 
+/// The master precision of a planned step: what weights, gradients,
+/// optimiser state, inputs and statistics are stored as (activations too,
+/// unless the fused kernels store them in 16 bits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Precision {
+    /// 32-bit floats, as real training runs.
     F32,
+    /// 64-bit floats, as the CPU backend runs for gradient checks.
     F64,
 }
 
 impl Precision {
+    /// Bytes of one stored float: 4 or 8.
     pub fn bytes(self) -> usize {
         match self {
             Precision::F32 => 4,
@@ -41,13 +47,19 @@ impl Precision {
     }
 }
 
+/// The optimiser of a planned step, which decides the optimiser state it
+/// holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OptimizerKind {
+    /// AdamW: two moments per parameter, each the parameter's size.
     AdamW,
+    /// Plain SGD: no optimiser state.
     Sgd,
 }
 
 impl OptimizerKind {
+    /// The optimiser's configuration: AdamW with its default
+    /// hyperparameters, or SGD (the values do not change the memory).
     pub fn config(self) -> OptimizerConfig {
         match self {
             OptimizerKind::AdamW => OptimizerConfig::default(),
@@ -61,6 +73,7 @@ impl OptimizerKind {
 pub struct PlanRequest {
     /// The architecture (any `model_type` a run can train).
     pub config: ModelConfig,
+    /// The classifier head on top of the encoder.
     pub head: HeadConfig,
     /// Rows of the step's one micro-batch. With the fused kernels and
     /// AdamW the word-embedding gradient holds a row per token of the
@@ -68,10 +81,18 @@ pub struct PlanRequest {
     /// `k` times those rows (the study runner prices a trial by replaying
     /// its steps, accumulation included).
     pub micro_batch: usize,
+    /// Tokens in each row, all real (no padding); 1 to the model's
+    /// positions.
     pub seq_len: usize,
+    /// The master precision (see [`Precision`]).
     pub precision: Precision,
+    /// Activation recomputation: forward keeps only each encoder layer's
+    /// input, and backward recomputes the rest.
     pub recompute: bool,
+    /// The optimiser, whose state is part of the plan.
     pub optimizer: OptimizerKind,
+    /// Whether the loss is class-weighted, which holds a buffer of one
+    /// weight per class.
     pub class_weights: bool,
     /// Dropout on (training); off makes dropout buffers disappear.
     pub dropout: bool,
@@ -188,29 +209,42 @@ impl PlanRequest {
 /// Why a step could not be planned: the request, named by field.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
+    /// A field of the request is out of range ([`PlanRequest::check`]).
     #[error("memory plan request: `{field}` {problem}")]
     Request {
+        /// The field at fault (`micro_batch`, `seq_len`,
+        /// `config.vocab_size`, `head.num_labels`, or a size of the config).
         field: &'static str,
+        /// What is wrong with its value.
         problem: String,
     },
+    /// The model cannot be built from the request's config and head (a
+    /// head the architecture cannot carry).
     #[error("memory plan request: {0}")]
     Build(#[from] BuildError),
+    /// The step refused the request's synthetic batch.
     #[error("memory plan request: {0}")]
     Batch(#[from] BatchError),
 }
 
+/// One buffer of a [`MemoryPlan`]: name, kind, bytes and the events of its
+/// allocation and free.
 pub type PlannedBuffer = TrackedBuffer;
 
 /// A planned model with its gradients and optimiser state, held by the
 /// caller until it chooses to free them.
 pub type PlannedStep<'m, B> = (Box<dyn Classifier<B> + 'm>, StepContext<B>);
 
+/// Every buffer one training step allocates, in order and with its life,
+/// and the peak of live bytes; built by [`MemoryPlan::new`].
 #[derive(Clone, Debug)]
 pub struct MemoryPlan {
+    /// The step planned.
     pub request: PlanRequest,
     /// Every buffer in allocation order: model construction (weights), then
     /// gradients and optimiser state, then one training step.
     pub buffers: Vec<PlannedBuffer>,
+    /// The most bytes live at once, the backend's own buffers included.
     pub peak_bytes: usize,
     /// Bytes by kind among the buffers live at the (first) peak.
     pub at_peak: BTreeMap<BufKind, usize>,

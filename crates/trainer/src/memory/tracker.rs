@@ -12,8 +12,11 @@ use super::oom::OutOfMemory;
 /// What a buffer holds; decides how the plan groups it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum BufKind {
+    /// Model parameters.
     Weight,
+    /// Parameter gradients.
     Grad,
+    /// Optimiser state (AdamW's moments).
     OptimizerState,
     /// Token ids, masks, labels of a batch.
     Input,
@@ -33,8 +36,12 @@ pub enum BufKind {
 /// One buffer's life as recorded by a tracker.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TrackedBuffer {
+    /// The name the buffer was allocated under (a parameter's name,
+    /// `grad.<param>`, `adam.m.<param>`, ...).
     pub name: String,
+    /// What it holds.
     pub kind: BufKind,
+    /// Its size in bytes.
     pub bytes: usize,
     /// Event number (allocations and frees counted together) of allocation.
     pub alloc_event: usize,
@@ -64,6 +71,8 @@ pub struct MemTracker {
 }
 
 impl MemTracker {
+    /// A tracker with nothing live and no limit; with `record`, it keeps
+    /// every buffer's life for [`MemTracker::buffers`].
     pub fn new(record: bool) -> Arc<Self> {
         let t = Self::default();
         t.state.lock().unwrap().record = record;
@@ -122,6 +131,7 @@ impl MemTracker {
         self.state.lock().unwrap().limit = limit;
     }
 
+    /// The cap on live bytes (`None`: no cap).
     pub fn limit(&self) -> Option<usize> {
         self.state.lock().unwrap().limit
     }
@@ -141,10 +151,13 @@ impl MemTracker {
         }
     }
 
+    /// Bytes allocated and not yet freed.
     pub fn live_bytes(&self) -> usize {
         self.state.lock().unwrap().live
     }
 
+    /// The most bytes live at once since the tracker was made or
+    /// [`MemTracker::reset_peak`] last ran.
     pub fn peak_bytes(&self) -> usize {
         self.state.lock().unwrap().peak
     }
@@ -169,6 +182,7 @@ pub struct Allocation {
 }
 
 impl Allocation {
+    /// Its size in bytes.
     pub fn bytes(&self) -> usize {
         self.bytes
     }

@@ -15,6 +15,7 @@ use std::path::Path;
 
 /// A sequence classifier the training loop can train (see the module doc).
 pub trait Classifier<B: Backend> {
+    /// Number of classes, hence of logits per sequence.
     fn num_labels(&self) -> usize;
 
     /// The architecture, as `config.json` gives it (with the dropout the
@@ -25,8 +26,11 @@ pub trait Classifier<B: Backend> {
     /// transformers has it).
     fn head_hidden(&self) -> &[usize];
 
+    /// The parameter store: values, and gradients once allocated.
     fn params(&self) -> &Params<B>;
 
+    /// The parameter store, for allocating and zeroing gradients and for
+    /// the optimiser's update.
     fn params_mut(&mut self) -> &mut Params<B>;
 
     /// Checks shapes, ids and labels on the host, before any kernel runs.
@@ -217,8 +221,11 @@ impl From<&ModelConfig> for ModelConfig {
 /// Why a classifier could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
+    /// A [`BertClassifier`] could not be built, or the head does not fit
+    /// the architecture ([`ModelConfig::check_head`]).
     #[error(transparent)]
     Bert(#[from] ModelError),
+    /// A [`DebertaClassifier`] could not be built.
     #[error(transparent)]
     Deberta(#[from] DebertaError),
 }
@@ -287,6 +294,7 @@ impl ModelConfig {
         }
     }
 
+    /// Rows of the word-embedding table (`vocab_size`).
     pub fn vocab_size(&self) -> usize {
         match self {
             ModelConfig::Bert(c) => c.vocab_size,
@@ -332,6 +340,7 @@ impl ModelConfig {
         })
     }
 
+    /// Number of encoder layers.
     pub fn num_hidden_layers(&self) -> usize {
         match self {
             ModelConfig::Bert(c) => c.num_hidden_layers,

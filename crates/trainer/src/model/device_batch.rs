@@ -5,32 +5,54 @@ use crate::batch::Batch;
 use crate::config::BertConfig;
 use crate::model::family::TokenTypes;
 
+/// Why a host batch was refused before anything was uploaded.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum BatchError {
+    /// A field's length is not the one `batch` and `seq` imply.
     #[error("batch: {field} has {got} entries, expected {expected}")]
     Shape {
+        /// The [`Batch`] field.
         field: &'static str,
+        /// Its length.
         got: usize,
+        /// `batch * seq`, or `batch` for `labels`.
         expected: usize,
     },
+    /// The sequence length exceeds the longest the model takes.
     #[error("batch: sequence length {seq} exceeds the model's {max} positions")]
-    TooLong { seq: usize, max: usize },
+    TooLong {
+        /// The batch's sequence length, in tokens.
+        seq: usize,
+        /// The model's longest sequence, in tokens.
+        max: usize,
+    },
+    /// An id beyond the rows of its embedding table.
     #[error(
         "batch: {field} value {value} at sequence {row}, token {token} is out of range (< {limit})"
     )]
     IdOutOfRange {
+        /// `input_ids` or `token_type_ids`.
         field: &'static str,
+        /// The first id out of range.
         value: u32,
+        /// Its sequence, 0-based.
         row: usize,
+        /// Its position in the sequence, 0-based.
         token: usize,
+        /// The table's rows: ids must be below this.
         limit: usize,
     },
+    /// A label that is not a class index.
     #[error("batch: label {label} of sequence {row} is out of range for {classes} classes")]
     LabelOutOfRange {
+        /// The first label out of range.
         label: usize,
+        /// Its sequence, 0-based.
         row: usize,
+        /// The model's number of classes.
         classes: usize,
     },
+    /// No sequences, or sequences of no tokens.
     #[error("batch is empty")]
     Empty,
 }
@@ -39,18 +61,29 @@ pub enum BatchError {
 /// backend. Labels are checked here, on the host, so a bad label can never
 /// reach a kernel.
 pub struct DeviceBatch<B: Backend> {
+    /// Number of sequences.
     pub batch: usize,
+    /// Tokens per sequence, padding included.
     pub seq: usize,
+    /// Token ids, `[batch, seq]`.
     pub input_ids: B::Ids,
+    /// Position ids, `[batch, seq]`, numbered as the model numbers them
+    /// (RoBERTa's after the padding id).
     pub position_ids: B::Ids,
+    /// Token type ids, `[batch, seq]`: zeros for a model that reads none.
     pub token_type_ids: B::Ids,
+    /// 1 for a real token, 0 for padding, `[batch, seq]`.
     pub mask: B::Ids,
+    /// One class index per sequence, `[batch]`.
     pub labels: B::Ids,
     /// Host copy of the labels (metrics, loss denominators).
     pub host_labels: Vec<usize>,
 }
 
 impl<B: Backend> DeviceBatch<B> {
+    /// Validates `batch` on the host against `config` and a head of
+    /// `classes` labels, then uploads it with the family's position ids
+    /// and token types.
     pub fn upload(
         be: &B,
         config: &BertConfig,
@@ -116,10 +149,13 @@ pub fn validate(config: &BertConfig, classes: usize, batch: &Batch) -> Result<()
 /// What a model accepts in a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
+    /// Rows of the word-embedding table: input ids must be below this.
     pub vocab: usize,
     /// `None`: token types are not read (the model is given zeros).
     pub token_types: Option<usize>,
+    /// The longest sequence, in tokens.
     pub max_seq: usize,
+    /// Number of classes: labels must be below this.
     pub classes: usize,
 }
 

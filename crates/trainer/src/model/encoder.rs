@@ -63,6 +63,7 @@ pub struct Tape<B: Backend> {
 }
 
 impl<B: Backend> Tape<B> {
+    /// The logits, `[batch, num_labels]`.
     pub fn logits(&self) -> &B::Buf {
         &self.head.logits
     }

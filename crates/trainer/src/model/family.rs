@@ -19,14 +19,21 @@
 /// class for it (what `architectures` names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ModelType {
+    /// The `model_type` value (`bert`, `xlm-roberta`, ...).
     pub name: &'static str,
+    /// The `*ForSequenceClassification` class, written to `architectures`
+    /// when a model is exported.
     pub classifier_class: &'static str,
 }
 
 /// The `config.json` keys of a family's dropout probabilities.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DropoutKeys {
+    /// The hidden dropout's (`hidden_dropout_prob`, DistilBERT's
+    /// `dropout`).
     pub hidden: &'static str,
+    /// The attention probabilities' (`attention_probs_dropout_prob`,
+    /// DistilBERT's `attention_dropout`).
     pub attention: &'static str,
     /// The classification head's (`None` in `config.json` means the
     /// family's default, see [`HeadSpec::default_dropout`]).
@@ -64,8 +71,11 @@ pub enum TokenTypes {
 /// The classification head's activation after its dense layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HeadActivation {
+    /// `tanh` (BERT's pooler, RoBERTa's head).
     Tanh,
+    /// GELU (ELECTRA).
     Gelu,
+    /// ReLU (DistilBERT).
     Relu,
 }
 
@@ -80,6 +90,7 @@ pub struct HeadSpec {
     /// Whether `dense` is part of the base model (BERT's pooler), so a
     /// `*ForSequenceClassification` checkpoint names it with the prefix.
     pub dense_in_base_model: bool,
+    /// The activation after `dense`.
     pub activation: HeadActivation,
     /// Dropout on the first token before `dense` (RoBERTa, ELECTRA).
     pub dropout_before_dense: bool,
@@ -93,14 +104,28 @@ pub struct HeadSpec {
 /// Parameter names of one encoder layer, relative to `{layers}.{i}.`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LayerNames {
+    /// The encoder's layer list, before the layer index (`encoder.layer`,
+    /// DistilBERT's `transformer.layer`).
     pub layers: &'static str,
+    /// The query projection (BERT's `attention.self.query`).
     pub query: &'static str,
+    /// The key projection (BERT's `attention.self.key`).
     pub key: &'static str,
+    /// The value projection (BERT's `attention.self.value`).
     pub value: &'static str,
+    /// The attention output projection (BERT's `attention.output.dense`).
     pub attn_out: &'static str,
+    /// The LayerNorm after attention (BERT's
+    /// `attention.output.LayerNorm`).
     pub attn_norm: &'static str,
+    /// The feed-forward layer into `intermediate_size` (BERT's
+    /// `intermediate.dense`).
     pub ffn_in: &'static str,
+    /// The feed-forward layer back to `hidden_size` (BERT's
+    /// `output.dense`).
     pub ffn_out: &'static str,
+    /// The LayerNorm after the feed-forward layers (BERT's
+    /// `output.LayerNorm`).
     pub ffn_norm: &'static str,
 }
 
@@ -112,16 +137,22 @@ pub struct Family {
     /// The base model's prefix in `*For...` checkpoints (`bert.`), removed
     /// when loading (see `weights::canonical_name`).
     pub prefix: &'static str,
+    /// How position ids are numbered (from 0, or after the padding id).
     pub positions: Positions,
+    /// Whether token type ids are read, given as zeros, or absent.
     pub token_types: TokenTypes,
     /// ELECTRA's embedding width when `config.json` omits
     /// `embedding_size`; `None`: embeddings are `hidden_size` wide.
     pub default_embedding_size: Option<usize>,
+    /// Parameter names inside an encoder layer.
     pub layer: LayerNames,
     /// Dropout on the attention output projection before the residual
     /// (DistilBERT has none).
     pub attention_output_dropout: bool,
+    /// The classification head's layout and names.
     pub head: HeadSpec,
+    /// The `config.json` keys its dropout probabilities are exported
+    /// under.
     pub dropout_keys: DropoutKeys,
 }
 
@@ -149,6 +180,9 @@ const fn first_token_head(activation: HeadActivation) -> HeadSpec {
     }
 }
 
+/// BERT: segment token types, and a `tanh` pooler that belongs to the
+/// base model; also the fallback for a hand-built config's unknown
+/// `model_type`.
 pub const BERT: Family = Family {
     model_types: &[ModelType {
         name: "bert",
@@ -171,6 +205,9 @@ pub const BERT: Family = Family {
     dropout_keys: BERT_DROPOUT_KEYS,
 };
 
+/// RoBERTa, XLM-RoBERTa and CamemBERT: positions after the padding id,
+/// token types given as zeros, a `classifier.dense` + `classifier.out_proj`
+/// head.
 pub const ROBERTA: Family = Family {
     model_types: &[
         ModelType {
@@ -196,6 +233,9 @@ pub const ROBERTA: Family = Family {
     dropout_keys: BERT_DROPOUT_KEYS,
 };
 
+/// DistilBERT: no token types, its own layer and dropout names, no
+/// dropout on the attention output, a ReLU `pre_classifier` head with
+/// dropout 0.2 by default.
 pub const DISTILBERT: Family = Family {
     model_types: &[ModelType {
         name: "distilbert",
@@ -232,6 +272,8 @@ pub const DISTILBERT: Family = Family {
     },
 };
 
+/// ELECTRA: embeddings 128 wide unless `embedding_size` says otherwise,
+/// projected to `hidden_size` when it differs; a GELU head like RoBERTa's.
 pub const ELECTRA: Family = Family {
     model_types: &[ModelType {
         name: "electra",

@@ -8,9 +8,13 @@ use crate::rng::RngKey;
 /// Indices of a dense layer's weight and bias in the parameter store.
 #[derive(Clone, Copy, Debug)]
 pub struct Dense {
+    /// The weight's index, shape `[out, inp]`.
     pub w: usize,
+    /// The bias's index, shape `[out]`.
     pub b: usize,
+    /// Input features per row.
     pub inp: usize,
+    /// Output features per row.
     pub out: usize,
 }
 

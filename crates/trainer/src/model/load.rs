@@ -23,8 +23,11 @@ pub struct LoadReport {
     pub head_shape_changed: Vec<String>,
 }
 
+/// Why a checkpoint could not be loaded into a [`BertClassifier`].
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum LoadError {
+    /// The checkpoint lacks encoder or embedding tensors, or holds some in
+    /// other shapes; no parameter was changed.
     #[error(
         "{}: the checkpoint does not fit the model its config describes: {}",
         path.display(),

@@ -38,6 +38,7 @@ use crate::rng::RngKey;
 /// The classifier head on top of the pooled `[CLS]` vector.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HeadConfig {
+    /// Number of classes, hence of logits per sequence; at least 2.
     pub num_labels: usize,
     /// Widths of 0-3 hidden layers (each dense + GELU + dropout).
     pub hidden: Vec<usize>,
@@ -46,8 +47,18 @@ pub struct HeadConfig {
 /// Training (dropout on, keyed by seed and step) or evaluation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
+    /// Evaluation: every dropout off.
     Eval,
-    Train { seed: u64, step: u64 },
+    /// Training: dropout on, its masks drawn from `seed` and `step`.
+    Train {
+        /// The run's seed.
+        seed: u64,
+        /// Index of this micro-batch among those the run has trained on
+        /// (not the optimiser step), so each draws its own dropout masks;
+        /// a step retried after running out of memory counts again from
+        /// where it started.
+        step: u64,
+    },
 }
 
 impl Mode {
@@ -87,21 +98,32 @@ pub(crate) struct Indices {
 
 /// BERT encoder + pooler + classifier head over backend `B`.
 pub struct BertClassifier<B: Backend> {
+    /// The architecture, as read from `config.json`.
     pub config: BertConfig,
+    /// The classification head's label count and hidden widths.
     pub head: HeadConfig,
+    /// Every parameter under its Hugging Face name, in declaration order,
+    /// with its gradient once allocated.
     pub params: Params<B>,
     pub(crate) idx: Indices,
 }
 
+/// Why a [`BertClassifier`] could not be built, or why an architecture
+/// cannot carry a head ([`ModelConfig::check_head`]).
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ModelError {
+    /// A head that cannot be built: fewer than 2 labels, more than 3 hidden
+    /// layers, a hidden width of 0, or hidden layers on `deberta-v2`; the
+    /// message says which.
     #[error("classifier head: {0}")]
     Head(String),
     /// A config built by hand with sizes no encoder has
     /// ([`ModelConfig::shape_problem`]).
     #[error("model config: `{field}` {problem}")]
     Shape {
+        /// The config field at fault, as `config.json` spells it.
         field: &'static str,
+        /// What is wrong with its value.
         problem: String,
     },
 }
@@ -146,6 +168,8 @@ impl<B: Backend> BertClassifier<B> {
         self.params.alloc_grads(be, false);
     }
 
+    /// Zeroes every gradient (allocated by `alloc_grads`); a row-sparse
+    /// one gives its slots back.
     pub fn zero_grads(&mut self, be: &B) {
         self.params.zero_grads(be);
     }

@@ -10,7 +10,12 @@ use crate::rng::RngKey;
 /// A parameter's HF name, shape, and whether weight decay applies.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParamInfo {
+    /// The Hugging Face name: without the base model's prefix for the
+    /// shared encoder's families (`encoder.layer.0.output.dense.weight`),
+    /// in full for DeBERTa (`deberta.embeddings.word_embeddings.weight`).
     pub name: String,
+    /// Dimensions, outermost first: `[out, in]` for a dense weight,
+    /// `[rows, width]` for an embedding table.
     pub shape: Vec<usize>,
     /// False for biases and LayerNorm parameters.
     pub decay: bool,
@@ -21,6 +26,7 @@ pub struct ParamInfo {
 }
 
 impl ParamInfo {
+    /// Number of elements: the product of `shape`.
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
     }
@@ -28,8 +34,13 @@ impl ParamInfo {
 
 /// Values and (once training) gradients, index-aligned with `info`.
 pub struct Params<B: Backend> {
+    /// Each parameter's name, shape, weight decay and initialisation, in
+    /// declaration order (which is also the allocation order).
     pub info: Vec<ParamInfo>,
+    /// The values, one buffer per entry of `info`.
     pub values: Vec<B::Buf>,
+    /// The gradients, one buffer per entry of `info`; empty until
+    /// allocated. A row-sparse one (see `sparse`) holds a row per slot.
     pub grads: Vec<B::Buf>,
     /// The word-embedding table's index, whose gradient a training step
     /// with the fused AdamW keeps row-sparse.
@@ -44,6 +55,7 @@ pub struct Params<B: Backend> {
 pub struct SparseGrad<B: Backend> {
     /// The table's index in the store.
     pub param: usize,
+    /// Which table row each slot holds, on the host.
     pub slots: RowSlots,
     /// [`RowSlots::slot_of`] on the device, for the optimiser.
     pub device_slots: B::Ids,
@@ -74,6 +86,7 @@ impl<B: Backend> Params<B> {
         self.info.len() - 1
     }
 
+    /// The index in the store of the parameter named `name`, if any.
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.info.iter().position(|p| p.name == name)
     }

@@ -1,15 +1,25 @@
 //! Classification metrics: loss, accuracy, binary F1 (positive class 1) and
-//! macro F1 (classes absent from both labels and predictions count as F1 = 0
-//! only if they occur; unseen classes are skipped, as scikit-learn does with
-//! `labels` unspecified).
+//! macro F1, the mean over the classes that occur among the labels or the
+//! predictions (a class in neither is skipped, as scikit-learn does with
+//! `labels` unspecified; one that occurs and is never predicted right
+//! counts as F1 = 0).
 
+/// Loss and scores of a model's predictions on a set of labelled examples.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Metrics {
+    /// Mean cross-entropy per example (the class-weighted mean when class
+    /// weights are given); [`Metrics::from_predictions`] stores the figure
+    /// it is given.
     pub loss: f64,
+    /// Fraction of predictions equal to their label, in `[0, 1]`; 0 for no
+    /// examples.
     pub accuracy: f64,
     /// F1 of class 1; `None` unless there are exactly 2 classes.
     pub f1_binary: Option<f64>,
+    /// Unweighted mean F1 over the classes that occur among the labels or
+    /// the predictions; 0 for no examples.
     pub f1_macro: f64,
+    /// Number of labels scored.
     pub examples: usize,
 }
 
@@ -20,6 +30,7 @@ pub struct EpochMetrics {
     pub epoch: usize,
     /// Mean training loss over the epoch's optimiser steps.
     pub train_loss: f64,
+    /// Metrics on the validation batches after the epoch's last update.
     pub valid: Metrics,
     /// Optimiser steps done so far.
     pub steps: u64,
@@ -38,13 +49,24 @@ fn f1_of(tp: usize, fp: usize, fn_: usize) -> f64 {
 /// Predictions that cannot be scored against their labels.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum MetricsError {
+    /// There is not exactly one prediction per label.
     #[error("{predictions} predictions for {labels} labels")]
-    Lengths { predictions: usize, labels: usize },
+    Lengths {
+        /// Number of predictions.
+        predictions: usize,
+        /// Number of labels.
+        labels: usize,
+    },
+    /// A prediction or label is not a class index below `classes`.
     #[error("{what} {value} at position {index} is not one of the {classes} classes")]
     Class {
+        /// `"prediction"` or `"label"`.
         what: &'static str,
+        /// Position of the value in its slice, 0-based.
         index: usize,
+        /// The out-of-range class index.
         value: usize,
+        /// Number of classes the model has.
         classes: usize,
     },
 }

@@ -5,14 +5,25 @@ use crate::backend::{AdamWStep, Backend, Kernels, SparseRows};
 use crate::memory::BufKind;
 use crate::model::Params;
 
+/// Which optimiser [`Optimizer`] runs, with its hyperparameters; the
+/// default is AdamW with HF Trainer's settings and weight decay 0.01.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum OptimizerConfig {
+    /// AdamW with bias correction; weight decay applies to weight matrices
+    /// and embedding tables only, not to biases or LayerNorm parameters.
     AdamW {
+        /// Decay rate of the first-moment (mean) estimate; default 0.9.
         beta1: f64,
+        /// Decay rate of the second-moment estimate; default 0.999.
         beta2: f64,
+        /// Added to the bias-corrected root of the second moment in the
+        /// update's denominator; default `1e-8`.
         eps: f64,
+        /// Decoupled decay: each update first multiplies a decayed
+        /// parameter by `1 - lr * weight_decay`; default 0.01.
         weight_decay: f64,
     },
+    /// Plain SGD, `param -= lr * grad`: no state, no weight decay.
     Sgd,
 }
 
@@ -30,12 +41,18 @@ impl Default for OptimizerConfig {
 
 /// AdamW's moment buffers, one pair per parameter.
 pub struct AdamW<B: Backend> {
+    /// First-moment estimates, index-aligned with the parameters.
     pub m: Vec<B::Buf>,
+    /// Second-moment estimates, index-aligned with the parameters.
     pub v: Vec<B::Buf>,
 }
 
+/// An optimiser and its state for one model's parameters, which
+/// [`Optimizer::step`] updates in place.
 pub struct Optimizer<B: Backend> {
+    /// The optimiser and its hyperparameters.
     pub config: OptimizerConfig,
+    /// AdamW's moments; `None` for SGD.
     pub adam: Option<AdamW<B>>,
     /// Updates done so far.
     pub t: u64,

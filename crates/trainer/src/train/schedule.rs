@@ -3,14 +3,21 @@
 //! from 0, is `peak * k / warmup` during warmup, then decays linearly to 0 at
 //! `total`).
 
+/// The learning rate of each optimiser update: a linear rise from 0 to
+/// `peak_lr` over the warmup, then a linear fall to 0 at `total_steps`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LinearSchedule {
+    /// Rate reached at the end of the warmup.
     pub peak_lr: f64,
+    /// Updates spent warming up; 0 starts at `peak_lr`.
     pub warmup_steps: u64,
+    /// Updates in the whole run, warmup included; the rate is 0 from this
+    /// update on.
     pub total_steps: u64,
 }
 
 impl LinearSchedule {
+    /// The rate for update `step` (0-based).
     pub fn lr(&self, step: u64) -> f64 {
         let factor = if step < self.warmup_steps {
             step as f64 / self.warmup_steps.max(1) as f64

@@ -27,7 +27,10 @@ use crate::rng::RngKey;
 /// What the observer (a pruner) tells the loop after an epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Control {
+    /// Go on training.
     Continue,
+    /// End the run after this epoch; [`TrainReport::stopped_by_observer`]
+    /// is set.
     Stop,
 }
 
@@ -47,17 +50,23 @@ impl Control {
 pub enum Monitor {
     /// Lower is better.
     Loss,
+    /// Higher is better.
     Accuracy,
+    /// Macro F1; higher is better.
     F1Macro,
 }
 
+/// The settings of one run of [`train`]; the defaults are 3 epochs of
+/// AdamW at peak rate `5e-5` with 10% warmup and clipping at norm 1.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrainConfig {
+    /// Passes over the training batches; at least 1.
     pub epochs: usize,
     /// Peak learning rate.
     pub lr: f64,
     /// Fraction of all optimiser steps spent warming up.
     pub warmup_ratio: f64,
+    /// The optimiser and its hyperparameters.
     pub optimizer: OptimizerConfig,
     /// Clip gradients to this global L2 norm.
     pub max_grad_norm: Option<f64>,
@@ -67,6 +76,8 @@ pub struct TrainConfig {
     pub class_weights: Option<Vec<f64>>,
     /// Stop after this many epochs without improvement of `monitor`.
     pub patience: Option<usize>,
+    /// The validation figure that picks the best epoch and drives early
+    /// stopping; macro F1 by default.
     pub monitor: Monitor,
     /// Recompute each layer's activations in backward instead of keeping them.
     pub recompute: bool,
@@ -209,20 +220,30 @@ pub struct OomRetry {
     /// Optimiser steps completed before the failed one (0-based index of
     /// the step that was retried).
     pub step: u64,
+    /// Rows in the largest micro-batch of the attempt that failed.
     pub from_micro_batch: usize,
+    /// Rows per micro-batch from the retry on: half of
+    /// `from_micro_batch`, rounded up.
     pub to_micro_batch: usize,
     /// True when the evaluation after an epoch failed rather than a step.
     pub during_evaluation: bool,
+    /// The refused allocation.
     pub error: OutOfMemory,
 }
 
+/// What a run of [`train`] did.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrainReport {
+    /// Metrics of every epoch run, in order (index = epoch).
     pub epochs: Vec<EpochMetrics>,
     /// Index into `epochs` of the best epoch by the monitored figure.
     pub best_epoch: usize,
+    /// True when the observer returned [`Control::Stop`].
     pub stopped_by_observer: bool,
+    /// True when `patience` epochs in a row passed without improvement of
+    /// the monitored figure.
     pub early_stopped: bool,
+    /// Optimiser steps run in all, skipped updates included.
     pub steps: u64,
     /// Micro-batch size at the end (smaller than the largest training batch
     /// after an out-of-memory retry).
@@ -236,11 +257,18 @@ pub struct TrainReport {
 
 /// The state one training step needs besides the model.
 pub struct StepContext<B: Backend> {
+    /// The optimiser and its state.
     pub optimizer: Optimizer<B>,
+    /// Per-class loss weights on the device (one per class); `None` for an
+    /// unweighted loss.
     pub class_weights: Option<B::Buf>,
     host_class_weights: Option<Vec<f64>>,
+    /// Clip gradients to this global L2 norm before the update.
     pub max_grad_norm: Option<f64>,
+    /// Recompute each layer's activations in backward instead of keeping
+    /// them.
     pub recompute: bool,
+    /// Seeds dropout, with `micro_steps`.
     pub seed: u64,
     /// Micro-batches run so far (keys dropout).
     pub micro_steps: u64,

@@ -65,10 +65,12 @@ fn gelu_grad<T: Float>(v: T, dout: T) -> T {
     dout * (phi(v) + v * pdf)
 }
 
+/// `out = tanh(x)`, element by element.
 pub fn tanh_forward<T: Float>(x: &[T], out: &mut [T]) {
     map(x, out, |v| v.tanh());
 }
 
+/// `dx = dout * (1 - out^2)` from the forward's output `out`.
 pub fn tanh_backward<T: Float>(out: &[T], dout: &[T], dx: &mut [T]) {
     map2(out, dout, dx, |y, d| d * (T::ONE - y * y));
 }
@@ -84,6 +86,9 @@ pub fn relu_backward<T: Float>(out: &[T], dout: &[T], dx: &mut [T]) {
     map2(out, dout, dx, |y, d| if y > T::ZERO { d } else { T::ZERO });
 }
 
+/// Inverted dropout of `x` into `out`: each element dropped with
+/// probability `p` (in `[0, 1)`) by `key`'s counter-based mask, the kept
+/// ones scaled by `1 / (1 - p)`.
 pub fn dropout_forward<T: Float>(x: &[T], out: &mut [T], p: f64, key: RngKey) {
     super::dropout::apply(x, out, p, key);
 }

@@ -86,6 +86,9 @@ fn softmax_row<T: Float>(x: &[T], m: &[u32], scale: T, p: &mut [T]) {
     p.iter_mut().for_each(|v| *v *= inv);
 }
 
+/// `probs = softmax(scale * scores)` over each row of `s` keys of scores
+/// `[b, heads, s, s]`, with the keys whose `mask[b, key] == 0` at exactly 0
+/// (a row whose every key is masked is all 0).
 #[allow(clippy::too_many_arguments)]
 pub fn softmax_forward<T: Float>(
     scores: &[T],
@@ -115,6 +118,8 @@ pub fn softmax_forward<T: Float>(
         });
 }
 
+/// `dscores = scale * probs * (dprobs - sum(dprobs * probs))` per row of
+/// `s`; overwrites `dscores`.
 pub fn softmax_backward<T: Float>(
     dprobs: &[T],
     probs: &[T],

@@ -157,12 +157,19 @@ pub fn forward<T: Float>(
 
 /// What the backward reads.
 pub struct Inputs<'a, T> {
+    /// Queries, `[b, s, heads * dh]`.
     pub q: &'a [T],
+    /// Keys, `[b, s, heads * dh]`.
     pub k: &'a [T],
+    /// Values, `[b, s, heads * dh]`.
     pub v: &'a [T],
+    /// Key mask `[b, s]`: nonzero keeps the key.
     pub mask: &'a [u32],
+    /// The forward's output, `[b, s, heads * dh]`.
     pub out: &'a [T],
+    /// Gradient of the output, `[b, s, heads * dh]`.
     pub dout: &'a [T],
+    /// The forward's log-sum-exp per query row, `[b, heads, s]`.
     pub lse: &'a [T],
 }
 

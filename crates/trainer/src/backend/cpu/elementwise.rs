@@ -13,6 +13,7 @@ pub fn zero<T: Float>(buf: &mut [T]) {
         .for_each(|o| o.iter_mut().for_each(|v| *v = T::ZERO));
 }
 
+/// `out = a + b`, element by element (all three of one length).
 pub fn add<T: Float>(a: &[T], b: &[T], out: &mut [T]) {
     assert!(
         a.len() == out.len() && b.len() == out.len(),
@@ -27,6 +28,7 @@ pub fn add<T: Float>(a: &[T], b: &[T], out: &mut [T]) {
         });
 }
 
+/// `acc += x`, element by element.
 pub fn add_assign<T: Float>(acc: &mut [T], x: &[T]) {
     assert_eq!(acc.len(), x.len(), "add_assign: length mismatch");
     acc.par_chunks_mut(CHUNK)
@@ -38,6 +40,7 @@ pub fn add_assign<T: Float>(acc: &mut [T], x: &[T]) {
         });
 }
 
+/// `buf *= factor` (the factor rounded to `T` first).
 pub fn scale<T: Float>(buf: &mut [T], factor: f64) {
     let f = T::from_f64(factor);
     buf.par_chunks_mut(CHUNK)
@@ -53,6 +56,7 @@ pub fn sum_squares<T: Float>(buf: &[T]) -> f64 {
     partial.iter().sum()
 }
 
+/// `out[r, j] += bias[j]` for every row of `n` columns of `out`.
 pub fn bias_add<T: Float>(out: &mut [T], bias: &[T], n: usize) {
     assert_eq!(bias.len(), n, "bias_add: bias length");
     assert_eq!(out.len() % n, 0, "bias_add: rows");

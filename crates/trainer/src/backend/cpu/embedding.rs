@@ -5,6 +5,9 @@ use rayon::prelude::*;
 
 use crate::float::Float;
 
+/// Row gather: `out[t] = table[ids[t]]` for rows of `dim`, or `+=` with
+/// `accumulate` (summing token, position and type embeddings). Panics on
+/// an id beyond the table.
 pub fn forward<T: Float>(ids: &[u32], table: &[T], dim: usize, out: &mut [T], accumulate: bool) {
     assert_eq!(out.len(), ids.len() * dim, "embedding: output size");
     let rows = table.len() / dim;
@@ -35,6 +38,8 @@ pub fn backward<T: Float>(ids: &[u32], dout: &[T], dim: usize, dtable: &mut [T])
     }
 }
 
+/// `out[i] = x[i, 0]`: the first (`[CLS]`) token's row of each sequence of
+/// `x` `[b, s, h]`, with `h` taken from `out`'s length.
 pub fn cls_forward<T: Float>(x: &[T], out: &mut [T], b: usize, s: usize) {
     let h = out.len() / b;
     assert_eq!(x.len(), b * s * h);
@@ -43,6 +48,8 @@ pub fn cls_forward<T: Float>(x: &[T], out: &mut [T], b: usize, s: usize) {
     }
 }
 
+/// Overwrites `dx` (`[b, s, h]`) with `dout[i]` at token 0 of sequence `i`
+/// and zeros elsewhere.
 pub fn cls_backward<T: Float>(dout: &[T], dx: &mut [T], b: usize, s: usize) {
     let h = dout.len() / b;
     assert_eq!(dx.len(), b * s * h);
@@ -52,6 +59,8 @@ pub fn cls_backward<T: Float>(dout: &[T], dx: &mut [T], b: usize, s: usize) {
     }
 }
 
+/// `out[i]` = the mean of `x[i, t]` (`[b, s, h]`) over the tokens with
+/// `mask[i, t] != 0`; zeros for a sequence with none.
 pub fn mean_pool<T: Float>(x: &[T], mask: &[u32], b: usize, s: usize, out: &mut [T]) {
     let h = out.len() / b;
     assert!(x.len() == b * s * h && mask.len() == b * s);

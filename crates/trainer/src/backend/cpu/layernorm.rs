@@ -4,6 +4,9 @@ use rayon::prelude::*;
 
 use crate::float::Float;
 
+/// Per row of `n`: `out = (x - mean) * rstd * gamma + beta` with `rstd =
+/// 1 / sqrt(var + eps)` (biased variance); writes each row's `mean` and
+/// `rstd` for the backward.
 #[allow(clippy::too_many_arguments)]
 pub fn forward<T: Float>(
     x: &[T],

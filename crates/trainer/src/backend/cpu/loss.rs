@@ -10,6 +10,9 @@ fn log_softmax_row<T: Float>(row: &[T]) -> (T, T) {
     (max, sum.ln())
 }
 
+/// `sum_i w[y_i] * -log softmax(logits_i)[y_i] / denom` over the rows of
+/// `classes` logits, summed in f64 (`w` all 1 without `weights`). Panics on
+/// a label not below `classes`.
 pub fn forward<T: Float>(
     logits: &[T],
     labels: &[u32],
@@ -31,6 +34,8 @@ pub fn forward<T: Float>(
     total / denom
 }
 
+/// `dlogits_i = dloss * w[y_i] / denom * (softmax(logits_i) -
+/// onehot(y_i))`; overwrites `dlogits`.
 #[allow(clippy::too_many_arguments)]
 pub fn backward<T: Float>(
     logits: &[T],

@@ -25,6 +25,9 @@ pub fn rounded<T: Float>(precision: MatmulPrecision, x: &[T]) -> Vec<T> {
 /// Below this many multiply-adds one thread does the whole product.
 const PARALLEL_MIN_FLOPS: usize = 1 << 16;
 
+/// The product [`MatmulShape`] describes, `C[i] = alpha * op(A[i]) *
+/// op(B[i]) + beta * C[i]`, in `T` (no rounding of the operands). The
+/// slices may be longer than the shape needs.
 pub fn matmul<T: Float>(s: &MatmulShape, alpha: f64, a: &[T], b: &[T], beta: f64, c: &mut [T]) {
     let (m, n, k) = (s.m, s.n, s.k);
     assert!(a.len() >= s.batch * m * k, "matmul: A too small");

@@ -110,6 +110,9 @@ impl<T> Drop for CpuBuf<T> {
     }
 }
 
+/// The CPU reference backend over host floats `T` (f32 or f64; see the
+/// module doc). It starts with fp32 products, every kind stored as `T` and
+/// the reference kernels; [`CpuBackend::for_step`] changes them.
 pub struct CpuBackend<T: Float> {
     tracker: Arc<MemTracker>,
     pool: Arc<BufferPool<T>>,
@@ -128,10 +131,14 @@ impl<T: Float> Default for CpuBackend<T> {
 }
 
 impl<T: Float> CpuBackend<T> {
+    /// A backend with a tracker of its own, without a limit and without
+    /// recorded lifetimes.
     pub fn new() -> Self {
         Self::with_tracker(MemTracker::new(false))
     }
 
+    /// A backend that registers its buffers with `tracker` (one with a
+    /// limit, or one that records each buffer's lifetime).
     pub fn with_tracker(tracker: Arc<MemTracker>) -> Self {
         Self {
             tracker,
@@ -221,6 +228,8 @@ impl<T: Float> CpuBackend<T> {
         self.pool.pooled_bytes()
     }
 
+    /// The tracker every buffer of this backend is registered with (live
+    /// and peak tensor bytes).
     pub fn tracker(&self) -> &Arc<MemTracker> {
         &self.tracker
     }

@@ -67,6 +67,7 @@ pub fn adamw<T: Float>(
     }
 }
 
+/// Plain SGD: `param -= lr * grad`.
 pub fn sgd<T: Float>(param: &mut [T], grad: &[T], lr: f64) {
     let lr = T::from_f64(lr);
     param

@@ -22,6 +22,9 @@ use crate::memory::MemTracker;
 /// Smaller buffers come from the allocator's heap, already faulted in.
 pub(crate) const MIN_POOLED_BYTES: usize = 1 << 16;
 
+/// Freed float buffers of element type `T`, by length, kept for reuse
+/// within the tracker's peak (see the module doc); shared by a
+/// [`super::CpuBackend`] and its buffers.
 pub struct BufferPool<T> {
     state: Mutex<State<T>>,
 }

@@ -184,20 +184,36 @@ pub fn compute_type(precision: MatmulPrecision) -> sys::cublasComputeType_t {
 /// transpose flags carry over unchanged and `m`/`n` swap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ColumnMajorGemm {
+    /// Operand 1 (the row-major B) is transposed: the shape's `trans_b`.
     pub trans1: bool,
+    /// Operand 2 (the row-major A) is transposed: the shape's `trans_a`.
     pub trans2: bool,
+    /// Rows of `C'`: the row-major `n`.
     pub m: c_int,
+    /// Columns of `C'`: the row-major `m`.
     pub n: c_int,
+    /// The contracted dimension, as in the row-major shape.
     pub k: c_int,
+    /// Leading dimension of operand 1: B's row length (`n`, or `k` when
+    /// transposed).
     pub ld1: c_int,
+    /// Elements from one batch entry of operand 1 to the next (`k * n`).
     pub stride1: i64,
+    /// Leading dimension of operand 2: A's row length (`k`, or `m` when
+    /// transposed).
     pub ld2: c_int,
+    /// Elements from one batch entry of operand 2 to the next (`m * k`).
     pub stride2: i64,
+    /// Leading dimension of `C'`: the row-major C's row length `n`.
     pub ldc: c_int,
+    /// Elements from one batch entry of C to the next (`m * n`).
     pub stride_c: i64,
+    /// Number of products.
     pub batch: c_int,
 }
 
+/// The cuBLAS arguments of the row-major product `s`; an
+/// [`CudaError::Invalid`] when a dimension exceeds cuBLAS's 32-bit `int`.
 pub fn column_major(s: &MatmulShape) -> Result<ColumnMajorGemm, CudaError> {
     let (m, n, k) = (dim(s.m, "m")?, dim(s.n, "n")?, dim(s.k, "k")?);
     Ok(ColumnMajorGemm {

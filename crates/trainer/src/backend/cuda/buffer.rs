@@ -25,12 +25,15 @@ pub struct CudaIds {
 }
 
 impl CudaBuf {
+    /// Elements in the buffer (not bytes).
     pub fn len(&self) -> usize {
         self.len
     }
+    /// Whether the buffer has no elements.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    /// The type its elements are stored as on the device.
     pub fn dtype(&self) -> Dtype {
         self.dtype
     }
@@ -61,9 +64,11 @@ fn device_ptr(mem: Option<u64>, len: usize) -> Result<u64, CudaError> {
 }
 
 impl CudaIds {
+    /// Ids in the buffer.
     pub fn len(&self) -> usize {
         self.host.len()
     }
+    /// Whether the buffer holds no ids.
     pub fn is_empty(&self) -> bool {
         self.host.is_empty()
     }

@@ -14,42 +14,75 @@ pub enum CudaError {
     /// A kernel file did not compile; `log` is NVRTC's log (file:line).
     #[error("NVRTC could not compile {file} for {arch}: {message}\n{log}")]
     Compile {
+        /// The kernel file (`elementwise.cu`, ...).
         file: &'static str,
+        /// The architecture compiled for (`compute_XY` or `sm_XY`).
         arch: String,
+        /// NVRTC's error.
         message: String,
+        /// NVRTC's compilation log (empty when it gave none).
         log: String,
     },
     /// A kernel the backend launches is missing from the compiled module.
     #[error("kernel {name} not found in {file}: {message}")]
     MissingKernel {
+        /// The kernel file that should define it.
         file: &'static str,
+        /// The kernel's full name (`add_f32`, ...).
         name: String,
+        /// Why it was not found (absent from the PTX, or the driver's
+        /// error on loading it).
         message: String,
     },
     /// A driver call failed and the context is still usable.
     #[error("{call} failed: {code:?}")]
-    Driver { call: &'static str, code: CUresult },
+    Driver {
+        /// The driver function that failed.
+        call: &'static str,
+        /// The driver's result code.
+        code: CUresult,
+    },
     /// A sticky error (illegal address, launch failure, ...): the context is
     /// corrupted for the rest of the process, which must be replaced.
     #[error(
         "{call} failed with sticky error {code:?}: the CUDA context is lost, restart the process"
     )]
-    Sticky { call: &'static str, code: CUresult },
+    Sticky {
+        /// The driver function that failed.
+        call: &'static str,
+        /// The driver's result code (one [`is_sticky`] accepts).
+        code: CUresult,
+    },
     /// A cuBLAS call failed.
     #[error("{call} failed: {status}")]
-    Cublas { call: &'static str, status: String },
+    Cublas {
+        /// The cuBLAS function that failed.
+        call: &'static str,
+        /// cuBLAS's status code, as text.
+        status: String,
+    },
     /// Device memory could not be allocated: gpu-mem's typed error (an
     /// out-of-memory carries its report).
     #[error("allocating {name} ({bytes} bytes): {source}")]
     Alloc {
+        /// The buffer's name, or what was being set up (`device`,
+        /// `allocator`, `allocator limit`).
         name: String,
+        /// Bytes requested (the limit, when setting one; 0 when creating
+        /// the device or the allocator).
         bytes: usize,
+        /// gpu-mem's error.
         #[source]
         source: gpu_mem::AllocError,
     },
     /// A caller broke an operation's contract (sizes, ids, labels).
     #[error("invalid call to {op}: {message}")]
-    Invalid { op: &'static str, message: String },
+    Invalid {
+        /// The operation called (`matmul`, `upload`, ...).
+        op: &'static str,
+        /// What about the call was wrong.
+        message: String,
+    },
 }
 
 impl CudaError {

@@ -37,8 +37,12 @@ pub const PLAIN: &[&str] = &[];
 /// the bare name when there are none).
 #[derive(Debug)]
 pub struct KernelSource {
+    /// The file name under `crates/trainer/kernels/` (`elementwise.cu`, ...).
     pub file: &'static str,
+    /// The file's CUDA C++ source, without `common.cuh`.
     pub source: &'static str,
+    /// Each kernel's base name and the type suffixes it is instantiated
+    /// for ([`PLAIN`]: none).
     pub kernels: &'static [(&'static str, &'static [&'static str])],
 }
 
@@ -308,11 +312,17 @@ pub fn compiled(arch: &str) -> Result<Arc<Vec<Ptx>>, CudaError> {
 /// stack frame and local-memory spills.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KernelResources {
+    /// The kernel's entry name (`add_f32`, ...).
     pub name: String,
+    /// Registers per thread.
     pub registers: u32,
+    /// Bytes of static shared memory per block.
     pub shared_bytes: u32,
+    /// Bytes of stack frame per thread.
     pub stack_bytes: u32,
+    /// Bytes of register spill stores to local memory.
     pub spill_store_bytes: u32,
+    /// Bytes of register spill loads from local memory.
     pub spill_load_bytes: u32,
 }
 

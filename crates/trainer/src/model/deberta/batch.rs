@@ -11,7 +11,11 @@ use crate::model::device_batch::{BatchError, DeviceBatch, upload_new, validate_a
 pub struct DebertaBatch<B: Backend> {
     /// Ids, mask and labels, as every family has them.
     pub ids: DeviceBatch<B>,
+    /// The `[seq, seq]` table of content-to-position columns the c2p
+    /// gather reads (`c2p` of [`positions::bucket_tables`]).
     pub c2p_idx: B::Ids,
+    /// The `[seq, seq]` table of position-to-content columns the p2c
+    /// gather reads (`p2c` of [`positions::bucket_tables`]).
     pub p2c_idx: B::Ids,
 }
 

@@ -112,59 +112,90 @@ fn yes() -> bool {
 /// file or field at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum DebertaError {
+    /// `config.json` could not be read.
     #[error("cannot read model config {}: {source}", path.display())]
     Read {
+        /// The config file.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// `config.json` is not JSON with the required fields of the expected
+    /// types.
     #[error("model config {}: {source}", path.display())]
     Parse {
+        /// The config file.
         path: PathBuf,
+        /// serde_json's own message.
         source: serde_json::Error,
     },
+    /// A field whose value is invalid or that this model does not support.
     #[error("model config {}: field `{field}`: {problem}", path.display())]
     Unsupported {
+        /// The config file.
         path: PathBuf,
+        /// The field at fault, as `config.json` spells it.
         field: &'static str,
+        /// What is wrong with its value.
         problem: String,
     },
+    /// `model.safetensors` could not be read.
     #[error(transparent)]
     Weights(#[from] WeightsError),
     /// A size beyond the limits (`crate::config::SIZE_LIMITS`).
     #[error(transparent)]
     Size(#[from] crate::config::ConfigError),
+    /// The checkpoint lacks tensors outside the head, or holds some in
+    /// other shapes; no parameter was changed.
     #[error(
         "{}: checkpoint does not fit the model: missing {missing:?}; shape mismatches {mismatched:?}",
         path.display()
     )]
     Mismatch {
+        /// The checkpoint file.
         path: PathBuf,
+        /// Embedding and encoder parameters (HF names) the checkpoint
+        /// lacks.
         missing: Vec<String>,
+        /// `name: checkpoint [..] vs model [..]` for each tensor of another
+        /// shape than the config implies (`classifier.*` excepted).
         mismatched: Vec<String>,
     },
+    /// A head of fewer than 2 labels was asked for (the count given).
     #[error("classifier head: num_labels {0} must be at least 2")]
     Labels(usize),
-    #[error(transparent)]
-    Batch(#[from] crate::model::BatchError),
 }
 
 /// A DeBERTa-v2/v3 architecture, validated.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DebertaConfig {
+    /// Rows of the word-embedding table.
     pub vocab_size: usize,
+    /// Width of the hidden states, embeddings and pooler.
     pub hidden_size: usize,
+    /// Number of encoder layers.
     pub num_hidden_layers: usize,
+    /// Attention heads per layer; divides `hidden_size`.
     pub num_attention_heads: usize,
+    /// Width of the feed-forward layer between its two dense layers.
     pub intermediate_size: usize,
+    /// The longest sequence, in tokens (default 512), and the rows of the
+    /// absolute position table where `position_biased_input`.
     pub max_position_embeddings: usize,
     /// 0: no token-type embeddings (DeBERTa-v3).
     pub type_vocab_size: usize,
+    /// Epsilon of every LayerNorm (default `1e-7`), positive and finite.
     pub layer_norm_eps: f64,
     /// Standard deviation of HF's normal initialisation of weight matrices
     /// and embeddings (what a head missing from a checkpoint gets).
     pub initializer_range: f64,
+    /// Dropout on the embeddings, the relative embeddings and each layer's
+    /// attention and feed-forward outputs (default 0.1), in `[0, 1)`.
     pub hidden_dropout_prob: f64,
+    /// Dropout on the attention probabilities (default 0.1), in `[0, 1)`.
     pub attention_probs_dropout_prob: f64,
+    /// Dropout on the first token before the pooler's dense layer
+    /// (default 0), in `[0, 1)`.
     pub pooler_dropout: f64,
     /// Dropout before the classifier (`cls_dropout`, else the hidden one).
     pub cls_dropout: f64,
@@ -173,12 +204,20 @@ pub struct DebertaConfig {
     /// `max_relative_positions`, with HF's `< 1` meaning
     /// `max_position_embeddings` resolved.
     pub max_relative_positions: i64,
+    /// Scores add the content-to-position term (`pos_att_type` lists
+    /// `c2p`).
     pub c2p: bool,
+    /// Scores add the position-to-content term (`pos_att_type` lists
+    /// `p2c`).
     pub p2c: bool,
     /// `norm_rel_ebd` contains `layer_norm`: `encoder.LayerNorm` normalises
     /// the relative embeddings.
     pub norm_rel_ebd: bool,
+    /// Absolute position embeddings are added to the input embeddings
+    /// (default true; false for DeBERTa-v3).
     pub position_biased_input: bool,
+    /// The word-embedding row the random initialisation zeroes (default
+    /// 0).
     pub pad_token_id: u32,
 }
 
@@ -398,6 +437,7 @@ impl DebertaConfig {
         }
     }
 
+    /// Width of one attention head: `hidden_size / num_attention_heads`.
     pub fn head_dim(&self) -> usize {
         self.hidden_size / self.num_attention_heads
     }

@@ -85,8 +85,12 @@ pub(crate) struct DebertaIndices {
 /// `DebertaV2ForSequenceClassification`; parameters in HF names (with the
 /// `deberta.` prefix, head as `pooler.*` and `classifier.*`).
 pub struct DebertaClassifier<B: Backend> {
+    /// The architecture, as read from `config.json`.
     pub config: DebertaConfig,
+    /// Number of classes (rows of `classifier.weight`), at least 2.
     pub num_labels: usize,
+    /// Every parameter under its full HF name, in declaration order, with
+    /// its gradient once allocated.
     pub params: Params<B>,
     pub(crate) idx: DebertaIndices,
 }
@@ -202,6 +206,7 @@ pub struct DebertaTape<B: Backend> {
 }
 
 impl<B: Backend> DebertaTape<B> {
+    /// The logits, `[batch, num_labels]`.
     pub fn logits(&self) -> &B::Buf {
         &self.logits
     }
@@ -314,6 +319,8 @@ impl<B: Backend> DebertaClassifier<B> {
         self.params.alloc_grads(be, false);
     }
 
+    /// Zeroes every gradient (allocated by `alloc_grads`); a row-sparse
+    /// one gives its slots back.
     pub fn zero_grads(&mut self, be: &B) {
         self.params.zero_grads(be);
     }

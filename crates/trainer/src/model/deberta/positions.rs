@@ -2,7 +2,7 @@
 //! gathers read.
 
 /// HF's `make_log_bucket_position` for one relative distance `rel = i - j`:
-/// distances inside `(-mid, mid)` (`mid = buckets / 2`) keep their value;
+/// distances in `[-mid, mid]` (`mid = buckets / 2`) keep their value;
 /// beyond, `sign * (ceil(ln(|rel| / mid) / ln((max_position - 1) / mid) *
 /// (mid - 1)) + mid)`, so `buckets` ids cover distances up to
 /// `max_position` with resolution falling off logarithmically. Computed in
