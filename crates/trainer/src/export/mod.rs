@@ -106,8 +106,8 @@ pub enum ExportError {
     /// whose `id2label` or `num_labels` is malformed or gives fewer than 2
     /// classes.
     Labels {
-        /// The `config.json` at fault, or the source model directory when
-        /// the names given to [`save_hf_dir`] do not match the class count.
+        /// The `config.json` at fault, or the output directory when the
+        /// names given to [`save_hf_dir`] do not match the class count.
         path: PathBuf,
         /// What is wrong with the names.
         problem: String,
@@ -240,6 +240,24 @@ impl ExportError {
     }
 }
 
+impl ExportError {
+    /// The error with a path inside `temporary` (where [`save_hf_dir`]
+    /// writes the files first) named where that file was to land, inside
+    /// `out`: the temporary is removed before anyone reads the message.
+    fn named_in(mut self, temporary: &Path, out: &Path) -> Self {
+        let path = match &mut self {
+            ExportError::Io { path, .. }
+            | ExportError::Weights(WeightsError::Write { path, .. })
+            | ExportError::Weights(WeightsError::ShapeMismatch { path, .. }) => path,
+            _ => return self,
+        };
+        if let Ok(rest) = path.strip_prefix(temporary) {
+            *path = out.join(rest);
+        }
+        self
+    }
+}
+
 impl From<FinetuneError> for ExportError {
     fn from(e: FinetuneError) -> Self {
         ExportError::ModelConfig(Box::new(e))
@@ -317,7 +335,7 @@ pub fn save_hf_dir<B: Backend>(
     check_output_dir(out)?;
     if labels.len() != model.num_labels() {
         return Err(ExportError::Labels {
-            path: source_dir.to_path_buf(),
+            path: out.to_path_buf(),
             problem: format!(
                 "{} label names for {} classes",
                 labels.len(),
@@ -344,7 +362,10 @@ pub fn save_hf_dir<B: Backend>(
 
     write_dir_whole(
         out,
-        |dir| write_hf_files(dir, &config_text, &tensors, source_dir, tokenizer, &config),
+        |dir| {
+            write_hf_files(dir, &config_text, &tensors, source_dir, tokenizer, &config)
+                .map_err(|e| e.named_in(dir, out))
+        },
         |e| io_error(out)(e),
     )
 }

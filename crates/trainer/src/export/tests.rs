@@ -527,3 +527,55 @@ fn saved_weights_are_as_readable_as_the_files_beside_them() {
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&weights), mode(&plain));
 }
+
+/// An export's files are written in a temporary directory that is gone by
+/// the time its error is read, so a failure names the file where it was to
+/// land; a path outside the temporary (a source file) is kept.
+#[test]
+fn a_write_failure_names_the_output_file_not_the_temporary() {
+    let temporary = Path::new("/models/.out.partial-7");
+    let out = Path::new("/models/out");
+    let failed = |path: &str| ExportError::Io {
+        path: PathBuf::from(path),
+        source: std::io::Error::other("no space left on device"),
+    };
+    let e = failed("/models/.out.partial-7/config.json").named_in(temporary, out);
+    assert!(
+        e.to_string().starts_with("/models/out/config.json: "),
+        "{e}"
+    );
+    let weights = ExportError::Weights(WeightsError::Write {
+        path: temporary.join("model.safetensors"),
+        source: safetensors::SafeTensorError::IoError(std::io::Error::other("disk full")),
+    })
+    .named_in(temporary, out);
+    assert!(
+        weights
+            .to_string()
+            .contains("/models/out/model.safetensors"),
+        "{weights}"
+    );
+    let e = failed("/models/source/vocab.txt").named_in(temporary, out);
+    assert!(
+        e.to_string().starts_with("/models/source/vocab.txt: "),
+        "{e}"
+    );
+}
+
+/// Class names that do not match the class count are the caller's mistake
+/// about what is being saved: the error names the output, not the source.
+#[test]
+fn label_names_of_another_count_name_the_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = tmp.path().join("source");
+    let (be, model, tokenizer) = tiny_classifier(&source, vec![]);
+    let out = tmp.path().join("out");
+    let names = default_label_names(2);
+    let e = save_hf_dir(&be, &model, &tokenizer, &source, &names, &out).unwrap_err();
+    assert!(
+        matches!(&e, ExportError::Labels { path, .. } if path == &out),
+        "{e}"
+    );
+    assert!(e.to_string().contains("2 label names for 3 classes"), "{e}");
+    assert!(!out.exists());
+}
