@@ -291,6 +291,51 @@ fn json_array_records_are_located_by_index_and_line() {
     );
 }
 
+/// A JSON array's parse error and its records count lines alike, whichever
+/// way its lines end (serde_json counts `\n` alone; a lone `\r` ends a line
+/// in every data reader), and the position in the message is the same line.
+#[test]
+fn a_json_array_parse_error_is_on_the_line_its_records_would_be() {
+    for newline in ["\n", "\r\n", "\r"] {
+        let contents = [
+            "[{\"text\": \"a\", \"label\": NaN},",
+            " {\"text\": \"b\", \"label\": 1},",
+            " {\"text\": NaN, oops}]",
+        ]
+        .join(newline);
+        let err = load_str(
+            "arr.json",
+            &contents,
+            DataFormat::JsonArray,
+            &LoadOptions::new(2),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, DataError::Parse { line: 3, .. }),
+            "{newline:?}: {err}"
+        );
+        assert!(
+            err.to_string().ends_with("at line 3 column 16"),
+            "{newline:?}: {err}"
+        );
+        let valid = contents.replace(", oops", "");
+        let dataset = load_str(
+            "arr.json",
+            &valid,
+            DataFormat::JsonArray,
+            &LoadOptions::new(2),
+        )
+        .unwrap();
+        let lines: Vec<usize> = dataset
+            .report
+            .skipped
+            .iter()
+            .map(|b| b.location.line)
+            .collect();
+        assert_eq!(lines, [1, 3], "{newline:?}");
+    }
+}
+
 #[test]
 fn unparsable_files_and_options_are_errors_not_panics() {
     let options = LoadOptions::new(2);

@@ -74,18 +74,24 @@ pub(crate) fn read_json_array(
 ) -> Result<Parsed, DataError> {
     let lines = LineStarts::new(contents.as_bytes());
     let (quoted, quoted_at) = quote_non_finite(contents);
-    let elements: Vec<&RawValue> = serde_json::from_str(&quoted).map_err(|e| DataError::Parse {
-        file: file.into(),
-        line: e.line(),
-        message: parse_error_message(&e, contents),
+    // Each token quoted before an offset in `quoted` moved it 2 bytes from
+    // the file's.
+    let in_file = |in_quoted: usize| {
+        in_quoted.saturating_sub(2 * quoted_at.partition_point(|&at| at < in_quoted))
+    };
+    let elements: Vec<&RawValue> = serde_json::from_str(&quoted).map_err(|e| {
+        let at = in_file(offset_of(&quoted, e.line(), e.column()));
+        DataError::Parse {
+            file: file.into(),
+            line: lines.line(at),
+            message: parse_error_message(&e, contents, (lines.line(at), lines.column(at))),
+        }
     })?;
     let base = quoted.as_ptr() as usize;
     let mut parsed = Vec::with_capacity(elements.len());
     for (index, raw) in elements.into_iter().enumerate() {
-        // `raw` borrows from `quoted`, so its address gives its offset there;
-        // each token quoted before it moved it 2 bytes from the file's.
-        let in_quoted = raw.get().as_ptr() as usize - base;
-        let start = in_quoted - 2 * quoted_at.partition_point(|&at| at < in_quoted);
+        // `raw` borrows from `quoted`, so its address gives its offset there.
+        let start = in_file(raw.get().as_ptr() as usize - base);
         let location = RecordLocation {
             file: file.into(),
             line: lines.line(start),
@@ -106,14 +112,38 @@ pub(crate) fn read_json_array(
     Ok(parsed)
 }
 
-/// serde's message, and the way out when the text is JSON Lines.
-fn parse_error_message(error: &serde_json::Error, contents: &str) -> String {
+/// The byte offset in `text` of serde_json's 1-based line and column, which
+/// count lines by `\n` alone (the file's may also end at a lone `\r`).
+fn offset_of(text: &str, line: usize, column: usize) -> usize {
+    let line_start = match line {
+        0 | 1 => 0,
+        _ => text
+            .match_indices('\n')
+            .nth(line - 2)
+            .map_or(text.len(), |(at, _)| at + 1),
+    };
+    (line_start + column.saturating_sub(1)).min(text.len())
+}
+
+/// serde's message at the file's `(line, column)` (counted as the records'
+/// lines are), and the way out when the text is JSON Lines.
+fn parse_error_message(
+    error: &serde_json::Error,
+    contents: &str,
+    (line, column): (usize, usize),
+) -> String {
+    let serde_at = format!(" at line {} column {}", error.line(), error.column());
+    let message = error.to_string();
+    let message = match message.strip_suffix(&serde_at) {
+        Some(what) => format!("{what} at line {line} column {column}"),
+        None => message,
+    };
     if looks_like_json_lines(contents) {
         format!(
-            "{error} (the text starts with `{{`, as JSON Lines do: name the file .jsonl or set the format to json_lines)"
+            "{message} (the text starts with `{{`, as JSON Lines do: name the file .jsonl or set the format to json_lines)"
         )
     } else {
-        error.to_string()
+        message
     }
 }
 
