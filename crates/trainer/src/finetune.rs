@@ -14,6 +14,7 @@
 //! the device fail, for tests of everything above.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 #[cfg(feature = "cuda")]
@@ -36,7 +37,9 @@ use crate::model::{
     BertClassifier, BuildError, Classifier, HeadConfig, LoadError, ModelConfig, ModelError,
 };
 use crate::tokenize::{TextTokenizer, TokenizerError};
-use crate::train::{Control, EpochMetrics, OomRetry, TrainConfig, TrainError, TrainReport, train};
+use crate::train::{
+    Control, EpochMetrics, OomRetry, TrainBatches, TrainConfig, TrainError, TrainReport, train,
+};
 use crate::weights::{NamedTensors, WeightsError, load_safetensors};
 
 /// Everything one run needs besides the observer.
@@ -73,8 +76,9 @@ pub struct FinetuneSpec {
     /// Which implementation runs the step ([`Kernels`]): the fused one
     /// stores activations in 16 bits when the products are.
     pub kernels: Kernels,
-    /// The training loop's settings; `train.seed` also seeds the order of
-    /// the training batches and the initialisation of a head the
+    /// The training loop's settings; `train.seed` also seeds which
+    /// examples share a training batch (drawn anew each epoch, as
+    /// [`TrainBatches::Redrawn`]), their order, and the initialisation of a head the
     /// checkpoint lacks (of every weight, for a [`crate::preset`]
     /// directory).
     pub train: TrainConfig,
@@ -83,8 +87,9 @@ pub struct FinetuneSpec {
 /// Where a run's time went before its first step, in seconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StartupSeconds {
-    /// Reading, splitting and tokenising the data, and cutting batches
-    /// (the process keeps recent splits: a repeat costs only the batches).
+    /// Reading, splitting and tokenising the data, and cutting the
+    /// validation batches (the process keeps recent splits: a repeat costs
+    /// only the batches).
     pub data: f64,
     /// Starting the backend: on CUDA the context, kernel modules, cuBLAS
     /// handle and allocator.
@@ -460,8 +465,8 @@ pub fn finetune_cpu_trained(
     }
 }
 
-/// The data of a run, tokenised and cut into batches, with the model's
-/// architecture.
+/// The data of a run, tokenised (the validation set cut into batches),
+/// with the model's architecture.
 struct Prepared {
     config: ModelConfig,
     dataset_report: Vec<String>,
@@ -469,13 +474,25 @@ struct Prepared {
     num_classes: usize,
     train_examples: usize,
     validation_examples: usize,
-    train_batches: Vec<Batch>,
+    /// The tokenised splits, of which the training set is cut into
+    /// micro-batches anew each epoch ([`Prepared::train_batches`]).
+    splits: Arc<tokenized::Splits>,
+    micro_batch: usize,
     valid_batches: Vec<Batch>,
     /// Seconds preparing took.
     seconds: f64,
 }
 
 impl Prepared {
+    /// The training set as [`train`] takes it: micro-batches drawn anew
+    /// each epoch.
+    fn train_batches(&self) -> TrainBatches<'_> {
+        TrainBatches::Redrawn {
+            data: &self.splits.train,
+            micro_batch: self.micro_batch,
+        }
+    }
+
     /// The run's start-up: this preparation, then `device` seconds starting
     /// the backend and `model` building the model.
     fn startup(&self, device: f64, model: f64) -> StartupSeconds {
@@ -514,11 +531,6 @@ fn prepare(spec: &FinetuneSpec) -> Result<Prepared, FinetuneError> {
     })?;
     let config_path = spec.model_dir.join("config.json");
     let config = with_dropout(read_model_config(&config_path)?, spec.dropout, config_path)?;
-    let order = BatchOrder::Shuffled {
-        seed: spec.train.seed,
-        epoch: 0,
-    };
-    let train_batches: Vec<_> = splits.train.batches(spec.micro_batch, order)?.collect();
     let valid_batches: Vec<_> = splits
         .valid
         .batches(spec.micro_batch, BatchOrder::Sequential)?
@@ -530,8 +542,9 @@ fn prepare(spec: &FinetuneSpec) -> Result<Prepared, FinetuneError> {
         num_classes: splits.num_classes,
         train_examples: splits.train.len(),
         validation_examples: splits.valid.len(),
-        train_batches,
+        micro_batch: spec.micro_batch,
         valid_batches,
+        splits,
         seconds: start.elapsed().as_secs_f64(),
     })
 }
@@ -679,7 +692,7 @@ fn build_and_train<B: Backend, M: Loaded<B>>(
     let report = train(
         be,
         &mut model,
-        &prepared.train_batches,
+        prepared.train_batches(),
         &prepared.valid_batches,
         &spec.train,
         observer,
@@ -978,7 +991,7 @@ pub fn replay_run_unless(
     train(
         &be,
         &mut *model,
-        &prepared.train_batches,
+        prepared.train_batches(),
         &prepared.valid_batches,
         &train_config,
         &mut |_| {
@@ -994,7 +1007,7 @@ pub fn replay_run_unless(
     Ok(Some(ReplayedRun {
         peak_requested: stats.requested_bytes.all.peak,
         peak_reserved: stats.reserved_bytes.all.peak,
-        longest_train_batch: longest(&prepared.train_batches),
+        longest_train_batch: prepared.splits.train.max_sequence_length(),
         longest_validation_batch: longest(&prepared.valid_batches),
     }))
 }

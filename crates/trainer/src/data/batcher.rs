@@ -51,6 +51,25 @@ impl TokenizedDataset {
         }
     }
 
+    /// `rows` examples told apart by their tokens (example `i` is `1 + i %
+    /// 3` copies of id `i + 1`), labels alternating 0 and 1 (for tests of
+    /// which examples share a batch).
+    #[cfg(test)]
+    pub(crate) fn numbered(rows: usize) -> Self {
+        let encoded = (0..rows)
+            .map(|i| Encoded {
+                ids: vec![i as u32 + 1; 1 + i % 3],
+                type_ids: vec![0; 1 + i % 3],
+            })
+            .collect();
+        Self {
+            encoded,
+            labels: (0..rows).map(|i| i % 2).collect(),
+            num_classes: 2,
+            pad_id: 0,
+        }
+    }
+
     /// Tokenizes every example. Labels are checked against `num_classes`
     /// here, on the host, so a batch can never carry an invalid class index.
     pub fn new(

@@ -19,8 +19,8 @@
 //!   duplicate texts on one side.
 //! - [`batcher`] tokenizes once and yields [`crate::batch::Batch`]es padded
 //!   to the longest sequence of each micro-batch, in a seeded shuffled
-//!   order (the training loop then shuffles the order of these batches each
-//!   epoch; which examples share a batch is fixed for the run).
+//!   order per epoch (a fine-tuning run cuts its training batches anew each
+//!   epoch: [`crate::train::TrainBatches`]).
 
 pub mod batcher;
 pub mod embedded;

@@ -1,11 +1,13 @@
 //! Optimiser, learning-rate schedule, metrics and the training loop.
 
+mod batches;
 pub mod loss_scale;
 pub mod metrics;
 pub mod optimizer;
 pub mod schedule;
 mod train_loop;
 
+pub use batches::TrainBatches;
 pub use loss_scale::{LossScaleConfig, LossScaler};
 pub use metrics::{EpochMetrics, Metrics};
 pub use optimizer::{AdamW, Optimizer, OptimizerConfig};

@@ -14,6 +14,7 @@
 
 use std::time::Instant;
 
+use super::batches::TrainBatches;
 use super::loss_scale::{LossScaleConfig, LossScaler};
 use super::metrics::{EpochMetrics, Metrics, argmax_rows};
 use super::optimizer::{Optimizer, OptimizerConfig};
@@ -22,7 +23,6 @@ use crate::backend::{Backend, Failure, Kernels, clip_global_norm, clip_to_norm};
 use crate::batch::Batch;
 use crate::memory::{BufKind, OutOfMemory};
 use crate::model::{BatchError, Classifier, Mode};
-use crate::rng::RngKey;
 
 /// What the observer (a pruner) tells the loop after an epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,7 +83,9 @@ pub struct TrainConfig {
     pub recompute: bool,
     /// Seeds dropout and the order of batches.
     pub seed: u64,
-    /// Shuffle the order of training batches each epoch.
+    /// Shuffle the order of training batches each epoch, and with
+    /// [`TrainBatches::Redrawn`] draw which examples share a batch anew;
+    /// without it every epoch trains on the same batches in the same order.
     pub shuffle: bool,
 }
 
@@ -158,7 +160,9 @@ pub enum TrainError {
     /// runs).
     #[error("training batch {index}: {source}")]
     TrainBatch {
-        /// Position of the batch in the training batches, 0-based.
+        /// Position of the batch in the training batches, 0-based (for
+        /// [`TrainBatches::Redrawn`], in its epoch's draw before the order
+        /// is shuffled; the checks before training check epoch 0's).
         index: usize,
         /// What is wrong with it.
         source: BatchError,
@@ -553,18 +557,20 @@ fn better(monitor: Monitor, a: &Metrics, b: &Metrics) -> bool {
     }
 }
 
-/// Fine-tunes `model` on `train_batches`, evaluating on `valid_batches` after
-/// each epoch and calling `observer` with the epoch's metrics.
-pub fn train<B: Backend, M: Classifier<B> + ?Sized>(
+/// Fine-tunes `model` on `train_batches` (a slice of batches, the same
+/// every epoch, or batches drawn anew each epoch: [`TrainBatches`]),
+/// evaluating on `valid_batches` after each epoch and calling `observer`
+/// with the epoch's metrics.
+pub fn train<'a, B: Backend, M: Classifier<B> + ?Sized>(
     be: &B,
     model: &mut M,
-    train_batches: &[Batch],
+    train_batches: impl Into<TrainBatches<'a>>,
     valid_batches: &[Batch],
     cfg: &TrainConfig,
     observer: &mut dyn FnMut(&EpochMetrics) -> Control,
 ) -> Result<TrainReport, TrainError> {
     let classes = model.num_labels();
-    if cfg.accumulation_steps == 0 || cfg.epochs == 0 || train_batches.is_empty() {
+    if cfg.accumulation_steps == 0 || cfg.epochs == 0 {
         return Err(TrainError::Config(
             "epochs, accumulation_steps and the training set must be non-empty".into(),
         ));
@@ -577,18 +583,35 @@ pub fn train<B: Backend, M: Classifier<B> + ?Sized>(
             "class_weights {w:?}: need {classes} finite non-negative values"
         )));
     }
-    // Validate everything on the host before any kernel runs.
-    for (index, b) in train_batches.iter().enumerate() {
-        model
-            .check_batch(b)
-            .map_err(|source| TrainError::TrainBatch { index, source })?;
-    }
+    // Validate everything on the host before any kernel runs. Every
+    // epoch's batches hold the same examples, so epoch 0's stand for all.
+    let source = train_batches.into();
+    let (batches_per_epoch, largest_batch) = {
+        let first = source
+            .epoch(0, cfg.seed, false)
+            .map_err(|e| TrainError::Config(e.to_string()))?;
+        if first.is_empty() {
+            return Err(TrainError::Config(
+                "epochs, accumulation_steps and the training set must be non-empty".into(),
+            ));
+        }
+        for (index, b) in &first {
+            model
+                .check_batch(b)
+                .map_err(|source| TrainError::TrainBatch {
+                    index: *index,
+                    source,
+                })?;
+        }
+        let largest = first.iter().map(|(_, b)| b.batch).max().unwrap_or(1);
+        (first.len(), largest)
+    };
     for (index, b) in valid_batches.iter().enumerate() {
         model
             .check_batch(b)
             .map_err(|source| TrainError::ValidBatch { index, source })?;
     }
-    let steps_per_epoch = train_batches.len().div_ceil(cfg.accumulation_steps) as u64;
+    let steps_per_epoch = batches_per_epoch.div_ceil(cfg.accumulation_steps) as u64;
     let total = steps_per_epoch * cfg.epochs as u64;
     let schedule = LinearSchedule {
         peak_lr: cfg.lr,
@@ -616,40 +639,31 @@ pub fn train<B: Backend, M: Classifier<B> + ?Sized>(
         stopped_by_observer: false,
         early_stopped: false,
         steps: 0,
-        micro_batch: train_batches.iter().map(|b| b.batch).max().unwrap_or(1),
+        micro_batch: largest_batch,
         oom_retries: Vec::new(),
         skipped_steps: 0,
     };
     let mut since_best = 0;
     for epoch in 0..cfg.epochs {
         let start = Instant::now();
-        let mut order: Vec<usize> = (0..train_batches.len()).collect();
-        if cfg.shuffle {
-            let key = RngKey {
-                seed: cfg.seed,
-                step: epoch as u64,
-                stream: u32::MAX,
-            };
-            for i in (1..order.len()).rev() {
-                let j = (key.word(i as u64) as usize) % (i + 1);
-                order.swap(i, j);
-            }
-        }
+        let batches = source
+            .epoch(epoch, cfg.seed, cfg.shuffle)
+            .map_err(|e| TrainError::Config(e.to_string()))?;
         let mut loss_sum = 0.0;
         let mut groups = 0;
-        for group in order.chunks(cfg.accumulation_steps) {
+        for group in batches.chunks(cfg.accumulation_steps) {
             let lr = schedule.lr(report.steps);
             let loss = loop {
                 let pieces: Vec<_> = group
                     .iter()
-                    .map(|&i| train_batches[i].fit_to(report.micro_batch))
+                    .map(|(_, batch)| batch.fit_to(report.micro_batch))
                     .collect();
                 let micro: Vec<&Batch> = pieces.iter().flat_map(|p| p.iter()).collect();
                 let micro_steps = ctx.micro_steps;
                 match attempt(be, || train_step(be, model, &mut ctx, &micro, lr))? {
                     Ok(result) => {
                         break result.map_err(|source| TrainError::TrainBatch {
-                            index: group[0],
+                            index: group[0].0,
                             source,
                         })?;
                     }
