@@ -33,8 +33,10 @@
 //!
 //!   Both are built with HF's random initialisation, then loaded from
 //!   [`weights::NamedTensors`].
-//! - [`train::train`]: trains on slices of [`batch::Batch`] and reports each
-//!   epoch's metrics to an observer that may stop the trial.
+//! - [`train::train`]: trains on a slice of [`batch::Batch`]es, or on
+//!   batches cut anew from a tokenised set each epoch
+//!   ([`train::TrainBatches`]), and reports each epoch's metrics to an
+//!   observer that may stop the trial.
 //! - Out of memory is a value, not a `Result` on every operation: a
 //!   backend whose allocation is refused (a [`memory::MemTracker`] limit or
 //!   `gpu-mem`'s allocator) records [`memory::OutOfMemory`] in its
