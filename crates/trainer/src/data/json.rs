@@ -81,10 +81,11 @@ pub(crate) fn read_json_array(
     };
     let elements: Vec<&RawValue> = serde_json::from_str(&quoted).map_err(|e| {
         let at = in_file(offset_of(&quoted, e.line(), e.column()));
+        let (line, column) = (lines.line(at), lines.column(at));
         DataError::Parse {
             file: file.into(),
-            line: lines.line(at),
-            message: parse_error_message(&e, contents, (lines.line(at), lines.column(at))),
+            line,
+            message: parse_error_message(&e, contents, (line, column)),
         }
     })?;
     let base = quoted.as_ptr() as usize;

@@ -238,9 +238,7 @@ impl ExportError {
             _ => false,
         }
     }
-}
 
-impl ExportError {
     /// The error with a path inside `temporary` (where [`save_hf_dir`]
     /// writes the files first) named where that file was to land, inside
     /// `out`: the temporary is removed before anyone reads the message.

@@ -570,7 +570,13 @@ pub fn train<'a, B: Backend, M: Classifier<B> + ?Sized>(
     observer: &mut dyn FnMut(&EpochMetrics) -> Control,
 ) -> Result<TrainReport, TrainError> {
     let classes = model.num_labels();
-    if cfg.accumulation_steps == 0 || cfg.epochs == 0 {
+    // Every epoch's batches hold the same examples, so epoch 0's stand for
+    // all in the checks below.
+    let source = train_batches.into();
+    let first = source
+        .epoch(0, cfg.seed, false)
+        .map_err(|e| TrainError::Config(e.to_string()))?;
+    if cfg.accumulation_steps == 0 || cfg.epochs == 0 || first.is_empty() {
         return Err(TrainError::Config(
             "epochs, accumulation_steps and the training set must be non-empty".into(),
         ));
@@ -583,29 +589,18 @@ pub fn train<'a, B: Backend, M: Classifier<B> + ?Sized>(
             "class_weights {w:?}: need {classes} finite non-negative values"
         )));
     }
-    // Validate everything on the host before any kernel runs. Every
-    // epoch's batches hold the same examples, so epoch 0's stand for all.
-    let source = train_batches.into();
-    let (batches_per_epoch, largest_batch) = {
-        let first = source
-            .epoch(0, cfg.seed, false)
-            .map_err(|e| TrainError::Config(e.to_string()))?;
-        if first.is_empty() {
-            return Err(TrainError::Config(
-                "epochs, accumulation_steps and the training set must be non-empty".into(),
-            ));
-        }
-        for (index, b) in &first {
-            model
-                .check_batch(b)
-                .map_err(|source| TrainError::TrainBatch {
-                    index: *index,
-                    source,
-                })?;
-        }
-        let largest = first.iter().map(|(_, b)| b.batch).max().unwrap_or(1);
-        (first.len(), largest)
-    };
+    // Validate everything on the host before any kernel runs.
+    for (index, b) in &first {
+        model
+            .check_batch(b)
+            .map_err(|source| TrainError::TrainBatch {
+                index: *index,
+                source,
+            })?;
+    }
+    let batches_per_epoch = first.len();
+    let largest_batch = first.iter().map(|(_, b)| b.batch).max().unwrap_or(1);
+    drop(first);
     for (index, b) in valid_batches.iter().enumerate() {
         model
             .check_batch(b)
