@@ -71,6 +71,26 @@ pub enum StoreError {
         column: &'static str,
     },
 
+    /// A PostgreSQL database without Optuna's tables holds a type by the
+    /// name of one of Optuna's ENUM types (`trialstate`, ...) that is not
+    /// that enum: another program's, or an enum with other labels.
+    #[error(
+        "{path}: type `{name}` exists {}, not as Optuna's enum; \
+         drop it (DROP TYPE {name}) or use another database",
+        match found.is_empty() {
+            true => "and is not an enum".to_string(),
+            false => format!("with labels {found:?}"),
+        }
+    )]
+    ForeignType {
+        /// The server's URL without its password.
+        path: PathBuf,
+        /// The type's name, as Optuna's schema names it.
+        name: &'static str,
+        /// Its labels in order (none when it is not an enum).
+        found: Vec<String>,
+    },
+
     /// The database (an SQLite file, or a PostgreSQL database) has no
     /// tables at all and was opened without leave to create the schema
     /// (read-only, or `create: false`): new, or being created by another

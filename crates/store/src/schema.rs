@@ -145,13 +145,26 @@ CREATE TABLE alembic_version (
 	CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)
 );"#;
 
-/// The DDL SQLAlchemy issues for Optuna 5.0.0's models on PostgreSQL: the
-/// ENUM types first (named after the Python enums), then the tables.
-pub const PG_DDL: &str = r#"CREATE TYPE studydirection AS ENUM ('NOT_SET', 'MINIMIZE', 'MAXIMIZE');
-CREATE TYPE trialstate AS ENUM ('RUNNING', 'COMPLETE', 'PRUNED', 'FAIL', 'WAITING');
-CREATE TYPE trialvaluetype AS ENUM ('FINITE', 'INF_POS', 'INF_NEG');
-CREATE TYPE trialintermediatevaluetype AS ENUM ('FINITE', 'INF_POS', 'INF_NEG', 'NAN');
-CREATE TABLE studies (
+/// The ENUM types of Optuna 5.0.0's models on PostgreSQL, named after the
+/// Python enums, with their labels in order. SQLAlchemy creates them before
+/// the tables ([`PG_DDL`]), and only where missing: dropping Optuna's
+/// tables leaves them behind, and Optuna makes its tables again beside them.
+pub const PG_ENUMS: [(&str, &[&str]); 4] = [
+    ("studydirection", &["NOT_SET", "MINIMIZE", "MAXIMIZE"]),
+    (
+        "trialstate",
+        &["RUNNING", "COMPLETE", "PRUNED", "FAIL", "WAITING"],
+    ),
+    ("trialvaluetype", &["FINITE", "INF_POS", "INF_NEG"]),
+    (
+        "trialintermediatevaluetype",
+        &["FINITE", "INF_POS", "INF_NEG", "NAN"],
+    ),
+];
+
+/// The tables SQLAlchemy creates for Optuna 5.0.0's models on PostgreSQL,
+/// after the [`PG_ENUMS`] types.
+pub const PG_DDL: &str = r#"CREATE TABLE studies (
 	study_id SERIAL NOT NULL, 
 	study_name VARCHAR(512) NOT NULL, 
 	PRIMARY KEY (study_id)
@@ -306,7 +319,10 @@ pub fn lock_creation(tx: Tx<'_>) -> Result<(), TxError> {
 }
 
 /// Create every table and the version rows. The caller holds a write transaction.
-pub fn create(tx: Tx<'_>) -> Result<(), TxError> {
+pub fn create(tx: Tx<'_>, path: &Path) -> Result<(), TxError> {
+    if tx.is_postgres() {
+        create_enums(tx, path)?;
+    }
     tx.batch(if tx.is_postgres() { PG_DDL } else { DDL })?;
     tx.execute(
         "INSERT INTO version_info (version_info_id, schema_version, library_version) VALUES (1, ?1, ?2)",
@@ -316,6 +332,48 @@ pub fn create(tx: Tx<'_>) -> Result<(), TxError> {
         "INSERT INTO alembic_version (version_num) VALUES (?1)",
         vals![ALEMBIC_VERSION],
     )?;
+    Ok(())
+}
+
+/// Create each of [`PG_ENUMS`] the session does not see by its
+/// unqualified name (see [`is_empty`]); one it sees must have Optuna's
+/// labels in Optuna's order, or Optuna's states would be stored as other
+/// values or refused.
+fn create_enums(tx: Tx<'_>, path: &Path) -> Result<(), TxError> {
+    // The type the unqualified name finds (the visible one): an enum's
+    // labels in order, or one NULL label for a type of another kind.
+    let labels_of = "SELECT e.enumlabel::text FROM pg_catalog.pg_type t \
+         LEFT JOIN pg_catalog.pg_enum e ON e.enumtypid = t.oid \
+         WHERE t.typname = ?1 AND pg_catalog.pg_type_is_visible(t.oid) \
+         ORDER BY e.enumsortorder";
+    for (name, labels) in PG_ENUMS {
+        let rows = tx.query(labels_of, vals![name])?;
+        if rows.is_empty() {
+            let quoted: Vec<String> = labels.iter().map(|l| format!("'{l}'")).collect();
+            tx.batch(&format!(
+                "CREATE TYPE {name} AS ENUM ({})",
+                quoted.join(", ")
+            ))?;
+            continue;
+        }
+        let found = rows
+            .iter()
+            .map(|r| r.opt_string(0))
+            .collect::<Result<Vec<_>, _>>()?;
+        if found
+            .iter()
+            .map(Option::as_deref)
+            .ne(labels.iter().copied().map(Some))
+        {
+            let found = found.iter().flatten().cloned().collect();
+            return Err(StoreError::ForeignType {
+                path: path.to_path_buf(),
+                name,
+                found,
+            }
+            .into());
+        }
+    }
     Ok(())
 }
 

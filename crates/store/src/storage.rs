@@ -574,7 +574,7 @@ impl Storage {
         self.write(|tx| {
             schema::lock_creation(tx)?;
             if schema::is_empty(tx, &self.path)? {
-                schema::create(tx)?;
+                schema::create(tx, &self.path)?;
             }
             Ok(())
         })?;

@@ -487,3 +487,75 @@ fn postgres_makes_optunas_tables_beside_other_tables() {
         .unwrap();
     assert!(db.open_existing().unwrap().study("beside").is_ok());
 }
+
+/// Dropping Optuna's tables leaves its ENUM types behind, and Optuna's own
+/// `create_study` then makes the tables again beside them; so does ours.
+#[test]
+fn postgres_makes_optunas_tables_again_beside_its_left_enum_types() {
+    let Some(db) = common::fresh(Backend::Postgres, "left_enums") else {
+        return;
+    };
+    db.open()
+        .create_study("dropped", &[StudyDirection::Minimize])
+        .unwrap();
+    admin(
+        &db.url,
+        "DO $$ DECLARE t text; BEGIN FOR t IN SELECT tablename FROM pg_tables \
+         WHERE schemaname = 'public' LOOP EXECUTE format('DROP TABLE %I CASCADE', t); \
+         END LOOP; END $$",
+    );
+    let storage = db.open();
+    let study = storage
+        .create_study("again", &[StudyDirection::Maximize])
+        .unwrap();
+    let trial = storage.create_trial(study.study_id).unwrap();
+    storage
+        .finish(trial.trial_id, TrialState::Complete, &[1.0])
+        .unwrap();
+    assert!(storage.study("dropped").is_err());
+    let trials = storage
+        .trials(study.study_id, &TrialFilter::default())
+        .unwrap();
+    assert_eq!(trials.len(), 1);
+    assert!(db.open_existing().unwrap().study("again").is_ok());
+}
+
+/// A type by the name of one of Optuna's enums that is not that enum (other
+/// labels, or a table's row type) is refused by name before any table is
+/// made, and the database is left as it was.
+#[test]
+fn postgres_refuses_a_foreign_type_by_the_name_of_optunas_enum() {
+    let cases = [
+        (
+            "CREATE TYPE trialstate AS ENUM ('RUNNING', 'DONE')",
+            r#"type `trialstate` exists with labels ["RUNNING", "DONE"]"#,
+        ),
+        (
+            "CREATE TABLE trialvaluetype (id int)",
+            "type `trialvaluetype` exists and is not an enum",
+        ),
+    ];
+    for (i, (sql, message)) in cases.into_iter().enumerate() {
+        let Some(db) = common::fresh(Backend::Postgres, &format!("foreign_type{i}")) else {
+            return;
+        };
+        admin(&db.url, sql);
+        let Err(err) = Storage::open_url(&db.url, &OpenOptions::default()) else {
+            panic!("a foreign type `{sql}` was not refused");
+        };
+        assert!(
+            matches!(err, store::StoreError::ForeignType { .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains(message), "{err}");
+        let mut client = ::postgres::Client::connect(&db.url, ::postgres::NoTls).unwrap();
+        let made: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_catalog.pg_type WHERE typname IN ('studydirection', 'studies')",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(made, 0, "nothing made before the refusal");
+    }
+}
