@@ -648,6 +648,74 @@ fn the_study_name_cannot_escape_or_make_directories() {
     assert_eq!(logs, 4);
 }
 
+/// A random-weight preset's directory is named as the log is: a study and
+/// a model named to escape (`../x`) write the preset's tokenizer and
+/// weights inside the storage's directory, nothing beside it.
+#[test]
+fn a_preset_directory_cannot_escape_the_storage_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let studies = dir.path().join("studies");
+    std::fs::create_dir(&studies).unwrap();
+    let db = studies.join("s.db");
+    two_class_csv(dir.path(), 16);
+    let study = r#"
+[study]
+name = "../escaped"
+n_trials = 1
+
+[data]
+source = "files"
+files = ["d.csv"]
+num_classes = 2
+
+[objective]
+metric = "accuracy"
+
+[models."../m"]
+preset = "minilm-l6"
+
+[[param]]
+name = "learning_rate"
+type = "float"
+low = 1e-5
+high = 1e-4
+
+[fixed]
+batch_size = 8
+epochs = 1
+max_length = 16
+
+[sampler]
+kind = "random"
+seed = 1
+
+[runner]
+device = "cpu"
+max_workers = 1
+"#;
+    let cfg = write(dir.path(), "s.toml", study);
+    ok(tune(&db, &cfg, &[]));
+    assert_eq!(trials(&db, "../escaped").len(), 1);
+    let mut outside: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    outside.sort();
+    assert_eq!(outside, ["d.csv", "s.toml", "studies"]);
+    let presets: Vec<_> = std::fs::read_dir(&studies)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(presets.len(), 1, "{presets:?}");
+    let models: Vec<_> = std::fs::read_dir(&presets[0])
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(models.len(), 1, "{models:?}");
+    assert!(trainer::preset::has_random_weights(&models[0]));
+}
+
 // ---- 6. read-only files, either journal mode --------------------------------
 
 fn is_root() -> bool {

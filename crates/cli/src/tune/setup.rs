@@ -188,13 +188,15 @@ impl RunPlan {
             .flat_map(|e| std::iter::once(&e.text).chain(&e.text_pair))
             .cloned()
             .collect();
-        let presets_dir = log_file
-            .parent()
-            .unwrap_or(Path::new(""))
-            .join(format!("{}-presets", cfg.study.name));
+        // Names made safe as the log's is: a study or model named `../x`
+        // or `/x` must not write outside the storage's directory.
+        let presets_dir = log_file.parent().unwrap_or(Path::new("")).join(format!(
+            "{}-presets",
+            crate::logging::safe_stem(&cfg.study.name)
+        ));
         let mut models = BTreeMap::new();
         for (key, spec) in &cfg.models {
-            let preset_dir = presets_dir.join(key);
+            let preset_dir = presets_dir.join(crate::logging::safe_stem(key));
             let model = resolve(key, spec, sim_device, num_classes, &preset_dir, &texts)?;
             check_examples(key, &model, &examples)?;
             models.insert(key.clone(), model);
