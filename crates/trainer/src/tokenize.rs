@@ -353,6 +353,8 @@ impl TextTokenizer {
                     && self.reaches_max_length(text) == Some(false)
                 {
                     self.inner.encode((text, b), true)
+                } else if cut(a, text) && cut(b, pair) {
+                    self.encode_both_cut((text, a), (pair, b))
                 } else {
                     self.inner.encode((text, pair), true)
                 }
@@ -366,6 +368,38 @@ impl TextTokenizer {
             ids: encoding.get_ids().to_vec(),
             type_ids: encoding.get_type_ids().to_vec(),
         })
+    }
+
+    /// A pair whose texts are both cut to their kept parts. Truncation
+    /// then keeps half the length of each, and only which whole text has
+    /// more tokens (it keeps the odd one) depends on the parts cut off; so
+    /// the kept parts are encoded where they compare as the whole texts do,
+    /// else the longer whole text with the other's kept part. Encoding both
+    /// whole texts would pair every truncated piece of one with every piece
+    /// of the other: memory as the product of their lengths.
+    fn encode_both_cut(
+        &self,
+        (text, a): (&str, &str),
+        (pair, b): (&str, &str),
+    ) -> tokenizers::Result<tokenizers::Encoding> {
+        let (whole_a, whole_b) = (self.token_count(text)?, self.token_count(pair)?);
+        let (kept_a, kept_b) = (self.token_count(a)?, self.token_count(b)?);
+        if (kept_a > kept_b) == (whole_a > whole_b) {
+            self.inner.encode((a, b), true)
+        } else if whole_a > whole_b {
+            self.inner.encode((text, b), true)
+        } else {
+            self.inner.encode((a, pair), true)
+        }
+    }
+
+    /// Every token of `text` alone, without special tokens: truncation's
+    /// pieces do not overlap (stride 0), so with the overflowing ones they
+    /// are the whole text's.
+    fn token_count(&self, text: &str) -> tokenizers::Result<usize> {
+        let encoded = self.inner.encode(text, false)?;
+        let overflowing: usize = encoded.get_overflowing().iter().map(|e| e.len()).sum();
+        Ok(encoded.len() + overflowing)
     }
 
     /// Whether `text` alone gives at least `max_length` tokens (`None`: it

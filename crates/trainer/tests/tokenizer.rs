@@ -307,6 +307,9 @@ fn long_texts_give_the_tokens_of_the_whole_text() {
                 (long.as_str(), Some(short)),
                 (short, Some(long.as_str())),
                 (long.as_str(), Some(also_long.as_str())),
+                // Both cut: their kept parts compare otherwise than the
+                // whole texts in some tokenizers, either way round.
+                (also_long.as_str(), Some(long.as_str())),
             ] {
                 let got = ours.encode(a, b).unwrap();
                 let want = match b {
@@ -321,8 +324,29 @@ fn long_texts_give_the_tokens_of_the_whole_text() {
         }
     }
     assert!(
-        checked >= 7 * 2 * 4,
+        checked >= 7 * 2 * 5,
         "only {checked} cases: fixtures missing"
+    );
+}
+
+/// A pair of long texts costs memory as their lengths, not as their
+/// product: encoding both whole, truncation would pair each of the 10,000
+/// pieces of one with each of the other's (gigabytes), where only their
+/// first tokens are kept.
+#[test]
+fn a_pair_of_long_texts_is_encoded_in_memory_as_their_lengths() {
+    let (_dir, tok) = tiny(8);
+    let long = "good ".repeat(50_000);
+    let also_long = "bad ".repeat(50_000);
+    let got = tok.encode(&long, Some(&also_long)).unwrap();
+    // Of the 5 tokens left between the specials the second text, the
+    // longer one (or as long), keeps the odd one.
+    assert_eq!(
+        got.ids,
+        [
+            "[CLS]", "good", "good", "[SEP]", "bad", "bad", "bad", "[SEP]"
+        ]
+        .map(id)
     );
 }
 
