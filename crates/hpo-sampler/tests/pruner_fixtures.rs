@@ -173,3 +173,26 @@ fn hyperband_takes_the_largest_max_resource() {
     assert_eq!(pruner.bracket_id("s", 0), 0);
     assert_eq!(pruner.bracket_id("s", 12345), 0);
 }
+
+/// "auto" takes `max_resource` from the last step of a COMPLETE trial plus
+/// one; a step of `i64::MAX` (any integer Optuna stores) gives the largest,
+/// not an overflow.
+#[test]
+fn hyperband_auto_takes_a_last_step_of_i64_max() {
+    let mut pruner = HyperbandPruner::new(1, None, 2, 0).unwrap();
+    let mut done = FrozenTrial::new(0);
+    done.state = hpo_sampler::TrialState::Complete;
+    done.values = Some(vec![0.5]);
+    done.intermediate_values.insert(i64::MAX, 0.5);
+    let mut trial = FrozenTrial::new(1);
+    trial.intermediate_values.insert(0, 0.5);
+    let trials = vec![done, trial.clone()];
+    let study = StudyView {
+        name: "s",
+        direction: StudyDirection::Minimize,
+        directions: &[],
+        trials: &trials,
+    };
+    assert!(!pruner.prune(&study, &trial).prune);
+    assert_eq!(pruner.bracket_id("s", 12345), 0);
+}

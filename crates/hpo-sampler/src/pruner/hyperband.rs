@@ -78,7 +78,7 @@ impl HyperbandPruner {
                 else {
                     return;
                 };
-                *self.max_resource.insert(last + 1)
+                *self.max_resource.insert(last.saturating_add(1))
             }
         };
         let ratio = max_resource as f64 / self.min_resource as f64;
