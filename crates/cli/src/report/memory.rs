@@ -131,7 +131,7 @@ fn configuration_map(trials: &[(&FrozenTrial, MemoryAttrs)]) -> String {
     let points: Vec<(f64, f64, Fit)> = trials
         .iter()
         .filter_map(|(t, m)| {
-            let jitter = 1.0 + 0.04 * (((t.number * 7919) % 11) as f64 / 10.0 - 0.5);
+            let jitter = 1.0 + 0.04 * ((t.number.wrapping_mul(7919) % 11) as f64 / 10.0 - 0.5);
             Some((
                 m.setting("batch_size")? * jitter,
                 m.setting("max_length")? * jitter,
@@ -276,5 +276,30 @@ mod tests {
             ),
             Body::Shown(_) => panic!("shown without memory attributes"),
         }
+    }
+
+    /// Any trial number a storage holds places a dot: the spread of
+    /// repeats, a function of the number, does not overflow.
+    #[test]
+    fn the_largest_trial_numbers_place_their_dots() {
+        let trials: Vec<FrozenTrial> = [0, 1, u64::MAX / 7, i64::MAX as u64]
+            .into_iter()
+            .map(|n| {
+                let mut t = FrozenTrial::new(n);
+                t.user_attrs
+                    .insert("predicted_peak_bytes".into(), json!(1 << 30));
+                t.user_attrs.insert(
+                    "config".into(),
+                    json!({"batch_size": 16, "max_length": 128}),
+                );
+                t
+            })
+            .collect();
+        let with_attrs: Vec<_> = trials
+            .iter()
+            .map(|t| (t, MemoryAttrs::of(t).expect("memory attributes")))
+            .collect();
+        let svg = configuration_map(&with_attrs);
+        assert_eq!(svg.matches("<circle").count(), 4, "{svg}");
     }
 }
