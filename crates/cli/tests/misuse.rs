@@ -630,13 +630,7 @@ fn the_study_name_cannot_escape_or_make_directories() {
         assert_eq!(trials(&db, name).len(), 1, "{name}");
     }
     // Only files, all inside the storage's directory, nothing beside it.
-    let outside: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    let mut outside = outside;
-    outside.sort();
-    assert_eq!(outside, ["s.toml", "studies"]);
+    assert_eq!(sorted_names(dir.path()), ["s.toml", "studies"]);
     for e in std::fs::read_dir(&studies).unwrap() {
         let e = e.unwrap();
         assert!(e.file_type().unwrap().is_file(), "{:?}", e.path());
@@ -696,24 +690,28 @@ max_workers = 1
     let cfg = write(dir.path(), "s.toml", study);
     ok(tune(&db, &cfg, &[]));
     assert_eq!(trials(&db, "../escaped").len(), 1);
-    let mut outside: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    outside.sort();
-    assert_eq!(outside, ["d.csv", "s.toml", "studies"]);
-    let presets: Vec<_> = std::fs::read_dir(&studies)
-        .unwrap()
-        .map(|e| e.unwrap().path())
+    assert_eq!(sorted_names(dir.path()), ["d.csv", "s.toml", "studies"]);
+    let presets: Vec<_> = sorted_names(&studies)
+        .into_iter()
+        .map(|name| studies.join(name))
         .filter(|p| p.is_dir())
         .collect();
     assert_eq!(presets.len(), 1, "{presets:?}");
-    let models: Vec<_> = std::fs::read_dir(&presets[0])
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let models = sorted_names(&presets[0]);
     assert_eq!(models.len(), 1, "{models:?}");
-    assert!(trainer::preset::has_random_weights(&models[0]));
+    assert!(trainer::preset::has_random_weights(
+        &presets[0].join(&models[0])
+    ));
+}
+
+/// The names of the entries of `dir`, sorted.
+fn sorted_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
 }
 
 // ---- 6. read-only files, either journal mode --------------------------------

@@ -77,9 +77,10 @@ pub enum StoreError {
     #[error(
         "{path}: type `{name}` exists {}, not as Optuna's enum; \
          drop it (DROP TYPE {name}) or use another database",
-        match found.is_empty() {
-            true => "and is not an enum".to_string(),
-            false => format!("with labels {found:?}"),
+        if found.is_empty() {
+            "and is not an enum".to_string()
+        } else {
+            format!("with labels {found:?}")
         }
     )]
     ForeignType {
