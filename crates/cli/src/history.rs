@@ -5,18 +5,34 @@
 
 use hpo_sampler::{Distribution, FrozenTrial};
 use serde_json::Value as Json;
+use std::path::PathBuf;
 
 /// A stored history a sampler cannot use (a value Optuna could not read
 /// back, constraints that are not numbers, two trials of one number); the
-/// message names the trial and the parameter or attribute.
+/// message names the storage, the trial and the parameter or attribute.
 #[derive(Debug, thiserror::Error, PartialEq)]
-#[error("stored history: {0}")]
-pub struct HistoryError(#[from] pub hpo_sampler::Error);
+#[error("{}: stored history: {source}", storage.display())]
+pub struct HistoryError {
+    /// The storage's file, or its URL without the password.
+    pub storage: PathBuf,
+    pub source: hpo_sampler::Error,
+}
 
-/// `trials`, once each passed [`FrozenTrial::check`].
-pub fn checked(trials: Vec<FrozenTrial>) -> Result<Vec<FrozenTrial>, HistoryError> {
+impl HistoryError {
+    /// `source`, found in what `storage` holds.
+    pub fn in_storage(storage: &store::Storage) -> impl FnOnce(hpo_sampler::Error) -> Self {
+        let storage = storage.path().to_path_buf();
+        move |source| HistoryError { storage, source }
+    }
+}
+
+/// `trials`, read from `storage`, once each passed [`FrozenTrial::check`].
+pub fn checked(
+    storage: &store::Storage,
+    trials: Vec<FrozenTrial>,
+) -> Result<Vec<FrozenTrial>, HistoryError> {
     for t in &trials {
-        t.check()?;
+        t.check().map_err(HistoryError::in_storage(storage))?;
     }
     Ok(trials)
 }
@@ -66,7 +82,10 @@ impl Cache {
         E: From<store::StoreError> + From<HistoryError>,
     {
         let unfinished: Vec<i64> = self.unfinished.iter().copied().collect();
-        let fresh = checked(storage.trials_since(study_id, self.seen_up_to, &unfinished)?)?;
+        let fresh = checked(
+            storage,
+            storage.trials_since(study_id, self.seen_up_to, &unfinished)?,
+        )?;
         self.merge(fresh);
         Ok(&self.trials)
     }

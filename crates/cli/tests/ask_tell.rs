@@ -723,8 +723,9 @@ fn nsga2_stores_its_generation_as_optuna_does() {
 }
 
 /// A history whose COMPLETE trial has another count of values than the
-/// study has objectives is refused before the ask claims or creates a
-/// trial: an enqueued trial stays WAITING and nothing is written.
+/// study has objectives is refused, naming the storage, before the ask
+/// claims or creates a trial: an enqueued trial stays WAITING and nothing
+/// is written.
 #[test]
 fn a_history_with_the_wrong_count_of_values_is_refused_before_anything_is_claimed() {
     let dir = tempfile::tempdir().unwrap();
@@ -746,7 +747,10 @@ fn a_history_with_the_wrong_count_of_values_is_refused_before_anything_is_claime
     refused_without_change(
         &db,
         &["ask", "--study", "s", "--search-space", SPACE],
-        "trial 0: 1 values for 2 objectives",
+        &format!(
+            "{}: stored history: trial 0: 1 values for 2 objectives",
+            db.display()
+        ),
     );
     assert_eq!(trials(&db)[1].state, TrialState::Waiting);
 }

@@ -1597,7 +1597,7 @@ fn a_history_with_a_number_twice_is_refused_before_any_trial() {
     let before = trials(&db, "dup");
     let err = refused(tune(&db, &cfg, &["--n-trials", "4"]));
     assert!(
-        err.contains("stored history")
+        err.contains(&format!("{}: study `dup`: stored history", db.display()))
             && err.contains("trial 0: two trials of the study have this number"),
         "{err}"
     );

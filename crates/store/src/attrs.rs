@@ -41,6 +41,7 @@ pub(crate) fn set_attr(
 ) -> Result<(), TxError> {
     crate::trial::check_name_length("attribute key", key)?;
     let json = serde_json::to_string(value).map_err(|e| StoreError::BadJson {
+        path: Default::default(),
         table: table.table(),
         owner: format!("{} {owner_id}", table.owner()),
         key: key.to_string(),
@@ -102,6 +103,7 @@ pub(crate) fn parse_json(
     text: &str,
 ) -> Result<Json, StoreError> {
     crate::python_json::from_str(text).map_err(|e| StoreError::BadJson {
+        path: Default::default(),
         table: table.table(),
         owner: format!("{} {owner_id}", table.owner()),
         key: key.to_string(),

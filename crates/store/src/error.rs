@@ -352,8 +352,13 @@ pub enum StoreError {
     },
 
     /// An attribute value that is not valid JSON.
-    #[error("bad JSON in {table}.{key} of {owner}: {reason}")]
+    #[error(
+        "{}bad JSON in {table}.{key} of {owner}: {reason}",
+        storage_prefix(path)
+    )]
     BadJson {
+        /// The storage (empty until the error leaves its transaction).
+        path: PathBuf,
         /// The attribute table, e.g. `trial_user_attributes`.
         table: &'static str,
         /// The owning row, e.g. `trial_id 12`.
@@ -492,7 +497,9 @@ impl StoreError {
     /// The error, naming `storage` where it is about a stored row that
     /// was read without knowing which storage held it.
     pub(crate) fn in_storage(mut self, storage: &std::path::Path) -> StoreError {
-        if let StoreError::BadRow { path, .. } | StoreError::BadParam { path, .. } = &mut self
+        if let StoreError::BadRow { path, .. }
+        | StoreError::BadParam { path, .. }
+        | StoreError::BadJson { path, .. } = &mut self
             && path.as_os_str().is_empty()
         {
             *path = storage.to_path_buf();

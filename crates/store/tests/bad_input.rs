@@ -522,7 +522,8 @@ fn a_read_only_open_rolls_back_a_dead_writers_journal() {
 /// values made up for them: a NULL parameter value or a categorical index
 /// beyond the choices (shown before as a clamped choice), a FINITE objective value
 /// of NULL (read as NaN, which `best` could pick), directions missing an
-/// objective, two trials of one number (`tell` took the first).
+/// objective, two trials of one number (`tell` took the first), an
+/// attribute that is not JSON. Each names the storage it was read from.
 fn corrupt_rows_are_errors_not_made_up_values(backend: Backend) {
     let categorical =
         r#"{"name": "CategoricalDistribution", "attributes": {"choices": ["a", "b"]}}"#;
@@ -532,8 +533,14 @@ fn corrupt_rows_are_errors_not_made_up_values(backend: Backend) {
              SELECT trial_id, 'c', {value}, '{categorical}' FROM trials WHERE number = 7"
         )
     };
-    let cases: [(String, &str); 5] = [
+    let cases: [(String, &str); 6] = [
         (param("NULL"), "param_value is NULL"),
+        (
+            "INSERT INTO trial_user_attributes (trial_id, key, value_json) \
+             SELECT trial_id, 'k', '{\"a\": ' FROM trials WHERE number = 3"
+                .into(),
+            "bad JSON in trial_user_attributes.k of trial_id 4",
+        ),
         (
             param("7.0"),
             "stored value 7 (trial_params.param_value) is not the index",
@@ -595,7 +602,10 @@ fn corrupt_rows_are_errors_not_made_up_values(backend: Backend) {
             },
         };
         assert!(err.to_string().contains(words), "{sql}: {err}");
-        if let StoreError::BadRow { .. } | StoreError::BadParam { .. } = err {
+        if let StoreError::BadRow { .. }
+        | StoreError::BadParam { .. }
+        | StoreError::BadJson { .. } = err
+        {
             let storage = s.path().display().to_string();
             assert!(err.to_string().starts_with(&storage), "{sql}: {err}");
         }

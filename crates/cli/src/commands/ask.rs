@@ -120,7 +120,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     // study's directions, which only the study knows.
     StudyView::with_directions(&study.name, &study.directions, &trials)
         .check()
-        .map_err(HistoryError::from)?;
+        .map_err(HistoryError::in_storage(&storage))?;
     // (Another worker may claim that trial first: this ask then claims the
     // next, and a param it leaves to the sampler fails it after the claim.)
     let next_waiting = trials
@@ -352,7 +352,7 @@ fn enqueued_params(
 ) -> Result<(BTreeMap<String, Param>, BTreeMap<String, Param>)> {
     let mut params = BTreeMap::new();
     let stored = storage.trial(trial_id)?;
-    stored.check().map_err(HistoryError::from)?;
+    stored.check().map_err(HistoryError::in_storage(storage))?;
     let fixed = stored.system_attrs.get(FIXED_PARAMS_KEY);
     let mut already = BTreeMap::new();
     for (name, distribution) in space {

@@ -103,7 +103,7 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
             )));
         }
     };
-    let settings = trial_settings(&cfg, &trial)?;
+    let settings = trial_settings(&cfg, &storage, &trial)?;
     let model = plan.model(&settings.model).map_err(usage)?;
     let ModelSource::Dir { path: model_dir } = &model.source else {
         return Err(usage(
@@ -245,9 +245,14 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-/// The trial's settings, from its stored params as the runner resolves them.
-fn trial_settings(cfg: &StudyConfig, trial: &store::FrozenTrial) -> Result<TrialSettings> {
-    trial.check().map_err(HistoryError::from)?;
+/// The trial's settings, from its params stored in `storage`, as the
+/// runner resolves them.
+fn trial_settings(
+    cfg: &StudyConfig,
+    storage: &store::Storage,
+    trial: &store::FrozenTrial,
+) -> Result<TrialSettings> {
+    trial.check().map_err(HistoryError::in_storage(storage))?;
     let values = trial
         .params
         .iter()

@@ -778,7 +778,13 @@ pub fn check_space_against_stored(cfg: &StudyConfig, plan: &RunPlan) -> Result<(
     // here, before a trial is claimed or created.
     hpo_sampler::StudyView::with_directions(&study.name, &study.directions, &trials)
         .check()
-        .map_err(|e| format!("study `{}`: stored history: {e}", plan.study_name))?;
+        .map_err(|e| {
+            format!(
+                "{}: study `{}`: stored history: {e}",
+                storage.path().display(),
+                plan.study_name
+            )
+        })?;
     for p in &cfg.params {
         let space = BTreeMap::from([(p.name.clone(), p.distribution.clone())]);
         hpo_sampler::check_against_history(&trials, &space).map_err(|e| {
