@@ -19,10 +19,13 @@ pub struct HistoryError {
 }
 
 impl HistoryError {
-    /// `source`, found in what `storage` holds.
-    pub fn in_storage(storage: &store::Storage) -> impl FnOnce(hpo_sampler::Error) -> Self {
-        let storage = storage.path().to_path_buf();
-        move |source| HistoryError { storage, source }
+    /// `source`, found in what `storage` holds (for `map_err`: the path
+    /// is copied only when there is an error).
+    pub fn in_storage(storage: &store::Storage) -> impl FnOnce(hpo_sampler::Error) -> Self + '_ {
+        move |source| HistoryError {
+            storage: storage.path().to_path_buf(),
+            source,
+        }
     }
 }
 

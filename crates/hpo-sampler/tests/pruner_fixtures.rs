@@ -116,12 +116,7 @@ fn replay(path: &Path) -> usize {
         let value = event["value"].as_f64().unwrap_or(f64::NAN);
         trials[idx].intermediate_values.insert(step, value);
         let current = trials[idx].clone();
-        let study = StudyView {
-            name,
-            direction,
-            directions: &[],
-            trials: &trials,
-        };
+        let study = StudyView::new(name, direction, &trials);
         let decision = pruner.prune(&study, &current);
         let want = event["prune"].as_bool().unwrap();
         assert_eq!(
@@ -163,12 +158,7 @@ fn hyperband_takes_the_largest_max_resource() {
     let mut trial = FrozenTrial::new(0);
     trial.intermediate_values.insert(0, 0.5);
     let trials = vec![trial.clone()];
-    let study = StudyView {
-        name: "s",
-        direction: StudyDirection::Minimize,
-        directions: &[],
-        trials: &trials,
-    };
+    let study = StudyView::new("s", StudyDirection::Minimize, &trials);
     assert!(!pruner.prune(&study, &trial).prune);
     assert_eq!(pruner.bracket_id("s", 0), 0);
     assert_eq!(pruner.bracket_id("s", 12345), 0);
@@ -187,12 +177,7 @@ fn hyperband_auto_takes_a_last_step_of_i64_max() {
     let mut trial = FrozenTrial::new(1);
     trial.intermediate_values.insert(0, 0.5);
     let trials = vec![done, trial.clone()];
-    let study = StudyView {
-        name: "s",
-        direction: StudyDirection::Minimize,
-        directions: &[],
-        trials: &trials,
-    };
+    let study = StudyView::new("s", StudyDirection::Minimize, &trials);
     assert!(!pruner.prune(&study, &trial).prune);
     assert_eq!(pruner.bracket_id("s", 12345), 0);
 }
