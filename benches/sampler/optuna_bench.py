@@ -1,7 +1,8 @@
 """Optuna's side of `cargo xtask bench sampler`.
 
 Times Optuna 5.0's TPESampler (in-memory storage) for one ask + tell on the
-6-parameter space of the issue at histories of 100, 500 and 1,000 COMPLETE
+6-parameter `space6` (a fine-tuning space: learning rate, weight decay,
+batch size, warmup, optimizer, scheduler) at histories of 100, 500 and 1,000 COMPLETE
 trials (random parameters, the same synthetic objective as
 crates/hpo-sampler/benches/common/mod.rs), and runs the quality functions
 (Hartmann6, Branin, 10-D Styblinski-Tang with 5 integer dimensions) with

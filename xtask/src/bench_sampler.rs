@@ -1,11 +1,11 @@
 //! `cargo xtask bench sampler`: our TPE against Optuna 5.0's TPESampler in
 //! one run, on this machine.
 //!
-//! - Cost: one ask + tell on the 6-parameter space at histories of
+//! - Cost: one ask + tell on the 6-parameter `space6` at histories of
 //!   100, 500 and 1,000 COMPLETE trials (ours: the `sampler_bench` example
 //!   of hpo-sampler; Optuna: benches/sampler/optuna_bench.py, in-memory
 //!   storage), with the ratio, in two regimes: a history of random trials
-//!   (the figure) and a study's steady state (`-steady`: the
+//!   (where Optuna's cost is usually quoted) and a study's steady state (`-steady`: the
 //!   sampler's own trials, which cluster, so more kernels matter).
 //! - Quality: best value after 100 trials on Hartmann6, Branin and 10-D
 //!   Styblinski-Tang (5 integer dimensions) over many seeds, median and

@@ -10,9 +10,11 @@
 //! - `cargo xtask tune [ARGS]`: build and run `memtune tune` on the embedded
 //!   default study.
 //! - `cargo xtask fetch-model minilm`: download and unpack all-MiniLM-L6-v2.
+//! - `cargo xtask python [torch|gp|peers]`: prepare a reference venv (the
+//!   peers of `benches/requirements.txt` by default) and print its python.
 //! - `cargo xtask nvrtc`: install libnvrtc (pip wheel) and print its directory.
 //! - `cargo xtask bench NAME`: the cross-crate benchmarks that print a table
-//!   (`sampler`, `store`, `packing`).
+//!   (`sampler`, `store`, `packing`, `tpe`).
 //! - `cargo xtask chaos [--hours H | --secs S]`: the unattended-study
 //!   chaos test (runners killed, paused and hung up on, PostgreSQL cut off
 //!   and restarted) for that long; CI runs it for 90 seconds.

@@ -14,8 +14,8 @@
 //! trials) and keeps them between reads.
 
 //!
-//! The binary (`src/main.rs`) only parses arguments; everything it runs is in
-//! this library, so benches and tests drive the same code (the study runner
+//! The binary (`src/main.rs`) only parses arguments and prints shell
+//! completions; everything else it runs is in this library, so benches and tests drive the same code (the study runner
 //! in [`tune`] included).
 //!
 //! Not in a default build: the runner's fault injection (feature

@@ -12,7 +12,7 @@
 //!     [--parallel P]  (quality: trials asked in rounds of P, as P workers)
 //!
 //! Timings come in two regimes: `tpe-N` on a history of random trials (the
-//! regime of the Optuna figure) and `tpe-N-steady` on the
+//! regime in which Optuna's TPE cost is usually quoted) and `tpe-N-steady` on the
 //! sampler's own last trials (see `time_ask_tell`).
 
 #[path = "../benches/common/mod.rs"]
@@ -40,8 +40,8 @@ fn arg(name: &str, default: usize) -> usize {
 /// oldest trial leaves). `steady`: the history is the sampler's own
 /// trials (it first runs a study from nothing up to `n` trials, unmeasured),
 /// a running study's steady state, where its trials cluster; otherwise
-/// `n` random trials (after 10 unmeasured asks), the regime of the issue's
-/// Optuna figure. `fresh`: a new sampler for every ask, as `memtune ask`
+/// `n` random trials (after 10 unmeasured asks), the regime in which
+/// Optuna's TPE cost is usually quoted. `fresh`: a new sampler for every ask, as `memtune ask`
 /// runs (nothing is reused across asks).
 fn time_ask_tell(
     n: usize,

@@ -291,7 +291,7 @@ step_legacy() { local d="$OUT/legacy"; rm -rf "$d"; mkdir -p "$d/site"
   "$PY" legacy_study.py --write-data "$d/docs.jsonl" --data-dir sentiment-labelled-sentences || return 1
   cp legacy.toml "$d/legacy.toml"
   # MEMTUNE_LEGACY_SECONDS=N gives each side N seconds instead of
-  # legacy.toml's (a device session short of time).
+  # legacy.toml's (a device whose time is short).
   if [ -n "${MEMTUNE_LEGACY_SECONDS:-}" ]; then
     [[ "$MEMTUNE_LEGACY_SECONDS" =~ ^[0-9]+$ ]] || { echo "MEMTUNE_LEGACY_SECONDS is not a whole number of seconds: $MEMTUNE_LEGACY_SECONDS"; return 1; }
     seconds=$MEMTUNE_LEGACY_SECONDS

@@ -50,7 +50,9 @@ pub struct Args {
     /// several objectives), `random` (RandomSampler), `gp` (GPSampler; a
     /// random ParEGO scalarisation per ask on several objectives), `auto`
     /// (GP below 200 finished trials while at most half the parameters are
-    /// categorical, TPE beyond) or `nsga2` (NSGAIISampler).
+    /// categorical, TPE beyond; on several objectives GP below 30 finished
+    /// trials per parameter, at least 100 and at most 300, TPE beyond,
+    /// NSGA-II from 1,000 COMPLETE trials) or `nsga2` (NSGAIISampler).
     #[arg(long)]
     pub sampler: Option<String>,
     /// Sampler options as JSON, as Optuna's: e.g. '{"seed": 1}' or

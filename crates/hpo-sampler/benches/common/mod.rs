@@ -1,6 +1,6 @@
 //! Shared by the criterion bench and the `sampler_bench` (which `cargo
 //! xtask bench sampler` runs) and `ask_latency` examples: the 6-parameter
-//! space of the issue, histories, one ask-and-tell step, and the quality
+//! `space6` (a fine-tuning space), histories, one ask-and-tell step, and the quality
 //! test functions. The Python side
 //! (benches/sampler/optuna_bench.py) defines the same ones.
 #![allow(dead_code)]

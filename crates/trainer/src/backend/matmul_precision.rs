@@ -8,11 +8,14 @@
 //! multiplies them exactly and accumulates in fp32; cuBLAS does this with
 //! `CUBLAS_COMPUTE_32F_FAST_16BF` / `_16F` on fp32 buffers, and the CPU
 //! backend emulates it by rounding copies of the operands. Every other
-//! operation (LayerNorm, softmax, GELU, the loss, AdamW) stays fp32, and
-//! every buffer is stored in fp32, so the weights are their own master copy.
+//! operation (LayerNorm, softmax, GELU, the loss, AdamW) computes in fp32,
+//! and the weights, gradients and optimizer state are stored in fp32, so
+//! the weights are their own master copy.
 //!
-//! What this does not do: store activations in 16 bits. Memory is the
-//! same at every precision, so the memory plan does not depend on it.
+//! What this does not do: choose how activations are stored. With the
+//! reference kernels they stay fp32 at every precision; with the fused
+//! kernels and 16-bit products they are stored in those 16 bits
+//! ([`super::Storage::for_step`]), which the memory plan follows.
 //!
 //! fp16's range ends at 65504 and its normal numbers at 6.1e-5, so small
 //! gradients vanish when rounded: fp16 needs the dynamic loss scaling of
