@@ -1397,9 +1397,9 @@ fn max_length_beyond_a_model_directorys_positions_is_refused_up_front() {
     assert!(trials(&db, "long").is_empty());
 }
 
-/// Data whose split leaves no training set (every text the same: one
-/// group of duplicates, kept on one side) is refused before any trial:
-/// exit 2, the counts and the fraction named, nothing stored.
+/// Data whose split leaves one side empty (every text the same: one
+/// group of duplicates, kept whole in training) is refused before any
+/// trial: exit 2, the counts and the fraction named, nothing stored.
 #[test]
 fn data_that_cannot_split_is_refused_before_any_trial() {
     let dir = tempfile::tempdir().unwrap();
@@ -1415,7 +1415,7 @@ fn data_that_cannot_split_is_refused_before_any_trial() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("the split leaves the training set empty: 40 examples in 1 groups"),
+        err.contains("the split leaves the validation set empty: 40 examples in 1 groups"),
         "{err}"
     );
     assert!(trials(&db, "dup").is_empty());

@@ -120,6 +120,7 @@ const BAD_JSONL: &str = concat!(
     "{\"text\": \"fine too\", \"label\": \"0\"}\n",    // 16 ok: integer in a string
     "{\"text\": \"py NaN\", \"label\": NaN}\n",        // 17 NaN as Python's json writes it
     "{\"text\": \"Infinity \\\" NaN\", \"label\": -Infinity}\n", // 18 non-integer
+    "{\"text\": NaN, \"label\": 0}\n",                 // 19 text a number, as Python writes NaN
 );
 
 const BAD_JSONL_EXPECTED: &[(usize, &str)] = &[
@@ -139,6 +140,7 @@ const BAD_JSONL_EXPECTED: &[(usize, &str)] = &[
     (15, "non_integer_label"),
     (17, "nan_label"),
     (18, "non_integer_label"),
+    (19, "missing_text"),
 ];
 
 #[test]
@@ -167,7 +169,7 @@ fn every_bad_record_kind_is_skipped_with_its_line_under_skip() {
             ("label_out_of_range", 2),
             ("malformed", 1),
             ("missing_label", 1),
-            ("missing_text", 2),
+            ("missing_text", 3),
             ("nan_label", 2),
             ("non_integer_label", 4),
             ("not_an_object", 1),
@@ -176,7 +178,7 @@ fn every_bad_record_kind_is_skipped_with_its_line_under_skip() {
     );
     let summary = report.summary();
     assert!(
-        summary.starts_with("loaded 2 records, skipped 16"),
+        summary.starts_with("loaded 2 records, skipped 17"),
         "{summary}"
     );
     assert!(
@@ -198,7 +200,11 @@ fn every_bad_record_is_listed_when_the_policy_is_reject() {
     let expected: Vec<usize> = BAD_JSONL_EXPECTED.iter().map(|(line, _)| *line).collect();
     assert_eq!(lines, expected);
     let message = err.to_string();
-    assert!(message.contains("16 bad record(s)"), "{message}");
+    assert!(message.contains("17 bad record(s)"), "{message}");
+    assert!(
+        message.contains("bad.jsonl:19: text field `text` is missing or not a string"),
+        "{message}"
+    );
     assert!(
         message.contains("bad.jsonl:7: label field `label` is null"),
         "{message}"
@@ -249,6 +255,90 @@ fn csv_bad_records_carry_their_line() {
             .to_string()
             .starts_with("d.csv:3: ")
     );
+}
+
+/// The csv crate runs a quoted field on to the next quote of the file; a
+/// quote left open must not merge the rows after it into one text.
+#[test]
+fn a_csv_quote_left_open_is_a_bad_record_not_merged_rows() {
+    let contents = concat!(
+        "text,label\n",               // 1
+        "\"she said hi,1\n",          // 2 opens a quote...
+        "ok,0\n",                     // 3
+        "he said \"bye\",1\n",        // 4 ...closed before `bye`
+        "fine,0\n",                   // 5
+        "\"quoted, fine\",1\n",       // 6 ok
+        "\"a \"\"quote\"\"\",0\n",    // 7 ok: a doubled quote
+        "\"never closed,1\nlast,0\n", // 8-9
+    );
+    let dataset = load_str("q.csv", contents, DataFormat::Csv, &LoadOptions::new(2)).unwrap();
+    assert_eq!(
+        texts(&dataset),
+        [("fine", 0), ("quoted, fine", 1), ("a \"quote\"", 0)]
+    );
+    let bad: Vec<String> = dataset
+        .report
+        .skipped
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(bad.len(), 2, "{bad:?}");
+    assert!(
+        bad[0].starts_with("q.csv:2: ")
+            && bad[0].contains("quoted field opened on line 2 closes on line 4"),
+        "{bad:?}"
+    );
+    assert!(
+        bad[1].starts_with("q.csv:8: ")
+            && bad[1].contains("quoted field opened on line 8 is never closed"),
+        "{bad:?}"
+    );
+}
+
+#[test]
+fn a_csv_naming_a_column_twice_is_an_error() {
+    for header in ["text,label,label", "text,label,text"] {
+        let contents = format!("{header}\nhi,1,0\n");
+        let err = load_str("d.csv", &contents, DataFormat::Csv, &LoadOptions::new(2)).unwrap_err();
+        assert!(matches!(err, DataError::DuplicateColumn { .. }), "{err}");
+        assert!(err.to_string().starts_with("d.csv:1: column `"), "{err}");
+    }
+    // A column the load does not read may repeat.
+    let ok = "text,label,note,note\nhi,1,a,b\nyo,0,c,d\n";
+    let dataset = load_str("d.csv", ok, DataFormat::Csv, &LoadOptions::new(2)).unwrap();
+    assert_eq!(texts(&dataset), [("hi", 1), ("yo", 0)]);
+}
+
+/// Label names that are numbers (star ratings) are names, whether the
+/// file writes them as numbers, integral floats or strings; numbers that
+/// name no class are indices, as before.
+#[test]
+fn numeric_label_names_are_names_before_indices() {
+    let mut options = LoadOptions::new(3);
+    options.labels = LabelSpec::Names(vec!["1".into(), "2".into(), "3".into()]);
+    options.bad_records = BadRecordPolicy::Reject;
+    let jsonl = concat!(
+        "{\"text\": \"one\", \"label\": 1}\n",
+        "{\"text\": \"two\", \"label\": 2.0}\n",
+        "{\"text\": \"three\", \"label\": \"3\"}\n",
+    );
+    let csv = "text,label\none,1\ntwo,2.0\nthree,3\n";
+    for (file, contents, format) in [
+        ("s.jsonl", jsonl, DataFormat::JsonLines),
+        ("s.csv", csv, DataFormat::Csv),
+    ] {
+        let dataset = load_str(file, contents, format, &options).unwrap();
+        assert_eq!(texts(&dataset), [("one", 0), ("two", 1), ("three", 2)]);
+    }
+    options.labels = LabelSpec::Names(vec!["neg".into(), "pos".into(), "mixed".into()]);
+    let dataset = load_str(
+        "s.jsonl",
+        jsonl.replace("3\"", "0\"").as_str(),
+        DataFormat::JsonLines,
+        &options,
+    )
+    .unwrap();
+    assert_eq!(texts(&dataset), [("one", 1), ("two", 2), ("three", 0)]);
 }
 
 #[test]

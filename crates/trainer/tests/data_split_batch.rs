@@ -101,7 +101,8 @@ fn bad_split_arguments_are_errors() {
 }
 
 /// A side left empty is an error, not a run with nothing to train on or a
-/// score of 0: one example, or every text the same (one group kept whole).
+/// score of 0: one example, or every text the same (one group kept whole,
+/// in training, as a class's last group always is).
 #[test]
 fn a_split_with_an_empty_side_is_an_error() {
     let one = vec![example("a", 0)];
@@ -123,14 +124,35 @@ fn a_split_with_an_empty_side_is_an_error() {
         matches!(
             err,
             DataError::EmptySplit {
-                side: "training",
+                side: "validation",
                 groups: 1,
                 ..
             }
         ),
         "{err}"
     );
-    assert!(err.to_string().contains("training set empty"), "{err}");
+    assert!(err.to_string().contains("validation set empty"), "{err}");
+}
+
+/// A rare class whose records are one group of duplicates (three spellings
+/// of one review) would go wholly to validation by its share; its last
+/// group stays in training instead, whatever the seed and fraction.
+#[test]
+fn a_class_keeps_a_group_in_training() {
+    let mut examples: Vec<Example> = (0..10)
+        .map(|i| example(&format!("negative review {i}"), 0))
+        .collect();
+    for text in ["Great phone", "great phone", "GREAT PHONE "] {
+        examples.push(example(text, 1));
+    }
+    for seed in 0..20 {
+        for fraction in [0.2, 0.5, 0.9] {
+            let split = stratified_split(&examples, 2, fraction, seed).unwrap();
+            let trained: HashSet<usize> = split.train.iter().map(|e| e.label).collect();
+            assert_eq!(trained.len(), 2, "seed {seed}, fraction {fraction}");
+            assert!(split.validation.iter().all(|e| e.label == 0));
+        }
+    }
 }
 
 fn tiny_tokenizer() -> (tempfile::TempDir, TextTokenizer) {

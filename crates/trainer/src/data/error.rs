@@ -49,6 +49,16 @@ pub enum DataError {
         /// The header's column names, in file order.
         header: Vec<String>,
     },
+    /// A column that `FieldSpec` names is in the CSV header more than once.
+    #[error("{file}:1: column `{column}` is in the CSV header more than once: {header:?}")]
+    DuplicateColumn {
+        /// The file name as given to the loader.
+        file: String,
+        /// The column named twice.
+        column: String,
+        /// The header's column names, in file order.
+        header: Vec<String>,
+    },
     /// A `DataSource::Files` with an empty `paths` list.
     #[error("the data source lists no files")]
     NoFiles,

@@ -74,10 +74,11 @@ pub(crate) fn read_json_array(
 ) -> Result<Parsed, DataError> {
     let lines = LineStarts::new(contents.as_bytes());
     let (quoted, quoted_at) = quote_non_finite(contents);
-    // Each token quoted before an offset in `quoted` moved it 2 bytes from
-    // the file's.
+    // Each token quoted before an offset in `quoted` moved it
+    // `NON_FINITE_GROWTH` bytes from the file's.
     let in_file = |in_quoted: usize| {
-        in_quoted.saturating_sub(2 * quoted_at.partition_point(|&at| at < in_quoted))
+        in_quoted
+            .saturating_sub(NON_FINITE_GROWTH * quoted_at.partition_point(|&at| at < in_quoted))
     };
     let elements: Vec<&RawValue> = serde_json::from_str(&quoted).map_err(|e| {
         let at = in_file(offset_of(&quoted, e.line(), e.column()));
@@ -163,12 +164,27 @@ fn from_value(
     )
 }
 
+/// What a bare non-finite token becomes in the JSON text: a string of this
+/// escape (a NUL, which no text to classify starts with) and the token, so
+/// that a record is told from one whose text is the word "NaN"
+/// ([`non_finite`]).
+const NON_FINITE_MARK: &str = "\\u0000";
+/// The bytes each quoted token adds: the mark and two quotes.
+const NON_FINITE_GROWTH: usize = NON_FINITE_MARK.len() + 2;
+
+/// The token (`NaN`, `Infinity`, `-Infinity`) a string of a parsed record
+/// stands for, when the file had the bare token there ([`quote_non_finite`]).
+pub(crate) fn non_finite(s: &str) -> Option<&str> {
+    s.strip_prefix('\0')
+        .filter(|t| ["-Infinity", "Infinity", "NaN"].contains(t))
+}
+
 /// Bare `NaN`, `Infinity` and `-Infinity` (what Python's `json` writes for
-/// non-finite floats, and invalid JSON) turned into strings, so such a record
-/// is reported as a bad label or text instead of making the line, or a whole
-/// JSON array, unreadable. Nothing else changes, line breaks included.
-/// Also returns where each opening quote went in the new text (each token
-/// quoted moves what follows it 2 bytes on).
+/// non-finite floats, and invalid JSON) turned into marked strings, so such
+/// a record is reported as a bad label or text instead of making the line,
+/// or a whole JSON array, unreadable. Nothing else changes, line breaks
+/// included. Also returns where each opening quote went in the new text
+/// (each token quoted moves what follows it [`NON_FINITE_GROWTH`] bytes on).
 fn quote_non_finite(text: &str) -> (Cow<'_, str>, Vec<usize>) {
     const TOKENS: [&str; 3] = ["-Infinity", "Infinity", "NaN"];
     if !TOKENS[1..].iter().any(|t| text.contains(t)) {
@@ -197,6 +213,7 @@ fn quote_non_finite(text: &str) -> (Cow<'_, str>, Vec<usize>) {
             out.push_str(&text[copied..i]);
             quoted_at.push(out.len());
             out.push('"');
+            out.push_str(NON_FINITE_MARK);
             out.push_str(token);
             out.push('"');
             i += token.len();

@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::json::non_finite;
 use super::options::{FieldSpec, LabelSpec};
 use super::record::{BadRecordReason, Example};
 
@@ -53,7 +54,8 @@ fn is_blank(value: &Field<'_>) -> bool {
 
 fn text(value: Field<'_>, field: &str) -> Result<String, BadRecordReason> {
     let text = match value {
-        Field::Json(Value::String(s)) => s.as_str(),
+        // A bare `NaN` or `Infinity` is a number, not a text.
+        Field::Json(Value::String(s)) if non_finite(s).is_none() => s.as_str(),
         Field::Cell(s) => s,
         Field::Absent | Field::Json(_) => {
             return Err(BadRecordReason::MissingText {
@@ -90,14 +92,14 @@ fn label(value: Field<'_>, field: &str, spec: &LabelSpec) -> Result<usize, BadRe
                     .map(|f| f as i128)
             };
             match integer {
-                Some(i) => in_range(i, field, spec),
+                Some(i) => name_or_index(i, field, spec),
                 None => Err(BadRecordReason::NonIntegerLabel {
                     field: field_name(),
                     value: number.to_string(),
                 }),
             }
         }
-        Field::Json(Value::String(s)) => from_text(s, field, spec),
+        Field::Json(Value::String(s)) => from_text(non_finite(s).unwrap_or(s), field, spec),
         Field::Json(other) => Err(BadRecordReason::NonIntegerLabel {
             field: field_name(),
             value: other.to_string(),
@@ -123,13 +125,13 @@ fn from_text(text: &str, field: &str, spec: &LabelSpec) -> Result<usize, BadReco
         });
     }
     if let Ok(integer) = text.parse::<i128>() {
-        return in_range(integer, field, spec);
+        return name_or_index(integer, field, spec);
     }
     if let Ok(float) = text.parse::<f64>()
         && float.fract() == 0.0
         && float.abs() < 1e18
     {
-        return in_range(float as i128, field, spec);
+        return name_or_index(float as i128, field, spec);
     }
     match spec {
         LabelSpec::Names(names) => Err(BadRecordReason::UnknownLabelName {
@@ -142,6 +144,18 @@ fn from_text(text: &str, field: &str, spec: &LabelSpec) -> Result<usize, BadReco
             value: format!("{text:?}"),
         }),
     }
+}
+
+/// An integer label: the class of that name when the names list it (star
+/// ratings named `"1"` to `"5"` are names, not positions), else an index.
+fn name_or_index(value: i128, field: &str, spec: &LabelSpec) -> Result<usize, BadRecordReason> {
+    if let LabelSpec::Names(names) = spec {
+        let text = value.to_string();
+        if let Some(index) = names.iter().position(|name| name.trim() == text) {
+            return Ok(index);
+        }
+    }
+    in_range(value, field, spec)
 }
 
 fn in_range(value: i128, field: &str, spec: &LabelSpec) -> Result<usize, BadRecordReason> {

@@ -67,7 +67,9 @@ pub enum LabelSpec {
         num_classes: usize,
     },
     /// Class names; a record's label is the index of its name in this list.
-    /// Integer indices into the list are accepted too.
+    /// A label written as an integer (a JSON number, `1.0` too) is the name
+    /// of that text when the list has it (`["1", "2", "3"]` for star
+    /// ratings), else an index into the list.
     Names(Vec<String>),
 }
 

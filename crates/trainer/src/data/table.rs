@@ -34,19 +34,31 @@ pub(crate) fn read_csv(
         columns.extend(fields.text_pair.as_deref());
     }
     for column in columns {
-        if !header.iter().any(|h| h == column) {
-            return Err(DataError::MissingColumn {
-                file: file.into(),
-                column: column.into(),
-                header,
-            });
+        match header.iter().filter(|h| *h == column).count() {
+            0 => {
+                return Err(DataError::MissingColumn {
+                    file: file.into(),
+                    column: column.into(),
+                    header,
+                });
+            }
+            1 => {}
+            // Which of the two is meant cannot be told.
+            _ => {
+                return Err(DataError::DuplicateColumn {
+                    file: file.into(),
+                    column: column.into(),
+                    header,
+                });
+            }
         }
     }
     // csv counts only `\n` as a line break; lines are counted here from
     // each record's byte offset, so a file of lone `\r`s is placed too.
     let lines = LineStarts::new(contents.as_bytes());
     let mut parsed: Parsed = Vec::new();
-    for result in reader.records() {
+    let mut records = reader.records().peekable();
+    while let Some(result) = records.next() {
         // Without a position (never for text in memory), the previous start.
         let previous = parsed.last().map_or(0, |r| r.start);
         let (start, example) = match result {
@@ -54,7 +66,17 @@ pub(crate) fn read_csv(
                 let start = record
                     .position()
                     .map_or(previous, |p| past_line_breaks(contents, p.byte() as usize));
-                let example = if record.len() != header.len() {
+                let end = match records.peek() {
+                    Some(Ok(next)) => next.position().map(|p| p.byte() as usize),
+                    Some(Err(e)) => e.position().map(|p| p.byte() as usize),
+                    None => Some(contents.len()),
+                };
+                let raw = end
+                    .and_then(|end| contents.as_bytes().get(start..end))
+                    .unwrap_or_default();
+                let example = if let Some(fault) = quoting_fault(raw, start, &lines) {
+                    Err(BadRecordReason::Malformed { message: fault })
+                } else if record.len() != header.len() {
                     Err(BadRecordReason::Malformed {
                         message: format!(
                             "expected {} fields as in the header, found {}",
@@ -97,6 +119,53 @@ pub(crate) fn read_csv(
         });
     }
     Ok(parsed)
+}
+
+/// Why a record's raw text breaks RFC 4180's quoting, which the csv crate
+/// reads leniently: a quoted field runs on to the next quote, whatever
+/// lines lie between, so one missing quote would silently merge the rows up
+/// to the next quote of the file into one text. A quoted field must close
+/// at a comma, the line's end or the file's. `start` is the record's offset
+/// in the file, for the line of the opening quote.
+fn quoting_fault(raw: &[u8], start: usize, lines: &LineStarts) -> Option<String> {
+    let mut i = 0;
+    let mut field_start = true;
+    while i < raw.len() {
+        if field_start && raw[i] == b'"' {
+            let open = i;
+            i += 1;
+            loop {
+                match (raw.get(i), raw.get(i + 1)) {
+                    (None, _) => {
+                        return Some(format!(
+                            "the quoted field opened on line {} is never closed",
+                            lines.line(start + open)
+                        ));
+                    }
+                    (Some(b'"'), Some(b'"')) => i += 2,
+                    (Some(b'"'), _) => break,
+                    _ => i += 1,
+                }
+            }
+            i += 1;
+            match raw.get(i) {
+                None | Some(b',' | b'\r' | b'\n') => {}
+                Some(_) => {
+                    return Some(format!(
+                        "the quoted field opened on line {} closes on line {} before more text, \
+                         not at a comma or a line's end: a quote is missing or not doubled",
+                        lines.line(start + open),
+                        lines.line(start + i - 1)
+                    ));
+                }
+            }
+            field_start = false;
+            continue;
+        }
+        field_start = matches!(raw[i], b',' | b'\r' | b'\n');
+        i += 1;
+    }
+    None
 }
 
 /// Where the header row ends (it can span lines inside quotes); 0 when it
