@@ -20,7 +20,7 @@ use tokenizers::normalizers::bert::BertNormalizer;
 use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::processors::template::TemplateProcessing;
 use tokenizers::{
-    AddedToken, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy,
+    AddedToken, PostProcessor, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy,
 };
 
 /// The smallest `max_length` that leaves room for a pair's three special
@@ -79,6 +79,24 @@ pub enum TokenizerError {
     #[error("max_length {max_length} is too small: it must be at least {MIN_MAX_LENGTH}")]
     MaxLengthTooSmall {
         /// The length asked for, in tokens.
+        max_length: usize,
+    },
+    /// The special tokens the tokenizer adds to a text (or a pair) leave
+    /// no room in `max_length` for a token of it.
+    #[error(
+        "tokenizer from {} adds {special} special tokens to {what}, which leaves no room for \
+         its text in max_length {max_length}: use a max_length of at least {}",
+        path.display(),
+        special + 1
+    )]
+    NoRoomForText {
+        /// The tokenizer file.
+        path: PathBuf,
+        /// `"a text"` or `"a pair"`.
+        what: &'static str,
+        /// Special tokens added to it.
+        special: usize,
+        /// The tokenizer's truncation length, in tokens.
         max_length: usize,
     },
     /// The `tokenizers` library failed on one text.
@@ -140,6 +158,8 @@ pub struct TextTokenizer {
     source: PathBuf,
     max_length: usize,
     special: SpecialTokens,
+    /// Special tokens the post-processor adds to a pair.
+    pair_special: usize,
 }
 
 /// The special tokens of transformers' `BertTokenizer`.
@@ -247,6 +267,28 @@ impl TextTokenizer {
             return Err(TokenizerError::MaxLengthTooSmall { max_length });
         }
         let special = find_special_tokens(&inner, path)?;
+        // The classifier pools the first token: something must put [CLS]
+        // (or <s>) there.
+        let Some(post) = inner.get_post_processor() else {
+            return Err(TokenizerError::Load {
+                path: path.to_path_buf(),
+                message: "it has no post_processor, so nothing adds the [CLS] (or <s>) token \
+                          the classifier reads, nor the [SEP] (or </s>) that ends a text"
+                    .into(),
+            });
+        };
+        let (single_special, pair_special) = (post.added_tokens(false), post.added_tokens(true));
+        // Truncation keeps `max_length` less the special tokens of each text:
+        // at least one must be left (the tokenizers crate overflows where
+        // the special tokens alone are more).
+        if single_special + 1 > max_length {
+            return Err(TokenizerError::NoRoomForText {
+                path: path.to_path_buf(),
+                what: "a text",
+                special: single_special,
+                max_length,
+            });
+        }
         inner.with_padding(None);
         inner
             .with_truncation(Some(TruncationParams {
@@ -264,6 +306,7 @@ impl TextTokenizer {
             source: path.to_path_buf(),
             max_length,
             special,
+            pair_special,
         })
     }
 
@@ -337,6 +380,14 @@ impl TextTokenizer {
     /// Tokenizes one example (a text, or a pair), truncated to `max_length`.
     /// An empty second text is no pair, as in transformers' tokenizers.
     pub fn encode(&self, text: &str, pair: Option<&str>) -> Result<Encoded, TokenizerError> {
+        if pair.is_some_and(|p| !p.is_empty()) && self.pair_special >= self.max_length {
+            return Err(TokenizerError::NoRoomForText {
+                path: self.source.clone(),
+                what: "a pair",
+                special: self.pair_special,
+                max_length: self.max_length,
+            });
+        }
         // A text of a pair is cut to its kept part only where the other is
         // not cut and has fewer tokens than any cut part has: the longer
         // text then stays the longer one, and truncation splits the tokens

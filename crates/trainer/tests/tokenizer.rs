@@ -145,6 +145,72 @@ fn bad_tokenizer_files_and_lengths_are_clear_errors() {
     );
 }
 
+/// The family fixtures' `tokenizer.json` as JSON, to edit.
+fn family_tokenizer(family: &str) -> serde_json::Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/families")
+        .join(family)
+        .join("tokenizer.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// A tokenizer that adds no [CLS] (no post-processor), or whose special
+/// tokens fill `max_length`, is refused naming its file; a pair that would
+/// keep no token of its texts is refused when encoded.
+#[test]
+fn tokenizers_without_room_for_the_text_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokenizer.json");
+    let mut json = family_tokenizer("bert");
+    json["post_processor"] = serde_json::Value::Null;
+    std::fs::write(&path, json.to_string()).unwrap();
+    let err = TextTokenizer::from_tokenizer_json(&path, 16).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("tokenizer.json") && text.contains("no post_processor"),
+        "{text}"
+    );
+
+    // Five [CLS] before the text: 6 special tokens in all.
+    let mut json = family_tokenizer("bert");
+    let cls = serde_json::json!({"SpecialToken": {"id": "[CLS]", "type_id": 0}});
+    let single = json["post_processor"]["single"].as_array_mut().unwrap();
+    for _ in 0..4 {
+        single.insert(0, cls.clone());
+    }
+    std::fs::write(&path, json.to_string()).unwrap();
+    let err = TextTokenizer::from_tokenizer_json(&path, 6).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            TokenizerError::NoRoomForText {
+                special: 6,
+                max_length: 6,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("at least 7"), "{err}");
+    TextTokenizer::from_tokenizer_json(&path, 7).unwrap();
+
+    // RoBERTa's pair takes 4 special tokens: at max_length 4, none is left.
+    std::fs::write(&path, family_tokenizer("roberta").to_string()).unwrap();
+    let tokenizer = TextTokenizer::from_tokenizer_json(&path, 4).unwrap();
+    tokenizer.encode("a good film", None).unwrap();
+    let err = tokenizer.encode("a good film", Some("yes")).unwrap_err();
+    assert!(
+        matches!(err, TokenizerError::NoRoomForText { special: 4, .. }),
+        "{err}"
+    );
+    let ids = TextTokenizer::from_tokenizer_json(&path, 5)
+        .unwrap()
+        .encode("a good film", Some("yes"))
+        .unwrap()
+        .ids;
+    assert_eq!(ids.len(), 5);
+}
+
 fn fixture_sentences() -> Vec<(String, Vec<u32>)> {
     let fixture = embeddings_fixture();
     let sentences = fixture["sentences"].as_array().unwrap();
