@@ -249,7 +249,10 @@ fn redact_params(text: &str) -> String {
 /// Turn Optuna's URL form `sqlite:///relative.db` or `sqlite:////abs/x.db`
 /// into a path. A `%XX` escape in the path is an error: SQLAlchemy 2.1
 /// decodes it and 1.4 and 2.0 do not, so `sqlite:///my%20study.db` names a
-/// file Optuna may not open, either way. Any other scheme is an error.
+/// file Optuna may not open, either way. So are query parameters
+/// (SQLAlchemy's `?mode=ro`, `?timeout=30`): this crate opens the file
+/// itself, with its own locking and waits, and honours none of them. Any
+/// other scheme is an error.
 pub fn parse_sqlite_url(url: &str) -> Result<PathBuf> {
     let bad = |reason: &str| StoreError::InvalidUrl {
         url: redact_url(url),
@@ -262,7 +265,7 @@ pub fn parse_sqlite_url(url: &str) -> Result<PathBuf> {
             bad("expected sqlite:///PATH (e.g. sqlite:///study.db or sqlite:////abs/study.db)")
         });
     };
-    let path = rest.split('?').next().unwrap_or_default();
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
     if path.is_empty() {
         return Err(bad(
             "the path after sqlite:/// is empty (in-memory storages are not persistent)",
@@ -281,6 +284,12 @@ pub fn parse_sqlite_url(url: &str) -> Result<PathBuf> {
              (2.1) and not in others (1.4, 2.0), so the two could open different files: \
              write the path's characters as they are",
         ));
+    }
+    if !query.is_empty() {
+        return Err(bad(&format!(
+            "URL parameters (`?{query}`) are not supported: the storage opens the file \
+             itself, with its own locking and waits; remove them"
+        )));
     }
     Ok(PathBuf::from(path))
 }

@@ -382,11 +382,18 @@ fn bad_urls() {
         "sqlite:///",
         "study.db",
         "sqlite:///:memory:",
+        "sqlite:///ro.db?mode=ro",
     ] {
         let err = store::parse_sqlite_url(url).unwrap_err();
         assert!(matches!(err, StoreError::InvalidUrl { .. }), "{url}: {err}");
         assert!(err.to_string().contains(url), "{err}");
     }
+    let err = store::parse_sqlite_url("sqlite:///x.db?timeout=30").unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("(`?timeout=30`) are not supported"),
+        "{err}"
+    );
     assert_eq!(
         store::parse_sqlite_url("sqlite:////abs/x.db").unwrap(),
         Path::new("/abs/x.db")
