@@ -203,6 +203,90 @@ fn train_retrains_on_the_cpu_whatever_device_the_study_file_names() {
     }
 }
 
+/// Sets what a trial recorded in the SQLite file `db`: its `device` user
+/// attribute, and `value` as its value and every epoch's.
+fn record(db: &Path, number: u64, device: &str, value: f64) {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let id: i64 = c
+        .query_row(
+            "SELECT trial_id FROM trials WHERE number = ?1",
+            [number as i64],
+            |r| r.get(0),
+        )
+        .unwrap();
+    c.execute(
+        "UPDATE trial_user_attributes SET value_json = ?1 WHERE trial_id = ?2 AND key = 'device'",
+        rusqlite::params![serde_json::to_string(device).unwrap(), id],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE trial_values SET value = ?1 WHERE trial_id = ?2",
+        rusqlite::params![value, id],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE trial_intermediate_values SET intermediate_value = ?1 WHERE trial_id = ?2",
+        rusqlite::params![value, id],
+    )
+    .unwrap();
+}
+
+#[test]
+fn train_retrains_in_the_trial_s_arithmetic_and_shows_a_gpu_trial_s_difference() {
+    // A CPU study with bf16 products and the fused kernels: the retrain
+    // takes both from the trial and repeats it to the bit.
+    let dir = tempfile::tempdir().unwrap();
+    let (model, db) = tiny_model_and_db(dir.path());
+    let text = study_file("winner", &model).replace(
+        "device = \"cpu\"",
+        "device = \"cpu\"\nprecision = \"bf16\"\nkernels = \"fused\"",
+    );
+    let cfg = dir.path().join("study.toml");
+    std::fs::write(&cfg, text).unwrap();
+    common::ok(common::memtune(
+        &db,
+        &["tune", "--no-progress", "--config", cfg.to_str().unwrap()],
+    ));
+    let storage = Storage::open_existing(&db).unwrap();
+    let study = storage.study("winner").unwrap();
+    let best = storage.best_trial(study.study_id).unwrap().unwrap();
+    assert_eq!(best.user_attrs["matmul_precision"], "bf16");
+    assert_eq!(best.user_attrs["kernels"], "fused");
+    drop(storage);
+    let recorded = best.values.as_ref().unwrap()[0];
+    let stdout = common::ok(train(&db, &cfg, &dir.path().join("repeat"), &[]));
+    assert!(
+        stdout.contains(&format!("validation accuracy {recorded} ")),
+        "{stdout}"
+    );
+
+    // Recorded on a GPU (with other figures than the CPU's): the retrain
+    // says so, shows both figures and succeeds.
+    let number = best.number.to_string();
+    let trial = ["--trial", number.as_str()];
+    record(&db, best.number, "cuda:0 (NVIDIA H200)", 0.25);
+    let out = train(&db, &cfg, &dir.path().join("gpu"), &trial);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("ran on cuda:0 (NVIDIA H200)")
+            && stderr.contains("bf16 products, fused kernels")
+            && stderr.contains(&format!("trial {number} recorded 0.25 on cuda:0")),
+        "{stderr}"
+    );
+    assert!(dir.path().join("gpu/model.safetensors").is_file());
+
+    // The same figures recorded on the CPU are a failed repeat.
+    record(&db, best.number, "CPU", 0.25);
+    let out = train(&db, &cfg, &dir.path().join("cpu"), &trial);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success() && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("did not repeat trial"), "{stderr}");
+}
+
 #[test]
 fn train_repeats_the_trial_and_transformers_gives_the_same_logits() {
     let dir = tempfile::tempdir().unwrap();

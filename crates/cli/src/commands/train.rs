@@ -4,12 +4,18 @@
 //! The trial's stored params become [`TrialSettings`] exactly as the runner
 //! resolves them (the study file's `[fixed]` values and defaults included),
 //! and the job is the runner's: the same model, data, split seed, training
-//! seed, micro-batch and accumulation (the trial's recorded lease), and
-//! whether it recomputed its layers in backward. The CPU backend is
-//! deterministic for any thread count, so the retrain repeats
-//! the trial: it stops after the epoch whose value the study recorded (the
-//! best epoch of a COMPLETE trial, the last of a PRUNED one) and checks
-//! every epoch's value against the stored one.
+//! seed, micro-batch and accumulation (the trial's recorded lease), matrix
+//! product precision and kernel set, and whether it recomputed its layers
+//! in backward. It stops after the epoch whose value the study recorded
+//! (the best epoch of a COMPLETE trial, the last of a PRUNED one).
+//!
+//! The retrain runs on the CPU, whose backend is deterministic for any
+//! thread count: a trial that ran on the CPU is repeated bit for bit, and
+//! any epoch whose value differs from the stored one fails the command. A
+//! trial that ran on a GPU is retrained in the same recipe (16-bit
+//! products emulated), but the CPU adds in another order than the GPU's
+//! kernels, so its figures differ a little: they are shown beside the
+//! recorded ones, and the command succeeds.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -30,7 +36,7 @@ use crate::tune::config::StudyConfig;
 use crate::tune::protocol::{Job, ModelSource};
 use crate::tune::record::settings_text;
 use crate::tune::runner::RECOMPUTE_KEY;
-use crate::tune::setup::RunPlan;
+use crate::tune::setup::{CPU_DEVICE_NAME, RunPlan};
 use crate::tune::space::TrialSettings;
 use crate::tune::worker::finetune_spec;
 
@@ -116,6 +122,15 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     };
     check_exportable(&head).map_err(|e| usage(format!("trial {}: {e}", trial.number)))?;
 
+    let step = RecordedStep::of(&trial);
+    if let Some(device) = &step.other_device {
+        eprintln!(
+            "memtune: trial {} ran on {device}; the retrain runs on the CPU in the same recipe \
+             ({} products, {} kernels), whose sums round differently, so its figures will differ \
+             a little from the recorded ones",
+            trial.number, step.precision, step.kernels
+        );
+    }
     let attr = |key: &str| trial.user_attrs.get(key).and_then(Json::as_u64);
     let (micro_batch, accumulation_steps) = match (attr("micro_batch"), attr("accumulation_steps"))
     {
@@ -173,13 +188,10 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         memory_limit: None,
         fault: None,
         threads: 0,
-        // `train` keeps the trained model, which the CPU backend exports,
-        // in its own arithmetic (16-bit products would only be emulated).
+        // The CPU backend holds the model `train` exports.
         cuda_device: None,
-        matmul_precision: trainer::backend::MatmulPrecision::Fp32,
-        // In fp32 both kernel sets compute the same function (they differ
-        // by rounding only); the reference one is the CPU's plain path.
-        kernels: trainer::backend::Kernels::Reference,
+        matmul_precision: step.precision,
+        kernels: step.kernels,
     };
     let spec = finetune_spec(&job, model_dir.clone());
     crate::logging::note(&format!(
@@ -234,7 +246,16 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         last.valid.accuracy,
         args.output.display()
     )?;
-    if value != recorded || !mismatches.is_empty() {
+    if let Some(device) = &step.other_device {
+        if value != recorded || !mismatches.is_empty() {
+            eprintln!(
+                "memtune: the retrain's validation {} is {value} where trial {} recorded {recorded} \
+                 on {device} (epochs differing: {mismatches:?})",
+                metric.name(),
+                trial.number
+            );
+        }
+    } else if value != recorded || !mismatches.is_empty() {
         return Err(CliError::failed(format!(
             "the retrain did not repeat trial {}: validation {} {value} vs recorded {recorded} \
              (epochs differing: {mismatches:?}); the model is saved, but it is not the trial's",
@@ -260,6 +281,42 @@ fn trial_settings(
         .collect();
     cfg.settings(&values)
         .map_err(|e| usage(format!("trial {}: {e}", trial.number)))
+}
+
+/// The arithmetic a trial recorded that it ran with (`memtune tune`'s
+/// `device`, `matmul_precision` and `kernels` user attributes), as the CPU
+/// retrain takes it: fp32 products and the reference kernels where the
+/// trial recorded none (a trial told by `memtune tell`).
+struct RecordedStep {
+    precision: trainer::backend::MatmulPrecision,
+    kernels: trainer::backend::Kernels,
+    /// The device the trial ran on, when it was not the CPU.
+    other_device: Option<String>,
+}
+
+impl RecordedStep {
+    fn of(trial: &store::FrozenTrial) -> RecordedStep {
+        let text = |key: &str| trial.user_attrs.get(key).and_then(Json::as_str);
+        // An attribute this version cannot read (a later version's name, an
+        // edited storage) is named, and the retrain takes the default.
+        fn parsed<T: std::str::FromStr + Default>(number: u64, key: &str, v: Option<&str>) -> T {
+            let Some(v) = v else { return T::default() };
+            v.parse().unwrap_or_else(|_| {
+                eprintln!(
+                    "memtune: trial {number}'s user attribute `{key}` is `{v}`, which this \
+                     version does not know: the retrain uses the default"
+                );
+                T::default()
+            })
+        }
+        RecordedStep {
+            precision: parsed(trial.number, "matmul_precision", text("matmul_precision")),
+            kernels: parsed(trial.number, "kernels", text("kernels")),
+            other_device: text("device")
+                .filter(|d| *d != CPU_DEVICE_NAME)
+                .map(str::to_string),
+        }
+    }
 }
 
 /// The last epoch whose recorded value is `value` (trials without a

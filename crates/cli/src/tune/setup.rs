@@ -103,6 +103,10 @@ pub struct RunPlan {
     pub log_file: PathBuf,
 }
 
+/// The CPU's [`PlanDevice::name`], which each trial that ran there records
+/// as its `device` user attribute.
+pub const CPU_DEVICE_NAME: &str = "CPU";
+
 /// One device of a run: what trials may lease there and how they run.
 #[derive(Clone, Debug)]
 pub struct PlanDevice {
@@ -268,7 +272,7 @@ impl RunPlan {
                     b.process_overhead = o;
                 }
                 vec![PlanDevice {
-                    name: "CPU".to_string(),
+                    name: CPU_DEVICE_NAME.to_string(),
                     budget: b,
                     priced_device: PricedDevice::Cpu,
                     cuda_device: None,
