@@ -692,9 +692,8 @@ fn nsga2_stores_its_generation_as_optuna_does() {
     let dir = tempfile::tempdir().unwrap();
     let db = study_of(dir.path(), &["minimize", "minimize"]);
     let space = r#"{"x": {"name": "FloatDistribution", "attributes": {"low": 0, "high": 1}}}"#;
-    let kwargs = r#"{"population_size": 2, "seed": 3}"#;
-    for _ in 0..6 {
-        let args = [
+    let nsga2_ask = |kwargs: &'static str| {
+        [
             "ask",
             "--study",
             "s",
@@ -704,7 +703,10 @@ fn nsga2_stores_its_generation_as_optuna_does() {
             "nsga2",
             "--sampler-kwargs",
             kwargs,
-        ];
+        ]
+    };
+    for _ in 0..6 {
+        let args = nsga2_ask(r#"{"population_size": 2, "seed": 3}"#);
         let asked: Json = serde_json::from_str(&ok(memtune(&db, &args))).unwrap();
         let x = asked["params"]["x"].as_f64().unwrap();
         let values = [x.to_string(), (1.0 - x).to_string()];
@@ -720,6 +722,13 @@ fn nsga2_stores_its_generation_as_optuna_does() {
         .collect();
     assert!(generations.iter().all(Json::is_i64), "{generations:?}");
     assert_eq!(generations.last(), Some(&json!(2)), "{generations:?}");
+    // A generation is held in memory: a mistyped size is refused before
+    // a trial is created.
+    refused_without_change(
+        &db,
+        &nsga2_ask(r#"{"population_size": 4611686018427387904}"#),
+        "`population_size` must be at least 2 and at most 1048576",
+    );
 }
 
 /// A history whose COMPLETE trial has another count of values than the

@@ -1619,6 +1619,13 @@ fn several_objectives_pick_their_sampler_and_nsga2_is_one() {
         "population_size",
         "at least 2",
     );
+    // A generation is held in memory: a mistyped size is refused.
+    expect_error(
+        &with("[sampler]\nkind = \"nsga2\"\npopulation_size = 4611686018427387904"),
+        "sampler.population_size",
+        "population_size",
+        "at most 1048576",
+    );
     expect_error(
         &with("[sampler]\nkind = \"nsga2\"\nn_ei_candidates = 8"),
         "sampler.n_ei_candidates",

@@ -476,10 +476,12 @@ fn sampler_choice(args: &Args) -> Result<SamplerChoice> {
             ("group", Kind::Tpe) => tpe.group = flag()?,
             ("constant_liar", Kind::Tpe) => tpe.constant_liar = flag()?,
             ("population_size", Kind::NsgaII) => {
-                choice.nsga2.population_size = uint()? as usize;
-                if choice.nsga2.population_size < 2 {
-                    return Err(bad(key, "at least 2"));
+                let n = uint()?;
+                let max = hpo_sampler::NsgaIIConfig::MAX_POPULATION_SIZE;
+                if !(2..=max as u64).contains(&n) {
+                    return Err(bad(key, &format!("at least 2 and at most {max}")));
                 }
+                choice.nsga2.population_size = n as usize;
             }
             _ => {
                 return Err(CliError::Usage(format!(

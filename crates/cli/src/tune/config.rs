@@ -1112,7 +1112,16 @@ impl Check<'_> {
             (Some(_), k) if k != SamplerKind::Nsga2 => {
                 return Err(self.err("sampler.population_size", "only used with kind = \"nsga2\""));
             }
-            (Some(n), _) => n,
+            (Some(n), _) if (2..=NsgaIIConfig::MAX_POPULATION_SIZE).contains(&n) => n,
+            (Some(_), _) => {
+                return Err(self.err(
+                    "sampler.population_size",
+                    format!(
+                        "must be at least 2 and at most {}",
+                        NsgaIIConfig::MAX_POPULATION_SIZE
+                    ),
+                ));
+            }
         };
         let nsga2 = NsgaIIConfig {
             population_size,

@@ -56,21 +56,39 @@ impl Default for NsgaIIConfig {
 }
 
 impl NsgaIIConfig {
+    /// The largest `population_size`: a generation is held in memory,
+    /// so a mistyped size would exhaust it rather than search better
+    /// (Optuna sets no bound).
+    pub const MAX_POPULATION_SIZE: usize = 1 << 20;
+
     /// Checks the options as Optuna's `NSGAIISampler` does: a population
-    /// of at least 2, and probabilities in `[0, 1]` (not NaN). The error
-    /// names the option.
+    /// of at least 2 (and at most [`NsgaIIConfig::MAX_POPULATION_SIZE`]),
+    /// and probabilities in `[0, 1]` (not NaN). The error names the option.
     ///
     /// ```
     /// use hpo_sampler::NsgaIIConfig;
     /// assert!(NsgaIIConfig::default().check().is_ok());
     /// let bad = NsgaIIConfig { swapping_prob: f64::NAN, ..NsgaIIConfig::default() };
     /// assert!(bad.check().unwrap_err().to_string().contains("swapping_prob"));
+    /// let huge = NsgaIIConfig { population_size: 1 << 62, ..NsgaIIConfig::default() };
+    /// assert!(huge.check().unwrap_err().to_string().contains("population_size"));
     /// ```
     pub fn check(&self) -> crate::Result<()> {
         use crate::pruner::require;
         require(self.population_size >= 2, "population_size", || {
             format!("must be at least 2, got {}", self.population_size)
         })?;
+        require(
+            self.population_size <= Self::MAX_POPULATION_SIZE,
+            "population_size",
+            || {
+                format!(
+                    "must be at most {}, got {}",
+                    Self::MAX_POPULATION_SIZE,
+                    self.population_size
+                )
+            },
+        )?;
         let probability = |option: &str, p: f64| {
             require((0.0..=1.0).contains(&p), option, || {
                 format!("must be in [0, 1], got {p}")
