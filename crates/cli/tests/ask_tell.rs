@@ -504,16 +504,14 @@ fn ask_claims_enqueued_trials_first() {
     assert_eq!(t.state, TrialState::Running);
     assert_eq!(t.params.len(), 4);
 
-    // layers=4 is not on the grid 1, 3, ..., 9: refused, the claimed trial FAILs.
-    let err = fails(memtune(
+    // layers=4 is not on the grid 1, 3, ..., 9: refused before the claim,
+    // the enqueued trial left WAITING with its values.
+    refused_without_change(
         &db,
         &["ask", "--study", "s", "--search-space", SPACE],
-    ));
-    assert!(err.contains("parameter 'layers'"), "{err}");
-    assert_eq!(trials(&db)[1].state, TrialState::Fail);
-
-    let next = ask(&db, &[]);
-    assert_eq!(next["number"], 2);
+        "enqueued trial 1: fixed value 4 for parameter 'layers'",
+    );
+    assert_eq!(trials(&db)[1].state, TrialState::Waiting);
 }
 
 /// `--sampler gp` (and `auto`, which picks the GP on this small numeric
@@ -789,4 +787,36 @@ fn an_undrawable_range_is_asked_only_where_the_enqueued_trial_fixes_it() {
     assert_eq!(asked["params"]["x"], 2.5);
     refused_without_change(&db, &args, "parameter `x`: `high - low` overflows");
     assert_eq!(trials(&db)[1].state, TrialState::Waiting);
+}
+
+/// A space the next enqueued trial's fixed value lies outside is refused
+/// before that trial is claimed: it stays WAITING with its values, for an
+/// ask whose space holds them.
+#[test]
+fn a_space_the_enqueued_values_do_not_fit_leaves_the_trial_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = study(dir.path(), "minimize");
+    {
+        let s = Storage::open_existing(&db).unwrap();
+        let fixing = store::NewTrial {
+            system_attrs: vec![("fixed_params".into(), json!({"x": 5.0}))],
+            ..Default::default()
+        };
+        s.enqueue_trial(s.study("s").unwrap().study_id, &fixing)
+            .unwrap();
+    }
+    let narrow = r#"{"x": {"name": "FloatDistribution", "attributes": {"low": 0, "high": 1}}}"#;
+    let args = ["ask", "--study", "s", "--search-space", narrow];
+    refused_without_change(&db, &args, "enqueued trial 0: fixed value 5");
+    assert_eq!(trials(&db)[0].state, TrialState::Waiting);
+    let wide = r#"{"x": {"name": "FloatDistribution", "attributes": {"low": 0, "high": 10}}}"#;
+    let asked: Json = serde_json::from_str(&ok(memtune(
+        &db,
+        &["ask", "--study", "s", "--search-space", wide],
+    )))
+    .unwrap();
+    assert_eq!(
+        (asked["number"].clone(), asked["params"]["x"].clone()),
+        (json!(0), json!(5.0))
+    );
 }

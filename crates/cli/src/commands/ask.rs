@@ -146,6 +146,11 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     // is refused, here before anything is written.
     hpo_sampler::check_against_history(&trials, &space)
         .map_err(|e| CliError::Usage(format!("study `{}`: {e}", study.name)))?;
+    // So is a space the next enqueued trial's values do not fit: claimed,
+    // that trial could only be failed, and its enqueued values lost.
+    if let Some(waiting) = next_waiting {
+        params_of_enqueued(waiting, &space)?;
+    }
 
     // From here a stop signal is held (see the module doc).
     let stop =
@@ -352,9 +357,17 @@ fn enqueued_params(
     trial_id: i64,
     space: &hpo_sampler::SearchSpace,
 ) -> Result<(BTreeMap<String, Param>, BTreeMap<String, Param>)> {
-    let mut params = BTreeMap::new();
     let stored = storage.trial(trial_id)?;
     stored.check().map_err(HistoryError::in_storage(storage))?;
+    params_of_enqueued(&stored, space)
+}
+
+/// [`enqueued_params`] of a trial already read.
+fn params_of_enqueued(
+    stored: &hpo_sampler::FrozenTrial,
+    space: &hpo_sampler::SearchSpace,
+) -> Result<(BTreeMap<String, Param>, BTreeMap<String, Param>)> {
+    let mut params = BTreeMap::new();
     let fixed = stored.system_attrs.get(FIXED_PARAMS_KEY);
     let mut already = BTreeMap::new();
     for (name, distribution) in space {
