@@ -363,6 +363,77 @@ fn tune_refuses_to_resume_with_a_changed_space() {
     }
 }
 
+/// A trial's `constraints` values are `measured - max` under the study
+/// file's limits: a run with other constraints would mix limits in one
+/// study (a trial feasible under the old limit counted feasible under the
+/// new), so it is refused, as another objective is.
+#[test]
+fn tune_refuses_to_resume_with_other_constraints() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let limited = |max: &str| {
+        sim_study("s", 4, "", "").replace(
+            "[models.bert-base]",
+            &format!(
+                "[[constraint]]\nmetric = \"peak_memory\"\nmax = \"{max}\"\n\n[models.bert-base]"
+            ),
+        )
+    };
+    let cfg = write(dir.path(), "s.toml", &sim_study("s", 2, "", ""));
+    ok(tune(&db, &cfg, &[]));
+    for (name, text) in [
+        ("added.toml", limited("1MiB")),
+        ("other.toml", limited("20GiB")),
+    ] {
+        let other = write(dir.path(), name, &text);
+        let err = refused(tune(&db, &other, &[]));
+        assert!(
+            err.contains(&format!(
+                "{name}: constraint: study `s` was run with the constraints []"
+            )),
+            "{err}"
+        );
+        assert_eq!(trials(&db, "s").len(), 2, "{err}");
+    }
+    // The same file resumes.
+    let more = write(dir.path(), "more.toml", &sim_study("s", 3, "", ""));
+    ok(tune(&db, &more, &[]));
+    assert_eq!(trials(&db, "s").len(), 3);
+}
+
+/// The log is appended to: naming a file of a model's directory (or the
+/// study file) would damage it, so the run is refused and the file kept.
+#[test]
+fn a_log_file_inside_a_model_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let model = dir.path().join("mymodel");
+    std::fs::create_dir(&model).unwrap();
+    let config_json = write(&model, "config.json", "{\"model_type\": \"bert\"}");
+    let text = sim_study("s", 2, "", "log_file = \"mymodel/config.json\"")
+        .replace(
+            "[models.bert-base]\nsim = \"bert-base\"",
+            "[models.mine]\ndir = \"mymodel\"",
+        )
+        .replace("model = \"bert-base\"", "model = \"mine\"")
+        .replace("device = \"sim\"", "device = \"cpu\"");
+    let cfg = write(dir.path(), "s.toml", &text);
+    let err = refused(tune(&db, &cfg, &[]));
+    assert!(
+        err.contains("`runner.log_file`") && err.contains("in a model's directory"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&config_json).unwrap(),
+        "{\"model_type\": \"bert\"}"
+    );
+    let text = sim_study("s", 2, "", "log_file = \"s.toml\"");
+    let cfg = write(dir.path(), "s.toml", &text);
+    let err = refused(tune(&db, &cfg, &[]));
+    assert!(err.contains("is the study file"), "{err}");
+    assert_eq!(std::fs::read_to_string(&cfg).unwrap(), text);
+}
+
 /// A retry waiting in the study keeps its params (Optuna's retry copies
 /// them): a file without one of them cannot run it, so the resumed run is
 /// refused before it writes anything, naming the trial and the param.

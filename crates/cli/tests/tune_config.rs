@@ -521,6 +521,13 @@ fn other_sections_are_checked() {
         "must be longer than 0",
     );
     expect_error(
+        &replace("n_trials = 5", "n_trials = 5\ntrial_timeout = \"10ms\""),
+        "study.trial_timeout",
+        "trial_timeout",
+        "must be at least 1s",
+    );
+
+    expect_error(
         &replace("name = \"t\"", "name = \"t\"\nstorage = \"postgres://x\""),
         "study.storage",
         "postgres",
@@ -694,6 +701,50 @@ fn other_sections_are_checked() {
         "models.small.sim",
         twice.lines().count(),
         "duplicate key",
+    );
+}
+
+/// One field read as two things, a file or a choice listed twice: each
+/// would change what a trial learns or how often it is drawn, silently.
+#[test]
+fn fields_files_and_choices_named_twice_are_refused() {
+    let files = "[data]\nsource = \"files\"\nfiles = [\"a.csv\"]\nnum_classes = 2\n";
+    for (extra, key, needle, says) in [
+        (
+            "text_pair = \"label\"\n",
+            "data.text_pair",
+            "text_pair",
+            "also the label field",
+        ),
+        (
+            "text_pair = \"text\"\n",
+            "data.text_pair",
+            "text_pair",
+            "also the text field",
+        ),
+        (
+            "text = \"s\"\nlabel = \"s\"\n",
+            "data.label",
+            "label = ",
+            "also the text field",
+        ),
+    ] {
+        expect_error(&format!("{BASE}\n{files}{extra}"), key, needle, says);
+    }
+    expect_error(
+        &format!(
+            "{BASE}\n{}",
+            files.replace("[\"a.csv\"]", "[\"a.csv\", \"./a.csv\"]")
+        ),
+        "data.files[1]",
+        "files = ",
+        "`./a.csv` is listed twice",
+    );
+    expect_error(
+        &replace("choices = [64, 128]", "choices = [64, 128, 64]"),
+        "param[4].choices[2]",
+        "choices = [64, 128, 64]",
+        "choice 64 is listed twice (also choices[0])",
     );
 }
 

@@ -209,6 +209,8 @@ use self::units::{MAX_SIZE, parse_duration, parse_size};
 /// The most threads a study file may give one worker: more than the
 /// largest machines' hardware threads.
 const MAX_THREADS_PER_WORKER: usize = 4096;
+/// The shortest `study.trial_timeout`.
+const MIN_TRIAL_TIMEOUT: Duration = Duration::from_secs(1);
 use super::space::{self, Resolve};
 pub use super::space::{Condition, Hyperparameter, ParamSpec, ParamType, TrialSettings};
 
@@ -918,6 +920,17 @@ impl Check<'_> {
             };
         let timeout = positive("study.timeout", &s.timeout)?;
         let trial_timeout = positive("study.trial_timeout", &s.trial_timeout)?;
+        // Shorter would end every trial while its worker starts (a
+        // mistyped unit: "10ms" for "10m").
+        if trial_timeout.is_some_and(|t| t < MIN_TRIAL_TIMEOUT) {
+            return Err(self.err(
+                "study.trial_timeout",
+                format!(
+                    "must be at least {}s: a trial's worker takes about that long to start",
+                    MIN_TRIAL_TIMEOUT.as_secs()
+                ),
+            ));
+        }
         Ok(StudySection {
             name,
             storage,
@@ -1019,18 +1032,63 @@ impl Check<'_> {
                     }
                 };
                 let defaults = FieldSpec::default();
+                let fields = FieldSpec {
+                    text: d.text.clone().unwrap_or(defaults.text),
+                    text_pair: d.text_pair.clone(),
+                    label: d.label.clone().unwrap_or(defaults.label),
+                };
+                // One field read as two things: a label read as input
+                // would score every trial on a leak.
+                if fields.label == fields.text {
+                    return Err(self.err(
+                        "data.label",
+                        format!("`{}` is also the text field", fields.label),
+                    ));
+                }
+                if let Some(pair) = &fields.text_pair
+                    && (*pair == fields.text || *pair == fields.label)
+                {
+                    let other = if *pair == fields.text {
+                        "text"
+                    } else {
+                        "label"
+                    };
+                    return Err(self.err(
+                        "data.text_pair",
+                        format!("`{pair}` is also the {other} field"),
+                    ));
+                }
+                let paths: Vec<PathBuf> = files
+                    .into_iter()
+                    .map(|p| self.job_path("data.files", p))
+                    .collect::<Result<_, _>>()?;
+                // The same file twice would count its records twice.
+                let same_file = |p: &PathBuf| {
+                    std::fs::canonicalize(p).unwrap_or_else(|_| {
+                        p.components()
+                            .filter(|c| !matches!(c, std::path::Component::CurDir))
+                            .collect()
+                    })
+                };
+                let canonical: Vec<PathBuf> = paths.iter().map(same_file).collect();
+                if let Some((j, path)) = paths
+                    .iter()
+                    .enumerate()
+                    .find(|(j, _)| canonical[..*j].contains(&canonical[*j]))
+                {
+                    return Err(self.err(
+                        &format!("data.files[{j}]"),
+                        format!(
+                            "`{}` is listed twice: its records would count twice",
+                            path.display()
+                        ),
+                    ));
+                }
                 DataSource::Files {
-                    paths: files
-                        .into_iter()
-                        .map(|p| self.job_path("data.files", p))
-                        .collect::<Result<_, _>>()?,
+                    paths,
                     options: LoadOptions {
                         format: d.format,
-                        fields: FieldSpec {
-                            text: d.text.clone().unwrap_or(defaults.text),
-                            text_pair: d.text_pair.clone(),
-                            label: d.label.clone().unwrap_or(defaults.label),
-                        },
+                        fields,
                         labels,
                         bad_records,
                     },

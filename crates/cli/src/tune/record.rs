@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use serde_json::{Value as Json, json};
 use store::{RetryPolicy, Storage, TrialRef, TrialState};
 
-use super::config::TrialSettings;
+use super::config::{Constraint, TrialSettings};
 use super::packing::Lease;
 use super::progress::Counts;
 use hpo_sampler::CONSTRAINTS_KEY;
@@ -254,25 +254,43 @@ pub fn fail_and_retry(
 /// (`Study.set_metric_names`).
 pub const METRIC_NAMES_KEY: &str = "study:metric_names";
 
+/// memtune's study system attribute listing the study's `[[constraint]]`s
+/// in file order ([`constraints_json`]): what each entry of a trial's
+/// `constraints` system attribute measured.
+pub const STUDY_CONSTRAINTS_KEY: &str = "memtune:constraints";
+
+/// The study's constraints as [`STUDY_CONSTRAINTS_KEY`] stores them:
+/// `[{"metric": "peak_memory", "max": 8589934592.0}, ...]`.
+pub fn constraints_json(constraints: &[Constraint]) -> Json {
+    constraints
+        .iter()
+        .map(|c| json!({"metric": c.metric.name(), "max": c.max}))
+        .collect()
+}
+
 /// Names the study's objectives as Optuna's `Study.set_metric_names`
-/// does, unless it names them already; returns the names it has when they
-/// are others (its values then mean other things than `names`).
+/// does, and stores its constraints ([`STUDY_CONSTRAINTS_KEY`]),
+/// unless the study has them already; returns what it has when it has
+/// others, key first (its trials' values then mean other things than the
+/// study file's).
 pub fn name_metrics(
     storage: &Storage,
     study_id: i64,
     names: &[&str],
-) -> store::Result<Option<Json>> {
-    match storage
-        .study_system_attrs(study_id)?
-        .remove(METRIC_NAMES_KEY)
-    {
-        None => {
-            storage.set_study_system_attr(study_id, METRIC_NAMES_KEY, &json!(names))?;
-            Ok(None)
+    constraints: &[Constraint],
+) -> store::Result<Option<(&'static str, Json)>> {
+    let mut stored = storage.study_system_attrs(study_id)?;
+    for (key, value) in [
+        (METRIC_NAMES_KEY, json!(names)),
+        (STUDY_CONSTRAINTS_KEY, constraints_json(constraints)),
+    ] {
+        match stored.remove(key) {
+            None => storage.set_study_system_attr(study_id, key, &value)?,
+            Some(s) if s == value => {}
+            Some(s) => return Ok(Some((key, s))),
         }
-        Some(stored) if stored == json!(names) => Ok(None),
-        Some(stored) => Ok(Some(stored)),
     }
+    Ok(None)
 }
 
 /// Counts toward `n_trials` (see the runner's module doc).

@@ -255,13 +255,18 @@ impl<'a> Runner<'a> {
         let study = storage.create_or_load_study(&plan.study_name, &plan.directions)?;
         {
             // Stored for one objective too, so a later run of another
-            // metric is refused (`setup::check_space_against_stored`).
+            // metric, or of other constraints, is refused
+            // (`setup::check_space_against_stored`).
             let names: Vec<&str> = cfg.objective.metrics.iter().map(|m| m.name()).collect();
-            if let Some(stored) = record::name_metrics(&storage, study.study_id, &names)? {
+            if let Some((key, stored)) =
+                record::name_metrics(&storage, study.study_id, &names, &cfg.constraints)?
+            {
                 return Err(TuneError::Setup(format!(
-                    "study `{}` optimises {stored}, but the study file lists {}: use another study name",
+                    "study `{}` has {key} {stored}, but the study file has {} and {}: \
+                     use another study name",
                     study.name,
-                    json!(names)
+                    json!(names),
+                    record::constraints_json(&cfg.constraints)
                 )));
             }
         }

@@ -753,10 +753,22 @@ pub fn check_space_against_stored(cfg: &StudyConfig, plan: &RunPlan) -> Result<(
         Err(e) => return Err(e.to_string()),
     };
     let names: Vec<&str> = cfg.objective.metrics.iter().map(|m| m.name()).collect();
-    let stored_names = storage
+    let mut attrs = storage
         .study_system_attrs(study.study_id)
-        .map_err(|e| e.to_string())?
-        .remove(super::record::METRIC_NAMES_KEY);
+        .map_err(|e| e.to_string())?;
+    let stored_names = attrs.remove(super::record::METRIC_NAMES_KEY);
+    // A study stored before its constraints were recorded passes.
+    if let Some(stored) = attrs.remove(super::record::STUDY_CONSTRAINTS_KEY) {
+        let asked = super::record::constraints_json(&cfg.constraints);
+        if stored != asked {
+            return Err(format!(
+                "{}: constraint: study `{}` was run with the constraints {stored}, but the study \
+                 file has {asked}: its trials' constraint values would mean other limits; use \
+                 another study name",
+                cfg.origin, plan.study_name
+            ));
+        }
+    }
     let same_names = stored_names
         .as_ref()
         .is_none_or(|n| *n == serde_json::json!(names));
@@ -833,9 +845,10 @@ fn check_waiting_params(
     Ok(())
 }
 
-/// The log is appended to, so a study file, storage file or data file it
-/// named would be damaged: a study file would no longer parse, and in a
-/// SQLite file the database's own writes overwrite the lines.
+/// The log is appended to, so a study file, storage file, data file or a
+/// file in a model's directory it named would be damaged: a study file or
+/// a model's `config.json` would no longer parse, and in a SQLite file the
+/// database's own writes overwrite the lines.
 fn check_log_file(
     cfg: &StudyConfig,
     url: &store::StorageUrl,
@@ -853,7 +866,17 @@ fn check_log_file(
         files.extend(paths.iter().map(|p| ("a data file", p.clone())));
     }
     let log = comparable(log_file);
-    let Some((what, file)) = files.iter().find(|(_, f)| comparable(f) == log) else {
+    let in_model = cfg.models.values().find_map(|m| match m {
+        super::config::ModelSource::Dir(dir) if log.starts_with(comparable(dir)) => {
+            Some(("in a model's directory", dir.clone()))
+        }
+        _ => None,
+    });
+    let Some((what, file)) = files
+        .into_iter()
+        .find(|(_, f)| comparable(f) == log)
+        .or(in_model)
+    else {
         return Ok(());
     };
     let whose = match cfg.runner.log_file {

@@ -529,6 +529,16 @@ fn build_param(
             }
             let choices: Vec<ParamValue> = choices.iter().map(Scalar::to_param_value).collect();
             for (j, c) in choices.iter().enumerate() {
+                if let Some(first) = choices[..j].iter().position(|d| d == c) {
+                    return Err(index.error_at(
+                        &format!("{at}.choices[{j}]"),
+                        format!(
+                            "param `{}`: choice {c} is listed twice (also choices[{first}]); \
+                             a repeated choice would only be drawn more often",
+                            p.name
+                        ),
+                    ));
+                }
                 if !sets.domain().admits(c, models) {
                     return Err(index.error_at(
                         &format!("{at}.choices[{j}]"),
