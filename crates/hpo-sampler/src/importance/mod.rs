@@ -79,7 +79,10 @@ pub struct Importance {
 /// trials, each with its value), most important first; an
 /// [`Error::Importance`] says why there are none. Trials whose value is
 /// not finite are left out first, as Optuna's `_get_filtered_trials`
-/// does.
+/// does. A stored value outside its parameter's distribution in `params`
+/// (a range narrowed since, a choice list changed) is read as a parameter
+/// the trial does not have, as the samplers read it: the trees' cells are
+/// cut within the distribution's bounds.
 pub fn fanova_importances(
     trials: &[(&FrozenTrial, f64)],
     params: &BTreeMap<String, Distribution>,
@@ -100,7 +103,7 @@ pub fn fanova_importances(
     }
     let common: Vec<&String> = params
         .keys()
-        .filter(|name| trials.iter().all(|(t, _)| t.params.contains_key(*name)))
+        .filter(|name| trials.iter().all(|(t, _)| has(t, name, params)))
         .collect();
     let mut out = evaluate(trials, params, &common)
         .map_err(|reason| Error::Importance { reason })?
@@ -115,7 +118,7 @@ pub fn fanova_importances(
     for name in params.keys().filter(|n| !common.contains(n)) {
         let subset: Vec<(&FrozenTrial, f64)> = trials
             .iter()
-            .filter(|(t, _)| t.params.contains_key(name))
+            .filter(|(t, _)| has(t, name, params))
             .copied()
             .collect();
         if subset.len() < 2 {
@@ -123,7 +126,7 @@ pub fn fanova_importances(
         }
         let shared: Vec<&String> = params
             .keys()
-            .filter(|n| subset.iter().all(|(t, _)| t.params.contains_key(*n)))
+            .filter(|n| subset.iter().all(|(t, _)| has(t, n, params)))
             .collect();
         // A subset whose values do not vary says nothing of this parameter.
         if let Ok(scores) = evaluate(&subset, params, &shared)
@@ -143,6 +146,19 @@ pub fn fanova_importances(
             .then(a.name.cmp(&b.name))
     });
     Ok(out)
+}
+
+/// Whether trial `t` has parameter `name` as `params` describes it: a value
+/// inside the distribution, and for a categorical the same choices (an
+/// index means nothing under another list).
+fn has(t: &FrozenTrial, name: &str, params: &BTreeMap<String, Distribution>) -> bool {
+    match (t.params.get(name), params.get(name)) {
+        (Some(p), Some(d @ Distribution::Categorical { .. })) => {
+            p.distribution == *d && d.contains(p.internal)
+        }
+        (Some(p), Some(d)) => d.contains(p.internal),
+        _ => false,
+    }
 }
 
 /// One column group per parameter: its encoded columns and their bounds.
@@ -245,19 +261,29 @@ mod tests {
     use super::*;
     use crate::{Param, TrialState};
 
-    /// A non-finite value leaves its trial out, as Optuna filters it.
-    #[test]
-    fn non_finite_values_are_left_out() {
+    /// 30 trials of `x` and `n` on `[0, 1]` whose value depends mostly on
+    /// `x`, and their space.
+    fn x_and_n() -> (Vec<(FrozenTrial, f64)>, BTreeMap<String, Distribution>) {
         let x = Distribution::float(0.0, 1.0, false, None).unwrap();
         let n = Distribution::float(0.0, 1.0, false, None).unwrap();
-        let mut owned: Vec<(FrozenTrial, f64)> = (0..30u64)
+        let owned = (0..30u64)
             .map(|i| {
                 let (xi, ni) = ((i as f64 * 0.618).fract(), (i as f64 * 0.377).fract());
                 let t = trial(i, &[("x", xi, &x), ("n", ni, &n)]);
                 (t, (xi - 0.3).powi(2) + 0.01 * ni)
             })
             .collect();
-        let space = BTreeMap::from([("x".to_string(), x.clone()), ("n".to_string(), n.clone())]);
+        (
+            owned,
+            BTreeMap::from([("x".to_string(), x), ("n".to_string(), n)]),
+        )
+    }
+
+    /// A non-finite value leaves its trial out, as Optuna filters it.
+    #[test]
+    fn non_finite_values_are_left_out() {
+        let (mut owned, space) = x_and_n();
+        let (x, n) = (space["x"].clone(), space["n"].clone());
         let refs: Vec<(&FrozenTrial, f64)> = owned.iter().map(|(t, v)| (t, *v)).collect();
         let expected = fanova_importances(&refs, &space).unwrap();
         for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
@@ -270,6 +296,27 @@ mod tests {
             );
             owned.pop();
         }
+    }
+
+    /// A value outside the distribution (the range narrowed since) is a
+    /// parameter the trial does not have: scored on the others, never in a
+    /// cell beyond the bounds.
+    #[test]
+    fn values_outside_the_distribution_are_missing() {
+        let (mut owned, space) = x_and_n();
+        let n = space["n"].clone();
+        let wide = Distribution::float(0.0, 5.0, false, None).unwrap();
+        let refs: Vec<(&FrozenTrial, f64)> = owned.iter().map(|(t, v)| (t, *v)).collect();
+        let score = |imp: &[Importance]| {
+            let x = imp.iter().find(|i| i.name == "x").unwrap();
+            (x.importance, x.trials, x.conditional)
+        };
+        let (expected, ..) = score(&fanova_importances(&refs, &space).unwrap());
+        owned.push((trial(30, &[("x", 3.0, &wide), ("n", 0.5, &n)]), 100.0));
+        owned.push((trial(31, &[("x", 5.0, &wide), ("n", 0.5, &n)]), -100.0));
+        let refs: Vec<(&FrozenTrial, f64)> = owned.iter().map(|(t, v)| (t, *v)).collect();
+        let got = fanova_importances(&refs, &space).unwrap();
+        assert_eq!(score(&got), (expected, 30, true), "{got:?}");
     }
 
     fn trial(number: u64, params: &[(&str, f64, &Distribution)]) -> FrozenTrial {

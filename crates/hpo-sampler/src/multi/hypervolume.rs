@@ -196,17 +196,25 @@ pub fn select_by_hypervolume(points: &[Vec<f64>], k: usize, reference: &[f64]) -
             selected.push(points[i].clone());
             let c = hypervolume(&selected, reference) - hv;
             selected.pop();
-            if best.is_none_or(|(_, b)| c > b) {
+            if best.is_none_or(|(_, b)| nan_lowest(c) > nan_lowest(b)) {
                 best = Some((pos, c));
             }
         }
         let (pos, c) = best.expect("fewer chosen than distinct points");
-        hv += c;
+        if c.is_finite() {
+            hv += c;
+        }
         let i = left.remove(pos);
         selected.push(points[i].clone());
         chosen.push(i);
     }
     chosen
+}
+
+/// A contribution as the selection compares it: a NaN one (from a NaN
+/// loss) below every other, so such a point is chosen last, once.
+fn nan_lowest(c: f64) -> f64 {
+    if c.is_nan() { f64::NEG_INFINITY } else { c }
 }
 
 /// `_solve_hssp_2d`: on a two-objective front sorted by the first loss,
@@ -222,28 +230,31 @@ fn hssp_2d(points: &[Vec<f64>], sorted: &[usize], k: usize, reference: &[f64]) -
         .collect();
     let mut diag: Vec<[f64; 2]> = vec![[reference[0], reference[1]]; front.len()];
     let score = |p: &[f64; 2], d: &[f64; 2]| (d[0] - p[0]) * (d[1] - p[1]);
-    // The contribution of each point not yet chosen; -inf once chosen.
+    // The contribution of each point; a NaN one (a NaN loss) ranks below
+    // every other, so every point is chosen once.
     let mut contribution: Vec<f64> = front.iter().zip(&diag).map(|(p, d)| score(p, d)).collect();
+    let mut taken = vec![false; front.len()];
     let mut chosen = Vec::with_capacity(k);
     for _ in 0..k {
-        let mut pos = 0;
-        for (q, c) in contribution.iter().enumerate() {
-            if *c > contribution[pos] {
-                pos = q;
+        let mut pos = None;
+        for q in (0..front.len()).filter(|q| !taken[*q]) {
+            if pos.is_none_or(|b: usize| nan_lowest(contribution[q]) > nan_lowest(contribution[b]))
+            {
+                pos = Some(q);
             }
         }
-        contribution[pos] = f64::NEG_INFINITY;
+        let pos = pos.expect("fewer chosen than distinct points");
+        taken[pos] = true;
         chosen.push(sorted[pos]);
         let p = front[pos];
-        let open = |c: f64| c > f64::NEG_INFINITY;
         let mut q = pos;
-        while q > 0 && open(contribution[q - 1]) {
+        while q > 0 && !taken[q - 1] {
             q -= 1;
             diag[q][0] = diag[q][0].min(p[0]);
             contribution[q] = score(&front[q], &diag[q]);
         }
         let mut q = pos + 1;
-        while q < front.len() && open(contribution[q]) {
+        while q < front.len() && !taken[q] {
             diag[q][1] = diag[q][1].min(p[1]);
             contribution[q] = score(&front[q], &diag[q]);
             q += 1;
@@ -256,6 +267,28 @@ fn hssp_2d(points: &[Vec<f64>], sorted: &[usize], k: usize, reference: &[f64]) -
 mod tests {
     use super::*;
     use crate::rng::Rng;
+
+    /// Points with a NaN loss are chosen last and once, in two dimensions
+    /// and in three.
+    #[test]
+    fn nan_points_are_chosen_last_and_never_twice() {
+        let nan = f64::NAN;
+        let two = [vec![0.0, 0.0], vec![1.0, nan], vec![2.0, nan]];
+        assert_eq!(select_by_hypervolume(&two, 2, &[4.0, 4.0])[0], 0);
+        for k in 1..=2 {
+            let mut picked = select_by_hypervolume(&two, k, &[4.0, 4.0]);
+            picked.sort_unstable();
+            picked.dedup();
+            assert_eq!(picked.len(), k, "{picked:?}");
+        }
+        let three = [
+            vec![1.0, 1.0, nan],
+            vec![0.0, 2.0, 1.0],
+            vec![2.0, 0.0, 1.0],
+        ];
+        let picked = select_by_hypervolume(&three, 2, &[4.0, 4.0, 4.0]);
+        assert!(!picked.contains(&0), "{picked:?}");
+    }
 
     /// The dominated volume by inclusion-exclusion over every subset.
     fn brute(points: &[Vec<f64>], reference: &[f64]) -> f64 {

@@ -283,7 +283,9 @@ pub(crate) fn ranks_of_pairs(pairs: &[(f64, f64)], n_below: Option<usize>) -> Ve
 
 /// Optuna's `_fast_non_domination_rank` with penalties: feasible points
 /// (penalty `<= 0`) ranked by [`non_domination_ranks`], then infeasible
-/// ones after them by their penalty (the total violation).
+/// ones after them by their penalty (the total violation); a NaN penalty
+/// (a constraint that could not be measured) is infeasible and ranks with
+/// the largest, as in Optuna.
 ///
 /// # Panics
 ///
@@ -297,7 +299,9 @@ pub fn constrained_ranks(
     assert_eq!(points.len(), penalty.len(), "one penalty per point");
     let n_below = n_below.unwrap_or(points.len());
     let feasible: Vec<usize> = (0..points.len()).filter(|&i| penalty[i] <= 0.0).collect();
-    let infeasible: Vec<usize> = (0..points.len()).filter(|&i| penalty[i] > 0.0).collect();
+    let infeasible: Vec<usize> = (0..points.len())
+        .filter(|&i| penalty[i] > 0.0 || penalty[i].is_nan())
+        .collect();
     let mut ranks = vec![0; points.len()];
     let f_points: Vec<Vec<f64>> = feasible.iter().map(|&i| points[i].clone()).collect();
     let f_ranks = non_domination_ranks(&f_points, Some(n_below));
@@ -306,7 +310,11 @@ pub fn constrained_ranks(
     }
     let top = f_ranks.iter().max().map_or(0, |r| r + 1);
     let left = n_below.saturating_sub(feasible.len());
-    let i_points: Vec<Vec<f64>> = infeasible.iter().map(|&i| vec![penalty[i]]).collect();
+    let violation = |p: f64| if p.is_nan() { f64::INFINITY } else { p };
+    let i_points: Vec<Vec<f64>> = infeasible
+        .iter()
+        .map(|&i| vec![violation(penalty[i])])
+        .collect();
     let i_ranks = non_domination_ranks(&i_points, Some(left));
     for (&i, &r) in infeasible.iter().zip(&i_ranks) {
         ranks[i] = top + r;
@@ -450,6 +458,12 @@ mod tests {
         assert_eq!(
             constrained_ranks(&points, &penalty, None),
             vec![0, 1, 1, 3, 2]
+        );
+        // A NaN penalty is infeasible, after every measured violation.
+        let penalty = [0.0, f64::NAN, 0.0, 2.0, 1.0];
+        assert_eq!(
+            constrained_ranks(&points, &penalty, None),
+            vec![0, 4, 1, 3, 2]
         );
     }
 

@@ -105,7 +105,8 @@ impl SuccessiveHalvingPruner {
                     None => return decision,
                 },
             };
-            let exponent = u32::try_from(self.min_early_stopping_rate + rung).unwrap_or(u32::MAX);
+            let exponent = u32::try_from(self.min_early_stopping_rate.saturating_add(rung))
+                .unwrap_or(u32::MAX);
             let promotion_step = self
                 .reduction_factor
                 .checked_pow(exponent)

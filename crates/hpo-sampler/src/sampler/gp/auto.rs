@@ -74,7 +74,8 @@ impl AutoConfig {
     /// Several objectives: finished trials from which TPE takes over from
     /// the GP on a space of `parameters` parameters.
     pub fn gp_trials_multi_objective(&self, parameters: usize) -> usize {
-        (self.gp_trials_per_parameter_multi_objective * parameters)
+        self.gp_trials_per_parameter_multi_objective
+            .saturating_mul(parameters)
             .max(self.min_gp_trials_multi_objective)
             .min(self.max_gp_trials_multi_objective)
     }

@@ -207,6 +207,12 @@ impl GpRegressor {
     }
 
     /// Posterior mean and variance at `q`, without gradients.
+    ///
+    /// # Panics
+    ///
+    /// When `q` (here and in every posterior method) has not one
+    /// coordinate per input dimension (`categorical.len()` of
+    /// [`GpRegressor::new`]).
     pub fn posterior(&self, q: &[f64]) -> (f64, f64) {
         let n = self.len();
         let mut k = vec![0.0; n];
@@ -356,6 +362,13 @@ impl GpRegressor {
 
     fn cross_kernel(&self, q: &[f64], k: &mut [f64], mut dk: Option<&mut [f64]>) {
         let dim = self.dim;
+        // A shorter query would be compared on its first coordinates only:
+        // a plausible, wrong posterior.
+        assert_eq!(
+            q.len(),
+            dim,
+            "a query has one coordinate per input dimension"
+        );
         let p = &self.params;
         for (i, ki) in k.iter_mut().enumerate() {
             let xi = &self.x[i * dim..(i + 1) * dim];
