@@ -73,7 +73,8 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Device total and free memory.
     fn mem_info(&self) -> Result<MemInfo, BackendError>;
-    /// The page size of `map`/`unmap` (`cuMemGetAllocationGranularity`).
+    /// The page size of `map`/`unmap` (`cuMemGetAllocationGranularity`): a
+    /// power of two ([`crate::CachingAllocator::new`] refuses another).
     fn granularity(&self) -> usize;
 
     /// Allocate a classic segment of exactly `size` bytes.

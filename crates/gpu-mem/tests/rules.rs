@@ -488,3 +488,82 @@ fn expandable_segments_fall_back_to_classic_without_virtual_memory() {
     assert_eq!(b.backend().reservation_count(), 1);
     b.free(y).unwrap();
 }
+
+/// A backend whose pages are `granularity` bytes, over a simulated device.
+struct Pages {
+    device: SimDevice,
+    granularity: usize,
+}
+
+impl gpu_mem::Backend for Pages {
+    type Event = <SimDevice as gpu_mem::Backend>::Event;
+    fn mem_info(&self) -> Result<gpu_mem::MemInfo, gpu_mem::BackendError> {
+        self.device.mem_info()
+    }
+    fn granularity(&self) -> usize {
+        self.granularity
+    }
+    fn malloc(&self, size: usize) -> Result<gpu_mem::DevicePtr, gpu_mem::BackendError> {
+        self.device.malloc(size)
+    }
+    fn free(&self, ptr: gpu_mem::DevicePtr, size: usize) -> Result<(), gpu_mem::BackendError> {
+        self.device.free(ptr, size)
+    }
+    fn reserve(&self, size: usize) -> Result<gpu_mem::DevicePtr, gpu_mem::BackendError> {
+        self.device.reserve(size)
+    }
+    fn release_reservation(
+        &self,
+        base: gpu_mem::DevicePtr,
+        size: usize,
+    ) -> Result<(), gpu_mem::BackendError> {
+        self.device.release_reservation(base, size)
+    }
+    fn map(&self, addr: gpu_mem::DevicePtr, size: usize) -> Result<(), gpu_mem::BackendError> {
+        self.device.map(addr, size)
+    }
+    fn unmap(&self, addr: gpu_mem::DevicePtr, size: usize) -> Result<(), gpu_mem::BackendError> {
+        self.device.unmap(addr, size)
+    }
+    fn synchronize(&self, stream: StreamId) -> Result<(), gpu_mem::BackendError> {
+        self.device.synchronize(stream)
+    }
+    fn synchronize_device(&self) -> Result<(), gpu_mem::BackendError> {
+        self.device.synchronize_device()
+    }
+    fn record_event(&self, stream: StreamId) -> Result<Self::Event, gpu_mem::BackendError> {
+        self.device.record_event(stream)
+    }
+    fn event_done(&self, event: &Self::Event) -> Result<bool, gpu_mem::BackendError> {
+        self.device.event_done(event)
+    }
+    fn event_wait(&self, event: &Self::Event) -> Result<(), gpu_mem::BackendError> {
+        self.device.event_wait(event)
+    }
+}
+
+/// Segments are cut and mapped in whole pages: a backend whose page size
+/// is 0 (a division by zero inside the allocator's lock) or not a power of
+/// two is refused when the allocator is made.
+#[test]
+fn a_backend_page_size_that_is_not_a_power_of_two_is_refused() {
+    for granularity in [0, 3 << 20] {
+        let backend = Pages {
+            device: sim(64),
+            granularity,
+        };
+        let err = CachingAllocator::new(backend, Config::expandable())
+            .err()
+            .expect("refused");
+        assert!(
+            matches!(&err, AllocError::Invalid(m) if m.contains("power of two")),
+            "{err}"
+        );
+    }
+    let backend = Pages {
+        device: sim(64),
+        granularity: 2 << 20,
+    };
+    let a = CachingAllocator::new(backend, Config::expandable()).unwrap();
+    a.free(a.allocate(1 << 20, StreamId(0)).unwrap()).unwrap();
+}

@@ -67,6 +67,13 @@ impl<B: Backend> CachingAllocator<B> {
     /// [`Config::validate`] refuses is [`AllocError::Invalid`].
     pub fn new(backend: B, config: Config) -> Result<Self, AllocError> {
         config.validate()?;
+        // Segments are cut and mapped in whole pages of this size.
+        let granularity = backend.granularity();
+        if !granularity.is_power_of_two() {
+            return Err(AllocError::Invalid(format!(
+                "the backend's granularity is {granularity} bytes: it must be a power of two"
+            )));
+        }
         let total = backend.mem_info()?.total;
         let mut config = config;
         let mut expandable_fallback = None;
