@@ -64,17 +64,25 @@ pub fn json_token(v: &Json) -> String {
     }
 }
 
-/// `s` with its control characters escaped as Rust escapes them.
+/// `s` with its control characters and bidirectional formatting marks
+/// escaped as Rust escapes them (`\u{202e}`): a right-to-left override in
+/// a study or parameter name would reverse the rest of a printed row.
 pub fn printable(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        if c.is_control() {
+        if c.is_control() || is_bidi_format(c) {
             out.extend(c.escape_debug());
         } else {
             out.push(c);
         }
     }
     out
+}
+
+/// Unicode's invisible bidirectional marks, embeddings, overrides and
+/// isolates (U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069).
+pub fn is_bidi_format(c: char) -> bool {
+    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// `name=value` pairs of every parameter, sorted by name.
@@ -99,8 +107,21 @@ pub fn attr<'a>(t: &'a FrozenTrial, key: &str) -> Option<&'a Json> {
 
 #[cfg(test)]
 mod tests {
-    use super::{float, float_json};
+    use super::{float, float_json, printable};
     use serde_json::json;
+
+    /// Control characters and the invisible bidirectional marks are
+    /// escaped: a right-to-left override in a name would reverse the
+    /// rest of a printed row.
+    #[test]
+    fn printable_escapes_controls_and_bidirectional_marks() {
+        assert_eq!(printable("a\nb\u{1b}"), "a\\nb\\u{1b}");
+        for mark in ['\u{200e}', '\u{202e}', '\u{2066}', '\u{2069}'] {
+            let shown = printable(&format!("x{mark}y"));
+            assert_eq!(shown, format!("x\\u{{{:x}}}y", mark as u32));
+        }
+        assert_eq!(printable("é日本"), "é日本");
+    }
 
     #[test]
     fn json_spells_non_finite_floats_as_python_json_does() {

@@ -61,6 +61,7 @@ fn history_chart(input: &ReportInput, valued: &[(f64, f64, TrialState)]) -> Stri
             c.configure_mesh()
                 .x_desc("trial")
                 .y_desc("objective value")
+                .y_label_formatter(&|v| chart::short(*v))
                 .draw()?;
             c.draw_series(valued.iter().map(|&(x, y, s)| {
                 let color = if s == TrialState::Pruned {
@@ -117,6 +118,7 @@ fn intermediate_chart(input: &ReportInput) -> String {
             c.configure_mesh()
                 .x_desc("step")
                 .y_desc("intermediate value")
+                .y_label_formatter(&|v| chart::short(*v))
                 .draw()?;
             for (t, points) in &curves {
                 let color = match t.state {

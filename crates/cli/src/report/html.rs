@@ -45,7 +45,7 @@ pub fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            c if c.is_control() && c != '\n' && c != '\t' => {
+            c if (c.is_control() && c != '\n' && c != '\t') || crate::render::is_bidi_format(c) => {
                 let _ = write!(out, "\\u{{{:x}}}", c as u32);
             }
             c => out.push(c),
@@ -142,6 +142,8 @@ mod tests {
             "&lt;script&gt;&quot;a&quot; &amp; &#39;b&#39;&lt;/script&gt;"
         );
         assert_eq!(escape("bell\u{7}"), "bell\\u{7}");
+        // A right-to-left override would reverse what follows it.
+        assert_eq!(escape("a\u{202e}b"), "a\\u{202e}b");
     }
 
     #[test]

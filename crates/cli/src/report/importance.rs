@@ -96,6 +96,7 @@ fn slice(name: &str, axis: &ParamAxis<'_>, completed: &[(&FrozenTrial, f64)]) ->
             c.configure_mesh()
                 .x_labels(axis.n_labels())
                 .x_label_formatter(&|x| axis.label(*x))
+                .y_label_formatter(&|v| chart::short(*v))
                 .x_desc(name)
                 .draw()?;
             c.draw_series(

@@ -105,7 +105,12 @@ fn scatter(input: &ReportInput, complete: &[&FrozenTrial], front: &BTreeSet<u64>
         WIDE,
         |root| {
             let mut c = chart::plane(root, xs, ys, 64)?;
-            c.configure_mesh().x_desc(x_name).y_desc(y_name).draw()?;
+            c.configure_mesh()
+                .x_desc(x_name)
+                .y_desc(y_name)
+                .x_label_formatter(&|v| short(*v))
+                .y_label_formatter(&|v| short(*v))
+                .draw()?;
             c.draw_series(
                 complete
                     .iter()
@@ -206,6 +211,14 @@ fn hypervolume_history(input: &ReportInput, complete: &[&FrozenTrial]) -> String
     if points.is_empty() {
         return note("No feasible COMPLETE trial: no hypervolume to draw.");
     }
+    // Losses near f64's limit make the box's volume overflow: a chart of
+    // infinities would be drawn as a flat line.
+    if points.iter().any(|p| !p.1.is_finite()) {
+        return note(
+            "The hypervolume overflows a 64-bit float (objective values near 1e308, or spans \
+             whose product is): no chart to draw.",
+        );
+    }
     let xs = chart::span(input.trials.iter().map(|t| t.number as f64));
     let ys = chart::span(points.iter().map(|p| p.1).chain([0.0]));
     chart::figure(
@@ -294,6 +307,30 @@ mod tests {
         assert!(h[0].1 > 0.0 && h[1].1 > h[0].1, "{h:?}");
         assert_eq!(h[2].1, h[1].1, "trial 2 is dominated by trial 0");
         assert!(h[3].1 > h[2].1);
+    }
+
+    /// Losses near f64's limit overflow the volume: the section says so
+    /// instead of drawing infinities as a flat line.
+    #[test]
+    fn an_overflowing_hypervolume_is_a_note_not_a_flat_line() {
+        use StudyDirection::{Maximize, Minimize};
+        let i = input(
+            vec![Minimize, Maximize],
+            vec![
+                (vec![1.0, 1.0], None),
+                (vec![0.5, 0.2], None),
+                (vec![1e200, -1e200], None),
+            ],
+        );
+        let Some(Section {
+            body: super::super::html::Body::Shown(body),
+            ..
+        }) = section(&i)
+        else {
+            panic!("no section")
+        };
+        assert!(!body.contains("data-chart=\"hypervolume\""), "{body}");
+        assert!(body.contains("The hypervolume overflows"), "{body}");
     }
 
     #[test]
