@@ -228,7 +228,22 @@ fn evaluate(
     let forest = forest::fit(&rows, &y, N_TREES, MAX_DEPTH, SEED);
     let trees: Vec<FanovaTree> = forest.iter().map(|t| FanovaTree::new(t, &bounds)).collect();
     if trees.iter().all(|t| t.variance <= 0.0) {
-        return Err("the objective value does not vary over the trials".into());
+        let (low, high) = y
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+                (l.min(*v), h.max(*v))
+            });
+        return Err(if low == high {
+            "the objective value does not vary over the trials".into()
+        } else {
+            // The trees stop splitting at an absolute variance of
+            // f64::EPSILON, as scikit-learn's do (so Optuna's too).
+            format!(
+                "the objective's values ({low:e} to {high:e}) vary by less than the trees \
+                 resolve (a variance of 2.2e-16, as scikit-learn's): rescale the objective \
+                 to see importances"
+            )
+        });
     }
     let raw: Vec<f64> = encodings
         .iter()
@@ -394,6 +409,17 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("does not vary")
+        );
+        // Values that vary below the trees' resolution are not called flat.
+        let tiny: Vec<(&FrozenTrial, f64)> = trials
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t, 1e-9 * i as f64))
+            .collect();
+        let err = fanova_importances(&tiny, &params).unwrap_err().to_string();
+        assert!(
+            err.contains("vary by less than the trees resolve") && err.contains("0e0 to 4e-9"),
+            "{err}"
         );
     }
 }
