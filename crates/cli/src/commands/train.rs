@@ -246,16 +246,15 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
         last.valid.accuracy,
         args.output.display()
     )?;
-    if let Some(device) = &step.other_device {
-        if value != recorded || !mismatches.is_empty() {
-            eprintln!(
-                "memtune: the retrain's validation {} is {value} where trial {} recorded {recorded} \
-                 on {device} (epochs differing: {mismatches:?})",
-                metric.name(),
-                trial.number
-            );
-        }
-    } else if value != recorded || !mismatches.is_empty() {
+    let repeated = value == recorded && mismatches.is_empty();
+    if let (false, Some(device)) = (repeated, &step.other_device) {
+        eprintln!(
+            "memtune: the retrain's validation {} is {value} where trial {} recorded {recorded} \
+             on {device} (epochs differing: {mismatches:?})",
+            metric.name(),
+            trial.number
+        );
+    } else if !repeated {
         return Err(CliError::failed(format!(
             "the retrain did not repeat trial {}: validation {} {value} vs recorded {recorded} \
              (epochs differing: {mismatches:?}); the model is saved, but it is not the trial's",

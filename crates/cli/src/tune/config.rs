@@ -1063,14 +1063,8 @@ impl Check<'_> {
                     .map(|p| self.job_path("data.files", p))
                     .collect::<Result<_, _>>()?;
                 // The same file twice would count its records twice.
-                let same_file = |p: &PathBuf| {
-                    std::fs::canonicalize(p).unwrap_or_else(|_| {
-                        p.components()
-                            .filter(|c| !matches!(c, std::path::Component::CurDir))
-                            .collect()
-                    })
-                };
-                let canonical: Vec<PathBuf> = paths.iter().map(same_file).collect();
+                let canonical: Vec<PathBuf> =
+                    paths.iter().map(|p| super::setup::comparable(p)).collect();
                 if let Some((j, path)) = paths
                     .iter()
                     .enumerate()

@@ -895,7 +895,7 @@ fn check_log_file(
 
 /// `path` with its directory's links and `..` resolved (the file itself
 /// when it exists), so two names of one file compare equal.
-fn comparable(path: &Path) -> PathBuf {
+pub(crate) fn comparable(path: &Path) -> PathBuf {
     if let Ok(p) = std::fs::canonicalize(path) {
         return p;
     }
