@@ -1252,6 +1252,47 @@ fn study_not_found_shows_the_name_escaped() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err:?}");
 }
 
+/// One study with a broken row does not hide the others from `memtune
+/// studies`: it is named with its error, the rest are listed, and the
+/// command exits 1.
+#[test]
+fn studies_lists_the_readable_studies_beside_a_broken_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    for name in ["first", "broken", "last"] {
+        create(&db, name);
+    }
+    ok(memtune(
+        &db,
+        &["ask", "--study-name", "first", "--sampler", "random"],
+    ));
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute(
+        "UPDATE study_directions SET direction = 'SIDEWAYS' WHERE study_id = \
+         (SELECT study_id FROM studies WHERE study_name = 'broken')",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let out = memtune(&db, &["studies"]);
+    assert_eq!(out.status.code(), Some(1));
+    let listed = String::from_utf8(out.stdout).unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 4, "{listed}");
+    assert!(
+        lines[1].starts_with("first ") && lines[1].contains(" 1 "),
+        "{listed}"
+    );
+    assert!(
+        lines[2].starts_with("broken ") && lines[2].contains("SIDEWAYS"),
+        "{listed}"
+    );
+    assert!(lines[3].starts_with("last "), "{listed}");
+    assert!(err.contains("study broken cannot be read"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
 /// `memtune trials | head -1`: the reader leaves early; memtune ends
 /// quietly with 0.
 #[test]

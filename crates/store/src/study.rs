@@ -62,38 +62,30 @@ impl Storage {
         self.read(|tx| load_by_id(tx, study_id))
     }
 
-    /// Every study in the file with its trial counts, ordered by id.
+    /// Every study in the file with its trial counts, ordered by id, read
+    /// together; one study that cannot be read fails the whole list (see
+    /// [`Storage::study_names`] and [`Storage::study_summary`] to read each
+    /// study on its own).
     pub fn studies(&self) -> Result<Vec<StudySummary>> {
         self.read(|tx| {
-            let ids: Vec<i64> = tx
-                .query("SELECT study_id FROM studies ORDER BY study_id", &[])?
-                .iter()
-                .map(|r| r.i64(0))
-                .collect::<Result<_, _>>()?;
-            let mut out = Vec::with_capacity(ids.len());
-            for id in ids {
-                let study = load_by_id(tx, id)?;
-                let mut counts = BTreeMap::new();
-                let rows = state_counts(tx, id)?;
-                let mut n_trials = 0;
-                for (state, n) in rows {
-                    let st = TrialState::parse(&state).ok_or(StoreError::BadTrialState {
-                        study: study.name.clone(),
-                        state: state.clone(),
-                    })?;
-                    counts.insert(st, n as usize);
-                    n_trials += n as usize;
-                }
-                let user_attrs = load_attrs(tx, AttrTable::StudyUser, id)?;
-                out.push(StudySummary {
-                    study,
-                    n_trials,
-                    counts,
-                    user_attrs,
-                });
-            }
-            Ok(out)
+            let ids = study_ids_and_names(tx)?;
+            ids.into_iter()
+                .map(|(id, _)| load_summary(tx, id))
+                .collect()
         })
+    }
+
+    /// Every study's id and name, ordered by id: the rows a list needs,
+    /// readable even where a study's directions, trials or attributes are
+    /// not.
+    pub fn study_names(&self) -> Result<Vec<(i64, String)>> {
+        self.read(study_ids_and_names)
+    }
+
+    /// One study with its trial counts and user attributes, or
+    /// `StudyIdNotFound`.
+    pub fn study_summary(&self, study_id: i64) -> Result<StudySummary> {
+        self.read(|tx| load_summary(tx, study_id))
     }
 
     /// Set a study user attribute (stored as JSON, overwriting the key).
@@ -121,6 +113,38 @@ impl Storage {
     pub fn study_system_attrs(&self, study_id: i64) -> Result<BTreeMap<String, Json>> {
         self.read(|tx| load_attrs(tx, AttrTable::StudySystem, study_id))
     }
+}
+
+fn study_ids_and_names(tx: Tx<'_>) -> Result<Vec<(i64, String)>, TxError> {
+    Ok(tx
+        .query(
+            "SELECT study_id, study_name FROM studies ORDER BY study_id",
+            &[],
+        )?
+        .iter()
+        .map(|r| Ok((r.i64(0)?, r.string(1)?)))
+        .collect::<Result<_, crate::db::DbError>>()?)
+}
+
+fn load_summary(tx: Tx<'_>, study_id: i64) -> Result<StudySummary, TxError> {
+    let study = load_by_id(tx, study_id)?;
+    let mut counts = BTreeMap::new();
+    let mut n_trials = 0;
+    for (state, n) in state_counts(tx, study_id)? {
+        let st = TrialState::parse(&state).ok_or(StoreError::BadTrialState {
+            study: study.name.clone(),
+            state: state.clone(),
+        })?;
+        counts.insert(st, n as usize);
+        n_trials += n as usize;
+    }
+    let user_attrs = load_attrs(tx, AttrTable::StudyUser, study_id)?;
+    Ok(StudySummary {
+        study,
+        n_trials,
+        counts,
+        user_attrs,
+    })
 }
 
 fn check_directions(name: &str, directions: &[StudyDirection]) -> Result<()> {

@@ -19,6 +19,7 @@ backends!(
     read_only_open_never_changes_the_storage,
     unreadable_params_name_the_trial_and_parameter,
     corrupt_rows_are_errors_not_made_up_values,
+    one_broken_study_leaves_the_others_readable,
 );
 
 fn bytes(p: &Path) -> Vec<u8> {
@@ -636,4 +637,43 @@ fn corrupt_rows_are_errors_not_made_up_values(backend: Backend) {
     let study = s.study("s").unwrap();
     let t = s.trial_by_number(study.study_id, 7).unwrap().unwrap();
     assert_eq!(t.params["x"].internal, 5.05);
+}
+
+/// A study whose rows are broken fails `studies()`, which reads all
+/// together, but not the names or another study's summary.
+fn one_broken_study_leaves_the_others_readable(backend: Backend) {
+    let Some(db) = common::fresh(backend, "broken_study") else {
+        return;
+    };
+    fill(&db.open());
+    let s = db.open();
+    s.create_study("other", &[StudyDirection::Maximize])
+        .unwrap();
+    drop(s);
+    alter(
+        &db,
+        "INSERT INTO study_user_attributes (study_id, key, value_json) \
+         SELECT study_id, 'note', '{not json' FROM studies WHERE study_name = 's'",
+    );
+    let s = db.open_existing().unwrap();
+    let err = s.studies().unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("bad JSON in study_user_attributes.note"),
+        "{err}"
+    );
+    let names = s.study_names().unwrap();
+    let names: Vec<&str> = names.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(names, ["s", "other"]);
+    let (broken, other) = (s.study("s").unwrap(), s.study("other").unwrap());
+    assert!(s.study_summary(broken.study_id).is_err());
+    let summary = s.study_summary(other.study_id).unwrap();
+    assert_eq!(
+        (summary.study.name.as_str(), summary.n_trials),
+        ("other", 0)
+    );
+    assert!(matches!(
+        s.study_summary(other.study_id + 100),
+        Err(StoreError::StudyIdNotFound { .. })
+    ));
 }

@@ -35,9 +35,9 @@ fn leases(ctx: &Context) -> Result<BTreeMap<String, crate::leases::DeviceLeases>
         ..TrialFilter::default()
     };
     let mut by_device = BTreeMap::new();
-    for s in storage.studies()? {
-        let trials = storage.trials(s.study.study_id, &running)?;
-        crate::leases::add(&mut by_device, &s.study.name, &trials);
+    for (study_id, name) in storage.study_names()? {
+        let trials = storage.trials(study_id, &running)?;
+        crate::leases::add(&mut by_device, &name, &trials);
     }
     Ok(by_device)
 }
