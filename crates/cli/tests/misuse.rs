@@ -330,6 +330,40 @@ fn refused(out: Output) -> String {
     err
 }
 
+/// `--storage` (or MEMTUNE_STORAGE) wins over the study file's `storage`,
+/// and says so; the file's storage is not touched.
+#[test]
+fn tune_says_when_the_command_line_storage_replaces_the_file_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, named) = (dir.path().join("s.db"), dir.path().join("named.db"));
+    let text = sim_study("s", 1, "", "").replacen(
+        "[study]\n",
+        &format!("[study]\nstorage = \"{}\"\n", common::url(&named)),
+        1,
+    );
+    let cfg = write(dir.path(), "s.toml", &text);
+    let out = tune(&db, &cfg, &[]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    let note = format!(
+        "storage from --storage or MEMTUNE_STORAGE: {}; {}'s `{}` is not used",
+        common::url(&db),
+        cfg.display(),
+        common::url(&named)
+    );
+    assert!(err.contains(&note), "{err}");
+    assert_eq!(trials(&db, "s").len(), 1);
+    assert!(!named.exists());
+    // Without a `storage` in the file there is nothing to say.
+    let plain = write(dir.path(), "plain.toml", &sim_study("p", 1, "", ""));
+    let out = tune(&db, &plain, &[]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        out.status.success() && !err.contains("is not used"),
+        "{err}"
+    );
+}
+
 #[test]
 fn tune_refuses_to_resume_with_a_changed_space() {
     let dir = tempfile::tempdir().unwrap();

@@ -40,6 +40,16 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     }
     let faults = Faults::from_env().map_err(CliError::Usage)?;
     let mut plan = RunPlan::new(&cfg, ctx.storage_url.as_deref())?;
+    if cfg.study.storage_given && plan.storage_url != cfg.study.storage {
+        // The environment wins over the file, as usual; said, because a
+        // MEMTUNE_STORAGE left set from another study is easy to miss.
+        crate::logging::note(&format!(
+            "memtune: storage from --storage or MEMTUNE_STORAGE: {}; {}'s `{}` is not used",
+            store::redact_url(&plan.storage_url),
+            cfg.origin,
+            store::redact_url(&cfg.study.storage),
+        ));
+    }
     if let Some(n) = args.n_trials {
         plan.n_trials = n;
     }

@@ -17,6 +17,7 @@
 //! [study]
 //! name = "sentiment"                  # default "memtune"
 //! storage = "sqlite:///memtune.db"    # Optuna's URL form (relative to the working directory), or postgresql://USER@HOST/DB
+//!                                     # (--storage or MEMTUNE_STORAGE replaces it)
 //! n_trials = 12                       # >= 1; trials of a resumed study count
 //! timeout = "15m"                     # optional: no new trial starts after this
 //! trial_timeout = "2h"                # optional: a trial running longer is ended, FAIL ("timeout")
@@ -243,6 +244,8 @@ pub struct StudySection {
     pub name: String,
     /// `sqlite:///path.db` or `postgresql://user[:password]@host[:port]/db`.
     pub storage: String,
+    /// Whether the file names `storage` (else it is the default).
+    pub storage_given: bool,
     pub n_trials: u64,
     pub timeout: Option<Duration>,
     /// A trial running longer than this is ended and recorded FAIL
@@ -934,6 +937,7 @@ impl Check<'_> {
         Ok(StudySection {
             name,
             storage,
+            storage_given: s.storage.is_some(),
             n_trials: s.n_trials,
             timeout,
             trial_timeout,
