@@ -168,14 +168,14 @@ pub fn safe_stem(study: &str) -> String {
         .collect();
     if safe != study || safe.is_empty() {
         safe.truncate(MAX - 9);
-        safe.push_str(&format!("-{:08x}", fnv1a(study.as_bytes())));
+        safe.push_str(&format!("-{:08x}", fnv1a(study.bytes())));
     }
     safe
 }
 
 /// 32-bit FNV-1a: stable across builds and platforms (std's hasher is not).
-fn fnv1a(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(0x811c_9dc5, |h: u32, &b| {
+pub(crate) fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u32 {
+    bytes.into_iter().fold(0x811c_9dc5, |h: u32, b| {
         (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
     })
 }

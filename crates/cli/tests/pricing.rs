@@ -240,15 +240,50 @@ max_workers = 1
             attr(t, "predicted_peak_bytes")
         );
     }
-    // The runner's preset directory beside the storage: the tokenizer
-    // every worker read.
-    let preset = dir.path().join("presets-presets/minilm");
-    assert!(trainer::preset::has_random_weights(&preset));
+    // The runner's preset directory beside the storage (the model's key and
+    // a hash of the preset and the texts): the tokenizer every worker read.
+    let presets = dir.path().join("presets-presets");
+    let names: Vec<String> = std::fs::read_dir(&presets)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    let (key, hash) = names[0].split_once('-').unwrap();
+    assert_eq!(key, "minilm");
+    assert!(
+        hash.len() == 8 && hash.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{hash}"
+    );
+    assert!(trainer::preset::has_random_weights(
+        &presets.join(&names[0])
+    ));
     let report = std::fs::read_to_string(dir.path().join("presets-report.html")).unwrap();
     assert!(
         report.contains("random weights"),
         "the report does not say so"
     );
+
+    // A study of the same name on other data, in another storage beside
+    // this one, builds its own tokenizer beside the first, not over it.
+    let tokenizer = presets.join(&names[0]).join("tokenizer.json");
+    let first = std::fs::read(&tokenizer).unwrap();
+    let other_csv = std::fs::read_to_string(dir.path().join("d.csv"))
+        .unwrap()
+        .replace("film", "novel");
+    std::fs::write(dir.path().join("d.csv"), other_csv).unwrap();
+    let config = dir.path().join("s.toml");
+    std::fs::write(&config, study.replace("n_trials = 2", "n_trials = 1")).unwrap();
+    common::ok(common::memtune(
+        &dir.path().join("other.db"),
+        &[
+            "tune",
+            "--no-progress",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(std::fs::read_dir(&presets).unwrap().count(), 2);
+    assert_eq!(std::fs::read(&tokenizer).unwrap(), first);
 }
 
 /// The same one-trial study of a random MiniLM with the reference and the

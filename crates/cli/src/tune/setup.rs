@@ -200,8 +200,7 @@ impl RunPlan {
         ));
         let mut models = BTreeMap::new();
         for (key, spec) in &cfg.models {
-            let preset_dir = presets_dir.join(crate::logging::safe_stem(key));
-            let model = resolve(key, spec, sim_device, num_classes, &preset_dir, &texts)?;
+            let model = resolve(key, spec, sim_device, num_classes, &presets_dir, &texts)?;
             check_examples(key, &model, &examples)?;
             models.insert(key.clone(), model);
         }
@@ -405,15 +404,30 @@ fn capped(bytes: u64, limit: Option<u64>, what: &str) -> u64 {
     }
 }
 
+/// A random-weight preset's directory name: the model's key and a hash of
+/// the preset and the texts its tokenizer is built from. Another run (a
+/// study of the same name in another storage beside this one, or this
+/// study with other data) then writes a directory of its own instead of
+/// replacing the tokenizer under a running study's workers.
+fn preset_dir_name(key: &str, preset: &str, texts: &[String]) -> String {
+    let hash = crate::logging::fnv1a(
+        preset
+            .bytes()
+            .chain([0])
+            .chain(texts.iter().flat_map(|t| t.bytes().chain([0]))),
+    );
+    format!("{}-{hash:08x}", crate::logging::safe_stem(key))
+}
+
 /// A model of the study file, resolved: a random-weight preset becomes a
-/// directory the runner writes to `preset_dir` (its tokenizer built from
-/// `texts`), or on the simulated device a simulated preset.
+/// directory the runner writes under `presets_dir` (its tokenizer built
+/// from `texts`), or on the simulated device a simulated preset.
 fn resolve(
     key: &str,
     spec: &ModelSpec,
     sim_device: Option<u64>,
     num_classes: usize,
-    preset_dir: &Path,
+    presets_dir: &Path,
     texts: &[String],
 ) -> Result<ResolvedModel, SetupError> {
     let in_key = |e: String| SetupError::Other(format!("models.{key}: {e}"));
@@ -431,14 +445,13 @@ fn resolve(
             })
         }
         (ModelSpec::Preset(preset), None) => {
+            let preset_dir = presets_dir.join(preset_dir_name(key, preset.name(), texts));
             let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-            let config = trainer::preset::write_dir(preset_dir, preset.name(), &texts)
+            let config = trainer::preset::write_dir(&preset_dir, preset.name(), &texts)
                 .map_err(|e| in_key(e.to_string()))?;
             Ok(ResolvedModel {
                 config,
-                source: ModelSource::Dir {
-                    path: preset_dir.to_path_buf(),
-                },
+                source: ModelSource::Dir { path: preset_dir },
                 random_weights: Some(preset.name().to_string()),
             })
         }
