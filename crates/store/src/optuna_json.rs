@@ -166,6 +166,11 @@ pub fn search_space_from_json(text: &str) -> Result<SearchSpace, StoreError> {
         reason,
     };
     let v: Json = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+    if let Some(integer) = crate::python_json::wide_integer(text) {
+        return Err(bad(format!(
+            "the integer {integer} does not fit 64 bits, and would be stored rounded"
+        )));
+    }
     let obj = v
         .as_object()
         .ok_or_else(|| bad("expected an object of distributions by name".into()))?;
@@ -676,6 +681,16 @@ mod tests {
         );
         let err = search_space_from_json("[]").unwrap_err().to_string();
         assert!(err.contains("object of distributions"), "{err}");
+        // Python keeps every digit of a choice; we would store a float.
+        let err = search_space_from_json(
+            r#"{"c": {"name": "CategoricalDistribution", "attributes": {"choices": [1, 123456789012345678901]}}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("123456789012345678901 does not fit 64 bits"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -183,6 +183,40 @@ fn quote_python_floats(text: &str) -> String {
     out
 }
 
+/// The first integer literal outside a string in `text` that fits
+/// neither i64 nor u64. serde_json (without `arbitrary_precision`) reads
+/// one as the nearest float, where Python keeps every digit; a value that
+/// memtune would store rounded is found here and refused instead.
+pub(crate) fn wide_integer(text: &str) -> Option<&str> {
+    let bytes = text.as_bytes();
+    let (mut i, mut in_string, mut escaped) = (0, false, false);
+    while i < bytes.len() {
+        let b = bytes[i];
+        if in_string {
+            (in_string, escaped) = (escaped || b != b'"', !escaped && b == b'\\');
+        } else if b == b'"' {
+            in_string = true;
+        } else if b == b'-' || b.is_ascii_digit() {
+            let end = bytes[i..]
+                .iter()
+                .position(|c| !matches!(c, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+                .map_or(bytes.len(), |n| i + n);
+            let token = &text[i..end];
+            let integer = token.bytes().any(|c| c.is_ascii_digit())
+                && !token.contains(['.', 'e', 'E'])
+                && token.parse::<i64>().is_err()
+                && token.parse::<u64>().is_err();
+            if integer {
+                return Some(token);
+            }
+            i = end;
+            continue;
+        }
+        i += 1;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,5 +268,29 @@ mod tests {
     fn objects_keep_their_key_order() {
         let entries = [("z".to_string(), json!(1)), ("a".to_string(), json!(1e-5))];
         assert_eq!(to_string(&Object(&entries)), r#"{"z": 1, "a": 1e-05}"#);
+    }
+
+    #[test]
+    fn wide_integers_are_found_outside_strings_only() {
+        assert_eq!(
+            wide_integer(r#"{"a": [1, -9223372036854775808, 18446744073709551615]}"#),
+            None
+        );
+        assert_eq!(
+            wide_integer(r#"{"a": 1e400, "b": 123456789012345678901234567890.0}"#),
+            None
+        );
+        assert_eq!(
+            wide_integer(r#"{"a": "123456789012345678901234567890", "b": -Infinity}"#),
+            None
+        );
+        assert_eq!(
+            wide_integer(r#"{"s\"": 1, "a": [2, 18446744073709551616]}"#),
+            Some("18446744073709551616")
+        );
+        assert_eq!(
+            wide_integer("[-9223372036854775809]"),
+            Some("-9223372036854775809")
+        );
     }
 }
