@@ -44,7 +44,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use gpu_mem::human_bytes;
 use hpo_sampler::{Pruner, Sampler, StudyView};
@@ -1929,11 +1929,13 @@ fn owner_id() -> String {
 /// judge other runners' heartbeats: a runner that was stopped (SIGSTOP, a
 /// suspended machine, a starved process) resumes with every heartbeat
 /// looking old, its own machine's runners' included, and waits one
-/// `stale_after` before judging; the storage does the same after an
-/// outage (`Storage::fail_abandoned_trials`).
+/// `stale_after` before judging; so does one whose wall clock was stepped
+/// forward (heartbeats are wall-clock times); the storage does the same
+/// after an outage (`Storage::fail_abandoned_trials`).
 struct Vigil {
     since: Instant,
     last: Instant,
+    last_wall: SystemTime,
     watch: Duration,
 }
 
@@ -1943,6 +1945,7 @@ impl Vigil {
         Vigil {
             since: now.checked_sub(watch).unwrap_or(now),
             last: now,
+            last_wall: SystemTime::now(),
             watch,
         }
     }
@@ -1950,21 +1953,34 @@ impl Vigil {
     /// Called every turn of the loop, which turns at least every `TICK`
     /// unless this process was stopped.
     fn tick(&mut self) {
-        let now = Instant::now();
+        self.tick_at(Instant::now(), SystemTime::now());
+    }
+
+    fn tick_at(&mut self, now: Instant, wall: SystemTime) {
         let gap = now.duration_since(self.last);
-        if gap > (self.watch / 2).max(4 * TICK) {
+        // Linux's monotonic clock stands still while the machine is
+        // suspended, where the wall clock goes on; an NTP step moves the
+        // wall clock alone too.
+        let wall_gap = wall.duration_since(self.last_wall).unwrap_or_default();
+        let stall = gap.max(wall_gap);
+        if stall > (self.watch / 2).max(4 * TICK) {
             tracing::warn!(
-                "the runner's loop was stalled for {:.1} s; judging other runners' heartbeats again in {:.1} s",
-                gap.as_secs_f64(),
+                "the runner's loop was stalled, or its clock moved, for {:.1} s; \
+                 judging other runners' heartbeats again in {:.1} s",
+                stall.as_secs_f64(),
                 self.watch.as_secs_f64()
             );
             self.since = now;
         }
-        self.last = now;
+        (self.last, self.last_wall) = (now, wall);
     }
 
     fn may_judge(&self) -> bool {
-        self.since.elapsed() >= self.watch
+        self.may_judge_at(Instant::now())
+    }
+
+    fn may_judge_at(&self, now: Instant) -> bool {
+        now.duration_since(self.since) >= self.watch
     }
 }
 
@@ -2009,7 +2025,8 @@ fn share_cores(
 
 #[cfg(test)]
 mod tests {
-    use super::{Summary, share_cores, summary_table};
+    use super::{Summary, TICK, Vigil, share_cores, summary_table};
+    use std::time::Duration;
 
     /// A study name is any string: its control characters are shown
     /// escaped, never sent to the terminal.
@@ -2034,5 +2051,38 @@ mod tests {
         assert_eq!(share_cores(16, 0, 40, 4, 1), 4);
         // Every core held: still the base.
         assert_eq!(share_cores(2, 2, 3, 1, 1), 1);
+    }
+
+    /// A runner judges other runners' heartbeats only after a whole
+    /// `stale_after` awake: after a stall of its loop, and after its wall
+    /// clock jumped while the monotonic clock did not (a suspended laptop).
+    #[test]
+    fn judging_waits_a_stale_after_past_a_stall_or_a_clock_jump() {
+        let watch = Duration::from_secs(10);
+        let mut v = Vigil::new(watch);
+        let (t0, w0) = (v.last, v.last_wall);
+        assert!(v.may_judge_at(t0));
+        let step = |v: &mut Vigil, at: Duration, wall: Duration| {
+            v.tick_at(t0 + at, w0 + wall);
+            v.may_judge_at(t0 + at)
+        };
+        // Turning every tick, the clocks together: judging all along.
+        assert!(step(&mut v, TICK, TICK));
+        // Suspended 60 s: the wall clock went on, the monotonic did not.
+        let jump = Duration::from_secs(60);
+        assert!(!step(&mut v, 2 * TICK, 2 * TICK + jump));
+        assert!(!step(
+            &mut v,
+            2 * TICK + watch / 2,
+            2 * TICK + jump + watch / 2
+        ));
+        assert!(step(&mut v, 2 * TICK + watch, 2 * TICK + jump + watch));
+        // The loop stalled (SIGSTOP): both clocks moved.
+        let (at, wall) = (3 * watch, 3 * watch + jump);
+        assert!(!step(&mut v, at, wall));
+        assert!(!step(&mut v, at + watch / 2, wall + watch / 2));
+        assert!(step(&mut v, at + watch, wall + watch));
+        // A wall clock stepped back makes no heartbeat look old.
+        assert!(step(&mut v, at + watch + TICK, wall));
     }
 }
