@@ -688,6 +688,105 @@ fn a_trial_past_its_trial_timeout_is_ended_with_its_worker() {
     assert!(msg.contains("trial_timeout (10.0s)"), "{msg}");
 }
 
+fn kinds(ts: &[store::FrozenTrial]) -> Vec<(i64, TrialState, Option<&str>)> {
+    ts.iter()
+        .map(|t| {
+            let kind = attr(t, "error_kind").and_then(Json::as_str);
+            (t.number as i64, t.state, kind)
+        })
+        .collect()
+}
+
+/// A worker that dies idle, its next job sent but never read: the trial
+/// never ran, so it is retried, not recorded as a death of its own.
+#[test]
+fn a_job_its_worker_never_took_is_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let study = common::bert_base_sim_study(
+        "idle",
+        3,
+        1,
+        "kind = \"random\"\nseed = 3",
+        "max_workers = 1",
+    );
+    let cfg = write(dir.path(), "s.toml", &study);
+    common::ok(tune_within(&db, &cfg, "exit-before-start@1"));
+    let ts = trials(&db, "idle");
+    use TrialState::{Complete, Fail};
+    assert_eq!(
+        kinds(&ts),
+        [
+            (0, Complete, None),
+            (1, Fail, Some("not_started")),
+            (2, Complete, None),
+            (3, Complete, None)
+        ]
+    );
+    assert_eq!(finished(&ts), 3);
+}
+
+/// Workers that die before every job are not retried forever: after three
+/// trials in a row their deaths are recorded, and counted.
+#[test]
+fn workers_that_die_before_every_job_are_recorded_after_three_retries() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let study = common::bert_base_sim_study(
+        "dying",
+        2,
+        1,
+        "kind = \"random\"\nseed = 3",
+        "max_workers = 1",
+    );
+    let cfg = write(dir.path(), "s.toml", &study);
+    let faults: Vec<String> = (0..8).map(|n| format!("exit-before-start@{n}")).collect();
+    let out = tune(&db, &cfg, Some(&faults.join(";")));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    let ts = trials(&db, "dying");
+    use TrialState::Fail;
+    assert_eq!(
+        kinds(&ts),
+        [
+            (0, Fail, Some("not_started")),
+            (1, Fail, Some("not_started")),
+            (2, Fail, Some("not_started")),
+            (3, Fail, Some("worker_died")),
+            (4, Fail, Some("worker_died"))
+        ]
+    );
+}
+
+/// Timeouts are the trials' own (a slow draw), not a systematic failure:
+/// the first three trials timing out alike do not stop the study.
+#[test]
+fn trials_that_time_out_in_a_row_do_not_stop_the_study() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let study = common::sim_study("slow", 5, "80GiB", "")
+        .replace("n_trials = 5", "n_trials = 5\ntrial_timeout = \"1s\"");
+    let cfg = write(dir.path(), "s.toml", &study);
+    common::ok(tune_within(
+        &db,
+        &cfg,
+        "hang@0:epoch=0;hang@1:epoch=0;hang@2:epoch=0",
+    ));
+    let ts = trials(&db, "slow");
+    assert_eq!(ts.len(), 5);
+    let timed_out = ts
+        .iter()
+        .filter(|t| attr(t, "error_kind").and_then(Json::as_str) == Some("timeout"))
+        .count();
+    assert_eq!(timed_out, 3);
+    assert_eq!(
+        ts.iter()
+            .filter(|t| t.state == TrialState::Complete)
+            .count(),
+        2
+    );
+}
+
 /// The signals a runner takes as "stop" (Ctrl-C, SIGTERM, a closed
 /// terminal's SIGHUP) reach its workers too, when sent to the process
 /// group; a worker outlives them, so the runner records its trial as

@@ -2,7 +2,7 @@
 //! trial numbers fail and how, e.g.
 //! `abort@3:epoch=0; sticky@5:epoch=1; oom@7:alloc=120; assert@8:epoch=0;
 //! device-error@2:check=3; nan@6:epoch=0; hang@9:epoch=0; stray-line@1;
-//! kill-runner@4`.
+//! exit-before-start@5; kill-runner@4`.
 //!
 //! `kill-runner@N` makes the runner `SIGKILL` itself right after trial `N`
 //! is handed to a worker (the resume tests' kill -9 at a known moment);
@@ -77,6 +77,7 @@ impl Faults {
                     after_epoch: value("epoch")? as usize,
                 },
                 "stray-line" => Fault::StrayLineAfterEnd,
+                "exit-before-start" => Fault::ExitBeforeStart,
                 "kill-runner" => {
                     faults.kill_runner_after_start_of = Some(trial);
                     continue;
@@ -106,7 +107,7 @@ mod tests {
         let f = Faults::parse(
             "abort@3:epoch=0; sticky@5:epoch=1;oom@7:alloc=120; assert@8:epoch=2; kill-runner@4; \
              device-error@2:check=3; nan@6:epoch=1; hang@9:epoch=0; stray-line@10; \
-             interrupt-ask@11; stall-runner@12",
+             interrupt-ask@11; stall-runner@12; exit-before-start@13",
         )
         .unwrap();
         assert_eq!(f.per_trial[&9], Fault::Hang { after_epoch: 0 });
@@ -117,6 +118,7 @@ mod tests {
         assert_eq!(f.per_trial[&2], Fault::DeviceError { check: 3 });
         assert_eq!(f.per_trial[&6], Fault::NanEpoch { epoch: 1 });
         assert_eq!(f.per_trial[&10], Fault::StrayLineAfterEnd);
+        assert_eq!(f.per_trial[&13], Fault::ExitBeforeStart);
         assert_eq!(f.kill_runner_after_start_of, Some(4));
         assert_eq!(f.interrupt_ask_of, Some(11));
         assert_eq!(f.stall_runner_after_start_of, Some(12));

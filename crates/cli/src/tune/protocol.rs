@@ -68,6 +68,9 @@ pub enum Fault {
     /// taking that job: a library printing between trials, read by the
     /// runner after it handed the worker another trial.
     StrayLineAfterEnd,
+    /// The worker exits on reading the job, before it says it took it: a
+    /// worker that died idle, the job sent to it unread.
+    ExitBeforeStart,
 }
 
 /// One trial for a worker to run: everything resolved, nothing to look up.

@@ -76,6 +76,11 @@ pub const RECOMPUTE_KEY: &str = "recompute";
 /// How often the loop wakes without events (timeout, Ctrl-C/SIGTERM, display).
 const TICK: Duration = Duration::from_millis(200);
 
+/// Trials in a row retried because their worker died before taking the
+/// job; past this the deaths are the workers' own (a binary or machine
+/// that kills every worker), recorded as such rather than retried forever.
+const UNSTARTED_RETRIES: usize = 3;
+
 #[derive(Debug, thiserror::Error)]
 pub enum TuneError {
     #[error(transparent)]
@@ -243,6 +248,9 @@ pub struct Runner<'a> {
     /// How this run's first trials ended (`Some(error)` for a failure),
     /// for `[runner] systematic_failures`.
     first_outcomes: Vec<Option<String>>,
+    /// Trials retried in a row because their worker died before taking
+    /// the job (see [`UNSTARTED_RETRIES`]).
+    unstarted_in_a_row: usize,
 }
 
 impl<'a> Runner<'a> {
@@ -338,6 +346,7 @@ impl<'a> Runner<'a> {
             progress,
             dirty: true,
             first_outcomes: Vec::new(),
+            unstarted_in_a_row: 0,
         })
     }
 
@@ -1154,8 +1163,6 @@ impl<'a> Runner<'a> {
         }
         let leased = self.devices.total_leased();
         self.summary.peak_leased = self.summary.peak_leased.max(leased);
-        self.summary.started_here += 1;
-        self.summary.reruns += usize::from(c.rerun);
         tracing::info!(
             trial = c.trial.number,
             worker,
@@ -1172,6 +1179,8 @@ impl<'a> Runner<'a> {
             .get_mut(&worker)
             .expect("worker exists")
             .send_job(&job);
+        self.summary.started_here += 1;
+        self.summary.reruns += usize::from(c.rerun);
         self.running.insert(
             worker,
             Running {
@@ -1190,7 +1199,7 @@ impl<'a> Runner<'a> {
             },
         );
         if let Err(e) = sent {
-            // The worker died before taking the job; its Closed event records it.
+            // The worker had died idle; its Closed event retries the trial.
             tracing::warn!(worker, "sending a job failed: {e}");
         }
         if self.opts.faults.kill_runner_after_start_of == Some(c.trial.number) {
@@ -1282,6 +1291,7 @@ impl<'a> Runner<'a> {
                     && r.trial.number == trial_number
                 {
                     r.taken = true;
+                    self.unstarted_in_a_row = 0;
                 }
                 Ok(())
             }
@@ -1559,7 +1569,10 @@ impl<'a> Runner<'a> {
                 "trial {}: failed: {message}; a fresh worker takes the next trial",
                 r.trial.number
             ));
-            self.note_outcome(Some(message));
+            // A trial's time depends on its settings (model, length,
+            // epochs), as its memory does: slow draws in a row say nothing
+            // of the data or a model.
+            self.note_outcome((kind != "timeout").then_some(message));
         }
         self.release(&r);
         self.update_display()
@@ -1576,7 +1589,23 @@ impl<'a> Runner<'a> {
         let exit = describe_exit(&status);
         tracing::info!(worker, "worker exited: {exit}");
         if let Some(r) = self.running.remove(&worker) {
-            self.record_failure(&r, Some((exit, stderr)))?;
+            if !r.taken && self.unstarted_in_a_row < UNSTARTED_RETRIES {
+                // It died idle (killed, out of host memory) before it took
+                // the job: the trial never ran, so it is retried and counts
+                // as nothing of its own.
+                self.unstarted_in_a_row += 1;
+                let message = format!("its worker ended ({exit}) before taking the job");
+                let recorded =
+                    record::fail_and_retry(&self.storage, &r.trial, "not_started", &message);
+                if taken_over(recorded, r.trial.number)? {
+                    self.progress.line(&format!(
+                        "trial {}: {message}; retried on a fresh worker",
+                        r.trial.number
+                    ));
+                }
+            } else {
+                self.record_failure(&r, Some((exit, stderr)))?;
+            }
             self.release(&r);
             self.update_display()?;
         }
@@ -1718,7 +1747,9 @@ impl<'a> Runner<'a> {
             let w = self.workers.remove(&worker).expect("present");
             self.bound.remove(&worker);
             tracing::info!(worker, served = w.served, "recycling worker");
-            let _ = w.retire();
+            // Waited for on a thread of its own: a worker slow to exit (a
+            // driver's teardown) must not stop the loop and every trial.
+            std::thread::spawn(move || w.retire());
         } else {
             self.idle.insert(worker);
         }

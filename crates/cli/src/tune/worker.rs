@@ -87,6 +87,9 @@ pub fn serve(
         if let Some(stray) = stray_line.take() {
             writeln!(output, "{stray}")?;
         }
+        if job.fault == Some(Fault::ExitBeforeStart) {
+            std::process::exit(1);
+        }
         if job.fault == Some(Fault::StrayLineAfterEnd) {
             stray_line = Some(format!("{{\"after trial\": {}", job.trial_number));
         }
