@@ -677,7 +677,8 @@ pub struct RunnerSection {
     /// A RUNNING trial without a heartbeat for this long is failed.
     pub stale_after: Duration,
     /// The study stops when this run's first this-many trials all fail
-    /// with one and the same error (0: never).
+    /// with one and the same error (0: never); trials ended by
+    /// `trial_timeout` or found infeasible are not such failures.
     pub systematic_failures: usize,
     /// `None`: the runner's default (resolved against the study file otherwise).
     pub log_file: Option<PathBuf>,
