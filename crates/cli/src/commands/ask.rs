@@ -302,7 +302,7 @@ fn end_interrupted(storage: &store::Storage, claim: &Claim) -> CliError {
     let ended = match claim {
         Claim::Created(_) => storage.finish(trial.trial_id, TrialState::Fail, &[]),
         Claim::Claimed(_) => {
-            crate::tune::record::fail_and_retry(storage, &trial, "interrupted", WHY)
+            crate::tune::record::fail_and_retry(storage, &trial, "interrupted", WHY).map(drop)
         }
     };
     match ended {

@@ -231,23 +231,24 @@ pub fn error(
 
 /// FAIL now with its kind, and a WAITING copy (same params, `failed_trial`
 /// and `retry_history`, as stale trials get) for the next run, in one
-/// transaction.
+/// transaction. `false` when the trial was no longer RUNNING (another
+/// runner had failed it as stale and retried it).
 pub fn fail_and_retry(
     storage: &Storage,
     trial: &TrialRef,
     kind: &str,
     message: &str,
-) -> store::Result<()> {
+) -> store::Result<bool> {
     let policy = RetryPolicy {
         max_retry: None,
         inherit_intermediate_values: false,
     };
-    storage.fail_trial_and_retry(
+    let retried = storage.fail_trial_and_retry(
         *trial,
         &policy,
         &[("error_kind", json!(kind)), ("error_msg", json!(message))],
     )?;
-    Ok(())
+    Ok(retried.is_some())
 }
 
 /// Optuna's study system attribute naming each objective

@@ -1597,7 +1597,7 @@ impl<'a> Runner<'a> {
                 let message = format!("its worker ended ({exit}) before taking the job");
                 let recorded =
                     record::fail_and_retry(&self.storage, &r.trial, "not_started", &message);
-                if taken_over(recorded, r.trial.number)? {
+                if retried_here(recorded, r.trial.number)? {
                     self.progress.line(&format!(
                         "trial {}: {message}; retried on a fresh worker",
                         r.trial.number
@@ -1720,9 +1720,8 @@ impl<'a> Runner<'a> {
                 let message = format!("its device {name} was drained: {why}");
                 let recorded =
                     record::fail_and_retry(&self.storage, &r.trial, "device_lost", &message);
-                taken_over(recorded, r.trial.number)?;
                 self.beats.remove(r.trial.trial_id);
-                retried += 1;
+                retried += usize::from(retried_here(recorded, r.trial.number)?);
             }
         }
         self.summary.device_retries += retried;
@@ -1802,18 +1801,23 @@ impl<'a> Runner<'a> {
             self.progress
                 .line("interrupted: stopping workers; run the same command again to resume");
         }
+        // Every worker is stopped, and every trial's record tried, whatever
+        // the storage says to one of them (a server gone): a trial not
+        // recorded here stays RUNNING and is retried once it is stale.
+        let mut first_error = Ok(());
         for (id, w) in std::mem::take(&mut self.workers) {
             w.kill();
             if let Some(r) = self.running.remove(&id) {
-                record::fail_and_retry(&self.storage, &r.trial, "interrupted", why)?;
+                let recorded = record::fail_and_retry(&self.storage, &r.trial, "interrupted", why);
+                first_error = first_error.and(recorded.map(drop).map_err(TuneError::from));
                 self.devices.release(r.trial.trial_id as u64);
             }
         }
         for c in std::mem::take(&mut self.pending) {
             self.devices.withdraw(c.trial.trial_id as u64);
-            self.requeue(&c.trial, why)?;
+            first_error = first_error.and(self.requeue(&c.trial, why));
         }
-        Ok(())
+        first_error
     }
 
     fn update_display(&mut self) -> Result<(), TuneError> {
@@ -2036,6 +2040,15 @@ fn taken_over(written: store::Result<()>, number: i64) -> Result<bool, TuneError
             Ok(false)
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// [`taken_over`] for [`record::fail_and_retry`]: `Ok(true)` when this
+/// call failed the trial and queued its retry.
+fn retried_here(written: store::Result<bool>, number: i64) -> Result<bool, TuneError> {
+    match written {
+        Ok(retried) => Ok(retried),
+        Err(e) => taken_over(Err(e), number),
     }
 }
 
