@@ -76,6 +76,9 @@ pub const RECOMPUTE_KEY: &str = "recompute";
 /// How often the loop wakes without events (timeout, Ctrl-C/SIGTERM, display).
 const TICK: Duration = Duration::from_millis(200);
 
+/// How long a finished run waits for its idle workers to exit.
+const WORKER_EXIT_WAIT: Duration = Duration::from_secs(30);
+
 /// Trials in a row retried because their worker died before taking the
 /// job; past this the deaths are the workers' own (a binary or machine
 /// that kills every worker), recorded as such rather than retried forever.
@@ -417,8 +420,12 @@ impl<'a> Runner<'a> {
                 Err(RecvTimeoutError::Disconnected) => unreachable!("the runner holds a sender"),
             }
         }
-        for (_, w) in std::mem::take(&mut self.workers) {
-            let _ = w.retire();
+        // Every input closed first, so the workers exit side by side.
+        let mut workers = std::mem::take(&mut self.workers);
+        workers.values_mut().for_each(WorkerProc::close_input);
+        let deadline = Instant::now() + WORKER_EXIT_WAIT;
+        for (_, w) in workers {
+            w.retire_by(deadline);
         }
         self.progress.finish();
         self.summary.counts = self.counts()?;

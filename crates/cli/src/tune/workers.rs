@@ -128,6 +128,24 @@ impl WorkerProc {
         self.child.wait()
     }
 
+    /// [`Self::retire`] until `deadline`, then [`Self::kill`]: a worker
+    /// stuck in a driver's teardown must not keep its runner from exiting.
+    pub fn retire_by(mut self, deadline: std::time::Instant) {
+        self.stdin = None;
+        while std::time::Instant::now() < deadline {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        tracing::warn!(
+            worker = self.id,
+            pid = self.pid,
+            "the worker did not exit: killed"
+        );
+        self.kill();
+    }
+
     /// Kills the worker (if still alive); a thread of its own reaps it. A
     /// worker in an uninterruptible call (a driver call on a GPU that
     /// stopped answering) dies only when the call returns, and waiting for
