@@ -213,6 +213,30 @@ fn record_stream_delays_reuse_until_the_other_stream_is_done() {
     check(&a);
 }
 
+/// Without caching, a block used on another stream goes back to the device
+/// once that stream's work is done; it is never reused as a cache.
+#[test]
+fn no_caching_gives_a_cross_stream_free_back_once_the_stream_is_done() {
+    let a = CachingAllocator::new(sim(1024), Config::no_caching()).unwrap();
+    let x = a.allocate(8 * MIB, S0).unwrap();
+    a.record_stream(&x, S1).unwrap();
+    a.free(x).unwrap();
+    a.backend().complete_all_work();
+    let allocs = a.stats().num_device_alloc;
+    let y = a.allocate(8 * MIB, S0).unwrap();
+    let st = a.stats();
+    assert_eq!(
+        st.num_device_alloc,
+        allocs + 1,
+        "served from a cached block"
+    );
+    assert_eq!(st.reserved_bytes.all.current, 8 * MIB as u64);
+    assert_eq!(a.backend().used(), 8 * MIB);
+    check(&a);
+    a.free(y).unwrap();
+    assert_eq!(a.backend().used(), 0);
+}
+
 #[test]
 fn expandable_segments_grow_in_place_and_unmap_free_tails() {
     let config = Config {

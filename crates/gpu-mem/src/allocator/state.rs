@@ -242,7 +242,14 @@ impl<B: Backend> State<B> {
         if self.config.garbage_collection_threshold > 0.0 && self.limit.is_some() {
             self.garbage_collect(be)?;
         }
-        let idx = match self.find_free(pool, stream, size) {
+        // Without caching every request takes fresh device memory: a block
+        // whose segment could not be given back is not reused.
+        let cached = if self.config.caching {
+            self.find_free(pool, stream, size)
+        } else {
+            None
+        };
+        let idx = match cached {
             Some(idx) => idx,
             None => self.grow_or_retry(be, pool, stream, size, requested)?,
         };
@@ -528,25 +535,15 @@ impl<B: Backend> State<B> {
         let b = self.blocks.get_mut(idx);
         b.generation = b.generation.wrapping_add(1);
         b.stream_uses.clear();
-        let (size, requested, pool, addr, stream, segment) = (
-            b.size as u64,
-            b.requested as u64,
-            b.pool,
-            b.addr,
-            b.stream,
-            b.segment,
-        );
+        let (size, requested, pool, addr, stream) =
+            (b.size as u64, b.requested as u64, b.pool, b.addr, b.stream);
         let s = &mut self.stats;
         s.allocation.decrease(pool, 1);
         s.allocated_bytes.decrease(pool, size);
         s.requested_bytes.decrease(pool, requested);
         if events.is_empty() {
             self.record(TraceAction::Free, addr, size as usize, stream);
-            self.free_block(idx);
-            if !self.config.caching {
-                self.release_if_whole(be, segment)?;
-            }
-            return Ok(());
+            return Ok(self.free_block(be, idx)?);
         }
         // Used on other streams: reusable once their queued work is done.
         self.record(TraceAction::FreeRequested, addr, size as usize, stream);
@@ -558,11 +555,12 @@ impl<B: Backend> State<B> {
         Ok(())
     }
 
-    /// Return an allocated or pending block to its pool, merging neighbours.
-    fn free_block(&mut self, mut idx: u32) {
-        let (size, pool) = {
+    /// Return an allocated or pending block to its pool, merging
+    /// neighbours; without caching, its segment goes back to the device.
+    fn free_block(&mut self, be: &B, mut idx: u32) -> Result<(), BackendError> {
+        let (size, pool, segment) = {
             let b = self.blocks.get(idx);
-            (b.size as u64, b.pool)
+            (b.size as u64, b.pool, b.segment)
         };
         self.stats.active.decrease(pool, 1);
         self.stats.active_bytes.decrease(pool, size);
@@ -578,6 +576,10 @@ impl<B: Backend> State<B> {
             self.absorb_next(idx);
         }
         self.insert_free(idx);
+        if !self.config.caching {
+            self.release_if_whole(be, segment)?;
+        }
+        Ok(())
     }
 
     /// Merge `idx`'s next block into it and drop the next block's slot.
@@ -603,26 +605,27 @@ impl<B: Backend> State<B> {
                 break;
             }
             let (_, idx) = self.pending.pop_front().expect("front exists");
-            self.event_completed(idx);
+            self.event_completed(be, idx)?;
         }
         Ok(())
     }
 
-    fn event_completed(&mut self, idx: u32) {
+    fn event_completed(&mut self, be: &B, idx: u32) -> Result<(), BackendError> {
         let b = self.blocks.get_mut(idx);
         b.pending_events -= 1;
         if b.pending_events == 0 {
             let (addr, size, stream) = (b.addr, b.size, b.stream);
             self.record(TraceAction::Free, addr, size, stream);
-            self.free_block(idx);
+            self.free_block(be, idx)?;
         }
+        Ok(())
     }
 
     /// Wait for every pending free, then complete it.
     fn wait_all_events(&mut self, be: &B) -> Result<(), BackendError> {
         while let Some((event, idx)) = self.pending.pop_front() {
             be.event_wait(&event)?;
-            self.event_completed(idx);
+            self.event_completed(be, idx)?;
         }
         Ok(())
     }
