@@ -5,7 +5,8 @@ use gpu_mem::trace::{self, bert::BertTraceSpec};
 use gpu_mem::{
     AllocError, CachingAllocator, Config, MemoryLimit, OomCause, PoolKind, SimDevice, StreamId,
 };
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
 
 const MIB: usize = 1 << 20;
 const S0: StreamId = StreamId(0);
@@ -513,14 +514,34 @@ fn expandable_segments_fall_back_to_classic_without_virtual_memory() {
     b.free(y).unwrap();
 }
 
-/// A backend whose pages are `granularity` bytes, over a simulated device.
-struct Pages {
+/// A simulated device changed where a test needs it: pages of
+/// `granularity` bytes; streams in `busy` whose queued work does not finish
+/// until they are synchronised (the simulated device's streams all finish
+/// together); and `failing_waits` event waits that fail.
+struct Custom {
     device: SimDevice,
     granularity: usize,
+    busy: Mutex<Vec<StreamId>>,
+    failing_waits: AtomicU32,
 }
 
-impl gpu_mem::Backend for Pages {
-    type Event = <SimDevice as gpu_mem::Backend>::Event;
+impl Custom {
+    fn new(device: SimDevice) -> Self {
+        Custom {
+            granularity: gpu_mem::Backend::granularity(&device),
+            device,
+            busy: Mutex::default(),
+            failing_waits: AtomicU32::default(),
+        }
+    }
+
+    fn finish(&self, stream: StreamId) {
+        self.busy.lock().unwrap().retain(|s| *s != stream);
+    }
+}
+
+impl gpu_mem::Backend for Custom {
+    type Event = (StreamId, <SimDevice as gpu_mem::Backend>::Event);
     fn mem_info(&self) -> Result<gpu_mem::MemInfo, gpu_mem::BackendError> {
         self.device.mem_info()
     }
@@ -550,18 +571,31 @@ impl gpu_mem::Backend for Pages {
         self.device.unmap(addr, size)
     }
     fn synchronize(&self, stream: StreamId) -> Result<(), gpu_mem::BackendError> {
+        self.finish(stream);
         self.device.synchronize(stream)
     }
     fn synchronize_device(&self) -> Result<(), gpu_mem::BackendError> {
+        self.busy.lock().unwrap().clear();
         self.device.synchronize_device()
     }
     fn record_event(&self, stream: StreamId) -> Result<Self::Event, gpu_mem::BackendError> {
-        self.device.record_event(stream)
+        Ok((stream, self.device.record_event(stream)?))
     }
-    fn event_done(&self, event: &Self::Event) -> Result<bool, gpu_mem::BackendError> {
-        self.device.event_done(event)
+    fn event_done(&self, (stream, event): &Self::Event) -> Result<bool, gpu_mem::BackendError> {
+        Ok(!self.busy.lock().unwrap().contains(stream) && self.device.event_done(event)?)
     }
-    fn event_wait(&self, event: &Self::Event) -> Result<(), gpu_mem::BackendError> {
+    fn event_wait(&self, (stream, event): &Self::Event) -> Result<(), gpu_mem::BackendError> {
+        let fail = self
+            .failing_waits
+            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if fail {
+            return Err(gpu_mem::BackendError::Driver {
+                call: "cuEventSynchronize",
+                message: "CUDA_ERROR_LAUNCH_TIMEOUT".into(),
+            });
+        }
+        self.finish(*stream);
         self.device.event_wait(event)
     }
 }
@@ -572,9 +606,9 @@ impl gpu_mem::Backend for Pages {
 #[test]
 fn a_backend_page_size_that_is_not_a_power_of_two_is_refused() {
     for granularity in [0, 3 << 20] {
-        let backend = Pages {
-            device: sim(64),
+        let backend = Custom {
             granularity,
+            ..Custom::new(sim(64))
         };
         let err = CachingAllocator::new(backend, Config::expandable())
             .err()
@@ -584,10 +618,60 @@ fn a_backend_page_size_that_is_not_a_power_of_two_is_refused() {
             "{err}"
         );
     }
-    let backend = Pages {
-        device: sim(64),
-        granularity: 2 << 20,
-    };
+    let backend = Custom::new(sim(64));
     let a = CachingAllocator::new(backend, Config::expandable()).unwrap();
     a.free(a.allocate(1 << 20, StreamId(0)).unwrap()).unwrap();
+}
+
+/// Streams finish independently: a block whose other stream is done is
+/// reused while another block still waits for a busy stream.
+#[test]
+fn a_busy_stream_does_not_hold_back_frees_whose_streams_are_done() {
+    const S2: StreamId = StreamId(2);
+    let a = CachingAllocator::new(Custom::new(sim(1024)), Config::default()).unwrap();
+    a.backend().busy.lock().unwrap().push(S1);
+    let x = a.allocate(4 * MIB, S0).unwrap();
+    let y = a.allocate(4 * MIB, S0).unwrap();
+    let keep = a.allocate(4 * MIB, S0).unwrap(); // y does not merge with the free rest
+    let (px, py) = (x.ptr(), y.ptr());
+    a.record_stream(&x, S1).unwrap();
+    a.record_stream(&y, S2).unwrap();
+    a.free(x).unwrap();
+    a.free(y).unwrap();
+    a.backend().device.complete_all_work(); // all but S1's
+    let z = a.allocate(4 * MIB, S0).unwrap();
+    assert_eq!(z.ptr(), py, "y's block waits behind x's busy stream");
+    let w = a.allocate(4 * MIB, S0).unwrap();
+    assert_ne!(w.ptr(), px, "x's block is reused while S1 is busy");
+    a.backend().finish(S1);
+    let v = a.allocate(4 * MIB, S0).unwrap();
+    assert_eq!(v.ptr(), px);
+    for b in [z, w, v, keep] {
+        a.free(b).unwrap();
+    }
+    a.check_invariants(|p, n| a.backend().device.is_backed(p, n))
+        .unwrap();
+}
+
+/// A failed event wait in `empty_cache` is an error that a retry gets past:
+/// the block waiting for the event is neither lost nor freed early.
+#[test]
+fn a_failed_event_wait_keeps_the_block_pending_for_a_retry() {
+    let a = CachingAllocator::new(Custom::new(sim(1024)), Config::default()).unwrap();
+    a.backend().busy.lock().unwrap().push(S1);
+    let x = a.allocate(4 * MIB, S0).unwrap();
+    a.record_stream(&x, S1).unwrap();
+    a.free(x).unwrap();
+    a.backend().failing_waits.store(1, SeqCst);
+    assert!(matches!(a.empty_cache(), Err(AllocError::Backend(_))));
+    assert_eq!(a.stats().active_bytes.all.current, 4 * MIB as u64);
+    a.check_invariants(|p, n| a.backend().device.is_backed(p, n))
+        .unwrap();
+    a.empty_cache().unwrap();
+    let st = a.stats();
+    assert_eq!(st.active_bytes.all.current, 0);
+    assert_eq!(st.reserved_bytes.all.current, 0);
+    assert_eq!(a.backend().device.used(), 0);
+    a.check_invariants(|p, n| a.backend().device.is_backed(p, n))
+        .unwrap();
 }

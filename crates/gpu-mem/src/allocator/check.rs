@@ -104,7 +104,12 @@ pub(crate) fn check<B: Backend>(
                     Recount::add(&mut r.stats.active_bytes, pool, size);
                 }
                 BlockState::Pending => {
-                    let waiting = st.pending.iter().filter(|(_, i)| *i == idx).count();
+                    let waiting = st
+                        .pending
+                        .iter()
+                        .flat_map(|(_, queue)| queue)
+                        .filter(|(_, i)| *i == idx)
+                        .count();
                     if waiting == 0 || waiting as u32 != b.pending_events {
                         return fail(format!("pending block {idx} waits for {waiting} events"));
                     }
@@ -147,6 +152,9 @@ pub(crate) fn check<B: Backend>(
         return fail(format!(
             "{indexed} indexed free blocks, {free_blocks} free blocks"
         ));
+    }
+    if let Some((stream, _)) = st.pending.iter().find(|(_, queue)| queue.is_empty()) {
+        return fail(format!("stream {stream} has an empty pending queue"));
     }
     if st.expandable.len() != st.segments.iter().filter(|(_, s)| s.expandable).count() {
         return fail("expandable index out of step with segments".into());

@@ -28,6 +28,10 @@ pub(crate) struct StreamPools {
     pub free: [FreeIndex; 2],
 }
 
+/// Events recorded on one stream, each with the pending block waiting for
+/// it, in recording order.
+pub(crate) type EventQueue<E> = VecDeque<(E, u32)>;
+
 /// Larger requests fail up front, as out of memory (256 TiB: no device
 /// comes close, and every rounding below stays far from overflow).
 pub(crate) const MAX_REQUEST: usize = 1 << 48;
@@ -59,8 +63,10 @@ pub(crate) struct State<B: Backend> {
     pub streams: Vec<StreamPools>,
     /// The one expandable segment of each (stream, pool).
     pub expandable: BTreeMap<(StreamId, PoolKind), u32>,
-    /// Events a pending block waits for, in recording order.
-    pub pending: VecDeque<(B::Event, u32)>,
+    /// Events pending blocks wait for, per stream in recording order: a
+    /// stream's events complete in that order, and one stream's unfinished
+    /// work does not hold back another's. No queue is empty.
+    pub pending: Vec<(StreamId, EventQueue<B::Event>)>,
     pub stats: MemoryStats,
     /// Garbage-collection clock: free-block lookups so far.
     pub gc_clock: u64,
@@ -82,7 +88,7 @@ impl<B: Backend> State<B> {
             segments: Segments::default(),
             streams: Vec::new(),
             expandable: BTreeMap::new(),
-            pending: VecDeque::new(),
+            pending: Vec::new(),
             stats: MemoryStats::default(),
             gc_clock: 0,
             trace,
@@ -530,7 +536,7 @@ impl<B: Backend> State<B> {
         // changed and the allocation is still live.
         let mut events = Vec::new();
         for &use_stream in &self.blocks.get(idx).stream_uses {
-            events.push(be.record_event(use_stream)?);
+            events.push((use_stream, be.record_event(use_stream)?));
         }
         let b = self.blocks.get_mut(idx);
         b.generation = b.generation.wrapping_add(1);
@@ -551,7 +557,14 @@ impl<B: Backend> State<B> {
         b.state = BlockState::Pending;
         b.requested = 0;
         b.pending_events = events.len() as u32;
-        self.pending.extend(events.into_iter().map(|e| (e, idx)));
+        for (use_stream, event) in events {
+            match self.pending.iter_mut().find(|(s, _)| *s == use_stream) {
+                Some((_, queue)) => queue.push_back((event, idx)),
+                None => self
+                    .pending
+                    .push((use_stream, VecDeque::from([(event, idx)]))),
+            }
+        }
         Ok(())
     }
 
@@ -598,13 +611,21 @@ impl<B: Backend> State<B> {
         self.blocks.remove(next);
     }
 
-    /// Complete pending frees whose events are done, in order.
+    /// Complete pending frees whose events are done: each stream's in
+    /// order, up to its first unfinished event.
     pub fn process_events(&mut self, be: &B) -> Result<(), BackendError> {
-        while let Some((event, _)) = self.pending.front() {
+        let mut i = 0;
+        while i < self.pending.len() {
+            let queue = &mut self.pending[i].1;
+            let (event, _) = queue.front().expect("pending queues are never empty");
             if !be.event_done(event)? {
-                break;
+                i += 1;
+                continue;
             }
-            let (_, idx) = self.pending.pop_front().expect("front exists");
+            let (_, idx) = queue.pop_front().expect("front exists");
+            if queue.is_empty() {
+                self.pending.swap_remove(i);
+            }
             self.event_completed(be, idx)?;
         }
         Ok(())
@@ -621,10 +642,17 @@ impl<B: Backend> State<B> {
         Ok(())
     }
 
-    /// Wait for every pending free, then complete it.
+    /// Wait for every pending free, then complete it. An event is dropped
+    /// only once waited for: after a failed wait its block stays pending,
+    /// and the next call waits again.
     fn wait_all_events(&mut self, be: &B) -> Result<(), BackendError> {
-        while let Some((event, idx)) = self.pending.pop_front() {
-            be.event_wait(&event)?;
+        while let Some((_, queue)) = self.pending.last_mut() {
+            let (event, _) = queue.front().expect("pending queues are never empty");
+            be.event_wait(event)?;
+            let (_, idx) = queue.pop_front().expect("front exists");
+            if queue.is_empty() {
+                self.pending.pop();
+            }
             self.event_completed(be, idx)?;
         }
         Ok(())
