@@ -71,9 +71,12 @@ pub struct Config {
     /// between powers of two (`roundup_power2_divisions`): 0 or a power of
     /// two, as in PyTorch; 0 or 1 disables.
     pub roundup_power2_divisions: usize,
-    /// With a limit set: when reserved memory exceeds this fraction of the
-    /// limit, free the oldest cached segments before allocating. 0 disables;
-    /// otherwise strictly between 0 and 1, as in PyTorch.
+    /// With a limit set: when no cached block fits a request and reserved
+    /// memory exceeds this fraction of the limit, give back the cached
+    /// memory free longest (whole classic segments, expandable segments'
+    /// free tail pages) until reserved memory is back at the fraction,
+    /// before asking the device for more. 0 disables; otherwise strictly
+    /// between 0 and 1, as in PyTorch.
     pub garbage_collection_threshold: f64,
     /// Per-instance cap on reserved memory.
     pub limit: Option<MemoryLimit>,

@@ -483,6 +483,81 @@ fn garbage_collection_frees_cached_segments_above_the_threshold() {
     check(&a);
 }
 
+/// Garbage collection runs only when no cached block fits: a request that
+/// one serves goes to neither the device nor the collector.
+#[test]
+fn garbage_collection_keeps_the_cached_block_a_request_reuses() {
+    for mode in [Config::default(), Config::expandable()] {
+        let config = Config {
+            limit: Some(MemoryLimit::Bytes(100 * MIB)),
+            garbage_collection_threshold: 0.5,
+            ..mode
+        };
+        let a = CachingAllocator::new(sim(1024), config).unwrap();
+        let big = a.allocate(40 * MIB, S0).unwrap();
+        let other = a.allocate(12 * MIB, S0).unwrap();
+        let p = big.ptr();
+        a.free(big).unwrap();
+        a.free(other).unwrap();
+        // 52 MiB cached is above the threshold.
+        let before = a.stats();
+        let again = a.allocate(40 * MIB, S0).unwrap();
+        let after = a.stats();
+        assert_eq!(again.ptr(), p);
+        assert_eq!(
+            (after.num_device_alloc, after.num_device_free),
+            (before.num_device_alloc, before.num_device_free),
+            "{:?}",
+            a.config()
+        );
+        a.free(again).unwrap();
+        check(&a);
+    }
+}
+
+/// In expandable mode the collector unmaps the free tails that have been
+/// free longest, only down to the threshold, not every cached page.
+#[test]
+fn expandable_garbage_collection_unmaps_the_oldest_free_tails_down_to_the_threshold() {
+    const S2: StreamId = StreamId(2);
+    let config = Config {
+        limit: Some(MemoryLimit::Bytes(80 * MIB)),
+        garbage_collection_threshold: 0.5,
+        ..Config::expandable()
+    };
+    let a = CachingAllocator::new(sim(1024), config).unwrap();
+    let x0 = a.allocate(20 * MIB, S0).unwrap();
+    let tail = a.allocate(4 * MIB, S0).unwrap();
+    let x1 = a.allocate(20 * MIB, S1).unwrap();
+    a.free(x1).unwrap();
+    a.free(tail).unwrap();
+    // S0's cached memory is reused (younger); S1's stays free (older).
+    for _ in 0..3 {
+        a.free(a.allocate(4 * MIB, S0).unwrap()).unwrap();
+    }
+    a.free(x0).unwrap();
+    assert_eq!(a.stats().reserved_bytes.all.current, 44 * MIB as u64);
+    // 44 MiB is 4 MiB above the threshold: S1's older 20 MiB tail goes.
+    let y = a.allocate(20 * MIB, S2).unwrap();
+    assert_eq!(a.stats().reserved_bytes.all.current, 44 * MIB as u64);
+    let device_allocs = a.stats().num_device_alloc;
+    let z = a.allocate(24 * MIB, S0).unwrap();
+    assert_eq!(
+        a.stats().num_device_alloc,
+        device_allocs,
+        "S0's tail was unmapped"
+    );
+    // The free tail of the segment a request grows is part of the request.
+    a.free(y).unwrap();
+    let frees = a.stats().num_device_free;
+    let y = a.allocate(22 * MIB, S2).unwrap();
+    assert_eq!(a.stats().num_device_free, frees, "S2's tail was unmapped");
+    assert_eq!(a.stats().reserved_bytes.all.current, 46 * MIB as u64);
+    check(&a);
+    a.free(y).unwrap();
+    a.free(z).unwrap();
+}
+
 #[test]
 fn the_allocator_and_its_buffers_are_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}

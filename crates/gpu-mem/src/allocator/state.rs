@@ -245,9 +245,6 @@ impl<B: Backend> State<B> {
             self.process_events(be)?;
         }
         let pool = PoolKind::for_size(size);
-        if self.config.garbage_collection_threshold > 0.0 && self.limit.is_some() {
-            self.garbage_collect(be)?;
-        }
         // Without caching every request takes fresh device memory: a block
         // whose segment could not be given back is not reused.
         let cached = if self.config.caching {
@@ -270,6 +267,11 @@ impl<B: Backend> State<B> {
         size: usize,
         requested: usize,
     ) -> Result<u32, AllocError> {
+        // Only now, when no cached block fits: collecting before the lookup
+        // would give back the block the request reuses (PyTorch's order).
+        if self.config.garbage_collection_threshold > 0.0 && self.limit.is_some() {
+            self.garbage_collect(be, pool, stream)?;
+        }
         match self.grow(be, pool, stream, size) {
             Ok(idx) => return Ok(idx),
             Err(GrowFailure::Backend(e)) => return Err(e.into()),
@@ -751,9 +753,18 @@ impl<B: Backend> State<B> {
         Ok(())
     }
 
-    /// Above `garbage_collection_threshold` of the limit, free the cached
-    /// segments that have been free longest (PyTorch's age rule).
-    fn garbage_collect(&mut self, be: &B) -> Result<(), BackendError> {
+    /// Above `garbage_collection_threshold` of the limit, give back the
+    /// cached memory that has been free longest (PyTorch's age rule) until
+    /// reserved memory is back at the threshold: whole free classic
+    /// segments, and the free tail pages of expandable segments. The tail of
+    /// the segment about to grow for (`stream`, `pool`) stays: the request
+    /// takes it.
+    fn garbage_collect(
+        &mut self,
+        be: &B,
+        pool: PoolKind,
+        stream: StreamId,
+    ) -> Result<(), BackendError> {
         let Some(limit) = self.limit else {
             return Ok(());
         };
@@ -762,19 +773,23 @@ impl<B: Backend> State<B> {
         if reserved <= threshold {
             return Ok(());
         }
-        if self.expandable_mode() {
-            return self.release_cached(be);
-        }
+        let growing = self.expandable.get(&(stream, pool)).copied();
+        let gran = be.granularity() as u64;
         let target = reserved - threshold;
         let mut reclaimed = 0u64;
         while reclaimed < target {
+            // Segments with memory to give back, and how long it has been free.
             let freeable: Vec<(u32, u64)> = self
                 .segments
                 .iter()
                 .filter_map(|(i, s)| {
-                    let b = self.blocks.get(s.head);
-                    (b.state == BlockState::Free && b.next == NIL)
-                        .then(|| (i, self.gc_clock - b.free_since))
+                    let free = if s.expandable {
+                        self.unmappable_tail(i, gran).filter(|_| growing != Some(i))
+                    } else {
+                        let b = self.blocks.get(s.head);
+                        (b.state == BlockState::Free && b.next == NIL).then_some(s.head)
+                    };
+                    free.map(|b| (i, self.gc_clock - self.blocks.get(b).free_since))
                 })
                 .collect();
             if freeable.is_empty() {
@@ -783,12 +798,29 @@ impl<B: Backend> State<B> {
             let mean = freeable.iter().map(|(_, age)| age).sum::<u64>() / freeable.len() as u64;
             for (seg, age) in freeable {
                 if age >= mean && reclaimed < target {
-                    reclaimed += self.segments.get(seg).size as u64;
-                    self.release_if_whole(be, seg)?;
+                    let before = self.stats.reserved_bytes.all.current;
+                    if self.segments.get(seg).expandable {
+                        self.unmap_free_tail(be, seg)?;
+                    } else {
+                        self.release_if_whole(be, seg)?;
+                    }
+                    reclaimed += before - self.stats.reserved_bytes.all.current;
                 }
             }
         }
         Ok(())
+    }
+
+    /// The free tail block of an expandable segment, if it spans whole
+    /// pages that can be unmapped.
+    fn unmappable_tail(&self, seg: u32, gran: u64) -> Option<u32> {
+        let tail = self.tail_of(seg);
+        if tail == NIL || self.blocks.get(tail).state != BlockState::Free {
+            return None;
+        }
+        let s = self.segments.get(seg);
+        let cut = s.base + (self.blocks.get(tail).addr - s.base).div_ceil(gran) * gran;
+        (cut < s.base + s.size as u64).then_some(tail)
     }
 
     /// Give back everything (the allocator is being dropped).
