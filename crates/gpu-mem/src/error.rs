@@ -74,18 +74,20 @@ impl fmt::Display for OutOfMemory {
             h(self.reserved_unallocated),
             h(self.largest_free_block),
         )?;
+        // A request the whole device cannot hold fails under any limit:
+        // raising the limit would not help.
         match (self.cause, self.limit) {
+            _ if self.rounded > self.device_total => write!(
+                f,
+                " The request is larger than the whole device: lower the batch size or \
+                 sequence length."
+            )?,
             (OomCause::Limit, Some(limit)) => write!(
                 f,
                 " The per-instance limit of {} would be exceeded ({} reserved): raise the \
                  limit (CachingAllocator::set_limit) or lower the batch size or sequence length.",
                 h(limit as u64),
                 h(self.reserved)
-            )?,
-            _ if self.rounded > self.device_total => write!(
-                f,
-                " The request is larger than the whole device: lower the batch size or \
-                 sequence length."
             )?,
             _ => write!(
                 f,

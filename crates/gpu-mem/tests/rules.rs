@@ -426,6 +426,21 @@ fn absurd_requests_are_typed_errors_not_panics() {
     check(&a);
 }
 
+/// Under a limit, a request larger than the whole device is reported as
+/// such: raising the limit cannot help.
+#[test]
+fn a_request_larger_than_the_device_says_so_under_a_limit() {
+    let config = Config {
+        limit: Some(MemoryLimit::Bytes(256 * MIB)),
+        ..Config::default()
+    };
+    let a = CachingAllocator::new(sim(1024), config).unwrap();
+    let err = a.allocate(2048 * MIB, S0).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("larger than the whole device"), "{msg}");
+    assert!(!msg.contains("set_limit"), "{msg}");
+}
+
 /// A simulated device may claim more memory than the address space holds:
 /// an expandable segment reserves what fits, and huge requests on it are
 /// out of memory.
