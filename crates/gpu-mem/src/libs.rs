@@ -265,11 +265,13 @@ pub fn locate(roots: &[PathBuf], max_major: Option<u32>) -> Located {
             .iter()
             .filter(|(dir, _)| only.is_none_or(|o| o == dir))
             .find_map(|(dir, names)| {
-                // Highest minor first for the builtins (names sort as text).
+                // The builtins' highest minor, compared as a number (as text,
+                // 13.9 sorts after 13.10). Other libraries have one name per
+                // major.
                 names
                     .iter()
-                    .rev()
-                    .find(|n| lib.matches(n, major))
+                    .filter(|n| lib.matches(n, major))
+                    .max_by_key(|n| n.rsplit('.').next().and_then(|v| v.parse::<u64>().ok()))
                     .map(|n| dir.join(n))
             })
     };
@@ -501,7 +503,8 @@ mod tests {
         touch(&a, "libnvrtc-builtins.so.13.0");
         touch(&b, "libnvrtc.so.13");
         touch(&b, "libnvrtc-builtins.so.13.0");
-        let newest = touch(&b, "libnvrtc-builtins.so.13.1");
+        touch(&b, "libnvrtc-builtins.so.13.9");
+        let newest = touch(&b, "libnvrtc-builtins.so.13.10");
         let got = locate(&[a, b], None);
         assert_eq!(got.get(CudaLib::NvrtcBuiltins).unwrap().path, newest);
     }
