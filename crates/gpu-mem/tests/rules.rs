@@ -399,6 +399,32 @@ fn multi_trial_bert_trace_expandable_within_five_percent_of_requested() {
     );
 }
 
+/// A replay reports the fragmentation of the last time reserved memory
+/// reached its peak, not the first.
+#[test]
+fn replay_fragmentation_at_peak_is_from_the_last_time_the_peak_is_reached() {
+    use gpu_mem::trace::TraceRecord::{self, EmptyCache, Free};
+    let alloc = |id, mib| TraceRecord::Alloc {
+        id,
+        size: mib * MIB,
+        stream: 0,
+    };
+    let records = [
+        // 38 MiB, the peak: a 20 MiB segment and an 18 MiB one.
+        alloc(1, 4),
+        alloc(2, 18),
+        Free { id: 2 },
+        EmptyCache,
+        // 38 MiB again, with a free 4 MiB hole before a free 12 MiB tail.
+        alloc(3, 4),
+        Free { id: 1 },
+        alloc(4, 18),
+    ];
+    let r = trace::replay(&records, Config::default(), sim(1024)).unwrap();
+    assert_eq!(r.peak_reserved, 38 * MIB as u64);
+    assert!((r.fragmentation_at_peak - 0.25).abs() < 1e-9, "{r:?}");
+}
+
 #[test]
 fn absurd_requests_are_typed_errors_not_panics() {
     let a = CachingAllocator::new(sim(64), Config::default()).unwrap();

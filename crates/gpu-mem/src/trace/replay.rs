@@ -49,6 +49,7 @@ pub fn replay(
     let mut live: HashMap<u64, Allocation> = HashMap::new();
     let mut max_unallocated = 0u64;
     let mut peak_reserved = 0u64;
+    let mut last_reserved = 0u64;
     let mut frag_at_peak = 0.0;
     for record in records {
         match *record {
@@ -74,10 +75,15 @@ pub fn replay(
         }
         let (reserved, allocated) = alloc.reserved_and_allocated();
         max_unallocated = max_unallocated.max(reserved - allocated);
-        if reserved > peak_reserved {
+        // Each time reserved memory reaches the peak, not at every record
+        // that stays there: the ratio walks every free block.
+        let reaches =
+            reserved > peak_reserved || (reserved == peak_reserved && reserved != last_reserved);
+        if reaches {
             peak_reserved = reserved;
             frag_at_peak = alloc.fragmentation().ratio;
         }
+        last_reserved = reserved;
     }
     for (_, a) in live.drain() {
         alloc.free(a)?;
