@@ -151,6 +151,13 @@
 //!   ([`Sampler::checked_trials`]).
 //! - A [`TpeSampler`] caches what finished trials contribute, so one
 //!   instance serves one study (as Optuna's intersection cache also assumes).
+//! - Under a [`HyperbandPruner`] a sampler sees every trial of the study;
+//!   Optuna shows it only the asking trial's bracket (`_filter_study`), so
+//!   that each bracket spends its own startup trials. The pruner itself
+//!   judges a trial among its bracket's, as Optuna's does.
+//! - [`HyperbandPruner::new`] refuses a fixed `max_resource` below
+//!   `min_resource`, which Optuna accepts and then never prunes (an
+//!   automatic one found below it never prunes here either).
 
 #![warn(missing_docs)]
 

@@ -191,8 +191,8 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
             }
             (_, value) => value,
         };
-        if value.is_some_and(|v| !v.is_finite()) && state == TrialState::Complete {
-            return Err(told(number, "a COMPLETE trial's value must be finite"));
+        if value.is_some_and(f64::is_nan) && state == TrialState::Complete {
+            return Err(told(number, "a COMPLETE trial's value must not be NaN"));
         }
         trial.state = state;
         trial.values = value.map(|v| vec![v]);
@@ -200,7 +200,8 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
     }
 
     /// Finish a RUNNING trial of any study with one value per objective
-    /// (a COMPLETE trial needs them, finite).
+    /// (a COMPLETE trial needs them, none NaN; infinities are kept, as Optuna
+    /// keeps them).
     pub fn tell_values(
         &mut self,
         number: u64,
@@ -225,8 +226,8 @@ impl<S: Sampler, P: Pruner> Study<S, P> {
                     &format!("{} values for {objectives} objectives", v.len()),
                 ));
             }
-            (TrialState::Complete, Some(v)) if v.iter().any(|x| !x.is_finite()) => {
-                return Err(told(number, "a COMPLETE trial's values must be finite"));
+            (TrialState::Complete, Some(v)) if v.iter().any(|x| x.is_nan()) => {
+                return Err(told(number, "a COMPLETE trial's values must not be NaN"));
             }
             _ => {}
         }
@@ -325,6 +326,12 @@ mod tests {
             study.tell(n, TrialState::Complete, Some(0.5)).is_err(),
             "told twice"
         );
+        // Optuna refuses NaN alone (`_check_values_are_feasible`).
+        let m = study.ask(&x_space()).unwrap();
+        study
+            .tell(m, TrialState::Complete, Some(f64::INFINITY))
+            .unwrap();
+        assert_eq!(study.trial(m).unwrap().values, Some(vec![f64::INFINITY]));
         assert!(study.report(n, 0, 1.0).is_err(), "reported after the end");
         assert!(
             study.tell(7, TrialState::Fail, None).is_err(),

@@ -82,8 +82,10 @@ impl HyperbandPruner {
             }
         };
         let ratio = max_resource as f64 / self.min_resource as f64;
+        // None where max_resource < min_resource (an automatic max_resource
+        // below it): the pruner then never prunes, as Optuna's.
         let n_brackets =
-            ((ratio.ln() / (self.reduction_factor as f64).ln()).floor() as i64 + 1).max(1) as usize;
+            ((ratio.ln() / (self.reduction_factor as f64).ln()).floor() as i64 + 1).max(0) as usize;
         for bracket in 0..n_brackets {
             let s = (n_brackets - 1 - bracket) as i32;
             let budget = (n_brackets as f64 * (self.reduction_factor as f64).powi(s)

@@ -48,7 +48,7 @@ impl Pruner for PatientPruner {
         }
         // Steps in order (BTreeMap keys are sorted).
         let values: Vec<f64> = trial.intermediate_values.values().copied().collect();
-        if values.len() <= self.patience + 1 {
+        if values.len() <= self.patience.saturating_add(1) {
             return PruneDecision::keep();
         }
         let split = values.len() - self.patience - 1;

@@ -49,7 +49,10 @@ fn nan_percentile(values: &[f64], q: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     let pos = q / 100.0 * (v.len() - 1) as f64;
     let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
+    // The next value even at an exact position, as numpy takes it: an
+    // infinite neighbour then makes the percentile NaN (inf * 0), and the
+    // pruner keeps the trial, as Optuna's does.
+    let hi = (lo + 1).min(v.len() - 1);
     let frac = pos - lo as f64;
     // numpy's lerp: a + (b - a) * t, switched to b - (b - a) * (1 - t) for t >= 0.5.
     let (a, b) = (v[lo], v[hi]);
