@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Rand, rel_err, time_seed};
+use common::{Rand, random_batch, rel_err, time_seed};
 use trainer::backend::cpu::CpuBackend;
 use trainer::backend::{Backend, MatmulPrecision, MatmulShape};
 use trainer::batch::Batch;
@@ -15,7 +15,8 @@ use trainer::memory::BufKind;
 use trainer::model::{BertClassifier, HeadConfig};
 use trainer::testing::{sentiment_words, tiny_config, write_tiny_model};
 use trainer::train::{
-    Control, LossScaleConfig, LossScaler, OptimizerConfig, StepContext, train_step,
+    Control, LossScaleConfig, LossScaler, OptimizerConfig, StepContext, TrainConfig, train,
+    train_step,
 };
 
 /// `C = A B` on the backend at `precision`, and the f64 product of the
@@ -229,4 +230,43 @@ fn fp16_loss_scaling_skips_overflowed_updates_and_backs_off_until_one_applies() 
         skipped as u64
     );
     assert_ne!(parameters(&model), before, "seed {seed}");
+}
+
+/// An fp16 update skipped for an overflowed gradient does not move the
+/// learning-rate schedule, as Hugging Face's Trainer steps its scheduler
+/// only after an applied update: the first applied update runs at the
+/// schedule's first rate. One row the model gets confidently wrong
+/// (classifier bias +10 on the other class) overflows the scaled gradient
+/// at the initial scale 2^16, not at 2^15; with warm-up over both steps
+/// the applied update's rate is 0, so no weight moves.
+#[test]
+fn a_skipped_fp16_step_does_not_advance_the_schedule() {
+    let mut c = BertConfig::tiny(16, 1, 2, 32, 30);
+    c.hidden_dropout_prob = 0.0;
+    c.attention_probs_dropout_prob = 0.0;
+    let h = HeadConfig {
+        num_labels: 2,
+        hidden: vec![],
+    };
+    let be = CpuBackend::<f32>::new().with_matmul_precision(MatmulPrecision::Fp16);
+    let mut model = BertClassifier::new_random(&be, &c, &h, 3).unwrap();
+    let bias = model.params.index_of("classifier.bias").unwrap();
+    be.upload(&mut model.params.values[bias], &[10.0, 0.0]);
+    let mut b = random_batch(&mut Rand::new(5, 1), &[6], 6, 30, 2);
+    b.labels = vec![1];
+    let data = vec![b.clone(), b];
+    let cfg = TrainConfig {
+        epochs: 1,
+        lr: 1e-2,
+        warmup_ratio: 1.0,
+        shuffle: false,
+        ..TrainConfig::default()
+    };
+    let before = parameters(&model);
+    let report = train(&be, &mut model, &data, &data[..1], &cfg, &mut |_| {
+        Control::Continue
+    })
+    .unwrap();
+    assert_eq!((report.steps, report.skipped_steps), (2, 1));
+    assert_eq!(parameters(&model), before);
 }

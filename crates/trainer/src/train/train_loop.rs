@@ -647,7 +647,10 @@ pub fn train<'a, B: Backend, M: Classifier<B> + ?Sized>(
         let mut loss_sum = 0.0;
         let mut groups = 0;
         for group in batches.chunks(cfg.accumulation_steps) {
-            let lr = schedule.lr(report.steps);
+            // The schedule moves with applied updates only: an fp16 step
+            // skipped for an overflowed gradient leaves it where it was,
+            // as Hugging Face's Trainer steps its scheduler.
+            let lr = schedule.lr(report.steps - report.skipped_steps);
             let loss = loop {
                 let pieces: Vec<_> = group
                     .iter()
