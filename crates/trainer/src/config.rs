@@ -136,6 +136,11 @@ pub struct BertConfig {
     /// Added to the variance in every LayerNorm; default `1e-12`.
     #[serde(default = "default_eps")]
     pub layer_norm_eps: f64,
+    /// Standard deviation of HF's normal initialisation of weight matrices
+    /// and embeddings (what random weights and a head missing from a
+    /// checkpoint get); default 0.02.
+    #[serde(default = "default_initializer_range")]
+    pub initializer_range: f64,
     /// Dropout probability on embeddings and hidden states, in `[0, 1)`;
     /// default 0.1 (DistilBERT's `dropout`).
     #[serde(default = "default_dropout", alias = "dropout")]
@@ -182,6 +187,9 @@ fn default_type_vocab() -> usize {
 }
 fn default_eps() -> f64 {
     1e-12
+}
+fn default_initializer_range() -> f64 {
+    0.02
 }
 fn default_dropout() -> f64 {
     0.1
@@ -231,6 +239,7 @@ impl BertConfig {
             max_position_embeddings: 64,
             type_vocab_size: 2,
             layer_norm_eps: 1e-12,
+            initializer_range: 0.02,
             hidden_dropout_prob: 0.1,
             attention_probs_dropout_prob: 0.1,
             pad_token_id: 0,
@@ -361,6 +370,7 @@ impl BertConfig {
             "max_position_embeddings": self.max_position_embeddings,
             "type_vocab_size": self.type_vocab_size,
             "layer_norm_eps": self.layer_norm_eps,
+            "initializer_range": self.initializer_range,
             "hidden_dropout_prob": self.hidden_dropout_prob,
             "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
             "pad_token_id": self.pad_token_id,
@@ -566,6 +576,12 @@ impl BertConfig {
                 format!("{} must be positive", self.layer_norm_eps),
             ));
         }
+        if !self.initializer_range.is_finite() || self.initializer_range < 0.0 {
+            return Err(bad(
+                "initializer_range",
+                format!("{} must be a finite number >= 0", self.initializer_range),
+            ));
+        }
         if !matches!(self.hidden_act.as_str(), "gelu") {
             return Err(bad(
                 "hidden_act",
@@ -645,6 +661,7 @@ mod tests {
     fn hf_config_json_reads_back_to_the_same_config() {
         let with_options = BertConfig {
             classifier_dropout: Some(0.2),
+            initializer_range: 0.05,
             position_embedding_type: Some("absolute".into()),
             ..BertConfig::bert_base()
         };

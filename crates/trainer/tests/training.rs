@@ -389,3 +389,25 @@ fn weight_decay_skips_biases_and_layernorm() {
         assert_eq!(model.params.values[i].data, want, "{}", info.name);
     }
 }
+
+/// Random weights (a preset, or a head a checkpoint lacks) are drawn from
+/// normal(0, `initializer_range`), as HF's `_init_weights` draws them.
+#[test]
+fn random_weights_follow_the_config_s_initializer_range() {
+    let be = CpuBackend::<f64>::new();
+    let head = HeadConfig {
+        num_labels: 2,
+        hidden: vec![],
+    };
+    for range in [0.02, 0.2] {
+        let config = BertConfig {
+            initializer_range: range,
+            ..BertConfig::tiny(64, 1, 4, 128, 500)
+        };
+        let model = BertClassifier::new_random(&be, &config, &head, 1).unwrap();
+        let i = model.params.index_of("pooler.dense.weight").unwrap();
+        let w = &model.params.values[i].data;
+        let std = (w.iter().map(|x| x * x).sum::<f64>() / w.len() as f64).sqrt();
+        assert!((std / range - 1.0).abs() < 0.1, "{range}: {std}");
+    }
+}

@@ -153,7 +153,13 @@ impl<B: Backend> BertClassifier<B> {
             return Err(ModelError::Shape { field, problem });
         }
         let (mut params, idx) = params::declare(be, config, head);
-        params.init_random(be, seed, config.pad_token_id as usize, idx.word);
+        params.init_random(
+            be,
+            seed,
+            config.initializer_range,
+            config.pad_token_id as usize,
+            idx.word,
+        );
         Ok(Self {
             config: config.clone(),
             head: head.clone(),

@@ -202,7 +202,14 @@ impl<B: Backend> Params<B> {
 
     /// Initialises parameter `i` as HF does (see `BertClassifier::new_random`):
     /// on the backend, which draws where the values live.
-    pub(crate) fn init_one(&mut self, be: &B, i: usize, seed: u64, zero_row: Option<usize>) {
+    pub(crate) fn init_one(
+        &mut self,
+        be: &B,
+        i: usize,
+        seed: u64,
+        std: f64,
+        zero_row: Option<usize>,
+    ) {
         if !be.holds_values() {
             return;
         }
@@ -220,12 +227,15 @@ impl<B: Backend> Params<B> {
             Some(r) => r * info.shape[1]..(r + 1) * info.shape[1],
             None => 0..0,
         };
-        be.fill_normal(&mut self.values[i], &key, 0.02, zeroed);
+        be.fill_normal(&mut self.values[i], &key, std, zeroed);
     }
 
-    pub(crate) fn init_random(&mut self, be: &B, seed: u64, pad: usize, word: usize) {
+    /// HF's random weights: normal(0, `std`) matrices and embeddings (the
+    /// model's `initializer_range`), zero biases, unit LayerNorm gains, and
+    /// the word embeddings' `pad` row zero.
+    pub(crate) fn init_random(&mut self, be: &B, seed: u64, std: f64, pad: usize, word: usize) {
         for i in 0..self.info.len() {
-            self.init_one(be, i, seed, (i == word).then_some(pad));
+            self.init_one(be, i, seed, std, (i == word).then_some(pad));
         }
     }
 }

@@ -232,16 +232,13 @@ impl<B: Backend> DebertaClassifier<B> {
             return Err(DebertaError::Labels(num_labels));
         }
         let (mut params, idx) = declare(be, config, num_labels);
-        params.init_random(be, seed, config.pad_token_id as usize, idx.word);
-        // The store draws normal(0, 0.02); HF draws with initializer_range.
-        let factor = config.initializer_range / 0.02;
-        if factor != 1.0 && be.holds_values() {
-            for (info, value) in params.info.iter().zip(&mut params.values) {
-                if info.decay {
-                    be.scale(value, factor);
-                }
-            }
-        }
+        params.init_random(
+            be,
+            seed,
+            config.initializer_range,
+            config.pad_token_id as usize,
+            idx.word,
+        );
         Ok(Self {
             config: config.clone(),
             num_labels,
