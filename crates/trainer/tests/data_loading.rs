@@ -310,8 +310,10 @@ fn a_csv_naming_a_column_twice_is_an_error() {
 }
 
 /// Label names that are numbers (star ratings) are names, whether the
-/// file writes them as numbers, integral floats or strings; numbers that
-/// name no class are indices, as before.
+/// file writes them as numbers, integral floats or strings; an integer
+/// that names no class is then a bad record (read as a position, `0` would
+/// join `1` in the first class); beside names that are not numbers,
+/// integers are indices.
 #[test]
 fn numeric_label_names_are_names_before_indices() {
     let mut options = LoadOptions::new(3);
@@ -329,6 +331,13 @@ fn numeric_label_names_are_names_before_indices() {
     ] {
         let dataset = load_str(file, contents, format, &options).unwrap();
         assert_eq!(texts(&dataset), [("one", 0), ("two", 1), ("three", 2)]);
+        let zero = contents.replacen('1', "0", 1);
+        let err = load_str(file, &zero, format, &options).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains(r#"is "0", not one of ["1", "2", "3"]"#),
+            "{err}"
+        );
     }
     options.labels = LabelSpec::Names(vec!["neg".into(), "pos".into(), "mixed".into()]);
     let dataset = load_str(

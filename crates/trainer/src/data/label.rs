@@ -148,11 +148,20 @@ fn from_text(text: &str, field: &str, spec: &LabelSpec) -> Result<usize, BadReco
 
 /// An integer label: the class of that name when the names list it (star
 /// ratings named `"1"` to `"5"` are names, not positions), else an index.
+/// Where some names are integers, every integer label must be one: a `0`
+/// read as the position of `"1"` would share its class with the label `1`.
 fn name_or_index(value: i128, field: &str, spec: &LabelSpec) -> Result<usize, BadRecordReason> {
     if let LabelSpec::Names(names) = spec {
         let text = value.to_string();
         if let Some(index) = names.iter().position(|name| name.trim() == text) {
             return Ok(index);
+        }
+        if names.iter().any(|name| name.trim().parse::<i128>().is_ok()) {
+            return Err(BadRecordReason::UnknownLabelName {
+                field: field.into(),
+                value: text,
+                names: names.clone(),
+            });
         }
     }
     in_range(value, field, spec)

@@ -69,7 +69,8 @@ pub enum LabelSpec {
     /// Class names; a record's label is the index of its name in this list.
     /// A label written as an integer (a JSON number, `1.0` too) is the name
     /// of that text when the list has it (`["1", "2", "3"]` for star
-    /// ratings), else an index into the list.
+    /// ratings), else an index into the list; where some names are
+    /// integers, an integer that names no class is a bad record.
     Names(Vec<String>),
 }
 
