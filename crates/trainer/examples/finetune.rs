@@ -38,6 +38,7 @@ fn main() {
         split_seed: 42,
         max_length: arg(&args, 4, 64),
         micro_batch: arg(&args, 3, 32),
+        batch_size: None,
         head_hidden: vec![],
         dropout: None,
         memory_limit: None,

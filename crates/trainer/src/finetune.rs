@@ -57,9 +57,13 @@ pub struct FinetuneSpec {
     pub split_seed: u64,
     /// Sequences are truncated to this many tokens (special tokens included).
     pub max_length: usize,
-    /// Examples per forward/backward; `train.accumulation_steps` of them make
-    /// one optimiser step.
+    /// Most examples per forward/backward pass.
     pub micro_batch: usize,
+    /// Examples per optimiser step, each step cut into micro-batches of at
+    /// most `micro_batch` whose sizes differ by at most one (32 at
+    /// micro-batch 11: 11, 11 and 10); `None`: `micro_batch` times
+    /// `train.accumulation_steps`.
+    pub batch_size: Option<usize>,
     /// Widths of the classifier head's hidden layers (0-3).
     pub head_hidden: Vec<usize>,
     /// Overrides the model config's hidden and attention dropout (in
@@ -477,6 +481,7 @@ struct Prepared {
     /// The tokenised splits, of which the training set is cut into
     /// micro-batches anew each epoch ([`Prepared::train_batches`]).
     splits: Arc<tokenized::Splits>,
+    batch_size: usize,
     micro_batch: usize,
     valid_batches: Vec<Batch>,
     /// Seconds preparing took.
@@ -489,6 +494,7 @@ impl Prepared {
     fn train_batches(&self) -> TrainBatches<'_> {
         TrainBatches::Redrawn {
             data: &self.splits.train,
+            batch_size: self.batch_size,
             micro_batch: self.micro_batch,
         }
     }
@@ -542,6 +548,9 @@ fn prepare(spec: &FinetuneSpec) -> Result<Prepared, FinetuneError> {
         num_classes: splits.num_classes,
         train_examples: splits.train.len(),
         validation_examples: splits.valid.len(),
+        batch_size: spec
+            .batch_size
+            .unwrap_or(spec.micro_batch * spec.train.accumulation_steps),
         micro_batch: spec.micro_batch,
         valid_batches,
         splits,

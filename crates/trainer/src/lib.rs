@@ -98,6 +98,7 @@
 //!     split_seed: 0,
 //!     max_length: 32,
 //!     micro_batch: 32,
+//!     batch_size: None, // Some(64): steps of 64 in two micro-batches of 32
 //!     head_hidden: vec![],
 //!     dropout: None,
 //!     memory_limit: Some(64 << 20), // the trial's lease: 64 MiB of tensors

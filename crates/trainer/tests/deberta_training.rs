@@ -32,6 +32,7 @@ fn spec(micro_batch: usize, epochs: usize) -> FinetuneSpec {
         split_seed: 3,
         max_length: 24,
         micro_batch,
+        batch_size: None,
         head_hidden: vec![],
         dropout: None,
         memory_limit: None,

@@ -24,6 +24,7 @@ fn spec(dir: &Path, micro_batch: usize, max_length: usize) -> FinetuneSpec {
         split_seed: 7,
         max_length,
         micro_batch,
+        batch_size: None,
         head_hidden: vec![16],
         dropout: None,
         memory_limit: None,

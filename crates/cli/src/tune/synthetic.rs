@@ -14,11 +14,7 @@ pub const VALIDATION_EXAMPLES: usize = 64;
 
 /// A validation "accuracy" in (0.5, 0.95] for `epoch` (0-based) of a job.
 pub fn objective(job: &Job, epoch: usize) -> f64 {
-    objective_at(
-        &job.settings,
-        job.micro_batch * job.accumulation_steps,
-        epoch,
-    )
+    objective_at(&job.settings, job.settings.batch_size, epoch)
 }
 
 /// The validation metrics of `epoch` of a simulated job: accuracy and

@@ -304,6 +304,7 @@ pub fn finetune_spec(job: &Job, model_dir: std::path::PathBuf) -> FinetuneSpec {
         split_seed: job.split_seed,
         max_length: job.settings.max_length,
         micro_batch: job.micro_batch,
+        batch_size: Some(job.settings.batch_size),
         head_hidden: job.settings.head_hidden.clone(),
         train: TrainConfig {
             recompute: job.recompute,

@@ -150,12 +150,48 @@ impl TokenizedDataset {
         if micro_batch == 0 {
             return Err(DataError::ZeroBatchSize);
         }
-        let indices = match order {
-            BatchOrder::Shuffled { seed, epoch } => epoch_order(self.len(), seed, epoch),
-            BatchOrder::Sequential => (0..self.len()).collect(),
-        };
+        let indices = self.in_order(order);
         let chunks: Vec<Vec<usize>> = indices.chunks(micro_batch).map(<[usize]>::to_vec).collect();
         Ok(chunks.into_iter().map(move |chunk| self.batch_of(&chunk)))
+    }
+
+    /// The epoch's optimiser steps of `batch_size` examples (the last one
+    /// holds the remainder), each cut into as few micro-batches of at most
+    /// `micro_batch` examples as it takes, their sizes differing by at most
+    /// one: a step of 32 at micro-batch 11 is 11, 11 and 10 examples. Each
+    /// micro-batch is padded to its own longest sequence.
+    pub fn steps(
+        &self,
+        batch_size: usize,
+        micro_batch: usize,
+        order: BatchOrder,
+    ) -> Result<Vec<Vec<Batch>>, DataError> {
+        if batch_size == 0 || micro_batch == 0 {
+            return Err(DataError::ZeroBatchSize);
+        }
+        let indices = self.in_order(order);
+        Ok(indices
+            .chunks(batch_size)
+            .map(|step| {
+                let pieces = step.len().div_ceil(micro_batch);
+                let (base, longer) = (step.len() / pieces, step.len() % pieces);
+                let mut start = 0;
+                (0..pieces)
+                    .map(|i| {
+                        let rows = base + usize::from(i < longer);
+                        start += rows;
+                        self.batch_of(&step[start - rows..start])
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+
+    fn in_order(&self, order: BatchOrder) -> Vec<usize> {
+        match order {
+            BatchOrder::Shuffled { seed, epoch } => epoch_order(self.len(), seed, epoch),
+            BatchOrder::Sequential => (0..self.len()).collect(),
+        }
     }
 
     /// The examples at `indices`, padded to the longest of them.

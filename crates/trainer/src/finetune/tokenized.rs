@@ -152,6 +152,7 @@ mod tests {
             split_seed: 1,
             max_length,
             micro_batch: 8,
+            batch_size: None,
             head_hidden: vec![],
             dropout: None,
             memory_limit: None,

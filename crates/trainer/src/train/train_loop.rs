@@ -574,7 +574,7 @@ pub fn train<'a, B: Backend, M: Classifier<B> + ?Sized>(
     // all in the checks below.
     let source = train_batches.into();
     let first = source
-        .epoch(0, cfg.seed, false)
+        .epoch(0, cfg.seed, false, cfg.accumulation_steps)
         .map_err(|e| TrainError::Config(e.to_string()))?;
     if cfg.accumulation_steps == 0 || cfg.epochs == 0 || first.is_empty() {
         return Err(TrainError::Config(
@@ -590,7 +590,7 @@ pub fn train<'a, B: Backend, M: Classifier<B> + ?Sized>(
         )));
     }
     // Validate everything on the host before any kernel runs.
-    for (index, b) in &first {
+    for (index, b) in first.iter().flatten() {
         model
             .check_batch(b)
             .map_err(|source| TrainError::TrainBatch {
@@ -598,15 +598,19 @@ pub fn train<'a, B: Backend, M: Classifier<B> + ?Sized>(
                 source,
             })?;
     }
-    let batches_per_epoch = first.len();
-    let largest_batch = first.iter().map(|(_, b)| b.batch).max().unwrap_or(1);
+    let steps_per_epoch = first.len() as u64;
+    let largest_batch = first
+        .iter()
+        .flatten()
+        .map(|(_, b)| b.batch)
+        .max()
+        .unwrap_or(1);
     drop(first);
     for (index, b) in valid_batches.iter().enumerate() {
         model
             .check_batch(b)
             .map_err(|source| TrainError::ValidBatch { index, source })?;
     }
-    let steps_per_epoch = batches_per_epoch.div_ceil(cfg.accumulation_steps) as u64;
     let total = steps_per_epoch * cfg.epochs as u64;
     let schedule = LinearSchedule {
         peak_lr: cfg.lr,
@@ -641,12 +645,12 @@ pub fn train<'a, B: Backend, M: Classifier<B> + ?Sized>(
     let mut since_best = 0;
     for epoch in 0..cfg.epochs {
         let start = Instant::now();
-        let batches = source
-            .epoch(epoch, cfg.seed, cfg.shuffle)
+        let steps = source
+            .epoch(epoch, cfg.seed, cfg.shuffle, cfg.accumulation_steps)
             .map_err(|e| TrainError::Config(e.to_string()))?;
         let mut loss_sum = 0.0;
         let mut groups = 0;
-        for group in batches.chunks(cfg.accumulation_steps) {
+        for group in &steps {
             // The schedule moves with applied updates only: an fp16 step
             // skipped for an overflowed gradient leaves it where it was,
             // as Hugging Face's Trainer steps its scheduler.

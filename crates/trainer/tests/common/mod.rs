@@ -126,6 +126,7 @@ pub fn tiny_finetune_spec(
         split_seed: 42,
         max_length: 32,
         micro_batch: 32,
+        batch_size: None,
         head_hidden: vec![],
         dropout: None,
         memory_limit: None,
