@@ -1,7 +1,8 @@
 //! Which parameters a sampler can model jointly: Optuna's
 //! `IntersectionSearchSpace` (parameters with the same distribution in every
-//! finished trial) and `_GroupDecomposedSearchSpace` (disjoint groups of
-//! parameters that always occur together, for conditional spaces).
+//! COMPLETE trial, and every PRUNED one where it counts them) and
+//! `_GroupDecomposedSearchSpace` (disjoint groups of parameters that always
+//! occur together, for conditional spaces).
 
 use crate::trial::{FrozenTrial, SearchSpace, TrialState};
 
@@ -15,14 +16,30 @@ pub fn intersection(trials: &[FrozenTrial]) -> SearchSpace {
     intersect_from(None, trials).unwrap_or_default()
 }
 
+/// Parameters present with one identical distribution in every COMPLETE
+/// trial (Optuna's `IntersectionSearchSpace(include_pruned=False)`, which
+/// its NSGA-II and GP samplers use): a trial pruned before it suggested a
+/// parameter does not take that parameter out.
+pub fn complete_intersection(trials: &[FrozenTrial]) -> SearchSpace {
+    let complete = trials.iter().filter(|t| t.state == TrialState::Complete);
+    intersect(None, complete).unwrap_or_default()
+}
+
 /// Incremental form: `start` is the intersection over earlier trials
 /// (`None`: no counted trial yet).
 pub(crate) fn intersect_from(
     start: Option<SearchSpace>,
     trials: &[FrozenTrial],
 ) -> Option<SearchSpace> {
+    intersect(start, trials.iter().filter(|t| counts(t)))
+}
+
+fn intersect<'a>(
+    start: Option<SearchSpace>,
+    trials: impl Iterator<Item = &'a FrozenTrial>,
+) -> Option<SearchSpace> {
     let mut space = start;
-    for t in trials.iter().filter(|t| counts(t)) {
+    for t in trials {
         match &mut space {
             None => {
                 space = Some(

@@ -417,7 +417,7 @@ impl Sampler for NsgaIISampler {
         study: &StudyView<'_>,
         _trial_number: u64,
     ) -> SearchSpace {
-        let mut space = search_space::intersection(study.trials);
+        let mut space = search_space::complete_intersection(study.trials);
         space.retain(|_, d| !d.single());
         space
     }
@@ -589,6 +589,46 @@ mod tests {
         assert_eq!(parents.len(), 4);
         for t in &trials[4..8] {
             assert!(parents.contains(&t.params["x"].internal), "{t:?}");
+        }
+    }
+
+    /// A PRUNED trial stopped before suggesting `y` leaves `y` in the
+    /// relative space (Optuna's `IntersectionSearchSpace()` counts COMPLETE
+    /// trials only): without mutation every child copies a parent's `y`.
+    #[test]
+    fn a_pruned_trial_does_not_shrink_the_relative_space() {
+        let dirs = [StudyDirection::Minimize, StudyDirection::Minimize];
+        let unit = Distribution::float(0.0, 1.0, false, None).unwrap();
+        let ys = [0.11, 0.22, 0.33, 0.44];
+        let mut trials: Vec<FrozenTrial> = (0..4)
+            .map(|i| {
+                let x = 0.1 * (i + 1) as f64;
+                let mut t = done(i as u64, x, vec![x, 1.0 - x]);
+                let y = Param {
+                    distribution: unit.clone(),
+                    internal: ys[i],
+                };
+                t.params.insert("y".into(), y);
+                t
+            })
+            .collect();
+        let mut pruned = done(4, 0.5, vec![0.0, 0.0]);
+        (pruned.state, pruned.values) = (TrialState::Pruned, None);
+        trials.push(pruned);
+        for t in &mut trials {
+            t.system_attrs.insert(GENERATION_KEY.into(), 0.into());
+        }
+        let mut sampler = NsgaIISampler::new(NsgaIIConfig {
+            population_size: 4,
+            mutation_prob: Some(0.0),
+            seed: Some(1),
+            ..NsgaIIConfig::default()
+        });
+        let study = StudyView::with_directions("s", &dirs, &trials);
+        let space = SearchSpace::from([("x".to_string(), unit.clone()), ("y".to_string(), unit)]);
+        for n in 5..35 {
+            let params = crate::ask(&mut sampler, study, n, &space).unwrap();
+            assert!(ys.contains(&params["y"].internal), "{n}: {params:?}");
         }
     }
 

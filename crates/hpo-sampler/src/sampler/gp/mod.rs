@@ -501,13 +501,7 @@ impl Sampler for GpSampler {
         study: &StudyView<'_>,
         _trial_number: u64,
     ) -> SearchSpace {
-        let complete: Vec<FrozenTrial> = study
-            .trials
-            .iter()
-            .filter(|t| t.state == TrialState::Complete)
-            .cloned()
-            .collect();
-        crate::search_space::intersection(&complete)
+        crate::search_space::complete_intersection(study.trials)
             .into_iter()
             .filter(|(_, d)| !d.single())
             .collect()
