@@ -117,11 +117,15 @@ impl<'s, S: Sampler + ?Sized> Trial<'s, S> {
             self.relative = Some((space, values));
         }
         let (space, values) = self.relative.as_ref().expect("just set");
-        if space.get(name) != Some(distribution) {
+        // As Optuna's `_is_relative_param`: a range or step that changed
+        // since the history (memtune's depend on the model) takes the joint
+        // value if it contains it, else draws independently. An
+        // incompatible one (another kind, log or choices), which Optuna
+        // raises on, draws independently too ([`ask`] refuses one the
+        // history contradicts).
+        if !space.get(name)?.compatible_with(distribution) {
             return None;
         }
-        // A joint value outside the distribution is drawn independently
-        // instead (Optuna's `_is_relative_param`).
         values
             .get(name)
             .copied()
@@ -400,6 +404,57 @@ mod tests {
                 assert!(k.contains(params["k"].internal), "{n}: {params:?}");
             }
         }
+    }
+
+    /// A range that changed since the history (memtune's ranges depend on
+    /// the model) still takes the joint values it contains, as Optuna's
+    /// `_is_relative_param` does: without mutation NSGA-II's children of
+    /// x in [0, 1] asked in [0, 2] copy a parent's x. Asked in [0, 0.3],
+    /// the parents' x above it are drawn in the range instead.
+    #[test]
+    fn a_changed_range_takes_the_joint_values_it_contains() {
+        use crate::sampler::nsga2::GENERATION_KEY;
+        use crate::{NsgaIIConfig, NsgaIISampler, StudyDirection};
+        let dirs = [StudyDirection::Minimize; 2];
+        let unit = Distribution::float(0.0, 1.0, false, None).unwrap();
+        let xs = [0.11, 0.22, 0.33, 0.44];
+        let trials: Vec<FrozenTrial> = (0..4)
+            .map(|n| {
+                let mut t = finished(n as u64, "x", &unit, xs[n]);
+                t.values = Some(vec![xs[n], 1.0 - xs[n]]);
+                t.system_attrs.insert(GENERATION_KEY.into(), 0.into());
+                t
+            })
+            .collect();
+        let view = StudyView::with_directions("s", &dirs, &trials);
+        let asks = |high: f64| -> Vec<f64> {
+            let mut sampler = NsgaIISampler::new(NsgaIIConfig {
+                population_size: 4,
+                mutation_prob: Some(0.0),
+                seed: Some(1),
+                ..NsgaIIConfig::default()
+            });
+            let d = Distribution::float(0.0, high, false, None).unwrap();
+            let space = SearchSpace::from([("x".to_string(), d)]);
+            (4..34)
+                .map(|n| ask(&mut sampler, view, n, &space).unwrap()["x"].internal)
+                .collect()
+        };
+        for x in asks(2.0) {
+            assert!(xs.contains(&x), "{x}");
+        }
+        let narrow = asks(0.3);
+        assert!(narrow.iter().all(|x| (0.0..=0.3).contains(x)), "{narrow:?}");
+        assert!(narrow.iter().any(|x| xs.contains(x)), "{narrow:?}");
+        assert!(narrow.iter().any(|x| !xs.contains(x)), "{narrow:?}");
+        // Another kind is drawn independently, not refused, by a `Trial`.
+        let mut sampler = NsgaIISampler::new(NsgaIIConfig {
+            population_size: 4,
+            seed: Some(1),
+            ..NsgaIIConfig::default()
+        });
+        let k = Trial::new(&mut sampler, view, 4).suggest_int("x", 0, 3);
+        assert!(matches!(k, Ok(0..=3)), "{k:?}");
     }
 
     /// A long-lived sampler checks a finished trial once, and again when
