@@ -14,7 +14,8 @@
 //! and the last front that does not fit is cut by greedy hypervolume subset
 //! selection; "below" trials all weigh 1, `gamma` is
 //! [`TpeConfig::gamma_multi_objective`], and parameters are sampled
-//! independently unless [`TpeConfig::multivariate_multi_objective`].
+//! independently unless [`TpeConfig::multivariate_multi_objective`] or
+//! [`TpeConfig::group`].
 
 use super::Sampler;
 use super::observations::SpaceCache;
@@ -107,7 +108,8 @@ pub struct TpeConfig {
     /// single objective).
     pub multivariate: bool,
     /// Decompose conditional spaces into groups that always co-occur and
-    /// model each jointly (requires `multivariate`).
+    /// model each jointly (requires `multivariate`), on several objectives
+    /// too.
     pub group: bool,
     /// Count RUNNING trials as "above" so parallel workers spread out.
     pub constant_liar: bool,
@@ -130,7 +132,7 @@ pub struct TpeConfig {
     /// `default_gamma_multiobjective`: `ceil(0.1 n)`, no cap).
     pub gamma_multi_objective: fn(usize) -> usize,
     /// Model the relative search space jointly on a study of several
-    /// objectives (Optuna 5: independent, `false`).
+    /// objectives (Optuna 5: independent, `false`); `group` does anyway.
     pub multivariate_multi_objective: bool,
     /// One objective, a continuous space (every parameter a float without
     /// a step): the candidates, finalists and `gamma` an ask uses there
@@ -1311,8 +1313,10 @@ impl Sampler for TpeSampler {
         study: &StudyView<'_>,
         _trial_number: u64,
     ) -> SearchSpace {
+        // `group` is a joint model (Optuna's `_is_multivariate`), on several
+        // objectives too.
         let multivariate = if study.is_multi_objective() {
-            self.config.multivariate_multi_objective
+            self.config.multivariate_multi_objective || self.config.group
         } else {
             self.config.multivariate
         };
@@ -1441,6 +1445,45 @@ mod tests {
                 assert!(x.contains(params["x"].internal));
             }
         }
+    }
+
+    /// `group` models its groups jointly on several objectives too, where
+    /// the joint model is otherwise off (Optuna's `_is_multivariate`: group
+    /// implies multivariate).
+    #[test]
+    fn groups_are_joint_on_several_objectives() {
+        let x = Distribution::float(0.0, 1.0, false, None).unwrap();
+        let trials: Vec<FrozenTrial> = (0..12u64)
+            .map(|i| {
+                let (a, b) = (i as f64 / 12.0, ((i * 5) % 12) as f64 / 12.0);
+                let mut t = trial(i, TrialState::Complete, None);
+                t.values = Some(vec![a, b]);
+                for (name, internal) in [("x", a), ("y", b)] {
+                    let distribution = x.clone();
+                    let param = crate::Param {
+                        distribution,
+                        internal,
+                    };
+                    t.params.insert(name.into(), param);
+                }
+                t
+            })
+            .collect();
+        let dirs = [StudyDirection::Minimize; 2];
+        let view = StudyView::with_directions("s", &dirs, &trials);
+        let space = |config| TpeSampler::new(config).infer_relative_search_space(&view, 12);
+        let grouped = TpeConfig {
+            group: true,
+            ..TpeConfig::default()
+        };
+        assert_eq!(space(grouped.clone()).len(), 2);
+        assert!(space(TpeConfig::default()).is_empty());
+        let asked = SearchSpace::from([("x".into(), x.clone()), ("y".into(), x.clone())]);
+        let params = crate::ask(&mut TpeSampler::new(grouped), view, 12, &asked).unwrap();
+        assert!(
+            params.values().all(|p| x.contains(p.internal)),
+            "{params:?}"
+        );
     }
 
     /// Optuna's estimator options.
