@@ -282,31 +282,45 @@ impl FrozenTrial {
     /// [`CONSTRAINTS_KEY`] (its entries named "0", "1", ...), then each
     /// named value ([`NAMED_CONSTRAINT_PREFIX`]), one named like a list
     /// entry replacing it. Named values come in name order (Optuna's in the
-    /// order they were stored): the same order for every trial of a study,
-    /// which is what a per-constraint model needs. An entry that is not a
+    /// order they were stored): the same order for every trial that set
+    /// the same constraints; a model per constraint matches trials that did
+    /// not by [`FrozenTrial::constraints_by_name`]. An entry that is not a
     /// number, which [`FrozenTrial::check`] refuses, is NaN.
     pub fn constraints(&self) -> Vec<f64> {
+        if self.named_constraints().next().is_some() {
+            let values = self.constraints_by_name();
+            return values.into_iter().map(|(_, v)| v).collect();
+        }
+        // The list alone (samplers ask per trial, in sorts too): no names.
+        match self.system_attrs.get(CONSTRAINTS_KEY) {
+            Some(Json::Array(items)) => items
+                .iter()
+                .map(|v| json_f64(v).unwrap_or(f64::NAN))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// [`FrozenTrial::constraints`] with their names (a list entry's is
+    /// its position, "0", "1", ...), for matching one constraint across
+    /// trials that do not all set the same ones.
+    pub fn constraints_by_name(&self) -> Vec<(String, f64)> {
         let number = |v: &Json| json_f64(v).unwrap_or(f64::NAN);
-        let list: Vec<f64> = match self.system_attrs.get(CONSTRAINTS_KEY) {
-            Some(Json::Array(items)) => items.iter().map(number).collect(),
+        let mut values: Vec<(String, f64)> = match self.system_attrs.get(CONSTRAINTS_KEY) {
+            Some(Json::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (i.to_string(), number(v)))
+                .collect(),
             _ => Vec::new(),
         };
-        // The list alone (samplers ask per trial, in sorts too): no names.
-        if self.named_constraints().next().is_none() {
-            return list;
-        }
-        let mut values: Vec<(String, f64)> = list
-            .into_iter()
-            .enumerate()
-            .map(|(i, v)| (i.to_string(), v))
-            .collect();
         for (name, v) in self.named_constraints() {
             match values.iter_mut().find(|(n, _)| n == name) {
                 Some(entry) => entry.1 = number(v),
                 None => values.push((name.to_string(), number(v))),
             }
         }
-        values.into_iter().map(|(_, v)| v).collect()
+        values
     }
 
     /// Whether the trial stored constraint values.
@@ -626,6 +640,12 @@ mod tests {
         t.system_attrs
             .insert(format!("{NAMED_CONSTRAINT_PREFIX}1"), json!(-3.0));
         assert_eq!(t.constraints(), vec![0.5, -3.0, -1.0, 5.0]);
+        let names: Vec<String> = t
+            .constraints_by_name()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names, ["0", "1", "latency", "mem"]);
         assert_eq!(t.violation(), 5.5);
         assert!(t.check().is_ok());
         // Python's non-finite floats, as a storage reads them.

@@ -441,3 +441,55 @@ fn the_widest_integer_ranges_are_searched() {
         (p["plain"].internal / limit as f64 - 0.3).abs()
     });
 }
+
+/// Named constraints (`Trial.set_constraint`) are matched by name: a trial
+/// that set only `b` of {a, b} asks as if it had set `a` to 0 (a missing
+/// constraint counts as 0), whichever of the two it lacks.
+#[test]
+fn a_missing_named_constraint_counts_as_zero() {
+    use hpo_sampler::{NAMED_CONSTRAINT_PREFIX, Param};
+    let x = Distribution::float(0.0, 1.0, false, None).unwrap();
+    // Feasible for 0.2 <= x <= 0.6; trial 3 lacks `missing`, or has it at 0.
+    let history = |missing: &str, zero: bool| -> Vec<FrozenTrial> {
+        (0..14u64)
+            .map(|i| {
+                let v = ((i * 37) % 14) as f64 / 14.0 + 0.02;
+                let mut t = FrozenTrial::new(i);
+                t.state = TrialState::Complete;
+                t.values = Some(vec![(v - 0.3).powi(2)]);
+                let param = Param {
+                    distribution: x.clone(),
+                    internal: v,
+                };
+                t.params.insert("x".into(), param);
+                for (name, c) in [("a", v - 0.6), ("b", 0.2 - v)] {
+                    let c = match (i == 3 && name == missing, zero) {
+                        (false, _) => c,
+                        (true, true) => 0.0,
+                        (true, false) => continue,
+                    };
+                    let key = format!("{NAMED_CONSTRAINT_PREFIX}{name}");
+                    t.system_attrs.insert(key, serde_json::json!(c));
+                }
+                t
+            })
+            .collect()
+    };
+    let space = BTreeMap::from([("x".to_string(), x.clone())]);
+    let sample = |trials: &[FrozenTrial]| -> f64 {
+        let mut sampler = GpSampler::new(GpConfig {
+            seed: Some(5),
+            n_preliminary_samples: 256,
+            ..GpConfig::default()
+        });
+        let view = StudyView::new("s", StudyDirection::Minimize, trials);
+        ask(&mut sampler, view, 14, &space).unwrap()["x"].internal
+    };
+    for missing in ["a", "b"] {
+        assert_eq!(
+            sample(&history(missing, false)),
+            sample(&history(missing, true)),
+            "missing {missing}"
+        );
+    }
+}

@@ -72,8 +72,8 @@
 //! - Grids of more than 64 values are searched at 64 evenly spaced values
 //!   plus the neighbours of the current one, instead of Brent's method on
 //!   the interpolated acquisition.
-//! - A trial missing a constraint counts that constraint as 0 (feasible);
-//!   Optuna raises.
+//! - A trial missing a constraint (a list entry, or a named one other
+//!   trials set) counts that constraint as 0 (feasible); Optuna raises.
 //! - Two objectives by ParEGO (above) unless
 //!   [`GpConfig::hypervolume_improvement`]; Optuna's hypervolume
 //!   improvement by quasi-Monte Carlo, ours in closed form.
@@ -491,6 +491,25 @@ impl GpSampler {
     }
 }
 
+/// One row per trial, one column per constraint any of them set, matched
+/// by name (a list entry's is its position); a trial that did not set one
+/// counts it as 0, satisfied.
+fn constraint_rows(trials: &[Vec<(String, f64)>]) -> Vec<Vec<f64>> {
+    let mut names: Vec<&str> = Vec::new();
+    for (name, _) in trials.iter().flatten() {
+        if !names.contains(&name.as_str()) {
+            names.push(name);
+        }
+    }
+    let value = |t: &[(String, f64)], name: &str| {
+        t.iter().find(|(n, _)| n == name).map_or(0.0, |(_, v)| *v)
+    };
+    trials
+        .iter()
+        .map(|t| names.iter().map(|name| value(t, name)).collect())
+        .collect()
+}
+
 impl Sampler for GpSampler {
     fn check(&self) -> crate::Result<()> {
         self.error.clone().map_or(Ok(()), Err)
@@ -538,16 +557,7 @@ impl Sampler for GpSampler {
         // Per COMPLETE trial: the value to maximise (one objective, ParEGO)
         // or the two losses (hypervolume).
         let mut values: Vec<Vec<f64>> = Vec::new();
-        let mut constraint_rows: Vec<Vec<f64>> = Vec::new();
-        // Optuna's constraints are a list per trial; a trial with fewer
-        // than the most counts as satisfying the missing ones.
-        let n_constraints = study
-            .trials
-            .iter()
-            .filter(|t| t.state == TrialState::Complete)
-            .map(|t| t.constraints().len())
-            .max()
-            .unwrap_or(0);
+        let mut trial_constraints: Vec<Vec<(String, f64)>> = Vec::new();
         let mut running = Vec::new();
         for t in study.trials {
             match t.state {
@@ -567,9 +577,7 @@ impl Sampler for GpSampler {
                     };
                     x.extend(row);
                     values.push(v);
-                    let mut constraints = t.constraints();
-                    constraints.resize(n_constraints, 0.0);
-                    constraint_rows.push(constraints);
+                    trial_constraints.push(t.constraints_by_name());
                 }
                 TrialState::Running if t.number != trial_number => {
                     if let Some(row) = Self::row(t, &space, &dims) {
@@ -582,6 +590,7 @@ impl Sampler for GpSampler {
         if values.len() < self.config.n_startup_trials.max(1) {
             return BTreeMap::new();
         }
+        let constraint_rows = constraint_rows(&trial_constraints);
         let dim = dims.len();
         let feasible: Vec<bool> = constraint_rows
             .iter()
