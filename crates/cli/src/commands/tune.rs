@@ -40,9 +40,11 @@ pub fn run(args: &Args, ctx: &Context, out: &mut dyn Write) -> Result<()> {
     }
     let faults = Faults::from_env().map_err(CliError::Usage)?;
     let mut plan = RunPlan::new(&cfg, ctx.storage_url.as_deref())?;
-    if cfg.study.storage_given && plan.storage_url != cfg.study.storage {
+    if args.config.is_some() && cfg.study.storage_given && plan.storage_url != cfg.study.storage {
         // The environment wins over the file, as usual; said, because a
-        // MEMTUNE_STORAGE left set from another study is easy to miss.
+        // MEMTUNE_STORAGE left set from another study is easy to miss. The
+        // embedded default study's storage is only a default (`cargo xtask
+        // tune` gives its own), so nothing is said without --config.
         crate::logging::note(&format!(
             "memtune: storage from --storage or MEMTUNE_STORAGE: {}; {}'s `{}` is not used",
             store::redact_url(&plan.storage_url),
