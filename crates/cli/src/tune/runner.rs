@@ -1602,9 +1602,7 @@ impl<'a> Runner<'a> {
                 // as nothing of its own.
                 self.unstarted_in_a_row += 1;
                 let message = format!("its worker ended ({exit}) before taking the job");
-                let recorded =
-                    record::fail_and_retry(&self.storage, &r.trial, "not_started", &message);
-                if retried_here(recorded, r.trial.number)? {
+                if self.requeue(&r.trial, &message)? {
                     self.progress.line(&format!(
                         "trial {}: {message}; retried on a fresh worker",
                         r.trial.number
@@ -1777,11 +1775,12 @@ impl<'a> Runner<'a> {
         Ok(decision.prune)
     }
 
-    /// Fails a trial that never started and enqueues a copy for a later run.
-    fn requeue(&mut self, trial: &TrialRef, why: &str) -> Result<(), TuneError> {
-        record::fail_and_retry(&self.storage, trial, "not_started", why)?;
+    /// Fails a trial that never started and enqueues a copy for a later
+    /// run; `false` when another runner had already failed it as stale.
+    fn requeue(&mut self, trial: &TrialRef, why: &str) -> Result<bool, TuneError> {
+        let recorded = record::fail_and_retry(&self.storage, trial, "not_started", why);
         self.beats.remove(trial.trial_id);
-        Ok(())
+        retried_here(recorded, trial.number)
     }
 
     /// Ctrl-C, or a stop for an error every trial would meet: stop the
@@ -1822,7 +1821,7 @@ impl<'a> Runner<'a> {
         }
         for c in std::mem::take(&mut self.pending) {
             self.devices.withdraw(c.trial.trial_id as u64);
-            first_error = first_error.and(self.requeue(&c.trial, why));
+            first_error = first_error.and(self.requeue(&c.trial, why).map(drop));
         }
         first_error
     }
