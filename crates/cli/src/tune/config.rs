@@ -150,7 +150,9 @@
 //! With `peak_memory` among the objectives a trial waits for the
 //! micro-batch that fits its device empty rather than start smaller on a
 //! busy one, so its peak depends on its configuration, not on what else
-//! runs.
+//! runs. It does depend on the device where devices differ in size (a
+//! larger one fits a larger micro-batch), unless a `peak_memory` max well
+//! below the smallest device's memory caps the micro-batch alike on all.
 //!
 //! Each `[[constraint]]` adds one entry to every COMPLETE or PRUNED
 //! trial's `constraints` system attribute, in file order: `measured - max`
